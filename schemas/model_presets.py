@@ -1,0 +1,88 @@
+"""Model presets: the shapes the planner and the trainer both know, loaded from data/model_presets.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from schemas.errors import SchemaError
+
+
+@dataclass(frozen=True)
+class MlpPreset:
+    """A tabular multi-layer perceptron; input and output widths come from the data."""
+
+    name: str
+    hidden_sizes: tuple[int, ...]
+    description: str = ""
+    family: str = "mlp"
+
+    def parameter_count(self, n_features: int, n_outputs: int) -> int:
+        """Weights and biases of the linear layers for a table of n_features columns."""
+        widths = [n_features, *self.hidden_sizes, n_outputs]
+        return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+
+
+@dataclass(frozen=True)
+class GptPreset:
+    """A GPT-style decoder: pre-norm blocks, 4x MLP, learned positions, tied input/output embedding."""
+
+    name: str
+    n_layer: int
+    d_model: int
+    n_head: int
+    seq_len: int
+    vocab_size: int
+    description: str = ""
+    family: str = "gpt"
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    def parameter_count(self) -> int:
+        """All parameters: per block 12*d^2 + 13*d (attention, MLP, two LayerNorms), embeddings, final LayerNorm."""
+        d = self.d_model
+        per_block = 12 * d * d + 13 * d
+        embeddings = self.vocab_size * d + self.seq_len * d
+        return self.n_layer * per_block + embeddings + 2 * d
+
+    def non_embedding_parameter_count(self) -> int:
+        """N in Kaplan et al.'s 6*N FLOPs per token."""
+        return self.n_layer * (12 * self.d_model * self.d_model + 13 * self.d_model)
+
+
+Preset = MlpPreset | GptPreset
+
+
+@cache
+def load_presets() -> dict[str, Preset]:
+    """Read and validate every preset; a malformed file fails with the preset and field named."""
+    raw = json.loads(resources.files("schemas").joinpath("data/model_presets.json").read_text())
+    presets: dict[str, Preset] = {}
+    for name, spec in raw["presets"].items():
+        fields = {k: v for k, v in spec.items() if k != "family"}
+        try:
+            if spec["family"] == "mlp":
+                presets[name] = MlpPreset(name=name, hidden_sizes=tuple(fields.pop("hidden_sizes")), **fields)
+            elif spec["family"] == "gpt":
+                preset = GptPreset(name=name, **fields)
+                if preset.d_model % preset.n_head:
+                    raise ValueError(f"d_model {preset.d_model} is not divisible by n_head {preset.n_head}")
+                presets[name] = preset
+            else:
+                raise ValueError(f"unknown family {spec['family']!r}; expected 'mlp' or 'gpt'")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"model_presets.json: preset {name!r} is malformed: {exc}") from exc
+    return presets
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called name, or a SchemaError listing the known ones."""
+    presets = load_presets()
+    if name not in presets:
+        known = ", ".join(sorted(presets))
+        raise SchemaError(f"unknown model preset {name!r}; known presets: {known}", field="model.preset")
+    return presets[name]
