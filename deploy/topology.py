@@ -1,0 +1,98 @@
+"""Loads deploy/topology.toml into frozen records: the one description of topics, subscriptions and functions."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+TOPOLOGY_FILE = Path(__file__).with_name("topology.toml")
+
+
+class TopologyError(ValueError):
+    """deploy/topology.toml is missing a value or holds a wrong one."""
+
+
+@dataclass(frozen=True)
+class FunctionRoute:
+    """One Cloud Function and the push subscription that feeds it."""
+
+    name: str
+    topic: str
+    subscription: str
+    ack_deadline_seconds: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    project_id: str
+    default_region: str
+    bucket: str
+    dataset_prefix: str
+    runs_prefix: str
+    notification_topic: str
+    runs_collection: str
+    object_events_topic: str
+    requests_topic: str
+    requests_schema_id: str
+    requests_schema_file: str
+    job_events_topic: str
+    functions: tuple[FunctionRoute, ...]
+    local_ports: dict[str, int]
+
+    def function(self, name: str) -> FunctionRoute:
+        for route in self.functions:
+            if route.name == name:
+                return route
+        raise TopologyError(f"no function {name!r} in topology; known: {[f.name for f in self.functions]}")
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return (self.object_events_topic, self.requests_topic, self.job_events_topic)
+
+
+@cache
+def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
+    """Parse and check the topology file; every missing key is reported by its dotted name."""
+    raw = tomllib.loads(path.read_text())
+
+    def get(*keys: str) -> object:
+        node: object = raw
+        for key in keys:
+            if not isinstance(node, dict) or key not in node:
+                raise TopologyError(f"{path.name}: missing `{'.'.join(keys)}`")
+            node = node[key]
+        return node
+
+    functions = tuple(
+        FunctionRoute(
+            name=name,
+            topic=str(get("functions", name, "topic")),
+            subscription=str(get("functions", name, "subscription")),
+            ack_deadline_seconds=int(get("functions", name, "ack_deadline_seconds")),  # type: ignore[call-overload]
+        )
+        for name in get("functions")  # type: ignore[union-attr]
+    )
+    topology = Topology(
+        project_id=str(get("project", "local_id")),
+        default_region=str(get("project", "default_region")),
+        bucket=str(get("bucket", "name")),
+        dataset_prefix=str(get("bucket", "dataset_prefix")),
+        runs_prefix=str(get("bucket", "runs_prefix")),
+        notification_topic=str(get("bucket", "notification", "topic")),
+        runs_collection=str(get("firestore", "runs_collection")),
+        object_events_topic=str(get("topics", "object_events", "name")),
+        requests_topic=str(get("topics", "training_requests", "name")),
+        requests_schema_id=str(get("topics", "training_requests", "schema_id")),
+        requests_schema_file=str(get("topics", "training_requests", "schema_file")),
+        job_events_topic=str(get("topics", "job_events", "name")),
+        functions=functions,
+        local_ports={k: int(v) for k, v in get("local", "ports").items()},  # type: ignore[union-attr]
+    )
+    for route in functions:
+        if route.topic not in topology.topics:
+            raise TopologyError(f"{path.name}: function {route.name} listens on unknown topic {route.topic!r}")
+    if topology.notification_topic != topology.object_events_topic:
+        raise TopologyError(f"{path.name}: bucket.notification.topic must be topics.object_events.name")
+    return topology

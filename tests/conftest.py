@@ -1,0 +1,80 @@
+"""Session fixtures that start Google's emulators and fake-gcs-server on free loopback ports.
+
+Each fixture sets the standard variable (PUBSUB_EMULATOR_HOST, FIRESTORE_EMULATOR_HOST, STORAGE_EMULATOR_HOST)
+and GOOGLE_CLOUD_PROJECT, so the official client libraries reach the emulator exactly as a user's code would.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from deploy.local_stack import processes, services
+
+PROJECT = "landfall-local"
+
+
+@dataclass(frozen=True)
+class Emulator:
+    host: str
+    """host:port on 127.0.0.1."""
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _project_env() -> Iterator[None]:
+    previous = os.environ.get("GOOGLE_CLOUD_PROJECT")
+    os.environ["GOOGLE_CLOUD_PROJECT"] = PROJECT
+    yield
+    if previous is None:
+        os.environ.pop("GOOGLE_CLOUD_PROJECT", None)
+    else:
+        os.environ["GOOGLE_CLOUD_PROJECT"] = previous
+
+
+def _run(spec: processes.ServiceSpec, log_dir: Path, variable: str, value: str) -> Iterator[Emulator]:
+    service = processes.start(spec, log_dir)
+    os.environ[variable] = value
+    try:
+        yield Emulator(f"{services.HOST}:{service.port}")
+    finally:
+        os.environ.pop(variable, None)
+        processes.stop(service)
+
+
+@pytest.fixture(scope="session")
+def pubsub_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    port = processes.free_port()
+    yield from _run(services.pubsub(port), tmp_path_factory.mktemp("pubsub"), "PUBSUB_EMULATOR_HOST",
+                    f"{services.HOST}:{port}")
+
+
+@pytest.fixture(scope="session")
+def firestore_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    port = processes.free_port()
+    yield from _run(services.firestore(port), tmp_path_factory.mktemp("firestore"), "FIRESTORE_EMULATOR_HOST",
+                    f"{services.HOST}:{port}")
+
+
+@pytest.fixture()
+def clean_firestore(firestore_emulator: Emulator) -> Emulator:
+    """The Firestore emulator with every document deleted before the test."""
+    url = f"{firestore_emulator.endpoint}/emulator/v1/projects/{PROJECT}/databases/(default)/documents"
+    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
+    return firestore_emulator
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    """fake-gcs-server without notifications (tests that need notifications use the full stack)."""
+    port = processes.free_port()
+    spec = services.storage(port, project=PROJECT, notification_topic=None, bucket=None, pubsub_host=None)
+    yield from _run(spec, tmp_path_factory.mktemp("gcs"), "STORAGE_EMULATOR_HOST", f"http://{services.HOST}:{port}")
