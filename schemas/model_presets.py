@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -22,7 +23,7 @@ class MlpPreset:
     def parameter_count(self, n_features: int, n_outputs: int) -> int:
         """Weights and biases of the linear layers for a table of n_features columns."""
         widths = [n_features, *self.hidden_sizes, n_outputs]
-        return sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+        return sum(a * b + b for a, b in itertools.pairwise(widths))
 
 
 @dataclass(frozen=True)

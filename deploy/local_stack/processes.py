@@ -102,7 +102,7 @@ def _launch(spec: ServiceSpec, log_dir: Path) -> tuple[RunningService, subproces
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{spec.name}.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(  # noqa: S603 - argv is built by Landfall, never from user input
+        proc = subprocess.Popen(
             list(spec.argv),
             stdout=log,
             stderr=subprocess.STDOUT,
