@@ -1,0 +1,109 @@
+"""Typed readers for JSON objects: each failure is a SchemaError naming the dotted field and what was expected."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from schemas.errors import SchemaError
+
+T = TypeVar("T")
+
+_MISSING = object()
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+class Reader:
+    """Reads fields from one JSON object located at `path` (for error messages)."""
+
+    def __init__(self, data: object, path: str = "") -> None:
+        if not isinstance(data, Mapping):
+            raise SchemaError(f"expected a JSON object, got {_type_name(data)}", field=path or "(message)")
+        self.data: Mapping[str, Any] = data
+        self.path = path
+
+    def _name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def _get(self, key: str, default: object) -> object:
+        if key in self.data:
+            return self.data[key]
+        if default is _MISSING:
+            raise SchemaError("is required but missing", field=self._name(key))
+        return default
+
+    def string(self, key: str, default: object = _MISSING, *, max_len: int = 1024, choices: tuple[str, ...] = ()
+               ) -> str:
+        value = self._get(key, default)
+        if not isinstance(value, str):
+            raise SchemaError(f"expected a string, got {_type_name(value)}", field=self._name(key))
+        if len(value) > max_len:
+            raise SchemaError(f"is {len(value)} characters long; the limit is {max_len}", field=self._name(key))
+        if choices and value not in choices:
+            raise SchemaError(f"{value!r} is not one of {', '.join(map(repr, choices))}", field=self._name(key))
+        return value
+
+    def integer(self, key: str, default: object = _MISSING, *, minimum: int | None = None) -> int:
+        value = self._get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SchemaError(f"expected an integer, got {_type_name(value)}", field=self._name(key))
+        if minimum is not None and value < minimum:
+            raise SchemaError(f"must be >= {minimum}, got {value}", field=self._name(key))
+        return value
+
+    def number(self, key: str, default: object = _MISSING, *, minimum: float | None = None) -> float:
+        value = self._get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SchemaError(f"expected a number, got {_type_name(value)}", field=self._name(key))
+        if minimum is not None and value < minimum:
+            raise SchemaError(f"must be >= {minimum}, got {value}", field=self._name(key))
+        return float(value)
+
+    def boolean(self, key: str, default: object = _MISSING) -> bool:
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            raise SchemaError(f"expected true or false, got {_type_name(value)}", field=self._name(key))
+        return value
+
+    def strings(self, key: str, default: object = _MISSING) -> tuple[str, ...]:
+        value = self._get(key, default)
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise SchemaError(f"expected a list of strings, got {_type_name(value)}", field=self._name(key))
+        return tuple(value)
+
+    def string_map(self, key: str, default: object = _MISSING) -> dict[str, str]:
+        value = self._get(key, default)
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise SchemaError("expected an object of string values", field=self._name(key))
+        return dict(value)
+
+    def obj(self, key: str, default: object = _MISSING) -> Reader:
+        return Reader(self._get(key, default), self._name(key))
+
+    def optional_obj(self, key: str) -> Reader | None:
+        value = self.data.get(key)
+        return None if value is None else Reader(value, self._name(key))
+
+    def timestamp(self, key: str, default: object = _MISSING, *, allow_empty: bool = False) -> str:
+        """An RFC 3339 timestamp with a zone (kept as text); "" allowed when allow_empty."""
+        value = self.string(key, default, max_len=64)
+        if value == "" and allow_empty:
+            return value
+        parse_timestamp(value, field=self._name(key))
+        return value
+
+
+def parse_timestamp(value: str, *, field: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise SchemaError(f"{value!r} is not an RFC 3339 timestamp such as 2026-11-22T18:00:00Z", field=field) from exc
+    if parsed.tzinfo is None:
+        raise SchemaError(f"{value!r} has no time zone; add Z or an offset such as +01:00", field=field)
+    return parsed

@@ -1,0 +1,209 @@
+"""TrainingRequest: what to train, on which dataset, under which constraints. Published on the requests topic.
+
+On the wire it is JSON in the Avro schema's JSON encoding (schemas/training_request.avsc, generated from these
+classes): every field is present; "unset" is spelled "" / 0 / [] rather than null.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from schemas.errors import SchemaError
+from schemas.fields import Reader
+
+SCHEMA_VERSION = 1
+TASKS = ("tabular-classification", "tabular-regression", "causal-lm")
+SPOT_POLICIES = ("never", "allowed", "required")
+SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "direct")
+MAX_MESSAGE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    uri: str
+    """gs://BUCKET/PREFIX/ of the dataset (a prefix, ending in /)."""
+    object_count: int = 0
+    """Data objects under the prefix (markers and control files excluded); 0 when unknown."""
+    total_bytes: int = 0
+    """Sum of their sizes in bytes; 0 when unknown."""
+    formats: tuple[str, ...] = ()
+    """File formats seen, e.g. ("csv",)."""
+
+    @property
+    def bucket(self) -> str:
+        return self.uri.removeprefix("gs://").split("/", 1)[0]
+
+    @property
+    def prefix(self) -> str:
+        rest = self.uri.removeprefix("gs://").split("/", 1)
+        return rest[1] if len(rest) > 1 else ""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    preset: str
+    """A name from schemas/data/model_presets.json, e.g. "mlp-small" or "gpt-124m"."""
+    label_column: str = "label"
+    """Tabular tasks: the column holding the target. Ignored for causal-lm."""
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    epochs: int = 5
+    batch_size: int = 64
+    """Global batch size (across every process)."""
+    learning_rate: float = 0.01
+    seed: int = 0
+    max_steps: int = 0
+    """Stop after this many optimizer steps; 0 = run every epoch."""
+    checkpoint_every_steps: int = 0
+    """0 = the trainer's default interval."""
+    extra: dict[str, str] = field(default_factory=dict)
+    """Further trainer flags, passed as --hparam KEY=VALUE."""
+
+
+@dataclass(frozen=True)
+class Constraints:
+    deadline: str = ""
+    """RFC 3339 time the run must end by; "" = none."""
+    budget_usd: float = 0.0
+    """Most the run may cost; 0 = no budget."""
+    regions: tuple[str, ...] = ()
+    """Allowed Vertex regions; empty = any the planner knows."""
+    gpu_allowlist: tuple[str, ...] = ()
+    """Allowed accelerator types (e.g. NVIDIA_H100_80GB); empty = any."""
+    max_gpus: int = 0
+    """Most GPUs in total; 0 = no cap."""
+    spot: str = "allowed"
+    """never | allowed (when cheaper, counting preemption overhead) | required."""
+
+
+@dataclass(frozen=True)
+class RequestSource:
+    kind: str = "direct"
+    """gcs-marker | gcs-manifest | quiet-period | direct."""
+    object: str = ""
+    """gs:// URI of the object that completed the dataset, for ingest-made requests."""
+    generation: str = ""
+    """Its generation."""
+    event_id: str = ""
+    """The notification's id (Pub/Sub message id or CloudEvent id)."""
+
+
+@dataclass(frozen=True)
+class TrainingRequest:
+    idempotency_key: str
+    """One key per dataset version (ingest: bucket, prefix and the completing object's generation). Requests with
+    the same key are the same run: redeliveries are no-ops."""
+    dataset: DatasetRef
+    task: str
+    model: ModelSpec
+    hyperparameters: Hyperparameters = field(default_factory=Hyperparameters)
+    constraints: Constraints = field(default_factory=Constraints)
+    source: RequestSource = field(default_factory=RequestSource)
+    created_at: str = ""
+    """RFC 3339 time the request was made; "" when the publisher did not say."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Free labels copied onto the run and (where valid) the Vertex job."""
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def run_id(self) -> str:
+        """The run's id: derived from the idempotency key, so every delivery of one request names one run."""
+        return run_id_for(self.idempotency_key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical JSON form: every field present (as the Avro JSON encoding requires)."""
+        data = asdict(self)
+        _lists(data)
+        return data
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), sort_keys=True).encode()
+
+
+def _lists(node: Any) -> None:
+    """asdict keeps tuples; JSON and Firestore want lists."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, tuple):
+                node[key] = list(value)
+            else:
+                _lists(value)
+
+
+def run_id_for(idempotency_key: str) -> str:
+    return "run-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:20]
+
+
+def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest:
+    """Decode and check the structure of a TrainingRequest. Raises SchemaError naming the first bad field.
+
+    Structural checks only; rules that need configuration or the clock (known presets, allowed buckets, deadline
+    in the future) are the dispatcher's (functions/request_rules.py).
+    """
+    if isinstance(raw, bytes | str):
+        if len(raw) > MAX_MESSAGE_BYTES:
+            raise SchemaError(f"message is {len(raw)} bytes; a TrainingRequest is at most {MAX_MESSAGE_BYTES}")
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SchemaError(f"message is not JSON ({exc}); publish a TrainingRequest JSON object, see "
+                              "schemas/examples/training_request.json") from exc
+    else:
+        data = raw
+    r = Reader(data)
+    version = r.integer("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaError(f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}",
+                          field="schema_version")
+    key = r.string("idempotency_key", max_len=512)
+    if not key.strip():
+        raise SchemaError("must not be empty: it names the run, so choose one key per dataset version",
+                          field="idempotency_key")
+    d = r.obj("dataset")
+    uri = d.string("uri", max_len=1100)
+    if not uri.startswith("gs://") or len(uri) <= len("gs://") or uri.startswith("gs:///"):
+        raise SchemaError(f"{uri!r} is not a gs://BUCKET/PREFIX/ URI", field="dataset.uri")
+    dataset = DatasetRef(uri=uri, object_count=d.integer("object_count", 0, minimum=0),
+                         total_bytes=d.integer("total_bytes", 0, minimum=0), formats=d.strings("formats", ()))
+    m = r.obj("model")
+    model = ModelSpec(preset=m.string("preset", max_len=128), label_column=m.string("label_column", "label"))
+    h = r.obj("hyperparameters", {})
+    hyper = Hyperparameters(
+        epochs=h.integer("epochs", 5, minimum=1),
+        batch_size=h.integer("batch_size", 64, minimum=1),
+        learning_rate=h.number("learning_rate", 0.01),
+        seed=h.integer("seed", 0, minimum=0),
+        max_steps=h.integer("max_steps", 0, minimum=0),
+        checkpoint_every_steps=h.integer("checkpoint_every_steps", 0, minimum=0),
+        extra=h.string_map("extra", {}),
+    )
+    if hyper.learning_rate <= 0:
+        raise SchemaError(f"must be > 0, got {hyper.learning_rate}", field="hyperparameters.learning_rate")
+    c = r.obj("constraints", {})
+    constraints = Constraints(
+        deadline=c.timestamp("deadline", "", allow_empty=True),
+        budget_usd=c.number("budget_usd", 0.0, minimum=0.0),
+        regions=c.strings("regions", ()),
+        gpu_allowlist=c.strings("gpu_allowlist", ()),
+        max_gpus=c.integer("max_gpus", 0, minimum=0),
+        spot=c.string("spot", "allowed", choices=SPOT_POLICIES),
+    )
+    s = r.obj("source", {})
+    source = RequestSource(kind=s.string("kind", "direct", choices=SOURCE_KINDS), object=s.string("object", ""),
+                           generation=s.string("generation", ""), event_id=s.string("event_id", ""))
+    return TrainingRequest(
+        idempotency_key=key,
+        dataset=dataset,
+        task=r.string("task", choices=TASKS),
+        model=model,
+        hyperparameters=hyper,
+        constraints=constraints,
+        source=source,
+        created_at=r.timestamp("created_at", "", allow_empty=True),
+        labels=r.string_map("labels", {}),
+    )
