@@ -1,0 +1,51 @@
+"""Google Cloud clients, created lazily once per instance (never at import time) and shared by the handlers.
+
+Each import sits inside its function: a function instance only pays for the clients it uses (cold start).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from functions.settings import get_settings
+
+
+@cache
+def firestore_client() -> Any:
+    from google.cloud import firestore
+
+    return firestore.Client(project=get_settings().project)
+
+
+@cache
+def publisher_client() -> Any:
+    from google.cloud import pubsub_v1
+
+    return pubsub_v1.PublisherClient()
+
+
+@cache
+def storage_client() -> Any:
+    from google.cloud import storage
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=get_settings().project, credentials=AnonymousCredentials())
+    return storage.Client(project=get_settings().project)
+
+
+@cache
+def job_service_client(region: str) -> Any:
+    """A JobServiceClient for region: Google's regional endpoint, or the Vertex emulator when configured."""
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+
+    endpoint = get_settings().vertex_endpoint
+    if endpoint:
+        import grpc
+        from google.cloud.aiplatform_v1.services.job_service.transports import JobServiceGrpcTransport
+
+        return JobServiceClient(transport=JobServiceGrpcTransport(channel=grpc.insecure_channel(endpoint)))
+    return JobServiceClient(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})

@@ -1,0 +1,91 @@
+"""Builds the Vertex AI CustomJob (as a plain dict the SDK accepts) for a planned run. Pure: no I/O."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from functions.settings import Settings
+from schemas.training_request import TrainingRequest
+
+TRAINER_MODULE = "trainer.task"
+REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+RUN_LABEL = "landfall-run-id"
+_LABEL_OK = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE_OK = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+def output_dir(settings: Settings, run_id: str) -> str:
+    return f"gs://{settings.output_bucket}/{settings.runs_prefix}{run_id}/"
+
+
+def artifacts(settings: Settings, run_id: str) -> dict[str, str]:
+    """Where Vertex points AIP_MODEL_DIR and friends for this run's base_output_directory."""
+    base = output_dir(settings, run_id)
+    return {"output_dir": base, "model_dir": f"{base}model/", "checkpoint_dir": f"{base}checkpoints/",
+            "tensorboard_dir": f"{base}logs/"}
+
+
+def trainer_args(request: TrainingRequest, plan: dict[str, Any]) -> list[str]:
+    h = request.hyperparameters
+    args = [
+        f"--data-uri={request.dataset.uri}",
+        f"--task={request.task}",
+        f"--model={request.model.preset}",
+        f"--epochs={h.epochs}",
+        f"--batch-size={h.batch_size}",
+        f"--learning-rate={h.learning_rate}",
+        f"--seed={h.seed}",
+        f"--strategy={plan.get('strategy') or 'ddp'}",
+        f"--precision={plan.get('precision') or 'auto'}",
+        f"--label-column={request.model.label_column}",
+    ]
+    if h.checkpoint_every_steps:
+        args.append(f"--checkpoint-every={h.checkpoint_every_steps}")
+    if h.max_steps:
+        args.append(f"--max-steps={h.max_steps}")
+    for key, value in sorted(h.extra.items()):
+        args += ["--hparam", f"{key}={value}"]
+    return args
+
+
+def job_labels(request: TrainingRequest, run_id: str) -> dict[str, str]:
+    """Landfall's own labels plus the request's labels that satisfy Vertex's label rules (others are skipped)."""
+    labels = {k: v for k, v in request.labels.items() if _LABEL_OK.match(k) and _LABEL_VALUE_OK.match(v)}
+    labels.update({RUN_LABEL: run_id, "landfall": "run"})
+    return dict(list(labels.items())[-64:])
+
+
+def custom_job(request: TrainingRequest, plan: dict[str, Any], settings: Settings, run_id: str) -> dict[str, Any]:
+    """The CustomJob for plan: pool 0 the primary, pool 1 the other nodes, pool 2 Reduction Server when planned."""
+    accelerator = plan.get("accelerator_type") or ""
+    count = int(plan.get("accelerator_count") or 0)
+    machine: dict[str, Any] = {"machine_type": plan["machine_type"]}
+    if accelerator and count:
+        machine.update(accelerator_type=accelerator, accelerator_count=count)
+    image = settings.executor_image_gpu if accelerator else settings.executor_image_cpu
+    package = {
+        "executor_image_uri": image,
+        "package_uris": [settings.trainer_package_uri],
+        "python_module": TRAINER_MODULE,
+        "args": trainer_args(request, plan),
+    }
+    disk = {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 100}
+    pools: list[dict[str, Any]] = [
+        {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "python_package_spec": package}
+    ]
+    replicas = int(plan.get("replica_count") or 1)
+    reducers = int(plan.get("reduction_server_replicas") or 0)
+    if replicas > 1 or reducers:
+        pools.append({"machine_spec": machine, "replica_count": replicas - 1, "disk_spec": disk,
+                      "python_package_spec": package} if replicas > 1 else {})
+    if reducers:
+        pools.append({"machine_spec": {"machine_type": plan.get("reduction_server_machine_type") or "n1-highcpu-16"},
+                      "replica_count": reducers, "container_spec": {"image_uri": REDUCTION_SERVER_IMAGE}})
+    job_spec: dict[str, Any] = {
+        "worker_pool_specs": pools,
+        "base_output_directory": {"output_uri_prefix": output_dir(settings, run_id)},
+    }
+    if plan.get("spot"):
+        job_spec["scheduling"] = {"strategy": "SPOT", "restart_job_on_worker_restart": False}
+    return {"display_name": f"landfall-{run_id}", "labels": job_labels(request, run_id), "job_spec": job_spec}

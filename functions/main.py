@@ -1,0 +1,96 @@
+"""Cloud Functions entry points (functions-framework). Each decodes its event, calls a plain handler, and either
+returns (acknowledge) or raises (the platform redelivers). Handlers and their dependencies live beside this file."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import functions_framework
+
+from functions import envelopes
+from functions.errors import PermanentError, TransientError
+from schemas.errors import SchemaError
+
+# An unexpected error is retried, but not forever: past this age the message is acknowledged and logged.
+GIVE_UP_AFTER = timedelta(minutes=30)
+
+
+class _JsonLines(logging.Formatter):
+    """One JSON object per line: Cloud Logging reads severity and message from it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"severity": record.levelname, "message": record.getMessage(), "logger": record.name}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _setup_logging() -> logging.Logger:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(_JsonLines())
+    root = logging.getLogger("landfall")
+    if not root.handlers:
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        root.propagate = False
+    return root
+
+
+log = _setup_logging()
+
+
+def _age(cloud_event: Any) -> timedelta:
+    try:
+        published = datetime.fromisoformat(str(cloud_event["time"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return timedelta(0)
+    return datetime.now(UTC) - published
+
+
+def _run(name: str, cloud_event: Any, work: Callable[[], str]) -> None:
+    try:
+        outcome = work()
+    except (PermanentError, SchemaError) as exc:
+        log.error("%s: acknowledged without retry: %s", name, exc)
+        return
+    except TransientError as exc:
+        log.warning("%s: will be retried: %s", name, exc)
+        raise
+    except Exception:
+        if _age(cloud_event) > GIVE_UP_AFTER:
+            log.exception("%s: failed for over %s; acknowledged so it stops retrying", name, GIVE_UP_AFTER)
+            return
+        log.exception("%s: unexpected error; will be retried", name)
+        raise
+    log.info("%s: %s", name, outcome)
+
+
+@functions_framework.cloud_event
+def on_object_finalized(cloud_event: Any) -> None:
+    from functions.ingest import handle_object_event
+    from functions.wiring import ingest_deps
+
+    _run("on_object_finalized", cloud_event,
+         lambda: handle_object_event(envelopes.object_event(cloud_event), ingest_deps()))
+
+
+@functions_framework.cloud_event
+def dispatch(cloud_event: Any) -> None:
+    from functions.dispatch import handle_training_request
+    from functions.wiring import dispatch_deps
+
+    _run("dispatch", cloud_event,
+         lambda: handle_training_request(envelopes.pubsub_message(cloud_event), dispatch_deps()))
+
+
+@functions_framework.cloud_event
+def on_job_event(cloud_event: Any) -> None:
+    from functions.job_events import handle_job_event
+    from functions.wiring import listener_deps
+
+    _run("on_job_event", cloud_event, lambda: handle_job_event(envelopes.pubsub_message(cloud_event), listener_deps()))

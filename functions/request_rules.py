@@ -1,0 +1,39 @@
+"""Semantic rules a structurally valid TrainingRequest must also meet. Each broken rule yields one readable reason."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from functions.settings import Settings
+from schemas.errors import SchemaError
+from schemas.fields import parse_timestamp
+from schemas.model_presets import get_preset
+from schemas.training_request import TrainingRequest
+
+_FAMILY_FOR_TASK = {"tabular-classification": "mlp", "tabular-regression": "mlp", "causal-lm": "gpt"}
+
+
+def request_problems(request: TrainingRequest, settings: Settings, now: datetime) -> list[str]:
+    """Every reason the request cannot be run as asked (empty when it can)."""
+    problems: list[str] = []
+    try:
+        preset = get_preset(request.model.preset)
+    except SchemaError as exc:
+        problems.append(str(exc))
+    else:
+        family = _FAMILY_FOR_TASK[request.task]
+        if preset.family != family:
+            problems.append(f"model.preset: {request.model.preset!r} is a {preset.family} preset but task "
+                            f"{request.task!r} needs a {family} preset")
+    bucket = request.dataset.bucket
+    if bucket not in settings.allowed_buckets:
+        problems.append(f"dataset.uri: bucket {bucket!r} is not one Landfall reads from; allowed: "
+                        f"{', '.join(settings.allowed_buckets)} (set LANDFALL_ALLOWED_BUCKETS to add one)")
+    if not request.dataset.uri.endswith("/"):
+        problems.append(f"dataset.uri: {request.dataset.uri!r} must name a prefix ending in '/'")
+    if request.constraints.deadline:
+        deadline = parse_timestamp(request.constraints.deadline, field="constraints.deadline")
+        if deadline <= now:
+            problems.append(f"constraints.deadline: {request.constraints.deadline} is already past "
+                            f"(now {now.isoformat(timespec='seconds')}); give a future time or none")
+    return problems

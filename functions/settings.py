@@ -1,0 +1,85 @@
+"""Settings for the functions, read once from the environment into a frozen record. Missing values fail by name."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+from deploy.topology import load_topology
+
+
+class SettingsError(RuntimeError):
+    """A required environment variable is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    project: str
+    """GOOGLE_CLOUD_PROJECT."""
+    landing_bucket: str
+    """LANDFALL_LANDING_BUCKET (default: topology bucket.name)."""
+    dataset_prefix: str
+    output_bucket: str
+    """LANDFALL_OUTPUT_BUCKET: where job outputs go (default: the landing bucket)."""
+    runs_prefix: str
+    runs_collection: str
+    requests_topic: str
+    default_region: str
+    allowed_buckets: tuple[str, ...]
+    """LANDFALL_ALLOWED_BUCKETS (comma-separated): datasets must live in one of these (default: landing bucket)."""
+    vertex_endpoint: str
+    """LANDFALL_VERTEX_ENDPOINT host:port of the Vertex emulator; "" = Google's regional endpoints."""
+    trainer_package_uri: str
+    """LANDFALL_TRAINER_PACKAGE_URI: gs:// sdist of trainer/ that Vertex installs (default under the output bucket)."""
+    executor_image_gpu: str
+    executor_image_cpu: str
+    submission_lease_seconds: int
+
+    @property
+    def requests_topic_path(self) -> str:
+        return f"projects/{self.project}/topics/{self.requests_topic}"
+
+
+def settings_from_env(env: Mapping[str, str]) -> Settings:
+    topology = load_topology()
+
+    def need(name: str, default: str | None = None) -> str:
+        value = env.get(name, default)
+        if not value:
+            raise SettingsError(f"environment variable {name} is not set; the local stack writes it to "
+                                ".landfall/env (`landfall up`), a deployment sets it on the function.")
+        return value
+
+    landing = need("LANDFALL_LANDING_BUCKET", topology.bucket)
+    output = env.get("LANDFALL_OUTPUT_BUCKET") or landing
+    allowed = tuple(b.strip() for b in env.get("LANDFALL_ALLOWED_BUCKETS", landing).split(",") if b.strip())
+    try:
+        lease = int(env.get("LANDFALL_SUBMISSION_LEASE_SECONDS", "120"))
+    except ValueError as exc:
+        raise SettingsError("LANDFALL_SUBMISSION_LEASE_SECONDS must be an integer number of seconds") from exc
+    return Settings(
+        project=need("GOOGLE_CLOUD_PROJECT"),
+        landing_bucket=landing,
+        dataset_prefix=env.get("LANDFALL_DATASET_PREFIX", topology.dataset_prefix),
+        output_bucket=output,
+        runs_prefix=topology.runs_prefix,
+        runs_collection=env.get("LANDFALL_RUNS_COLLECTION", topology.runs_collection),
+        requests_topic=env.get("LANDFALL_REQUESTS_TOPIC", topology.requests_topic),
+        default_region=env.get("LANDFALL_DEFAULT_REGION", topology.default_region),
+        allowed_buckets=allowed,
+        vertex_endpoint=env.get("LANDFALL_VERTEX_ENDPOINT", ""),
+        trainer_package_uri=env.get("LANDFALL_TRAINER_PACKAGE_URI", f"gs://{output}/landfall/trainer-0.1.0.tar.gz"),
+        executor_image_gpu=env.get("LANDFALL_EXECUTOR_IMAGE_GPU",
+                                   "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"),
+        executor_image_cpu=env.get("LANDFALL_EXECUTOR_IMAGE_CPU",
+                                   "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest"),
+        submission_lease_seconds=lease,
+    )
+
+
+@cache
+def get_settings() -> Settings:
+    """The process's settings, read on first use (never at import time)."""
+    return settings_from_env(os.environ)

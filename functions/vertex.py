@@ -1,0 +1,107 @@
+"""Vertex AI JobService adapter: create, read and find CustomJobs; client errors become Landfall's error kinds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from functions.errors import PermanentError, TransientError
+from functions.job_spec import RUN_LABEL
+
+
+class CapacityError(Exception):
+    """The region cannot run this shape now (quota exhausted, shape not offered, stockout): try another plan."""
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What Landfall reads from a CustomJob."""
+
+    name: str
+    job_id: str
+    region: str
+    display_name: str
+    state: str
+    """JobState name, e.g. JOB_STATE_RUNNING."""
+    error_code: int
+    error_message: str
+    create_time: str
+    start_time: str
+    end_time: str
+    labels: dict[str, str]
+
+
+def _ts(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return value.isoformat().replace("+00:00", "Z") if value.timestamp() > 0 else ""
+    except (AttributeError, OSError, ValueError):
+        return ""
+
+
+def view(job: Any) -> JobView:
+    name = str(job.name)
+    parts = name.split("/")
+    return JobView(
+        name=name,
+        job_id=parts[-1],
+        region=parts[3] if len(parts) > 3 else "",
+        display_name=str(job.display_name),
+        state=job.state.name if hasattr(job.state, "name") else str(job.state),
+        error_code=int(job.error.code) if job.error else 0,
+        error_message=str(job.error.message) if job.error else "",
+        create_time=_ts(job.create_time),
+        start_time=_ts(job.start_time),
+        end_time=_ts(job.end_time),
+        labels=dict(job.labels),
+    )
+
+
+def _translate(exc: Exception, what: str) -> Exception:
+    from google.api_core import exceptions as gexc
+
+    if isinstance(exc, gexc.ResourceExhausted):
+        return CapacityError(f"{what}: quota exhausted: {exc.message}")
+    if isinstance(exc, gexc.InvalidArgument) and "not supported" in str(exc.message):
+        return CapacityError(f"{what}: {exc.message}")
+    if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded | gexc.InternalServerError
+                  | gexc.TooManyRequests | gexc.Aborted):
+        return TransientError(f"{what}: Vertex AI unavailable ({exc.__class__.__name__}: {exc.message}); will retry")
+    if isinstance(exc, gexc.InvalidArgument | gexc.FailedPrecondition | gexc.PermissionDenied | gexc.NotFound):
+        return PermanentError(f"{what}: Vertex AI refused the request ({exc.__class__.__name__}: {exc.message})")
+    return exc
+
+
+class VertexJobs:
+    def __init__(self, project: str, client_for_region: Callable[[str], Any]) -> None:
+        self._project = project
+        self._client = client_for_region
+
+    def parent(self, region: str) -> str:
+        return f"projects/{self._project}/locations/{region}"
+
+    def create(self, region: str, custom_job: dict[str, Any]) -> JobView:
+        try:
+            job = self._client(region).create_custom_job(parent=self.parent(region), custom_job=custom_job)
+        except Exception as exc:
+            raise _translate(exc, f"CreateCustomJob in {region}") from exc
+        return view(job)
+
+    def get(self, name: str) -> JobView:
+        region = name.split("/")[3]
+        try:
+            return view(self._client(region).get_custom_job(name=name))
+        except Exception as exc:
+            raise _translate(exc, f"GetCustomJob {name}") from exc
+
+    def find_by_run(self, region: str, run_id: str) -> JobView | None:
+        """The job labelled with run_id in region, if one was created (the dedupe behind exactly-once submit)."""
+        try:
+            pager = self._client(region).list_custom_jobs(
+                request={"parent": self.parent(region), "filter": f'labels.{RUN_LABEL}="{run_id}"'})
+            jobs = [view(job) for job in pager]
+        except Exception as exc:
+            raise _translate(exc, f"ListCustomJobs in {region}") from exc
+        return jobs[0] if jobs else None

@@ -1,0 +1,59 @@
+"""Builds each handler's dependencies from the lazily created clients. Called per request; cheap after the first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from functions import clients
+from functions.dispatch import DispatchDeps
+from functions.ingest import IngestDeps
+from functions.job_events import ListenerDeps, read_gcs_text
+from functions.runs_store import RunsStore
+from functions.settings import get_settings
+from functions.vertex import VertexJobs
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@cache
+def runs_store() -> RunsStore:
+    return RunsStore(clients.firestore_client(), get_settings().runs_collection)
+
+
+@cache
+def vertex_jobs() -> VertexJobs:
+    return VertexJobs(get_settings().project, clients.job_service_client)
+
+
+def _list_objects(bucket: str, prefix: str) -> Iterable[tuple[str, int]]:
+    for blob in clients.storage_client().list_blobs(bucket, prefix=prefix, page_size=1000):
+        yield blob.name, int(blob.size or 0)
+
+
+def _publish_request(data: bytes) -> str:
+    future = clients.publisher_client().publish(get_settings().requests_topic_path, data)
+    return str(future.result(timeout=60))
+
+
+def _plan(request: Any) -> Any:
+    from functions.planning import plan_input_from_request, plan_request
+
+    return plan_request(plan_input_from_request(request))
+
+
+def ingest_deps() -> IngestDeps:
+    return IngestDeps(settings=get_settings(), list_objects=_list_objects, publish=_publish_request, now=utc_now)
+
+
+def dispatch_deps() -> DispatchDeps:
+    return DispatchDeps(settings=get_settings(), store=runs_store(), vertex=vertex_jobs(), plan=_plan, now=utc_now)
+
+
+def listener_deps() -> ListenerDeps:
+    return ListenerDeps(store=runs_store(), vertex=vertex_jobs(), read_text=read_gcs_text(clients.storage_client()),
+                        now=utc_now)
