@@ -1,0 +1,98 @@
+"""`landfall demo`: the main job end to end. Drop a dataset in the landing bucket, follow the run to its end."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas.run_record import TERMINAL_STATES, RunState
+from schemas.training_request import run_id_for
+
+
+def _storage() -> Any:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from functions.settings import get_settings
+
+    return storage.Client(project=get_settings().project, credentials=AnonymousCredentials())
+
+
+def upload_dataset(bucket_name: str, prefix: str, shards: list[str]) -> int:
+    """Upload the shards, then `_SUCCESS`; returns the marker's generation (which names this dataset version)."""
+    bucket = _storage().bucket(bucket_name)
+    for i, text in enumerate(shards):
+        bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(text, content_type="text/csv")
+    marker = bucket.blob(f"{prefix}_SUCCESS")
+    marker.upload_from_string(b"")
+    return int(marker.generation)
+
+
+def follow(run_id: str, timeout_s: float, quiet: bool) -> dict[str, Any] | None:
+    """Poll the run record until it is terminal, printing each state as it is reached."""
+    from landfall.commands.runs import runs_collection
+
+    ref = runs_collection().document(run_id)
+    start = time.monotonic()
+    seen: str | None = None
+    while time.monotonic() - start < timeout_s:
+        snapshot = ref.get()
+        doc = snapshot.to_dict() if snapshot.exists else None
+        state = doc["state"] if doc else "waiting for the dispatcher"
+        if state != seen and not quiet:
+            print(f"  [{time.monotonic() - start:6.1f}s] {state}", flush=True)
+            seen = state
+        if doc and RunState(doc["state"]) in TERMINAL_STATES:
+            return doc
+        time.sleep(0.5)
+    return None
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from deploy.local_stack import stack
+    from deploy.local_stack.processes import StackError
+    from landfall.commands.runs import describe
+    from landfall.stack_env import load_stack_env
+    from landfall.synthetic import separable_csv_shards
+
+    began = time.monotonic()
+    if not args.quiet:
+        print("starting the local stack (if it is not up)...", flush=True)
+    try:
+        info = stack.up()
+    except StackError as exc:
+        print(f"landfall demo: {exc}", file=sys.stderr)
+        return 1
+    load_stack_env(info.state_dir)
+    bucket = info.env["LANDFALL_LANDING_BUCKET"]
+    prefix = f"datasets/demo-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S-%f')}/"
+    shards = separable_csv_shards(shards=args.shards, rows_per_shard=args.rows)
+    generation = upload_dataset(bucket, prefix, shards)
+    run_id = run_id_for(f"gcs:{bucket}/{prefix}:{generation}")
+    if not args.quiet:
+        print(f"uploaded {len(shards)} shards and _SUCCESS to gs://{bucket}/{prefix}; following run {run_id}",
+              flush=True)
+    doc = follow(run_id, args.timeout, args.quiet)
+    if doc is None:
+        print(f"landfall demo: run {run_id} did not finish within {args.timeout:.0f}s; `landfall run {run_id}` "
+              f"shows where it is, logs are in {info.state_dir / 'logs'}", file=sys.stderr)
+        return 1
+    print(describe(doc))
+    print(f"demo wall time: {time.monotonic() - began:.1f}s")
+    if doc["state"] != RunState.SUCCEEDED:
+        reason = (doc.get("error") or {}).get("message", "no reason recorded")
+        print(f"landfall demo: run ended {doc['state']}: {reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("demo", help="run the main job end to end on the local stack (drop data -> SUCCEEDED)")
+    p.add_argument("--shards", type=int, default=4, help="CSV shards to upload (default 4)")
+    p.add_argument("--rows", type=int, default=250, help="rows per shard (default 250)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the run to end (default 600)")
+    p.add_argument("--quiet", action="store_true", help="print only the final record")
+    p.set_defaults(func=cmd_demo)

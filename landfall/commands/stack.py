@@ -1,0 +1,65 @@
+"""`landfall up`, `down`, `status`: the local stack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from deploy.local_stack import stack
+from deploy.local_stack.processes import StackError
+from landfall.tables import render_table
+
+
+def _ports(values: list[str]) -> dict[str, int]:
+    ports: dict[str, int] = {}
+    for value in values:
+        name, _, port = value.partition("=")
+        if not port.isdigit():
+            raise StackError(f"--port expects NAME=PORT (e.g. pubsub=9085), got {value!r}")
+        ports[name] = int(port)
+    return ports
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    try:
+        info = stack.up(port_overrides=_ports(args.port))
+    except StackError as exc:
+        print(f"landfall up: {exc}", file=sys.stderr)
+        return 1
+    print(info.env_file.read_text(), end="")
+    print(f"# the local stack is up; `source {info.env_file}` to use gcloud and the client libraries against it",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    stopped = stack.down()
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    entries = stack.status()
+    if args.json:
+        print(json.dumps([{"name": s.name, "pid": s.pid, "port": s.port, "up": alive, "log": str(s.log_path)}
+                          for s, alive in entries], indent=2))
+    elif not entries:
+        print("the local stack is not running (`landfall up` starts it)")
+    else:
+        print(render_table(["SERVICE", "PORT", "PID", "STATE", "LOG"],
+                           [[s.name, s.port, s.pid, "up" if alive else "DOWN", s.log_path] for s, alive in entries]))
+    return 0 if entries and all(alive for _, alive in entries) else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("up", help="start the local stack (emulators, functions, Vertex emulator) and print its env")
+    p.add_argument("--port", action="append", default=[], metavar="NAME=PORT",
+                   help="use PORT for service NAME (pubsub, firestore, storage, vertex, on_object_finalized, "
+                        "dispatch, on_job_event); repeatable; 0 picks a free port")
+    p.set_defaults(func=cmd_up)
+    p = sub.add_parser("down", help="stop exactly the processes `landfall up` started")
+    p.set_defaults(func=cmd_down)
+    p = sub.add_parser("status", help="say which parts of the local stack are up")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_status)
