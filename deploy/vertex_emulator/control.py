@@ -1,0 +1,83 @@
+"""The fault control call: replace or read the emulator's fault plan while it runs.
+
+It is a small gRPC service on the emulator's own port, `landfall.vertex_emulator.v1.FaultControl`, whose
+messages are JSON documents (UTF-8 bytes) rather than protos, so any gRPC client can call it:
+
+    SetFaults(plan JSON) -> {"ok": true, "plan": <plan>}     replaces the plan (see faults.py for its shape);
+                                                            an invalid plan answers INVALID_ARGUMENT and the
+                                                            old plan stays
+    GetFaults({})        -> {"ok": true, "plan": <plan>, "unavailable_calls_left": N}
+
+From Python: `set_faults("127.0.0.1:PORT", {"unavailable_calls": 2})`. The control calls never count as one
+of the `unavailable_calls`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import grpc
+
+SERVICE = "landfall.vertex_emulator.v1.FaultControl"
+CALL_TIMEOUT_SECONDS = 10.0
+
+
+def _encode(document: dict) -> bytes:
+    return json.dumps(document).encode()
+
+
+def _decode(data: bytes) -> dict:
+    return json.loads(data.decode() or "{}")
+
+
+def plan_as_dict(rules) -> dict:
+    """FaultRules as the JSON document SetFaults accepts (empty parts left out)."""
+    document = dataclasses.asdict(rules)
+    document = {key: value for key, value in document.items() if value}
+    for key in ("quota_exhausted", "stockout", "unsupported_machine_type"):
+        if key in document:
+            document[key] = [{k: v for k, v in entry.items() if v is not None} for entry in document[key]]
+    return document
+
+
+def control_handler(faults) -> grpc.GenericRpcHandler:
+    """The server side, bound to the emulator's FaultPlan."""
+    from deploy.vertex_emulator.config import ConfigError
+
+    def set_faults(request: dict, context: grpc.ServicerContext) -> dict:
+        try:
+            rules = faults.replace(request)
+        except ConfigError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid fault plan: {error}")
+        return {"ok": True, "plan": plan_as_dict(rules)}
+
+    def get_faults(_request: dict, _context: grpc.ServicerContext) -> dict:
+        return {
+            "ok": True,
+            "plan": plan_as_dict(faults.current()),
+            "unavailable_calls_left": faults.remaining_unavailable(),
+        }
+
+    def handler(method):
+        return grpc.unary_unary_rpc_method_handler(method, request_deserializer=_decode, response_serializer=_encode)
+
+    return grpc.method_handlers_generic_handler(
+        SERVICE, {"SetFaults": handler(set_faults), "GetFaults": handler(get_faults)}
+    )
+
+
+def _call(address: str, method: str, document: dict) -> dict:
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(f"/{SERVICE}/{method}", request_serializer=_encode, response_deserializer=_decode)
+        return call(document, timeout=CALL_TIMEOUT_SECONDS)
+
+
+def set_faults(address: str, plan: dict) -> dict:
+    """Replace the fault plan of the emulator at host:port; returns the plan now in force."""
+    return _call(address, "SetFaults", plan)["plan"]
+
+
+def get_faults(address: str) -> dict:
+    """The emulator's fault plan and how many UNAVAILABLE answers are still to come."""
+    return _call(address, "GetFaults", {})

@@ -1,0 +1,262 @@
+"""Faults on demand: make the emulator misbehave the way Vertex sometimes does.
+
+A fault plan is a JSON or TOML document (every key optional):
+
+    unavailable_calls = 2            # the next 2 RPCs answer UNAVAILABLE (a transient error clients retry)
+
+    [[quota_exhausted]]              # CreateCustomJob answers RESOURCE_EXHAUSTED with Vertex's quota message
+    accelerator_type = "NVIDIA_H100_80GB"   # leave out to match any GPU kind ("CPU" matches CPU-only pools)
+    region = "us-central1"                  # leave out to match any region
+
+    [[stockout]]                     # the job is accepted, then FAILS with Vertex's stockout message
+    accelerator_type = "NVIDIA_L4"
+    region = "europe-west4"
+
+    [[unsupported_machine_type]]     # CreateCustomJob answers INVALID_ARGUMENT 'Machine type "m" is not supported.'
+    machine_type = "a3-highgpu-8g"
+    region = "asia-east1"
+
+    [spot_preemption]                # jobs with scheduling.strategy SPOT lose their replicas after N seconds
+    after_seconds = 2.0              # running time before each preemption
+    times = 1                        # preemptions per job; past 6 the job FAILS with the stockout message
+    grace_seconds = 1.0              # SIGTERM-to-SIGKILL grace, like a spot VM's shutdown notice
+
+The plan comes from the --faults file (read at start and again whenever the file changes) and can be replaced
+at any time with the control call (control.py); the last one applied wins.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from deploy.vertex_emulator.config import ConfigError, read_document
+
+SPOT_RESTART_LIMIT = 6
+CPU = "CPU"
+_PLAN_KEYS = ("unavailable_calls", "quota_exhausted", "stockout", "unsupported_machine_type", "spot_preemption")
+
+
+@dataclass(frozen=True)
+class Match:
+    """Which jobs a quota or stockout fault hits: a GPU kind and/or a region (None: any)."""
+
+    accelerator_type: str | None = None
+    region: str | None = None
+
+    def hits(self, accelerator_types: frozenset[str], region: str) -> bool:
+        if self.region is not None and self.region != region:
+            return False
+        return self.accelerator_type is None or self.accelerator_type in accelerator_types
+
+
+@dataclass(frozen=True)
+class MachineMatch:
+    """A machine type refused in a region (None: every region)."""
+
+    machine_type: str
+    region: str | None = None
+
+
+@dataclass(frozen=True)
+class SpotPreemption:
+    """Preempt the replicas of SPOT jobs after_seconds of running, `times` times per job."""
+
+    after_seconds: float
+    times: int = 1
+    grace_seconds: float = 1.0
+
+
+@dataclass(frozen=True)
+class FaultRules:
+    """One parsed fault plan."""
+
+    unavailable_calls: int = 0
+    quota_exhausted: tuple[Match, ...] = ()
+    stockout: tuple[Match, ...] = ()
+    unsupported_machine_type: tuple[MachineMatch, ...] = ()
+    spot_preemption: SpotPreemption | None = None
+
+
+def _fields(where: str, entry: object, allowed: dict[str, type | tuple[type, ...]], required: tuple[str, ...] = ()):
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be an object with keys {', '.join(allowed)}; found {entry!r}.")
+    unknown = set(entry) - set(allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; expected {', '.join(allowed)}.")
+    for key in required:
+        if key not in entry:
+            raise ConfigError(f"{where}: missing {key}.")
+    for key, value in entry.items():
+        if not isinstance(value, allowed[key]) or isinstance(value, bool):
+            raise ConfigError(f"{where}.{key}: expected {allowed[key]}, found {value!r}.")
+    return entry
+
+
+def parse_rules(data: dict) -> FaultRules:
+    """Check a fault plan document and turn it into FaultRules; ConfigError names the offending key."""
+    unknown = set(data) - set(_PLAN_KEYS)
+    if unknown:
+        raise ConfigError(f"Unknown fault(s) {', '.join(sorted(unknown))}; expected any of {', '.join(_PLAN_KEYS)}.")
+    calls = data.get("unavailable_calls", 0)
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls < 0:
+        raise ConfigError(f"unavailable_calls must be a whole number >= 0, found {calls!r}.")
+    match_keys = {"accelerator_type": str, "region": str}
+
+    def matches(key: str) -> tuple[Match, ...]:
+        entries = data.get(key, [])
+        if not isinstance(entries, list):
+            raise ConfigError(f"{key} must be a list of objects, found {entries!r}.")
+        return tuple(Match(**_fields(f"{key}[{i}]", e, match_keys)) for i, e in enumerate(entries))
+
+    machines = data.get("unsupported_machine_type", [])
+    if not isinstance(machines, list):
+        raise ConfigError(f"unsupported_machine_type must be a list of objects, found {machines!r}.")
+    spot = data.get("spot_preemption")
+    if spot is not None:
+        spot = SpotPreemption(
+            **_fields(
+                "spot_preemption",
+                spot,
+                {"after_seconds": (int, float), "times": int, "grace_seconds": (int, float)},
+                required=("after_seconds",),
+            )
+        )
+        if spot.after_seconds < 0 or spot.times < 0 or spot.grace_seconds < 0:
+            raise ConfigError(f"spot_preemption values must not be negative, found {spot}.")
+    return FaultRules(
+        unavailable_calls=calls,
+        quota_exhausted=matches("quota_exhausted"),
+        stockout=matches("stockout"),
+        unsupported_machine_type=tuple(
+            MachineMatch(**_fields(f"unsupported_machine_type[{i}]", e, {"machine_type": str, "region": str},
+                                   required=("machine_type",)))
+            for i, e in enumerate(machines)
+        ),
+        spot_preemption=spot,
+    )
+
+
+class FaultPlan:
+    """The live fault plan, shared by the RPC handlers and the job runners (thread-safe)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._mtime: int | None = None
+        self._rules = FaultRules()
+        self._unavailable_left = 0
+        if path is not None:
+            self._reload_if_changed()
+
+    def _reload_if_changed(self) -> None:
+        if self._path is None:
+            return
+        try:
+            mtime = self._path.stat().st_mtime_ns
+        except OSError as error:
+            if self._mtime is None:
+                raise ConfigError(f"Cannot read the fault plan {self._path}: {error.strerror}.") from None
+            return
+        if mtime == self._mtime:
+            return
+        first = self._mtime is None
+        self._mtime = mtime
+        try:
+            rules = parse_rules(read_document(self._path))
+        except ConfigError as error:
+            if first:
+                raise
+            print(f"vertex emulator: keeping the previous fault plan: {error}", file=sys.stderr, flush=True)
+            return
+        self._apply(rules)
+
+    def _apply(self, rules: FaultRules) -> None:
+        self._rules = rules
+        self._unavailable_left = rules.unavailable_calls
+
+    def replace(self, data: dict) -> FaultRules:
+        """Install a new plan (the control call); raises ConfigError and keeps the old plan when it is bad."""
+        rules = parse_rules(data)
+        with self._lock:
+            self._apply(rules)
+        return rules
+
+    def current(self) -> FaultRules:
+        """The plan in force, after picking up a changed --faults file."""
+        with self._lock:
+            self._reload_if_changed()
+            return self._rules
+
+    def take_unavailable(self) -> bool:
+        """True when this RPC must answer UNAVAILABLE (uses up one of the configured calls)."""
+        with self._lock:
+            self._reload_if_changed()
+            if self._unavailable_left > 0:
+                self._unavailable_left -= 1
+                return True
+            return False
+
+    def remaining_unavailable(self) -> int:
+        with self._lock:
+            return self._unavailable_left
+
+
+# -- what the faults do to a job ------------------------------------------------------------------------
+
+
+def quota_message(metric: str) -> str:
+    """Vertex's RESOURCE_EXHAUSTED message for a quota over its limit."""
+    return f"The following quota metrics exceed quota limits: {metric}"
+
+
+def stockout_message(region: str) -> str:
+    """Vertex's message for a job that could not get machines (also used for spot preemptions past the limit)."""
+    return f"Resources are insufficient in region: {region}. Try a different region or use a different accelerator."
+
+
+def unsupported_message(machine_type: str) -> str:
+    """Vertex's INVALID_ARGUMENT message for a machine type a region does not offer."""
+    return f'Machine type "{machine_type}" is not supported.'
+
+
+def job_accelerators(job_spec) -> frozenset[str]:
+    """GPU kinds the job's used pools ask for; "CPU" stands for a pool without accelerators."""
+    kinds = set()
+    for spec in job_spec.worker_pool_specs:
+        if spec.machine_spec.machine_type:
+            accelerator = spec.machine_spec.accelerator_type
+            kinds.add(accelerator.name if accelerator else CPU)
+    return frozenset(kinds)
+
+
+def is_preemptible(job_spec) -> bool:
+    """SPOT and FLEX_START jobs use preemptible quota."""
+    return job_spec.scheduling.strategy.name in ("SPOT", "FLEX_START")
+
+
+def create_refusal(rules: FaultRules, job_spec, region: str) -> tuple[str, str] | None:
+    """("INVALID_ARGUMENT" | "RESOURCE_EXHAUSTED", message) when a fault makes CreateCustomJob refuse the job."""
+    from deploy.vertex_emulator.catalog import load_catalog
+
+    for rule in rules.unsupported_machine_type:
+        if rule.region in (None, region):
+            for spec in job_spec.worker_pool_specs:
+                if spec.machine_spec.machine_type == rule.machine_type:
+                    return "INVALID_ARGUMENT", unsupported_message(rule.machine_type)
+    kinds = job_accelerators(job_spec)
+    for rule in rules.quota_exhausted:
+        if rule.hits(kinds, region):
+            gpus = sorted(kinds - {CPU})
+            hit = rule.accelerator_type or (gpus[0] if gpus else CPU)
+            metric = load_catalog().quota_metric("" if hit == CPU else hit, preemptible=is_preemptible(job_spec))
+            return "RESOURCE_EXHAUSTED", quota_message(metric)
+    return None
+
+
+def stockout_hit(rules: FaultRules, job_spec, region: str) -> bool:
+    """True when a stockout fault matches the job: it will FAIL instead of running."""
+    kinds = job_accelerators(job_spec)
+    return any(rule.hits(kinds, region) for rule in rules.stockout)

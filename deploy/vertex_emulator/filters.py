@@ -1,0 +1,192 @@
+"""The ListCustomJobs filter language, as documented for `ListCustomJobsRequest.filter`.
+
+Supported, exactly as Vertex documents it:
+
+- `display_name` with `=`, `!=` and `:` (wildcard match, `*` matches any run of characters)
+- `state` with `=`, `!=` (`JOB_STATE_RUNNING`, ...)
+- `create_time` with `=`, `!=`, `<`, `<=`, `>`, `>=` against an RFC 3339 timestamp
+- `labels.KEY=VALUE`, `labels.KEY!=VALUE`, `labels.KEY:*` (key exists), `labels.KEY:PATTERN`, `labels:KEY`
+- `AND`, `OR`, `NOT`, parentheses; terms side by side mean AND. As in Google's filter standard (AIP-160),
+  OR binds tighter than AND: `a AND b OR c` is `a AND (b OR c)`.
+
+Values may be quoted ("...") or bare words. Anything else is refused with FilterError naming what was
+expected, which the server answers as INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+from fnmatch import fnmatchcase
+
+from google.cloud.aiplatform_v1.types import CustomJob, JobState
+
+Predicate = Callable[[CustomJob], bool]
+
+FIELD_OPERATORS = {
+    "display_name": ("=", "!=", ":"),
+    "state": ("=", "!="),
+    "create_time": ("=", "!=", "<", "<=", ">", ">="),
+    "labels": ("=", "!=", ":"),
+}
+KEYWORDS = ("AND", "OR", "NOT")
+_TOKEN = re.compile(
+    r'\s*(?:(?P<string>"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=|<|>|:)|(?P<paren>[()])|(?P<word>[^\s()=<>!:"]+))'
+)
+
+
+class FilterError(ValueError):
+    """The filter text is not in the supported grammar."""
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    tokens, position = [], 0
+    while position < len(text):
+        if text[position:].strip() == "":
+            break
+        match = _TOKEN.match(text, position)
+        if match is None or match.end() == position:
+            raise FilterError(f'Unexpected character at position {position} of filter "{text}".')
+        kind = match.lastgroup
+        value = match.group(kind)
+        if kind == "string":
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        tokens.append((kind, value))
+        position = match.end()
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.position = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.position] if self.position < len(self.tokens) else None
+
+    def take(self) -> tuple[str, str]:
+        token = self.peek()
+        if token is None:
+            raise FilterError(f'Filter "{self.text}" ends too early: expected a field, a value or ")".')
+        self.position += 1
+        return token
+
+    def is_keyword(self, word: str) -> bool:
+        return self.peek() == ("word", word)
+
+    def parse(self) -> Predicate:
+        predicate = self.conjunction()
+        if self.peek() is not None:
+            raise FilterError(f'Unexpected "{self.peek()[1]}" in filter "{self.text}".')
+        return predicate
+
+    def conjunction(self) -> Predicate:
+        terms = [self.disjunction()]
+        while self.peek() is not None and self.peek() != ("paren", ")"):
+            if self.is_keyword("AND"):
+                self.take()
+            terms.append(self.disjunction())
+        return terms[0] if len(terms) == 1 else (lambda job: all(term(job) for term in terms))
+
+    def disjunction(self) -> Predicate:
+        terms = [self.unary()]
+        while self.is_keyword("OR"):
+            self.take()
+            terms.append(self.unary())
+        return terms[0] if len(terms) == 1 else (lambda job: any(term(job) for term in terms))
+
+    def unary(self) -> Predicate:
+        if self.is_keyword("NOT"):
+            self.take()
+            inner = self.unary()
+            return lambda job: not inner(job)
+        if self.peek() == ("paren", "("):
+            self.take()
+            inner = self.conjunction()
+            if self.take() != ("paren", ")"):
+                raise FilterError(f'Missing ")" in filter "{self.text}".')
+            return inner
+        return self.comparison()
+
+    def comparison(self) -> Predicate:
+        kind, field = self.take()
+        if kind != "word" or field in KEYWORDS:
+            raise FilterError(f'Expected a field name in filter "{self.text}", found "{field}".')
+        name, _, key = field.partition(".")
+        if name not in FIELD_OPERATORS or (key and name != "labels"):
+            raise FilterError(
+                f'Unsupported filter field "{field}". Supported: display_name, state, create_time, labels.KEY.'
+            )
+        kind, operator = self.take()
+        if kind != "op" or operator not in FIELD_OPERATORS[name]:
+            raise FilterError(
+                f'Field "{name}" supports the operators {", ".join(FIELD_OPERATORS[name])}; found "{operator}".'
+            )
+        kind, value = self.take()
+        if kind not in ("word", "string"):
+            raise FilterError(f'Expected a value after "{field}{operator}" in filter "{self.text}".')
+        return _COMPARATORS[name](key, operator, value)
+
+
+def _display_name(_key: str, operator: str, value: str) -> Predicate:
+    if operator == ":":
+        return lambda job: fnmatchcase(job.display_name, value.replace("[", "[[]").replace("?", "[?]"))
+    equal = operator == "="
+    return lambda job: (job.display_name == value) == equal
+
+
+def _state(_key: str, operator: str, value: str) -> Predicate:
+    try:
+        state = JobState[value]
+    except KeyError:
+        raise FilterError(
+            f'Unknown state "{value}". Expected one of: {", ".join(s.name for s in JobState)}.'
+        ) from None
+    equal = operator == "="
+    return lambda job: (job.state == state) == equal
+
+
+_TIME_OPS: dict[str, Callable[[datetime, datetime], bool]] = {
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def _create_time(_key: str, operator: str, value: str) -> Predicate:
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise FilterError(
+            f'create_time needs an RFC 3339 timestamp such as "2021-05-18T00:00:00Z"; found "{value}".'
+        ) from None
+    if moment.tzinfo is None:
+        raise FilterError(f'create_time "{value}" has no time zone; end it with "Z" or an offset such as "+00:00".')
+    compare = _TIME_OPS[operator]
+    return lambda job: compare(job.create_time, moment)
+
+
+def _labels(key: str, operator: str, value: str) -> Predicate:
+    if not key:
+        if operator != ":":
+            raise FilterError(f'Use "labels.KEY{operator}VALUE" or "labels:KEY"; found "labels{operator}{value}".')
+        return lambda job: value in job.labels
+    if operator == ":":
+        return lambda job: key in job.labels and fnmatchcase(job.labels[key], value)
+    equal = operator == "="
+    return lambda job: (key in job.labels and job.labels[key] == value) == equal
+
+
+_COMPARATORS = {"display_name": _display_name, "state": _state, "create_time": _create_time, "labels": _labels}
+
+
+def parse_filter(text: str) -> Predicate:
+    """A predicate over CustomJob for a ListCustomJobs filter; an empty filter matches every job."""
+    if not text.strip():
+        return lambda job: True
+    return _Parser(text).parse()

@@ -1,0 +1,173 @@
+"""Replica processes: start one, watch it, stop it together with every process it started.
+
+Each replica runs in its own session (start_new_session=True), so it leads a process group holding the
+replica and all its children (e.g. the per-GPU workers the trainer spawns). Stopping a replica signals that
+whole group: SIGTERM, a grace period, then SIGKILL. stdout and stderr go to one log file per replica, opened
+for appending so a restarted replica (spot preemption) continues the same file.
+
+The pids of running replica groups are recorded in the job's folder so that, after the emulator itself was
+killed, the next emulator can stop what is left (only processes whose identity still matches the record).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+WAIT_STEP_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class ReplicaLaunch:
+    """Everything needed to start (and restart) one replica.
+
+    name: Vertex's task name (`workerpool0-0`). argv: the command line. env: the full environment.
+    cwd: working directory. log_path: file receiving stdout and stderr.
+    """
+
+    name: str
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: Path
+    log_path: Path
+
+
+class ReplicaProcess:
+    """One running replica: a process group led by the replica's command."""
+
+    def __init__(self, launch: ReplicaLaunch) -> None:
+        self.launch = launch
+        self._popen: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def name(self) -> str:
+        return self.launch.name
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen else None
+
+    def start(self) -> None:
+        """Start (or restart) the replica. Raises OSError when the command cannot be executed."""
+        self.launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.launch.log_path, "ab") as log:
+            self._popen = subprocess.Popen(
+                list(self.launch.argv),
+                cwd=self.launch.cwd,
+                env=dict(self.launch.env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.starts += 1
+
+    def poll(self) -> int | None:
+        """The exit status once the replica's own process ended (negative: killed by that signal), else None."""
+        return self._popen.poll() if self._popen else None
+
+    def stop(self, grace_seconds: float) -> None:
+        """Stop the replica and every process of its group: SIGTERM, wait up to grace_seconds, then SIGKILL."""
+        stop_all([self], grace_seconds)
+
+
+def stop_all(processes: Sequence[ReplicaProcess], grace_seconds: float) -> None:
+    """Stop several replicas at once: SIGTERM to every group, one shared grace period, SIGKILL to what is left.
+
+    Also reaps the replicas' own processes, so none is left as a zombie.
+    """
+    started = [p._popen for p in processes if p._popen is not None]
+    signalled = [popen for popen in started if _signal_group(popen.pid, signal.SIGTERM)]
+    deadline = time.monotonic() + grace_seconds
+    while signalled and time.monotonic() < deadline:
+        for popen in signalled:
+            popen.poll()
+        if not any(_group_alive(popen.pid) for popen in signalled):
+            break
+        time.sleep(WAIT_STEP_SECONDS)
+    for popen in signalled:
+        _signal_group(popen.pid, signal.SIGKILL)
+    for popen in started:
+        try:
+            popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    """Send sig to a process group; False when no process of it is left."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while some process of the group exists that is not a zombie."""
+    return any(fields[2] != "Z" for fields in map(_stat_fields, _pids_where(lambda f: int(f[4]) == pgid)) if fields)
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat, with the command name removed, so index 0 is the pid, 2 the state, 4 the pgrp
+    and 5 the session (see proc(5)); the start time is index 21. Empty when the process is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    head, _, tail = raw.rpartition(")")
+    return [head.split(" ", 1)[0], "", *tail.split()]
+
+
+def _pids_where(predicate) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if len(fields) > 21 and predicate(fields):
+                pids.append(int(entry.name))
+    return pids
+
+
+def process_identity(pid: int) -> str | None:
+    """A string naming this exact process (pid plus kernel start time), or None when it is gone."""
+    fields = _stat_fields(pid)
+    return f"{pid}:{fields[21]}" if len(fields) > 21 else None
+
+
+def record_processes(path: Path, processes: Sequence[ReplicaProcess]) -> None:
+    """Write the identities of the running replica groups next to the job."""
+    records = {p.name: process_identity(p.pid) for p in processes if p.pid is not None}
+    path.write_text(json.dumps({name: ident for name, ident in records.items() if ident}))
+
+
+def kill_leftovers(path: Path) -> list[int]:
+    """Kill what is left of replica groups recorded in `path` by an emulator that died; return the pids killed.
+
+    A process is killed only when it is the recorded group leader with the same start time, or a member of the
+    session that recorded leader created (its session id equals the leader's pid).
+    """
+    if not path.is_file():
+        return []
+    killed = []
+    for identity in json.loads(path.read_text()).values():
+        leader = int(identity.split(":", 1)[0])
+        alive_leader = process_identity(leader) == identity
+        members = _pids_where(lambda fields, sid=leader: int(fields[5]) == sid)
+        if alive_leader or members:
+            _signal_group(leader, signal.SIGKILL)
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+            killed.extend(sorted({leader, *members}) if alive_leader else members)
+    path.unlink(missing_ok=True)
+    return killed

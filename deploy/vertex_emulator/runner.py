@@ -1,0 +1,275 @@
+"""The life of one job: start its replicas, watch them, decide the outcome, stop everything.
+
+One JobRunner thread per job. States follow Vertex (vertex.md, "Job states" and "Outcome rules"):
+
+    PENDING --(every replica started)--> RUNNING --(workerpool0-0 exits 0)--> SUCCEEDED
+                                                 --(any replica exits non-zero)--> FAILED (error code 3)
+                                                 --(scheduling.timeout passed)--> FAILED (error code 4)
+    any non-terminal state --(CancelCustomJob)--> CANCELLING --> CANCELLED (error code 1)
+
+Every state change is written to the job table and published as a service line (events.py). When the job
+ends, every replica group still alive is stopped (children included).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from google.rpc import code_pb2, status_pb2
+
+from deploy.vertex_emulator import events
+from deploy.vertex_emulator.faults import SPOT_RESTART_LIMIT, FaultPlan, stockout_hit, stockout_message
+from deploy.vertex_emulator.launch import LaunchError, ReplicaSlot, replica_command, replica_environment, replica_slots
+from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir, replica_log_path
+from deploy.vertex_emulator.replicas import ReplicaLaunch, ReplicaProcess, record_processes, stop_all
+from deploy.vertex_emulator.store import JobStore
+
+TERMINAL_STATES = frozenset(
+    {JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED, JobState.JOB_STATE_EXPIRED}
+)
+CANCELLED_MESSAGE = "CustomJob was cancelled."
+
+
+def replica_failed_message(replica: str, status: int) -> str:
+    """Vertex's message for a replica that exited with a non-zero status."""
+    return f"The replica {replica} exited with a non-zero status of {status}. Termination reason: Error."
+
+
+def timeout_message(seconds: float) -> str:
+    """The emulator's message for a job that ran past job_spec.scheduling.timeout."""
+    return f"The job ran longer than its scheduling timeout of {seconds:g} seconds and was stopped."
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """How the emulator runs replicas.
+
+    cwd: working directory of every replica (the repository root). base_env: the emulator's own environment,
+    to which each replica's Vertex variables are added. images: local entrypoints for container images.
+    poll_seconds: how often replicas are checked. stop_grace_seconds: SIGTERM-to-SIGKILL grace when stopping.
+    """
+
+    cwd: Path
+    base_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    images: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    poll_seconds: float = 0.05
+    stop_grace_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a job ended: its final state, the error (if any) and the service lines to publish."""
+
+    state: JobState
+    error: status_pb2.Status | None = None
+    lines: tuple[events.ServiceLine, ...] = ()
+
+
+class JobRunner:
+    """Runs one job on a background thread; `cancel()` and `shutdown()` may be called from any thread."""
+
+    def __init__(
+        self,
+        job_id: str,
+        *,
+        store: JobStore,
+        publisher: events.EventPublisher,
+        settings: RunnerSettings,
+        project: str,
+        region: str,
+        faults: FaultPlan,
+        on_exit: Callable[[str], None] = lambda job_id: None,
+    ) -> None:
+        self.job_id = job_id
+        self._store = store
+        self._publisher = publisher
+        self._settings = settings
+        self._project = project
+        self._region = region
+        self._faults = faults
+        self._on_exit = on_exit
+        self._cancel = threading.Event()
+        self._shutdown = threading.Event()
+        self._processes: list[ReplicaProcess] = []
+        self._thread = threading.Thread(target=self._run, name=f"vertex-job-{job_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Ask the job to stop; the runner moves it to CANCELLED once its processes are gone."""
+        self._cancel.set()
+
+    def request_shutdown(self) -> None:
+        """Start stopping the job's processes because the emulator exits; the job's state is left as it is."""
+        self._shutdown.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    # -- the job's life ---------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            outcome = self._start_replicas() or self._watch()
+            if outcome is not None:
+                self._stop_all()
+                self._finish(outcome)
+        finally:
+            self._stop_all()
+            self._on_exit(self.job_id)
+
+    def _start_replicas(self) -> Outcome | None:
+        """Start every replica; an Outcome when the job ends before running (launch failure or cancel)."""
+        job = self._store.get(self.job_id)
+        if job is None:
+            return None
+        if stockout_hit(self._faults.current(), job.job_spec, self._region):
+            return self._failure(stockout_message(self._region), code_pb2.RESOURCE_EXHAUSTED)
+        slots = replica_slots(job.job_spec)
+        ports = {slot.name: free_port() for slot in slots}
+        try:
+            launches = [self._launch(job, slot, ports) for slot in slots if not slot.idle]
+        except LaunchError as error:
+            return self._failure(str(error), code_pb2.FAILED_PRECONDITION)
+        for launch in launches:
+            if self._cancel.is_set() or self._shutdown.is_set():
+                break
+            process = ReplicaProcess(launch)
+            try:
+                process.start()
+            except OSError as error:
+                return self._failure(
+                    f"The replica {launch.name} could not be started: {error}. Command: {' '.join(launch.argv)}",
+                    code_pb2.FAILED_PRECONDITION,
+                )
+            self._processes.append(process)
+        record_processes(job_dir(self._store.state_dir, self.job_id) / PROCESSES_FILE, self._processes)
+        if self._cancel.is_set():
+            return self._cancelled()
+        if self._shutdown.is_set():
+            return None
+        self._set_state(JobState.JOB_STATE_RUNNING, start=True)
+        self._publisher.emit(events.ServiceLine(self.job_id, events.RUNNING))
+        return None
+
+    def _launch(self, job: CustomJob, slot: ReplicaSlot, ports: Mapping[str, int]) -> ReplicaLaunch:
+        spec = job.job_spec.worker_pool_specs[slot.pool]
+        env = dict(self._settings.base_env)
+        env.update(replica_environment(job, job_id=self.job_id, project=self._project, slot=slot, ports=ports))
+        return ReplicaLaunch(
+            name=slot.name,
+            argv=replica_command(spec, self._settings.images),
+            env=env,
+            cwd=self._settings.cwd,
+            log_path=replica_log_path(self._store.state_dir, self.job_id, slot.name),
+        )
+
+    def _watch(self) -> Outcome | None:
+        """Poll the replicas until the job has an outcome (None: the emulator is shutting down)."""
+        if not self._processes and not self._cancel.is_set():
+            return Outcome(JobState.JOB_STATE_SUCCEEDED, lines=(events.ServiceLine(self.job_id, events.SUCCEEDED),))
+        job = self._store.get(self.job_id)
+        timeout = job.job_spec.scheduling.timeout.total_seconds() if job and job.job_spec.scheduling.timeout else 0
+        spot = job.job_spec.scheduling.strategy.name == "SPOT" if job else False
+        started = last_start = time.monotonic()
+        preemptions = 0
+        while not self._shutdown.is_set():
+            if self._cancel.is_set():
+                return self._cancelled()
+            if timeout and time.monotonic() - started > timeout:
+                return self._failure(timeout_message(timeout), code_pb2.DEADLINE_EXCEEDED)
+            preemption = self._faults.current().spot_preemption if spot else None
+            running_for = time.monotonic() - last_start
+            if preemption and preemptions < preemption.times and running_for > preemption.after_seconds:
+                preemptions += 1
+                if preemptions > SPOT_RESTART_LIMIT:
+                    return self._failure(stockout_message(self._region), code_pb2.RESOURCE_EXHAUSTED)
+                self._preempt(preemption.grace_seconds, preemptions)
+                last_start = time.monotonic()
+                continue
+            for process in self._processes:
+                status = process.poll()
+                if status is None:
+                    continue
+                if status != 0:
+                    return self._failure(replica_failed_message(process.name, abs(status)), code_pb2.INVALID_ARGUMENT)
+                if process.name == "workerpool0-0":
+                    return Outcome(
+                        JobState.JOB_STATE_SUCCEEDED, lines=(events.ServiceLine(self.job_id, events.SUCCEEDED),)
+                    )
+            self._shutdown.wait(self._settings.poll_seconds)
+        return None
+
+    def _preempt(self, grace_seconds: float, count: int) -> None:
+        """Imitate a spot preemption: stop every replica (SIGTERM, grace, SIGKILL), then start it again with the
+        same command and environment (the trainer resumes from AIP_CHECKPOINT_DIR)."""
+        self._publisher.emit(events.ServiceLine(self.job_id, events.preempted_line(count), "WARNING"))
+        stop_all(self._processes, grace_seconds)
+        for process in self._processes:
+            process.start()
+        record_processes(job_dir(self._store.state_dir, self.job_id) / PROCESSES_FILE, self._processes)
+
+    def _failure(self, message: str, code: int) -> Outcome:
+        return Outcome(
+            JobState.JOB_STATE_FAILED,
+            status_pb2.Status(code=code, message=message),
+            (
+                events.ServiceLine(self.job_id, message, "ERROR"),
+                events.ServiceLine(self.job_id, events.FAILED, "ERROR"),
+            ),
+        )
+
+    def _cancelled(self) -> Outcome:
+        return Outcome(
+            JobState.JOB_STATE_CANCELLED,
+            status_pb2.Status(code=code_pb2.CANCELLED, message=CANCELLED_MESSAGE),
+            (events.ServiceLine(self.job_id, events.CANCELLED),),
+        )
+
+    def _stop_all(self) -> None:
+        stop_all(self._processes, self._settings.stop_grace_seconds)
+        (job_dir(self._store.state_dir, self.job_id) / PROCESSES_FILE).unlink(missing_ok=True)
+
+    def _finish(self, outcome: Outcome) -> None:
+        self._set_state(outcome.state, error=outcome.error, end=True)
+        for line in outcome.lines:
+            self._publisher.emit(line)
+
+    def _set_state(self, state: JobState, *, error: status_pb2.Status | None = None, start: bool = False,
+                   end: bool = False) -> None:
+        moment = now()
+
+        def change(job: CustomJob) -> bool:
+            if job.state in TERMINAL_STATES:
+                return False
+            job.state = state
+            job.update_time = moment
+            if start:
+                job.start_time = moment
+            if end:
+                job.end_time = moment
+            if error is not None:
+                job.error = error
+            return True
+
+        self._store.update(self.job_id, change)

@@ -1,0 +1,291 @@
+"""The gRPC face of the emulator: `google.cloud.aiplatform.v1.JobService` for custom jobs.
+
+The aiplatform package ships no servicer classes, so the service is registered with
+`grpc.method_handlers_generic_handler` and the SDK's own proto-plus types do the (de)serialization. Any
+location is accepted: the client decides the region through the parent it sends.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+from google.cloud.aiplatform_v1.types import (
+    CancelCustomJobRequest,
+    CreateCustomJobRequest,
+    CustomJob,
+    DeleteCustomJobRequest,
+    DeleteOperationMetadata,
+    GetCustomJobRequest,
+    JobState,
+    ListCustomJobsRequest,
+    ListCustomJobsResponse,
+)
+from google.longrunning import operations_pb2
+from google.protobuf import any_pb2, empty_pb2
+from google.rpc import code_pb2, status_pb2
+
+from deploy.vertex_emulator import events
+from deploy.vertex_emulator.control import control_handler
+from deploy.vertex_emulator.faults import FaultPlan, create_refusal
+from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir
+from deploy.vertex_emulator.replicas import kill_leftovers
+from deploy.vertex_emulator.runner import TERMINAL_STATES, JobRunner, RunnerSettings
+from deploy.vertex_emulator.store import JobStore, job_id_of
+
+SERVICE = "google.cloud.aiplatform.v1.JobService"
+OPERATIONS_SERVICE = "google.longrunning.Operations"
+RESTART_MESSAGE = (
+    "The Vertex emulator stopped while this job was active, and the job's replica processes stopped with it. "
+    "Submit the job again."
+)
+
+
+class RpcError(Exception):
+    """An error answered to the client with a gRPC status code."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """Settings of one emulator process (see __main__.py for the flags)."""
+
+    project: str
+    state_dir: Path
+    events_topic: str | None
+    runner: RunnerSettings
+    faults: FaultPlan
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _parse_parent(parent: str) -> tuple[str, str]:
+    parts = parent.split("/")
+    if len(parts) != 4 or parts[0] != "projects" or parts[2] != "locations" or not parts[1] or not parts[3]:
+        raise RpcError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f'Invalid parent "{parent}": expected "projects/{{project}}/locations/{{location}}".',
+        )
+    return parts[1], parts[3]
+
+
+def _parse_job_name(name: str) -> tuple[str, str, str]:
+    parts = name.split("/")
+    if (
+        len(parts) != 6
+        or parts[0] != "projects"
+        or parts[2] != "locations"
+        or parts[4] != "customJobs"
+        or not parts[5].isdigit()
+    ):
+        raise RpcError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f'Invalid CustomJob name "{name}": expected '
+            '"projects/{project}/locations/{location}/customJobs/{id}" with a numeric id.',
+        )
+    return parts[1], parts[3], parts[5]
+
+
+class JobService:
+    """The RPC implementations; each takes a request message and returns the response message."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self._config = config
+        self.faults = config.faults
+        self._store = JobStore(config.state_dir)
+        self._publisher = events.EventPublisher(config.project, config.events_topic)
+        self._runners: dict[str, JobRunner] = {}
+        self._lock = threading.Lock()
+        self._fail_orphans()
+
+    # -- startup and shutdown ---------------------------------------------------------------------------
+
+    def _fail_orphans(self) -> None:
+        """Jobs left active by a previous emulator process cannot continue: mark them FAILED."""
+        for job in self._store.all():
+            job_id = job_id_of(job.name)
+            kill_leftovers(job_dir(self._config.state_dir, job_id) / PROCESSES_FILE)
+            if job.state in TERMINAL_STATES:
+                continue
+            moment = _now()
+
+            def change(stored: CustomJob, moment: datetime = moment) -> None:
+                stored.state = JobState.JOB_STATE_FAILED
+                stored.error = status_pb2.Status(code=code_pb2.ABORTED, message=RESTART_MESSAGE)
+                stored.end_time = moment
+                stored.update_time = moment
+
+            self._store.update(job_id, change)
+            self._publisher.emit(events.ServiceLine(job_id, RESTART_MESSAGE, "ERROR"))
+            self._publisher.emit(events.ServiceLine(job_id, events.FAILED, "ERROR"))
+
+    def shutdown(self) -> None:
+        """Stop every replica of every job (children included) and flush pending events."""
+        with self._lock:
+            runners = list(self._runners.values())
+        for runner in runners:
+            runner.request_shutdown()
+        for runner in runners:
+            runner.join(timeout=30)
+        self._publisher.close()
+
+    def _forget_runner(self, job_id: str) -> None:
+        with self._lock:
+            self._runners.pop(job_id, None)
+
+    # -- RPCs -------------------------------------------------------------------------------------------
+
+    def create_custom_job(self, request: CreateCustomJobRequest) -> CustomJob:
+        project, location = _parse_parent(request.parent)
+        job = CustomJob.deserialize(CustomJob.serialize(request.custom_job))
+        if not job.display_name:
+            raise RpcError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "List of found errors:\t1.Field: custom_job.display_name; Message: Required field is not set.\t",
+            )
+        refusal = create_refusal(self.faults.current(), job.job_spec, location)
+        if refusal is not None:
+            raise RpcError(grpc.StatusCode[refusal[0]], refusal[1])
+        job_id = self._store.new_id()
+        moment = _now()
+        job.name = f"projects/{project}/locations/{location}/customJobs/{job_id}"
+        job.state = JobState.JOB_STATE_PENDING
+        job.create_time = moment
+        job.update_time = moment
+        self._store.put(job)
+        self._publisher.emit(events.ServiceLine(job_id, events.PROVISIONING))
+        runner = JobRunner(
+            job_id,
+            store=self._store,
+            publisher=self._publisher,
+            settings=self._config.runner,
+            project=project,
+            region=location,
+            faults=self.faults,
+            on_exit=self._forget_runner,
+        )
+        with self._lock:
+            self._runners[job_id] = runner
+        runner.start()
+        return job
+
+    def get_custom_job(self, request: GetCustomJobRequest) -> CustomJob:
+        return self._existing(request.name)
+
+    def list_custom_jobs(self, request: ListCustomJobsRequest) -> ListCustomJobsResponse:
+        project, location = _parse_parent(request.parent)
+        prefix = f"projects/{project}/locations/{location}/customJobs/"
+        jobs = [job for job in self._store.all() if job.name.startswith(prefix)]
+        jobs = [job for job in jobs if _matches(job, request.filter)]
+        jobs.sort(key=lambda job: int(job_id_of(job.name)), reverse=True)
+        return ListCustomJobsResponse(custom_jobs=jobs)
+
+    def cancel_custom_job(self, request: CancelCustomJobRequest) -> empty_pb2.Empty:
+        job = self._existing(request.name)
+        job_id = job_id_of(job.name)
+        if job.state in TERMINAL_STATES:
+            raise RpcError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"Cannot cancel CustomJob {job.name}: it is already in the terminal state {job.state.name}.",
+            )
+        moment = _now()
+
+        def change(stored: CustomJob) -> bool:
+            if stored.state in TERMINAL_STATES:
+                return False
+            stored.state = JobState.JOB_STATE_CANCELLING
+            stored.update_time = moment
+            return True
+
+        self._store.update(job_id, change)
+        self._publisher.emit(events.ServiceLine(job_id, events.CANCELLING))
+        with self._lock:
+            runner = self._runners.get(job_id)
+        if runner is not None:
+            runner.cancel()
+        return empty_pb2.Empty()
+
+    def delete_custom_job(self, request: DeleteCustomJobRequest) -> operations_pb2.Operation:
+        job = self._existing(request.name)
+        if job.state not in TERMINAL_STATES:
+            raise RpcError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"CustomJob {job.name} is in state {job.state.name} and cannot be deleted. "
+                "Cancel it first and delete it once it has ended.",
+            )
+        project, location, job_id = _parse_job_name(job.name)
+        self._store.delete(job_id)
+        metadata = any_pb2.Any()
+        metadata.Pack(DeleteOperationMetadata.pb(DeleteOperationMetadata(generic_metadata={"create_time": _now()})))
+        response = any_pb2.Any()
+        response.Pack(empty_pb2.Empty())
+        return operations_pb2.Operation(
+            name=f"projects/{project}/locations/{location}/operations/{job_id}",
+            metadata=metadata,
+            done=True,
+            response=response,
+        )
+
+    def _existing(self, name: str) -> CustomJob:
+        _parse_job_name(name)
+        job = self._store.get(job_id_of(name))
+        if job is None or job.name != name:
+            raise RpcError(grpc.StatusCode.NOT_FOUND, f'The CustomJob "{name}" does not exist.')
+        return job
+
+
+def _matches(job: CustomJob, text: str) -> bool:
+    from deploy.vertex_emulator.filters import parse_filter
+
+    return parse_filter(text)(job)
+
+
+UNAVAILABLE_MESSAGE = "The service is currently unavailable."
+
+
+def _unary(service: JobService, method, request_type, response_serializer):
+    def handle(request, context: grpc.ServicerContext):
+        if service.faults.take_unavailable():
+            context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_MESSAGE)
+        try:
+            return method(request)
+        except RpcError as error:
+            context.abort(error.code, error.message)
+
+    return grpc.unary_unary_rpc_method_handler(
+        handle, request_deserializer=request_type.deserialize, response_serializer=response_serializer
+    )
+
+
+def build_server(service: JobService, host: str, port: int) -> tuple[grpc.Server, int]:
+    """A gRPC server with the JobService registered; returns it (not yet started) and the bound port."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    def unary(method, request_type, response_serializer):
+        return _unary(service, method, request_type, response_serializer)
+
+    handlers = {
+        "CreateCustomJob": unary(service.create_custom_job, CreateCustomJobRequest, CustomJob.serialize),
+        "GetCustomJob": unary(service.get_custom_job, GetCustomJobRequest, CustomJob.serialize),
+        "ListCustomJobs": unary(service.list_custom_jobs, ListCustomJobsRequest, ListCustomJobsResponse.serialize),
+        "CancelCustomJob": unary(service.cancel_custom_job, CancelCustomJobRequest, empty_pb2.Empty.SerializeToString),
+        "DeleteCustomJob": unary(
+            service.delete_custom_job, DeleteCustomJobRequest, operations_pb2.Operation.SerializeToString
+        ),
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE, handlers), control_handler(service.faults))
+    )
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"Could not listen on {host}:{port}; choose a free port (or 0 for any).")
+    return server, bound

@@ -1,0 +1,1 @@
+"""Contract tests of the Vertex AI JobService emulator (deploy/vertex_emulator/)."""

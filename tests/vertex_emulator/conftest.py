@@ -1,0 +1,69 @@
+"""Fixtures that run the Vertex emulator as a separate process and talk to it only through public clients.
+
+- `emulator`: one emulator for the module's tests, publishing job events to a fresh topic on the Pub/Sub
+  emulator (the `pubsub_emulator` fixture from tests/conftest.py).
+- `vertex`: that emulator with no faults in force before and after the test.
+- `job_events`: reads the events topic through a subscription and groups the LogEntry messages by job id.
+- `start_emulator`: starts extra emulators (restart and --faults tests); they are stopped after the test.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from google.cloud import pubsub_v1
+
+from deploy.vertex_emulator import control
+
+from .harness import PROJECT, EmulatorProcess, JobEvents, launch_emulator
+
+
+@pytest.fixture(scope="module")
+def events_topic(pubsub_emulator) -> Iterator[tuple[str, str]]:
+    """A fresh topic (the emulator creates it too, if absent) and a subscription on it."""
+    topic_id = f"job-events-{uuid.uuid4().hex[:8]}"
+    topic = f"projects/{PROJECT}/topics/{topic_id}"
+    subscription = f"projects/{PROJECT}/subscriptions/{topic_id}-test"
+    pubsub_v1.PublisherClient().create_topic(name=topic)
+    pubsub_v1.SubscriberClient().create_subscription(name=subscription, topic=topic)
+    yield topic_id, subscription
+
+
+@pytest.fixture(scope="module")
+def emulator(events_topic, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
+    folder = tmp_path_factory.mktemp("vertex")
+    process = launch_emulator(folder / "state", folder / "emulator.log", ["--events-topic", events_topic[0]])
+    yield process
+    process.stop()
+
+
+@pytest.fixture()
+def vertex(emulator: EmulatorProcess) -> Iterator[EmulatorProcess]:
+    """The module's emulator, with no faults in force before and after the test."""
+    control.set_faults(emulator.address, {})
+    yield emulator
+    control.set_faults(emulator.address, {})
+
+
+@pytest.fixture(scope="module")
+def job_events(events_topic) -> JobEvents:
+    return JobEvents(events_topic[1])
+
+
+@pytest.fixture()
+def start_emulator(tmp_path: Path, pubsub_emulator) -> Iterator[Callable[..., EmulatorProcess]]:
+    started: list[EmulatorProcess] = []
+
+    def start(*args: str, state_dir: Path | None = None) -> EmulatorProcess:
+        process = launch_emulator(state_dir or tmp_path / "state", tmp_path / "emulator.log", args)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+

@@ -1,0 +1,133 @@
+"""Lifecycle contract: states, times, outcome rules, replica environment and service events, all observed
+through aiplatform_v1.JobServiceClient and the Pub/Sub events topic of an emulator in its own process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from google.cloud.aiplatform_v1 import JobState
+
+from deploy.vertex_emulator import replica_log_paths
+
+from .harness import PARENT, PROJECT, job_id, probe_job, probe_pool, read_json
+
+
+def test_job_succeeds_when_the_primary_exits_zero_and_the_worker_is_stopped(vertex, job_events, tmp_path: Path):
+    out = tmp_path / "out"
+    pools = [probe_pool(out, "--sleep", "0.3"), probe_pool(out, "--sleep", "60", replicas=1)]
+    created = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, labels={"run": "r1"}))
+
+    assert created.name.startswith(f"{PARENT}/customJobs/") and job_id(created).isdigit()
+    assert created.state == JobState.JOB_STATE_PENDING
+    assert created.create_time and created.update_time
+    job = vertex.wait_terminal(created.name)
+    assert job.state == JobState.JOB_STATE_SUCCEEDED, job.error
+    assert created.create_time <= job.start_time <= job.end_time
+    assert not job.error.message
+    entries = job_events.wait_for_text(job_id(job), "Job completed successfully.")
+    texts = [entry["textPayload"] for entry in entries]
+    assert texts == ["Waiting for job to be provisioned.", "Job is running.", "Job completed successfully."]
+    entry = entries[-1]
+    assert entry["resource"] == {
+        "type": "ml_job",
+        "labels": {"job_id": job_id(job), "project_id": PROJECT, "task_name": "service"},
+    }
+    assert entry["severity"] == "INFO" and entry["timestamp"].endswith("Z")
+    worker = json.loads((out / "workerpool1-0.json").read_text())
+    assert not _alive(worker["pid"]), "the worker must be stopped"
+
+
+def test_replica_environment_follows_vertex(vertex, tmp_path: Path):
+    out = tmp_path / "out"
+    pools = [
+        probe_pool(out, "--sleep", "0.2", accelerator=("NVIDIA_TESLA_T4", 2), env={"PROBE_EXTRA": "x"}),
+        probe_pool(out, replicas=2, accelerator=("NVIDIA_TESLA_T4", 2)),
+    ]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
+    done = vertex.wait_terminal(job.name)
+    assert done.state == JobState.JOB_STATE_SUCCEEDED, done.error
+    primary, first, second = (read_json(out / f"workerpool{n}.json") for n in ("0-0", "1-0", "1-1"))
+    assert [r["RANK"] for r in (primary, first, second)] == ["0", "1", "2"]
+    assert {r["WORLD_SIZE"] for r in (primary, first, second)} == {"3"}
+    assert len({r["MASTER_PORT"] for r in (primary, first, second)}) == 1
+    assert primary["MASTER_ADDR"] == "127.0.0.1"
+    assert primary["AIP_MODEL_DIR"] == "gs://landfall-local/runs/r1/model/"
+    assert primary["AIP_CHECKPOINT_DIR"] == "gs://landfall-local/runs/r1/checkpoints/"
+    assert primary["AIP_TENSORBOARD_LOG_DIR"] == "gs://landfall-local/runs/r1/logs/"
+    assert primary["CLOUD_ML_JOB_ID"] == job_id(job)
+    assert primary["CLOUD_ML_PROJECT_ID"] == PROJECT
+    assert primary["LANDFALL_NPROC_PER_NODE"] == "2"
+    assert primary["PROBE_EXTRA"] == "x" and second["PROBE_EXTRA"] is None
+    cluster = json.loads(second["CLUSTER_SPEC"])
+    assert cluster["task"] == {"type": "workerpool1", "index": 1, "trial": ""}
+    assert cluster["environment"] == "cloud"
+    assert cluster["cluster"]["workerpool0"] == [f"127.0.0.1:{primary['MASTER_PORT']}"]
+    assert len(cluster["cluster"]["workerpool1"]) == 2
+    assert cluster["job"]["worker_pool_specs"][0]["machine_spec"]["accelerator_type"] == "NVIDIA_TESLA_T4"
+    tf_config = json.loads(second["TF_CONFIG"])
+    assert tf_config["task"] == {"type": "worker", "index": 1}
+    assert set(tf_config["cluster"]) == {"chief", "worker"}
+    assert primary["argv"][:2] == ["--out", str(out)]
+    logs = replica_log_paths(vertex.state_dir, job_id(job))
+    assert list(logs) == ["workerpool0-0", "workerpool1-0", "workerpool1-1"]
+    text = logs["workerpool1-1"].read_text()
+    assert "probe workerpool1-1 started" in text and "probe workerpool1-1 stderr line" in text
+
+
+def test_failing_replica_fails_the_job_with_vertex_error(vertex, job_events, tmp_path: Path):
+    out = tmp_path / "out"
+    pools = [probe_pool(out, "--sleep", "30"), probe_pool(out, "--exit", "7", "--exit-replica", "workerpool1-0")]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
+    done = vertex.wait_terminal(job.name)
+    assert done.state == JobState.JOB_STATE_FAILED
+    message = "The replica workerpool1-0 exited with a non-zero status of 7. Termination reason: Error."
+    assert (done.error.code, done.error.message) == (3, message)
+    assert done.end_time
+    entries = job_events.wait_for_text(job_id(job), "Job failed.")
+    assert [e["textPayload"] for e in entries][-2:] == [message, "Job failed."]
+    assert entries[-1]["severity"] == "ERROR"
+    primary = read_json(out / "workerpool0-0.json")
+    assert not _alive(primary["pid"]), "the primary must be stopped when a worker fails"
+
+
+def test_list_filters_by_label(vertex, tmp_path: Path):
+    pools = [probe_pool(tmp_path)]
+    tagged = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, labels={"team": "alpha"}))
+    other = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, labels={"team": "beta"}))
+    listed = vertex.client.list_custom_jobs(request={"parent": PARENT, "filter": 'labels.team="alpha"'})
+    names = [job.name for job in listed]
+    assert tagged.name in names and other.name not in names
+    for job in (tagged, other):
+        vertex.wait_terminal(job.name)
+
+
+def test_cancel_stops_every_process_of_the_job(vertex, job_events, tmp_path: Path):
+    out = tmp_path / "out"
+    pools = [probe_pool(out, "--sleep", "60", "--spawn-child"), probe_pool(out, "--sleep", "60", "--spawn-child")]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
+    vertex.wait_state(job.name, JobState.JOB_STATE_RUNNING)
+    records = [read_json(out / f"workerpool{n}.json") for n in ("0-0", "1-0")]
+    pids = [pid for record in records for pid in (record["pid"], record["child_pid"])]
+    assert all(Path(f"/proc/{pid}").exists() for pid in pids)
+
+    vertex.client.cancel_custom_job(name=job.name)
+    assert vertex.client.get_custom_job(name=job.name).state in (
+        JobState.JOB_STATE_CANCELLING,
+        JobState.JOB_STATE_CANCELLED,
+    )
+    done = vertex.wait_terminal(job.name)
+    assert done.state == JobState.JOB_STATE_CANCELLED
+    assert done.error.code == 1 and done.end_time
+    assert [pid for pid in pids if _alive(pid)] == []
+    texts = [e["textPayload"] for e in job_events.wait_for_text(job_id(job), "Job was cancelled.")]
+    assert texts[-2:] == ["Job is being cancelled.", "Job was cancelled."]
+
+
+def _alive(pid: int) -> bool:
+    """True when the process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
