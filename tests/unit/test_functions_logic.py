@@ -1,0 +1,186 @@
+"""Pure logic of the functions: envelopes, transitions and the submission claim, request rules, job spec, ingest."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cloudevents.http import CloudEvent
+
+from functions import envelopes
+from functions.errors import PermanentError
+from functions.ingest import IngestDeps, handle_object_event
+from functions.job_spec import RUN_LABEL, custom_job
+from functions.request_rules import request_problems
+from functions.run_transitions import ClaimOutcome, claimed, iso, transitioned
+from functions.settings import settings_from_env
+from schemas import parse_training_request
+from schemas.run_record import RunState
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
+
+
+def pubsub_event(data: bytes, attributes: dict[str, str] | None = None, message_id: str = "7") -> CloudEvent:
+    return CloudEvent(
+        {"type": envelopes.PUBSUB_PUBLISHED, "source": "//pubsub.googleapis.com/projects/p/topics/t", "id": message_id},
+        {"message": {"data": base64.b64encode(data).decode(), "attributes": attributes or {}, "messageId": message_id,
+                     "publishTime": "2026-11-22T12:00:00Z"}},
+    )
+
+
+def test_notification_and_cloudevent_decode_to_the_same_object_event() -> None:
+    golden = json.loads((EXAMPLES / "gcs_notification.json").read_text())
+    from_notification = envelopes.object_event(pubsub_event(json.dumps(golden["data"]).encode(),
+                                                            golden["attributes"]))
+    ce = json.loads((EXAMPLES / "storage_cloudevent.json").read_text())
+    from_cloudevent = envelopes.object_event(CloudEvent(ce["attributes"], ce["data"]))
+    for event in (from_notification, from_cloudevent):
+        assert (event.kind, event.bucket, event.name, event.generation) == (
+            "finalize", "landfall-landing", "datasets/churn/2026-11-22/_SUCCESS", "1763800000000000")
+
+
+@pytest.mark.parametrize(
+    ("data", "attributes", "match"),
+    [
+        (b"{}", {}, "eventType"),
+        (b"not json", {"eventType": "OBJECT_FINALIZE", "bucketId": "b", "objectId": "o"}, "not JSON"),
+        (b"", {"eventType": "OBJECT_FINALIZE"}, "bucket or object name"),
+    ],
+)
+def test_bad_notifications_are_permanent_errors(data: bytes, attributes: dict[str, str], match: str) -> None:
+    with pytest.raises(PermanentError, match=match):
+        envelopes.object_event(pubsub_event(data, attributes))
+
+
+def test_unknown_event_type_is_permanent() -> None:
+    event = CloudEvent({"type": "com.example.unknown", "source": "x", "id": "1"}, {})
+    with pytest.raises(PermanentError, match="unexpected event type"):
+        envelopes.pubsub_message(event)
+
+
+def base_doc(state: str = "RECEIVED") -> dict:
+    return {"run_id": "run-x", "state": state, "history": [{"state": state, "at": iso(NOW), "detail": ""}],
+            "submission": {}, "updated_at": iso(NOW)}
+
+
+def test_transition_forward_records_history_and_backward_is_refused() -> None:
+    doc = transitioned(base_doc(), RunState.PLANNED, now=NOW, detail="p", updates={"plan": {"a": 1}})
+    assert doc is not None and doc["state"] == "PLANNED" and doc["plan"] == {"a": 1}
+    assert [h["state"] for h in doc["history"]] == ["RECEIVED", "PLANNED"]
+    assert transitioned(doc, RunState.RECEIVED, now=NOW) is None
+    assert transitioned(base_doc("SUCCEEDED"), RunState.RUNNING, now=NOW) is None
+    same = transitioned(doc, RunState.PLANNED, now=NOW, updates={"x": 2})
+    assert same is not None and len(same["history"]) == 2 and same["x"] == 2
+
+
+def test_claim_is_exclusive_until_the_lease_runs_out() -> None:
+    first = claimed(base_doc("PLANNED"), owner="a", now=NOW, lease_seconds=60)
+    assert first.outcome == ClaimOutcome.CLAIMED and first.doc["state"] == "SUBMITTING"
+    assert claimed(first.doc, owner="b", now=NOW + timedelta(seconds=30), lease_seconds=60).outcome == \
+        ClaimOutcome.BUSY
+    later = claimed(first.doc, owner="b", now=NOW + timedelta(seconds=61), lease_seconds=60)
+    assert later.outcome == ClaimOutcome.RECOVER and later.doc["submission"]["owner"] == "b"
+    assert claimed(base_doc("SUBMITTED"), owner="c", now=NOW, lease_seconds=60).outcome == ClaimOutcome.DONE
+
+
+def golden_request():  # noqa: ANN201
+    return parse_training_request((EXAMPLES / "training_request.json").read_bytes())
+
+
+def test_request_rules_name_each_problem() -> None:
+    request = golden_request()
+    assert request_problems(request, SETTINGS, NOW) == []
+    bad = replace(request, model=replace(request.model, preset="gpt-tiny"),
+                  dataset=replace(request.dataset, uri="gs://elsewhere/data/"),
+                  constraints=replace(request.constraints, deadline="2026-11-21T00:00:00Z"))
+    problems = " | ".join(request_problems(bad, SETTINGS, NOW))
+    assert "gpt preset but task 'tabular-classification' needs a mlp preset" in problems
+    assert "bucket 'elsewhere' is not one Landfall reads from" in problems
+    assert "already past" in problems
+    unknown = replace(request, model=replace(request.model, preset="gpt-9000"))
+    assert "known presets" in request_problems(unknown, SETTINGS, NOW)[0]
+
+
+def test_custom_job_pools_for_multi_node_spot_plan_with_reduction_server() -> None:
+    plan = {"machine_type": "a3-highgpu-8g", "accelerator_type": "NVIDIA_H100_80GB", "accelerator_count": 8,
+            "replica_count": 3, "reduction_server_replicas": 4, "reduction_server_machine_type": "n1-highcpu-16",
+            "region": "us-central1", "spot": True, "strategy": "ddp", "precision": "bf16"}
+    job = custom_job(golden_request(), plan, SETTINGS, "run-abc")
+    pools = job["job_spec"]["worker_pool_specs"]
+    assert [p.get("replica_count") for p in pools] == [1, 2, 4]
+    assert pools[0]["machine_spec"] == {"machine_type": "a3-highgpu-8g", "accelerator_type": "NVIDIA_H100_80GB",
+                                        "accelerator_count": 8}
+    assert pools[0]["python_package_spec"]["python_module"] == "trainer.task"
+    assert "--strategy=ddp" in pools[0]["python_package_spec"]["args"]
+    assert "container_spec" in pools[2]
+    assert job["job_spec"]["scheduling"]["strategy"] == "SPOT"
+    assert job["labels"][RUN_LABEL] == "run-abc"
+    assert job["job_spec"]["base_output_directory"]["output_uri_prefix"] == "gs://landfall-landing/runs/run-abc/"
+
+
+def test_custom_job_single_cpu_node_has_no_accelerator_and_no_extra_pools() -> None:
+    plan = {"machine_type": "n1-standard-4", "accelerator_type": None, "accelerator_count": 0, "replica_count": 1,
+            "region": "us-central1", "spot": False, "strategy": "ddp", "precision": "fp32"}
+    job = custom_job(golden_request(), plan, SETTINGS, "run-abc")
+    assert len(job["job_spec"]["worker_pool_specs"]) == 1
+    assert job["job_spec"]["worker_pool_specs"][0]["machine_spec"] == {"machine_type": "n1-standard-4"}
+    assert "scheduling" not in job["job_spec"]
+
+
+class FakeBucket:
+    def __init__(self, objects: dict[str, int]) -> None:
+        self.objects = objects
+        self.published: list[bytes] = []
+
+    def deps(self) -> IngestDeps:
+        def listing(bucket: str, prefix: str):  # noqa: ANN202
+            return [(n, s) for n, s in self.objects.items() if n.startswith(prefix)]
+
+        def publish(data: bytes) -> str:
+            self.published.append(data)
+            return str(len(self.published))
+
+        return IngestDeps(settings=SETTINGS, list_objects=listing, publish=publish, now=lambda: NOW)
+
+
+def obj_event(name: str, kind: str = "finalize", bucket: str = "landfall-landing") -> envelopes.ObjectEvent:
+    return envelopes.ObjectEvent(kind=kind, bucket=bucket, name=name, generation="42", event_id="9")
+
+
+def test_marker_publishes_one_request_with_stats() -> None:
+    fake = FakeBucket({"datasets/a/part-0.csv": 100, "datasets/a/part-1.csv": 50, "datasets/a/_SUCCESS": 0,
+                       "datasets/ab/part-0.csv": 7})
+    outcome = handle_object_event(obj_event("datasets/a/_SUCCESS"), fake.deps())
+    assert outcome.startswith("published:")
+    (message,) = fake.published
+    request = parse_training_request(message)
+    assert request.dataset.uri == "gs://landfall-landing/datasets/a/"
+    assert (request.dataset.object_count, request.dataset.total_bytes, request.dataset.formats) == (2, 150, ("csv",))
+    assert request.idempotency_key == "gcs:landfall-landing/datasets/a/:42"
+    assert request.source.kind == "gcs-marker"
+
+
+@pytest.mark.parametrize(
+    ("event", "outcome"),
+    [
+        (obj_event("datasets/a/part-0.csv"), "ignored:not-a-marker"),
+        (obj_event("datasets/a/_SUCCESS", kind="delete"), "ignored:delete"),
+        (obj_event("datasets/a/_SUCCESS", bucket="other"), "ignored:outside-landing-area"),
+        (obj_event("elsewhere/a/_SUCCESS"), "ignored:outside-landing-area"),
+        (obj_event("datasets/_SUCCESS"), "ignored:marker-at-root"),
+        (obj_event("datasets/../x/_SUCCESS"), "ignored:bad-name"),
+        (obj_event("datasets/a\x07/_SUCCESS"), "ignored:bad-name"),
+        (obj_event("datasets/" + "x" * 1100 + "/_SUCCESS"), "ignored:bad-name"),
+        (obj_event("datasets/empty/_SUCCESS"), "ignored:empty-dataset"),
+    ],
+)
+def test_events_that_publish_nothing(event: envelopes.ObjectEvent, outcome: str) -> None:
+    fake = FakeBucket({"datasets/empty/_SUCCESS": 0, "datasets/a/part-0.csv": 1})
+    assert handle_object_event(event, fake.deps()) == outcome
+    assert fake.published == []
