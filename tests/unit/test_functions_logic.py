@@ -89,7 +89,7 @@ def test_claim_is_exclusive_until_the_lease_runs_out() -> None:
     assert claimed(base_doc("SUBMITTED"), owner="c", now=NOW, lease_seconds=60).outcome == ClaimOutcome.DONE
 
 
-def golden_request():  # noqa: ANN201
+def golden_request():
     return parse_training_request((EXAMPLES / "training_request.json").read_bytes())
 
 
@@ -139,7 +139,7 @@ class FakeBucket:
         self.published: list[bytes] = []
 
     def deps(self) -> IngestDeps:
-        def listing(bucket: str, prefix: str):  # noqa: ANN202
+        def listing(bucket: str, prefix: str):
             return [(n, s) for n, s in self.objects.items() if n.startswith(prefix)]
 
         def publish(data: bytes) -> str:

@@ -132,7 +132,7 @@ def test_run_record_parses_and_names_bad_state() -> None:
     record = parse_run_record(doc)
     assert record.run_state == RunState.RUNNING
     assert record.vertex is not None and record.vertex.job_id == "1"
-    with pytest.raises(SchemaError, match="run.state"):
+    with pytest.raises(SchemaError, match=r"run\.state"):
         parse_run_record({**doc, "state": "DONE"})
 
 
