@@ -32,10 +32,13 @@ from google.rpc import code_pb2, status_pb2
 from deploy.vertex_emulator import events
 from deploy.vertex_emulator.control import control_handler
 from deploy.vertex_emulator.faults import FaultPlan, create_refusal
+from deploy.vertex_emulator.filters import FilterError, parse_filter
 from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir
+from deploy.vertex_emulator.paging import PageTokenError, page
 from deploy.vertex_emulator.replicas import kill_leftovers
 from deploy.vertex_emulator.runner import TERMINAL_STATES, JobRunner, RunnerSettings
 from deploy.vertex_emulator.store import JobStore, job_id_of
+from deploy.vertex_emulator.validation import format_errors, validate_custom_job
 
 SERVICE = "google.cloud.aiplatform.v1.JobService"
 OPERATIONS_SERVICE = "google.longrunning.Operations"
@@ -148,11 +151,9 @@ class JobService:
     def create_custom_job(self, request: CreateCustomJobRequest) -> CustomJob:
         project, location = _parse_parent(request.parent)
         job = CustomJob.deserialize(CustomJob.serialize(request.custom_job))
-        if not job.display_name:
-            raise RpcError(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "List of found errors:\t1.Field: custom_job.display_name; Message: Required field is not set.\t",
-            )
+        errors = validate_custom_job(job)
+        if errors:
+            raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, format_errors(errors))
         refusal = create_refusal(self.faults.current(), job.job_spec, location)
         if refusal is not None:
             raise RpcError(grpc.StatusCode[refusal[0]], refusal[1])
@@ -185,10 +186,15 @@ class JobService:
     def list_custom_jobs(self, request: ListCustomJobsRequest) -> ListCustomJobsResponse:
         project, location = _parse_parent(request.parent)
         prefix = f"projects/{project}/locations/{location}/customJobs/"
-        jobs = [job for job in self._store.all() if job.name.startswith(prefix)]
-        jobs = [job for job in jobs if _matches(job, request.filter)]
-        jobs.sort(key=lambda job: int(job_id_of(job.name)), reverse=True)
-        return ListCustomJobsResponse(custom_jobs=jobs)
+        try:
+            matches = parse_filter(request.filter)
+            jobs = [job for job in self._store.all() if job.name.startswith(prefix) and matches(job)]
+            chosen, next_token = page(
+                jobs, filter_text=request.filter, page_size=request.page_size, page_token=request.page_token
+            )
+        except (FilterError, PageTokenError) as error:
+            raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
+        return ListCustomJobsResponse(custom_jobs=chosen, next_page_token=next_token)
 
     def cancel_custom_job(self, request: CancelCustomJobRequest) -> empty_pb2.Empty:
         job = self._existing(request.name)
@@ -242,12 +248,6 @@ class JobService:
         if job is None or job.name != name:
             raise RpcError(grpc.StatusCode.NOT_FOUND, f'The CustomJob "{name}" does not exist.')
         return job
-
-
-def _matches(job: CustomJob, text: str) -> bool:
-    from deploy.vertex_emulator.filters import parse_filter
-
-    return parse_filter(text)(job)
 
 
 UNAVAILABLE_MESSAGE = "The service is currently unavailable."

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from google.cloud import pubsub_v1
 
 from deploy.vertex_emulator import control
 
-from .harness import PROJECT, EmulatorProcess, JobEvents, launch_emulator
+from .harness import PROBE_IMAGE, PROBE_MODULE, PROJECT, EmulatorProcess, JobEvents, launch_emulator
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,11 @@ def events_topic(pubsub_emulator) -> Iterator[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def emulator(events_topic, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
     folder = tmp_path_factory.mktemp("vertex")
-    process = launch_emulator(folder / "state", folder / "emulator.log", ["--events-topic", events_topic[0]])
+    images = folder / "images.json"
+    images.write_text(json.dumps({PROBE_IMAGE: ["python", "-m", PROBE_MODULE]}))
+    process = launch_emulator(
+        folder / "state", folder / "emulator.log", ["--events-topic", events_topic[0], "--images", str(images)]
+    )
     yield process
     process.stop()
 

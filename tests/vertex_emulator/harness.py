@@ -24,6 +24,8 @@ PROJECT = "landfall-local"
 REGION = "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
 PROBE_MODULE = "tests.vertex_emulator.probe_job"
+PROBE_IMAGE = "local/landfall-probe:latest"
+"""A container image the module emulator maps (--images) to `python -m tests.vertex_emulator.probe_job`."""
 STARTUP_TIMEOUT_SECONDS = 30.0
 TERMINAL = (
     aiplatform_v1.JobState.JOB_STATE_SUCCEEDED,

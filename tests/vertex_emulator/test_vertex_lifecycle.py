@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from google.api_core.exceptions import FailedPrecondition, InvalidArgument, NotFound
 from google.cloud.aiplatform_v1 import JobState
 
 from deploy.vertex_emulator import replica_log_paths
 
-from .harness import PARENT, PROJECT, job_id, probe_job, probe_pool, read_json
+from .harness import PARENT, PROBE_IMAGE, PROJECT, job_id, probe_job, probe_pool, read_json
 
 
 def test_job_succeeds_when_the_primary_exits_zero_and_the_worker_is_stopped(vertex, job_events, tmp_path: Path):
@@ -131,3 +133,89 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_two_nodes_with_two_local_processes_each_see_trainer_ranks(vertex, tmp_path: Path):
+    out = tmp_path / "out"
+    pools = [
+        probe_pool(out, "--processes", accelerator=("NVIDIA_TESLA_V100", 2)),
+        probe_pool(out, "--processes", accelerator=("NVIDIA_TESLA_V100", 2)),
+    ]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
+    assert vertex.wait_terminal(job.name).state == JobState.JOB_STATE_SUCCEEDED
+    records = [read_json(out / f"{replica}-{local}.json") for replica in ("workerpool0-0", "workerpool1-0")
+               for local in (0, 1)]
+    assert [r["global_rank"] for r in records] == [0, 1, 2, 3]
+    assert {r["world_size"] for r in records} == {4}
+    assert len({r["master"] for r in records}) == 1
+
+
+def test_timeout_fails_the_job_and_stops_its_processes(vertex, tmp_path: Path):
+    out = tmp_path / "out"
+    pools = [probe_pool(out, "--sleep", "60", "--spawn-child")]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, scheduling={"timeout": "1s"}))
+    done = vertex.wait_terminal(job.name)
+    assert done.state == JobState.JOB_STATE_FAILED
+    assert done.error.code == 4 and "timeout of 1 seconds" in done.error.message
+    record = read_json(out / "workerpool0-0.json")
+    assert not _alive(record["pid"]) and not _alive(record["child_pid"])
+
+
+def test_container_spec_runs_a_mapped_image_and_fails_clearly_without_a_mapping(vertex, tmp_path: Path):
+    out = tmp_path / "out"
+    mapped = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {"image_uri": PROBE_IMAGE, "args": ["--out", str(out)], "env": [{"name": "PROBE_EXTRA",
+                                                                                            "value": "c"}]},
+    }
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([mapped]))
+    assert vertex.wait_terminal(job.name).state == JobState.JOB_STATE_SUCCEEDED
+    assert read_json(out / "workerpool0-0.json")["PROBE_EXTRA"] == "c"
+
+    unmapped = {**mapped, "container_spec": {"image_uri": "us-docker.pkg.dev/p/r/unknown:1", "command": ["train"]}}
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([unmapped]))
+    done = vertex.wait_terminal(job.name)
+    assert done.state == JobState.JOB_STATE_FAILED
+    assert 'image "us-docker.pkg.dev/p/r/unknown:1" has no local mapping' in done.error.message
+    assert "--images" in done.error.message
+
+
+def test_reduction_server_pool_is_accepted_and_stands_idle(vertex, tmp_path: Path):
+    out = tmp_path / "out"
+    reduction = {
+        "machine_spec": {"machine_type": "n1-highcpu-16"},
+        "replica_count": 2,
+        "container_spec": {"image_uri": "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"},
+    }
+    pools = [probe_pool(out, accelerator=("NVIDIA_TESLA_V100", 1)), probe_pool(out), reduction]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
+    assert vertex.wait_terminal(job.name).state == JobState.JOB_STATE_SUCCEEDED
+    primary = read_json(out / "workerpool0-0.json")
+    assert primary["WORLD_SIZE"] == "2"
+    assert len(json.loads(primary["CLUSTER_SPEC"])["cluster"]["workerpool2"]) == 2
+    assert list(replica_log_paths(vertex.state_dir, job_id(job))) == ["workerpool0-0", "workerpool1-0"]
+
+
+def test_delete_removes_an_ended_job_and_refuses_a_running_one(vertex, tmp_path: Path):
+    running = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([probe_pool(tmp_path, "--sleep",
+                                                                                              "60")]))
+    with pytest.raises(FailedPrecondition, match="Cancel it first"):
+        vertex.client.delete_custom_job(name=running.name)
+    vertex.client.cancel_custom_job(name=running.name)
+    vertex.wait_terminal(running.name)
+    with pytest.raises(FailedPrecondition, match="terminal state JOB_STATE_CANCELLED"):
+        vertex.client.cancel_custom_job(name=running.name)
+
+    vertex.client.delete_custom_job(name=running.name).result(timeout=10)
+    with pytest.raises(NotFound):
+        vertex.client.get_custom_job(name=running.name)
+    assert running.name not in [job.name for job in vertex.client.list_custom_jobs(parent=PARENT)]
+    assert replica_log_paths(vertex.state_dir, job_id(running)), "replica logs are kept after delete"
+
+
+def test_unknown_and_malformed_names(vertex):
+    with pytest.raises(NotFound, match="does not exist"):
+        vertex.client.get_custom_job(name=f"{PARENT}/customJobs/123")
+    with pytest.raises(InvalidArgument, match="numeric id"):
+        vertex.client.get_custom_job(name=f"{PARENT}/customJobs/abc")
