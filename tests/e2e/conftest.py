@@ -1,0 +1,57 @@
+"""One whole local stack (every service on a free port) shared by the end-to-end tests of a session."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from deploy.local_stack import stack
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.StackInfo]:
+    ports = {name: 0 for name in stack.SERVICE_ORDER}
+    state_dir = tmp_path_factory.mktemp("stack")
+    saved = dict(os.environ)
+    with stack.running_stack(state_dir, ports) as info:
+        os.environ.update(info.env)
+        from functions.settings import get_settings
+
+        get_settings.cache_clear()
+        try:
+            yield info
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def firestore_runs(local_stack: stack.StackInfo) -> Any:
+    from google.cloud import firestore
+
+    return firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"]).collection("runs")
+
+
+@pytest.fixture(scope="session")
+def landing_bucket(local_stack: stack.StackInfo) -> Any:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"], credentials=AnonymousCredentials())
+    return client.bucket(local_stack.env["LANDFALL_LANDING_BUCKET"])
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.25) -> Any:
+    """Poll condition until it returns something truthy; fail naming `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
