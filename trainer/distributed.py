@@ -1,0 +1,213 @@
+"""The one place that reads how this process was launched and sets up (and always tears down) torch.distributed.
+
+Two launch contracts arrive here:
+- Vertex AI: one process per node (replica) with RANK = node rank, WORLD_SIZE = number of nodes, MASTER_ADDR /
+  MASTER_PORT of the primary and CLUSTER_SPEC (JSON). The trainer starts the per-node processes itself
+  (trainer/launcher.py), one per GPU, or LANDFALL_NPROC_PER_NODE on a CPU machine.
+- torchrun (or our own launcher's children): LOCAL_RANK is set and RANK / WORLD_SIZE are global.
+The rest of the trainer sees only the frozen records below and never branches on how it was launched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from trainer.errors import ConfigError
+
+# Pools that run trainer replicas: 0 = primary, 1 = workers. Pool 2 (reduction server) and 3 (evaluators) do not.
+_TRAINING_POOLS = ("workerpool0", "workerpool1")
+
+
+@dataclass(frozen=True)
+class NodeTopology:
+    """What one node (Vertex replica) knows before it starts its processes."""
+
+    node_rank: int
+    num_nodes: int
+    nproc_per_node: int
+    master_addr: str | None
+    master_port: int | None
+    source: str
+    """'vertex' (RANK/WORLD_SIZE or CLUSTER_SPEC), or 'single' (no distributed environment at all)."""
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.nproc_per_node
+
+    def global_rank(self, local_rank: int) -> int:
+        return self.node_rank * self.nproc_per_node + local_rank
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """One training process's place in the job."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    master_addr: str | None
+    master_port: int | None
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _int(environ: Mapping[str, str], name: str) -> int | None:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"environment variable {name}={raw!r}: expected an integer") from exc
+
+
+def _from_cluster_spec(raw: str) -> tuple[int, int, str | None, int | None]:
+    """(node rank, number of nodes, primary host, primary port) from Vertex's CLUSTER_SPEC JSON."""
+    try:
+        spec = json.loads(raw)
+        cluster = spec["cluster"]
+        task = spec["task"]
+        pool, index = task["type"], int(task["index"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"CLUSTER_SPEC is not Vertex's JSON ({exc}); expected "
+            '{"cluster": {"workerpool0": ["host:port"], ...}, "task": {"type": "workerpool0", "index": 0}}'
+        ) from exc
+    num_nodes = sum(len(cluster.get(name) or []) for name in _TRAINING_POOLS)
+    if pool not in _TRAINING_POOLS:
+        raise ConfigError(f"CLUSTER_SPEC task type {pool!r} does not train; expected one of {_TRAINING_POOLS}")
+    node_rank = index if pool == "workerpool0" else index + len(cluster.get("workerpool0") or [])
+    primary = (cluster.get("workerpool0") or [None])[0]
+    host, port = (None, None)
+    if primary:
+        host, _, port_text = primary.rpartition(":")
+        port = int(port_text) if port_text.isdigit() else None
+    return node_rank, num_nodes, host or None, port
+
+
+def default_nproc_per_node(environ: Mapping[str, str]) -> int:
+    """LANDFALL_NPROC_PER_NODE when set (CPU machines), else one process per visible GPU, else 1."""
+    configured = _int(environ, "LANDFALL_NPROC_PER_NODE")
+    if configured is not None:
+        if configured < 1:
+            raise ConfigError(f"LANDFALL_NPROC_PER_NODE={configured}: expected an integer >= 1")
+        return configured
+    import torch
+
+    return max(1, torch.cuda.device_count())
+
+
+def read_node_topology(environ: Mapping[str, str], nproc_per_node: int) -> NodeTopology:
+    """Vertex's per-node environment (or none at all) as a NodeTopology."""
+    node_rank, num_nodes = _int(environ, "RANK"), _int(environ, "WORLD_SIZE")
+    addr, port = environ.get("MASTER_ADDR") or None, _int(environ, "MASTER_PORT")
+    source = "vertex"
+    if environ.get("CLUSTER_SPEC") and (node_rank is None or num_nodes is None):
+        spec_rank, spec_nodes, spec_addr, spec_port = _from_cluster_spec(environ["CLUSTER_SPEC"])
+        node_rank = spec_rank if node_rank is None else node_rank
+        num_nodes = spec_nodes if num_nodes is None else num_nodes
+        addr, port = addr or spec_addr, port or spec_port
+    if num_nodes is None:
+        node_rank, num_nodes, source = 0, 1, "single"
+    if node_rank is None:
+        raise ConfigError(f"WORLD_SIZE={num_nodes} is set but RANK is not: expected the node rank in RANK")
+    if not 0 <= node_rank < num_nodes:
+        raise ConfigError(f"RANK={node_rank} is outside 0..{num_nodes - 1} (WORLD_SIZE={num_nodes} nodes)")
+    if num_nodes > 1 and (addr is None or port is None):
+        raise ConfigError(f"{num_nodes} nodes need MASTER_ADDR and MASTER_PORT (the primary's host and port)")
+    return NodeTopology(node_rank, num_nodes, nproc_per_node, addr, port, source)
+
+
+def launched_per_process(environ: Mapping[str, str]) -> bool:
+    """True under torchrun or our own launcher: this process is one rank, not a node to fan out."""
+    return environ.get("LOCAL_RANK") not in (None, "")
+
+
+def read_process_env(environ: Mapping[str, str]) -> DistEnv:
+    """The torchrun-style per-process environment (LOCAL_RANK set; RANK and WORLD_SIZE global)."""
+    rank, world, local_rank = _int(environ, "RANK"), _int(environ, "WORLD_SIZE"), _int(environ, "LOCAL_RANK")
+    if rank is None or world is None or local_rank is None:
+        raise ConfigError("LOCAL_RANK is set, so RANK and WORLD_SIZE must be the global rank and process count")
+    local_world = _int(environ, "LOCAL_WORLD_SIZE") or 1
+    node_rank = _int(environ, "GROUP_RANK")
+    if node_rank is None:
+        node_rank = rank // local_world
+    if not 0 <= rank < world:
+        raise ConfigError(f"RANK={rank} is outside 0..{world - 1} (WORLD_SIZE={world} processes)")
+    return DistEnv(rank, world, local_rank, local_world, node_rank,
+                   environ.get("MASTER_ADDR") or None, _int(environ, "MASTER_PORT"))
+
+
+def single_process_env(topology: NodeTopology) -> DistEnv:
+    """The record for a node that runs exactly one process (no fan-out needed)."""
+    return DistEnv(topology.node_rank, topology.num_nodes, 0, 1, topology.node_rank,
+                   topology.master_addr, topology.master_port)
+
+
+def child_environ(topology: NodeTopology, local_rank: int, master_addr: str, master_port: int) -> dict[str, str]:
+    """The torchrun-style variables for the local_rank-th process this node starts."""
+    return {
+        "RANK": str(topology.global_rank(local_rank)),
+        "WORLD_SIZE": str(topology.world_size),
+        "LOCAL_RANK": str(local_rank),
+        "LOCAL_WORLD_SIZE": str(topology.nproc_per_node),
+        "GROUP_RANK": str(topology.node_rank),
+        "MASTER_ADDR": master_addr,
+        "MASTER_PORT": str(master_port),
+    }
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on now (for a single-node job that has no MASTER_PORT of its own)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def backend_for(cuda_available: bool) -> str:
+    """NCCL between GPUs, gloo on CPU."""
+    return "nccl" if cuda_available else "gloo"
+
+
+@contextlib.contextmanager
+def process_group(env: DistEnv) -> Iterator[str]:
+    """Join the job's process group (when there is more than one process) and always leave it; yields the device.
+
+    A single process with no distributed environment runs without any process group at all.
+    """
+    import torch
+    import torch.distributed as dist
+
+    cuda = torch.cuda.is_available()
+    device = f"cuda:{env.local_rank}" if cuda else "cpu"
+    if cuda:
+        torch.cuda.set_device(env.local_rank)
+    if not env.is_distributed:
+        yield device
+        return
+    if env.master_addr is None or env.master_port is None:
+        raise ConfigError(f"{env.world_size} processes need MASTER_ADDR and MASTER_PORT")
+    dist.init_process_group(
+        backend=backend_for(cuda),
+        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        rank=env.rank,
+        world_size=env.world_size,
+        device_id=torch.device(device) if cuda else None,
+    )
+    try:
+        dist.barrier()
+        yield device
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,76 @@
+"""Start one training process per GPU (or LANDFALL_NPROC_PER_NODE on CPU) on this node, torchrun style.
+
+Vertex starts one process per replica. This launcher re-runs `python -m trainer.task` with the same arguments
+once per local rank, giving each child torchrun's variables (global RANK = node rank x processes per node + local
+rank). It forwards SIGTERM/SIGINT to the children (Vertex's preemption notice, so they can checkpoint), and
+when one child fails it stops the others so the replica exits non-zero instead of hanging in a collective.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+
+from trainer.distributed import NodeTopology, child_environ, free_port
+from trainer.logs import log
+
+_GRACE_SECONDS = 15.0
+"""How long the others get to exit after one process failed, before SIGKILL."""
+
+
+def run_node(topology: NodeTopology, argv: list[str], environ: Mapping[str, str]) -> int:
+    """Run this node's processes to completion; returns the exit status the replica should end with."""
+    if topology.num_nodes == 1:
+        master_addr, master_port = "127.0.0.1", topology.master_port or free_port()
+    else:
+        assert topology.master_addr is not None and topology.master_port is not None
+        master_addr, master_port = topology.master_addr, topology.master_port
+    children: list[subprocess.Popen[bytes]] = []
+    for local_rank in range(topology.nproc_per_node):
+        env = {**environ, **child_environ(topology, local_rank, master_addr, master_port)}
+        children.append(subprocess.Popen([sys.executable, "-m", "trainer.task", *argv], env=env))
+    log("node started its processes", node_rank=topology.node_rank, nproc_per_node=topology.nproc_per_node,
+        world_size=topology.world_size, pids=[c.pid for c in children])
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _wait_all(children)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _wait_all(children: list[subprocess.Popen[bytes]]) -> int:
+    """Wait for every child; at the first failure stop the rest and return its status (128 + signal if killed)."""
+    by_pid = {child.pid: child for child in children}
+    while by_pid:
+        pid, raw = os.wait()
+        child = by_pid.pop(pid, None)
+        if child is None:
+            continue
+        code = os.waitstatus_to_exitcode(raw)
+        child.returncode = code
+        if code != 0:
+            log("a training process failed; stopping the others", severity="ERROR", pid=pid, exit_code=code)
+            _stop(list(by_pid.values()))
+            return code if code > 0 else 128 - code
+    return 0
+
+
+def _stop(children: list[subprocess.Popen[bytes]]) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.terminate()
+    for child in children:
+        try:
+            child.wait(timeout=_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()

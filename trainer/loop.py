@@ -1,0 +1,258 @@
+"""The training loop: steps, periodic and preemption checkpoints, end-of-epoch evaluation.
+
+It sees only a Session (the run's assembled parts) and never branches on how the job was launched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from trainer import collectives
+from trainer.checkpoint import CheckpointStore
+from trainer.config import TrainConfig
+from trainer.datasets.stream import Corpus, Counts, eval_batches, eval_batches_needed, train_batches
+from trainer.distributed import DistEnv
+from trainer.errors import Preempted
+from trainer.events import EventLog
+from trainer.logs import log
+from trainer.metrics import EpochResult
+from trainer.objectives import score, training_loss
+from trainer.parallel import Wrapped, full_state
+from trainer.precision import Precision
+from trainer.preemption import PreemptionWatch
+
+
+@dataclass
+class Progress:
+    """Where the run stands; saved in every checkpoint (the data position is (epoch, batch_in_epoch))."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    epochs: list[EpochResult] = field(default_factory=list)
+    epoch_sums: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    """This rank's [loss sum, correct, items] over the current epoch's training batches."""
+
+
+@dataclass
+class Session:
+    """Everything the loop needs, assembled by trainer/run.py."""
+
+    config: TrainConfig
+    env: DistEnv
+    device: str
+    precision: Precision
+    corpus: Corpus
+    counts: Counts
+    steps_per_epoch: list[int]
+    total_steps: int
+    wrapped: Wrapped
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler
+    store: CheckpointStore | None
+    events: EventLog
+    data_spec: dict[str, Any]
+    progress: Progress = field(default_factory=Progress)
+    train_seconds: float = 0.0
+    samples_trained: int = 0
+    """Global samples trained by this invocation (not counting what a resumed checkpoint had done)."""
+    last_checkpoint_step: int | None = None
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def checkpoint_state(s: Session) -> dict[str, Any] | None:
+    """The full resumable state on rank 0 (None elsewhere). Collective: every rank must call it."""
+    model_state, optim_state = full_state(s.wrapped)
+    per_rank = collectives.all_gather_object({"rng": rng_state(), "epoch_sums": list(s.progress.epoch_sums)})
+    if not s.env.is_main:
+        return None
+    p = s.progress
+    return {
+        "format": 1, "step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch,
+        "epochs": [e.to_dict() for e in p.epochs], "per_rank": per_rank,
+        "model": model_state, "optimizer": optim_state, "scheduler": s.scheduler.state_dict(),
+        "scaler": s.scaler.state_dict(), "config": s.config.to_dict(), "world_size": s.env.world_size,
+        "data_spec": s.data_spec,
+    }
+
+
+def save_checkpoint(s: Session) -> None:
+    """Write a checkpoint of the current step (rank 0 writes; everyone waits until it is complete)."""
+    if s.store is None or s.last_checkpoint_step == s.progress.step:
+        return
+    state = checkpoint_state(s)
+    if state is not None:
+        s.store.save(s.progress.step, state)
+    collectives.barrier()
+    s.last_checkpoint_step = s.progress.step
+
+
+def restore(s: Session, state: dict[str, Any]) -> None:
+    """Put a loaded checkpoint back: weights, optimizer, schedule, scaler, data position, this rank's RNG."""
+    from trainer.parallel import load_full_state
+
+    load_full_state(s.wrapped, state["model"], state["optimizer"])
+    s.scheduler.load_state_dict(state["scheduler"])
+    s.scaler.load_state_dict(state["scaler"])
+    mine = state["per_rank"][s.env.rank]
+    set_rng_state(mine["rng"])
+    s.progress = Progress(step=state["step"], epoch=state["epoch"], batch_in_epoch=state["batch_in_epoch"],
+                          epochs=[EpochResult(**e) for e in state["epochs"]], epoch_sums=list(mine["epoch_sums"]))
+    s.last_checkpoint_step = state["step"]
+
+
+def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """One optimizer step; returns [loss sum, correct, items] of the batch (on the device, no host sync)."""
+    x, y = x.to(s.device, non_blocking=True), y.to(s.device, non_blocking=True)
+    task, optimizer = s.config.task, s.wrapped.optimizer
+    with s.precision.autocast():
+        output = s.wrapped.model(x)
+    loss = training_loss(task, output, y)
+    s.scaler.scale(loss).backward()
+    if s.config.hparams.grad_clip > 0:
+        s.scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(s.wrapped.model.parameters(), s.config.hparams.grad_clip)
+    s.scaler.step(optimizer)
+    s.scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    s.scheduler.step()
+    with torch.no_grad():
+        return score(task, output.detach(), y)
+
+
+@torch.no_grad()
+def evaluate(s: Session) -> torch.Tensor:
+    """[loss sum, correct, items] over every rank's held-out records (all ranks run the same batch count)."""
+    needed = eval_batches_needed(s.corpus, s.counts, s.config.batch_size)
+    totals = torch.zeros(3, dtype=torch.float64, device=s.device)
+    s.wrapped.model.eval()
+    try:
+        dummy = s.corpus.dummy_batch  # type: ignore[attr-defined]
+        for (x, y), real in eval_batches(s.corpus, s.env.rank, s.config.batch_size, needed, dummy):
+            x, y = x.to(s.device), y.to(s.device)
+            with s.precision.autocast():
+                output = s.wrapped.model(x)
+            if real:
+                totals += score(s.config.task, output, y)
+    finally:
+        s.wrapped.model.train()
+    return collectives.all_reduce(totals, s.device)
+
+
+def epoch_result(s: Session, epoch: int) -> EpochResult:
+    """Held-out figures for the epoch, or the training batches' figures when nothing is held out."""
+    totals = evaluate(s).cpu()
+    if totals[2] == 0:
+        totals = collectives.all_reduce(torch.tensor(s.progress.epoch_sums, dtype=torch.float64), s.device)
+    items = max(float(totals[2]), 1.0)
+    loss = float(totals[0]) / items
+    task = s.config.task
+    accuracy = float(totals[1]) / items if task != "tabular-regression" else None
+    perplexity = math.exp(min(loss, 700.0)) if task == "causal-lm" else None
+    return EpochResult(epoch=epoch + 1, loss=loss, accuracy=accuracy if task != "causal-lm" else None,
+                       perplexity=perplexity)
+
+
+def run_loop(s: Session, watch: PreemptionWatch) -> None:
+    """Train from s.progress to the end (all epochs, or --max-steps), checkpointing as configured."""
+    config, p = s.config, s.progress
+    global_batch = config.batch_size * s.env.world_size
+    window = torch.zeros(2, dtype=torch.float64, device=s.device)  # [sum of batch mean losses, steps]
+    ended_inside_epoch = False
+    for epoch in range(p.epoch, config.epochs):
+        if epoch != p.epoch:
+            if p.step >= s.total_steps:
+                break
+            p.epoch, p.batch_in_epoch, p.epoch_sums = epoch, 0, [0.0, 0.0, 0.0]
+        sums = torch.tensor(p.epoch_sums, dtype=torch.float64, device=s.device)
+        steps = min(s.steps_per_epoch[epoch], p.batch_in_epoch + s.total_steps - p.step)
+        batches = train_batches(s.corpus, config.seed, epoch, s.env.rank, config.batch_size,
+                                config.hparams.shuffle_window, steps, skip=p.batch_in_epoch)
+        clock = _Clock()
+        for x, y in batches:
+            batch_scores = train_step(s, x, y)
+            sums += batch_scores
+            window += torch.stack([batch_scores[0] / batch_scores[2], torch.ones_like(batch_scores[0])])
+            p.step += 1
+            p.batch_in_epoch += 1
+            s.samples_trained += global_batch
+            stop = watch.agreed(s.device)
+            if p.step % config.hparams.log_every == 0 and s.env.is_main:
+                _log_progress(s, float(window[0] / window[1]), s.train_seconds + clock.elapsed())
+                window.zero_()
+            if stop or p.step % config.checkpoint_every == 0:
+                p.epoch_sums = sums.tolist()
+                with clock.paused():
+                    save_checkpoint(s)
+                if stop:
+                    raise Preempted(f"stopped by a signal at step {p.step}; the newest checkpoint resumes it")
+        s.train_seconds += clock.elapsed()
+        p.epoch_sums = sums.tolist()
+        if p.batch_in_epoch < s.steps_per_epoch[epoch]:
+            ended_inside_epoch = True  # --max-steps stopped the run part-way through this epoch
+            break
+        _finish_epoch(s, epoch)
+    if ended_inside_epoch or not p.epochs:
+        _finish_epoch(s, p.epoch)
+
+
+def _finish_epoch(s: Session, epoch: int) -> None:
+    result = epoch_result(s, epoch)
+    s.progress.epochs.append(result)
+    if s.env.is_main:
+        log("epoch finished", **result.to_dict(), step=s.progress.step)
+        for name in ("loss", "accuracy", "perplexity"):
+            value = getattr(result, name)
+            if value is not None:
+                s.events.scalar(f"eval/{name}", value, s.progress.step)
+        s.events.sync()
+
+
+class _Clock:
+    """Seconds spent training, leaving out the time spent writing checkpoints."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self._paused = 0.0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._start - self._paused
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._paused += time.perf_counter() - began
+
+
+def _log_progress(s: Session, loss: float, seconds: float) -> None:
+    p = s.progress
+    lr = s.scheduler.get_last_lr()[0]
+    rate = s.samples_trained / seconds if seconds > 0 else None
+    log("training", step=p.step, total_steps=s.total_steps, epoch=p.epoch + 1, loss=loss, learning_rate=lr,
+        samples_per_second=rate)
+    s.events.scalar("train/loss", loss, p.step)
+    s.events.scalar("train/learning_rate", lr, p.step)

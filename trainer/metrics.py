@@ -1,0 +1,81 @@
+"""The run's figures: model FLOPs and MFU, and the metrics.json document the listener records.
+
+metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps",
+"final": {"loss", "accuracy", "perplexity"}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"}],
+"samples_per_second", "tokens_per_second", "wall_time_seconds", "mfu"}.
+Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction) at the end of each epoch,
+or on the training batches when nothing is held out. Regression loss is the MSE of the standardised target.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from schemas.model_presets import GptPreset, MlpPreset
+
+METRICS_FILE = "metrics.json"
+METRICS_VERSION = 1
+
+
+def flops_per_sample(preset: MlpPreset | GptPreset, parameter_count: int) -> float:
+    """Training FLOPs (forward + backward) for one sample.
+
+    GPT: PaLM's 6N + 12*L*H*Q*T per token (N non-embedding parameters), times T tokens per sequence.
+    MLP: 6 x parameters per row.
+    """
+    if isinstance(preset, GptPreset):
+        per_token = 6 * preset.non_embedding_parameter_count() + 12 * preset.n_layer * preset.d_model * preset.seq_len
+        return float(per_token * preset.seq_len)
+    return 6.0 * parameter_count
+
+
+@cache
+def _peaks() -> list[dict[str, Any]]:
+    return list(json.loads(resources.files("trainer").joinpath("peak_flops.json").read_text())["gpus"])
+
+
+def peak_flops(device_name: str, precision: str) -> float | None:
+    """Dense peak FLOP/s of one GPU in this precision, or None when the GPU or the precision is unknown."""
+    for row in _peaks():
+        if row["match"] in device_name:
+            tflops = row.get(precision)
+            return float(tflops) * 1e12 if tflops else None
+    return None
+
+
+def model_flops_utilisation(samples_per_second: float, flops_per_item: float, peak_per_device: float | None,
+                            devices: int) -> float | None:
+    """Achieved model FLOP/s over the peak of all devices; None without a known peak (CPU, unknown GPU)."""
+    if not peak_per_device or devices < 1:
+        return None
+    return samples_per_second * flops_per_item / (peak_per_device * devices)
+
+
+@dataclass(frozen=True)
+class EpochResult:
+    epoch: int
+    loss: float
+    accuracy: float | None
+    perplexity: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "loss": self.loss, "accuracy": self.accuracy, "perplexity": self.perplexity}
+
+
+def metrics_document(*, task: str, model: str, strategy: str, world_size: int, steps: int,
+                     epochs: list[EpochResult], samples_per_second: float, tokens_per_second: float | None,
+                     wall_time_seconds: float, mfu: float | None) -> dict[str, Any]:
+    """metrics.json; `final` repeats the last epoch's figures."""
+    last = epochs[-1] if epochs else None
+    final = last.to_dict() if last else {"loss": None, "accuracy": None, "perplexity": None}
+    final.pop("epoch", None)
+    return {
+        "schema_version": METRICS_VERSION, "task": task, "model": model, "strategy": strategy,
+        "world_size": world_size, "steps": steps, "final": final, "epochs": [e.to_dict() for e in epochs],
+        "samples_per_second": samples_per_second, "tokens_per_second": tokens_per_second,
+        "wall_time_seconds": wall_time_seconds, "mfu": mfu,
+    }

@@ -1,0 +1,112 @@
+"""Wrapping a model for the chosen strategy, and reading/writing full state dicts whatever the wrapper.
+
+ddp   DistributedDataParallel: every rank holds the whole model and optimizer; gradients are all-reduced.
+zero1 DDP + ZeroRedundancyOptimizer: optimizer state sharded across ranks.
+zero2 FSDP (fully_shard) with reshard_after_forward=False: SHARD_GRAD_OP, gradients and optimizer state sharded.
+fsdp  FSDP (fully_shard) with reshard_after_forward=True: FULL_SHARD, parameters sharded too.
+A single process trains the bare model whatever the strategy (there is nobody to share with).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
+
+from trainer import collectives
+
+
+@dataclass
+class Wrapped:
+    """The model as the loop calls it, the bare model inside, and the optimizer."""
+
+    model: nn.Module
+    inner: nn.Module
+    optimizer: torch.optim.Optimizer
+    strategy: str
+
+
+def wrap(model: nn.Module, strategy: str, device: str, learning_rate: float, weight_decay: float) -> Wrapped:
+    """Move the model to device and wrap it for strategy; build AdamW (sharded where the strategy says)."""
+    model = model.to(device)
+    distributed = collectives.active()
+    adamw: dict[str, Any] = {"lr": learning_rate, "weight_decay": weight_decay, "betas": (0.9, 0.95)}
+    if not distributed:
+        return Wrapped(model, model, torch.optim.AdamW(model.parameters(), **adamw), strategy)
+    if strategy in ("ddp", "zero1"):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        device_ids = [torch.device(device).index] if device.startswith("cuda") else None
+        ddp = DDP(model, device_ids=device_ids, bucket_cap_mb=64)
+        if strategy == "zero1":
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+            optimizer: torch.optim.Optimizer = ZeroRedundancyOptimizer(
+                ddp.parameters(), optimizer_class=torch.optim.AdamW, **adamw)
+        else:
+            optimizer = torch.optim.AdamW(ddp.parameters(), **adamw)
+        return Wrapped(ddp, model, optimizer, strategy)
+    from torch.distributed.fsdp import fully_shard
+
+    reshard = strategy == "fsdp"
+    for block in _shard_units(model):
+        fully_shard(block, reshard_after_forward=reshard)
+    fully_shard(model, reshard_after_forward=reshard)
+    return Wrapped(model, model, torch.optim.AdamW(model.parameters(), **adamw), strategy)
+
+
+def _shard_units(model: nn.Module) -> list[nn.Module]:
+    """Transformer blocks are sharded one by one (so only one block is gathered at a time); an MLP as a whole."""
+    blocks = getattr(model, "blocks", None)
+    return list(blocks) if isinstance(blocks, nn.ModuleList) else []
+
+
+_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def full_state(wrapped: Wrapped) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(model, optimizer) full state dicts on rank 0's CPU; other ranks may get empty dicts. Collective."""
+    if wrapped.strategy == "zero1" and collectives.active():
+        wrapped.optimizer.consolidate_state_dict(to=0)  # type: ignore[attr-defined]
+        model_state = get_model_state_dict(wrapped.model, options=_FULL)
+        import torch.distributed as dist
+
+        optim_state = wrapped.optimizer.state_dict() if dist.get_rank() == 0 else {}
+        return model_state, optim_state
+    return get_state_dict(wrapped.model, wrapped.optimizer, options=_FULL)
+
+
+def load_full_state(wrapped: Wrapped, model_state: dict[str, Any], optim_state: dict[str, Any]) -> None:
+    """Load full state dicts (every rank passes the same ones) into the wrapped model and optimizer."""
+    if wrapped.strategy == "zero1" and collectives.active():
+        set_state_dict(wrapped.model, [], model_state_dict=model_state, optim_state_dict={},
+                       options=StateDictOptions(full_state_dict=True))
+        wrapped.optimizer.load_state_dict(optim_state)
+        return
+    set_state_dict(wrapped.model, wrapped.optimizer, model_state_dict=model_state, optim_state_dict=optim_state,
+                   options=StateDictOptions(full_state_dict=True))
+
+
+def model_weights(wrapped: Wrapped) -> dict[str, torch.Tensor]:
+    """The full model state on rank 0's CPU (empty elsewhere under FSDP). Collective."""
+    return get_model_state_dict(wrapped.model, options=_FULL)
+
+
+def local_weights_digest(wrapped: Wrapped) -> str | None:
+    """sha256 of this rank's own full copy of the weights (None under FSDP, where no rank holds them all)."""
+    if wrapped.strategy in ("zero2", "fsdp") and collectives.active():
+        return None
+    digest = hashlib.sha256()
+    for name, tensor in sorted(wrapped.inner.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(bytes(tensor.detach().to("cpu", torch.float32).clone().untyped_storage()))
+    return digest.hexdigest()

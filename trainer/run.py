@@ -1,0 +1,165 @@
+"""One training process from start to finish: assemble the parts, resume, train, write the outputs.
+
+Environment read here (Vertex sets these; the Vertex emulator too): AIP_MODEL_DIR (required: where model.pt,
+config.json and metrics.json go), AIP_CHECKPOINT_DIR (optional: checkpoints and automatic resume),
+AIP_TENSORBOARD_LOG_DIR (optional: TensorBoard event files).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from schemas.model_presets import GptPreset, get_preset
+from trainer import collectives, storage
+from trainer.checkpoint import CheckpointStore
+from trainer.config import TrainConfig
+from trainer.datasets.factory import build_corpus
+from trainer.datasets.stream import steps_in_epoch
+from trainer.distributed import DistEnv, process_group
+from trainer.errors import ConfigError, DataError, OutOfMemory
+from trainer.events import EventLog
+from trainer.logs import log, set_context
+from trainer.loop import Session, restore, run_loop
+from trainer.metrics import METRICS_FILE, flops_per_sample, metrics_document, model_flops_utilisation, peak_flops
+from trainer.model_io import model_config, save_model
+from trainer.models.factory import build_model
+from trainer.parallel import local_weights_digest, model_weights, wrap
+from trainer.precision import detect_precision
+from trainer.preemption import PreemptionWatch
+from trainer.schedule import lr_multiplier
+
+# Resuming is exact only when these match the checkpoint's run.
+_RESUME_KEYS = ("data_uri", "task", "model", "batch_size", "seed", "strategy", "epochs", "max_steps")
+
+
+def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """Run training in this process; returns metrics.json's content on rank 0 (None elsewhere)."""
+    started = time.monotonic()
+    model_dir = required_model_dir(environ)
+    set_context(rank=env.rank, world_size=env.world_size)
+    watch = PreemptionWatch()
+    try:
+        with process_group(env) as device:
+            session = _assemble(config, env, device, environ)
+            log("training started", task=config.task, model=config.model, strategy=config.strategy,
+                precision=session.precision.name, device=device, total_steps=session.total_steps,
+                steps_per_epoch=session.steps_per_epoch[0], resumed_from=session.last_checkpoint_step)
+            try:
+                run_loop(session, watch)
+            except torch.cuda.OutOfMemoryError as exc:
+                raise _oom(config, session, exc) from exc
+            return _write_outputs(session, model_dir, time.monotonic() - started)
+    finally:
+        watch.restore()
+
+
+def required_model_dir(environ: Mapping[str, str]) -> str:
+    """AIP_MODEL_DIR, or a ConfigError saying what to set."""
+    model_dir = environ.get("AIP_MODEL_DIR")
+    if not model_dir:
+        raise ConfigError("AIP_MODEL_DIR is not set: expected gs://BUCKET/PATH/model/ or a local directory where "
+                          "the model and metrics.json are written (Vertex sets it from base_output_directory)")
+    return model_dir
+
+
+def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[str, str]) -> Session:
+    precision = detect_precision(config.precision)
+    corpus = build_corpus(config, env.world_size)
+    counts = corpus.scan(env.rank, device)
+    spec = corpus.spec
+    data_spec: dict[str, Any] = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else dict(spec or {})
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    model = build_model(config.model, config.task, data_spec)
+    wrapped = wrap(model, config.strategy, device, config.learning_rate, config.hparams.weight_decay)
+    steps = [steps_in_epoch(corpus, counts, config.seed, e, config.batch_size) for e in range(config.epochs)]
+    if min(steps) == 0:
+        raise DataError(config.data_uri, f"an epoch holds fewer than --batch-size={config.batch_size} training "
+                        f"samples on some process ({env.world_size} processes share {sum(counts.train)} units of "
+                        "data); lower --batch-size or add data")
+    total = sum(steps) if config.max_steps is None else min(sum(steps), config.max_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
+    checkpoint_dir = environ.get("AIP_CHECKPOINT_DIR")
+    store = CheckpointStore(checkpoint_dir, config.hparams.keep_checkpoints) if checkpoint_dir else None
+    events = EventLog(environ.get("AIP_TENSORBOARD_LOG_DIR") if env.is_main else None)
+    session = Session(config=config, env=env, device=device, precision=precision, corpus=corpus, counts=counts,
+                      steps_per_epoch=steps, total_steps=total, wrapped=wrapped, scheduler=scheduler,
+                      scaler=precision.grad_scaler(), store=store, events=events, data_spec=data_spec)
+    if store is not None:
+        _resume(session, store)
+    return session
+
+
+def _resume(session: Session, store: CheckpointStore) -> None:
+    """Load the newest complete checkpoint, if any, after checking it belongs to this run's shape."""
+    step = collectives.broadcast_object(store.latest())
+    if step is None:
+        return
+    state = store.load(step)
+    saved = state["config"]
+    mine = session.config.to_dict()
+    different = [k for k in _RESUME_KEYS if saved.get(k) != mine.get(k)]
+    if state["world_size"] != session.env.world_size:
+        different.append(f"world size ({state['world_size']} then, {session.env.world_size} now)")
+    if different:
+        raise ConfigError(f"the checkpoint at step {step} in {store.root} is from a different run: {different} "
+                          "differ. Point AIP_CHECKPOINT_DIR at a fresh directory, or rerun with the same settings.")
+    restore(session, state)
+    log("resumed from checkpoint", step=step, epoch=session.progress.epoch + 1,
+        batch_in_epoch=session.progress.batch_in_epoch)
+
+
+def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | None:
+    """Weights, config.json and metrics.json on rank 0; every rank logs its weights' digest. Collective."""
+    weights = model_weights(s.wrapped)
+    log("training finished", step=s.progress.step, weights_sha256=local_weights_digest(s.wrapped))
+    document = None
+    if s.env.is_main:
+        preset = get_preset(s.config.model)
+        assert not isinstance(preset, dict)
+        save_model(model_dir, weights, model_config(s.config.task, preset, s.data_spec, s.config.to_dict(),
+                                                    s.precision.name))
+        document = _metrics(s, preset, sum(t.numel() for t in weights.values()), wall)
+        import json
+
+        storage.write_bytes(storage.join(model_dir, METRICS_FILE), json.dumps(document, indent=2).encode(),
+                            "application/json")
+        s.events.scalar("throughput/samples_per_second", document["samples_per_second"], s.progress.step)
+        s.events.close()
+        log("model written", model_dir=model_dir, final=document["final"],
+            samples_per_second=document["samples_per_second"], mfu=document["mfu"])
+    collectives.barrier()
+    return document
+
+
+def _metrics(s: Session, preset: Any, parameters: int, wall: float) -> dict[str, Any]:
+    rate = s.samples_trained / s.train_seconds if s.train_seconds > 0 else 0.0
+    tokens = rate * preset.seq_len if isinstance(preset, GptPreset) else None
+    mfu = None
+    if s.device.startswith("cuda"):
+        peak = peak_flops(torch.cuda.get_device_name(s.device), s.precision.name)
+        mfu = model_flops_utilisation(rate, flops_per_sample(preset, parameters), peak, s.env.world_size)
+    return metrics_document(task=s.config.task, model=s.config.model, strategy=s.config.strategy,
+                            world_size=s.env.world_size, steps=s.progress.step, epochs=s.progress.epochs,
+                            samples_per_second=rate, tokens_per_second=tokens, wall_time_seconds=wall, mfu=mfu)
+
+
+def _oom(config: TrainConfig, s: Session, exc: BaseException) -> OutOfMemory:
+    return OutOfMemory(
+        f"out of memory on {s.device} at step {s.progress.step} (model {config.model}, --batch-size="
+        f"{config.batch_size} per process, --strategy={config.strategy}, precision {s.precision.name}): lower "
+        f"--batch-size, use --strategy=fsdp or zero2 to shard the model, or a GPU with more memory. ({exc})"[:2000])
+
+
+def environment_summary() -> dict[str, str]:
+    """The Vertex variables present, for the first log record."""
+    keys = ("CLOUD_ML_JOB_ID", "CLOUD_ML_PROJECT_ID", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+            "LOCAL_RANK", "LANDFALL_NPROC_PER_NODE", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")
+    return {k: os.environ[k] for k in keys if k in os.environ}

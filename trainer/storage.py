@@ -1,0 +1,136 @@
+"""Reading and writing gs:// URIs, /gcs/ paths and local paths through one small interface.
+
+gs:// goes through google-cloud-storage, which honours STORAGE_EMULATOR_HOST (fake-gcs-server locally; the client
+then uses anonymous credentials). The client is created lazily, once per process, with the project from
+GOOGLE_CLOUD_PROJECT (or CLOUD_ML_PROJECT_ID on Vertex). A /gcs/BUCKET/... path is Vertex's Cloud Storage FUSE
+mount: it is read as a local file where the mount exists, and as gs://BUCKET/... where it does not (local runs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from functools import cache
+from pathlib import Path
+from typing import IO, Any
+
+_READ_CHUNK = 8 * 1024 * 1024
+
+
+def resolve(uri: str) -> str:
+    """gs:// URIs and local paths unchanged; /gcs/B/P becomes gs://B/P when no FUSE mount is present."""
+    if uri.startswith("/gcs/") and not os.path.isdir("/gcs"):
+        return "gs://" + uri[len("/gcs/"):]
+    return uri
+
+
+def is_gcs(uri: str) -> bool:
+    return resolve(uri).startswith("gs://")
+
+
+def join(base: str, *names: str) -> str:
+    """base/names with exactly one slash between parts, for URIs and paths alike."""
+    out = base
+    for name in names:
+        out = out.rstrip("/") + "/" + name.lstrip("/")
+    return out
+
+
+def split_gcs(uri: str) -> tuple[str, str]:
+    """gs://bucket/some/name -> ('bucket', 'some/name')."""
+    rest = resolve(uri)[len("gs://"):]
+    bucket, _, name = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"{uri!r}: expected gs://BUCKET/NAME")
+    return bucket, name
+
+
+@cache
+def client() -> Any:
+    """The process's storage client; anonymous against the emulator (STORAGE_EMULATOR_HOST)."""
+    from google.cloud import storage
+
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUD_ML_PROJECT_ID")
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=project or "landfall-local", credentials=AnonymousCredentials())
+    return storage.Client(project=project)
+
+
+def _blob(uri: str) -> Any:
+    bucket, name = split_gcs(uri)
+    return client().bucket(bucket).blob(name)
+
+
+def list_files(uri: str) -> list[str]:
+    """Every file at or under uri (recursively), sorted; a URI naming one file lists just that file."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        bucket, prefix = split_gcs(uri)
+        names = [b.name for b in client().list_blobs(bucket, prefix=prefix) if not b.name.endswith("/")]
+        if prefix and not prefix.endswith("/"):
+            names = [n for n in names if n == prefix or n.startswith(prefix + "/")]
+        return sorted(f"gs://{bucket}/{name}" for name in names)
+    path = Path(uri)
+    if path.is_file():
+        return [str(path)]
+    return sorted(str(p) for p in path.rglob("*") if p.is_file())
+
+
+def open_read(uri: str) -> IO[bytes]:
+    """A binary, seekable stream that reads in chunks (the whole object is never held in memory)."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        return _blob(uri).open("rb", chunk_size=_READ_CHUNK)
+    return open(uri, "rb")
+
+
+def exists(uri: str) -> bool:
+    uri = resolve(uri)
+    return bool(_blob(uri).exists()) if is_gcs(uri) else os.path.exists(uri)
+
+
+def write_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+    """Write a whole object; locally through a temporary name and an atomic rename."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        _blob(uri).upload_from_string(data, content_type=content_type)
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+    tmp = f"{uri}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, uri)
+
+
+def upload_file(path: str, uri: str) -> None:
+    """Copy a local file to uri (an object, or a local path through a temporary name)."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        _blob(uri).upload_from_filename(path)
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+    tmp = f"{uri}.tmp-{os.getpid()}"
+    shutil.copyfile(path, tmp)
+    os.replace(tmp, uri)
+
+
+def download_file(uri: str, path: str) -> None:
+    uri = resolve(uri)
+    if is_gcs(uri):
+        _blob(uri).download_to_filename(path)
+    else:
+        shutil.copyfile(uri, path)
+
+
+def delete_tree(uri: str) -> None:
+    """Remove everything at or under uri; missing things are fine."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        for name in list_files(uri.rstrip("/") + "/"):
+            _blob(name).delete()
+    else:
+        shutil.rmtree(uri, ignore_errors=True)

@@ -1,0 +1,57 @@
+"""Entry point: `python -m trainer.task --data-uri=... --task=... --model=... ...` (see trainer/config.py).
+
+On Vertex this runs once per replica (node): it starts one training process per GPU (LANDFALL_NPROC_PER_NODE on
+CPU) and waits for them; under torchrun, or with one process per node, it trains in this process. The exit
+status is what Vertex judges the replica by: 0 success, 2 bad configuration, 3 bad data, 4 out of memory,
+143 stopped by SIGTERM after checkpointing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from trainer.config import parse_args
+from trainer.distributed import (
+    default_nproc_per_node,
+    launched_per_process,
+    read_node_topology,
+    read_process_env,
+    single_process_env,
+)
+from trainer.errors import TrainerError
+from trainer.logs import log
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    environ = dict(os.environ)
+    try:
+        config = parse_args(argv)
+        from trainer.run import environment_summary, required_model_dir, train
+
+        required_model_dir(environ)
+
+        if launched_per_process(environ):
+            train(config, read_process_env(environ), environ)
+            return 0
+        topology = read_node_topology(environ, default_nproc_per_node(environ))
+        log("trainer starting", node_rank=topology.node_rank, nodes=topology.num_nodes,
+            nproc_per_node=topology.nproc_per_node, launch=topology.source, env=environment_summary())
+        if topology.nproc_per_node == 1:
+            train(config, single_process_env(topology), environ)
+            return 0
+        from trainer.launcher import run_node
+
+        return run_node(topology, argv, environ)
+    except TrainerError as exc:
+        log(str(exc), severity="ERROR", error=type(exc).__name__, exit_code=exc.exit_code)
+        return exc.exit_code
+    except MemoryError as exc:
+        log(f"host out of memory: {exc}; lower --batch-size or use a machine with more RAM", severity="ERROR",
+            error="OutOfMemory", exit_code=4)
+        return 4
+
+
+if __name__ == "__main__":
+    sys.exit(main())
