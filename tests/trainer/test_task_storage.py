@@ -1,0 +1,74 @@
+"""`python -m trainer.task` end to end in one process: data and outputs on fake-gcs-server, and on local disk."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.trainer import datagen
+from tests.trainer.runner import run_trainer, trainer_args, trainer_env
+
+METRIC_KEYS = {"schema_version", "task", "model", "strategy", "world_size", "steps", "final", "epochs",
+               "samples_per_second", "tokens_per_second", "wall_time_seconds", "mfu"}
+
+
+def _check_metrics(metrics: dict, epochs: int) -> None:
+    assert set(metrics) == METRIC_KEYS
+    assert metrics["schema_version"] == 1 and metrics["task"] == "tabular-classification"
+    assert metrics["world_size"] == 1 and metrics["steps"] > 0
+    assert [e["epoch"] for e in metrics["epochs"]] == list(range(1, epochs + 1))
+    assert metrics["final"] == {k: metrics["epochs"][-1][k] for k in ("loss", "accuracy", "perplexity")}
+    assert metrics["samples_per_second"] > 0 and metrics["wall_time_seconds"] > 0
+    assert metrics["tokens_per_second"] is None and metrics["mfu"] is None
+
+
+@pytest.fixture()
+def gcs_bucket(gcs_emulator):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project="landfall-local", credentials=AnonymousCredentials())
+    return client.create_bucket(f"trainer-{uuid.uuid4().hex[:10]}")
+
+
+def test_trains_from_gcs_and_writes_model_and_metrics_to_gcs(gcs_bucket) -> None:
+    for s in range(2):
+        gcs_bucket.blob(f"data/part-{s}.csv").upload_from_string(datagen.csv_text(datagen.separable_rows(600, s)))
+    gcs_bucket.blob("data/_MANIFEST.json").upload_from_string("{}")
+    base = f"gs://{gcs_bucket.name}/run/"
+    env = trainer_env(AIP_MODEL_DIR=base + "model/", AIP_CHECKPOINT_DIR=base + "checkpoints/",
+                      AIP_TENSORBOARD_LOG_DIR=base + "logs/")
+    run = run_trainer(trainer_args(f"gs://{gcs_bucket.name}/data/", epochs=3, extra=("--checkpoint-every=25",)), env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+    metrics = json.loads(gcs_bucket.blob("run/model/metrics.json").download_as_bytes())
+    _check_metrics(metrics, epochs=3)
+    assert metrics["final"]["accuracy"] >= 0.95
+    names = {b.name for b in gcs_bucket.list_blobs(prefix="run/")}
+    assert {"run/model/model.pt", "run/model/config.json"} <= names
+    assert any(n.startswith("run/logs/events.out.tfevents.") for n in names)
+    assert any(n.startswith("run/checkpoints/step-") and n.endswith("/COMPLETE") for n in names)
+
+    from trainer.model_io import load_model
+
+    loaded = load_model(base + "model/")
+    rows = datagen.separable_rows(200, seed=99)
+    predicted = loaded.predict([list(r[:3]) for r in rows]).tolist()
+    assert sum(p == r[3] for p, r in zip(predicted, rows, strict=True)) / len(rows) >= 0.9
+
+
+def test_trains_from_a_local_directory_without_any_distributed_env(tmp_path: Path) -> None:
+    data = datagen.write_csv_shards(tmp_path / "data", shards=3, rows_per_shard=300)
+    env = trainer_env(AIP_MODEL_DIR=str(tmp_path / "model"))
+    run = run_trainer(trainer_args(str(data), epochs=2), env)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
+    _check_metrics(metrics, epochs=2)
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config["data"]["feature_names"] == ["a", "b", "c"] and config["data"]["n_outputs"] == 2
+    assert all("severity" in r and "message" in r for r in run.records())
+    started = run.messages("training started")
+    assert started and started[0]["world_size"] == 1 and started[0]["precision"] == "fp32"
