@@ -64,7 +64,7 @@ class TextCorpus:
             yield self._windows(buffer[:whole])
 
     def _windows(self, data: bytearray) -> Batch:
-        tokens = torch.frombuffer(bytes(data), dtype=torch.uint8).to(torch.int64).view(-1, self.seq_len + 1)
+        tokens = torch.frombuffer(data, dtype=torch.uint8).to(torch.int64).view(-1, self.seq_len + 1)
         return tokens[:, :-1], tokens[:, 1:]
 
     def dummy_batch(self) -> Batch:
