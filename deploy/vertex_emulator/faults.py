@@ -145,7 +145,7 @@ class FaultPlan:
     def __init__(self, path: Path | None = None) -> None:
         self._path = path
         self._lock = threading.Lock()
-        self._mtime: int | None = None
+        self._mtime: tuple[int, int] | None = None
         self._rules = FaultRules()
         self._unavailable_left = 0
         if path is not None:
@@ -155,7 +155,8 @@ class FaultPlan:
         if self._path is None:
             return
         try:
-            mtime = self._path.stat().st_mtime_ns
+            stat = self._path.stat()
+            mtime = (stat.st_mtime_ns, stat.st_size)
         except OSError as error:
             if self._mtime is None:
                 raise ConfigError(f"Cannot read the fault plan {self._path}: {error.strerror}.") from None

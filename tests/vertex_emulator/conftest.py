@@ -1,6 +1,6 @@
 """Fixtures that run the Vertex emulator as a separate process and talk to it only through public clients.
 
-- `emulator`: one emulator for the module's tests, publishing job events to a fresh topic on the Pub/Sub
+- `emulator`: one emulator shared by these tests, publishing job events to a fresh topic on the Pub/Sub
   emulator (the `pubsub_emulator` fixture from tests/conftest.py).
 - `vertex`: that emulator with no faults in force before and after the test.
 - `job_events`: reads the events topic through a subscription and groups the LogEntry messages by job id.
@@ -22,7 +22,7 @@ from deploy.vertex_emulator import control
 from .harness import PROBE_IMAGE, PROBE_MODULE, PROJECT, EmulatorProcess, JobEvents, launch_emulator
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def events_topic(pubsub_emulator) -> Iterator[tuple[str, str]]:
     """A fresh topic (the emulator creates it too, if absent) and a subscription on it."""
     topic_id = f"job-events-{uuid.uuid4().hex[:8]}"
@@ -33,7 +33,7 @@ def events_topic(pubsub_emulator) -> Iterator[tuple[str, str]]:
     yield topic_id, subscription
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def emulator(events_topic, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
     folder = tmp_path_factory.mktemp("vertex")
     images = folder / "images.json"
@@ -53,7 +53,7 @@ def vertex(emulator: EmulatorProcess) -> Iterator[EmulatorProcess]:
     control.set_faults(emulator.address, {})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def job_events(events_topic) -> JobEvents:
     return JobEvents(events_topic[1])
 
@@ -63,7 +63,8 @@ def start_emulator(tmp_path: Path, pubsub_emulator) -> Iterator[Callable[..., Em
     started: list[EmulatorProcess] = []
 
     def start(*args: str, state_dir: Path | None = None) -> EmulatorProcess:
-        process = launch_emulator(state_dir or tmp_path / "state", tmp_path / "emulator.log", args)
+        log_path = tmp_path / f"emulator-{len(started)}.log"
+        process = launch_emulator(state_dir or tmp_path / "state", log_path, args)
         started.append(process)
         return process
 

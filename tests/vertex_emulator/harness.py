@@ -170,6 +170,15 @@ def probe_job(pools: list[dict], *, display_name: str = "probe", labels: dict[st
     return {"display_name": display_name, "labels": labels or {}, "job_spec": spec}
 
 
+def process_alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def job_id(job: aiplatform_v1.CustomJob) -> str:
     return job.name.rsplit("/", 1)[-1]
 

@@ -10,7 +10,8 @@ It records what a replica sees, then behaves as asked:
                        its global rank (RANK x nproc + local rank) and global world size (WORLD_SIZE x nproc)
     --spawn-child      start a child process that sleeps for a long time (to test that cancel stops it)
     --exit-replica R   exit with --exit only in replica R (e.g. workerpool1-0); others exit 0 after --sleep
-    --count-starts     append one line to DIR/<replica>.starts on each start (spot restart tests)
+    --count-starts     append one line to DIR/<replica>.starts on each start and keep each start's record as
+                       DIR/<replica>.start<N>.json (spot restart tests)
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def replica_name() -> str:
 
 
 def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)
 
@@ -79,9 +80,11 @@ def main() -> int:
         return 0
     name = replica_name()
     args.out.mkdir(parents=True, exist_ok=True)
+    start_number = 0
     if args.count_starts:
         with open(args.out / f"{name}.starts", "a") as starts:
             starts.write(f"{os.getpid()}\n")
+        start_number = len((args.out / f"{name}.starts").read_text().split())
     record = {key: os.environ.get(key) for key in VERTEX_VARIABLES}
     record["argv"] = sys.argv[1:]
     record["cwd"] = os.getcwd()
@@ -98,6 +101,8 @@ def main() -> int:
         if any(child.wait() != 0 for child in children):
             return 1
     write_json(args.out / f"{name}.json", record)
+    if start_number:
+        write_json(args.out / f"{name}.start{start_number}.json", record)
     print(f"probe {name} started", flush=True)
     print(f"probe {name} stderr line", file=sys.stderr, flush=True)
     time.sleep(args.sleep)

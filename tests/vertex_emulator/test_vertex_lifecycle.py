@@ -12,7 +12,7 @@ from google.cloud.aiplatform_v1 import JobState
 
 from deploy.vertex_emulator import replica_log_paths
 
-from .harness import PARENT, PROBE_IMAGE, PROJECT, job_id, probe_job, probe_pool, read_json
+from .harness import PARENT, PROBE_IMAGE, PROJECT, job_id, probe_job, probe_pool, process_alive, read_json
 
 
 def test_job_succeeds_when_the_primary_exits_zero_and_the_worker_is_stopped(vertex, job_events, tmp_path: Path):
@@ -37,7 +37,7 @@ def test_job_succeeds_when_the_primary_exits_zero_and_the_worker_is_stopped(vert
     }
     assert entry["severity"] == "INFO" and entry["timestamp"].endswith("Z")
     worker = json.loads((out / "workerpool1-0.json").read_text())
-    assert not _alive(worker["pid"]), "the worker must be stopped"
+    assert not process_alive(worker["pid"]), "the worker must be stopped"
 
 
 def test_replica_environment_follows_vertex(vertex, tmp_path: Path):
@@ -90,7 +90,7 @@ def test_failing_replica_fails_the_job_with_vertex_error(vertex, job_events, tmp
     assert [e["textPayload"] for e in entries][-2:] == [message, "Job failed."]
     assert entries[-1]["severity"] == "ERROR"
     primary = read_json(out / "workerpool0-0.json")
-    assert not _alive(primary["pid"]), "the primary must be stopped when a worker fails"
+    assert not process_alive(primary["pid"]), "the primary must be stopped when a worker fails"
 
 
 def test_list_filters_by_label(vertex, tmp_path: Path):
@@ -121,18 +121,9 @@ def test_cancel_stops_every_process_of_the_job(vertex, job_events, tmp_path: Pat
     done = vertex.wait_terminal(job.name)
     assert done.state == JobState.JOB_STATE_CANCELLED
     assert done.error.code == 1 and done.end_time
-    assert [pid for pid in pids if _alive(pid)] == []
+    assert [pid for pid in pids if process_alive(pid)] == []
     texts = [e["textPayload"] for e in job_events.wait_for_text(job_id(job), "Job was cancelled.")]
     assert texts[-2:] == ["Job is being cancelled.", "Job was cancelled."]
-
-
-def _alive(pid: int) -> bool:
-    """True when the process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def test_two_nodes_with_two_local_processes_each_see_trainer_ranks(vertex, tmp_path: Path):
@@ -158,7 +149,7 @@ def test_timeout_fails_the_job_and_stops_its_processes(vertex, tmp_path: Path):
     assert done.state == JobState.JOB_STATE_FAILED
     assert done.error.code == 4 and "timeout of 1 seconds" in done.error.message
     record = read_json(out / "workerpool0-0.json")
-    assert not _alive(record["pid"]) and not _alive(record["child_pid"])
+    assert not process_alive(record["pid"]) and not process_alive(record["child_pid"])
 
 
 def test_container_spec_runs_a_mapped_image_and_fails_clearly_without_a_mapping(vertex, tmp_path: Path):

@@ -1,0 +1,137 @@
+"""Faults on demand, set with the control call or the --faults file, observed through the JobService client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from google.api_core.exceptions import InvalidArgument, ResourceExhausted, ServiceUnavailable
+from google.cloud.aiplatform_v1 import JobState
+
+from deploy.vertex_emulator import control
+
+from .harness import PARENT, PROJECT, job_id, probe_job, probe_pool, process_alive, read_json
+
+H100 = ("NVIDIA_H100_80GB", 8)
+QUOTA = "The following quota metrics exceed quota limits: aiplatform.googleapis.com/custom_model_training_"
+
+
+def _h100_job(out: Path, **kwargs) -> dict:
+    return probe_job([probe_pool(out, machine_type="a3-highgpu-8g", accelerator=H100)], **kwargs)
+
+
+def test_quota_exhaustion_refuses_create_for_the_chosen_gpu_and_region(vertex, tmp_path):
+    control.set_faults(vertex.address, {"quota_exhausted": [{"accelerator_type": "NVIDIA_H100_80GB",
+                                                             "region": "us-central1"}]})
+    with pytest.raises(ResourceExhausted) as refused:
+        vertex.client.create_custom_job(parent=PARENT, custom_job=_h100_job(tmp_path))
+    assert refused.value.message == QUOTA + "nvidia_h100_gpus"
+    with pytest.raises(ResourceExhausted) as refused:
+        vertex.client.create_custom_job(parent=PARENT, custom_job=_h100_job(tmp_path, scheduling={"strategy": "SPOT"}))
+    assert refused.value.message == QUOTA + "preemptible_nvidia_h100_gpus"
+    elsewhere = vertex.client.create_custom_job(
+        parent=f"projects/{PROJECT}/locations/europe-west4", custom_job=_h100_job(tmp_path / "elsewhere")
+    )
+    other_gpu = vertex.client.create_custom_job(
+        parent=PARENT, custom_job=probe_job([probe_pool(tmp_path / "t4", accelerator=("NVIDIA_TESLA_T4", 1))])
+    )
+    for job in (elsewhere, other_gpu):
+        assert vertex.wait_terminal(job.name).state == JobState.JOB_STATE_SUCCEEDED
+
+
+def test_stockout_fails_the_job_without_running_it(vertex, job_events, tmp_path):
+    control.set_faults(vertex.address, {"stockout": [{"accelerator_type": "NVIDIA_L4"}]})
+    pools = [probe_pool(tmp_path, machine_type="g2-standard-8", accelerator=("NVIDIA_L4", 1))]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
+    done = vertex.wait_terminal(job.name)
+    message = ("Resources are insufficient in region: us-central1. Try a different region or use a different "
+               "accelerator.")
+    assert done.state == JobState.JOB_STATE_FAILED
+    assert (done.error.code, done.error.message) == (8, message)
+    assert not (tmp_path / "workerpool0-0.json").exists()
+    texts = [e["textPayload"] for e in job_events.wait_for_text(job_id(job), "Job failed.")]
+    assert "Job is running." not in texts and message in texts
+
+
+def test_machine_type_unsupported_in_a_region(vertex, tmp_path):
+    control.set_faults(vertex.address, {"unsupported_machine_type": [{"machine_type": "a3-highgpu-8g",
+                                                                      "region": "us-central1"}]})
+    with pytest.raises(InvalidArgument) as refused:
+        vertex.client.create_custom_job(parent=PARENT, custom_job=_h100_job(tmp_path))
+    assert refused.value.message == 'Machine type "a3-highgpu-8g" is not supported.'
+
+
+def test_transient_unavailable_on_the_next_calls(vertex):
+    control.set_faults(vertex.address, {"unavailable_calls": 2})
+    for _ in range(2):
+        with pytest.raises(ServiceUnavailable):
+            vertex.client.list_custom_jobs(parent=PARENT)
+    assert control.get_faults(vertex.address)["unavailable_calls_left"] == 0
+    vertex.client.list_custom_jobs(parent=PARENT)
+
+
+def test_spot_preemption_restarts_replicas_with_the_same_environment(vertex, job_events, tmp_path):
+    control.set_faults(vertex.address, {"spot_preemption": {"after_seconds": 0.5, "times": 1, "grace_seconds": 0.5}})
+    out = tmp_path / "out"
+    pools = [probe_pool(out, "--sleep", "1.5", "--count-starts", "--spawn-child")]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, scheduling={"strategy": "SPOT"}))
+    done = vertex.wait_terminal(job.name)
+    assert done.state == JobState.JOB_STATE_SUCCEEDED, done.error
+    starts = (out / "workerpool0-0.starts").read_text().split()
+    assert len(starts) == 2
+    first, second = (read_json(out / f"workerpool0-0.start{n}.json") for n in (1, 2))
+    assert [first["pid"], second["pid"]] == [int(pid) for pid in starts]
+    assert {k: v for k, v in second.items() if k.isupper()} == {k: v for k, v in first.items() if k.isupper()}
+    assert not process_alive(first["child_pid"]), "the preempted replica's children are stopped too"
+    texts = [e["textPayload"] for e in job_events.wait_for_text(job_id(job), "Job completed successfully.")]
+    assert any("preempted" in text for text in texts)
+
+
+def test_spot_preemption_past_vertex_restart_limit_is_a_stockout(vertex, tmp_path):
+    control.set_faults(vertex.address, {"spot_preemption": {"after_seconds": 0.4, "times": 7, "grace_seconds": 0.1}})
+    pools = [probe_pool(tmp_path, "--sleep", "30", "--count-starts")]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, scheduling={"strategy": "SPOT"}))
+    done = vertex.wait_terminal(job.name, timeout=30)
+    assert done.state == JobState.JOB_STATE_FAILED
+    assert done.error.message.startswith("Resources are insufficient in region: us-central1.")
+    assert len((tmp_path / "workerpool0-0.starts").read_text().split()) == 7
+
+
+def test_standard_jobs_are_not_preempted(vertex, tmp_path):
+    control.set_faults(vertex.address, {"spot_preemption": {"after_seconds": 0.1}})
+    pools = [probe_pool(tmp_path, "--sleep", "0.6", "--count-starts")]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
+    assert vertex.wait_terminal(job.name).state == JobState.JOB_STATE_SUCCEEDED
+    assert len((tmp_path / "workerpool0-0.starts").read_text().split()) == 1
+
+
+def test_invalid_fault_plan_is_refused_and_the_old_plan_stays(vertex):
+    control.set_faults(vertex.address, {"unavailable_calls": 0, "stockout": [{"region": "r1"}]})
+    with pytest.raises(grpc.RpcError) as refused:
+        control.set_faults(vertex.address, {"stockouts": []})
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "Unknown fault(s) stockouts" in refused.value.details()
+    assert control.get_faults(vertex.address)["plan"] == {"stockout": [{"region": "r1"}]}
+
+
+def test_faults_file_is_read_at_start_and_again_when_it_changes(start_emulator, tmp_path):
+    plan = tmp_path / "faults.toml"
+    plan.write_text('[[quota_exhausted]]\naccelerator_type = "NVIDIA_H100_80GB"\n')
+    emulator = start_emulator("--faults", str(plan))
+    with pytest.raises(ResourceExhausted):
+        emulator.client.create_custom_job(parent=PARENT, custom_job=_h100_job(tmp_path))
+    plan.write_text("unavailable_calls = 1\n")
+    with pytest.raises(ServiceUnavailable):
+        emulator.client.create_custom_job(parent=PARENT, custom_job=_h100_job(tmp_path))
+    job = emulator.client.create_custom_job(parent=PARENT, custom_job=_h100_job(tmp_path))
+    assert emulator.wait_terminal(job.name).state == JobState.JOB_STATE_SUCCEEDED
+
+
+def test_bad_faults_file_stops_the_emulator_with_a_clear_error(tmp_path):
+    from .harness import launch_emulator
+
+    plan = tmp_path / "faults.json"
+    plan.write_text('{"spot_preemption": {"after": 1}}')
+    with pytest.raises(AssertionError, match="spot_preemption: unknown key"):
+        launch_emulator(tmp_path / "state", tmp_path / "emulator.log", ["--faults", str(plan)])
