@@ -1,0 +1,143 @@
+"""The planner's modelling assumptions (data/assumptions.json) as typed, validated records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from functions.planning.errors import CatalogError
+
+
+@dataclass(frozen=True)
+class MemoryAssumptions:
+    cuda_context_bytes: int
+    cpu_process_bytes: int
+    safety_margin_fraction: float
+    transformer_activation_bytes_per_token_per_hidden: float
+    """Korthikanti's 34 (16-bit activations, no attention-score storage)."""
+    mlp_activation_copies: int
+    activation_note: str
+
+
+@dataclass(frozen=True)
+class ComputeAssumptions:
+    cpu_mfu: float
+    gpu_step_overhead_seconds: float
+    cpu_step_overhead_seconds: float
+    comm_overlap_fraction: float
+    comm_note: str
+
+
+@dataclass(frozen=True)
+class JobAssumptions:
+    startup_seconds: float
+    max_job_hours: float
+    spot_overhead_fraction: float
+    startup_note: str
+    spot_note: str
+
+
+@dataclass(frozen=True)
+class HostAssumptions:
+    min_vcpus_per_node: int
+    min_vcpus_per_gpu: int
+    ram_bytes_per_gpu_process: int
+    ram_bytes_per_parameter: int
+    host_note: str
+
+
+@dataclass(frozen=True)
+class ReductionServerAssumptions:
+    machine_type: str
+    vcpus: int
+    bandwidth_gbps: float
+    note: str
+
+
+@dataclass(frozen=True)
+class TabularAssumptions:
+    bytes_per_value: int
+    default_features: int
+    default_outputs: int
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    memory: MemoryAssumptions
+    compute: ComputeAssumptions
+    job: JobAssumptions
+    host: HostAssumptions
+    reduction_server: ReductionServerAssumptions
+    tabular: TabularAssumptions
+    tokens_per_byte: float
+    scale_out_nodes: tuple[int, ...]
+
+
+def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    value = raw.get(name)
+    if not isinstance(value, dict):
+        raise CatalogError(f"assumptions.json: missing section {name!r}")
+    return value
+
+
+def _num(section: dict[str, Any], key: str, where: str, *, fraction: bool = False) -> float:
+    value = section.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or (fraction and value > 1):
+        expected = "a fraction in [0, 1]" if fraction else "a non-negative number"
+        raise CatalogError(f"assumptions.json: {where}.{key}: expected {expected}, got {value!r}")
+    return value
+
+
+def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
+    """Validate assumptions.json; every number is checked for range, every note kept for the Plan's text."""
+    mem, comp, job = _section(raw, "memory"), _section(raw, "compute"), _section(raw, "job")
+    host, rs, tab = _section(raw, "host"), _section(raw, "reduction_server"), _section(raw, "tabular")
+    lm = _section(raw, "language_model")
+    nodes = raw.get("scale_out_nodes")
+    if not isinstance(nodes, list) or not nodes or any(not isinstance(n, int) or n < 2 for n in nodes):
+        raise CatalogError(f"assumptions.json: scale_out_nodes: expected a list of integers >= 2, got {nodes!r}")
+    return Assumptions(
+        memory=MemoryAssumptions(
+            cuda_context_bytes=int(_num(mem, "cuda_context_bytes", "memory")),
+            cpu_process_bytes=int(_num(mem, "cpu_process_bytes", "memory")),
+            safety_margin_fraction=_num(mem, "safety_margin_fraction", "memory", fraction=True),
+            transformer_activation_bytes_per_token_per_hidden=_num(
+                mem, "transformer_activation_bytes_per_token_per_hidden", "memory"),
+            mlp_activation_copies=int(_num(mem, "mlp_activation_copies", "memory")),
+            activation_note=str(mem.get("activation_note", "")),
+        ),
+        compute=ComputeAssumptions(
+            cpu_mfu=_num(comp, "cpu_mfu", "compute", fraction=True),
+            gpu_step_overhead_seconds=_num(comp, "gpu_step_overhead_seconds", "compute"),
+            cpu_step_overhead_seconds=_num(comp, "cpu_step_overhead_seconds", "compute"),
+            comm_overlap_fraction=_num(comp, "comm_overlap_fraction", "compute", fraction=True),
+            comm_note=str(comp.get("comm_note", "")),
+        ),
+        job=JobAssumptions(
+            startup_seconds=_num(job, "startup_seconds", "job"),
+            max_job_hours=_num(job, "max_job_hours", "job"),
+            spot_overhead_fraction=_num(job, "spot_overhead_fraction", "job"),
+            startup_note=str(job.get("startup_note", "")),
+            spot_note=str(job.get("spot_note", "")),
+        ),
+        host=HostAssumptions(
+            min_vcpus_per_node=int(_num(host, "min_vcpus_per_node", "host")),
+            min_vcpus_per_gpu=int(_num(host, "min_vcpus_per_gpu", "host")),
+            ram_bytes_per_gpu_process=int(_num(host, "ram_bytes_per_gpu_process", "host")),
+            ram_bytes_per_parameter=int(_num(host, "ram_bytes_per_parameter", "host")),
+            host_note=str(host.get("host_note", "")),
+        ),
+        reduction_server=ReductionServerAssumptions(
+            machine_type=str(rs.get("machine_type", "")),
+            vcpus=int(_num(rs, "vcpus", "reduction_server")),
+            bandwidth_gbps=_num(rs, "bandwidth_gbps", "reduction_server"),
+            note=str(rs.get("note", "")),
+        ),
+        tabular=TabularAssumptions(
+            bytes_per_value=int(_num(tab, "bytes_per_value", "tabular")),
+            default_features=int(_num(tab, "default_features", "tabular")),
+            default_outputs=int(_num(tab, "default_outputs", "tabular")),
+        ),
+        tokens_per_byte=_num(lm, "tokens_per_byte", "language_model"),
+        scale_out_nodes=tuple(sorted(set(nodes))),
+    )

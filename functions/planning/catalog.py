@@ -1,0 +1,290 @@
+"""The machine catalog: GPU kinds, Vertex machine shapes, prices and modelling assumptions, read from data/.
+
+One loader (`load_catalog`) reads and validates every file and expands N1 hosts x GPU counts into shapes. A broken
+file fails with a CatalogError that names the file, the entry and what was expected. The planner never reads the
+files itself: it receives a Catalog.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+from functions.planning.assumptions import Assumptions, parse_assumptions
+from functions.planning.errors import CatalogError
+from functions.planning.prices import PriceBook, parse_prices
+
+GB = 1_000_000_000
+PRECISIONS = ("bf16", "fp16", "fp32")
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU kind, keyed by its Vertex accelerator_type."""
+
+    accelerator_type: str
+    display: str
+    memory_gb: float
+    """GB = 1e9 bytes."""
+    memory_bandwidth_gbytes_per_s: float
+    peak_tflops: MappingProxyType
+    """precision -> dense peak TFLOP/s, or None where the kind has no such math."""
+    nvlink_gbytes_per_s: float
+    """Per direction inside a VM; 0 when the GPUs only share PCIe."""
+    pcie_gbytes_per_s: float
+    assumed_mfu: float
+    end_of_support: date | None
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * GB)
+
+    @property
+    def supports_bf16(self) -> bool:
+        return self.peak_tflops.get("bf16") is not None
+
+    @property
+    def intra_node_gbytes_per_s(self) -> float:
+        return self.nvlink_gbytes_per_s or self.pcie_gbytes_per_s
+
+    def mixed_precision(self) -> str:
+        """The 16-bit format training uses on this kind: bf16 where supported, else fp16, else fp32."""
+        for precision in PRECISIONS:
+            if self.peak_tflops.get(precision) is not None:
+                return precision
+        return "fp32"
+
+    def peak_flops(self, precision: str) -> float:
+        tflops = self.peak_tflops.get(precision)
+        if tflops is None:
+            raise ValueError(f"{self.display} has no {precision} math")
+        return float(tflops) * 1e12
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    """One machine shape Vertex accepts: a machine type with a fixed accelerator kind and count (0 for CPU-only)."""
+
+    machine_type: str
+    accelerator_type: str | None
+    accelerator_count: int
+    vcpus: int
+    memory_gb: float
+    network_gbps: float
+    """The VM's bandwidth to other VMs (Gbit/s)."""
+    regions: tuple[str, ...]
+    scale_out: bool
+    """Whether the planner may repeat this shape over several nodes."""
+    family: str
+    cpu_gflops_per_vcpu: float
+    """Peak fp32 GFLOP/s per vCPU; used for CPU-only shapes."""
+    counts_cpu_quota: bool
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return self.accelerator_type is None
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * GB)
+
+    def to_json(self, gpus: MappingProxyType) -> dict[str, Any]:
+        gpu = gpus.get(self.accelerator_type) if self.accelerator_type else None
+        return {
+            "machine_type": self.machine_type,
+            "accelerator_type": self.accelerator_type,
+            "accelerator_count": self.accelerator_count,
+            "gpu_memory_gb": gpu.memory_gb if gpu else None,
+            "vcpus": self.vcpus,
+            "memory_gb": self.memory_gb,
+            "network_gbps": self.network_gbps,
+            "regions": list(self.regions),
+            "scale_out": self.scale_out,
+        }
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Everything the planner knows about hardware and prices, validated."""
+
+    gpus: MappingProxyType
+    """accelerator_type -> GpuSpec."""
+    shapes: tuple[MachineShape, ...]
+    regions: tuple[str, ...]
+    prices: PriceBook
+    assumptions: Assumptions
+    fingerprint: str
+    """Versions of the data files; changes whenever a file's version changes."""
+
+
+def _read(name: str) -> dict[str, Any]:
+    text = resources.files("functions.planning").joinpath(f"data/{name}").read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"data/{name} is not valid JSON: {exc}") from exc
+
+
+def _need(mapping: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in mapping:
+        raise CatalogError(f"{where}: missing field {key!r}")
+    value = mapping[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        expected = " or ".join(k.__name__ for k in kinds)
+        raise CatalogError(f"{where}.{key}: expected {expected}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _positive(mapping: dict[str, Any], key: str, where: str) -> float:
+    value = _need(mapping, key, (int, float), where)
+    if value <= 0:
+        raise CatalogError(f"{where}.{key}: expected a positive number, got {value!r}")
+    return value
+
+
+def _parse_gpus(raw: dict[str, Any]) -> dict[str, GpuSpec]:
+    gpus: dict[str, GpuSpec] = {}
+    for name, spec in _need(raw, "gpus", dict, "gpus.json").items():
+        where = f"gpus.json: gpus.{name}"
+        peaks = _need(spec, "peak_tflops", dict, where)
+        if set(peaks) != set(PRECISIONS):
+            raise CatalogError(f"{where}.peak_tflops: expected keys {PRECISIONS}, got {sorted(peaks)}")
+        for precision, value in peaks.items():
+            if value is not None and (not isinstance(value, int | float) or value <= 0):
+                raise CatalogError(f"{where}.peak_tflops.{precision}: expected a positive number or null")
+        if peaks["fp32"] is None:
+            raise CatalogError(f"{where}.peak_tflops.fp32: every GPU needs an fp32 figure")
+        mfu = _positive(spec, "assumed_mfu", where)
+        if mfu > 1:
+            raise CatalogError(f"{where}.assumed_mfu: expected a fraction in (0, 1], got {mfu}")
+        eos = spec.get("end_of_support")
+        try:
+            end_of_support = date.fromisoformat(eos) if eos else None
+        except ValueError as exc:
+            raise CatalogError(f"{where}.end_of_support: expected YYYY-MM-DD or null, got {eos!r}") from exc
+        nvlink = _need(spec, "nvlink_gbytes_per_s", (int, float), where)
+        gpus[name] = GpuSpec(
+            accelerator_type=name,
+            display=_need(spec, "display", str, where),
+            memory_gb=_positive(spec, "memory_gb", where),
+            memory_bandwidth_gbytes_per_s=_positive(spec, "memory_bandwidth_gbytes_per_s", where),
+            peak_tflops=MappingProxyType(dict(peaks)),
+            nvlink_gbytes_per_s=float(nvlink),
+            pcie_gbytes_per_s=_positive(spec, "pcie_gbytes_per_s", where),
+            assumed_mfu=mfu,
+            end_of_support=end_of_support,
+        )
+    return gpus
+
+
+def _regions(spec: dict[str, Any], sets: dict[str, list[str]], where: str) -> tuple[str, ...]:
+    name = _need(spec, "regions", str, where)
+    if name not in sets:
+        raise CatalogError(f"{where}.regions: unknown region set {name!r}; known: {', '.join(sorted(sets))}")
+    return tuple(sets[name])
+
+
+def _parse_shapes(raw: dict[str, Any], gpus: dict[str, GpuSpec]) -> list[MachineShape]:
+    sets = _need(raw, "region_sets", dict, "machines.json")
+    shapes: list[MachineShape] = []
+    for i, spec in enumerate(_need(raw, "fixed_shapes", list, "machines.json")):
+        where = f"machines.json: fixed_shapes[{i}]"
+        accelerator = _need(spec, "accelerator_type", str, where)
+        if accelerator not in gpus:
+            raise CatalogError(f"{where}.accelerator_type: {accelerator!r} is not in gpus.json")
+        count = _need(spec, "accelerator_count", int, where)
+        if count < 1:
+            raise CatalogError(f"{where}.accelerator_count: expected >= 1, got {count}")
+        machine_type = _need(spec, "machine_type", str, where)
+        shapes.append(MachineShape(
+            machine_type=machine_type, accelerator_type=accelerator, accelerator_count=count,
+            vcpus=int(_positive(spec, "vcpus", where)), memory_gb=_positive(spec, "memory_gb", where),
+            network_gbps=_positive(spec, "network_gbps", where), regions=_regions(spec, sets, where),
+            scale_out=_need(spec, "scale_out", bool, where), family=machine_type.split("-")[0],
+            cpu_gflops_per_vcpu=0.0, counts_cpu_quota=False,
+        ))
+    hosts = _need(raw, "n1_hosts", list, "machines.json")
+    for name, spec in _need(raw, "n1_gpus", dict, "machines.json").items():
+        where = f"machines.json: n1_gpus.{name}"
+        if name not in gpus:
+            raise CatalogError(f"{where}: {name!r} is not in gpus.json")
+        regions = _regions(spec, sets, where)
+        counts = {int(k): v for k, v in _need(spec, "counts", dict, where).items()}
+        largest = max(counts)
+        for count, limit in sorted(counts.items()):
+            max_vcpus = _positive(limit, "max_vcpus", f"{where}.counts.{count}")
+            max_memory = _positive(limit, "max_memory_gb", f"{where}.counts.{count}")
+            network = _positive(limit, "network_gbps", f"{where}.counts.{count}")
+            for j, host in enumerate(hosts):
+                hwhere = f"machines.json: n1_hosts[{j}]"
+                vcpus = int(_positive(host, "vcpus", hwhere))
+                memory = _positive(host, "memory_gb", hwhere)
+                if vcpus > max_vcpus or memory > max_memory:
+                    continue
+                shapes.append(MachineShape(
+                    machine_type=_need(host, "machine_type", str, hwhere), accelerator_type=name,
+                    accelerator_count=count, vcpus=vcpus, memory_gb=memory, network_gbps=network, regions=regions,
+                    scale_out=count == largest, family="n1", cpu_gflops_per_vcpu=0.0, counts_cpu_quota=True,
+                ))
+    families = _need(raw, "cpu_families", dict, "machines.json")
+    for i, spec in enumerate(_need(raw, "cpu_shapes", list, "machines.json")):
+        where = f"machines.json: cpu_shapes[{i}]"
+        family = _need(spec, "family", str, where)
+        if family not in families:
+            raise CatalogError(f"{where}.family: unknown family {family!r}; known: {', '.join(sorted(families))}")
+        fspec = families[family]
+        shapes.append(MachineShape(
+            machine_type=_need(spec, "machine_type", str, where), accelerator_type=None, accelerator_count=0,
+            vcpus=int(_positive(spec, "vcpus", where)), memory_gb=_positive(spec, "memory_gb", where),
+            network_gbps=min(2.0 * spec["vcpus"], 16.0), regions=_regions(fspec, sets, f"cpu_families.{family}"),
+            scale_out=False, family=family,
+            cpu_gflops_per_vcpu=_positive(fspec, "gflops_per_vcpu", f"machines.json: cpu_families.{family}"),
+            counts_cpu_quota=True,
+        ))
+    seen: set[tuple[str, str | None, int]] = set()
+    for shape in shapes:
+        key = (shape.machine_type, shape.accelerator_type, shape.accelerator_count)
+        if key in seen:
+            raise CatalogError(f"machines.json: shape {key} is listed twice")
+        seen.add(key)
+    return shapes
+
+
+def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumptions_raw: dict) -> Catalog:
+    """Validate raw file contents into a Catalog (tests feed altered copies through here)."""
+    gpus = _parse_gpus(gpus_raw)
+    shapes = _parse_shapes(machines_raw, gpus)
+    regions = tuple(_need(machines_raw, "region_sets", dict, "machines.json").get("all", ()))
+    if not regions:
+        raise CatalogError("machines.json: region_sets.all must list every region")
+    for shape in shapes:
+        stray = set(shape.regions) - set(regions)
+        if stray:
+            raise CatalogError(f"machines.json: {shape.machine_type} names regions {sorted(stray)} "
+                               "not in region_sets.all")
+    prices = parse_prices(prices_raw, regions)
+    items = {s.machine_type for s in shapes} | set(gpus)
+    missing = sorted(items - set(prices.items))
+    if missing:
+        raise CatalogError(f"prices.json: no price for {', '.join(missing)}; add them under items")
+    assumptions = parse_assumptions(assumptions_raw)
+    if assumptions.reduction_server.machine_type not in prices.items:
+        raise CatalogError("prices.json: no price for the Reduction Server machine "
+                           f"{assumptions.reduction_server.machine_type!r}")
+    raws = (gpus_raw, machines_raw, prices_raw, assumptions_raw)
+    fingerprint = "-".join(str(raw.get("version", "?")) for raw in raws)
+    gpus_view = MappingProxyType(gpus)
+    return Catalog(gpus=gpus_view, shapes=tuple(shapes), regions=regions, prices=prices, assumptions=assumptions,
+                   fingerprint=fingerprint)
+
+
+@cache
+def load_catalog() -> Catalog:
+    """The packaged catalog, read and validated once per process."""
+    return build_catalog(_read("gpus.json"), _read("machines.json"), _read("prices.json"), _read("assumptions.json"))

@@ -1,0 +1,154 @@
+"""Why a request is infeasible and what single change would make it feasible.
+
+The planner re-evaluates the request with one constraint lifted at a time (deadline, budget, max_gpus, GPU
+allowlist, regions, Spot policy, quota, job time limit) and reports each change that yields a plan, with that plan.
+Over-memory requests also get the smallest sharded configuration that fits ("needs 140 GB per GPU under DDP; FSDP
+over 2+ H100 fits").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from datetime import datetime
+
+import numpy as np
+
+from functions.planning.explain import STRATEGY_NAMES, gb, gpu_label, reason_text, representatives, usd
+from functions.planning.inputs import PlanInput
+from functions.planning.limits import build_limits
+from functions.planning.memory import STRATEGIES
+from functions.planning.quotas import QuotaTable
+from functions.planning.search import CODE, REASONS, Evaluation, evaluate
+from functions.planning.space import VARIANT_STRATEGY, space_for
+
+LABELS = {
+    "gpu_not_allowed": "not in the GPU allowlist", "max_gpus": "over max_gpus", "end_of_support": "past end of support",
+    "spot_policy": "against the Spot policy", "region": "not offered in the allowed regions", "quota": "over quota",
+    "batch": "more GPUs than samples per batch", "host": "host machine too small", "memory": "over memory",
+    "timeout": "past the job time limit", "deadline": "miss the deadline", "budget": "over budget",
+}
+UNLIMITED = QuotaTable(default_cpus=10**9, default_gpus_on_demand=10**9, default_gpus_preemptible=10**9)
+
+
+def _summary(ev: Evaluation, pick: tuple[int, int, int]) -> str:
+    c, v, s = pick
+    cfg = ev.space.configs[c]
+    nodes = f" x{cfg.nodes} nodes" if cfg.nodes > 1 else ""
+    region = ev.space.regions[int(ev.region[c, v, s])]
+    spot = " Spot" if s else ""
+    return (f"{gpu_label(ev, c)} ({cfg.shape.machine_type}{nodes}, {STRATEGY_NAMES[STRATEGIES[VARIANT_STRATEGY[v]]]},"
+            f" {region}{spot}): {ev.hours[c, v, s]:,.1f} h, {usd(ev.cost[c, v, s])}")
+
+
+def _argbest(ev: Evaluation, values: np.ndarray) -> tuple[int, int, int] | None:
+    masked = np.where(ev.reason == 0, values, np.inf)
+    flat = int(np.argmin(masked))
+    if not np.isfinite(masked.ravel()[flat]):
+        return None
+    c, v, s = np.unravel_index(flat, masked.shape)
+    return int(c), int(v), int(s)
+
+
+def _reevaluate(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours: float | None,
+                quotas: QuotaTable | None = None) -> Evaluation:
+    space = ev.space
+    if quotas is not None:
+        space = space_for(space.catalog, quotas, space.regions[0])
+    return evaluate(space, ev.workload, build_limits(space, inp, now, max_job_hours))
+
+
+def _memory_hint(ev: Evaluation, closest: int) -> str | None:
+    space = ev.space
+    if space.configs[closest].shape.is_cpu_only:
+        gpu_rows = np.flatnonzero(~space.is_cpu)
+        closest = int(gpu_rows[np.argmax(space.capacity_bytes[gpu_rows])])
+    ddp_need = float(ev.memory_total[closest, 0])
+    fits = (ev.memory_total <= space.capacity_bytes[:, None]) & space.variant_valid & ~space.is_cpu[:, None]
+    fits &= (space.end_of_support > ev.limits.today)[:, None]
+    if not fits.any():
+        biggest = int(np.argmax(np.where(space.is_cpu, -1, space.world * space.capacity_bytes)))
+        least = float(ev.memory_total[biggest].min())
+        return (f"needs {gb(ddp_need)} per GPU under DDP; even the largest configuration "
+                f"({gpu_label(ev, biggest)}) needs {gb(least)} per GPU: use a smaller model, batch or sequence")
+    kind = space.kind[closest]
+    same = fits & (space.kind == kind)[:, None]
+    pool = same if same.any() else fits
+    worlds = np.where(pool, space.world[:, None], np.iinfo(np.int64).max)
+    c, v = np.unravel_index(int(np.argmin(worlds)), worlds.shape)
+    gpu = space.catalog.gpus[space.configs[c].shape.accelerator_type]
+    strategy = STRATEGY_NAMES[STRATEGIES[VARIANT_STRATEGY[v]]]
+    return (f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)}; {strategy} over "
+            f"{int(space.world[c])}+ {gpu.display} fits")
+
+
+def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours: float | None) -> str:
+    """One paragraph: what blocked every candidate, the nearest miss, and the changes that would make it feasible."""
+    space, limits = ev.space, ev.limits
+    order, v, s = representatives(ev)
+    rows = np.arange(len(space.configs))
+    codes = ev.reason[rows, v, s]
+    counts = Counter(REASONS[int(code)] for code in codes)
+    summary = ", ".join(f"{n} {LABELS.get(name, name)}" for name, n in counts.most_common())
+    parts = [f"no plan meets the request: of {len(rows)} machine configurations, {summary}"]
+    if limits.deadline_hours is not None and limits.deadline_hours <= 0:
+        parts.insert(0, f"the deadline {inp.deadline:%Y-%m-%dT%H:%M:%SZ} has already passed")
+    closest = int(order[0])
+    parts.append(f"nearest: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}) "
+                 f"{reason_text(ev, closest, int(v[closest]), int(s[closest]), None)}")
+    if int(codes[closest]) == CODE["memory"]:
+        hint = _memory_hint(ev, closest)
+        if hint:
+            parts.append(hint)
+    fixes: list[str] = []
+    if inp.deadline is not None:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, deadline=None, budget_usd=inp.budget_usd), now,
+                              max_job_hours)
+        pick = _argbest(relaxed, relaxed.hours)
+        if pick:
+            fixes.append(f"a deadline at least {relaxed.hours[pick]:,.1f} h away (now "
+                         f"{limits.deadline_hours:,.1f} h): {_summary(relaxed, pick)}")
+    if inp.budget_usd > 0:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, budget_usd=0.0), now, max_job_hours)
+        pick = _argbest(relaxed, relaxed.cost)
+        if pick:
+            fixes.append(f"a budget of at least {usd(relaxed.cost[pick])}: {_summary(relaxed, pick)}")
+    if inp.max_gpus > 0:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, max_gpus=0), now, max_job_hours)
+        pick = _argbest(relaxed, relaxed.space.gpu_total[:, None, None] * 1e9 + relaxed.cost)
+        if pick:
+            fixes.append(f"max_gpus of at least {int(relaxed.space.gpu_total[pick[0]])}: {_summary(relaxed, pick)}")
+    if inp.gpu_allowlist:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, gpu_allowlist=()), now, max_job_hours)
+        pick = relaxed.best()
+        if pick:
+            kind = relaxed.space.configs[pick[0]].shape.accelerator_type or "CPU-only machines"
+            fixes.append(f"allowing {kind}: {_summary(relaxed, pick)}")
+    if inp.regions:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, regions=()), now, max_job_hours)
+        pick = relaxed.best()
+        if pick:
+            fixes.append(f"allowing region {relaxed.space.regions[int(relaxed.region[pick])]}: "
+                         f"{_summary(relaxed, pick)}")
+    if inp.spot != "allowed" or not inp.checkpointing:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, spot="allowed", checkpointing=True), now, max_job_hours)
+        pick = relaxed.best()
+        if pick:
+            fixes.append(f"spot: allowed (with a checkpointing trainer): {_summary(relaxed, pick)}")
+    if counts.get("quota"):
+        relaxed = _reevaluate(ev, inp, now, max_job_hours, quotas=UNLIMITED)
+        pick = relaxed.best()
+        if pick:
+            fixes.append(f"more quota: {_summary(relaxed, pick)}")
+    if counts.get("timeout"):
+        relaxed = _reevaluate(ev, inp, now, 0.0)
+        pick = relaxed.best()
+        if pick:
+            fixes.append(f"a job time limit above {relaxed.hours[pick]:,.0f} h (now {limits.max_hours:g} h): "
+                         f"{_summary(relaxed, pick)}")
+    if fixes:
+        parts.append("feasible with " + "; or ".join(fixes))
+    elif int(codes[closest]) != CODE["memory"]:
+        parts.append("no single constraint change makes it feasible; relax several, or shrink the model, "
+                     "data, epochs or max_steps")
+    return ". ".join(parts)

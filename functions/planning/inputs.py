@@ -1,0 +1,143 @@
+"""PlanInput: exactly what the planner needs to know about a training request, and how to get it from one.
+
+The planner does not import the TrainingRequest schema: `plan_input_from_request` reads the request's attributes
+by name, so the dispatcher calls `plan_request(plan_input_from_request(request))`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from functions.planning.errors import PlanInputError
+
+TASKS = ("tabular-classification", "tabular-regression", "causal-lm")
+SPOT_POLICIES = ("never", "allowed", "required")
+PRECISION_POLICIES = ("auto", "fp32")
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """One request to plan. Zero / empty / None means "not set" everywhere, as in the TrainingRequest."""
+
+    task: str
+    """tabular-classification | tabular-regression | causal-lm."""
+    preset: str
+    """Model preset name (schemas/data/model_presets.json); "" with `parameters` set plans a generic model."""
+    dataset_bytes: int
+    """Total bytes of the dataset's data objects."""
+    epochs: int = 1
+    batch_size: int = 64
+    """Global batch: samples (rows, or sequences of seq_len tokens) per optimizer step over every process."""
+    dataset_objects: int = 0
+    max_steps: int = 0
+    """Cap on optimizer steps; 0 = run every epoch."""
+    parameters: int | None = None
+    """Overrides the preset's parameter count (what-if planning; `--params`)."""
+    tokens: int | None = None
+    """causal-lm: tokens per epoch; None = dataset_bytes x tokens_per_byte (byte-level vocabulary)."""
+    seq_len: int | None = None
+    """causal-lm: sequence length; None = the preset's."""
+    n_features: int | None = None
+    """Tabular: feature columns; None = the planning default (assumptions.json)."""
+    n_outputs: int | None = None
+    """Tabular: classes (classification) or 1 (regression); None = the planning default."""
+    deadline: datetime | None = None
+    """The run must end by then (timezone-aware); None = no deadline."""
+    budget_usd: float = 0.0
+    """0 = no budget."""
+    regions: tuple[str, ...] = ()
+    """Allowed regions; empty = any."""
+    gpu_allowlist: tuple[str, ...] = ()
+    """Allowed accelerator types; empty = any, CPU-only included. A non-empty list excludes CPU-only machines."""
+    max_gpus: int = 0
+    """Cap on GPUs in total; 0 = no cap."""
+    spot: str = "allowed"
+    """never | allowed | required."""
+    checkpointing: bool = True
+    """Whether the trainer checkpoints (needed to run on Spot)."""
+    precision: str = "auto"
+    """auto (16-bit mixed precision where the GPU has it) | fp32."""
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise PlanInputError(f"task {self.task!r} is not one of {', '.join(TASKS)}")
+        if not self.preset and self.parameters is None:
+            raise PlanInputError("name a model preset or give a parameter count (--params)")
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise PlanInputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("dataset_bytes", "dataset_objects", "max_steps", "max_gpus"):
+            if getattr(self, name) < 0:
+                raise PlanInputError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("parameters", "tokens", "seq_len", "n_features", "n_outputs"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise PlanInputError(f"{name} must be >= 1 when given, got {value}")
+        if self.budget_usd < 0:
+            raise PlanInputError(f"budget_usd must be >= 0 (0 = no budget), got {self.budget_usd}")
+        if self.spot not in SPOT_POLICIES:
+            raise PlanInputError(f"spot policy {self.spot!r} is not one of {', '.join(SPOT_POLICIES)}")
+        if self.precision not in PRECISION_POLICIES:
+            raise PlanInputError(f"precision {self.precision!r} is not one of {', '.join(PRECISION_POLICIES)}")
+        if self.deadline is not None and self.deadline.tzinfo is None:
+            raise PlanInputError("deadline must carry a timezone (RFC 3339, e.g. 2026-12-01T00:00:00Z)")
+
+
+def parse_deadline(text: str) -> datetime | None:
+    """RFC 3339 text to an aware datetime; "" means no deadline."""
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise PlanInputError(f"deadline {text!r} is not RFC 3339 (e.g. 2026-12-01T00:00:00Z)") from exc
+    if value.tzinfo is None:
+        raise PlanInputError(f"deadline {text!r} has no timezone; add Z or an offset")
+    return value.astimezone(UTC)
+
+
+_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+
+
+def parse_count(text: str | int | float) -> int:
+    """A parameter or token count: 124000000, 1.3e9, 124M, 1.3B, 7b, 70B."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbgt]?)\s*", str(text).lower())
+        if not match:
+            raise PlanInputError(f"{text!r} is not a count; write e.g. 124M, 1.3B, 7e9 or 70000000000")
+        value = float(match.group(1)) * _SUFFIX[match.group(2)]
+    if value < 1:
+        raise PlanInputError(f"count must be >= 1, got {text!r}")
+    return round(value)
+
+
+def _get(obj: Any, dotted: str, default: Any = None) -> Any:
+    for part in dotted.split("."):
+        obj = obj.get(part, default) if isinstance(obj, dict) else getattr(obj, part, default)
+        if obj is default:
+            return default
+    return obj
+
+
+def plan_input_from_request(request: Any) -> PlanInput:
+    """Read a TrainingRequest (or a dict of the same JSON shape) into a PlanInput, attribute by attribute."""
+    return PlanInput(
+        task=_get(request, "task", ""),
+        preset=_get(request, "model.preset", ""),
+        dataset_bytes=int(_get(request, "dataset.total_bytes", 0) or 0),
+        dataset_objects=int(_get(request, "dataset.object_count", 0) or 0),
+        epochs=int(_get(request, "hyperparameters.epochs", 1) or 1),
+        batch_size=int(_get(request, "hyperparameters.batch_size", 64) or 64),
+        max_steps=int(_get(request, "hyperparameters.max_steps", 0) or 0),
+        deadline=parse_deadline(_get(request, "constraints.deadline", "") or ""),
+        budget_usd=float(_get(request, "constraints.budget_usd", 0.0) or 0.0),
+        regions=tuple(_get(request, "constraints.regions", ()) or ()),
+        gpu_allowlist=tuple(_get(request, "constraints.gpu_allowlist", ()) or ()),
+        max_gpus=int(_get(request, "constraints.max_gpus", 0) or 0),
+        spot=_get(request, "constraints.spot", "allowed") or "allowed",
+    )

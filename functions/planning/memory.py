@@ -1,0 +1,93 @@
+"""Memory per GPU for each data-parallel strategy (ZeRO paper, Rajbhandari et al. 2020, sections 3.1 and 5).
+
+Adam keeps 16 bytes per parameter either way: mixed precision holds 16-bit params (2) + 16-bit grads (2) + fp32
+master params, momentum and variance (12); pure fp32 holds params (4) + grads (4) + moments (8). Over a
+data-parallel degree N each strategy keeps `fixed + sharded / N` bytes per parameter per GPU:
+
+    strategy  mixed          fp32
+    ddp       16             16
+    zero1     4 + 12/N       8 + 8/N      (optimizer states sharded: ZeroRedundancyOptimizer)
+    zero2     2 + 14/N       4 + 12/N     (+ gradients: FSDP SHARD_GRAD_OP)
+    fsdp      16/N           16/N         (everything: FSDP FULL_SHARD)
+
+FULL_SHARD also holds two gathered layers at a time (the one computing and the prefetched next). Landfall's
+convention: per-GPU total = model states + activations + overhead, where overhead = CUDA context + FSDP gather
+buffers + a safety margin on everything else; a plan is feasible only when the total is at most the card's memory
+in GB (1e9 bytes). Functions take numpy arrays or plain numbers alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+STRATEGIES = ("ddp", "zero1", "zero2", "fsdp")
+
+# (fixed, sharded) bytes per parameter: [strategy][0 = mixed, 1 = fp32]
+STATE_BYTES_PER_PARAM = np.array([
+    [(16.0, 0.0), (16.0, 0.0)],
+    [(4.0, 12.0), (8.0, 8.0)],
+    [(2.0, 14.0), (4.0, 12.0)],
+    [(0.0, 16.0), (0.0, 16.0)],
+])
+FSDP = STRATEGIES.index("fsdp")
+
+
+def model_state_bytes(parameters, strategy, world, fp32):
+    """Bytes of params + grads + Adam states per GPU. strategy: index into STRATEGIES; fp32: 0/1 or bools."""
+    fp32 = np.asarray(fp32, dtype=np.int64)
+    fixed = STATE_BYTES_PER_PARAM[strategy, fp32, 0]
+    sharded = STATE_BYTES_PER_PARAM[strategy, fp32, 1]
+    return parameters * (fixed + sharded / world)
+
+
+def activation_bytes(per_sample_16bit, micro_batch, fp32):
+    """Activations of one micro-batch; fp32 activations take twice the 16-bit bytes."""
+    return per_sample_16bit * micro_batch * (1.0 + np.asarray(fp32, dtype=np.float64))
+
+
+def gather_bytes(largest_layer_parameters, strategy, fp32):
+    """FULL_SHARD's two gathered layers (compute + prefetch); zero for the other strategies."""
+    param_bytes = 2.0 + 2.0 * np.asarray(fp32, dtype=np.float64)
+    return np.where(np.asarray(strategy) == FSDP, 2.0 * largest_layer_parameters * param_bytes, 0.0)
+
+
+def total_bytes(states, activations, gather, context_bytes, margin):
+    """Per-GPU total: states + activations + (context + gather + margin on states, activations and gather)."""
+    return (states + activations + gather) * (1.0 + margin) + context_bytes
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per GPU (or, on a CPU-only machine, per machine)."""
+
+    model_states_bytes: int
+    activations_bytes: int
+    overhead_bytes: int
+    total_bytes: int
+    capacity_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+
+def breakdown(parameters: int, strategy: str, world: int, fp32: bool, *, activation_per_sample: float = 0.0,
+              micro_batch: int = 0, largest_layer_parameters: int = 0, context_bytes: int,
+              margin: float, capacity_bytes: int = 0) -> MemoryBreakdown:
+    """The scalar breakdown shown in a Plan and by `landfall estimate-memory`."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if world < 1:
+        raise ValueError(f"GPU count must be >= 1, got {world}")
+    s = STRATEGIES.index(strategy)
+    states = float(model_state_bytes(parameters, s, world, int(fp32)))
+    acts = float(activation_bytes(activation_per_sample, micro_batch, int(fp32)))
+    gather = float(gather_bytes(largest_layer_parameters, s, int(fp32)))
+    total = float(total_bytes(states, acts, gather, context_bytes, margin))
+    return MemoryBreakdown(
+        model_states_bytes=round(states), activations_bytes=round(acts),
+        overhead_bytes=round(total) - round(states) - round(acts), total_bytes=round(total),
+        capacity_bytes=capacity_bytes,
+    )

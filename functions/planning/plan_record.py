@@ -1,0 +1,104 @@
+"""Turn one evaluated candidate into the Plan record (schemas/plan.py), with its stated assumptions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from functions.planning.explain import Candidate, precision_of
+from functions.planning.inputs import PlanInput
+from functions.planning.memory import STRATEGIES
+from functions.planning.search import Evaluation, Limits
+from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
+from schemas.plan import Plan, PlanAlternative, PlanMemory
+
+
+def objective_text(inp: PlanInput, limits: Limits) -> str:
+    budget = f"${inp.budget_usd:,.2f}"
+    if inp.deadline is not None:
+        end = inp.deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+        within = f" within the {budget} budget" if inp.budget_usd > 0 else ""
+        return f"cheapest plan that ends by {end} ({limits.deadline_hours:,.1f} h from now){within}"
+    if inp.budget_usd > 0:
+        return f"fastest plan within the {budget} budget (no deadline)"
+    return "cheapest plan (no deadline, no budget)"
+
+
+def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[list[str], bool]:
+    space = ev.space
+    catalog, a = space.catalog, space.catalog.assumptions
+    shape = space.configs[c].shape
+    notes = [f"workload: {ev.workload.description}; {ev.workload.steps:,} steps of {ev.workload.global_batch} samples"]
+    if shape.is_cpu_only:
+        notes.append(f"CPU-only: {shape.vcpus} vCPUs x {shape.cpu_gflops_per_vcpu:g} GFLOP/s fp32 peak, "
+                     f"MFU {a.compute.cpu_mfu:.0%} assumed")
+    else:
+        gpu = catalog.gpus[shape.accelerator_type]
+        precision = precision_of(ev, c)
+        notes.append(f"{gpu.display}: {gpu.peak_tflops[precision]:g} TFLOP/s {precision} peak, MFU "
+                     f"{gpu.assumed_mfu:.0%} assumed" + ("" if gpu.supports_bf16 else "; no bf16 on this GPU"))
+        notes.append(f"communication: {a.compute.comm_note}")
+    notes.append(f"memory: {a.memory.activation_note}; margin {a.memory.safety_margin_fraction:.0%}; "
+                 "GB = 1e9 bytes")
+    notes.append(f"startup {a.job.startup_seconds:g} s: {a.job.startup_note}")
+    if spot:
+        notes.append(f"Spot: +{a.job.spot_overhead_fraction:.0%} time: {a.job.spot_note}")
+    if server:
+        notes.append(f"Reduction Server: {a.reduction_server.note}")
+    estimated = False
+    items = [shape.machine_type] + ([shape.accelerator_type] if shape.accelerator_type else [])
+    for item in items:
+        quote = catalog.prices.quote(item, region, spot)
+        estimated = estimated or quote.estimate
+        tag = "estimate" if quote.estimate else "catalog"
+        notes.append(f"price {item} {region}{' spot' if spot else ''}: ${quote.usd_per_hour:.4f}/h "
+                     f"({tag}, {quote.date}; {quote.source})")
+    if server:
+        quote = catalog.prices.quote(a.reduction_server.machine_type, region, False)
+        estimated = estimated or quote.estimate
+        notes.append(f"price {a.reduction_server.machine_type} {region}: ${quote.usd_per_hour:.4f}/h "
+                     f"({'estimate' if quote.estimate else 'catalog'}, {quote.date})")
+    return notes, estimated
+
+
+def _alternative(rank: int, row: Candidate) -> PlanAlternative:
+    return PlanAlternative(
+        rank=rank, machine_type=row.machine_type, accelerator_type=row.accelerator_type,
+        accelerator_count=row.accelerator_count, replica_count=row.replica_count, strategy=row.strategy,
+        precision=row.precision, region=row.region, spot=row.spot,
+        reduction_server_replicas=row.reduction_server_replicas,
+        estimated_hours=None if row.estimated_hours is None else round(row.estimated_hours, 4),
+        estimated_cost_usd=None if row.estimated_cost_usd is None else round(row.estimated_cost_usd, 4),
+        memory_total_bytes=row.memory_total_bytes, feasible=row.feasible, reason=row.reason,
+    )
+
+
+def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, objective: str,
+               alternatives: Sequence[Candidate], considered: int) -> Plan:
+    """The Plan for candidate (config, variant, spot) run in space.regions[region_index]."""
+    c, v, s = pick
+    space = ev.space
+    cfg = space.configs[c]
+    server = bool(VARIANT_SERVER[v])
+    region = space.regions[region_index]
+    hourly = float(space.price[c, region_index, s, int(server)])
+    hours = float(ev.hours[c, v, s])
+    states = round(float(ev.states[c, v]))
+    acts = round(float(ev.activations[c]))
+    total = round(float(ev.memory_total[c, v]))
+    notes, estimated = _assumptions(ev, c, bool(s), region, server)
+    rs_machine = space.catalog.assumptions.reduction_server.machine_type
+    return Plan(
+        strategy=STRATEGIES[int(VARIANT_STRATEGY[v])], precision=precision_of(ev, c),
+        machine_type=cfg.shape.machine_type, accelerator_type=cfg.shape.accelerator_type,
+        accelerator_count=cfg.shape.accelerator_count, replica_count=cfg.nodes,
+        reduction_server_replicas=int(space.server_replicas[c]) if server else 0,
+        reduction_server_machine_type=rs_machine if server else None, region=region, spot=bool(s),
+        memory=PlanMemory(model_states_bytes=states, activations_bytes=acts, overhead_bytes=total - states - acts,
+                          total_bytes=total, gpu_memory_bytes=round(float(space.capacity_bytes[c]))),
+        model_parameters=ev.workload.parameters, global_batch_size=ev.workload.global_batch,
+        micro_batch_size=int(ev.micro_batch[c]), estimated_step_time_seconds=round(float(ev.step[c, v]), 6),
+        estimated_steps=ev.workload.steps, estimated_hours=round(hours, 4), hourly_cost_usd=round(hourly, 4),
+        estimated_cost_usd=round(hours * hourly, 4), objective=objective, assumptions=tuple(notes),
+        alternatives=tuple(_alternative(i + 1, row) for i, row in enumerate(alternatives)),
+        alternatives_considered=considered, prices_estimated=estimated,
+    )

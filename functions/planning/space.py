@@ -1,0 +1,180 @@
+"""The candidate space, built once per (catalog, quota table, region order) and reused by every request.
+
+A hardware configuration is one machine shape repeated over `nodes` machines: every shape on one node, and shapes
+marked scale_out on each node count in assumptions.json. On each configuration the planner weighs five parallel
+variants (DDP, DDP + Reduction Server, ZeRO-1, ZeRO-2, FSDP), on demand or Spot, in every region that offers the
+shape; everything that does not depend on the request (prices per region, quota checks, host sizes, bandwidths)
+is computed here into numpy arrays indexed [config], [config, region, spot] or [config, region, spot, server].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from functions.planning.catalog import Catalog, MachineShape
+from functions.planning.performance import GBIT, reduction_server_replicas
+from functions.planning.quotas import QuotaTable
+
+# (strategy index into memory.STRATEGIES, uses a Reduction Server)
+VARIANTS = ((0, False), (0, True), (1, False), (2, False), (3, False))
+VARIANT_STRATEGY = np.array([v[0] for v in VARIANTS])
+VARIANT_SERVER = np.array([v[1] for v in VARIANTS], dtype=np.int64)
+NO_END_OF_SUPPORT = 10**9
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    shape: MachineShape
+    nodes: int
+
+    @property
+    def gpus(self) -> int:
+        return self.shape.accelerator_count * self.nodes
+
+
+@dataclass(frozen=True, eq=False)
+class Space:
+    """Arrays over configurations; treat them as read-only."""
+
+    catalog: Catalog
+    quotas: QuotaTable
+    regions: tuple[str, ...]
+    """Region order; ties on price go to the earlier region (the default region comes first)."""
+    configs: tuple[HardwareConfig, ...]
+    nodes: np.ndarray
+    gpus_per_node: np.ndarray
+    world: np.ndarray
+    """Training processes: GPUs in all, or 1 on a CPU-only machine."""
+    gpu_total: np.ndarray
+    is_cpu: np.ndarray
+    kind: np.ndarray
+    """Index into `kinds`, -1 for CPU-only."""
+    kinds: tuple[str, ...]
+    capacity_bytes: np.ndarray
+    """Memory one process may use: the GPU's, or the machine's RAM on CPU-only shapes."""
+    host_ram_bytes: np.ndarray
+    host_vcpus_ok: np.ndarray
+    peak_mixed: np.ndarray
+    peak_fp32: np.ndarray
+    mixed_precision: np.ndarray
+    """0 bf16, 1 fp16, 2 fp32: the 16-bit format on this GPU (fp32 where it has none)."""
+    mfu: np.ndarray
+    step_overhead: np.ndarray
+    intra_bytes_per_s: np.ndarray
+    network_bytes_per_s: np.ndarray
+    end_of_support: np.ndarray
+    """date.toordinal() of end of support, NO_END_OF_SUPPORT when none."""
+    server_replicas: np.ndarray
+    variant_valid: np.ndarray
+    """[config, variant]: sharding needs >= 2 processes; a Reduction Server needs >= 2 nodes of GPUs."""
+    price: np.ndarray
+    """[config, region, spot, server] USD/h for the whole job; inf where the region does not offer the shape."""
+    offered: np.ndarray
+    """[config, region]."""
+    quota_ok: np.ndarray
+    """[config, region, spot, server]: GPUs and vCPUs within the region's limits."""
+    server_price: np.ndarray
+    """[region] on-demand USD/h of one Reduction Server machine."""
+
+
+def _configs(catalog: Catalog) -> list[HardwareConfig]:
+    configs = [HardwareConfig(shape, 1) for shape in catalog.shapes]
+    for shape in catalog.shapes:
+        if shape.scale_out and not shape.is_cpu_only:
+            configs.extend(HardwareConfig(shape, n) for n in catalog.assumptions.scale_out_nodes)
+    return configs
+
+
+def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Space:
+    a = catalog.assumptions
+    regions = tuple(sorted(catalog.regions, key=lambda r: (r != default_region, catalog.regions.index(r))))
+    configs = _configs(catalog)
+    kinds = tuple(catalog.gpus)
+    c, r = len(configs), len(regions)
+    nodes = np.array([x.nodes for x in configs], dtype=np.int64)
+    per_node = np.array([x.shape.accelerator_count for x in configs], dtype=np.int64)
+    is_cpu = per_node == 0
+    gpus = [catalog.gpus[x.shape.accelerator_type] if x.shape.accelerator_type else None for x in configs]
+    vcpus = np.array([x.shape.vcpus for x in configs], dtype=np.int64)
+    min_vcpus = np.maximum(a.host.min_vcpus_per_node, per_node * a.host.min_vcpus_per_gpu)
+    cpu_peak = np.array([x.shape.vcpus * x.shape.cpu_gflops_per_vcpu * 1e9 for x in configs])
+    precision_index = {"bf16": 0, "fp16": 1, "fp32": 2}
+    network_gbps = np.array([x.shape.network_gbps for x in configs])
+    servers = np.where((nodes > 1) & ~is_cpu,
+                       reduction_server_replicas(nodes, network_gbps, a.reduction_server.bandwidth_gbps), 0)
+    valid = np.ones((c, len(VARIANTS)), dtype=bool)
+    world = np.where(is_cpu, 1, per_node * nodes)
+    valid[:, VARIANT_STRATEGY > 0] = (world > 1)[:, None]
+    valid[:, VARIANT_SERVER == 1] = ((nodes > 1) & ~is_cpu)[:, None]
+
+    book = catalog.prices
+    shape_price: dict[tuple[str, str | None, int], np.ndarray] = {}
+    price = np.full((c, r, 2, 2), np.inf)
+    offered = np.zeros((c, r), dtype=bool)
+    quota_ok = np.zeros((c, r, 2, 2), dtype=bool)
+    server_price = np.array([book.quote(a.reduction_server.machine_type, reg, False).usd_per_hour for reg in regions])
+    for i, cfg in enumerate(configs):
+        shape = cfg.shape
+        key = (shape.machine_type, shape.accelerator_type, shape.accelerator_count)
+        if key not in shape_price:
+            per_machine = np.full((r, 2), np.inf)
+            for j, reg in enumerate(regions):
+                if reg not in shape.regions:
+                    continue
+                for spot in (0, 1):
+                    usd = book.quote(shape.machine_type, reg, bool(spot)).usd_per_hour
+                    if shape.accelerator_type:
+                        gpu = book.quote(shape.accelerator_type, reg, bool(spot))
+                        usd += shape.accelerator_count * gpu.usd_per_hour
+                    per_machine[j, spot] = usd
+            shape_price[key] = per_machine
+        per_machine = shape_price[key]
+        offered[i] = np.isfinite(per_machine[:, 0])
+        price[i, :, :, 0] = cfg.nodes * per_machine
+        price[i, :, :, 1] = price[i, :, :, 0] + servers[i] * server_price[:, None]
+        cpu_use = cfg.nodes * shape.vcpus if shape.counts_cpu_quota else 0
+        for j, reg in enumerate(regions):
+            cpu_limit = quotas.cpu_limit(reg)
+            for spot in (0, 1):
+                gpu_ok = (shape.accelerator_type is None
+                          or cfg.gpus <= quotas.gpu_limit(reg, shape.accelerator_type, bool(spot)))
+                quota_ok[i, j, spot, 0] = gpu_ok and cpu_use <= cpu_limit
+                quota_ok[i, j, spot, 1] = gpu_ok and cpu_use + servers[i] * a.reduction_server.vcpus <= cpu_limit
+    return Space(
+        catalog=catalog, quotas=quotas, regions=regions, configs=tuple(configs), nodes=nodes,
+        gpus_per_node=per_node, world=world, gpu_total=per_node * nodes, is_cpu=is_cpu,
+        kind=np.array([kinds.index(x.shape.accelerator_type) if x.shape.accelerator_type else -1 for x in configs]),
+        kinds=kinds,
+        capacity_bytes=np.array([g.memory_bytes if g else x.shape.memory_bytes
+                                 for g, x in zip(gpus, configs, strict=True)], dtype=np.float64),
+        host_ram_bytes=np.array([x.shape.memory_bytes for x in configs], dtype=np.float64),
+        host_vcpus_ok=vcpus >= min_vcpus,
+        peak_mixed=np.array([g.peak_flops(g.mixed_precision()) if g else p
+                             for g, p in zip(gpus, cpu_peak, strict=True)]),
+        peak_fp32=np.array([g.peak_flops("fp32") if g else p for g, p in zip(gpus, cpu_peak, strict=True)]),
+        mixed_precision=np.array([precision_index[g.mixed_precision()] if g else 2 for g in gpus], dtype=np.int64),
+        mfu=np.array([g.assumed_mfu if g else a.compute.cpu_mfu for g in gpus]),
+        step_overhead=np.where(is_cpu, a.compute.cpu_step_overhead_seconds, a.compute.gpu_step_overhead_seconds),
+        intra_bytes_per_s=np.array([g.intra_node_gbytes_per_s * 1e9 if g else 1.0 for g in gpus]),
+        network_bytes_per_s=network_gbps * GBIT,
+        end_of_support=np.array([g.end_of_support.toordinal() if g and g.end_of_support else NO_END_OF_SUPPORT
+                                 for g in gpus], dtype=np.int64),
+        server_replicas=servers.astype(np.int64), variant_valid=valid, price=price, offered=offered,
+        quota_ok=quota_ok, server_price=server_price,
+    )
+
+
+_SPACES: dict[tuple[int, QuotaTable, str], Space] = {}
+
+
+def space_for(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Space:
+    """The cached space for this catalog object, quota table and default region."""
+    key = (id(catalog), quotas, default_region)
+    space = _SPACES.get(key)
+    if space is None or space.catalog is not catalog:
+        if len(_SPACES) > 16:
+            _SPACES.clear()
+        space = _SPACES[key] = build_space(catalog, quotas, default_region)
+    return space

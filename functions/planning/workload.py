@@ -1,0 +1,117 @@
+"""The workload: a PlanInput turned into the numbers the model needs (parameters, FLOPs and activations per
+sample, samples, steps), whatever the hardware.
+
+A sample is one table row (tabular) or one sequence of seq_len tokens (causal-lm); batch_size counts samples.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from functions.planning.assumptions import Assumptions
+from functions.planning.errors import PlanInputError
+from functions.planning.inputs import PlanInput
+from schemas.errors import SchemaError
+from schemas.model_presets import GptPreset, MlpPreset, get_preset
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one training run asks of the hardware."""
+
+    family: str
+    """"gpt" or "mlp"."""
+    description: str
+    parameters: int
+    flops_per_sample: float
+    """Model FLOPs for forward + backward of one sample (PaLM appendix B for transformers, 6P for an MLP)."""
+    activation_bytes_per_sample: float
+    """With 16-bit activations; fp32 doubles it."""
+    largest_layer_parameters: int
+    """The biggest unit FSDP gathers at once."""
+    samples_per_epoch: int
+    global_batch: int
+    steps: int
+    tokens_per_sample: int
+    n_layer: int = 0
+    d_model: int = 0
+    n_head: int = 0
+    seq_len: int = 0
+
+
+def _generic_gpt_shape(parameters: int) -> tuple[int, int, int]:
+    """A GPT-3-like shape for a bare parameter count: d_model = 128 x n_layer, 128-wide heads."""
+    n_layer = max(1, round((parameters / (12 * 128 * 128)) ** (1 / 3)))
+    d_model = max(128, 128 * round(math.sqrt(parameters / (12 * n_layer)) / 128))
+    return n_layer, d_model, d_model // 128
+
+
+def _steps(samples: int, batch: int, epochs: int, max_steps: int) -> int:
+    steps = max(1, math.ceil(samples / batch)) * epochs
+    return min(steps, max_steps) if max_steps else steps
+
+
+def _gpt(inp: PlanInput, a: Assumptions, preset: GptPreset | None) -> Workload:
+    if preset is not None:
+        n_layer, d_model, n_head, vocab = preset.n_layer, preset.d_model, preset.n_head, preset.vocab_size
+        seq_len = inp.seq_len or preset.seq_len
+        parameters = inp.parameters or preset.parameter_count()
+        name = preset.name
+    else:
+        assert inp.parameters is not None
+        n_layer, d_model, n_head = _generic_gpt_shape(inp.parameters)
+        vocab, seq_len, parameters, name = 256, inp.seq_len or 2048, inp.parameters, "generic transformer"
+    non_embedding = n_layer * (12 * d_model * d_model + 13 * d_model)
+    if inp.parameters:
+        non_embedding = max(1, inp.parameters - vocab * d_model - seq_len * d_model)
+    per_token = 6 * (non_embedding + d_model * vocab) + 12 * n_layer * d_model * seq_len
+    act = a.memory.transformer_activation_bytes_per_token_per_hidden
+    activation = seq_len * (n_layer * act * d_model + 10 * vocab + 4 * d_model)
+    tokens = inp.tokens or max(1, round(inp.dataset_bytes * a.tokens_per_byte))
+    samples = max(1, math.ceil(tokens / seq_len))
+    return Workload(
+        family="gpt", description=f"{name}: {parameters / 1e6:,.0f}M parameters, {n_layer} layers x {d_model}, "
+        f"{n_head} heads, sequence {seq_len}",
+        parameters=parameters, flops_per_sample=float(per_token * seq_len), activation_bytes_per_sample=activation,
+        largest_layer_parameters=max(12 * d_model * d_model + 13 * d_model, vocab * d_model),
+        samples_per_epoch=samples, global_batch=inp.batch_size,
+        steps=_steps(samples, inp.batch_size, inp.epochs, inp.max_steps), tokens_per_sample=seq_len,
+        n_layer=n_layer, d_model=d_model, n_head=n_head, seq_len=seq_len,
+    )
+
+
+def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
+    features = inp.n_features or a.tabular.default_features
+    outputs = inp.n_outputs or (1 if inp.task == "tabular-regression" else a.tabular.default_outputs)
+    hidden = preset.hidden_sizes if preset is not None else ()
+    widths = [features, *hidden, outputs]
+    parameters = inp.parameters or sum(x * y + y for x, y in itertools.pairwise(widths))
+    largest = max(x * y + y for x, y in itertools.pairwise(widths))
+    rows = max(1, inp.dataset_bytes // ((features + 1) * a.tabular.bytes_per_value))
+    name = preset.name if preset is not None else "generic MLP"
+    return Workload(
+        family="mlp", description=f"{name}: {parameters:,} parameters, widths {'-'.join(map(str, widths))}",
+        parameters=parameters, flops_per_sample=6.0 * parameters,
+        activation_bytes_per_sample=float(a.memory.mlp_activation_copies * sum(widths) * 2),
+        largest_layer_parameters=min(largest, parameters), samples_per_epoch=rows, global_batch=inp.batch_size,
+        steps=_steps(rows, inp.batch_size, inp.epochs, inp.max_steps), tokens_per_sample=1,
+    )
+
+
+def build_workload(inp: PlanInput, assumptions: Assumptions) -> Workload:
+    """Resolve the preset and size the work; an unknown preset or a preset of the wrong family is a PlanInputError."""
+    preset = None
+    if inp.preset:
+        try:
+            preset = get_preset(inp.preset)
+        except SchemaError as exc:
+            raise PlanInputError(str(exc)) from exc
+    if inp.task == "causal-lm":
+        if preset is not None and not isinstance(preset, GptPreset):
+            raise PlanInputError(f"task causal-lm needs a GPT preset; {inp.preset!r} is an MLP (use gpt-*)")
+        return _gpt(inp, assumptions, preset)
+    if preset is not None and not isinstance(preset, MlpPreset):
+        raise PlanInputError(f"task {inp.task} needs an MLP preset; {inp.preset!r} is a GPT (use mlp-*)")
+    return _mlp(inp, assumptions, preset)

@@ -1,0 +1,223 @@
+"""Plan: the hardware, parallelism and cost the planner chose for a run, with every alternative it weighed.
+
+Stored on the run record (Firestore `runs/{run_id}.plan`) as `to_dict()`: plain JSON types only. CPU-only plans
+have `accelerator_type: null` and `accelerator_count: 0` (the Vertex MachineSpec then leaves accelerator_type
+unset, i.e. ACCELERATOR_TYPE_UNSPECIFIED); plans without a Reduction Server have `reduction_server_replicas: 0`
+and `reduction_server_machine_type: null`. Memory figures are bytes per GPU (per machine on CPU-only plans);
+`gpu_memory_bytes` is the capacity they are checked against (GB = 1e9 bytes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.errors import SchemaError
+from schemas.fields import Reader
+
+SCHEMA_VERSION = 1
+STRATEGIES = ("ddp", "zero1", "zero2", "fsdp")
+PRECISIONS = ("bf16", "fp16", "fp32")
+
+
+@dataclass(frozen=True)
+class PlanMemory:
+    model_states_bytes: int
+    """Parameters, gradients and optimizer states held by one GPU under the plan's strategy."""
+    activations_bytes: int
+    overhead_bytes: int
+    """CUDA context, FSDP gather buffers and the safety margin."""
+    total_bytes: int
+    gpu_memory_bytes: int
+    """Capacity of one GPU (of the machine on CPU-only plans)."""
+
+
+@dataclass(frozen=True)
+class PlanAlternative:
+    """Another candidate the planner considered, and why it lost."""
+
+    rank: int
+    """1 = the chosen plan's runner-up; feasible candidates come first, then the nearest misses."""
+    machine_type: str
+    accelerator_type: str | None
+    accelerator_count: int
+    replica_count: int
+    strategy: str
+    precision: str
+    region: str | None
+    """None when no allowed region offers the machine."""
+    spot: bool
+    reduction_server_replicas: int
+    estimated_hours: float | None
+    estimated_cost_usd: float | None
+    memory_total_bytes: int
+    feasible: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    strategy: str
+    """ddp | zero1 | zero2 | fsdp (the trainer's --strategy)."""
+    precision: str
+    """bf16 | fp16 | fp32 (the trainer's --precision)."""
+    machine_type: str
+    accelerator_type: str | None
+    accelerator_count: int
+    """GPUs per machine."""
+    replica_count: int
+    """Machines (nodes): pool 0 holds one, pool 1 the rest."""
+    reduction_server_replicas: int
+    reduction_server_machine_type: str | None
+    region: str
+    spot: bool
+    memory: PlanMemory
+    model_parameters: int
+    global_batch_size: int
+    micro_batch_size: int
+    """Samples per GPU (per process) per step."""
+    estimated_step_time_seconds: float
+    estimated_steps: int
+    estimated_hours: float
+    hourly_cost_usd: float
+    """Whole job per hour: machines, accelerators and Reduction Server machines."""
+    estimated_cost_usd: float
+    objective: str
+    assumptions: tuple[str, ...] = ()
+    alternatives: tuple[PlanAlternative, ...] = ()
+    alternatives_considered: int = 0
+    """Candidates weighed in all (the chosen one included); `alternatives` lists the best-ranked of the rest."""
+    prices_estimated: bool = True
+    """True when any price behind the cost is an estimate rather than a checked catalog figure."""
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def gpu_count(self) -> int:
+        return self.accelerator_count * self.replica_count
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON- and Firestore-safe: dicts, lists, str, int, float, bool and None only."""
+        return {
+            "schema_version": self.schema_version,
+            "strategy": self.strategy,
+            "precision": self.precision,
+            "machine_type": self.machine_type,
+            "accelerator_type": self.accelerator_type,
+            "accelerator_count": self.accelerator_count,
+            "replica_count": self.replica_count,
+            "reduction_server_replicas": self.reduction_server_replicas,
+            "reduction_server_machine_type": self.reduction_server_machine_type,
+            "region": self.region,
+            "spot": self.spot,
+            "memory": dict(vars(self.memory)),
+            "model_parameters": self.model_parameters,
+            "global_batch_size": self.global_batch_size,
+            "micro_batch_size": self.micro_batch_size,
+            "estimated_step_time_seconds": self.estimated_step_time_seconds,
+            "estimated_steps": self.estimated_steps,
+            "estimated_hours": self.estimated_hours,
+            "hourly_cost_usd": self.hourly_cost_usd,
+            "estimated_cost_usd": self.estimated_cost_usd,
+            "objective": self.objective,
+            "assumptions": list(self.assumptions),
+            "alternatives": [dict(vars(a)) for a in self.alternatives],
+            "alternatives_considered": self.alternatives_considered,
+            "prices_estimated": self.prices_estimated,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Plan:
+        return parse_plan(data)
+
+
+def _optional_string(r: Reader, key: str) -> str | None:
+    if r.data.get(key, "") is None:
+        return None
+    return r.string(key)
+
+
+def _optional_number(r: Reader, key: str) -> float | None:
+    return None if r.data.get(key, 0) is None else r.number(key, minimum=0.0)
+
+
+def _finite(r: Reader, key: str) -> float:
+    value = r.number(key, minimum=0.0)
+    if not math.isfinite(value):
+        raise SchemaError(f"must be a finite number, got {value}", field=r._name(key))
+    return value
+
+
+def _choice(r: Reader, key: str, choices: tuple[str, ...]) -> str:
+    return r.string(key, choices=choices)
+
+
+def _no_unknown(r: Reader, known: set[str]) -> None:
+    for key in r.data:
+        if key not in known:
+            raise SchemaError(f"unknown field; expected only {', '.join(sorted(known))}", field=r._name(key))
+
+
+def _alternative(r: Reader) -> PlanAlternative:
+    _no_unknown(r, {f for f in PlanAlternative.__dataclass_fields__})
+    return PlanAlternative(
+        rank=r.integer("rank", minimum=1), machine_type=r.string("machine_type"),
+        accelerator_type=_optional_string(r, "accelerator_type"),
+        accelerator_count=r.integer("accelerator_count", minimum=0),
+        replica_count=r.integer("replica_count", minimum=1),
+        strategy=_choice(r, "strategy", STRATEGIES), precision=_choice(r, "precision", PRECISIONS),
+        region=_optional_string(r, "region"), spot=r.boolean("spot"),
+        reduction_server_replicas=r.integer("reduction_server_replicas", minimum=0),
+        estimated_hours=_optional_number(r, "estimated_hours"),
+        estimated_cost_usd=_optional_number(r, "estimated_cost_usd"),
+        memory_total_bytes=r.integer("memory_total_bytes", minimum=0), feasible=r.boolean("feasible"),
+        reason=r.string("reason", max_len=4096),
+    )
+
+
+def parse_plan(data: Any) -> Plan:
+    """Read a Plan from its dict form; raises SchemaError naming the first bad field."""
+    r = Reader(data, "plan")
+    version = r.integer("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaError(f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}",
+                          field="plan.schema_version")
+    _no_unknown(r, {f for f in Plan.__dataclass_fields__})
+    m = r.obj("memory")
+    _no_unknown(m, {f for f in PlanMemory.__dataclass_fields__})
+    memory = PlanMemory(**{k: m.integer(k, minimum=0) for k in PlanMemory.__dataclass_fields__})
+    accelerator_type = _optional_string(r, "accelerator_type")
+    accelerator_count = r.integer("accelerator_count", minimum=0)
+    if (accelerator_type is None) != (accelerator_count == 0):
+        raise SchemaError("accelerator_count must be 0 exactly when accelerator_type is null (CPU-only)",
+                          field="plan.accelerator_count")
+    alternatives = r._get("alternatives", [])
+    if not isinstance(alternatives, list):
+        raise SchemaError("expected a list", field="plan.alternatives")
+    assumptions = r.strings("assumptions", ())
+    plan = Plan(
+        strategy=_choice(r, "strategy", STRATEGIES), precision=_choice(r, "precision", PRECISIONS),
+        machine_type=r.string("machine_type"), accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count, replica_count=r.integer("replica_count", minimum=1),
+        reduction_server_replicas=r.integer("reduction_server_replicas", minimum=0),
+        reduction_server_machine_type=_optional_string(r, "reduction_server_machine_type"),
+        region=r.string("region"), spot=r.boolean("spot"), memory=memory,
+        model_parameters=r.integer("model_parameters", minimum=1),
+        global_batch_size=r.integer("global_batch_size", minimum=1),
+        micro_batch_size=r.integer("micro_batch_size", minimum=1),
+        estimated_step_time_seconds=_finite(r, "estimated_step_time_seconds"),
+        estimated_steps=r.integer("estimated_steps", minimum=1),
+        estimated_hours=_finite(r, "estimated_hours"), hourly_cost_usd=_finite(r, "hourly_cost_usd"),
+        estimated_cost_usd=_finite(r, "estimated_cost_usd"), objective=r.string("objective", max_len=4096),
+        assumptions=assumptions,
+        alternatives=tuple(_alternative(Reader(a, f"plan.alternatives[{i}]")) for i, a in enumerate(alternatives)),
+        alternatives_considered=r.integer("alternatives_considered", 0, minimum=0),
+        prices_estimated=r.boolean("prices_estimated", True),
+    )
+    if (plan.reduction_server_replicas == 0) != (plan.reduction_server_machine_type is None):
+        raise SchemaError("a Reduction Server needs both replicas > 0 and a machine type, or neither",
+                          field="plan.reduction_server_machine_type")
+    return plan
+
+
+__all__ = ["PRECISIONS", "SCHEMA_VERSION", "STRATEGIES", "Plan", "PlanAlternative", "PlanMemory", "parse_plan"]
