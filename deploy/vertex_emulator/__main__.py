@@ -42,9 +42,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--cwd", type=Path, default=REPO_ROOT, help="working directory of replicas (default: the repository root)"
     )
     parser.add_argument(
+        "--max-nproc-per-node",
+        type=int,
+        help="cap on LANDFALL_NPROC_PER_NODE (local processes per node standing in for GPUs); default: no cap",
+    )
+    parser.add_argument(
         "--stop-grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL when stopping replicas"
     )
     args = parser.parse_args(argv)
+    if args.max_nproc_per_node is not None and args.max_nproc_per_node < 1:
+        parser.error(f"--max-nproc-per-node must be at least 1, found {args.max_nproc_per_node}")
     if not args.project:
         parser.error("--project is required (or set GOOGLE_CLOUD_PROJECT), e.g. --project landfall-local")
     if args.events_topic and not os.environ.get("PUBSUB_EMULATOR_HOST"):
@@ -72,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         project=args.project,
         state_dir=args.state_dir,
         events_topic=args.events_topic,
-        runner=RunnerSettings(cwd=args.cwd, images=images, stop_grace_seconds=args.stop_grace),
+        runner=RunnerSettings(
+            cwd=args.cwd, images=images, stop_grace_seconds=args.stop_grace, max_nproc_per_node=args.max_nproc_per_node
+        ),
         faults=faults,
     )
     service = JobService(config)

@@ -108,10 +108,12 @@ def replica_environment(
     project: str,
     slot: ReplicaSlot,
     ports: Mapping[str, int],
+    max_nproc_per_node: int | None = None,
 ) -> dict[str, str]:
     """Vertex's variables for one replica (without the emulator's own environment, which the caller adds).
 
     ports maps every replica name of the job to a local port; the primary's port is MASTER_PORT.
+    max_nproc_per_node caps LANDFALL_NPROC_PER_NODE (the node's accelerator count, or 1 without GPUs).
     """
     job_spec = job.job_spec
     slots = replica_slots(job_spec)
@@ -126,6 +128,9 @@ def replica_environment(
     }
     spec = job_spec.worker_pool_specs[slot.pool]
     nodes = sum(1 for other in slots if node_rank(other) is not None)
+    nproc = spec.machine_spec.accelerator_count or 1
+    if max_nproc_per_node:
+        nproc = min(nproc, max_nproc_per_node)
     env = {
         "CLUSTER_SPEC": json.dumps(cluster_spec),
         "MASTER_ADDR": LOCAL_HOST,
@@ -133,7 +138,7 @@ def replica_environment(
         "WORLD_SIZE": str(nodes),
         "CLOUD_ML_JOB_ID": job_id,
         "CLOUD_ML_PROJECT_ID": project,
-        "LANDFALL_NPROC_PER_NODE": str(spec.machine_spec.accelerator_count or 1),
+        "LANDFALL_NPROC_PER_NODE": str(nproc),
         **output_directories(job_spec),
     }
     rank = node_rank(slot)

@@ -36,11 +36,17 @@ TERMINAL_STATES = frozenset(
     {JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED, JobState.JOB_STATE_EXPIRED}
 )
 CANCELLED_MESSAGE = "CustomJob was cancelled."
+PRIMARY_REPLICA = "workerpool0-0"
 
 
 def replica_failed_message(replica: str, status: int) -> str:
     """Vertex's message for a replica that exited with a non-zero status."""
     return f"The replica {replica} exited with a non-zero status of {status}. Termination reason: Error."
+
+
+def exit_status(returncode: int) -> int:
+    """The status a container reports: a process killed by signal N exits with 128 + N (Popen says -N)."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def timeout_message(seconds: float) -> str:
@@ -66,6 +72,7 @@ class RunnerSettings:
     cwd: working directory of every replica (the repository root). base_env: the emulator's own environment,
     to which each replica's Vertex variables are added. images: local entrypoints for container images.
     poll_seconds: how often replicas are checked. stop_grace_seconds: SIGTERM-to-SIGKILL grace when stopping.
+    max_nproc_per_node: cap on LANDFALL_NPROC_PER_NODE (e.g. 2 on a small CPU machine running an 8-GPU plan).
     """
 
     cwd: Path
@@ -73,6 +80,7 @@ class RunnerSettings:
     images: Mapping[str, Sequence[str]] = field(default_factory=dict)
     poll_seconds: float = 0.05
     stop_grace_seconds: float = 5.0
+    max_nproc_per_node: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +183,8 @@ class JobRunner:
     def _launch(self, job: CustomJob, slot: ReplicaSlot, ports: Mapping[str, int]) -> ReplicaLaunch:
         spec = job.job_spec.worker_pool_specs[slot.pool]
         env = dict(self._settings.base_env)
-        env.update(replica_environment(job, job_id=self.job_id, project=self._project, slot=slot, ports=ports))
+        env.update(replica_environment(job, job_id=self.job_id, project=self._project, slot=slot, ports=ports,
+                                       max_nproc_per_node=self._settings.max_nproc_per_node))
         return ReplicaLaunch(
             name=slot.name,
             argv=replica_command(spec, self._settings.images),
@@ -207,17 +216,23 @@ class JobRunner:
                 self._preempt(preemption.grace_seconds, preemptions)
                 last_start = time.monotonic()
                 continue
-            for process in self._processes:
-                status = process.poll()
-                if status is None:
-                    continue
-                if status != 0:
-                    return self._failure(replica_failed_message(process.name, abs(status)), code_pb2.INVALID_ARGUMENT)
-                if process.name == "workerpool0-0":
-                    return Outcome(
-                        JobState.JOB_STATE_SUCCEEDED, lines=(events.ServiceLine(self.job_id, events.SUCCEEDED),)
-                    )
+            outcome = self._replica_outcome()
+            if outcome is not None:
+                return outcome
             self._shutdown.wait(self._settings.poll_seconds)
+        return None
+
+    def _replica_outcome(self) -> Outcome | None:
+        """SUCCEEDED once workerpool0-0 exited 0, FAILED once any replica exited non-zero, else None."""
+        for process in self._processes:
+            status = process.poll()
+            if status is None:
+                continue
+            if status != 0:
+                message = replica_failed_message(process.name, exit_status(status))
+                return self._failure(message, code_pb2.INVALID_ARGUMENT)
+            if process.name == PRIMARY_REPLICA:
+                return Outcome(JobState.JOB_STATE_SUCCEEDED, lines=(events.ServiceLine(self.job_id, events.SUCCEEDED),))
         return None
 
     def _preempt(self, grace_seconds: float, count: int) -> None:

@@ -1,0 +1,172 @@
+"""Pure-logic tables of the emulator's parts (no server): filter grammar, paging tokens, replica environment,
+validation of machine shapes, fault plans and log paths."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+from google.cloud.aiplatform_v1.types import CustomJob, JobState, WorkerPoolSpec
+
+from deploy.vertex_emulator import replica_log_paths
+from deploy.vertex_emulator.catalog import load_catalog
+from deploy.vertex_emulator.config import ConfigError
+from deploy.vertex_emulator.faults import parse_rules
+from deploy.vertex_emulator.filters import FilterError, parse_filter
+from deploy.vertex_emulator.launch import ReplicaSlot, replica_environment
+from deploy.vertex_emulator.paging import PageTokenError, page
+from deploy.vertex_emulator.runner import exit_status
+from deploy.vertex_emulator.validation import check_machine
+
+
+def _job(number: int, *, name: str = "job", state: str = "JOB_STATE_RUNNING", labels: dict | None = None,
+         created: str = "2026-01-01T00:00:00+00:00") -> CustomJob:
+    return CustomJob(
+        name=f"projects/p/locations/l/customJobs/{number}",
+        display_name=name,
+        state=JobState[state],
+        labels=labels or {},
+        create_time=datetime.fromisoformat(created),
+    )
+
+
+JOBS = [
+    _job(1, name="alpha", labels={"a": "1"}),
+    _job(2, name="beta", state="JOB_STATE_FAILED", labels={"a": "2", "b": "x"}),
+    _job(3, name="gamma \"q\"", labels={"b": "y"}, created="2026-02-01T00:00:00+00:00"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # AIP-160: OR binds tighter than AND.
+        ('labels.a="1" AND labels.b:* OR state="JOB_STATE_RUNNING"', [1]),
+        ('(labels.a="1" AND labels.b:*) OR state="JOB_STATE_FAILED"', [2]),
+        ("labels.b:* labels.a:*", [2]),
+        ('NOT NOT labels.a="2"', [2]),
+        ("labels:b", [2, 3]),
+        ('labels.b:"x*"', [2]),
+        ('display_name="gamma \\"q\\""', [3]),
+        ('display_name:"*a"', [1, 2]),
+        ('display_name:"g?mma*"', []),
+        ('create_time>="2026-02-01T00:00:00Z"', [3]),
+        ('create_time!="2026-01-01T00:00:00Z"', [3]),
+        ("   ", [1, 2, 3]),
+    ],
+)
+def test_filter_grammar(text, expected):
+    matches = parse_filter(text)
+    assert [int(job.name.rsplit("/", 1)[-1]) for job in JOBS if matches(job)] == expected
+
+
+@pytest.mark.parametrize("text", ["labels.a=", "AND labels.a=1", 'labels.a="1")', "labels=1", "name=x", 'state:"x"'])
+def test_filter_errors(text):
+    with pytest.raises(FilterError):
+        parse_filter(text)
+
+
+def test_paging_is_stable_when_jobs_are_added_between_pages():
+    first, token = page(JOBS, filter_text="", page_size=2, page_token="")
+    assert [j.display_name for j in first] == ["gamma \"q\"", "beta"]
+    newer = [*JOBS, _job(4)]
+    rest, last = page(newer, filter_text="", page_size=2, page_token=token)
+    assert [j.display_name for j in rest] == ["alpha"] and last == ""
+    with pytest.raises(PageTokenError):
+        page(JOBS, filter_text="", page_size=-1, page_token="")
+
+
+def _spec_job(*pools: dict, base: str | None = None) -> CustomJob:
+    spec = {"worker_pool_specs": list(pools)}
+    if base:
+        spec["base_output_directory"] = {"output_uri_prefix": base}
+    return CustomJob(display_name="x", job_spec=spec)
+
+
+POOL = {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+        "python_package_spec": {"executor_image_uri": "i", "python_module": "m"}}
+
+
+def test_single_replica_environment():
+    job = _spec_job(POOL, base="gs://b/out/")
+    env = replica_environment(job, job_id="7", project="p", slot=ReplicaSlot(0, 0), ports={"workerpool0-0": 1234})
+    assert "TF_CONFIG" not in env
+    assert (env["WORLD_SIZE"], env["RANK"], env["MASTER_PORT"]) == ("1", "0", "1234")
+    assert env["AIP_MODEL_DIR"] == "gs://b/out/model/"
+    assert json.loads(env["CLUSTER_SPEC"])["cluster"] == {"workerpool0": ["127.0.0.1:1234"]}
+
+
+def test_evaluator_pool_has_no_node_rank_and_nproc_is_capped():
+    gpu = {**POOL, "machine_spec": {"machine_type": "a2-highgpu-8g", "accelerator_type": "NVIDIA_TESLA_A100",
+                                    "accelerator_count": 8}}
+    job = _spec_job(gpu, {}, {}, POOL)
+    ports = {"workerpool0-0": 1, "workerpool3-0": 2}
+    evaluator = replica_environment(job, job_id="7", project="p", slot=ReplicaSlot(3, 0), ports=ports)
+    assert "RANK" not in evaluator and evaluator["WORLD_SIZE"] == "1"
+    assert json.loads(evaluator["TF_CONFIG"])["task"] == {"type": "evaluator", "index": 0}
+    assert "AIP_MODEL_DIR" not in evaluator
+    primary = replica_environment(job, job_id="7", project="p", slot=ReplicaSlot(0, 0), ports=ports,
+                                  max_nproc_per_node=2)
+    assert primary["LANDFALL_NPROC_PER_NODE"] == "2"
+
+
+@pytest.mark.parametrize(
+    ("machine", "kind", "count", "ok"),
+    [
+        ("n1-standard-8", "NVIDIA_TESLA_V100", 1, True),
+        ("n1-highmem-16", "NVIDIA_TESLA_V100", 1, False),
+        ("n1-highmem-16", "NVIDIA_TESLA_V100", 2, True),
+        ("n1-standard-96", "NVIDIA_TESLA_V100", 8, True),
+        ("n1-standard-4", "NVIDIA_TESLA_P100", 8, False),
+        ("a3-megagpu-8g", "NVIDIA_H100_MEGA_80GB", 8, True),
+        ("a3-megagpu-8g", "NVIDIA_H100_80GB", 8, False),
+        ("a2-highgpu-1g", None, 0, False),
+        ("e2-standard-4", None, 0, True),
+        ("e2-medium", None, 0, True),
+    ],
+)
+def test_machine_shapes(machine, kind, count, ok):
+    spec = {"machine_type": machine}
+    if kind:
+        spec.update(accelerator_type=kind, accelerator_count=count)
+    errors = check_machine("p", WorkerPoolSpec(machine_spec=spec), load_catalog())
+    assert (errors == []) == ok, errors
+
+
+def test_quota_metric_names():
+    catalog = load_catalog()
+    prefix = "aiplatform.googleapis.com/custom_model_training_"
+    assert catalog.quota_metric("NVIDIA_H100_80GB") == prefix + "nvidia_h100_gpus"
+    assert catalog.quota_metric("NVIDIA_L4", preemptible=True) == prefix + "preemptible_nvidia_l4_gpus"
+    assert catalog.quota_metric("") == prefix + "cpus"
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        ({"unavailable_calls": -1}, "unavailable_calls"),
+        ({"unavailable_calls": True}, "unavailable_calls"),
+        ({"stockout": {"region": "x"}}, "stockout must be a list"),
+        ({"stockout": [{"zone": "x"}]}, "unknown key(s) zone"),
+        ({"unsupported_machine_type": [{"region": "x"}]}, "missing machine_type"),
+        ({"spot_preemption": {"times": 1}}, "missing after_seconds"),
+        ({"spot_preemption": {"after_seconds": "1"}}, "after_seconds"),
+    ],
+)
+def test_bad_fault_plans(plan, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_rules(plan)
+
+
+def test_exit_status_of_a_killed_replica_is_reported_like_a_container():
+    assert [exit_status(code) for code in (0, 3, -9, -15)] == [0, 3, 137, 143]
+
+
+def test_replica_log_paths_in_replica_order(tmp_path):
+    folder = tmp_path / "jobs" / "42"
+    folder.mkdir(parents=True)
+    for name in ("workerpool1-10", "workerpool1-2", "workerpool0-0", "job"):
+        (folder / f"{name}.log").write_text("")
+    assert list(replica_log_paths(tmp_path, "42")) == ["workerpool0-0", "workerpool1-2", "workerpool1-10"]
+    assert replica_log_paths(tmp_path, "43") == {}
