@@ -8,7 +8,7 @@ AIP_TENSORBOARD_LOG_DIR (optional: TensorBoard event files).
 from __future__ import annotations
 
 import dataclasses
-import os
+import json
 import random
 import time
 from collections.abc import Mapping
@@ -34,6 +34,7 @@ from trainer.parallel import local_weights_digest, model_weights, wrap
 from trainer.precision import detect_precision
 from trainer.preemption import PreemptionWatch
 from trainer.schedule import lr_multiplier
+from trainer.vertex_env import required_model_dir
 
 # Resuming is exact only when these match the checkpoint's run.
 _RESUME_KEYS = ("data_uri", "task", "model", "batch_size", "seed", "strategy", "epochs", "max_steps")
@@ -58,15 +59,6 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
             return _write_outputs(session, model_dir, time.monotonic() - started)
     finally:
         watch.restore()
-
-
-def required_model_dir(environ: Mapping[str, str]) -> str:
-    """AIP_MODEL_DIR, or a ConfigError saying what to set."""
-    model_dir = environ.get("AIP_MODEL_DIR")
-    if not model_dir:
-        raise ConfigError("AIP_MODEL_DIR is not set: expected gs://BUCKET/PATH/model/ or a local directory where "
-                          "the model and metrics.json are written (Vertex sets it from base_output_directory)")
-    return model_dir
 
 
 def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[str, str]) -> Session:
@@ -127,8 +119,6 @@ def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | 
         save_model(model_dir, weights, model_config(s.config.task, preset, s.data_spec, s.config.to_dict(),
                                                     s.precision.name))
         document = _metrics(s, preset, sum(t.numel() for t in weights.values()), wall)
-        import json
-
         storage.write_bytes(storage.join(model_dir, METRICS_FILE), json.dumps(document, indent=2).encode(),
                             "application/json")
         s.events.scalar("throughput/samples_per_second", document["samples_per_second"], s.progress.step)
@@ -156,10 +146,3 @@ def _oom(config: TrainConfig, s: Session, exc: BaseException) -> OutOfMemory:
         f"out of memory on {s.device} at step {s.progress.step} (model {config.model}, --batch-size="
         f"{config.batch_size} per process, --strategy={config.strategy}, precision {s.precision.name}): lower "
         f"--batch-size, use --strategy=fsdp or zero2 to shard the model, or a GPU with more memory. ({exc})"[:2000])
-
-
-def environment_summary() -> dict[str, str]:
-    """The Vertex variables present, for the first log record."""
-    keys = ("CLOUD_ML_JOB_ID", "CLOUD_ML_PROJECT_ID", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-            "LOCAL_RANK", "LANDFALL_NPROC_PER_NODE", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")
-    return {k: os.environ[k] for k in keys if k in os.environ}

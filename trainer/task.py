@@ -21,6 +21,7 @@ from trainer.distributed import (
 )
 from trainer.errors import TrainerError
 from trainer.logs import log
+from trainer.vertex_env import environment_summary, required_model_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,17 +29,18 @@ def main(argv: list[str] | None = None) -> int:
     environ = dict(os.environ)
     try:
         config = parse_args(argv)
-        from trainer.run import environment_summary, required_model_dir, train
-
         required_model_dir(environ)
-
         if launched_per_process(environ):
+            from trainer.run import train
+
             train(config, read_process_env(environ), environ)
             return 0
         topology = read_node_topology(environ, default_nproc_per_node(environ))
         log("trainer starting", node_rank=topology.node_rank, nodes=topology.num_nodes,
-            nproc_per_node=topology.nproc_per_node, launch=topology.source, env=environment_summary())
+            nproc_per_node=topology.nproc_per_node, launch=topology.source, env=environment_summary(environ))
         if topology.nproc_per_node == 1:
+            from trainer.run import train
+
             train(config, single_process_env(topology), environ)
             return 0
         from trainer.launcher import run_node

@@ -48,3 +48,42 @@ def run_trainer(args: list[str], env: dict[str, str], timeout: float = 120) -> T
     proc = subprocess.run([sys.executable, "-m", "trainer.task", *args], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=timeout)
     return TrainerRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_until(args: list[str], env: dict[str, str], trigger, signal_number: int, timeout: float = 120) -> TrainerRun:
+    """Start the trainer, send signal_number once a log record satisfies trigger, and collect the rest.
+
+    The signal goes to the process we started (with several processes per node: the launcher, which forwards
+    SIGTERM to its children, as Vertex's SIGTERM to a replica does).
+    """
+    import signal as _signal  # noqa: F401 - documents that signal_number is a signal.Signals value
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], env=env, cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    lines: list[str] = []
+    signalled = False
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if not signalled and line.startswith("{") and trigger(json.loads(line)):
+                proc.send_signal(signal_number)
+                signalled = True
+        stderr = proc.stderr.read() if proc.stderr else ""
+        proc.wait()
+    finally:
+        timer.cancel()
+    assert signalled, "the trigger record never appeared:\n" + "".join(lines[-20:]) + stderr[-2000:]
+    return TrainerRun(proc.returncode, "".join(lines), stderr)
+
+
+def same_weights(model_dir_a: Path, model_dir_b: Path) -> bool:
+    """True when two model.pt files hold bit-identical tensors under the same names."""
+    import torch
+
+    a = torch.load(model_dir_a / "model.pt", weights_only=True)
+    b = torch.load(model_dir_b / "model.pt", weights_only=True)
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
