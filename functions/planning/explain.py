@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from functions.planning.memory import STRATEGIES
 from functions.planning.search import CODE, Evaluation
 from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
+from schemas.plan import PlanAlternative
 
 STRATEGY_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2 (SHARD_GRAD_OP)", "fsdp": "FSDP (FULL_SHARD)"}
 PRECISION_NAMES = ("bf16", "fp16", "fp32")
@@ -41,12 +43,22 @@ class Candidate:
         return self.accelerator_count * self.replica_count
 
 
+def _loss_text(fastest: bool, slower_hours: float, extra_usd: float, best_usd: float) -> str:
+    """Why a feasible candidate lost to the chosen one."""
+    if fastest and slower_hours > 0:
+        return f"slower by {slower_hours:,.2f} h"
+    if extra_usd > 0:
+        pct = f" (+{100 * extra_usd / best_usd:.0f}%)" if best_usd > 0 else ""
+        return f"costlier by {usd(extra_usd)}{pct}"
+    return f"same cost, slower by {max(slower_hours, 0.0):,.2f} h"
+
+
 def gb(value: float) -> str:
     return f"{value / 1e9:,.1f} GB"
 
 
 def usd(value: float) -> str:
-    return f"${value:,.2f}"
+    return f"${value:,.2f}" if abs(value) >= 1 else f"${value:.4f}"
 
 
 def precision_of(ev: Evaluation, c: int) -> str:
@@ -71,16 +83,8 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == 0:
         if best is None or (c, v, s) == best:
             return "chosen"
-        bc, bv, bs = best
-        if limits.fastest:
-            slower = ev.hours[c, v, s] - ev.hours[bc, bv, bs]
-            if slower > 0:
-                return f"slower by {slower:,.2f} h"
-        extra = ev.cost[c, v, s] - ev.cost[bc, bv, bs]
-        if extra > 0.005:
-            pct = 100 * extra / ev.cost[bc, bv, bs] if ev.cost[bc, bv, bs] > 0 else 0
-            return f"costlier by {usd(extra)} (+{pct:.0f}%)"
-        return f"same cost, slower by {max(ev.hours[c, v, s] - ev.hours[bc, bv, bs], 0):,.2f} h"
+        return _loss_text(limits.fastest, float(ev.hours[c, v, s] - ev.hours[best]),
+                          float(ev.cost[c, v, s] - ev.cost[best]), float(ev.cost[best]))
     if code == CODE["gpu_not_allowed"]:
         if shape.is_cpu_only:
             return "CPU-only machine, but gpu_allowlist asks for GPUs"
@@ -135,35 +139,78 @@ def _quota_text(ev: Evaluation, c: int, s: int) -> str:
 
 
 def representatives(ev: Evaluation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per config: its best variant and spot (feasible first, else the one that got furthest) and the order in which
-    configs rank (feasible by objective, then the nearest misses)."""
-    c_count = ev.reason.shape[0]
+    """Per config: its best (variant, spot): the best feasible one, else the one that got furthest through the
+    checks (the latest REASONS code), cheapest (fastest; least memory when over memory) first; and the order in
+    which configs rank: feasible by the objective, then the nearest misses."""
+    c_count, _, spots = ev.reason.shape
     reason = ev.reason.reshape(c_count, -1)
-    score = np.where(reason == 0, 100, np.where(reason == CODE["invalid"], -1, reason))
-    top = score.max(axis=1)
     value = (ev.hours if ev.limits.fastest else ev.cost).reshape(c_count, -1)
-    value = np.where(np.isfinite(value), value, 1e300)
-    pick = np.argmin(np.where(score == top[:, None], value, np.inf), axis=1)
-    v, s = np.divmod(pick, ev.reason.shape[2])
-    order = np.lexsort((value[np.arange(c_count), pick], -top))
+    # over-memory configs show the variant that needs the least memory, and rank by how much it needs
+    memory = np.broadcast_to(ev.memory_total[:, :, None], ev.reason.shape).reshape(c_count, -1)
+    value = np.where(reason == CODE["memory"], memory, value)
+    # One float key per candidate: the reason tier (feasible 0, then latest-failing first, invalid last) and
+    # log1p(value) inside it (monotone, so the cheapest of a tier wins; inf costs sort last in their tier).
+    tier = np.where(reason == 0, 0, np.where(reason == CODE["invalid"], 99, 1 + len(CODE) - reason))
+    key = tier * 1000.0 + np.minimum(np.log1p(value), 999.0)
+    pick = np.argmin(key, axis=1)
+    order = np.argsort(key[np.arange(c_count), pick], kind="stable")
+    v, s = np.divmod(pick, spots)
     return order, v, s
 
 
-def candidate(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, int] | None) -> Candidate:
+def _rows(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
+          ) -> list[dict[str, Any]]:
+    """Field values of Candidate rows for (config, variant, spot) picks, gathered from the arrays in bulk."""
+    if not picks:
+        return []
     space = ev.space
-    shape = space.configs[c].shape
-    region = int(ev.region[c, v, s])
-    finite = bool(np.isfinite(ev.cost[c, v, s]))
-    server = bool(VARIANT_SERVER[v])
-    return Candidate(
-        machine_type=shape.machine_type, accelerator_type=shape.accelerator_type,
-        accelerator_count=shape.accelerator_count, replica_count=space.configs[c].nodes,
-        strategy=STRATEGIES[int(VARIANT_STRATEGY[v])], precision=precision_of(ev, c),
-        region=space.regions[region] if region >= 0 else None, spot=bool(s),
-        reduction_server_replicas=int(space.server_replicas[c]) if server else 0,
-        estimated_hours=float(ev.hours[c, v, s]) if np.isfinite(ev.hours[c, v, s]) else None,
-        estimated_cost_usd=float(ev.cost[c, v, s]) if finite else None,
-        hourly_cost_usd=float(ev.hourly[c, v, s]) if finite else None,
-        memory_total_bytes=round(float(ev.memory_total[c, v])), gpu_memory_bytes=round(float(space.capacity_bytes[c])),
-        feasible=bool(ev.reason[c, v, s] == 0), chosen=best == (c, v, s), reason=reason_text(ev, c, v, s, best),
-    )
+    cs, vs, ss = (np.array(x, dtype=np.int64) for x in zip(*picks, strict=True))
+    hours = ev.hours[cs, vs, ss].tolist()
+    cost = ev.cost[cs, vs, ss].tolist()
+    hourly = ev.hourly[cs, vs, ss].tolist()
+    region = ev.region[cs, vs, ss].tolist()
+    code = ev.reason[cs, vs, ss].tolist()
+    memory = ev.memory_total[cs, vs].tolist()
+    capacity = space.capacity_bytes[cs].tolist()
+    servers = (space.server_replicas[cs] * VARIANT_SERVER[vs]).tolist()
+    precision = np.where(ev.fp32[cs], 2, space.mixed_precision[cs]).tolist()
+    best_cost = float(ev.cost[best]) if best is not None else 0.0
+    best_hours = float(ev.hours[best]) if best is not None else 0.0
+    rows = []
+    for i, (c, v, s) in enumerate(picks):
+        shape = space.configs[c].shape
+        finite = cost[i] != np.inf
+        if code[i] == 0 and best is not None and (c, v, s) != best:
+            text = _loss_text(ev.limits.fastest, hours[i] - best_hours, cost[i] - best_cost, best_cost)
+        else:
+            text = reason_text(ev, c, v, s, best)
+        rows.append({
+            "machine_type": shape.machine_type, "accelerator_type": shape.accelerator_type,
+            "accelerator_count": shape.accelerator_count, "replica_count": space.configs[c].nodes,
+            "strategy": STRATEGIES[VARIANT_STRATEGY[v]], "precision": PRECISION_NAMES[precision[i]],
+            "region": space.regions[region[i]] if region[i] >= 0 else None, "spot": bool(s),
+            "reduction_server_replicas": servers[i],
+            "estimated_hours": hours[i] if hours[i] != np.inf else None,
+            "estimated_cost_usd": cost[i] if finite else None, "hourly_cost_usd": hourly[i] if finite else None,
+            "memory_total_bytes": round(memory[i]), "gpu_memory_bytes": round(capacity[i]), "feasible": code[i] == 0,
+            "chosen": best == (c, v, s), "reason": text,
+        })
+    return rows
+
+
+def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
+               ) -> list[Candidate]:
+    return [Candidate(**row) for row in _rows(ev, picks, best)]
+
+
+def alternatives(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
+                 ) -> list[PlanAlternative]:
+    """The Plan record's ranked alternatives (rank 1 = runner-up)."""
+    out = []
+    for rank, row in enumerate(_rows(ev, picks, best), start=1):
+        del row["hourly_cost_usd"], row["gpu_memory_bytes"], row["chosen"]
+        for key in ("estimated_hours", "estimated_cost_usd"):
+            if row[key] is not None:
+                row[key] = round(row[key], 4)
+        out.append(PlanAlternative(rank=rank, **row))
+    return out

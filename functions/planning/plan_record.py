@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from functions.planning.explain import Candidate, precision_of
+from functions.planning.explain import precision_of
 from functions.planning.inputs import PlanInput
 from functions.planning.memory import STRATEGIES
 from functions.planning.search import Evaluation, Limits
@@ -24,10 +24,20 @@ def objective_text(inp: PlanInput, limits: Limits) -> str:
 
 
 def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[list[str], bool]:
+    """The workload line, then the hardware, model and price notes (cached per candidate and region)."""
+    key = (c, spot, region, server, bool(ev.fp32[c]))
+    cached = ev.space.notes.get(key)
+    if cached is None:
+        cached = ev.space.notes[key] = _hardware_notes(ev, c, spot, region, server)
+    work = ev.workload
+    return [f"workload: {work.description}; {work.steps:,} steps of {work.global_batch} samples", *cached[0]], cached[1]
+
+
+def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[tuple[str, ...], bool]:
     space = ev.space
     catalog, a = space.catalog, space.catalog.assumptions
     shape = space.configs[c].shape
-    notes = [f"workload: {ev.workload.description}; {ev.workload.steps:,} steps of {ev.workload.global_batch} samples"]
+    notes: list[str] = []
     if shape.is_cpu_only:
         notes.append(f"CPU-only: {shape.vcpus} vCPUs x {shape.cpu_gflops_per_vcpu:g} GFLOP/s fp32 peak, "
                      f"MFU {a.compute.cpu_mfu:.0%} assumed")
@@ -57,23 +67,11 @@ def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) 
         estimated = estimated or quote.estimate
         notes.append(f"price {a.reduction_server.machine_type} {region}: ${quote.usd_per_hour:.4f}/h "
                      f"({'estimate' if quote.estimate else 'catalog'}, {quote.date})")
-    return notes, estimated
-
-
-def _alternative(rank: int, row: Candidate) -> PlanAlternative:
-    return PlanAlternative(
-        rank=rank, machine_type=row.machine_type, accelerator_type=row.accelerator_type,
-        accelerator_count=row.accelerator_count, replica_count=row.replica_count, strategy=row.strategy,
-        precision=row.precision, region=row.region, spot=row.spot,
-        reduction_server_replicas=row.reduction_server_replicas,
-        estimated_hours=None if row.estimated_hours is None else round(row.estimated_hours, 4),
-        estimated_cost_usd=None if row.estimated_cost_usd is None else round(row.estimated_cost_usd, 4),
-        memory_total_bytes=row.memory_total_bytes, feasible=row.feasible, reason=row.reason,
-    )
+    return tuple(notes), estimated
 
 
 def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, objective: str,
-               alternatives: Sequence[Candidate], considered: int) -> Plan:
+               alternatives: Sequence[PlanAlternative], considered: int) -> Plan:
     """The Plan for candidate (config, variant, spot) run in space.regions[region_index]."""
     c, v, s = pick
     space = ev.space
@@ -99,6 +97,6 @@ def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, ob
         micro_batch_size=int(ev.micro_batch[c]), estimated_step_time_seconds=round(float(ev.step[c, v]), 6),
         estimated_steps=ev.workload.steps, estimated_hours=round(hours, 4), hourly_cost_usd=round(hourly, 4),
         estimated_cost_usd=round(hours * hourly, 4), objective=objective, assumptions=tuple(notes),
-        alternatives=tuple(_alternative(i + 1, row) for i, row in enumerate(alternatives)),
+        alternatives=tuple(alternatives),
         alternatives_considered=considered, prices_estimated=estimated,
     )

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from functions.planning.catalog import Catalog, load_catalog
-from functions.planning.explain import Candidate, candidate, representatives
+from functions.planning.explain import Candidate, alternatives, candidates, representatives
 from functions.planning.feasibility import rejection_text
 from functions.planning.inputs import PlanInput
 from functions.planning.limits import build_limits
@@ -36,7 +36,7 @@ class PlannerConfig:
     """Quota limits; None = data/quotas.json (QuotaTable.with_overrides adjusts it)."""
     catalog: Catalog | None = None
     """None = the packaged catalog."""
-    max_alternatives: int = 40
+    max_alternatives: int = 25
     """How many losing candidates the Plan record lists (all are in PlanOutcome.candidates)."""
     max_fallbacks: int = 5
     max_job_hours: float | None = None
@@ -59,45 +59,44 @@ class PlanOutcome:
         ev = self.evaluation
         best = ev.best()
         order, v, s = representatives(ev)
-        rows = []
-        for c in order:
-            c = int(c)
-            cv, cs = (best[1], best[2]) if best is not None and best[0] == c else (int(v[c]), int(s[c]))
-            rows.append(candidate(ev, c, cv, cs, best))
-        return tuple(rows)
+        picks = [best if best is not None and best[0] == c else (c, int(v[c]), int(s[c])) for c in order.tolist()]
+        return tuple(candidates(ev, picks, best))
 
 
-def _fallbacks(ev: Evaluation, best: tuple[int, int, int], limit: int) -> list[tuple[int, int, int, int]]:
-    """Next-best (config, variant, spot, region): the chosen machine in its other regions and on the other pricing,
-    then other machines, one entry per (machine, spot), best first."""
+def _fallbacks(ev: Evaluation, best: tuple[int, int, int], ranked: list[tuple[int, int, int]], limit: int
+               ) -> list[tuple[int, int, int, int]]:
+    """Next-best (config, variant, spot, region) in rank order: the chosen machine in its other allowed regions and
+    on the other pricing, and the next-ranked machines; at most two per machine type, since a stockout or a quota
+    error often hits a whole machine type in a region."""
     if limit <= 0:
         return []
+    space, limits = ev.space, ev.limits
     bc, bv, bs = best
     options: list[tuple[float, float, int, int, int, int]] = []
-    primary = ev.primary.min(axis=1)  # [config, spot]
-    variant = ev.primary.argmin(axis=1)
-    flat = primary.ravel()
-    take = min(limit + 1, flat.size)
-    for i in np.argpartition(flat, take - 1)[:take]:
-        c, s = divmod(int(i), primary.shape[1])
-        if not np.isfinite(flat[i]) or (c, s) == (bc, bs):
-            continue
-        v = int(variant[c, s])
-        options.append((float(ev.primary[c, v, s]), float(ev.secondary[c, v, s]), c, v, s, int(ev.region[c, v, s])))
-    space, server = ev.space, int(VARIANT_SERVER[bv])
+    for c, v, s in [*ranked, (bc, int(np.argmin(ev.primary[bc, :, 1 - bs])), 1 - bs)]:
+        if np.isfinite(ev.primary[c, v, s]):
+            options.append((float(ev.primary[c, v, s]), float(ev.secondary[c, v, s]), c, v, s, int(ev.region[c, v, s])))
+    server = int(VARIANT_SERVER[bv])
     hours = float(ev.hours[bc, bv, bs])
-    for j in range(len(space.regions)):
-        if j == ev.region[bc, bv, bs] or not (ev.limits.region_mask[j] and space.offered[bc, j]):
-            continue
-        if not space.quota_ok[bc, j, bs, server]:
+    usable = limits.region_mask & space.offered[bc] & space.quota_ok[bc, :, bs, server]
+    for j in np.flatnonzero(usable).tolist():
+        if j == ev.region[best]:
             continue
         cost = hours * float(space.price[bc, j, bs, server])
-        if ev.limits.budget_usd > 0 and cost > ev.limits.budget_usd:
+        if limits.budget_usd > 0 and cost > limits.budget_usd:
             continue
-        key = (hours, cost) if ev.limits.fastest else (cost, hours)
-        options.append((*key, bc, bv, bs, j))
+        options.append((*((hours, cost) if limits.fastest else (cost, hours)), bc, bv, bs, j))
     options.sort(key=lambda o: (o[0], o[1]))
-    return [(c, v, s, r) for _, _, c, v, s, r in options[:limit]]
+    picked: list[tuple[int, int, int, int]] = []
+    per_shape: dict[str, int] = {}
+    for _, _, c, v, s, r in options:
+        name = space.configs[c].shape.machine_type
+        if per_shape.get(name, 0) < 2:
+            per_shape[name] = per_shape.get(name, 0) + 1
+            picked.append((c, v, s, r))
+        if len(picked) == limit:
+            break
+    return picked
 
 
 def plan_request(request: PlanInput, config: PlannerConfig | None = None, *, now: datetime | None = None
@@ -116,15 +115,12 @@ def plan_request(request: PlanInput, config: PlannerConfig | None = None, *, now
         return PlanOutcome(plan=None, fallbacks=(), rejection=rejection_text(ev, request, now, config.max_job_hours),
                            objective=objective, evaluation=ev)
     order, v, s = representatives(ev)
-    alternatives = []
-    for c in order[: config.max_alternatives + 1]:
-        c = int(c)
-        if c != best[0]:
-            alternatives.append(candidate(ev, c, int(v[c]), int(s[c]), best))
-    alternatives = alternatives[: config.max_alternatives]
-    plan = build_plan(ev, best, int(ev.region[best]), objective, alternatives, considered=len(space.configs))
+    head = max(config.max_alternatives, 3 * config.max_fallbacks) + 1
+    ranked = [(c, int(v[c]), int(s[c])) for c in order[:head].tolist() if c != best[0]]
+    rows = alternatives(ev, ranked[: config.max_alternatives], best)
+    plan = build_plan(ev, best, int(ev.region[best]), objective, rows, considered=len(space.configs))
     fallbacks = tuple(
         build_plan(ev, (c, fv, fs), region, f"fallback {i + 1} after the chosen plan; {objective}", (), 0)
-        for i, (c, fv, fs, region) in enumerate(_fallbacks(ev, best, config.max_fallbacks))
+        for i, (c, fv, fs, region) in enumerate(_fallbacks(ev, best, ranked, config.max_fallbacks))
     )
     return PlanOutcome(plan=plan, fallbacks=fallbacks, rejection=None, objective=objective, evaluation=ev)

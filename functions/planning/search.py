@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from functions.planning.memory import STATE_BYTES_PER_PARAM, activation_bytes, gather_bytes, total_bytes
-from functions.planning.performance import comm_seconds, compute_seconds, run_hours, step_seconds
-from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY, Space
+from functions.planning.memory import total_bytes
+from functions.planning.performance import run_hours, step_seconds
+from functions.planning.space import Space
 from functions.planning.workload import Workload
 
 REASONS = (
@@ -20,6 +20,8 @@ REASONS = (
     "batch", "host", "memory", "timeout", "deadline", "budget",
 )
 CODE = {name: i for i, name in enumerate(REASONS)}
+SPOT = np.array([0.0, 1.0])
+PASS = len(REASONS)
 
 
 @dataclass(frozen=True)
@@ -83,65 +85,58 @@ class Evaluation:
 
 
 def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
+    """Score every candidate of the space for this workload under these limits."""
     a = space.catalog.assumptions
+    mode = space.modes["fp32" if limits.fp32_only else "auto"]
     p = float(work.parameters)
-    fp32 = space.is_cpu | (space.mixed_precision == 2) | limits.fp32_only
-    fp32_i = fp32.astype(np.int64)
     world = space.world
     micro = -(-work.global_batch // world)
 
-    strategy = VARIANT_STRATEGY[None, :]
-    fixed = STATE_BYTES_PER_PARAM[strategy, fp32_i[:, None], 0]
-    sharded = STATE_BYTES_PER_PARAM[strategy, fp32_i[:, None], 1]
-    states = p * (fixed + sharded / world[:, None])
-    acts = activation_bytes(work.activation_bytes_per_sample, micro, fp32)
-    gather = gather_bytes(work.largest_layer_parameters, strategy, fp32[:, None])
+    states = p * mode.state_bytes_per_param
+    acts = work.activation_bytes_per_sample * micro * mode.activation_factor
+    gather = float(work.largest_layer_parameters) * mode.gather_bytes_per_param
     context = np.where(space.is_cpu, a.memory.cpu_process_bytes, a.memory.cuda_context_bytes)[:, None]
     mem_total = total_bytes(states, acts[:, None], gather, context, a.memory.safety_margin_fraction)
 
-    peak = np.where(fp32, space.peak_fp32, space.peak_mixed)
-    compute = compute_seconds(work.flops_per_sample, micro, peak, space.mfu)
-    comm = comm_seconds(p, fp32[:, None], strategy, space.gpus_per_node[:, None], space.nodes[:, None],
-                        space.intra_bytes_per_s[:, None], space.network_bytes_per_s[:, None], VARIANT_SERVER[None, :])
-    step = step_seconds(compute[:, None], comm, a.compute.comm_overlap_fraction, space.step_overhead[:, None])
-    spot = np.array([0.0, 1.0])
-    hours = run_hours(work.steps, step[:, :, None], a.job.startup_seconds, spot[None, None, :],
+    compute = work.flops_per_sample * micro / mode.effective_flops
+    step = step_seconds(compute[:, None], p * mode.comm_seconds_per_param, a.compute.comm_overlap_fraction,
+                        space.step_overhead[:, None])
+    hours = run_hours(work.steps, step[:, :, None], a.job.startup_seconds, SPOT[None, None, :],
                       a.job.spot_overhead_fraction)
+    view = space.region_view(limits.region_mask)
+    cost = hours * view.hourly
 
-    in_region = space.offered & limits.region_mask[None, :]
-    allowed = in_region[:, :, None, None] & space.quota_ok
-    masked = np.where(allowed, space.price, np.inf)
-    best_region = np.argmin(masked, axis=1)  # [config, spot, server]
-    best_price = np.take_along_axis(masked, best_region[:, None], axis=1)[:, 0]
-    hourly = best_price[:, :, VARIANT_SERVER].transpose(0, 2, 1)  # [config, variant, spot]
-    region = np.where(np.isfinite(hourly), best_region[:, :, VARIANT_SERVER].transpose(0, 2, 1), -1)
-    cost = hours * hourly
-
-    reason = np.zeros(cost.shape, dtype=np.int64)
-    if limits.budget_usd > 0:
-        reason[cost > limits.budget_usd] = CODE["budget"]
-    if limits.deadline_hours is not None:
-        reason[hours > limits.deadline_hours] = CODE["deadline"]
-    if limits.max_hours > 0:
-        reason[hours > limits.max_hours] = CODE["timeout"]
-    reason[(mem_total > space.capacity_bytes[:, None])[:, :, None].repeat(2, axis=2)] = CODE["memory"]
+    # Each check writes its code where it fails, lower-priority checks first so earlier REASONS overwrite them;
+    # PASS marks "no failure" until the config-level and candidate-level codes are merged by minimum.
+    config_code = np.full(len(world), PASS, dtype=np.int64)
     host_need = space.gpus_per_node * a.host.ram_bytes_per_gpu_process + p * a.host.ram_bytes_per_parameter
-    host_bad = ~space.host_vcpus_ok | (~space.is_cpu & (host_need > space.host_ram_bytes))
-    reason[host_bad] = CODE["host"]
-    reason[world > work.global_batch] = CODE["batch"]
-    reason[~np.isfinite(hourly)] = CODE["quota"]
-    reason[~in_region.any(axis=1)] = CODE["region"]
-    reason[:, :, ~limits.spot_allowed] = CODE["spot_policy"]
-    reason[space.end_of_support <= limits.today] = CODE["end_of_support"]
+    config_code[~space.host_vcpus_ok | (~space.is_cpu & (host_need > space.host_ram_bytes))] = CODE["host"]
+    config_code[world > work.global_batch] = CODE["batch"]
+    config_code[view.not_offered] = CODE["region"]
+    config_code[space.end_of_support <= limits.today] = CODE["end_of_support"]
     if limits.max_gpus > 0:
-        reason[space.gpu_total > limits.max_gpus] = CODE["max_gpus"]
-    reason[~limits.config_allowed] = CODE["gpu_not_allowed"]
-    reason[~space.variant_valid] = CODE["invalid"]
+        config_code[space.gpu_total > limits.max_gpus] = CODE["max_gpus"]
+    config_code[~limits.config_allowed] = CODE["gpu_not_allowed"]
+
+    code = np.full(cost.shape, PASS, dtype=np.int64)
+    if limits.budget_usd > 0:
+        code[cost > limits.budget_usd] = CODE["budget"]
+    if limits.deadline_hours is not None:
+        code[hours > limits.deadline_hours] = CODE["deadline"]
+    if limits.max_hours > 0:
+        code[hours > limits.max_hours] = CODE["timeout"]
+    code = np.where((mem_total > space.capacity_bytes[:, None])[:, :, None], CODE["memory"], code)
+    code[view.quota_blocked] = CODE["quota"]
+    code[:, :, ~limits.spot_allowed] = CODE["spot_policy"]
+    code = np.minimum(code, config_code[:, None, None])
+    code[~space.variant_valid] = CODE["invalid"]
+    reason = np.where(code == PASS, 0, code)
 
     objective, tiebreak = (hours, cost) if limits.fastest else (cost, hours)
     feasible = reason == 0
     return Evaluation(
-        space=space, workload=work, limits=limits, fp32=fp32, micro_batch=micro, states=states, activations=acts,
-        memory_total=mem_total, step=step, hours=hours, cost=cost, hourly=hourly, region=region, reason=reason,
-        primary=np.where(feasible, objective, np.inf), secondary=np.where(feasible, tiebreak, np.inf),
+        space=space, workload=work, limits=limits, fp32=mode.fp32, micro_batch=micro, states=states,
+        activations=acts, memory_total=mem_total, step=step, hours=hours, cost=cost, hourly=view.hourly,
+        region=view.region, reason=reason, primary=np.where(feasible, objective, np.inf),
+        secondary=np.where(feasible, tiebreak, np.inf),
     )

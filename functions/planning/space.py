@@ -9,12 +9,13 @@ is computed here into numpy arrays indexed [config], [config, region, spot] or [
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from functions.planning.catalog import Catalog, MachineShape
-from functions.planning.performance import GBIT, reduction_server_replicas
+from functions.planning.memory import gather_bytes, model_state_bytes
+from functions.planning.performance import GBIT, comm_seconds, reduction_server_replicas
 from functions.planning.quotas import QuotaTable
 
 # (strategy index into memory.STRATEGIES, uses a Reduction Server)
@@ -32,6 +33,42 @@ class HardwareConfig:
     @property
     def gpus(self) -> int:
         return self.shape.accelerator_count * self.nodes
+
+
+@dataclass(frozen=True, eq=False)
+class PrecisionArrays:
+    """Per-config figures for one precision policy ("auto" or "fp32"). The memory and communication formulas are
+    linear in the parameter count, so they are evaluated here once with one parameter (one gathered-layer
+    parameter) and scaled by the request's count."""
+
+    fp32: np.ndarray
+    """[config] whether training runs in fp32 (CPU-only, GPUs without 16-bit math, or fp32 requested)."""
+    precision: np.ndarray
+    """[config] 0 bf16, 1 fp16, 2 fp32."""
+    state_bytes_per_param: np.ndarray
+    """[config, variant] model_state_bytes(1, ...)."""
+    gather_bytes_per_param: np.ndarray
+    """[config, variant] gather_bytes(1, ...)."""
+    comm_seconds_per_param: np.ndarray
+    """[config, variant] comm_seconds(1, ...)."""
+    effective_flops: np.ndarray
+    """[config] peak x MFU in the precision used."""
+    activation_factor: np.ndarray
+    """[config] 1 for 16-bit activations, 2 for fp32."""
+
+
+@dataclass(frozen=True, eq=False)
+class RegionView:
+    """The cheapest allowed region per candidate for one set of allowed regions: [config, variant, spot]."""
+
+    hourly: np.ndarray
+    """USD/h of the whole job there; inf where no allowed region has the shape within quota."""
+    region: np.ndarray
+    """Index into Space.regions; -1 where none."""
+    quota_blocked: np.ndarray
+    """Offered in an allowed region, but over quota in every one."""
+    not_offered: np.ndarray
+    """[config] offered in no allowed region."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,6 +114,32 @@ class Space:
     """[config, region, spot, server]: GPUs and vCPUs within the region's limits."""
     server_price: np.ndarray
     """[region] on-demand USD/h of one Reduction Server machine."""
+    modes: dict[str, PrecisionArrays]
+    """"auto" and "fp32"."""
+    _views: dict[bytes, RegionView] = field(default_factory=dict, repr=False)
+    notes: dict[tuple, tuple[tuple[str, ...], bool]] = field(default_factory=dict, repr=False)
+    """Request-independent assumption notes per (config, spot, region, server, fp32), filled by plan_record."""
+
+    def region_view(self, region_mask: np.ndarray) -> RegionView:
+        """Cheapest allowed region per candidate; cached per distinct mask (requests reuse a handful)."""
+        key = region_mask.tobytes()
+        view = self._views.get(key)
+        if view is None:
+            in_region = self.offered & region_mask[None, :]
+            allowed = in_region[:, :, None, None] & self.quota_ok
+            masked = np.where(allowed, self.price, np.inf)
+            best = np.argmin(masked, axis=1)  # [config, spot, server]
+            price = np.take_along_axis(masked, best[:, None], axis=1)[:, 0]
+            hourly = price[:, :, VARIANT_SERVER].transpose(0, 2, 1)
+            not_offered = ~in_region.any(axis=1)
+            view = RegionView(
+                hourly=hourly, region=np.where(np.isfinite(hourly), best[:, :, VARIANT_SERVER].transpose(0, 2, 1), -1),
+                quota_blocked=~np.isfinite(hourly) & ~not_offered[:, None, None], not_offered=not_offered,
+            )
+            if len(self._views) > 64:
+                self._views.clear()
+            self._views[key] = view
+        return view
 
 
 def _configs(catalog: Catalog) -> list[HardwareConfig]:
@@ -142,7 +205,27 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Sp
                           or cfg.gpus <= quotas.gpu_limit(reg, shape.accelerator_type, bool(spot)))
                 quota_ok[i, j, spot, 0] = gpu_ok and cpu_use <= cpu_limit
                 quota_ok[i, j, spot, 1] = gpu_ok and cpu_use + servers[i] * a.reduction_server.vcpus <= cpu_limit
+    strategy = VARIANT_STRATEGY[None, :]
+    mixed_precision = np.array([precision_index[g.mixed_precision()] if g else 2 for g in gpus], dtype=np.int64)
+    peak_mixed = np.array([g.peak_flops(g.mixed_precision()) if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
+    peak_fp32 = np.array([g.peak_flops("fp32") if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
+    mfu = np.array([g.assumed_mfu if g else a.compute.cpu_mfu for g in gpus])
+    intra = np.array([g.intra_node_gbytes_per_s * 1e9 if g else 1.0 for g in gpus])
+    modes = {}
+    for mode in ("auto", "fp32"):
+        fp32 = is_cpu | (mixed_precision == 2) | (mode == "fp32")
+        modes[mode] = PrecisionArrays(
+            fp32=fp32, precision=np.where(fp32, 2, mixed_precision),
+            state_bytes_per_param=model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]),
+            gather_bytes_per_param=np.broadcast_to(gather_bytes(1.0, strategy, fp32[:, None]), valid.shape).copy(),
+            comm_seconds_per_param=comm_seconds(1.0, fp32[:, None], strategy, per_node[:, None], nodes[:, None],
+                                                intra[:, None], network_gbps[:, None] * GBIT,
+                                                VARIANT_SERVER[None, :]),
+            effective_flops=np.where(fp32, peak_fp32, peak_mixed) * mfu,
+            activation_factor=np.where(fp32, 2.0, 1.0),
+        )
     return Space(
+        modes=modes,
         catalog=catalog, quotas=quotas, regions=regions, configs=tuple(configs), nodes=nodes,
         gpus_per_node=per_node, world=world, gpu_total=per_node * nodes, is_cpu=is_cpu,
         kind=np.array([kinds.index(x.shape.accelerator_type) if x.shape.accelerator_type else -1 for x in configs]),
@@ -151,13 +234,9 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Sp
                                  for g, x in zip(gpus, configs, strict=True)], dtype=np.float64),
         host_ram_bytes=np.array([x.shape.memory_bytes for x in configs], dtype=np.float64),
         host_vcpus_ok=vcpus >= min_vcpus,
-        peak_mixed=np.array([g.peak_flops(g.mixed_precision()) if g else p
-                             for g, p in zip(gpus, cpu_peak, strict=True)]),
-        peak_fp32=np.array([g.peak_flops("fp32") if g else p for g, p in zip(gpus, cpu_peak, strict=True)]),
-        mixed_precision=np.array([precision_index[g.mixed_precision()] if g else 2 for g in gpus], dtype=np.int64),
-        mfu=np.array([g.assumed_mfu if g else a.compute.cpu_mfu for g in gpus]),
+        peak_mixed=peak_mixed, peak_fp32=peak_fp32, mixed_precision=mixed_precision, mfu=mfu,
         step_overhead=np.where(is_cpu, a.compute.cpu_step_overhead_seconds, a.compute.gpu_step_overhead_seconds),
-        intra_bytes_per_s=np.array([g.intra_node_gbytes_per_s * 1e9 if g else 1.0 for g in gpus]),
+        intra_bytes_per_s=intra,
         network_bytes_per_s=network_gbps * GBIT,
         end_of_support=np.array([g.end_of_support.toordinal() if g and g.end_of_support else NO_END_OF_SUPPORT
                                  for g in gpus], dtype=np.int64),
