@@ -47,7 +47,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _fmt(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else ("" if value is None else str(value))
+    return f"{value:.4g}" if isinstance(value, float) else ("" if value is None else str(value))
 
 
 def describe(doc: dict[str, Any]) -> str:
