@@ -85,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         faults=faults,
     )
     service = JobService(config)
-    server, port = build_server(service, args.host, args.port)
+    try:
+        server, port = build_server(service, args.host, args.port)
+    except OSError as error:
+        print(f"vertex emulator: {error}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

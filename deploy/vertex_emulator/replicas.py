@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WAIT_STEP_SECONDS = 0.02
+KILL_WAIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -85,20 +86,25 @@ def stop_all(processes: Sequence[ReplicaProcess], grace_seconds: float) -> None:
     """
     started = [p._popen for p in processes if p._popen is not None]
     signalled = [popen for popen in started if _signal_group(popen.pid, signal.SIGTERM)]
-    deadline = time.monotonic() + grace_seconds
-    while signalled and time.monotonic() < deadline:
-        for popen in signalled:
-            popen.poll()
-        if not any(_group_alive(popen.pid) for popen in signalled):
-            break
-        time.sleep(WAIT_STEP_SECONDS)
-    for popen in signalled:
-        _signal_group(popen.pid, signal.SIGKILL)
+    _wait_groups_gone(signalled, grace_seconds)
+    killed = [popen for popen in signalled if _signal_group(popen.pid, signal.SIGKILL)]
+    _wait_groups_gone(killed, KILL_WAIT_SECONDS)
     for popen in started:
         try:
-            popen.wait(timeout=5)
+            popen.wait(timeout=KILL_WAIT_SECONDS)
         except subprocess.TimeoutExpired:
             continue
+
+
+def _wait_groups_gone(popens: Sequence[subprocess.Popen], seconds: float) -> None:
+    """Wait up to `seconds` until no process of these groups is left (reaping the leaders as they exit)."""
+    deadline = time.monotonic() + seconds
+    while popens and time.monotonic() < deadline:
+        for popen in popens:
+            popen.poll()
+        if not any(_group_alive(popen.pid) for popen in popens):
+            return
+        time.sleep(WAIT_STEP_SECONDS)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> bool:

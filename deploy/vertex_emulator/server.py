@@ -269,7 +269,9 @@ def _unary(service: JobService, method, request_type, response_serializer):
 
 def build_server(service: JobService, host: str, port: int) -> tuple[grpc.Server, int]:
     """A gRPC server with the JobService registered; returns it (not yet started) and the bound port."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    # so_reuseport off: a second emulator on a taken port must fail instead of silently sharing it.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[("grpc.so_reuseport", 0)])
+
     def unary(method, request_type, response_serializer):
         return _unary(service, method, request_type, response_serializer)
 
@@ -285,7 +287,11 @@ def build_server(service: JobService, host: str, port: int) -> tuple[grpc.Server
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(SERVICE, handlers), control_handler(service.faults))
     )
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:
+        bound = 0
     if bound == 0:
-        raise OSError(f"Could not listen on {host}:{port}; choose a free port (or 0 for any).")
+        raise OSError(f"Could not listen on {host}:{port}: the port is in use or the address is not local. "
+                      "Choose a free port (or --port 0 for any).")
     return server, bound
