@@ -211,6 +211,6 @@ def alternatives(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[
         del row["hourly_cost_usd"], row["gpu_memory_bytes"], row["chosen"]
         for key in ("estimated_hours", "estimated_cost_usd"):
             if row[key] is not None:
-                row[key] = round(row[key], 4)
+                row[key] = round(row[key], 6)
         out.append(PlanAlternative(rank=rank, **row))
     return out

@@ -94,9 +94,9 @@ def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, ob
         memory=PlanMemory(model_states_bytes=states, activations_bytes=acts, overhead_bytes=total - states - acts,
                           total_bytes=total, gpu_memory_bytes=round(float(space.capacity_bytes[c]))),
         model_parameters=ev.workload.parameters, global_batch_size=ev.workload.global_batch,
-        micro_batch_size=int(ev.micro_batch[c]), estimated_step_time_seconds=round(float(ev.step[c, v]), 6),
-        estimated_steps=ev.workload.steps, estimated_hours=round(hours, 4), hourly_cost_usd=round(hourly, 4),
-        estimated_cost_usd=round(hours * hourly, 4), objective=objective, assumptions=tuple(notes),
+        micro_batch_size=int(ev.micro_batch[c]), estimated_step_time_seconds=float(f"{ev.step[c, v]:.9g}"),
+        estimated_steps=ev.workload.steps, estimated_hours=round(hours, 6), hourly_cost_usd=round(hourly, 6),
+        estimated_cost_usd=round(hours * hourly, 6), objective=objective, assumptions=tuple(notes),
         alternatives=tuple(alternatives),
         alternatives_considered=considered, prices_estimated=estimated,
     )

@@ -1,0 +1,199 @@
+"""`landfall plan`, `landfall catalog` and `landfall estimate-memory`: the planner from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from landfall.tables import render_table
+
+DEFAULT_ROWS = 20
+
+
+def register(subparsers: Any) -> None:
+    """Add the planning commands to the `landfall` parser."""
+    p = subparsers.add_parser(
+        "plan", help="plan a TrainingRequest: machine, GPUs, strategy, region, cost; shows every candidate",
+        description="Plan a TrainingRequest JSON file the way the dispatcher does and show the candidates, the chosen "
+                    "one marked with *. Exit status 1 when no plan meets the request.")
+    p.add_argument("request", metavar="REQUEST.json", help="a TrainingRequest (see schemas/examples/)")
+    p.add_argument("--json", action="store_true", help="print the chosen Plan as JSON (or the rejection)")
+    p.add_argument("--all", action="store_true", help=f"list every candidate, not only the best {DEFAULT_ROWS}")
+    p.add_argument("--now", metavar="RFC3339", help="plan as if it were this time (deadlines are relative to it)")
+    p.set_defaults(func=cmd_plan)
+
+    c = subparsers.add_parser("catalog", help="list every machine shape the planner knows",
+                              description="Every Vertex AI machine shape in the planner's catalog, one per row, "
+                                          "with its on-demand price in the base region.")
+    c.add_argument("--json", action="store_true", help="print one JSON object per shape, as a list")
+    c.set_defaults(func=cmd_catalog)
+
+    m = subparsers.add_parser(
+        "estimate-memory", help="memory per GPU for a model size, strategy and GPU count",
+        description="Model states (params + grads + Adam) per GPU under DDP, ZeRO-1, ZeRO-2 (FSDP SHARD_GRAD_OP) or "
+                    "FSDP FULL_SHARD, following the ZeRO paper; with --preset also activations for --micro-batch "
+                    "samples. GB = 1e9 bytes.")
+    m.add_argument("--params", required=True, metavar="P", help="parameter count: 124M, 1.3B, 7e9 ...")
+    m.add_argument("--strategy", required=True, choices=("ddp", "zero1", "zero2", "fsdp"))
+    m.add_argument("--gpus", required=True, type=int, metavar="N", help="data-parallel degree (GPUs in all)")
+    m.add_argument("--precision", choices=("mixed", "fp32"), default="mixed",
+                   help="mixed: 16-bit compute with fp32 master weights (default); fp32: everything in fp32")
+    m.add_argument("--preset", help="model preset for activations (e.g. gpt-1.3b); its parameter count is "
+                                    "replaced by --params")
+    m.add_argument("--micro-batch", type=int, default=1, help="samples per GPU per step, with --preset (default 1)")
+    m.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    m.set_defaults(func=cmd_estimate_memory)
+
+
+def _fail(message: str) -> int:
+    print(f"landfall: {message}", file=sys.stderr)
+    return 2
+
+
+def _gpus(accelerator_type: str | None, count: int, nodes: int, gpus: Any) -> str:
+    if not accelerator_type:
+        return "cpu"
+    display = gpus[accelerator_type].display if accelerator_type in gpus else accelerator_type
+    return f"{count * nodes}x {display}"
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def read_request(path: str) -> Any:
+    """The TrainingRequest in a JSON file (parsed by the lead's schema)."""
+    from schemas.training_request import parse_training_request
+
+    return parse_training_request(Path(path).read_text())
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from functions.planning import PlanInputError, plan_input_from_request, plan_request
+    from functions.planning.catalog import load_catalog
+    from schemas.errors import SchemaError
+
+    try:
+        request = read_request(args.request)
+        now = datetime.fromisoformat(args.now).astimezone(UTC) if args.now else None
+        outcome = plan_request(plan_input_from_request(request), now=now)
+    except OSError as exc:
+        return _fail(f"cannot read {args.request}: {exc.strerror or exc}")
+    except (SchemaError, PlanInputError, ValueError) as exc:
+        return _fail(f"{args.request}: {exc}")
+    if args.json:
+        if outcome.plan is not None:
+            print(json.dumps(outcome.plan.to_dict(), indent=2))
+        else:
+            print(json.dumps({"rejection": outcome.rejection, "objective": outcome.objective}, indent=2))
+        return 0 if outcome.plan is not None else 1
+    gpus = load_catalog().gpus
+    rows = outcome.candidates if args.all else outcome.candidates[:DEFAULT_ROWS]
+    table = [[
+        "*" if row.chosen else "", str(i), row.machine_type, _gpus(row.accelerator_type, row.accelerator_count,
+                                                                  row.replica_count, gpus),
+        row.replica_count, row.strategy, row.precision, row.region or "-", "spot" if row.spot else "on-demand",
+        _hours(row.estimated_hours), _money(row.estimated_cost_usd), f"{row.memory_total_bytes / 1e9:,.1f}",
+        row.reason,
+    ] for i, row in enumerate(rows, start=1)]
+    print(f"objective: {outcome.objective}")
+    print(render_table(["", "#", "MACHINE", "GPUS", "NODES", "STRATEGY", "PREC", "REGION", "PRICING", "HOURS",
+                        "COST", "GB/GPU", "WHY"], table))
+    hidden = len(outcome.candidates) - len(rows)
+    if hidden:
+        print(f"... {hidden} more candidates (--all lists them)")
+    if outcome.plan is None:
+        print(f"\nREJECTED: {outcome.rejection}")
+        return 1
+    plan = outcome.plan
+    server = (f", Reduction Server {plan.reduction_server_replicas}x {plan.reduction_server_machine_type}"
+              if plan.reduction_server_replicas else "")
+    print(f"\nplan: {plan.machine_type} x{plan.replica_count} "
+          f"({_gpus(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
+          f"{plan.precision}, {plan.region}{' spot' if plan.spot else ''}{server}: "
+          f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
+          f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})")
+    return 0
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from functions.planning.catalog import load_catalog
+
+    catalog = load_catalog()
+    shapes = [shape.to_json(catalog.gpus) for shape in catalog.shapes]
+    if args.json:
+        print(json.dumps(shapes, indent=2))
+        return 0
+    book = catalog.prices
+    rows = []
+    for shape, item in zip(catalog.shapes, shapes, strict=True):
+        hourly = book.quote(shape.machine_type, book.base_region, False).usd_per_hour
+        if shape.accelerator_type:
+            hourly += shape.accelerator_count * book.quote(shape.accelerator_type, book.base_region, False).usd_per_hour
+        rows.append([item["machine_type"], item["accelerator_type"] or "-", item["accelerator_count"],
+                     item["gpu_memory_gb"] or "-", item["vcpus"], f"{item['memory_gb']:g}", f"{hourly:,.4f}",
+                     len(item["regions"])])
+    print(render_table(["MACHINE", "ACCELERATOR", "COUNT", "GPU GB", "VCPUS", "RAM GB",
+                        f"$/H ({book.base_region})", "REGIONS"], rows))
+    print(f"{len(rows)} shapes; prices marked estimate in functions/planning/data/prices.json until refreshed")
+    return 0
+
+
+def cmd_estimate_memory(args: argparse.Namespace) -> int:
+    from functions.planning import PlanInput, PlanInputError, parse_count
+    from functions.planning.catalog import load_catalog
+    from functions.planning.memory import breakdown
+    from functions.planning.workload import build_workload
+    from schemas.errors import SchemaError
+    from schemas.model_presets import GptPreset, get_preset
+
+    catalog = load_catalog()
+    a = catalog.assumptions.memory
+    try:
+        parameters = parse_count(args.params)
+        if args.gpus < 1:
+            raise PlanInputError(f"--gpus must be >= 1, got {args.gpus}")
+        if args.micro_batch < 1:
+            raise PlanInputError(f"--micro-batch must be >= 1, got {args.micro_batch}")
+        per_sample, largest = 0.0, 0
+        if args.preset:
+            task = "causal-lm" if isinstance(get_preset(args.preset), GptPreset) else "tabular-classification"
+            work = build_workload(PlanInput(task=task, preset=args.preset, parameters=parameters, dataset_bytes=1),
+                                  catalog.assumptions)
+            per_sample, largest = work.activation_bytes_per_sample, work.largest_layer_parameters
+    except (PlanInputError, SchemaError) as exc:
+        return _fail(str(exc))
+    result = breakdown(parameters, args.strategy, args.gpus, args.precision == "fp32",
+                       activation_per_sample=per_sample, micro_batch=args.micro_batch if args.preset else 0,
+                       largest_layer_parameters=largest, context_bytes=a.cuda_context_bytes,
+                       margin=a.safety_margin_fraction)
+    fits = sorted((g.accelerator_type for g in catalog.gpus.values() if result.total_bytes <= g.memory_bytes),
+                  key=lambda k: catalog.gpus[k].memory_gb)
+    data = {
+        "parameters": parameters, "strategy": args.strategy, "gpus": args.gpus, "precision": args.precision,
+        "model_states_bytes_per_gpu": result.model_states_bytes,
+        "activations_bytes_per_gpu": result.activations_bytes,
+        "overhead_bytes_per_gpu": result.overhead_bytes,
+        "total_bytes_per_gpu": result.total_bytes,
+        "model_state_bytes_per_parameter": result.model_states_bytes / parameters,
+        "fits_on": fits,
+    }
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(render_table(["", "BYTES PER GPU", "GB"], [
+        [name, f"{data[key]:,}", f"{data[key] / 1e9:,.2f}"] for name, key in (
+            ("model states", "model_states_bytes_per_gpu"), ("activations", "activations_bytes_per_gpu"),
+            ("overhead", "overhead_bytes_per_gpu"), ("total", "total_bytes_per_gpu"))]))
+    print(f"fits on: {', '.join(fits) if fits else 'no single GPU in the catalog'}")
+    return 0

@@ -1,0 +1,105 @@
+"""A slow, obvious reference planner for tests: loops over every (configuration, variant, spot, region) one by one,
+checking each constraint straight from the PlanInput, and keeps the best. It shares the per-candidate model
+(memory.py, performance.py formulas and catalog prices) with the planner, not its vectorised search, masks or
+region choice, which is what it checks."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from functools import cache
+
+from functions.planning.catalog import Catalog
+from functions.planning.inputs import PlanInput
+from functions.planning.memory import activation_bytes, gather_bytes, model_state_bytes, total_bytes
+from functions.planning.performance import GBIT, comm_seconds, compute_seconds, run_hours, step_seconds
+from functions.planning.quotas import QuotaTable
+from functions.planning.space import VARIANTS, Space
+from functions.planning.workload import build_workload
+
+
+@cache
+def _quote(catalog: Catalog, item: str, region: str, spot: bool) -> float:
+    return catalog.prices.quote(item, region, spot).usd_per_hour
+
+
+def exhaustive_best(space: Space, inp: PlanInput, now: datetime, quotas: QuotaTable
+                    ) -> tuple[float, float, tuple[int, int, bool, str]] | None:
+    """(objective, tiebreak, (config index, variant index, spot, region)) of the best feasible candidate."""
+    catalog = space.catalog
+    a = catalog.assumptions
+    work = build_workload(inp, a)
+    p = work.parameters
+    fastest = inp.deadline is None and inp.budget_usd > 0
+    deadline_hours = None if inp.deadline is None else (inp.deadline - now).total_seconds() / 3600
+    rs = a.reduction_server
+    best = None
+    for ci, cfg in enumerate(space.configs):
+        shape = cfg.shape
+        gpu = catalog.gpus[shape.accelerator_type] if shape.accelerator_type else None
+        if inp.gpu_allowlist and (gpu is None or shape.accelerator_type not in inp.gpu_allowlist):
+            continue
+        if inp.max_gpus and cfg.gpus > inp.max_gpus:
+            continue
+        if gpu is not None and gpu.end_of_support is not None and gpu.end_of_support <= now.date():
+            continue
+        world = cfg.gpus if gpu else 1
+        if world > work.global_batch:
+            continue
+        if shape.vcpus < max(a.host.min_vcpus_per_node, shape.accelerator_count * a.host.min_vcpus_per_gpu):
+            continue
+        host_need = shape.accelerator_count * a.host.ram_bytes_per_gpu_process + p * a.host.ram_bytes_per_parameter
+        if gpu is not None and host_need > shape.memory_bytes:
+            continue
+        regions = [r for r in shape.regions if not inp.regions or r in inp.regions]
+        if not regions:
+            continue
+        fp32 = gpu is None or gpu.mixed_precision() == "fp32" or inp.precision == "fp32"
+        precision = "fp32" if fp32 else gpu.mixed_precision()
+        micro = math.ceil(work.global_batch / world)
+        peak = gpu.peak_flops(precision) if gpu else shape.vcpus * shape.cpu_gflops_per_vcpu * 1e9
+        mfu = gpu.assumed_mfu if gpu else a.compute.cpu_mfu
+        capacity = gpu.memory_bytes if gpu else shape.memory_bytes
+        context = a.memory.cuda_context_bytes if gpu else a.memory.cpu_process_bytes
+        for vi, (strategy, server) in enumerate(VARIANTS):
+            if (strategy > 0 and world < 2) or (server and (cfg.nodes < 2 or gpu is None)):
+                continue
+            states = model_state_bytes(p, strategy, world, int(fp32))
+            acts = activation_bytes(work.activation_bytes_per_sample, micro, int(fp32))
+            gather = gather_bytes(work.largest_layer_parameters, strategy, int(fp32))
+            if float(total_bytes(states, acts, gather, context, a.memory.safety_margin_fraction)) > capacity:
+                continue
+            compute = compute_seconds(work.flops_per_sample, micro, peak, mfu)
+            comm = 0.0 if gpu is None else comm_seconds(
+                p, int(fp32), strategy, shape.accelerator_count, cfg.nodes, gpu.intra_node_gbytes_per_s * 1e9,
+                shape.network_gbps * GBIT, server)
+            overhead = a.compute.gpu_step_overhead_seconds if gpu else a.compute.cpu_step_overhead_seconds
+            step = float(step_seconds(compute, comm, a.compute.comm_overlap_fraction, overhead))
+            servers = math.ceil(cfg.nodes * shape.network_gbps / rs.bandwidth_gbps) if server else 0
+            for spot in (False, True):
+                if spot and (inp.spot == "never" or not inp.checkpointing):
+                    continue
+                if not spot and inp.spot == "required":
+                    continue
+                hours = float(run_hours(work.steps, step, a.job.startup_seconds, spot, a.job.spot_overhead_fraction))
+                if a.job.max_job_hours and hours > a.job.max_job_hours:
+                    continue
+                if deadline_hours is not None and hours > deadline_hours:
+                    continue
+                for region in regions:
+                    if gpu is not None and cfg.gpus > quotas.gpu_limit(region, shape.accelerator_type, spot):
+                        continue
+                    cpus = (cfg.nodes * shape.vcpus if shape.counts_cpu_quota else 0) + servers * rs.vcpus
+                    if cpus > quotas.cpu_limit(region):
+                        continue
+                    machine = _quote(catalog, shape.machine_type, region, spot)
+                    if gpu is not None:
+                        machine += shape.accelerator_count * _quote(catalog, shape.accelerator_type, region, spot)
+                    hourly = cfg.nodes * machine + servers * _quote(catalog, rs.machine_type, region, False)
+                    cost = hours * hourly
+                    if inp.budget_usd and cost > inp.budget_usd:
+                        continue
+                    key = (hours, cost) if fastest else (cost, hours)
+                    if best is None or key < best[:2]:
+                        best = (*key, (ci, vi, spot, region))
+    return best
