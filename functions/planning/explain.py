@@ -140,14 +140,15 @@ def _quota_text(ev: Evaluation, c: int, s: int) -> str:
 
 def representatives(ev: Evaluation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per config: its best (variant, spot): the best feasible one, else the one that got furthest through the
-    checks (the latest REASONS code), cheapest (fastest; least memory when over memory) first; and the order in
-    which configs rank: feasible by the objective, then the nearest misses."""
+    checks (the latest REASONS code), cheapest (fastest; least memory per capacity when over memory) first; and
+    the order in which configs rank: feasible by the objective, then the nearest misses."""
     c_count, _, spots = ev.reason.shape
     reason = ev.reason.reshape(c_count, -1)
     value = (ev.hours if ev.limits.fastest else ev.cost).reshape(c_count, -1)
-    # over-memory configs show the variant that needs the least memory, and rank by how much it needs
-    memory = np.broadcast_to(ev.memory_total[:, :, None], ev.reason.shape).reshape(c_count, -1)
-    value = np.where(reason == CODE["memory"], memory, value)
+    # over-memory configs show the variant that needs the least memory, and rank by need / capacity
+    need = ev.memory_total / ev.space.capacity_bytes[:, None]
+    value = np.where(reason == CODE["memory"], np.broadcast_to(need[:, :, None], ev.reason.shape).reshape(c_count, -1),
+                     value)
     # One float key per candidate: the reason tier (feasible 0, then latest-failing first, invalid last) and
     # log1p(value) inside it (monotone, so the cheapest of a tier wins; inf costs sort last in their tier).
     tier = np.where(reason == 0, 0, np.where(reason == CODE["invalid"], 99, 1 + len(CODE) - reason))

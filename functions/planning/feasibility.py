@@ -58,11 +58,14 @@ def _reevaluate(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours: fl
     return evaluate(space, ev.workload, build_limits(space, inp, now, max_job_hours))
 
 
-def _memory_hint(ev: Evaluation, closest: int) -> str | None:
+def _memory_hint(ev: Evaluation, closest: int) -> str:
     space = ev.space
     if space.configs[closest].shape.is_cpu_only:
+        # the nearest GPU configuration that got as far as the memory check, else the biggest GPU
+        order, v, s = representatives(ev)
+        over = [c for c in order.tolist() if not space.is_cpu[c] and ev.reason[c, v[c], s[c]] == CODE["memory"]]
         gpu_rows = np.flatnonzero(~space.is_cpu)
-        closest = int(gpu_rows[np.argmax(space.capacity_bytes[gpu_rows])])
+        closest = over[0] if over else int(gpu_rows[np.argmax(space.capacity_bytes[gpu_rows])])
     ddp_need = float(ev.memory_total[closest, 0])
     fits = (ev.memory_total <= space.capacity_bytes[:, None]) & space.variant_valid & ~space.is_cpu[:, None]
     fits &= (space.end_of_support > ev.limits.today)[:, None]
@@ -78,8 +81,8 @@ def _memory_hint(ev: Evaluation, closest: int) -> str | None:
     c, v = np.unravel_index(int(np.argmin(worlds)), worlds.shape)
     gpu = space.catalog.gpus[space.configs[c].shape.accelerator_type]
     strategy = STRATEGY_NAMES[STRATEGIES[VARIANT_STRATEGY[v]]]
-    return (f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)}; {strategy} over "
-            f"{int(space.world[c])}+ {gpu.display} fits")
+    return (f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)} "
+            f"({gb(space.capacity_bytes[closest])} each); {strategy} over {int(space.world[c])}+ {gpu.display} fits")
 
 
 def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours: float | None) -> str:
@@ -94,12 +97,11 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
     if limits.deadline_hours is not None and limits.deadline_hours <= 0:
         parts.insert(0, f"the deadline {inp.deadline:%Y-%m-%dT%H:%M:%SZ} has already passed")
     closest = int(order[0])
-    parts.append(f"nearest: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}) "
-                 f"{reason_text(ev, closest, int(v[closest]), int(s[closest]), None)}")
     if int(codes[closest]) == CODE["memory"]:
-        hint = _memory_hint(ev, closest)
-        if hint:
-            parts.append(hint)
+        parts.append(_memory_hint(ev, closest))
+    else:
+        parts.append(f"nearest: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}) "
+                     f"{reason_text(ev, closest, int(v[closest]), int(s[closest]), None)}")
     fixes: list[str] = []
     if inp.deadline is not None:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, deadline=None, budget_usd=inp.budget_usd), now,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from functools import cache
 
 from functions.planning.catalog import Catalog
 from functions.planning.inputs import PlanInput
@@ -17,10 +16,14 @@ from functions.planning.quotas import QuotaTable
 from functions.planning.space import VARIANTS, Space
 from functions.planning.workload import build_workload
 
+_QUOTES: dict[tuple[int, str, str, bool], float] = {}
 
-@cache
+
 def _quote(catalog: Catalog, item: str, region: str, spot: bool) -> float:
-    return catalog.prices.quote(item, region, spot).usd_per_hour
+    key = (id(catalog), item, region, spot)
+    if key not in _QUOTES:
+        _QUOTES[key] = catalog.prices.quote(item, region, spot).usd_per_hour
+    return _QUOTES[key]
 
 
 def exhaustive_best(space: Space, inp: PlanInput, now: datetime, quotas: QuotaTable
