@@ -8,6 +8,7 @@ SIGTERM or SIGINT stops every replica process before exiting.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import signal
 import sys
@@ -15,6 +16,7 @@ import threading
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+SHUTDOWN_REPORT_SECONDS = 20
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -96,8 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     print(f"Vertex emulator listening on {args.host}:{port}", flush=True)
     stop.wait()
+    print("Vertex emulator stopping: ending every replica process", flush=True)
+    faulthandler.dump_traceback_later(SHUTDOWN_REPORT_SECONDS)  # shows where a slow shutdown is stuck
     server.stop(grace=1)
     service.shutdown()
+    faulthandler.cancel_dump_traceback_later()
+    print("Vertex emulator stopped", flush=True)
     return 0
 
 

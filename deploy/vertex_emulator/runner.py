@@ -93,7 +93,7 @@ class Outcome:
 
 
 class JobRunner:
-    """Runs one job on a background thread; `cancel()` and `shutdown()` may be called from any thread."""
+    """Runs one job on a background thread; `cancel()` and `request_shutdown()` may be called from any thread."""
 
     def __init__(
         self,
@@ -118,6 +118,7 @@ class JobRunner:
         self._cancel = threading.Event()
         self._shutdown = threading.Event()
         self._processes: list[ReplicaProcess] = []
+        self._running = False
         self._thread = threading.Thread(target=self._run, name=f"vertex-job-{job_id}", daemon=True)
 
     def start(self) -> None:
@@ -138,7 +139,9 @@ class JobRunner:
 
     def _run(self) -> None:
         try:
-            outcome = self._start_replicas() or self._watch()
+            outcome = self._start_replicas()
+            if outcome is None and self._running:
+                outcome = self._watch()
             if outcome is not None:
                 self._stop_all()
                 self._finish(outcome)
@@ -147,7 +150,8 @@ class JobRunner:
             self._on_exit(self.job_id)
 
     def _start_replicas(self) -> Outcome | None:
-        """Start every replica; an Outcome when the job ends before running (launch failure or cancel)."""
+        """Start every replica and mark the job RUNNING; an Outcome when it ends before running (stockout, launch
+        failure, cancel); None when it runs or the emulator is shutting down."""
         job = self._store.get(self.job_id)
         if job is None:
             return None
@@ -176,8 +180,9 @@ class JobRunner:
             return self._cancelled()
         if self._shutdown.is_set():
             return None
-        self._set_state(JobState.JOB_STATE_RUNNING, start=True)
-        self._publisher.emit(events.ServiceLine(self.job_id, events.RUNNING))
+        if self._set_state(JobState.JOB_STATE_RUNNING, start=True):
+            self._publisher.emit(events.ServiceLine(self.job_id, events.RUNNING))
+        self._running = True
         return None
 
     def _launch(self, job: CustomJob, slot: ReplicaSlot, ports: Mapping[str, int]) -> ReplicaLaunch:
@@ -195,8 +200,6 @@ class JobRunner:
 
     def _watch(self) -> Outcome | None:
         """Poll the replicas until the job has an outcome (None: the emulator is shutting down)."""
-        if not self._processes and not self._cancel.is_set():
-            return Outcome(JobState.JOB_STATE_SUCCEEDED, lines=(events.ServiceLine(self.job_id, events.SUCCEEDED),))
         job = self._store.get(self.job_id)
         timeout = job.job_spec.scheduling.timeout.total_seconds() if job and job.job_spec.scheduling.timeout else 0
         spot = job.job_spec.scheduling.strategy.name == "SPOT" if job else False
@@ -266,16 +269,21 @@ class JobRunner:
         (job_dir(self._store.state_dir, self.job_id) / PROCESSES_FILE).unlink(missing_ok=True)
 
     def _finish(self, outcome: Outcome) -> None:
-        self._set_state(outcome.state, error=outcome.error, end=True)
-        for line in outcome.lines:
-            self._publisher.emit(line)
+        if self._set_state(outcome.state, error=outcome.error, end=True):
+            for line in outcome.lines:
+                self._publisher.emit(line)
 
     def _set_state(self, state: JobState, *, error: status_pb2.Status | None = None, start: bool = False,
-                   end: bool = False) -> None:
+                   end: bool = False) -> bool:
+        """Move the job to `state` unless that would move it backwards; True when it moved."""
         moment = now()
+        moved = False
 
         def change(job: CustomJob) -> bool:
+            nonlocal moved
             if job.state in TERMINAL_STATES:
+                return False
+            if job.state == JobState.JOB_STATE_CANCELLING and state not in TERMINAL_STATES:
                 return False
             job.state = state
             job.update_time = moment
@@ -285,6 +293,8 @@ class JobRunner:
                 job.end_time = moment
             if error is not None:
                 job.error = error
+            moved = True
             return True
 
         self._store.update(self.job_id, change)
+        return moved

@@ -41,7 +41,7 @@ from deploy.vertex_emulator.store import JobStore, job_id_of
 from deploy.vertex_emulator.validation import format_errors, validate_custom_job
 
 SERVICE = "google.cloud.aiplatform.v1.JobService"
-OPERATIONS_SERVICE = "google.longrunning.Operations"
+OUTPUT_ONLY_FIELDS = ("error", "start_time", "end_time", "web_access_uris")
 RESTART_MESSAGE = (
     "The Vertex emulator stopped while this job was active, and the job's replica processes stopped with it. "
     "Submit the job again."
@@ -159,6 +159,8 @@ class JobService:
             raise RpcError(grpc.StatusCode[refusal[0]], refusal[1])
         job_id = self._store.new_id()
         moment = _now()
+        for output_only in OUTPUT_ONLY_FIELDS:
+            job.__delattr__(output_only)
         job.name = f"projects/{project}/locations/{location}/customJobs/{job_id}"
         job.state = JobState.JOB_STATE_PENDING
         job.create_time = moment

@@ -34,7 +34,7 @@ TERMINAL = (
 )
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 20.0, step: float = 0.05, what: str = "condition"):
+def wait_for(condition: Callable[[], object], timeout: float = 60.0, step: float = 0.05, what: str = "condition"):
     """Poll condition until it returns something truthy; fail the test after timeout seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -60,18 +60,24 @@ class EmulatorProcess:
         self.client = aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal the emulator and wait for it to exit; on a hang, kill it and fail with its log."""
         if self.process.poll() is None:
             self.process.send_signal(sig)
-        return self.process.wait(timeout=30)
+        try:
+            return self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"emulator did not exit after {sig!r}:\n{self.log_path.read_text()[-4000:]}") from None
 
-    def wait_terminal(self, name: str, timeout: float = 20.0) -> aiplatform_v1.CustomJob:
+    def wait_terminal(self, name: str, timeout: float = 60.0) -> aiplatform_v1.CustomJob:
         return wait_for(
             lambda: (job := self.client.get_custom_job(name=name)).state in TERMINAL and job,
             timeout,
             what=f"{name} to end",
         )
 
-    def wait_state(self, name: str, state: aiplatform_v1.JobState, timeout: float = 20.0) -> aiplatform_v1.CustomJob:
+    def wait_state(self, name: str, state: aiplatform_v1.JobState, timeout: float = 60.0) -> aiplatform_v1.CustomJob:
         return wait_for(
             lambda: (job := self.client.get_custom_job(name=name)).state == state and job,
             timeout,
@@ -130,7 +136,7 @@ class JobEvents:
     def texts(self, job_id: str) -> list[str]:
         return [entry["textPayload"] for entry in self.by_job[job_id]]
 
-    def wait_for_text(self, job_id: str, text: str, timeout: float = 20.0) -> list[dict]:
+    def wait_for_text(self, job_id: str, text: str, timeout: float = 60.0) -> list[dict]:
         """Every entry of the job once one with textPayload `text` has arrived."""
 
         def arrived() -> list[dict] | None:
@@ -183,6 +189,6 @@ def job_id(job: aiplatform_v1.CustomJob) -> str:
     return job.name.rsplit("/", 1)[-1]
 
 
-def read_json(path: Path, timeout: float = 20.0) -> dict:
+def read_json(path: Path, timeout: float = 60.0) -> dict:
     wait_for(path.exists, timeout, what=str(path))
     return json.loads(path.read_text())

@@ -10,6 +10,8 @@ It records what a replica sees, then behaves as asked:
                        its global rank (RANK x nproc + local rank) and global world size (WORLD_SIZE x nproc)
     --spawn-child      start a child process that sleeps for a long time (to test that cancel stops it)
     --exit-replica R   exit with --exit only in replica R (e.g. workerpool1-0); others exit 0 after --sleep
+    --await-records N  before exiting, wait (up to 60 s) until N local-process records exist in DIR, the way a
+                       trainer's primary waits for its peers in a collective
     --count-starts     append one line to DIR/<replica>.starts on each start and keep each start's record as
                        DIR/<replica>.start<N>.json (spot restart tests)
 """
@@ -73,6 +75,7 @@ def main() -> int:
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--exit-replica")
     parser.add_argument("--count-starts", action="store_true")
+    parser.add_argument("--await-records", type=int, default=0)
     parser.add_argument("--local-rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.local_rank is not None:
@@ -106,6 +109,9 @@ def main() -> int:
     print(f"probe {name} started", flush=True)
     print(f"probe {name} stderr line", file=sys.stderr, flush=True)
     time.sleep(args.sleep)
+    deadline = time.monotonic() + 60
+    while len(list(args.out.glob("workerpool*-*-*.json"))) < args.await_records and time.monotonic() < deadline:
+        time.sleep(0.05)
     if args.exit_replica is None or args.exit_replica == name:
         return args.exit
     return 0

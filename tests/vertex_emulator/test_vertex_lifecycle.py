@@ -129,7 +129,7 @@ def test_cancel_stops_every_process_of_the_job(vertex, job_events, tmp_path: Pat
 def test_two_nodes_with_two_local_processes_each_see_trainer_ranks(vertex, tmp_path: Path):
     out = tmp_path / "out"
     pools = [
-        probe_pool(out, "--processes", accelerator=("NVIDIA_TESLA_V100", 2)),
+        probe_pool(out, "--processes", "--await-records", "4", accelerator=("NVIDIA_TESLA_V100", 2)),
         probe_pool(out, "--processes", accelerator=("NVIDIA_TESLA_V100", 2)),
     ]
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
@@ -210,3 +210,14 @@ def test_unknown_and_malformed_names(vertex):
         vertex.client.get_custom_job(name=f"{PARENT}/customJobs/123")
     with pytest.raises(InvalidArgument, match="numeric id"):
         vertex.client.get_custom_job(name=f"{PARENT}/customJobs/abc")
+
+
+def test_output_only_fields_sent_by_the_client_are_ignored(vertex, tmp_path: Path):
+    job = probe_job([probe_pool(tmp_path)])
+    job.update(state="JOB_STATE_SUCCEEDED", error={"code": 5, "message": "client-made"},
+               start_time="2020-01-01T00:00:00Z", name="projects/x/locations/y/customJobs/1")
+    created = vertex.client.create_custom_job(parent=PARENT, custom_job=job)
+    assert created.state == JobState.JOB_STATE_PENDING
+    assert created.name.startswith(f"{PARENT}/customJobs/") and not created.error.message
+    assert not created.start_time
+    assert vertex.wait_terminal(created.name).state == JobState.JOB_STATE_SUCCEEDED
