@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from functions.planning.memory import STRATEGIES
-from functions.planning.search import CODE, Evaluation
+from functions.planning.search import CODE, INFEASIBLE, Evaluation
 from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import PlanAlternative
 
@@ -142,21 +142,35 @@ def representatives(ev: Evaluation) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     """Per config: its best (variant, spot): the best feasible one, else the one that got furthest through the
     checks (the latest REASONS code), cheapest (fastest; least memory per capacity when over memory) first; and
     the order in which configs rank: feasible by the objective, then the nearest misses."""
-    c_count, _, spots = ev.reason.shape
-    reason = ev.reason.reshape(c_count, -1)
-    value = (ev.hours if ev.limits.fastest else ev.cost).reshape(c_count, -1)
-    # over-memory configs show the variant that needs the least memory, and rank by need / capacity
-    need = ev.memory_total / ev.space.capacity_bytes[:, None]
-    value = np.where(reason == CODE["memory"], np.broadcast_to(need[:, :, None], ev.reason.shape).reshape(c_count, -1),
-                     value)
-    # One float key per candidate: the reason tier (feasible 0, then latest-failing first, invalid last) and
-    # log1p(value) inside it (monotone, so the cheapest of a tier wins; inf costs sort last in their tier).
-    tier = np.where(reason == 0, 0, np.where(reason == CODE["invalid"], 99, 1 + len(CODE) - reason))
-    key = tier * 1000.0 + np.minimum(np.log1p(value), 999.0)
-    pick = np.argmin(key, axis=1)
-    order = np.argsort(key[np.arange(c_count), pick], kind="stable")
-    v, s = np.divmod(pick, spots)
+    reason = ev.reason_svc.astype(np.float64)
+    spots, variants, configs = reason.shape
+    # One float key per candidate: the reason tier (feasible 0, then latest-failing first, invalid 99) x 1000 plus
+    # log1p of the value (monotone, so the cheapest of a tier wins; inf costs cap at 999 within their tier).
+    tier = (reason != 0) * (1 + len(CODE) - reason) + (reason == CODE["invalid"]) * (99 - len(CODE))
+    value = np.minimum(np.log1p(ev.objective_svc), 999.0)
+    need = np.log1p(ev.memory_vc / ev.space.capacity_bytes)
+    key = tier * 1000.0 + value + (reason == CODE["memory"]) * (need - value)
+    flat = key.reshape(spots * variants, configs)
+    pick = flat.argmin(axis=0)
+    order = np.argsort(flat[pick, np.arange(configs)], kind="stable")
+    s, v = np.divmod(pick, variants)
     return order, v, s
+
+
+def top_configs(ev: Evaluation, count: int) -> list[tuple[int, int, int]]:
+    """The `count` best-ranked (config, variant, spot) representatives, as `representatives` would order them.
+    When enough configurations are feasible this ranks only those (by the objective) instead of every one."""
+    spots, variants, configs = ev.primary_svc.shape
+    flat = ev.primary_svc.reshape(spots * variants, configs)
+    pick = flat.argmin(axis=0)
+    best = flat[pick, np.arange(configs)]
+    if count < configs and int((best < INFEASIBLE).sum()) >= count:
+        head = np.argpartition(best, count - 1)[:count]
+        head = head[np.argsort(best[head], kind="stable")]
+        s, v = np.divmod(pick[head], variants)
+        return list(zip(head.tolist(), v.tolist(), s.tolist(), strict=True))
+    order, v, s = representatives(ev)
+    return [(c, int(v[c]), int(s[c])) for c in order[:count].tolist()]
 
 
 def _rows(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None

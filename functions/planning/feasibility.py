@@ -91,8 +91,11 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
     order, v, s = representatives(ev)
     rows = np.arange(len(space.configs))
     codes = ev.reason[rows, v, s]
-    counts = Counter(REASONS[int(code)] for code in codes)
+    per_code = np.bincount(codes, minlength=len(REASONS))
+    counts = Counter({REASONS[i]: int(n) for i, n in enumerate(per_code) if n})
     summary = ", ".join(f"{n} {LABELS.get(name, name)}" for name, n in counts.most_common())
+    # Lifting one constraint can only rescue a candidate whose first failed check is that constraint.
+    blocked = {REASONS[i] for i, n in enumerate(np.bincount(ev.reason.ravel(), minlength=len(REASONS))) if n}
     parts = [f"no plan meets the request: of {len(rows)} machine configurations, {summary}"]
     if limits.deadline_hours is not None and limits.deadline_hours <= 0:
         parts.insert(0, f"the deadline {inp.deadline:%Y-%m-%dT%H:%M:%SZ} has already passed")
@@ -103,46 +106,46 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
         parts.append(f"nearest: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}) "
                      f"{reason_text(ev, closest, int(v[closest]), int(s[closest]), None)}")
     fixes: list[str] = []
-    if inp.deadline is not None:
+    if inp.deadline is not None and "deadline" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, deadline=None, budget_usd=inp.budget_usd), now,
                               max_job_hours)
         pick = _argbest(relaxed, relaxed.hours)
         if pick:
             fixes.append(f"a deadline at least {relaxed.hours[pick]:,.1f} h away (now "
                          f"{limits.deadline_hours:,.1f} h): {_summary(relaxed, pick)}")
-    if inp.budget_usd > 0:
+    if inp.budget_usd > 0 and "budget" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, budget_usd=0.0), now, max_job_hours)
         pick = _argbest(relaxed, relaxed.cost)
         if pick:
             fixes.append(f"a budget of at least {usd(relaxed.cost[pick])}: {_summary(relaxed, pick)}")
-    if inp.max_gpus > 0:
+    if inp.max_gpus > 0 and "max_gpus" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, max_gpus=0), now, max_job_hours)
         pick = _argbest(relaxed, relaxed.space.gpu_total[:, None, None] * 1e9 + relaxed.cost)
         if pick:
             fixes.append(f"max_gpus of at least {int(relaxed.space.gpu_total[pick[0]])}: {_summary(relaxed, pick)}")
-    if inp.gpu_allowlist:
+    if inp.gpu_allowlist and "gpu_not_allowed" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, gpu_allowlist=()), now, max_job_hours)
         pick = relaxed.best()
         if pick:
             kind = relaxed.space.configs[pick[0]].shape.accelerator_type or "CPU-only machines"
             fixes.append(f"allowing {kind}: {_summary(relaxed, pick)}")
-    if inp.regions:
+    if inp.regions and "region" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, regions=()), now, max_job_hours)
         pick = relaxed.best()
         if pick:
             fixes.append(f"allowing region {relaxed.space.regions[int(relaxed.region[pick])]}: "
                          f"{_summary(relaxed, pick)}")
-    if inp.spot != "allowed" or not inp.checkpointing:
+    if "spot_policy" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, spot="allowed", checkpointing=True), now, max_job_hours)
         pick = relaxed.best()
         if pick:
             fixes.append(f"spot: allowed (with a checkpointing trainer): {_summary(relaxed, pick)}")
-    if counts.get("quota"):
+    if "quota" in blocked:
         relaxed = _reevaluate(ev, inp, now, max_job_hours, quotas=UNLIMITED)
         pick = relaxed.best()
         if pick:
             fixes.append(f"more quota: {_summary(relaxed, pick)}")
-    if counts.get("timeout"):
+    if "timeout" in blocked:
         relaxed = _reevaluate(ev, inp, now, 0.0)
         pick = relaxed.best()
         if pick:

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from functions.planning.catalog import Catalog, load_catalog
-from functions.planning.explain import Candidate, alternatives, candidates, representatives
+from functions.planning.explain import Candidate, alternatives, candidates, representatives, top_configs
 from functions.planning.feasibility import rejection_text
 from functions.planning.inputs import PlanInput
 from functions.planning.limits import build_limits
@@ -74,7 +74,7 @@ def _fallbacks(ev: Evaluation, best: tuple[int, int, int], ranked: list[tuple[in
     bc, bv, bs = best
     options: list[tuple[float, float, int, int, int, int]] = []
     for c, v, s in [*ranked, (bc, int(np.argmin(ev.primary[bc, :, 1 - bs])), 1 - bs)]:
-        if np.isfinite(ev.primary[c, v, s]):
+        if ev.reason[c, v, s] == 0:
             options.append((float(ev.primary[c, v, s]), float(ev.secondary[c, v, s]), c, v, s, int(ev.region[c, v, s])))
     server = int(VARIANT_SERVER[bv])
     hours = float(ev.hours[bc, bv, bs])
@@ -114,9 +114,8 @@ def plan_request(request: PlanInput, config: PlannerConfig | None = None, *, now
     if best is None:
         return PlanOutcome(plan=None, fallbacks=(), rejection=rejection_text(ev, request, now, config.max_job_hours),
                            objective=objective, evaluation=ev)
-    order, v, s = representatives(ev)
     head = max(config.max_alternatives, 3 * config.max_fallbacks) + 1
-    ranked = [(c, int(v[c]), int(s[c])) for c in order[:head].tolist() if c != best[0]]
+    ranked = [pick for pick in top_configs(ev, head) if pick[0] != best[0]]
     rows = alternatives(ev, ranked[: config.max_alternatives], best)
     plan = build_plan(ev, best, int(ev.region[best]), objective, rows, considered=len(space.configs))
     fallbacks = tuple(

@@ -12,7 +12,7 @@ import numpy as np
 
 from functions.planning.memory import total_bytes
 from functions.planning.performance import run_hours, step_seconds
-from functions.planning.space import Space
+from functions.planning.space import STATIC_CODES, STATIC_PASS, Space
 from functions.planning.workload import Workload
 
 REASONS = (
@@ -22,6 +22,9 @@ REASONS = (
 CODE = {name: i for i, name in enumerate(REASONS)}
 SPOT = np.array([0.0, 1.0])
 PASS = len(REASONS)
+assert all(CODE[k] == v for k, v in STATIC_CODES.items()) and STATIC_PASS == PASS, "space.py codes drifted"
+INFEASIBLE = 1e300
+"""Added to the objective of infeasible candidates: anything at or above it is not a plan."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,9 @@ class Limits:
 
 @dataclass(frozen=True, eq=False)
 class Evaluation:
-    """Every candidate of one request; arrays are [config], [config, variant] or [config, variant, spot]."""
+    """Every candidate of one request. Public arrays are views indexed [config], [config, variant] or
+    [config, variant, spot]; the computation runs on contiguous [spot, variant, config] arrays (`*_svc`), where
+    numpy's inner loops span all configurations instead of two spot prices."""
 
     space: Space
     workload: Workload
@@ -65,23 +70,35 @@ class Evaluation:
     """Index into space.regions; -1 where no allowed region has the shape within quota."""
     reason: np.ndarray
     primary: np.ndarray
-    """The objective (cost, or hours when fastest); inf where infeasible."""
+    """The objective (cost, or hours when fastest); >= INFEASIBLE where infeasible."""
     secondary: np.ndarray
+    reason_svc: np.ndarray
+    objective_svc: np.ndarray
+    """The objective without the infeasibility penalty."""
+    primary_svc: np.ndarray
+    secondary_svc: np.ndarray
+    memory_vc: np.ndarray
 
     @property
     def feasible(self) -> np.ndarray:
         return self.reason == 0
 
     def best(self) -> tuple[int, int, int] | None:
-        """The winning (config, variant, spot): least primary, then least secondary, then first in space order."""
-        primary = self.primary
+        """The winning (config, variant, spot): least primary, then least secondary, then on demand before Spot,
+        then variant and configuration order."""
+        primary = self.primary_svc
         low = primary.min()
-        if not np.isfinite(low):
+        if low >= INFEASIBLE:
             return None
         ties = np.flatnonzero(primary.ravel() == low)
-        flat = int(ties[np.argmin(self.secondary.ravel()[ties])]) if ties.size > 1 else int(ties[0])
-        c, v, s = np.unravel_index(flat, primary.shape)
+        flat = int(ties[np.argmin(self.secondary_svc.ravel()[ties])]) if ties.size > 1 else int(ties[0])
+        s, v, c = np.unravel_index(flat, primary.shape)
         return int(c), int(v), int(s)
+
+
+def failing(fail: np.ndarray, code: int) -> np.ndarray:
+    """`code` where `fail`, PASS elsewhere, as int8 arithmetic (boolean-mask writes are several times slower)."""
+    return np.int8(PASS) - np.int8(PASS - code) * fail.view(np.int8)
 
 
 def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
@@ -92,51 +109,45 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     world = space.world
     micro = -(-work.global_batch // world)
 
-    states = p * mode.state_bytes_per_param
+    states = p * mode.state_bytes_per_param  # [variant, config]
     acts = work.activation_bytes_per_sample * micro * mode.activation_factor
     gather = float(work.largest_layer_parameters) * mode.gather_bytes_per_param
-    context = np.where(space.is_cpu, a.memory.cpu_process_bytes, a.memory.cuda_context_bytes)[:, None]
-    mem_total = total_bytes(states, acts[:, None], gather, context, a.memory.safety_margin_fraction)
+    mem_total = total_bytes(states, acts, gather, space.context_bytes, a.memory.safety_margin_fraction)
 
     compute = work.flops_per_sample * micro / mode.effective_flops
-    step = step_seconds(compute[:, None], p * mode.comm_seconds_per_param, a.compute.comm_overlap_fraction,
-                        space.step_overhead[:, None])
-    hours = run_hours(work.steps, step[:, :, None], a.job.startup_seconds, SPOT[None, None, :],
-                      a.job.spot_overhead_fraction)
+    step = step_seconds(compute, p * mode.comm_seconds_per_param, a.compute.comm_overlap_fraction,
+                        space.step_overhead)
+    hours = run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
     view = space.region_view(limits.region_mask)
     cost = hours * view.hourly
 
-    # Each check writes its code where it fails, lower-priority checks first so earlier REASONS overwrite them;
-    # PASS marks "no failure" until the config-level and candidate-level codes are merged by minimum.
-    config_code = np.full(len(world), PASS, dtype=np.int64)
+    # The reason is the first check (in REASONS order) a candidate fails: the least code over all failing checks.
     host_need = space.gpus_per_node * a.host.ram_bytes_per_gpu_process + p * a.host.ram_bytes_per_parameter
-    config_code[~space.host_vcpus_ok | (~space.is_cpu & (host_need > space.host_ram_bytes))] = CODE["host"]
-    config_code[world > work.global_batch] = CODE["batch"]
-    config_code[view.not_offered] = CODE["region"]
-    config_code[space.end_of_support <= limits.today] = CODE["end_of_support"]
+    config_code = failing(~space.host_vcpus_ok | (~space.is_cpu & (host_need > space.host_ram_bytes)), CODE["host"])
+    config_code = np.minimum(config_code, failing(world > work.global_batch, CODE["batch"]))
+    config_code = np.minimum(config_code, failing(space.end_of_support <= limits.today, CODE["end_of_support"]))
     if limits.max_gpus > 0:
-        config_code[space.gpu_total > limits.max_gpus] = CODE["max_gpus"]
-    config_code[~limits.config_allowed] = CODE["gpu_not_allowed"]
-
-    code = np.full(cost.shape, PASS, dtype=np.int64)
+        config_code = np.minimum(config_code, failing(space.gpu_total > limits.max_gpus, CODE["max_gpus"]))
+    config_code = np.minimum(config_code, failing(~limits.config_allowed, CODE["gpu_not_allowed"]))
+    code = np.minimum(view.static_code, config_code)
+    code = np.minimum(code, failing(mem_total > space.capacity_bytes, CODE["memory"]))
+    code = np.minimum(code, failing(~limits.spot_allowed, CODE["spot_policy"])[:, None, None])
     if limits.budget_usd > 0:
-        code[cost > limits.budget_usd] = CODE["budget"]
+        code = np.minimum(code, failing(cost > limits.budget_usd, CODE["budget"]))
     if limits.deadline_hours is not None:
-        code[hours > limits.deadline_hours] = CODE["deadline"]
+        code = np.minimum(code, failing(hours > limits.deadline_hours, CODE["deadline"]))
     if limits.max_hours > 0:
-        code[hours > limits.max_hours] = CODE["timeout"]
-    code = np.where((mem_total > space.capacity_bytes[:, None])[:, :, None], CODE["memory"], code)
-    code[view.quota_blocked] = CODE["quota"]
-    code[:, :, ~limits.spot_allowed] = CODE["spot_policy"]
-    code = np.minimum(code, config_code[:, None, None])
-    code[~space.variant_valid] = CODE["invalid"]
-    reason = np.where(code == PASS, 0, code)
+        code = np.minimum(code, failing(hours > limits.max_hours, CODE["timeout"]))
+    reason = code * (code != PASS)  # PASS -> 0 (feasible)
 
     objective, tiebreak = (hours, cost) if limits.fastest else (cost, hours)
-    feasible = reason == 0
+    penalty = INFEASIBLE * (reason != 0)
+    primary, secondary = objective + penalty, tiebreak + penalty
+    t = (2, 1, 0)
     return Evaluation(
-        space=space, workload=work, limits=limits, fp32=mode.fp32, micro_batch=micro, states=states,
-        activations=acts, memory_total=mem_total, step=step, hours=hours, cost=cost, hourly=view.hourly,
-        region=view.region, reason=reason, primary=np.where(feasible, objective, np.inf),
-        secondary=np.where(feasible, tiebreak, np.inf),
+        space=space, workload=work, limits=limits, fp32=mode.fp32, micro_batch=micro, states=states.T,
+        activations=acts, memory_total=mem_total.T, step=step.T, hours=hours.transpose(t), cost=cost.transpose(t),
+        hourly=view.hourly.transpose(t), region=view.region.transpose(t), reason=reason.transpose(t),
+        primary=primary.transpose(t), secondary=secondary.transpose(t), reason_svc=reason, objective_svc=objective,
+        primary_svc=primary, secondary_svc=secondary, memory_vc=mem_total,
     )

@@ -23,6 +23,9 @@ VARIANTS = ((0, False), (0, True), (1, False), (2, False), (3, False))
 VARIANT_STRATEGY = np.array([v[0] for v in VARIANTS])
 VARIANT_SERVER = np.array([v[1] for v in VARIANTS], dtype=np.int64)
 NO_END_OF_SUPPORT = 10**9
+# Reason codes the space decides alone; they must equal search.CODE's (checked in search.py).
+STATIC_CODES = {"invalid": 1, "region": 6, "quota": 7}
+STATIC_PASS = 14
 
 
 @dataclass(frozen=True)
@@ -46,11 +49,11 @@ class PrecisionArrays:
     precision: np.ndarray
     """[config] 0 bf16, 1 fp16, 2 fp32."""
     state_bytes_per_param: np.ndarray
-    """[config, variant] model_state_bytes(1, ...)."""
+    """[variant, config] model_state_bytes(1, ...)."""
     gather_bytes_per_param: np.ndarray
-    """[config, variant] gather_bytes(1, ...)."""
+    """[variant, config] gather_bytes(1, ...)."""
     comm_seconds_per_param: np.ndarray
-    """[config, variant] comm_seconds(1, ...)."""
+    """[variant, config] comm_seconds(1, ...)."""
     effective_flops: np.ndarray
     """[config] peak x MFU in the precision used."""
     activation_factor: np.ndarray
@@ -59,7 +62,7 @@ class PrecisionArrays:
 
 @dataclass(frozen=True, eq=False)
 class RegionView:
-    """The cheapest allowed region per candidate for one set of allowed regions: [config, variant, spot]."""
+    """The cheapest allowed region per candidate for one set of allowed regions: [spot, variant, config]."""
 
     hourly: np.ndarray
     """USD/h of the whole job there; inf where no allowed region has the shape within quota."""
@@ -69,6 +72,9 @@ class RegionView:
     """Offered in an allowed region, but over quota in every one."""
     not_offered: np.ndarray
     """[config] offered in no allowed region."""
+    static_code: np.ndarray
+    """[spot, variant, config] int8: the request-independent reason code (invalid variant, region, quota), or
+    search.PASS."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,6 +105,8 @@ class Space:
     """0 bf16, 1 fp16, 2 fp32: the 16-bit format on this GPU (fp32 where it has none)."""
     mfu: np.ndarray
     step_overhead: np.ndarray
+    context_bytes: np.ndarray
+    """[config] CUDA context per GPU process, or the Python process on a CPU-only machine."""
     intra_bytes_per_s: np.ndarray
     network_bytes_per_s: np.ndarray
     end_of_support: np.ndarray
@@ -130,13 +138,17 @@ class Space:
             masked = np.where(allowed, self.price, np.inf)
             best = np.argmin(masked, axis=1)  # [config, spot, server]
             price = np.take_along_axis(masked, best[:, None], axis=1)[:, 0]
-            hourly = price[:, :, VARIANT_SERVER].transpose(0, 2, 1)
+            hourly = np.ascontiguousarray(price[:, :, VARIANT_SERVER].transpose(1, 2, 0))  # [spot, variant, config]
+            region = np.ascontiguousarray(best[:, :, VARIANT_SERVER].transpose(1, 2, 0))
             not_offered = ~in_region.any(axis=1)
-            view = RegionView(
-                hourly=hourly, region=np.where(np.isfinite(hourly), best[:, :, VARIANT_SERVER].transpose(0, 2, 1), -1),
-                quota_blocked=~np.isfinite(hourly) & ~not_offered[:, None, None], not_offered=not_offered,
-            )
-            if len(self._views) > 64:
+            quota_blocked = ~np.isfinite(hourly) & ~not_offered
+            static = np.full(hourly.shape, STATIC_PASS, dtype=np.int8)
+            static[quota_blocked] = STATIC_CODES["quota"]
+            static[:, :, not_offered] = STATIC_CODES["region"]
+            static[:, ~self.variant_valid.T] = STATIC_CODES["invalid"]
+            view = RegionView(hourly=hourly, region=np.where(np.isfinite(hourly), region, -1).astype(np.int16),
+                              quota_blocked=quota_blocked, not_offered=not_offered, static_code=static)
+            if len(self._views) > 256:
                 self._views.clear()
             self._views[key] = view
         return view
@@ -216,11 +228,13 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Sp
         fp32 = is_cpu | (mixed_precision == 2) | (mode == "fp32")
         modes[mode] = PrecisionArrays(
             fp32=fp32, precision=np.where(fp32, 2, mixed_precision),
-            state_bytes_per_param=model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]),
-            gather_bytes_per_param=np.broadcast_to(gather_bytes(1.0, strategy, fp32[:, None]), valid.shape).copy(),
-            comm_seconds_per_param=comm_seconds(1.0, fp32[:, None], strategy, per_node[:, None], nodes[:, None],
-                                                intra[:, None], network_gbps[:, None] * GBIT,
-                                                VARIANT_SERVER[None, :]),
+            state_bytes_per_param=np.ascontiguousarray(
+                model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]).T),
+            gather_bytes_per_param=np.ascontiguousarray(
+                np.broadcast_to(gather_bytes(1.0, strategy, fp32[:, None]), valid.shape).T),
+            comm_seconds_per_param=np.ascontiguousarray(comm_seconds(
+                1.0, fp32[:, None], strategy, per_node[:, None], nodes[:, None], intra[:, None],
+                network_gbps[:, None] * GBIT, VARIANT_SERVER[None, :]).T),
             effective_flops=np.where(fp32, peak_fp32, peak_mixed) * mfu,
             activation_factor=np.where(fp32, 2.0, 1.0),
         )
@@ -236,6 +250,7 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Sp
         host_vcpus_ok=vcpus >= min_vcpus,
         peak_mixed=peak_mixed, peak_fp32=peak_fp32, mixed_precision=mixed_precision, mfu=mfu,
         step_overhead=np.where(is_cpu, a.compute.cpu_step_overhead_seconds, a.compute.gpu_step_overhead_seconds),
+        context_bytes=np.where(is_cpu, a.memory.cpu_process_bytes, a.memory.cuda_context_bytes).astype(float),
         intra_bytes_per_s=intra,
         network_bytes_per_s=network_gbps * GBIT,
         end_of_support=np.array([g.end_of_support.toordinal() if g and g.end_of_support else NO_END_OF_SUPPORT
