@@ -238,13 +238,15 @@ def _parse_shapes(raw: dict[str, Any], gpus: dict[str, GpuSpec]) -> list[Machine
         family = _need(spec, "family", str, where)
         if family not in families:
             raise CatalogError(f"{where}.family: unknown family {family!r}; known: {', '.join(sorted(families))}")
-        fspec = families[family]
+        fspec, fwhere = families[family], f"machines.json: cpu_families.{family}"
         shapes.append(MachineShape(
             machine_type=_need(spec, "machine_type", str, where), accelerator_type=None, accelerator_count=0,
             vcpus=int(_positive(spec, "vcpus", where)), memory_gb=_positive(spec, "memory_gb", where),
-            network_gbps=min(2.0 * spec["vcpus"], 16.0), regions=_regions(fspec, sets, f"cpu_families.{family}"),
+            network_gbps=min(_positive(fspec, "network_gbps_per_vcpu", fwhere) * spec["vcpus"],
+                             _positive(fspec, "max_network_gbps", fwhere)),
+            regions=_regions(fspec, sets, f"cpu_families.{family}"),
             scale_out=False, family=family,
-            cpu_gflops_per_vcpu=_positive(fspec, "gflops_per_vcpu", f"machines.json: cpu_families.{family}"),
+            cpu_gflops_per_vcpu=_positive(fspec, "gflops_per_vcpu", fwhere),
             counts_cpu_quota=True,
         ))
     seen: set[tuple[str, str | None, int]] = set()

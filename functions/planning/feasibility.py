@@ -97,6 +97,13 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
     # Lifting one constraint can only rescue a candidate whose first failed check is that constraint.
     blocked = {REASONS[i] for i, n in enumerate(np.bincount(ev.reason.ravel(), minlength=len(REASONS))) if n}
     parts = [f"no plan meets the request: of {len(rows)} machine configurations, {summary}"]
+    unknown_regions = [r for r in inp.regions if r not in space.regions]
+    if unknown_regions:
+        parts.append(f"regions not in the catalog: {', '.join(unknown_regions)} (known: {', '.join(space.regions)})")
+    unknown_gpus = [g for g in inp.gpu_allowlist if g not in space.kinds]
+    if unknown_gpus:
+        parts.append(f"gpu_allowlist names unknown accelerator types: {', '.join(unknown_gpus)} "
+                     f"(known: {', '.join(space.kinds)})")
     if limits.deadline_hours is not None and limits.deadline_hours <= 0:
         parts.insert(0, f"the deadline {inp.deadline:%Y-%m-%dT%H:%M:%SZ} has already passed")
     closest = int(order[0])

@@ -164,3 +164,10 @@ def test_bad_requests_raise_plan_input_errors():
         dataclasses.replace(LM, spot="sometimes")
     with pytest.raises(PlanInputError, match="batch_size must be >= 1"):
         dataclasses.replace(LM, batch_size=0)
+
+
+def test_unknown_region_and_gpu_names_are_called_out():
+    text = plan_request(dataclasses.replace(LM, regions=("us-south9",), gpu_allowlist=("NVIDIA_H100",)),
+                        now=NOW).rejection
+    assert "regions not in the catalog: us-south9 (known: us-central1," in text
+    assert "gpu_allowlist names unknown accelerator types: NVIDIA_H100 (known: " in text
