@@ -17,6 +17,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHUTDOWN_REPORT_SECONDS = 20
+SIGNAL_POLL_SECONDS = 0.2
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -97,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     server.start()
     print(f"Vertex emulator listening on {args.host}:{port}", flush=True)
-    stop.wait()
+    # Wake up now and then: a signal delivered to one of gRPC's threads only runs its Python handler once the main
+    # thread executes bytecode again, so a plain wait() could sleep through SIGTERM.
+    while not stop.wait(timeout=SIGNAL_POLL_SECONDS):
+        pass
     print("Vertex emulator stopping: ending every replica process", flush=True)
     faulthandler.dump_traceback_later(SHUTDOWN_REPORT_SECONDS)  # shows where a slow shutdown is stuck
     server.stop(grace=1)
