@@ -37,3 +37,7 @@ class Preempted(TrainerError):
     """SIGTERM arrived (Vertex sends it before a spot preemption); a checkpoint was written before exiting."""
 
     exit_code = 143
+
+
+TRAINER_STATUSES = frozenset(cls.exit_code for cls in (ConfigError, DataError, OutOfMemory, Preempted))
+"""Exit statuses that name a cause; any other non-zero status is a crash."""

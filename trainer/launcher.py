@@ -2,8 +2,10 @@
 
 Vertex starts one process per replica. This launcher re-runs `python -m trainer.task` with the same arguments
 once per local rank, giving each child torchrun's variables (global RANK = node rank x processes per node + local
-rank). It forwards SIGTERM/SIGINT to the children (Vertex's preemption notice, so they can checkpoint), and
-when one child fails it stops the others so the replica exits non-zero instead of hanging in a collective.
+rank) and, unless OMP_NUM_THREADS is set, an equal share of the CPU cores for intra-op threads (as torchrun
+does, so the processes do not oversubscribe the CPU). It forwards SIGTERM/SIGINT to the children (Vertex's
+preemption notice, so they can checkpoint), and when one child fails it stops the others so the replica exits
+non-zero instead of hanging in a collective.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import sys
 from collections.abc import Mapping
 
 from trainer.distributed import NodeTopology, child_environ, free_port
+from trainer.errors import TRAINER_STATUSES
 from trainer.logs import log
 
+_SETTLE_SECONDS = 5.0
+"""How long the others may take to fail by themselves after one process failed."""
 _GRACE_SECONDS = 15.0
 """How long the others get to exit after one process failed, before SIGKILL."""
 
@@ -29,8 +34,9 @@ def run_node(topology: NodeTopology, argv: list[str], environ: Mapping[str, str]
         assert topology.master_addr is not None and topology.master_port is not None
         master_addr, master_port = topology.master_addr, topology.master_port
     children: list[subprocess.Popen[bytes]] = []
+    threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // topology.nproc_per_node))}
     for local_rank in range(topology.nproc_per_node):
-        env = {**environ, **child_environ(topology, local_rank, master_addr, master_port)}
+        env = {**threads, **environ, **child_environ(topology, local_rank, master_addr, master_port)}
         children.append(subprocess.Popen([sys.executable, "-m", "trainer.task", *argv], env=env))
     log("node started its processes", node_rank=topology.node_rank, nproc_per_node=topology.nproc_per_node,
         world_size=topology.world_size, pids=[c.pid for c in children])
@@ -49,23 +55,38 @@ def run_node(topology: NodeTopology, argv: list[str], environ: Mapping[str, str]
 
 
 def _wait_all(children: list[subprocess.Popen[bytes]]) -> int:
-    """Wait for every child; at the first failure stop the rest and return its status (128 + signal if killed)."""
+    """Wait for every child; at the first failure stop the rest. Returns the status that explains the failure."""
     by_pid = {child.pid: child for child in children}
     while by_pid:
         pid, raw = os.wait()
         child = by_pid.pop(pid, None)
         if child is None:
             continue
-        code = os.waitstatus_to_exitcode(raw)
-        child.returncode = code
-        if code != 0:
-            log("a training process failed; stopping the others", severity="ERROR", pid=pid, exit_code=code)
+        child.returncode = os.waitstatus_to_exitcode(raw)
+        if child.returncode != 0:
+            log("a training process failed; stopping the others", severity="ERROR", pid=pid,
+                exit_code=child.returncode)
             _stop(list(by_pid.values()))
-            return code if code > 0 else 128 - code
+            return _explaining_status([c.returncode for c in children if c.returncode is not None])
     return 0
 
 
+def _explaining_status(codes: list[int]) -> int:
+    """The trainer's own statuses (bad flags, bad data, out of memory, preempted) beat the generic ones of peers
+    that crashed because a rank went away; a child killed by signal N counts as 128 + N."""
+    specific = [code for code in codes if code in TRAINER_STATUSES]
+    failed = [code if code > 0 else 128 - code for code in codes if code != 0]
+    return (specific or failed)[0]
+
+
 def _stop(children: list[subprocess.Popen[bytes]]) -> None:
+    """Let the others end on their own for a moment (a peer's failure usually fails them too, with their own
+    message), then SIGTERM, then SIGKILL after the grace period."""
+    for child in children:
+        try:
+            child.wait(timeout=_SETTLE_SECONDS)
+        except subprocess.TimeoutExpired:
+            break
     for child in children:
         if child.poll() is None:
             child.terminate()

@@ -14,15 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_state_dict,
-    set_state_dict,
-)
 
 from trainer import collectives
+
+_SHARDED = ("zero2", "fsdp")
 
 
 @dataclass
@@ -70,40 +67,57 @@ def _shard_units(model: nn.Module) -> list[nn.Module]:
     return list(blocks) if isinstance(blocks, nn.ModuleList) else []
 
 
-_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+def _sharded(wrapped: Wrapped) -> bool:
+    return wrapped.strategy in _SHARDED and collectives.active()
+
+
+def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
 
 
 def full_state(wrapped: Wrapped) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(model, optimizer) full state dicts on rank 0's CPU; other ranks may get empty dicts. Collective."""
+    """(model, optimizer) full state dicts on rank 0's CPU; other ranks may get empty dicts. Collective.
+
+    FSDP goes through torch.distributed.checkpoint's state-dict API (gathering shards to rank 0); under DDP every
+    rank already holds everything, and ZeroRedundancyOptimizer consolidates its shards on rank 0.
+    """
+    if _sharded(wrapped):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        return get_state_dict(wrapped.model, wrapped.optimizer,
+                              options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    main = not collectives.active() or dist.get_rank() == 0
     if wrapped.strategy == "zero1" and collectives.active():
         wrapped.optimizer.consolidate_state_dict(to=0)  # type: ignore[attr-defined]
-        model_state = get_model_state_dict(wrapped.model, options=_FULL)
-        import torch.distributed as dist
-
-        optim_state = wrapped.optimizer.state_dict() if dist.get_rank() == 0 else {}
-        return model_state, optim_state
-    return get_state_dict(wrapped.model, wrapped.optimizer, options=_FULL)
+    if not main:
+        return {}, {}
+    return _cpu(wrapped.inner.state_dict()), wrapped.optimizer.state_dict()
 
 
 def load_full_state(wrapped: Wrapped, model_state: dict[str, Any], optim_state: dict[str, Any]) -> None:
     """Load full state dicts (every rank passes the same ones) into the wrapped model and optimizer."""
-    if wrapped.strategy == "zero1" and collectives.active():
-        set_state_dict(wrapped.model, [], model_state_dict=model_state, optim_state_dict={},
+    if _sharded(wrapped):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        set_state_dict(wrapped.model, wrapped.optimizer, model_state_dict=model_state, optim_state_dict=optim_state,
                        options=StateDictOptions(full_state_dict=True))
-        wrapped.optimizer.load_state_dict(optim_state)
         return
-    set_state_dict(wrapped.model, wrapped.optimizer, model_state_dict=model_state, optim_state_dict=optim_state,
-                   options=StateDictOptions(full_state_dict=True))
+    wrapped.inner.load_state_dict(model_state)
+    wrapped.optimizer.load_state_dict(optim_state)
 
 
 def model_weights(wrapped: Wrapped) -> dict[str, torch.Tensor]:
     """The full model state on rank 0's CPU (empty elsewhere under FSDP). Collective."""
-    return get_model_state_dict(wrapped.model, options=_FULL)
+    if _sharded(wrapped):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(wrapped.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return _cpu(wrapped.inner.state_dict())
 
 
 def local_weights_digest(wrapped: Wrapped) -> str | None:
     """sha256 of this rank's own full copy of the weights (None under FSDP, where no rank holds them all)."""
-    if wrapped.strategy in ("zero2", "fsdp") and collectives.active():
+    if _sharded(wrapped):
         return None
     digest = hashlib.sha256()
     for name, tensor in sorted(wrapped.inner.state_dict().items()):

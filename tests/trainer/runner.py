@@ -32,6 +32,7 @@ def trainer_env(**extra: str) -> dict[str, str]:
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CLUSTER_SPEC",
                         "LANDFALL_NPROC_PER_NODE", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")}
     env["PYTHONPATH"] = str(REPO)
+    env["OMP_NUM_THREADS"] = "1"  # tiny models on a shared 2-core machine: threads only add contention
     env.update(extra)
     return env
 

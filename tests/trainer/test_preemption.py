@@ -19,8 +19,8 @@ def _outputs(root: Path, **extra: str) -> dict[str, str]:
 
 
 def test_sigkill_mid_run_resumes_from_newest_checkpoint_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    data = datagen.write_csv_shards(tmp_path / "data", shards=3, rows_per_shard=400)
-    args = trainer_args(str(data), epochs=4, batch_size=16,
+    data = datagen.write_csv_shards(tmp_path / "data", shards=3, rows_per_shard=300)
+    args = trainer_args(str(data), epochs=3, batch_size=16,
                         extra=(f"--checkpoint-every={INTERVAL}", "--hparam", "log_every=1", "warmup_steps=10"))
 
     whole = run_trainer(args, _outputs(tmp_path / "whole"))
@@ -50,7 +50,7 @@ def test_sigterm_checkpoints_fsdp_on_cpu_and_resumes_exactly_and_the_lm_loss_fal
     data = tmp_path / "text"
     data.mkdir()
     for shard in range(2):
-        (data / f"books-{shard}.txt").write_text(datagen.text_corpus(260, seed=shard))
+        (data / f"books-{shard}.txt").write_text(datagen.text_corpus(150, seed=shard))
     args = trainer_args(str(data), task="causal-lm", model="gpt-tiny", epochs=2, batch_size=4, learning_rate=0.003,
                         strategy="fsdp", extra=("--checkpoint-every=1000", "--hparam", "log_every=5"))
 
@@ -72,4 +72,20 @@ def test_sigterm_checkpoints_fsdp_on_cpu_and_resumes_exactly_and_the_lm_loss_fal
     resumed = run_trainer(args, env)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     assert resumed.messages("resumed from checkpoint")[0]["step"] == stop_step  # nothing redone
+    assert same_weights(tmp_path / "whole" / "model", tmp_path / "stopped" / "model")
+
+
+def test_zero1_sharded_optimizer_state_survives_a_sigterm_exactly(tmp_path: Path) -> None:
+    """zero1 checkpoints go through ZeroRedundancyOptimizer.consolidate_state_dict: check that path too."""
+    data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
+    args = trainer_args(str(data), epochs=2, batch_size=16, strategy="zero1",
+                        extra=("--checkpoint-every=1000", "--hparam", "log_every=2"))
+    whole = run_trainer(args, _outputs(tmp_path / "whole", LANDFALL_NPROC_PER_NODE="2"))
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
+    env = _outputs(tmp_path / "stopped", LANDFALL_NPROC_PER_NODE="2")
+    stopped = run_until(args, env, lambda r: r.get("message") == "training" and r["step"] >= 4, signal.SIGTERM)
+    assert stopped.returncode == 143, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    resumed = run_trainer(args, env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert resumed.messages("resumed from checkpoint")[0]["step"] == stopped.messages("checkpoint saved")[0]["step"]
     assert same_weights(tmp_path / "whole" / "model", tmp_path / "stopped" / "model")
