@@ -206,6 +206,7 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
                 with clock.paused():
                     save_checkpoint(s)
                 if stop:
+                    watch.drain()
                     raise Preempted(f"stopped by a signal at step {p.step}; the newest checkpoint resumes it")
         s.train_seconds += clock.elapsed()
         p.epoch_sums = sums.tolist()

@@ -1,13 +1,15 @@
 """SIGTERM (Vertex's notice before a spot preemption or a cancel) and SIGINT become a flag the loop polls.
 
 The loop checks the flag after every step; with several processes the ranks agree (a max all-reduce) so all of
-them stop after the same step, write one checkpoint together and exit.
+them stop after the same step, write one checkpoint together and exit. The all-reduce is asynchronous and its
+answer is read one step later, so polling never stalls a GPU pipeline waiting for the host.
 """
 
 from __future__ import annotations
 
 import signal
 from types import FrameType
+from typing import Any
 
 import torch
 
@@ -20,6 +22,7 @@ class PreemptionWatch:
 
     def __init__(self) -> None:
         self.requested = False
+        self._pending: tuple[Any, torch.Tensor] | None = None
         self._previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
@@ -29,11 +32,27 @@ class PreemptionWatch:
         self.requested = True
 
     def agreed(self, device: str) -> bool:
-        """True on every rank once any rank was signalled (a collective when distributed)."""
+        """True on every rank, at the same call, once any rank was signalled (a collective when distributed).
+
+        Each call starts a max all-reduce of this rank's flag and answers with the previous call's result.
+        """
         if not collectives.active():
             return self.requested
-        flag = torch.tensor([1.0 if self.requested else 0.0])
-        return bool(collectives.all_reduce(flag, device, op="max").item() > 0)
+        import torch.distributed as dist
+
+        flag = torch.tensor([1.0 if self.requested else 0.0], device=device)
+        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, async_op=True)
+        previous, self._pending = self._pending, (work, flag)
+        if previous is None:
+            return False
+        previous[0].wait()
+        return bool(previous[1].item() > 0)
+
+    def drain(self) -> None:
+        """Wait for the last outstanding all-reduce (call before leaving the process group)."""
+        if self._pending is not None:
+            self._pending[0].wait()
+            self._pending = None
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():

@@ -56,6 +56,7 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
                 run_loop(session, watch)
             except torch.cuda.OutOfMemoryError as exc:
                 raise _oom(config, session, exc) from exc
+            watch.drain()
             return _write_outputs(session, model_dir, time.monotonic() - started)
     finally:
         watch.restore()
