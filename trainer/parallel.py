@@ -9,6 +9,7 @@ A single process trains the bare model whatever the strategy (there is nobody to
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -122,5 +123,12 @@ def local_weights_digest(wrapped: Wrapped) -> str | None:
     digest = hashlib.sha256()
     for name, tensor in sorted(wrapped.inner.state_dict().items()):
         digest.update(name.encode())
-        digest.update(bytes(tensor.detach().to("cpu", torch.float32).clone().untyped_storage()))
+        digest.update(_raw_bytes(tensor))
     return digest.hexdigest()
+
+
+def _raw_bytes(tensor: torch.Tensor) -> bytes:
+    """The tensor's bytes in memory order (a copy; numpy is not needed)."""
+    flat = tensor.detach().to("cpu").contiguous()
+    size = flat.numel() * flat.element_size()
+    return ctypes.string_at(flat.data_ptr(), size) if size else b""

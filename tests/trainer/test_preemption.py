@@ -61,6 +61,11 @@ def test_sigterm_checkpoints_fsdp_on_cpu_and_resumes_exactly_and_the_lm_loss_fal
     losses = [r["loss"] for r in whole.messages("training")]
     assert losses[-1] < 0.8 * losses[0], losses  # FSDP (gloo) trains the tiny LM: its loss falls
     assert metrics["epochs"][-1]["perplexity"] < metrics["epochs"][0]["perplexity"]
+    from trainer.model_io import load_model
+
+    lm = load_model(str(tmp_path / "whole" / "model"))
+    continuation = lm.generate("the cat ", max_new_bytes=12)
+    assert continuation.startswith("the cat ") and len(continuation.encode()) >= 20
 
     env = _outputs(tmp_path / "stopped", LANDFALL_NPROC_PER_NODE="2")
     stopped = run_until(args, env, lambda r: r.get("message") == "training" and r["step"] >= 10, signal.SIGTERM)
