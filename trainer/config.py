@@ -118,10 +118,6 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @staticmethod
-    def from_dict(raw: dict[str, Any]) -> TrainConfig:
-        return TrainConfig(**{**raw, "hparams": Hparams(**raw.get("hparams", {}))})
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainer.task", description="Landfall's PyTorch trainer.")

@@ -64,8 +64,10 @@ def _wait_all(children: list[subprocess.Popen[bytes]]) -> int:
             continue
         child.returncode = os.waitstatus_to_exitcode(raw)
         if child.returncode != 0:
+            hint = ("killed by SIGKILL: most often the host ran out of memory (lower --batch-size or use a larger "
+                    "machine)") if child.returncode == -signal.SIGKILL else None
             log("a training process failed; stopping the others", severity="ERROR", pid=pid,
-                exit_code=child.returncode)
+                exit_code=child.returncode, hint=hint)
             _stop(list(by_pid.values()))
             return _explaining_status([c.returncode for c in children if c.returncode is not None])
     return 0

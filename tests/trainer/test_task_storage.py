@@ -35,8 +35,16 @@ def gcs_bucket(gcs_emulator):
 
 
 def test_trains_from_gcs_and_writes_model_and_metrics_to_gcs(gcs_bucket) -> None:
-    for s in range(2):
-        gcs_bucket.blob(f"data/part-{s}.csv").upload_from_string(datagen.csv_text(datagen.separable_rows(600, s)))
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    gcs_bucket.blob("data/part-0.csv").upload_from_string(datagen.csv_text(datagen.separable_rows(600, 0)))
+    rows = datagen.separable_rows(600, 1)
+    parquet = io.BytesIO()  # a Parquet shard beside the CSV one: read by seeking through the blob reader
+    pq.write_table(pa.table({name: [r[i] for r in rows] for i, name in enumerate(("a", "b", "c", "label"))}), parquet)
+    gcs_bucket.blob("data/part-1.parquet").upload_from_string(parquet.getvalue())
     gcs_bucket.blob("data/_MANIFEST.json").upload_from_string("{}")
     base = f"gs://{gcs_bucket.name}/run/"
     env = trainer_env(AIP_MODEL_DIR=base + "model/", AIP_CHECKPOINT_DIR=base + "checkpoints/",
