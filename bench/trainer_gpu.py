@@ -5,8 +5,8 @@
 Runs `python -m trainer.task` on every GPU of this machine (one process per GPU, the trainer's default) for
 --steps optimizer steps of byte-level causal LM on generated text, once per strategy, and prints the figures from
 each run's metrics.json: tokens_per_second (all GPUs) and mfu (PaLM's model FLOPs over the datasheet peak in
-trainer/peak_flops.json). The first steps (CUDA context, allocator warm-up) are included, so short runs read low.
-Without a CUDA GPU it says so and exits 0. Figures are printed, never asserted.
+functions/planning/data/gpus.json). The first steps (CUDA context, allocator warm-up) are included, so short
+runs read low. Without a CUDA GPU it says so and exits 0. Figures are printed, never asserted.
 """
 
 from __future__ import annotations
