@@ -148,8 +148,7 @@ def evaluate(s: Session) -> torch.Tensor:
     totals = torch.zeros(3, dtype=torch.float64, device=s.device)
     s.wrapped.model.eval()
     try:
-        dummy = s.corpus.dummy_batch  # type: ignore[attr-defined]
-        for (x, y), real in eval_batches(s.corpus, s.env.rank, s.config.batch_size, needed, dummy):
+        for (x, y), real in eval_batches(s.corpus, s.env.rank, s.config.batch_size, needed):
             x, y = x.to(s.device), y.to(s.device)
             with s.precision.autocast():
                 output = s.wrapped.model(x)
@@ -168,10 +167,9 @@ def epoch_result(s: Session, epoch: int) -> EpochResult:
     items = max(float(totals[2]), 1.0)
     loss = float(totals[0]) / items
     task = s.config.task
-    accuracy = float(totals[1]) / items if task != "tabular-regression" else None
+    accuracy = float(totals[1]) / items if task == "tabular-classification" else None
     perplexity = math.exp(min(loss, 700.0)) if task == "causal-lm" else None
-    return EpochResult(epoch=epoch + 1, loss=loss, accuracy=accuracy if task != "causal-lm" else None,
-                       perplexity=perplexity)
+    return EpochResult(epoch=epoch + 1, loss=loss, accuracy=accuracy, perplexity=perplexity)
 
 
 def run_loop(s: Session, watch: PreemptionWatch) -> None:

@@ -74,9 +74,9 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     wrapped = wrap(model, config.strategy, device, config.learning_rate, config.hparams.weight_decay)
     steps = [steps_in_epoch(corpus, counts, config.seed, e, config.batch_size) for e in range(config.epochs)]
     if min(steps) == 0:
-        raise DataError(config.data_uri, f"an epoch holds fewer than --batch-size={config.batch_size} training "
-                        f"samples on some process ({env.world_size} processes share {sum(counts.train)} units of "
-                        "data); lower --batch-size or add data")
+        raise DataError(config.data_uri, f"some process gets fewer than --batch-size={config.batch_size} training "
+                        f"samples in an epoch ({env.world_size} processes share about "
+                        f"{corpus.samples(sum(counts.train))} samples); lower --batch-size or add data")
     total = sum(steps) if config.max_steps is None else min(sum(steps), config.max_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
     checkpoint_dir = environ.get("AIP_CHECKPOINT_DIR")

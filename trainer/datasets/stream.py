@@ -7,7 +7,7 @@ batches reproduces exactly where an interrupted run stood.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +32,10 @@ class Corpus(Protocol):
 
     def pack(self, records: Iterator[Any]) -> Iterator[Batch]:
         """Records in order -> chunks of samples (inputs, targets)."""
+        ...
+
+    def dummy_batch(self) -> Batch:
+        """A one-sample batch of the right shapes, run (and ignored) to keep sharded models in step."""
         ...
 
 
@@ -85,8 +89,7 @@ def train_batches(corpus: Corpus, seed: int, epoch: int, rank: int, batch_size: 
             yield batch
 
 
-def eval_batches(corpus: Corpus, rank: int, batch_size: int, needed: int,
-                 dummy: Callable[[], Batch]) -> Iterator[tuple[Batch, bool]]:
+def eval_batches(corpus: Corpus, rank: int, batch_size: int, needed: int) -> Iterator[tuple[Batch, bool]]:
     """Exactly `needed` (batch, real) pairs; padding batches (real=False) keep sharded models in step."""
     units = corpus.plan.validation_units(rank)
 
@@ -101,7 +104,7 @@ def eval_batches(corpus: Corpus, rank: int, batch_size: int, needed: int,
         produced += 1
         yield batch, True
     for _ in range(needed - produced):
-        yield dummy(), False
+        yield corpus.dummy_batch(), False
 
 
 def _shuffled(chunks: Iterator[Batch], window: int, batch_size: int, generator: torch.Generator) -> Iterator[Batch]:
