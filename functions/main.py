@@ -94,3 +94,11 @@ def on_job_event(cloud_event: Any) -> None:
     from functions.wiring import listener_deps
 
     _run("on_job_event", cloud_event, lambda: handle_job_event(envelopes.pubsub_message(cloud_event), listener_deps()))
+
+
+@functions_framework.cloud_event
+def sweep_datasets(cloud_event: Any) -> None:
+    from functions.sweep import handle_sweep
+    from functions.wiring import ingest_deps
+
+    _run("sweep_datasets", cloud_event, lambda: handle_sweep(envelopes.pubsub_message(cloud_event), ingest_deps()))
