@@ -28,7 +28,8 @@ class ServiceSpec:
 
     name: str
     argv: Sequence[str]
-    port: int
+    port: int | None
+    """The TCP port it listens on (checked free before start); None for a service that listens on none."""
     env: dict[str, str] = field(default_factory=dict)
     ready_log_line: str | None = None
     ready_probe: Probe | None = None
@@ -39,7 +40,7 @@ class ServiceSpec:
 class RunningService:
     name: str
     pid: int
-    port: int
+    port: int | None
     log_path: Path
 
 
@@ -94,7 +95,7 @@ def start_all(specs: Sequence[ServiceSpec], log_dir: Path) -> list[RunningServic
 
 
 def _launch(spec: ServiceSpec, log_dir: Path) -> tuple[RunningService, subprocess.Popen[bytes]]:
-    if not port_is_free(spec.port):
+    if spec.port is not None and not port_is_free(spec.port):
         raise StackError(
             f"{spec.name}: port {spec.port} on 127.0.0.1 is already in use. Stop what holds it "
             f"(`ss -ltnp 'sport = :{spec.port}'`), or pick another port with `--port {spec.name}=PORT`."

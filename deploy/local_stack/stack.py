@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +13,13 @@ from deploy.local_stack import processes, provision, services
 from deploy.local_stack.processes import RunningService, StackError
 from deploy.topology import Topology, load_topology
 
-SERVICE_ORDER = ("pubsub", "firestore", "storage", "vertex", "on_object_finalized", "dispatch", "on_job_event")
+SERVICE_ORDER = ("pubsub", "firestore", "storage", "vertex", "on_object_finalized", "dispatch", "on_job_event",
+                 "sweep_datasets", "scheduler")
+"""Every service `up` starts, in start order (`down` stops them in reverse): the functions follow topology.functions."""
+PORTLESS_SERVICES = frozenset({"scheduler"})
+"""Services that listen on no port: `--port NAME=0` is accepted for them (nothing to pick), any other port refused."""
+SWEEP_EVERY_ENV = "LANDFALL_SWEEP_EVERY_SECONDS"
+"""Overrides every schedule's every_seconds on the local stack (tests tick every second)."""
 
 
 @dataclass(frozen=True)
@@ -28,10 +34,15 @@ class StackInfo:
 
 
 def resolve_ports(topology: Topology, overrides: dict[str, int] | None = None) -> dict[str, int]:
+    """The port of every service that listens on one: topology [local.ports], then overrides; 0 = a free port."""
     ports = dict(topology.local_ports)
     for name, port in (overrides or {}).items():
+        if name in PORTLESS_SERVICES:
+            if port != 0:
+                raise StackError(f"{name} listens on no port; --port applies to: {', '.join(ports)}")
+            continue
         if name not in ports:
-            raise StackError(f"unknown service {name!r} in --port; services: {', '.join(SERVICE_ORDER)}")
+            raise StackError(f"unknown service {name!r} in --port; services with a port: {', '.join(ports)}")
         ports[name] = port
     for name, port in ports.items():
         if port == 0:
@@ -54,6 +65,17 @@ def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
         "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
         "CLOUDSDK_CORE_PROJECT": topology.project_id,
     }
+
+
+def every_seconds_override(environ: Mapping[str, str]) -> int | None:
+    """LANDFALL_SWEEP_EVERY_SECONDS as a whole number of seconds >= 1, or None when unset."""
+    raw = environ.get(SWEEP_EVERY_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise StackError(f"{SWEEP_EVERY_ENV} must be a whole number of seconds >= 1, got {raw!r}; unset it to use "
+                         "every_seconds from deploy/topology.toml [schedules.*]")
+    return int(raw)
 
 
 def _state_file(state_dir: Path) -> Path:
@@ -88,6 +110,7 @@ def up(state_dir: Path | None = None, port_overrides: dict[str, int] | None = No
         raise StackError(f"a previous stack in {state_dir} is partly down; run `landfall down` first")
     topology = load_topology()
     ports = resolve_ports(topology, port_overrides)
+    every_seconds = every_seconds_override(os.environ)
     env = stack_env(topology, ports)
     logs = state_dir / "logs"
     running: list[RunningService] = []
@@ -112,6 +135,10 @@ def up(state_dir: Path | None = None, port_overrides: dict[str, int] | None = No
         provision.create_push_subscriptions(topology, topology.project_id,
                                             {route.name: ports[route.name] for route in topology.functions})
         provision.create_bucket(topology.bucket, topology.project_id)
+        # Last, once the push subscriptions exist, so that no tick is published to a topic nobody reads yet.
+        running += processes.start_all([services.scheduler(project=topology.project_id, every_seconds=every_seconds,
+                                                           env=function_env)], logs)
+        _write_state(state_dir, running, env)
     except BaseException:
         for service in reversed(running):
             processes.stop(service)

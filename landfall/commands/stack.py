@@ -47,16 +47,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     elif not entries:
         print("the local stack is not running (`landfall up` starts it)")
     else:
-        print(render_table(["SERVICE", "PORT", "PID", "STATE", "LOG"],
-                           [[s.name, s.port, s.pid, "up" if alive else "DOWN", s.log_path] for s, alive in entries]))
+        rows = [[s.name, "-" if s.port is None else s.port, s.pid, "up" if alive else "DOWN", s.log_path]
+                for s, alive in entries]
+        print(render_table(["SERVICE", "PORT", "PID", "STATE", "LOG"], rows))
     return 0 if entries and all(alive for _, alive in entries) else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("up", help="start the local stack (emulators, functions, Vertex emulator) and print its env")
+    p = sub.add_parser("up", help="start the local stack (emulators, functions, Vertex emulator, scheduler) and "
+                                  "print its env",
+                       description="Start every local stand-in and write .landfall/env. The scheduler ticks each "
+                                   f"[schedules.*] topic every every_seconds; {stack.SWEEP_EVERY_ENV}=N makes it "
+                                   "every N seconds.")
+    ported = [name for name in stack.SERVICE_ORDER if name not in stack.PORTLESS_SERVICES]
     p.add_argument("--port", action="append", default=[], metavar="NAME=PORT",
-                   help="use PORT for service NAME (pubsub, firestore, storage, vertex, on_object_finalized, "
-                        "dispatch, on_job_event); repeatable; 0 picks a free port")
+                   help=f"use PORT for service NAME ({', '.join(ported)}); repeatable; 0 picks a free port")
     p.set_defaults(func=cmd_up)
     p = sub.add_parser("down", help="stop exactly the processes `landfall up` started")
     p.set_defaults(func=cmd_down)

@@ -27,11 +27,28 @@ def test_unknown_port_name_is_refused(tmp_path: Path) -> None:
         stack.up(tmp_path, {"pubsbu": 1234})
 
 
+def test_a_port_for_the_scheduler_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="scheduler listens on no port"):
+        stack.up(tmp_path, {"scheduler": 1234})
+    assert stack.read_state(tmp_path) == []
+
+
+def test_a_bad_sweep_period_is_refused_before_anything_starts(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(stack.SWEEP_EVERY_ENV, "0.5")
+    with pytest.raises(StackError, match=rf"{stack.SWEEP_EVERY_ENV} must be a whole number of seconds >= 1"):
+        stack.up(tmp_path, {name: 0 for name in stack.SERVICE_ORDER})
+    assert stack.read_state(tmp_path) == []
+
+
 def test_down_stops_exactly_what_up_started(tmp_path: Path) -> None:
     info = stack.up(tmp_path, {name: 0 for name in stack.SERVICE_ORDER})
     try:
         assert [s.name for s in info.services] == list(stack.SERVICE_ORDER)
         assert all(alive for _, alive in stack.status(tmp_path))
+        ports = {s.name: s.port for s in stack.read_state(tmp_path)}
+        assert ports["scheduler"] is None and isinstance(ports["sweep_datasets"], int)
+        assert processes.http_answers(f"http://127.0.0.1:{ports['sweep_datasets']}/")()
         env = info.env_file.read_text()
         for name in ("PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST", "STORAGE_EMULATOR_HOST",
                      "GOOGLE_CLOUD_PROJECT", "LANDFALL_VERTEX_ENDPOINT", "LANDFALL_LANDING_BUCKET"):

@@ -1,0 +1,75 @@
+"""Pure parts of the local stack: service order vs topology, port overrides, the sweep period, the tick message."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from deploy.local_stack import stack
+from deploy.local_stack.processes import StackError
+from deploy.local_stack.scheduler import Tick, next_due, periods, tick_for
+from deploy.topology import load_topology
+
+
+def test_service_order_holds_every_function_in_topology_order_then_the_scheduler() -> None:
+    topology = load_topology()
+    functions = [route.name for route in topology.functions]
+    assert "sweep_datasets" in functions
+    assert [n for n in stack.SERVICE_ORDER if n in functions] == functions
+    assert stack.SERVICE_ORDER[-1] == "scheduler"
+    assert stack.SERVICE_ORDER.index("scheduler") > max(stack.SERVICE_ORDER.index(f) for f in functions)
+    ported = [n for n in stack.SERVICE_ORDER if n not in stack.PORTLESS_SERVICES]
+    assert sorted(ported) == sorted(topology.local_ports)
+
+
+def test_every_service_may_be_given_port_zero_and_only_ported_ones_get_a_port() -> None:
+    ports = stack.resolve_ports(load_topology(), {name: 0 for name in stack.SERVICE_ORDER})
+    assert set(ports) == set(stack.SERVICE_ORDER) - stack.PORTLESS_SERVICES
+    assert all(port > 0 for port in ports.values())
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"scheduler": 9000}, "scheduler listens on no port; --port applies to: pubsub, "),
+    ({"sweep": 9000}, "unknown service 'sweep' in --port; services with a port: .*sweep_datasets"),
+])
+def test_bad_port_overrides_name_the_valid_services(overrides: dict[str, int], message: str) -> None:
+    with pytest.raises(StackError, match=message):
+        stack.resolve_ports(load_topology(), overrides)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("", None), (" ", None), ("1", 1), ("60", 60)])
+def test_sweep_period_override(value: str | None, expected: int | None) -> None:
+    environ = {} if value is None else {stack.SWEEP_EVERY_ENV: value}
+    assert stack.every_seconds_override(environ) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "0.5", "1s", "soon"])
+def test_bad_sweep_period_says_what_is_expected(value: str) -> None:
+    with pytest.raises(StackError, match=rf"LANDFALL_SWEEP_EVERY_SECONDS must be .*, got '{value}'"):
+        stack.every_seconds_override({stack.SWEEP_EVERY_ENV: value})
+
+
+def test_tick_message_is_json_with_the_schedule_and_utc_time_and_an_attribute() -> None:
+    paris = timezone(timedelta(hours=1))
+    tick = tick_for("ingest_sweep", datetime(2026, 11, 22, 17, 10, 42, 123456, tzinfo=paris))
+    assert tick == Tick(data=b'{"schedule":"ingest_sweep","tick_at":"2026-11-22T16:10:42.123Z"}',
+                        attributes={"schedule": "ingest_sweep"})
+    assert json.loads(tick.data)["tick_at"].endswith("Z")
+
+
+def test_periods_take_the_topology_value_unless_overridden() -> None:
+    schedules = load_topology().schedules
+    assert periods(schedules, None) == {s.name: float(s.every_seconds) for s in schedules}
+    assert set(periods(schedules, 1).values()) == {1.0}
+
+
+@pytest.mark.parametrize(("due", "now", "expected"), [
+    (10.0, 10.2, 11.0),   # on time: one period later
+    (10.0, 11.0, 12.0),   # a tick falling exactly on now is skipped
+    (10.0, 13.5, 14.0),   # slow publish: missed ticks are skipped, not bunched
+])
+def test_next_due(due: float, now: float, expected: float) -> None:
+    assert next_due(due, 1.0, now) == expected
+
