@@ -1,116 +1,205 @@
-"""Ingest: an object event on the landing bucket; a `_SUCCESS` marker completes its dataset (the prefix holding it)
-and publishes one TrainingRequest whose idempotency key names this dataset version."""
+"""Ingest: an object event on a landing bucket. A `_SUCCESS` marker or a satisfied `_MANIFEST.json` completes its
+dataset (the folder holding it); quiet-period datasets are closed by the sweep (functions/sweep.py). Each dataset
+version publishes exactly one TrainingRequest, through the version outbox in Firestore.
+
+Every outcome is returned as a short string (for logs and tests); only TransientError asks for a redelivery.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Protocol
 
+from functions.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
+from functions.datasets_store import ClaimOutcome, DatasetsStore
 from functions.envelopes import ObjectEvent
-from functions.routes import Route, route_for
-from functions.run_transitions import iso
+from functions.errors import TransientError
+from functions.gcs_objects import ObjectInfo
+from functions.manifest import Entry, ManifestError
+from functions.readiness import Completion, Scan, Verdict, evaluate, read_manifest, scan_prefix
+from functions.routes import Route, load_routes, route_for
+from functions.run_transitions import Doc, iso
 from functions.settings import Settings
-from schemas.training_request import (
-    Constraints,
-    DatasetRef,
-    Hyperparameters,
-    ModelSpec,
-    RequestSource,
-    TrainingRequest,
-)
+from schemas.dataset_record import SCHEMA_VERSION, DatasetStatus, VersionStatus, dataset_id_for
+from schemas.training_request import run_id_for
 
 log = logging.getLogger("landfall.ingest")
 
-MARKER = "_SUCCESS"
-MAX_OBJECT_NAME = 1024
+
+class ObjectStore(Protocol):
+    def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]: ...
+    def stat(self, bucket: str, name: str) -> ObjectInfo | None: ...
+    def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None: ...
 
 
 @dataclass(frozen=True)
 class IngestDeps:
     settings: Settings
-    list_objects: Callable[[str, str], Iterable[tuple[str, int]]]
-    """(bucket, prefix) -> (object name, size) for every object under prefix."""
+    objects: ObjectStore
+    datasets: DatasetsStore
     publish: Callable[[bytes], str]
-    """Publishes a TrainingRequest; returns the message id."""
+    """Publishes a TrainingRequest on the requests topic; returns the message id."""
     now: Callable[[], datetime]
-
-
-def name_problem(name: str) -> str | None:
-    if len(name.encode()) > MAX_OBJECT_NAME:
-        return f"object name is {len(name.encode())} bytes; Cloud Storage allows {MAX_OBJECT_NAME}"
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        return "object name contains control characters"
-    if ".." in name.split("/") or name.startswith("/"):
-        return "object name contains '..' or starts with '/'"
-    return None
-
-
-def is_data_object(name: str) -> bool:
-    base = name.rsplit("/", 1)[-1]
-    return bool(base) and not base.startswith(("_", "."))
+    routes: Callable[[], tuple[Route, ...]] = load_routes
 
 
 def handle_object_event(event: ObjectEvent, deps: IngestDeps) -> str:
-    settings = deps.settings
     if event.kind != "finalize":
-        log.debug("ignoring %s event for gs://%s/%s", event.kind, event.bucket, event.name)
+        log.debug("ignoring %s event for gs://%s/%s: only new objects matter", event.kind, event.bucket, event.name)
         return f"ignored:{event.kind}"
     problem = name_problem(event.name)
     if problem:
         log.warning("ignoring gs://%s/%r: %s", event.bucket, event.name[:200], problem)
         return "ignored:bad-name"
-    if event.bucket != settings.landing_bucket or not event.name.startswith(settings.dataset_prefix):
-        log.info("ignoring gs://%s/%s: outside the landing area gs://%s/%s", event.bucket, event.name,
-                 settings.landing_bucket, settings.dataset_prefix)
+    if event.bucket not in deps.settings.allowed_buckets:
+        log.warning("ignoring gs://%s/%s: bucket is not a landing bucket (%s); set LANDFALL_ALLOWED_BUCKETS to add "
+                    "it", event.bucket, event.name, ", ".join(deps.settings.allowed_buckets))
         return "ignored:outside-landing-area"
-    directory, _, base = event.name.rpartition("/")
-    if base != MARKER:
-        return "ignored:not-a-marker"
-    prefix = f"{directory}/"
-    if prefix == settings.dataset_prefix or not directory:
-        log.warning("ignoring marker gs://%s/%s: a dataset is a folder below %s", event.bucket, event.name,
-                    settings.dataset_prefix)
-        return "ignored:marker-at-root"
-    route = route_for(event.bucket, prefix)
+    route = route_for(event.bucket, event.name, deps.routes())
     if route is None:
-        log.warning("no route in deploy/routes.toml matches gs://%s/%s; add one", event.bucket, prefix)
+        log.info("ignoring gs://%s/%s: no route in deploy/routes.toml covers it (prefixes: %s)", event.bucket,
+                 event.name, ", ".join(r.prefix for r in deps.routes()))
         return "ignored:no-route"
-    count, total, formats = 0, 0, set()
-    for name, size in deps.list_objects(event.bucket, prefix):
-        if is_data_object(name):
-            count += 1
-            total += size
-            base_name = name.rsplit("/", 1)[-1]
-            if "." in base_name:
-                formats.add(base_name.rsplit(".", 1)[-1].lower())
-    if count == 0:
-        log.warning("dataset gs://%s/%s is marked complete but holds no data objects; no request", event.bucket,
-                    prefix)
-        return "ignored:empty-dataset"
-    request = build_request(event, prefix, route, (count, total, tuple(sorted(formats))), deps.now())
-    message_id = deps.publish(request.to_json())
-    log.info("dataset gs://%s/%s complete (%d objects, %d bytes): request %s published as message %s",
-             event.bucket, prefix, count, total, request.run_id, message_id)
-    return f"published:{request.run_id}"
+    role = role_of(event.name[len(route.prefix):])
+    if role in (Role.MARKER, Role.MANIFEST):
+        return _on_trigger(event, route, "marker" if role == Role.MARKER else "manifest", deps)
+    if role == Role.DATA:
+        return _on_data(event, route, deps)
+    log.debug("gs://%s/%s is a %s object: it completes nothing by itself", event.bucket, event.name, role)
+    return f"ignored:{role}"
 
 
-def build_request(event: ObjectEvent, prefix: str, route: Route, stats: tuple[int, int, tuple[str, ...]],
-                  now: datetime) -> TrainingRequest:
-    count, total, formats = stats
-    h = route.hyperparameters
-    c = route.constraints
-    return TrainingRequest(
-        idempotency_key=f"gcs:{event.bucket}/{prefix}:{event.generation}",
-        dataset=DatasetRef(uri=f"gs://{event.bucket}/{prefix}", object_count=count, total_bytes=total,
-                           formats=formats),
-        task=route.task,
-        model=ModelSpec(preset=route.model_preset, label_column=route.label_column),
-        hyperparameters=Hyperparameters(**h),
-        constraints=Constraints(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()}),
-        source=RequestSource(kind="gcs-marker", object=f"gs://{event.bucket}/{event.name}",
-                             generation=event.generation, event_id=event.event_id),
-        created_at=iso(now),
-        labels={"landfall-route": route.name},
-    )
+def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -> str:
+    prefix = split(event.name)[0]
+    if len(prefix) <= len(route.prefix):
+        log.warning("ignoring gs://%s/%s: a dataset is a folder below %s, e.g. %sNAME/%s", event.bucket, event.name,
+                    route.prefix, route.prefix, split(event.name)[1])
+        return "ignored:marker-at-route-root"
+    if kind not in route.readiness:
+        log.warning("ignoring gs://%s/%s: route %r completes datasets by %s, not by %s", event.bucket, event.name,
+                    route.name, " or ".join(route.readiness), kind)
+        return "ignored:readiness-not-enabled"
+    current = deps.objects.stat(event.bucket, event.name)
+    if current is None:
+        log.info("ignoring gs://%s/%s#%s: it no longer exists", event.bucket, event.name, event.generation)
+        return "ignored:gone"
+    generation = event.generation or current.generation
+    if int(current.generation or 0) > int(generation or 0):
+        log.info("ignoring gs://%s/%s#%s: superseded by generation %s (a late notification)", event.bucket,
+                 event.name, generation, current.generation)
+        return "ignored:superseded"
+    return complete(Completion(event.bucket, prefix, route, kind, event.name, generation, event.event_id), deps)
+
+
+def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
+    """A data object: it may be the one a waiting manifest needs, or keep a quiet-period dataset open."""
+    manifest_prefixes = ancestor_prefixes(event.name, route) if "manifest" in route.readiness else []
+    quiet = quiet_dataset_prefix(event.name, route) if "quiet-period" in route.readiness else None
+    prefixes = [*manifest_prefixes, *([quiet] if quiet else [])]
+    if not prefixes:
+        return "data"
+    docs = deps.datasets.datasets(dataset_id_for(event.bucket, p) for p in prefixes)
+    outcomes = []
+    for prefix in manifest_prefixes:
+        doc = docs.get(dataset_id_for(event.bucket, prefix))
+        if doc and doc.get("status") == DatasetStatus.WAITING:
+            outcomes.append(complete(completion_from(doc, route, event.event_id), deps))
+    if quiet:
+        doc = docs.get(dataset_id_for(event.bucket, quiet))
+        version_generation = int(((doc or {}).get("version") or {}).get("generation") or 0)
+        reopen = doc is None or (doc.get("status") != DatasetStatus.COLLECTING
+                                 and int(event.generation or 0) > version_generation)
+        if reopen and deps.datasets.mark_collecting(dataset_doc(event.bucket, quiet, route, DatasetStatus.COLLECTING,
+                                                                "", (doc or {}).get("version"), deps.now())):
+            log.info("quiet-period dataset gs://%s/%s is collecting objects", event.bucket, quiet)
+        outcomes.append("collecting")
+    return ",".join(outcomes) or "data"
+
+
+def completion_from(doc: Doc, route: Route, event_id: str = "") -> Completion:
+    """The waiting version a dataset document remembers."""
+    version = doc["version"]
+    return Completion(doc["bucket"], doc["prefix"], route, version["kind"],
+                      version["completed_by"].removeprefix(f"gs://{doc['bucket']}/"), version["generation"], event_id)
+
+
+def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> str:
+    """Evaluate one dataset version and publish its request, exactly once (claim -> evaluate -> publish -> finish)."""
+    run_id = run_id_for(c.idempotency_key)
+    owner = uuid.uuid4().hex
+    claim = deps.datasets.claim_version(version_doc(c, run_id), owner=owner, now=deps.now(),
+                                        lease_seconds=deps.settings.ingest_lease_seconds)
+    if claim.outcome == ClaimOutcome.DONE:
+        log.info("%s version %s already %s: duplicate ignored", c.uri, c.generation, claim.doc["status"])
+        return f"duplicate:{claim.doc['status']}"
+    if claim.outcome == ClaimOutcome.BUSY:
+        # Retried, not acknowledged: this may be the claim holder's own redelivery after it crashed.
+        raise TransientError(f"{c.uri} version {c.generation} is being evaluated by another delivery; retry after "
+                             f"its lease ({deps.settings.ingest_lease_seconds} s)")
+    try:
+        verdict = _verdict(c, deps, scan)
+        if verdict.request is None:
+            return _not_ready(c, run_id, owner, verdict, deps)
+        message_id = deps.publish(verdict.request.to_json())
+    except BaseException:
+        # Let the next delivery take over at once rather than after the lease.
+        deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now(), updates={})
+        raise
+    deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.PUBLISHED, now=deps.now(), updates={
+        "message_id": message_id, "request": verdict.request.to_dict(), "reason": ""})
+    deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DatasetStatus.REQUESTED, "",
+                                           version_summary(c, run_id, VersionStatus.PUBLISHED), deps.now()))
+    stats = verdict.request.dataset
+    log.info("dataset %s complete (%s %s; %d objects, %d bytes, %s): request for run %s published as message %s",
+             c.uri, c.kind, c.generation, stats.object_count, stats.total_bytes, ",".join(stats.formats) or "-",
+             run_id, message_id)
+    return f"published:{run_id}"
+
+
+def _verdict(c: Completion, deps: IngestDeps, scan: Scan | None) -> Verdict:
+    def read(name: str, generation: str, max_bytes: int) -> bytes | None:
+        return deps.objects.read(c.bucket, name, generation, max_bytes)
+
+    entries: tuple[Entry, ...] = ()
+    if c.kind == "manifest":
+        try:
+            entries = read_manifest(c, read)
+        except ManifestError as exc:
+            return Verdict(reason=f"{c.uri}: {exc}")
+    if scan is None or entries:
+        scan = scan_prefix(deps.objects.list(c.bucket, c.prefix), c.prefix, frozenset(e.name for e in entries))
+    return evaluate(c, scan, read, entries, deps.now())
+
+
+def _not_ready(c: Completion, run_id: str, owner: str, verdict: Verdict, deps: IngestDeps) -> str:
+    version_status = VersionStatus.WAITING if verdict.waiting else VersionStatus.REFUSED
+    deps.datasets.finish_version(run_id, owner=owner, status=version_status, now=deps.now(),
+                                 updates={"reason": verdict.reason})
+    status = DatasetStatus.WAITING if verdict.waiting else DatasetStatus.REFUSED
+    deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, status, verdict.reason,
+                                           version_summary(c, run_id, version_status), deps.now()))
+    log.warning("dataset %s (%s %s): no request: %s", c.uri, c.kind, c.generation, verdict.reason)
+    return f"{status.lower()}:{run_id}"
+
+
+def version_summary(c: Completion, run_id: str, status: VersionStatus) -> Doc:
+    return {"idempotency_key": c.idempotency_key, "run_id": run_id, "kind": c.kind, "generation": c.generation,
+            "completed_by": f"gs://{c.bucket}/{c.object_name}", "status": status.value}
+
+
+def version_doc(c: Completion, run_id: str) -> Doc:
+    return {"schema_version": SCHEMA_VERSION, "run_id": run_id, "idempotency_key": c.idempotency_key,
+            "dataset_id": dataset_id_for(c.bucket, c.prefix), "uri": c.uri, "route": c.route.name, "kind": c.kind,
+            "completed_by": f"gs://{c.bucket}/{c.object_name}", "generation": c.generation, "event_id": c.event_id,
+            "reason": "", "message_id": "", "request": None}
+
+
+def dataset_doc(bucket: str, prefix: str, route: Route, status: DatasetStatus, reason: str,
+                version: dict[str, Any] | None, now: datetime) -> Doc:
+    return {"schema_version": SCHEMA_VERSION, "dataset_id": dataset_id_for(bucket, prefix), "bucket": bucket,
+            "prefix": prefix, "uri": f"gs://{bucket}/{prefix}", "route": route.name, "status": status.value,
+            "reason": reason, "updated_at": iso(now), "version": version}

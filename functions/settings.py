@@ -25,6 +25,8 @@ class Settings:
     """LANDFALL_OUTPUT_BUCKET: where job outputs go (default: the landing bucket)."""
     runs_prefix: str
     runs_collection: str
+    datasets_collection: str
+    dataset_versions_collection: str
     requests_topic: str
     default_region: str
     allowed_buckets: tuple[str, ...]
@@ -36,6 +38,10 @@ class Settings:
     executor_image_gpu: str
     executor_image_cpu: str
     submission_lease_seconds: int
+    ingest_lease_seconds: int
+    """LANDFALL_INGEST_LEASE_SECONDS: how long one delivery owns a dataset version before another may take over."""
+    list_page_size: int
+    """LANDFALL_LIST_PAGE_SIZE: objects per page when listing a dataset prefix (Cloud Storage allows up to 1000)."""
 
     @property
     def requests_topic_path(self) -> str:
@@ -55,10 +61,16 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
     landing = need("LANDFALL_LANDING_BUCKET", topology.bucket)
     output = env.get("LANDFALL_OUTPUT_BUCKET") or landing
     allowed = tuple(b.strip() for b in env.get("LANDFALL_ALLOWED_BUCKETS", landing).split(",") if b.strip())
-    try:
-        lease = int(env.get("LANDFALL_SUBMISSION_LEASE_SECONDS", "120"))
-    except ValueError as exc:
-        raise SettingsError("LANDFALL_SUBMISSION_LEASE_SECONDS must be an integer number of seconds") from exc
+
+    def positive(name: str, default: int, upper: int = 86_400) -> int:
+        raw = env.get(name, str(default))
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= upper:
+            raise SettingsError(f"{name} must be a whole number from 1 to {upper}, got {raw!r}")
+        return value
     return Settings(
         project=need("GOOGLE_CLOUD_PROJECT"),
         landing_bucket=landing,
@@ -66,6 +78,9 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         output_bucket=output,
         runs_prefix=topology.runs_prefix,
         runs_collection=env.get("LANDFALL_RUNS_COLLECTION", topology.runs_collection),
+        datasets_collection=env.get("LANDFALL_DATASETS_COLLECTION", topology.datasets_collection),
+        dataset_versions_collection=env.get("LANDFALL_DATASET_VERSIONS_COLLECTION",
+                                            topology.dataset_versions_collection),
         requests_topic=env.get("LANDFALL_REQUESTS_TOPIC", topology.requests_topic),
         default_region=env.get("LANDFALL_DEFAULT_REGION", topology.default_region),
         allowed_buckets=allowed,
@@ -75,7 +90,9 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
                                    "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"),
         executor_image_cpu=env.get("LANDFALL_EXECUTOR_IMAGE_CPU",
                                    "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest"),
-        submission_lease_seconds=lease,
+        submission_lease_seconds=positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120),
+        ingest_lease_seconds=positive("LANDFALL_INGEST_LEASE_SECONDS", 60),
+        list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
     )
 
 

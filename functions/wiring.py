@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
 from functions import clients
+from functions.datasets_store import DatasetsStore
 from functions.dispatch import DispatchDeps
+from functions.gcs_objects import GcsObjects
 from functions.ingest import IngestDeps
 from functions.job_events import ListenerDeps, read_gcs_text
 from functions.runs_store import RunsStore
@@ -30,9 +31,16 @@ def vertex_jobs() -> VertexJobs:
     return VertexJobs(get_settings().project, clients.job_service_client)
 
 
-def _list_objects(bucket: str, prefix: str) -> Iterable[tuple[str, int]]:
-    for blob in clients.storage_client().list_blobs(bucket, prefix=prefix, page_size=1000):
-        yield blob.name, int(blob.size or 0)
+@cache
+def datasets_store() -> DatasetsStore:
+    settings = get_settings()
+    return DatasetsStore(clients.firestore_client(), settings.datasets_collection,
+                         settings.dataset_versions_collection)
+
+
+@cache
+def gcs_objects() -> GcsObjects:
+    return GcsObjects(clients.storage_client(), page_size=get_settings().list_page_size)
 
 
 def _publish_request(data: bytes) -> str:
@@ -47,7 +55,8 @@ def _plan(request: Any) -> Any:
 
 
 def ingest_deps() -> IngestDeps:
-    return IngestDeps(settings=get_settings(), list_objects=_list_objects, publish=_publish_request, now=utc_now)
+    return IngestDeps(settings=get_settings(), objects=gcs_objects(), datasets=datasets_store(),
+                      publish=_publish_request, now=utc_now)
 
 
 def dispatch_deps() -> DispatchDeps:

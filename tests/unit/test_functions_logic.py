@@ -1,4 +1,4 @@
-"""Pure logic of the functions: envelopes, transitions and the submission claim, request rules, job spec, ingest."""
+"""Pure logic of the functions: envelopes, transitions and the submission claim, request rules, job spec."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from cloudevents.http import CloudEvent
 
 from functions import envelopes
 from functions.errors import PermanentError
-from functions.ingest import IngestDeps, handle_object_event
 from functions.job_spec import RUN_LABEL, custom_job
 from functions.request_rules import request_problems
 from functions.run_transitions import ClaimOutcome, claimed, iso, transitioned
@@ -131,56 +130,3 @@ def test_custom_job_single_cpu_node_has_no_accelerator_and_no_extra_pools() -> N
     assert len(job["job_spec"]["worker_pool_specs"]) == 1
     assert job["job_spec"]["worker_pool_specs"][0]["machine_spec"] == {"machine_type": "n1-standard-4"}
     assert "scheduling" not in job["job_spec"]
-
-
-class FakeBucket:
-    def __init__(self, objects: dict[str, int]) -> None:
-        self.objects = objects
-        self.published: list[bytes] = []
-
-    def deps(self) -> IngestDeps:
-        def listing(bucket: str, prefix: str):
-            return [(n, s) for n, s in self.objects.items() if n.startswith(prefix)]
-
-        def publish(data: bytes) -> str:
-            self.published.append(data)
-            return str(len(self.published))
-
-        return IngestDeps(settings=SETTINGS, list_objects=listing, publish=publish, now=lambda: NOW)
-
-
-def obj_event(name: str, kind: str = "finalize", bucket: str = "landfall-landing") -> envelopes.ObjectEvent:
-    return envelopes.ObjectEvent(kind=kind, bucket=bucket, name=name, generation="42", event_id="9")
-
-
-def test_marker_publishes_one_request_with_stats() -> None:
-    fake = FakeBucket({"datasets/a/part-0.csv": 100, "datasets/a/part-1.csv": 50, "datasets/a/_SUCCESS": 0,
-                       "datasets/ab/part-0.csv": 7})
-    outcome = handle_object_event(obj_event("datasets/a/_SUCCESS"), fake.deps())
-    assert outcome.startswith("published:")
-    (message,) = fake.published
-    request = parse_training_request(message)
-    assert request.dataset.uri == "gs://landfall-landing/datasets/a/"
-    assert (request.dataset.object_count, request.dataset.total_bytes, request.dataset.formats) == (2, 150, ("csv",))
-    assert request.idempotency_key == "gcs:landfall-landing/datasets/a/:42"
-    assert request.source.kind == "gcs-marker"
-
-
-@pytest.mark.parametrize(
-    ("event", "outcome"),
-    [
-        (obj_event("datasets/a/part-0.csv"), "ignored:not-a-marker"),
-        (obj_event("datasets/a/_SUCCESS", kind="delete"), "ignored:delete"),
-        (obj_event("datasets/a/_SUCCESS", bucket="other"), "ignored:outside-landing-area"),
-        (obj_event("elsewhere/a/_SUCCESS"), "ignored:outside-landing-area"),
-        (obj_event("datasets/_SUCCESS"), "ignored:marker-at-root"),
-        (obj_event("datasets/../x/_SUCCESS"), "ignored:bad-name"),
-        (obj_event("datasets/a\x07/_SUCCESS"), "ignored:bad-name"),
-        (obj_event("datasets/" + "x" * 1100 + "/_SUCCESS"), "ignored:bad-name"),
-        (obj_event("datasets/empty/_SUCCESS"), "ignored:empty-dataset"),
-    ],
-)
-def test_events_that_publish_nothing(event: envelopes.ObjectEvent, outcome: str) -> None:
-    fake = FakeBucket({"datasets/empty/_SUCCESS": 0, "datasets/a/part-0.csv": 1})
-    assert handle_object_event(event, fake.deps()) == outcome
-    assert fake.published == []

@@ -1,0 +1,89 @@
+"""How ingest reads object names: which are markers, manifests, overrides or data, and which folder is the dataset.
+
+Pure functions over names; no I/O. A name is only ever compared and sliced, never passed to a shell.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from functions.routes import Route
+
+MARKER = "_SUCCESS"
+MANIFEST = "_MANIFEST.json"
+OVERRIDES = "landfall.json"
+MAX_OBJECT_NAME = 1024
+"""Cloud Storage's limit on an object name, in UTF-8 bytes."""
+
+
+class Role(StrEnum):
+    MARKER = "marker"
+    MANIFEST = "manifest"
+    OVERRIDES = "overrides"
+    DATA = "data"
+    CONTROL = "control"
+    """Other names starting with '_' or '.' (e.g. _temporary/, .crc files): never data, never a trigger."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why an object name cannot be taken as Landfall input, or None when it can."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_OBJECT_NAME:
+        return f"object name is {size} bytes; Cloud Storage allows at most {MAX_OBJECT_NAME}"
+    bad = next((c for c in name if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        return f"object name contains the control character {bad!r}; rename the object without it"
+    parts = name.split("/")
+    if ".." in parts or "." in parts:
+        return "object name has a '.' or '..' path segment; datasets are plain folders, rename the object"
+    if name.startswith("/") or "//" in name:
+        return "object name starts with '/' or holds an empty folder ('//'); rename the object"
+    return None
+
+
+def split(name: str) -> tuple[str, str]:
+    """(folder with trailing '/', base name)."""
+    folder, _, base = name.rpartition("/")
+    return (f"{folder}/" if folder else ""), base
+
+
+def role_of(name: str) -> Role:
+    base = split(name)[1]
+    if base == MARKER:
+        return Role.MARKER
+    if base == MANIFEST:
+        return Role.MANIFEST
+    if base == OVERRIDES:
+        return Role.OVERRIDES
+    if not base or any(part.startswith(("_", ".")) for part in name.split("/")):
+        return Role.CONTROL
+    return Role.DATA
+
+
+def is_data(name: str, dataset_prefix: str) -> bool:
+    """Whether name (under dataset_prefix) counts as data: not a marker, manifest, overrides or control file."""
+    return role_of(name.removeprefix(dataset_prefix)) == Role.DATA
+
+
+def format_of(name: str) -> str:
+    """The data format as the lower-case extension ("csv"); "" when the name has none."""
+    base = split(name)[1]
+    return base.rsplit(".", 1)[1].lower() if "." in base.strip(".") else ""
+
+
+def ancestor_prefixes(name: str, route: Route) -> list[str]:
+    """Every folder holding name that lies strictly below the route's prefix, deepest first."""
+    folder = split(name)[0]
+    out = []
+    while len(folder) > len(route.prefix) and folder.startswith(route.prefix):
+        out.append(folder)
+        folder = split(folder.rstrip("/"))[0]
+    return out
+
+
+def quiet_dataset_prefix(name: str, route: Route) -> str | None:
+    """The dataset a data object belongs to on a quiet-period route: route prefix + dataset_depth folders."""
+    rest = name[len(route.prefix):].split("/")
+    if len(rest) <= route.dataset_depth:
+        return None
+    return route.prefix + "/".join(rest[: route.dataset_depth]) + "/"

@@ -1,0 +1,79 @@
+"""Cloud Storage adapter for ingest: paged listing, one object's metadata, and bounded reads.
+
+Everything ingest needs from GCS goes through GcsObjects, so handlers can be tested with a fake of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from functions.errors import PermanentError, TransientError
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    name: str
+    size: int
+    generation: str
+    crc32c: str = ""
+    """Base64 of the big-endian CRC32C, as the JSON API gives it."""
+    updated: datetime | None = None
+
+
+class TooLarge(PermanentError):
+    """An object is bigger than the caller allows reading."""
+
+
+def _translate(exc: Exception, what: str) -> Exception:
+    from google.api_core import exceptions as gexc
+
+    if isinstance(exc, gexc.ServiceUnavailable | gexc.InternalServerError | gexc.TooManyRequests
+                  | gexc.GatewayTimeout | ConnectionError | TimeoutError):
+        return TransientError(f"Cloud Storage unavailable while {what} ({exc.__class__.__name__}: {exc})")
+    return exc
+
+
+def _info(blob: Any) -> ObjectInfo:
+    return ObjectInfo(name=blob.name, size=int(blob.size or 0), generation=str(blob.generation or ""),
+                      crc32c=blob.crc32c or "", updated=blob.updated)
+
+
+class GcsObjects:
+    def __init__(self, client: Any, page_size: int = 1000) -> None:
+        self._client = client
+        self._page_size = page_size
+
+    def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object under prefix, fetched page by page (constant memory, however many objects)."""
+        try:
+            for blob in self._client.list_blobs(bucket, prefix=prefix, page_size=self._page_size):
+                yield _info(blob)
+        except Exception as exc:
+            raise _translate(exc, f"listing gs://{bucket}/{prefix}") from exc
+
+    def stat(self, bucket: str, name: str) -> ObjectInfo | None:
+        """The object's current metadata, or None when it does not exist (any more)."""
+        try:
+            blob = self._client.bucket(bucket).get_blob(name)
+        except Exception as exc:
+            raise _translate(exc, f"reading gs://{bucket}/{name}") from exc
+        return _info(blob) if blob is not None else None
+
+    def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
+        """The content of that generation of the object, or None when it is gone. Larger than max_bytes: TooLarge
+        (only max_bytes + 1 bytes are ever downloaded)."""
+        from google.api_core.exceptions import NotFound
+
+        blob = self._client.bucket(bucket).blob(name, generation=int(generation) if generation else None)
+        try:
+            data = blob.download_as_bytes(start=0, end=max_bytes)
+        except NotFound:
+            return None
+        except Exception as exc:
+            raise _translate(exc, f"reading gs://{bucket}/{name}") from exc
+        if len(data) > max_bytes:
+            raise TooLarge(f"gs://{bucket}/{name} is larger than {max_bytes} bytes")
+        return data

@@ -1,0 +1,70 @@
+"""landfall.json: per-dataset overrides of the route's training template, limited to what the route allows.
+
+    {"hyperparameters": {"epochs": 10}, "constraints": {"budget_usd": 5}, "model": {"label_column": "y"}}
+
+Every field the route does not allow is refused by name, with the reason; nothing is applied unless all are
+allowed (a half-applied override would train something nobody asked for).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from functions.routes import OVERRIDABLE_FIELDS, Route
+
+MAX_OVERRIDES_BYTES = 64 * 1024
+_LEAF_MAPS = ("hyperparameters.extra", "labels")
+
+
+class OverrideError(ValueError):
+    """landfall.json cannot be applied; the message names each refused field."""
+
+
+def _leaves(node: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in node.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted not in _LEAF_MAPS:
+            out += _leaves(value, f"{dotted}.")
+        else:
+            out.append((dotted, value))
+    return out
+
+
+def parse_overrides(data: bytes) -> dict[str, Any]:
+    if len(data) > MAX_OVERRIDES_BYTES:
+        raise OverrideError(f"landfall.json is larger than {MAX_OVERRIDES_BYTES} bytes; it holds a few settings")
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise OverrideError(f"landfall.json is not JSON ({exc}); expected e.g. "
+                            '{"hyperparameters": {"epochs": 10}}') from exc
+    if not isinstance(raw, dict):
+        raise OverrideError("landfall.json must be a JSON object such as {\"hyperparameters\": {\"epochs\": 10}}")
+    return raw
+
+
+def apply_overrides(request: dict[str, Any], overrides: dict[str, Any], route: Route) -> dict[str, Any]:
+    """request (the canonical TrainingRequest dict) with the overrides applied; OverrideError when any is refused."""
+    refused = []
+    leaves = _leaves(overrides)
+    for dotted, _ in leaves:
+        if dotted not in OVERRIDABLE_FIELDS:
+            refused.append(f"{dotted} (not a field a dataset can set; settable fields: "
+                           f"{', '.join(OVERRIDABLE_FIELDS)})")
+        elif not route.allows_override(dotted):
+            allowed = ", ".join(route.overridable) or "none"
+            refused.append(f"{dotted} (route {route.name!r} does not allow it; allowed: {allowed})")
+    if refused:
+        raise OverrideError("landfall.json sets fields it may not: " + "; ".join(refused)
+                            + ". Remove them, or allow them in the route's `overridable` (deploy/routes.toml)")
+    merged = copy.deepcopy(request)
+    for dotted, value in leaves:
+        node = merged
+        *parents, last = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return merged

@@ -1,0 +1,364 @@
+"""Ingest's pure logic with in-memory adapters: readiness (marker, manifest, quiet period), routes, landfall.json,
+dataset stats, the version outbox and hostile names. The same paths run against the emulators in
+tests/integration/test_ingest_emulators.py."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from functions import envelopes
+from functions.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of
+from functions.errors import TransientError
+from functions.gcs_objects import ObjectInfo
+from functions.ingest import handle_object_event
+from functions.readiness import scan_prefix
+from functions.routes import Route, RouteError, _route
+from functions.sweep import handle_sweep
+from schemas.dataset_record import DatasetStatus, dataset_id_for
+from schemas.training_request import parse_training_request, run_id_for
+from tests.fakes.ingest import T0, Clock, FakeDatasets, FakeObjects, fake_deps
+
+BUCKET = "landfall-landing"
+MARKED = Route(name="marked", bucket="*", prefix="datasets/", task="tabular-classification",
+               model_preset="mlp-small", formats=("csv", "parquet"), min_objects=1, min_bytes=1,
+               overridable=("hyperparameters.*", "model.label_column"), hyperparameters={"epochs": 3})
+QUIET = Route(name="quiet", bucket="*", prefix="exports/", task="tabular-classification", model_preset="mlp-small",
+              readiness=("quiet-period",), quiet_period_seconds=60)
+ROUTES = (MARKED, QUIET)
+
+
+class World:
+    def __init__(self, routes: tuple[Route, ...] = ROUTES) -> None:
+        self.objects = FakeObjects()
+        self.datasets = FakeDatasets()
+        self.published: list[bytes] = []
+        self.clock = Clock()
+        self.deps = fake_deps(self.objects, self.datasets, routes, self.published, self.clock)
+
+    def upload(self, name: str, data: bytes | int = b"a,b\n1,2\n", **kw: object) -> str:
+        """Put the object and deliver its finalize notification, as GCS would; returns the handler's outcome."""
+        info = self.objects.put(name, data, at=self.clock.now, **kw)  # type: ignore[arg-type]
+        return self.deliver(name, info.generation)
+
+    def deliver(self, name: str, generation: str, kind: str = "finalize", bucket: str = BUCKET) -> str:
+        event = envelopes.ObjectEvent(kind=kind, bucket=bucket, name=name, generation=generation, event_id="e1")
+        return handle_object_event(event, self.deps)
+
+    def requests(self) -> list:
+        return [parse_training_request(m) for m in self.published]
+
+    def dataset(self, prefix: str) -> dict:
+        return self.datasets.docs[dataset_id_for(BUCKET, prefix)]
+
+    def sweep(self) -> str:
+        return handle_sweep(envelopes.PubSubMessage(data=b"{}", message_id="tick"), self.deps)
+
+
+def test_marker_publishes_one_request_with_the_measured_stats() -> None:
+    w = World()
+    for i, size in enumerate((100, 50)):
+        assert w.upload(f"datasets/a/part-{i}.csv", size) == "data"
+    w.upload("datasets/a/_temporary/junk.csv", 999)
+    w.upload("datasets/ab/part-0.csv", 7)
+    outcome = w.upload("datasets/a/_SUCCESS", b"")
+    (request,) = w.requests()
+    assert outcome == f"published:{request.run_id}"
+    generation = w.objects.objects["datasets/a/_SUCCESS"].generation
+    assert request.idempotency_key == f"gcs:{BUCKET}/datasets/a/:{generation}"
+    assert request.dataset.uri == f"gs://{BUCKET}/datasets/a/"
+    assert (request.dataset.object_count, request.dataset.total_bytes, request.dataset.formats) == (2, 150, ("csv",))
+    assert (request.source.kind, request.source.object) == ("gcs-marker", f"gs://{BUCKET}/datasets/a/_SUCCESS")
+    assert request.hyperparameters.epochs == 3
+    assert request.labels["landfall-route"] == "marked"
+    doc = w.dataset("datasets/a/")
+    assert (doc["status"], doc["version"]["run_id"]) == ("REQUESTED", request.run_id)
+
+
+def test_redelivered_marker_is_a_duplicate_and_a_new_generation_is_a_new_version() -> None:
+    w = World()
+    w.upload("datasets/a/part-0.csv")
+    w.upload("datasets/a/_SUCCESS", b"")
+    first = w.objects.objects["datasets/a/_SUCCESS"].generation
+    assert w.deliver("datasets/a/_SUCCESS", first) == "duplicate:PUBLISHED"
+    assert len(w.published) == 1
+    w.upload("datasets/a/_SUCCESS", b"")  # the marker written again: a new dataset version
+    assert len(w.published) == 2
+    assert len({r.run_id for r in w.requests()}) == 2
+    # A late notification for the old generation, seen for the first time, is stale, not a third version.
+    w.datasets.versions.clear()
+    assert w.deliver("datasets/a/_SUCCESS", first) == "ignored:superseded"
+    assert len(w.published) == 2
+
+
+def test_fifty_concurrent_deliveries_publish_once() -> None:
+    w = World()
+    w.upload("datasets/a/part-0.csv")
+    info = w.objects.put("datasets/a/_SUCCESS", b"")
+
+    def deliver(_: int) -> str:
+        try:
+            return w.deliver("datasets/a/_SUCCESS", info.generation)
+        except TransientError:
+            return "retry"
+
+    with ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(deliver, range(50)))
+    assert len(w.published) == 1
+    assert sum(o.startswith("published") for o in outcomes) == 1
+    assert set(outcomes) <= {outcomes[0], "duplicate:PUBLISHED", "retry"} | {o for o in outcomes if "published" in o}
+
+
+def test_busy_version_is_retried_and_a_failed_publish_releases_the_claim() -> None:
+    w = World()
+    w.upload("datasets/a/part-0.csv")
+    info = w.objects.put("datasets/a/_SUCCESS", b"")
+
+    def broken(data: bytes) -> str:
+        raise TransientError("Pub/Sub unavailable")
+
+    w.deps = replace(w.deps, publish=broken)
+    with pytest.raises(TransientError):
+        w.deliver("datasets/a/_SUCCESS", info.generation)
+    assert w.published == []
+    w.deps = fake_deps(w.objects, w.datasets, ROUTES, w.published, w.clock)
+    assert w.deliver("datasets/a/_SUCCESS", info.generation).startswith("published:")
+    # A live claim held by someone else is retried (it may be that delivery's own redelivery after a crash).
+    w.objects.put("datasets/b/part-0.csv")
+    marker = w.objects.put("datasets/b/_SUCCESS", b"")
+    key = f"gcs:{BUCKET}/datasets/b/:{marker.generation}"
+    w.datasets.claim_version({"run_id": run_id_for(key)}, owner="other", now=T0, lease_seconds=60)
+    with pytest.raises(TransientError, match="another delivery"):
+        w.deliver("datasets/b/_SUCCESS", marker.generation)
+    w.clock.now = T0 + timedelta(seconds=61)  # the other delivery died: its lease ran out
+    assert w.deliver("datasets/b/_SUCCESS", marker.generation).startswith("published:")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "bucket", "outcome"),
+    [
+        ("datasets/a/_SUCCESS", "delete", BUCKET, "ignored:delete"),
+        ("datasets/a/_SUCCESS", "metadata", BUCKET, "ignored:metadata"),
+        ("datasets/a/_SUCCESS", "finalize", "someone-elses-bucket", "ignored:outside-landing-area"),
+        ("elsewhere/a/_SUCCESS", "finalize", BUCKET, "ignored:no-route"),
+        ("datasets/_SUCCESS", "finalize", BUCKET, "ignored:marker-at-route-root"),
+        ("datasets/../x/_SUCCESS", "finalize", BUCKET, "ignored:bad-name"),
+        ("datasets/a/./_SUCCESS", "finalize", BUCKET, "ignored:bad-name"),
+        ("datasets/a\x07b/_SUCCESS", "finalize", BUCKET, "ignored:bad-name"),
+        ("datasets/a\nb/_SUCCESS", "finalize", BUCKET, "ignored:bad-name"),
+        ("datasets/" + "x" * 1100 + "/_SUCCESS", "finalize", BUCKET, "ignored:bad-name"),
+        ("datasets/a/landfall.json", "finalize", BUCKET, "ignored:overrides"),
+        ("datasets/a/.hidden", "finalize", BUCKET, "ignored:control"),
+        ("exports/x/_SUCCESS", "finalize", BUCKET, "ignored:readiness-not-enabled"),
+        ("datasets/never-written/_SUCCESS", "finalize", BUCKET, "ignored:gone"),
+    ],
+)
+def test_events_that_publish_nothing(name: str, kind: str, bucket: str, outcome: str) -> None:
+    w = World()
+    w.objects.put("datasets/a/part-0.csv")
+    for existing in ("datasets/a/_SUCCESS", "exports/x/_SUCCESS", "datasets/_SUCCESS"):
+        w.objects.put(existing, b"")
+    assert w.deliver(name, "1", kind=kind, bucket=bucket) == outcome
+    assert w.published == []
+
+
+@pytest.mark.parametrize(
+    ("objects", "reason"),
+    [
+        ({}, "holds 0 data object(s); route 'marked' needs at least 1"),
+        ({"datasets/a/_temporary/part-0.csv": 5}, "holds 0 data object(s)"),
+        ({"datasets/a/part-0.csv": b""}, "holds 0 bytes of data; route 'marked' needs at least 1"),
+        ({"datasets/a/part-0.csv": 5, "datasets/a/notes.txt": 5}, "format(s) txt; route 'marked' accepts csv, parquet"),
+        ({"datasets/a/README": 5}, "format(s) (none)"),
+    ],
+)
+def test_complete_datasets_that_break_route_rules_are_refused_with_the_reason(objects: dict, reason: str) -> None:
+    w = World()
+    for name, data in objects.items():
+        w.objects.put(name, data)
+    outcome = w.upload("datasets/a/_SUCCESS", b"")
+    assert outcome.startswith("refused:")
+    assert w.published == []
+    doc = w.dataset("datasets/a/")
+    assert doc["status"] == DatasetStatus.REFUSED
+    assert reason in doc["reason"]
+    assert w.deliver("datasets/a/_SUCCESS", doc["version"]["generation"]) == "duplicate:REFUSED"
+
+
+def manifest(*entries: tuple[str, int] | tuple[str, int, str]) -> bytes:
+    return json.dumps({"objects": [dict(zip(("name", "size", "crc32c"), e, strict=False)) for e in entries]}).encode()
+
+
+def test_manifest_waits_for_a_missing_object_then_completes_when_it_lands() -> None:
+    w = World()
+    w.upload("datasets/m/part-0.csv", 10)
+    outcome = w.upload("datasets/m/_MANIFEST.json", manifest(("part-0.csv", 10), ("part-1.csv", 20)))
+    assert outcome.startswith("waiting:")
+    assert w.published == []
+    doc = w.dataset("datasets/m/")
+    assert doc["status"] == DatasetStatus.WAITING
+    assert "1 listed object(s) missing: part-1.csv" in doc["reason"]
+    assert w.upload("datasets/m/part-1.csv", 19).startswith("waiting:")  # wrong size: still waiting
+    assert "part-1.csv is 19 bytes, manifest says 20" in w.dataset("datasets/m/")["reason"]
+    assert w.upload("datasets/m/part-1.csv", 20).startswith("published:")
+    (request,) = w.requests()
+    manifest_generation = w.objects.objects["datasets/m/_MANIFEST.json"].generation
+    assert request.idempotency_key == f"gcs:{BUCKET}/datasets/m/:{manifest_generation}"
+    assert (request.source.kind, request.dataset.object_count, request.dataset.total_bytes) == ("gcs-manifest", 2, 30)
+    assert w.dataset("datasets/m/")["status"] == DatasetStatus.REQUESTED
+    assert w.upload("datasets/m/part-2.csv", 5) == "data"  # nothing waits any more
+
+
+def test_manifest_checks_crc32c_when_given_and_the_sweep_completes_a_missed_object() -> None:
+    w = World()
+    w.objects.put("datasets/m/part-0.csv", 4, crc32c="AAAAAA==")
+    w.upload("datasets/m/_MANIFEST.json", manifest(("part-0.csv", 4, "BBBBBB==")))
+    assert "crc32c AAAAAA==, manifest says BBBBBB==" in w.dataset("datasets/m/")["reason"]
+    w.objects.put("datasets/m/part-0.csv", 4, crc32c="BBBBBB==")  # fixed, but its notification was lost
+    assert w.sweep() == "swept: published=1"
+    assert len(w.published) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"not json {", "_MANIFEST.json is not JSON"),
+        (b"[1, 2]", 'needs a non-empty "objects" list'),
+        (manifest(("../escape.csv", 1)), "is not a data object name"),
+        (manifest(("_SUCCESS", 0)), "is not a data object name"),
+        (manifest(("part-0.csv", -1)), '"size" must be a whole number'),
+        (b'{"objects": [' + b'{"name": "p.csv", "size": 1},' * 80_000 + b"{}]}", "larger than 1048576 bytes"),
+    ],
+)
+def test_unusable_manifests_are_refused_with_a_reason(content: bytes, reason: str) -> None:
+    w = World()
+    w.upload("datasets/m/part-0.csv", 4)
+    assert w.upload("datasets/m/_MANIFEST.json", content).startswith("refused:")
+    assert reason in w.dataset("datasets/m/")["reason"]
+    assert w.published == []
+
+
+def test_landfall_json_overrides_only_what_the_route_allows() -> None:
+    w = World()
+    w.upload("datasets/o/part-0.csv")
+    w.upload("datasets/o/landfall.json", json.dumps({"hyperparameters": {"epochs": 9, "learning_rate": 0.5},
+                                                     "model": {"label_column": "y"}}).encode())
+    w.upload("datasets/o/_SUCCESS", b"")
+    (request,) = w.requests()
+    assert (request.hyperparameters.epochs, request.hyperparameters.learning_rate) == (9, 0.5)
+    assert request.model.label_column == "y"
+    assert request.dataset.object_count == 1  # landfall.json is not data
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"model": {"preset": "gpt-7b"}}, "model.preset (route 'marked' does not allow it; allowed: "
+                                          "hyperparameters.*, model.label_column)"),
+        ({"dataset": {"uri": "gs://elsewhere/x/"}}, "dataset.uri (not a field a dataset can set"),
+        ({"hyperparameters": {"epochs": 0}}, "hyperparameters.epochs"),
+        ({"hyperparameters": {"epochs": "many"}}, "hyperparameters.epochs"),
+        ("not json", "landfall.json is not JSON"),
+        ([1], "must be a JSON object"),
+    ],
+)
+def test_refused_overrides_name_the_field_and_publish_nothing(overrides: object, reason: str) -> None:
+    w = World()
+    w.upload("datasets/o/part-0.csv")
+    data = overrides.encode() if isinstance(overrides, str) else json.dumps(overrides).encode()
+    w.upload("datasets/o/landfall.json", data)
+    assert w.upload("datasets/o/_SUCCESS", b"").startswith("refused:")
+    assert reason in w.dataset("datasets/o/")["reason"]
+    assert w.published == []
+
+
+def test_quiet_period_dataset_is_closed_by_the_sweep_once_quiet() -> None:
+    w = World()
+    for i in range(3):
+        assert w.upload(f"exports/day1/part-{i}.csv", 10) == "collecting"
+        w.clock.now += timedelta(seconds=20)
+    assert w.dataset("exports/day1/")["status"] == DatasetStatus.COLLECTING
+    assert w.sweep() == "swept: collecting=1"  # 20 s since the last object; the route wants 60
+    w.clock.now += timedelta(seconds=41)
+    assert w.sweep() == "swept: published=1"
+    (request,) = w.requests()
+    newest = w.objects.objects["exports/day1/part-2.csv"]
+    assert request.idempotency_key == f"gcs:{BUCKET}/exports/day1/:{newest.generation}"
+    assert (request.source.kind, request.dataset.object_count) == ("quiet-period", 3)
+    assert w.sweep() == "swept: nothing open"
+    # A late duplicate notification of an old object does not reopen it; a new object is a new version.
+    assert w.deliver("exports/day1/part-0.csv", w.objects.objects["exports/day1/part-0.csv"].generation) == \
+        "collecting"
+    assert w.dataset("exports/day1/")["status"] == DatasetStatus.REQUESTED
+    w.upload("exports/day1/part-3.csv", 10)
+    w.clock.now += timedelta(seconds=61)
+    assert w.sweep() == "swept: published=1"
+    assert [r.dataset.object_count for r in w.requests()] == [3, 4]
+
+
+def test_scan_of_a_100000_object_prefix_streams_in_constant_memory() -> None:
+    def pages() -> Iterator[ObjectInfo]:
+        for i in range(100_000):
+            yield ObjectInfo(f"datasets/big/part-{i:06d}.parquet", 1000 + i % 7, str(10**6 + i))
+
+    tracemalloc.start()
+    scan = scan_prefix(pages(), "datasets/big/")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert (scan.count, scan.formats) == (100_000, {"parquet"})
+    assert scan.total_bytes == sum(1000 + i % 7 for i in range(100_000))
+    assert scan.newest is not None and scan.newest.name.endswith("part-099999.parquet")
+    assert peak < 1_000_000, f"scan held {peak} bytes; it must not keep the listing"
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("datasets/a/part-0.csv", None),
+        ("datasets/a b/$(touch x);.csv", None),
+        ("datasets/a/../b", "'..' path segment"),
+        ("/datasets/a", "starts with '/'"),
+        ("datasets//a", "empty folder"),
+        ("datasets/a\x00", "control character"),
+        ("datasets/a\x7f", "control character"),
+        ("é" * 513, "1026 bytes"),
+    ],
+)
+def test_name_problems(name: str, problem: str | None) -> None:
+    found = name_problem(name)
+    assert (found is None) if problem is None else (problem in (found or ""))
+
+
+def test_roles_and_dataset_prefixes() -> None:
+    assert [role_of(n) for n in ("a/_SUCCESS", "a/_MANIFEST.json", "a/landfall.json", "a/p.csv", "a/_tmp/p.csv",
+                                 "a/.p.csv.crc", "a/")] == [Role.MARKER, Role.MANIFEST, Role.OVERRIDES, Role.DATA,
+                                                             Role.CONTROL, Role.CONTROL, Role.CONTROL]
+    assert ancestor_prefixes("datasets/a/b/p.csv", MARKED) == ["datasets/a/b/", "datasets/a/"]
+    assert ancestor_prefixes("datasets/p.csv", MARKED) == []
+    assert quiet_dataset_prefix("exports/day1/sub/p.csv", QUIET) == "exports/day1/"
+    assert quiet_dataset_prefix("exports/p.csv", QUIET) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"readiness": ["sometimes"]}, "readiness"),
+        ({"readiness": ["quiet-period"]}, "needs quiet_period_seconds > 0"),
+        ({"prefix": "datasets"}, "must end in '/'"),
+        ({"overridable": ["dataset.uri"]}, "matches no field a dataset may override"),
+        ({"formats": [".CSV"]}, "lower-case extensions"),
+        ({"hyperparameters": {"epoch": 3}}, "unknown key"),
+        ({"task": "vision"}, "task 'vision'"),
+    ],
+)
+def test_route_file_errors_say_what_to_fix(change: dict, message: str) -> None:
+    entry = {"name": "r", "bucket": "*", "prefix": "datasets/", "task": "tabular-classification",
+             "model_preset": "mlp-small", **change}
+    with pytest.raises(RouteError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _route(entry, "routes.toml: routes[0]")
