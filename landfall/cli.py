@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # Modules with a register(subparsers) function, in the order their commands appear in --help.
-COMMAND_MODULES = ("stack", "demo", "runs", "planning")
+COMMAND_MODULES = ("stack", "demo", "runs", "datasets", "planning")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,231 @@
+"""`landfall datasets`, `landfall dataset URI` and `landfall sweep`: what ingest knows about each landing prefix
+(Firestore, one document per prefix, shaped by schemas/dataset_record.py) and an ingest sweep on demand."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from landfall.tables import render_table
+from schemas.dataset_record import DATASET_FIELDS, DatasetStatus, dataset_id_for
+
+REASON_WIDTH = 80
+"""Characters of `reason` shown in the `landfall datasets` table; `--json` and `landfall dataset` show all."""
+SWEEP_SCHEDULE = "ingest_sweep"
+"""The topology schedule whose tick `landfall sweep` publishes."""
+
+NEXT_STEP = {
+    DatasetStatus.COLLECTING: "objects are arriving; the sweep closes the dataset once the route's quiet period "
+                              "has passed (`landfall sweep` runs one now)",
+    DatasetStatus.WAITING: "the manifest names objects that are missing or differ (see reason); the dataset "
+                           "completes when they land",
+    DatasetStatus.REFUSED: "fix what the reason says, then land a new _SUCCESS marker or manifest (a new version)",
+    DatasetStatus.REQUESTED: "a TrainingRequest was published; `landfall run {run_id}` follows the run",
+}
+"""What a person can do about a dataset in each status (shown by `landfall dataset`)."""
+
+STATUSES = tuple(s.value for s in DatasetStatus)
+VERSION_LABELS = (("run_id", "run"), ("status", "status"), ("generation", "generation"), ("kind", "kind"),
+                  ("completed_by", "completed by"), ("idempotency_key", "key"))
+
+
+class DatasetUriError(ValueError):
+    """A dataset URI that is not gs://BUCKET/PREFIX/."""
+
+
+class CommandError(RuntimeError):
+    """Firestore or Pub/Sub could not be reached or refused the call; the message says what to check."""
+
+
+def parse_dataset_uri(uri: str) -> tuple[str, str]:
+    """(bucket, prefix ending in '/') of gs://BUCKET/PREFIX/; the trailing '/' may be left out."""
+    bucket, _, prefix = uri.removeprefix("gs://").partition("/")
+    if not uri.startswith("gs://") or not bucket or not prefix.strip("/"):
+        raise DatasetUriError(f"expected a dataset folder gs://BUCKET/PREFIX/ (e.g. gs://landfall-landing/datasets/"
+                              f"mydata/), got {uri!r}")
+    return bucket, prefix if prefix.endswith("/") else f"{prefix}/"
+
+
+def short(text: str, width: int = REASON_WIDTH) -> str:
+    """text on one line, cut to width characters with '...' when longer."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def table_rows(docs: list[dict[str, Any]]) -> list[list[str]]:
+    return [[d.get("uri", ""), d.get("route", ""), d.get("status", ""), (d.get("version") or {}).get("run_id", ""),
+             d.get("updated_at", ""), short(d.get("reason", ""))] for d in docs]
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
+
+
+def describe_dataset(doc: dict[str, Any]) -> str:
+    """A dataset record as a person reads it: where it stands, why, its version, what to do next; then any field
+    the contract does not name, so nothing in the record is hidden."""
+    version = doc.get("version") or {}
+    lines = [f"dataset   {doc.get('uri', '')}", f"id        {doc.get('dataset_id', '')}",
+             f"route     {doc.get('route') or '-'}", f"status    {doc.get('status', '')}",
+             f"updated   {doc.get('updated_at', '')}"]
+    reason = str(doc.get("reason") or "").splitlines()
+    if reason:
+        lines += [f"reason    {reason[0]}", *(f"          {line}" for line in reason[1:])]
+    if version:
+        labelled = dict(VERSION_LABELS)
+        keys = [key for key, _ in VERSION_LABELS if key in version] + sorted(set(version) - set(labelled))
+        lines += [f"{'version' if i == 0 else '':<10}{labelled.get(key, key):<13}{_value(version[key])}"
+                  for i, key in enumerate(keys)]
+    else:
+        lines.append("version   none yet")
+    if doc.get("status") in STATUSES:
+        step = NEXT_STEP[DatasetStatus(doc["status"])].format(run_id=version.get("run_id") or "RUN_ID")
+        lines.append(f"next      {step}")
+    lines += [f"{key:<9} {_value(doc[key])}" for key in sorted(set(doc) - set(DATASET_FIELDS))]
+    return "\n".join(lines)
+
+
+@contextmanager
+def _boundary(what: str) -> Iterator[None]:
+    """Client and settings failures become one CommandError that says what could not be done and what to check."""
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+
+    from functions.settings import SettingsError
+
+    try:
+        yield
+    except SettingsError as exc:
+        raise CommandError(str(exc)) from exc
+    except (GoogleAPIError, GoogleAuthError, TimeoutError) as exc:
+        raise CommandError(f"cannot {what}: {exc}. On the local stack check `landfall status` (the CLI reads "
+                           ".landfall/env); in Google Cloud check GOOGLE_CLOUD_PROJECT and your credentials.") from exc
+
+
+def _collection() -> tuple[Any, str]:
+    """The datasets collection and how messages name it (collection and project)."""
+    from google.cloud import firestore
+
+    from functions.settings import get_settings
+
+    with _boundary("open Firestore"):
+        settings = get_settings()
+        client = firestore.Client(project=settings.project)
+    return (client.collection(settings.datasets_collection),
+            f"Firestore collection {settings.datasets_collection!r} of project {settings.project}")
+
+
+def list_datasets(status: str | None, limit: int) -> list[dict[str, Any]]:
+    """Dataset documents, most recently updated first. A status is filtered here, while streaming in updated_at
+    order, so that no composite index is needed and the newest `limit` matches are the ones returned."""
+    from google.cloud import firestore
+
+    collection, described = _collection()
+    with _boundary(f"read the {described}"):
+        query = collection.order_by("updated_at", direction=firestore.Query.DESCENDING)
+        if status is None:
+            return [s.to_dict() for s in query.limit(limit).stream()]
+        matching = (doc for doc in (s.to_dict() for s in query.stream()) if doc.get("status") == status)
+        return list(itertools.islice(matching, limit))
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    try:
+        docs = list_datasets(args.status, args.limit)
+    except CommandError as exc:
+        print(f"landfall datasets: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(docs, indent=2, default=str))
+    elif not docs:
+        print(f"no datasets with status {args.status}" if args.status else "no datasets yet")
+    else:
+        print(render_table(["DATASET", "ROUTE", "STATUS", "RUN", "UPDATED", "REASON"], table_rows(docs)))
+    return 0
+
+
+def cmd_dataset(args: argparse.Namespace) -> int:
+    try:
+        bucket, prefix = parse_dataset_uri(args.uri)
+    except DatasetUriError as exc:
+        print(f"landfall dataset: {exc}", file=sys.stderr)
+        return 2
+    dataset_id = dataset_id_for(bucket, prefix)
+    try:
+        collection, described = _collection()
+        with _boundary(f"read the {described}"):
+            snapshot = collection.document(dataset_id).get()
+    except CommandError as exc:
+        print(f"landfall dataset: {exc}", file=sys.stderr)
+        return 1
+    if not snapshot.exists:
+        print(f"landfall dataset: no record of gs://{bucket}/{prefix} (document {dataset_id} in the {described}). "
+              "Check that the URI is the dataset folder itself (the one holding the data and _SUCCESS), that an "
+              "object has landed under it, and that you are on the intended stack or project; `landfall datasets` "
+              "lists the known ones.", file=sys.stderr)
+        return 1
+    doc = snapshot.to_dict()
+    print(json.dumps(doc, indent=2, default=str) if args.json else describe_dataset(doc))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from google.api_core.exceptions import NotFound
+    from google.cloud import pubsub_v1
+
+    from deploy.local_stack.scheduler import publish_tick, topic_path
+    from deploy.topology import load_topology
+    from functions.settings import get_settings
+
+    schedule = load_topology().schedule(SWEEP_SCHEDULE)
+    try:
+        with _boundary(f"publish to the {schedule.topic} topic"):
+            project = get_settings().project
+            topic = topic_path(project, schedule.topic)
+            try:
+                message_id = publish_tick(pubsub_v1.PublisherClient(), project, schedule, datetime.now(UTC))
+            except NotFound as exc:
+                raise CommandError(f"topic {topic} does not exist: `landfall up` creates it on the local stack, "
+                                   "the deployer in Google Cloud") from exc
+    except CommandError as exc:
+        print(f"landfall sweep: {exc}", file=sys.stderr)
+        return 1
+    print(f"published one {schedule.name} tick to {topic}: message id {message_id}")
+    return 0
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("datasets", help="list the datasets ingest has seen, most recently updated first",
+                       description="One row per dataset folder in the landing bucket: its route, status "
+                                   f"({', '.join(STATUSES)}), the run it started and, when no request was made, "
+                                   f"why (cut to {REASON_WIDTH} characters; --json and `landfall dataset URI` show "
+                                   "it whole).")
+    p.add_argument("--status", type=str.upper, choices=STATUSES, help="only datasets in this status")
+    p.add_argument("--limit", type=_positive, default=50, metavar="N", help="show at most N datasets (default 50)")
+    p.add_argument("--json", action="store_true", help="print the dataset records as JSON")
+    p.set_defaults(func=cmd_datasets)
+
+    p = sub.add_parser("dataset", help="show one dataset's record: status, full reason, version, next step",
+                       description="The record ingest keeps for one dataset folder, found by its gs:// URI. Exit "
+                                   "status 1 when there is none.")
+    p.add_argument("uri", metavar="URI", help="the dataset folder, gs://BUCKET/PREFIX/ (see `landfall datasets`)")
+    p.add_argument("--json", action="store_true", help="print the record as JSON")
+    p.set_defaults(func=cmd_dataset)
+
+    p = sub.add_parser("sweep", help="run the ingest sweep now: publish one tick to its topic",
+                       description="Publish one tick of the ingest_sweep schedule, as `gcloud scheduler jobs run` "
+                                   "would: the sweep_datasets function closes quiet-period datasets and re-checks "
+                                   "manifests. Prints the message id.")
+    p.set_defaults(func=cmd_sweep)

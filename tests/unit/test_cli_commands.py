@@ -1,0 +1,78 @@
+"""The `landfall` parser as a whole (every command has help) and the pure parts of the dataset commands."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from landfall.cli import build_parser
+from landfall.commands.datasets import DatasetUriError, describe_dataset, parse_dataset_uri, short
+from schemas.dataset_record import DatasetStatus
+
+
+def _subparsers() -> argparse._SubParsersAction:  # type: ignore[type-arg]
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def test_every_command_has_help_text() -> None:
+    sub = _subparsers()
+    helps = {choice.dest: choice.help for choice in sub._choices_actions}
+    assert {"up", "down", "status", "datasets", "dataset", "sweep"} <= set(helps)
+    assert all(text and len(text) > 20 for text in helps.values()), helps
+
+
+@pytest.mark.parametrize("name", ["datasets", "dataset", "sweep"])
+def test_dataset_commands_describe_themselves_and_every_option(name: str) -> None:
+    parser = _subparsers().choices[name]
+    assert parser.description
+    assert all(action.help for action in parser._actions if action.dest != "help")
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["datasets", "--status", "DONE"], "argument --status: invalid choice: 'DONE'"),
+    (["datasets", "--limit", "0"], "argument --limit: expected a whole number >= 1, got '0'"),
+    (["dataset"], "the following arguments are required: URI"),
+])
+def test_bad_arguments_are_refused_with_the_reason(argv: list[str], error: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    assert exited.value.code == 2 and error in capsys.readouterr().err
+
+
+def test_status_is_case_insensitive() -> None:
+    assert build_parser().parse_args(["datasets", "--status", "refused"]).status == "REFUSED"
+
+
+@pytest.mark.parametrize(("uri", "expected"), [
+    ("gs://landfall-landing/datasets/a/", ("landfall-landing", "datasets/a/")),
+    ("gs://landfall-landing/datasets/a", ("landfall-landing", "datasets/a/")),
+    ("gs://b/x/y/z/", ("b", "x/y/z/")),
+])
+def test_parse_dataset_uri(uri: str, expected: tuple[str, str]) -> None:
+    assert parse_dataset_uri(uri) == expected
+
+
+@pytest.mark.parametrize("uri", ["", "gs://", "gs://b", "gs://b/", "gs://b//", "s3://b/p/", "b/p/", "gs:///p/"])
+def test_parse_dataset_uri_refuses_what_is_not_a_folder(uri: str) -> None:
+    with pytest.raises(DatasetUriError, match=r"expected a dataset folder gs://BUCKET/PREFIX/"):
+        parse_dataset_uri(uri)
+
+
+@pytest.mark.parametrize(("text", "width", "expected"), [
+    ("", 10, ""),
+    ("short", 10, "short"),
+    ("exactly 10", 10, "exactly 10"),
+    ("one more c.", 10, "one mor..."),
+    ("lines\n  and\tspaces", 80, "lines and spaces"),
+])
+def test_short(text: str, width: int, expected: str) -> None:
+    assert short(text, width) == expected
+
+
+def test_every_status_has_a_next_step() -> None:
+    base = {"uri": "gs://b/p/", "dataset_id": "ds-1", "route": "r", "reason": "", "updated_at": "t", "version": None}
+    for status in DatasetStatus:
+        assert "\nnext      " in describe_dataset(base | {"status": status.value}), status
+    assert "next" not in describe_dataset(base | {"status": "FROM_THE_FUTURE"})
