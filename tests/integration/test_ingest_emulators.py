@@ -1,0 +1,179 @@
+"""Ingest's handler with its real adapters against the emulators: fake-gcs-server (paged listing, generations,
+bounded reads), the Firestore emulator (version outbox under 50 concurrent deliveries) and the Pub/Sub emulator
+(the requests topic with its Avro schema, read back through a pull subscription)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from functions.datasets_store import ClaimOutcome, DatasetsStore
+from functions.envelopes import ObjectEvent
+from functions.errors import TransientError
+from functions.gcs_objects import GcsObjects, TooLarge
+from functions.ingest import IngestDeps, handle_object_event
+from functions.routes import Route
+from functions.settings import settings_from_env
+from schemas.dataset_record import DatasetStatus, VersionStatus, dataset_id_for
+from schemas.training_request import parse_training_request
+from tests.conftest import PROJECT, Emulator
+from tests.fakes.ingest import T0, Clock
+
+pytestmark = pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")
+
+ROUTE = Route(name="it", bucket="*", prefix="datasets/", task="tabular-classification", model_preset="mlp-small",
+              formats=("csv",))
+
+
+@pytest.fixture(scope="module")
+def storage_client(gcs_emulator: Emulator) -> Any:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    return storage.Client(project=PROJECT, credentials=AnonymousCredentials())
+
+
+@pytest.fixture()
+def bucket(storage_client: Any) -> Any:
+    return storage_client.create_bucket(f"ingest-it-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="module")
+def requests_topic(pubsub_emulator: Emulator) -> Iterator[tuple[str, Any]]:
+    """The requests topic as the stack provisions it (Avro schema attached) and a pull subscription on it."""
+    from google.cloud import pubsub_v1
+
+    from deploy.local_stack import provision
+    from deploy.topology import load_topology
+
+    topology = load_topology()
+    provision.create_topics(topology, PROJECT)
+    subscriber = pubsub_v1.SubscriberClient()
+    subscription = f"projects/{PROJECT}/subscriptions/ingest-it-tap"
+    subscriber.create_subscription(name=subscription, topic=f"projects/{PROJECT}/topics/{topology.requests_topic}")
+    yield f"projects/{PROJECT}/topics/{topology.requests_topic}", subscriber
+    subscriber.delete_subscription(subscription=subscription)
+    subscriber.close()
+
+
+def drain(subscriber: Any) -> list[Any]:
+    """Every request waiting on the tap subscription (acknowledged as read)."""
+    subscription = f"projects/{PROJECT}/subscriptions/ingest-it-tap"
+    out: list[Any] = []
+    while True:
+        response = subscriber.pull(subscription=subscription, max_messages=100, timeout=5,
+                                   return_immediately=True)
+        if not response.received_messages:
+            return out
+        subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
+        out += [parse_training_request(m.message.data) for m in response.received_messages]
+
+
+@pytest.fixture()
+def deps(storage_client: Any, bucket: Any, clean_firestore: Emulator, requests_topic: tuple[str, Any]) -> IngestDeps:
+    from google.cloud import firestore, pubsub_v1
+
+    topic, subscriber = requests_topic
+    drain(subscriber)
+    publisher = pubsub_v1.PublisherClient()
+    settings = replace(settings_from_env({"GOOGLE_CLOUD_PROJECT": PROJECT}), allowed_buckets=(bucket.name,))
+    return IngestDeps(
+        settings=settings,
+        objects=GcsObjects(storage_client, page_size=7),
+        datasets=DatasetsStore(firestore.Client(project=PROJECT), "datasets", "dataset_versions"),
+        publish=lambda data: str(publisher.publish(topic, data).result(timeout=30)),
+        now=Clock(T0),
+        routes=lambda: (ROUTE,),
+    )
+
+
+def upload(bucket: Any, name: str, data: bytes) -> ObjectEvent:
+    blob = bucket.blob(name)
+    blob.upload_from_string(data)
+    return ObjectEvent(kind="finalize", bucket=bucket.name, name=name, generation=str(blob.generation),
+                       event_id=uuid.uuid4().hex)
+
+
+def test_paged_listing_measures_the_whole_prefix_and_fifty_concurrent_deliveries_publish_once(
+        bucket: Any, deps: IngestDeps, requests_topic: tuple[str, Any]) -> None:
+    sizes = [10 + i for i in range(60)]  # 60 objects at page size 7: nine pages
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: upload(bucket, f"datasets/shards/part-{i:03d}.csv", b"x" * sizes[i]), range(60)))
+    upload(bucket, "datasets/shards-other/part-0.csv", b"not mine")
+    marker = upload(bucket, "datasets/shards/_SUCCESS", b"")
+
+    def deliver(_: int) -> str:
+        try:
+            return handle_object_event(marker, deps)
+        except TransientError:
+            return "retry"
+
+    with ThreadPoolExecutor(16) as pool:
+        outcomes = list(pool.map(deliver, range(50)))
+    retries = outcomes.count("retry")
+    while retries:  # what Pub/Sub does with the retried ones
+        retries = [deliver(0) for _ in range(retries)].count("retry")
+    (request,) = drain(requests_topic[1])
+    assert sum(o.startswith("published:") for o in outcomes) == 1
+    assert (request.dataset.object_count, request.dataset.total_bytes) == (60, sum(sizes))
+    assert request.idempotency_key == f"gcs:{bucket.name}/datasets/shards/:{marker.generation}"
+    version = deps.datasets.version(request.run_id)
+    assert version is not None and version["status"] == VersionStatus.PUBLISHED and version["message_id"]
+    assert handle_object_event(marker, deps) == "duplicate:PUBLISHED"
+
+
+def test_manifest_waiting_on_an_object_completes_when_it_lands(bucket: Any, deps: IngestDeps,
+                                                               requests_topic: tuple[str, Any]) -> None:
+    upload(bucket, "datasets/m/part-0.csv", b"a,label\n1,0\n")
+    part0 = bucket.get_blob("datasets/m/part-0.csv")
+    listing = {"objects": [{"name": "part-0.csv", "size": part0.size, "crc32c": part0.crc32c},
+                           {"name": "part-1.csv", "size": 12}]}
+    manifest = upload(bucket, "datasets/m/_MANIFEST.json", json.dumps(listing).encode())
+    assert handle_object_event(manifest, deps).startswith("waiting:")
+    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/m/")])[dataset_id_for(bucket.name,
+                                                                                               "datasets/m/")]
+    assert doc["status"] == DatasetStatus.WAITING
+    assert "1 listed object(s) missing: part-1.csv" in doc["reason"]
+    assert drain(requests_topic[1]) == []
+    late = upload(bucket, "datasets/m/part-1.csv", b"a,label\n2,1\n")
+    assert handle_object_event(late, deps).startswith("published:")
+    (request,) = drain(requests_topic[1])
+    assert request.source.kind == "gcs-manifest"
+    assert request.idempotency_key.endswith(f":{manifest.generation}")
+
+
+def test_reads_are_bounded_and_generation_exact(bucket: Any, storage_client: Any) -> None:
+    objects = GcsObjects(storage_client)
+    event = upload(bucket, "datasets/r/big.bin", b"x" * 5000)
+    with pytest.raises(TooLarge):
+        objects.read(bucket.name, event.name, event.generation, 4096)
+    assert objects.read(bucket.name, event.name, event.generation, 5000) == b"x" * 5000
+    newer = upload(bucket, "datasets/r/big.bin", b"y")
+    assert objects.stat(bucket.name, event.name).generation == newer.generation  # type: ignore[union-attr]
+    assert objects.read(bucket.name, event.name, newer.generation, 10) == b"y"
+    assert objects.read(bucket.name, "datasets/r/absent", "", 10) is None
+    assert objects.stat(bucket.name, "datasets/r/absent") is None
+
+
+def test_version_claim_lease_in_firestore(clean_firestore: Emulator) -> None:
+    from datetime import timedelta
+
+    from google.cloud import firestore
+
+    store = DatasetsStore(firestore.Client(project=PROJECT), "datasets", "dataset_versions")
+    doc = {"run_id": "run-lease", "idempotency_key": "k"}
+    first = store.claim_version(doc, owner="a", now=T0, lease_seconds=60)
+    assert first.outcome == ClaimOutcome.CLAIMED
+    assert store.claim_version(doc, owner="b", now=T0, lease_seconds=60).outcome == ClaimOutcome.BUSY
+    later = T0 + timedelta(seconds=61)
+    taken = store.claim_version(doc, owner="b", now=later, lease_seconds=60)
+    assert (taken.outcome, taken.doc["owner"], taken.doc["attempts"]) == (ClaimOutcome.CLAIMED, "b", 2)
+    assert not store.finish_version("run-lease", owner="a", status=VersionStatus.PUBLISHED, now=later, updates={})
+    assert store.finish_version("run-lease", owner="b", status=VersionStatus.PUBLISHED, now=later, updates={})
+    assert store.claim_version(doc, owner="c", now=later, lease_seconds=60).outcome == ClaimOutcome.DONE
