@@ -5,11 +5,16 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deploy.local_stack import stack
+
+ROUTES_FILE = Path(__file__).with_name("routes.toml")
+# A second bucket Landfall accepts but fake-gcs does not notify about: events for it are sent by hand (CloudEvents).
+EXTRA_BUCKET = "landfall-e2e-events"
 
 
 @pytest.fixture(scope="session")
@@ -17,17 +22,23 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     ports = {name: 0 for name in stack.SERVICE_ORDER}
     state_dir = tmp_path_factory.mktemp("stack")
     saved = dict(os.environ)
-    with stack.running_stack(state_dir, ports) as info:
-        os.environ.update(info.env)
-        from functions.settings import get_settings
+    # Inherited by every function process: test routes, a one-second sweep schedule, the extra bucket.
+    os.environ.update({"LANDFALL_ROUTES_FILE": str(ROUTES_FILE), "LANDFALL_SWEEP_EVERY_SECONDS": "1",
+                       "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}"})
+    from functions.routes import load_routes
+    from functions.settings import get_settings
 
-        get_settings.cache_clear()
-        try:
-            yield info
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+    try:
+        with stack.running_stack(state_dir, ports) as info:
+            os.environ.update(info.env)
             get_settings.cache_clear()
+            load_routes.cache_clear()
+            yield info
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        get_settings.cache_clear()
+        load_routes.cache_clear()
 
 
 @pytest.fixture(scope="session")
