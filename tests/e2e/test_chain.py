@@ -59,8 +59,10 @@ def test_dropped_dataset_ends_as_succeeded_run_with_metrics(local_stack: stack.S
     topic = f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/topics/landfall-object-events"
     publisher.publish(topic, json.dumps({"bucket": landing_bucket.name, "name": f"{prefix}_SUCCESS"}).encode(),
                       **attrs).result(timeout=30)
-    log = local_stack.state_dir / "logs" / "dispatch.log"
-    wait_for(lambda: log.read_text().count(f"run {run_id} already SUCCEEDED") >= 1, 30, "the duplicate to be seen")
+    # Ingest's version outbox stops it there: no second request reaches the dispatcher.
+    log = local_stack.state_dir / "logs" / "on_object_finalized.log"
+    duplicate = f"gs://{landing_bucket.name}/{prefix} version {generation} already PUBLISHED"
+    wait_for(lambda: log.read_text().count(duplicate) >= 1, 30, "the duplicate to be seen")
     client = vertex_jobs()._client(doc["vertex"]["region"])
     jobs = list(client.list_custom_jobs(request={"parent": doc["vertex"]["job_name"].rsplit("/customJobs", 1)[0],
                                                  "filter": f'labels.{RUN_LABEL}="{run_id}"'}))
