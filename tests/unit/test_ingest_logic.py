@@ -362,3 +362,26 @@ def test_route_file_errors_say_what_to_fix(change: dict, message: str) -> None:
              "model_preset": "mlp-small", **change}
     with pytest.raises(RouteError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _route(entry, "routes.toml: routes[0]")
+
+
+def test_user_text_reaches_the_job_as_single_argv_elements_and_nothing_uses_a_shell() -> None:
+    from pathlib import Path
+
+    from functions.job_spec import trainer_args
+
+    w = World()
+    prefix = "datasets/a b;$(touch PWNED)`id`/"
+    w.upload(f"{prefix}part-0.csv")
+    w.upload(f"{prefix}landfall.json", json.dumps({"model": {"label_column": "y; rm -rf ~"}}).encode())
+    w.upload(f"{prefix}_SUCCESS", b"")
+    (request,) = w.requests()
+    plan = {"strategy": "ddp", "precision": "fp32", "accelerator_count": 0, "replica_count": 1}
+    args = trainer_args(request, plan)
+    assert f"--data-uri=gs://{BUCKET}/{prefix}" in args
+    assert "--label-column=y; rm -rf ~" in args
+    root = Path(__file__).resolve().parents[2]
+    offenders = [f"{path.relative_to(root)}:{n}" for folder in ("functions", "deploy", "trainer", "landfall")
+                 for path in (root / folder).rglob("*.py")
+                 for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if any(s in line for s in ("shell=True", "os.system(", "os.popen(", "getoutput("))]
+    assert offenders == [], "user text must never reach a shell; pass argv lists"
