@@ -68,7 +68,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 1
     load_stack_env(info.state_dir)
     bucket = info.env["LANDFALL_LANDING_BUCKET"]
-    prefix = f"datasets/demo-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S-%f')}/"
+    from functions.settings import get_settings
+
+    prefix = f"{get_settings().dataset_prefix}demo-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S-%f')}/"
     shards = separable_csv_shards(shards=args.shards, rows_per_shard=args.rows)
     generation = upload_dataset(bucket, prefix, shards)
     run_id = run_id_for(f"gcs:{bucket}/{prefix}:{generation}")
