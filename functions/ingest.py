@@ -24,7 +24,7 @@ from functions.readiness import Completion, Scan, Verdict, evaluate, read_manife
 from functions.routes import Route, load_routes, route_for
 from functions.run_transitions import Doc, iso
 from functions.settings import Settings
-from schemas.dataset_record import SCHEMA_VERSION, DatasetStatus, VersionStatus, dataset_id_for
+from schemas.dataset_record import FINAL_VERSION_STATUSES, SCHEMA_VERSION, DatasetStatus, VersionStatus, dataset_id_for
 from schemas.training_request import run_id_for
 
 log = logging.getLogger("landfall.ingest")
@@ -83,6 +83,13 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
         log.warning("ignoring gs://%s/%s: route %r completes datasets by %s, not by %s", event.bucket, event.name,
                     route.name, " or ".join(route.readiness), kind)
         return "ignored:readiness-not-enabled"
+    if event.generation:
+        # Duplicates are the common case under redelivery: one read of the outbox settles them.
+        early = Completion(event.bucket, prefix, route, kind, event.name, event.generation, event.event_id)
+        settled = deps.datasets.version(run_id_for(early.idempotency_key))
+        if settled is not None and VersionStatus(settled["status"]) in FINAL_VERSION_STATUSES:
+            log.info("%s version %s already %s: duplicate ignored", early.uri, early.generation, settled["status"])
+            return f"duplicate:{settled['status']}"
     current = deps.objects.stat(event.bucket, event.name)
     if current is None:
         log.info("ignoring gs://%s/%s#%s: it no longer exists", event.bucket, event.name, event.generation)
