@@ -11,6 +11,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from schemas.errors import SchemaError
+from schemas.model_presets import get_preset
 from schemas.training_request import TASKS, Constraints, Hyperparameters
 
 ROUTES_FILE = Path(__file__).resolve().parents[1] / "deploy" / "routes.toml"
@@ -89,6 +91,10 @@ def _route(entry: dict[str, Any], where: str) -> Route:
         if not any(fnmatch.fnmatchcase(f, pattern) for f in OVERRIDABLE_FIELDS):
             raise RouteError(f"{name}: overridable {pattern!r} matches no field a dataset may override; "
                              f"choose from {', '.join(OVERRIDABLE_FIELDS)}")
+    try:
+        get_preset(route.model_preset)
+    except SchemaError as exc:
+        raise RouteError(f"{name}: {exc}") from exc
     try:
         Hyperparameters(**route.hyperparameters)
         Constraints(**route.constraints)

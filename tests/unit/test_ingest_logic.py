@@ -355,6 +355,7 @@ def test_roles_and_dataset_prefixes() -> None:
         ({"formats": [".CSV"]}, "lower-case extensions"),
         ({"hyperparameters": {"epoch": 3}}, "unknown key"),
         ({"task": "vision"}, "task 'vision'"),
+        ({"model_preset": "mlp-enormous"}, "unknown model preset 'mlp-enormous'"),
     ],
 )
 def test_route_file_errors_say_what_to_fix(change: dict, message: str) -> None:
@@ -385,3 +386,21 @@ def test_user_text_reaches_the_job_as_single_argv_elements_and_nothing_uses_a_sh
                  for n, line in enumerate(path.read_text().splitlines(), 1)
                  if any(s in line for s in ("shell=True", "os.system(", "os.popen(", "getoutput("))]
     assert offenders == [], "user text must never reach a shell; pass argv lists"
+
+
+def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
+    from pathlib import Path
+
+    from functions.routes import ROUTES_FILE, load_routes, route_for
+    from schemas.model_presets import get_preset
+
+    shipped = load_routes(ROUTES_FILE)
+    e2e = load_routes(Path(__file__).resolve().parents[1] / "e2e" / "routes.toml")
+    assert route_for(BUCKET, "datasets/churn/part-0.csv", shipped).name == "default-tabular"  # type: ignore[union-attr]
+    assert route_for(BUCKET, "exports/day1/part-0.csv", shipped).readiness == ("quiet-period",)  # type: ignore[union-attr]
+    assert route_for(BUCKET, "elsewhere/x.csv", shipped) is None
+    for route in (*shipped, *e2e):
+        get_preset(route.model_preset)  # every route names a preset that exists
+    default = {r.name: r for r in e2e}["default-tabular"]
+    assert (default.prefix, default.readiness, default.task) == ("datasets/", ("marker", "manifest"),
+                                                                 "tabular-classification")
