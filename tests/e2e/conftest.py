@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +54,3 @@ def landing_bucket(local_stack: stack.StackInfo) -> Any:
 
     client = storage.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"], credentials=AnonymousCredentials())
     return client.bucket(local_stack.env["LANDFALL_LANDING_BUCKET"])
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.25) -> Any:
-    """Poll condition until it returns something truthy; fail naming `what` after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")

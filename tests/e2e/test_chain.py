@@ -13,7 +13,7 @@ from landfall.commands.demo import upload_dataset
 from landfall.synthetic import separable_csv_shards
 from schemas.run_record import TERMINAL_STATES, RunState
 from schemas.training_request import parse_training_request, run_id_for
-from tests.e2e.conftest import wait_for
+from tests.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"

@@ -16,7 +16,8 @@ import pytest
 from deploy.local_stack import stack
 from schemas.dataset_record import DatasetStatus, dataset_id_for
 from schemas.training_request import TrainingRequest, parse_training_request
-from tests.e2e.conftest import EXTRA_BUCKET, wait_for
+from tests.e2e.conftest import EXTRA_BUCKET
+from tests.polling import wait_for
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")]

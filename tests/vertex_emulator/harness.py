@@ -8,9 +8,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +17,8 @@ import grpc
 from google.api_core.exceptions import DeadlineExceeded
 from google.cloud import aiplatform_v1, pubsub_v1
 from google.cloud.aiplatform_v1.services.job_service.transports import JobServiceGrpcTransport
+
+from tests.polling import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "landfall-local"
@@ -32,17 +33,6 @@ TERMINAL = (
     aiplatform_v1.JobState.JOB_STATE_FAILED,
     aiplatform_v1.JobState.JOB_STATE_CANCELLED,
 )
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 60.0, step: float = 0.05, what: str = "condition"):
-    """Poll condition until it returns something truthy; fail the test after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @dataclass
