@@ -60,11 +60,6 @@ def role_of(name: str) -> Role:
     return Role.DATA
 
 
-def is_data(name: str, dataset_prefix: str) -> bool:
-    """Whether name (under dataset_prefix) counts as data: not a marker, manifest, overrides or control file."""
-    return role_of(name.removeprefix(dataset_prefix)) == Role.DATA
-
-
 def format_of(name: str) -> str:
     """The data format as the lower-case extension ("csv"); "" when the name has none."""
     base = split(name)[1]

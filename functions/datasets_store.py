@@ -7,13 +7,14 @@ The claim rules are pure functions (`claim`, `newer_version`) so they can be tes
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from functions.errors import TransientError
+from functions.errors import as_transient
+from functions.firestore_tx import in_transaction
 from functions.run_transitions import Doc, iso
 from schemas.dataset_record import FINAL_VERSION_STATUSES, DatasetStatus, VersionStatus
 from schemas.fields import parse_timestamp
@@ -60,15 +61,6 @@ def newer_version(cur: Doc | None, new: Doc) -> bool:
     return cur is None or _generation(new) >= _generation(cur)
 
 
-def _translate(exc: Exception) -> Exception:
-    from google.api_core import exceptions as gexc
-
-    if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded | gexc.InternalServerError | gexc.Aborted
-                  | gexc.TooManyRequests):
-        return TransientError(f"Firestore unavailable ({exc.__class__.__name__}: {exc}); will retry")
-    return exc
-
-
 class DatasetsStore:
     def __init__(self, client: Any, datasets_collection: str, versions_collection: str) -> None:
         self._client = client
@@ -81,22 +73,6 @@ class DatasetsStore:
     def _version_ref(self, run_id: str) -> Any:
         return self._client.collection(self._versions).document(run_id)
 
-    def _transaction(self, ref: Any, change: Callable[[Doc | None], tuple[Doc | None, Any]]) -> Any:
-        from google.cloud import firestore
-
-        @firestore.transactional
-        def body(transaction: Any) -> Any:
-            snapshot = ref.get(transaction=transaction)
-            new, result = change(snapshot.to_dict() if snapshot.exists else None)
-            if new is not None:
-                transaction.set(ref, new)
-            return result
-
-        try:
-            return body(self._client.transaction(max_attempts=10))
-        except Exception as exc:
-            raise _translate(exc) from exc
-
     # datasets ---------------------------------------------------------------------------------------------------
     def datasets(self, dataset_ids: Iterable[str]) -> dict[str, Doc]:
         refs = [self._dataset_ref(i) for i in dict.fromkeys(dataset_ids)]
@@ -105,15 +81,15 @@ class DatasetsStore:
         try:
             return {s.id: s.to_dict() for s in self._client.get_all(refs) if s.exists}
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise as_transient(exc, "Firestore") from exc
 
     def save_dataset(self, doc: Doc) -> bool:
         """Write the dataset document unless a newer version's outcome is already there; True when written."""
-        return bool(self._transaction(self._dataset_ref(doc["dataset_id"]),
-                                      lambda cur: (doc, True) if newer_version(cur, doc) else (None, False)))
+        return bool(in_transaction(self._client, self._dataset_ref(doc["dataset_id"]),
+                                   lambda cur: (doc, True) if newer_version(cur, doc) else (None, False)))
 
     def mark_collecting(self, doc: Doc) -> bool:
-        """Quiet-period: note that objects are arriving. Cheap when already COLLECTING (the common case)."""
+        """Quiet-period: note that objects are arriving (the caller has seen it is not COLLECTING already)."""
         from google.api_core.exceptions import Conflict
 
         ref = self._dataset_ref(doc["dataset_id"])
@@ -123,17 +99,14 @@ class DatasetsStore:
         except Conflict:
             pass
         except Exception as exc:
-            raise _translate(exc) from exc
-        current = self.datasets([doc["dataset_id"]]).get(doc["dataset_id"])
-        if current and current.get("status") == DatasetStatus.COLLECTING:
-            return False
+            raise as_transient(exc, "Firestore") from exc
 
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:
             if cur and cur.get("status") == DatasetStatus.COLLECTING:
                 return None, False
             return {**(cur or {}), **doc, "version": (cur or {}).get("version")}, True
 
-        return bool(self._transaction(ref, change))
+        return bool(in_transaction(self._client, ref, change))
 
     def open_datasets(self) -> list[Doc]:
         """Datasets the sweep looks at: COLLECTING (quiet period) and WAITING (manifest short of objects)."""
@@ -144,7 +117,7 @@ class DatasetsStore:
         try:
             return [s.to_dict() for s in query.stream()]
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise as_transient(exc, "Firestore") from exc
 
     # versions (the outbox) -------------------------------------------------------------------------------------
     def claim_version(self, doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> VersionClaim:
@@ -161,7 +134,7 @@ class DatasetsStore:
         except Conflict:
             pass
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise as_transient(exc, "Firestore") from exc
 
         def change(cur: Doc | None) -> tuple[Doc | None, VersionClaim]:
             if cur is None:
@@ -169,7 +142,7 @@ class DatasetsStore:
             result = claim(cur, owner=owner, now=now, lease_seconds=lease_seconds)
             return (result.doc if result.outcome == ClaimOutcome.CLAIMED else None), result
 
-        return self._transaction(ref, change)  # type: ignore[no-any-return]
+        return in_transaction(self._client, ref, change)  # type: ignore[no-any-return]
 
     def finish_version(self, run_id: str, *, owner: str, status: VersionStatus, now: datetime,
                        updates: Doc) -> bool:
@@ -183,11 +156,11 @@ class DatasetsStore:
                 return None, False
             return {**cur, **updates, "status": status.value, "claim_until": iso(now), "updated_at": iso(now)}, True
 
-        return bool(self._transaction(self._version_ref(run_id), change))
+        return bool(in_transaction(self._client, self._version_ref(run_id), change))
 
     def version(self, run_id: str) -> Doc | None:
         try:
             snapshot = self._version_ref(run_id).get()
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise as_transient(exc, "Firestore") from exc
         return snapshot.to_dict() if snapshot.exists else None

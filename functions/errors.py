@@ -13,3 +13,13 @@ class TransientError(LandfallError):
 
 class PermanentError(LandfallError):
     """Retrying cannot help: the input is wrong. The message says what was expected and what to do."""
+
+
+def as_transient(exc: Exception, what: str) -> Exception:
+    """A Google client error that a retry may cure becomes TransientError (naming what failed); others pass as is."""
+    from google.api_core import exceptions as gexc
+
+    if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded | gexc.InternalServerError | gexc.Aborted
+                  | gexc.TooManyRequests | gexc.GatewayTimeout | ConnectionError | TimeoutError):
+        return TransientError(f"{what} failed ({exc.__class__.__name__}: {exc}); will retry")
+    return exc

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from functions.errors import PermanentError, TransientError
+from functions.errors import PermanentError, as_transient
 
 
 @dataclass(frozen=True)
@@ -25,15 +25,6 @@ class ObjectInfo:
 
 class TooLarge(PermanentError):
     """An object is bigger than the caller allows reading."""
-
-
-def _translate(exc: Exception, what: str) -> Exception:
-    from google.api_core import exceptions as gexc
-
-    if isinstance(exc, gexc.ServiceUnavailable | gexc.InternalServerError | gexc.TooManyRequests
-                  | gexc.GatewayTimeout | ConnectionError | TimeoutError):
-        return TransientError(f"Cloud Storage unavailable while {what} ({exc.__class__.__name__}: {exc})")
-    return exc
 
 
 def _info(blob: Any) -> ObjectInfo:
@@ -52,14 +43,14 @@ class GcsObjects:
             for blob in self._client.list_blobs(bucket, prefix=prefix, page_size=self._page_size):
                 yield _info(blob)
         except Exception as exc:
-            raise _translate(exc, f"listing gs://{bucket}/{prefix}") from exc
+            raise as_transient(exc, f"Cloud Storage: listing gs://{bucket}/{prefix}") from exc
 
     def stat(self, bucket: str, name: str) -> ObjectInfo | None:
         """The object's current metadata, or None when it does not exist (any more)."""
         try:
             blob = self._client.bucket(bucket).get_blob(name)
         except Exception as exc:
-            raise _translate(exc, f"reading gs://{bucket}/{name}") from exc
+            raise as_transient(exc, f"Cloud Storage: reading gs://{bucket}/{name}") from exc
         return _info(blob) if blob is not None else None
 
     def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
@@ -73,7 +64,7 @@ class GcsObjects:
         except NotFound:
             return None
         except Exception as exc:
-            raise _translate(exc, f"reading gs://{bucket}/{name}") from exc
+            raise as_transient(exc, f"Cloud Storage: reading gs://{bucket}/{name}") from exc
         if len(data) > max_bytes:
             raise TooLarge(f"gs://{bucket}/{name} is larger than {max_bytes} bytes")
         return data

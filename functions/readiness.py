@@ -99,11 +99,11 @@ class Verdict:
     """Not ready yet (a manifest names objects still to land), rather than refused."""
 
 
-Reader = Callable[[str, str, int], bytes | None]
+ReadObject = Callable[[str, str, int], bytes | None]
 """(object name, generation, max bytes) -> content, None when gone; raises TooLarge past max bytes."""
 
 
-def read_manifest(c: Completion, read: Reader) -> tuple[Entry, ...]:
+def read_manifest(c: Completion, read: ReadObject) -> tuple[Entry, ...]:
     try:
         data = read(c.object_name, c.generation, MAX_MANIFEST_BYTES)
     except TooLarge as exc:
@@ -115,7 +115,7 @@ def read_manifest(c: Completion, read: Reader) -> tuple[Entry, ...]:
     return parse_manifest(data)
 
 
-def evaluate(c: Completion, scan: Scan, read: Reader, entries: tuple[Entry, ...], now: datetime) -> Verdict:
+def evaluate(c: Completion, scan: Scan, read: ReadObject, entries: tuple[Entry, ...], now: datetime) -> Verdict:
     """The request for this dataset version, or the reason there is none."""
     route = c.route
     if entries:

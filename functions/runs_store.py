@@ -7,18 +7,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from functions.errors import TransientError
+from functions.errors import TransientError, as_transient
+from functions.firestore_tx import in_transaction
 from functions.run_transitions import Claim, Doc, claimed, transitioned
 from schemas.run_record import RunState
-
-
-def _translate(exc: Exception) -> Exception:
-    from google.api_core import exceptions as gexc
-
-    if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded | gexc.InternalServerError | gexc.Aborted
-                  | gexc.TooManyRequests):
-        return TransientError(f"Firestore unavailable ({exc.__class__.__name__}: {exc}); will retry")
-    return exc
 
 
 class RunsStore:
@@ -31,29 +23,13 @@ class RunsStore:
 
     def _in_transaction(self, run_id: str, change: Callable[[Doc | None], tuple[Doc | None, Any]]) -> Any:
         """Run change(current doc) in a transaction; it returns (doc to write or None, result)."""
-        from google.cloud import firestore
-
-        ref = self._ref(run_id)
-
-        @firestore.transactional
-        def body(transaction: Any) -> Any:
-            snapshot = ref.get(transaction=transaction)
-            current = snapshot.to_dict() if snapshot.exists else None
-            new, result = change(current)
-            if new is not None:
-                transaction.set(ref, new)
-            return result
-
-        try:
-            return body(self._client.transaction())
-        except Exception as exc:
-            raise _translate(exc) from exc
+        return in_transaction(self._client, self._ref(run_id), change)
 
     def get(self, run_id: str) -> Doc | None:
         try:
             snapshot = self._ref(run_id).get()
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise as_transient(exc, "Firestore") from exc
         return snapshot.to_dict() if snapshot.exists else None
 
     def create_if_absent(self, doc: Doc) -> tuple[Doc, bool]:
@@ -100,7 +76,7 @@ class RunsStore:
             query = self._client.collection(self._collection).where(filter=FieldFilter("vertex.job_id", "==", job_id))
             docs = list(query.limit(2).stream())
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise as_transient(exc, "Firestore") from exc
         return docs[0].to_dict() if docs else None
 
     def list(self, limit: int = 50) -> list[Doc]:

@@ -1,0 +1,30 @@
+"""The one way Landfall's Firestore adapters change a document: read it and write its successor in a transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from functions.errors import as_transient
+from functions.run_transitions import Doc
+
+
+def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[Doc | None, Any]]) -> Any:
+    """Run change(current document or None) in a transaction; it returns (document to write or None, result).
+
+    Contention retries inside the client (10 attempts); what still fails is raised, transient errors as such.
+    """
+    from google.cloud import firestore
+
+    @firestore.transactional
+    def body(transaction: Any) -> Any:
+        snapshot = ref.get(transaction=transaction)
+        new, result = change(snapshot.to_dict() if snapshot.exists else None)
+        if new is not None:
+            transaction.set(ref, new)
+        return result
+
+    try:
+        return body(client.transaction(max_attempts=10))
+    except Exception as exc:
+        raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc
