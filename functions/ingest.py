@@ -88,8 +88,7 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
         early = Completion(event.bucket, prefix, route, kind, event.name, event.generation, event.event_id)
         settled = deps.datasets.version(run_id_for(early.idempotency_key))
         if settled is not None and VersionStatus(settled["status"]) in FINAL_VERSION_STATUSES:
-            log.info("%s version %s already %s: duplicate ignored", early.uri, early.generation, settled["status"])
-            return f"duplicate:{settled['status']}"
+            return _duplicate(early, settled["status"])
     current = deps.objects.stat(event.bucket, event.name)
     if current is None:
         log.info("ignoring gs://%s/%s#%s: it no longer exists", event.bucket, event.name, event.generation)
@@ -141,8 +140,7 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
     claim = deps.datasets.claim_version(version_doc(c, run_id), owner=owner, now=deps.now(),
                                         lease_seconds=deps.settings.ingest_lease_seconds)
     if claim.outcome == ClaimOutcome.DONE:
-        log.info("%s version %s already %s: duplicate ignored", c.uri, c.generation, claim.doc["status"])
-        return f"duplicate:{claim.doc['status']}"
+        return _duplicate(c, claim.doc["status"])
     if claim.outcome == ClaimOutcome.BUSY:
         # Retried, not acknowledged: this may be the claim holder's own redelivery after it crashed.
         raise TransientError(f"{c.uri} version {c.generation} is being evaluated by another delivery; retry after "
@@ -165,6 +163,11 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
              c.uri, c.kind, c.generation, stats.object_count, stats.total_bytes, ",".join(stats.formats) or "-",
              run_id, message_id)
     return f"published:{run_id}"
+
+
+def _duplicate(c: Completion, status: str) -> str:
+    log.info("%s version %s already %s: duplicate ignored", c.uri, c.generation, status)
+    return f"duplicate:{status}"
 
 
 def _verdict(c: Completion, deps: IngestDeps, scan: Scan | None) -> Verdict:
