@@ -3,7 +3,8 @@
     .venv/bin/python bench/ingest_bench.py [--data 2000] [--duplicates 500] [--datasets 100] [--workers 8]
 
 Starts its own Pub/Sub and Firestore emulators and fake-gcs-server on free ports, then drives
-`functions.ingest.handle_object_event` with the production wiring (functions.wiring.ingest_deps: google-cloud-storage,
+`functions.ingest.handler.handle_object_event` with the production wiring (functions.wiring.ingest_deps:
+google-cloud-storage,
 google-cloud-firestore, google-cloud-pubsub) from a pool of worker threads, as a function instance with that much
 concurrency would. Three kinds of notification, timed separately:
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deploy.local_stack import processes, provision, services
+from deploy.local import processes, provision, services
 from deploy.topology import load_topology
 from functions.envelopes import ObjectEvent
 
@@ -96,7 +97,7 @@ def main() -> int:
             from google.auth.credentials import AnonymousCredentials
             from google.cloud import storage
 
-            from functions.ingest import handle_object_event
+            from functions.ingest.handler import handle_object_event
             from functions.wiring import ingest_deps
 
             provision.create_topics(load_topology(), PROJECT)

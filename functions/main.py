@@ -72,7 +72,7 @@ def _run(name: str, cloud_event: Any, work: Callable[[], str]) -> None:
 
 @functions_framework.cloud_event
 def on_object_finalized(cloud_event: Any) -> None:
-    from functions.ingest import handle_object_event
+    from functions.ingest.handler import handle_object_event
     from functions.wiring import ingest_deps
 
     _run("on_object_finalized", cloud_event,
@@ -81,7 +81,7 @@ def on_object_finalized(cloud_event: Any) -> None:
 
 @functions_framework.cloud_event
 def dispatch(cloud_event: Any) -> None:
-    from functions.dispatch import handle_training_request
+    from functions.dispatch.handler import handle_training_request
     from functions.wiring import dispatch_deps
 
     _run("dispatch", cloud_event,
@@ -90,7 +90,7 @@ def dispatch(cloud_event: Any) -> None:
 
 @functions_framework.cloud_event
 def on_job_event(cloud_event: Any) -> None:
-    from functions.job_events import handle_job_event
+    from functions.listener.handler import handle_job_event
     from functions.wiring import listener_deps
 
     _run("on_job_event", cloud_event, lambda: handle_job_event(envelopes.pubsub_message(cloud_event), listener_deps()))
@@ -98,7 +98,7 @@ def on_job_event(cloud_event: Any) -> None:
 
 @functions_framework.cloud_event
 def sweep_datasets(cloud_event: Any) -> None:
-    from functions.sweep import handle_sweep
+    from functions.ingest.sweep import handle_sweep
     from functions.wiring import ingest_deps
 
     _run("sweep_datasets", cloud_event, lambda: handle_sweep(envelopes.pubsub_message(cloud_event), ingest_deps()))

@@ -7,14 +7,14 @@ from functools import cache
 from typing import Any
 
 from functions import clients
-from functions.datasets_store import DatasetsStore
-from functions.dispatch import DispatchDeps
-from functions.gcs_objects import GcsObjects
-from functions.ingest import IngestDeps
-from functions.job_events import ListenerDeps, read_gcs_text
-from functions.runs_store import RunsStore
+from functions.dispatch.handler import DispatchDeps
+from functions.gcp.datasets_store import DatasetsStore
+from functions.gcp.gcs_objects import GcsObjects
+from functions.gcp.runs_store import RunsStore
+from functions.gcp.vertex import VertexJobs
+from functions.ingest.handler import IngestDeps
+from functions.listener.handler import ListenerDeps, read_gcs_text
 from functions.settings import get_settings
-from functions.vertex import VertexJobs
 
 
 def utc_now() -> datetime:

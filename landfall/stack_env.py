@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from deploy.local_stack.provision import default_state_dir
+from deploy.local.provision import default_state_dir
 
 
 def load_stack_env(state_dir: Path | None = None) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local_stack import processes, services
+from deploy.local import processes, services
 
 PROJECT = "landfall-local"
 

@@ -179,7 +179,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from google.api_core.exceptions import NotFound
     from google.cloud import pubsub_v1
 
-    from deploy.local_stack.scheduler import publish_tick, topic_path
+    from deploy.local.scheduler import publish_tick, topic_path
     from deploy.topology import load_topology
     from functions.settings import get_settings
 

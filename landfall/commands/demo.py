@@ -52,8 +52,8 @@ def follow(run_id: str, timeout_s: float, quiet: bool) -> dict[str, Any] | None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from deploy.local_stack import stack
-    from deploy.local_stack.processes import StackError
+    from deploy.local import stack
+    from deploy.local.processes import StackError
     from landfall.commands.runs import describe
     from landfall.stack_env import load_stack_env
     from landfall.synthetic import separable_csv_shards

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from deploy.local_stack import stack
-from deploy.local_stack.processes import StackError
+from deploy.local import stack
+from deploy.local.processes import StackError
 from landfall.tables import render_table
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deploy.local_stack import stack
+from deploy.local import stack
 
 ROUTES_FILE = Path(__file__).with_name("routes.toml")
 # A second bucket Landfall accepts but fake-gcs does not notify about: events for it are sent by hand (CloudEvents).
@@ -24,7 +24,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     # Inherited by every function process: test routes, a one-second sweep schedule, the extra bucket.
     os.environ.update({"LANDFALL_ROUTES_FILE": str(ROUTES_FILE), "LANDFALL_SWEEP_EVERY_SECONDS": "1",
                        "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}"})
-    from functions.routes import load_routes
+    from functions.ingest.routes import load_routes
     from functions.settings import get_settings
 
     try:

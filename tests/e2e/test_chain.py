@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from deploy.local_stack import stack
+from deploy.local import stack
 from landfall.commands.demo import upload_dataset
 from landfall.synthetic import separable_csv_shards
 from schemas.run_record import TERMINAL_STATES, RunState
@@ -49,7 +49,7 @@ def test_dropped_dataset_ends_as_succeeded_run_with_metrics(local_stack: stack.S
     # The same marker notification again (a redelivery) makes no second run or job.
     from google.cloud import pubsub_v1
 
-    from functions.job_spec import RUN_LABEL
+    from functions.dispatch.job_spec import RUN_LABEL
     from functions.wiring import vertex_jobs
 
     assert vertex_jobs().find_by_run(doc["vertex"]["region"], run_id) is not None

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deploy.local_stack import stack
+from deploy.local import stack
 from schemas.dataset_record import DatasetStatus, dataset_id_for
 from schemas.training_request import TrainingRequest, parse_training_request
 from tests.e2e.conftest import EXTRA_BUCKET

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from functions.datasets_store import ClaimOutcome, VersionClaim, claim, newer_version
-from functions.gcs_objects import ObjectInfo, TooLarge
-from functions.ingest import IngestDeps
-from functions.routes import Route
-from functions.run_transitions import iso
+from functions.gcp.datasets_store import ClaimOutcome, VersionClaim, claim, newer_version
+from functions.gcp.gcs_objects import ObjectInfo, TooLarge
+from functions.ingest.handler import IngestDeps
+from functions.ingest.routes import Route
+from functions.records.run_rules import iso
 from functions.settings import settings_from_env
 from schemas.dataset_record import FINAL_VERSION_STATUSES, DatasetStatus, VersionStatus
 

@@ -155,7 +155,7 @@ def test_sweep_publishes_one_tick_to_the_sweep_topic(pubsub_emulator: Emulator, 
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from google.cloud import pubsub_v1
 
-    from deploy.local_stack import provision
+    from deploy.local import provision
 
     topology = load_topology()
     provision.create_topics(topology, PROJECT)

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from functions.datasets_store import ClaimOutcome, DatasetsStore
 from functions.envelopes import ObjectEvent
 from functions.errors import TransientError
-from functions.gcs_objects import GcsObjects, TooLarge
-from functions.ingest import IngestDeps, handle_object_event
-from functions.routes import Route
+from functions.gcp.datasets_store import ClaimOutcome, DatasetsStore
+from functions.gcp.gcs_objects import GcsObjects, TooLarge
+from functions.ingest.handler import IngestDeps, handle_object_event
+from functions.ingest.routes import Route
 from functions.settings import settings_from_env
 from schemas.dataset_record import DatasetStatus, VersionStatus, dataset_id_for
 from schemas.training_request import parse_training_request
@@ -49,7 +49,7 @@ def requests_topic(pubsub_emulator: Emulator) -> Iterator[tuple[str, Any]]:
     """The requests topic as the stack provisions it (Avro schema attached) and a pull subscription on it."""
     from google.cloud import pubsub_v1
 
-    from deploy.local_stack import provision
+    from deploy.local import provision
     from deploy.topology import load_topology
 
     topology = load_topology()

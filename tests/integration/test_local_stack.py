@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local_stack import processes, stack
-from deploy.local_stack.processes import StackError
+from deploy.local import processes, stack
+from deploy.local.processes import StackError
 
 
 def test_busy_port_gives_a_clear_error_and_starts_nothing(tmp_path: Path) -> None:

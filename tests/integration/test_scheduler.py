@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from deploy.local_stack import processes, provision, services
-from deploy.local_stack.scheduler import READY_LINE, SCHEDULE_ATTRIBUTE
+from deploy.local import processes, provision, services
+from deploy.local.scheduler import READY_LINE, SCHEDULE_ATTRIBUTE
 from deploy.topology import load_topology
 from tests.conftest import PROJECT, Emulator
 

@@ -12,10 +12,10 @@ import pytest
 from cloudevents.http import CloudEvent
 
 from functions import envelopes
+from functions.dispatch.job_spec import RUN_LABEL, custom_job
+from functions.dispatch.request_rules import request_problems
 from functions.errors import PermanentError
-from functions.job_spec import RUN_LABEL, custom_job
-from functions.request_rules import request_problems
-from functions.run_transitions import ClaimOutcome, claimed, iso, transitioned
+from functions.records.run_rules import ClaimOutcome, claimed, iso, transitioned
 from functions.settings import settings_from_env
 from schemas import parse_training_request
 from schemas.run_record import RunState

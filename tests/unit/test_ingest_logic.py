@@ -14,13 +14,13 @@ from datetime import timedelta
 import pytest
 
 from functions import envelopes
-from functions.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of
 from functions.errors import TransientError
-from functions.gcs_objects import ObjectInfo
-from functions.ingest import handle_object_event
-from functions.readiness import scan_prefix
-from functions.routes import Route, RouteError, _route
-from functions.sweep import handle_sweep
+from functions.gcp.gcs_objects import ObjectInfo
+from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of
+from functions.ingest.handler import handle_object_event
+from functions.ingest.readiness import scan_prefix
+from functions.ingest.routes import Route, RouteError, _route
+from functions.ingest.sweep import handle_sweep
 from schemas.dataset_record import DatasetStatus, dataset_id_for
 from schemas.training_request import parse_training_request, run_id_for
 from tests.fakes.ingest import T0, Clock, FakeDatasets, FakeObjects, fake_deps
@@ -368,7 +368,7 @@ def test_route_file_errors_say_what_to_fix(change: dict, message: str) -> None:
 def test_user_text_reaches_the_job_as_single_argv_elements_and_nothing_uses_a_shell() -> None:
     from pathlib import Path
 
-    from functions.job_spec import trainer_args
+    from functions.dispatch.job_spec import trainer_args
 
     w = World()
     prefix = "datasets/a b;$(touch PWNED)`id`/"
@@ -391,7 +391,7 @@ def test_user_text_reaches_the_job_as_single_argv_elements_and_nothing_uses_a_sh
 def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
     from pathlib import Path
 
-    from functions.routes import ROUTES_FILE, load_routes, route_for
+    from functions.ingest.routes import ROUTES_FILE, load_routes, route_for
     from schemas.model_presets import get_preset
 
     shipped = load_routes(ROUTES_FILE)

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from deploy.local_stack import stack
-from deploy.local_stack.processes import StackError
-from deploy.local_stack.scheduler import Tick, next_due, periods, tick_for
+from deploy.local import stack
+from deploy.local.processes import StackError
+from deploy.local.scheduler import Tick, next_due, periods, tick_for
 from deploy.topology import load_topology
 
 

@@ -14,8 +14,8 @@ from enum import StrEnum
 from typing import Any
 
 from functions.errors import as_transient
-from functions.firestore_tx import in_transaction
-from functions.run_transitions import Doc, iso
+from functions.gcp.firestore_tx import in_transaction
+from functions.records.run_rules import Doc, iso
 from schemas.dataset_record import FINAL_VERSION_STATUSES, DatasetStatus, VersionStatus
 from schemas.fields import parse_timestamp
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from functions.envelopes import PubSubMessage
 from functions.errors import TransientError
-from functions.run_transitions import Doc, iso
-from functions.runs_store import RunsStore
-from functions.vertex import JobView, VertexJobs
+from functions.gcp.runs_store import RunsStore
+from functions.gcp.vertex import JobView, VertexJobs
+from functions.records.run_rules import Doc, iso
 from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
 from schemas.run_record import RunState

@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from functions.errors import TransientError, as_transient
-from functions.firestore_tx import in_transaction
-from functions.run_transitions import Claim, Doc, claimed, transitioned
+from functions.gcp.firestore_tx import in_transaction
+from functions.records.run_rules import Claim, Doc, claimed, transitioned
 from schemas.run_record import RunState
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from deploy.local_stack.services import REPO_ROOT
+from deploy.local.services import REPO_ROOT
 from deploy.topology import Topology
 
 

@@ -8,8 +8,8 @@ import sys
 from importlib import util
 from pathlib import Path
 
-from deploy.local_stack.processes import ServiceSpec, StackError, http_answers
-from deploy.local_stack.scheduler import READY_LINE as SCHEDULER_READY_LINE
+from deploy.local.processes import ServiceSpec, StackError, http_answers
+from deploy.local.scheduler import READY_LINE as SCHEDULER_READY_LINE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SDK_PLATFORM = Path("/usr/lib/google-cloud-sdk/platform")
@@ -115,7 +115,7 @@ def vertex(port: int, *, project: str, events_topic: str, state_dir: Path, env: 
 def scheduler(*, project: str, every_seconds: int | None, env: dict[str, str],
               schedules: tuple[str, ...] = ()) -> ServiceSpec:
     """The Cloud Scheduler stand-in (deploy/local_stack/scheduler.py): ticks each schedule's topic. No port."""
-    argv = [sys.executable, "-m", "deploy.local_stack.scheduler", "--project", project]
+    argv = [sys.executable, "-m", "deploy.local.scheduler", "--project", project]
     if every_seconds is not None:
         argv += ["--every-seconds", str(every_seconds)]
     for name in schedules:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from functions.errors import PermanentError, TransientError
-from functions.job_spec import RUN_LABEL
+
+RUN_LABEL = "landfall-run-id"
+"""The label every Landfall CustomJob carries: the run id, so a job can be found again by its run."""
 
 
 class CapacityError(Exception):

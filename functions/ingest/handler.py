@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from functions.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
-from functions.datasets_store import ClaimOutcome, DatasetsStore
 from functions.envelopes import ObjectEvent
 from functions.errors import TransientError
-from functions.gcs_objects import ObjectInfo
-from functions.manifest import Entry, ManifestError
-from functions.readiness import Completion, Scan, Verdict, evaluate, read_manifest, scan_prefix
-from functions.routes import Route, load_routes, route_for
-from functions.run_transitions import Doc, iso
+from functions.gcp.datasets_store import ClaimOutcome, DatasetsStore
+from functions.gcp.gcs_objects import ObjectInfo
+from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
+from functions.ingest.manifest import Entry, ManifestError
+from functions.ingest.readiness import Completion, Scan, Verdict, evaluate, read_manifest, scan_prefix
+from functions.ingest.routes import Route, load_routes, route_for
+from functions.records.run_rules import Doc, iso
 from functions.settings import Settings
 from schemas.dataset_record import FINAL_VERSION_STATUSES, SCHEMA_VERSION, DatasetStatus, VersionStatus, dataset_id_for
 from schemas.training_request import run_id_for

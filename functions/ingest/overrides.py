@@ -12,7 +12,7 @@ import copy
 import json
 from typing import Any
 
-from functions.routes import OVERRIDABLE_FIELDS, Route
+from functions.ingest.routes import OVERRIDABLE_FIELDS, Route
 
 MAX_OVERRIDES_BYTES = 64 * 1024
 _LEAF_MAPS = ("hyperparameters.extra", "labels")

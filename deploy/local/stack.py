@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploy.local_stack import processes, provision, services
-from deploy.local_stack.processes import RunningService, StackError
+from deploy.local import processes, provision, services
+from deploy.local.processes import RunningService, StackError
 from deploy.topology import Topology, load_topology
 
 SERVICE_ORDER = ("pubsub", "firestore", "storage", "vertex", "on_object_finalized", "dispatch", "on_job_event",

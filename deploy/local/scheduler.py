@@ -1,6 +1,6 @@
 """The local stand-in for Cloud Scheduler: publishes one tick to each schedule's topic every `every_seconds`.
 
-`python -m deploy.local_stack.scheduler --project P [--every-seconds N]` reads [schedules.*] from
+`python -m deploy.local.scheduler --project P [--every-seconds N]` reads [schedules.*] from
 deploy/topology.toml, prints READY_LINE once its Pub/Sub client exists, and stops cleanly on SIGTERM or SIGINT.
 The first tick of a schedule comes one period after the start, as a cron job's would. `landfall sweep` publishes
 the same tick once, on demand (what `gcloud scheduler jobs run` does).
@@ -101,7 +101,7 @@ def run(schedules: Sequence[Schedule], project: str, every_seconds: int | None) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.local_stack.scheduler",
+    parser = argparse.ArgumentParser(prog="python -m deploy.local.scheduler",
                                      description="Publish each topology schedule's tick to the Pub/Sub emulator.")
     parser.add_argument("--project", default=os.environ.get("GOOGLE_CLOUD_PROJECT") or load_topology().project_id,
                         help="project of the topics (default: GOOGLE_CLOUD_PROJECT, else the topology's local id)")

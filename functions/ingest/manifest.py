@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from functions.dataset_names import Role, name_problem, role_of
-from functions.gcs_objects import ObjectInfo
+from functions.gcp.gcs_objects import ObjectInfo
+from functions.ingest.dataset_names import Role, name_problem, role_of
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest read (1 MiB, about 10,000 entries). Bigger datasets: use a `_SUCCESS` marker."""

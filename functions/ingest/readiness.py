@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from functions.dataset_names import MANIFEST, OVERRIDES, Role, format_of, role_of
-from functions.gcs_objects import ObjectInfo, TooLarge
-from functions.manifest import MAX_MANIFEST_BYTES, Entry, ManifestError, manifest_problems, parse_manifest
-from functions.overrides import MAX_OVERRIDES_BYTES, OverrideError, apply_overrides, parse_overrides
-from functions.routes import Route
+from functions.gcp.gcs_objects import ObjectInfo, TooLarge
+from functions.ingest.dataset_names import MANIFEST, OVERRIDES, Role, format_of, role_of
+from functions.ingest.manifest import MAX_MANIFEST_BYTES, Entry, ManifestError, manifest_problems, parse_manifest
+from functions.ingest.overrides import MAX_OVERRIDES_BYTES, OverrideError, apply_overrides, parse_overrides
+from functions.ingest.routes import Route
 from schemas.errors import SchemaError
 from schemas.training_request import (
     Constraints,

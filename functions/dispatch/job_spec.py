@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from functions.gcp.vertex import RUN_LABEL
 from functions.settings import Settings
 from schemas.training_request import TrainingRequest
 
 TRAINER_MODULE = "trainer.task"
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
-RUN_LABEL = "landfall-run-id"
 _LABEL_OK = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE_OK = re.compile(r"^[a-z0-9_-]{0,63}$")
 

@@ -12,10 +12,10 @@ from datetime import timedelta
 
 from functions.envelopes import PubSubMessage
 from functions.errors import TransientError
-from functions.ingest import IngestDeps, complete, completion_from, dataset_doc, version_summary
-from functions.readiness import Completion, scan_prefix
-from functions.routes import Route
-from functions.run_transitions import Doc
+from functions.ingest.handler import IngestDeps, complete, completion_from, dataset_doc, version_summary
+from functions.ingest.readiness import Completion, scan_prefix
+from functions.ingest.routes import Route
+from functions.records.run_rules import Doc
 from schemas.dataset_record import DatasetStatus, VersionStatus
 from schemas.training_request import run_id_for
 

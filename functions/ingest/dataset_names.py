@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from functions.routes import Route
+from functions.ingest.routes import Route
 
 MARKER = "_SUCCESS"
 MANIFEST = "_MANIFEST.json"

@@ -15,7 +15,7 @@ from schemas.errors import SchemaError
 from schemas.model_presets import get_preset
 from schemas.training_request import TASKS, Constraints, Hyperparameters
 
-ROUTES_FILE = Path(__file__).resolve().parents[1] / "deploy" / "routes.toml"
+ROUTES_FILE = Path(__file__).resolve().parents[2] / "deploy" / "routes.toml"
 READINESS = ("marker", "manifest", "quiet-period")
 
 # Request fields a route may let a dataset's landfall.json override (dotted paths; "hyperparameters.*" = all of

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from functions.errors import as_transient
-from functions.run_transitions import Doc
+from functions.records.run_rules import Doc
 
 
 def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[Doc | None, Any]]) -> Any:

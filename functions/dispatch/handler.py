@@ -16,13 +16,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from functions import job_spec
+from functions.dispatch.request_rules import request_problems
 from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
-from functions.request_rules import request_problems
-from functions.run_transitions import ClaimOutcome, Doc, iso
-from functions.runs_store import RunsStore
+from functions.gcp.runs_store import RunsStore
+from functions.gcp.vertex import CapacityError, JobView, VertexJobs
+from functions.records.run_rules import ClaimOutcome, Doc, iso
 from functions.settings import Settings
-from functions.vertex import CapacityError, JobView, VertexJobs
 from schemas.errors import SchemaError
 from schemas.run_record import TERMINAL_STATES, RunState
 from schemas.training_request import TrainingRequest, parse_training_request, run_id_for

@@ -1,0 +1,1 @@
+"""Dispatcher: a TrainingRequest becomes a planned run and exactly one Vertex AI CustomJob."""

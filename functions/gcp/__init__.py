@@ -1,0 +1,1 @@
+"""Adapters over Google Cloud clients (Firestore, Cloud Storage, Vertex AI). They never import a handler."""

@@ -1,0 +1,1 @@
+"""Ingest: object events and sweep ticks become one TrainingRequest per dataset version."""

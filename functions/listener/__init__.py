@@ -1,0 +1,1 @@
+"""Completion listener: Vertex job log entries become run states, timings, metrics and cost."""
