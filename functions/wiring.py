@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from functions import clients
 from functions.dispatch.handler import DispatchDeps
+from functions.gcp import clients
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.gcs_objects import GcsObjects
 from functions.gcp.runs_store import RunsStore

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from functions import job_spec
+from functions.dispatch import job_spec
 from functions.dispatch.request_rules import request_problems
 from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
