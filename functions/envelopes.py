@@ -103,17 +103,30 @@ def object_event(cloud_event: Any) -> ObjectEvent:
                           source=f"notification {notification}")
 
 
+def _decimal(value: Any, what: str, source: str) -> str:
+    """A GCS int64 field (generation, size) as its decimal string: JSON_API_V1 sends them as ASCII digits."""
+    text = str(value)
+    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or len(text) > 20:
+        raise PermanentError(f"{source}: object {what} {text[:40]!r} is not a decimal integer; expected digits as "
+                             "Cloud Storage sends them (JSON_API_V1). The event is acknowledged without a request.")
+    return text
+
+
 def _from_resource(kind: str, resource: Mapping[str, Any], event_id: str, *, source: str) -> ObjectEvent:
+    """Every field is checked here, so a malformed event is refused once instead of failing (and retrying) later."""
     bucket, name, generation = resource.get("bucket"), resource.get("name"), resource.get("generation")
     if not bucket or not name:
         raise PermanentError(f"{source}: object event lacks bucket or object name; expected both")
+    if not isinstance(bucket, str) or not isinstance(name, str):
+        raise PermanentError(f"{source}: object bucket and name must be strings, got {type(bucket).__name__} and "
+                             f"{type(name).__name__}")
     size = resource.get("size")
     return ObjectEvent(
         kind=kind,
-        bucket=str(bucket),
-        name=str(name),
-        generation=str(generation or ""),
+        bucket=bucket,
+        name=name,
+        generation="" if generation in (None, "") else _decimal(generation, "generation", source),
         event_id=event_id,
-        size=int(size) if isinstance(size, int | str) and str(size).isdigit() else None,
+        size=None if size in (None, "") else int(_decimal(size, "size", source)),
         resource=resource,
     )
