@@ -13,7 +13,8 @@ from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.model_presets import get_preset
-from schemas.training_request import TASKS, Constraints, Hyperparameters
+from schemas.training_request import Constraints, Hyperparameters
+from schemas.vocabulary import TASKS
 
 ROUTES_FILE = Path(__file__).resolve().parents[2] / "deploy" / "routes.toml"
 READINESS = ("marker", "manifest", "quiet-period")
