@@ -83,10 +83,10 @@ class GpuTable:
 
 
 def _positive(r: Reader, key: str) -> float:
-    value = r.number(key)
-    if value <= 0:
-        raise SchemaError(f"expected a positive number, got {value!r}", field=f"{r.path}.{key}")
-    return value
+    """The number at key as written (16 stays an int, so tables print it as the file says); it must be > 0."""
+    if r.number(key) <= 0:
+        raise SchemaError(f"expected a positive number, got {r.data[key]!r}", field=f"{r.path}.{key}")
+    return r.data[key]
 
 
 def _peaks(r: Reader) -> Mapping[str, float | None]:
@@ -113,7 +113,7 @@ def _gpu(name: str, r: Reader) -> GpuSpec:
         memory_gb=_positive(r, "memory_gb"),
         memory_bandwidth_gbytes_per_s=_positive(r, "memory_bandwidth_gbytes_per_s"),
         peak_tflops=_peaks(r),
-        nvlink_gbytes_per_s=r.number("nvlink_gbytes_per_s", minimum=0.0),
+        nvlink_gbytes_per_s=float(r.number("nvlink_gbytes_per_s", minimum=0.0)),
         pcie_gbytes_per_s=_positive(r, "pcie_gbytes_per_s"),
         assumed_mfu=mfu,
         end_of_support=end_of_support,

@@ -54,12 +54,12 @@ TASK_TERMS: tuple[Task, ...] = (
 )
 
 STRATEGY_TERMS: tuple[Strategy, ...] = (
-    Strategy("ddp", "DistributedDataParallel: every rank holds the whole model and optimizer; gradients are "
+    Strategy("ddp", "DistributedDataParallel. Every rank holds the whole model and optimizer; gradients are "
              "all-reduced.", title="DDP"),
-    Strategy("zero1", "DDP + ZeroRedundancyOptimizer: optimizer states sharded across ranks.", title="ZeRO-1"),
-    Strategy("zero2", "FSDP SHARD_GRAD_OP (reshard_after_forward=False): gradients and optimizer states sharded.",
+    Strategy("zero1", "DDP with ZeroRedundancyOptimizer. Optimizer states are sharded across ranks.", title="ZeRO-1"),
+    Strategy("zero2", "FSDP SHARD_GRAD_OP (reshard_after_forward=False). Gradients and optimizer states are sharded.",
              title="ZeRO-2 (SHARD_GRAD_OP)", uses_fsdp=True),
-    Strategy("fsdp", "FSDP FULL_SHARD (reshard_after_forward=True): parameters, gradients and optimizer states "
+    Strategy("fsdp", "FSDP FULL_SHARD (reshard_after_forward=True). Parameters, gradients and optimizer states are "
              "sharded.", title="FSDP (FULL_SHARD)", uses_fsdp=True),
 )
 
@@ -89,8 +89,8 @@ def index(values: tuple[str, ...]) -> Mapping[str, int]:
 
 
 def describe(terms: tuple[Term, ...]) -> str:
-    """A help text for a flag that takes one of terms: "name: doc; name: doc"."""
-    return "; ".join(f"{term.name}: {term.doc}" for term in terms)
+    """A help text for a flag that takes one of terms: "name: doc name: doc" (each doc is a sentence)."""
+    return " ".join(f"{term.name}: {term.doc}" for term in terms)
 
 
 TASKS = names(TASK_TERMS)
