@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-unit test-e2e lint bench up down status clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt functions/requirements.txt trainer/requirements.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .

@@ -42,6 +42,11 @@ class Settings:
     """LANDFALL_INGEST_LEASE_SECONDS: how long one delivery owns a dataset version before another may take over."""
     list_page_size: int
     """LANDFALL_LIST_PAGE_SIZE: objects per page when listing a dataset prefix (Cloud Storage allows up to 1000)."""
+    routes_file: str
+    """LANDFALL_ROUTES_FILE: path of a routes TOML to use instead of the shipped deploy/routes.toml ("" = shipped)."""
+    storage_emulator_host: str
+    """STORAGE_EMULATOR_HOST: fake-gcs-server's URL; "" = Google Cloud Storage. When set, the storage client goes
+    anonymous (google-cloud-storage itself reads the same variable for the endpoint)."""
 
     @property
     def requests_topic_path(self) -> str:
@@ -93,6 +98,8 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         submission_lease_seconds=positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120),
         ingest_lease_seconds=positive("LANDFALL_INGEST_LEASE_SECONDS", 60),
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
+        routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
+        storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),
     )
 
 

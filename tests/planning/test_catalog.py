@@ -14,7 +14,8 @@ from functions.planning.quotas import load_quotas, parse_quotas
 
 
 def raw(name: str) -> dict:
-    return json.loads(resources.files("functions.planning").joinpath(f"data/{name}").read_text())
+    package = "schemas" if name == "gpus.json" else "functions.planning"  # GPU kinds are shared with the trainer
+    return json.loads(resources.files(package).joinpath(f"data/{name}").read_text())
 
 
 def build(**changes):
