@@ -21,10 +21,11 @@ from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, VertexJobs
-from functions.records.run_rules import ClaimOutcome, Doc, iso
+from functions.records.run_rules import ClaimOutcome, Doc
 from functions.settings import Settings
 from schemas.errors import SchemaError
 from schemas.run_record import TERMINAL_STATES, RunState
+from schemas.times import format_timestamp
 from schemas.training_request import TrainingRequest, parse_training_request, run_id_for
 
 log = logging.getLogger("landfall.dispatch")
@@ -54,7 +55,7 @@ class DispatchDeps:
 
 def new_run_doc(run_id: str, request: dict[str, Any], now: datetime, state: RunState = RunState.RECEIVED,
                 detail: str = "") -> Doc:
-    stamp = iso(now)
+    stamp = format_timestamp(now)
     return {
         "schema_version": 1, "run_id": run_id, "state": state.value, "request": request,
         "created_at": stamp, "updated_at": stamp,
@@ -115,7 +116,7 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
                 return "recovered"
     plans = [doc["plan"], *doc["submission"].get("fallbacks", [])]
     for plan in plans:
-        attempt = {"region": plan["region"], "machine_type": plan["machine_type"], "at": iso(deps.now()),
+        attempt = {"region": plan["region"], "machine_type": plan["machine_type"], "at": format_timestamp(deps.now()),
                    "outcome": "pending", "plan": plan}
         attempts.append(attempt)
         deps.store.merge(run_id, {"submission": {"attempts": attempts}}, now=deps.now())
@@ -126,8 +127,8 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
             log.warning("run %s: %s; trying the next plan", run_id, exc)
             continue
         except TransientError:
-            deps.store.merge(run_id, {"submission": {"attempts": attempts, "lease_until": iso(deps.now())}},
-                             now=deps.now())
+            released = {"attempts": attempts, "lease_until": format_timestamp(deps.now())}
+            deps.store.merge(run_id, {"submission": released}, now=deps.now())
             raise
         except PermanentError as exc:
             attempt["outcome"] = f"refused: {exc}"
@@ -153,8 +154,8 @@ def _record_submitted(run_id: str, job: JobView, plan: dict[str, Any], attempts:
         "vertex": {"job_name": job.name, "job_id": job.job_id, "region": job.region,
                    "display_name": job.display_name, "state": job.state},
         "artifacts": job_spec.artifacts(deps.settings, run_id),
-        "timings": {"submitted_at": iso(now)},
-        "submission": {"attempts": attempts, "lease_until": iso(now)},
+        "timings": {"submitted_at": format_timestamp(now)},
+        "submission": {"attempts": attempts, "lease_until": format_timestamp(now)},
     })
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from functions.errors import as_transient
 from functions.gcp.firestore_tx import in_transaction
-from functions.records.run_rules import Doc, iso
+from functions.records.run_rules import Doc
 from schemas.dataset_record import FINAL_VERSION_STATUSES, DatasetStatus, VersionStatus
-from schemas.fields import parse_timestamp
+from schemas.times import format_timestamp, parse_timestamp
 
 
 class ClaimOutcome(StrEnum):
@@ -43,7 +43,7 @@ def claim(cur: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Version
     if status == VersionStatus.CLAIMED and parse_timestamp(cur["claim_until"], field="claim_until") > now:
         return VersionClaim(ClaimOutcome.BUSY, cur)
     new = {**copy.deepcopy(cur), "status": VersionStatus.CLAIMED.value, "owner": owner,
-           "claim_until": iso(now + timedelta(seconds=lease_seconds)), "updated_at": iso(now),
+           "claim_until": format_timestamp(now + timedelta(seconds=lease_seconds)), "updated_at": format_timestamp(now),
            "attempts": int(cur.get("attempts", 0)) + 1}
     return VersionClaim(ClaimOutcome.CLAIMED, new)
 
@@ -124,9 +124,10 @@ class DatasetsStore:
         """Create the version as CLAIMED by owner, or take it over if its earlier claim lapsed or it was WAITING."""
         from google.api_core.exceptions import Conflict
 
+        stamp = format_timestamp(now)
         fresh = {**doc, "status": VersionStatus.CLAIMED.value, "owner": owner, "attempts": 1,
-                 "claim_until": iso(now + timedelta(seconds=lease_seconds)), "created_at": iso(now),
-                 "updated_at": iso(now)}
+                 "claim_until": format_timestamp(now + timedelta(seconds=lease_seconds)), "created_at": stamp,
+                 "updated_at": stamp}
         ref = self._version_ref(doc["run_id"])
         try:
             ref.create(fresh)
@@ -154,7 +155,8 @@ class DatasetsStore:
             if cur.get("owner") != owner and VersionStatus(cur["status"]) == VersionStatus.CLAIMED \
                     and parse_timestamp(cur["claim_until"], field="claim_until") > now:
                 return None, False
-            return {**cur, **updates, "status": status.value, "claim_until": iso(now), "updated_at": iso(now)}, True
+            stamp = format_timestamp(now)
+            return {**cur, **updates, "status": status.value, "claim_until": stamp, "updated_at": stamp}, True
 
         return bool(in_transaction(self._client, self._version_ref(run_id), change))
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from functions.errors import PermanentError, TransientError
+from schemas.times import format_timestamp
 
 RUN_LABEL = "landfall-run-id"
 """The label every Landfall CustomJob carries: the run id, so a job can be found again by its run."""
@@ -35,10 +36,11 @@ class JobView:
 
 
 def _ts(value: Any) -> str:
+    """A proto Timestamp field as RFC 3339 text; "" when unset (the epoch) or unreadable."""
     if value is None:
         return ""
     try:
-        return value.isoformat().replace("+00:00", "Z") if value.timestamp() > 0 else ""
+        return format_timestamp(value) if value.timestamp() > 0 else ""
     except (AttributeError, OSError, ValueError):
         return ""
 

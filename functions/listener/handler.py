@@ -13,10 +13,11 @@ from functions.envelopes import PubSubMessage
 from functions.errors import TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import JobView, VertexJobs
-from functions.records.run_rules import Doc, iso
+from functions.records.run_rules import Doc
 from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
 from schemas.run_record import RunState
+from schemas.times import parse_timestamp_or_none
 
 log = logging.getLogger("landfall.job_events")
 
@@ -50,7 +51,7 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
         return "ignored:not-a-job-event"
     doc = deps.store.find_by_job_id(event.job_id)
     if doc is None:
-        published = _parse_time(message.publish_time) or deps.now()
+        published = parse_timestamp_or_none(message.publish_time) or deps.now()
         if deps.now() - published > UNKNOWN_JOB_PATIENCE:
             log.info("job %s is not a Landfall run (no run names it after %s); ignored", event.job_id,
                      UNKNOWN_JOB_PATIENCE)
@@ -90,7 +91,7 @@ def _timings(timings: dict[str, Any], job: JobView) -> dict[str, Any]:
         out["started_at"] = job.start_time
     if job.end_time:
         out["ended_at"] = job.end_time
-    start, end = _parse_time(job.start_time), _parse_time(job.end_time)
+    start, end = parse_timestamp_or_none(job.start_time), parse_timestamp_or_none(job.end_time)
     if start and end:
         out["run_seconds"] = round((end - start).total_seconds(), 3)
     return out
@@ -117,15 +118,6 @@ def _metrics(doc: Doc, deps: ListenerDeps) -> tuple[dict[str, Any] | None, str]:
     return (metrics, "") if isinstance(metrics, dict) else (None, f"{uri} is not a JSON object")
 
 
-def _parse_time(value: str) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def read_gcs_text(client: Any) -> Callable[[str], str | None]:
     def read(uri: str) -> str | None:
         from google.api_core.exceptions import NotFound
@@ -139,4 +131,4 @@ def read_gcs_text(client: Any) -> Callable[[str], str | None]:
     return read
 
 
-__all__ = ["ListenerDeps", "handle_job_event", "iso", "read_gcs_text", "record_job_state"]
+__all__ = ["ListenerDeps", "handle_job_event", "read_gcs_text", "record_job_state"]

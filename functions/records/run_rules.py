@@ -11,12 +11,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from schemas.run_record import RunState, can_move, parse_state
+from schemas.times import format_timestamp, parse_timestamp
 
 Doc = dict[str, Any]
-
-
-def iso(now: datetime) -> str:
-    return now.isoformat().replace("+00:00", "Z")
 
 
 def transitioned(doc: Doc, new_state: RunState, *, now: datetime, detail: str = "",
@@ -29,6 +26,7 @@ def transitioned(doc: Doc, new_state: RunState, *, now: datetime, detail: str = 
     if current != new_state and not can_move(current, new_state):
         return None
     out = copy.deepcopy(doc)
+    stamp = format_timestamp(now)
     for key, value in (updates or {}).items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = {**out[key], **value}
@@ -36,8 +34,8 @@ def transitioned(doc: Doc, new_state: RunState, *, now: datetime, detail: str = 
             out[key] = value
     if current != new_state:
         out["state"] = new_state.value
-        out["history"] = [*out.get("history", []), {"state": new_state.value, "at": iso(now), "detail": detail}]
-    out["updated_at"] = iso(now)
+        out["history"] = [*out.get("history", []), {"state": new_state.value, "at": stamp, "detail": detail}]
+    out["updated_at"] = stamp
     return out
 
 
@@ -64,7 +62,7 @@ def claimed(doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim
     """Decide whether `owner` may submit the run's job, and the document that records its lease."""
     state = parse_state(doc["state"])
     submission = dict(doc.get("submission") or {})
-    lease = {"owner": owner, "lease_until": iso(now + timedelta(seconds=lease_seconds))}
+    lease = {"owner": owner, "lease_until": format_timestamp(now + timedelta(seconds=lease_seconds))}
     if state == RunState.PLANNED:
         new = transitioned(doc, RunState.SUBMITTING, now=now, detail="claimed for submission",
                            updates={"submission": {**submission, **lease}})
@@ -72,7 +70,7 @@ def claimed(doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim
         return Claim(ClaimOutcome.CLAIMED, new)
     if state == RunState.SUBMITTING:
         until = submission.get("lease_until", "")
-        live = bool(until) and datetime.fromisoformat(until.replace("Z", "+00:00")) > now
+        live = bool(until) and parse_timestamp(until, field="submission.lease_until") > now
         if live and submission.get("owner") != owner:
             return Claim(ClaimOutcome.BUSY, doc)
         new = transitioned(doc, RunState.SUBMITTING, now=now, updates={"submission": {**submission, **lease}})

@@ -15,9 +15,9 @@ from functions.gcp.datasets_store import ClaimOutcome, VersionClaim, claim, newe
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
 from functions.ingest.handler import IngestDeps
 from functions.ingest.routes import Route
-from functions.records.run_rules import iso
 from functions.settings import settings_from_env
 from schemas.dataset_record import FINAL_VERSION_STATUSES, DatasetStatus, VersionStatus
+from schemas.times import format_timestamp
 
 SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -91,7 +91,7 @@ class FakeDatasets:
             cur = self.versions.get(doc["run_id"])
             if cur is None:
                 fresh = {**doc, "status": VersionStatus.CLAIMED.value, "owner": owner, "attempts": 1,
-                         "claim_until": iso(now + timedelta(seconds=lease_seconds))}
+                         "claim_until": format_timestamp(now + timedelta(seconds=lease_seconds))}
                 self.versions[doc["run_id"]] = fresh
                 return VersionClaim(ClaimOutcome.CLAIMED, copy.deepcopy(fresh))
             result = claim(cur, owner=owner, now=now, lease_seconds=lease_seconds)
@@ -105,7 +105,7 @@ class FakeDatasets:
             cur = self.versions.get(run_id)
             if cur is None or VersionStatus(cur["status"]) in FINAL_VERSION_STATUSES or cur.get("owner") != owner:
                 return False
-            self.versions[run_id] = {**cur, **updates, "status": status.value, "claim_until": iso(now)}
+            self.versions[run_id] = {**cur, **updates, "status": status.value, "claim_until": format_timestamp(now)}
             return True
 
     def version(self, run_id: str) -> dict[str, Any] | None:

@@ -15,10 +15,11 @@ from functions import envelopes
 from functions.dispatch.job_spec import RUN_LABEL, custom_job
 from functions.dispatch.request_rules import request_problems
 from functions.errors import PermanentError
-from functions.records.run_rules import ClaimOutcome, claimed, iso, transitioned
+from functions.records.run_rules import ClaimOutcome, claimed, transitioned
 from functions.settings import settings_from_env
 from schemas import parse_training_request
 from schemas.run_record import RunState
+from schemas.times import format_timestamp
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -64,8 +65,8 @@ def test_unknown_event_type_is_permanent() -> None:
 
 
 def base_doc(state: str = "RECEIVED") -> dict:
-    return {"run_id": "run-x", "state": state, "history": [{"state": state, "at": iso(NOW), "detail": ""}],
-            "submission": {}, "updated_at": iso(NOW)}
+    return {"run_id": "run-x", "state": state, "history": [{"state": state, "at": format_timestamp(NOW), "detail": ""}],
+            "submission": {}, "updated_at": format_timestamp(NOW)}
 
 
 def test_transition_forward_records_history_and_backward_is_refused() -> None:
