@@ -6,12 +6,12 @@ The Firestore adapter (runs_store.py) applies these inside transactions; tests e
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
 from schemas.run_record import RunState, can_move, parse_state
-from schemas.times import format_timestamp, parse_timestamp
+from schemas.times import format_timestamp
 
 Doc = dict[str, Any]
 
@@ -39,39 +39,26 @@ def transitioned(doc: Doc, new_state: RunState, *, now: datetime, detail: str = 
     return out
 
 
-class ClaimOutcome:
-    CLAIMED = "claimed"
-    """This delivery owns the submission; nothing was attempted before."""
-    RECOVER = "recover"
-    """A previous owner's lease ran out mid-submission: look for its job before submitting again."""
-    BUSY = "busy"
-    """Another delivery holds a live lease: retry later."""
-    DONE = "done"
-    """Already submitted (or ended): nothing to do."""
-    NOT_READY = "not-ready"
-    """The run is not planned yet."""
+def submission_lease(submission: Doc) -> Lease | None:
+    """The lease a run's submission record holds (`owner` until `lease_until`), if any."""
+    if not submission.get("lease_until"):
+        return None
+    return Lease(str(submission.get("owner", "")), str(submission["lease_until"]))
 
 
-@dataclass(frozen=True)
-class Claim:
-    outcome: str
-    doc: Doc
-
-
-def claimed(doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim:
+def claimed(doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim[Doc]:
     """Decide whether `owner` may submit the run's job, and the document that records its lease."""
     state = parse_state(doc["state"])
     submission = dict(doc.get("submission") or {})
-    lease = {"owner": owner, "lease_until": format_timestamp(now + timedelta(seconds=lease_seconds))}
+    granted = Lease.granted(owner, now=now, seconds=lease_seconds)
+    lease = {"owner": granted.owner, "lease_until": granted.until}
     if state == RunState.PLANNED:
         new = transitioned(doc, RunState.SUBMITTING, now=now, detail="claimed for submission",
                            updates={"submission": {**submission, **lease}})
         assert new is not None
         return Claim(ClaimOutcome.CLAIMED, new)
     if state == RunState.SUBMITTING:
-        until = submission.get("lease_until", "")
-        live = bool(until) and parse_timestamp(until, field="submission.lease_until") > now
-        if live and submission.get("owner") != owner:
+        if held_by_other(submission_lease(submission), owner, now):
             return Claim(ClaimOutcome.BUSY, doc)
         new = transitioned(doc, RunState.SUBMITTING, now=now, updates={"submission": {**submission, **lease}})
         assert new is not None
