@@ -1,68 +1,123 @@
-"""Pure rules for changing a run document: forward-only states, history, and the submission claim.
+"""Pure rules for changing a run record: forward-only states, history, and the submission claim.
 
-The Firestore adapter (runs_store.py) applies these inside transactions; tests exercise them without a server.
+Each store operation is a `Step`: given the stored record (None when absent) it returns the record to write (None:
+write nothing) and the operation's result. The Firestore adapter (functions/gcp/runs_store.py) runs a step inside a
+transaction; the fake (tests/fakes/runs.py) under a lock; tests exercise the rules without either.
 """
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from functions.errors import TransientError
 from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
-from schemas.run_record import RunState, can_move, parse_state
+from schemas.run_record import RunRecord, RunState, StateChange, Submission, can_move
 from schemas.times import format_timestamp
 
 Doc = dict[str, Any]
+"""A stored document as the client libraries read and write it."""
+T = TypeVar("T")
+Change = Callable[[RunRecord], RunRecord]
+"""Field changes to apply to the current record (inside the store's transaction, so on the freshest copy)."""
+Step = Callable[[RunRecord | None], tuple[RunRecord | None, T]]
 
 
-def transitioned(doc: Doc, new_state: RunState, *, now: datetime, detail: str = "",
-                 updates: Doc | None = None) -> Doc | None:
-    """The document after moving to new_state, or None when that move is not allowed from its current state.
+def transitioned(run: RunRecord, new_state: RunState, *, now: datetime, detail: str = "",
+                 change: Change | None = None) -> RunRecord | None:
+    """The record after moving to new_state, or None when that move is not allowed from its current state.
 
-    Moving to the state it is already in applies `updates` without a new history entry (a repeated event).
+    Moving to the state it is already in applies `change` without a new history entry (a repeated event).
     """
-    current = parse_state(doc["state"])
-    if current != new_state and not can_move(current, new_state):
+    if run.state != new_state and not can_move(run.state, new_state):
         return None
-    out = copy.deepcopy(doc)
+    out = change(run) if change else run
     stamp = format_timestamp(now)
-    for key, value in (updates or {}).items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = {**out[key], **value}
-        else:
-            out[key] = value
-    if current != new_state:
-        out["state"] = new_state.value
-        out["history"] = [*out.get("history", []), {"state": new_state.value, "at": stamp, "detail": detail}]
-    out["updated_at"] = stamp
-    return out
+    if run.state != new_state:
+        out = replace(out, state=new_state, history=(*out.history, StateChange(new_state, stamp, detail)))
+    return replace(out, updated_at=stamp)
 
 
-def submission_lease(submission: Doc) -> Lease | None:
+def submission_lease(submission: Submission) -> Lease | None:
     """The lease a run's submission record holds (`owner` until `lease_until`), if any."""
-    if not submission.get("lease_until"):
+    if not submission.lease_until:
         return None
-    return Lease(str(submission.get("owner", "")), str(submission["lease_until"]))
+    return Lease(submission.owner or "", submission.lease_until)
 
 
-def claimed(doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim[Doc]:
-    """Decide whether `owner` may submit the run's job, and the document that records its lease."""
-    state = parse_state(doc["state"])
-    submission = dict(doc.get("submission") or {})
-    granted = Lease.granted(owner, now=now, seconds=lease_seconds)
-    lease = {"owner": granted.owner, "lease_until": granted.until}
-    if state == RunState.PLANNED:
-        new = transitioned(doc, RunState.SUBMITTING, now=now, detail="claimed for submission",
-                           updates={"submission": {**submission, **lease}})
-        assert new is not None
+def claimed(run: RunRecord, *, owner: str, now: datetime, lease_seconds: int) -> Claim[RunRecord]:
+    """Decide whether `owner` may submit the run's job, and the record that holds its lease."""
+    lease = Lease.granted(owner, now=now, seconds=lease_seconds)
+
+    def hold(r: RunRecord) -> RunRecord:
+        return replace(r, submission=replace(r.submission, owner=lease.owner, lease_until=lease.until))
+
+    if run.state == RunState.PLANNED:
+        new = transitioned(run, RunState.SUBMITTING, now=now, detail="claimed for submission", change=hold)
+        assert new is not None, "PLANNED -> SUBMITTING is always allowed"
         return Claim(ClaimOutcome.CLAIMED, new)
-    if state == RunState.SUBMITTING:
-        if held_by_other(submission_lease(submission), owner, now):
-            return Claim(ClaimOutcome.BUSY, doc)
-        new = transitioned(doc, RunState.SUBMITTING, now=now, updates={"submission": {**submission, **lease}})
-        assert new is not None
+    if run.state == RunState.SUBMITTING:
+        if held_by_other(submission_lease(run.submission), owner, now):
+            return Claim(ClaimOutcome.BUSY, run)
+        new = transitioned(run, RunState.SUBMITTING, now=now, change=hold)
+        assert new is not None, "staying in a state is always allowed"
         return Claim(ClaimOutcome.RECOVER, new)
-    if state in (RunState.RECEIVED,):
-        return Claim(ClaimOutcome.NOT_READY, doc)
-    return Claim(ClaimOutcome.DONE, doc)
+    if run.state == RunState.RECEIVED:
+        return Claim(ClaimOutcome.NOT_READY, run)
+    return Claim(ClaimOutcome.DONE, run)
+
+
+# Store operations, as steps ------------------------------------------------------------------------------------
+
+
+def create_if_absent(run: RunRecord) -> Step[tuple[RunRecord, bool]]:
+    """Store `run` unless its id exists; result: (the stored record, whether this call created it)."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, tuple[RunRecord, bool]]:
+        return (run, (run, True)) if cur is None else (None, (cur, False))
+
+    return step
+
+
+def transition(state: RunState, *, now: datetime, detail: str = "",
+               change: Change | None = None) -> Step[tuple[RunRecord | None, bool]]:
+    """Move the run forward; result: (record after, whether it changed). A disallowed move writes nothing."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, tuple[RunRecord | None, bool]]:
+        if cur is None:
+            return None, (None, False)
+        new = transitioned(cur, state, now=now, detail=detail, change=change)
+        return (new, (new, True)) if new is not None else (None, (cur, False))
+
+    return step
+
+
+def merge(*, now: datetime, change: Change) -> Step[RunRecord | None]:
+    """Apply `change` without changing state (e.g. record a submission attempt); result: the record after."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, RunRecord | None]:
+        if cur is None:
+            return None, None
+        new = transitioned(cur, cur.state, now=now, change=change)
+        return new, new
+
+    return step
+
+
+def claim_submission(run_id: str, *, owner: str, now: datetime, lease_seconds: int) -> Step[Claim[RunRecord]]:
+    """Claim the run's submission for `owner` (see `claimed`); the lease is written only when taken."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, Claim[RunRecord]]:
+        if cur is None:
+            raise TransientError(f"run {run_id} does not exist yet")
+        claim = claimed(cur, owner=owner, now=now, lease_seconds=lease_seconds)
+        taken = claim.outcome in (ClaimOutcome.CLAIMED, ClaimOutcome.RECOVER)
+        return (claim.doc if taken else None), claim
+
+    return step
+
+
+__all__ = ["Change", "Doc", "Step", "claim_submission", "claimed", "create_if_absent", "merge", "submission_lease",
+           "transition", "transitioned"]
