@@ -1,21 +1,18 @@
 """Firestore adapter for run documents: create-if-absent, forward-only transitions and the submission claim,
 each inside a transaction so that concurrent deliveries cannot interleave.
 
-Documents are read with `parse_run_record` and written as `RunRecord.to_dict()`; the rules are the pure steps of
-functions/records/run_rules.py.
+Documents are read with `parse_run_record` and written as `RunRecord.to_dict()`; the operations are the pure rule
+steps of functions/records/run_rules.py (RunsRules), applied here in a transaction.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, TypeVar
 
 from functions.errors import as_transient
 from functions.gcp.firestore_tx import in_transaction
-from functions.records import run_rules
-from functions.records.leases import Claim
-from functions.records.run_rules import Change, Doc, Step
-from schemas.run_record import RunRecord, RunState, parse_run_record
+from functions.records.run_rules import Doc, RunsRules, Step
+from schemas.run_record import RunRecord, parse_run_record
 
 T = TypeVar("T")
 
@@ -24,7 +21,7 @@ def _record(doc: Doc | None) -> RunRecord | None:
     return None if doc is None else parse_run_record(doc)
 
 
-class RunsStore:
+class RunsStore(RunsRules):
     def __init__(self, client: Any, collection: str) -> None:
         self._client = client
         self._collection = collection
@@ -32,7 +29,7 @@ class RunsStore:
     def _ref(self, run_id: str) -> Any:
         return self._client.collection(self._collection).document(run_id)
 
-    def _apply(self, run_id: str, step: Step[T]) -> T:
+    def apply(self, run_id: str, step: Step[T]) -> T:
         """Run one rule step on the stored record inside a transaction; write what it returns."""
 
         def change(cur: Doc | None) -> tuple[Doc | None, T]:
@@ -47,23 +44,6 @@ class RunsStore:
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
         return _record(snapshot.to_dict()) if snapshot.exists else None
-
-    def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        """Store run unless a run with its id exists; returns (the stored record, whether this call created it)."""
-        return self._apply(run.run_id, run_rules.create_if_absent(run))
-
-    def transition(self, run_id: str, state: RunState, *, now: datetime, detail: str = "",
-                   change: Change | None = None) -> tuple[RunRecord | None, bool]:
-        """Move the run forward; returns (record after, whether it changed). A disallowed move changes nothing."""
-        return self._apply(run_id, run_rules.transition(state, now=now, detail=detail, change=change))
-
-    def merge(self, run_id: str, change: Change, *, now: datetime) -> RunRecord | None:
-        """Apply change without changing state (e.g. record a submission attempt)."""
-        return self._apply(run_id, run_rules.merge(now=now, change=change))
-
-    def claim_submission(self, run_id: str, *, owner: str, now: datetime, lease_seconds: int) -> Claim[RunRecord]:
-        return self._apply(run_id, run_rules.claim_submission(run_id, owner=owner, now=now,
-                                                              lease_seconds=lease_seconds))
 
     def find_by_job_id(self, job_id: str) -> RunRecord | None:
         from google.cloud.firestore_v1.base_query import FieldFilter

@@ -1,12 +1,14 @@
 """Pure rules for changing a run record: forward-only states, history, and the submission claim.
 
 Each store operation is a `Step`: given the stored record (None when absent) it returns the record to write (None:
-write nothing) and the operation's result. The Firestore adapter (functions/gcp/runs_store.py) runs a step inside a
-transaction; the fake (tests/fakes/runs.py) under a lock; tests exercise the rules without either.
+write nothing) and the operation's result. `RunsRules` is the store interface built on them: the Firestore adapter
+(functions/gcp/runs_store.py) supplies `apply` as a transaction, the fake (tests/fakes/runs.py) as a lock; tests
+exercise the rules without either.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -119,5 +121,29 @@ def claim_submission(run_id: str, *, owner: str, now: datetime, lease_seconds: i
     return step
 
 
-__all__ = ["Change", "Doc", "Step", "claim_submission", "claimed", "create_if_absent", "merge", "submission_lease",
-           "transition", "transitioned"]
+class RunsRules(ABC):
+    """A runs store: each operation is one rule step applied atomically to one run by `apply`."""
+
+    @abstractmethod
+    def apply(self, run_id: str, step: Step[T]) -> T:
+        """Read run_id's record (None when absent), run step on it, write what it returns, all atomically."""
+
+    def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Store run unless a run with its id exists; returns (the stored record, whether this call created it)."""
+        return self.apply(run.run_id, create_if_absent(run))
+
+    def transition(self, run_id: str, state: RunState, *, now: datetime, detail: str = "",
+                   change: Change | None = None) -> tuple[RunRecord | None, bool]:
+        """Move the run forward; returns (record after, whether it changed). A disallowed move changes nothing."""
+        return self.apply(run_id, transition(state, now=now, detail=detail, change=change))
+
+    def merge(self, run_id: str, change: Change, *, now: datetime) -> RunRecord | None:
+        """Apply change without changing state (e.g. record a submission attempt)."""
+        return self.apply(run_id, merge(now=now, change=change))
+
+    def claim_submission(self, run_id: str, *, owner: str, now: datetime, lease_seconds: int) -> Claim[RunRecord]:
+        return self.apply(run_id, claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds))
+
+
+__all__ = ["Change", "Doc", "RunsRules", "Step", "claim_submission", "claimed", "create_if_absent", "merge",
+           "submission_lease", "transition", "transitioned"]
