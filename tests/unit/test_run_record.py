@@ -76,3 +76,16 @@ def test_a_document_that_does_not_fit_names_the_field(path: tuple[Any, ...], val
     with pytest.raises(SchemaError) as caught:
         parse_run_record(_broken(path, value))
     assert caught.value.field == field
+
+
+def test_the_cli_describes_a_run_from_its_typed_record() -> None:
+    from landfall.commands.runs import describe
+
+    text = describe(parse_run_record(copy.deepcopy(GOLDEN)))
+    assert "plan      1 x e2-standard-4 (cpu) in europe-west4, ddp, spot, est. $0.004431" in text
+    assert "cost      estimated $0.004431, actual $0.000581" in text
+    assert "run_seconds 45.25" in text and "metrics   loss 0.081, accuracy 0.975" in text
+    assert text.endswith("history   RECEIVED -> PLANNED -> SUBMITTING -> SUBMITTED -> RUNNING -> SUCCEEDED")
+    rejected = describe(new_run("run-2", {"task": 5}, now=NOW, state=RunState.REJECTED,
+                                error=RunError("invalid-request", "task: expected a string")))
+    assert "error     invalid-request: task: expected a string" in rejected and "plan " not in rejected
