@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.trainer import datagen
-from tests.trainer.runner import run_trainer, trainer_args, trainer_env
+from tests import datagen
+from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 from trainer import storage
 
 
