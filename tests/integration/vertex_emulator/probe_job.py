@@ -1,4 +1,4 @@
-"""A tiny job module the emulator tests run as a replica (`python -m tests.vertex_emulator.probe_job`).
+"""A tiny job module the emulator tests run as a replica (`python -m tests.integration.vertex_emulator.probe_job`).
 
 It records what a replica sees, then behaves as asked:
 

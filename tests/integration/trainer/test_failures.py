@@ -1,16 +1,12 @@
-"""Failures the trainer must report as such: bad data and bad flags through the CLI, out-of-memory, failed ranks."""
+"""Failures the trainer must report as such, through `python -m trainer.task` processes: bad data and bad flags,
+failed ranks. Out-of-memory and GCS FUSE paths, in one process, are in tests/unit/trainer/test_failures.py."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import pytest
-import torch
-
-from tests.trainer import datagen
-from tests.trainer.runner import run_trainer, trainer_args, trainer_env
-from trainer import storage
+from tests import datagen
+from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 
 
 def test_bad_data_fails_fast_with_file_and_line_and_exit_code_3(tmp_path: Path) -> None:
@@ -40,28 +36,3 @@ def test_one_failing_process_fails_the_node(tmp_path: Path) -> None:
     run = run_trainer(trainer_args(str(data)), env, timeout=90)
     assert run.returncode == 3
     assert any(r.get("error") == "DataError" and "line 3" in r["message"] for r in run.records())
-
-
-def test_out_of_memory_is_reported_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """A CUDA OOM inside a step becomes exit code 4 and a message naming the knobs to turn."""
-    from trainer import loop, task
-
-    def exhausted(*_args, **_kwargs):
-        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-
-    monkeypatch.setattr(loop, "train_step", exhausted)
-    data = datagen.write_csv_shards(tmp_path / "data", shards=1, rows_per_shard=100)
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LANDFALL_NPROC_PER_NODE", "AIP_CHECKPOINT_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AIP_MODEL_DIR", str(tmp_path / "model"))
-    assert task.main(trainer_args(str(data))) == 4
-    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert last["error"] == "OutOfMemory" and "out of memory on cpu at step 0" in last["message"]
-    assert "--batch-size" in last["message"] and "--strategy=fsdp" in last["message"]
-
-
-def test_gcs_fuse_paths_fall_back_to_the_bucket_when_not_mounted() -> None:
-    assert storage.resolve("/gcs/bucket/data/x.csv") == "gs://bucket/data/x.csv"
-    assert storage.split_gcs("/gcs/bucket/data/x.csv") == ("bucket", "data/x.csv")
-    assert storage.resolve("/tmp/x.csv") == "/tmp/x.csv"
-    assert storage.join("gs://b/run/", "/model/", "metrics.json") == "gs://b/run/model/metrics.json"

@@ -12,7 +12,7 @@ import pytest
 
 from functions.planning.prices import parse_prices
 
-SCRIPT = Path(__file__).parents[2] / "scripts/refresh_prices.py"
+SCRIPT = Path(__file__).parents[3] / "scripts/refresh_prices.py"
 
 
 @pytest.fixture(scope="module")

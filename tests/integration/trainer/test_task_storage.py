@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer import datagen
-from tests.trainer.runner import run_trainer, trainer_args, trainer_env
+from tests import datagen
+from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 
 METRIC_KEYS = {"schema_version", "task", "model", "strategy", "world_size", "steps", "final", "epochs",
                "samples_per_second", "tokens_per_second", "wall_time_seconds", "mfu"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer import datagen
+from tests import datagen
 from trainer.datasets.shards import UnitPlan, data_files, is_validation
 from trainer.datasets.stream import steps_in_epoch, train_batches
 from trainer.datasets.tables import read_rows, read_schema

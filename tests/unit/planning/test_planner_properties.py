@@ -21,7 +21,7 @@ from functions.planning.catalog import load_catalog
 from functions.planning.quotas import load_quotas
 from functions.planning.space import space_for
 from schemas.plan import Plan
-from tests.planning.exhaustive import exhaustive_best
+from tests.unit.planning.exhaustive import exhaustive_best
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 REGIONS = ("us-central1", "us-east1", "us-east4", "us-west1", "europe-west4", "asia-southeast1")

@@ -12,8 +12,8 @@ import pytest
 import torch
 from google.cloud import aiplatform_v1, pubsub_v1
 
-from tests.trainer import datagen
-from tests.vertex_emulator.harness import PARENT, PROJECT, job_id, launch_emulator
+from tests import datagen
+from tests.integration.vertex_emulator.harness import PARENT, PROJECT, job_id, launch_emulator
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ import pytest
 
 from schemas.errors import SchemaError
 from schemas.plan import Plan, parse_plan
-from tests.planning.golden import EXAMPLES, REQUESTS, planned
+from tests.unit.planning.golden import EXAMPLES, REQUESTS, planned
 
 JSON_TYPES = (dict, list, str, int, float, bool, type(None))
 
@@ -31,7 +31,7 @@ def test_golden_examples_round_trip_and_match_the_planner(name):
     plan = parse_plan(golden)
     assert plan.to_dict() == golden
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
-    assert planned(name) == golden, "planner output changed: run `python -m tests.planning.golden` if deliberate"
+    assert planned(name) == golden, "planner output changed: run `python -m tests.unit.planning.golden` if deliberate"
     _json_only(plan.to_dict())
 
 

@@ -20,13 +20,13 @@ from google.cloud.aiplatform_v1.services.job_service.transports import JobServic
 
 from tests.polling import wait_for
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 PROJECT = "landfall-local"
 REGION = "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
-PROBE_MODULE = "tests.vertex_emulator.probe_job"
+PROBE_MODULE = "tests.integration.vertex_emulator.probe_job"
 PROBE_IMAGE = "local/landfall-probe:latest"
-"""A container image the module emulator maps (--images) to `python -m tests.vertex_emulator.probe_job`."""
+"""A container image the module emulator maps (--images) to `python -m tests.integration.vertex_emulator.probe_job`."""
 STARTUP_TIMEOUT_SECONDS = 30.0
 TERMINAL = (
     aiplatform_v1.JobState.JOB_STATE_SUCCEEDED,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from landfall.commands.planning import register
-from tests.planning.golden import NOW
+from tests.unit.planning.golden import NOW
 
-EXAMPLE = Path(__file__).parents[2] / "schemas/examples/training_request.json"
+EXAMPLE = Path(__file__).parents[3] / "schemas/examples/training_request.json"
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """The golden Plan examples in schemas/examples/: the requests behind them, and a writer.
 
-Regenerate after a deliberate catalog or model change with:  .venv/bin/python -m tests.planning.golden
+Regenerate after a deliberate catalog or model change with:  .venv/bin/python -m tests.unit.planning.golden
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from functions.planning import PlanInput, PlannerConfig, plan_request
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
-EXAMPLES = Path(__file__).parents[2] / "schemas/examples"
+EXAMPLES = Path(__file__).parents[3] / "schemas/examples"
 CONFIG = PlannerConfig(max_alternatives=4)
 REQUESTS = {
     "plan.json": PlanInput(task="causal-lm", preset="gpt-1.3b", dataset_bytes=2 * 10**9, epochs=1, batch_size=64,

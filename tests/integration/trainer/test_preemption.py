@@ -7,8 +7,8 @@ import json
 import signal
 from pathlib import Path
 
-from tests.trainer import datagen
-from tests.trainer.runner import run_trainer, run_until, same_weights, trainer_args, trainer_env
+from tests import datagen
+from tests.trainer_runner import run_trainer, run_until, same_weights, trainer_args, trainer_env
 from trainer.checkpoint import CheckpointStore
 
 INTERVAL = 25

@@ -12,7 +12,7 @@ from functions.planning import PlanInputError, parse_count, plan_input_from_requ
 from functions.planning.inputs import parse_deadline
 from schemas.training_request import parse_training_request
 
-EXAMPLE = Path(__file__).parents[2] / "schemas/examples/training_request.json"
+EXAMPLE = Path(__file__).parents[3] / "schemas/examples/training_request.json"
 
 
 def test_reads_a_training_request_and_its_dict_alike():

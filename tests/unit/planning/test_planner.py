@@ -15,7 +15,7 @@ from functions.planning.quotas import load_quotas
 from schemas.training_request import parse_training_request
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
-EXAMPLE = Path(__file__).parents[2] / "schemas/examples/training_request.json"
+EXAMPLE = Path(__file__).parents[3] / "schemas/examples/training_request.json"
 LM = PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**9, epochs=1, batch_size=64)
 
 
