@@ -207,7 +207,7 @@ class Vertex:
 
 @pytest.fixture(scope="module")
 def vertex_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tests.vertex_emulator.harness import launch_emulator
+    from tests.integration.vertex_emulator.harness import launch_emulator
 
     folder = tmp_path_factory.mktemp("vertex-contract")
     process = launch_emulator(folder / "state", folder / "emulator.log")
@@ -231,7 +231,7 @@ def vertex(request: pytest.FixtureRequest) -> Iterator[Vertex]:
 
 
 def _probe_job(run_id: str, out: Path) -> dict[str, Any]:
-    from tests.vertex_emulator.harness import probe_job, probe_pool
+    from tests.integration.vertex_emulator.harness import probe_job, probe_pool
 
     return probe_job([probe_pool(out)], display_name=f"contract-{run_id}", labels={RUN_LABEL: run_id})
 
