@@ -150,7 +150,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
             raise SchemaError(f"message is {len(raw)} bytes; a TrainingRequest is at most {MAX_MESSAGE_BYTES}")
         try:
             data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python to read
             raise SchemaError(f"message is not JSON ({exc}); publish a TrainingRequest JSON object, see "
                               "schemas/examples/training_request.json") from exc
     else:

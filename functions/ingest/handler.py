@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from functions.envelopes import ObjectEvent
-from functions.errors import TransientError
+from functions.errors import PermanentError, TransientError
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
@@ -151,7 +151,13 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         verdict = _verdict(c, deps, scan)
         if verdict.request is None:
             return _not_ready(c, run_id, owner, verdict, deps)
-        message_id = deps.publish(verdict.request.to_json())
+        try:
+            message_id = deps.publish(verdict.request.to_json())
+        except Exception as exc:
+            refusal = _publish_refusal(exc)
+            if refusal is None:
+                raise
+            return _not_ready(c, run_id, owner, Verdict(reason=f"{c.uri}: {refusal}"), deps)
     except BaseException:
         # Let the next delivery take over at once rather than after the lease.
         deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now(), updates={})
@@ -165,6 +171,18 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
              c.uri, c.kind, c.generation, stats.object_count, stats.total_bytes, ",".join(stats.formats) or "-",
              run_id, message_id)
     return f"published:{run_id}"
+
+
+def _publish_refusal(exc: Exception) -> str | None:
+    """Why the requests topic refused the request for good (it breaks the topic's schema), or None when exc is not
+    a refusal and the delivery is retried as before."""
+    from google.api_core.exceptions import InvalidArgument
+
+    if isinstance(exc, InvalidArgument | PermanentError):
+        return (f"the requests topic refused the TrainingRequest ({exc}): a value from the route or landfall.json "
+                "is one the message schema (schemas/training_request.avsc) cannot carry. Fix it, then land a new "
+                "_SUCCESS marker or manifest")
+    return None
 
 
 def _duplicate(c: Completion, status: str) -> str:

@@ -12,15 +12,19 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from functions import envelopes
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
-from functions.ingest.handler import IngestDeps
+from functions.ingest.handler import IngestDeps, handle_object_event
 from functions.ingest.routes import Route
+from functions.ingest.sweep import handle_sweep
 from functions.records.dataset_versions import Doc, claim, finished, first_claim, newer_version
 from functions.records.leases import Claim, ClaimOutcome
 from functions.settings import settings_from_env
-from schemas.dataset_record import DatasetStatus, VersionStatus
+from schemas.dataset_record import DatasetStatus, VersionStatus, dataset_id_for
+from schemas.training_request import TrainingRequest, parse_training_request
 
 SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
+BUCKET = "landfall-landing"
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
@@ -128,3 +132,32 @@ def fake_deps(objects: FakeObjects, datasets: FakeDatasets, routes: tuple[Route,
 
     return IngestDeps(settings=SETTINGS, objects=objects, datasets=datasets, publish=publish,  # type: ignore[arg-type]
                       now=clock or Clock(), routes=lambda: routes)
+
+
+class World:
+    """A landing bucket, ingest's stores and its published requests, driven the way Cloud Storage drives them."""
+
+    def __init__(self, routes: tuple[Route, ...]) -> None:
+        self.objects = FakeObjects()
+        self.datasets = FakeDatasets()
+        self.published: list[bytes] = []
+        self.clock = Clock()
+        self.deps = fake_deps(self.objects, self.datasets, routes, self.published, self.clock)
+
+    def upload(self, name: str, data: bytes | int = b"a,b\n1,2\n", **kw: object) -> str:
+        """Put the object and deliver its finalize notification, as GCS would; returns the handler's outcome."""
+        info = self.objects.put(name, data, at=self.clock.now, **kw)  # type: ignore[arg-type]
+        return self.deliver(name, info.generation)
+
+    def deliver(self, name: str, generation: str, kind: str = "finalize", bucket: str = BUCKET) -> str:
+        event = envelopes.ObjectEvent(kind=kind, bucket=bucket, name=name, generation=generation, event_id="e1")
+        return handle_object_event(event, self.deps)
+
+    def requests(self) -> list[TrainingRequest]:
+        return [parse_training_request(m) for m in self.published]
+
+    def dataset(self, prefix: str) -> dict[str, Any]:
+        return self.datasets.docs[dataset_id_for(BUCKET, prefix)]
+
+    def sweep(self) -> str:
+        return handle_sweep(envelopes.PubSubMessage(data=b"{}", message_id="tick"), self.deps)
