@@ -214,3 +214,30 @@ def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(bucket:
     assert "the requests topic refused the TrainingRequest (400 " in doc["reason"]
     assert handle_object_event(marker, deps) == "duplicate:REFUSED"
     assert drain(subscriber) == []
+
+
+def test_the_same_objects_are_published_once_and_retrained_on_purpose(bucket: Any, deps: IngestDeps,
+                                                                       requests_topic: tuple[str, Any]) -> None:
+    """Content keys from fake-gcs-server's crc32c, the content claim in Firestore (its races: the adapter contract
+    tests), and a retrain published on the real topic."""
+    from functions.ingest.retrain import retrain
+
+    subscriber = requests_topic[1]
+    for i in range(3):
+        upload(bucket, f"datasets/same/part-{i}.csv", f"a,label\n{i},1\n".encode())
+    assert handle_object_event(upload(bucket, "datasets/same/_SUCCESS", b""), deps).startswith("published:")
+    (first,) = drain(subscriber)
+    for i in range(3):  # the export runs again and writes the same bytes: new generations, same crc32c
+        upload(bucket, f"datasets/same/part-{i}.csv", f"a,label\n{i},1\n".encode())
+    again = upload(bucket, "datasets/same/_SUCCESS", b"")
+    assert handle_object_event(again, deps) == f"same-content:{first.run_id}"
+
+    assert drain(subscriber) == []
+    dataset_id = dataset_id_for(bucket.name, "datasets/same/")
+    doc = deps.datasets.datasets([dataset_id])[dataset_id]
+    assert (doc["status"], doc["version"]["duplicate_of"]) == (DatasetStatus.DUPLICATE, first.run_id)
+    done = retrain(bucket.name, "datasets/same/", deps)
+    (retrained,) = drain(subscriber)
+    assert (retrained.run_id, retrained.idempotency_key) == (done.run_id, done.idempotency_key)
+    assert retrained.idempotency_key.endswith(":retrain-1") and retrained.run_id != first.run_id
+    assert deps.datasets.datasets([dataset_id])[dataset_id]["version"]["kind"] == "retrain"

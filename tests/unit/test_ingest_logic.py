@@ -58,7 +58,8 @@ def test_redelivered_marker_is_a_duplicate_and_a_new_generation_is_a_new_version
     first = w.objects.objects["datasets/a/_SUCCESS"].generation
     assert w.deliver("datasets/a/_SUCCESS", first) == "duplicate:PUBLISHED"
     assert len(w.published) == 1
-    w.upload("datasets/a/_SUCCESS", b"")  # the marker written again: a new dataset version
+    w.upload("datasets/a/part-1.csv")
+    w.upload("datasets/a/_SUCCESS", b"")  # the marker written again over new data: a new dataset version
     assert len(w.published) == 2
     assert len({r.run_id for r in w.requests()}) == 2
     # A late notification for the old generation, seen for the first time, is stale, not a third version.
