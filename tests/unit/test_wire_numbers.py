@@ -15,10 +15,10 @@ from functions.ingest.routes import Route
 from schemas.avro import AVSC_PATH
 from schemas.dataset_record import DatasetStatus, VersionStatus
 from schemas.errors import SchemaError
-from schemas.fields import INT64_MAX, INT64_MIN
 from schemas.training_request import parse_training_request
 from tests.fakes.ingest import World
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # an Avro long: every integer field of schemas/training_request.avsc
 EXAMPLE = (Path(__file__).resolve().parents[2] / "schemas" / "examples" / "training_request.json").read_text()
 
 
