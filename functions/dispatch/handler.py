@@ -152,7 +152,7 @@ def _record_submitted(run_id: str, job: JobView, plan: dict[str, Any], attempts:
         "plan": plan,
         "vertex": {"job_name": job.name, "job_id": job.job_id, "region": job.region,
                    "display_name": job.display_name, "state": job.state},
-        "artifacts": job_spec.artifacts(deps.settings, run_id),
+        "artifacts": job_spec.artifacts(deps.settings, run_id, plan.get("region")),
         "timings": {"submitted_at": iso(now)},
         "submission": {"attempts": attempts, "lease_until": iso(now)},
     })
