@@ -282,7 +282,9 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
     for schedule in topology.schedules:
         job = scheduler_job(schedule.name)
         body = json.dumps({"schedule": schedule.name}, separators=(",", ":"))
-        target_args = (f"--schedule={schedule.cron}", f"--topic={schedule.topic}", f"--message-body={body}")
+        # The topic by its full name: scheduler does not apply --project to it.
+        target_args = (f"--schedule={schedule.cron}", f"--topic=projects/{p}/topics/{schedule.topic}",
+                       f"--message-body={body}")
         steps.append(_exists_step(
             f"create the scheduler job {job} ({schedule.cron}) publishing to {schedule.topic}",
             ("gcloud", "scheduler", "jobs", "create", "pubsub", job, f"--location={r}", *target_args,
