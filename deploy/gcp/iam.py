@@ -30,7 +30,9 @@ class Names:
     project: str
     region: str
     landing_bucket: str
+    job_regions: tuple[str, ...]
     artifact_buckets: tuple[str, ...]
+    """One per job region, in the same order."""
     topics: dict[str, str]
     """[topics] key -> topic id."""
     dead_letter_topics: tuple[str, ...]
@@ -113,6 +115,7 @@ def names_for(topology: Topology, config: DeployConfig, project: str, region: st
         project=project,
         region=region,
         landing_bucket=config.landing_bucket.format(project=project, region=region),
+        job_regions=job_regions,
         artifact_buckets=tuple(config.artifacts_bucket.format(project=project, region=r) for r in job_regions),
         topics=topic_names(),
         dead_letter_topics=tuple(delivery_policy(route.name).dead_letter_topic for route in topology.functions),

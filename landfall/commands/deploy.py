@@ -10,8 +10,9 @@ import sys
 from typing import Any
 
 from deploy.gcp.execute import LOCAL_STACK_VARIABLES, Executor, StepError, run_gcloud
-from deploy.gcp.plan import Target, deploy_plan, prepare, teardown_plan
+from deploy.gcp.plan import Target, deploy_plan, prepare
 from deploy.gcp.steps import dry_run_text
+from deploy.gcp.teardown import teardown_plan
 
 EXIT_KEPT = 3
 """teardown finished but kept a bucket that holds objects (run again with --delete-data to delete it)."""

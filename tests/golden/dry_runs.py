@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from deploy.gcp.plan import Target, deploy_plan, prepare, teardown_plan
+from deploy.gcp.plan import Target, deploy_plan, prepare
 from deploy.gcp.steps import dry_run_text
+from deploy.gcp.teardown import teardown_plan
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 SAMPLE = Target(project="landfall-sample", region="us-central1", project_number="123456789012",

@@ -24,8 +24,9 @@ import pytest
 
 from deploy.gcp.bundles import REPO_ROOT
 from deploy.gcp.execute import LOCAL_STACK_VARIABLES
-from deploy.gcp.plan import Plan, Target, deploy_plan, prepare, teardown_plan
+from deploy.gcp.plan import Plan, Target, deploy_plan, prepare
 from deploy.gcp.steps import dry_run_text, resolve
+from deploy.gcp.teardown import teardown_plan
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("gcloud") is None, reason="the Google Cloud CLI is not installed")]

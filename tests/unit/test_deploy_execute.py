@@ -10,8 +10,9 @@ from collections.abc import Sequence
 import pytest
 
 from deploy.gcp.execute import Executor, Result, StepError
-from deploy.gcp.plan import Target, deploy_plan, prepare, teardown_plan
+from deploy.gcp.plan import Target, deploy_plan, prepare
 from deploy.gcp.steps import Plan, dry_run_text
+from deploy.gcp.teardown import teardown_plan
 from tests.golden.dry_runs import SAMPLE
 
 WRITER = "serviceAccount:p4242-123@gcp-sa-logging.iam.gserviceaccount.com"

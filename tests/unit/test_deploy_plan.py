@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from deploy.gcp.config import BASIC_ROLES, load_deploy_config
-from deploy.gcp.plan import Target, function_env, names, teardown_plan
+from deploy.gcp.plan import Target, function_env, names
 from deploy.gcp.steps import dry_run_text
+from deploy.gcp.teardown import teardown_plan
 from functions.settings import settings_from_env
 from tests.golden.dry_runs import GOLDEN, GOLDEN_DIR, SAMPLE
 
