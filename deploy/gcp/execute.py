@@ -81,7 +81,9 @@ class Executor:
             value = result.stdout.strip()
             if result.returncode != 0 or not value:
                 raise StepError(f"could not read {fact.about}: `{shlex.join(fact.lookup)}` exited "
-                                f"{result.returncode}: {_tail(result.stderr)}")
+                                f"{result.returncode}: {_tail(result.stderr)}\n  What to do: check that `gcloud auth "
+                                "list` shows an active account that may read the project, and that the step creating "
+                                "it ran; then run the same command again.")
             self.known[name] = value
         return self.known[name]
 

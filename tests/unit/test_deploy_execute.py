@@ -151,3 +151,15 @@ def test_a_dry_run_needs_no_gcloud_and_says_how_a_rerun_converges(plan: Plan) ->
     text = dry_run_text(plan)
     assert "describes each resource first" in text
     assert "PROJECT_NUMBER" in text  # no number given: the dry run says so rather than guess (the CLI refuses it)
+
+
+def test_a_fact_that_cannot_be_read_says_what_to_check(plan: Plan) -> None:
+    project = FakeProject()
+
+    def no_account(argv: Sequence[str]) -> Result:
+        if list(argv[1:3]) == ["projects", "describe"]:
+            return Result(1, "", "ERROR: (gcloud.projects.describe) You do not currently have an active account")
+        return project(argv)
+
+    with pytest.raises(StepError, match=r"(?s)could not read the project number.*gcloud auth list"):
+        Executor(plan, no_account, report=lambda _: None).run()
