@@ -15,6 +15,7 @@ from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.vertex_jobs import DISK_TYPES
 from schemas.vocabulary import PRECISIONS, STRATEGIES
 
 SCHEMA_VERSION = 1
@@ -30,6 +31,9 @@ class PlanMemory:
     total_bytes: int
     gpu_memory_bytes: int
     """Capacity of one GPU (of the machine on CPU-only plans)."""
+    usable_bytes: int = 0
+    """What the plan may fill: the capacity less the safety margin kept free; 0 in plans recorded before the margin
+    was kept (read it as gpu_memory_bytes)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,8 @@ class Plan:
     model_parameters: int
     global_batch_size: int
     micro_batch_size: int
-    """Samples per GPU (per process) per step."""
+    """Samples per process per forward/backward pass: global_batch_size = micro_batch_size x processes x
+    gradient_accumulation_steps, exactly."""
     estimated_step_time_seconds: float
     estimated_steps: int
     estimated_hours: float
@@ -89,11 +94,38 @@ class Plan:
     """Candidates weighed in all (the chosen one included); `alternatives` lists the best-ranked of the rest."""
     prices_estimated: bool = True
     """True when any price behind the cost is an estimate rather than a checked catalog figure."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches each process accumulates (without gradient sync) before one optimizer step."""
+    activation_checkpointing: bool = False
+    """Recompute each transformer block's activations in the backward pass; on only when it is what makes the plan
+    fit (see reasons)."""
+    flex_start: bool = False
+    """Vertex scheduling strategy FLEX_START (Dynamic Workload Scheduler): the job waits for capacity up to
+    max_wait_seconds. False: SPOT when `spot`, else STANDARD."""
+    max_wait_seconds: int = 0
+    """FLEX_START only: how long the job may wait for its machines (scheduling.max_wait_duration)."""
+    timeout_seconds: int = 0
+    """scheduling.timeout: the longest the job may run; 0 = Vertex's default (7 days)."""
+    boot_disk_type: str = "pd-ssd"
+    """DiskSpec.boot_disk_type for the machine family (schemas/data/vertex_jobs.json)."""
+    boot_disk_size_gb: int = 100
+    reasons: tuple[str, ...] = ()
+    """Why the plan is shaped as it is: the batch split, activation checkpointing, scheduling, disks."""
     schema_version: int = SCHEMA_VERSION
 
     @property
     def gpu_count(self) -> int:
         return self.accelerator_count * self.replica_count
+
+    @property
+    def processes(self) -> int:
+        """Training processes: one per GPU, or one per machine without GPUs."""
+        return self.gpu_count if self.accelerator_type else self.replica_count
+
+    @property
+    def scheduling_strategy(self) -> str:
+        """Vertex's Scheduling.Strategy name for this plan."""
+        return "FLEX_START" if self.flex_start else "SPOT" if self.spot else "STANDARD"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON- and Firestore-safe: dicts, lists, str, int, float, bool and None only."""
@@ -123,6 +155,14 @@ class Plan:
             "alternatives": [dict(vars(a)) for a in self.alternatives],
             "alternatives_considered": self.alternatives_considered,
             "prices_estimated": self.prices_estimated,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            "activation_checkpointing": self.activation_checkpointing,
+            "flex_start": self.flex_start,
+            "max_wait_seconds": self.max_wait_seconds,
+            "timeout_seconds": self.timeout_seconds,
+            "boot_disk_type": self.boot_disk_type,
+            "boot_disk_size_gb": self.boot_disk_size_gb,
+            "reasons": list(self.reasons),
         }
 
     @classmethod
@@ -184,7 +224,9 @@ def parse_plan(data: Any) -> Plan:
     _no_unknown(r, {f for f in Plan.__dataclass_fields__})
     m = r.obj("memory")
     _no_unknown(m, {f for f in PlanMemory.__dataclass_fields__})
-    memory = PlanMemory(**{k: m.integer(k, minimum=0) for k in PlanMemory.__dataclass_fields__})
+    required = [k for k in PlanMemory.__dataclass_fields__ if k != "usable_bytes"]
+    memory = PlanMemory(**{k: m.integer(k, minimum=0) for k in required},
+                        usable_bytes=m.integer("usable_bytes", 0, minimum=0))
     accelerator_type = _optional_string(r, "accelerator_type")
     accelerator_count = r.integer("accelerator_count", minimum=0)
     if (accelerator_type is None) != (accelerator_count == 0):
@@ -212,7 +254,21 @@ def parse_plan(data: Any) -> Plan:
         alternatives=tuple(_alternative(Reader(a, f"plan.alternatives[{i}]")) for i, a in enumerate(alternatives)),
         alternatives_considered=r.integer("alternatives_considered", 0, minimum=0),
         prices_estimated=r.boolean("prices_estimated", True),
+        gradient_accumulation_steps=r.integer("gradient_accumulation_steps", 1, minimum=1),
+        activation_checkpointing=r.boolean("activation_checkpointing", False),
+        flex_start=r.boolean("flex_start", False),
+        max_wait_seconds=r.integer("max_wait_seconds", 0, minimum=0),
+        timeout_seconds=r.integer("timeout_seconds", 0, minimum=0),
+        boot_disk_type=r.string("boot_disk_type", "pd-ssd", choices=DISK_TYPES),
+        boot_disk_size_gb=r.integer("boot_disk_size_gb", 100, minimum=10),
+        reasons=r.strings("reasons", ()),
     )
+    if plan.flex_start and plan.spot:
+        raise SchemaError("a plan is FLEX_START or Spot, not both", field="plan.flex_start")
+    if plan.micro_batch_size * plan.processes * plan.gradient_accumulation_steps != plan.global_batch_size:
+        raise SchemaError(f"micro_batch_size {plan.micro_batch_size} x {plan.processes} processes x "
+                          f"gradient_accumulation_steps {plan.gradient_accumulation_steps} must equal "
+                          f"global_batch_size {plan.global_batch_size}", field="plan.micro_batch_size")
     if (plan.reduction_server_replicas == 0) != (plan.reduction_server_machine_type is None):
         raise SchemaError("a Reduction Server needs both replicas > 0 and a machine type, or neither",
                           field="plan.reduction_server_machine_type")

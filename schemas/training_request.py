@@ -13,7 +13,7 @@ from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
-from schemas.vocabulary import SPOT_POLICIES, TASKS
+from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS
 
 SCHEMA_VERSION = 1
 SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "retrain", "direct")
@@ -78,6 +78,15 @@ class Constraints:
     """Most GPUs in total; 0 = no cap."""
     spot: str = "allowed"
     """One of vocabulary.SPOT_POLICIES; "allowed" takes Spot when cheaper, counting preemption overhead."""
+    flex_start: str = "never"
+    """One of vocabulary.FLEX_START_POLICIES; "allowed" lets the job wait for GPUs (Vertex FLEX_START) within the
+    deadline, on the GPU kinds Vertex offers it for."""
+    machine_type: str = ""
+    """Pin the Vertex machine type (e.g. a3-highgpu-2g); "" = the planner chooses."""
+    accelerator_count: int = 0
+    """Pin the GPUs per machine; 0 = the planner chooses (fixed by the machine type except on N1)."""
+    replica_count: int = 0
+    """Pin the number of machines (nodes); 0 = the planner chooses."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +202,10 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         gpu_allowlist=c.strings("gpu_allowlist", ()),
         max_gpus=c.integer("max_gpus", 0, minimum=0),
         spot=c.string("spot", "allowed", choices=SPOT_POLICIES),
+        flex_start=c.string("flex_start", "never", choices=FLEX_START_POLICIES),
+        machine_type=c.string("machine_type", "", max_len=64),
+        accelerator_count=c.integer("accelerator_count", 0, minimum=0),
+        replica_count=c.integer("replica_count", 0, minimum=0),
     )
     s = r.obj("source", {})
     source = RequestSource(kind=s.string("kind", "direct", choices=SOURCE_KINDS), object=s.string("object", ""),

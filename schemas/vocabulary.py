@@ -79,6 +79,13 @@ SPOT_TERMS: tuple[Term, ...] = (
 )
 
 
+FLEX_START_TERMS: tuple[Term, ...] = (
+    Term("never", "Start at once or fail: the job is created with the standard (or Spot) scheduling strategy."),
+    Term("allowed", "On GPU kinds Vertex offers it for, the job may wait for capacity (FLEX_START, Dynamic Workload "
+         "Scheduler) up to a bounded time, within the deadline; it uses preemptible quota."),
+)
+
+
 def names(terms: tuple[Term, ...]) -> tuple[str, ...]:
     return tuple(term.name for term in terms)
 
@@ -110,3 +117,4 @@ PRECISION_POLICIES = (AUTO_PRECISION.name, FP32)
 """What a plan may be asked for: auto (the 16-bit format is the GPU's to decide), or fp32 everywhere."""
 
 SPOT_POLICIES = names(SPOT_TERMS)
+FLEX_START_POLICIES = names(FLEX_START_TERMS)

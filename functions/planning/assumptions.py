@@ -17,6 +17,11 @@ class MemoryAssumptions:
     """Korthikanti's 34 (16-bit activations, no attention-score storage)."""
     mlp_activation_copies: int
     activation_note: str
+    checkpoint_kept_bytes_per_token_per_hidden: float = 2.0
+    """Bytes per token per hidden unit a checkpointed block keeps (its 16-bit input)."""
+    recompute_flops_fraction: float = 1 / 3
+    """Extra model FLOPs of recomputing every block's forward in the backward pass."""
+    checkpoint_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,10 @@ class JobAssumptions:
     spot_overhead_fraction: float
     startup_note: str
     spot_note: str
+    timeout_margin: float = 1.5
+    """scheduling.timeout = estimate x this (>= 1)."""
+    min_timeout_seconds: float = 1800.0
+    timeout_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,14 @@ def _num(section: dict[str, Any], key: str, where: str, *, fraction: bool = Fals
     return value
 
 
+def _at_least_one(section: dict[str, Any], key: str) -> float:
+    value = _num(section, key, "job")
+    if value < 1:
+        raise CatalogError(f"assumptions.json: job.{key}: expected a number >= 1 (a timeout below the estimate would "
+                           f"stop the job before it can finish), got {value!r}")
+    return value
+
+
 def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
     """Validate assumptions.json; every number is checked for range, every note kept for the Plan's text."""
     mem, comp, job = _section(raw, "memory"), _section(raw, "compute"), _section(raw, "job")
@@ -105,6 +122,10 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
                 mem, "transformer_activation_bytes_per_token_per_hidden", "memory"),
             mlp_activation_copies=int(_num(mem, "mlp_activation_copies", "memory")),
             activation_note=str(mem.get("activation_note", "")),
+            checkpoint_kept_bytes_per_token_per_hidden=_num(mem, "checkpoint_kept_bytes_per_token_per_hidden",
+                                                            "memory"),
+            recompute_flops_fraction=_num(mem, "recompute_flops_fraction", "memory", fraction=True),
+            checkpoint_note=str(mem.get("checkpoint_note", "")),
         ),
         compute=ComputeAssumptions(
             cpu_mfu=_num(comp, "cpu_mfu", "compute", fraction=True),
@@ -119,6 +140,9 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
             spot_overhead_fraction=_num(job, "spot_overhead_fraction", "job"),
             startup_note=str(job.get("startup_note", "")),
             spot_note=str(job.get("spot_note", "")),
+            timeout_margin=_at_least_one(job, "timeout_margin"),
+            min_timeout_seconds=_num(job, "min_timeout_seconds", "job"),
+            timeout_note=str(job.get("timeout_note", "")),
         ),
         host=HostAssumptions(
             min_vcpus_per_node=int(_num(host, "min_vcpus_per_node", "host")),

@@ -100,7 +100,7 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == CODE["quota"]:
         return _quota_text(ev, c, s)
     if code == CODE["batch"]:
-        return f"global batch {work.global_batch} cannot feed {int(space.world[c])} GPUs (>= 1 sample each)"
+        return batch_text(work.global_batch, int(space.world[c]))
     if code == CODE["host"]:
         a = space.catalog.assumptions.host
         need = cfg.shape.accelerator_count * a.ram_bytes_per_gpu_process + work.parameters * a.ram_bytes_per_parameter
@@ -109,8 +109,9 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
                 f"{gb(need)} RAM")
     if code == CODE["memory"]:
         unit = "per GPU" if not shape.is_cpu_only else "of RAM"
-        return (f"needs {gb(ev.memory_total[c, v])} {unit} under {STRATEGY_TITLES[strategy]}, "
-                f"has {gb(space.capacity_bytes[c])}")
+        checkpointed = ", checkpointed" if work.checkpointed_activation_bytes_per_sample > 0 else ""
+        return (f"needs {gb(ev.memory_total[c, v])} {unit} under {STRATEGY_TITLES[strategy]} even at micro-batch 1"
+                f"{checkpointed}; {gb(ev.usable[c])} usable of {gb(space.capacity_bytes[c])}")
     if code == CODE["timeout"]:
         return f"takes {ev.hours[c, v, s]:,.1f} h, past the {limits.max_hours:g} h job limit"
     if code == CODE["deadline"]:
@@ -119,6 +120,18 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == CODE["budget"]:
         return f"over budget: costs {usd(ev.cost[c, v, s])}, budget {usd(limits.budget_usd)}"
     return "not a valid combination"
+
+
+def nearest_batches(batch: int, world: int) -> tuple[int, ...]:
+    """The global batches nearest `batch` that `world` processes split evenly."""
+    lower = batch - batch % world
+    return tuple(b for b in (lower, lower + world) if b > 0)
+
+
+def batch_text(batch: int, world: int) -> str:
+    near = " or ".join(map(str, nearest_batches(batch, world)))
+    return (f"global batch {batch} does not split evenly over {world} processes "
+            f"(micro-batch x processes x accumulation must equal it); {near} would")
 
 
 def _quota_text(ev: Evaluation, c: int, s: int) -> str:
@@ -145,7 +158,7 @@ def representatives(ev: Evaluation) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     # log1p of the value (monotone, so the cheapest of a tier wins; inf costs cap at 999 within their tier).
     tier = (reason != 0) * (1 + len(CODE) - reason) + (reason == CODE["invalid"]) * (99 - len(CODE))
     value = np.minimum(np.log1p(ev.objective_svc), 999.0)
-    need = np.log1p(ev.memory_vc / ev.space.capacity_bytes)
+    need = np.log1p(ev.memory_vc / ev.usable)
     key = tier * 1000.0 + value + (reason == CODE["memory"]) * (need - value)
     flat = key.reshape(spots * variants, configs)
     pick = flat.argmin(axis=0)

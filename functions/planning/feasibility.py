@@ -1,9 +1,9 @@
 """Why a request is infeasible and what single change would make it feasible.
 
 The planner re-evaluates the request with one constraint lifted at a time (deadline, budget, max_gpus, GPU
-allowlist, regions, Spot policy, quota, job time limit) and reports each change that yields a plan, with that plan.
-Over-memory requests also get the smallest sharded configuration that fits ("needs 140 GB per GPU under DDP; FSDP
-over 2+ H100 fits").
+allowlist, regions, Spot policy, quota, job time limit, a pinned shape, the global batch) and reports each change
+that yields a plan, with that plan. Over-memory requests also get the smallest sharded configuration that fits
+("needs 140 GB per GPU under DDP; FSDP over 2+ H100 fits").
 """
 
 from __future__ import annotations
@@ -14,18 +14,20 @@ from datetime import datetime
 
 import numpy as np
 
-from functions.planning.explain import gb, gpu_label, reason_text, representatives, usd
+from functions.planning.explain import gb, gpu_label, nearest_batches, reason_text, representatives, usd
 from functions.planning.inputs import PlanInput
 from functions.planning.limits import build_limits
 from functions.planning.quotas import QuotaTable
 from functions.planning.search import CODE, REASONS, Evaluation, evaluate
-from functions.planning.space import VARIANT_STRATEGY, space_for
+from functions.planning.space import NO_PIN, VARIANT_STRATEGY, space_for
+from functions.planning.workload import build_workload
 from schemas.vocabulary import STRATEGIES, STRATEGY_TITLES
 
 LABELS = {
     "gpu_not_allowed": "not in the GPU allowlist", "max_gpus": "over max_gpus", "end_of_support": "past end of support",
     "spot_policy": "against the Spot policy", "region": "not offered in the allowed regions", "quota": "over quota",
-    "batch": "more GPUs than samples per batch", "host": "host machine too small", "memory": "over memory",
+    "batch": "a global batch that does not split evenly over the processes", "host": "host machine too small",
+    "memory": "over memory",
     "timeout": "past the job time limit", "deadline": "miss the deadline", "budget": "over budget",
 }
 UNLIMITED = QuotaTable(default_cpus=10**9, default_gpus_on_demand=10**9, default_gpus_preemptible=10**9)
@@ -51,15 +53,27 @@ def _argbest(ev: Evaluation, values: np.ndarray) -> tuple[int, int, int] | None:
 
 
 def _reevaluate(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours: float | None,
-                quotas: QuotaTable | None = None) -> Evaluation:
+                quotas: QuotaTable | None = None, unpinned: bool = False) -> Evaluation:
     space = ev.space
-    if quotas is not None:
-        space = space_for(space.catalog, quotas, space.regions[0])
-    return evaluate(space, ev.workload, build_limits(space, inp, now, max_job_hours))
+    if quotas is not None or unpinned:
+        space = space_for(space.catalog, quotas or space.quotas, space.regions[0], NO_PIN if unpinned else space.pin)
+    work = ev.workload
+    if inp.batch_size != work.global_batch:
+        work = build_workload(inp, space.catalog.assumptions)
+    return evaluate(space, work, build_limits(space, inp, now, max_job_hours, ev.limits.memory_margin))
 
 
 def _memory_hint(ev: Evaluation, closest: int) -> str:
     space = ev.space
+    if space.pin.active:
+        # A pinned shape: say what it holds and what it would need; the fixes name the shape that fits.
+        valid = np.where(space.variant_valid[closest], ev.memory_total[closest], np.inf)
+        v = int(np.argmin(valid))
+        strategy = STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]
+        return (f"pinned {space.pin.describe()}: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}"
+                f") has {gb(ev.usable[closest])} usable per GPU ({gb(space.capacity_bytes[closest])} less the "
+                f"{ev.limits.memory_margin:.0%} margin) of the {gb(float(valid[v]))} needed even under {strategy} "
+                "at micro-batch 1")
     if space.configs[closest].shape.is_cpu_only:
         # the nearest GPU configuration that got as far as the memory check, else the biggest GPU
         order, v, s = representatives(ev)
@@ -67,13 +81,13 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
         gpu_rows = np.flatnonzero(~space.is_cpu)
         closest = over[0] if over else int(gpu_rows[np.argmax(space.capacity_bytes[gpu_rows])])
     ddp_need = float(ev.memory_total[closest, 0])
-    fits = (ev.memory_total <= space.capacity_bytes[:, None]) & space.variant_valid & ~space.is_cpu[:, None]
+    fits = (ev.memory_total <= ev.usable[:, None]) & space.variant_valid & ~space.is_cpu[:, None]
     fits &= (space.end_of_support > ev.limits.today)[:, None]
     if not fits.any():
         biggest = int(np.argmax(np.where(space.is_cpu, -1, space.world * space.capacity_bytes)))
         least = float(ev.memory_total[biggest].min())
-        return (f"needs {gb(ddp_need)} per GPU under DDP; even the largest configuration "
-                f"({gpu_label(ev, biggest)}) needs {gb(least)} per GPU: use a smaller model, batch or sequence")
+        return (f"needs {gb(ddp_need)} per GPU under DDP even at micro-batch 1; even the largest configuration "
+                f"({gpu_label(ev, biggest)}) needs {gb(least)} per GPU: use a smaller model or sequence")
     kind = space.kind[closest]
     same = fits & (space.kind == kind)[:, None]
     pool = same if same.any() else fits
@@ -81,8 +95,16 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
     c, v = np.unravel_index(int(np.argmin(worlds)), worlds.shape)
     gpu = space.catalog.gpus[space.configs[c].shape.accelerator_type]
     strategy = STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]
-    return (f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)} "
-            f"({gb(space.capacity_bytes[closest])} each); {strategy} over {int(space.world[c])}+ {gpu.display} fits")
+    return (f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)} even at micro-batch 1 "
+            f"({gb(ev.usable[closest])} usable of {gb(space.capacity_bytes[closest])} each); {strategy} over "
+            f"{int(space.world[c])}+ {gpu.display} fits")
+
+
+def _same_kind_best(ev: Evaluation, kind: str | None) -> tuple[int, int, int] | None:
+    """The best feasible candidate on this accelerator kind, else the best overall."""
+    same = ev.space.kind == (ev.space.kinds.index(kind) if kind in ev.space.kinds else -1)
+    pick = _argbest(ev, np.where(same[:, None, None], ev.primary, np.inf))
+    return pick or ev.best()
 
 
 def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours: float | None) -> str:
@@ -158,6 +180,25 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
         if pick:
             fixes.append(f"a job time limit above {relaxed.hours[pick]:,.0f} h (now {limits.max_hours:g} h): "
                          f"{_summary(relaxed, pick)}")
+    if space.pin.active:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, machine_type="", accelerator_count=0, replica_count=0),
+                              now, max_job_hours, unpinned=True)
+        pick = _same_kind_best(relaxed, space.configs[closest].shape.accelerator_type)
+        if pick:
+            shape = relaxed.space.configs[pick[0]]
+            nodes = f" x{shape.nodes}" if shape.nodes > 1 else ""
+            fixes.append(f"{shape.shape.machine_type}{nodes} instead of the pinned {space.pin.describe()}: "
+                         f"{_summary(relaxed, pick)}")
+    if "batch" in blocked and (not fixes or int(codes[closest]) == CODE["batch"]):
+        batch_codes = np.flatnonzero(codes[order] == CODE["batch"])
+        if batch_codes.size:
+            world = int(space.world[int(order[batch_codes[0]])])
+            for batch in nearest_batches(inp.batch_size, world):
+                relaxed = _reevaluate(ev, dataclasses.replace(inp, batch_size=batch), now, max_job_hours)
+                pick = relaxed.best()
+                if pick:
+                    fixes.append(f"global batch {batch} (splits evenly over {world} processes): "
+                                 f"{_summary(relaxed, pick)}")
     if fixes:
         parts.append("feasible with " + "; or ".join(fixes))
     elif int(codes[closest]) != CODE["memory"]:

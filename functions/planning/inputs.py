@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from functions.planning.errors import PlanInputError
-from schemas.vocabulary import PRECISION_POLICIES, SPOT_POLICIES, TASKS
+from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,14 @@ class PlanInput:
     """Whether the trainer checkpoints (needed to run on Spot)."""
     precision: str = "auto"
     """One of vocabulary.PRECISION_POLICIES: auto (16-bit mixed precision where the GPU has it) or fp32."""
+    flex_start: str = "never"
+    """One of vocabulary.FLEX_START_POLICIES: whether an on-demand plan may wait for capacity (FLEX_START)."""
+    machine_type: str = ""
+    """Pinned machine type; "" = free."""
+    accelerator_count: int = 0
+    """Pinned GPUs per machine; 0 = free."""
+    replica_count: int = 0
+    """Pinned machines (nodes); 0 = free."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -66,7 +74,8 @@ class PlanInput:
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise PlanInputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("dataset_bytes", "dataset_objects", "max_steps", "max_gpus"):
+        for name in ("dataset_bytes", "dataset_objects", "max_steps", "max_gpus", "accelerator_count",
+                     "replica_count"):
             if getattr(self, name) < 0:
                 raise PlanInputError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("parameters", "tokens", "seq_len", "n_features", "n_outputs"):
@@ -77,6 +86,9 @@ class PlanInput:
             raise PlanInputError(f"budget_usd must be >= 0 (0 = no budget), got {self.budget_usd}")
         if self.spot not in SPOT_POLICIES:
             raise PlanInputError(f"spot policy {self.spot!r} is not one of {', '.join(SPOT_POLICIES)}")
+        if self.flex_start not in FLEX_START_POLICIES:
+            raise PlanInputError(f"flex_start policy {self.flex_start!r} is not one of "
+                                 f"{', '.join(FLEX_START_POLICIES)}")
         if self.precision not in PRECISION_POLICIES:
             raise PlanInputError(f"precision {self.precision!r} is not one of {', '.join(PRECISION_POLICIES)}")
         if self.deadline is not None and self.deadline.tzinfo is None:
@@ -137,4 +149,8 @@ def plan_input_from_request(request: Any) -> PlanInput:
         gpu_allowlist=tuple(_get(request, "constraints.gpu_allowlist", ()) or ()),
         max_gpus=int(_get(request, "constraints.max_gpus", 0) or 0),
         spot=_get(request, "constraints.spot", "allowed") or "allowed",
+        flex_start=_get(request, "constraints.flex_start", "never") or "never",
+        machine_type=_get(request, "constraints.machine_type", "") or "",
+        accelerator_count=int(_get(request, "constraints.accelerator_count", 0) or 0),
+        replica_count=int(_get(request, "constraints.replica_count", 0) or 0),
     )

@@ -12,8 +12,10 @@ data-parallel degree N each strategy keeps `fixed + sharded / N` bytes per param
 
 FULL_SHARD also holds two gathered layers at a time (the one computing and the prefetched next). Landfall's
 convention: per-GPU total = model states + activations + overhead, where overhead = CUDA context + FSDP gather
-buffers + a safety margin on everything else; a plan is feasible only when the total is at most the card's memory
-in GB (1e9 bytes). Functions take numpy arrays or plain numbers alike.
+buffers; a plan is feasible only when the total is at most the card's memory in GB (1e9 bytes) less a safety margin
+kept free (default 10 %: `usable_bytes`). Activations are those of one micro-batch: gradient accumulation splits a
+process's share of the global batch into micro-batches, and activation checkpointing (when it is what makes a plan
+fit) keeps only each block's input. Functions take numpy arrays or plain numbers alike.
 """
 
 from __future__ import annotations
@@ -55,9 +57,14 @@ def gather_bytes(largest_layer_parameters, strategy, fp32):
     return np.where(np.asarray(strategy) == FSDP, 2.0 * largest_layer_parameters * param_bytes, 0.0)
 
 
-def total_bytes(states, activations, gather, context_bytes, margin):
-    """Per-GPU total: states + activations + (context + gather + margin on states, activations and gather)."""
-    return (states + activations + gather) * (1.0 + margin) + context_bytes
+def total_bytes(states, activations, gather, context_bytes):
+    """Per-GPU total: states + activations + gather buffers + CUDA context."""
+    return states + activations + gather + context_bytes
+
+
+def usable_bytes(capacity_bytes, margin):
+    """What a plan may fill of a GPU (or a CPU machine's RAM): the capacity less the margin kept free."""
+    return capacity_bytes * (1.0 - margin)
 
 
 @dataclass(frozen=True)
@@ -67,12 +74,15 @@ class MemoryBreakdown:
     model_states_bytes: int
     activations_bytes: int
     overhead_bytes: int
+    """CUDA context and FSDP gather buffers."""
     total_bytes: int
     capacity_bytes: int
+    usable_bytes: int
+    """capacity less the safety margin kept free."""
 
     @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.capacity_bytes
+        return self.total_bytes <= self.usable_bytes
 
 
 def breakdown(parameters: int, strategy: str, world: int, fp32: bool, *, activation_per_sample: float = 0.0,
@@ -87,9 +97,9 @@ def breakdown(parameters: int, strategy: str, world: int, fp32: bool, *, activat
     states = float(model_state_bytes(parameters, s, world, int(fp32)))
     acts = float(activation_bytes(activation_per_sample, micro_batch, int(fp32)))
     gather = float(gather_bytes(largest_layer_parameters, s, int(fp32)))
-    total = float(total_bytes(states, acts, gather, context_bytes, margin))
+    total = float(total_bytes(states, acts, gather, context_bytes))
     return MemoryBreakdown(
         model_states_bytes=round(states), activations_bytes=round(acts),
         overhead_bytes=round(total) - round(states) - round(acts), total_bytes=round(total),
-        capacity_bytes=capacity_bytes,
+        capacity_bytes=capacity_bytes, usable_bytes=round(float(usable_bytes(capacity_bytes, margin))),
     )

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from functions.planning.explain import precision_of
 from functions.planning.inputs import PlanInput
+from functions.planning.job_choices import JobPolicy, job_choices
 from functions.planning.search import Evaluation, Limits
 from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import Plan, PlanAlternative, PlanMemory
@@ -25,7 +26,7 @@ def objective_text(inp: PlanInput, limits: Limits) -> str:
 
 def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[list[str], bool]:
     """The workload line, then the hardware, model and price notes (cached per candidate and region)."""
-    key = (c, spot, region, server, bool(ev.fp32[c]))
+    key = (c, spot, region, server, bool(ev.fp32[c]), ev.limits.memory_margin)
     cached = ev.space.notes.get(key)
     if cached is None:
         cached = ev.space.notes[key] = _hardware_notes(ev, c, spot, region, server)
@@ -47,8 +48,8 @@ def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: boo
         notes.append(f"{gpu.display}: {gpu.peak_tflops[precision]:g} TFLOP/s {precision} peak, MFU "
                      f"{gpu.assumed_mfu:.0%} assumed" + ("" if gpu.supports_bf16 else "; no bf16 on this GPU"))
         notes.append(f"communication: {a.compute.comm_note}")
-    notes.append(f"memory: {a.memory.activation_note}; margin {a.memory.safety_margin_fraction:.0%}; "
-                 "GB = 1e9 bytes")
+    notes.append(f"memory: {a.memory.activation_note}; {ev.limits.memory_margin:.0%} of each GPU's memory kept "
+                 "free; GB = 1e9 bytes")
     notes.append(f"startup {a.job.startup_seconds:g} s: {a.job.startup_note}")
     if spot:
         notes.append(f"Spot: +{a.job.spot_overhead_fraction:.0%} time: {a.job.spot_note}")
@@ -71,8 +72,8 @@ def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: boo
 
 
 def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, objective: str,
-               alternatives: Sequence[PlanAlternative], considered: int) -> Plan:
-    """The Plan for candidate (config, variant, spot) run in space.regions[region_index]."""
+               alternatives: Sequence[PlanAlternative], considered: int, policy: JobPolicy) -> Plan:
+    """The Plan for candidate (config, variant, spot) run in space.regions[region_index], with how its job runs."""
     c, v, s = pick
     space = ev.space
     cfg = space.configs[c]
@@ -81,9 +82,10 @@ def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, ob
     hourly = float(space.price[c, region_index, s, int(server)])
     hours = float(ev.hours[c, v, s])
     states = round(float(ev.states[c, v]))
-    acts = round(float(ev.activations[c]))
+    acts = round(float(ev.activations[c, v]))
     total = round(float(ev.memory_total[c, v]))
     notes, estimated = _assumptions(ev, c, bool(s), region, server)
+    job = job_choices(ev, pick, region, hours, hourly, policy)
     rs_machine = space.catalog.assumptions.reduction_server.machine_type
     return Plan(
         strategy=STRATEGIES[int(VARIANT_STRATEGY[v])], precision=precision_of(ev, c),
@@ -92,11 +94,15 @@ def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, ob
         reduction_server_replicas=int(space.server_replicas[c]) if server else 0,
         reduction_server_machine_type=rs_machine if server else None, region=region, spot=bool(s),
         memory=PlanMemory(model_states_bytes=states, activations_bytes=acts, overhead_bytes=total - states - acts,
-                          total_bytes=total, gpu_memory_bytes=round(float(space.capacity_bytes[c]))),
+                          total_bytes=total, gpu_memory_bytes=round(float(space.capacity_bytes[c])),
+                          usable_bytes=round(float(ev.usable[c]))),
         model_parameters=ev.workload.parameters, global_batch_size=ev.workload.global_batch,
-        micro_batch_size=int(ev.micro_batch[c]), estimated_step_time_seconds=float(f"{ev.step[c, v]:.9g}"),
+        micro_batch_size=int(ev.micro_batch[c, v]), estimated_step_time_seconds=float(f"{ev.step[c, v]:.9g}"),
         estimated_steps=ev.workload.steps, estimated_hours=round(hours, 6), hourly_cost_usd=round(hourly, 6),
         estimated_cost_usd=round(hours * hourly, 6), objective=objective, assumptions=tuple(notes),
         alternatives=tuple(alternatives),
         alternatives_considered=considered, prices_estimated=estimated,
+        gradient_accumulation_steps=int(ev.accumulation[c, v]), activation_checkpointing=bool(ev.checkpointing[c, v]),
+        flex_start=job.flex_start, max_wait_seconds=job.max_wait_seconds, timeout_seconds=job.timeout_seconds,
+        boot_disk_type=job.boot_disk.type, boot_disk_size_gb=job.boot_disk.size_gb, reasons=job.reasons,
     )

@@ -14,16 +14,20 @@ from functools import cached_property
 import numpy as np
 
 from functions.planning.catalog import Catalog, load_catalog
+from functions.planning.errors import PlanInputError
 from functions.planning.explain import Candidate, alternatives, candidates, representatives, top_configs
 from functions.planning.feasibility import rejection_text
 from functions.planning.inputs import PlanInput
+from functions.planning.job_choices import JobPolicy
 from functions.planning.limits import build_limits
+from functions.planning.pins import pin_of, pin_problems
 from functions.planning.plan_record import build_plan, objective_text
 from functions.planning.quotas import QuotaTable, load_quotas
 from functions.planning.search import Evaluation, evaluate
 from functions.planning.space import VARIANT_SERVER, space_for
 from functions.planning.workload import build_workload
 from schemas.plan import Plan
+from schemas.vertex_jobs import load_vertex_jobs
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,18 @@ class PlannerConfig:
     max_fallbacks: int = 5
     max_job_hours: float | None = None
     """Longest run a plan may take; None = assumptions.json (Vertex's 7-day default timeout); 0 = no limit."""
+    memory_margin: float | None = None
+    """Share of each GPU's memory kept free, in [0, 1); None = assumptions.json (10 %)."""
+    timeout_margin: float | None = None
+    """scheduling.timeout = the estimate x this (>= 1); None = assumptions.json."""
+
+    def __post_init__(self) -> None:
+        if self.memory_margin is not None and not 0 <= self.memory_margin < 1:
+            raise PlanInputError(f"memory margin must be in [0, 1) (a share of GPU memory kept free), got "
+                                 f"{self.memory_margin}")
+        if self.timeout_margin is not None and self.timeout_margin < 1:
+            raise PlanInputError(f"timeout margin must be >= 1 (a timeout below the estimate stops the job before "
+                                 f"it can finish), got {self.timeout_margin}")
 
 
 @dataclass(frozen=True)
@@ -105,21 +121,27 @@ def plan_request(request: PlanInput, config: PlannerConfig | None = None, *, now
     config = config or PlannerConfig()
     now = now or datetime.now(UTC)
     catalog = config.catalog or load_catalog()
-    space = space_for(catalog, config.quotas or load_quotas(), config.default_region)
+    problems = pin_problems(request, catalog)
+    if problems:
+        raise PlanInputError("; ".join(problems))
+    space = space_for(catalog, config.quotas or load_quotas(), config.default_region, pin_of(request))
     work = build_workload(request, catalog.assumptions)
-    limits = build_limits(space, request, now, config.max_job_hours)
+    limits = build_limits(space, request, now, config.max_job_hours, config.memory_margin)
     ev = evaluate(space, work, limits)
     objective = objective_text(request, limits)
     best = ev.best()
     if best is None:
         return PlanOutcome(plan=None, fallbacks=(), rejection=rejection_text(ev, request, now, config.max_job_hours),
                            objective=objective, evaluation=ev)
+    a = catalog.assumptions.job
+    policy = JobPolicy(rules=load_vertex_jobs(), timeout_margin=config.timeout_margin or a.timeout_margin,
+                       min_timeout_seconds=a.min_timeout_seconds, flex_allowed=request.flex_start == "allowed")
     head = max(config.max_alternatives, 3 * config.max_fallbacks) + 1
     ranked = [pick for pick in top_configs(ev, head) if pick[0] != best[0]]
     rows = alternatives(ev, ranked[: config.max_alternatives], best)
-    plan = build_plan(ev, best, int(ev.region[best]), objective, rows, considered=len(space.configs))
+    plan = build_plan(ev, best, int(ev.region[best]), objective, rows, len(space.configs), policy)
     fallbacks = tuple(
-        build_plan(ev, (c, fv, fs), region, f"fallback {i + 1} after the chosen plan; {objective}", (), 0)
+        build_plan(ev, (c, fv, fs), region, f"fallback {i + 1} after the chosen plan; {objective}", (), 0, policy)
         for i, (c, fv, fs, region) in enumerate(_fallbacks(ev, best, ranked, config.max_fallbacks))
     )
     return PlanOutcome(plan=plan, fallbacks=fallbacks, rejection=None, objective=objective, evaluation=ev)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from functions.planning.memory import total_bytes
+from functions.planning.memory import total_bytes, usable_bytes
 from functions.planning.performance import run_hours, step_seconds
 from functions.planning.space import STATIC_CODES, STATIC_PASS, Space
 from functions.planning.workload import Workload
@@ -46,6 +46,8 @@ class Limits:
     fastest: bool
     """Objective: fastest within budget (True) or cheapest (False)."""
     fp32_only: bool
+    memory_margin: float
+    """Share of each GPU's memory kept free."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,9 +60,20 @@ class Evaluation:
     workload: Workload
     limits: Limits
     fp32: np.ndarray
+    usable: np.ndarray
+    """[config] bytes a plan may fill per GPU (capacity less the margin)."""
+    per_process: np.ndarray
+    """[config] samples of the global batch per process (rounded up where it does not divide: a batch failure)."""
     micro_batch: np.ndarray
+    """[config, variant] samples per process per micro-step; the largest divisor of per_process that fits (1 where
+    none fits: memory then fails and reports the need at one sample)."""
+    accumulation: np.ndarray
+    """[config, variant] micro-steps per optimizer step."""
+    checkpointing: np.ndarray
+    """[config, variant] activation checkpointing on (only where no micro-batch fits without it)."""
     states: np.ndarray
     activations: np.ndarray
+    """[config, variant] activations of one micro-batch."""
     memory_total: np.ndarray
     step: np.ndarray
     hours: np.ndarray
@@ -101,22 +114,87 @@ def failing(fail: np.ndarray, code: int) -> np.ndarray:
     return np.int8(PASS) - np.int8(PASS - code) * fail.view(np.int8)
 
 
+def _divisors(n: int) -> np.ndarray:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return np.array(sorted({*small, *(n // d for d in small)}), dtype=np.int64)
+
+
+_SHARES: dict[tuple[int, bytes], np.ndarray] = {}
+
+
+def share_divisors(global_batch: int, world: np.ndarray) -> np.ndarray:
+    """[k, config]: the divisors of each process's share (global_batch / world), ascending, padded with inf; a
+    column of inf where world does not divide the global batch. Cached per (batch, world array): requests reuse a
+    few."""
+    key = (global_batch, world.tobytes())
+    table = _SHARES.get(key)
+    if table is None:
+        divisors = _divisors(global_batch)
+        divisible = global_batch % world == 0
+        share = np.where(divisible, global_batch // world, 1)
+        valid = divisible[:, None] & (share[:, None] % divisors[None, :] == 0)
+        table = np.sort(np.where(valid, divisors[None, :].astype(np.float64), np.inf), axis=1)
+        table = np.ascontiguousarray(table[:, : max(1, int(valid.sum(axis=1).max()))].T)
+        if len(_SHARES) > 256:
+            _SHARES.clear()
+        _SHARES[key] = table
+    return table
+
+
+def split_batch(global_batch: int, world: np.ndarray, room: np.ndarray) -> np.ndarray:
+    """[variant, config] micro-batch: the largest divisor of global_batch / world that is at most `room` samples;
+    0 where none is (or where world does not divide the global batch)."""
+    table = share_divisors(global_batch, world)
+    fitting = np.zeros(room.shape, dtype=np.int64)
+    for row in table:  # a handful of rows: the most divisors any share has
+        fitting += row <= room
+    micro = table[np.maximum(fitting - 1, 0), np.arange(table.shape[1])[None, :]]
+    return np.where(fitting > 0, micro, 0).astype(np.int64)
+
+
 def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     """Score every candidate of the space for this workload under these limits."""
     a = space.catalog.assumptions
     mode = space.modes["fp32" if limits.fp32_only else "auto"]
     p = float(work.parameters)
     world = space.world
-    micro = -(-work.global_batch // world)
+    batch = work.global_batch
+    per_process = -(-batch // world)
 
+    # Memory: what does not depend on the micro-batch, then the largest micro-batch that fits the usable memory,
+    # without activation checkpointing, else with it (transformers only), else none (a memory failure).
     states = p * mode.state_bytes_per_param  # [variant, config]
-    acts = work.activation_bytes_per_sample * micro * mode.activation_factor
     gather = float(work.largest_layer_parameters) * mode.gather_bytes_per_param
-    mem_total = total_bytes(states, acts, gather, space.context_bytes, a.memory.safety_margin_fraction)
+    fixed = total_bytes(states, 0.0, gather, space.context_bytes)
+    usable = usable_bytes(space.capacity_bytes, limits.memory_margin)
+    per_sample = work.activation_bytes_per_sample * mode.activation_factor  # [config]
+    room = np.floor((usable - fixed) / per_sample)
+    micro_plain = split_batch(batch, world, room)
+    divisible = batch % world == 0
+    can_checkpoint = work.checkpointed_activation_bytes_per_sample > 0
+    if can_checkpoint and ((micro_plain == 0) & divisible).any():
+        per_sample_ck = work.checkpointed_activation_bytes_per_sample * mode.activation_factor
+        micro_ck = split_batch(batch, world, np.floor((usable - fixed) / per_sample_ck))
+        checkpointing = (micro_plain == 0) & (micro_ck > 0)
+        micro = np.where(checkpointing, micro_ck, micro_plain)
+        # Where nothing fits, report the least it could need: one sample, checkpointed.
+        sample_bytes = np.where(checkpointing | (micro == 0), per_sample_ck, per_sample)
+    else:
+        checkpointing = np.zeros(room.shape, dtype=bool)
+        micro = micro_plain
+        # Where nothing fits, report the least it could need: one sample (checkpointed, for a transformer).
+        least = work.checkpointed_activation_bytes_per_sample * mode.activation_factor if can_checkpoint else per_sample
+        sample_bytes = np.where(micro == 0, least, per_sample)
+    fits = micro > 0
+    micro = np.maximum(micro, 1)
+    accumulation = np.maximum(per_process // micro, 1)
+    acts = sample_bytes * micro
+    mem_total = fixed + acts
 
-    compute = work.flops_per_sample * micro / mode.effective_flops
+    recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing
+    compute = work.flops_per_sample * per_process / mode.effective_flops * recompute
     step = step_seconds(compute, p * mode.comm_seconds_per_param, a.compute.comm_overlap_fraction,
-                        space.step_overhead)
+                        space.step_overhead * accumulation)
     hours = run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
     view = space.region_view(limits.region_mask)
     cost = hours * view.hourly
@@ -124,13 +202,13 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     # The reason is the first check (in REASONS order) a candidate fails: the least code over all failing checks.
     host_need = space.gpus_per_node * a.host.ram_bytes_per_gpu_process + p * a.host.ram_bytes_per_parameter
     config_code = failing(~space.host_vcpus_ok | (~space.is_cpu & (host_need > space.host_ram_bytes)), CODE["host"])
-    config_code = np.minimum(config_code, failing(world > work.global_batch, CODE["batch"]))
+    config_code = np.minimum(config_code, failing(~divisible, CODE["batch"]))
     config_code = np.minimum(config_code, failing(space.end_of_support <= limits.today, CODE["end_of_support"]))
     if limits.max_gpus > 0:
         config_code = np.minimum(config_code, failing(space.gpu_total > limits.max_gpus, CODE["max_gpus"]))
     config_code = np.minimum(config_code, failing(~limits.config_allowed, CODE["gpu_not_allowed"]))
     code = np.minimum(view.static_code, config_code)
-    code = np.minimum(code, failing(mem_total > space.capacity_bytes, CODE["memory"]))
+    code = np.minimum(code, failing(~fits, CODE["memory"]))
     code = np.minimum(code, failing(~limits.spot_allowed, CODE["spot_policy"])[:, None, None])
     if limits.budget_usd > 0:
         code = np.minimum(code, failing(cost > limits.budget_usd, CODE["budget"]))
@@ -145,8 +223,9 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     primary, secondary = objective + penalty, tiebreak + penalty
     t = (2, 1, 0)
     return Evaluation(
-        space=space, workload=work, limits=limits, fp32=mode.fp32, micro_batch=micro, states=states.T,
-        activations=acts, memory_total=mem_total.T, step=step.T, hours=hours.transpose(t), cost=cost.transpose(t),
+        space=space, workload=work, limits=limits, fp32=mode.fp32, usable=usable, per_process=per_process,
+        micro_batch=micro.T, accumulation=accumulation.T, checkpointing=checkpointing.T, states=states.T,
+        activations=acts.T, memory_total=mem_total.T, step=step.T, hours=hours.transpose(t), cost=cost.transpose(t),
         hourly=view.hourly.transpose(t), region=view.region.transpose(t), reason=reason.transpose(t),
         primary=primary.transpose(t), secondary=secondary.transpose(t), reason_svc=reason, objective_svc=objective,
         primary_svc=primary, secondary_svc=secondary, memory_vc=mem_total,

@@ -32,6 +32,35 @@ STATIC_PASS = 14
 
 
 @dataclass(frozen=True)
+class ShapePin:
+    """The machine shape a request pins (constraints.machine_type, accelerator_count, replica_count); empty or 0 =
+    free. A pinned space holds only the configurations that match, with any pinned node count."""
+
+    machine_type: str = ""
+    accelerator_count: int = 0
+    replica_count: int = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.machine_type or self.accelerator_count or self.replica_count)
+
+    def matches(self, shape: MachineShape) -> bool:
+        return ((not self.machine_type or shape.machine_type == self.machine_type)
+                and (not self.accelerator_count or shape.accelerator_count == self.accelerator_count))
+
+    def describe(self) -> str:
+        parts = [self.machine_type] if self.machine_type else []
+        if self.accelerator_count:
+            parts.append(f"{self.accelerator_count} GPUs per machine")
+        if self.replica_count:
+            parts.append(f"{self.replica_count} machine{'s' if self.replica_count > 1 else ''}")
+        return ", ".join(parts)
+
+
+NO_PIN = ShapePin()
+
+
+@dataclass(frozen=True)
 class HardwareConfig:
     shape: MachineShape
     nodes: int
@@ -86,6 +115,8 @@ class Space:
 
     catalog: Catalog
     quotas: QuotaTable
+    pin: ShapePin
+    """NO_PIN for the full space."""
     regions: tuple[str, ...]
     """Region order; ties on price go to the earlier region (the default region comes first)."""
     configs: tuple[HardwareConfig, ...]
@@ -129,7 +160,8 @@ class Space:
     """"auto" and "fp32"."""
     _views: dict[bytes, RegionView] = field(default_factory=dict, repr=False)
     notes: dict[tuple, tuple[tuple[str, ...], bool]] = field(default_factory=dict, repr=False)
-    """Request-independent assumption notes per (config, spot, region, server, fp32), filled by plan_record."""
+    """Request-independent assumption notes per (config, spot, region, server, fp32, memory margin), filled by
+    plan_record."""
 
     def region_view(self, region_mask: np.ndarray) -> RegionView:
         """Cheapest allowed region per candidate; cached per distinct mask (requests reuse a handful)."""
@@ -157,18 +189,26 @@ class Space:
         return view
 
 
-def _configs(catalog: Catalog) -> list[HardwareConfig]:
-    configs = [HardwareConfig(shape, 1) for shape in catalog.shapes]
-    for shape in catalog.shapes:
+def _configs(catalog: Catalog, pin: ShapePin = NO_PIN) -> list[HardwareConfig]:
+    """Every shape on one node and scale-out shapes on each scale-out node count; under a pin, the matching shapes
+    on the pinned node count (GPU shapes only when it is above 1), or on the usual counts when it is free."""
+    shapes = [shape for shape in catalog.shapes if pin.matches(shape)]
+    if pin.replica_count:
+        return [HardwareConfig(shape, pin.replica_count) for shape in shapes
+                if pin.replica_count == 1 or not shape.is_cpu_only]
+    configs = [HardwareConfig(shape, 1) for shape in shapes]
+    for shape in shapes:
         if shape.scale_out and not shape.is_cpu_only:
             configs.extend(HardwareConfig(shape, n) for n in catalog.assumptions.scale_out_nodes)
     return configs
 
 
-def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Space:
+def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: ShapePin = NO_PIN) -> Space:
     a = catalog.assumptions
     regions = tuple(sorted(catalog.regions, key=lambda r: (r != default_region, catalog.regions.index(r))))
-    configs = _configs(catalog)
+    configs = _configs(catalog, pin)
+    if not configs:
+        raise ValueError(f"no machine shape matches the pin {pin}; check it with pin_problems first")
     kinds = tuple(catalog.gpus)
     c, r = len(configs), len(regions)
     nodes = np.array([x.nodes for x in configs], dtype=np.int64)
@@ -243,7 +283,7 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Sp
         )
     return Space(
         modes=modes,
-        catalog=catalog, quotas=quotas, regions=regions, configs=tuple(configs), nodes=nodes,
+        catalog=catalog, quotas=quotas, pin=pin, regions=regions, configs=tuple(configs), nodes=nodes,
         gpus_per_node=per_node, world=world, gpu_total=per_node * nodes, is_cpu=is_cpu,
         kind=np.array([kinds.index(x.shape.accelerator_type) if x.shape.accelerator_type else -1 for x in configs]),
         kinds=kinds,
@@ -263,15 +303,15 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Sp
     )
 
 
-_SPACES: dict[tuple[int, QuotaTable, str], Space] = {}
+_SPACES: dict[tuple[int, QuotaTable, str, ShapePin], Space] = {}
 
 
-def space_for(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Space:
-    """The cached space for this catalog object, quota table and default region."""
-    key = (id(catalog), quotas, default_region)
+def space_for(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: ShapePin = NO_PIN) -> Space:
+    """The cached space for this catalog object, quota table, default region and shape pin."""
+    key = (id(catalog), quotas, default_region, pin)
     space = _SPACES.get(key)
     if space is None or space.catalog is not catalog:
-        if len(_SPACES) > 16:
+        if len(_SPACES) > 64:
             _SPACES.clear()
-        space = _SPACES[key] = build_space(catalog, quotas, default_region)
+        space = _SPACES[key] = build_space(catalog, quotas, default_region, pin)
     return space

@@ -29,6 +29,8 @@ class Workload:
     """Model FLOPs for forward + backward of one sample (PaLM appendix B for transformers, 6P for an MLP)."""
     activation_bytes_per_sample: float
     """With 16-bit activations; fp32 doubles it."""
+    checkpointed_activation_bytes_per_sample: float
+    """The same with activation checkpointing per transformer block; 0 where the model has no blocks (MLP)."""
     largest_layer_parameters: int
     """The biggest unit FSDP gathers at once."""
     samples_per_epoch: int
@@ -69,12 +71,16 @@ def _gpt(inp: PlanInput, a: Assumptions, preset: GptPreset | None) -> Workload:
     per_token = 6 * (non_embedding + d_model * vocab) + 12 * n_layer * d_model * seq_len
     act = a.memory.transformer_activation_bytes_per_token_per_hidden
     activation = seq_len * (n_layer * act * d_model + 10 * vocab + 4 * d_model)
+    # Checkpointed: every block keeps its input; the one block being recomputed holds its full activations.
+    kept = a.memory.checkpoint_kept_bytes_per_token_per_hidden
+    checkpointed = seq_len * (n_layer * kept * d_model + act * d_model + 10 * vocab + 4 * d_model)
     tokens = inp.tokens or max(1, round(inp.dataset_bytes * a.tokens_per_byte))
     samples = max(1, math.ceil(tokens / seq_len))
     return Workload(
         family="gpt", description=f"{name}: {parameters / 1e6:,.0f}M parameters, {n_layer} layers x {d_model}, "
         f"{n_head} heads, sequence {seq_len}",
         parameters=parameters, flops_per_sample=float(per_token * seq_len), activation_bytes_per_sample=activation,
+        checkpointed_activation_bytes_per_sample=float(min(checkpointed, activation)),
         largest_layer_parameters=max(12 * d_model * d_model + 13 * d_model, vocab * d_model),
         samples_per_epoch=samples, global_batch=inp.batch_size,
         steps=_steps(samples, inp.batch_size, inp.epochs, inp.max_steps), tokens_per_sample=seq_len,
@@ -95,6 +101,7 @@ def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
         family="mlp", description=f"{name}: {parameters:,} parameters, widths {'-'.join(map(str, widths))}",
         parameters=parameters, flops_per_sample=6.0 * parameters,
         activation_bytes_per_sample=float(a.memory.mlp_activation_copies * sum(widths) * 2),
+        checkpointed_activation_bytes_per_sample=0.0,
         largest_layer_parameters=min(largest, parameters), samples_per_epoch=rows, global_batch=inp.batch_size,
         steps=_steps(rows, inp.batch_size, inp.epochs, inp.max_steps), tokens_per_sample=1,
     )

@@ -186,7 +186,8 @@ def cmd_estimate_memory(args: argparse.Namespace) -> int:
                        activation_per_sample=per_sample, micro_batch=args.micro_batch if args.preset else 0,
                        largest_layer_parameters=largest, context_bytes=a.cuda_context_bytes,
                        margin=a.safety_margin_fraction)
-    fits = sorted((g.accelerator_type for g in catalog.gpus.values() if result.total_bytes <= g.memory_bytes),
+    usable = 1.0 - a.safety_margin_fraction  # the share of each card a plan may fill
+    fits = sorted((g.accelerator_type for g in catalog.gpus.values() if result.total_bytes <= g.memory_bytes * usable),
                   key=lambda k: catalog.gpus[k].memory_gb)
     data = {
         "parameters": parameters, "strategy": args.strategy, "gpus": args.gpus, "precision": args.precision,

@@ -1,7 +1,11 @@
 """A slow, obvious reference planner for tests: loops over every (configuration, variant, spot, region) one by one,
 checking each constraint straight from the PlanInput, and keeps the best. It shares the per-candidate model
-(memory.py, performance.py formulas and catalog prices) with the planner, not its vectorised search, masks or
-region choice, which is what it checks."""
+(memory.py, performance.py formulas and catalog prices) with the planner, not its vectorised search, masks, batch
+split or region choice, which is what it checks.
+
+The batch split, by hand: the processes must divide the global batch; each process's share is cut into the largest
+micro-batch (a divisor of the share) whose memory fits the GPU less the margin, tried without activation
+checkpointing first and with it (transformers) only when no micro-batch fits without."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from datetime import datetime
 
 from functions.planning.catalog import Catalog
 from functions.planning.inputs import PlanInput
-from functions.planning.memory import activation_bytes, gather_bytes, model_state_bytes, total_bytes
+from functions.planning.memory import activation_bytes, gather_bytes, model_state_bytes, total_bytes, usable_bytes
 from functions.planning.performance import GBIT, comm_seconds, compute_seconds, run_hours, step_seconds
 from functions.planning.quotas import QuotaTable
 from functions.planning.space import VARIANTS, Space
@@ -47,8 +51,9 @@ def exhaustive_best(space: Space, inp: PlanInput, now: datetime, quotas: QuotaTa
         if gpu is not None and gpu.end_of_support is not None and gpu.end_of_support <= now.date():
             continue
         world = cfg.gpus if gpu else 1
-        if world > work.global_batch:
+        if work.global_batch % world:
             continue
+        share = work.global_batch // world
         if shape.vcpus < max(a.host.min_vcpus_per_node, shape.accelerator_count * a.host.min_vcpus_per_gpu):
             continue
         host_need = shape.accelerator_count * a.host.ram_bytes_per_gpu_process + p * a.host.ram_bytes_per_parameter
@@ -59,24 +64,38 @@ def exhaustive_best(space: Space, inp: PlanInput, now: datetime, quotas: QuotaTa
             continue
         fp32 = gpu is None or gpu.mixed_precision() == "fp32" or inp.precision == "fp32"
         precision = "fp32" if fp32 else gpu.mixed_precision()
-        micro = math.ceil(work.global_batch / world)
         peak = gpu.peak_flops(precision) if gpu else shape.vcpus * shape.cpu_gflops_per_vcpu * 1e9
         mfu = gpu.assumed_mfu if gpu else a.compute.cpu_mfu
         capacity = gpu.memory_bytes if gpu else shape.memory_bytes
+        usable = float(usable_bytes(capacity, a.memory.safety_margin_fraction))
         context = a.memory.cuda_context_bytes if gpu else a.memory.cpu_process_bytes
         for vi, (strategy, server) in enumerate(VARIANTS):
             if (strategy > 0 and world < 2) or (server and (cfg.nodes < 2 or gpu is None)):
                 continue
             states = model_state_bytes(p, strategy, world, int(fp32))
-            acts = activation_bytes(work.activation_bytes_per_sample, micro, int(fp32))
             gather = gather_bytes(work.largest_layer_parameters, strategy, int(fp32))
-            if float(total_bytes(states, acts, gather, context, a.memory.safety_margin_fraction)) > capacity:
+            split = None
+            per_sample_options = [(work.activation_bytes_per_sample, False)]
+            if work.checkpointed_activation_bytes_per_sample:
+                per_sample_options.append((work.checkpointed_activation_bytes_per_sample, True))
+            for per_sample, checkpointed in per_sample_options:
+                for micro in sorted((d for d in range(1, share + 1) if share % d == 0), reverse=True):
+                    acts = activation_bytes(per_sample, micro, int(fp32))
+                    if float(total_bytes(states, acts, gather, context)) <= usable:
+                        split = (micro, share // micro, checkpointed)
+                        break
+                if split:
+                    break
+            if split is None:
                 continue
-            compute = compute_seconds(work.flops_per_sample, micro, peak, mfu)
+            micro, steps_per_update, checkpointed = split
+            recompute = 1 + a.memory.recompute_flops_fraction if checkpointed else 1
+            compute = compute_seconds(work.flops_per_sample, share, peak, mfu) * recompute
             comm = 0.0 if gpu is None else comm_seconds(
                 p, int(fp32), strategy, shape.accelerator_count, cfg.nodes, gpu.intra_node_gbytes_per_s * 1e9,
                 shape.network_gbps * GBIT, server)
-            overhead = a.compute.gpu_step_overhead_seconds if gpu else a.compute.cpu_step_overhead_seconds
+            overhead = steps_per_update * (a.compute.gpu_step_overhead_seconds if gpu
+                                           else a.compute.cpu_step_overhead_seconds)
             step = float(step_seconds(compute, comm, a.compute.comm_overlap_fraction, overhead))
             servers = math.ceil(cfg.nodes * shape.network_gbps / rs.bandwidth_gbps) if server else 0
             for spot in (False, True):

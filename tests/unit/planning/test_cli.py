@@ -79,6 +79,7 @@ def test_rejected_request_exits_1_with_the_reason(tmp_path, capsys):
     request = json.loads(EXAMPLE.read_text())
     request.update(task="causal-lm", model={"preset": "gpt-7b"})
     request["constraints"]["max_gpus"] = 1
+    request["constraints"]["gpu_allowlist"] = ["NVIDIA_H100_80GB"]
     path = tmp_path / "big.json"
     path.write_text(json.dumps(request))
     code, out = run(["plan", str(path), "--now", NOW.isoformat()], capsys)

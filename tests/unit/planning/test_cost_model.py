@@ -52,9 +52,11 @@ def test_gpt_124m_on_one_h100():
     assert plan.estimated_hours == pytest.approx(hours, abs=1e-6)
     assert plan.hourly_cost_usd == pytest.approx(1.6206 + 9.797)
     assert plan.estimated_cost_usd == pytest.approx(hours * 11.4176, abs=1e-5)
-    # 16P states + 16 sequences of 1024 x (12*34*768 + 10*256 + 4*768) activations, 10 % margin, 1 GiB context
-    assert plan.memory.total_bytes == round((16 * GPT_124M + 16 * 326_631_424) * 1.1 + 2**30)
+    # 16P states + 16 sequences of 1024 x (12*34*768 + 10*256 + 4*768) activations + 1 GiB context, in one pass
+    assert plan.memory.total_bytes == 16 * GPT_124M + 16 * 326_631_424 + 2**30
+    assert (plan.micro_batch_size, plan.gradient_accumulation_steps, plan.activation_checkpointing) == (16, 1, False)
     assert plan.memory.gpu_memory_bytes == 80 * 10**9
+    assert plan.memory.usable_bytes == 72 * 10**9  # 10 % of the card kept free
     assert plan.prices_estimated  # the a3-highgpu-1g machine price is an estimate; the H100 price is not
     assert any("NVIDIA_H100_80GB us-central1: $9.7970/h (catalog" in note for note in plan.assumptions)
 
@@ -83,7 +85,9 @@ def test_gpt_7b_fsdp_over_one_a3_highgpu_8g():
     assert ev.cost[c, v, s] == pytest.approx(hours * (12.9646 + 8 * 9.797), rel=1e-9)
     activations = 4096 * (32 * 34 * 4096 + 10 * 256 + 4 * 4096)
     gathered = 2 * (12 * 4096**2 + 13 * 4096) * 2
-    assert ev.memory_total[c, v] == pytest.approx((2 * GPT_7B + activations + gathered) * 1.1 + 2**30, rel=1e-12)
+    assert ev.memory_total[c, v] == pytest.approx(2 * GPT_7B + activations + gathered + 2**30, rel=1e-12)
+    assert ev.usable[c] == pytest.approx(0.9 * 80e9)
+    assert (ev.micro_batch[c, v], ev.accumulation[c, v], ev.checkpointing[c, v]) == (1, 1, False)
 
 
 def test_reduction_server_halves_cross_node_time_and_costs_its_machines():

@@ -47,7 +47,8 @@ def test_every_candidate_is_listed_once_with_the_chosen_one_marked():
     assert all(r.reason.startswith(("costlier by", "same cost")) for r in feasible[1:])
     reasons = " | ".join(r.reason for r in rows if not r.feasible)
     assert "P100 reached end of support on 2026-09-15" in reasons
-    assert "more GPUs than" in reasons or "cannot feed" in reasons  # 64 x 8 GPUs for a batch of 64
+    # 16 x 8 GPUs cannot share a global batch of 64: micro-batch x processes x accumulation must equal it
+    assert "global batch 64 does not split evenly over 128 processes" in reasons and "; 128 would" in reasons
 
 
 def test_plan_lists_ranked_alternatives_with_reasons():
@@ -103,12 +104,14 @@ def test_quota_override_moves_the_plan_elsewhere():
 
 def test_over_memory_rejection_names_the_need_and_the_sharded_fix():
     outcome = plan_request(PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=10**9, batch_size=8,
-                                     max_gpus=1), now=NOW)
+                                     max_gpus=1, gpu_allowlist=("NVIDIA_H100_80GB",)), now=NOW)
     assert outcome.plan is None and outcome.fallbacks == ()
     text = outcome.rejection
-    assert "needs 276.1 GB per GPU under DDP on 1x" in text
-    assert "FSDP (FULL_SHARD) over 4+" in text and "fits" in text
-    assert "max_gpus of at least 4" in text
+    # 16P = 103.4 GB of model states alone, whatever the micro-batch: accumulation and checkpointing cannot help
+    assert "needs 106.2 GB per GPU under DDP on 1x H100 80GB even at micro-batch 1" in text
+    assert "(72.0 GB usable of 80.0 GB each)" in text
+    assert "ZeRO-1 over 2+ H100 80GB fits" in text
+    assert "max_gpus of at least 2" in text
 
 
 def test_impossible_deadline_and_budget_say_what_would_do():

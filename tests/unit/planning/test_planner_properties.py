@@ -89,7 +89,9 @@ def check_constraints(plan: Plan, inp: PlanInput) -> None:
     capacity = (catalog.gpus[plan.accelerator_type].memory_bytes if plan.accelerator_type
                 else shape.memory_bytes)
     assert plan.memory.gpu_memory_bytes == capacity
-    assert plan.memory.total_bytes <= capacity
+    assert plan.memory.total_bytes <= plan.memory.usable_bytes == round(capacity * 0.9)
+    processes = plan.gpu_count if plan.accelerator_type else 1
+    assert plan.micro_batch_size * processes * plan.gradient_accumulation_steps == inp.batch_size
     if plan.precision == "bf16":
         assert catalog.gpus[plan.accelerator_type].supports_bf16
     if inp.deadline is not None:

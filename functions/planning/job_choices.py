@@ -1,0 +1,149 @@
+"""How a chosen candidate is to run on Vertex, and why: the batch split, activation checkpointing, the scheduling
+strategy (FLEX_START when the request allows waiting), the timeout, restarts and the boot disk.
+
+Vertex's own rules (which GPU kinds FLEX_START takes, the disk a machine family takes, the 7-day limits) come from
+schemas/data/vertex_jobs.json; Landfall's policy (the timeout margin) from assumptions.json or the planner config.
+Every choice is written into the Plan's `reasons`, so the run record says why the job looks as it does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from functions.planning.explain import gb
+from functions.planning.search import Evaluation
+from functions.planning.space import VARIANT_SERVER
+from schemas.vertex_jobs import BootDisk, VertexJobRules
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    """What the dispatcher decides about jobs, beyond the request."""
+
+    rules: VertexJobRules
+    timeout_margin: float
+    """scheduling.timeout = the estimate x this, at least min_timeout_seconds."""
+    min_timeout_seconds: float
+    flex_allowed: bool
+    """The request's constraints.flex_start is "allowed"."""
+
+
+@dataclass(frozen=True)
+class JobChoices:
+    flex_start: bool
+    max_wait_seconds: int
+    timeout_seconds: int
+    boot_disk: BootDisk
+    reasons: tuple[str, ...]
+
+
+def duration(seconds: float) -> str:
+    """3 h 05 min, 45 min, 2 d 4 h."""
+    minutes = max(1, round(seconds / 60))
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    return f"{hours} h {mins:02d} min" if hours else f"{mins} min"
+
+
+def batch_reasons(ev: Evaluation, c: int, v: int) -> list[str]:
+    """The split of the global batch, and activation checkpointing when it is on."""
+    space, work = ev.space, ev.workload
+    world = int(space.world[c])
+    per = int(ev.per_process[c])
+    micro, steps = int(ev.micro_batch[c, v]), int(ev.accumulation[c, v])
+    unit = "of RAM" if space.is_cpu[c] else "per GPU"
+    usable = float(ev.usable[c])
+    fixed = float(ev.memory_total[c, v] - ev.activations[c, v])
+    plain = work.activation_bytes_per_sample * (2.0 if ev.fp32[c] else 1.0)
+    text = (f"batch: global {work.global_batch} = micro-batch {micro} x {world} process"
+            f"{'es' if world > 1 else ''} x {steps} accumulation step{'s' if steps > 1 else ''}")
+    if steps > 1 and not ev.checkpointing[c, v]:
+        text += (f"; each process's share of {per} in one pass would need {gb(fixed + plain * per)} {unit}, "
+                 f"over the {gb(usable)} usable")
+    reasons = [text]
+    if ev.checkpointing[c, v]:
+        a = space.catalog.assumptions.memory
+        reasons.append(
+            f"activation checkpointing on: without it even a micro-batch of 1 needs {gb(fixed + plain)} {unit}, "
+            f"over the {gb(usable)} usable; with it {gb(float(ev.memory_total[c, v]))} at micro-batch {micro}, for "
+            f"about +{a.recompute_flops_fraction:.0%} compute (each block's forward runs again in the backward pass)")
+    return reasons
+
+
+def _flex(ev: Evaluation, c: int, v: int, s: int, region: str, hours: float, policy: JobPolicy
+          ) -> tuple[int, str]:
+    """(max wait in seconds, or 0 for no FLEX_START; the reason either way)."""
+    space, rules = ev.space, policy.rules
+    cfg = space.configs[c]
+    kind = cfg.shape.accelerator_type
+    if s:
+        return 0, "flex-start not used: the plan runs on Spot, a scheduling strategy of its own"
+    if not rules.flex_start_offered(kind):
+        offered = ", ".join(rules.flex_start_kinds)
+        return 0, f"flex-start not used: Vertex offers FLEX_START for {offered}, not {kind or 'CPU-only machines'}"
+    if VARIANT_SERVER[v]:
+        return 0, ("flex-start not used: the Reduction Server pool runs on other machines and FLEX_START needs the "
+                   "same machine configuration in every pool")
+    preemptible = space.quotas.gpu_limit(region, kind, True)
+    if cfg.gpus > preemptible:
+        return 0, (f"flex-start not used: it draws on preemptible quota, which allows {preemptible} {kind} in "
+                   f"{region}; the plan needs {cfg.gpus}")
+    wait = float(rules.flex_default_max_wait_seconds)
+    deadline = ev.limits.deadline_hours
+    if deadline is not None:
+        slack = (deadline - hours) * 3600.0
+        if slack < 60:
+            return 0, "flex-start not used: the deadline leaves no time to wait for capacity"
+        wait = min(wait, slack)
+    within = " (what the deadline leaves)" if wait < rules.flex_default_max_wait_seconds else ""
+    return int(wait), (f"FLEX_START: waits up to {duration(wait)}{within} for all {cfg.nodes} machine"
+                       f"{'s' if cfg.nodes > 1 else ''} at once (Dynamic Workload Scheduler), on preemptible quota; "
+                       "cost shown at on-demand prices")
+
+
+def _timeout(hours: float, hourly: float, budget: float, limit_seconds: int, policy: JobPolicy) -> tuple[int, str]:
+    """scheduling.timeout: the estimate x the margin (at least the minimum), capped by the budget and Vertex's limit;
+    never below the estimate itself."""
+    estimate = hours * 3600.0
+    seconds = max(estimate * policy.timeout_margin, policy.min_timeout_seconds)
+    why = [f"the {duration(estimate)} estimate x {policy.timeout_margin:g}"]
+    if seconds > estimate * policy.timeout_margin:
+        why.append(f"at least {duration(policy.min_timeout_seconds)}")
+    pays = budget / hourly * 3600.0 if budget > 0 and hourly > 0 else math.inf
+    if pays < seconds:
+        seconds = pays
+        why.append(f"capped at what the ${budget:,.2f} budget pays at ${hourly:,.2f}/h")
+    if seconds > limit_seconds:
+        seconds = limit_seconds
+        why.append(f"capped at Vertex's limit of {duration(limit_seconds)}")
+    seconds = int(min(max(seconds, math.ceil(estimate)), limit_seconds))
+    return seconds, (f"timeout {duration(seconds)} ({'; '.join(why)}): a hung job stops there instead of billing "
+                     "for Vertex's default 7 days")
+
+
+def job_choices(ev: Evaluation, pick: tuple[int, int, int], region: str, hours: float, hourly: float,
+                policy: JobPolicy) -> JobChoices:
+    c, v, s = pick
+    rules = policy.rules
+    cfg = ev.space.configs[c]
+    reasons = batch_reasons(ev, c, v)
+    wait, flex_text = (0, "")
+    if policy.flex_allowed:
+        wait, flex_text = _flex(ev, c, v, s, region, hours, policy)
+    limit = rules.flex_max_timeout_seconds if wait else rules.default_timeout_seconds
+    timeout, timeout_text = _timeout(hours, hourly, ev.limits.budget_usd, limit, policy)
+    strategy = "FLEX_START" if wait else "SPOT" if s else "STANDARD"
+    reasons.append(f"scheduling: {strategy}; {timeout_text}")
+    if flex_text:
+        reasons.append(flex_text)
+    if cfg.nodes > 1 and rules.restart_multi_node:
+        reasons.append(f"restart_job_on_worker_restart: a restarted worker cannot rejoin a running process group, so "
+                       f"all {cfg.nodes} machines restart together and resume from the newest checkpoint")
+    disk = rules.boot_disk(cfg.shape.machine_type)
+    if disk.why:
+        reasons.append(f"boot disk {disk.type} {disk.size_gb} GB: {disk.why}")
+    return JobChoices(flex_start=wait > 0, max_wait_seconds=wait, timeout_seconds=timeout, boot_disk=disk,
+                      reasons=tuple(reasons))
