@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from deploy.images import trainer_image_uri
 from deploy.topology import load_topology
@@ -30,6 +32,8 @@ class Settings:
     dataset_versions_collection: str
     requests_topic: str
     default_region: str
+    """LANDFALL_DEFAULT_REGION (default: topology project.default_region): the planner's tie-break region (equal
+    prices resolve to it) and the region of the trainer image's default URI."""
     allowed_buckets: tuple[str, ...]
     """LANDFALL_ALLOWED_BUCKETS (comma-separated): datasets must live in one of these (default: landing bucket)."""
     vertex_endpoint: str
@@ -57,6 +61,14 @@ class Settings:
     artifact_buckets: tuple[tuple[str, str], ...] = ()
     """LANDFALL_ARTIFACT_BUCKETS: `region=bucket,...`, where a job in that region writes its outputs (a region not
     listed writes to output_bucket)."""
+    quota_overrides: str = ""
+    """LANDFALL_QUOTAS (a JSON object) or the file LANDFALL_QUOTAS_FILE names: the project's own quota limits, per
+    region, over the planner's functions/planning/data/quotas.json, e.g.
+    `{"us-central1": {"cpus": 96, "gpus": {"NVIDIA_L4": {"on_demand": 8, "preemptible": 0}}}}`; "" = none."""
+    memory_margin: float | None = None
+    """LANDFALL_MEMORY_MARGIN: share of each GPU's memory plans keep free, in [0, 1); None = the catalog's (10 %)."""
+    timeout_margin: float | None = None
+    """LANDFALL_TIMEOUT_MARGIN: scheduling.timeout = the plan's estimate x this (>= 1); None = the catalog's."""
 
     @property
     def requests_topic_path(self) -> str:
@@ -114,7 +126,49 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
             need("GOOGLE_CLOUD_PROJECT"), env.get("LANDFALL_DEFAULT_REGION", topology.default_region)),
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
         artifact_buckets=_region_buckets(env.get("LANDFALL_ARTIFACT_BUCKETS", "")),
+        quota_overrides=_quota_overrides(env),
+        memory_margin=_fraction(env, "LANDFALL_MEMORY_MARGIN", low=0.0, high=1.0, high_open=True),
+        timeout_margin=_fraction(env, "LANDFALL_TIMEOUT_MARGIN", low=1.0, high=100.0),
     )
+
+
+def _quota_overrides(env: Mapping[str, str]) -> str:
+    """The override JSON, from LANDFALL_QUOTAS or the file LANDFALL_QUOTAS_FILE (not both); its shape is checked
+    here, its figures by the planner's quota parser when the dispatcher first plans."""
+    inline, path = env.get("LANDFALL_QUOTAS", ""), env.get("LANDFALL_QUOTAS_FILE", "")
+    if inline and path:
+        raise SettingsError("set LANDFALL_QUOTAS or LANDFALL_QUOTAS_FILE, not both")
+    name, text = ("LANDFALL_QUOTAS", inline) if inline else ("LANDFALL_QUOTAS_FILE", path)
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(f"LANDFALL_QUOTAS_FILE={path!r} cannot be read: {exc.strerror or exc}") from exc
+    if not text.strip():
+        return ""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"{name} is not JSON ({exc}); expected an object of regions, e.g. "
+                            '{"us-central1": {"gpus": {"NVIDIA_L4": {"on_demand": 8}}}}') from exc
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise SettingsError(f"{name} must be a JSON object of regions, each an object with cpus and/or gpus")
+    return json.dumps(data, sort_keys=True)
+
+
+def _fraction(env: Mapping[str, str], name: str, *, low: float, high: float, high_open: bool = False
+              ) -> float | None:
+    raw = env.get(name, "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (low <= value < high if high_open else low <= value <= high):
+        bound = f"below {high:g}" if high_open else f"at most {high:g}"
+        raise SettingsError(f"{name} must be a number from {low:g}, {bound}, got {raw!r}")
+    return value
 
 
 def _region_buckets(raw: str) -> tuple[tuple[str, str], ...]:

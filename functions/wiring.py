@@ -48,10 +48,18 @@ def _publish_request(data: bytes) -> str:
     return str(future.result(timeout=60))
 
 
+@cache
+def dispatcher_planner_config() -> Any:
+    """The dispatcher's PlannerConfig from settings: the default region, the project's quota overrides and margins."""
+    from functions.dispatch.planner_config import planner_config
+
+    return planner_config(get_settings())
+
+
 def _plan(request: Any) -> Any:
     from functions.planning import plan_input_from_request, plan_request
 
-    return plan_request(plan_input_from_request(request))
+    return plan_request(plan_input_from_request(request), dispatcher_planner_config())
 
 
 def ingest_deps() -> IngestDeps:

@@ -1,8 +1,13 @@
 """The trainer's configuration: the command line the dispatcher writes, parsed into typed, validated records.
 
 `python -m trainer.task --data-uri=gs://B/P/ --task=T --model=PRESET --epochs=N --batch-size=B --learning-rate=LR
---seed=S --strategy=S --precision=P [--label-column=label] [--checkpoint-every=STEPS] [--max-steps=N]
+--seed=S --strategy=S --precision=P [--micro-batch-size=M] [--gradient-accumulation-steps=K]
+[--activation-checkpointing] [--label-column=label] [--checkpoint-every=STEPS] [--max-steps=N]
 [--hparam KEY=VALUE ...]`
+
+--batch-size is the global batch: every optimizer step trains on exactly that many samples, split as
+micro-batch x processes x accumulation steps (the dispatcher passes the planner's split; alone, the micro-batch is
+the batch over the processes and the accumulation steps).
 """
 
 from __future__ import annotations
@@ -41,6 +46,32 @@ Hparams = dataclasses.make_dataclass(
 
 
 @dataclass(frozen=True)
+class BatchSplit:
+    """How one optimizer step's global batch is shared: micro_batch x processes x accumulation = global_batch."""
+
+    global_batch: int
+    processes: int
+    micro_batch: int
+    """Samples per process per forward/backward pass."""
+    accumulation: int
+    """Micro-batches per process per optimizer step (gradients synchronised on the last one only)."""
+
+    @property
+    def per_process(self) -> int:
+        """Samples each process trains per optimizer step."""
+        return self.micro_batch * self.accumulation
+
+    def to_dict(self) -> dict[str, int]:
+        return {"global_batch_size": self.global_batch, "processes": self.processes,
+                "micro_batch_size": self.micro_batch, "gradient_accumulation_steps": self.accumulation}
+
+
+def _nearest_batches(batch: int, processes: int) -> str:
+    lower = batch - batch % processes
+    return " or ".join(str(b) for b in (lower, lower + processes) if b > 0)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything one training run needs besides the environment; saved into checkpoints and the model dir."""
 
@@ -53,7 +84,7 @@ class TrainConfig:
     epochs: int
     """Passes over the training split."""
     batch_size: int
-    """Samples per process per optimizer step (the global batch is batch_size x world size)."""
+    """The global batch: samples per optimizer step over every process (see BatchSplit)."""
     learning_rate: float
     """Peak AdamW learning rate."""
     seed: int
@@ -71,6 +102,32 @@ class TrainConfig:
     """Stop after this many optimizer steps in total, even before the last epoch ends."""
     hparams: Hparams = field(default_factory=Hparams)
     """Further knobs (see Hparams)."""
+    micro_batch_size: int | None = None
+    """Samples per process per forward/backward pass; None = batch_size / (processes x accumulation steps)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches each process accumulates before one optimizer step (no gradient sync on the others)."""
+    activation_checkpointing: bool = False
+    """Recompute each transformer block's activations in the backward pass (gpt-* models): less memory, about a
+    third more compute."""
+
+    def batch_split(self, processes: int) -> BatchSplit:
+        """The global batch over `processes`; a ConfigError saying which batches would split when it does not."""
+        batch, steps = self.batch_size, self.gradient_accumulation_steps
+        if batch % processes:
+            raise ConfigError(f"--batch-size={batch} is the global batch and must split evenly over the {processes} "
+                              f"processes; {_nearest_batches(batch, processes)} would")
+        share = batch // processes
+        micro = self.micro_batch_size
+        if micro is None:
+            if share % steps:
+                raise ConfigError(f"--batch-size={batch} over {processes} processes is {share} samples each, which "
+                                  f"--gradient-accumulation-steps={steps} does not divide")
+            micro = share // steps
+        if micro * processes * steps != batch:
+            raise ConfigError(f"--micro-batch-size={micro} x {processes} processes x --gradient-accumulation-steps="
+                              f"{steps} = {micro * processes * steps}, not the global --batch-size={batch}; the "
+                              f"planner's split for this job no longer matches the processes it runs on")
+        return BatchSplit(global_batch=batch, processes=processes, micro_batch=micro, accumulation=steps)
 
     def validate(self) -> None:
         """Reject bad values and bad combinations, saying which and why."""
@@ -80,9 +137,14 @@ class TrainConfig:
             raise ConfigError(f"--strategy={self.strategy!r}: expected one of {', '.join(STRATEGIES)}")
         if self.precision not in REQUESTED_PRECISIONS:
             raise ConfigError(f"--precision={self.precision!r}: expected one of {', '.join(REQUESTED_PRECISIONS)}")
-        for name in ("epochs", "batch_size", "checkpoint_every"):
+        for name in ("epochs", "batch_size", "checkpoint_every", "gradient_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')}={getattr(self, name)}: expected an integer >= 1")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ConfigError(f"--micro-batch-size={self.micro_batch_size}: expected an integer >= 1 or no flag")
+        if self.activation_checkpointing and self.task != "causal-lm":
+            raise ConfigError(f"--activation-checkpointing recomputes transformer blocks; --task={self.task} trains "
+                              "an MLP, which has none")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"--max-steps={self.max_steps}: expected an integer >= 1 or no flag")
         if not self.learning_rate > 0:
@@ -105,7 +167,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task", required=True, choices=TASKS)
     parser.add_argument("--model", required=True, help="model preset name, e.g. mlp-small or gpt-tiny")
     parser.add_argument("--epochs", type=int, required=True)
-    parser.add_argument("--batch-size", type=int, required=True, help="samples per process per step")
+    parser.add_argument("--batch-size", type=int, required=True,
+                        help="the global batch: samples per optimizer step over every process")
+    parser.add_argument("--micro-batch-size", type=int, default=None,
+                        help="samples per process per forward/backward pass (default: the batch over the processes "
+                             "and the accumulation steps)")
+    parser.add_argument("--gradient-accumulation-steps", type=int, default=1,
+                        help="micro-batches per process per optimizer step; gradients are synchronised on the last")
+    parser.add_argument("--activation-checkpointing", action="store_true",
+                        help="recompute each transformer block in the backward pass (less memory, ~1/3 more compute)")
     parser.add_argument("--learning-rate", type=float, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--strategy", default="ddp", choices=STRATEGIES)
@@ -142,7 +212,9 @@ def parse_args(argv: list[str]) -> TrainConfig:
         data_uri=ns.data_uri, task=ns.task, model=ns.model, epochs=ns.epochs, batch_size=ns.batch_size,
         learning_rate=ns.learning_rate, seed=ns.seed, strategy=ns.strategy, precision=ns.precision,
         label_column=ns.label_column, checkpoint_every=ns.checkpoint_every, max_steps=ns.max_steps,
-        hparams=parse_hparams(ns.hparam),
+        hparams=parse_hparams(ns.hparam), micro_batch_size=ns.micro_batch_size,
+        gradient_accumulation_steps=ns.gradient_accumulation_steps,
+        activation_checkpointing=ns.activation_checkpointing,
     )
     config.validate()
     return config

@@ -116,7 +116,7 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
                                           at=format_timestamp(deps.now()), outcome="pending", plan=plan))
         deps.store.merge(run_id, _with_attempts(attempts), now=deps.now())
         try:
-            job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan.to_dict(), deps.settings, run_id))
+            job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id))
         except CapacityError as exc:
             attempts[-1] = replace(attempts[-1], outcome=f"capacity: {exc}")
             log.warning("run %s: %s; trying the next plan", run_id, exc)

@@ -3,6 +3,11 @@
 Every replica runs the trainer image (settings.trainer_image, built from trainer/Dockerfile) through container_spec:
 the image's ENTRYPOINT is `python -m trainer.task` and the spec passes only the trainer's arguments. Vertex's
 prebuilt PyTorch images (python_package_spec) stop at Python 3.10 and torch 2.4, which the trainer does not run on.
+
+The job is a translation of the Plan, nothing decided here: the batch split (--batch-size is the global batch,
+--micro-batch-size and --gradient-accumulation-steps what each process does), activation checkpointing, the
+scheduling strategy, timeout and wait, restarts for multi-node jobs, the boot disk. Only the Reduction Server image
+is looked up, for the job's region (schemas/data/vertex_jobs.json).
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ from typing import Any
 
 from functions.gcp.vertex import RUN_LABEL
 from functions.settings import Settings
+from schemas.plan import Plan
 from schemas.training_request import TrainingRequest
+from schemas.vertex_jobs import load_vertex_jobs
 
-REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 _LABEL_OK = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE_OK = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -36,20 +42,28 @@ def artifacts(settings: Settings, run_id: str, region: str | None = None) -> dic
             "tensorboard_dir": f"{base}logs/"}
 
 
-def trainer_args(request: TrainingRequest, plan: dict[str, Any]) -> list[str]:
+def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
+    """The trainer's command line (trainer/config.py) for this request as planned."""
     h = request.hyperparameters
+    if plan.global_batch_size != h.batch_size:
+        raise ValueError(f"the plan is for a global batch of {plan.global_batch_size}, the request asks "
+                         f"{h.batch_size}: plan the request again")
     args = [
         f"--data-uri={request.dataset.uri}",
         f"--task={request.task}",
         f"--model={request.model.preset}",
         f"--epochs={h.epochs}",
         f"--batch-size={h.batch_size}",
+        f"--micro-batch-size={plan.micro_batch_size}",
+        f"--gradient-accumulation-steps={plan.gradient_accumulation_steps}",
         f"--learning-rate={h.learning_rate}",
         f"--seed={h.seed}",
-        f"--strategy={plan.get('strategy') or 'ddp'}",
-        f"--precision={plan.get('precision') or 'auto'}",
+        f"--strategy={plan.strategy}",
+        f"--precision={plan.precision}",
         f"--label-column={request.model.label_column}",
     ]
+    if plan.activation_checkpointing:
+        args.append("--activation-checkpointing")
     if h.checkpoint_every_steps:
         args.append(f"--checkpoint-every={h.checkpoint_every_steps}")
     if h.max_steps:
@@ -66,32 +80,49 @@ def job_labels(request: TrainingRequest, run_id: str) -> dict[str, str]:
     return dict(list(labels.items())[-64:])
 
 
-def custom_job(request: TrainingRequest, plan: dict[str, Any], settings: Settings, run_id: str) -> dict[str, Any]:
+def _seconds(value: int) -> dict[str, int]:
+    """A google.protobuf.Duration as the SDK takes it in a dict (REST and YAML spell it "3600s")."""
+    return {"seconds": value}
+
+
+def scheduling(plan: Plan) -> dict[str, Any]:
+    """Scheduling for the plan: strategy (STANDARD, SPOT or FLEX_START with its wait), timeout, and a whole-job restart
+    when a worker restarts in a multi-node job (a DDP/FSDP process group cannot take a worker back)."""
+    spec: dict[str, Any] = {"strategy": plan.scheduling_strategy}
+    if plan.timeout_seconds:
+        spec["timeout"] = _seconds(plan.timeout_seconds)
+    if plan.flex_start:
+        spec["max_wait_duration"] = _seconds(plan.max_wait_seconds)
+    if plan.replica_count > 1 and load_vertex_jobs().restart_multi_node:
+        spec["restart_job_on_worker_restart"] = True
+    return spec
+
+
+def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
     """The CustomJob for plan: pool 0 the primary, pool 1 the other nodes, pool 2 Reduction Server when planned."""
-    accelerator = plan.get("accelerator_type") or ""
-    count = int(plan.get("accelerator_count") or 0)
-    machine: dict[str, Any] = {"machine_type": plan["machine_type"]}
-    if accelerator and count:
-        machine.update(accelerator_type=accelerator, accelerator_count=count)
+    rules = load_vertex_jobs()
+    machine: dict[str, Any] = {"machine_type": plan.machine_type}
+    if plan.accelerator_type and plan.accelerator_count:
+        machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
     container = {"image_uri": settings.trainer_image, "args": trainer_args(request, plan)}
-    disk = {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 100}
+    disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [
         {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": container}
     ]
-    replicas = int(plan.get("replica_count") or 1)
-    reducers = int(plan.get("reduction_server_replicas") or 0)
-    if replicas > 1 or reducers:
-        pools.append({"machine_spec": machine, "replica_count": replicas - 1, "disk_spec": disk,
-                      "container_spec": container} if replicas > 1 else {})
-    if reducers:
-        pools.append({"machine_spec": {"machine_type": plan.get("reduction_server_machine_type") or "n1-highcpu-16"},
-                      "replica_count": reducers, "container_spec": {"image_uri": REDUCTION_SERVER_IMAGE}})
+    if plan.replica_count > 1 or plan.reduction_server_replicas:
+        pools.append({"machine_spec": machine, "replica_count": plan.replica_count - 1, "disk_spec": disk,
+                      "container_spec": container} if plan.replica_count > 1 else {})
+    if plan.reduction_server_replicas:
+        server = plan.reduction_server_machine_type or "n1-highcpu-16"
+        server_disk = rules.boot_disk(server)
+        pools.append({"machine_spec": {"machine_type": server}, "replica_count": plan.reduction_server_replicas,
+                      "disk_spec": {"boot_disk_type": server_disk.type, "boot_disk_size_gb": server_disk.size_gb},
+                      "container_spec": {"image_uri": rules.reduction_server_image(plan.region)}})
     job_spec: dict[str, Any] = {
         "worker_pool_specs": pools,
-        "base_output_directory": {"output_uri_prefix": output_dir(settings, run_id, plan.get("region"))},
+        "scheduling": scheduling(plan),
+        "base_output_directory": {"output_uri_prefix": output_dir(settings, run_id, plan.region)},
     }
     if settings.training_service_account:
         job_spec["service_account"] = settings.training_service_account
-    if plan.get("spot"):
-        job_spec["scheduling"] = {"strategy": "SPOT", "restart_job_on_worker_restart": False}
     return {"display_name": f"landfall-{run_id}", "labels": job_labels(request, run_id), "job_spec": job_spec}

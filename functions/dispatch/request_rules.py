@@ -38,4 +38,18 @@ def request_problems(request: TrainingRequest, settings: Settings, now: datetime
                             f"(now {now.isoformat(timespec='seconds')}); give a future time or none")
     # Each extra becomes `--hparam KEY=VALUE` (job_spec.trainer_args): refused here, not after a machine starts.
     problems += extra_problems(request.hyperparameters.extra)
+    problems += pinned_shape_problems(request)
     return problems
+
+
+def pinned_shape_problems(request: TrainingRequest) -> list[str]:
+    """A pinned machine type, GPU count or replica count the catalog does not hold, each naming the valid values."""
+    c = request.constraints
+    if not (c.machine_type or c.accelerator_count or c.replica_count):
+        return []
+    # Imported here: the planner (numpy) loads only when a request pins a shape or is planned.
+    from functions.planning.catalog import load_catalog
+    from functions.planning.inputs import plan_input_from_request
+    from functions.planning.pins import pin_problems
+
+    return pin_problems(plan_input_from_request(request), load_catalog())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,17 @@ def view(job: Any) -> JobView:
     )
 
 
+_MACHINE_NOT_OFFERED = re.compile(r'Machine type "[^"]*" is not supported\.?')
+
+
+def offered_nowhere_here(message: str) -> bool:
+    """True when every problem Vertex lists is 'Machine type "m" is not supported.': the region does not offer the
+    shape, which another region or plan may. Any other refusal (a boot disk the machine does not take, an
+    accelerator it does not carry) is a wrong spec that no fallback fixes, so it is not mistaken for capacity."""
+    problems = re.findall(r"Message: (.*?)(?:\t|$)", message) or [message]
+    return all(_MACHINE_NOT_OFFERED.fullmatch(problem.strip()) for problem in problems)
+
+
 def translate_error(exc: Exception, what: str) -> Exception:
     """A JobService client error as Landfall's kind: CapacityError (try another plan), TransientError (retry) or
     PermanentError (record and acknowledge); anything else passes unchanged."""
@@ -70,7 +82,7 @@ def translate_error(exc: Exception, what: str) -> Exception:
 
     if isinstance(exc, gexc.ResourceExhausted):
         return CapacityError(f"{what}: quota exhausted: {exc.message}")
-    if isinstance(exc, gexc.InvalidArgument) and "not supported" in str(exc.message):
+    if isinstance(exc, gexc.InvalidArgument) and offered_nowhere_here(str(exc.message)):
         return CapacityError(f"{what}: {exc.message}")
     if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded | gexc.InternalServerError
                   | gexc.TooManyRequests | gexc.Aborted):

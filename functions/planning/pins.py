@@ -38,7 +38,8 @@ def pin_problems(inp: PlanInput, catalog: Catalog) -> list[str]:
         shapes = tuple(shape for shape in catalog.shapes if shape.machine_type == pin.machine_type)
         if not shapes:
             family = pin.machine_type.rsplit("-", 1)[0]
-            same_family = [m for m in machine_types if m.rsplit("-", 1)[0] == family]
+            same_family = [m for m in machine_types
+                           if m.startswith(pin.machine_type) or m.rsplit("-", 1)[0] == family]
             near = difflib.get_close_matches(pin.machine_type, machine_types, n=3)
             hint = f"did you mean {' or '.join(near)}? " if near else ""
             valid = same_family or machine_types

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +26,23 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the chosen Plan as JSON (or the rejection)")
     p.add_argument("--all", action="store_true", help=f"list every candidate, not only the best {DEFAULT_ROWS}")
     p.add_argument("--now", metavar="RFC3339", help="plan as if it were this time (deadlines are relative to it)")
+    p.add_argument("--custom-job", action="store_true",
+                   help="print the Vertex AI CustomJob the dispatcher would submit for the chosen plan, instead of "
+                        "the candidates (see --format)")
+    p.add_argument("--format", choices=("yaml", "json"), default="yaml",
+                   help="with --custom-job: yaml is the config.yaml of `gcloud ai custom-jobs create --config` (the "
+                        "CustomJobSpec, the command line in its header); json is the REST body of customJobs.create "
+                        "(default yaml)")
+    p.add_argument("--project", help="with --custom-job: the project the job runs in (default $GOOGLE_CLOUD_PROJECT, "
+                                     "else the local stack's)")
+    p.add_argument("--trainer-image", help="with --custom-job: the trainer image URI (default $LANDFALL_TRAINER_IMAGE, "
+                                           "else the image's URI in the project's default region)")
+    p.add_argument("--service-account", help="with --custom-job: the email the job runs as (default "
+                                             "$LANDFALL_TRAINING_SERVICE_ACCOUNT, else Vertex's default identity)")
+    p.add_argument("--memory-margin", type=float, metavar="FRACTION",
+                   help="share of each GPU's memory a plan keeps free (default $LANDFALL_MEMORY_MARGIN, else 0.1)")
+    p.add_argument("--timeout-margin", type=float, metavar="FACTOR",
+                   help="scheduling.timeout = the estimate x this (default $LANDFALL_TIMEOUT_MARGIN, else 1.5)")
     p.set_defaults(func=cmd_plan)
 
     c = subparsers.add_parser("catalog", help="list every machine shape the planner knows",
@@ -80,26 +98,48 @@ def read_request(path: str) -> Any:
     return parse_training_request(Path(path).read_text())
 
 
+def dispatcher_settings(args: argparse.Namespace) -> Any:
+    """The settings the dispatcher would have: the environment (the local stack's when one runs), with the flags'
+    project, trainer image and service account over it."""
+    from deploy.topology import load_topology
+    from functions.settings import settings_from_env
+
+    env = dict(os.environ)
+    env.setdefault("GOOGLE_CLOUD_PROJECT", load_topology().project_id)
+    for flag, name in (("project", "GOOGLE_CLOUD_PROJECT"), ("trainer_image", "LANDFALL_TRAINER_IMAGE"),
+                       ("service_account", "LANDFALL_TRAINING_SERVICE_ACCOUNT")):
+        if getattr(args, flag, None):
+            env[name] = getattr(args, flag)
+    return settings_from_env(env)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    from functions.planning import PlanInputError, plan_input_from_request, plan_request
+    from functions.dispatch.planner_config import planner_config
+    from functions.dispatch.request_rules import pinned_shape_problems
+    from functions.planning import CatalogError, PlanInputError, plan_input_from_request, plan_request
     from functions.planning.catalog import load_catalog
+    from functions.settings import SettingsError
     from schemas.errors import SchemaError
     from schemas.trainer_flags import extra_problems
 
     try:
         request = read_request(args.request)
         now = datetime.fromisoformat(args.now).astimezone(UTC) if args.now else None
-        refused = extra_problems(request.hyperparameters.extra)
-        outcome = None if refused else plan_request(plan_input_from_request(request), now=now)
+        settings = dispatcher_settings(args)
+        config = planner_config(settings, memory_margin=args.memory_margin, timeout_margin=args.timeout_margin)
+        refused = extra_problems(request.hyperparameters.extra) + pinned_shape_problems(request)
+        outcome = None if refused else plan_request(plan_input_from_request(request), config, now=now)
     except OSError as exc:
         return _fail(f"cannot read {args.request}: {exc.strerror or exc}")
-    except (SchemaError, PlanInputError, ValueError) as exc:
+    except (SchemaError, PlanInputError, CatalogError, SettingsError, ValueError) as exc:
         return _fail(f"{args.request}: {exc}")
     if outcome is None:
         # The dispatcher refuses these before planning (request_rules): so does plan, before any machine is paid for.
         rejection = "; ".join(refused)
         print(json.dumps({"rejection": rejection}, indent=2) if args.json else f"REJECTED: {rejection}")
         return 1
+    if args.custom_job:
+        return _print_custom_job(request, outcome, settings, args.format)
     if args.json:
         if outcome.plan is not None:
             print(json.dumps(outcome.plan.to_dict(), indent=2))
@@ -132,6 +172,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{plan.precision}, {plan.region}{' spot' if plan.spot else ''}{server}: "
           f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
           f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})")
+    return 0
+
+
+def _print_custom_job(request: Any, outcome: Any, settings: Any, fmt: str) -> int:
+    """The CustomJob for the chosen plan (REJECTED and exit 1 when there is none; nothing is submitted)."""
+    from functions.dispatch.job_spec import custom_job
+    from landfall.custom_job import render, rest_body
+
+    if outcome.plan is None:
+        print(f"REJECTED: {outcome.rejection}", file=sys.stderr)
+        return 1
+    body = rest_body(custom_job(request, outcome.plan, settings, request.run_id))
+    sys.stdout.write(render(body, outcome.plan.region, fmt))
     return 0
 
 

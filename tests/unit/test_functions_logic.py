@@ -110,10 +110,15 @@ def test_request_rules_name_each_problem() -> None:
     assert "known presets" in request_problems(unknown, SETTINGS, NOW)[0]
 
 
+def golden_plan(**changes):
+    return replace(parse_plan(json.loads((EXAMPLES / "plan_cpu.json").read_text())), **changes)
+
+
 def test_custom_job_pools_for_multi_node_spot_plan_with_reduction_server() -> None:
-    plan = {"machine_type": "a3-highgpu-8g", "accelerator_type": "NVIDIA_H100_80GB", "accelerator_count": 8,
-            "replica_count": 3, "reduction_server_replicas": 4, "reduction_server_machine_type": "n1-highcpu-16",
-            "region": "us-central1", "spot": True, "strategy": "ddp", "precision": "bf16"}
+    plan = golden_plan(machine_type="a3-highgpu-8g", accelerator_type="NVIDIA_H100_80GB", accelerator_count=8,
+                       replica_count=3, reduction_server_replicas=4, reduction_server_machine_type="n1-highcpu-16",
+                       region="europe-west4", spot=True, strategy="ddp", precision="bf16", micro_batch_size=1,
+                       gradient_accumulation_steps=2, timeout_seconds=7200)
     job = custom_job(golden_request(), plan, SETTINGS, "run-abc")
     pools = job["job_spec"]["worker_pool_specs"]
     assert [p.get("replica_count") for p in pools] == [1, 2, 4]
@@ -121,20 +126,26 @@ def test_custom_job_pools_for_multi_node_spot_plan_with_reduction_server() -> No
                                         "accelerator_count": 8}
     assert pools[0]["container_spec"]["image_uri"] == SETTINGS.trainer_image
     assert pools[1]["container_spec"] == pools[0]["container_spec"]
-    assert "--strategy=ddp" in pools[0]["container_spec"]["args"]
-    assert "container_spec" in pools[2]
-    assert job["job_spec"]["scheduling"]["strategy"] == "SPOT"
+    args = pools[0]["container_spec"]["args"]
+    assert "--strategy=ddp" in args
+    assert {"--batch-size=64", "--micro-batch-size=1", "--gradient-accumulation-steps=2"} <= set(args)
+    assert pools[2]["container_spec"] == {
+        "image_uri": "europe-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"}
+    assert job["job_spec"]["scheduling"] == {"strategy": "SPOT", "timeout": {"seconds": 7200},
+                                             "restart_job_on_worker_restart": True}
     assert job["labels"][RUN_LABEL] == "run-abc"
     assert job["job_spec"]["base_output_directory"]["output_uri_prefix"] == "gs://landfall-landing/runs/run-abc/"
 
 
 def test_custom_job_single_cpu_node_has_no_accelerator_and_no_extra_pools() -> None:
-    plan = {"machine_type": "n1-standard-4", "accelerator_type": None, "accelerator_count": 0, "replica_count": 1,
-            "region": "us-central1", "spot": False, "strategy": "ddp", "precision": "fp32"}
+    plan = golden_plan()
     job = custom_job(golden_request(), plan, SETTINGS, "run-abc")
     assert len(job["job_spec"]["worker_pool_specs"]) == 1
-    assert job["job_spec"]["worker_pool_specs"][0]["machine_spec"] == {"machine_type": "n1-standard-4"}
-    assert "scheduling" not in job["job_spec"]
+    assert job["job_spec"]["worker_pool_specs"][0]["machine_spec"] == {"machine_type": plan.machine_type}
+    assert job["job_spec"]["scheduling"] == {"strategy": "SPOT" if plan.spot else "STANDARD",
+                                             "timeout": {"seconds": plan.timeout_seconds}}
+    with pytest.raises(ValueError, match="plan the request again"):
+        custom_job(golden_request(), replace(plan, global_batch_size=32, micro_batch_size=32), SETTINGS, "run-abc")
 
 
 def test_a_transaction_that_keeps_colliding_is_transient() -> None:

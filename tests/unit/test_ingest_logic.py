@@ -347,7 +347,12 @@ def test_user_text_reaches_the_job_as_single_argv_elements_and_nothing_uses_a_sh
     w.upload(f"{prefix}landfall.json", json.dumps({"model": {"label_column": "y; rm -rf ~"}}).encode())
     w.upload(f"{prefix}_SUCCESS", b"")
     (request,) = w.requests()
-    plan = {"strategy": "ddp", "precision": "fp32", "accelerator_count": 0, "replica_count": 1}
+    from schemas.plan import parse_plan
+
+    examples = Path(__file__).resolve().parents[2] / "schemas/examples"
+    golden = parse_plan(json.loads((examples / "plan_cpu.json").read_text()))
+    plan = replace(golden, global_batch_size=request.hyperparameters.batch_size,
+                   micro_batch_size=request.hyperparameters.batch_size)
     args = trainer_args(request, plan)
     assert f"--data-uri=gs://{BUCKET}/{prefix}" in args
     assert "--label-column=y; rm -rf ~" in args

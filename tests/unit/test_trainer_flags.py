@@ -18,6 +18,7 @@ from functions.dispatch.request_rules import request_problems
 from functions.settings import settings_from_env
 from landfall.commands.planning import register
 from schemas import parse_training_request
+from schemas.plan import parse_plan
 from schemas.trainer_flags import HPARAM_FLAGS, HPARAMS, extra_problems
 from trainer.config import Hparams, build_parser, parse_args
 from trainer.errors import ConfigError
@@ -25,7 +26,7 @@ from trainer.errors import ConfigError
 EXAMPLE = Path(__file__).resolve().parents[2] / "schemas" / "examples" / "training_request.json"
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
-PLAN = {"strategy": "ddp", "precision": "fp32", "accelerator_count": 0, "replica_count": 1}
+PLAN = parse_plan(json.loads((EXAMPLE.parent / "plan_cpu.json").read_text()))
 
 
 def request_with(extra: dict[str, str]):

@@ -1,0 +1,72 @@
+"""The golden CustomJobs in tests/unit/golden/custom_jobs/: one TrainingRequest per case and the REST body that
+`landfall plan REQUEST --custom-job --format json` prints for it, in a fixed project, at a fixed time.
+
+Regenerate after a deliberate change with:  .venv/bin/python -m tests.unit.custom_job_golden
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+from landfall.commands.planning import register
+
+GOLDEN = Path(__file__).parent / "golden" / "custom_jobs"
+NOW = "2026-11-22T12:00:00+00:00"
+PROJECT = "acme-ml"
+ENV = {
+    "GOOGLE_CLOUD_PROJECT": PROJECT,
+    "LANDFALL_LANDING_BUCKET": f"{PROJECT}-landfall-landing",
+    "LANDFALL_TRAINER_IMAGE": f"us-central1-docker.pkg.dev/{PROJECT}/landfall/trainer:3f2a9c1e0b7d4e6f",
+    "LANDFALL_TRAINING_SERVICE_ACCOUNT": f"landfall-training@{PROJECT}.iam.gserviceaccount.com",
+    "LANDFALL_ARTIFACT_BUCKETS": (f"us-central1={PROJECT}-landfall-artifacts-us-central1,"
+                                  f"europe-west4={PROJECT}-landfall-artifacts-europe-west4"),
+}
+"""Everything the dispatcher's settings read that shapes a job; every other LANDFALL_ variable is left unset."""
+CASES = ("cpu_only", "one_gpu", "eight_gpus_one_node", "four_nodes_reduction_server_europe",
+         "two_nodes_fsdp_a3_ultra", "spot", "flex_start", "pinned_a3_highgpu_2g")
+
+
+def request_path(case: str) -> Path:
+    return GOLDEN / f"{case}.request.json"
+
+
+def golden_path(case: str) -> Path:
+    return GOLDEN / f"{case}.custom_job.json"
+
+
+@contextlib.contextmanager
+def dispatcher_environment() -> Iterator[None]:
+    """os.environ as a deployed dispatcher in project acme-ml would have it (nothing of the local stack's)."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("LANDFALL_") and k != "GOOGLE_CLOUD_PROJECT"}
+    with mock.patch.dict(os.environ, {**kept, **ENV}, clear=True):
+        yield
+
+
+def export(case: str, fmt: str) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `landfall plan <case request> --custom-job --format fmt --now NOW`."""
+    parser = argparse.ArgumentParser(prog="landfall")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["plan", str(request_path(case)), "--custom-job", "--format", fmt, "--now", NOW])
+    out, err = io.StringIO(), io.StringIO()
+    with dispatcher_environment(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = args.func(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+def main() -> None:
+    for case in CASES:
+        code, out, err = export(case, "json")
+        if code != 0:
+            raise SystemExit(f"{case}: exit {code}: {err}")
+        golden_path(case).write_text(out)
+        print(f"wrote {golden_path(case)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Golden CustomJobs: for each case, `landfall plan REQUEST --custom-job` prints the golden REST body; the body
+round-trips through `aiplatform_v1.CustomJob` (the type the dispatcher's client sends) and equals what the dispatcher
+builds; the gcloud config.yaml, read back, parses into `aiplatform_v1.CustomJobSpec` with unknown fields refused
+(gcloud sends the file as that message and Vertex checks it only on the server); and the trainer takes the container
+arguments, splitting the global batch exactly as planned.
+
+Regenerate the goldens with `.venv/bin/python -m tests.unit.custom_job_golden` after a deliberate change.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+import yaml
+from google.cloud.aiplatform_v1 import CustomJob, CustomJobSpec
+from google.protobuf import json_format
+
+from functions.dispatch.job_spec import custom_job
+from functions.planning import plan_input_from_request, plan_request
+from functions.settings import settings_from_env
+from landfall.custom_job import gcloud_config, rest_body
+from schemas.training_request import parse_training_request
+from tests.unit.custom_job_golden import CASES, ENV, NOW, export, golden_path, request_path
+from trainer.config import parse_args
+
+
+def golden(case: str) -> dict[str, Any]:
+    return json.loads(golden_path(case).read_text())
+
+
+def pools(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return body["jobSpec"]["workerPoolSpecs"]
+
+
+def args_of(body: dict[str, Any]) -> list[str]:
+    return pools(body)[0]["containerSpec"]["args"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_cli_prints_the_golden_rest_body(case: str) -> None:
+    code, out, err = export(case, "json")
+    assert code == 0, err
+    assert out == golden_path(case).read_text(), f"regenerate with python -m tests.unit.custom_job_golden ({case})"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_golden_round_trips_through_the_sdk_type_and_is_what_the_dispatcher_builds(case: str) -> None:
+    body = golden(case)
+    message = json_format.ParseDict(copy.deepcopy(body), CustomJob.pb()(), ignore_unknown_fields=False)
+    assert rest_body(CustomJob.to_dict(CustomJob.wrap(message))) == body
+    from datetime import datetime
+
+    request = parse_training_request(request_path(case).read_text())
+    plan = plan_request(plan_input_from_request(request), now=datetime.fromisoformat(NOW)).plan
+    assert plan is not None
+    built = CustomJob(custom_job(request, plan, settings_from_env(ENV), request.run_id))
+    assert CustomJob.pb(built) == message
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_gcloud_config_yaml_reads_back_as_a_custom_job_spec_refusing_unknown_fields(case: str) -> None:
+    code, out, err = export(case, "yaml")
+    assert code == 0, err
+    assert out.startswith("# Vertex AI CustomJobSpec") and "#   gcloud ai custom-jobs create --region=" in out
+    spec = yaml.safe_load(out)
+    assert set(spec) <= {"workerPoolSpecs", "scheduling", "serviceAccount", "baseOutputDirectory"}
+    parsed = json_format.ParseDict(spec, CustomJobSpec.pb()(), ignore_unknown_fields=False)
+    expected = json_format.ParseDict(gcloud_config(golden(case)), CustomJobSpec.pb()())
+    assert parsed == expected
+    spec["workerPoolSpecs"][0]["diskSpec"]["bootDiskKind"] = "pd-ssd"  # a field CustomJobSpec does not have
+    with pytest.raises(json_format.ParseError, match="bootDiskKind"):
+        json_format.ParseDict(spec, CustomJobSpec.pb()(), ignore_unknown_fields=False)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_trainer_takes_the_arguments_and_splits_the_global_batch_exactly(case: str) -> None:
+    body = golden(case)
+    request = parse_training_request(request_path(case).read_text())
+    config = parse_args(args_of(body))
+    workers = [p for p in pools(body) if p and "reductionserver" not in p["containerSpec"]["imageUri"]]
+    assert all(p["containerSpec"]["args"] == args_of(body) for p in workers)
+    processes = sum(p["replicaCount"] * (p["machineSpec"].get("acceleratorCount") or 1) for p in workers)
+    split = config.batch_split(processes)
+    assert split.micro_batch * processes * split.accumulation == config.batch_size == request.hyperparameters.batch_size
+    assert body["jobSpec"]["serviceAccount"] == ENV["LANDFALL_TRAINING_SERVICE_ACCOUNT"]
+    assert body["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"] if len(workers) > 1 or \
+        pools(body)[0]["replicaCount"] > 1 else "restartJobOnWorkerRestart" not in body["jobSpec"]["scheduling"]
+    timeout = int(body["jobSpec"]["scheduling"]["timeout"].removesuffix("s"))
+    assert 1800 <= timeout <= 7 * 24 * 3600
+
+
+def test_cpu_only_has_no_accelerator_one_pool_and_the_standard_strategy() -> None:
+    body = golden("cpu_only")
+    (pool,) = pools(body)
+    assert set(pool["machineSpec"]) == {"machineType"} and pool["replicaCount"] == 1
+    assert body["jobSpec"]["scheduling"]["strategy"] == "STANDARD"
+    assert "--precision=fp32" in args_of(body) and "--micro-batch-size=64" in args_of(body)
+
+
+def test_one_gpu_and_eight_gpus_on_one_node_are_one_pool() -> None:
+    (one,) = pools(golden("one_gpu"))
+    assert one["machineSpec"] == {"machineType": "a3-highgpu-1g", "acceleratorType": "NVIDIA_H100_80GB",
+                                  "acceleratorCount": 1}
+    (eight,) = pools(golden("eight_gpus_one_node"))
+    assert (eight["machineSpec"]["acceleratorCount"], eight["replicaCount"]) == (8, 1)
+
+
+def test_four_nodes_use_the_european_reduction_server_and_the_region_s_artifacts_bucket() -> None:
+    body = golden("four_nodes_reduction_server_europe")
+    primary, workers, servers = pools(body)
+    assert (primary["replicaCount"], workers["replicaCount"]) == (1, 3)
+    assert servers["containerSpec"] == {
+        "imageUri": "europe-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"}
+    assert servers["machineSpec"] == {"machineType": "n1-highcpu-16"} and servers["replicaCount"] >= 1
+    assert body["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"].startswith(
+        "gs://acme-ml-landfall-artifacts-europe-west4/runs/")
+    assert "--strategy=ddp" in args_of(body)
+
+
+def test_two_a3_ultra_nodes_run_fsdp_on_hyperdisk_with_activation_checkpointing() -> None:
+    body = golden("two_nodes_fsdp_a3_ultra")
+    primary, workers = pools(body)
+    for pool in (primary, workers):
+        assert pool["machineSpec"]["machineType"] == "a3-ultragpu-8g"
+        assert pool["diskSpec"] == {"bootDiskType": "hyperdisk-balanced", "bootDiskSizeGb": 100}
+    assert {"--strategy=fsdp", "--activation-checkpointing"} <= set(args_of(body))
+    assert body["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"] is True
+
+
+def test_spot_and_flex_start_set_their_strategies() -> None:
+    assert golden("spot")["jobSpec"]["scheduling"]["strategy"] == "SPOT"
+    flex = golden("flex_start")["jobSpec"]["scheduling"]
+    assert flex["strategy"] == "FLEX_START" and flex["maxWaitDuration"] == "86400s"
+    assert pools(golden("flex_start"))[0]["machineSpec"]["acceleratorType"] == "NVIDIA_A100_80GB"
+
+
+def test_a_pinned_a3_highgpu_2g_keeps_its_shape_and_accumulates() -> None:
+    body = golden("pinned_a3_highgpu_2g")
+    (pool,) = pools(body)
+    assert pool["machineSpec"] == {"machineType": "a3-highgpu-2g", "acceleratorType": "NVIDIA_H100_80GB",
+                                   "acceleratorCount": 2}
+    assert {"--batch-size=64", "--micro-batch-size=16", "--gradient-accumulation-steps=2"} <= set(args_of(body))
