@@ -25,7 +25,7 @@ from trainer.events import EventLog
 from trainer.logs import log
 from trainer.metrics import EpochResult
 from trainer.objectives import score, training_loss
-from trainer.parallel import Wrapped, full_state
+from trainer.parallel import Wrapped, full_state, gradient_sync
 from trainer.precision import Precision
 from trainer.preemption import PreemptionWatch
 
@@ -123,13 +123,25 @@ def restore(s: Session, state: dict[str, Any]) -> None:
 
 
 def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """One optimizer step; returns [loss sum, correct, items] of the batch (on the device, no host sync)."""
+    """One optimizer step over this process's share of the global batch; returns [loss sum, correct, items] of the
+    share (on the device, no host sync).
+
+    The share is cut into the planned micro-batches. Each micro-batch's mean loss is scaled by 1/accumulation, so the
+    accumulated gradient is the share's mean, and the reduction across processes (on the last micro-batch only)
+    makes it the global batch's mean: the same update as one pass over the whole batch.
+    """
     x, y = x.to(s.device, non_blocking=True), y.to(s.device, non_blocking=True)
     task, optimizer = s.config.task, s.wrapped.optimizer
-    with s.precision.autocast():
-        output = s.wrapped.model(x)
-    loss = training_loss(task, output, y)
-    s.scaler.scale(loss).backward()
+    split = s.config.batch_split(s.env.world_size)
+    scores = torch.zeros(3, dtype=torch.float64, device=s.device)
+    for i, (xm, ym) in enumerate(zip(x.split(split.micro_batch), y.split(split.micro_batch), strict=True)):
+        with gradient_sync(s.wrapped, enabled=i == split.accumulation - 1):
+            with s.precision.autocast():
+                output = s.wrapped.model(xm)
+            loss = training_loss(task, output, ym) / split.accumulation
+            s.scaler.scale(loss).backward()
+        with torch.no_grad():
+            scores += score(task, output.detach(), ym)
     if s.config.hparams.grad_clip > 0:
         s.scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(s.wrapped.model.parameters(), s.config.hparams.grad_clip)
@@ -137,18 +149,18 @@ def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     s.scaler.update()
     optimizer.zero_grad(set_to_none=True)
     s.scheduler.step()
-    with torch.no_grad():
-        return score(task, output.detach(), y)
+    return scores
 
 
 @torch.no_grad()
 def evaluate(s: Session) -> torch.Tensor:
     """[loss sum, correct, items] over every rank's held-out records (all ranks run the same batch count)."""
-    needed = eval_batches_needed(s.corpus, s.counts, s.config.batch_size)
+    micro = s.config.batch_split(s.env.world_size).micro_batch  # what fits in memory, without gradients even more
+    needed = eval_batches_needed(s.corpus, s.counts, micro)
     totals = torch.zeros(3, dtype=torch.float64, device=s.device)
     s.wrapped.model.eval()
     try:
-        for (x, y), real in eval_batches(s.corpus, s.env.rank, s.config.batch_size, needed):
+        for (x, y), real in eval_batches(s.corpus, s.env.rank, micro, needed):
             x, y = x.to(s.device), y.to(s.device)
             with s.precision.autocast():
                 output = s.wrapped.model(x)
@@ -175,7 +187,7 @@ def epoch_result(s: Session, epoch: int) -> EpochResult:
 def run_loop(s: Session, watch: PreemptionWatch) -> None:
     """Train from s.progress to the end (all epochs, or --max-steps), checkpointing as configured."""
     config, p = s.config, s.progress
-    global_batch = config.batch_size * s.env.world_size
+    split = config.batch_split(s.env.world_size)
     window = torch.zeros(2, dtype=torch.float64, device=s.device)  # [sum of batch mean losses, steps]
     ended_inside_epoch = False
     for epoch in range(p.epoch, config.epochs):
@@ -185,7 +197,7 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             p.epoch, p.batch_in_epoch, p.epoch_sums = epoch, 0, [0.0, 0.0, 0.0]
         sums = torch.tensor(p.epoch_sums, dtype=torch.float64, device=s.device)
         steps = min(s.steps_per_epoch[epoch], p.batch_in_epoch + s.total_steps - p.step)
-        batches = train_batches(s.corpus, config.seed, epoch, s.env.rank, config.batch_size,
+        batches = train_batches(s.corpus, config.seed, epoch, s.env.rank, split.per_process,
                                 config.hparams.shuffle_window, steps, skip=p.batch_in_epoch)
         clock = _Clock()
         for x, y in batches:
@@ -194,7 +206,7 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             window += torch.stack([batch_scores[0] / batch_scores[2], torch.ones_like(batch_scores[0])])
             p.step += 1
             p.batch_in_epoch += 1
-            s.samples_trained += global_batch
+            s.samples_trained += split.global_batch
             stop = watch.agreed(s.device)
             if p.step % config.hparams.log_every == 0 and s.env.is_main:
                 _log_progress(s, float(window[0] / window[1]), s.train_seconds + clock.elapsed())

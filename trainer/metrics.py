@@ -68,8 +68,10 @@ class EpochResult:
 
 def metrics_document(*, task: str, model: str, strategy: str, world_size: int, steps: int,
                      epochs: list[EpochResult], samples_per_second: float, tokens_per_second: float | None,
-                     wall_time_seconds: float, mfu: float | None) -> dict[str, Any]:
-    """metrics.json; `final` repeats the last epoch's figures."""
+                     wall_time_seconds: float, mfu: float | None, batch: dict[str, int] | None = None
+                     ) -> dict[str, Any]:
+    """metrics.json; `final` repeats the last epoch's figures; `batch` says how each optimizer step's global batch
+    was split (micro-batch x processes x accumulation steps)."""
     last = epochs[-1] if epochs else None
     final = last.to_dict() if last else {"loss": None, "accuracy": None, "perplexity": None}
     final.pop("epoch", None)
@@ -77,5 +79,5 @@ def metrics_document(*, task: str, model: str, strategy: str, world_size: int, s
         "schema_version": METRICS_VERSION, "task": task, "model": model, "strategy": strategy,
         "world_size": world_size, "steps": steps, "final": final, "epochs": [e.to_dict() for e in epochs],
         "samples_per_second": samples_per_second, "tokens_per_second": tokens_per_second,
-        "wall_time_seconds": wall_time_seconds, "mfu": mfu,
+        "wall_time_seconds": wall_time_seconds, "mfu": mfu, **({"batch": batch} if batch else {}),
     }

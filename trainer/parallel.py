@@ -9,8 +9,10 @@ A single process trains the bare model whatever the strategy (there is nobody to
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +61,28 @@ def wrap(model: nn.Module, strategy: str, device: str, learning_rate: float, wei
         fully_shard(block, reshard_after_forward=reshard)
     fully_shard(model, reshard_after_forward=reshard)
     return Wrapped(model, model, torch.optim.AdamW(model.parameters(), **adamw), strategy)
+
+
+@contextlib.contextmanager
+def gradient_sync(wrapped: Wrapped, enabled: bool) -> Iterator[None]:
+    """Forward and backward inside run with (enabled) or without gradient synchronisation across processes.
+
+    Accumulating micro-steps run without it and keep their gradients local; the last micro-step of an optimizer step
+    runs with it and reduces the sum once. DDP (and ZeRO-1, which is DDP underneath) use no_sync(); FSDP
+    (fully_shard) turns set_requires_gradient_sync off and back on; a single process has nothing to synchronise.
+    """
+    if enabled or not collectives.active():
+        yield
+        return
+    if wrapped.strategy in FSDP_STRATEGIES:
+        wrapped.model.set_requires_gradient_sync(False)  # type: ignore[operator]
+        try:
+            yield
+        finally:
+            wrapped.model.set_requires_gradient_sync(True)  # type: ignore[operator]
+        return
+    with wrapped.model.no_sync():  # type: ignore[operator]
+        yield
 
 
 def _shard_units(model: nn.Module) -> list[nn.Module]:

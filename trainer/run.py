@@ -70,12 +70,13 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     data_spec: dict[str, Any] = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else dict(spec or {})
     random.seed(config.seed)
     torch.manual_seed(config.seed)
-    model = build_model(config.model, config.task, data_spec)
+    split = config.batch_split(env.world_size)
+    model = build_model(config.model, config.task, data_spec, config.activation_checkpointing)
     wrapped = wrap(model, config.strategy, device, config.learning_rate, config.hparams.weight_decay)
-    steps = [steps_in_epoch(corpus, counts, config.seed, e, config.batch_size) for e in range(config.epochs)]
+    steps = [steps_in_epoch(corpus, counts, config.seed, e, split.per_process) for e in range(config.epochs)]
     if min(steps) == 0:
-        raise DataError(config.data_uri, f"some process gets fewer than --batch-size={config.batch_size} training "
-                        f"samples in an epoch ({env.world_size} processes share about "
+        raise DataError(config.data_uri, f"some process gets fewer than its {split.per_process} samples of the "
+                        f"global --batch-size={config.batch_size} in an epoch ({env.world_size} processes share about "
                         f"{corpus.samples(sum(counts.train))} samples); lower --batch-size or add data")
     total = sum(steps) if config.max_steps is None else min(sum(steps), config.max_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
@@ -139,11 +140,14 @@ def _metrics(s: Session, preset: Any, parameters: int, wall: float) -> dict[str,
         mfu = model_flops_utilisation(rate, flops_per_sample(preset, parameters), peak, s.env.world_size)
     return metrics_document(task=s.config.task, model=s.config.model, strategy=s.config.strategy,
                             world_size=s.env.world_size, steps=s.progress.step, epochs=s.progress.epochs,
-                            samples_per_second=rate, tokens_per_second=tokens, wall_time_seconds=wall, mfu=mfu)
+                            samples_per_second=rate, tokens_per_second=tokens, wall_time_seconds=wall, mfu=mfu,
+                            batch=s.config.batch_split(s.env.world_size).to_dict())
 
 
 def _oom(config: TrainConfig, s: Session, exc: BaseException) -> OutOfMemory:
     return OutOfMemory(
         f"out of memory on {s.device} at step {s.progress.step} (model {config.model}, --batch-size="
-        f"{config.batch_size} per process, --strategy={config.strategy}, precision {s.precision.name}): lower "
-        f"--batch-size, use --strategy=fsdp or zero2 to shard the model, or a GPU with more memory. ({exc})"[:2000])
+        f"{config.batch_size} as --micro-batch-size={config.batch_split(s.env.world_size).micro_batch} per process, "
+        f"--strategy={config.strategy}, precision {s.precision.name}): lower --micro-batch-size (raising "
+        "--gradient-accumulation-steps to keep the batch), add --activation-checkpointing, use --strategy=fsdp or "
+        f"zero2 to shard the model, or a GPU with more memory. ({exc})"[:2000])

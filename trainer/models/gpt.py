@@ -10,6 +10,7 @@ import math
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
 from schemas.model_presets import GptPreset
 
@@ -45,11 +46,16 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """Token ids (batch, time) -> next-token logits (batch, time, vocab)."""
+    """Token ids (batch, time) -> next-token logits (batch, time, vocab).
 
-    def __init__(self, preset: GptPreset) -> None:
+    With activation_checkpointing, training keeps only each block's input and runs the block's forward again in the
+    backward pass (torch.utils.checkpoint, non-reentrant): activations of one block at a time instead of all.
+    """
+
+    def __init__(self, preset: GptPreset, activation_checkpointing: bool = False) -> None:
         super().__init__()
         self.preset = preset
+        self.activation_checkpointing = activation_checkpointing
         self.wte = nn.Embedding(preset.vocab_size, preset.d_model)
         self.wpe = nn.Embedding(preset.seq_len, preset.d_model)
         self.blocks = nn.ModuleList(Block(preset.d_model, preset.n_head) for _ in range(preset.n_layer))
@@ -74,7 +80,8 @@ class GPT(nn.Module):
             raise ValueError(f"sequence of {t} tokens is longer than the preset's seq_len {self.preset.seq_len}")
         pos = torch.arange(t, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
+        recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
-            x = block(x)
+            x = checkpoint(block, x, use_reentrant=False) if recompute else block(x)
         # Tied output embedding: the logits reuse the input embedding matrix.
         return F.linear(self.ln_f(x), self.wte.weight)

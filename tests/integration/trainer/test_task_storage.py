@@ -12,7 +12,7 @@ from tests import datagen
 from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 
 METRIC_KEYS = {"schema_version", "task", "model", "strategy", "world_size", "steps", "final", "epochs",
-               "samples_per_second", "tokens_per_second", "wall_time_seconds", "mfu"}
+               "samples_per_second", "tokens_per_second", "wall_time_seconds", "mfu", "batch"}
 
 
 def _check_metrics(metrics: dict, epochs: int) -> None:
@@ -23,6 +23,9 @@ def _check_metrics(metrics: dict, epochs: int) -> None:
     assert metrics["final"] == {k: metrics["epochs"][-1][k] for k in ("loss", "accuracy", "perplexity")}
     assert metrics["samples_per_second"] > 0 and metrics["wall_time_seconds"] > 0
     assert metrics["tokens_per_second"] is None and metrics["mfu"] is None
+    batch = metrics["batch"]  # how each step's global batch was split: one process, one pass
+    assert batch["processes"] == 1 and batch["gradient_accumulation_steps"] == 1
+    assert batch["micro_batch_size"] == batch["global_batch_size"]
 
 
 @pytest.fixture()
