@@ -140,8 +140,9 @@ def job_choices(ev: Evaluation, pick: tuple[int, int, int], region: str, hours: 
     if flex_text:
         reasons.append(flex_text)
     if cfg.nodes > 1 and rules.restart_multi_node:
+        machines = "both machines" if cfg.nodes == 2 else f"all {cfg.nodes} machines"
         reasons.append(f"restart_job_on_worker_restart: a restarted worker cannot rejoin a running process group, so "
-                       f"all {cfg.nodes} machines restart together and resume from the newest checkpoint")
+                       f"{machines} restart together and resume from the newest checkpoint")
     disk = rules.boot_disk(cfg.shape.machine_type)
     if disk.why:
         reasons.append(f"boot disk {disk.type} {disk.size_gb} GB: {disk.why}")

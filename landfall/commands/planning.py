@@ -172,6 +172,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{plan.precision}, {plan.region}{' spot' if plan.spot else ''}{server}: "
           f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
           f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})")
+    for reason in plan.reasons:
+        print(f"  - {reason}")
     return 0
 
 

@@ -97,3 +97,23 @@ def test_plan_bad_files_exit_2_with_a_message(tmp_path, capsys, content, message
         path.write_text(content)
     code, out = run(["plan", str(path)], capsys)
     assert code == 2 and message in out.err
+
+
+def test_plan_prints_why_the_job_looks_as_it_does(capsys):
+    code, out = run(["plan", str(EXAMPLE), "--now", NOW.isoformat()], capsys)
+    assert code == 0
+    assert "  - batch: global 64 = micro-batch 64 x 1 process x 1 accumulation step" in out.out
+    assert "  - scheduling: " in out.out and "timeout 30 min" in out.out
+
+
+def test_custom_job_export_refuses_what_the_dispatcher_would_refuse(tmp_path, capsys):
+    request = json.loads(EXAMPLE.read_text())
+    request["constraints"]["machine_type"] = "a3-highgpu-3g"
+    path = tmp_path / "pinned.json"
+    path.write_text(json.dumps(request))
+    code, out = run(["plan", str(path), "--custom-job", "--now", NOW.isoformat()], capsys)
+    assert code == 1 and "REJECTED: constraints.machine_type: 'a3-highgpu-3g' is not a machine type" in out.out
+    request["constraints"].update(machine_type="a3-highgpu-1g", gpu_allowlist=["NVIDIA_L4"])
+    path.write_text(json.dumps(request))
+    code, out = run(["plan", str(path), "--custom-job", "--format", "json", "--now", NOW.isoformat()], capsys)
+    assert code == 1 and out.out == "" and "REJECTED: no plan meets the request" in out.err
