@@ -97,13 +97,3 @@ def test_regression_still_needs_numbers(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path, {"part-0.csv": _rows(5, ["1.5", "benign"])}, task="tabular-regression")
     with pytest.raises(DataError, match=r"line 3: column 'label' holds 'benign'; expected a finite number"):
         corpus.scan(rank=0, device="cpu")
-
-
-def test_standardisation_uses_the_training_split_only(tmp_path: Path) -> None:
-    text = "x,label\n" + "".join(f"{i * i},{'ab'[i % 2]}\n" for i in range(200))
-    corpus = _corpus(tmp_path, {"part-0.csv": text})
-    counts = corpus.scan(rank=0, device="cpu")
-    train = torch.tensor([float(i * i) for i in range(200) if not is_validation(0, i, 0.1)], dtype=torch.float64)
-    assert corpus.spec is not None and sum(counts.train) == len(train) and sum(counts.val) == 200 - len(train)
-    assert corpus.spec.feature_mean[0] == pytest.approx(float(train.mean()), rel=1e-9)
-    assert corpus.spec.feature_std[0] == pytest.approx(float(train.std(unbiased=False)), rel=1e-9)

@@ -1,7 +1,9 @@
 """Tabular data for the MLP tasks: one pass to count rows and fit normalisation, then streamed batches.
 
 Feature means and standard deviations (and, for regression, the target's) are fitted on the training split
-only, summed over every rank's shards, so every rank holds the same statistics. Classification labels (integers
+only: each rank accumulates (count, mean, sum of squared deviations) over its shards, chunk by chunk (Chan et al.'s
+pairwise update, exact for large offsets such as timestamps), and the ranks' parts are gathered and merged in rank
+order, so every rank holds bit-identical statistics. Classification labels (integers
 or text) become class ids by their sorted order over every row of every shard, as scikit-learn's LabelEncoder
 does; the classes travel in the spec, so predictions come back as the data's own labels.
 """
@@ -104,7 +106,7 @@ class TabularCorpus:
         n_units, n_features = self.plan.n_units, len(self.schema.features)
         train = torch.zeros(n_units, dtype=torch.float64)
         val = torch.zeros(n_units, dtype=torch.float64)
-        sums = torch.zeros(2 * n_features + 2, dtype=torch.float64)
+        moments = Moments.empty(n_features + 1)
         labels = _LabelSet(self.schema.label)
         for shard in self.plan.scan_shards(rank):
             uri, fmt = self.files[shard], self.formats[shard]
@@ -119,29 +121,28 @@ class TabularCorpus:
                 train[unit] += 1
                 rows.append([*features, 0.0 if self.classification else float(label)])
                 if len(rows) == _CHUNK:
-                    sums += _moments(rows)
+                    moments = moments.merge(Moments.of(rows))
                     rows = []
             if rows:
-                sums += _moments(rows)
-        packed = collectives.all_reduce(torch.cat([train, val, sums]), device)
-        train, val, sums = packed[:n_units], packed[n_units:2 * n_units], packed[2 * n_units:]
+                moments = moments.merge(Moments.of(rows))
+        packed = collectives.all_reduce(torch.cat([train, val]), device)
+        train, val = packed[:n_units], packed[n_units:]
+        moments = Moments.combine(collectives.all_gather_object(moments))
         classes: tuple[ClassLabel, ...] = ()
         if self.classification:
             seen = _LabelSet.union(collectives.all_gather_object(labels))
             classes = seen.classes()
             self._class_ids = seen.class_ids(classes)
-        self.spec = self._fit(sums, int(train.sum().item()), classes)
+        self.spec = self._fit(moments, classes)
         return Counts(tuple(int(v) for v in train.tolist()), tuple(int(v) for v in val.tolist()))
 
-    def _fit(self, sums: torch.Tensor, n: int, classes: tuple[ClassLabel, ...]) -> TabularSpec:
-        if n == 0:
+    def _fit(self, moments: Moments, classes: tuple[ClassLabel, ...]) -> TabularSpec:
+        if moments.count == 0:
             raise DataError(self.files[0], "no training rows remain after holding out --hparam val_fraction")
         k = len(self.schema.features)
-        mean = sums[:k] / n
-        var = (sums[k + 1:2 * k + 1] / n - mean * mean).clamp(min=0.0)
-        std = torch.where(var.sqrt() > 1e-12, var.sqrt(), torch.ones_like(var))
-        label_mean = float(sums[k] / n)
-        label_var = max(float(sums[2 * k + 1] / n) - label_mean**2, 0.0)
+        var = moments.variance()
+        mean, std = moments.mean[:k], torch.where(var[:k].sqrt() > 1e-12, var[:k].sqrt(), torch.ones(k))
+        label_mean, label_var = float(moments.mean[k]), float(var[k])
         if self.classification:
             if len(classes) < 2:
                 raise DataError(self.files[0], f"label {self.schema.label!r} has {len(classes)} class(es) "
@@ -195,7 +196,43 @@ class _LabelSet:
         return {label: ids[label if label in ids else str(label)] for label in self.values}
 
 
-def _moments(rows: list[list[float]]) -> torch.Tensor:
-    """[sum of features, sum of label, sum of squared features, sum of squared label] of a chunk of rows."""
-    block = torch.tensor(rows, dtype=torch.float64)
-    return torch.cat([block.sum(0), (block * block).sum(0)])
+@dataclass(frozen=True)
+class Moments:
+    """Count, mean and sum of squared deviations (M2) per column, in float64."""
+
+    count: int
+    mean: torch.Tensor
+    m2: torch.Tensor
+
+    @staticmethod
+    def empty(columns: int) -> Moments:
+        return Moments(0, torch.zeros(columns, dtype=torch.float64), torch.zeros(columns, dtype=torch.float64))
+
+    @staticmethod
+    def of(rows: list[list[float]]) -> Moments:
+        block = torch.tensor(rows, dtype=torch.float64)
+        mean = block.mean(0)
+        return Moments(len(rows), mean, ((block - mean) ** 2).sum(0))
+
+    def merge(self, other: Moments) -> Moments:
+        """Both parts' moments (Chan, Golub & LeVeque's pairwise update)."""
+        if other.count == 0:
+            return self
+        if self.count == 0:
+            return other
+        n = self.count + other.count
+        delta = other.mean - self.mean
+        return Moments(n, self.mean + delta * (other.count / n),
+                       self.m2 + other.m2 + delta * delta * (self.count * other.count / n))
+
+    @staticmethod
+    def combine(parts: list[Moments]) -> Moments:
+        """Every rank's part merged in rank order: the same bits on every rank."""
+        out = parts[0]
+        for part in parts[1:]:
+            out = out.merge(part)
+        return out
+
+    def variance(self) -> torch.Tensor:
+        """Population variance per column."""
+        return self.m2 / max(self.count, 1)
