@@ -4,17 +4,14 @@ text class labels (bug 3), statistics and the held-out split the same on every r
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 from trainer.datasets.shards import is_validation
 
-REPO = Path(__file__).resolve().parents[2]
 LABELS = ("benign", "malignant")
 
 
@@ -42,16 +39,10 @@ def _write(folder: Path, shards: list[list[tuple[float, float, float, str]]]) ->
 
 
 def _train(data: Path, model_dir: Path, nproc: int = 1, epochs: int = 3) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CLUSTER_SPEC",
-                        "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")}
-    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", AIP_MODEL_DIR=str(model_dir),
-               LANDFALL_NPROC_PER_NODE=str(nproc))
-    args = [f"--data-uri={data}/", "--task=tabular-classification", "--model=mlp-small", f"--epochs={epochs}",
-            "--batch-size=32", "--learning-rate=0.01", "--seed=3", "--label-column=diagnosis"]
-    proc = subprocess.run([sys.executable, "-m", "trainer.task", *args], env=env, cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    env = trainer_env(AIP_MODEL_DIR=str(model_dir), LANDFALL_NPROC_PER_NODE=str(nproc))
+    run = run_trainer(trainer_args(f"{data}/", epochs=epochs, seed=3, extra=("--label-column=diagnosis",)), env,
+                      timeout=180)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return dict(json.loads((model_dir / "metrics.json").read_text()))
 
 
