@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from functions.dispatch.job_spec import trainer_args  # noqa: E402
 from functions.ingest.readiness import Completion, Scan, template  # noqa: E402
-from functions.ingest.routes import route_for  # noqa: E402
+from functions.ingest.routes import ROUTES_FILE, load_routes, route_for  # noqa: E402
 from trainer.config import parse_args  # noqa: E402
 from trainer.datasets.shards import is_validation  # noqa: E402
 
@@ -65,10 +65,10 @@ def load_tables() -> list[Table]:
     return out
 
 
-def default_route_args(dataset: str) -> list[str]:
+def default_route_args(dataset: str, routes_file: Path) -> list[str]:
     """The trainer command line a dataset landing at gs://BENCH/datasets/NAME/ gets from the default route."""
-    route = route_for(BUCKET, f"datasets/{dataset}/part-0.csv")
-    assert route is not None, "deploy/routes.toml has no route for datasets/"
+    route = route_for(BUCKET, f"datasets/{dataset}/part-0.csv", load_routes(routes_file))
+    assert route is not None, f"{routes_file} has no route for datasets/"
     completion = Completion(bucket=BUCKET, prefix=f"datasets/{dataset}/", route=route, kind="marker",
                             object_name=f"datasets/{dataset}/_SUCCESS", generation="1")
     request = template(completion, Scan(count=1, total_bytes=1, formats={"csv"}), datetime.now(UTC))
@@ -116,8 +116,8 @@ def baseline_accuracy(table: Table, train: list[int], held_out: list[int]) -> fl
     return float(model.score([table.rows[i] for i in held_out], [table.labels[i] for i in held_out]))
 
 
-def bench_table(table: Table, splits: int, workdir: Path) -> dict[str, Any]:
-    args = default_route_args(table.name)
+def bench_table(table: Table, splits: int, workdir: Path, routes_file: Path) -> dict[str, Any]:
+    args = default_route_args(table.name, routes_file)
     val_fraction = parse_args(args).hparams.val_fraction
     results = []
     for split in range(splits):
@@ -150,13 +150,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", type=int, default=5, help="row orders (held-out sets) per dataset")
     parser.add_argument("--dataset", action="append", help="only this dataset (breast-cancer, wine); repeatable")
+    parser.add_argument("--routes", type=Path, default=ROUTES_FILE, help="routes file (default deploy/routes.toml)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     ns = parser.parse_args()
     tables = [t for t in load_tables() if not ns.dataset or t.name in ns.dataset]
     if not tables:
         parser.error(f"--dataset: expected one of {', '.join(t.name for t in load_tables())}")
     with tempfile.TemporaryDirectory(prefix="landfall-tabular-bench-") as tmp:
-        reports = [bench_table(table, ns.splits, Path(tmp)) for table in tables]
+        reports = [bench_table(table, ns.splits, Path(tmp), ns.routes) for table in tables]
     if ns.json:
         print(json.dumps(reports, indent=2))
         return 0 if all(r["ok"] for r in reports) else 1
