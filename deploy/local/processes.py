@@ -45,7 +45,11 @@ class RunningService:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a server could listen on host:port now. The probe binds with SO_REUSEADDR, as every server of the
+    stack does, so connections of a stopped server that linger in TIME-WAIT do not make its port look taken; a
+    socket listening there still does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
