@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if args.command not in ("up", "down", "status"):
+    if args.command not in ("up", "down", "restart", "status"):
         from landfall.stack_env import load_stack_env
 
         load_stack_env()
