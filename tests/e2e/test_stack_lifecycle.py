@@ -225,7 +225,7 @@ DEFAULT_PORTS_ENV = "LANDFALL_TEST_DEFAULT_PORTS"
 @pytest.mark.skipif(os.environ.get(DEFAULT_PORTS_ENV) != "1",
                     reason=f"uses the default ports, which a developer's own stack may hold: set {DEFAULT_PORTS_ENV}=1 "
                            "(the test above does the same on ports it picks)")
-def test_down_then_up_at_once_twice_on_the_default_ports(tmp_path: Path) -> None:
+def test_down_then_up_at_once_twice_on_the_default_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     defaults = load_topology().local_ports
     busy = [f"{name}={port}" for name, port in defaults.items() if not processes.port_is_free(port)]
     if busy:
@@ -236,11 +236,27 @@ def test_down_then_up_at_once_twice_on_the_default_ports(tmp_path: Path) -> None
         return subprocess.run([sys.executable, "-m", "landfall.cli", *args], env=env, capture_output=True, text=True,
                               timeout=120)
 
+    def open_clients() -> list[Any]:
+        """Clients of this process that keep connections open across `down`, as a user's shell or `make demo` do:
+        the servers close them first, so their side lingers in TIME-WAIT on the default ports."""
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import firestore, storage
+
+        monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"127.0.0.1:{defaults['firestore']}")
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{defaults['storage']}")
+        db = firestore.Client(project=load_topology().project_id)
+        db.collection("runs").document("probe").get()
+        gcs = storage.Client(project=load_topology().project_id, credentials=AnonymousCredentials())
+        list(gcs.list_buckets())
+        return [db, gcs]
+
     try:
         assert landfall("up").returncode == 0
         for cycle in (1, 2):
+            clients = open_clients()
             assert landfall("down").returncode == 0
             up = landfall("up")
             assert up.returncode == 0, f"cycle {cycle}: {up.stderr}"
+            del clients
     finally:
         landfall("down", "--wipe")
