@@ -32,6 +32,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from deploy.topology import FunctionRoute, RetryPolicy, load_topology
@@ -137,7 +138,8 @@ def post(url: str, body: Mapping[str, Any], timeout_s: float) -> tuple[int | Non
 
 
 def _say(text: str) -> None:
-    print(text, flush=True)
+    """One line of the bridge's log, stamped with the UTC time (retries are read against it)."""
+    print(f"{datetime.now(UTC).isoformat(timespec='milliseconds').replace('+00:00', 'Z')} {text}", flush=True)
 
 
 Report = Callable[[str], None]

@@ -191,7 +191,9 @@ def stop(service: RunningService, timeout_s: float = 10.0) -> None:
 
 
 def stop_all(services: Sequence[RunningService], timeout_s: float = 10.0) -> None:
-    """Stop several services at once: SIGTERM every group, wait for all, then SIGKILL the groups left."""
+    """Stop several services at once: SIGTERM every group, wait for all, then SIGKILL the groups left. Returns once
+    their ports are free too (at most timeout_s more): a process may be reaped before the kernel has closed its
+    listening socket, and a restart on the same port must not find it taken."""
     left = [service.pid for service in services]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pgid in left:
@@ -206,4 +208,10 @@ def stop_all(services: Sequence[RunningService], timeout_s: float = 10.0) -> Non
             if left:
                 time.sleep(0.05)
         if not left:
-            return
+            break
+    ports = [service.port for service in services if service.port is not None]
+    deadline = time.monotonic() + timeout_s
+    while ports and time.monotonic() < deadline:
+        ports = [port for port in ports if not port_is_free(port)]
+        if ports:
+            time.sleep(0.05)

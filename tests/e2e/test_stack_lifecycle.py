@@ -260,3 +260,28 @@ def test_down_then_up_at_once_twice_on_the_default_ports(tmp_path: Path, monkeyp
             del clients
     finally:
         landfall("down", "--wipe")
+
+
+def test_restarting_each_backend_keeps_its_data_and_the_chain_delivering(own_stack: OwnStack) -> None:
+    prefix = f"ingest-only/restarts-{uuid.uuid4().hex[:6]}/"
+    run_id = upload(own_stack, prefix)
+    assert terminal(own_stack, run_id, 60)["state"] == "REJECTED"
+    before = _kept(own_stack, run_id, prefix)
+
+    def restart(service: str) -> None:
+        restarted = own_stack.landfall("restart", service)
+        assert restarted.returncode == 0, f"{service}: {restarted.stderr}"
+        assert own_stack.log(service).count(f"=== landfall restart {service}") == 1
+
+    for service in ("firestore", "storage", "pubsub"):
+        restart(service)
+    assert _kept(own_stack, run_id, prefix) == before
+    # Pub/Sub came back with its topics and subscriptions, and the bridge, not restarted, pulls again: a new
+    # dataset goes the whole way.
+    again = upload(own_stack, f"ingest-only/after-restarts-{uuid.uuid4().hex[:6]}/")
+    assert terminal(own_stack, again, 60)["state"] == "REJECTED"
+    assert "pulling from projects/" in own_stack.log("bridge")
+    for service in ("bridge", "vertex"):
+        restart(service)
+    assert own_stack.landfall("status").returncode == 0
+    assert _kept(own_stack, run_id, prefix) == before
