@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -181,10 +182,11 @@ class Pump:
                     timeout=PULL_WAIT_S, retry=None)
             except gexc.DeadlineExceeded:
                 continue
-            except gexc.GoogleAPICallError as exc:
+            except Exception as exc:  # a pump that died would stop this subscription's deliveries for good
                 if not failing:
+                    detail = exc.message if isinstance(exc, gexc.GoogleAPICallError) else exc
                     self._say(f"{self.route.function}: pull from {self.route.subscription} failed "
-                              f"({exc.__class__.__name__}: {exc.message}); retrying every {UNAVAILABLE_RETRY_S:g}s")
+                              f"({exc.__class__.__name__}: {detail}); retrying every {UNAVAILABLE_RETRY_S:g}s")
                 failing = True
                 self._stopping.wait(UNAVAILABLE_RETRY_S)
                 continue
@@ -200,6 +202,9 @@ class Pump:
     def _deliver_one(self, received: Any) -> None:
         try:
             self.deliver(received)
+        except Exception:  # left unsettled, the message comes back when its ack deadline passes
+            self._say(f"{self.route.function}: delivering message {received.message.message_id} failed in the "
+                      f"bridge; it is redelivered when its ack deadline passes:\n{traceback.format_exc()}")
         finally:
             with self._changed:
                 self._in_flight -= 1
