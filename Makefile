@@ -4,9 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-e2e lint bench up down status clean
+.PHONY: install demo test test-unit test-integration test-e2e lint bench up down status clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt functions/requirements.txt trainer/requirements.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
@@ -22,8 +22,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+## Tests climb in cost: unit (pure logic, starts no process), integration (emulators and real processes), e2e.
 test-unit: $(STAMP)
-	$(PY) -m pytest -m "not e2e"
+	$(PY) -m pytest tests/unit
+
+test-integration: $(STAMP)
+	$(PY) -m pytest tests/integration
+
+test-e2e: $(STAMP)
+	$(PY) -m pytest tests/e2e
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -5,7 +5,7 @@
 Runs `python -m trainer.task` on every GPU of this machine (one process per GPU, the trainer's default) for
 --steps optimizer steps of byte-level causal LM on generated text, once per strategy, and prints the figures from
 each run's metrics.json: tokens_per_second (all GPUs) and mfu (PaLM's model FLOPs over the datasheet peak in
-functions/planning/data/gpus.json). The first steps (CUDA context, allocator warm-up) are included, so short
+schemas/data/gpus.json). The first steps (CUDA context, allocator warm-up) are included, so short
 runs read low. Without a CUDA GPU it says so and exits 0. Figures are printed, never asserted.
 """
 
@@ -21,13 +21,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from trainer_cpu import run_and_measure, write_text  # the sibling benchmark's helpers
 
+from schemas.vocabulary import REQUESTED_PRECISIONS
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gpt-124m")
     parser.add_argument("--batch-size", type=int, default=8, help="sequences per GPU per step")
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--precision", default="bf16", choices=("auto", "bf16", "fp16", "fp32"))
+    parser.add_argument("--precision", default="bf16", choices=REQUESTED_PRECISIONS)
     parser.add_argument("--strategies", default="ddp,fsdp")
     ns = parser.parse_args()
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 
-TOPOLOGY_FILE = Path(__file__).with_name("topology.toml")
+TOPOLOGY_FILE = resources.files("deploy").joinpath("topology.toml")
+"""Package data of deploy/ (pyproject's package-data ships it with the functions' source)."""
 
 
 class TopologyError(ValueError):
@@ -73,7 +75,7 @@ class Topology:
 
 
 @cache
-def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
+def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
     """Parse and check the topology file; every missing key is reported by its dotted name."""
     raw = tomllib.loads(path.read_text())
 

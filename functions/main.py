@@ -15,6 +15,7 @@ import functions_framework
 from functions import envelopes
 from functions.errors import PermanentError, TransientError
 from schemas.errors import SchemaError
+from schemas.times import parse_timestamp
 
 # An unexpected error is retried, but not forever: past this age the message is acknowledged and logged.
 GIVE_UP_AFTER = timedelta(minutes=30)
@@ -46,8 +47,8 @@ log = _setup_logging()
 
 def _age(cloud_event: Any) -> timedelta:
     try:
-        published = datetime.fromisoformat(str(cloud_event["time"]).replace("Z", "+00:00"))
-    except (KeyError, ValueError):
+        published = parse_timestamp(str(cloud_event["time"]), field="time")
+    except (KeyError, SchemaError):
         return timedelta(0)
     return datetime.now(UTC) - published
 

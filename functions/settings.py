@@ -43,6 +43,11 @@ class Settings:
     """LANDFALL_INGEST_LEASE_SECONDS: how long one delivery owns a dataset version before another may take over."""
     list_page_size: int
     """LANDFALL_LIST_PAGE_SIZE: objects per page when listing a dataset prefix (Cloud Storage allows up to 1000)."""
+    routes_file: str
+    """LANDFALL_ROUTES_FILE: path of a routes TOML to use instead of the shipped deploy/routes.toml ("" = shipped)."""
+    storage_emulator_host: str
+    """STORAGE_EMULATOR_HOST: fake-gcs-server's URL; "" = Google Cloud Storage. When set, the storage client goes
+    anonymous (google-cloud-storage itself reads the same variable for the endpoint)."""
     trainer_image: str = ""
     """LANDFALL_TRAINER_IMAGE: the container image jobs run (container_spec). Default: the trainer image's URI for
     this project and the default region with the local tag (deploy/images.py), which the Vertex emulator maps to the
@@ -103,6 +108,8 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         submission_lease_seconds=positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120),
         ingest_lease_seconds=positive("LANDFALL_INGEST_LEASE_SECONDS", 60),
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
+        routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
+        storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),
         trainer_image=env.get("LANDFALL_TRAINER_IMAGE") or trainer_image_uri(
             need("GOOGLE_CLOUD_PROJECT"), env.get("LANDFALL_DEFAULT_REGION", topology.default_region)),
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),

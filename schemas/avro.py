@@ -9,13 +9,15 @@ import dataclasses
 import json
 import sys
 import typing
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from schemas.training_request import TrainingRequest
 
 NAMESPACE = "dev.landfall.v1"
-AVSC_PATH = Path(__file__).with_name("training_request.avsc")
+AVSC_PATH = resources.files("schemas").joinpath("training_request.avsc")
+"""Package data of schemas/; the Pub/Sub topic's schema definition."""
 
 _PRIMITIVES = {str: "string", int: "long", float: "double", bool: "boolean"}
 
@@ -55,5 +57,7 @@ def render() -> str:
 
 
 if __name__ == "__main__":
+    if not isinstance(AVSC_PATH, Path):
+        raise SystemExit(f"{AVSC_PATH} is not a file on disk: run `python -m schemas.avro` in a source checkout")
     AVSC_PATH.write_text(render())
     sys.stdout.write(f"wrote {AVSC_PATH}\n")

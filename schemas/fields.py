@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, TypeVar
 
 from schemas.errors import SchemaError
+from schemas.times import parse_timestamp
 
 T = TypeVar("T")
 
@@ -98,12 +98,3 @@ class Reader:
         parse_timestamp(value, field=self._name(key))
         return value
 
-
-def parse_timestamp(value: str, *, field: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise SchemaError(f"{value!r} is not an RFC 3339 timestamp such as 2026-11-22T18:00:00Z", field=field) from exc
-    if parsed.tzinfo is None:
-        raise SchemaError(f"{value!r} has no time zone; add Z or an offset such as +01:00", field=field)
-    return parsed

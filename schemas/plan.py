@@ -15,10 +15,9 @@ from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.vocabulary import PRECISIONS, STRATEGIES
 
 SCHEMA_VERSION = 1
-STRATEGIES = ("ddp", "zero1", "zero2", "fsdp")
-PRECISIONS = ("bf16", "fp16", "fp32")
 
 
 @dataclass(frozen=True)
@@ -59,9 +58,9 @@ class PlanAlternative:
 @dataclass(frozen=True)
 class Plan:
     strategy: str
-    """ddp | zero1 | zero2 | fsdp (the trainer's --strategy)."""
+    """One of vocabulary.STRATEGIES (the trainer's --strategy)."""
     precision: str
-    """bf16 | fp16 | fp32 (the trainer's --precision)."""
+    """One of vocabulary.PRECISIONS (the trainer's --precision)."""
     machine_type: str
     accelerator_type: str | None
     accelerator_count: int
@@ -220,4 +219,4 @@ def parse_plan(data: Any) -> Plan:
     return plan
 
 
-__all__ = ["PRECISIONS", "SCHEMA_VERSION", "STRATEGIES", "Plan", "PlanAlternative", "PlanMemory", "parse_plan"]
+__all__ = ["SCHEMA_VERSION", "Plan", "PlanAlternative", "PlanMemory", "parse_plan"]

@@ -1,13 +1,23 @@
-"""RunRecord: one document per run in Firestore collection `runs`, keyed by run id. States only move forward."""
+"""RunRecord: one document per run in Firestore collection `runs`, keyed by run id. States only move forward.
+
+The document is written only as `RunRecord.to_dict()` (a new run from `new_run`) and read only with
+`parse_run_record`; `parse_run_record(doc).to_dict() == doc` for every document Landfall writes. Times are RFC 3339
+text in the schemas.times format. Optional parts absent from the document (a timing not known yet, a submission
+not planned yet) are None in the record and left out of the document, so the stored shape is what the CLI and
+users read: e.g. `submission` is `{}` until the run is planned.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.plan import Plan, parse_plan
+from schemas.times import format_timestamp
 
 SCHEMA_VERSION = 1
 
@@ -58,12 +68,24 @@ def parse_state(value: object, field_name: str = "state") -> RunState:
                           field=field_name) from exc
 
 
+_TEXT = 1 << 20
+"""Free text (details, error messages, attempt outcomes) is bounded only by Firestore's 1 MiB document."""
+
+
+def _present(data: dict[str, Any]) -> dict[str, Any]:
+    """The fields that are set: None means absent from the stored document."""
+    return {k: v for k, v in data.items() if v is not None}
+
+
 @dataclass(frozen=True)
 class StateChange:
-    state: str
+    state: RunState
     at: str
     """RFC 3339 time the change was recorded."""
     detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state.value, "at": self.at, "detail": self.detail}
 
 
 @dataclass(frozen=True)
@@ -89,70 +111,213 @@ class Artifacts:
 @dataclass(frozen=True)
 class RunError:
     code: str
-    """A short machine-readable reason: invalid-request, infeasible, submit-failed, job-failed, ..."""
+    """A short machine-readable reason: invalid-request, infeasible, submit-refused, no-capacity, job-failed, ..."""
     message: str
+
+
+@dataclass(frozen=True)
+class Timings:
+    """When things happened, as they become known (RFC 3339); None: not known yet (absent from the document)."""
+
+    created_at: str | None = None
+    submitted_at: str | None = None
+    started_at: str | None = None
+    """The job's start time as Vertex reports it."""
+    ended_at: str | None = None
+    run_seconds: float | None = None
+    """ended_at - started_at, once both are known."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(asdict(self))
+
+
+@dataclass(frozen=True)
+class Cost:
+    estimated_usd: float | None = None
+    """The plan's estimate, recorded when the run is planned."""
+    actual_usd: float | None = None
+    """Once ended: run hours x the plan's hourly cost."""
+    actual_basis: str | None = None
+    """How actual_usd was worked out."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(asdict(self))
+
+
+@dataclass(frozen=True)
+class SubmissionAttempt:
+    """One CreateCustomJob call, recorded before it is made."""
+
+    region: str
+    machine_type: str
+    at: str
+    outcome: str
+    """pending (not known: the call may have created a job), created, "capacity: ..." or "refused: ..."."""
+    plan: Plan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"region": self.region, "machine_type": self.machine_type, "at": self.at, "outcome": self.outcome,
+                "plan": self.plan.to_dict()}
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The dispatcher's claim on submitting the run's job, and every attempt. All absent until the run is planned."""
+
+    owner: str | None = None
+    """The delivery holding the submission lease."""
+    lease_until: str | None = None
+    """RFC 3339 end of that lease (functions/records/leases.py); set to the present when given back."""
+    fallbacks: tuple[Plan, ...] | None = None
+    """The next-best plans, tried in order when a region refuses the plan for capacity."""
+    attempts: tuple[SubmissionAttempt, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present({
+            "owner": self.owner, "lease_until": self.lease_until,
+            "fallbacks": None if self.fallbacks is None else [p.to_dict() for p in self.fallbacks],
+            "attempts": None if self.attempts is None else [a.to_dict() for a in self.attempts],
+        })
 
 
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str
-    state: str
+    state: RunState
     request: dict[str, Any]
     """The TrainingRequest (canonical dict), or the raw fields that could be read for a REJECTED one."""
     created_at: str
     updated_at: str
     history: tuple[StateChange, ...] = ()
-    plan: dict[str, Any] | None = None
+    plan: Plan | None = None
     vertex: VertexJobRef | None = None
     artifacts: Artifacts | None = None
     metrics: dict[str, Any] | None = None
+    """The trainer's metrics.json, once the job succeeded."""
     error: RunError | None = None
-    timings: dict[str, Any] = field(default_factory=dict)
-    """created_at, submitted_at, started_at, ended_at (RFC 3339) and run_seconds, as they become known."""
-    cost: dict[str, Any] = field(default_factory=dict)
-    """estimated_usd (from the plan) and, once ended, actual_usd = run hours x the plan's hourly cost."""
-    submission: dict[str, Any] = field(default_factory=dict)
-    """The dispatcher's claim (owner, lease_until) and every CreateCustomJob attempt with its outcome."""
+    timings: Timings = field(default_factory=Timings)
+    cost: Cost = field(default_factory=Cost)
+    submission: Submission = field(default_factory=Submission)
     schema_version: int = SCHEMA_VERSION
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["history"] = [asdict(h) for h in self.history]
-        return data
 
     @property
     def run_state(self) -> RunState:
-        return parse_state(self.state)
+        return self.state
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored document: JSON- and Firestore-safe types only."""
+        return {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "state": self.state.value,
+            "request": dict(self.request),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "history": [h.to_dict() for h in self.history],
+            "plan": None if self.plan is None else self.plan.to_dict(),
+            "vertex": None if self.vertex is None else asdict(self.vertex),
+            "artifacts": None if self.artifacts is None else asdict(self.artifacts),
+            "metrics": None if self.metrics is None else dict(self.metrics),
+            "error": None if self.error is None else asdict(self.error),
+            "timings": self.timings.to_dict(),
+            "cost": self.cost.to_dict(),
+            "submission": self.submission.to_dict(),
+        }
+
+
+def new_run(run_id: str, request: dict[str, Any], *, now: datetime, state: RunState = RunState.RECEIVED,
+            detail: str = "", error: RunError | None = None) -> RunRecord:
+    """The record of a run as first stored: one history entry, created now."""
+    stamp = format_timestamp(now)
+    return RunRecord(run_id=run_id, state=state, request=request, created_at=stamp, updated_at=stamp,
+                     history=(StateChange(state, stamp, detail),), error=error, timings=Timings(created_at=stamp))
+
+
+def _optional_string(r: Reader, key: str) -> str | None:
+    return None if r.data.get(key) is None else r.string(key, max_len=64)
+
+
+def _optional_number(r: Reader, key: str) -> float | None:
+    return None if r.data.get(key) is None else r.number(key)
+
+
+def _list(r: Reader, key: str) -> list[Any] | None:
+    value = r.data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise SchemaError(f"expected a list, got {type(value).__name__}", field=r._name(key))
+    return value
+
+
+def _history(r: Reader) -> tuple[StateChange, ...]:
+    entries = []
+    for i, item in enumerate(_list(r, "history") or []):
+        h = Reader(item, f"run.history[{i}]")
+        entries.append(StateChange(parse_state(h.string("state"), h._name("state")), h.string("at", max_len=64),
+                                   h.string("detail", "", max_len=_TEXT)))
+    return tuple(entries)
+
+
+def _attempt(a: Reader) -> SubmissionAttempt:
+    return SubmissionAttempt(region=a.string("region"), machine_type=a.string("machine_type"),
+                             at=a.string("at", max_len=64), outcome=a.string("outcome", max_len=_TEXT),
+                             plan=parse_plan(a.data.get("plan")))
+
+
+def _submission(r: Reader | None) -> Submission:
+    if r is None:
+        return Submission()
+    fallbacks = _list(r, "fallbacks")
+    attempts = _list(r, "attempts")
+    return Submission(
+        owner=_optional_string(r, "owner"), lease_until=_optional_string(r, "lease_until"),
+        fallbacks=None if fallbacks is None else tuple(parse_plan(p) for p in fallbacks),
+        attempts=None if attempts is None else tuple(_attempt(Reader(a, f"{r.path}.attempts[{i}]"))
+                                                     for i, a in enumerate(attempts)),
+    )
 
 
 def parse_run_record(data: dict[str, Any]) -> RunRecord:
     """Read a stored run document; raises SchemaError naming the field that does not fit."""
     r = Reader(data, "run")
-    parse_state(r.string("state"), "run.state")
     vertex = r.optional_obj("vertex")
     artifacts = r.optional_obj("artifacts")
     error = r.optional_obj("error")
+    plan = r.data.get("plan")
+    metrics = r.optional_obj("metrics")
+    timings = r.optional_obj("timings")
+    cost = r.optional_obj("cost")
     return RunRecord(
         run_id=r.string("run_id"),
-        state=r.string("state"),
+        state=parse_state(r.string("state"), "run.state"),
         request=dict(r.obj("request").data),
-        created_at=r.string("created_at"),
-        updated_at=r.string("updated_at"),
-        history=tuple(
-            StateChange(**{k: str(v) for k, v in Reader(h, "run.history[]").data.items()})
-            for h in data.get("history", [])
-        ),
-        plan=data.get("plan"),
+        created_at=r.string("created_at", max_len=64),
+        updated_at=r.string("updated_at", max_len=64),
+        history=_history(r),
+        plan=None if plan is None else parse_plan(plan),
         vertex=None if vertex is None else VertexJobRef(
             job_name=vertex.string("job_name"), job_id=vertex.string("job_id"), region=vertex.string("region"),
             display_name=vertex.string("display_name", ""), state=vertex.string("state", "")),
         artifacts=None if artifacts is None else Artifacts(
             output_dir=artifacts.string("output_dir"), model_dir=artifacts.string("model_dir"),
             checkpoint_dir=artifacts.string("checkpoint_dir"), tensorboard_dir=artifacts.string("tensorboard_dir")),
-        metrics=data.get("metrics"),
-        error=None if error is None else RunError(code=error.string("code"), message=error.string("message")),
-        timings=dict(data.get("timings") or {}),
-        cost=dict(data.get("cost") or {}),
-        submission=dict(data.get("submission") or {}),
+        metrics=None if metrics is None else dict(metrics.data),
+        error=None if error is None else RunError(code=error.string("code"),
+                                                   message=error.string("message", max_len=_TEXT)),
+        timings=Timings() if timings is None else Timings(
+            **{k: _optional_string(timings, k) for k in ("created_at", "submitted_at", "started_at", "ended_at")},
+            run_seconds=_optional_number(timings, "run_seconds")),
+        cost=Cost() if cost is None else Cost(
+            estimated_usd=_optional_number(cost, "estimated_usd"), actual_usd=_optional_number(cost, "actual_usd"),
+            actual_basis=None if cost.data.get("actual_basis") is None else cost.string("actual_basis")),
+        submission=_submission(r.optional_obj("submission")),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
     )
+
+
+__all__ = [
+    "ALLOWED_TRANSITIONS", "SCHEMA_VERSION", "TERMINAL_STATES", "Artifacts", "Cost", "RunError", "RunRecord",
+    "RunState", "StateChange", "Submission", "SubmissionAttempt", "Timings", "VertexJobRef", "can_move",
+    "new_run", "parse_run_record", "parse_state",
+]

@@ -13,10 +13,9 @@ from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.vocabulary import SPOT_POLICIES, TASKS
 
 SCHEMA_VERSION = 1
-TASKS = ("tabular-classification", "tabular-regression", "causal-lm")
-SPOT_POLICIES = ("never", "allowed", "required")
 SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "direct")
 MAX_MESSAGE_BYTES = 256 * 1024
 
@@ -78,7 +77,7 @@ class Constraints:
     max_gpus: int = 0
     """Most GPUs in total; 0 = no cap."""
     spot: str = "allowed"
-    """never | allowed (when cheaper, counting preemption overhead) | required."""
+    """One of vocabulary.SPOT_POLICIES; "allowed" takes Spot when cheaper, counting preemption overhead."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +99,7 @@ class TrainingRequest:
     the same key are the same run: redeliveries are no-ops."""
     dataset: DatasetRef
     task: str
+    """One of vocabulary.TASKS."""
     model: ModelSpec
     hyperparameters: Hyperparameters = field(default_factory=Hyperparameters)
     constraints: Constraints = field(default_factory=Constraints)

@@ -12,7 +12,7 @@ currencyCode=USD, every page), keep the custom-training ones, and turn them into
 - Spot prices come from SKUs whose usageType is Preemptible (or whose description says Spot).
 Machine types or GPUs whose SKUs are not found keep their old figures (and stay estimates); the script lists them.
 Without --write it prints what would change. Review the diff, run the planner tests (prices change plans and the
-golden examples: `python -m tests.planning.golden`), then commit.
+golden examples: `python -m tests.unit.planning.golden`), then commit.
 
 The description patterns below are Landfall's reading of the SKU names ("... Training ... N1 Predefined Instance
 Core running in ...", "... Nvidia Tesla T4 GPU ..."); SKU names are not a contract, so check the unmatched list

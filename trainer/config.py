@@ -12,11 +12,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.vocabulary import REQUESTED_PRECISIONS, STRATEGIES, TASKS
 from trainer.errors import ConfigError
 
-TASKS = ("tabular-classification", "tabular-regression", "causal-lm")
-STRATEGIES = ("ddp", "zero1", "zero2", "fsdp")
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 DATA_FORMATS = ("auto", "csv", "parquet", "jsonl", "text")
 
 
@@ -68,7 +66,7 @@ class TrainConfig:
     data_uri: str
     """gs://BUCKET/PREFIX/ (or a /gcs/ path, a local directory or one file) holding the training shards."""
     task: str
-    """One of tabular-classification, tabular-regression, causal-lm."""
+    """One of vocabulary.TASKS."""
     model: str
     """A preset name from schemas/data/model_presets.json (mlp-* for tabular tasks, gpt-* for causal-lm)."""
     epochs: int
@@ -80,7 +78,8 @@ class TrainConfig:
     seed: int
     """Seeds model initialisation and the data order; the same seed gives the same run."""
     strategy: str = "ddp"
-    """ddp, zero1 (DDP + ZeroRedundancyOptimizer), zero2 (FSDP SHARD_GRAD_OP) or fsdp (FSDP FULL_SHARD)."""
+    """One of vocabulary.STRATEGIES: ddp, zero1 (DDP + ZeroRedundancyOptimizer), zero2 (FSDP SHARD_GRAD_OP) or fsdp
+    (FSDP FULL_SHARD)."""
     precision: str = "auto"
     """auto (bf16 where the GPU supports it, fp16 on older GPUs, fp32 on CPU), bf16, fp16 or fp32."""
     label_column: str = "label"
@@ -98,8 +97,8 @@ class TrainConfig:
             raise ConfigError(f"--task={self.task!r}: expected one of {', '.join(TASKS)}")
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"--strategy={self.strategy!r}: expected one of {', '.join(STRATEGIES)}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"--precision={self.precision!r}: expected one of {', '.join(PRECISIONS)}")
+        if self.precision not in REQUESTED_PRECISIONS:
+            raise ConfigError(f"--precision={self.precision!r}: expected one of {', '.join(REQUESTED_PRECISIONS)}")
         for name in ("epochs", "batch_size", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')}={getattr(self, name)}: expected an integer >= 1")
@@ -129,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--learning-rate", type=float, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--strategy", default="ddp", choices=STRATEGIES)
-    parser.add_argument("--precision", default="auto", choices=PRECISIONS)
+    parser.add_argument("--precision", default="auto", choices=REQUESTED_PRECISIONS)
     parser.add_argument("--label-column", default="label")
     parser.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints")
     parser.add_argument("--max-steps", type=int, default=None)

@@ -9,14 +9,11 @@ or on the training batches when nothing is held out. Regression loss is the MSE 
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import re
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
+from schemas.gpus import load_gpus
 from schemas.model_presets import GptPreset, MlpPreset
 
 METRICS_FILE = "metrics.json"
@@ -35,30 +32,17 @@ def flops_per_sample(preset: MlpPreset | GptPreset, parameter_count: int) -> flo
     return 6.0 * parameter_count
 
 
-@cache
-def _peaks() -> list[tuple[str, dict[str, float | None]]]:
-    """(model token, peak TFLOP/s by precision) per GPU kind, read from the planner's catalog (the one place
-    these datasheet figures live: functions/planning/data/gpus.json). Empty when the catalog is not installed."""
-    spec = importlib.util.find_spec("functions.planning")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "gpus.json"
-    if not path.is_file():
-        return []
-    gpus = json.loads(path.read_text())["gpus"]
-    return [(kind["display"].split()[0], kind["peak_tflops"]) for kind in gpus.values()]
-
-
 def peak_flops(device_name: str, precision: str) -> float | None:
     """Dense peak FLOP/s of one GPU in this precision, or None when the GPU or the precision is unknown.
 
-    torch names GPUs like "NVIDIA H100 80GB HBM3" or "Tesla T4"; a catalog kind matches when its model token
-    (H100, T4, A100, ...) is one of the name's alphanumeric tokens (so L40S is not taken for L4).
+    The peaks are the planner's (schemas/data/gpus.json, loaded by schemas.gpus). torch names GPUs like
+    "NVIDIA H100 80GB HBM3" or "Tesla T4"; a GPU kind matches when its model token (H100, T4, A100, ...) is one of
+    the name's alphanumeric tokens (so L40S is not taken for L4).
     """
     tokens = set(re.findall(r"[A-Za-z0-9]+", device_name.upper()))
-    for model, tflops in _peaks():
-        if model.upper() in tokens:
-            value = tflops.get(precision)
+    for gpu in load_gpus().kinds.values():
+        if gpu.model.upper() in tokens:
+            value = gpu.peak_tflops.get(precision)
             return float(value) * 1e12 if value else None
     return None
 

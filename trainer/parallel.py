@@ -18,9 +18,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from schemas.vocabulary import FSDP_STRATEGIES
 from trainer import collectives
-
-_SHARDED = ("zero2", "fsdp")
 
 
 @dataclass
@@ -40,7 +39,7 @@ def wrap(model: nn.Module, strategy: str, device: str, learning_rate: float, wei
     adamw: dict[str, Any] = {"lr": learning_rate, "weight_decay": weight_decay, "betas": (0.9, 0.95)}
     if not distributed:
         return Wrapped(model, model, torch.optim.AdamW(model.parameters(), **adamw), strategy)
-    if strategy in ("ddp", "zero1"):
+    if strategy not in FSDP_STRATEGIES:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         device_ids = [torch.device(device).index] if device.startswith("cuda") else None
@@ -69,7 +68,7 @@ def _shard_units(model: nn.Module) -> list[nn.Module]:
 
 
 def _sharded(wrapped: Wrapped) -> bool:
-    return wrapped.strategy in _SHARDED and collectives.active()
+    return wrapped.strategy in FSDP_STRATEGIES and collectives.active()
 
 
 def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from schemas.vocabulary import AUTO_PRECISION, FP32, PRECISIONS, REQUESTED_PRECISIONS
 from trainer.errors import ConfigError
 
 
@@ -16,7 +17,7 @@ class Precision:
     """The resolved precision of one run."""
 
     name: str
-    """'bf16', 'fp16' or 'fp32'."""
+    """One of vocabulary.PRECISIONS."""
     device_type: str
     """'cuda' or 'cpu'."""
 
@@ -44,18 +45,19 @@ class Precision:
 
 
 def resolve_precision(requested: str, cuda: bool, bf16_supported: bool) -> Precision:
-    """requested in auto/bf16/fp16/fp32 -> the precision this device runs, or a ConfigError saying why not."""
+    """requested (one of vocabulary.REQUESTED_PRECISIONS) -> the precision this device runs, or a ConfigError
+    saying why not."""
     device_type = "cuda" if cuda else "cpu"
-    if requested == "auto":
+    if requested == AUTO_PRECISION.name:
         if not cuda:
-            return Precision("fp32", device_type)
+            return Precision(FP32, device_type)
         return Precision("bf16" if bf16_supported else "fp16", device_type)
     if requested == "bf16" and cuda and not bf16_supported:
         raise ConfigError("--precision=bf16: this GPU has no bf16 (T4, V100, P100, P4); use --precision=fp16 or auto")
     if requested == "fp16" and not cuda:
         raise ConfigError("--precision=fp16 needs a GPU (loss-scaled fp16 is a GPU feature); use fp32 or auto on CPU")
-    if requested not in ("bf16", "fp16", "fp32"):
-        raise ConfigError(f"--precision={requested!r}: expected auto, bf16, fp16 or fp32")
+    if requested not in PRECISIONS:
+        raise ConfigError(f"--precision={requested!r}: expected one of {', '.join(REQUESTED_PRECISIONS)}")
     return Precision(requested, device_type)
 
 

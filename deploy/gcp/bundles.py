@@ -35,8 +35,7 @@ SKIP_DIRS = frozenset({"__pycache__", "tests", "examples", ".pytest_cache", ".ru
 SKIP_SUFFIXES = (".pyc", ".pyo")
 NOT_FOR_FUNCTIONS = ("torch", "pytest", "hypothesis", "ruff", "fake-gcs-server", "tensorboard", "pyarrow")
 """Packages a function bundle's requirements must not name: the trainer's, and test tools."""
-TRAINER_CONTEXT = ("trainer", "schemas", "functions/__init__.py", "functions/planning/__init__.py",
-                   "functions/planning/data/gpus.json")
+TRAINER_CONTEXT = ("trainer", "schemas")
 """What trainer/Dockerfile copies (a test checks its COPY lines against this)."""
 GCLOUDIGNORE = "# Staged by `landfall deploy`: upload everything here except caches.\n__pycache__/\n*.pyc\n"
 

@@ -11,9 +11,9 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from functions.dispatch import job_spec
 from functions.dispatch.request_rules import request_problems
@@ -21,25 +21,34 @@ from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, VertexJobs
-from functions.records.run_rules import ClaimOutcome, Doc, iso
+from functions.records.leases import ClaimOutcome
 from functions.settings import Settings
 from schemas.errors import SchemaError
-from schemas.run_record import TERMINAL_STATES, RunState
+from schemas.plan import Plan
+from schemas.run_record import (
+    TERMINAL_STATES,
+    Artifacts,
+    RunError,
+    RunRecord,
+    RunState,
+    SubmissionAttempt,
+    VertexJobRef,
+    new_run,
+)
+from schemas.times import format_timestamp
 from schemas.training_request import TrainingRequest, parse_training_request, run_id_for
 
 log = logging.getLogger("landfall.dispatch")
 
-
-class PlanLike(Protocol):
-    region: str
-    machine_type: str
-
-    def to_dict(self) -> dict[str, Any]: ...
+# How many next-best plans a run keeps to fall back on when a region refuses the chosen one for capacity.
+FALLBACKS_KEPT = 3
 
 
 class OutcomeLike(Protocol):
-    plan: Any
-    fallbacks: tuple[Any, ...]
+    """What the planner answers (functions.planning.PlanOutcome)."""
+
+    plan: Plan | None
+    fallbacks: tuple[Plan, ...]
     rejection: str | None
 
 
@@ -52,18 +61,6 @@ class DispatchDeps:
     now: Callable[[], datetime]
 
 
-def new_run_doc(run_id: str, request: dict[str, Any], now: datetime, state: RunState = RunState.RECEIVED,
-                detail: str = "") -> Doc:
-    stamp = iso(now)
-    return {
-        "schema_version": 1, "run_id": run_id, "state": state.value, "request": request,
-        "created_at": stamp, "updated_at": stamp,
-        "history": [{"state": state.value, "at": stamp, "detail": detail}],
-        "plan": None, "vertex": None, "artifacts": None, "metrics": None, "error": None,
-        "timings": {"created_at": stamp}, "cost": {}, "submission": {},
-    }
-
-
 def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
     """Process one delivery; returns what happened (for logs and tests). Raises TransientError to be retried."""
     now = deps.now()
@@ -72,24 +69,22 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
     except SchemaError as exc:
         return _reject_unreadable(message, str(exc), deps)
     run_id = request.run_id
-    doc, created = deps.store.create_if_absent(new_run_doc(run_id, request.to_dict(), now))
-    state = RunState(doc["state"])
-    if not created and (state in TERMINAL_STATES or state in (RunState.SUBMITTED, RunState.RUNNING)):
-        log.info("run %s already %s: duplicate delivery of %s ignored", run_id, state, message.message_id)
-        return f"duplicate:{state}"
-    if state == RunState.RECEIVED:
+    run, created = deps.store.create_if_absent(new_run(run_id, request.to_dict(), now=now))
+    if not created and (run.state in TERMINAL_STATES or run.state in (RunState.SUBMITTED, RunState.RUNNING)):
+        log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
+        return f"duplicate:{run.state}"
+    if run.state == RunState.RECEIVED:
         problems = request_problems(request, deps.settings, now)
         if problems:
             return _reject(run_id, "invalid-request", "; ".join(problems), deps)
         outcome = deps.plan(request)
         if outcome.plan is None:
             return _reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
-        plan = outcome.plan.to_dict()
-        deps.store.transition(run_id, RunState.PLANNED, now=deps.now(), detail=_plan_summary(plan), updates={
-            "plan": plan,
-            "cost": {"estimated_usd": plan.get("estimated_cost_usd")},
-            "submission": {"fallbacks": [p.to_dict() for p in outcome.fallbacks[:3]], "attempts": []},
-        })
+        plan, fallbacks = outcome.plan, tuple(outcome.fallbacks[:FALLBACKS_KEPT])
+        deps.store.transition(run_id, RunState.PLANNED, now=deps.now(), detail=_plan_summary(plan),
+                              change=lambda r: replace(
+                                  r, plan=plan, cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
+                                  submission=replace(r.submission, fallbacks=fallbacks, attempts=())))
     return _submit(run_id, request, deps)
 
 
@@ -100,68 +95,86 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
     if claim.outcome == ClaimOutcome.BUSY:
         raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
     if claim.outcome == ClaimOutcome.DONE:
-        return f"duplicate:{claim.doc['state']}"
+        return f"duplicate:{claim.doc.state}"
     if claim.outcome == ClaimOutcome.NOT_READY:
         raise TransientError(f"run {run_id} is not planned yet")
-    doc = claim.doc
-    attempts: list[dict[str, Any]] = list(doc["submission"].get("attempts", []))
+    run = claim.doc
+    if run.plan is None:
+        raise PermanentError(f"run {run_id} is {run.state} but its record has no plan (edited by hand?); delete "
+                             "the run document and publish the request again")
+    attempts = list(run.submission.attempts or ())
     if claim.outcome == ClaimOutcome.RECOVER:
-        for region in sorted({a["region"] for a in attempts}):
+        for region in sorted({a.region for a in attempts}):
             found = deps.vertex.find_by_run(region, run_id)
             if found is not None:
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
-                plan = next((a["plan"] for a in attempts if a["region"] == region), doc["plan"])
+                plan = next((a.plan for a in attempts if a.region == region), run.plan)
                 _record_submitted(run_id, found, plan, attempts, deps)
                 return "recovered"
-    plans = [doc["plan"], *doc["submission"].get("fallbacks", [])]
-    for plan in plans:
-        attempt = {"region": plan["region"], "machine_type": plan["machine_type"], "at": iso(deps.now()),
-                   "outcome": "pending", "plan": plan}
-        attempts.append(attempt)
-        deps.store.merge(run_id, {"submission": {"attempts": attempts}}, now=deps.now())
+    for plan in (run.plan, *(run.submission.fallbacks or ())):
+        attempts.append(SubmissionAttempt(region=plan.region, machine_type=plan.machine_type,
+                                          at=format_timestamp(deps.now()), outcome="pending", plan=plan))
+        deps.store.merge(run_id, _with_attempts(attempts), now=deps.now())
         try:
-            job = deps.vertex.create(plan["region"], job_spec.custom_job(request, plan, deps.settings, run_id))
+            job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan.to_dict(), deps.settings, run_id))
         except CapacityError as exc:
-            attempt["outcome"] = f"capacity: {exc}"
+            attempts[-1] = replace(attempts[-1], outcome=f"capacity: {exc}")
             log.warning("run %s: %s; trying the next plan", run_id, exc)
             continue
         except TransientError:
-            deps.store.merge(run_id, {"submission": {"attempts": attempts, "lease_until": iso(deps.now())}},
-                             now=deps.now())
+            released = format_timestamp(deps.now())
+            deps.store.merge(run_id, _with_attempts(attempts, lease_until=released), now=deps.now())
             raise
         except PermanentError as exc:
-            attempt["outcome"] = f"refused: {exc}"
-            deps.store.transition(run_id, RunState.FAILED, now=deps.now(), detail="submission refused", updates={
-                "error": {"code": "submit-refused", "message": str(exc)}, "submission": {"attempts": attempts}})
+            attempts[-1] = replace(attempts[-1], outcome=f"refused: {exc}")
+            deps.store.transition(run_id, RunState.FAILED, now=deps.now(), detail="submission refused",
+                                  change=_failed("submit-refused", str(exc), attempts))
             return "failed:submit-refused"
-        attempt["outcome"] = "created"
+        attempts[-1] = replace(attempts[-1], outcome="created")
         _record_submitted(run_id, job, plan, attempts, deps)
         return "submitted"
-    reasons = "; ".join(a["outcome"] for a in attempts if a["outcome"].startswith("capacity"))
-    deps.store.transition(run_id, RunState.FAILED, now=deps.now(), detail="no capacity", updates={
-        "error": {"code": "no-capacity", "message": f"every planned shape was refused for capacity: {reasons}. "
-                  "Allow more regions or GPU kinds, or raise quota."},
-        "submission": {"attempts": attempts}})
+    reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))
+    message = (f"every planned shape was refused for capacity: {reasons}. "
+               "Allow more regions or GPU kinds, or raise quota.")
+    deps.store.transition(run_id, RunState.FAILED, now=deps.now(), detail="no capacity",
+                          change=_failed("no-capacity", message, attempts))
     return "failed:no-capacity"
 
 
-def _record_submitted(run_id: str, job: JobView, plan: dict[str, Any], attempts: list[dict[str, Any]],
+def _with_attempts(attempts: list[SubmissionAttempt], lease_until: str | None = None
+                   ) -> Callable[[RunRecord], RunRecord]:
+    """The change recording every attempt so far (and, when given, the lease's new end)."""
+    recorded = tuple(attempts)
+
+    def change(r: RunRecord) -> RunRecord:
+        until = r.submission.lease_until if lease_until is None else lease_until
+        return replace(r, submission=replace(r.submission, attempts=recorded, lease_until=until))
+
+    return change
+
+
+def _failed(code: str, message: str, attempts: list[SubmissionAttempt]) -> Callable[[RunRecord], RunRecord]:
+    with_attempts = _with_attempts(attempts)
+    return lambda r: replace(with_attempts(r), error=RunError(code, message))
+
+
+def _record_submitted(run_id: str, job: JobView, plan: Plan, attempts: list[SubmissionAttempt],
                       deps: DispatchDeps) -> None:
     now = deps.now()
-    deps.store.transition(run_id, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}", updates={
-        "plan": plan,
-        "vertex": {"job_name": job.name, "job_id": job.job_id, "region": job.region,
-                   "display_name": job.display_name, "state": job.state},
-        "artifacts": job_spec.artifacts(deps.settings, run_id, plan.get("region")),
-        "timings": {"submitted_at": iso(now)},
-        "submission": {"attempts": attempts, "lease_until": iso(now)},
-    })
+    stamp = format_timestamp(now)
+    vertex = VertexJobRef(job_name=job.name, job_id=job.job_id, region=job.region, display_name=job.display_name,
+                          state=job.state)
+    artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id, plan.region))
+    with_attempts = _with_attempts(attempts, lease_until=stamp)
+    deps.store.transition(run_id, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}",
+                          change=lambda r: replace(with_attempts(r), plan=plan, vertex=vertex, artifacts=artifacts,
+                                                   timings=replace(r.timings, submitted_at=stamp)))
 
 
 def _reject(run_id: str, code: str, reason: str, deps: DispatchDeps) -> str:
     log.warning("run %s rejected (%s): %s", run_id, code, reason)
     deps.store.transition(run_id, RunState.REJECTED, now=deps.now(), detail=reason,
-                          updates={"error": {"code": code, "message": reason}})
+                          change=lambda r: replace(r, error=RunError(code, reason)))
     return f"rejected:{code}"
 
 
@@ -178,15 +191,13 @@ def _reject_unreadable(message: PubSubMessage, reason: str, deps: DispatchDeps) 
     key = key if isinstance(key, str) and key.strip() else f"pubsub-message:{message.message_id}"
     run_id = run_id_for(key)
     kept = {k: raw[k] for k in list(raw)[:20]}
-    doc = new_run_doc(run_id, kept, deps.now(), RunState.REJECTED, detail=reason)
-    doc["error"] = {"code": "invalid-request", "message": reason}
-    deps.store.create_if_absent(doc)
+    deps.store.create_if_absent(new_run(run_id, kept, now=deps.now(), state=RunState.REJECTED, detail=reason,
+                                        error=RunError("invalid-request", reason)))
     log.warning("run %s rejected: %s", run_id, reason)
     return "rejected:invalid-request"
 
 
-def _plan_summary(plan: dict[str, Any]) -> str:
-    gpus = f"{plan.get('accelerator_count')} x {plan.get('accelerator_type')}" if plan.get("accelerator_type") \
-        else "no GPU"
-    return (f"{plan.get('replica_count', 1)} x {plan['machine_type']} ({gpus}) in {plan['region']}, "
-            f"{plan.get('strategy')}, {'spot' if plan.get('spot') else 'on-demand'}")
+def _plan_summary(plan: Plan) -> str:
+    gpus = f"{plan.accelerator_count} x {plan.accelerator_type}" if plan.accelerator_type else "no GPU"
+    return (f"{plan.replica_count} x {plan.machine_type} ({gpus}) in {plan.region}, {plan.strategy}, "
+            f"{'spot' if plan.spot else 'on-demand'}")

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from functions.settings import Settings
 from schemas.errors import SchemaError
-from schemas.fields import parse_timestamp
 from schemas.model_presets import get_preset
+from schemas.times import parse_timestamp
 from schemas.training_request import TrainingRequest
 
 _FAMILY_FOR_TASK = {"tabular-classification": "mlp", "tabular-regression": "mlp", "causal-lm": "gpt"}

@@ -5,7 +5,6 @@ Each import sits inside its function: a function instance only pays for the clie
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Any
 
@@ -30,7 +29,7 @@ def publisher_client() -> Any:
 def storage_client() -> Any:
     from google.cloud import storage
 
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
+    if get_settings().storage_emulator_host:
         from google.auth.credentials import AnonymousCredentials
 
         return storage.Client(project=get_settings().project, credentials=AnonymousCredentials())

@@ -1,64 +1,21 @@
 """Firestore adapter for ingest: dataset documents (status and reason per prefix) and the version outbox
 (one document per dataset version, claimed under a lease and finished exactly once).
 
-The claim rules are pure functions (`claim`, `newer_version`) so they can be tested without a server.
+The rules are pure functions in functions/records/dataset_versions.py (the lease rule itself in leases.py); this
+adapter applies them in transactions.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from enum import StrEnum
+from datetime import datetime
 from typing import Any
 
 from functions.errors import as_transient
 from functions.gcp.firestore_tx import in_transaction
-from functions.records.run_rules import Doc, iso
-from schemas.dataset_record import FINAL_VERSION_STATUSES, DatasetStatus, VersionStatus
-from schemas.fields import parse_timestamp
-
-
-class ClaimOutcome(StrEnum):
-    CLAIMED = "claimed"
-    """This delivery owns the version until the lease ends: evaluate, publish, finish."""
-    DONE = "done"
-    """Published or refused already: a duplicate delivery."""
-    BUSY = "busy"
-    """Another delivery holds a live claim: retry later."""
-
-
-@dataclass(frozen=True)
-class VersionClaim:
-    outcome: ClaimOutcome
-    doc: Doc
-
-
-def claim(cur: Doc, *, owner: str, now: datetime, lease_seconds: int) -> VersionClaim:
-    """Whether a delivery may take an existing version document (pure)."""
-    status = VersionStatus(cur["status"])
-    if status in FINAL_VERSION_STATUSES:
-        return VersionClaim(ClaimOutcome.DONE, cur)
-    if status == VersionStatus.CLAIMED and parse_timestamp(cur["claim_until"], field="claim_until") > now:
-        return VersionClaim(ClaimOutcome.BUSY, cur)
-    new = {**copy.deepcopy(cur), "status": VersionStatus.CLAIMED.value, "owner": owner,
-           "claim_until": iso(now + timedelta(seconds=lease_seconds)), "updated_at": iso(now),
-           "attempts": int(cur.get("attempts", 0)) + 1}
-    return VersionClaim(ClaimOutcome.CLAIMED, new)
-
-
-def _generation(doc: Doc | None) -> int:
-    version = (doc or {}).get("version") or {}
-    try:
-        return int(version.get("generation") or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def newer_version(cur: Doc | None, new: Doc) -> bool:
-    """Whether new may replace cur: a dataset document never goes back to an older version's outcome."""
-    return cur is None or _generation(new) >= _generation(cur)
+from functions.records.dataset_versions import Doc, claim, finished, first_claim, newer_version
+from functions.records.leases import Claim, ClaimOutcome
+from schemas.dataset_record import DatasetStatus, VersionStatus
 
 
 class DatasetsStore:
@@ -120,25 +77,23 @@ class DatasetsStore:
             raise as_transient(exc, "Firestore") from exc
 
     # versions (the outbox) -------------------------------------------------------------------------------------
-    def claim_version(self, doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> VersionClaim:
+    def claim_version(self, doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim[Doc]:
         """Create the version as CLAIMED by owner, or take it over if its earlier claim lapsed or it was WAITING."""
         from google.api_core.exceptions import Conflict
 
-        fresh = {**doc, "status": VersionStatus.CLAIMED.value, "owner": owner, "attempts": 1,
-                 "claim_until": iso(now + timedelta(seconds=lease_seconds)), "created_at": iso(now),
-                 "updated_at": iso(now)}
+        fresh = first_claim(doc, owner=owner, now=now, lease_seconds=lease_seconds)
         ref = self._version_ref(doc["run_id"])
         try:
             ref.create(fresh)
-            return VersionClaim(ClaimOutcome.CLAIMED, fresh)
+            return Claim(ClaimOutcome.CLAIMED, fresh)
         except Conflict:
             pass
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
 
-        def change(cur: Doc | None) -> tuple[Doc | None, VersionClaim]:
+        def change(cur: Doc | None) -> tuple[Doc | None, Claim[Doc]]:
             if cur is None:
-                return fresh, VersionClaim(ClaimOutcome.CLAIMED, fresh)
+                return fresh, Claim(ClaimOutcome.CLAIMED, fresh)
             result = claim(cur, owner=owner, now=now, lease_seconds=lease_seconds)
             return (result.doc if result.outcome == ClaimOutcome.CLAIMED else None), result
 
@@ -149,12 +104,8 @@ class DatasetsStore:
         """Record the outcome of owner's claim; False (nothing written) when another delivery finished it first."""
 
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:
-            if cur is None or VersionStatus(cur["status"]) in FINAL_VERSION_STATUSES:
-                return None, False
-            if cur.get("owner") != owner and VersionStatus(cur["status"]) == VersionStatus.CLAIMED \
-                    and parse_timestamp(cur["claim_until"], field="claim_until") > now:
-                return None, False
-            return {**cur, **updates, "status": status.value, "claim_until": iso(now), "updated_at": iso(now)}, True
+            new = finished(cur, owner=owner, status=status, now=now, updates=updates)
+            return new, new is not None
 
         return bool(in_transaction(self._client, self._version_ref(run_id), change))
 

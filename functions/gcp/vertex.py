@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from functions.errors import PermanentError, TransientError
+from schemas.times import format_timestamp
 
 RUN_LABEL = "landfall-run-id"
 """The label every Landfall CustomJob carries: the run id, so a job can be found again by its run."""
@@ -35,10 +36,11 @@ class JobView:
 
 
 def _ts(value: Any) -> str:
+    """A proto Timestamp field as RFC 3339 text; "" when unset (the epoch) or unreadable."""
     if value is None:
         return ""
     try:
-        return value.isoformat().replace("+00:00", "Z") if value.timestamp() > 0 else ""
+        return format_timestamp(value) if value.timestamp() > 0 else ""
     except (AttributeError, OSError, ValueError):
         return ""
 
@@ -61,7 +63,9 @@ def view(job: Any) -> JobView:
     )
 
 
-def _translate(exc: Exception, what: str) -> Exception:
+def translate_error(exc: Exception, what: str) -> Exception:
+    """A JobService client error as Landfall's kind: CapacityError (try another plan), TransientError (retry) or
+    PermanentError (record and acknowledge); anything else passes unchanged."""
     from google.api_core import exceptions as gexc
 
     if isinstance(exc, gexc.ResourceExhausted):
@@ -88,7 +92,7 @@ class VertexJobs:
         try:
             job = self._client(region).create_custom_job(parent=self.parent(region), custom_job=custom_job)
         except Exception as exc:
-            raise _translate(exc, f"CreateCustomJob in {region}") from exc
+            raise translate_error(exc, f"CreateCustomJob in {region}") from exc
         return view(job)
 
     def get(self, name: str) -> JobView:
@@ -96,7 +100,7 @@ class VertexJobs:
         try:
             return view(self._client(region).get_custom_job(name=name))
         except Exception as exc:
-            raise _translate(exc, f"GetCustomJob {name}") from exc
+            raise translate_error(exc, f"GetCustomJob {name}") from exc
 
     def find_by_run(self, region: str, run_id: str) -> JobView | None:
         """The job labelled with run_id in region, if one was created (the dedupe behind exactly-once submit)."""
@@ -105,5 +109,5 @@ class VertexJobs:
                 request={"parent": self.parent(region), "filter": f'labels.{RUN_LABEL}="{run_id}"'})
             jobs = [view(job) for job in pager]
         except Exception as exc:
-            raise _translate(exc, f"ListCustomJobs in {region}") from exc
+            raise translate_error(exc, f"ListCustomJobs in {region}") from exc
         return jobs[0] if jobs else None

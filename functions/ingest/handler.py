@@ -16,15 +16,17 @@ from typing import Any, Protocol
 
 from functions.envelopes import ObjectEvent
 from functions.errors import TransientError
-from functions.gcp.datasets_store import ClaimOutcome, DatasetsStore
+from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
 from functions.ingest.manifest import Entry, ManifestError
 from functions.ingest.readiness import Completion, Scan, Verdict, evaluate, read_manifest, scan_prefix
 from functions.ingest.routes import Route, load_routes, route_for
-from functions.records.run_rules import Doc, iso
+from functions.records.dataset_versions import Doc
+from functions.records.leases import ClaimOutcome
 from functions.settings import Settings
 from schemas.dataset_record import FINAL_VERSION_STATUSES, SCHEMA_VERSION, DatasetStatus, VersionStatus, dataset_id_for
+from schemas.times import format_timestamp
 from schemas.training_request import run_id_for
 
 log = logging.getLogger("landfall.ingest")
@@ -212,4 +214,4 @@ def dataset_doc(bucket: str, prefix: str, route: Route, status: DatasetStatus, r
                 version: dict[str, Any] | None, now: datetime) -> Doc:
     return {"schema_version": SCHEMA_VERSION, "dataset_id": dataset_id_for(bucket, prefix), "bucket": bucket,
             "prefix": prefix, "uri": f"gs://{bucket}/{prefix}", "route": route.name, "status": status.value,
-            "reason": reason, "updated_at": iso(now), "version": version}
+            "reason": reason, "updated_at": format_timestamp(now), "version": version}

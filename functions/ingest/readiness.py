@@ -14,6 +14,7 @@ from functions.ingest.manifest import MAX_MANIFEST_BYTES, Entry, ManifestError, 
 from functions.ingest.overrides import MAX_OVERRIDES_BYTES, OverrideError, apply_overrides, parse_overrides
 from functions.ingest.routes import Route
 from schemas.errors import SchemaError
+from schemas.times import format_timestamp
 from schemas.training_request import (
     Constraints,
     DatasetRef,
@@ -169,6 +170,6 @@ def template(c: Completion, scan: Scan, now: datetime) -> TrainingRequest:
         constraints=Constraints(**{k: tuple(v) if isinstance(v, list) else v for k, v in route.constraints.items()}),
         source=RequestSource(kind=_SOURCE_KIND[c.kind], object=f"gs://{c.bucket}/{c.object_name}",
                              generation=c.generation, event_id=c.event_id),
-        created_at=now.isoformat().replace("+00:00", "Z"),
+        created_at=format_timestamp(now),
         labels={"landfall-route": route.name},
     )

@@ -1,21 +1,27 @@
 """Routes from deploy/routes.toml: which datasets Landfall accepts where, how each declares itself complete, and the
-training template it gets. Data apart from logic: this module only loads and checks the file."""
+training template it gets. Data apart from logic: this module only loads and checks the file.
+
+The shipped file is package data of deploy/; the settings' routes_file (LANDFALL_ROUTES_FILE) replaces it.
+"""
 
 from __future__ import annotations
 
 import fnmatch
-import os
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from functions.settings import get_settings
 from schemas.errors import SchemaError
 from schemas.model_presets import get_preset
-from schemas.training_request import TASKS, Constraints, Hyperparameters
+from schemas.training_request import Constraints, Hyperparameters
+from schemas.vocabulary import TASKS
 
-ROUTES_FILE = Path(__file__).resolve().parents[2] / "deploy" / "routes.toml"
+ROUTES_FILE = resources.files("deploy").joinpath("routes.toml")
 READINESS = ("marker", "manifest", "quiet-period")
 
 # Request fields a route may let a dataset's landfall.json override (dotted paths; "hyperparameters.*" = all of
@@ -105,9 +111,10 @@ def _route(entry: dict[str, Any], where: str) -> Route:
 
 
 @cache
-def load_routes(path: Path | None = None) -> tuple[Route, ...]:
-    """The routes in path (default: LANDFALL_ROUTES_FILE, else deploy/routes.toml), checked."""
-    path = path or Path(os.environ.get("LANDFALL_ROUTES_FILE") or ROUTES_FILE)
+def load_routes(path: Traversable | None = None) -> tuple[Route, ...]:
+    """The routes in path, checked. Default: the settings' routes_file when set, else the shipped routes.toml."""
+    if path is None:
+        path = Path(get_settings().routes_file) if get_settings().routes_file else ROUTES_FILE
     try:
         raw = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:

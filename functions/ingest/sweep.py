@@ -15,7 +15,7 @@ from functions.errors import TransientError
 from functions.ingest.handler import IngestDeps, complete, completion_from, dataset_doc, version_summary
 from functions.ingest.readiness import Completion, scan_prefix
 from functions.ingest.routes import Route
-from functions.records.run_rules import Doc
+from functions.records.dataset_versions import Doc
 from schemas.dataset_record import DatasetStatus, VersionStatus
 from schemas.training_request import run_id_for
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from functions.envelopes import PubSubMessage
-from functions.errors import TransientError
+from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import JobView, VertexJobs
-from functions.records.run_rules import Doc, iso
 from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
-from schemas.run_record import RunState
+from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
+from schemas.times import parse_timestamp_or_none
 
 log = logging.getLogger("landfall.job_events")
 
@@ -31,6 +31,7 @@ RUN_STATE_FOR_JOB_STATE = {
 }
 # How long an event naming an unknown job is retried (the dispatcher may not have recorded the job yet).
 UNKNOWN_JOB_PATIENCE = timedelta(minutes=10)
+ACTUAL_COST_BASIS = "run seconds x the plan's hourly cost (machines + accelerators)"
 
 
 @dataclass(frozen=True)
@@ -48,65 +49,72 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
     except SchemaError as exc:
         log.warning("job event %s is not a Vertex job log entry, acknowledged: %s", message.message_id, exc)
         return "ignored:not-a-job-event"
-    doc = deps.store.find_by_job_id(event.job_id)
-    if doc is None:
-        published = _parse_time(message.publish_time) or deps.now()
+    run = deps.store.find_by_job_id(event.job_id)
+    if run is None:
+        published = parse_timestamp_or_none(message.publish_time) or deps.now()
         if deps.now() - published > UNKNOWN_JOB_PATIENCE:
             log.info("job %s is not a Landfall run (no run names it after %s); ignored", event.job_id,
                      UNKNOWN_JOB_PATIENCE)
             return "ignored:unknown-job"
         raise TransientError(f"no run records job {event.job_id} yet; the dispatcher may still be writing it")
-    job = deps.vertex.get(doc["vertex"]["job_name"])
-    return record_job_state(doc, job, deps)
+    if run.vertex is None:
+        raise PermanentError(f"run {run.run_id} was found by job id {event.job_id} but records no Vertex job")
+    job = deps.vertex.get(run.vertex.job_name)
+    return record_job_state(run, job, deps)
 
 
-def record_job_state(doc: Doc, job: JobView, deps: ListenerDeps) -> str:
+def record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
     """Bring the run in line with the job as Vertex reports it (also used by the reconciler)."""
-    run_id = doc["run_id"]
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
-    updates: dict[str, Any] = {"vertex": {**doc["vertex"], "state": job.state},
-                               "timings": _timings(doc.get("timings") or {}, job)}
     if target is None:
-        deps.store.merge(run_id, updates, now=deps.now())
+        deps.store.merge(run.run_id, lambda r: _with_job(r, job, ended=False), now=deps.now())
         return f"noted:{job.state}"
-    if target.terminal:
-        updates["cost"] = _cost(doc, updates["timings"])
-        if job.error_code:
-            updates["error"] = {"code": "job-failed" if target == RunState.FAILED else "job-cancelled",
-                                "message": job.error_message}
-        if target == RunState.SUCCEEDED:
-            metrics, problem = _metrics(doc, deps)
-            updates["metrics"] = metrics
-            if problem:
-                updates["error"] = {"code": "metrics-missing", "message": problem}
+    error: RunError | None = None
+    metrics: dict[str, Any] | None = None
+    if target.terminal and job.error_code:
+        error = RunError("job-failed" if target == RunState.FAILED else "job-cancelled", job.error_message)
+    if target == RunState.SUCCEEDED:
+        metrics, problem = _metrics(run, deps)
+        if problem:
+            error = RunError("metrics-missing", problem)
+
+    def change(r: RunRecord) -> RunRecord:
+        out = _with_job(r, job, ended=target.terminal)
+        if error is not None:
+            out = replace(out, error=error)
+        return replace(out, metrics=metrics) if target == RunState.SUCCEEDED else out
+
     detail = job.error_message or f"Vertex job {job.state}"
-    _, changed = deps.store.transition(run_id, target, now=deps.now(), detail=detail, updates=updates)
+    _, changed = deps.store.transition(run.run_id, target, now=deps.now(), detail=detail, change=change)
     return f"{'recorded' if changed else 'unchanged'}:{target}"
 
 
-def _timings(timings: dict[str, Any], job: JobView) -> dict[str, Any]:
-    out = dict(timings)
-    if job.start_time:
-        out["started_at"] = job.start_time
-    if job.end_time:
-        out["ended_at"] = job.end_time
-    start, end = _parse_time(job.start_time), _parse_time(job.end_time)
+def _with_job(run: RunRecord, job: JobView, *, ended: bool) -> RunRecord:
+    """The run with the job's state and times (and, once it ended, the actual cost) recorded."""
+    timings = _timings(run.timings, job)
+    out = replace(run, vertex=None if run.vertex is None else replace(run.vertex, state=job.state), timings=timings)
+    return replace(out, cost=_cost(run, timings)) if ended else out
+
+
+def _timings(timings: Timings, job: JobView) -> Timings:
+    out = replace(timings, started_at=job.start_time or timings.started_at, ended_at=job.end_time or timings.ended_at)
+    start, end = parse_timestamp_or_none(job.start_time), parse_timestamp_or_none(job.end_time)
     if start and end:
-        out["run_seconds"] = round((end - start).total_seconds(), 3)
+        out = replace(out, run_seconds=round((end - start).total_seconds(), 3))
     return out
 
 
-def _cost(doc: Doc, timings: dict[str, Any]) -> dict[str, Any]:
-    cost = dict(doc.get("cost") or {})
-    hourly = (doc.get("plan") or {}).get("hourly_cost_usd")
-    if hourly is not None and "run_seconds" in timings:
-        cost["actual_usd"] = round(float(hourly) * timings["run_seconds"] / 3600.0, 6)
-        cost["actual_basis"] = "run seconds x the plan's hourly cost (machines + accelerators)"
-    return cost
+def _cost(run: RunRecord, timings: Timings) -> Cost:
+    if run.plan is None or timings.run_seconds is None:
+        return run.cost
+    return replace(run.cost, actual_usd=round(run.plan.hourly_cost_usd * timings.run_seconds / 3600.0, 6),
+                   actual_basis=ACTUAL_COST_BASIS)
 
 
-def _metrics(doc: Doc, deps: ListenerDeps) -> tuple[dict[str, Any] | None, str]:
-    uri = f"{doc['artifacts']['model_dir']}metrics.json"
+def _metrics(run: RunRecord, deps: ListenerDeps) -> tuple[dict[str, Any] | None, str]:
+    if run.artifacts is None:
+        return None, "the job succeeded but the run records no artifacts folder to read metrics.json from"
+    uri = f"{run.artifacts.model_dir}metrics.json"
     text = deps.read_text(uri)
     if text is None:
         return None, f"the job succeeded but wrote no {uri}"
@@ -115,15 +123,6 @@ def _metrics(doc: Doc, deps: ListenerDeps) -> tuple[dict[str, Any] | None, str]:
     except json.JSONDecodeError as exc:
         return None, f"{uri} is not JSON ({exc})"
     return (metrics, "") if isinstance(metrics, dict) else (None, f"{uri} is not a JSON object")
-
-
-def _parse_time(value: str) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def read_gcs_text(client: Any) -> Callable[[str], str | None]:
@@ -139,4 +138,4 @@ def read_gcs_text(client: Any) -> Callable[[str], str | None]:
     return read
 
 
-__all__ = ["ListenerDeps", "handle_job_event", "iso", "read_gcs_text", "record_job_state"]
+__all__ = ["ListenerDeps", "handle_job_event", "read_gcs_text", "record_job_state"]

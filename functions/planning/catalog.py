@@ -1,69 +1,25 @@
-"""The machine catalog: GPU kinds, Vertex machine shapes, prices and modelling assumptions, read from data/.
+"""The machine catalog: GPU kinds, Vertex machine shapes, prices and modelling assumptions.
 
-One loader (`load_catalog`) reads and validates every file and expands N1 hosts x GPU counts into shapes. A broken
-file fails with a CatalogError that names the file, the entry and what was expected. The planner never reads the
-files itself: it receives a Catalog.
+Machine shapes, prices and assumptions are read from data/; GPU kinds from schemas/gpus.py (schemas/data/gpus.json,
+shared with the trainer's MFU). One loader (`load_catalog`) reads and validates every file and expands N1 hosts x
+GPU counts into shapes. A broken file fails with a CatalogError that names the file, the entry and what was
+expected. The planner never reads the files itself: it receives a Catalog.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date
 from functools import cache
 from importlib import resources
-from types import MappingProxyType
 from typing import Any
 
 from functions.planning.assumptions import Assumptions, parse_assumptions
 from functions.planning.errors import CatalogError
 from functions.planning.prices import PriceBook, parse_prices
-
-GB = 1_000_000_000
-PRECISIONS = ("bf16", "fp16", "fp32")
-
-
-@dataclass(frozen=True)
-class GpuSpec:
-    """One GPU kind, keyed by its Vertex accelerator_type."""
-
-    accelerator_type: str
-    display: str
-    memory_gb: float
-    """GB = 1e9 bytes."""
-    memory_bandwidth_gbytes_per_s: float
-    peak_tflops: MappingProxyType
-    """precision -> dense peak TFLOP/s, or None where the kind has no such math."""
-    nvlink_gbytes_per_s: float
-    """Per direction inside a VM; 0 when the GPUs only share PCIe."""
-    pcie_gbytes_per_s: float
-    assumed_mfu: float
-    end_of_support: date | None
-
-    @property
-    def memory_bytes(self) -> int:
-        return int(self.memory_gb * GB)
-
-    @property
-    def supports_bf16(self) -> bool:
-        return self.peak_tflops.get("bf16") is not None
-
-    @property
-    def intra_node_gbytes_per_s(self) -> float:
-        return self.nvlink_gbytes_per_s or self.pcie_gbytes_per_s
-
-    def mixed_precision(self) -> str:
-        """The 16-bit format training uses on this kind: bf16 where supported, else fp16, else fp32."""
-        for precision in PRECISIONS:
-            if self.peak_tflops.get(precision) is not None:
-                return precision
-        return "fp32"
-
-    def peak_flops(self, precision: str) -> float:
-        tflops = self.peak_tflops.get(precision)
-        if tflops is None:
-            raise ValueError(f"{self.display} has no {precision} math")
-        return float(tflops) * 1e12
+from schemas.errors import SchemaError
+from schemas.gpus import GB, GpuSpec, parse_gpus, read_gpus_json
 
 
 @dataclass(frozen=True)
@@ -93,7 +49,7 @@ class MachineShape:
     def memory_bytes(self) -> int:
         return int(self.memory_gb * GB)
 
-    def to_json(self, gpus: MappingProxyType) -> dict[str, Any]:
+    def to_json(self, gpus: Mapping[str, GpuSpec]) -> dict[str, Any]:
         gpu = gpus.get(self.accelerator_type) if self.accelerator_type else None
         return {
             "machine_type": self.machine_type,
@@ -112,8 +68,8 @@ class MachineShape:
 class Catalog:
     """Everything the planner knows about hardware and prices, validated."""
 
-    gpus: MappingProxyType
-    """accelerator_type -> GpuSpec."""
+    gpus: Mapping[str, GpuSpec]
+    """accelerator_type -> GpuSpec (schemas/gpus.py)."""
     shapes: tuple[MachineShape, ...]
     regions: tuple[str, ...]
     prices: PriceBook
@@ -148,41 +104,6 @@ def _positive(mapping: dict[str, Any], key: str, where: str) -> float:
     return value
 
 
-def _parse_gpus(raw: dict[str, Any]) -> dict[str, GpuSpec]:
-    gpus: dict[str, GpuSpec] = {}
-    for name, spec in _need(raw, "gpus", dict, "gpus.json").items():
-        where = f"gpus.json: gpus.{name}"
-        peaks = _need(spec, "peak_tflops", dict, where)
-        if set(peaks) != set(PRECISIONS):
-            raise CatalogError(f"{where}.peak_tflops: expected keys {PRECISIONS}, got {sorted(peaks)}")
-        for precision, value in peaks.items():
-            if value is not None and (not isinstance(value, int | float) or value <= 0):
-                raise CatalogError(f"{where}.peak_tflops.{precision}: expected a positive number or null")
-        if peaks["fp32"] is None:
-            raise CatalogError(f"{where}.peak_tflops.fp32: every GPU needs an fp32 figure")
-        mfu = _positive(spec, "assumed_mfu", where)
-        if mfu > 1:
-            raise CatalogError(f"{where}.assumed_mfu: expected a fraction in (0, 1], got {mfu}")
-        eos = spec.get("end_of_support")
-        try:
-            end_of_support = date.fromisoformat(eos) if eos else None
-        except ValueError as exc:
-            raise CatalogError(f"{where}.end_of_support: expected YYYY-MM-DD or null, got {eos!r}") from exc
-        nvlink = _need(spec, "nvlink_gbytes_per_s", (int, float), where)
-        gpus[name] = GpuSpec(
-            accelerator_type=name,
-            display=_need(spec, "display", str, where),
-            memory_gb=_positive(spec, "memory_gb", where),
-            memory_bandwidth_gbytes_per_s=_positive(spec, "memory_bandwidth_gbytes_per_s", where),
-            peak_tflops=MappingProxyType(dict(peaks)),
-            nvlink_gbytes_per_s=float(nvlink),
-            pcie_gbytes_per_s=_positive(spec, "pcie_gbytes_per_s", where),
-            assumed_mfu=mfu,
-            end_of_support=end_of_support,
-        )
-    return gpus
-
-
 def _regions(spec: dict[str, Any], sets: dict[str, list[str]], where: str) -> tuple[str, ...]:
     name = _need(spec, "regions", str, where)
     if name not in sets:
@@ -190,7 +111,7 @@ def _regions(spec: dict[str, Any], sets: dict[str, list[str]], where: str) -> tu
     return tuple(sets[name])
 
 
-def _parse_shapes(raw: dict[str, Any], gpus: dict[str, GpuSpec]) -> list[MachineShape]:
+def _parse_shapes(raw: dict[str, Any], gpus: Mapping[str, GpuSpec]) -> list[MachineShape]:
     sets = _need(raw, "region_sets", dict, "machines.json")
     shapes: list[MachineShape] = []
     for i, spec in enumerate(_need(raw, "fixed_shapes", list, "machines.json")):
@@ -260,7 +181,10 @@ def _parse_shapes(raw: dict[str, Any], gpus: dict[str, GpuSpec]) -> list[Machine
 
 def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumptions_raw: dict) -> Catalog:
     """Validate raw file contents into a Catalog (tests feed altered copies through here)."""
-    gpus = _parse_gpus(gpus_raw)
+    try:
+        gpus = parse_gpus(gpus_raw).kinds
+    except SchemaError as exc:
+        raise CatalogError(str(exc)) from exc
     shapes = _parse_shapes(machines_raw, gpus)
     regions = tuple(_need(machines_raw, "region_sets", dict, "machines.json").get("all", ()))
     if not regions:
@@ -281,12 +205,11 @@ def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumpti
                            f"{assumptions.reduction_server.machine_type!r}")
     raws = (gpus_raw, machines_raw, prices_raw, assumptions_raw)
     fingerprint = "-".join(str(raw.get("version", "?")) for raw in raws)
-    gpus_view = MappingProxyType(gpus)
-    return Catalog(gpus=gpus_view, shapes=tuple(shapes), regions=regions, prices=prices, assumptions=assumptions,
+    return Catalog(gpus=gpus, shapes=tuple(shapes), regions=regions, prices=prices, assumptions=assumptions,
                    fingerprint=fingerprint)
 
 
 @cache
 def load_catalog() -> Catalog:
     """The packaged catalog, read and validated once per process."""
-    return build_catalog(_read("gpus.json"), _read("machines.json"), _read("prices.json"), _read("assumptions.json"))
+    return build_catalog(read_gpus_json(), _read("machines.json"), _read("prices.json"), _read("assumptions.json"))

@@ -7,13 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from functions.planning.memory import STRATEGIES
 from functions.planning.search import CODE, INFEASIBLE, Evaluation
-from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
+from functions.planning.space import FP32_INDEX, VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import PlanAlternative
-
-STRATEGY_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2 (SHARD_GRAD_OP)", "fsdp": "FSDP (FULL_SHARD)"}
-PRECISION_NAMES = ("bf16", "fp16", "fp32")
+from schemas.vocabulary import FP32, PRECISIONS, STRATEGIES, STRATEGY_TITLES
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ def usd(value: float) -> str:
 
 
 def precision_of(ev: Evaluation, c: int) -> str:
-    return "fp32" if ev.fp32[c] else PRECISION_NAMES[int(ev.space.mixed_precision[c])]
+    return FP32 if ev.fp32[c] else PRECISIONS[int(ev.space.mixed_precision[c])]
 
 
 def gpu_label(ev: Evaluation, c: int) -> str:
@@ -112,7 +109,7 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
                 f"{gb(need)} RAM")
     if code == CODE["memory"]:
         unit = "per GPU" if not shape.is_cpu_only else "of RAM"
-        return (f"needs {gb(ev.memory_total[c, v])} {unit} under {STRATEGY_NAMES[strategy]}, "
+        return (f"needs {gb(ev.memory_total[c, v])} {unit} under {STRATEGY_TITLES[strategy]}, "
                 f"has {gb(space.capacity_bytes[c])}")
     if code == CODE["timeout"]:
         return f"takes {ev.hours[c, v, s]:,.1f} h, past the {limits.max_hours:g} h job limit"
@@ -188,7 +185,7 @@ def _rows(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, in
     memory = ev.memory_total[cs, vs].tolist()
     capacity = space.capacity_bytes[cs].tolist()
     servers = (space.server_replicas[cs] * VARIANT_SERVER[vs]).tolist()
-    precision = np.where(ev.fp32[cs], 2, space.mixed_precision[cs]).tolist()
+    precision = np.where(ev.fp32[cs], FP32_INDEX, space.mixed_precision[cs]).tolist()
     best_cost = float(ev.cost[best]) if best is not None else 0.0
     best_hours = float(ev.hours[best]) if best is not None else 0.0
     rows = []
@@ -202,7 +199,7 @@ def _rows(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, in
         rows.append({
             "machine_type": shape.machine_type, "accelerator_type": shape.accelerator_type,
             "accelerator_count": shape.accelerator_count, "replica_count": space.configs[c].nodes,
-            "strategy": STRATEGIES[VARIANT_STRATEGY[v]], "precision": PRECISION_NAMES[precision[i]],
+            "strategy": STRATEGIES[VARIANT_STRATEGY[v]], "precision": PRECISIONS[precision[i]],
             "region": space.regions[region[i]] if region[i] >= 0 else None, "spot": bool(s),
             "reduction_server_replicas": servers[i],
             "estimated_hours": hours[i] if hours[i] != np.inf else None,

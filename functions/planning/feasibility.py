@@ -14,13 +14,13 @@ from datetime import datetime
 
 import numpy as np
 
-from functions.planning.explain import STRATEGY_NAMES, gb, gpu_label, reason_text, representatives, usd
+from functions.planning.explain import gb, gpu_label, reason_text, representatives, usd
 from functions.planning.inputs import PlanInput
 from functions.planning.limits import build_limits
-from functions.planning.memory import STRATEGIES
 from functions.planning.quotas import QuotaTable
 from functions.planning.search import CODE, REASONS, Evaluation, evaluate
 from functions.planning.space import VARIANT_STRATEGY, space_for
+from schemas.vocabulary import STRATEGIES, STRATEGY_TITLES
 
 LABELS = {
     "gpu_not_allowed": "not in the GPU allowlist", "max_gpus": "over max_gpus", "end_of_support": "past end of support",
@@ -37,7 +37,7 @@ def _summary(ev: Evaluation, pick: tuple[int, int, int]) -> str:
     nodes = f" x{cfg.nodes} nodes" if cfg.nodes > 1 else ""
     region = ev.space.regions[int(ev.region[c, v, s])]
     spot = " Spot" if s else ""
-    return (f"{gpu_label(ev, c)} ({cfg.shape.machine_type}{nodes}, {STRATEGY_NAMES[STRATEGIES[VARIANT_STRATEGY[v]]]},"
+    return (f"{gpu_label(ev, c)} ({cfg.shape.machine_type}{nodes}, {STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]},"
             f" {region}{spot}): {ev.hours[c, v, s]:,.1f} h, {usd(ev.cost[c, v, s])}")
 
 
@@ -80,7 +80,7 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
     worlds = np.where(pool, space.world[:, None], np.iinfo(np.int64).max)
     c, v = np.unravel_index(int(np.argmin(worlds)), worlds.shape)
     gpu = space.catalog.gpus[space.configs[c].shape.accelerator_type]
-    strategy = STRATEGY_NAMES[STRATEGIES[VARIANT_STRATEGY[v]]]
+    strategy = STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]
     return (f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)} "
             f"({gb(space.capacity_bytes[closest])} each); {strategy} over {int(space.world[c])}+ {gpu.display} fits")
 

@@ -12,10 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from functions.planning.errors import PlanInputError
-
-TASKS = ("tabular-classification", "tabular-regression", "causal-lm")
-SPOT_POLICIES = ("never", "allowed", "required")
-PRECISION_POLICIES = ("auto", "fp32")
+from schemas.vocabulary import PRECISION_POLICIES, SPOT_POLICIES, TASKS
 
 
 @dataclass(frozen=True)
@@ -23,7 +20,7 @@ class PlanInput:
     """One request to plan. Zero / empty / None means "not set" everywhere, as in the TrainingRequest."""
 
     task: str
-    """tabular-classification | tabular-regression | causal-lm."""
+    """One of vocabulary.TASKS."""
     preset: str
     """Model preset name (schemas/data/model_presets.json); "" with `parameters` set plans a generic model."""
     dataset_bytes: int
@@ -55,11 +52,11 @@ class PlanInput:
     max_gpus: int = 0
     """Cap on GPUs in total; 0 = no cap."""
     spot: str = "allowed"
-    """never | allowed | required."""
+    """One of vocabulary.SPOT_POLICIES."""
     checkpointing: bool = True
     """Whether the trainer checkpoints (needed to run on Spot)."""
     precision: str = "auto"
-    """auto (16-bit mixed precision where the GPU has it) | fp32."""
+    """One of vocabulary.PRECISION_POLICIES: auto (16-bit mixed precision where the GPU has it) or fp32."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

@@ -22,16 +22,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STRATEGIES = ("ddp", "zero1", "zero2", "fsdp")
+from schemas.vocabulary import STRATEGIES, STRATEGY_INDEX
 
-# (fixed, sharded) bytes per parameter: [strategy][0 = mixed, 1 = fp32]
-STATE_BYTES_PER_PARAM = np.array([
-    [(16.0, 0.0), (16.0, 0.0)],
-    [(4.0, 12.0), (8.0, 8.0)],
-    [(2.0, 14.0), (4.0, 12.0)],
-    [(0.0, 16.0), (0.0, 16.0)],
-])
-FSDP = STRATEGIES.index("fsdp")
+# (fixed, sharded) bytes per parameter, (mixed, fp32), per strategy: the table in the module docstring.
+_STATE_BYTES = {
+    "ddp": ((16.0, 0.0), (16.0, 0.0)),
+    "zero1": ((4.0, 12.0), (8.0, 8.0)),
+    "zero2": ((2.0, 14.0), (4.0, 12.0)),
+    "fsdp": ((0.0, 16.0), (0.0, 16.0)),
+}
+# [strategy index][0 = mixed, 1 = fp32] -> (fixed, sharded); a strategy without a row fails here, at import.
+STATE_BYTES_PER_PARAM = np.array([_STATE_BYTES[name] for name in STRATEGIES])
+FSDP = STRATEGY_INDEX["fsdp"]
 
 
 def model_state_bytes(parameters, strategy, world, fp32):
@@ -81,7 +83,7 @@ def breakdown(parameters: int, strategy: str, world: int, fp32: bool, *, activat
         raise ValueError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
     if world < 1:
         raise ValueError(f"GPU count must be >= 1, got {world}")
-    s = STRATEGIES.index(strategy)
+    s = STRATEGY_INDEX[strategy]
     states = float(model_state_bytes(parameters, s, world, int(fp32)))
     acts = float(activation_bytes(activation_per_sample, micro_batch, int(fp32)))
     gather = float(gather_bytes(largest_layer_parameters, s, int(fp32)))

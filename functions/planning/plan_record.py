@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 from functions.planning.explain import precision_of
 from functions.planning.inputs import PlanInput
-from functions.planning.memory import STRATEGIES
 from functions.planning.search import Evaluation, Limits
 from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import Plan, PlanAlternative, PlanMemory
+from schemas.vocabulary import STRATEGIES
 
 
 def objective_text(inp: PlanInput, limits: Limits) -> str:

@@ -17,9 +17,12 @@ from functions.planning.catalog import Catalog, MachineShape
 from functions.planning.memory import gather_bytes, model_state_bytes
 from functions.planning.performance import GBIT, comm_seconds, reduction_server_replicas
 from functions.planning.quotas import QuotaTable
+from schemas.vocabulary import FP32, PRECISION_INDEX, PRECISION_POLICIES, STRATEGIES, STRATEGY_INDEX
 
-# (strategy index into memory.STRATEGIES, uses a Reduction Server)
-VARIANTS = ((0, False), (0, True), (1, False), (2, False), (3, False))
+DDP = STRATEGY_INDEX["ddp"]
+FP32_INDEX = PRECISION_INDEX[FP32]
+# (strategy index into vocabulary.STRATEGIES, uses a Reduction Server): every strategy, and DDP also with a server.
+VARIANTS = tuple((s, server) for s in range(len(STRATEGIES)) for server in ((False, True) if s == DDP else (False,)))
 VARIANT_STRATEGY = np.array([v[0] for v in VARIANTS])
 VARIANT_SERVER = np.array([v[1] for v in VARIANTS], dtype=np.int64)
 NO_END_OF_SUPPORT = 10**9
@@ -47,7 +50,7 @@ class PrecisionArrays:
     fp32: np.ndarray
     """[config] whether training runs in fp32 (CPU-only, GPUs without 16-bit math, or fp32 requested)."""
     precision: np.ndarray
-    """[config] 0 bf16, 1 fp16, 2 fp32."""
+    """[config] index into vocabulary.PRECISIONS."""
     state_bytes_per_param: np.ndarray
     """[variant, config] model_state_bytes(1, ...)."""
     gather_bytes_per_param: np.ndarray
@@ -175,13 +178,12 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Sp
     vcpus = np.array([x.shape.vcpus for x in configs], dtype=np.int64)
     min_vcpus = np.maximum(a.host.min_vcpus_per_node, per_node * a.host.min_vcpus_per_gpu)
     cpu_peak = np.array([x.shape.vcpus * x.shape.cpu_gflops_per_vcpu * 1e9 for x in configs])
-    precision_index = {"bf16": 0, "fp16": 1, "fp32": 2}
     network_gbps = np.array([x.shape.network_gbps for x in configs])
     servers = np.where((nodes > 1) & ~is_cpu,
                        reduction_server_replicas(nodes, network_gbps, a.reduction_server.bandwidth_gbps), 0)
     valid = np.ones((c, len(VARIANTS)), dtype=bool)
     world = np.where(is_cpu, 1, per_node * nodes)
-    valid[:, VARIANT_STRATEGY > 0] = (world > 1)[:, None]
+    valid[:, VARIANT_STRATEGY != DDP] = (world > 1)[:, None]
     valid[:, VARIANT_SERVER == 1] = ((nodes > 1) & ~is_cpu)[:, None]
 
     book = catalog.prices
@@ -218,16 +220,17 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str) -> Sp
                 quota_ok[i, j, spot, 0] = gpu_ok and cpu_use <= cpu_limit
                 quota_ok[i, j, spot, 1] = gpu_ok and cpu_use + servers[i] * a.reduction_server.vcpus <= cpu_limit
     strategy = VARIANT_STRATEGY[None, :]
-    mixed_precision = np.array([precision_index[g.mixed_precision()] if g else 2 for g in gpus], dtype=np.int64)
+    mixed_precision = np.array([PRECISION_INDEX[g.mixed_precision()] if g else FP32_INDEX for g in gpus],
+                               dtype=np.int64)
     peak_mixed = np.array([g.peak_flops(g.mixed_precision()) if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
-    peak_fp32 = np.array([g.peak_flops("fp32") if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
+    peak_fp32 = np.array([g.peak_flops(FP32) if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
     mfu = np.array([g.assumed_mfu if g else a.compute.cpu_mfu for g in gpus])
     intra = np.array([g.intra_node_gbytes_per_s * 1e9 if g else 1.0 for g in gpus])
     modes = {}
-    for mode in ("auto", "fp32"):
-        fp32 = is_cpu | (mixed_precision == 2) | (mode == "fp32")
+    for mode in PRECISION_POLICIES:
+        fp32 = is_cpu | (mixed_precision == FP32_INDEX) | (mode == FP32)
         modes[mode] = PrecisionArrays(
-            fp32=fp32, precision=np.where(fp32, 2, mixed_precision),
+            fp32=fp32, precision=np.where(fp32, FP32_INDEX, mixed_precision),
             state_bytes_per_param=np.ascontiguousarray(
                 model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]).T),
             gather_bytes_per_param=np.ascontiguousarray(

@@ -1,83 +1,149 @@
-"""Pure rules for changing a run document: forward-only states, history, and the submission claim.
+"""Pure rules for changing a run record: forward-only states, history, and the submission claim.
 
-The Firestore adapter (runs_store.py) applies these inside transactions; tests exercise them without a server.
+Each store operation is a `Step`: given the stored record (None when absent) it returns the record to write (None:
+write nothing) and the operation's result. `RunsRules` is the store interface built on them: the Firestore adapter
+(functions/gcp/runs_store.py) supplies `apply` as a transaction, the fake (tests/fakes/runs.py) as a lock; tests
+exercise the rules without either.
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, TypeVar
 
-from schemas.run_record import RunState, can_move, parse_state
+from functions.errors import TransientError
+from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
+from schemas.run_record import RunRecord, RunState, StateChange, Submission, can_move
+from schemas.times import format_timestamp
 
 Doc = dict[str, Any]
+"""A stored document as the client libraries read and write it."""
+T = TypeVar("T")
+Change = Callable[[RunRecord], RunRecord]
+"""Field changes to apply to the current record (inside the store's transaction, so on the freshest copy)."""
+Step = Callable[[RunRecord | None], tuple[RunRecord | None, T]]
 
 
-def iso(now: datetime) -> str:
-    return now.isoformat().replace("+00:00", "Z")
+def transitioned(run: RunRecord, new_state: RunState, *, now: datetime, detail: str = "",
+                 change: Change | None = None) -> RunRecord | None:
+    """The record after moving to new_state, or None when that move is not allowed from its current state.
 
-
-def transitioned(doc: Doc, new_state: RunState, *, now: datetime, detail: str = "",
-                 updates: Doc | None = None) -> Doc | None:
-    """The document after moving to new_state, or None when that move is not allowed from its current state.
-
-    Moving to the state it is already in applies `updates` without a new history entry (a repeated event).
+    Moving to the state it is already in applies `change` without a new history entry (a repeated event).
     """
-    current = parse_state(doc["state"])
-    if current != new_state and not can_move(current, new_state):
+    if run.state != new_state and not can_move(run.state, new_state):
         return None
-    out = copy.deepcopy(doc)
-    for key, value in (updates or {}).items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = {**out[key], **value}
-        else:
-            out[key] = value
-    if current != new_state:
-        out["state"] = new_state.value
-        out["history"] = [*out.get("history", []), {"state": new_state.value, "at": iso(now), "detail": detail}]
-    out["updated_at"] = iso(now)
-    return out
+    out = change(run) if change else run
+    stamp = format_timestamp(now)
+    if run.state != new_state:
+        out = replace(out, state=new_state, history=(*out.history, StateChange(new_state, stamp, detail)))
+    return replace(out, updated_at=stamp)
 
 
-class ClaimOutcome:
-    CLAIMED = "claimed"
-    """This delivery owns the submission; nothing was attempted before."""
-    RECOVER = "recover"
-    """A previous owner's lease ran out mid-submission: look for its job before submitting again."""
-    BUSY = "busy"
-    """Another delivery holds a live lease: retry later."""
-    DONE = "done"
-    """Already submitted (or ended): nothing to do."""
-    NOT_READY = "not-ready"
-    """The run is not planned yet."""
+def submission_lease(submission: Submission) -> Lease | None:
+    """The lease a run's submission record holds (`owner` until `lease_until`), if any."""
+    if not submission.lease_until:
+        return None
+    return Lease(submission.owner or "", submission.lease_until)
 
 
-@dataclass(frozen=True)
-class Claim:
-    outcome: str
-    doc: Doc
+def claimed(run: RunRecord, *, owner: str, now: datetime, lease_seconds: int) -> Claim[RunRecord]:
+    """Decide whether `owner` may submit the run's job, and the record that holds its lease."""
+    lease = Lease.granted(owner, now=now, seconds=lease_seconds)
 
+    def hold(r: RunRecord) -> RunRecord:
+        return replace(r, submission=replace(r.submission, owner=lease.owner, lease_until=lease.until))
 
-def claimed(doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim:
-    """Decide whether `owner` may submit the run's job, and the document that records its lease."""
-    state = parse_state(doc["state"])
-    submission = dict(doc.get("submission") or {})
-    lease = {"owner": owner, "lease_until": iso(now + timedelta(seconds=lease_seconds))}
-    if state == RunState.PLANNED:
-        new = transitioned(doc, RunState.SUBMITTING, now=now, detail="claimed for submission",
-                           updates={"submission": {**submission, **lease}})
-        assert new is not None
+    if run.state == RunState.PLANNED:
+        new = transitioned(run, RunState.SUBMITTING, now=now, detail="claimed for submission", change=hold)
+        assert new is not None, "PLANNED -> SUBMITTING is always allowed"
         return Claim(ClaimOutcome.CLAIMED, new)
-    if state == RunState.SUBMITTING:
-        until = submission.get("lease_until", "")
-        live = bool(until) and datetime.fromisoformat(until.replace("Z", "+00:00")) > now
-        if live and submission.get("owner") != owner:
-            return Claim(ClaimOutcome.BUSY, doc)
-        new = transitioned(doc, RunState.SUBMITTING, now=now, updates={"submission": {**submission, **lease}})
-        assert new is not None
+    if run.state == RunState.SUBMITTING:
+        if held_by_other(submission_lease(run.submission), owner, now):
+            return Claim(ClaimOutcome.BUSY, run)
+        new = transitioned(run, RunState.SUBMITTING, now=now, change=hold)
+        assert new is not None, "staying in a state is always allowed"
         return Claim(ClaimOutcome.RECOVER, new)
-    if state in (RunState.RECEIVED,):
-        return Claim(ClaimOutcome.NOT_READY, doc)
-    return Claim(ClaimOutcome.DONE, doc)
+    if run.state == RunState.RECEIVED:
+        return Claim(ClaimOutcome.NOT_READY, run)
+    return Claim(ClaimOutcome.DONE, run)
+
+
+# Store operations, as steps ------------------------------------------------------------------------------------
+
+
+def create_if_absent(run: RunRecord) -> Step[tuple[RunRecord, bool]]:
+    """Store `run` unless its id exists; result: (the stored record, whether this call created it)."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, tuple[RunRecord, bool]]:
+        return (run, (run, True)) if cur is None else (None, (cur, False))
+
+    return step
+
+
+def transition(state: RunState, *, now: datetime, detail: str = "",
+               change: Change | None = None) -> Step[tuple[RunRecord | None, bool]]:
+    """Move the run forward; result: (record after, whether it changed). A disallowed move writes nothing."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, tuple[RunRecord | None, bool]]:
+        if cur is None:
+            return None, (None, False)
+        new = transitioned(cur, state, now=now, detail=detail, change=change)
+        return (new, (new, True)) if new is not None else (None, (cur, False))
+
+    return step
+
+
+def merge(*, now: datetime, change: Change) -> Step[RunRecord | None]:
+    """Apply `change` without changing state (e.g. record a submission attempt); result: the record after."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, RunRecord | None]:
+        if cur is None:
+            return None, None
+        new = transitioned(cur, cur.state, now=now, change=change)
+        return new, new
+
+    return step
+
+
+def claim_submission(run_id: str, *, owner: str, now: datetime, lease_seconds: int) -> Step[Claim[RunRecord]]:
+    """Claim the run's submission for `owner` (see `claimed`); the lease is written only when taken."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, Claim[RunRecord]]:
+        if cur is None:
+            raise TransientError(f"run {run_id} does not exist yet")
+        claim = claimed(cur, owner=owner, now=now, lease_seconds=lease_seconds)
+        taken = claim.outcome in (ClaimOutcome.CLAIMED, ClaimOutcome.RECOVER)
+        return (claim.doc if taken else None), claim
+
+    return step
+
+
+class RunsRules(ABC):
+    """A runs store: each operation is one rule step applied atomically to one run by `apply`."""
+
+    @abstractmethod
+    def apply(self, run_id: str, step: Step[T]) -> T:
+        """Read run_id's record (None when absent), run step on it, write what it returns, all atomically."""
+
+    def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Store run unless a run with its id exists; returns (the stored record, whether this call created it)."""
+        return self.apply(run.run_id, create_if_absent(run))
+
+    def transition(self, run_id: str, state: RunState, *, now: datetime, detail: str = "",
+                   change: Change | None = None) -> tuple[RunRecord | None, bool]:
+        """Move the run forward; returns (record after, whether it changed). A disallowed move changes nothing."""
+        return self.apply(run_id, transition(state, now=now, detail=detail, change=change))
+
+    def merge(self, run_id: str, change: Change, *, now: datetime) -> RunRecord | None:
+        """Apply change without changing state (e.g. record a submission attempt)."""
+        return self.apply(run_id, merge(now=now, change=change))
+
+    def claim_submission(self, run_id: str, *, owner: str, now: datetime, lease_seconds: int) -> Claim[RunRecord]:
+        return self.apply(run_id, claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds))
+
+
+__all__ = ["Change", "Doc", "RunsRules", "Step", "claim_submission", "claimed", "create_if_absent", "merge",
+           "submission_lease", "transition", "transitioned"]

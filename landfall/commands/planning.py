@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from landfall.tables import render_table
+from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 
 DEFAULT_ROWS = 20
 
@@ -38,9 +39,8 @@ def register(subparsers: Any) -> None:
                     "FSDP FULL_SHARD, following the ZeRO paper; with --preset also activations for --micro-batch "
                     "samples. GB = 1e9 bytes.")
     m.add_argument("--params", required=True, metavar="P", help="parameter count: 124M, 1.3B, 7e9 ...")
-    m.add_argument("--strategy", required=True, choices=("ddp", "zero1", "zero2", "fsdp"),
-                   help="ddp (replicated), zero1 (optimizer states sharded), zero2 (+ gradients: FSDP "
-                        "SHARD_GRAD_OP), fsdp (everything: FSDP FULL_SHARD)")
+    m.add_argument("--strategy", required=True, choices=STRATEGIES,
+                   help=describe(STRATEGY_TERMS))
     m.add_argument("--gpus", required=True, type=int, metavar="N", help="data-parallel degree (GPUs in all)")
     m.add_argument("--precision", choices=("mixed", "fp32"), default="mixed",
                    help="mixed: 16-bit compute with fp32 master weights (default); fp32: everything in fp32")

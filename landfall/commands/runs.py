@@ -8,6 +8,9 @@ import sys
 from typing import Any
 
 from landfall.tables import render_table
+from schemas.errors import SchemaError
+from schemas.plan import Plan
+from schemas.run_record import RunRecord, parse_run_record
 
 
 def runs_collection() -> Any:
@@ -19,12 +22,32 @@ def runs_collection() -> Any:
     return firestore.Client(project=settings.project).collection(settings.runs_collection)
 
 
-def _gpu(plan: dict[str, Any] | None) -> str:
-    if not plan:
+def _gpu(plan: Plan | None) -> str:
+    if plan is None:
         return ""
-    if plan.get("accelerator_type"):
-        return f"{plan.get('accelerator_count')}x{plan['accelerator_type']}"
-    return "cpu"
+    return f"{plan.accelerator_count}x{plan.accelerator_type}" if plan.accelerator_type else "cpu"
+
+
+def _dataset(run: RunRecord) -> dict[str, Any]:
+    """The request's dataset reference (a REJECTED run keeps whatever raw fields could be read)."""
+    dataset = run.request.get("dataset")
+    return dataset if isinstance(dataset, dict) else {}
+
+
+def _final(run: RunRecord) -> dict[str, Any]:
+    final = (run.metrics or {}).get("final")
+    return final if isinstance(final, dict) else {}
+
+
+def _readable(docs: list[dict[str, Any]]) -> list[RunRecord]:
+    runs = []
+    for doc in docs:
+        try:
+            runs.append(parse_run_record(doc))
+        except SchemaError as exc:
+            print(f"landfall runs: skipping run {doc.get('run_id', '?')!r}, which does not fit the run record "
+                  f"schema: {exc} (`landfall runs --json` shows it as stored)", file=sys.stderr)
+    return runs
 
 
 def recent_runs(state: str | None, limit: int) -> list[dict[str, Any]]:
@@ -45,10 +68,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(docs, indent=2, default=str))
         return 0
-    rows = [[d["run_id"], d["state"], d.get("created_at", ""), (d.get("request") or {}).get("dataset", {}).get("uri")
-             if isinstance((d.get("request") or {}).get("dataset"), dict) else "",
-             (d.get("plan") or {}).get("machine_type", ""), _gpu(d.get("plan")),
-             _fmt((d.get("metrics") or {}).get("final", {}).get("accuracy"))] for d in docs]
+    rows = [[r.run_id, r.state, r.created_at, _dataset(r).get("uri"), r.plan.machine_type if r.plan else "",
+             _gpu(r.plan), _fmt(_final(r).get("accuracy"))] for r in _readable(docs)]
     print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY"], rows) if rows
           else "no runs yet")
     return 0
@@ -58,43 +79,36 @@ def _fmt(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else ("" if value is None else str(value))
 
 
-def describe(doc: dict[str, Any]) -> str:
+def describe(run: RunRecord) -> str:
     """A run record as a person reads it: state, dataset, plan, Vertex job, times, metrics, error."""
-    request = doc.get("request") or {}
-    plan = doc.get("plan") or {}
-    vertex = doc.get("vertex") or {}
-    timings = doc.get("timings") or {}
-    metrics = doc.get("metrics") or {}
-    final = metrics.get("final") or {}
-    dataset = request.get("dataset") if isinstance(request.get("dataset"), dict) else {}
+    request, plan, dataset, final = run.request, run.plan, _dataset(run), _final(run)
+    model = request.get("model")
     lines = [
-        f"run       {doc['run_id']}",
-        f"state     {doc['state']}",
+        f"run       {run.run_id}",
+        f"state     {run.state}",
         f"dataset   {dataset.get('uri', '')} ({dataset.get('object_count', '?')} objects, "
         f"{dataset.get('total_bytes', '?')} bytes)",
-        f"task      {request.get('task', '')} / {(request.get('model') or {}).get('preset', '')}",
+        f"task      {request.get('task', '')} / {model.get('preset', '') if isinstance(model, dict) else ''}",
     ]
-    if plan:
-        lines.append(f"plan      {plan.get('replica_count', 1)} x {plan.get('machine_type')} ({_gpu(plan)}) in "
-                     f"{plan.get('region')}, {plan.get('strategy')}, {'spot' if plan.get('spot') else 'on-demand'}, "
-                     f"est. ${_fmt(plan.get('estimated_cost_usd'))}")
-    if vertex:
-        lines.append(f"job       {vertex.get('job_name')} ({vertex.get('state', '')})")
-    for key in ("created_at", "submitted_at", "started_at", "ended_at", "run_seconds"):
-        if key in timings:
-            lines.append(f"{key:<9} {timings[key]}")
+    if plan is not None:
+        lines.append(f"plan      {plan.replica_count} x {plan.machine_type} ({_gpu(plan)}) in {plan.region}, "
+                     f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${_fmt(plan.estimated_cost_usd)}")
+    if run.vertex is not None:
+        lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
+    for key, value in run.timings.to_dict().items():
+        lines.append(f"{key:<9} {value}")
     if final:
+        metrics = run.metrics or {}
         lines.append(f"metrics   loss {_fmt(final.get('loss'))}, accuracy {_fmt(final.get('accuracy'))}, "
                      f"{_fmt(metrics.get('samples_per_second'))} samples/s, "
                      f"wall {_fmt(metrics.get('wall_time_seconds'))} s")
-    cost = doc.get("cost") or {}
-    if cost:
-        lines.append(f"cost      estimated ${_fmt(cost.get('estimated_usd'))}, actual ${_fmt(cost.get('actual_usd'))}")
-    if doc.get("artifacts"):
-        lines.append(f"model     {doc['artifacts'].get('model_dir')}")
-    if doc.get("error"):
-        lines.append(f"error     {doc['error'].get('code')}: {doc['error'].get('message')}")
-    lines.append("history   " + " -> ".join(h["state"] for h in doc.get("history", [])))
+    if run.cost.to_dict():
+        lines.append(f"cost      estimated ${_fmt(run.cost.estimated_usd)}, actual ${_fmt(run.cost.actual_usd)}")
+    if run.artifacts is not None:
+        lines.append(f"model     {run.artifacts.model_dir}")
+    if run.error is not None:
+        lines.append(f"error     {run.error.code}: {run.error.message}")
+    lines.append("history   " + " -> ".join(h.state for h in run.history))
     return "\n".join(lines)
 
 
@@ -104,7 +118,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"landfall run: no run {args.run_id!r}; `landfall runs` lists them", file=sys.stderr)
         return 1
     doc = snapshot.to_dict()
-    print(json.dumps(doc, indent=2, default=str) if args.json else describe(doc))
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    try:
+        print(describe(parse_run_record(doc)))
+    except SchemaError as exc:
+        print(f"landfall run: run {args.run_id!r} does not fit the run record schema: {exc}; "
+              "`landfall run --json` shows it as stored", file=sys.stderr)
+        return 1
     return 0
 
 

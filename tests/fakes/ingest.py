@@ -1,6 +1,7 @@
 """In-memory stand-ins for ingest's adapters (GcsObjects, DatasetsStore), for pure-logic tests only.
 
-The fake store applies the same pure claim rules as the Firestore adapter; integration tests run the real one.
+The fake store applies the same pure rules as the Firestore adapter (functions/records/dataset_versions.py and the
+lease rule in leases.py); tests/integration/test_store_contracts.py checks both against the same behaviours.
 """
 
 from __future__ import annotations
@@ -8,16 +9,16 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from functions.gcp.datasets_store import ClaimOutcome, VersionClaim, claim, newer_version
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
 from functions.ingest.handler import IngestDeps
 from functions.ingest.routes import Route
-from functions.records.run_rules import iso
+from functions.records.dataset_versions import Doc, claim, finished, first_claim, newer_version
+from functions.records.leases import Claim, ClaimOutcome
 from functions.settings import settings_from_env
-from schemas.dataset_record import FINAL_VERSION_STATUSES, DatasetStatus, VersionStatus
+from schemas.dataset_record import DatasetStatus, VersionStatus
 
 SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -86,27 +87,25 @@ class FakeDatasets:
             return [copy.deepcopy(d) for d in self.docs.values()
                     if d["status"] in (DatasetStatus.COLLECTING, DatasetStatus.WAITING)]
 
-    def claim_version(self, doc: dict[str, Any], *, owner: str, now: datetime, lease_seconds: int) -> VersionClaim:
+    def claim_version(self, doc: dict[str, Any], *, owner: str, now: datetime, lease_seconds: int) -> Claim[Doc]:
         with self._lock:
             cur = self.versions.get(doc["run_id"])
             if cur is None:
-                fresh = {**doc, "status": VersionStatus.CLAIMED.value, "owner": owner, "attempts": 1,
-                         "claim_until": iso(now + timedelta(seconds=lease_seconds))}
+                fresh = first_claim(doc, owner=owner, now=now, lease_seconds=lease_seconds)
                 self.versions[doc["run_id"]] = fresh
-                return VersionClaim(ClaimOutcome.CLAIMED, copy.deepcopy(fresh))
+                return Claim(ClaimOutcome.CLAIMED, copy.deepcopy(fresh))
             result = claim(cur, owner=owner, now=now, lease_seconds=lease_seconds)
             if result.outcome == ClaimOutcome.CLAIMED:
                 self.versions[doc["run_id"]] = result.doc
-            return result
+            return Claim(result.outcome, copy.deepcopy(result.doc))
 
     def finish_version(self, run_id: str, *, owner: str, status: VersionStatus, now: datetime,
                        updates: dict[str, Any]) -> bool:
         with self._lock:
-            cur = self.versions.get(run_id)
-            if cur is None or VersionStatus(cur["status"]) in FINAL_VERSION_STATUSES or cur.get("owner") != owner:
-                return False
-            self.versions[run_id] = {**cur, **updates, "status": status.value, "claim_until": iso(now)}
-            return True
+            new = finished(self.versions.get(run_id), owner=owner, status=status, now=now, updates=updates)
+            if new is not None:
+                self.versions[run_id] = copy.deepcopy(new)
+            return new is not None
 
     def version(self, run_id: str) -> dict[str, Any] | None:
         with self._lock:

@@ -31,8 +31,8 @@ from deploy.gcp.plan import Target, function_env, names
 from deploy.local.processes import free_port
 from schemas.training_request import parse_training_request
 from tests.conftest import Emulator
+from tests.integration.vertex_emulator.harness import EmulatorProcess, launch_emulator
 from tests.polling import wait_for
-from tests.vertex_emulator.harness import EmulatorProcess, launch_emulator
 
 TARGET = Target(project="landfall-local", region="us-central1")
 IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/trainer:0123456789abcdef"

@@ -76,3 +76,19 @@ def test_every_status_has_a_next_step() -> None:
     for status in DatasetStatus:
         assert "\nnext      " in describe_dataset(base | {"status": status.value}), status
     assert "next" not in describe_dataset(base | {"status": "FROM_THE_FUTURE"})
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    args: argparse.Namespace = build_parser().parse_args(argv)
+    code = args.func(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("uri", ["landfall-landing/datasets/x/", "gs://landfall-landing", "gs://landfall-landing/",
+                                 "gs:///datasets/x/"])
+def test_a_uri_that_is_not_a_dataset_folder_is_refused(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["dataset", uri], capsys)
+    assert code == 2 and out == ""
+    assert f"expected a dataset folder gs://BUCKET/PREFIX/ (e.g. gs://landfall-landing/datasets/mydata/), got {uri!r}" \
+        in err

@@ -15,10 +15,12 @@ from functions import envelopes
 from functions.dispatch.job_spec import RUN_LABEL, custom_job
 from functions.dispatch.request_rules import request_problems
 from functions.errors import PermanentError
-from functions.records.run_rules import ClaimOutcome, claimed, iso, transitioned
+from functions.records.leases import ClaimOutcome
+from functions.records.run_rules import claimed, transitioned
 from functions.settings import settings_from_env
 from schemas import parse_training_request
-from schemas.run_record import RunState
+from schemas.plan import parse_plan
+from schemas.run_record import RunRecord, RunState, new_run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -63,29 +65,31 @@ def test_unknown_event_type_is_permanent() -> None:
         envelopes.pubsub_message(event)
 
 
-def base_doc(state: str = "RECEIVED") -> dict:
-    return {"run_id": "run-x", "state": state, "history": [{"state": state, "at": iso(NOW), "detail": ""}],
-            "submission": {}, "updated_at": iso(NOW)}
+def base_run(state: str = "RECEIVED") -> RunRecord:
+    return new_run("run-x", {}, now=NOW, state=RunState(state))
+
+
+PLAN = parse_plan(json.loads((EXAMPLES / "plan_cpu.json").read_text()))
 
 
 def test_transition_forward_records_history_and_backward_is_refused() -> None:
-    doc = transitioned(base_doc(), RunState.PLANNED, now=NOW, detail="p", updates={"plan": {"a": 1}})
-    assert doc is not None and doc["state"] == "PLANNED" and doc["plan"] == {"a": 1}
-    assert [h["state"] for h in doc["history"]] == ["RECEIVED", "PLANNED"]
+    doc = transitioned(base_run(), RunState.PLANNED, now=NOW, detail="p", change=lambda r: replace(r, plan=PLAN))
+    assert doc is not None and doc.state == "PLANNED" and doc.plan == PLAN
+    assert [h.state for h in doc.history] == ["RECEIVED", "PLANNED"]
     assert transitioned(doc, RunState.RECEIVED, now=NOW) is None
-    assert transitioned(base_doc("SUCCEEDED"), RunState.RUNNING, now=NOW) is None
-    same = transitioned(doc, RunState.PLANNED, now=NOW, updates={"x": 2})
-    assert same is not None and len(same["history"]) == 2 and same["x"] == 2
+    assert transitioned(base_run("SUCCEEDED"), RunState.RUNNING, now=NOW) is None
+    same = transitioned(doc, RunState.PLANNED, now=NOW, change=lambda r: replace(r, metrics={"x": 2}))
+    assert same is not None and len(same.history) == 2 and same.metrics == {"x": 2}
 
 
 def test_claim_is_exclusive_until_the_lease_runs_out() -> None:
-    first = claimed(base_doc("PLANNED"), owner="a", now=NOW, lease_seconds=60)
-    assert first.outcome == ClaimOutcome.CLAIMED and first.doc["state"] == "SUBMITTING"
+    first = claimed(base_run("PLANNED"), owner="a", now=NOW, lease_seconds=60)
+    assert first.outcome == ClaimOutcome.CLAIMED and first.doc.state == "SUBMITTING"
     assert claimed(first.doc, owner="b", now=NOW + timedelta(seconds=30), lease_seconds=60).outcome == \
         ClaimOutcome.BUSY
     later = claimed(first.doc, owner="b", now=NOW + timedelta(seconds=61), lease_seconds=60)
-    assert later.outcome == ClaimOutcome.RECOVER and later.doc["submission"]["owner"] == "b"
-    assert claimed(base_doc("SUBMITTED"), owner="c", now=NOW, lease_seconds=60).outcome == ClaimOutcome.DONE
+    assert later.outcome == ClaimOutcome.RECOVER and later.doc.submission.owner == "b"
+    assert claimed(base_run("SUBMITTED"), owner="c", now=NOW, lease_seconds=60).outcome == ClaimOutcome.DONE
 
 
 def golden_request():

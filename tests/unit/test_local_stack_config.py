@@ -1,9 +1,11 @@
-"""Pure parts of the local stack: service order vs topology, port overrides, the sweep period, the tick message."""
+"""Pure parts of the local stack: service order vs topology, port overrides, the sweep period, the tick message,
+and what `landfall up` refuses before it starts anything."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +75,21 @@ def test_periods_take_the_topology_value_unless_overridden() -> None:
 def test_next_due(due: float, now: float, expected: float) -> None:
     assert next_due(due, 1.0, now) == expected
 
+
+def test_unknown_port_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="unknown service 'pubsbu'"):
+        stack.up(tmp_path, {"pubsbu": 1234})
+
+
+def test_a_port_for_the_scheduler_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="scheduler listens on no port"):
+        stack.up(tmp_path, {"scheduler": 1234})
+    assert stack.read_state(tmp_path) == []
+
+
+def test_a_bad_sweep_period_is_refused_before_anything_starts(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(stack.SWEEP_EVERY_ENV, "0.5")
+    with pytest.raises(StackError, match=rf"{stack.SWEEP_EVERY_ENV} must be a whole number of seconds >= 1"):
+        stack.up(tmp_path, {name: 0 for name in stack.SERVICE_ORDER})
+    assert stack.read_state(tmp_path) == []

@@ -1,0 +1,148 @@
+"""GPU kinds: datasheet peaks, memory and links, loaded from data/gpus.json; shared by the planner and the trainer.
+
+The planner's catalog (functions/planning/catalog.py) plans with these figures; the trainer (trainer/metrics.py)
+divides its measured FLOP/s by the same peaks to report MFU. One file, one loader: `load_gpus`. A malformed file
+fails with a SchemaError naming the GPU kind and field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+from schemas.errors import SchemaError
+from schemas.fields import Reader
+from schemas.vocabulary import FP32, PRECISIONS
+
+GB = 1_000_000_000
+GPUS_FILE = "gpus.json"
+"""In schemas/data/."""
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU kind, keyed by its Vertex accelerator_type."""
+
+    accelerator_type: str
+    display: str
+    """Short name people use ("H100 80GB"); its first word is the model ("H100") that torch's device name carries."""
+    memory_gb: float
+    """GB = 1e9 bytes."""
+    memory_bandwidth_gbytes_per_s: float
+    peak_tflops: Mapping[str, float | None]
+    """precision (vocabulary.PRECISIONS) -> dense peak TFLOP/s, or None where the kind has no such math."""
+    nvlink_gbytes_per_s: float
+    """Per direction inside a VM; 0 when the GPUs only share PCIe."""
+    pcie_gbytes_per_s: float
+    assumed_mfu: float
+    """The model-FLOPs utilisation the planner assumes for this kind, in (0, 1]."""
+    end_of_support: date | None
+
+    @property
+    def model(self) -> str:
+        """The model token ("H100", "T4", "A100") as it appears among the words of torch's device name."""
+        return self.display.split()[0]
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * GB)
+
+    @property
+    def supports_bf16(self) -> bool:
+        return self.peak_tflops.get("bf16") is not None
+
+    @property
+    def intra_node_gbytes_per_s(self) -> float:
+        return self.nvlink_gbytes_per_s or self.pcie_gbytes_per_s
+
+    def mixed_precision(self) -> str:
+        """The format training uses on this kind: the first of vocabulary.PRECISIONS it has math for."""
+        return next((p for p in PRECISIONS if self.peak_tflops.get(p) is not None), FP32)
+
+    def peak_flops(self, precision: str) -> float:
+        tflops = self.peak_tflops.get(precision)
+        if tflops is None:
+            raise ValueError(f"{self.display} has no {precision} math")
+        return float(tflops) * 1e12
+
+
+@dataclass(frozen=True)
+class GpuTable:
+    """Every GPU kind in gpus.json, validated."""
+
+    version: int
+    """Bumped whenever a figure changes (part of the planner catalog's fingerprint)."""
+    kinds: Mapping[str, GpuSpec]
+    """accelerator_type -> GpuSpec, in file order."""
+
+
+def _positive(r: Reader, key: str) -> float:
+    """The number at key as written (16 stays an int, so tables print it as the file says); it must be > 0."""
+    if r.number(key) <= 0:
+        raise SchemaError(f"expected a positive number, got {r.data[key]!r}", field=f"{r.path}.{key}")
+    return r.data[key]
+
+
+def _peaks(r: Reader) -> Mapping[str, float | None]:
+    peaks = r.obj("peak_tflops")
+    if set(peaks.data) != set(PRECISIONS):
+        raise SchemaError(f"expected keys {PRECISIONS}, got {sorted(peaks.data)}", field=peaks.path)
+    if peaks.data[FP32] is None:
+        raise SchemaError("every GPU needs an fp32 figure", field=f"{peaks.path}.{FP32}")
+    return MappingProxyType({p: None if peaks.data[p] is None else _positive(peaks, p) for p in PRECISIONS})
+
+
+def _gpu(name: str, r: Reader) -> GpuSpec:
+    mfu = _positive(r, "assumed_mfu")
+    if mfu > 1:
+        raise SchemaError(f"expected a fraction in (0, 1], got {mfu}", field=f"{r.path}.assumed_mfu")
+    eos = r.data.get("end_of_support")
+    try:
+        end_of_support = date.fromisoformat(eos) if eos else None
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"expected YYYY-MM-DD or null, got {eos!r}", field=f"{r.path}.end_of_support") from exc
+    return GpuSpec(
+        accelerator_type=name,
+        display=r.string("display"),
+        memory_gb=_positive(r, "memory_gb"),
+        memory_bandwidth_gbytes_per_s=_positive(r, "memory_bandwidth_gbytes_per_s"),
+        peak_tflops=_peaks(r),
+        nvlink_gbytes_per_s=float(r.number("nvlink_gbytes_per_s", minimum=0.0)),
+        pcie_gbytes_per_s=_positive(r, "pcie_gbytes_per_s"),
+        assumed_mfu=mfu,
+        end_of_support=end_of_support,
+    )
+
+
+def parse_gpus(raw: Any) -> GpuTable:
+    """Validate the contents of gpus.json (tests feed altered copies through here); errors start "gpus.json: "."""
+    try:
+        r = Reader(raw)
+        gpus = r.obj("gpus")
+        kinds = {name: _gpu(name, gpus.obj(name)) for name in gpus.data}
+        if not kinds:
+            raise SchemaError("lists no GPU kind", field="gpus")
+        return GpuTable(version=r.integer("version", minimum=1), kinds=MappingProxyType(kinds))
+    except SchemaError as exc:
+        raise SchemaError(f"{GPUS_FILE}: {exc}") from exc
+
+
+def read_gpus_json() -> dict[str, Any]:
+    """The packaged schemas/data/gpus.json as plain JSON."""
+    text = resources.files("schemas").joinpath("data", GPUS_FILE).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{GPUS_FILE} is not valid JSON: {exc}") from exc
+
+
+@cache
+def load_gpus() -> GpuTable:
+    """The packaged GPU table, read and validated once per process."""
+    return parse_gpus(read_gpus_json())

@@ -1,0 +1,112 @@
+"""Landfall's closed vocabularies: the one place each allowed value is written, with what it means.
+
+Messages (schemas/), the planner (functions/planning/), the trainer's flags (trainer/config.py) and the CLI all take
+their tuples from here; index maps and display titles are derived below, never listed again. Order matters where
+stated: PRECISIONS is in order of preference for mixed-precision training, and planner arrays index STRATEGIES and
+PRECISIONS by position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class Term:
+    """One allowed value of a vocabulary."""
+
+    name: str
+    """As written in messages, records and command-line flags."""
+    doc: str
+    """What the value means, for help texts and readers of the code."""
+    title: str = ""
+    """As shown to people in tables and explanations; "" = the name."""
+
+    @property
+    def label(self) -> str:
+        return self.title or self.name
+
+
+@dataclass(frozen=True)
+class Task(Term):
+    """A training task; it decides the model family a preset must belong to."""
+
+    model_family: str = ""
+    """The family of model presets (schemas/data/model_presets.json) that can learn this task."""
+
+
+@dataclass(frozen=True)
+class Strategy(Term):
+    """A data-parallel strategy (the trainer's --strategy, a Plan's strategy)."""
+
+    uses_fsdp: bool = False
+    """True when the trainer wraps the model with FSDP (fully_shard); False: DistributedDataParallel."""
+
+
+TASK_TERMS: tuple[Task, ...] = (
+    Task("tabular-classification", "Predict a class id (the label column) from numeric feature columns.",
+         model_family="mlp"),
+    Task("tabular-regression", "Predict a number (the label column) from numeric feature columns.", model_family="mlp"),
+    Task("causal-lm", "Predict the next byte of UTF-8 text (byte-level vocabulary, nothing downloaded).",
+         model_family="gpt"),
+)
+
+STRATEGY_TERMS: tuple[Strategy, ...] = (
+    Strategy("ddp", "DistributedDataParallel. Every rank holds the whole model and optimizer; gradients are "
+             "all-reduced.", title="DDP"),
+    Strategy("zero1", "DDP with ZeroRedundancyOptimizer. Optimizer states are sharded across ranks.", title="ZeRO-1"),
+    Strategy("zero2", "FSDP SHARD_GRAD_OP (reshard_after_forward=False). Gradients and optimizer states are sharded.",
+             title="ZeRO-2 (SHARD_GRAD_OP)", uses_fsdp=True),
+    Strategy("fsdp", "FSDP FULL_SHARD (reshard_after_forward=True). Parameters, gradients and optimizer states are "
+             "sharded.", title="FSDP (FULL_SHARD)", uses_fsdp=True),
+)
+
+PRECISION_TERMS: tuple[Term, ...] = (
+    Term("bf16", "bfloat16 autocast with fp32 master weights; fp32's range, so no loss scaling (A100, H100, L4 ...)."),
+    Term("fp16", "float16 autocast with fp32 master weights and dynamic loss scaling (T4, V100, P100)."),
+    Term("fp32", "Everything in float32 (CPUs, GPUs without 16-bit math, or when asked for)."),
+)
+"""In order of preference: a GPU trains in the first 16-bit format it has, else in fp32."""
+
+AUTO_PRECISION = Term("auto", "The device decides: the first of bf16, fp16 it supports for GPUs, fp32 on CPUs.")
+
+SPOT_TERMS: tuple[Term, ...] = (
+    Term("never", "On-demand machines only."),
+    Term("allowed", "Spot when cheaper, counting the expected preemption overhead."),
+    Term("required", "Spot machines only (the trainer must checkpoint)."),
+)
+
+
+def names(terms: tuple[Term, ...]) -> tuple[str, ...]:
+    return tuple(term.name for term in terms)
+
+
+def index(values: tuple[str, ...]) -> Mapping[str, int]:
+    """value -> its position (planner arrays store positions)."""
+    return MappingProxyType({value: i for i, value in enumerate(values)})
+
+
+def describe(terms: tuple[Term, ...]) -> str:
+    """A help text for a flag that takes one of terms: "name: doc name: doc" (each doc is a sentence)."""
+    return " ".join(f"{term.name}: {term.doc}" for term in terms)
+
+
+TASKS = names(TASK_TERMS)
+TASK_MODEL_FAMILY: Mapping[str, str] = MappingProxyType({t.name: t.model_family for t in TASK_TERMS})
+
+STRATEGIES = names(STRATEGY_TERMS)
+STRATEGY_INDEX = index(STRATEGIES)
+STRATEGY_TITLES: Mapping[str, str] = MappingProxyType({t.name: t.label for t in STRATEGY_TERMS})
+FSDP_STRATEGIES = tuple(t.name for t in STRATEGY_TERMS if t.uses_fsdp)
+
+PRECISIONS = names(PRECISION_TERMS)
+PRECISION_INDEX = index(PRECISIONS)
+FP32 = PRECISIONS[-1]
+REQUESTED_PRECISIONS = (AUTO_PRECISION.name, *PRECISIONS)
+"""What the trainer's --precision accepts: auto, or one precision by name."""
+PRECISION_POLICIES = (AUTO_PRECISION.name, FP32)
+"""What a plan may be asked for: auto (the 16-bit format is the GPU's to decide), or fp32 everywhere."""
+
+SPOT_POLICIES = names(SPOT_TERMS)

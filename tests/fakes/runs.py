@@ -1,0 +1,51 @@
+"""In-memory stand-in for the runs store (functions/gcp/runs_store.py RunsStore), for pure-logic tests.
+
+Documents are kept as the dicts Firestore would hold (`RunRecord.to_dict()`), read back with `parse_run_record`
+and changed by the same operations (functions/records/run_rules.py RunsRules) that the Firestore adapter runs in
+transactions; tests/integration/test_adapter_contracts.py checks both against the same behaviours.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import TypeVar
+
+from functions.records.run_rules import Doc, RunsRules, Step
+from schemas.run_record import RunRecord, parse_run_record
+
+T = TypeVar("T")
+
+
+class FakeRuns(RunsRules):
+    def __init__(self) -> None:
+        self.docs: dict[str, Doc] = {}
+        self._lock = threading.Lock()
+
+    def apply(self, run_id: str, step: Step[T]) -> T:
+        with self._lock:
+            cur = self.docs.get(run_id)
+            new, result = step(None if cur is None else parse_run_record(copy.deepcopy(cur)))
+            if new is not None:
+                self.docs[run_id] = new.to_dict()
+            return result
+
+    def put(self, run: RunRecord) -> None:
+        """Store a record as it is (a test's starting point)."""
+        with self._lock:
+            self.docs[run.run_id] = run.to_dict()
+
+    def get(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            doc = self.docs.get(run_id)
+            return None if doc is None else parse_run_record(copy.deepcopy(doc))
+
+    def find_by_job_id(self, job_id: str) -> RunRecord | None:
+        with self._lock:
+            docs = [d for d in self.docs.values() if (d.get("vertex") or {}).get("job_id") == job_id]
+            return parse_run_record(copy.deepcopy(docs[0])) if docs else None
+
+    def list(self, limit: int = 50) -> list[RunRecord]:
+        with self._lock:
+            docs = sorted(self.docs.values(), key=lambda d: d["created_at"], reverse=True)[:limit]
+            return [parse_run_record(copy.deepcopy(d)) for d in docs]

@@ -1,0 +1,102 @@
+"""In-memory stand-in for the Vertex AI adapter (functions/gcp/vertex.py VertexJobs), for pure-logic tests.
+
+It keeps real `aiplatform_v1.CustomJob` messages and answers through the adapter's own rules: `view()` turns a job
+into a JobView and `translate_error()` turns a client error into CapacityError, TransientError or PermanentError.
+A test scripts what Vertex does with `refuse` (the next CreateCustomJob in a region fails with a client error),
+`crash_on_create` (the caller dies before or after the job is made) and `set_state` (the job moves on).
+tests/integration/test_adapter_contracts.py checks it against the Vertex emulator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import aiplatform_v1
+
+from functions.gcp.vertex import RUN_LABEL, JobView, translate_error, view
+
+PROJECT = "landfall-local"
+
+
+class Crash(BaseException):
+    """The delivery's process died (not an error any handler catches): its lease is left to run out."""
+
+    def __init__(self, *, after_creating: bool) -> None:
+        super().__init__("the process died " + ("after" if after_creating else "before") + " the job was made")
+        self.after_creating = after_creating
+
+
+class FakeVertex:
+    def __init__(self, project: str = PROJECT) -> None:
+        self.project = project
+        self.jobs: dict[str, aiplatform_v1.CustomJob] = {}
+        self.create_calls: list[str] = []
+        """The region of every CreateCustomJob call, in order (refused ones included)."""
+        self._refusals: dict[str, list[BaseException]] = defaultdict(list)
+        self._ids = itertools.count(7000000000000000001)
+        self._lock = threading.Lock()
+
+    # scripting ------------------------------------------------------------------------------------------------
+    def refuse(self, region: str, *errors: BaseException) -> None:
+        """The next CreateCustomJob calls in `region` fail with these client errors (e.g. gexc.ResourceExhausted)
+        or Crash, in order."""
+        self._refusals[region].extend(errors)
+
+    def crash_on_create(self, region: str, *, after_creating: bool) -> None:
+        """The next CreateCustomJob in `region` kills the caller, after the job exists or before it is made."""
+        self._refusals[region].append(Crash(after_creating=after_creating))
+
+    def set_state(self, name: str, state: str, *, start: datetime | None = None, end: datetime | None = None,
+                  error: tuple[int, str] | None = None) -> JobView:
+        """Move a job on, as Vertex would: its JobState name, start and end times, and error status."""
+        with self._lock:
+            job = self.jobs[name]
+            job.state = aiplatform_v1.JobState[state]
+            if start is not None:
+                job.start_time = start
+            if end is not None:
+                job.end_time = end
+            if error is not None:
+                job.error = {"code": error[0], "message": error[1]}
+            return view(job)
+
+    # the adapter's interface ------------------------------------------------------------------------------------
+    def parent(self, region: str) -> str:
+        return f"projects/{self.project}/locations/{region}"
+
+    def create(self, region: str, custom_job: dict[str, Any]) -> JobView:
+        with self._lock:
+            self.create_calls.append(region)
+            refusal = self._refusals[region].pop(0) if self._refusals[region] else None
+            if isinstance(refusal, Crash) and not refusal.after_creating:
+                raise refusal
+            if refusal is not None and not isinstance(refusal, Crash):
+                raise translate_error(refusal, f"CreateCustomJob in {region}") from refusal  # type: ignore[arg-type]
+            job = aiplatform_v1.CustomJob(custom_job)
+            job.name = f"{self.parent(region)}/customJobs/{next(self._ids)}"
+            job.state = aiplatform_v1.JobState.JOB_STATE_PENDING
+            job.create_time = datetime.now(UTC)
+            self.jobs[job.name] = job
+            if refusal is not None:
+                raise refusal
+            return view(job)
+
+    def get(self, name: str) -> JobView:
+        with self._lock:
+            job = self.jobs.get(name)
+            if job is None:
+                missing = gexc.NotFound(f'The CustomJob "{name}" does not exist.')
+                raise translate_error(missing, f"GetCustomJob {name}") from missing
+            return view(job)
+
+    def find_by_run(self, region: str, run_id: str) -> JobView | None:
+        with self._lock:
+            prefix = f"{self.parent(region)}/customJobs/"
+            jobs = [view(j) for j in reversed(self.jobs.values())  # newest first, as ListCustomJobs answers
+                    if j.name.startswith(prefix) and j.labels.get(RUN_LABEL) == run_id]
+        return jobs[0] if jobs else None

@@ -1,0 +1,263 @@
+"""One contract, two implementations: each behaviour the unit tests rely on from a fake is checked on the fake and
+on the real adapter against its emulator (runs and dataset versions: the Firestore emulator; Vertex: the Vertex
+emulator). The fake half needs no emulator: `pytest tests/integration/test_adapter_contracts.py -k fake`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.api_core import exceptions as gexc
+
+from functions.errors import PermanentError, TransientError
+from functions.gcp.datasets_store import DatasetsStore
+from functions.gcp.runs_store import RunsStore
+from functions.gcp.vertex import RUN_LABEL, CapacityError, VertexJobs
+from functions.records.leases import ClaimOutcome
+from schemas.dataset_record import VersionStatus
+from schemas.plan import parse_plan
+from schemas.run_record import RunState, VertexJobRef, new_run, parse_run_record
+from schemas.times import format_timestamp, parse_timestamp
+from tests.conftest import PROJECT
+from tests.fakes.ingest import FakeDatasets
+from tests.fakes.runs import FakeRuns
+from tests.fakes.vertex import FakeVertex
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+LEASE = 60
+PLAN = parse_plan(json.loads((EXAMPLES / "plan_cpu.json").read_text()))
+GOLDEN_RUN = json.loads((EXAMPLES / "run_record.json").read_text())
+
+
+def _firestore() -> Any:
+    from google.cloud import firestore
+
+    return firestore.Client(project=PROJECT)
+
+
+# The runs store ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["fake", "firestore"])
+def runs(request: pytest.FixtureRequest) -> RunsStore | FakeRuns:
+    if request.param == "fake":
+        return FakeRuns()
+    request.getfixturevalue("clean_firestore")
+    return RunsStore(_firestore(), "runs")
+
+
+def _planned(store: RunsStore | FakeRuns, run_id: str = "run-c1") -> None:
+    store.create_if_absent(new_run(run_id, {"task": "t"}, now=T0))
+    store.transition(run_id, RunState.PLANNED, now=T0, change=lambda r: replace(r, plan=PLAN))
+
+
+def test_runs_create_if_absent_keeps_the_first(runs: RunsStore | FakeRuns) -> None:
+    first = new_run("run-c1", {"task": "first"}, now=T0)
+    assert runs.create_if_absent(first) == (first, True)
+    stored, created = runs.create_if_absent(new_run("run-c1", {"task": "second"}, now=T0 + timedelta(1)))
+    assert (stored, created) == (first, False)
+    assert runs.get("run-c1") == first and runs.get("run-absent") is None
+
+
+def test_runs_store_every_part_of_a_record_as_it_was_written(runs: RunsStore | FakeRuns) -> None:
+    golden = parse_run_record(copy.deepcopy(GOLDEN_RUN))
+    runs.create_if_absent(golden)
+    assert runs.get(golden.run_id) == golden
+
+
+def test_runs_transitions_only_move_forward(runs: RunsStore | FakeRuns) -> None:
+    runs.create_if_absent(new_run("run-c1", {}, now=T0))
+    later = T0 + timedelta(seconds=5)
+    planned, changed = runs.transition("run-c1", RunState.PLANNED, now=later, detail="p",
+                                       change=lambda r: replace(r, plan=PLAN))
+    assert changed and planned is not None and planned.plan == PLAN
+    assert [(h.state, h.at, h.detail) for h in planned.history][1:] == [("PLANNED", format_timestamp(later), "p")]
+    back, changed = runs.transition("run-c1", RunState.RECEIVED, now=later, change=lambda r: replace(r, plan=None))
+    assert not changed and back == planned and runs.get("run-c1") == planned
+    again, changed = runs.transition("run-c1", RunState.PLANNED, now=later, change=lambda r: replace(r, metrics={}))
+    assert changed and again is not None and len(again.history) == 2 and again.metrics == {}
+    assert runs.transition("run-absent", RunState.PLANNED, now=later) == (None, False)
+    assert runs.get("run-absent") is None
+
+
+def test_runs_merge_changes_fields_not_state(runs: RunsStore | FakeRuns) -> None:
+    _planned(runs)
+    later = T0 + timedelta(seconds=9)
+    merged = runs.merge("run-c1", lambda r: replace(r, metrics={"a": 1}), now=later)
+    assert merged is not None and merged.state == RunState.PLANNED and merged.metrics == {"a": 1}
+    assert merged.updated_at == format_timestamp(later) and runs.get("run-c1") == merged
+    assert runs.merge("run-absent", lambda r: r, now=later) is None
+
+
+def test_runs_claim_outcomes_and_lease_expiry(runs: RunsStore | FakeRuns) -> None:
+    runs.create_if_absent(new_run("run-c1", {}, now=T0))
+    assert runs.claim_submission("run-c1", owner="a", now=T0, lease_seconds=LEASE).outcome == ClaimOutcome.NOT_READY
+    runs.transition("run-c1", RunState.PLANNED, now=T0, change=lambda r: replace(r, plan=PLAN))
+    first = runs.claim_submission("run-c1", owner="a", now=T0, lease_seconds=LEASE)
+    assert first.outcome == ClaimOutcome.CLAIMED and first.doc.state == RunState.SUBMITTING
+    assert runs.get("run-c1") == first.doc and first.doc.submission.owner == "a"
+    busy = runs.claim_submission("run-c1", owner="b", now=T0 + timedelta(seconds=LEASE - 1), lease_seconds=LEASE)
+    assert busy.outcome == ClaimOutcome.BUSY and runs.get("run-c1") == first.doc
+    late = T0 + timedelta(seconds=LEASE + 1)
+    taken = runs.claim_submission("run-c1", owner="b", now=late, lease_seconds=LEASE)
+    assert taken.outcome == ClaimOutcome.RECOVER and runs.get("run-c1") == taken.doc
+    assert taken.doc.submission.owner == "b"
+    assert parse_timestamp(taken.doc.submission.lease_until or "") == late + timedelta(seconds=LEASE)
+    runs.transition("run-c1", RunState.SUBMITTED, now=late)
+    assert runs.claim_submission("run-c1", owner="c", now=late, lease_seconds=LEASE).outcome == ClaimOutcome.DONE
+    with pytest.raises(TransientError, match="does not exist yet"):
+        runs.claim_submission("run-absent", owner="a", now=T0, lease_seconds=LEASE)
+
+
+def test_runs_find_by_job_id(runs: RunsStore | FakeRuns) -> None:
+    _planned(runs)
+    _planned(runs, "run-c2")
+    assert runs.find_by_job_id("123") is None
+    ref = VertexJobRef(job_name="projects/p/locations/us-central1/customJobs/123", job_id="123", region="us-central1")
+    runs.transition("run-c2", RunState.SUBMITTING, now=T0)
+    runs.transition("run-c2", RunState.SUBMITTED, now=T0, change=lambda r: replace(r, vertex=ref))
+    found = runs.find_by_job_id("123")
+    assert found is not None and found.run_id == "run-c2" and found.vertex == ref
+    assert runs.find_by_job_id("124") is None
+
+
+# The dataset versions outbox -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["fake", "firestore"])
+def datasets(request: pytest.FixtureRequest) -> DatasetsStore | FakeDatasets:
+    if request.param == "fake":
+        return FakeDatasets()
+    request.getfixturevalue("clean_firestore")
+    return DatasetsStore(_firestore(), "datasets", "dataset_versions")
+
+
+VERSION = {"run_id": "run-v1", "idempotency_key": "k", "reason": "", "message_id": ""}
+
+
+def test_versions_claim_finish_and_expiry(datasets: DatasetsStore | FakeDatasets) -> None:
+    first = datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
+    assert first.outcome == ClaimOutcome.CLAIMED
+    assert {k: first.doc[k] for k in ("status", "owner", "attempts", "created_at")} == {
+        "status": "CLAIMED", "owner": "a", "attempts": 1, "created_at": format_timestamp(T0)}
+    assert datasets.version("run-v1") == first.doc
+    assert datasets.claim_version(VERSION, owner="b", now=T0 + timedelta(seconds=LEASE - 1),
+                                  lease_seconds=LEASE).outcome == ClaimOutcome.BUSY
+    late = T0 + timedelta(seconds=LEASE + 1)
+    taken = datasets.claim_version(VERSION, owner="b", now=late, lease_seconds=LEASE)
+    assert (taken.outcome, taken.doc["owner"], taken.doc["attempts"]) == (ClaimOutcome.CLAIMED, "b", 2)
+    assert not datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=late, updates={})
+    assert datasets.finish_version("run-v1", owner="b", status=VersionStatus.PUBLISHED, now=late,
+                                   updates={"message_id": "9"})
+    done = datasets.version("run-v1")
+    assert done is not None and (done["status"], done["message_id"]) == ("PUBLISHED", "9")
+    assert datasets.claim_version(VERSION, owner="c", now=late, lease_seconds=LEASE).outcome == ClaimOutcome.DONE
+    assert not datasets.finish_version("run-v1", owner="b", status=VersionStatus.REFUSED, now=late, updates={})
+
+
+def test_versions_only_another_live_claim_stops_a_finish(datasets: DatasetsStore | FakeDatasets) -> None:
+    datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
+    taken_over = T0 + timedelta(seconds=LEASE + 1)
+    datasets.claim_version(VERSION, owner="b", now=taken_over, lease_seconds=LEASE)
+    # b died too: once its lease has run out, a's late outcome is still worth keeping.
+    both_lapsed = taken_over + timedelta(seconds=LEASE + 1)
+    assert datasets.finish_version("run-v1", owner="a", status=VersionStatus.REFUSED, now=both_lapsed,
+                                   updates={"reason": "too small"})
+    refused = datasets.version("run-v1")
+    assert refused is not None and (refused["status"], refused["reason"]) == ("REFUSED", "too small")
+
+
+def test_versions_a_claim_given_back_can_be_taken_at_once(datasets: DatasetsStore | FakeDatasets) -> None:
+    datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
+    assert datasets.finish_version("run-v1", owner="a", status=VersionStatus.CLAIMED, now=T0, updates={})
+    again = datasets.claim_version(VERSION, owner="b", now=T0, lease_seconds=LEASE)
+    assert (again.outcome, again.doc["owner"]) == (ClaimOutcome.CLAIMED, "b")
+
+
+def test_datasets_never_go_back_to_an_older_version(datasets: DatasetsStore | FakeDatasets) -> None:
+    def doc(generation: str, status: str) -> dict[str, Any]:
+        return {"dataset_id": "ds-1", "status": status, "version": {"generation": generation}}
+
+    assert datasets.save_dataset(doc("20", "REQUESTED"))
+    assert not datasets.save_dataset(doc("19", "REFUSED"))
+    assert datasets.datasets(["ds-1"])["ds-1"]["status"] == "REQUESTED"
+    assert datasets.save_dataset(doc("21", "WAITING"))
+    assert datasets.datasets(["ds-1", "ds-absent"]) == {"ds-1": doc("21", "WAITING")}
+
+
+# The Vertex adapter --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Vertex:
+    """An adapter and the way to make its next CreateCustomJob in a region fail for capacity."""
+
+    jobs: VertexJobs | FakeVertex
+    exhaust_quota: Callable[[str], None]
+
+
+@pytest.fixture(scope="module")
+def vertex_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tests.integration.vertex_emulator.harness import launch_emulator
+
+    folder = tmp_path_factory.mktemp("vertex-contract")
+    process = launch_emulator(folder / "state", folder / "emulator.log")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(params=["fake", "emulator"])
+def vertex(request: pytest.FixtureRequest) -> Iterator[Vertex]:
+    if request.param == "fake":
+        fake = FakeVertex(PROJECT)
+        yield Vertex(fake, lambda region: fake.refuse(region, gexc.ResourceExhausted("quota exhausted")))
+        return
+    from deploy.vertex_emulator import control
+
+    emulator = request.getfixturevalue("vertex_emulator")
+    control.set_faults(emulator.address, {})
+    yield Vertex(VertexJobs(PROJECT, lambda region: emulator.client),
+                 lambda region: control.set_faults(emulator.address, {"quota_exhausted": [{"region": region}]}))
+    control.set_faults(emulator.address, {})
+
+
+def _probe_job(run_id: str, out: Path) -> dict[str, Any]:
+    from tests.integration.vertex_emulator.harness import probe_job, probe_pool
+
+    return probe_job([probe_pool(out)], display_name=f"contract-{run_id}", labels={RUN_LABEL: run_id})
+
+
+def test_vertex_create_get_and_find_by_run(vertex: Vertex, tmp_path: Path) -> None:
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    created = vertex.jobs.create("europe-west4", _probe_job(run_id, tmp_path))
+    assert created.name == f"projects/{PROJECT}/locations/europe-west4/customJobs/{created.job_id}"
+    assert created.job_id.isdigit() and created.region == "europe-west4"
+    assert created.display_name == f"contract-{run_id}" and created.labels[RUN_LABEL] == run_id
+    assert created.state == "JOB_STATE_PENDING" and created.error_code == 0 and created.end_time == ""
+    assert parse_timestamp(created.create_time) <= datetime.now(UTC)
+    got = vertex.jobs.get(created.name)
+    assert (got.name, got.job_id, got.region, got.labels) == (created.name, created.job_id, "europe-west4",
+                                                              created.labels)
+    found = vertex.jobs.find_by_run("europe-west4", run_id)
+    assert found is not None and found.name == created.name
+    assert vertex.jobs.find_by_run("us-central1", run_id) is None
+    assert vertex.jobs.find_by_run("europe-west4", "run-never-submitted") is None
+
+
+def test_vertex_capacity_and_refusals(vertex: Vertex, tmp_path: Path) -> None:
+    vertex.exhaust_quota("us-central1")
+    with pytest.raises(CapacityError, match="CreateCustomJob in us-central1: quota exhausted"):
+        vertex.jobs.create("us-central1", _probe_job("run-capacity", tmp_path))
+    assert vertex.jobs.find_by_run("us-central1", "run-capacity") is None
+    name = f"projects/{PROJECT}/locations/us-central1/customJobs/999999999"
+    with pytest.raises(PermanentError, match="NotFound"):
+        vertex.jobs.get(name)

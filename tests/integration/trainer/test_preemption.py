@@ -1,0 +1,96 @@
+"""Preemption: a run killed part-way and started again resumes from its newest checkpoint and ends with weights
+bit-identical to an uninterrupted run with the same seed (CPU, deterministic)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from tests import datagen
+from tests.trainer_runner import run_trainer, run_until, same_weights, trainer_args, trainer_env
+from trainer.checkpoint import CheckpointStore
+
+INTERVAL = 25
+
+
+def _outputs(root: Path, **extra: str) -> dict[str, str]:
+    return trainer_env(AIP_MODEL_DIR=str(root / "model"), AIP_CHECKPOINT_DIR=str(root / "checkpoints"), **extra)
+
+
+def test_sigkill_mid_run_resumes_from_newest_checkpoint_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    data = datagen.write_csv_shards(tmp_path / "data", shards=3, rows_per_shard=300)
+    args = trainer_args(str(data), epochs=3, batch_size=16,
+                        extra=(f"--checkpoint-every={INTERVAL}", "--hparam", "log_every=1", "warmup_steps=10"))
+
+    whole = run_trainer(args, _outputs(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
+
+    killed_env = _outputs(tmp_path / "killed")
+    killed = run_until(args, killed_env,
+                       lambda r: r.get("message") == "checkpoint saved" and r["step"] >= 2 * INTERVAL, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL
+    last_step = max(r["step"] for r in killed.messages("training"))
+    newest = CheckpointStore(str(tmp_path / "killed" / "checkpoints"), keep=3).latest()
+    assert newest is not None and newest < whole.messages("training finished")[0]["step"]
+    assert not (tmp_path / "killed" / "model" / "metrics.json").exists()
+
+    resumed = run_trainer(args, killed_env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert resumed.messages("resumed from checkpoint")[0]["step"] == newest
+    assert 0 <= last_step - newest <= INTERVAL  # at most one checkpoint interval was done twice
+    assert same_weights(tmp_path / "whole" / "model", tmp_path / "killed" / "model")
+    whole_metrics = json.loads((tmp_path / "whole" / "model" / "metrics.json").read_text())
+    resumed_metrics = json.loads((tmp_path / "killed" / "model" / "metrics.json").read_text())
+    assert resumed_metrics["epochs"] == whole_metrics["epochs"]
+    assert resumed_metrics["steps"] == whole_metrics["steps"]
+
+
+def test_sigterm_checkpoints_fsdp_on_cpu_and_resumes_exactly_and_the_lm_loss_falls(tmp_path: Path) -> None:
+    data = tmp_path / "text"
+    data.mkdir()
+    for shard in range(2):
+        (data / f"books-{shard}.txt").write_text(datagen.text_corpus(150, seed=shard))
+    args = trainer_args(str(data), task="causal-lm", model="gpt-tiny", epochs=2, batch_size=4, learning_rate=0.003,
+                        strategy="fsdp", extra=("--checkpoint-every=1000", "--hparam", "log_every=5"))
+
+    whole = run_trainer(args, _outputs(tmp_path / "whole", LANDFALL_NPROC_PER_NODE="2"))
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
+    metrics = json.loads((tmp_path / "whole" / "model" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["strategy"] == "fsdp" and metrics["tokens_per_second"] > 0
+    losses = [r["loss"] for r in whole.messages("training")]
+    assert losses[-1] < 0.8 * losses[0], losses  # FSDP (gloo) trains the tiny LM: its loss falls
+    assert metrics["epochs"][-1]["perplexity"] < metrics["epochs"][0]["perplexity"]
+    from trainer.model_io import load_model
+
+    lm = load_model(str(tmp_path / "whole" / "model"))
+    continuation = lm.generate("the cat ", max_new_bytes=12)
+    assert continuation.startswith("the cat ") and len(continuation.encode()) >= 20
+
+    env = _outputs(tmp_path / "stopped", LANDFALL_NPROC_PER_NODE="2")
+    stopped = run_until(args, env, lambda r: r.get("message") == "training" and r["step"] >= 10, signal.SIGTERM)
+    assert stopped.returncode == 143, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    saved = stopped.messages("checkpoint saved")
+    assert len(saved) == 1  # the interval is 1000 steps: this is the SIGTERM checkpoint
+    stop_step = saved[0]["step"]
+
+    resumed = run_trainer(args, env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert resumed.messages("resumed from checkpoint")[0]["step"] == stop_step  # nothing redone
+    assert same_weights(tmp_path / "whole" / "model", tmp_path / "stopped" / "model")
+
+
+def test_zero1_sharded_optimizer_state_survives_a_sigterm_exactly(tmp_path: Path) -> None:
+    """zero1 checkpoints go through ZeroRedundancyOptimizer.consolidate_state_dict: check that path too."""
+    data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
+    args = trainer_args(str(data), epochs=2, batch_size=16, strategy="zero1",
+                        extra=("--checkpoint-every=1000", "--hparam", "log_every=2"))
+    whole = run_trainer(args, _outputs(tmp_path / "whole", LANDFALL_NPROC_PER_NODE="2"))
+    assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
+    env = _outputs(tmp_path / "stopped", LANDFALL_NPROC_PER_NODE="2")
+    stopped = run_until(args, env, lambda r: r.get("message") == "training" and r["step"] >= 4, signal.SIGTERM)
+    assert stopped.returncode == 143, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    resumed = run_trainer(args, env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert resumed.messages("resumed from checkpoint")[0]["step"] == stopped.messages("checkpoint saved")[0]["step"]
+    assert same_weights(tmp_path / "whole" / "model", tmp_path / "stopped" / "model")

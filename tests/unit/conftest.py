@@ -1,0 +1,62 @@
+"""tests/unit/ starts no process and opens no connection: a guard fails any unit test that tries.
+
+The guard wraps each unit test's setup (its fixtures, session-scoped ones included, so a unit test that asks for
+an emulator fixture is caught too) and its call. Teardown is left alone: at the end of a whole-suite run the last
+test's teardown is where the integration and e2e fixtures stop their emulators and servers.
+
+It refuses, with a message naming the test and saying where it belongs:
+- new processes: subprocess (every Popen), os.fork / forkpty / posix_spawn / system, multiprocessing and
+  torch.multiprocessing processes, multiprocessing's helper processes (resource tracker, forkserver);
+- the network: socket connect / connect_ex to any address, and listen (a server).
+"""
+
+from __future__ import annotations
+
+import _posixsubprocess
+import multiprocessing.process
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+MOVE = "tests/unit/ starts no process and opens no connection: move this test to tests/integration/"
+
+
+def _refuse(what: str, nodeid: str) -> Callable[..., Any]:
+    def refused(*_args: Any, **_kwargs: Any) -> Any:
+        pytest.fail(f"{nodeid} {what}; {MOVE} (or give the code under test a fake instead)", pytrace=True)
+
+    return refused
+
+
+@contextmanager
+def refusing_processes_and_sockets(nodeid: str) -> Iterator[None]:
+    """Within the block, starting a process or opening a connection fails the test `nodeid`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "_execute_child", _refuse("started a subprocess", nodeid))
+        patch.setattr(_posixsubprocess, "fork_exec", _refuse("started a process (fork_exec)", nodeid))
+        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+            if hasattr(os, name):
+                patch.setattr(os, name, _refuse(f"started a process (os.{name})", nodeid))
+        patch.setattr(multiprocessing.process.BaseProcess, "start",
+                      _refuse("started a multiprocessing process", nodeid))
+        for name in ("connect", "connect_ex"):
+            patch.setattr(socket.socket, name, _refuse(f"opened a network connection (socket.{name})", nodeid))
+        patch.setattr(socket.socket, "listen", _refuse("listened on a socket (a server)", nodeid))
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with refusing_processes_and_sockets(item.nodeid):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with refusing_processes_and_sockets(item.nodeid):
+        return (yield)

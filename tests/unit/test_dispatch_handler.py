@@ -1,0 +1,275 @@
+"""Every branch of the dispatcher (handle_training_request) against the fake runs store and fake Vertex: each test
+asserts what the delivery answered and the run record it left."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from google.api_core import exceptions as gexc
+
+from functions.dispatch.job_spec import RUN_LABEL
+from functions.errors import PermanentError, TransientError
+from schemas.run_record import RunRecord, RunState, new_run, parse_run_record
+from schemas.times import format_timestamp
+from schemas.training_request import run_id_for
+from tests.fakes.runs import FakeRuns
+from tests.fakes.vertex import Crash
+from tests.fakes.world import FALLBACK_1, FALLBACK_2, NOW, PLAN, REQUEST, REQUEST_JSON, RUN_ID, SETTINGS, Outcome, World
+
+LEASE = timedelta(seconds=SETTINGS.submission_lease_seconds)
+
+
+def states(run: RunRecord) -> list[str]:
+    return [h.state for h in run.history]
+
+
+def test_a_new_request_is_planned_submitted_once_and_recorded() -> None:
+    w = World()
+    assert w.deliver() == "submitted"
+    run = w.run()
+    assert states(run) == ["RECEIVED", "PLANNED", "SUBMITTING", "SUBMITTED"] and run.state == RunState.SUBMITTED
+    assert run.request == REQUEST.to_dict()
+    assert run.plan == PLAN and run.submission.fallbacks == (FALLBACK_1, FALLBACK_2)
+    assert run.cost.estimated_usd == PLAN.estimated_cost_usd and run.cost.actual_usd is None
+    (attempt,) = run.submission.attempts or ()
+    assert (attempt.region, attempt.machine_type, attempt.outcome, attempt.plan) == (
+        "us-central1", PLAN.machine_type, "created", PLAN)
+    (job,) = w.vertex.jobs.values()
+    assert run.vertex is not None and (run.vertex.job_name, run.vertex.region) == (job.name, "us-central1")
+    assert job.labels[RUN_LABEL] == RUN_ID
+    assert run.artifacts is not None and run.artifacts.model_dir == f"gs://landfall-landing/runs/{RUN_ID}/model/"
+    assert run.timings.created_at == run.timings.submitted_at == format_timestamp(NOW)
+    assert run.submission.lease_until == format_timestamp(NOW), "the lease is given back once submitted"
+    assert run.error is None and w.planned == [RUN_ID]
+
+
+def test_the_stored_document_keeps_its_shape_and_round_trips() -> None:
+    w = World()
+    w.deliver()
+    doc = w.doc()
+    assert set(doc) == {"schema_version", "run_id", "state", "request", "created_at", "updated_at", "history",
+                        "plan", "vertex", "artifacts", "metrics", "error", "timings", "cost", "submission"}
+    assert set(doc["submission"]) == {"owner", "lease_until", "fallbacks", "attempts"}
+    assert set(doc["submission"]["attempts"][0]) == {"region", "machine_type", "at", "outcome", "plan"}
+    assert doc["timings"] == {"created_at": format_timestamp(NOW), "submitted_at": format_timestamp(NOW)}
+    assert doc["cost"] == {"estimated_usd": PLAN.estimated_cost_usd}
+    assert doc["plan"] == PLAN.to_dict() and doc["metrics"] is None and doc["error"] is None
+    assert parse_run_record(doc).to_dict() == doc
+
+
+@pytest.mark.parametrize("state", [RunState.SUBMITTED, RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED,
+                                   RunState.CANCELLED, RunState.REJECTED])
+def test_a_duplicate_delivery_of_a_submitted_or_ended_run_changes_nothing(state: RunState) -> None:
+    w = World()
+    w.runs.put(replace(new_run(RUN_ID, REQUEST.to_dict(), now=NOW), state=state))
+    before = w.doc()
+    w.clock.now = NOW + timedelta(hours=1)
+    assert w.deliver(message_id="m-2") == f"duplicate:{state}"
+    assert w.doc() == before
+    assert w.vertex.create_calls == [] and w.planned == []
+
+
+def test_a_redelivery_after_submission_is_a_duplicate() -> None:
+    w = World()
+    assert w.deliver() == "submitted"
+    before = w.doc()
+    assert w.deliver(message_id="m-2") == "duplicate:SUBMITTED"
+    assert w.doc() == before and len(w.vertex.jobs) == 1
+
+
+@pytest.mark.parametrize("data", [b"\x00not json", b"[1, 2]", b'"a string"'])
+def test_an_unreadable_message_is_dropped_without_a_run(data: bytes) -> None:
+    w = World()
+    assert w.deliver(data) == "dropped:unreadable"
+    assert w.runs.docs == {} and w.vertex.create_calls == []
+
+
+@pytest.mark.parametrize(("raw", "key"), [({"idempotency_key": "k-1", "task": 5}, "k-1"),
+                                          ({"task": "tabular-classification"}, "pubsub-message:m-9"),
+                                          ({"idempotency_key": "  "}, "pubsub-message:m-9")])
+def test_an_invalid_message_becomes_a_rejected_run_named_by_its_key(raw: dict, key: str) -> None:
+    w = World()
+    assert w.deliver(json.dumps(raw).encode(), message_id="m-9") == "rejected:invalid-request"
+    run = w.run(run_id_for(key))
+    assert run.state == RunState.REJECTED and states(run) == ["REJECTED"]
+    assert run.request == raw
+    assert run.error is not None and run.error.code == "invalid-request" and run.history[0].detail == run.error.message
+    assert w.planned == [] and w.vertex.create_calls == []
+    before = w.doc(run.run_id)
+    assert w.deliver(json.dumps(raw).encode(), message_id="m-9") == "rejected:invalid-request"
+    assert w.doc(run.run_id) == before
+
+
+def test_a_request_breaking_the_rules_is_rejected_with_every_problem() -> None:
+    data = json.loads(REQUEST_JSON)
+    data["model"]["preset"] = "gpt-tiny"
+    data["dataset"]["uri"] = "gs://elsewhere/data/"
+    w = World()
+    assert w.deliver(json.dumps(data).encode()) == "rejected:invalid-request"
+    run = w.run()
+    assert states(run) == ["RECEIVED", "REJECTED"]
+    assert run.error is not None and "needs a mlp preset" in run.error.message
+    assert "bucket 'elsewhere' is not one Landfall reads from" in run.error.message
+    assert w.planned == [] and w.vertex.create_calls == []
+
+
+@pytest.mark.parametrize(("rejection", "message"), [("needs 80 GB per GPU; allow NVIDIA_H100_80GB", None),
+                                                    (None, "no machine shape fits this request")])
+def test_an_infeasible_request_is_rejected_with_the_planner_reason(rejection: str | None, message: str | None
+                                                                   ) -> None:
+    w = World(Outcome(None, (), rejection))
+    assert w.deliver() == "rejected:infeasible"
+    run = w.run()
+    assert states(run) == ["RECEIVED", "REJECTED"] and run.plan is None
+    assert run.error is not None and (run.error.code, run.error.message) == ("infeasible", message or rejection)
+    assert w.vertex.create_calls == []
+
+
+@pytest.mark.parametrize("refusal", [gexc.ResourceExhausted("Quota exceeded for aiplatform.googleapis.com/cpus"),
+                                     gexc.InvalidArgument('Machine type "e2-standard-4" is not supported.')])
+def test_a_capacity_refusal_falls_back_to_the_next_plan(refusal: Exception) -> None:
+    w = World()
+    w.vertex.refuse("us-central1", refusal)
+    assert w.deliver() == "submitted"
+    run = w.run()
+    assert w.vertex.create_calls == ["us-central1", "europe-west4"]
+    assert run.plan == FALLBACK_1 and run.vertex is not None and run.vertex.region == "europe-west4"
+    outcomes = [a.outcome for a in run.submission.attempts or ()]
+    assert outcomes[0].startswith("capacity: CreateCustomJob in us-central1") and outcomes[1:] == ["created"]
+    assert states(run)[-1] == "SUBMITTED"
+
+
+def test_no_capacity_anywhere_fails_the_run_with_every_reason() -> None:
+    w = World()
+    for region in ("us-central1", "europe-west4", "asia-east1"):
+        w.vertex.refuse(region, gexc.ResourceExhausted(f"no quota in {region}"))
+    assert w.deliver() == "failed:no-capacity"
+    run = w.run()
+    assert states(run) == ["RECEIVED", "PLANNED", "SUBMITTING", "FAILED"] and run.vertex is None
+    assert run.error is not None and run.error.code == "no-capacity"
+    for region in ("us-central1", "europe-west4", "asia-east1"):
+        assert f"no quota in {region}" in run.error.message
+    assert "raise quota" in run.error.message
+    assert [a.outcome.split(":")[0] for a in run.submission.attempts or ()] == ["capacity"] * 3
+    assert w.vertex.jobs == {}
+
+
+def test_a_permanent_refusal_fails_the_run_without_trying_fallbacks() -> None:
+    w = World()
+    w.vertex.refuse("us-central1", gexc.PermissionDenied("the service account may not create jobs"))
+    assert w.deliver() == "failed:submit-refused"
+    run = w.run()
+    assert run.state == RunState.FAILED and w.vertex.create_calls == ["us-central1"]
+    assert run.error is not None and run.error.code == "submit-refused"
+    assert "may not create jobs" in run.error.message
+    (attempt,) = run.submission.attempts or ()
+    assert attempt.outcome.startswith("refused: ")
+
+
+def test_a_transient_error_gives_the_lease_back_and_the_retry_submits() -> None:
+    w = World()
+    w.vertex.refuse("us-central1", gexc.ServiceUnavailable("try again"))
+    with pytest.raises(TransientError, match="Vertex AI unavailable"):
+        w.deliver()
+    run = w.run()
+    assert run.state == RunState.SUBMITTING and run.submission.lease_until == format_timestamp(NOW)
+    assert [a.outcome for a in run.submission.attempts or ()] == ["pending"]
+    assert w.deliver(message_id="m-2") == "submitted", "the retry need not wait for the lease"
+    run = w.run()
+    assert [a.outcome for a in run.submission.attempts or ()] == ["pending", "created"]
+    assert len(w.vertex.jobs) == 1 and states(run).count("SUBMITTING") == 1
+
+
+def test_a_live_claim_is_busy_and_an_expired_one_recovers_the_job_it_made() -> None:
+    w = World()
+    w.vertex.crash_on_create("us-central1", after_creating=True)
+    with pytest.raises(Crash):
+        w.deliver()
+    (job_name,) = w.vertex.jobs
+    w.clock.now = NOW + LEASE - timedelta(seconds=1)
+    with pytest.raises(TransientError, match="another delivery is submitting it"):
+        w.deliver(message_id="m-2")
+    assert w.run().state == RunState.SUBMITTING
+    w.clock.now = NOW + LEASE + timedelta(seconds=1)
+    assert w.deliver(message_id="m-3") == "recovered"
+    run = w.run()
+    assert run.state == RunState.SUBMITTED and run.vertex is not None and run.vertex.job_name == job_name
+    assert w.vertex.create_calls == ["us-central1"] and len(w.vertex.jobs) == 1
+    assert run.plan == PLAN and [a.outcome for a in run.submission.attempts or ()] == ["pending"]
+    assert run.timings.submitted_at == format_timestamp(w.clock.now)
+
+
+def test_recovery_keeps_the_plan_of_the_region_where_the_job_was_found() -> None:
+    w = World()
+    w.vertex.refuse("us-central1", gexc.ResourceExhausted("no quota"))
+    w.vertex.crash_on_create("europe-west4", after_creating=True)
+    with pytest.raises(Crash):
+        w.deliver()
+    w.clock.now = NOW + LEASE + timedelta(seconds=1)
+    assert w.deliver(message_id="m-2") == "recovered"
+    run = w.run()
+    assert run.plan == FALLBACK_1 and run.vertex is not None and run.vertex.region == "europe-west4"
+
+
+def test_an_expired_claim_with_no_job_found_submits_again() -> None:
+    w = World()
+    w.vertex.crash_on_create("us-central1", after_creating=False)
+    with pytest.raises(Crash):
+        w.deliver()
+    assert w.vertex.jobs == {}
+    w.clock.now = NOW + LEASE + timedelta(seconds=1)
+    assert w.deliver(message_id="m-2") == "submitted"
+    run = w.run()
+    assert [a.outcome for a in run.submission.attempts or ()] == ["pending", "created"]
+    assert len(w.vertex.jobs) == 1 and run.state == RunState.SUBMITTED
+
+
+class LostPlanning(FakeRuns):
+    """A store whose write of PLANNED never lands (the run stays RECEIVED when the claim is tried)."""
+
+    def transition(self, run_id, state, **kwargs):  # type: ignore[no-untyped-def, override]
+        if state == RunState.PLANNED:
+            return self.get(run_id), False
+        return super().transition(run_id, state, **kwargs)
+
+
+def test_a_run_not_planned_yet_is_retried() -> None:
+    w = World(runs=LostPlanning())
+    with pytest.raises(TransientError, match="not planned yet"):
+        w.deliver()
+    assert w.run().state == RunState.RECEIVED and w.vertex.create_calls == []
+
+
+class Interleaved(FakeRuns):
+    """A store where another delivery of the same message runs to the end just before this one claims."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.other: World | None = None
+
+    def claim_submission(self, run_id, **kwargs):  # type: ignore[no-untyped-def, override]
+        other, self.other = self.other, None
+        if other is not None:
+            assert other.deliver(message_id="m-other") == "submitted"
+        return super().claim_submission(run_id, **kwargs)
+
+
+def test_a_run_submitted_by_a_concurrent_delivery_is_a_duplicate() -> None:
+    runs = Interleaved()
+    w = World(runs=runs)
+    runs.other = World(runs=runs)
+    runs.other.vertex = w.vertex
+    runs.other.dispatch_deps = replace(runs.other.dispatch_deps, vertex=w.vertex)
+    assert w.deliver() == "duplicate:SUBMITTED"
+    assert len(w.vertex.jobs) == 1 and states(w.run()).count("SUBMITTED") == 1
+
+
+def test_a_submitting_run_without_a_plan_is_refused_with_what_to_do() -> None:
+    w = World()
+    w.runs.put(replace(new_run(RUN_ID, REQUEST.to_dict(), now=NOW), state=RunState.SUBMITTING))
+    with pytest.raises(PermanentError, match=r"has no plan .*delete the run document"):
+        w.deliver()
+    assert w.vertex.create_calls == []
