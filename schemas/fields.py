@@ -1,7 +1,14 @@
-"""Typed readers for JSON objects: each failure is a SchemaError naming the dotted field and what was expected."""
+"""Typed readers for JSON objects: each failure is a SchemaError naming the dotted field and what was expected.
+
+Numbers are held to what the wire carries: messages travel as Avro (schemas/training_request.avsc), whose `long` is
+a signed 64-bit integer and whose `double` has no NaN or Infinity in its JSON encoding. Python's json reads all of
+those (`NaN`, `Infinity`, a 30-digit integer), so the reader refuses them here, naming the field, rather than
+letting the topic refuse the message later.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -12,9 +19,19 @@ T = TypeVar("T")
 
 _MISSING = object()
 
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+"""The range of an Avro long: every integer field of a message."""
+
 
 def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
+
+
+def _size(value: int) -> str:
+    """An integer as a message may show it: itself, or its digit count when it is too long to print whole."""
+    digits = len(str(abs(value))) if value.bit_length() < 10_000 else int(value.bit_length() * math.log10(2)) + 1
+    return str(value) if digits <= 40 else f"an integer of {digits} digits"
 
 
 class Reader:
@@ -51,6 +68,9 @@ class Reader:
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise SchemaError(f"expected an integer, got {_type_name(value)}", field=self._name(key))
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise SchemaError(f"must fit in a signed 64-bit integer ({INT64_MIN} to {INT64_MAX}), got "
+                              f"{_size(value)}", field=self._name(key))
         if minimum is not None and value < minimum:
             raise SchemaError(f"must be >= {minimum}, got {value}", field=self._name(key))
         return value
@@ -59,9 +79,17 @@ class Reader:
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise SchemaError(f"expected a number, got {_type_name(value)}", field=self._name(key))
-        if minimum is not None and value < minimum:
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            shown = _size(value) if isinstance(value, int) else repr(value)
+            raise SchemaError(f"must be a finite number that fits in a 64-bit float (NaN and Infinity cannot be "
+                              f"sent), got {shown}", field=self._name(key))
+        if minimum is not None and number < minimum:
             raise SchemaError(f"must be >= {minimum}, got {value}", field=self._name(key))
-        return float(value)
+        return number
 
     def boolean(self, key: str, default: object = _MISSING) -> bool:
         value = self._get(key, default)

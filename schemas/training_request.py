@@ -16,7 +16,7 @@ from schemas.fields import Reader
 from schemas.vocabulary import SPOT_POLICIES, TASKS
 
 SCHEMA_VERSION = 1
-SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "direct")
+SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "retrain", "direct")
 MAX_MESSAGE_BYTES = 256 * 1024
 
 
@@ -83,7 +83,8 @@ class Constraints:
 @dataclass(frozen=True)
 class RequestSource:
     kind: str = "direct"
-    """gcs-marker | gcs-manifest | quiet-period | direct."""
+    """gcs-marker | gcs-manifest | quiet-period | retrain (`landfall retrain`: the same content again, on purpose) |
+    direct."""
     object: str = ""
     """gs:// URI of the object that completed the dataset, for ingest-made requests."""
     generation: str = ""
@@ -150,7 +151,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
             raise SchemaError(f"message is {len(raw)} bytes; a TrainingRequest is at most {MAX_MESSAGE_BYTES}")
         try:
             data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python to read
             raise SchemaError(f"message is not JSON ({exc}); publish a TrainingRequest JSON object, see "
                               "schemas/examples/training_request.json") from exc
     else:

@@ -12,51 +12,32 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.trainer_flags import HPARAM_FLAGS, HPARAMS, unknown_key_message
 from schemas.vocabulary import REQUESTED_PRECISIONS, STRATEGIES, TASKS
 from trainer.errors import ConfigError
 
-DATA_FORMATS = ("auto", "csv", "parquet", "jsonl", "text")
+
+def _validate_hparams(self: Any) -> None:
+    """The ranges and combinations the flag table (schemas/trainer_flags.py) cannot say; the reason when broken."""
+    for flag in HPARAM_FLAGS:
+        if flag.choices and getattr(self, flag.name) not in flag.choices:
+            raise ConfigError(f"--hparam {flag.name}={getattr(self, flag.name)!r}: expected one of "
+                              f"{', '.join(flag.choices)}")
+    if not 0.0 <= self.val_fraction < 1.0:
+        raise ConfigError(f"--hparam val_fraction={self.val_fraction}: expected 0 <= value < 1")
+    for name in ("warmup_steps", "shuffle_window", "keep_checkpoints", "log_every"):
+        minimum = 0 if name == "warmup_steps" else 1
+        if getattr(self, name) < minimum:
+            raise ConfigError(f"--hparam {name}={getattr(self, name)}: expected an integer >= {minimum}")
+    if self.weight_decay < 0 or self.grad_clip < 0 or not 0 <= self.min_lr_ratio <= 1:
+        raise ConfigError("--hparam weight_decay and grad_clip must be >= 0 and min_lr_ratio within [0, 1]")
 
 
-@dataclass(frozen=True)
-class Hparams:
-    """Knobs set with `--hparam KEY=VALUE`; every key must be one of these fields."""
-
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-    warmup_steps: int = 0
-    """Linear learning-rate warm-up from 0 over this many optimizer steps."""
-    lr_schedule: str = "cosine"
-    """'cosine' (decay to min_lr_ratio x learning rate at the last step) or 'constant'."""
-    min_lr_ratio: float = 0.1
-    """Floor of the cosine schedule as a fraction of the learning rate."""
-    grad_clip: float = 1.0
-    """Clip the global gradient norm to this value; 0 disables clipping."""
-    val_fraction: float = 0.1
-    """Share of rows (tabular) or lines (text) held out for evaluation, chosen by a hash of their position."""
-    shuffle_window: int = 4096
-    """Samples permuted together; the order is a function of the seed and the epoch only."""
-    keep_checkpoints: int = 3
-    """How many complete checkpoints to keep in AIP_CHECKPOINT_DIR; older ones are deleted."""
-    log_every: int = 50
-    """Log a progress record every this many steps (rank 0)."""
-    data_format: str = "auto"
-    """'auto' picks by file extension (.csv, .parquet, .jsonl/.json, .txt/.text); or force one of csv, parquet,
-    jsonl, text."""
-
-    def validate(self) -> None:
-        if self.lr_schedule not in ("cosine", "constant"):
-            raise ConfigError(f"--hparam lr_schedule={self.lr_schedule!r}: expected 'cosine' or 'constant'")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise ConfigError(f"--hparam val_fraction={self.val_fraction}: expected 0 <= value < 1")
-        if self.data_format not in DATA_FORMATS:
-            raise ConfigError(f"--hparam data_format={self.data_format!r}: expected one of {', '.join(DATA_FORMATS)}")
-        for name in ("warmup_steps", "shuffle_window", "keep_checkpoints", "log_every"):
-            minimum = 0 if name == "warmup_steps" else 1
-            if getattr(self, name) < minimum:
-                raise ConfigError(f"--hparam {name}={getattr(self, name)}: expected an integer >= {minimum}")
-        if self.weight_decay < 0 or self.grad_clip < 0 or not 0 <= self.min_lr_ratio <= 1:
-            raise ConfigError("--hparam weight_decay and grad_clip must be >= 0 and min_lr_ratio within [0, 1]")
+Hparams = dataclasses.make_dataclass(
+    "Hparams", [(flag.name, flag.kind, field(default=flag.default)) for flag in HPARAM_FLAGS], frozen=True,
+    namespace={"__module__": __name__, "validate": _validate_hparams,
+               "__doc__": "Knobs set with `--hparam KEY=VALUE`: one field per flag of schemas/trainer_flags.py "
+                          "(name, type, default and help live there, shared with the dispatcher's checks)."})
 
 
 @dataclass(frozen=True)
@@ -83,7 +64,7 @@ class TrainConfig:
     precision: str = "auto"
     """auto (bf16 where the GPU supports it, fp16 on older GPUs, fp32 on CPU), bf16, fp16 or fp32."""
     label_column: str = "label"
-    """Tabular label column; integer class ids for classification, a number for regression."""
+    """Tabular label column: class labels (integers or text) for classification, a number for regression."""
     checkpoint_every: int = 1000
     """Write a checkpoint every this many optimizer steps (and always on SIGTERM) when AIP_CHECKPOINT_DIR is set."""
     max_steps: int | None = None
@@ -133,25 +114,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--hparam", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                        help=f"one of: {', '.join(f.name for f in dataclasses.fields(Hparams))}")
+                        help="; ".join(f"{f.name} ({f.kind.__name__}, default {f.default!r}): {f.help}"
+                                       for f in HPARAM_FLAGS))
     return parser
 
 
-def parse_hparams(items: list[str]) -> Hparams:
-    """KEY=VALUE strings into Hparams, converting each value to its field's type."""
-    fields = {f.name: f for f in dataclasses.fields(Hparams)}
+def parse_hparams(items: list[str]) -> Any:
+    """KEY=VALUE strings into Hparams, each value read as its flag's type (schemas/trainer_flags.py)."""
     values: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError(f"--hparam {item!r}: expected KEY=VALUE")
-        if key not in fields:
-            raise ConfigError(f"--hparam {key!r} is unknown; known keys: {', '.join(fields)}")
-        kind = {"int": int, "float": float, "str": str}[str(fields[key].type)]
+        if key not in HPARAMS:
+            raise ConfigError(f"--hparam {unknown_key_message(key)}")
         try:
-            values[key] = kind(raw)
+            values[key] = HPARAMS[key].parse(raw)
         except ValueError as exc:
-            raise ConfigError(f"--hparam {key}={raw!r}: expected a {kind.__name__}") from exc
+            raise ConfigError(f"--hparam {key}={raw!r}: {exc}") from exc
     return Hparams(**values)
 
 

@@ -21,13 +21,20 @@ from trainer import collectives, storage
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
 from trainer.datasets.factory import build_corpus
-from trainer.datasets.stream import steps_in_epoch
+from trainer.datasets.stream import held_out_samples, steps_in_epoch
 from trainer.distributed import DistEnv, process_group
 from trainer.errors import ConfigError, DataError, OutOfMemory
 from trainer.events import EventLog
 from trainer.logs import log, set_context
 from trainer.loop import Session, restore, run_loop
-from trainer.metrics import METRICS_FILE, flops_per_sample, metrics_document, model_flops_utilisation, peak_flops
+from trainer.metrics import (
+    METRICS_FILE,
+    Evaluation,
+    flops_per_sample,
+    metrics_document,
+    model_flops_utilisation,
+    peak_flops,
+)
 from trainer.model_io import model_config, save_model
 from trainer.models.factory import build_model
 from trainer.parallel import local_weights_digest, model_weights, wrap
@@ -51,7 +58,8 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
             session = _assemble(config, env, device, environ)
             log("training started", task=config.task, model=config.model, strategy=config.strategy,
                 precision=session.precision.name, device=device, total_steps=session.total_steps,
-                steps_per_epoch=session.steps_per_epoch[0], resumed_from=session.last_checkpoint_step)
+                steps_per_epoch=session.steps_per_epoch[0], resumed_from=session.last_checkpoint_step,
+                evaluation=session.evaluation.to_dict())
             try:
                 run_loop(session, watch)
             except torch.cuda.OutOfMemoryError as exc:
@@ -78,13 +86,18 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
                         f"samples in an epoch ({env.world_size} processes share about "
                         f"{corpus.samples(sum(counts.train))} samples); lower --batch-size or add data")
     total = sum(steps) if config.max_steps is None else min(sum(steps), config.max_steps)
+    held_out = held_out_samples(corpus, counts)
+    evaluation = Evaluation(split="held-out" if held_out else "training",
+                            samples=held_out or steps[-1] * config.batch_size * env.world_size,
+                            train_samples=corpus.samples(sum(counts.train)), val_fraction=config.hparams.val_fraction)
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
     checkpoint_dir = environ.get("AIP_CHECKPOINT_DIR")
     store = CheckpointStore(checkpoint_dir, config.hparams.keep_checkpoints) if checkpoint_dir else None
     events = EventLog(environ.get("AIP_TENSORBOARD_LOG_DIR") if env.is_main else None)
     session = Session(config=config, env=env, device=device, precision=precision, corpus=corpus, counts=counts,
                       steps_per_epoch=steps, total_steps=total, wrapped=wrapped, scheduler=scheduler,
-                      scaler=precision.grad_scaler(), store=store, events=events, data_spec=data_spec)
+                      scaler=precision.grad_scaler(), store=store, events=events, data_spec=data_spec,
+                      evaluation=evaluation)
     if store is not None:
         _resume(session, store)
     return session
@@ -124,7 +137,7 @@ def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | 
                             "application/json")
         s.events.scalar("throughput/samples_per_second", document["samples_per_second"], s.progress.step)
         s.events.close()
-        log("model written", model_dir=model_dir, final=document["final"],
+        log("model written", model_dir=model_dir, final=document["final"], evaluation=document["evaluation"],
             samples_per_second=document["samples_per_second"], mfu=document["mfu"])
     collectives.barrier()
     return document
@@ -139,7 +152,8 @@ def _metrics(s: Session, preset: Any, parameters: int, wall: float) -> dict[str,
         mfu = model_flops_utilisation(rate, flops_per_sample(preset, parameters), peak, s.env.world_size)
     return metrics_document(task=s.config.task, model=s.config.model, strategy=s.config.strategy,
                             world_size=s.env.world_size, steps=s.progress.step, epochs=s.progress.epochs,
-                            samples_per_second=rate, tokens_per_second=tokens, wall_time_seconds=wall, mfu=mfu)
+                            samples_per_second=rate, tokens_per_second=tokens, wall_time_seconds=wall, mfu=mfu,
+                            evaluation=s.evaluation)
 
 
 def _oom(config: TrainConfig, s: Session, exc: BaseException) -> OutOfMemory:

@@ -8,9 +8,9 @@ from functions.settings import Settings
 from schemas.errors import SchemaError
 from schemas.model_presets import get_preset
 from schemas.times import parse_timestamp
+from schemas.trainer_flags import extra_problems
 from schemas.training_request import TrainingRequest
-
-_FAMILY_FOR_TASK = {"tabular-classification": "mlp", "tabular-regression": "mlp", "causal-lm": "gpt"}
+from schemas.vocabulary import TASK_MODEL_FAMILY
 
 
 def request_problems(request: TrainingRequest, settings: Settings, now: datetime) -> list[str]:
@@ -21,7 +21,7 @@ def request_problems(request: TrainingRequest, settings: Settings, now: datetime
     except SchemaError as exc:
         problems.append(str(exc))
     else:
-        family = _FAMILY_FOR_TASK[request.task]
+        family = TASK_MODEL_FAMILY[request.task]
         if preset.family != family:
             problems.append(f"model.preset: {request.model.preset!r} is a {preset.family} preset but task "
                             f"{request.task!r} needs a {family} preset")
@@ -36,4 +36,6 @@ def request_problems(request: TrainingRequest, settings: Settings, now: datetime
         if deadline <= now:
             problems.append(f"constraints.deadline: {request.constraints.deadline} is already past "
                             f"(now {now.isoformat(timespec='seconds')}); give a future time or none")
+    # Each extra becomes `--hparam KEY=VALUE` (job_spec.trainer_args): refused here, not after a machine starts.
+    problems += extra_problems(request.hyperparameters.extra)
     return problems

@@ -1,5 +1,6 @@
-"""Firestore adapter for ingest: dataset documents (status and reason per prefix) and the version outbox
-(one document per dataset version, claimed under a lease and finished exactly once).
+"""Firestore adapter for ingest: dataset documents (status and reason per prefix), the version outbox (one
+document per dataset version, claimed under a lease and finished exactly once) and each dataset's contents (one
+document per distinct content, naming the run that trains it).
 
 The rules are pure functions in functions/records/dataset_versions.py (the lease rule itself in leases.py); this
 adapter applies them in transactions.
@@ -13,7 +14,15 @@ from typing import Any
 
 from functions.errors import as_transient
 from functions.gcp.firestore_tx import in_transaction
-from functions.records.dataset_versions import Doc, claim, finished, first_claim, newer_version
+from functions.records.dataset_versions import (
+    Doc,
+    claim,
+    content_claim,
+    finished,
+    first_claim,
+    newer_version,
+    retrain_counted,
+)
 from functions.records.leases import Claim, ClaimOutcome
 from schemas.dataset_record import DatasetStatus, VersionStatus
 
@@ -112,6 +121,61 @@ class DatasetsStore:
     def version(self, run_id: str) -> Doc | None:
         try:
             snapshot = self._version_ref(run_id).get()
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        return snapshot.to_dict() if snapshot.exists else None
+
+    # contents ----------------------------------------------------------------------------------------------------
+    def _content_ref(self, doc: Doc) -> Any:
+        return self._dataset_ref(doc["dataset_id"]).collection("contents").document(doc["digest"])
+
+    def claim_content(self, doc: Doc, *, now: datetime, retrain: bool = False) -> Claim[Doc]:
+        """Let version doc["run_id"] publish this content: created with create() by the first version that gets
+        here; otherwise decided in a transaction that also reads the version the content names (content_claim)."""
+        from google.api_core.exceptions import Conflict
+        from google.cloud import firestore
+
+        ref = self._content_ref(doc)
+        if not retrain:
+            fresh = content_claim(None, None, doc, now=now, retrain=False).doc
+            try:
+                ref.create(fresh)
+                return Claim(ClaimOutcome.CLAIMED, fresh)
+            except Conflict:
+                pass
+            except Exception as exc:
+                raise as_transient(exc, "Firestore") from exc
+
+        @firestore.transactional
+        def body(transaction: Any) -> Claim[Doc]:
+            snapshot = ref.get(transaction=transaction)
+            cur = snapshot.to_dict() if snapshot.exists else None
+            holder = None
+            if cur and cur.get("run_id") and cur["run_id"] != doc["run_id"]:
+                held = self._version_ref(cur["run_id"]).get(transaction=transaction)
+                holder = held.to_dict() if held.exists else None
+            result = content_claim(cur, holder, doc, now=now, retrain=retrain)
+            if result.outcome == ClaimOutcome.CLAIMED and result.doc != cur:
+                transaction.set(ref, result.doc)
+            return result
+
+        try:
+            return body(self._client.transaction(max_attempts=10))  # type: ignore[no-any-return]
+        except Exception as exc:
+            raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc
+
+    def count_retrain(self, doc: Doc, *, now: datetime) -> Doc:
+        """One more `landfall retrain` of this content: the content document with its `retrains` count raised."""
+
+        def change(cur: Doc | None) -> tuple[Doc, Doc]:
+            new = retrain_counted(cur, doc, now=now)
+            return new, new
+
+        return in_transaction(self._client, self._content_ref(doc), change)  # type: ignore[no-any-return]
+
+    def content(self, dataset_id: str, digest: str) -> Doc | None:
+        try:
+            snapshot = self._content_ref({"dataset_id": dataset_id, "digest": digest}).get()
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
         return snapshot.to_dict() if snapshot.exists else None

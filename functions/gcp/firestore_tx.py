@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from functions.errors import as_transient
+from functions.errors import TransientError, as_transient
 from functions.records.run_rules import Doc
 
 
@@ -26,5 +26,11 @@ def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[D
 
     try:
         return body(client.transaction(max_attempts=10))
+    except ValueError as exc:
+        if "Failed to commit transaction" not in str(exc):
+            raise
+        # Contention outlasted the client's attempts (it raises a bare ValueError): another delivery is writing the
+        # same document, so this one is retried like any other busy resource, never dropped as unexpected.
+        raise TransientError(f"Firestore transaction on {ref.path} kept colliding ({exc}); will retry") from exc
     except Exception as exc:
         raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc

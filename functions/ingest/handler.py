@@ -1,6 +1,8 @@
 """Ingest: an object event on a landing bucket. A `_SUCCESS` marker or a satisfied `_MANIFEST.json` completes its
-dataset (the folder holding it); quiet-period datasets are closed by the sweep (functions/sweep.py). Each dataset
-version publishes exactly one TrainingRequest, through the version outbox in Firestore.
+dataset (the folder holding it); quiet-period datasets are closed by the sweep (functions/ingest/sweep.py). Each
+dataset version publishes exactly one TrainingRequest, through the version outbox in Firestore, and each content
+(the same objects) is published once: a version whose content was published before is a DUPLICATE of that run
+(functions/ingest/retrain.py asks for another run on purpose).
 
 Every outcome is returned as a short string (for logs and tests); only TransientError asks for a redelivery.
 """
@@ -15,7 +17,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from functions.envelopes import ObjectEvent
-from functions.errors import TransientError
+from functions.errors import PermanentError, TransientError
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
@@ -25,9 +27,16 @@ from functions.ingest.routes import Route, load_routes, route_for
 from functions.records.dataset_versions import Doc
 from functions.records.leases import ClaimOutcome
 from functions.settings import Settings
-from schemas.dataset_record import FINAL_VERSION_STATUSES, SCHEMA_VERSION, DatasetStatus, VersionStatus, dataset_id_for
+from schemas.dataset_record import (
+    FINAL_VERSION_STATUSES,
+    SCHEMA_VERSION,
+    DatasetStatus,
+    VersionStatus,
+    content_key_for,
+    dataset_id_for,
+)
 from schemas.times import format_timestamp
-from schemas.training_request import run_id_for
+from schemas.training_request import DatasetRef, TrainingRequest, run_id_for
 
 log = logging.getLogger("landfall.ingest")
 
@@ -136,7 +145,8 @@ def completion_from(doc: Doc, route: Route, event_id: str = "") -> Completion:
 
 
 def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> str:
-    """Evaluate one dataset version and publish its request, exactly once (claim -> evaluate -> publish -> finish)."""
+    """Evaluate one dataset version and publish its request, exactly once: claim the version, evaluate it, claim its
+    content (a content published before makes the version a DUPLICATE of that run), publish, finish."""
     run_id = run_id_for(c.idempotency_key)
     owner = uuid.uuid4().hex
     claim = deps.datasets.claim_version(version_doc(c, run_id), owner=owner, now=deps.now(),
@@ -151,20 +161,67 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         verdict = _verdict(c, deps, scan)
         if verdict.request is None:
             return _not_ready(c, run_id, owner, verdict, deps)
-        message_id = deps.publish(verdict.request.to_json())
+        content_key = content_key_for(c.bucket, c.prefix, verdict.content_digest)
+        content = deps.datasets.claim_content(content_doc(c, run_id, verdict.content_digest, verdict.request.dataset),
+                                              now=deps.now(), retrain=c.kind == "retrain")
+        if content.outcome == ClaimOutcome.DONE:
+            return _same_content(c, run_id, owner, content_key, content.doc, verdict.request, deps)
+        if content.outcome == ClaimOutcome.BUSY:
+            raise TransientError(f"{c.uri} version {c.generation} holds the same objects as version "
+                                 f"{content.doc.get('generation')}, which another delivery is publishing now; "
+                                 "retry after its lease to see whether it was published")
+        try:
+            message_id = deps.publish(verdict.request.to_json())
+        except Exception as exc:
+            refusal = _publish_refusal(exc)
+            if refusal is None:
+                raise
+            return _not_ready(c, run_id, owner, Verdict(reason=f"{c.uri}: {refusal}"), deps)
     except BaseException:
         # Let the next delivery take over at once rather than after the lease.
         deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now(), updates={})
         raise
     deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.PUBLISHED, now=deps.now(), updates={
-        "message_id": message_id, "request": verdict.request.to_dict(), "reason": ""})
+        "message_id": message_id, "request": verdict.request.to_dict(), "reason": "", "content_key": content_key})
     deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DatasetStatus.REQUESTED, "",
-                                           version_summary(c, run_id, VersionStatus.PUBLISHED), deps.now()))
+                                           version_summary(c, run_id, VersionStatus.PUBLISHED, content_key=content_key),
+                                           deps.now()))
     stats = verdict.request.dataset
     log.info("dataset %s complete (%s %s; %d objects, %d bytes, %s): request for run %s published as message %s",
              c.uri, c.kind, c.generation, stats.object_count, stats.total_bytes, ",".join(stats.formats) or "-",
              run_id, message_id)
     return f"published:{run_id}"
+
+
+def _same_content(c: Completion, run_id: str, owner: str, content_key: str, content: Doc, request: TrainingRequest,
+                  deps: IngestDeps) -> str:
+    """This version holds what an earlier one published: record it as a DUPLICATE of that run, publish nothing."""
+    earlier = str(content["run_id"])
+    stats = request.dataset
+    reason = (f"{c.uri} holds the same objects as the version trained as run {earlier} (generation "
+              f"{content.get('generation')}): {stats.object_count} data object(s), {stats.total_bytes} bytes, with "
+              "the same names, sizes and checksums (landfall.json included), so it is not trained again. Run "
+              f"`landfall retrain {c.uri}` to train it again on purpose")
+    deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.DUPLICATE, now=deps.now(),
+                                 updates={"reason": reason, "duplicate_of": earlier, "content_key": content_key})
+    deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DatasetStatus.DUPLICATE, reason,
+                                           version_summary(c, run_id, VersionStatus.DUPLICATE,
+                                                           content_key=content_key, duplicate_of=earlier),
+                                           deps.now()))
+    log.info("dataset %s (%s %s): same content as run %s; no request", c.uri, c.kind, c.generation, earlier)
+    return f"same-content:{earlier}"
+
+
+def _publish_refusal(exc: Exception) -> str | None:
+    """Why the requests topic refused the request for good (it breaks the topic's schema), or None when exc is not
+    a refusal and the delivery is retried as before."""
+    from google.api_core.exceptions import InvalidArgument
+
+    if isinstance(exc, InvalidArgument | PermanentError):
+        return (f"the requests topic refused the TrainingRequest ({exc}): a value from the route or landfall.json "
+                "is one the message schema (schemas/training_request.avsc) cannot carry. Fix it, then land a new "
+                "_SUCCESS marker or manifest")
+    return None
 
 
 def _duplicate(c: Completion, status: str) -> str:
@@ -198,9 +255,23 @@ def _not_ready(c: Completion, run_id: str, owner: str, verdict: Verdict, deps: I
     return f"{status.lower()}:{run_id}"
 
 
-def version_summary(c: Completion, run_id: str, status: VersionStatus) -> Doc:
-    return {"idempotency_key": c.idempotency_key, "run_id": run_id, "kind": c.kind, "generation": c.generation,
-            "completed_by": f"gs://{c.bucket}/{c.object_name}", "status": status.value}
+def version_summary(c: Completion, run_id: str, status: VersionStatus, *, content_key: str = "",
+                    duplicate_of: str = "") -> Doc:
+    summary = {"idempotency_key": c.idempotency_key, "run_id": run_id, "kind": c.kind, "generation": c.generation,
+               "completed_by": f"gs://{c.bucket}/{c.object_name}", "status": status.value}
+    if content_key:
+        summary["content_key"] = content_key
+    if duplicate_of:
+        summary["duplicate_of"] = duplicate_of
+    return summary
+
+
+def content_doc(c: Completion, run_id: str, digest: str, stats: DatasetRef) -> Doc:
+    """The content document a version claims (schemas/dataset_record.py CONTENT_FIELDS)."""
+    return {"schema_version": SCHEMA_VERSION, "content_key": content_key_for(c.bucket, c.prefix, digest),
+            "digest": digest, "dataset_id": dataset_id_for(c.bucket, c.prefix), "uri": c.uri, "run_id": run_id,
+            "idempotency_key": c.idempotency_key, "generation": c.generation, "object_count": stats.object_count,
+            "total_bytes": stats.total_bytes}
 
 
 def version_doc(c: Completion, run_id: str) -> Doc:

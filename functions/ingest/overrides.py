@@ -38,7 +38,7 @@ def parse_overrides(data: bytes) -> dict[str, Any]:
         raise OverrideError(f"landfall.json is larger than {MAX_OVERRIDES_BYTES} bytes; it holds a few settings")
     try:
         raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python to read
         raise OverrideError(f"landfall.json is not JSON ({exc}); expected e.g. "
                             '{"hyperparameters": {"epochs": 10}}') from exc
     if not isinstance(raw, dict):

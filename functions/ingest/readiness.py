@@ -4,9 +4,12 @@ the listing iterator and the bounded reads it is given."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
 from functions.ingest.dataset_names import MANIFEST, OVERRIDES, Role, format_of, role_of
@@ -42,6 +45,18 @@ class Scan:
     manifest: ObjectInfo | None = None
     present: dict[str, ObjectInfo] = field(default_factory=dict)
     """Objects whose relative names were asked for (the manifest's entries)."""
+    content: Any = field(default_factory=hashlib.sha256)
+    """Running SHA-256 over what is trained: each data object's and landfall.json's relative name, size and crc32c
+    (its generation where the listing has no crc32c), in listing order (Cloud Storage lists names in order)."""
+
+    @property
+    def content_digest(self) -> str:
+        """The dataset's content as 32 hex characters: the same objects, the same digest, whatever marked them."""
+        return str(self.content.hexdigest()[:32])
+
+    def add_content(self, relative: str, obj: ObjectInfo) -> None:
+        checksum = obj.crc32c or f"generation:{obj.generation}"
+        self.content.update(json.dumps([relative, obj.size, checksum]).encode() + b"\n")
 
 
 def scan_prefix(objects: Iterable[ObjectInfo], prefix: str, wanted: frozenset[str] = frozenset()) -> Scan:
@@ -53,10 +68,12 @@ def scan_prefix(objects: Iterable[ObjectInfo], prefix: str, wanted: frozenset[st
             scan.present[relative] = obj
         if relative == OVERRIDES:
             scan.overrides = obj
+            scan.add_content(relative, obj)
         elif relative == MANIFEST:
             scan.manifest = obj
         if role_of(relative) != Role.DATA:
             continue
+        scan.add_content(relative, obj)
         scan.count += 1
         scan.total_bytes += obj.size
         scan.formats.add(format_of(obj.name) or NO_FORMAT)
@@ -79,6 +96,8 @@ class Completion:
     object_name: str
     generation: str
     event_id: str = ""
+    key: str = ""
+    """The idempotency key when it is not the completing object's (`landfall retrain`: derived from the content)."""
 
     @property
     def uri(self) -> str:
@@ -86,10 +105,11 @@ class Completion:
 
     @property
     def idempotency_key(self) -> str:
-        return f"gcs:{self.bucket}/{self.prefix}:{self.generation}"
+        return self.key or f"gcs:{self.bucket}/{self.prefix}:{self.generation}"
 
 
-_SOURCE_KIND = {"marker": "gcs-marker", "manifest": "gcs-manifest", "quiet-period": "quiet-period"}
+_SOURCE_KIND = {"marker": "gcs-marker", "manifest": "gcs-manifest", "quiet-period": "quiet-period",
+                "retrain": "retrain"}
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,8 @@ class Verdict:
     reason: str = ""
     waiting: bool = False
     """Not ready yet (a manifest names objects still to land), rather than refused."""
+    content_digest: str = ""
+    """With a request: the digest of what it trains (Scan.content_digest)."""
 
 
 ReadObject = Callable[[str, str, int], bytes | None]
@@ -149,7 +171,7 @@ def evaluate(c: Completion, scan: Scan, read: ReadObject, entries: tuple[Entry, 
     try:
         merged = apply_overrides(base.to_dict(), overrides, route) if overrides else base.to_dict()
         merged["labels"] = {**merged.get("labels", {}), "landfall-route": route.name}
-        return Verdict(request=parse_training_request(merged))
+        return Verdict(request=parse_training_request(merged), content_digest=scan.content_digest)
     except OverrideError as exc:
         return Verdict(reason=f"{c.uri}{OVERRIDES}: {exc}")
     except SchemaError as exc:

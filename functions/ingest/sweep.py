@@ -16,7 +16,7 @@ from functions.ingest.handler import IngestDeps, complete, completion_from, data
 from functions.ingest.readiness import Completion, scan_prefix
 from functions.ingest.routes import Route
 from functions.records.dataset_versions import Doc
-from schemas.dataset_record import DatasetStatus, VersionStatus
+from schemas.dataset_record import DATASET_STATUS_OF_VERSION, DatasetStatus, VersionStatus
 from schemas.training_request import run_id_for
 
 log = logging.getLogger("landfall.sweep")
@@ -57,13 +57,14 @@ def close_if_quiet(doc: Doc, route: Route, deps: IngestDeps, event_id: str) -> s
         return "collecting"
     c = Completion(bucket, prefix, route, "quiet-period", scan.newest.name, scan.newest.generation, event_id)
     outcome = complete(c, deps, scan=scan)
-    if outcome.startswith("duplicate"):
+    if outcome.startswith("duplicate:"):
         # This version was settled before (a late notification reopened the dataset): close it again as it was.
         run_id = run_id_for(c.idempotency_key)
         version = deps.datasets.version(run_id)
-        if version is not None and version["status"] in (VersionStatus.PUBLISHED, VersionStatus.REFUSED):
+        if version is not None and VersionStatus(version["status"]) in DATASET_STATUS_OF_VERSION:
             settled = VersionStatus(version["status"])
-            status = DatasetStatus.REQUESTED if settled == VersionStatus.PUBLISHED else DatasetStatus.REFUSED
-            deps.datasets.save_dataset(dataset_doc(bucket, prefix, route, status, version.get("reason", ""),
-                                                   version_summary(c, run_id, settled), now))
+            summary = version_summary(c, run_id, settled, content_key=version.get("content_key", ""),
+                                      duplicate_of=version.get("duplicate_of", ""))
+            deps.datasets.save_dataset(dataset_doc(bucket, prefix, route, DATASET_STATUS_OF_VERSION[settled],
+                                                   version.get("reason", ""), summary, now))
     return outcome

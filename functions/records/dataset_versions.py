@@ -1,5 +1,6 @@
 """Pure rules for ingest's records: claiming and finishing a dataset version (the outbox, under the shared lease
-rule of leases.py) and which version's outcome a dataset document keeps. The Firestore adapter
+rule of leases.py), which version may train a content (the same objects are trained once, unless retrained on
+purpose) and which version's outcome a dataset document keeps. The Firestore adapter
 (functions/gcp/datasets_store.py) applies them in transactions; tests/fakes/ingest.py applies the same ones.
 """
 
@@ -55,6 +56,43 @@ def finished(cur: Doc | None, *, owner: str, status: VersionStatus, now: datetim
     return {**cur, **updates, "status": status.value, "claim_until": stamp, "updated_at": stamp}
 
 
+def content_claim(cur: Doc | None, holder: Doc | None, new: Doc, *, now: datetime, retrain: bool) -> Claim[Doc]:
+    """Whether the version `new["run_id"]` may publish this content, and the content document that records it.
+
+    cur is the content document (None: never seen), holder the version document of the run it names. DONE: that
+    run was published, so this version is a duplicate of it. BUSY: that version is being published by a live
+    delivery right now. Otherwise CLAIMED: the content is new, or this version's own, or the version holding it
+    never published (refused by the topic, or its delivery died and its lease lapsed); a retrain always claims.
+    """
+    stamp = format_timestamp(now)
+    if cur is None:
+        return Claim(ClaimOutcome.CLAIMED, {**copy.deepcopy(new), "retrains": 0, "created_at": stamp,
+                                            "updated_at": stamp})
+    if cur.get("run_id") == new["run_id"]:
+        return Claim(ClaimOutcome.CLAIMED, cur)
+    if not retrain and holder is not None:
+        status = VersionStatus(holder["status"])
+        if status == VersionStatus.PUBLISHED:
+            return Claim(ClaimOutcome.DONE, cur)
+        lease = version_lease(holder)
+        if lease is not None and lease.live(now):
+            return Claim(ClaimOutcome.BUSY, cur)
+    taken = {**cur, **{k: new[k] for k in _HOLDER_FIELDS}, "updated_at": stamp}
+    return Claim(ClaimOutcome.CLAIMED, taken)
+
+
+_HOLDER_FIELDS = ("run_id", "idempotency_key", "generation", "object_count", "total_bytes")
+"""What a content document says about the version that trains it (replaced when another version takes it)."""
+
+
+def retrain_counted(cur: Doc | None, new: Doc, *, now: datetime) -> Doc:
+    """The content document after one more `landfall retrain` of it (created, naming no run yet, if absent)."""
+    stamp = format_timestamp(now)
+    base = cur if cur is not None else {**copy.deepcopy(new), "run_id": "", "idempotency_key": "",
+                                        "retrains": 0, "created_at": stamp}
+    return {**base, "retrains": int(base.get("retrains", 0)) + 1, "updated_at": stamp}
+
+
 def _generation(doc: Doc | None) -> int:
     version = (doc or {}).get("version") or {}
     try:
@@ -68,4 +106,4 @@ def newer_version(cur: Doc | None, new: Doc) -> bool:
     return cur is None or _generation(new) >= _generation(cur)
 
 
-__all__ = ["claim", "finished", "first_claim", "newer_version", "version_lease"]
+__all__ = ["claim", "content_claim", "finished", "first_claim", "newer_version", "retrain_counted", "version_lease"]

@@ -1,5 +1,6 @@
-"""`landfall datasets`, `landfall dataset URI` and `landfall sweep`: what ingest knows about each landing prefix
-(Firestore, one document per prefix, shaped by schemas/dataset_record.py) and an ingest sweep on demand."""
+"""`landfall datasets`, `landfall dataset URI`, `landfall retrain URI` and `landfall sweep`: what ingest knows about
+each landing prefix (Firestore, one document per prefix, shaped by schemas/dataset_record.py), a new run of a
+dataset on purpose, and an ingest sweep on demand."""
 
 from __future__ import annotations
 
@@ -26,12 +27,15 @@ NEXT_STEP = {
                            "completes when they land",
     DatasetStatus.REFUSED: "fix what the reason says, then land a new _SUCCESS marker or manifest (a new version)",
     DatasetStatus.REQUESTED: "a TrainingRequest was published; `landfall run {run_id}` follows the run",
+    DatasetStatus.DUPLICATE: "these objects were trained already as run {duplicate_of} (`landfall run "
+                             "{duplicate_of}`); `landfall retrain {uri}` trains them again on purpose",
 }
 """What a person can do about a dataset in each status (shown by `landfall dataset`)."""
 
 STATUSES = tuple(s.value for s in DatasetStatus)
-VERSION_LABELS = (("run_id", "run"), ("status", "status"), ("generation", "generation"), ("kind", "kind"),
-                  ("completed_by", "completed by"), ("idempotency_key", "key"))
+VERSION_LABELS = (("run_id", "run"), ("status", "status"), ("duplicate_of", "duplicate of"),
+                  ("generation", "generation"), ("kind", "kind"), ("completed_by", "completed by"),
+                  ("idempotency_key", "key"), ("content_key", "content"))
 
 
 class DatasetUriError(ValueError):
@@ -84,7 +88,9 @@ def describe_dataset(doc: dict[str, Any]) -> str:
     else:
         lines.append("version   none yet")
     if doc.get("status") in STATUSES:
-        step = NEXT_STEP[DatasetStatus(doc["status"])].format(run_id=version.get("run_id") or "RUN_ID")
+        step = NEXT_STEP[DatasetStatus(doc["status"])].format(
+            run_id=version.get("run_id") or "RUN_ID", duplicate_of=version.get("duplicate_of") or "RUN_ID",
+            uri=doc.get("uri", "URI"))
         lines.append(f"next      {step}")
     lines += [f"{key:<9} {_value(doc[key])}" for key in sorted(set(doc) - set(DATASET_FIELDS))]
     return "\n".join(lines)
@@ -175,6 +181,38 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ingest_deps() -> Any:
+    """Ingest's own dependencies (Cloud Storage, Firestore, the requests topic), as the function builds them."""
+    from functions.wiring import ingest_deps
+
+    return ingest_deps()
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    from functions.errors import LandfallError
+    from functions.ingest.retrain import retrain
+
+    try:
+        bucket, prefix = parse_dataset_uri(args.uri)
+    except DatasetUriError as exc:
+        print(f"landfall retrain: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with _boundary(f"retrain gs://{bucket}/{prefix}"):
+            deps = _ingest_deps()
+            done = retrain(bucket, prefix, deps)
+            version = deps.datasets.version(done.run_id) or {}
+    except (CommandError, LandfallError) as exc:  # LandfallError: RetrainError, or Firestore/GCS unavailable
+        print(f"landfall retrain: {exc}", file=sys.stderr)
+        return 1
+    if not done.outcome.startswith("published:"):
+        print(f"landfall retrain: no request was made: {version.get('reason') or done.outcome}", file=sys.stderr)
+        return 1
+    print(f"retrain {done.count} of gs://{bucket}/{prefix}: requested run {done.run_id} (key {done.idempotency_key})"
+          f"; `landfall run {done.run_id}` follows it")
+    return 0
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from google.api_core.exceptions import NotFound
     from google.cloud import pubsub_v1
@@ -223,6 +261,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("uri", metavar="URI", help="the dataset folder, gs://BUCKET/PREFIX/ (see `landfall datasets`)")
     p.add_argument("--json", action="store_true", help="print the record as JSON")
     p.set_defaults(func=cmd_dataset)
+
+    p = sub.add_parser("retrain", help="train a dataset again on purpose: a new run of the same objects",
+                       description="Ingest trains the same objects once: a dataset marked complete again with the "
+                                   "same names, sizes and checksums is recorded as a DUPLICATE of the earlier run. "
+                                   "retrain evaluates the folder as it is now (route rules, landfall.json) and "
+                                   "publishes a TrainingRequest under a new key (the content's key and a retrain "
+                                   "count), recorded on the dataset. Prints the run id; exit status 1 when no "
+                                   "request was made, with the reason.")
+    p.add_argument("uri", metavar="URI", help="the dataset folder, gs://BUCKET/PREFIX/ (see `landfall datasets`)")
+    p.set_defaults(func=cmd_retrain)
 
     p = sub.add_parser("sweep", help="run the ingest sweep now: publish one tick to its topic",
                        description="Publish one tick of the ingest_sweep schedule, as `gcloud scheduler jobs run` "

@@ -84,15 +84,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from functions.planning import PlanInputError, plan_input_from_request, plan_request
     from functions.planning.catalog import load_catalog
     from schemas.errors import SchemaError
+    from schemas.trainer_flags import extra_problems
 
     try:
         request = read_request(args.request)
         now = datetime.fromisoformat(args.now).astimezone(UTC) if args.now else None
-        outcome = plan_request(plan_input_from_request(request), now=now)
+        refused = extra_problems(request.hyperparameters.extra)
+        outcome = None if refused else plan_request(plan_input_from_request(request), now=now)
     except OSError as exc:
         return _fail(f"cannot read {args.request}: {exc.strerror or exc}")
     except (SchemaError, PlanInputError, ValueError) as exc:
         return _fail(f"{args.request}: {exc}")
+    if outcome is None:
+        # The dispatcher refuses these before planning (request_rules): so does plan, before any machine is paid for.
+        rejection = "; ".join(refused)
+        print(json.dumps({"rejection": rejection}, indent=2) if args.json else f"REJECTED: {rejection}")
+        return 1
     if args.json:
         if outcome.plan is not None:
             print(json.dumps(outcome.plan.to_dict(), indent=2))

@@ -6,21 +6,36 @@ lease rule in leases.py); tests/integration/test_store_contracts.py checks both 
 
 from __future__ import annotations
 
+import base64
 import copy
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import google_crc32c
+
+from functions import envelopes
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
-from functions.ingest.handler import IngestDeps
+from functions.ingest.handler import IngestDeps, handle_object_event
 from functions.ingest.routes import Route
-from functions.records.dataset_versions import Doc, claim, finished, first_claim, newer_version
+from functions.ingest.sweep import handle_sweep
+from functions.records.dataset_versions import (
+    Doc,
+    claim,
+    content_claim,
+    finished,
+    first_claim,
+    newer_version,
+    retrain_counted,
+)
 from functions.records.leases import Claim, ClaimOutcome
 from functions.settings import settings_from_env
-from schemas.dataset_record import DatasetStatus, VersionStatus
+from schemas.dataset_record import DatasetStatus, VersionStatus, dataset_id_for
+from schemas.training_request import TrainingRequest, parse_training_request
 
 SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
+BUCKET = "landfall-landing"
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
@@ -31,9 +46,13 @@ class FakeObjects:
         self._generation = 1000
         self.list_calls = 0
 
-    def put(self, name: str, data: bytes | int = b"x", *, at: datetime = T0, crc32c: str = "") -> ObjectInfo:
+    def put(self, name: str, data: bytes | int = b"x", *, at: datetime = T0, crc32c: str | None = None) -> ObjectInfo:
+        """Write a new generation of name; its crc32c is computed from the bytes, as Cloud Storage does, unless
+        given."""
         self._generation += 1
         payload = data if isinstance(data, bytes) else b"x" * data
+        if crc32c is None:
+            crc32c = base64.b64encode(google_crc32c.value(payload).to_bytes(4, "big")).decode()
         info = ObjectInfo(name, len(payload), str(self._generation), crc32c, at)
         self.objects[name] = info
         self.content[name] = payload
@@ -61,6 +80,8 @@ class FakeDatasets:
     def __init__(self) -> None:
         self.docs: dict[str, dict[str, Any]] = {}
         self.versions: dict[str, dict[str, Any]] = {}
+        self.contents: dict[tuple[str, str], dict[str, Any]] = {}
+        """(dataset_id, digest) -> content document."""
         self._lock = threading.Lock()
 
     def datasets(self, ids: Any) -> dict[str, dict[str, Any]]:
@@ -111,6 +132,26 @@ class FakeDatasets:
         with self._lock:
             return copy.deepcopy(self.versions.get(run_id))
 
+    def claim_content(self, doc: dict[str, Any], *, now: datetime, retrain: bool = False) -> Claim[Doc]:
+        with self._lock:
+            key = (doc["dataset_id"], doc["digest"])
+            cur = self.contents.get(key)
+            holder = self.versions.get(cur["run_id"]) if cur and cur.get("run_id") else None
+            result = content_claim(cur, holder, doc, now=now, retrain=retrain)
+            if result.outcome == ClaimOutcome.CLAIMED:
+                self.contents[key] = copy.deepcopy(result.doc)
+            return Claim(result.outcome, copy.deepcopy(result.doc))
+
+    def count_retrain(self, doc: dict[str, Any], *, now: datetime) -> dict[str, Any]:
+        with self._lock:
+            key = (doc["dataset_id"], doc["digest"])
+            self.contents[key] = retrain_counted(self.contents.get(key), doc, now=now)
+            return copy.deepcopy(self.contents[key])
+
+    def content(self, dataset_id: str, digest: str) -> dict[str, Any] | None:
+        with self._lock:
+            return copy.deepcopy(self.contents.get((dataset_id, digest)))
+
 
 class Clock:
     def __init__(self, now: datetime = T0) -> None:
@@ -128,3 +169,32 @@ def fake_deps(objects: FakeObjects, datasets: FakeDatasets, routes: tuple[Route,
 
     return IngestDeps(settings=SETTINGS, objects=objects, datasets=datasets, publish=publish,  # type: ignore[arg-type]
                       now=clock or Clock(), routes=lambda: routes)
+
+
+class World:
+    """A landing bucket, ingest's stores and its published requests, driven the way Cloud Storage drives them."""
+
+    def __init__(self, routes: tuple[Route, ...]) -> None:
+        self.objects = FakeObjects()
+        self.datasets = FakeDatasets()
+        self.published: list[bytes] = []
+        self.clock = Clock()
+        self.deps = fake_deps(self.objects, self.datasets, routes, self.published, self.clock)
+
+    def upload(self, name: str, data: bytes | int = b"a,b\n1,2\n", **kw: object) -> str:
+        """Put the object and deliver its finalize notification, as GCS would; returns the handler's outcome."""
+        info = self.objects.put(name, data, at=self.clock.now, **kw)  # type: ignore[arg-type]
+        return self.deliver(name, info.generation)
+
+    def deliver(self, name: str, generation: str, kind: str = "finalize", bucket: str = BUCKET) -> str:
+        event = envelopes.ObjectEvent(kind=kind, bucket=bucket, name=name, generation=generation, event_id="e1")
+        return handle_object_event(event, self.deps)
+
+    def requests(self) -> list[TrainingRequest]:
+        return [parse_training_request(m) for m in self.published]
+
+    def dataset(self, prefix: str) -> dict[str, Any]:
+        return self.datasets.docs[dataset_id_for(BUCKET, prefix)]
+
+    def sweep(self) -> str:
+        return handle_sweep(envelopes.PubSubMessage(data=b"{}", message_id="tick"), self.deps)

@@ -21,7 +21,8 @@ from functions.errors import PermanentError, TransientError
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import RUN_LABEL, CapacityError, VertexJobs
-from functions.records.leases import ClaimOutcome
+from functions.records.dataset_versions import Doc
+from functions.records.leases import Claim, ClaimOutcome
 from schemas.dataset_record import VersionStatus
 from schemas.plan import parse_plan
 from schemas.run_record import RunState, VertexJobRef, new_run, parse_run_record
@@ -192,6 +193,66 @@ def test_datasets_never_go_back_to_an_older_version(datasets: DatasetsStore | Fa
     assert datasets.datasets(["ds-1"])["ds-1"]["status"] == "REQUESTED"
     assert datasets.save_dataset(doc("21", "WAITING"))
     assert datasets.datasets(["ds-1", "ds-absent"]) == {"ds-1": doc("21", "WAITING")}
+
+
+CONTENT = {"dataset_id": "ds-1", "digest": "d" * 32, "content_key": "content:b/p/:" + "d" * 32, "run_id": "run-v1",
+           "idempotency_key": "k1", "generation": "1", "object_count": 2, "total_bytes": 10}
+
+
+def test_contents_the_first_version_holds_it_and_a_later_one_is_a_duplicate_once_published(
+        datasets: DatasetsStore | FakeDatasets) -> None:
+    datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
+    first = datasets.claim_content(CONTENT, now=T0)
+    assert (first.outcome, first.doc["run_id"], first.doc["retrains"]) == (ClaimOutcome.CLAIMED, "run-v1", 0)
+    assert datasets.claim_content(CONTENT, now=T0).outcome == ClaimOutcome.CLAIMED  # its own redelivery
+    later = {**CONTENT, "run_id": "run-v2", "idempotency_key": "k2", "generation": "2"}
+    assert datasets.claim_content(later, now=T0).outcome == ClaimOutcome.BUSY  # run-v1 is publishing right now
+    datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=T0, updates={})
+    duplicate = datasets.claim_content(later, now=T0)
+    assert (duplicate.outcome, duplicate.doc["run_id"]) == (ClaimOutcome.DONE, "run-v1")
+    assert datasets.content("ds-1", "d" * 32) == first.doc
+
+
+def test_contents_sixteen_versions_racing_for_a_new_content_let_one_hold_it(
+        datasets: DatasetsStore | FakeDatasets) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def race(i: int) -> Claim[Doc]:
+        run_id = f"run-race-{i}"
+        datasets.claim_version({**VERSION, "run_id": run_id}, owner=f"o{i}", now=T0, lease_seconds=LEASE)
+        return datasets.claim_content({**CONTENT, "run_id": run_id, "generation": str(i)}, now=T0)
+
+    with ThreadPoolExecutor(8) as pool:
+        claims = list(pool.map(race, range(16)))
+    holders = [c.doc["run_id"] for c in claims if c.outcome == ClaimOutcome.CLAIMED]
+    assert len(holders) == 1
+    assert {c.outcome for c in claims} == {ClaimOutcome.CLAIMED, ClaimOutcome.BUSY}
+    assert datasets.content("ds-1", "d" * 32)["run_id"] == holders[0]  # type: ignore[index]
+
+
+def test_contents_a_version_that_never_published_gives_way(datasets: DatasetsStore | FakeDatasets) -> None:
+    datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
+    datasets.claim_content(CONTENT, now=T0)
+    later = {**CONTENT, "run_id": "run-v2", "generation": "2"}
+    lapsed = T0 + timedelta(seconds=LEASE + 1)  # run-v1's delivery died mid-publish
+    taken = datasets.claim_content(later, now=lapsed)
+    assert (taken.outcome, taken.doc["run_id"], taken.doc["generation"]) == (ClaimOutcome.CLAIMED, "run-v2", "2")
+    datasets.claim_version({**VERSION, "run_id": "run-v2"}, owner="b", now=lapsed, lease_seconds=LEASE)
+    datasets.finish_version("run-v2", owner="b", status=VersionStatus.REFUSED, now=lapsed, updates={})
+    third = datasets.claim_content({**CONTENT, "run_id": "run-v3"}, now=lapsed)  # run-v2 was refused at publish
+    assert (third.outcome, third.doc["run_id"]) == (ClaimOutcome.CLAIMED, "run-v3")
+
+
+def test_contents_count_retrains_and_a_retrain_always_claims(datasets: DatasetsStore | FakeDatasets) -> None:
+    assert datasets.count_retrain(CONTENT, now=T0)["retrains"] == 1  # never seen: created, naming no run
+    datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
+    assert datasets.claim_content(CONTENT, now=T0).doc["run_id"] == "run-v1"
+    datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=T0, updates={})
+    counted = datasets.count_retrain(CONTENT, now=T0)
+    assert (counted["retrains"], counted["run_id"]) == (2, "run-v1")
+    retrained = datasets.claim_content({**CONTENT, "run_id": "run-r2"}, now=T0, retrain=True)
+    assert (retrained.outcome, retrained.doc["run_id"], retrained.doc["retrains"]) == (ClaimOutcome.CLAIMED,
+                                                                                       "run-r2", 2)
 
 
 # The Vertex adapter --------------------------------------------------------------------------------------------

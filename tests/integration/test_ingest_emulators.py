@@ -178,3 +178,66 @@ def test_version_claim_lease_in_firestore(clean_firestore: Emulator) -> None:
     assert not store.finish_version("run-lease", owner="a", status=VersionStatus.PUBLISHED, now=later, updates={})
     assert store.finish_version("run-lease", owner="b", status=VersionStatus.PUBLISHED, now=later, updates={})
     assert store.claim_version(doc, owner="c", now=later, lease_seconds=60).outcome == ClaimOutcome.DONE
+
+
+def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(bucket: Any, deps: IngestDeps,
+                                                                         requests_topic: tuple[str, Any]) -> None:
+    """Issue 15, bug 6, against the Pub/Sub emulator and the topic's Avro schema."""
+    topic, subscriber = requests_topic
+    deps = replace(deps, routes=lambda: (replace(ROUTE, overridable=("hyperparameters.*",)),))
+    # A landfall.json with NaN is refused by the parser, naming the field; nothing reaches the topic.
+    upload(bucket, "datasets/nan/part-0.csv", b"a,label\n1,0\n")
+    upload(bucket, "datasets/nan/landfall.json", b'{"hyperparameters": {"learning_rate": NaN}}')
+    assert handle_object_event(upload(bucket, "datasets/nan/_SUCCESS", b""), deps).startswith("refused:")
+    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/nan/")])[dataset_id_for(bucket.name,
+                                                                                                 "datasets/nan/")]
+    assert doc["status"] == DatasetStatus.REFUSED
+    assert "hyperparameters.learning_rate: must be a finite number" in doc["reason"]
+    # Whatever the parser lets through but the topic's schema refuses (here an integer past 64 bits, put into the
+    # message behind the parser's back) is refused by the real publisher with InvalidArgument: recorded, not retried.
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient()
+
+    def publish_out_of_range(data: bytes) -> str:
+        message = json.loads(data)
+        message["hyperparameters"]["seed"] = 2**63
+        return str(publisher.publish(topic, json.dumps(message).encode()).result(timeout=30))
+
+    deps = replace(deps, publish=publish_out_of_range)
+    upload(bucket, "datasets/wide/part-0.csv", b"a,label\n1,0\n")
+    marker = upload(bucket, "datasets/wide/_SUCCESS", b"")
+    assert handle_object_event(marker, deps).startswith("refused:")
+    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/wide/")])[dataset_id_for(bucket.name,
+                                                                                                  "datasets/wide/")]
+    assert doc["status"] == DatasetStatus.REFUSED
+    assert "the requests topic refused the TrainingRequest (400 " in doc["reason"]
+    assert handle_object_event(marker, deps) == "duplicate:REFUSED"
+    assert drain(subscriber) == []
+
+
+def test_the_same_objects_are_published_once_and_retrained_on_purpose(bucket: Any, deps: IngestDeps,
+                                                                       requests_topic: tuple[str, Any]) -> None:
+    """Content keys from fake-gcs-server's crc32c, the content claim in Firestore (its races: the adapter contract
+    tests), and a retrain published on the real topic."""
+    from functions.ingest.retrain import retrain
+
+    subscriber = requests_topic[1]
+    for i in range(3):
+        upload(bucket, f"datasets/same/part-{i}.csv", f"a,label\n{i},1\n".encode())
+    assert handle_object_event(upload(bucket, "datasets/same/_SUCCESS", b""), deps).startswith("published:")
+    (first,) = drain(subscriber)
+    for i in range(3):  # the export runs again and writes the same bytes: new generations, same crc32c
+        upload(bucket, f"datasets/same/part-{i}.csv", f"a,label\n{i},1\n".encode())
+    again = upload(bucket, "datasets/same/_SUCCESS", b"")
+    assert handle_object_event(again, deps) == f"same-content:{first.run_id}"
+
+    assert drain(subscriber) == []
+    dataset_id = dataset_id_for(bucket.name, "datasets/same/")
+    doc = deps.datasets.datasets([dataset_id])[dataset_id]
+    assert (doc["status"], doc["version"]["duplicate_of"]) == (DatasetStatus.DUPLICATE, first.run_id)
+    done = retrain(bucket.name, "datasets/same/", deps)
+    (retrained,) = drain(subscriber)
+    assert (retrained.run_id, retrained.idempotency_key) == (done.run_id, done.idempotency_key)
+    assert retrained.idempotency_key.endswith(":retrain-1") and retrained.run_id != first.run_id
+    assert deps.datasets.datasets([dataset_id])[dataset_id]["version"]["kind"] == "retrain"

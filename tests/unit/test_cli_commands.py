@@ -18,11 +18,11 @@ def _subparsers() -> argparse._SubParsersAction:  # type: ignore[type-arg]
 def test_every_command_has_help_text() -> None:
     sub = _subparsers()
     helps = {choice.dest: choice.help for choice in sub._choices_actions}
-    assert {"up", "down", "status", "datasets", "dataset", "sweep"} <= set(helps)
+    assert {"up", "down", "status", "datasets", "dataset", "retrain", "sweep"} <= set(helps)
     assert all(text and len(text) > 20 for text in helps.values()), helps
 
 
-@pytest.mark.parametrize("name", ["datasets", "dataset", "sweep"])
+@pytest.mark.parametrize("name", ["datasets", "dataset", "retrain", "sweep"])
 def test_dataset_commands_describe_themselves_and_every_option(name: str) -> None:
     parser = _subparsers().choices[name]
     assert parser.description

@@ -135,3 +135,19 @@ def test_custom_job_single_cpu_node_has_no_accelerator_and_no_extra_pools() -> N
     assert len(job["job_spec"]["worker_pool_specs"]) == 1
     assert job["job_spec"]["worker_pool_specs"][0]["machine_spec"] == {"machine_type": "n1-standard-4"}
     assert "scheduling" not in job["job_spec"]
+
+
+def test_a_transaction_that_keeps_colliding_is_transient() -> None:
+    """The client raises a bare ValueError after its attempts; it must be retried, not dropped as unexpected."""
+    from functions.errors import TransientError
+    from functions.gcp.firestore_tx import in_transaction
+
+    class Ref:
+        path = "runs/r1"
+
+    class Client:
+        def transaction(self, max_attempts: int) -> object:
+            raise ValueError(f"Failed to commit transaction in {max_attempts} attempts.")
+
+    with pytest.raises(TransientError, match="kept colliding"):
+        in_transaction(Client(), Ref(), lambda cur: (None, None))

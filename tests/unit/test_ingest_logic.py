@@ -13,19 +13,15 @@ from datetime import timedelta
 
 import pytest
 
-from functions import envelopes
 from functions.errors import TransientError
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of
-from functions.ingest.handler import handle_object_event
 from functions.ingest.readiness import scan_prefix
 from functions.ingest.routes import Route, RouteError, _route
-from functions.ingest.sweep import handle_sweep
-from schemas.dataset_record import DatasetStatus, dataset_id_for
-from schemas.training_request import parse_training_request, run_id_for
-from tests.fakes.ingest import T0, Clock, FakeDatasets, FakeObjects, fake_deps
+from schemas.dataset_record import DatasetStatus
+from schemas.training_request import run_id_for
+from tests.fakes.ingest import BUCKET, T0, World, fake_deps
 
-BUCKET = "landfall-landing"
 MARKED = Route(name="marked", bucket="*", prefix="datasets/", task="tabular-classification",
                model_preset="mlp-small", formats=("csv", "parquet"), min_objects=1, min_bytes=1,
                overridable=("hyperparameters.*", "model.label_column"), hyperparameters={"epochs": 3})
@@ -34,35 +30,9 @@ QUIET = Route(name="quiet", bucket="*", prefix="exports/", task="tabular-classif
 ROUTES = (MARKED, QUIET)
 
 
-class World:
-    def __init__(self, routes: tuple[Route, ...] = ROUTES) -> None:
-        self.objects = FakeObjects()
-        self.datasets = FakeDatasets()
-        self.published: list[bytes] = []
-        self.clock = Clock()
-        self.deps = fake_deps(self.objects, self.datasets, routes, self.published, self.clock)
-
-    def upload(self, name: str, data: bytes | int = b"a,b\n1,2\n", **kw: object) -> str:
-        """Put the object and deliver its finalize notification, as GCS would; returns the handler's outcome."""
-        info = self.objects.put(name, data, at=self.clock.now, **kw)  # type: ignore[arg-type]
-        return self.deliver(name, info.generation)
-
-    def deliver(self, name: str, generation: str, kind: str = "finalize", bucket: str = BUCKET) -> str:
-        event = envelopes.ObjectEvent(kind=kind, bucket=bucket, name=name, generation=generation, event_id="e1")
-        return handle_object_event(event, self.deps)
-
-    def requests(self) -> list:
-        return [parse_training_request(m) for m in self.published]
-
-    def dataset(self, prefix: str) -> dict:
-        return self.datasets.docs[dataset_id_for(BUCKET, prefix)]
-
-    def sweep(self) -> str:
-        return handle_sweep(envelopes.PubSubMessage(data=b"{}", message_id="tick"), self.deps)
-
 
 def test_marker_publishes_one_request_with_the_measured_stats() -> None:
-    w = World()
+    w = World(ROUTES)
     for i, size in enumerate((100, 50)):
         assert w.upload(f"datasets/a/part-{i}.csv", size) == "data"
     w.upload("datasets/a/_temporary/junk.csv", 999)
@@ -82,13 +52,14 @@ def test_marker_publishes_one_request_with_the_measured_stats() -> None:
 
 
 def test_redelivered_marker_is_a_duplicate_and_a_new_generation_is_a_new_version() -> None:
-    w = World()
+    w = World(ROUTES)
     w.upload("datasets/a/part-0.csv")
     w.upload("datasets/a/_SUCCESS", b"")
     first = w.objects.objects["datasets/a/_SUCCESS"].generation
     assert w.deliver("datasets/a/_SUCCESS", first) == "duplicate:PUBLISHED"
     assert len(w.published) == 1
-    w.upload("datasets/a/_SUCCESS", b"")  # the marker written again: a new dataset version
+    w.upload("datasets/a/part-1.csv")
+    w.upload("datasets/a/_SUCCESS", b"")  # the marker written again over new data: a new dataset version
     assert len(w.published) == 2
     assert len({r.run_id for r in w.requests()}) == 2
     # A late notification for the old generation, seen for the first time, is stale, not a third version.
@@ -98,7 +69,7 @@ def test_redelivered_marker_is_a_duplicate_and_a_new_generation_is_a_new_version
 
 
 def test_fifty_concurrent_deliveries_publish_once() -> None:
-    w = World()
+    w = World(ROUTES)
     w.upload("datasets/a/part-0.csv")
     info = w.objects.put("datasets/a/_SUCCESS", b"")
 
@@ -116,7 +87,7 @@ def test_fifty_concurrent_deliveries_publish_once() -> None:
 
 
 def test_busy_version_is_retried_and_a_failed_publish_releases_the_claim() -> None:
-    w = World()
+    w = World(ROUTES)
     w.upload("datasets/a/part-0.csv")
     info = w.objects.put("datasets/a/_SUCCESS", b"")
 
@@ -160,7 +131,7 @@ def test_busy_version_is_retried_and_a_failed_publish_releases_the_claim() -> No
     ],
 )
 def test_events_that_publish_nothing(name: str, kind: str, bucket: str, outcome: str) -> None:
-    w = World()
+    w = World(ROUTES)
     w.objects.put("datasets/a/part-0.csv")
     for existing in ("datasets/a/_SUCCESS", "exports/x/_SUCCESS", "datasets/_SUCCESS"):
         w.objects.put(existing, b"")
@@ -179,7 +150,7 @@ def test_events_that_publish_nothing(name: str, kind: str, bucket: str, outcome:
     ],
 )
 def test_complete_datasets_that_break_route_rules_are_refused_with_the_reason(objects: dict, reason: str) -> None:
-    w = World()
+    w = World(ROUTES)
     for name, data in objects.items():
         w.objects.put(name, data)
     outcome = w.upload("datasets/a/_SUCCESS", b"")
@@ -196,7 +167,7 @@ def manifest(*entries: tuple[str, int] | tuple[str, int, str]) -> bytes:
 
 
 def test_manifest_waits_for_a_missing_object_then_completes_when_it_lands() -> None:
-    w = World()
+    w = World(ROUTES)
     w.upload("datasets/m/part-0.csv", 10)
     outcome = w.upload("datasets/m/_MANIFEST.json", manifest(("part-0.csv", 10), ("part-1.csv", 20)))
     assert outcome.startswith("waiting:")
@@ -216,7 +187,7 @@ def test_manifest_waits_for_a_missing_object_then_completes_when_it_lands() -> N
 
 
 def test_manifest_checks_crc32c_when_given_and_the_sweep_completes_a_missed_object() -> None:
-    w = World()
+    w = World(ROUTES)
     w.objects.put("datasets/m/part-0.csv", 4, crc32c="AAAAAA==")
     w.upload("datasets/m/_MANIFEST.json", manifest(("part-0.csv", 4, "BBBBBB==")))
     assert "crc32c AAAAAA==, manifest says BBBBBB==" in w.dataset("datasets/m/")["reason"]
@@ -237,7 +208,7 @@ def test_manifest_checks_crc32c_when_given_and_the_sweep_completes_a_missed_obje
     ],
 )
 def test_unusable_manifests_are_refused_with_a_reason(content: bytes, reason: str) -> None:
-    w = World()
+    w = World(ROUTES)
     w.upload("datasets/m/part-0.csv", 4)
     assert w.upload("datasets/m/_MANIFEST.json", content).startswith("refused:")
     assert reason in w.dataset("datasets/m/")["reason"]
@@ -245,7 +216,7 @@ def test_unusable_manifests_are_refused_with_a_reason(content: bytes, reason: st
 
 
 def test_landfall_json_overrides_only_what_the_route_allows() -> None:
-    w = World()
+    w = World(ROUTES)
     w.upload("datasets/o/part-0.csv")
     w.upload("datasets/o/landfall.json", json.dumps({"hyperparameters": {"epochs": 9, "learning_rate": 0.5},
                                                      "model": {"label_column": "y"}}).encode())
@@ -269,7 +240,7 @@ def test_landfall_json_overrides_only_what_the_route_allows() -> None:
     ],
 )
 def test_refused_overrides_name_the_field_and_publish_nothing(overrides: object, reason: str) -> None:
-    w = World()
+    w = World(ROUTES)
     w.upload("datasets/o/part-0.csv")
     data = overrides.encode() if isinstance(overrides, str) else json.dumps(overrides).encode()
     w.upload("datasets/o/landfall.json", data)
@@ -279,7 +250,7 @@ def test_refused_overrides_name_the_field_and_publish_nothing(overrides: object,
 
 
 def test_quiet_period_dataset_is_closed_by_the_sweep_once_quiet() -> None:
-    w = World()
+    w = World(ROUTES)
     for i in range(3):
         assert w.upload(f"exports/day1/part-{i}.csv", 10) == "collecting"
         w.clock.now += timedelta(seconds=20)
@@ -370,7 +341,7 @@ def test_user_text_reaches_the_job_as_single_argv_elements_and_nothing_uses_a_sh
 
     from functions.dispatch.job_spec import trainer_args
 
-    w = World()
+    w = World(ROUTES)
     prefix = "datasets/a b;$(touch PWNED)`id`/"
     w.upload(f"{prefix}part-0.csv")
     w.upload(f"{prefix}landfall.json", json.dumps({"model": {"label_column": "y; rm -rf ~"}}).encode())

@@ -25,7 +25,6 @@ VOCABULARIES = {
 KEPT = {
     ("functions/planning/memory.py", "STRATEGIES"): "bytes per parameter per strategy (ZeRO paper), keyed by name",
     ("trainer/precision.py", "PRECISIONS"): "the torch dtype of each 16-bit precision",
-    ("functions/dispatch/request_rules.py", "TASKS"): "model family per task: to become vocabulary.TASK_MODEL_FAMILY",
 }
 
 

@@ -23,8 +23,10 @@ def test_the_dispatcher_command_line_parses() -> None:
 
 
 @pytest.mark.parametrize(("extra", "fragment"), [
-    (["--hparam", "dropout=0.1"], "'dropout' is unknown"),
-    (["--hparam", "warmup_steps=ten"], "expected a int"),
+    (["--hparam", "dropout=0.1"], "'dropout' is not a trainer flag"),
+    (["--hparam", "warmup_steps=ten"], "expected an integer, got 'ten'"),
+    (["--hparam", "weight_decay=nan"], "expected a finite number"),
+    (["--hparam", "lr_schedule=linear"], "expected one of cosine, constant"),
     (["--hparam", "novalue"], "expected KEY=VALUE"),
     (["--hparam", "val_fraction=1.5"], "val_fraction=1.5"),
     (["--epochs=0"], "--epochs=0"),
