@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # Modules with a register(subparsers) function, in the order their commands appear in --help.
-COMMAND_MODULES = ("stack", "demo", "runs", "datasets", "planning")
+COMMAND_MODULES = ("stack", "demo", "runs", "datasets", "planning", "deploy")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if args.command not in ("up", "down", "restart", "status"):
+    # deploy/teardown talk to Google Cloud: the local stack's variables (emulator hosts, gcloud overrides) stay out.
+    if args.command not in ("up", "down", "restart", "status", "deploy", "teardown"):
         from landfall.stack_env import load_stack_env
 
         load_stack_env()

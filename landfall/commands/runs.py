@@ -50,13 +50,21 @@ def _readable(docs: list[dict[str, Any]]) -> list[RunRecord]:
     return runs
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
+def recent_runs(state: str | None, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` runs (in `state` when given), newest first. A state is filtered by Firestore, which needs
+    the composite index (state, created_at desc) of deploy/firestore.indexes.json; the emulator needs none."""
     from google.cloud import firestore
+    from google.cloud.firestore_v1.base_query import FieldFilter
 
-    query = runs_collection().order_by("created_at", direction=firestore.Query.DESCENDING).limit(args.limit)
-    docs = [d.to_dict() for d in query.stream()]
-    if args.state:
-        docs = [d for d in docs if d.get("state") == args.state]
+    query = runs_collection()
+    if state:
+        query = query.where(filter=FieldFilter("state", "==", state))
+    query = query.order_by("created_at", direction=firestore.Query.DESCENDING).limit(limit)
+    return [d.to_dict() for d in query.stream()]
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    docs = recent_runs(args.state, args.limit)
     if args.json:
         print(json.dumps(docs, indent=2, default=str))
         return 0
