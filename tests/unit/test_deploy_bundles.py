@@ -174,18 +174,20 @@ def test_the_probes_recognise_what_gcloud_lists() -> None:
     assert not _has_notification("not json", "projects/p/topics/t", "")
 
 
-def test_delivery_policy_defaults_and_its_range_checks(tmp_path: Path) -> None:
+def test_delivery_policy_is_the_topology_the_local_stack_applies(tmp_path: Path) -> None:
+    """One source: the deployer's subscription flags are the [functions.*] retry/dead_letter the bridge applies."""
+    from deploy.topology import load_topology
+
+    route = load_topology().function("dispatch")
     policy = delivery_policy("dispatch")
-    assert policy.dead_letter_topic == "landfall-training-requests-dispatch-dead-letter"
-    assert 5 <= policy.max_delivery_attempts <= 100 and policy.min_backoff_seconds <= policy.max_backoff_seconds
-    topology = tmp_path / "topology.toml"
-    topology.write_text('[functions.f]\nsubscription = "s"\nmax_delivery_attempts = 3\n')
-    with pytest.raises(DeployConfigError, match="5 to 100"):
-        delivery_policy("f", topology)
-    other = tmp_path / "other.toml"
-    other.write_text('[functions.f]\nsubscription = "s"\ndead_letter_topic = "dl"\nmin_backoff_seconds = 1\n'
-                     "max_backoff_seconds = 5\n")
-    assert delivery_policy("f", other) == DeliveryPolicy("dl", 10, 1, 5)
+    assert policy == DeliveryPolicy(route.dead_letter.topic, route.dead_letter.max_delivery_attempts,
+                                    route.retry.minimum_backoff_seconds,
+                                    route.retry.maximum_backoff_seconds)
+    text = (REPO_ROOT / "deploy" / "topology.toml").read_text()
+    broken = tmp_path / "topology.toml"
+    broken.write_text(text.replace("max_delivery_attempts = 15", "max_delivery_attempts = 3", 1))
+    with pytest.raises(DeployConfigError, match="max_delivery_attempts"):
+        delivery_policy("dispatch", broken)
 
 
 def test_a_basic_role_in_the_topology_is_refused(tmp_path: Path) -> None:
