@@ -45,17 +45,25 @@ def split_gcs(uri: str) -> tuple[str, str]:
     return bucket, name
 
 
-@cache
 def client() -> Any:
-    """The process's storage client; anonymous against the emulator (STORAGE_EMULATOR_HOST)."""
+    """The process's storage client; anonymous against the emulator (STORAGE_EMULATOR_HOST).
+
+    One client per endpoint and project, read from the environment at each call: a process (a notebook, a test
+    session) that points STORAGE_EMULATOR_HOST elsewhere gets a client for where it points now.
+    """
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUD_ML_PROJECT_ID") or ""
+    return _client_for(os.environ.get("STORAGE_EMULATOR_HOST", ""), project)
+
+
+@cache
+def _client_for(emulator_host: str, project: str) -> Any:
     from google.cloud import storage
 
-    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUD_ML_PROJECT_ID")
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
+    if emulator_host:
         from google.auth.credentials import AnonymousCredentials
 
         return storage.Client(project=project or "landfall-local", credentials=AnonymousCredentials())
-    return storage.Client(project=project)
+    return storage.Client(project=project or None)
 
 
 def _blob(uri: str) -> Any:
