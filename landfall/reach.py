@@ -78,9 +78,9 @@ def _why_not(name: str, var: str, address: str, port: int, state_dir: Path, reco
     if not alive(service.pid):
         down = [s.name for s in recorded if not alive(s.pid)]
         return (f"the local stack is partly down ({', '.join(down)} not running; log {service.log_path}): "
-                "`landfall down`, then `landfall up`")
+                "`landfall up` starts again what is down")
     if service.port != port:
         return (f"{var}={address} is not the running stack's {name} (127.0.0.1:{service.port}): "
                 f"`source {state_dir / 'env'}` again")
     return (f"the local stack's {name} (pid {service.pid}) does not answer on {address}; see {service.log_path}, "
-            "or restart the stack with `landfall down`, then `landfall up`")
+            f"or `landfall restart {name}`")

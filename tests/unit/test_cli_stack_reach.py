@@ -62,14 +62,13 @@ def test_google_cloud_is_not_probed() -> None:
                  "`landfall up` starts it", id="stopped"),
     pytest.param(LOCAL_ENV, RUNNING, frozenset({102}),
                  "the local stack is partly down (firestore not running; log /repo/.landfall/logs/firestore.log): "
-                 "`landfall down`, then `landfall up`", id="partly-down"),
+                 "`landfall up` starts again what is down", id="partly-down"),
     pytest.param(LOCAL_ENV | {"FIRESTORE_EMULATOR_HOST": "127.0.0.1:9999"}, RUNNING, frozenset(),
                  "FIRESTORE_EMULATOR_HOST=127.0.0.1:9999 is not the running stack's firestore (127.0.0.1:8086): "
                  "`source /repo/.landfall/env` again", id="old-env"),
     pytest.param(LOCAL_ENV, RUNNING, frozenset(),
                  "the local stack's firestore (pid 102) does not answer on 127.0.0.1:8086; see "
-                 "/repo/.landfall/logs/firestore.log, or restart the stack with `landfall down`, then `landfall up`",
-                 id="up-not-answering"),
+                 "/repo/.landfall/logs/firestore.log, or `landfall restart firestore`", id="up-not-answering"),
     pytest.param({k: v for k, v in LOCAL_ENV.items() if k != "FIRESTORE_EMULATOR_HOST"}, RUNNING, frozenset(),
                  "FIRESTORE_EMULATOR_HOST is not set although other local stack variables are: `source "
                  "/repo/.landfall/env` again, or `landfall up` if the stack is not running", id="half-env"),
