@@ -131,7 +131,7 @@ class RecordingQuery:
     def limit(self, _: int) -> RecordingQuery:
         return self
 
-    def stream(self) -> list[Any]:
+    def stream(self, **_options: Any) -> list[Any]:  # retry=, timeout= as Firestore takes them
         return []
 
 
