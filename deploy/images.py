@@ -14,10 +14,13 @@ import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TOPOLOGY_FILE = REPO_ROOT / "deploy" / "topology.toml"
+"""Where trainer/Dockerfile lies: only the deployer and the Vertex emulator read it, from a checkout."""
+TOPOLOGY_FILE = resources.files("deploy").joinpath("topology.toml")
 _ENTRYPOINT = re.compile(r"^\s*ENTRYPOINT\s+(\[.*\])\s*$", re.MULTILINE)
 
 
@@ -50,7 +53,7 @@ class TrainerImage:
 
 
 @cache
-def trainer_image(path: Path = TOPOLOGY_FILE) -> TrainerImage:
+def trainer_image(path: Traversable = TOPOLOGY_FILE) -> TrainerImage:
     """The [trainer_image] table of the topology file, checked."""
     table = tomllib.loads(path.read_text()).get("trainer_image")
     if not isinstance(table, dict):

@@ -16,6 +16,31 @@ class TopologyError(ValueError):
     """deploy/topology.toml is missing a value or holds a wrong one."""
 
 
+ACK_DEADLINE_RANGE = (10, 600)
+BACKOFF_RANGE = (0, 600)
+MAX_DELIVERY_ATTEMPTS_RANGE = (5, 100)
+"""Pub/Sub's limits on a subscription's ack deadline, retry back-off and dead-letter attempts (seconds, count)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How soon Pub/Sub redelivers a message whose delivery failed (a subscription's retry_policy)."""
+
+    minimum_backoff_seconds: int
+    """Delay before the first redelivery; each further failure doubles it."""
+    maximum_backoff_seconds: int
+    """The delay never grows past this."""
+
+
+@dataclass(frozen=True)
+class DeadLetterPolicy:
+    """Where a message goes once it has failed too often (a subscription's dead_letter_policy)."""
+
+    topic: str
+    max_delivery_attempts: int
+    """Deliveries (the first one included) after which the message is published to `topic` and acknowledged."""
+
+
 @dataclass(frozen=True)
 class FunctionRoute:
     """One Cloud Function and the push subscription that feeds it."""
@@ -24,6 +49,8 @@ class FunctionRoute:
     topic: str
     subscription: str
     ack_deadline_seconds: int
+    retry: RetryPolicy
+    dead_letter: DeadLetterPolicy
 
 
 @dataclass(frozen=True)
@@ -53,6 +80,9 @@ class Topology:
     requests_schema_file: str
     job_events_topic: str
     ingest_sweep_topic: str
+    dead_letter_topic: str
+    dead_letter_subscription: str
+    """A pull subscription on the dead-letter topic that holds dead letters for inspection."""
     functions: tuple[FunctionRoute, ...]
     schedules: tuple[Schedule, ...]
     local_ports: dict[str, int]
@@ -65,7 +95,8 @@ class Topology:
 
     @property
     def topics(self) -> tuple[str, ...]:
-        return (self.object_events_topic, self.requests_topic, self.job_events_topic, self.ingest_sweep_topic)
+        return (self.object_events_topic, self.requests_topic, self.job_events_topic, self.ingest_sweep_topic,
+                self.dead_letter_topic)
 
     def schedule(self, name: str) -> Schedule:
         for schedule in self.schedules:
@@ -87,12 +118,31 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
             node = node[key]
         return node
 
+    def whole(*keys: str, within: tuple[int, int]) -> int:
+        value = get(*keys)
+        low, high = within
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise TopologyError(f"{path.name}: `{'.'.join(keys)}` must be a whole number from {low} to {high}, "
+                                f"got {value!r}")
+        return value
+
     functions = tuple(
         FunctionRoute(
             name=name,
             topic=str(get("functions", name, "topic")),
             subscription=str(get("functions", name, "subscription")),
-            ack_deadline_seconds=int(get("functions", name, "ack_deadline_seconds")),  # type: ignore[call-overload]
+            ack_deadline_seconds=whole("functions", name, "ack_deadline_seconds", within=ACK_DEADLINE_RANGE),
+            retry=RetryPolicy(
+                minimum_backoff_seconds=whole("functions", name, "retry", "minimum_backoff_seconds",
+                                              within=BACKOFF_RANGE),
+                maximum_backoff_seconds=whole("functions", name, "retry", "maximum_backoff_seconds",
+                                              within=BACKOFF_RANGE),
+            ),
+            dead_letter=DeadLetterPolicy(
+                topic=str(get("functions", name, "dead_letter", "topic")),
+                max_delivery_attempts=whole("functions", name, "dead_letter", "max_delivery_attempts",
+                                            within=MAX_DELIVERY_ATTEMPTS_RANGE),
+            ),
         )
         for name in get("functions")  # type: ignore[union-attr]
     )
@@ -121,6 +171,8 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
         requests_schema_file=str(get("topics", "training_requests", "schema_file")),
         job_events_topic=str(get("topics", "job_events", "name")),
         ingest_sweep_topic=str(get("topics", "ingest_sweep", "name")),
+        dead_letter_topic=str(get("topics", "dead_letter", "name")),
+        dead_letter_subscription=str(get("topics", "dead_letter", "subscription")),
         functions=functions,
         schedules=schedules,
         local_ports={k: int(v) for k, v in get("local", "ports").items()},  # type: ignore[union-attr]
@@ -128,6 +180,14 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
     for route in functions:
         if route.topic not in topology.topics:
             raise TopologyError(f"{path.name}: function {route.name} listens on unknown topic {route.topic!r}")
+        if route.retry.minimum_backoff_seconds > route.retry.maximum_backoff_seconds:
+            raise TopologyError(f"{path.name}: functions.{route.name}.retry: minimum_backoff_seconds "
+                                f"({route.retry.minimum_backoff_seconds}) exceeds maximum_backoff_seconds "
+                                f"({route.retry.maximum_backoff_seconds})")
+        if route.dead_letter.topic != topology.dead_letter_topic:
+            raise TopologyError(f"{path.name}: functions.{route.name}.dead_letter.topic is "
+                                f"{route.dead_letter.topic!r}; dead letters go to topics.dead_letter.name "
+                                f"({topology.dead_letter_topic!r})")
     for schedule in schedules:
         if schedule.topic not in topology.topics:
             raise TopologyError(f"{path.name}: schedule {schedule.name} publishes to unknown topic {schedule.topic!r}")

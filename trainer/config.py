@@ -95,7 +95,7 @@ class TrainConfig:
     precision: str = "auto"
     """auto (bf16 where the GPU supports it, fp16 on older GPUs, fp32 on CPU), bf16, fp16 or fp32."""
     label_column: str = "label"
-    """Tabular label column; integer class ids for classification, a number for regression."""
+    """Tabular label column: class labels (integers or text) for classification, a number for regression."""
     checkpoint_every: int = 1000
     """Write a checkpoint every this many optimizer steps (and always on SIGTERM) when AIP_CHECKPOINT_DIR is set."""
     max_steps: int | None = None

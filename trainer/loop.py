@@ -23,7 +23,7 @@ from trainer.distributed import DistEnv
 from trainer.errors import Preempted
 from trainer.events import EventLog
 from trainer.logs import log
-from trainer.metrics import EpochResult
+from trainer.metrics import EpochResult, Evaluation
 from trainer.objectives import score, training_loss
 from trainer.parallel import Wrapped, full_state, gradient_sync
 from trainer.precision import Precision
@@ -60,6 +60,8 @@ class Session:
     store: CheckpointStore | None
     events: EventLog
     data_spec: dict[str, Any]
+    evaluation: Evaluation
+    """Which split the epoch figures are measured on, and its size."""
     progress: Progress = field(default_factory=Progress)
     train_seconds: float = 0.0
     samples_trained: int = 0
@@ -232,7 +234,8 @@ def _finish_epoch(s: Session, epoch: int) -> None:
     result = epoch_result(s, epoch)
     s.progress.epochs.append(result)
     if s.env.is_main:
-        log("epoch finished", **result.to_dict(), step=s.progress.step)
+        log("epoch finished", **result.to_dict(), step=s.progress.step, evaluated_on=s.evaluation.split,
+            evaluated_samples=s.evaluation.samples)
         for name in ("loss", "accuracy", "perplexity"):
             value = getattr(result, name)
             if value is not None:

@@ -2,9 +2,11 @@
 
 metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps",
 "final": {"loss", "accuracy", "perplexity"}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"}],
-"samples_per_second", "tokens_per_second", "wall_time_seconds", "mfu"}.
+"evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second", "tokens_per_second",
+"wall_time_seconds", "mfu"}.
 Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction) at the end of each epoch,
-or on the training batches when nothing is held out. Regression loss is the MSE of the standardised target.
+or on the training batches when nothing is held out; `evaluation` says which and how many samples. Regression loss
+is the MSE of the standardised target.
 """
 
 from __future__ import annotations
@@ -66,10 +68,29 @@ class EpochResult:
         return {"epoch": self.epoch, "loss": self.loss, "accuracy": self.accuracy, "perplexity": self.perplexity}
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """What the reported figures were measured on; the same for every epoch and every rank."""
+
+    split: str
+    """"held-out" (rows chosen by position, never trained on) or "training" (nothing held out: the figures come
+    from the epoch's training batches)."""
+    samples: int
+    """Held-out samples (rows, or text windows) scored at each epoch's end; with split "training", the training
+    samples of one epoch."""
+    train_samples: int
+    """Samples in the training split."""
+    val_fraction: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"split": self.split, "samples": self.samples, "train_samples": self.train_samples,
+                "val_fraction": self.val_fraction}
+
+
 def metrics_document(*, task: str, model: str, strategy: str, world_size: int, steps: int,
                      epochs: list[EpochResult], samples_per_second: float, tokens_per_second: float | None,
-                     wall_time_seconds: float, mfu: float | None, batch: dict[str, int] | None = None
-                     ) -> dict[str, Any]:
+                     wall_time_seconds: float, mfu: float | None,
+                     evaluation: Evaluation | None = None, batch: dict[str, int] | None = None) -> dict[str, Any]:
     """metrics.json; `final` repeats the last epoch's figures; `batch` says how each optimizer step's global batch
     was split (micro-batch x processes x accumulation steps)."""
     last = epochs[-1] if epochs else None
@@ -78,6 +99,7 @@ def metrics_document(*, task: str, model: str, strategy: str, world_size: int, s
     return {
         "schema_version": METRICS_VERSION, "task": task, "model": model, "strategy": strategy,
         "world_size": world_size, "steps": steps, "final": final, "epochs": [e.to_dict() for e in epochs],
+        "evaluation": evaluation.to_dict() if evaluation else None,
         "samples_per_second": samples_per_second, "tokens_per_second": tokens_per_second,
         "wall_time_seconds": wall_time_seconds, "mfu": mfu, **({"batch": batch} if batch else {}),
     }

@@ -6,7 +6,7 @@ AIP_MODEL_DIR/metrics.json the run's figures (trainer/metrics.py)
 
     from trainer.model_io import load_model
     loaded = load_model("gs://bucket/run/model/")          # or a local directory
-    loaded.predict([[0.1, 2.0, 3.5]])                       # tabular: class ids, or values in the label's units
+    loaded.predict([[0.1, 2.0, 3.5]])                       # tabular: the data's class labels, or values
     loaded.generate("Once upon", max_new_bytes=40)          # causal-lm: byte-level continuation
 """
 
@@ -69,17 +69,41 @@ class LoadedModel:
     def task(self) -> str:
         return str(self.config["task"])
 
+    @property
+    def classes(self) -> list[int | str]:
+        """Classification: the label values in class-id order, as the training data wrote them."""
+        return list(self.config["data"].get("classes") or [])
+
     @torch.no_grad()
-    def predict(self, features: torch.Tensor | list[list[float]]) -> torch.Tensor:
-        """Tabular: raw feature rows (columns in config['data']['feature_names'] order) -> class ids or values."""
-        if self.task == "causal-lm":
-            raise TypeError("a causal-lm model generates text: call generate(prompt)")
-        x = torch.as_tensor(features, dtype=torch.float32)
-        out = self.module(x)
+    def predict(self, features: torch.Tensor | list[list[float]]) -> torch.Tensor | list[str]:
+        """Tabular: raw feature rows (columns in config['data']['feature_names'] order) -> the predicted labels.
+
+        Classification: the data's own labels - a list of str when they are text ("benign"), an int64 tensor when
+        they are integers. Regression: a float tensor in the label's units. Features are standardised inside the
+        model with the training split's statistics.
+        """
         if self.task == "tabular-classification":
-            return out.argmax(-1)
+            ids, classes = self.predict_ids(features), self.classes
+            if not classes:  # a model saved before labels were mapped: ids are the labels
+                return ids
+            if all(isinstance(c, int) for c in classes):
+                return torch.tensor(classes, dtype=torch.int64)[ids]
+            return [str(classes[i]) for i in ids.tolist()]
+        out = self._forward(features)
         data = self.config["data"]
         return out.squeeze(-1) * data["label_std"] + data["label_mean"]
+
+    @torch.no_grad()
+    def predict_ids(self, features: torch.Tensor | list[list[float]]) -> torch.Tensor:
+        """Classification: class ids (indices into `classes`) for raw feature rows."""
+        if self.task != "tabular-classification":
+            raise TypeError(f"a {self.task} model has no classes: call predict(rows)")
+        return self._forward(features).argmax(-1)
+
+    def _forward(self, features: torch.Tensor | list[list[float]]) -> torch.Tensor:
+        if self.task == "causal-lm":
+            raise TypeError("a causal-lm model generates text: call generate(prompt)")
+        return self.module(torch.as_tensor(features, dtype=torch.float32))
 
     @torch.no_grad()
     def generate(self, prompt: str, max_new_bytes: int = 64, temperature: float = 0.0, seed: int = 0) -> str:

@@ -2,7 +2,8 @@
 
 Environment read here (Vertex sets these; the Vertex emulator too): AIP_MODEL_DIR (required: where model.pt,
 config.json and metrics.json go), AIP_CHECKPOINT_DIR (optional: checkpoints and automatic resume),
-AIP_TENSORBOARD_LOG_DIR (optional: TensorBoard event files).
+AIP_TENSORBOARD_LOG_DIR (optional: TensorBoard event files). A failed process leaves AIP_MODEL_DIR/failure.json
+(trainer/task.py, trainer/failure.py).
 """
 
 from __future__ import annotations
@@ -21,13 +22,21 @@ from trainer import collectives, storage
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
 from trainer.datasets.factory import build_corpus
-from trainer.datasets.stream import steps_in_epoch
+from trainer.datasets.stream import held_out_samples, steps_in_epoch
 from trainer.distributed import DistEnv, process_group
 from trainer.errors import ConfigError, DataError, OutOfMemory
 from trainer.events import EventLog
+from trainer.failure import note_step
 from trainer.logs import log, set_context
 from trainer.loop import Session, restore, run_loop
-from trainer.metrics import METRICS_FILE, flops_per_sample, metrics_document, model_flops_utilisation, peak_flops
+from trainer.metrics import (
+    METRICS_FILE,
+    Evaluation,
+    flops_per_sample,
+    metrics_document,
+    model_flops_utilisation,
+    peak_flops,
+)
 from trainer.model_io import model_config, save_model
 from trainer.models.factory import build_model
 from trainer.parallel import local_weights_digest, model_weights, wrap
@@ -46,18 +55,24 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
     model_dir = required_model_dir(environ)
     set_context(rank=env.rank, world_size=env.world_size)
     watch = PreemptionWatch()
+    session: Session | None = None
     try:
         with process_group(env) as device:
             session = _assemble(config, env, device, environ)
             log("training started", task=config.task, model=config.model, strategy=config.strategy,
                 precision=session.precision.name, device=device, total_steps=session.total_steps,
-                steps_per_epoch=session.steps_per_epoch[0], resumed_from=session.last_checkpoint_step)
+                steps_per_epoch=session.steps_per_epoch[0], resumed_from=session.last_checkpoint_step,
+                evaluation=session.evaluation.to_dict())
             try:
                 run_loop(session, watch)
             except torch.cuda.OutOfMemoryError as exc:
                 raise _oom(config, session, exc) from exc
             watch.drain()
             return _write_outputs(session, model_dir, time.monotonic() - started)
+    except Exception as exc:
+        if session is not None:  # the failure record (trainer/failure.py) says how far training got
+            note_step(exc, session.progress.step)
+        raise
     finally:
         watch.restore()
 
@@ -79,13 +94,18 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
                         f"global --batch-size={config.batch_size} in an epoch ({env.world_size} processes share about "
                         f"{corpus.samples(sum(counts.train))} samples); lower --batch-size or add data")
     total = sum(steps) if config.max_steps is None else min(sum(steps), config.max_steps)
+    held_out = held_out_samples(corpus, counts)
+    evaluation = Evaluation(split="held-out" if held_out else "training",
+                            samples=held_out or steps[-1] * split.global_batch,
+                            train_samples=corpus.samples(sum(counts.train)), val_fraction=config.hparams.val_fraction)
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
     checkpoint_dir = environ.get("AIP_CHECKPOINT_DIR")
     store = CheckpointStore(checkpoint_dir, config.hparams.keep_checkpoints) if checkpoint_dir else None
     events = EventLog(environ.get("AIP_TENSORBOARD_LOG_DIR") if env.is_main else None)
     session = Session(config=config, env=env, device=device, precision=precision, corpus=corpus, counts=counts,
                       steps_per_epoch=steps, total_steps=total, wrapped=wrapped, scheduler=scheduler,
-                      scaler=precision.grad_scaler(), store=store, events=events, data_spec=data_spec)
+                      scaler=precision.grad_scaler(), store=store, events=events, data_spec=data_spec,
+                      evaluation=evaluation)
     if store is not None:
         _resume(session, store)
     return session
@@ -125,7 +145,7 @@ def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | 
                             "application/json")
         s.events.scalar("throughput/samples_per_second", document["samples_per_second"], s.progress.step)
         s.events.close()
-        log("model written", model_dir=model_dir, final=document["final"],
+        log("model written", model_dir=model_dir, final=document["final"], evaluation=document["evaluation"],
             samples_per_second=document["samples_per_second"], mfu=document["mfu"])
     collectives.barrier()
     return document
@@ -141,7 +161,7 @@ def _metrics(s: Session, preset: Any, parameters: int, wall: float) -> dict[str,
     return metrics_document(task=s.config.task, model=s.config.model, strategy=s.config.strategy,
                             world_size=s.env.world_size, steps=s.progress.step, epochs=s.progress.epochs,
                             samples_per_second=rate, tokens_per_second=tokens, wall_time_seconds=wall, mfu=mfu,
-                            batch=s.config.batch_split(s.env.world_size).to_dict())
+                            evaluation=s.evaluation, batch=s.config.batch_split(s.env.world_size).to_dict())
 
 
 def _oom(config: TrainConfig, s: Session, exc: BaseException) -> OutOfMemory:

@@ -45,17 +45,25 @@ def split_gcs(uri: str) -> tuple[str, str]:
     return bucket, name
 
 
-@cache
 def client() -> Any:
-    """The process's storage client; anonymous against the emulator (STORAGE_EMULATOR_HOST)."""
+    """The process's storage client; anonymous against the emulator (STORAGE_EMULATOR_HOST).
+
+    One client per endpoint and project, read from the environment at each call: a process (a notebook, a test
+    session) that points STORAGE_EMULATOR_HOST elsewhere gets a client for where it points now.
+    """
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUD_ML_PROJECT_ID") or ""
+    return _client_for(os.environ.get("STORAGE_EMULATOR_HOST", ""), project)
+
+
+@cache
+def _client_for(emulator_host: str, project: str) -> Any:
     from google.cloud import storage
 
-    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("CLOUD_ML_PROJECT_ID")
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
+    if emulator_host:
         from google.auth.credentials import AnonymousCredentials
 
         return storage.Client(project=project or "landfall-local", credentials=AnonymousCredentials())
-    return storage.Client(project=project)
+    return storage.Client(project=project or None)
 
 
 def _blob(uri: str) -> Any:
@@ -104,6 +112,33 @@ def write_bytes(uri: str, data: bytes, content_type: str = "application/octet-st
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, uri)
+
+
+def create_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+    """Write a whole object only if nothing is there yet (atomically: a generation precondition, or a hard link of
+    a complete temporary file); False when something already was."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        from google.api_core.exceptions import PreconditionFailed
+
+        try:
+            _blob(uri).upload_from_string(data, content_type=content_type, if_generation_match=0)
+        except PreconditionFailed:
+            return False
+        return True
+    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+    tmp = f"{uri}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    try:
+        os.link(tmp, uri)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    return True
 
 
 def upload_file(path: str, uri: str) -> None:

@@ -125,35 +125,22 @@ class DeployConfig:
         raise DeployConfigError(f"no [gcp.service_accounts.{key}]; known: {[a.key for a in self.service_accounts]}")
 
 
-DEFAULT_MAX_DELIVERY_ATTEMPTS = 10
-DEFAULT_MIN_BACKOFF_SECONDS = 10
-DEFAULT_MAX_BACKOFF_SECONDS = 600
-
-
 def delivery_policy(function: str, path: Path = TOPOLOGY_FILE) -> DeliveryPolicy:
     """The dead-letter topic, delivery attempts and retry back-off of a function's subscription.
 
-    The one place these come from: [functions.<name>] keys dead_letter_topic, max_delivery_attempts,
-    min_backoff_seconds and max_backoff_seconds when the topology gives them (the local stack reads the same
-    keys), else defaults: `<subscription>-dead-letter`, 10 attempts, 10 s to 600 s.
+    Read from [functions.<name>] retry and dead_letter in topology.toml through load_topology, the same values the
+    local stack's delivery bridge applies (and checks against Pub/Sub's limits).
     """
-    table = _raw(path).get("functions", {}).get(function)
-    if not isinstance(table, dict):
-        raise DeployConfigError(f"{path.name}: no [functions.{function}]")
-    policy = DeliveryPolicy(
-        dead_letter_topic=str(table.get("dead_letter_topic") or f"{table['subscription']}-dead-letter"),
-        max_delivery_attempts=int(table.get("max_delivery_attempts", DEFAULT_MAX_DELIVERY_ATTEMPTS)),
-        min_backoff_seconds=int(table.get("min_backoff_seconds", DEFAULT_MIN_BACKOFF_SECONDS)),
-        max_backoff_seconds=int(table.get("max_backoff_seconds", DEFAULT_MAX_BACKOFF_SECONDS)),
+    try:
+        route = load_topology(path).function(function)
+    except (KeyError, ValueError) as exc:
+        raise DeployConfigError(f"{path.name}: no usable [functions.{function}]: {exc}") from exc
+    return DeliveryPolicy(
+        dead_letter_topic=route.dead_letter.topic,
+        max_delivery_attempts=route.dead_letter.max_delivery_attempts,
+        min_backoff_seconds=route.retry.minimum_backoff_seconds,
+        max_backoff_seconds=route.retry.maximum_backoff_seconds,
     )
-    where = f"{path.name}: functions.{function}"
-    if not 5 <= policy.max_delivery_attempts <= 100:
-        raise DeployConfigError(f"{where}.max_delivery_attempts must be 5 to 100 (Pub/Sub's range), "
-                                f"found {policy.max_delivery_attempts}")
-    if not 0 <= policy.min_backoff_seconds <= policy.max_backoff_seconds <= 600:
-        raise DeployConfigError(f"{where}: back-off must satisfy 0 <= min_backoff_seconds <= max_backoff_seconds "
-                                f"<= 600, found {policy.min_backoff_seconds} and {policy.max_backoff_seconds}")
-    return policy
 
 
 @cache

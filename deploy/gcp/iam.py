@@ -118,7 +118,8 @@ def names_for(topology: Topology, config: DeployConfig, project: str, region: st
         job_regions=job_regions,
         artifact_buckets=tuple(config.artifacts_bucket.format(project=project, region=r) for r in job_regions),
         topics=topic_names(),
-        dead_letter_topics=tuple(delivery_policy(route.name).dead_letter_topic for route in topology.functions),
+        dead_letter_topics=tuple(dict.fromkeys(delivery_policy(route.name).dead_letter_topic
+                                              for route in topology.functions)),
         subscriptions=tuple(route.subscription for route in topology.functions),
         accounts={a.key: a.email(project) for a in config.service_accounts},
         functions={spec.name: spec.deployed_name for spec in config.functions},

@@ -186,17 +186,18 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
             f"create the topic {topic}", ("gcloud", "pubsub", "topics", "create", topic, *schema, proj), section,
             probe=("gcloud", "pubsub", "topics", "describe", topic, proj),
             if_found=("gcloud", "pubsub", "topics", "update", topic, *schema, proj) if schema else None))
-    for route in topology.functions:
-        dead = delivery_policy(route.name).dead_letter_topic
-        steps.append(_exists_step(f"create the dead-letter topic {dead}",
-                                  ("gcloud", "pubsub", "topics", "create", dead, proj), section,
-                                  probe=("gcloud", "pubsub", "topics", "describe", dead, proj)))
-        hold = (f"--message-retention-duration={config.dead_letter_retention}", "--ack-deadline=60")
-        steps.append(_exists_step(
-            f"create {dead}-hold, which keeps dead letters for {config.dead_letter_retention}",
-            ("gcloud", "pubsub", "subscriptions", "create", f"{dead}-hold", f"--topic={dead}", *hold, proj), section,
-            probe=("gcloud", "pubsub", "subscriptions", "describe", f"{dead}-hold", proj),
-            if_found=("gcloud", "pubsub", "subscriptions", "update", f"{dead}-hold", *hold, proj)))
+    for dead in dict.fromkeys(delivery_policy(route.name).dead_letter_topic for route in topology.functions):
+        if dead not in topology.topics:
+            steps.append(_exists_step(f"create the dead-letter topic {dead}",
+                                      ("gcloud", "pubsub", "topics", "create", dead, proj), section,
+                                      probe=("gcloud", "pubsub", "topics", "describe", dead, proj)))
+    hold_name, dead = topology.dead_letter_subscription, topology.dead_letter_topic
+    hold = (f"--message-retention-duration={config.dead_letter_retention}", "--ack-deadline=60")
+    steps.append(_exists_step(
+        f"create {hold_name}, which keeps dead letters for {config.dead_letter_retention}",
+        ("gcloud", "pubsub", "subscriptions", "create", hold_name, f"--topic={dead}", *hold, proj), section,
+        probe=("gcloud", "pubsub", "subscriptions", "describe", hold_name, proj),
+        if_found=("gcloud", "pubsub", "subscriptions", "update", hold_name, *hold, proj)))
 
     steps += _grant_steps([row for row in iam.grants_on(BEFORE_FUNCTIONS, config, n) if not _sink_writer(row[1])],
                           n, "Grants on the project, buckets, topics and accounts (the sink's writer comes later)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from deploy.gcp import iam
-from deploy.gcp.config import delivery_policy, load_deploy_config
+from deploy.gcp.config import load_deploy_config
 from deploy.gcp.plan import DATABASE, Target, facts, names, scheduler_job
 from deploy.gcp.steps import Argv, Guard, Plan, Step
 from deploy.images import trainer_image
@@ -57,11 +57,10 @@ def teardown_plan(target: Target) -> Plan:
              ("gcloud", "functions", "describe", *where))
 
     section = "Pub/Sub: dead-letter holds, topics, the schema"
-    for route in topology.functions:
-        hold = f"{delivery_policy(route.name).dead_letter_topic}-hold"
+    for hold in (topology.dead_letter_subscription,):
         gone(f"delete the subscription {hold}", ("gcloud", "pubsub", "subscriptions", "delete", hold, proj), section,
              ("gcloud", "pubsub", "subscriptions", "describe", hold, proj))
-    for topic in (*topology.topics, *n.dead_letter_topics):
+    for topic in dict.fromkeys((*topology.topics, *n.dead_letter_topics)):
         gone(f"delete the topic {topic}", ("gcloud", "pubsub", "topics", "delete", topic, proj), section,
              ("gcloud", "pubsub", "topics", "describe", topic, proj))
     schema_id = topology.requests_schema_id

@@ -1,8 +1,9 @@
-"""Creates what the topology describes on the emulators: topics (schema attached), push subscriptions, bucket."""
+"""Creates what the topology describes on the emulators: topics (schema attached), subscriptions, bucket."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -44,23 +45,35 @@ def create_topics(topology: Topology, project: str) -> None:
                 raise
 
 
-def create_push_subscriptions(topology: Topology, project: str, function_ports: dict[str, int]) -> None:
+def subscription_requests(topology: Topology, project: str) -> list[dict[str, Any]]:
+    """CreateSubscription requests for the local stack: one pull subscription per function, with its ack deadline
+    and dead-letter policy (the delivery bridge pushes from it and applies the retry back-off: deploy/local/bridge.py),
+    and the subscription that holds dead letters."""
+    requests: list[dict[str, Any]] = [{
+        "name": f"projects/{project}/subscriptions/{route.subscription}",
+        "topic": f"projects/{project}/topics/{route.topic}",
+        "ack_deadline_seconds": route.ack_deadline_seconds,
+        "dead_letter_policy": {"dead_letter_topic": f"projects/{project}/topics/{route.dead_letter.topic}",
+                               "max_delivery_attempts": route.dead_letter.max_delivery_attempts},
+    } for route in topology.functions]
+    requests.append({"name": f"projects/{project}/subscriptions/{topology.dead_letter_subscription}",
+                     "topic": f"projects/{project}/topics/{topology.dead_letter_topic}"})
+    return requests
+
+
+def create_subscriptions(topology: Topology, project: str) -> None:
     from google.cloud import pubsub_v1
 
     subscriber = pubsub_v1.SubscriberClient()
-    for route in topology.functions:
-        try:
-            subscriber.create_subscription(request={
-                "name": f"projects/{project}/subscriptions/{route.subscription}",
-                "topic": f"projects/{project}/topics/{route.topic}",
-                "push_config": {"push_endpoint": f"http://127.0.0.1:{function_ports[route.name]}/"},
-                "ack_deadline_seconds": route.ack_deadline_seconds,
-                "retry_policy": {"minimum_backoff": {"seconds": 1}, "maximum_backoff": {"seconds": 10}},
-            })
-        except Exception as exc:
-            if not _already_exists(exc):
-                raise
-    subscriber.close()
+    try:
+        for request in subscription_requests(topology, project):
+            try:
+                subscriber.create_subscription(request=request)
+            except Exception as exc:
+                if not _already_exists(exc):
+                    raise
+    finally:
+        subscriber.close()
 
 
 def create_bucket(bucket: str, project: str) -> None:
@@ -75,5 +88,9 @@ def create_bucket(bucket: str, project: str) -> None:
             raise
 
 
+STATE_DIR_ENV = "LANDFALL_STATE_DIR"
+"""Where the local stack keeps its state, logs and data (default: .landfall in the repository)."""
+
+
 def default_state_dir() -> Path:
-    return REPO_ROOT / ".landfall"
+    return Path(os.environ.get(STATE_DIR_ENV) or REPO_ROOT / ".landfall")

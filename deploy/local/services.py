@@ -8,6 +8,7 @@ import sys
 from importlib import util
 from pathlib import Path
 
+from deploy.local.bridge import READY_LINE as BRIDGE_READY_LINE
 from deploy.local.processes import ServiceSpec, StackError, http_answers
 from deploy.local.scheduler import READY_LINE as SCHEDULER_READY_LINE
 
@@ -37,15 +38,19 @@ def pubsub(port: int) -> ServiceSpec:
     )
 
 
-def firestore(port: int) -> ServiceSpec:
-    """Google's Firestore emulator in native mode."""
+def firestore(port: int, import_data: Path | None = None) -> ServiceSpec:
+    """Google's Firestore emulator in native mode; with import_data (an export's .overall_export_metadata file) it
+    starts with that export's documents."""
     launcher = SDK_PLATFORM / "cloud-firestore-emulator/cloud_firestore_emulator"
     if not launcher.exists():
         raise StackError(f"Firestore emulator not found at {launcher}; install the google-cloud-cli "
                          "cloud-firestore-emulator component.")
+    argv = [str(launcher), "start", f"--host={HOST}", f"--port={port}", "--database-mode=firestore-native"]
+    if import_data is not None:
+        argv.append(f"--import-data={import_data}")
     return ServiceSpec(
         name="firestore",
-        argv=[str(launcher), "start", f"--host={HOST}", f"--port={port}", "--database-mode=firestore-native"],
+        argv=argv,
         port=port,
         ready_log_line="Dev App Server is now running",
     )
@@ -62,9 +67,11 @@ def fake_gcs_binary() -> Path:
 
 
 def storage(port: int, *, project: str, notification_topic: str | None, bucket: str | None,
-            pubsub_host: str | None) -> ServiceSpec:
-    """fake-gcs-server; with a topic it publishes JSON_API_V1 notifications to the Pub/Sub emulator."""
-    argv = [str(fake_gcs_binary()), "-scheme", "http", "-host", HOST, "-port", str(port), "-backend", "memory",
+            pubsub_host: str | None, root: Path | None = None) -> ServiceSpec:
+    """fake-gcs-server; with a topic it publishes JSON_API_V1 notifications to the Pub/Sub emulator. With root it
+    keeps buckets and objects (generations included) in that folder across restarts, else in memory."""
+    backend = ["-backend", "memory"] if root is None else ["-backend", "filesystem", "-filesystem-root", str(root)]
+    argv = [str(fake_gcs_binary()), "-scheme", "http", "-host", HOST, "-port", str(port), *backend,
             "-log-level", "warn"]
     env: dict[str, str] = {}
     if notification_topic:
@@ -112,9 +119,23 @@ def vertex(port: int, *, project: str, events_topic: str, state_dir: Path, env: 
     )
 
 
+def bridge(*, project: str, endpoints: dict[str, str], env: dict[str, str]) -> ServiceSpec:
+    """The delivery bridge (deploy/local/bridge.py): pushes each function's subscription to its endpoint. No port."""
+    argv = [sys.executable, "-m", "deploy.local.bridge", "--project", project]
+    for name, url in endpoints.items():
+        argv += ["--endpoint", f"{name}={url}"]
+    return ServiceSpec(
+        name="bridge",
+        argv=argv,
+        port=None,
+        env={"PYTHONPATH": str(REPO_ROOT), **env},
+        ready_log_line=BRIDGE_READY_LINE,
+    )
+
+
 def scheduler(*, project: str, every_seconds: int | None, env: dict[str, str],
               schedules: tuple[str, ...] = ()) -> ServiceSpec:
-    """The Cloud Scheduler stand-in (deploy/local_stack/scheduler.py): ticks each schedule's topic. No port."""
+    """The Cloud Scheduler stand-in (deploy/local/scheduler.py): ticks each schedule's topic. No port."""
     argv = [sys.executable, "-m", "deploy.local.scheduler", "--project", project]
     if every_seconds is not None:
         argv += ["--every-seconds", str(every_seconds)]

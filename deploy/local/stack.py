@@ -1,22 +1,31 @@
-"""`landfall up`, `down` and `status`: the whole local stack on loopback, recorded in <state dir>/stack.json."""
+"""`landfall up`, `down`, `restart` and `status`: the whole local stack on loopback, recorded in
+<state dir>/stack.json (deploy/local/record.py); what it keeps across restarts is deploy/local/persistence.py."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
-from deploy.local import processes, provision, services
-from deploy.local.processes import RunningService, StackError
+from deploy.local import persistence, processes, provision, record, services
+from deploy.local.processes import RunningService, ServiceSpec, StackError
+from deploy.local.record import StackRecord
 from deploy.topology import Topology, load_topology
 
-SERVICE_ORDER = ("pubsub", "firestore", "storage", "vertex", "on_object_finalized", "dispatch", "on_job_event",
-                 "sweep_datasets", "scheduler")
+STAGES = (
+    ("pubsub", "firestore"),
+    ("storage", "vertex", "on_object_finalized", "dispatch", "on_job_event", "sweep_datasets"),
+    ("bridge", "scheduler"),
+)
+"""`up` starts each group at once, the groups in order. Topics and subscriptions are created after the first group
+(so no notification or job event is published to a topic nobody reads), the bucket after the second; the bridge and
+the scheduler come last, once there is something to push to and read from."""
+SERVICE_ORDER = tuple(name for stage in STAGES for name in stage)
 """Every service `up` starts, in start order (`down` stops them in reverse): the functions follow topology.functions."""
-PORTLESS_SERVICES = frozenset({"scheduler"})
+PORTLESS_SERVICES = frozenset({"bridge", "scheduler"})
 """Services that listen on no port: `--port NAME=0` is accepted for them (nothing to pick), any other port refused."""
 SWEEP_EVERY_ENV = "LANDFALL_SWEEP_EVERY_SECONDS"
 """Overrides every schedule's every_seconds on the local stack (tests tick every second)."""
@@ -27,6 +36,8 @@ class StackInfo:
     state_dir: Path
     env: dict[str, str]
     services: tuple[RunningService, ...]
+    restarted: tuple[str, ...] = field(default=())
+    """Services that `up` found down on a running stack and started again."""
 
     @property
     def env_file(self) -> Path:
@@ -60,8 +71,10 @@ def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
         "STORAGE_EMULATOR_HOST": storage,
         "LANDFALL_VERTEX_ENDPOINT": f"{services.HOST}:{ports['vertex']}",
         "LANDFALL_LANDING_BUCKET": topology.bucket,
-        # So that `gcloud storage cp FILE gs://...` reaches fake-gcs-server without credentials.
+        # So that `gcloud storage cp FILE gs://...` reaches fake-gcs-server and `gcloud pubsub ...` (publish, pull the
+        # dead letters) the Pub/Sub emulator, without credentials.
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{storage}/storage/v1/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_PUBSUB": f"http://{services.HOST}:{ports['pubsub']}/",
         "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
         "CLOUDSDK_CORE_PROJECT": topology.project_id,
     }
@@ -78,90 +91,190 @@ def every_seconds_override(environ: Mapping[str, str]) -> int | None:
     return int(raw)
 
 
-def _state_file(state_dir: Path) -> Path:
-    return state_dir / "stack.json"
-
-
 def read_state(state_dir: Path) -> list[RunningService]:
-    path = _state_file(state_dir)
-    if not path.exists():
-        return []
-    raw = json.loads(path.read_text())
-    return [RunningService(s["name"], s["pid"], s["port"], Path(s["log_path"])) for s in raw["services"]]
+    current = record.read(state_dir)
+    return list(current.services) if current else []
 
 
-def _write_state(state_dir: Path, running: list[RunningService], env: dict[str, str]) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    data = {"services": [{"name": s.name, "pid": s.pid, "port": s.port, "log_path": str(s.log_path)}
-                         for s in running], "env": env}
-    tmp = _state_file(state_dir).with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(_state_file(state_dir))
+def _service_env(environ: Mapping[str, str], stack_vars: Mapping[str, str]) -> dict[str, str]:
+    """The LANDFALL_* settings in environ that the services should keep getting (not the stack's own variables)."""
+    return {k: v for k, v in environ.items()
+            if k.startswith("LANDFALL_") and k not in stack_vars and k != provision.STATE_DIR_ENV}
 
 
-def up(state_dir: Path | None = None, port_overrides: dict[str, int] | None = None) -> StackInfo:
-    """Start every service, provision topics/subscriptions/bucket, write <state dir>/env. Idempotent when up."""
-    state_dir = state_dir or provision.default_state_dir()
-    existing = read_state(state_dir)
-    if existing and all(processes.is_alive(s.pid) for s in existing):
-        env = json.loads(_state_file(state_dir).read_text())["env"]
-        return StackInfo(state_dir, env, tuple(existing))
-    if existing:
-        raise StackError(f"a previous stack in {state_dir} is partly down; run `landfall down` first")
-    topology = load_topology()
-    ports = resolve_ports(topology, port_overrides)
-    every_seconds = every_seconds_override(os.environ)
-    env = stack_env(topology, ports)
-    logs = state_dir / "logs"
-    running: list[RunningService] = []
+@dataclass(frozen=True)
+class _Plan:
+    """Everything needed to build any service's spec: the same at `up` and at every later restart."""
+
+    topology: Topology
+    state_dir: Path
+    current: StackRecord
+
+    def spec(self, name: str, extra_env: Mapping[str, str] | None = None) -> ServiceSpec:
+        topology, ports, state_dir = self.topology, self.current.ports, self.state_dir
+        project = topology.project_id
+        env = {**self.current.env, **self.current.service_env, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+        if name == "pubsub":
+            return services.pubsub(ports[name])
+        if name == "firestore":
+            return services.firestore(ports[name], persistence.latest_firestore_snapshot(state_dir))
+        if name == "storage":
+            root = persistence.storage_dir(state_dir)
+            root.mkdir(parents=True, exist_ok=True)
+            return services.storage(ports[name], project=project, notification_topic=topology.notification_topic,
+                                    bucket=topology.bucket, pubsub_host=self.current.env["PUBSUB_EMULATOR_HOST"],
+                                    root=root)
+        if name == "vertex":
+            return services.vertex(ports[name], project=project, events_topic=topology.job_events_topic,
+                                   state_dir=persistence.vertex_dir(state_dir), env=env)
+        if name == "bridge":
+            endpoints = {f.name: f"http://{services.HOST}:{ports[f.name]}/" for f in topology.functions}
+            return services.bridge(project=project, endpoints=endpoints, env=env)
+        if name == "scheduler":
+            return services.scheduler(project=project, every_seconds=self.current.every_seconds, env=env)
+        topology.function(name)  # raises TopologyError naming the known functions
+        return services.function(name, ports[name], env)
+
+    def after_start(self, name: str) -> None:
+        """What a service needs once it answers: Pub/Sub its topics and subscriptions, storage its bucket."""
+        project = self.topology.project_id
+        with _client_env(self.current.env):
+            if name == "pubsub":
+                provision.create_topics(self.topology, project)
+                provision.create_subscriptions(self.topology, project)
+            elif name == "storage":
+                provision.create_bucket(self.topology.bucket, project)
+
+
+@contextmanager
+def _client_env(env: Mapping[str, str]) -> Iterator[None]:
+    """Point this process's client libraries at the stack while provisioning."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        running += processes.start_all([services.pubsub(ports["pubsub"]), services.firestore(ports["firestore"])],
-                                       logs)
-        _write_state(state_dir, running, env)
-        provision.create_topics(topology, topology.project_id)
-        function_env = {**env, "PYTHONUNBUFFERED": "1"}
-        specs = [
-            services.storage(ports["storage"], project=topology.project_id,
-                             notification_topic=topology.notification_topic, bucket=topology.bucket,
-                             pubsub_host=env["PUBSUB_EMULATOR_HOST"]),
-            services.vertex(ports["vertex"], project=topology.project_id, events_topic=topology.job_events_topic,
-                            state_dir=state_dir / "vertex", env=function_env),
-            *(services.function(route.name, ports[route.name], function_env) for route in topology.functions),
-        ]
-        running += processes.start_all(specs, logs)
-        _write_state(state_dir, running, env)
-        provision.create_push_subscriptions(topology, topology.project_id,
-                                            {route.name: ports[route.name] for route in topology.functions})
-        provision.create_bucket(topology.bucket, topology.project_id)
-        # Last, once the push subscriptions exist, so that no tick is published to a topic nobody reads yet.
-        running += processes.start_all([services.scheduler(project=topology.project_id, every_seconds=every_seconds,
-                                                           env=function_env)], logs)
-        _write_state(state_dir, running, env)
-    except BaseException:
-        for service in reversed(running):
-            processes.stop(service)
-        _state_file(state_dir).unlink(missing_ok=True)
-        raise
+        yield
     finally:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    (state_dir / "env").write_text("".join(f"export {k}={v}\n" for k, v in env.items()))
-    return StackInfo(state_dir, env, tuple(running))
 
 
-def down(state_dir: Path | None = None) -> list[str]:
-    """Stop exactly the processes `up` started (by their recorded process groups); returns their names."""
+def up(state_dir: Path | None = None, port_overrides: dict[str, int] | None = None) -> StackInfo:
+    """Start every service, provision topics/subscriptions/bucket, write <state dir>/env. On a running stack, start
+    again (on their ports, logs appended) the services that are down; a stack that is wholly up is left as it is."""
     state_dir = state_dir or provision.default_state_dir()
-    running = read_state(state_dir)
-    for service in reversed(running):
-        processes.stop(service)
-    _state_file(state_dir).unlink(missing_ok=True)
-    (state_dir / "env").unlink(missing_ok=True)
+    with record.locked(state_dir):
+        current = record.read(state_dir)
+        if current is None:
+            current = _start(state_dir, port_overrides)
+            restarted: tuple[str, ...] = ()
+        else:
+            down_now = [s.name for s in current.services if not processes.is_alive(s.pid)]
+            if down_now:
+                _check_restartable(current, state_dir)
+            for name in down_now:
+                current = current.replacing(_restart(current, name, state_dir))
+                record.write(state_dir, current)
+            restarted = tuple(down_now)
+    (state_dir / "env").write_text("".join(f"export {k}={v}\n" for k, v in current.env.items()))
+    return StackInfo(state_dir, current.env, current.services, restarted)
+
+
+def _start(state_dir: Path, port_overrides: dict[str, int] | None) -> StackRecord:
+    topology = load_topology()
+    ports = resolve_ports(topology, port_overrides)
+    env = stack_env(topology, ports)
+    current = StackRecord(services=(), env=env, ports=ports, service_env=_service_env(os.environ, env),
+                          every_seconds=every_seconds_override(os.environ))
+    plan = _Plan(topology, state_dir, current)
+    logs = state_dir / "logs"
+    running: list[RunningService] = []
+    try:
+        for stage in STAGES:
+            running += processes.start_all([plan.spec(name) for name in stage], logs)
+            current = StackRecord(tuple(running), env, ports, current.service_env, current.every_seconds)
+            record.write(state_dir, current)
+            for name in stage:
+                plan.after_start(name)
+    except BaseException:
+        processes.stop_all(running)
+        record.remove(state_dir)
+        raise
+    return current
+
+
+def restart(name: str, state_dir: Path | None = None, extra_env: Mapping[str, str] | None = None) -> RunningService:
+    """Stop one service (if it runs) and start it again on its port with the environment `up` gave it (plus
+    extra_env), appending to its log. Firestore is snapshotted first and imports the snapshot; Pub/Sub gets its
+    topics and subscriptions again (the messages it held are lost: Google's emulator keeps them in memory)."""
+    state_dir = state_dir or provision.default_state_dir()
+    with record.locked(state_dir):
+        current = record.read(state_dir)
+        if current is None:
+            raise StackError(f"no local stack is recorded in {state_dir}; `landfall up` starts one")
+        if current.service(name) is None:
+            raise StackError(f"unknown service {name!r}; the stack's services: {', '.join(SERVICE_ORDER)}")
+        _check_restartable(current, state_dir)
+        new = _restart(current, name, state_dir, extra_env)
+        record.write(state_dir, current.replacing(new))
+        return new
+
+
+def _check_restartable(current: StackRecord, state_dir: Path) -> None:
+    names, ported = [s.name for s in current.services], set(SERVICE_ORDER) - PORTLESS_SERVICES
+    if names != list(SERVICE_ORDER) or set(current.ports) != ported:
+        raise StackError(f"the stack in {state_dir} was started by another version of landfall and cannot be "
+                         "restarted service by service; run `landfall down` then `landfall up`")
+
+
+def _restart(current: StackRecord, name: str, state_dir: Path,
+             extra_env: Mapping[str, str] | None = None) -> RunningService:
+    old = current.service(name)
+    if old is None:
+        raise StackError(f"unknown service {name!r}; the stack's services: {', '.join(SERVICE_ORDER)}")
+    if name == "firestore" and processes.is_alive(old.pid):
+        persistence.save_firestore(current.env["FIRESTORE_EMULATOR_HOST"], load_topology().project_id, state_dir)
+    processes.stop(old)
+    plan = _Plan(load_topology(), state_dir, current)
+    with old.log_path.open("a") as log:
+        log.write(f"=== landfall restart {name} at {datetime.now(UTC).isoformat(timespec='seconds')} ===\n")
+    new = processes.start(plan.spec(name, extra_env), old.log_path.parent, append=True)
+    try:
+        plan.after_start(name)
+    except BaseException:
+        processes.stop(new)
+        raise
+    return new
+
+
+def down(state_dir: Path | None = None, *, wipe: bool = False) -> list[str]:
+    """Stop exactly the processes `up` started (by their recorded process groups), a stage at a time in reverse,
+    snapshotting Firestore once nothing writes to it; returns their names. With wipe, also delete what the stack
+    keeps (Firestore documents, bucket objects, Vertex jobs) instead of snapshotting it."""
+    state_dir = state_dir or provision.default_state_dir()
+    problems: list[str] = []
+    with record.locked(state_dir):
+        current = record.read(state_dir)
+        running = list(current.services) if current else []
+        stage_of = {name: i for i, stage in enumerate(STAGES) for name in stage}
+        for i in reversed(range(len(STAGES) + 1)):  # index len(STAGES): services no stage names, stopped first
+            group = [s for s in running if stage_of.get(s.name, len(STAGES)) == i]
+            firestore = next((s for s in group if s.name == "firestore"), None)
+            if current and firestore and not wipe and processes.is_alive(firestore.pid):
+                try:
+                    persistence.save_firestore(current.env["FIRESTORE_EMULATOR_HOST"], load_topology().project_id,
+                                               state_dir)
+                except StackError as exc:
+                    problems.append(str(exc))
+            processes.stop_all(group)
+        record.remove(state_dir)
+        (state_dir / "env").unlink(missing_ok=True)
+        if wipe:
+            persistence.wipe(state_dir)
+    if problems:
+        raise StackError(f"stopped {', '.join(s.name for s in running)}, but: " + "; ".join(problems))
     return [s.name for s in running]
 
 

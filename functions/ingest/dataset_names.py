@@ -8,10 +8,8 @@ from __future__ import annotations
 from enum import StrEnum
 
 from functions.ingest.routes import Route
+from schemas.dataset_layout import MANIFEST, MARKER, OVERRIDES, is_data_object
 
-MARKER = "_SUCCESS"
-MANIFEST = "_MANIFEST.json"
-OVERRIDES = "landfall.json"
 MAX_OBJECT_NAME = 1024
 """Cloud Storage's limit on an object name, in UTF-8 bytes."""
 
@@ -22,7 +20,8 @@ class Role(StrEnum):
     OVERRIDES = "overrides"
     DATA = "data"
     CONTROL = "control"
-    """Other names starting with '_' or '.' (e.g. _temporary/, .crc files): never data, never a trigger."""
+    """Other names that are not data (schemas/dataset_layout.py: a segment starting with '_' or '.', e.g.
+    _temporary/ or .crc files, or a folder placeholder): never data, never a trigger."""
 
 
 def name_problem(name: str) -> str | None:
@@ -48,6 +47,7 @@ def split(name: str) -> tuple[str, str]:
 
 
 def role_of(name: str) -> Role:
+    """What an object is to ingest; whether it is data is schemas.dataset_layout's rule, shared with the trainer."""
     base = split(name)[1]
     if base == MARKER:
         return Role.MARKER
@@ -55,9 +55,7 @@ def role_of(name: str) -> Role:
         return Role.MANIFEST
     if base == OVERRIDES:
         return Role.OVERRIDES
-    if not base or any(part.startswith(("_", ".")) for part in name.split("/")):
-        return Role.CONTROL
-    return Role.DATA
+    return Role.DATA if is_data_object(name) else Role.CONTROL
 
 
 def format_of(name: str) -> str:

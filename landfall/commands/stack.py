@@ -1,4 +1,4 @@
-"""`landfall up`, `down`, `status`: the local stack."""
+"""`landfall up`, `down`, `restart`, `status`: the local stack."""
 
 from __future__ import annotations
 
@@ -22,20 +22,53 @@ def _ports(values: list[str]) -> dict[str, int]:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.port and stack.status():
+        print("landfall up: the local stack is already up, and --port applies only when it starts (`landfall status` "
+              "shows its ports): run `landfall down` first, then `landfall up --port ...`", file=sys.stderr)
+        return 1
     try:
         info = stack.up(port_overrides=_ports(args.port))
     except StackError as exc:
         print(f"landfall up: {exc}", file=sys.stderr)
         return 1
     print(info.env_file.read_text(), end="")
+    if info.restarted:
+        print(f"# started again (they were down): {', '.join(info.restarted)}", file=sys.stderr)
     print(f"# the local stack is up; `source {info.env_file}` to use gcloud and the client libraries against it",
           file=sys.stderr)
     return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    stopped = stack.down()
+    try:
+        stopped = stack.down(wipe=args.wipe)
+    except StackError as exc:
+        print(f"landfall down: {exc}", file=sys.stderr)
+        return 1
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    if args.wipe:
+        print("wiped: Firestore documents, bucket objects and Vertex jobs; the next `landfall up` starts empty")
+    return 0
+
+
+def _env(values: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for value in values:
+        key, sep, setting = value.partition("=")
+        if not sep or not key:
+            raise StackError(f"--env expects KEY=VALUE (e.g. LANDFALL_SUBMISSION_LEASE_SECONDS=10), got {value!r}")
+        env[key] = setting
+    return env
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    try:
+        service = stack.restart(args.service, extra_env=_env(args.env))
+    except StackError as exc:
+        print(f"landfall restart: {exc}", file=sys.stderr)
+        return 1
+    where = "" if service.port is None else f" on 127.0.0.1:{service.port}"
+    print(f"restarted {service.name}{where} (pid {service.pid}); log {service.log_path}")
     return 0
 
 
@@ -63,8 +96,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--port", action="append", default=[], metavar="NAME=PORT",
                    help=f"use PORT for service NAME ({', '.join(ported)}); repeatable; 0 picks a free port")
     p.set_defaults(func=cmd_up)
-    p = sub.add_parser("down", help="stop exactly the processes `landfall up` started")
+    p = sub.add_parser("down", help="stop exactly the processes `landfall up` started; data is kept",
+                       description="Stop the local stack. Firestore documents, bucket objects and Vertex jobs are kept "
+                                   "for the next `landfall up` (docs/local_stack.md); --wipe deletes them.")
+    p.add_argument("--wipe", action="store_true", help="also delete the kept data, so the next `up` starts empty")
     p.set_defaults(func=cmd_down)
+    p = sub.add_parser("restart", help="stop one service of the local stack and start it again on its port",
+                       description="Restart one service with the environment `landfall up` gave it; its log is "
+                                   "appended to. Firestore and the bucket keep their data; Pub/Sub gets its topics "
+                                   "and subscriptions again but loses the messages it held.")
+    p.add_argument("service", choices=stack.SERVICE_ORDER, metavar="SERVICE",
+                   help=f"one of: {', '.join(stack.SERVICE_ORDER)}")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="an extra variable for this run of the service (repeatable); a later restart drops it")
+    p.set_defaults(func=cmd_restart)
     p = sub.add_parser("status", help="say which parts of the local stack are up")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_status)

@@ -56,22 +56,10 @@ gcloud pubsub topics create landfall-training-requests --schema=landfall-trainin
 gcloud pubsub topics create landfall-job-events --project=landfall-sample
 # create the topic landfall-ingest-sweep
 gcloud pubsub topics create landfall-ingest-sweep --project=landfall-sample
-# create the dead-letter topic landfall-object-events-ingest-dead-letter
-gcloud pubsub topics create landfall-object-events-ingest-dead-letter --project=landfall-sample
-# create landfall-object-events-ingest-dead-letter-hold, which keeps dead letters for 7d
-gcloud pubsub subscriptions create landfall-object-events-ingest-dead-letter-hold --topic=landfall-object-events-ingest-dead-letter --message-retention-duration=7d --ack-deadline=60 --project=landfall-sample
-# create the dead-letter topic landfall-training-requests-dispatch-dead-letter
-gcloud pubsub topics create landfall-training-requests-dispatch-dead-letter --project=landfall-sample
-# create landfall-training-requests-dispatch-dead-letter-hold, which keeps dead letters for 7d
-gcloud pubsub subscriptions create landfall-training-requests-dispatch-dead-letter-hold --topic=landfall-training-requests-dispatch-dead-letter --message-retention-duration=7d --ack-deadline=60 --project=landfall-sample
-# create the dead-letter topic landfall-job-events-listener-dead-letter
-gcloud pubsub topics create landfall-job-events-listener-dead-letter --project=landfall-sample
-# create landfall-job-events-listener-dead-letter-hold, which keeps dead letters for 7d
-gcloud pubsub subscriptions create landfall-job-events-listener-dead-letter-hold --topic=landfall-job-events-listener-dead-letter --message-retention-duration=7d --ack-deadline=60 --project=landfall-sample
-# create the dead-letter topic landfall-ingest-sweep-sweeper-dead-letter
-gcloud pubsub topics create landfall-ingest-sweep-sweeper-dead-letter --project=landfall-sample
-# create landfall-ingest-sweep-sweeper-dead-letter-hold, which keeps dead letters for 7d
-gcloud pubsub subscriptions create landfall-ingest-sweep-sweeper-dead-letter-hold --topic=landfall-ingest-sweep-sweeper-dead-letter --message-retention-duration=7d --ack-deadline=60 --project=landfall-sample
+# create the topic landfall-dead-letter
+gcloud pubsub topics create landfall-dead-letter --project=landfall-sample
+# create landfall-dead-letter-hold, which keeps dead letters for 7d
+gcloud pubsub subscriptions create landfall-dead-letter-hold --topic=landfall-dead-letter --message-retention-duration=7d --ack-deadline=60 --project=landfall-sample
 
 # --- Grants on the project, buckets, topics and accounts (the sink's writer comes later)
 # grant ingest roles/storage.objectViewer on bucket landfall-sample-landfall-landing
@@ -108,14 +96,8 @@ gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-arti
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-europe-west4 --member=serviceAccount:landfall-trainer@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectUser --project=landfall-sample
 # grant storage roles/pubsub.publisher on topic landfall-object-events
 gcloud pubsub topics add-iam-policy-binding landfall-object-events --member=serviceAccount:service-123456789012@gs-project-accounts.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
-# grant pubsub roles/pubsub.publisher on topic landfall-object-events-ingest-dead-letter
-gcloud pubsub topics add-iam-policy-binding landfall-object-events-ingest-dead-letter --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
-# grant pubsub roles/pubsub.publisher on topic landfall-training-requests-dispatch-dead-letter
-gcloud pubsub topics add-iam-policy-binding landfall-training-requests-dispatch-dead-letter --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
-# grant pubsub roles/pubsub.publisher on topic landfall-job-events-listener-dead-letter
-gcloud pubsub topics add-iam-policy-binding landfall-job-events-listener-dead-letter --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
-# grant pubsub roles/pubsub.publisher on topic landfall-ingest-sweep-sweeper-dead-letter
-gcloud pubsub topics add-iam-policy-binding landfall-ingest-sweep-sweeper-dead-letter --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
+# grant pubsub roles/pubsub.publisher on topic landfall-dead-letter
+gcloud pubsub topics add-iam-policy-binding landfall-dead-letter --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant pubsub roles/iam.serviceAccountTokenCreator on service_account landfall-invoker@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts add-iam-policy-binding landfall-invoker@landfall-sample.iam.gserviceaccount.com --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/iam.serviceAccountTokenCreator --project=landfall-sample
 
@@ -145,13 +127,13 @@ gcloud functions add-invoker-policy-binding landfall-sweep-datasets --region=us-
 
 # --- Push subscriptions: authenticated, with a dead-letter topic, delivery attempts and back-off
 # create the subscription landfall-object-events-ingest pushing landfall-object-events to on_object_finalized
-gcloud pubsub subscriptions create landfall-object-events-ingest --topic=landfall-object-events --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-on-object-finalized --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=60 --dead-letter-topic=landfall-object-events-ingest-dead-letter --max-delivery-attempts=10 --min-retry-delay=10s --max-retry-delay=600s --project=landfall-sample
+gcloud pubsub subscriptions create landfall-object-events-ingest --topic=landfall-object-events --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-on-object-finalized --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=60 --dead-letter-topic=landfall-dead-letter --max-delivery-attempts=10 --min-retry-delay=1s --max-retry-delay=60s --project=landfall-sample
 # create the subscription landfall-training-requests-dispatch pushing landfall-training-requests to dispatch
-gcloud pubsub subscriptions create landfall-training-requests-dispatch --topic=landfall-training-requests --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-dispatch --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=120 --dead-letter-topic=landfall-training-requests-dispatch-dead-letter --max-delivery-attempts=10 --min-retry-delay=10s --max-retry-delay=600s --project=landfall-sample
+gcloud pubsub subscriptions create landfall-training-requests-dispatch --topic=landfall-training-requests --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-dispatch --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=120 --dead-letter-topic=landfall-dead-letter --max-delivery-attempts=15 --min-retry-delay=1s --max-retry-delay=60s --project=landfall-sample
 # create the subscription landfall-job-events-listener pushing landfall-job-events to on_job_event
-gcloud pubsub subscriptions create landfall-job-events-listener --topic=landfall-job-events --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-on-job-event --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=60 --dead-letter-topic=landfall-job-events-listener-dead-letter --max-delivery-attempts=10 --min-retry-delay=10s --max-retry-delay=600s --project=landfall-sample
+gcloud pubsub subscriptions create landfall-job-events-listener --topic=landfall-job-events --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-on-job-event --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=60 --dead-letter-topic=landfall-dead-letter --max-delivery-attempts=10 --min-retry-delay=1s --max-retry-delay=60s --project=landfall-sample
 # create the subscription landfall-ingest-sweep-sweeper pushing landfall-ingest-sweep to sweep_datasets
-gcloud pubsub subscriptions create landfall-ingest-sweep-sweeper --topic=landfall-ingest-sweep --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-sweep-datasets --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=300 --dead-letter-topic=landfall-ingest-sweep-sweeper-dead-letter --max-delivery-attempts=10 --min-retry-delay=10s --max-retry-delay=600s --project=landfall-sample
+gcloud pubsub subscriptions create landfall-ingest-sweep-sweeper --topic=landfall-ingest-sweep --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-sweep-datasets --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=300 --dead-letter-topic=landfall-dead-letter --max-delivery-attempts=5 --min-retry-delay=10s --max-retry-delay=60s --project=landfall-sample
 # grant pubsub roles/pubsub.subscriber on subscription landfall-object-events-ingest
 gcloud pubsub subscriptions add-iam-policy-binding landfall-object-events-ingest --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.subscriber --project=landfall-sample
 # grant pubsub roles/pubsub.subscriber on subscription landfall-training-requests-dispatch

@@ -29,14 +29,8 @@ gcloud functions delete landfall-on-job-event --region=us-central1 --project=lan
 gcloud functions delete landfall-sweep-datasets --region=us-central1 --project=landfall-sample --quiet
 
 # --- Pub/Sub: dead-letter holds, topics, the schema
-# delete the subscription landfall-object-events-ingest-dead-letter-hold
-gcloud pubsub subscriptions delete landfall-object-events-ingest-dead-letter-hold --project=landfall-sample --quiet
-# delete the subscription landfall-training-requests-dispatch-dead-letter-hold
-gcloud pubsub subscriptions delete landfall-training-requests-dispatch-dead-letter-hold --project=landfall-sample --quiet
-# delete the subscription landfall-job-events-listener-dead-letter-hold
-gcloud pubsub subscriptions delete landfall-job-events-listener-dead-letter-hold --project=landfall-sample --quiet
-# delete the subscription landfall-ingest-sweep-sweeper-dead-letter-hold
-gcloud pubsub subscriptions delete landfall-ingest-sweep-sweeper-dead-letter-hold --project=landfall-sample --quiet
+# delete the subscription landfall-dead-letter-hold
+gcloud pubsub subscriptions delete landfall-dead-letter-hold --project=landfall-sample --quiet
 # delete the topic landfall-object-events
 gcloud pubsub topics delete landfall-object-events --project=landfall-sample --quiet
 # delete the topic landfall-training-requests
@@ -45,14 +39,8 @@ gcloud pubsub topics delete landfall-training-requests --project=landfall-sample
 gcloud pubsub topics delete landfall-job-events --project=landfall-sample --quiet
 # delete the topic landfall-ingest-sweep
 gcloud pubsub topics delete landfall-ingest-sweep --project=landfall-sample --quiet
-# delete the topic landfall-object-events-ingest-dead-letter
-gcloud pubsub topics delete landfall-object-events-ingest-dead-letter --project=landfall-sample --quiet
-# delete the topic landfall-training-requests-dispatch-dead-letter
-gcloud pubsub topics delete landfall-training-requests-dispatch-dead-letter --project=landfall-sample --quiet
-# delete the topic landfall-job-events-listener-dead-letter
-gcloud pubsub topics delete landfall-job-events-listener-dead-letter --project=landfall-sample --quiet
-# delete the topic landfall-ingest-sweep-sweeper-dead-letter
-gcloud pubsub topics delete landfall-ingest-sweep-sweeper-dead-letter --project=landfall-sample --quiet
+# delete the topic landfall-dead-letter
+gcloud pubsub topics delete landfall-dead-letter --project=landfall-sample --quiet
 # delete the schema landfall-training-request-v1
 gcloud pubsub schemas delete landfall-training-request-v1 --project=landfall-sample --quiet
 

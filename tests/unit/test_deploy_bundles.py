@@ -41,7 +41,7 @@ def test_a_function_bundle_holds_its_package_schemas_deploy_data_main_and_requir
               if p.is_file() and "__pycache__" not in p.parts and "examples" not in p.parts and p.suffix != ".pyc"}
     assert {f for f in files if f.split("/")[0] in ("functions", "schemas")} == source
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc") or "/tests/" in f or "examples/" in f]
-    assert "schemas/data/gpus.json" in files and "schemas/data/model_presets.json" in files
+    assert "functions/planning/data/machines.json" in files and "schemas/data/model_presets.json" in files
 
 
 def test_the_bundle_main_re_exports_the_entry_point(dispatch_bundle: Path) -> None:
@@ -57,8 +57,6 @@ def test_bundle_requirements_are_the_functions_pins_without_torch_or_test_tools(
     assert all(re.fullmatch(r"[a-z0-9-]+==[0-9.]+", pin) for pin in pins), pins
     names = {pin.split("==")[0] for pin in pins}
     assert "functions-framework" in names and not names & set(bundles.NOT_FOR_FUNCTIONS)
-    root = (REPO_ROOT / "requirements.txt").read_text()
-    assert re.search(r"^-r functions/requirements\.txt$", root, re.MULTILINE), "the root file installs these pins"
 
 
 def test_requirements_naming_torch_are_refused(tmp_path: Path) -> None:
@@ -90,13 +88,15 @@ def test_the_trainer_context_is_exactly_what_the_dockerfile_copies(tmp_path: Pat
 def test_the_base_image_is_the_official_pytorch_image_of_the_tested_torch() -> None:
     base = re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile(), re.MULTILINE)
     assert base, "trainer/Dockerfile names its base in ARG BASE_IMAGE"
-    torch_pin = re.search(r"^torch==([0-9.]+)$", (REPO_ROOT / "requirements.txt").read_text(), re.MULTILINE)
+    torch_pin = re.search(r"^torch==([0-9.]+)$", (REPO_ROOT / "trainer" / "requirements.txt").read_text(),
+                          re.MULTILINE)
     assert torch_pin and base.group(1).startswith(f"pytorch/pytorch:{torch_pin.group(1)}-cuda")
     assert base.group(1).endswith("-runtime") and "latest" not in base.group(1)
     assert f"v == '{torch_pin.group(1)}'" in dockerfile() and "sys.version_info >= (3, 11)" in dockerfile()
     pins = [line for line in (REPO_ROOT / "trainer" / "requirements.txt").read_text().splitlines()
             if line and not line.startswith("#")]
-    assert pins and not [p for p in pins if p.startswith("torch")], "torch comes from the base image"
+    assert [p for p in pins if p.startswith("torch")] == [f"torch=={torch_pin.group(1)}"], \
+        "the trainer's torch pin is the base image's version, so pip keeps the base's CUDA build"
 
 
 def test_the_emulator_runs_the_dockerfile_entrypoint_for_the_trainer_image() -> None:
@@ -131,7 +131,7 @@ class RecordingQuery:
     def limit(self, _: int) -> RecordingQuery:
         return self
 
-    def stream(self) -> list[Any]:
+    def stream(self, **_options: Any) -> list[Any]:  # retry=, timeout= as Firestore takes them
         return []
 
 
@@ -174,18 +174,20 @@ def test_the_probes_recognise_what_gcloud_lists() -> None:
     assert not _has_notification("not json", "projects/p/topics/t", "")
 
 
-def test_delivery_policy_defaults_and_its_range_checks(tmp_path: Path) -> None:
+def test_delivery_policy_is_the_topology_the_local_stack_applies(tmp_path: Path) -> None:
+    """One source: the deployer's subscription flags are the [functions.*] retry/dead_letter the bridge applies."""
+    from deploy.topology import load_topology
+
+    route = load_topology().function("dispatch")
     policy = delivery_policy("dispatch")
-    assert policy.dead_letter_topic == "landfall-training-requests-dispatch-dead-letter"
-    assert 5 <= policy.max_delivery_attempts <= 100 and policy.min_backoff_seconds <= policy.max_backoff_seconds
-    topology = tmp_path / "topology.toml"
-    topology.write_text('[functions.f]\nsubscription = "s"\nmax_delivery_attempts = 3\n')
-    with pytest.raises(DeployConfigError, match="5 to 100"):
-        delivery_policy("f", topology)
-    other = tmp_path / "other.toml"
-    other.write_text('[functions.f]\nsubscription = "s"\ndead_letter_topic = "dl"\nmin_backoff_seconds = 1\n'
-                     "max_backoff_seconds = 5\n")
-    assert delivery_policy("f", other) == DeliveryPolicy("dl", 10, 1, 5)
+    assert policy == DeliveryPolicy(route.dead_letter.topic, route.dead_letter.max_delivery_attempts,
+                                    route.retry.minimum_backoff_seconds,
+                                    route.retry.maximum_backoff_seconds)
+    text = (REPO_ROOT / "deploy" / "topology.toml").read_text()
+    broken = tmp_path / "topology.toml"
+    broken.write_text(text.replace("max_delivery_attempts = 15", "max_delivery_attempts = 3", 1))
+    with pytest.raises(DeployConfigError, match="max_delivery_attempts"):
+        delivery_policy("dispatch", broken)
 
 
 def test_a_basic_role_in_the_topology_is_refused(tmp_path: Path) -> None:

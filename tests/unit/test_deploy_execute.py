@@ -104,7 +104,7 @@ def test_a_first_run_creates_everything_and_a_second_creates_nothing(plan: Plan)
              and (" create " in shlex.join(c) or c[1:3] == ["builds", "submit"])]
     assert not again, f"a second run created again: {again}"
     assert second.count("updated") >= 4 and second.count("unchanged") >= 10
-    assert len(creates) >= 35
+    assert len(creates) >= 30  # APIs aside: databases, accounts, buckets, topics, functions, subscriptions...
 
 
 def test_facts_come_from_the_project_not_the_prediction(plan: Plan) -> None:
@@ -140,7 +140,7 @@ def test_teardown_removes_what_exists_skips_what_is_gone_and_keeps_a_bucket_with
     assert not any(c[1:5] == ["storage", "buckets", "delete", "gs://landfall-sample-landfall-landing"]
                    for c in project.calls)
     assert {o.action for o in outcomes} <= {"deleted", "skipped", "kept"}
-    assert sum(o.action == "deleted" for o in outcomes) > 30
+    assert sum(o.action == "deleted" for o in outcomes) > 25
     again = Executor(teardown_plan(SAMPLE), project, report=lambda _: None).run()
     # A second teardown finds nothing left, but the kept bucket (whose notifications it clears again).
     assert [o.step.name for o in again if o.action not in ("skipped", "kept")] == [

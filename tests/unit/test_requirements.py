@@ -28,11 +28,8 @@ TEST_TOOLS = {"pytest", "ruff", "hypothesis", "import-linter", "fake-gcs-server-
 UNITS = {
     "functions": ("functions/requirements.txt", ("functions", "schemas", "deploy/topology.py", "deploy/images.py"),
                   {"torch"} | TEST_TOOLS),
-    "trainer": ("trainer/requirements.txt", ("trainer", "schemas"), {"torch"} | TEST_TOOLS),
+    "trainer": ("trainer/requirements.txt", ("trainer", "schemas"), TEST_TOOLS),
 }
-# unit -> what its runtime brings besides its requirements file: the trainer image's base is the official PyTorch
-# image (trainer/Dockerfile), so torch is the base's, never pip's.
-PROVIDED_BY_BASE = {"functions": frozenset[str](), "trainer": frozenset({"torch"})}
 
 
 def pins(path: Path) -> dict[str, str]:
@@ -123,7 +120,7 @@ def distributions_of(module: str) -> frozenset[str]:
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_every_third_party_import_is_covered_by_the_units_requirements(unit: str) -> None:
     file, sources, _ = UNITS[unit]
-    provided = closure(frozenset(pins(ROOT / file))) | PROVIDED_BY_BASE[unit]
+    provided = closure(frozenset(pins(ROOT / file)))
     imports = imported_modules(sources)
     assert imports, f"no third-party import found under {sources}: is the scan broken?"
     missing = {f"{module} ({where})": sorted(distributions_of(module)) for module, where in imports.items()

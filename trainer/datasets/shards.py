@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 import posixpath
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+from schemas.dataset_layout import is_data_object
 from trainer import storage
 from trainer.errors import DataError
 
@@ -20,12 +22,27 @@ _MASK = (1 << 64) - 1
 
 
 def data_files(uri: str) -> list[str]:
-    """The data files under uri, sorted; names starting with '_' or '.' (_SUCCESS, manifests) are not data."""
-    files = [f for f in storage.list_files(uri) if not posixpath.basename(f).startswith(("_", "."))]
+    """The data files under uri, sorted, by the rule ingest also applies (schemas/dataset_layout.py): _SUCCESS,
+    _MANIFEST.json, landfall.json and any name with a segment starting with '_' or '.' are not data."""
+    files = [f for f in storage.list_files(uri) if is_data_object(relative_name(uri, f))]
     if not files:
         raise DataError(uri, "no data files found; expected CSV, Parquet, JSONL or text shards under this prefix "
-                        "(names starting with '_' or '.' are skipped). Check --data-uri.")
+                        "(_SUCCESS, _MANIFEST.json, landfall.json and names starting with '_' or '.' are not "
+                        "data). Check --data-uri.")
     return files
+
+
+def relative_name(uri: str, listed: str) -> str:
+    """A file found by storage.list_files(uri), named relative to the dataset folder uri (its base name when uri
+    names that one file)."""
+    root = storage.resolve(uri)
+    if storage.is_gcs(root):
+        if listed == root:
+            return posixpath.basename(listed)
+        return listed[len(root.rstrip("/")) + 1:]
+    if Path(root).is_file():
+        return Path(listed).name
+    return Path(listed).relative_to(root).as_posix()
 
 
 @dataclass(frozen=True)

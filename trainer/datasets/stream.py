@@ -71,6 +71,12 @@ def eval_batches_needed(corpus: Corpus, counts: Counts, batch_size: int) -> int:
     return max(-(-corpus.samples(share) // batch_size) for share in shares)
 
 
+def held_out_samples(corpus: Corpus, counts: Counts) -> int:
+    """Samples in the held-out split over every rank: what each epoch's evaluation scores."""
+    plan = corpus.plan
+    return sum(corpus.samples(sum(counts.val[u] for u in plan.validation_units(r))) for r in range(plan.world_size))
+
+
 def train_batches(corpus: Corpus, seed: int, epoch: int, rank: int, batch_size: int, window: int,
                   steps: int, skip: int = 0) -> Iterator[Batch]:
     """This rank's batches for an epoch, from batch `skip` up to `steps`."""

@@ -1,7 +1,8 @@
 """Readers for tabular shards (CSV with a header row, Parquet, JSON Lines), streaming and strict.
 
-Every feature column must be numeric; the label column must exist. A ragged row, a non-numeric value, bytes
-that are not UTF-8 or an empty shard fail at once with the file and line (or Parquet row) named.
+Every feature column must be numeric; the label column must exist. A regression label is a number; a class label
+is an integer or text ("benign"), and 1, "1" and "1.0" are the same class. A ragged row, a non-numeric value, a
+missing label, bytes that are not UTF-8 or an empty shard fail at once with the file and line (or Parquet row) named.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from typing import Any
 from trainer import storage
 from trainer.errors import DataError
 
-Row = tuple[int, list[float], float]
-"""(line or row number, features in schema order, label)."""
+ClassLabel = int | str
+"""A classification label as read: an integer class or a text class."""
+Row = tuple[int, list[float], float | ClassLabel]
+"""(line or row number, features in schema order, label: a number, or a class label when schema.class_labels)."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class TableSchema:
 
     features: tuple[str, ...]
     label: str
+    class_labels: bool = False
+    """The label is a class (classification: an integer or text), not a number to regress on."""
 
 
 def _utf8_lines(uri: str) -> Iterator[tuple[int, str]]:
@@ -47,7 +52,46 @@ def _number(uri: str, line: int, column: str, value: Any, unit: str = "line") ->
     return out
 
 
-def read_schema(uri: str, fmt: str, label_column: str) -> TableSchema:
+def class_label(uri: str, line: int, column: str, value: Any, unit: str = "line") -> ClassLabel:
+    """A class label: an integer when the value is a whole number (1, "1", 1.0 and "1.0" alike), else its text."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise DataError(uri, f"column {column!r} is empty; every row needs a class label", line=line, unit=unit)
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            number = float(text)
+        except ValueError:
+            return text
+    elif isinstance(value, float):
+        number = value
+    else:
+        raise DataError(uri, f"column {column!r} holds {value!r}; expected a class label (an integer or text)",
+                        line=line, unit=unit)
+    if not math.isfinite(number):
+        raise DataError(uri, f"column {column!r} holds {value!r}; expected a class label (an integer or text)",
+                        line=line, unit=unit)
+    if number != int(number):
+        raise DataError(uri, f"column {column!r} holds {value!r}, a fractional number: classification needs class "
+                        "labels (integers or text). For a continuous target use --task=tabular-regression",
+                        line=line, unit=unit)
+    return int(number)
+
+
+def _label(uri: str, line: int, schema: TableSchema, value: Any, unit: str = "line") -> float | ClassLabel:
+    if schema.class_labels:
+        return class_label(uri, line, schema.label, value, unit)
+    return _number(uri, line, schema.label, value, unit)
+
+
+def read_schema(uri: str, fmt: str, label_column: str, class_labels: bool = False) -> TableSchema:
     """The columns of a shard: every column except the label is a feature."""
     if fmt == "csv":
         for _, text in _utf8_lines(uri):
@@ -79,7 +123,7 @@ def read_schema(uri: str, fmt: str, label_column: str) -> TableSchema:
     features = tuple(c for c in columns if c != label_column)
     if not features:
         raise DataError(uri, f"has only the label column {label_column!r}; expected at least one feature column")
-    return TableSchema(features=features, label=label_column)
+    return TableSchema(features=features, label=label_column, class_labels=class_labels)
 
 
 def read_rows(uri: str, fmt: str, schema: TableSchema) -> Iterator[Row]:
@@ -124,8 +168,8 @@ def _csv_rows(uri: str, schema: TableSchema) -> Iterator[Row]:
             continue
         if len(fields) != width:
             raise DataError(uri, f"has {len(fields)} fields; the header has {width} (a ragged row)", line=line)
-        values = [_number(uri, line, columns[k], fields[i]) for k, i in enumerate(order)]
-        yield line, values[:-1], values[-1]
+        features = [_number(uri, line, columns[k], fields[i]) for k, i in enumerate(order[:-1])]
+        yield line, features, _label(uri, line, schema, fields[order[-1]])
 
 
 def _json_object(uri: str, line: int, text: str) -> dict[str, Any]:
@@ -147,8 +191,8 @@ def _jsonl_rows(uri: str, schema: TableSchema) -> Iterator[Row]:
         missing = [c for c in columns if c not in record]
         if missing:
             raise DataError(uri, f"lacks {missing}; every record needs {columns}", line=line)
-        values = [_number(uri, line, c, record[c]) for c in columns]
-        yield line, values[:-1], values[-1]
+        features = [_number(uri, line, c, record[c]) for c in schema.features]
+        yield line, features, _label(uri, line, schema, record[schema.label])
 
 
 def _parquet_rows(uri: str, schema: TableSchema) -> Iterator[Row]:
@@ -163,5 +207,6 @@ def _parquet_rows(uri: str, schema: TableSchema) -> Iterator[Row]:
             data = [batch.column(i).to_pylist() for i in range(len(columns))]
             for values in zip(*data, strict=True):
                 row += 1
-                numbers = [_number(uri, row, c, v, unit="row") for c, v in zip(columns, values, strict=True)]
-                yield row, numbers[:-1], numbers[-1]
+                features = [_number(uri, row, c, v, unit="row")
+                            for c, v in zip(schema.features, values[:-1], strict=True)]
+                yield row, features, _label(uri, row, schema, values[-1], unit="row")

@@ -11,7 +11,7 @@ import pytest
 from tests import datagen
 from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 
-METRIC_KEYS = {"schema_version", "task", "model", "strategy", "world_size", "steps", "final", "epochs",
+METRIC_KEYS = {"schema_version", "task", "model", "strategy", "world_size", "steps", "final", "epochs", "evaluation",
                "samples_per_second", "tokens_per_second", "wall_time_seconds", "mfu", "batch"}
 
 

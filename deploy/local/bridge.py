@@ -1,0 +1,338 @@
+"""The delivery bridge: Pub/Sub push for the local stack, with the subscription's retry and dead-letter policies.
+
+Google's Pub/Sub emulator can push, but once pushes to an endpoint fail a few times in a row (a function killed or
+answering 500) it stops pushing to it for tens of minutes, whatever the retry policy says (docs/local_stack.md).
+Google Cloud keeps redelivering with the policy's back-off. So on the local stack each function's subscription is a
+pull subscription, created with the topology's dead-letter policy, and this process pushes from it:
+
+- pull, POST the push request Google sends ({"message": ..., "subscription": ..., "deliveryAttempt": N}) to the
+  function, and acknowledge only once it answers 102, 200, 201, 202 or 204: nothing is acknowledged unprocessed;
+- on any other answer, or none within the ack deadline, leave the message unacknowledged for the back-off of
+  `retry_delay` (the emulator redelivers it when that deadline passes, counting one more delivery attempt);
+- after the last allowed attempt, nack it at once: the emulator publishes it to the dead-letter topic with the
+  attributes Google adds (CloudPubSubDeadLetterSourceDeliveryCount, ...Subscription, ...TopicPublishTime).
+
+`python -m deploy.local.bridge --project P --endpoint NAME=URL ...` (one --endpoint per function) prints READY_LINE
+once it has found every subscription, and stops on SIGTERM or SIGINT after the deliveries in flight have answered
+(at most STOP_GRACE_S; what is left is redelivered when its ack deadline passes, as after a crash).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import http.client
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from deploy.topology import FunctionRoute, RetryPolicy, load_topology
+
+READY_LINE = "landfall delivery bridge ready"
+"""Printed once every subscription was found; the local stack waits for it (processes.ServiceSpec.ready_log_line)."""
+ACK_STATUSES = frozenset({102, 200, 201, 202, 204})
+"""The HTTP answers Pub/Sub push takes as an acknowledgement; any other one, or none, is a failed delivery."""
+PULL_WAIT_S = 2.0
+"""How long one pull waits for messages; also how long a stop may wait for the pulls to return."""
+STOP_GRACE_S = 5.0
+MAX_OUTSTANDING = 16
+"""Deliveries in flight per subscription (Pub/Sub push also bounds outstanding messages per subscription)."""
+UNAVAILABLE_RETRY_S = 1.0
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+
+
+@dataclass(frozen=True)
+class Route:
+    """One subscription the bridge pushes from, and where to."""
+
+    function: str
+    subscription: str
+    """projects/P/subscriptions/S"""
+    endpoint: str
+    ack_deadline_seconds: int
+    retry: RetryPolicy
+    max_delivery_attempts: int
+
+
+def routes_for(functions: Sequence[FunctionRoute], project: str, endpoints: Mapping[str, str]) -> list[Route]:
+    """A Route per function that has an endpoint; every endpoint must name a function of the topology."""
+    known = {f.name: f for f in functions}
+    unknown = sorted(set(endpoints) - set(known))
+    if unknown:
+        raise ValueError(f"--endpoint names unknown functions {unknown}; the topology has {sorted(known)}")
+    return [Route(function=f.name, subscription=f"projects/{project}/subscriptions/{f.subscription}",
+                  endpoint=endpoints[f.name], ack_deadline_seconds=f.ack_deadline_seconds, retry=f.retry,
+                  max_delivery_attempts=f.dead_letter.max_delivery_attempts)
+            for f in functions if f.name in endpoints]
+
+
+def retry_delay(policy: RetryPolicy, failed_attempt: int) -> int:
+    """Seconds before redelivering a message whose delivery `failed_attempt` (1 = the first) failed: the minimum
+    back-off, doubled for every earlier failure, capped at the maximum."""
+    if failed_attempt < 1:
+        raise ValueError(f"delivery attempts count from 1, got {failed_attempt}")
+    doubled = policy.minimum_backoff_seconds * 2 ** min(failed_attempt - 1, 30)
+    return min(policy.maximum_backoff_seconds, doubled)
+
+
+def rfc3339(value: Any) -> str:
+    """A publish time as Pub/Sub push writes it: RFC 3339 in UTC with a Z."""
+    text = value.rfc3339() if hasattr(value, "rfc3339") else value.isoformat()
+    return str(text).replace("+00:00", "Z")
+
+
+def push_body(message: Any, subscription: str, delivery_attempt: int) -> dict[str, Any]:
+    """The JSON body of Google's push request for one PubsubMessage. Both spellings of the id and the time are
+    there, as in Google's push; deliveryAttempt is there when the subscription has a dead-letter policy (> 0)."""
+    published = rfc3339(message.publish_time)
+    body_message: dict[str, Any] = {
+        "data": base64.b64encode(bytes(message.data)).decode("ascii"),
+        "messageId": message.message_id,
+        "message_id": message.message_id,
+        "publishTime": published,
+        "publish_time": published,
+    }
+    if message.attributes:
+        body_message["attributes"] = dict(message.attributes)
+    if message.ordering_key:
+        body_message["orderingKey"] = message.ordering_key
+    body: dict[str, Any] = {"message": body_message, "subscription": subscription}
+    if delivery_attempt > 0:
+        body["deliveryAttempt"] = delivery_attempt
+    return body
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Push does not follow redirects: a 3xx answer is a failed delivery like any other non-acknowledging status."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def post(url: str, body: Mapping[str, Any], timeout_s: float) -> tuple[int | None, str]:
+    """POST body as JSON; returns (HTTP status, "") or (None, why nothing usable came back)."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            response.read()
+            return int(response.status), ""
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), str(exc.reason)
+    except urllib.error.URLError as exc:
+        return None, str(exc.reason)
+    except (OSError, http.client.HTTPException) as exc:
+        return None, f"{exc.__class__.__name__}: {exc}"
+
+
+def _say(text: str) -> None:
+    """One line of the bridge's log, stamped with the UTC time (retries are read against it)."""
+    print(f"{datetime.now(UTC).isoformat(timespec='milliseconds').replace('+00:00', 'Z')} {text}", flush=True)
+
+
+Report = Callable[[str], None]
+"""Where the bridge writes what happened (a failed delivery, a dead letter, a pull error): one line each."""
+
+
+class Pump:
+    """Pulls one subscription and delivers each message on its own thread, at most MAX_OUTSTANDING at a time."""
+
+    def __init__(self, route: Route, subscriber: Any, stopping: threading.Event, report: Report,
+                 max_outstanding: int = MAX_OUTSTANDING) -> None:
+        self.route = route
+        self._say = report
+        self._subscriber = subscriber
+        self._stopping = stopping
+        self._max = max_outstanding
+        self._in_flight = 0
+        self._changed = threading.Condition()
+        self.thread = threading.Thread(target=self._pull_loop, name=f"pump-{route.function}", daemon=True)
+
+    def idle(self, timeout_s: float) -> bool:
+        """Wait until no delivery is in flight (at most timeout_s); True if none is."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
+
+    def _pull_loop(self) -> None:
+        from google.api_core import exceptions as gexc
+
+        failing = False
+        while not self._stopping.is_set():
+            with self._changed:
+                self._changed.wait_for(lambda: self._in_flight < self._max, timeout=PULL_WAIT_S)
+                room = self._max - self._in_flight
+            if room <= 0:
+                continue
+            try:
+                response = self._subscriber.pull(
+                    request={"subscription": self.route.subscription, "max_messages": room},
+                    timeout=PULL_WAIT_S, retry=None)
+            except gexc.DeadlineExceeded:
+                continue
+            except Exception as exc:  # a pump that died would stop this subscription's deliveries for good
+                if not failing:
+                    detail = exc.message if isinstance(exc, gexc.GoogleAPICallError) else exc
+                    self._say(f"{self.route.function}: pull from {self.route.subscription} failed "
+                              f"({exc.__class__.__name__}: {detail}); retrying every {UNAVAILABLE_RETRY_S:g}s")
+                failing = True
+                self._stopping.wait(UNAVAILABLE_RETRY_S)
+                continue
+            if failing:
+                self._say(f"{self.route.function}: pulling from {self.route.subscription} again")
+                failing = False
+            for received in response.received_messages:
+                with self._changed:
+                    self._in_flight += 1
+                threading.Thread(target=self._deliver_one, args=(received,), daemon=True,
+                                 name=f"deliver-{self.route.function}").start()
+
+    def _deliver_one(self, received: Any) -> None:
+        try:
+            self.deliver(received)
+        except Exception:  # left unsettled, the message comes back when its ack deadline passes
+            self._say(f"{self.route.function}: delivering message {received.message.message_id} failed in the "
+                      f"bridge; it is redelivered when its ack deadline passes:\n{traceback.format_exc()}")
+        finally:
+            with self._changed:
+                self._in_flight -= 1
+                self._changed.notify_all()
+
+    def deliver(self, received: Any) -> None:
+        """Push one received message and settle it: acknowledge, leave for the back-off, or dead-letter."""
+        route = self.route
+        attempt = int(received.delivery_attempt)
+        message_id = received.message.message_id
+        started = time.monotonic()
+        status, why = post(route.endpoint, push_body(received.message, route.subscription, attempt),
+                           route.ack_deadline_seconds)
+        if status in ACK_STATUSES:
+            self._settle("acknowledge", received.ack_id, None, message_id)
+            return
+        answer = f"HTTP {status}" if status is not None else f"no answer ({why})"
+        if time.monotonic() - started >= route.ack_deadline_seconds:
+            self._say(f"{route.function}: message {message_id} attempt {attempt} failed: {answer} within the ack "
+                      f"deadline ({route.ack_deadline_seconds}s); Pub/Sub redelivers it now")
+            return
+        if attempt >= route.max_delivery_attempts:
+            self._say(f"{route.function}: message {message_id} attempt {attempt} of {route.max_delivery_attempts} "
+                      f"failed: {answer}; dead-lettered")
+            self._settle("modify_ack_deadline", received.ack_id, 0, message_id)
+            return
+        delay = retry_delay(route.retry, max(attempt, 1))
+        self._say(f"{route.function}: message {message_id} attempt {attempt} of {route.max_delivery_attempts} "
+                  f"failed: {answer}; next attempt in {delay}s")
+        self._settle("modify_ack_deadline", received.ack_id, delay, message_id)
+
+    def _settle(self, how: str, ack_id: str, seconds: int | None, message_id: str) -> None:
+        from google.api_core import exceptions as gexc
+
+        request: dict[str, Any] = {"subscription": self.route.subscription, "ack_ids": [ack_id]}
+        if seconds is not None:
+            request["ack_deadline_seconds"] = seconds
+        try:
+            getattr(self._subscriber, how)(request=request)
+        except gexc.GoogleAPICallError as exc:
+            self._say(f"{self.route.function}: {how} of message {message_id} failed ({exc.__class__.__name__}: "
+                      f"{exc.message}); Pub/Sub redelivers it when its ack deadline passes")
+
+
+class Bridge:
+    """Every route's pump, started and stopped together."""
+
+    def __init__(self, routes: Sequence[Route], max_outstanding: int = MAX_OUTSTANDING,
+                 report: Report = _say) -> None:
+        from google.cloud import pubsub_v1
+
+        self._subscriber = pubsub_v1.SubscriberClient()
+        self._stopping = threading.Event()
+        self.pumps = [Pump(route, self._subscriber, self._stopping, report, max_outstanding) for route in routes]
+
+    def check_subscriptions(self) -> None:
+        """Raise LookupError naming the first subscription the emulator does not have."""
+        from google.api_core.exceptions import NotFound
+
+        for pump in self.pumps:
+            try:
+                self._subscriber.get_subscription(request={"subscription": pump.route.subscription}, timeout=10)
+            except NotFound as exc:
+                raise LookupError(f"subscription {pump.route.subscription} does not exist on the Pub/Sub emulator "
+                                  f"at {os.environ.get('PUBSUB_EMULATOR_HOST')}; `landfall up` creates it") from exc
+
+    def start(self) -> None:
+        for pump in self.pumps:
+            pump.thread.start()
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> bool:
+        """Stop pulling, then wait up to grace_s for the deliveries in flight; True if all of them answered."""
+        self._stopping.set()
+        for pump in self.pumps:
+            pump.thread.join(PULL_WAIT_S + 1)
+        deadline = time.monotonic() + grace_s
+        settled = all(pump.idle(max(0.0, deadline - time.monotonic())) for pump in self.pumps)
+        self._subscriber.close()
+        return settled
+
+
+def _endpoints(values: Sequence[str]) -> dict[str, str]:
+    endpoints: dict[str, str] = {}
+    for value in values:
+        name, _, url = value.partition("=")
+        if not name or not url.startswith(("http://", "https://")):
+            raise ValueError(f"--endpoint expects FUNCTION=http://HOST:PORT/, got {value!r}")
+        endpoints[name] = url
+    return endpoints
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.local.bridge",
+                                     description="Push each function's Pub/Sub subscription to its endpoint, with "
+                                                 "the topology's retry and dead-letter policies.")
+    parser.add_argument("--project", default=os.environ.get("GOOGLE_CLOUD_PROJECT") or load_topology().project_id,
+                        help="project of the subscriptions (default: GOOGLE_CLOUD_PROJECT, else the topology's)")
+    parser.add_argument("--endpoint", action="append", default=[], metavar="FUNCTION=URL", required=True,
+                        help="push FUNCTION's subscription to URL (repeatable)")
+    parser.add_argument("--max-outstanding", type=int, default=MAX_OUTSTANDING, metavar="N",
+                        help=f"deliveries in flight per subscription (default {MAX_OUTSTANDING})")
+    args = parser.parse_args(argv)
+    if not os.environ.get("PUBSUB_EMULATOR_HOST"):
+        parser.error("PUBSUB_EMULATOR_HOST is not set: the bridge stands in for Pub/Sub push on the local stack "
+                     "only (`landfall up` starts it)")
+    if args.max_outstanding < 1:
+        parser.error(f"--max-outstanding must be >= 1, got {args.max_outstanding}")
+    try:
+        routes = routes_for(load_topology().functions, args.project, _endpoints(args.endpoint))
+    except ValueError as exc:
+        parser.error(str(exc))
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # before the client starts its threads: they inherit it
+    bridge = Bridge(routes, args.max_outstanding)
+    try:
+        bridge.check_subscriptions()
+    except LookupError as exc:
+        print(f"landfall delivery bridge: {exc}", file=sys.stderr, flush=True)
+        return 1
+    bridge.start()
+    _say(f"{READY_LINE}: " + ", ".join(f"{r.subscription} -> {r.endpoint} (back-off {r.retry.minimum_backoff_seconds}"
+                                        f"-{r.retry.maximum_backoff_seconds}s, dead letter after "
+                                        f"{r.max_delivery_attempts})" for r in routes))
+    received = signal.sigwaitinfo(STOP_SIGNALS)
+    settled = bridge.stop()
+    _say(f"landfall delivery bridge stopped by {signal.Signals(received.si_signo).name}"
+         + ("" if settled else "; deliveries still in flight are redelivered when their ack deadline passes"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""End to end, as docs/ingest.md tells a user to do it: a dataset with a `landfall.json` override and text class
+labels ends SUCCEEDED (issue 15: the trainer read landfall.json as a shard, and text labels failed)."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from deploy.local import stack
+from schemas.run_record import TERMINAL_STATES, RunState
+from schemas.training_request import run_id_for
+from tests.polling import wait_for
+
+pytestmark = pytest.mark.e2e
+LABELS = ("benign", "malignant")
+
+
+def _csv(rows: int, seed: int) -> str:
+    rng = random.Random(seed)
+    lines = ["radius,texture,area,diagnosis"]
+    for _ in range(rows):
+        radius, texture, area = rng.gauss(0, 1), rng.gauss(0, 1), rng.gauss(600, 300)
+        lines.append(f"{radius:.4f},{texture:.4f},{area:.1f},{LABELS[int(radius + 2 * texture > 0.5)]}")
+    return "\n".join(lines) + "\n"
+
+
+def test_override_and_text_labels_end_succeeded(local_stack: stack.StackInfo, firestore_runs: Any,
+                                                landing_bucket: Any) -> None:
+    prefix = "datasets/e2e-override-text-labels/"
+    for i in range(2):
+        landing_bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(_csv(300, seed=i), content_type="text/csv")
+    overrides = {"hyperparameters": {"epochs": 3}, "model": {"label_column": "diagnosis"}}
+    landing_bucket.blob(f"{prefix}landfall.json").upload_from_string(json.dumps(overrides))
+    marker = landing_bucket.blob(f"{prefix}_SUCCESS")
+    marker.upload_from_string(b"")
+    run_id = run_id_for(f"gcs:{landing_bucket.name}/{prefix}:{marker.generation}")
+
+    def ended() -> dict[str, Any] | None:
+        snap = firestore_runs.document(run_id).get()
+        doc = snap.to_dict() if snap.exists else None
+        return doc if doc and RunState(doc["state"]) in TERMINAL_STATES else None
+
+    try:
+        doc = wait_for(ended, 240, f"run {run_id} to end", step=0.5)
+    except AssertionError:
+        snap = firestore_runs.document(run_id).get()
+        logs = local_stack.state_dir / "logs"
+        tails = {p.name: p.read_text()[-1500:] for p in sorted(logs.glob("*.log"))}
+        raise AssertionError(f"run {run_id}: {snap.to_dict() if snap.exists else 'no record'}\n{tails}") from None
+    assert doc["state"] == "SUCCEEDED", doc.get("error")
+    assert doc["request"]["hyperparameters"]["epochs"] == 3
+    assert doc["request"]["model"]["label_column"] == "diagnosis"
+    assert doc["request"]["dataset"]["object_count"] == 2  # landfall.json and _SUCCESS are not data
+    metrics = doc["metrics"]
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
+    assert metrics["evaluation"]["split"] == "held-out" and metrics["evaluation"]["samples"] > 0
+    assert metrics["final"]["accuracy"] >= 0.9
+
+    from trainer.model_io import load_model
+
+    loaded = load_model(doc["artifacts"]["model_dir"])
+    assert loaded.classes == list(LABELS)
+    assert loaded.predict([[2.0, 2.0, 600.0], [-2.0, -2.0, 600.0]]) == ["malignant", "benign"]

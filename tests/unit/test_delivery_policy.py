@@ -1,0 +1,136 @@
+"""The pure parts of Pub/Sub delivery on the local stack: the topology's retry and dead-letter policies, the back-off
+table, and the push request the bridge sends (which functions-framework turns into the function's CloudEvent)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.local.bridge import ACK_STATUSES, push_body, retry_delay, routes_for
+from deploy.topology import RetryPolicy, TopologyError, load_topology
+
+TOPOLOGY = Path(__file__).resolve().parents[2] / "deploy" / "topology.toml"
+
+
+@pytest.mark.parametrize(("minimum", "maximum", "delays"), [
+    (1, 60, [1, 2, 4, 8, 16, 32, 60, 60]),
+    (10, 60, [10, 20, 40, 60, 60]),
+    (1, 4, [1, 2, 4, 4]),
+    (0, 0, [0, 0]),
+    (600, 600, [600, 600]),
+])
+def test_back_off_doubles_from_the_minimum_up_to_the_maximum(minimum: int, maximum: int, delays: list[int]) -> None:
+    policy = RetryPolicy(minimum_backoff_seconds=minimum, maximum_backoff_seconds=maximum)
+    assert [retry_delay(policy, attempt) for attempt in range(1, len(delays) + 1)] == delays
+
+
+def test_back_off_counts_attempts_from_one() -> None:
+    with pytest.raises(ValueError, match="count from 1"):
+        retry_delay(RetryPolicy(1, 60), 0)
+    assert retry_delay(RetryPolicy(1, 60), 10_000) == 60
+
+
+def test_only_the_statuses_push_takes_as_an_acknowledgement_acknowledge() -> None:
+    assert {102, 200, 201, 202, 204} == ACK_STATUSES
+    assert not {203, 205, 301, 302, 400, 404, 409, 429, 500, 503} & ACK_STATUSES
+
+
+def _message(**fields: Any) -> Any:
+    from google.pubsub_v1.types import PubsubMessage
+
+    return PubsubMessage(message_id="42", publish_time=datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC), **fields)
+
+
+def test_push_request_is_the_one_google_sends() -> None:
+    body = push_body(_message(data=b'{"a": 1}', attributes={"eventType": "OBJECT_FINALIZE"}),
+                     "projects/p/subscriptions/s", 3)
+    assert body == {
+        "message": {"data": "eyJhIjogMX0=", "attributes": {"eventType": "OBJECT_FINALIZE"},
+                    "messageId": "42", "message_id": "42",
+                    "publishTime": "2026-01-02T03:04:05.678Z", "publish_time": "2026-01-02T03:04:05.678Z"},
+        "subscription": "projects/p/subscriptions/s",
+        "deliveryAttempt": 3,
+    }
+
+
+def test_push_request_leaves_out_what_the_message_lacks_but_always_has_data() -> None:
+    body = push_body(_message(), "projects/p/subscriptions/s", 0)
+    assert body["message"]["data"] == ""
+    assert "attributes" not in body["message"] and "orderingKey" not in body["message"]
+    assert "deliveryAttempt" not in body  # only with a dead-letter policy
+    assert push_body(_message(ordering_key="k"), "s", 1)["message"]["orderingKey"] == "k"
+
+
+def test_functions_framework_turns_the_push_request_into_the_functions_cloudevent(tmp_path: Path) -> None:
+    import functions_framework
+
+    source = tmp_path / "push_target.py"
+    source.write_text("import functions_framework\n"
+                      "from functions import envelopes\n"
+                      "SEEN = []\n"
+                      "@functions_framework.cloud_event\n"
+                      "def target(event):\n"
+                      "    SEEN.append((event['type'], envelopes.pubsub_message(event)))\n")
+    app = functions_framework.create_app("target", str(source), "cloudevent")
+    body = push_body(_message(data=b"payload", attributes={"k": "v"}), "projects/p/subscriptions/s", 2)
+    response = app.test_client().post("/", data=json.dumps(body), content_type="application/json")
+    assert response.status_code == 200
+    ((kind, message),) = sys.modules["push_target"].SEEN  # the module functions-framework loaded from `source`
+    assert kind == "google.cloud.pubsub.topic.v1.messagePublished"
+    assert (message.data, message.attributes, message.message_id) == (b"payload", {"k": "v"}, "42")
+    assert message.publish_time == "2026-01-02T03:04:05.678Z"
+
+
+def test_every_function_has_a_retry_and_a_dead_letter_policy_within_pubsub_limits() -> None:
+    topology = load_topology()
+    assert topology.dead_letter_topic in topology.topics
+    for route in topology.functions:
+        assert 10 <= route.ack_deadline_seconds <= 600
+        assert 0 <= route.retry.minimum_backoff_seconds <= route.retry.maximum_backoff_seconds <= 600
+        assert 5 <= route.dead_letter.max_delivery_attempts <= 100
+        assert route.dead_letter.topic == topology.dead_letter_topic != route.topic
+        # Four failed deliveries are retried: there is a fifth.
+        assert route.dead_letter.max_delivery_attempts >= 5
+    dispatch = topology.function("dispatch")
+    patience = sum(retry_delay(dispatch.retry, n) for n in range(1, dispatch.dead_letter.max_delivery_attempts))
+    assert patience > 120, "the dispatcher must keep retrying past a crashed delivery's submission lease (120 s)"
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("max_delivery_attempts = 15", "max_delivery_attempts = 4",
+     r"functions.dispatch.dead_letter.max_delivery_attempts` must be a whole number from 5 to 100, got 4"),
+    ("ack_deadline_seconds = 120", "ack_deadline_seconds = 5",
+     r"functions.dispatch.ack_deadline_seconds` must be a whole number from 10 to 600, got 5"),
+    ("retry = { minimum_backoff_seconds = 1, maximum_backoff_seconds = 60 }\n"
+     'dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
+     "retry = { minimum_backoff_seconds = 90, maximum_backoff_seconds = 60 }\n"
+     'dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
+     r"functions.dispatch.retry: minimum_backoff_seconds \(90\) exceeds maximum_backoff_seconds \(60\)"),
+    ('dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
+     'dead_letter = { topic = "landfall-job-events", max_delivery_attempts = 15 }',
+     r"functions.dispatch.dead_letter.topic is 'landfall-job-events'; dead letters go to topics.dead_letter.name"),
+    ('dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }', "",
+     r"missing `functions.dispatch.dead_letter.topic`"),
+])
+def test_a_bad_delivery_policy_is_refused_naming_the_key(tmp_path: Path, old: str, new: str, message: str) -> None:
+    text = TOPOLOGY.read_text()
+    dispatch = text.index("[functions.dispatch]")
+    assert old in text[dispatch:], old
+    changed = tmp_path / "topology.toml"
+    changed.write_text(text[:dispatch] + text[dispatch:].replace(old, new, 1))
+    with pytest.raises(TopologyError, match=message):
+        load_topology(changed)
+
+
+def test_bridge_routes_follow_the_topology_and_refuse_unknown_functions() -> None:
+    topology = load_topology()
+    routes = routes_for(topology.functions, "proj", {"dispatch": "http://127.0.0.1:1/"})
+    assert [(r.function, r.subscription, r.max_delivery_attempts) for r in routes] == [
+        ("dispatch", "projects/proj/subscriptions/landfall-training-requests-dispatch", 15)]
+    with pytest.raises(ValueError, match=r"unknown functions \['dispach'\]"):
+        routes_for(topology.functions, "proj", {"dispach": "http://127.0.0.1:1/"})
