@@ -78,7 +78,7 @@ def session(config: TrainConfig, env: DistEnv, device: str, counter: SyncCounter
     return Session(config=config, env=env, device=device, precision=precision, corpus=None,  # type: ignore[arg-type]
                    counts=None, steps_per_epoch=[0], total_steps=0, wrapped=wrapped,  # type: ignore[arg-type]
                    scheduler=scheduler, scaler=precision.grad_scaler(), store=None, events=None,  # type: ignore[arg-type]
-                   data_spec={})
+                   data_spec={}, evaluation=None)  # type: ignore[arg-type]
 
 
 def train(s: Session, steps: int, counter: SyncCounter) -> tuple[list[float], list[list[float]], int]:
