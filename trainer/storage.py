@@ -105,13 +105,18 @@ def write_bytes(uri: str, data: bytes, content_type: str = "application/octet-st
     if is_gcs(uri):
         _blob(uri).upload_from_string(data, content_type=content_type)
         return
+    os.replace(_complete_temporary(uri, data), uri)
+
+
+def _complete_temporary(uri: str, data: bytes) -> str:
+    """data written and synced beside uri under a temporary name, so uri only ever appears whole."""
     os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
     tmp = f"{uri}.tmp-{os.getpid()}"
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, uri)
+    return tmp
 
 
 def create_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
@@ -126,12 +131,7 @@ def create_bytes(uri: str, data: bytes, content_type: str = "application/octet-s
         except PreconditionFailed:
             return False
         return True
-    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
-    tmp = f"{uri}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    tmp = _complete_temporary(uri, data)
     try:
         os.link(tmp, uri)
     except FileExistsError:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from functions.errors import as_transient
-from functions.gcp.firestore_tx import in_transaction
+from functions.gcp.firestore_tx import create_if_absent, in_transaction
 from functions.records.dataset_versions import (
     Doc,
     claim,
@@ -56,16 +56,9 @@ class DatasetsStore:
 
     def mark_collecting(self, doc: Doc) -> bool:
         """Quiet-period: note that objects are arriving (the caller has seen it is not COLLECTING already)."""
-        from google.api_core.exceptions import Conflict
-
         ref = self._dataset_ref(doc["dataset_id"])
-        try:
-            ref.create(doc)
+        if create_if_absent(ref, doc):
             return True
-        except Conflict:
-            pass
-        except Exception as exc:
-            raise as_transient(exc, "Firestore") from exc
 
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:
             if cur and cur.get("status") == DatasetStatus.COLLECTING:
@@ -88,17 +81,10 @@ class DatasetsStore:
     # versions (the outbox) -------------------------------------------------------------------------------------
     def claim_version(self, doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim[Doc]:
         """Create the version as CLAIMED by owner, or take it over if its earlier claim lapsed or it was WAITING."""
-        from google.api_core.exceptions import Conflict
-
         fresh = first_claim(doc, owner=owner, now=now, lease_seconds=lease_seconds)
         ref = self._version_ref(doc["run_id"])
-        try:
-            ref.create(fresh)
+        if create_if_absent(ref, fresh):
             return Claim(ClaimOutcome.CLAIMED, fresh)
-        except Conflict:
-            pass
-        except Exception as exc:
-            raise as_transient(exc, "Firestore") from exc
 
         def change(cur: Doc | None) -> tuple[Doc | None, Claim[Doc]]:
             if cur is None:
@@ -132,19 +118,13 @@ class DatasetsStore:
     def claim_content(self, doc: Doc, *, now: datetime, retrain: bool = False) -> Claim[Doc]:
         """Let version doc["run_id"] publish this content: created with create() by the first version that gets
         here; otherwise decided in a transaction that also reads the version the content names (content_claim)."""
-        from google.api_core.exceptions import Conflict
         from google.cloud import firestore
 
         ref = self._content_ref(doc)
         if not retrain:
             fresh = content_claim(None, None, doc, now=now, retrain=False).doc
-            try:
-                ref.create(fresh)
+            if create_if_absent(ref, fresh):
                 return Claim(ClaimOutcome.CLAIMED, fresh)
-            except Conflict:
-                pass
-            except Exception as exc:
-                raise as_transient(exc, "Firestore") from exc
 
         @firestore.transactional
         def body(transaction: Any) -> Claim[Doc]:

@@ -34,3 +34,16 @@ def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[D
         raise TransientError(f"Firestore transaction on {ref.path} kept colliding ({exc}); will retry") from exc
     except Exception as exc:
         raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc
+
+
+def create_if_absent(ref: Any, doc: Doc) -> bool:
+    """Create the document unless one exists (Firestore create(): one caller wins a race); False when it existed."""
+    from google.api_core.exceptions import Conflict
+
+    try:
+        ref.create(doc)
+    except Conflict:
+        return False
+    except Exception as exc:
+        raise as_transient(exc, f"Firestore create of {ref.path}") from exc
+    return True
