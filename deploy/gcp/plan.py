@@ -308,10 +308,13 @@ def scheduler_job(schedule: str) -> str:
 
 
 def routed_prefixes(bucket: str) -> tuple[str, ...]:
-    """The prefixes of deploy/routes.toml whose bucket glob matches the landing bucket (one notification each)."""
-    from functions.ingest.routes import load_routes
+    """The prefixes of deploy/routes.toml whose bucket glob matches the landing bucket (one notification each).
 
-    prefixes = [route.prefix for route in load_routes() if fnmatch.fnmatchcase(bucket, route.bucket)]
+    The shipped file, named explicitly: it is what the bundles carry, and deploying reads no function settings.
+    """
+    from functions.ingest.routes import ROUTES_FILE, load_routes
+
+    prefixes = [route.prefix for route in load_routes(ROUTES_FILE) if fnmatch.fnmatchcase(bucket, route.bucket)]
     if "" in prefixes:
         return ("",)
     return tuple(dict.fromkeys(p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes)))

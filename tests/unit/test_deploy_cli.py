@@ -34,3 +34,22 @@ def test_a_dry_run_without_what_it_needs_says_what_to_pass(args: list[str], says
     assert main(args) == 2
     out, err = capsys.readouterr()
     assert out == "" and says in err
+
+
+def test_a_dry_run_from_a_fresh_shell_needs_no_function_settings(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's shell has no GOOGLE_CLOUD_PROJECT or LANDFALL_* variables: deploy reads the shipped routes file, not
+    the functions' settings (it used to end in a SettingsError traceback)."""
+    from functions.ingest.routes import load_routes
+    from functions.settings import get_settings
+
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    monkeypatch.setenv("LANDFALL_ROUTES_FILE", "/nonexistent/routes.toml")
+    get_settings.cache_clear()
+    load_routes.cache_clear()
+    try:
+        assert main(["deploy", *SAMPLE_ARGS, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
+        assert capsys.readouterr().out == (GOLDEN_DIR / "deploy_dry_run.sh").read_text()
+    finally:
+        get_settings.cache_clear()
+        load_routes.cache_clear()
