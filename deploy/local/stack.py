@@ -60,8 +60,10 @@ def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
         "STORAGE_EMULATOR_HOST": storage,
         "LANDFALL_VERTEX_ENDPOINT": f"{services.HOST}:{ports['vertex']}",
         "LANDFALL_LANDING_BUCKET": topology.bucket,
-        # So that `gcloud storage cp FILE gs://...` reaches fake-gcs-server without credentials.
+        # So that `gcloud storage cp FILE gs://...` reaches fake-gcs-server and `gcloud pubsub ...` (publish, pull the
+        # dead letters) the Pub/Sub emulator, without credentials.
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{storage}/storage/v1/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_PUBSUB": f"http://{services.HOST}:{ports['pubsub']}/",
         "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
         "CLOUDSDK_CORE_PROJECT": topology.project_id,
     }
