@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from typing import Any
@@ -50,17 +49,18 @@ def read_run(run_id: str, command: str) -> RunRecord:
                            f"{run_id} --json` shows it as stored") from exc
 
 
-def list_run_documents(state: RunState | None, limit: int) -> list[dict[str, Any]]:
-    """Run documents, newest first. A state is filtered here, while streaming in created_at order, so that no
-    composite index is needed and the newest `limit` matches are the ones returned."""
+def recent_runs(state: str | None, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` runs (in `state` when given), newest first. A state is filtered by Firestore, which needs
+    the composite index (state, created_at desc) of deploy/firestore.indexes.json; the emulator needs none."""
     from google.cloud import firestore
+    from google.cloud.firestore_v1.base_query import FieldFilter
 
-    query = runs_collection().order_by("created_at", direction=firestore.Query.DESCENDING)
+    query = runs_collection()
     with client_boundary("read runs from Firestore"):
-        if state is None:
-            return [d.to_dict() for d in query.limit(limit).stream(timeout=CALL_TIMEOUT_S)]
-        docs = (d.to_dict() for d in query.stream(timeout=CALL_TIMEOUT_S))
-        return list(itertools.islice((d for d in docs if d.get("state") == state), limit))
+        if state:
+            query = query.where(filter=FieldFilter("state", "==", state))
+        query = query.order_by("created_at", direction=firestore.Query.DESCENDING).limit(limit)
+        return [d.to_dict() for d in query.stream(timeout=CALL_TIMEOUT_S)]
 
 
 def state_argument(text: str) -> RunState:
@@ -107,7 +107,7 @@ def _readable(docs: list[dict[str, Any]]) -> list[RunRecord]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    docs = list_run_documents(args.state, args.limit)
+    docs = recent_runs(args.state, args.limit)
     if args.json:
         print(json.dumps(docs, indent=2, default=str))
         return 0
