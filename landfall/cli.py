@@ -14,6 +14,7 @@ COMMAND_MODULES = ("stack", "demo", "runs", "logs", "datasets", "planning")
 STACK_NEEDS = {
     "runs": ("firestore",), "run": ("firestore",), "logs": ("firestore",),
     "datasets": ("firestore",), "dataset": ("firestore",), "sweep": ("pubsub",),
+    "retrain": ("firestore", "storage", "pubsub"),
 }
 """The services each command reads or writes; they are checked (landfall/reach.py) before the command runs, so a
 stopped stack is one line at once, not a client retrying for minutes. Commands not named here need no stack or,

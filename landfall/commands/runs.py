@@ -179,6 +179,10 @@ def describe_metrics(run: RunRecord) -> str:
     metrics = run.metrics or {}
     headers, rows = epoch_table(metrics)
     lines = [render_table(headers, rows)] if rows else ["metrics.json holds no per-epoch figures"]
+    evaluation = metrics.get("evaluation")
+    if isinstance(evaluation, dict) and evaluation.get("split"):
+        lines.append(f"measured on the {evaluation['split']} split: {evaluation.get('samples', '?')} samples "
+                     f"({evaluation.get('train_samples', '?')} in the training split)")
     figures = [f"{label} {_fmt(metrics.get(key))}" for key, label in (
         ("samples_per_second", "samples/s"), ("tokens_per_second", "tokens/s"), ("mfu", "MFU"),
         ("wall_time_seconds", "wall s")) if metrics.get(key) is not None]

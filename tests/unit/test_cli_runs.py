@@ -20,6 +20,7 @@ GOLDEN: dict[str, Any] = json.loads((Path(__file__).parents[2] / "schemas/exampl
 RUN_ID = GOLDEN["run_id"]
 JOB_ID = GOLDEN["vertex"]["job_id"]
 TABULAR = {"final": {"loss": 0.081, "accuracy": 0.975, "perplexity": None}, "samples_per_second": 5120.5,
+           "evaluation": {"split": "held-out", "samples": 200, "train_samples": 800, "val_fraction": 0.2},
            "wall_time_seconds": 41.2, "mfu": None, "tokens_per_second": None,
            "epochs": [{"epoch": 1, "loss": 0.4123, "accuracy": 0.91, "perplexity": None},
                       {"epoch": 2, "loss": 0.081, "accuracy": 0.975, "perplexity": None}]}
@@ -73,6 +74,7 @@ def test_run_metrics_is_a_table_per_epoch(stored: dict[str, Any], capsys: pytest
     assert code == 0 and err == ""
     assert out.splitlines()[:4] == ["EPOCH  LOSS    ACCURACY", "-----  ------  --------", "1      0.4123  0.91",
                                     "2      0.081   0.975"]
+    assert "measured on the held-out split: 200 samples (800 in the training split)" in out
     assert "samples/s 5120, wall s 41.2" in out and GOLDEN["artifacts"]["tensorboard_dir"] in out
     code, out, _ = landfall(["run", RUN_ID, "--metrics", "--json"], capsys)
     assert json.loads(out) == TABULAR["epochs"]

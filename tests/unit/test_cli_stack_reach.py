@@ -99,7 +99,8 @@ def stack_down(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(reach, "port_answers", lambda _host, _port: False)
 
 
-COMMANDS = [["runs"], ["run", "run-1"], ["logs", "run-1"], ["datasets"], ["dataset", "gs://b/p/"], ["sweep"]]
+COMMANDS = [["runs"], ["run", "run-1"], ["logs", "run-1"], ["datasets"], ["dataset", "gs://b/p/"], ["sweep"],
+            ["retrain", "gs://b/p/"]]
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda argv: argv[0])
@@ -127,7 +128,7 @@ def test_without_the_env_every_command_that_needs_the_stack_says_what_to_do(
 def test_commands_that_need_the_stack_are_the_ones_checked() -> None:
     commands = set(cli.build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     assert set(cli.STACK_NEEDS) <= commands
-    assert {"runs", "run", "logs", "datasets", "dataset", "sweep"} <= set(cli.STACK_NEEDS)
+    assert {"runs", "run", "logs", "datasets", "dataset", "sweep", "retrain"} <= set(cli.STACK_NEEDS)
     assert all(set(needs) <= set(reach.EMULATOR_VARIABLES) for needs in cli.STACK_NEEDS.values())
 
 
