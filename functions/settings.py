@@ -40,6 +40,16 @@ class Settings:
     submission_lease_seconds: int
     ingest_lease_seconds: int
     """LANDFALL_INGEST_LEASE_SECONDS: how long one delivery owns a dataset version before another may take over."""
+    max_job_attempts: int
+    """LANDFALL_MAX_JOB_ATTEMPTS: jobs one round of plans may use before the run waits (default 3)."""
+    wait_backoff_seconds: int
+    """LANDFALL_WAIT_BACKOFF_SECONDS: first wait of a run refused capacity everywhere; doubles each try (cap 1 h)."""
+    wait_give_up_seconds: int
+    """LANDFALL_WAIT_GIVE_UP_SECONDS: a run that has waited this long (or past its request's deadline) FAILS."""
+    long_wait_seconds: int
+    """LANDFALL_LONG_WAIT_SECONDS: a job queued or pending this long gets the reason noted on its run."""
+    cancel_orphans: bool
+    """LANDFALL_CANCEL_ORPHANS=1: the reconciler cancels labelled jobs no run names (else it only records them)."""
     list_page_size: int
     """LANDFALL_LIST_PAGE_SIZE: objects per page when listing a dataset prefix (Cloud Storage allows up to 1000)."""
     routes_file: str
@@ -97,6 +107,11 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
                                    "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest"),
         submission_lease_seconds=positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120),
         ingest_lease_seconds=positive("LANDFALL_INGEST_LEASE_SECONDS", 60),
+        max_job_attempts=positive("LANDFALL_MAX_JOB_ATTEMPTS", 3, upper=20),
+        wait_backoff_seconds=positive("LANDFALL_WAIT_BACKOFF_SECONDS", 60),
+        wait_give_up_seconds=positive("LANDFALL_WAIT_GIVE_UP_SECONDS", 86_400, upper=30 * 86_400),
+        long_wait_seconds=positive("LANDFALL_LONG_WAIT_SECONDS", 900),
+        cancel_orphans=env.get("LANDFALL_CANCEL_ORPHANS", "") in ("1", "true", "yes"),
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),

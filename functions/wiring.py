@@ -64,5 +64,19 @@ def dispatch_deps() -> DispatchDeps:
 
 
 def listener_deps() -> ListenerDeps:
+    from functions.dispatch.handler import attempt_policy, resubmit
+
     return ListenerDeps(store=runs_store(), vertex=vertex_jobs(), read_text=read_gcs_text(clients.storage_client()),
-                        now=utc_now)
+                        now=utc_now, resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
+                        policy=attempt_policy(get_settings()))
+
+
+def reconciler_deps() -> Any:
+    from functions.dispatch.handler import attempt_policy, resubmit
+    from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps
+
+    settings = get_settings()
+    return ReconcilerDeps(open_runs=lambda: runs_store().in_states(OPEN_STATES), vertex=vertex_jobs(),
+                          listener=listener_deps(), resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
+                          policy=attempt_policy(settings), lease_seconds=settings.submission_lease_seconds,
+                          now=utc_now)
