@@ -244,6 +244,8 @@ class Submission:
     attempts: tuple[SubmissionAttempt, ...] | None = None
     jobs: tuple[JobAttempt, ...] | None = None
     """Jobs of earlier attempts that ended for capacity, oldest first."""
+    job_ids: tuple[str, ...] | None = None
+    """The numeric ids of those jobs (the listener finds a run by an earlier job's id with array-contains)."""
     round: int | None = None
     """The current round of plans (None = 0)."""
     waiting: Waiting | None = None
@@ -258,6 +260,7 @@ class Submission:
             "fallbacks": None if self.fallbacks is None else [p.to_dict() for p in self.fallbacks],
             "attempts": None if self.attempts is None else [a.to_dict() for a in self.attempts],
             "jobs": None if self.jobs is None else [j.to_dict() for j in self.jobs],
+            "job_ids": None if self.job_ids is None else list(self.job_ids),
             "round": self.round,
             "waiting": None if self.waiting is None else self.waiting.to_dict(),
             "cancel": None if self.cancel is None else self.cancel.to_dict(),
@@ -364,6 +367,7 @@ def _submission(r: Reader | None) -> Submission:
         attempts=None if attempts is None else tuple(_attempt(Reader(a, f"{r.path}.attempts[{i}]"))
                                                      for i, a in enumerate(attempts)),
         jobs=None if jobs is None else tuple(_job(Reader(j, f"{r.path}.jobs[{i}]")) for i, j in enumerate(jobs)),
+        job_ids=None if r.data.get("job_ids") is None else tuple(str(i) for i in _list(r, "job_ids") or ()),
         round=None if r.data.get("round") is None else r.integer("round", minimum=0),
         waiting=None if waiting is None else Waiting(
             reason=waiting.string("reason", max_len=_TEXT), retry_at=waiting.string("retry_at", max_len=64),

@@ -52,6 +52,10 @@ class RunsStore(RunsRules):
         try:
             query = self._client.collection(self._collection).where(filter=FieldFilter("vertex.job_id", "==", job_id))
             docs = list(query.limit(2).stream())
+            if not docs:
+                earlier = self._client.collection(self._collection).where(
+                    filter=FieldFilter("submission.job_ids", "array_contains", job_id))
+                docs = list(earlier.limit(2).stream())
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
         return _record(docs[0].to_dict()) if docs else None

@@ -66,6 +66,8 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
                      UNKNOWN_JOB_PATIENCE)
             return "ignored:unknown-job"
         raise TransientError(f"no run records job {event.job_id} yet; the dispatcher may still be writing it")
+    if event.job_id in (run.submission.job_ids or ()):
+        return "ignored:earlier-attempt"
     if run.vertex is None:
         raise PermanentError(f"run {run.run_id} was found by job id {event.job_id} but records no Vertex job")
     job = deps.vertex.get(run.vertex.job_name)

@@ -107,7 +107,8 @@ def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime,
                              machine_type=cur.plan.machine_type if cur.plan else "", reason=reason, message=message,
                              at=stamp, round=_round(cur))
         recorded = replace(cur, vertex=None, submission=replace(
-            cur.submission, jobs=(*(cur.submission.jobs or ()), attempt), lease_until=stamp, owner=""))
+            cur.submission, jobs=(*(cur.submission.jobs or ()), attempt), lease_until=stamp, owner="",
+            job_ids=(*(cur.submission.job_ids or ()), cur.vertex.job_id)))
         number = len(recorded.submission.jobs or ()) + 1
         if candidates(recorded) and len(round_jobs(recorded)) < policy.max_job_attempts:
             new = transitioned(cur, RunState.SUBMITTING, now=now,

@@ -44,6 +44,7 @@ class FakeRuns(RunsRules):
     def find_by_job_id(self, job_id: str) -> RunRecord | None:
         with self._lock:
             docs = [d for d in self.docs.values() if (d.get("vertex") or {}).get("job_id") == job_id]
+            docs = docs or [d for d in self.docs.values() if job_id in d["submission"].get("job_ids", [])]
             return parse_run_record(copy.deepcopy(docs[0])) if docs else None
 
     def in_states(self, states: Iterable[str], *, page_size: int = 200) -> Iterator[RunRecord]:
