@@ -49,6 +49,9 @@ class Settings:
     """LANDFALL_WAIT_GIVE_UP_SECONDS: a run that has waited this long (or past its request's deadline) FAILS."""
     long_wait_seconds: int
     """LANDFALL_LONG_WAIT_SECONDS: a job queued or pending this long gets the reason noted on its run."""
+    reconcile_grace_seconds: int
+    """LANDFALL_RECONCILE_GRACE_SECONDS: a job that ended less than this long ago is left to the listener (its
+    events are on their way; a reconcile pass writing the same run at once only makes both collide)."""
     cancel_orphans: bool
     """LANDFALL_CANCEL_ORPHANS=1: the reconciler cancels labelled jobs no run names (else it only records them)."""
     list_page_size: int
@@ -67,10 +70,16 @@ class Settings:
     artifact_buckets: tuple[tuple[str, str], ...] = ()
     """LANDFALL_ARTIFACT_BUCKETS: `region=bucket,...`, where a job in that region writes its outputs (a region not
     listed writes to output_bucket)."""
+    run_results_topic: str = ""
+    """LANDFALL_RUN_RESULTS_TOPIC: where RunFinished messages go (default: topology topics.run_results)."""
 
     @property
     def requests_topic_path(self) -> str:
         return f"projects/{self.project}/topics/{self.requests_topic}"
+
+    @property
+    def run_results_topic_path(self) -> str:
+        return f"projects/{self.project}/topics/{self.run_results_topic}"
 
 
 def settings_from_env(env: Mapping[str, str]) -> Settings:
@@ -107,6 +116,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         dataset_versions_collection=env.get("LANDFALL_DATASET_VERSIONS_COLLECTION",
                                             topology.dataset_versions_collection),
         requests_topic=env.get("LANDFALL_REQUESTS_TOPIC", topology.requests_topic),
+        run_results_topic=env.get("LANDFALL_RUN_RESULTS_TOPIC", topology.run_results_topic),
         default_region=env.get("LANDFALL_DEFAULT_REGION", topology.default_region),
         allowed_buckets=allowed,
         vertex_endpoint=env.get("LANDFALL_VERTEX_ENDPOINT", ""),
@@ -121,6 +131,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         wait_backoff_seconds=positive("LANDFALL_WAIT_BACKOFF_SECONDS", 60),
         wait_give_up_seconds=positive("LANDFALL_WAIT_GIVE_UP_SECONDS", 86_400, upper=30 * 86_400),
         long_wait_seconds=positive("LANDFALL_LONG_WAIT_SECONDS", 900),
+        reconcile_grace_seconds=positive("LANDFALL_RECONCILE_GRACE_SECONDS", 60),
         cancel_orphans=env.get("LANDFALL_CANCEL_ORPHANS", "") in ("1", "true", "yes"),
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),

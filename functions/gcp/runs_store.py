@@ -64,8 +64,10 @@ class RunsStore(RunsRules):
         """Every run in one of states, a page at a time (ordered by document id, so a page boundary is stable)."""
         from google.cloud.firestore_v1.base_query import FieldFilter
 
-        query = (self._client.collection(self._collection)
-                 .where(filter=FieldFilter("state", "in", list(states))).order_by("__name__").limit(page_size))
+        yield from self._paged(FieldFilter("state", "in", list(states)), page_size)
+
+    def _paged(self, where: Any, page_size: int) -> Iterator[RunRecord]:
+        query = self._client.collection(self._collection).where(filter=where).order_by("__name__").limit(page_size)
         last = None
         while True:
             try:
@@ -77,6 +79,12 @@ class RunsStore(RunsRules):
             if len(page) < page_size:
                 return
             last = page[-1]
+
+    def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
+        """Ended runs whose RunFinished is not marked published (submission.results_published == False)."""
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        yield from self._paged(FieldFilter("submission.results_published", "==", False), page_size)
 
     def list(self, limit: int = 50) -> list[RunRecord]:
         from google.cloud import firestore

@@ -50,6 +50,9 @@ class ListenerDeps:
     """Submits a run put back in SUBMITTING through the dispatcher's exactly-once path (None: leave it to the
     reconciler, which finds it SUBMITTING past its lease)."""
     policy: AttemptPolicy = DEFAULT_POLICY
+    announce: Callable[[str], str] | None = None
+    """Publishes RunFinished for a run that has ended, once (functions.records.results.announce); None: left to the
+    reconciler, which announces ended runs not marked published."""
 
 
 def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
@@ -75,7 +78,16 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
-    """Bring the run in line with the job as Vertex reports it (also used by the reconciler)."""
+    """Bring the run in line with the job as Vertex reports it (also used by the reconciler); a run that has ended
+    is announced (RunFinished) on the way out, also on a repeated delivery whose publish had failed."""
+    outcome = _record_job_state(run, job, deps)
+    target = RUN_STATE_FOR_JOB_STATE.get(job.state)
+    if deps.announce is not None and target is not None and target.terminal:
+        log.info("run %s: %s", run.run_id, deps.announce(run.run_id))
+    return outcome
+
+
+def _record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
     if run.vertex is not None and run.vertex.job_name != job.name:
         return "ignored:earlier-attempt"
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)

@@ -5,6 +5,7 @@ have not ended and bring each in line with what is true.
 - PLANNED or SUBMITTING past its lease: the dispatcher's exactly-once path takes it over (adopting the labelled
   job when one exists, else submitting).
 - WAITING: at retry_at the next round starts (or the run FAILS when it has waited long enough).
+- Ended runs whose RunFinished was not marked published are announced (functions/records/results.py).
 Every change is one transaction on one run (the run_rules steps), so two passes at once change nothing twice.
 """
 
@@ -22,7 +23,7 @@ from functions.listener.handler import ListenerDeps, record_job_state
 from functions.records.attempts import AttemptPolicy, wait_over
 from functions.records.run_rules import submission_lease
 from schemas.run_record import RunRecord, RunState
-from schemas.times import parse_timestamp
+from schemas.times import parse_timestamp, parse_timestamp_or_none
 
 log = logging.getLogger("landfall.reconciler")
 
@@ -42,6 +43,12 @@ class ReconcilerDeps:
     policy: AttemptPolicy
     lease_seconds: int
     now: Callable[[], datetime]
+    grace_seconds: int = 0
+    """A job that ended less than this long ago is left to the listener (settings.reconcile_grace_seconds)."""
+    unannounced: Callable[[], Iterable[RunRecord]] = tuple
+    """Ended runs whose RunFinished is not marked published (the store's `unannounced`)."""
+    announce: Callable[[str], str] | None = None
+    """Publishes RunFinished for one run (functions.records.results.announce); None: nothing is announced."""
 
 
 def reconcile(deps: ReconcilerDeps) -> str:
@@ -56,6 +63,14 @@ def reconcile(deps: ReconcilerDeps) -> str:
         if outcome != "unchanged":
             log.info("run %s (%s): %s", run.run_id, run.state, outcome)
         counts[outcome.split(":", 2)[0] if outcome.startswith("resubmitted") else outcome] += 1
+    if deps.announce is not None:
+        for run in deps.unannounced():
+            try:
+                said = deps.announce(run.run_id)
+            except LandfallError as exc:
+                log.warning("run %s: RunFinished not published this pass: %s", run.run_id, exc)
+                said = "error"
+            counts["announced" if said.startswith("announced") else said] += 1
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
 
 
@@ -75,9 +90,16 @@ def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
     if run.submission.cancel is not None and job.state not in ENDED_JOB_STATES and job.state != "JOB_STATE_CANCELLING":
         deps.vertex.cancel(job.name)
         return "cancel-requested"
+    if job.state in ENDED_JOB_STATES and _ended_within(job, now, deps.grace_seconds):
+        return "unchanged"  # the listener's events about it are on their way
     if job.state in ENDED_JOB_STATES or job.state != run.vertex.state:
         return record_job_state(run, job, deps.listener)
     return "unchanged"
+
+
+def _ended_within(job: JobView, now: datetime, seconds: int) -> bool:
+    end = parse_timestamp_or_none(job.end_time)
+    return seconds > 0 and end is not None and (now - end).total_seconds() < seconds
 
 
 def _lease_live(run: RunRecord, now: datetime) -> bool:

@@ -53,6 +53,12 @@ class FakeRuns(RunsRules):
             docs = [copy.deepcopy(self.docs[k]) for k in sorted(self.docs) if self.docs[k]["state"] in wanted]
         yield from (parse_run_record(d) for d in docs)
 
+    def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
+        with self._lock:
+            docs = [copy.deepcopy(self.docs[k]) for k in sorted(self.docs)
+                    if self.docs[k]["submission"].get("results_published") is False]
+        yield from (parse_run_record(d) for d in docs)
+
     def list(self, limit: int = 50) -> list[RunRecord]:
         with self._lock:
             docs = sorted(self.docs.values(), key=lambda d: d["created_at"], reverse=True)[:limit]

@@ -166,6 +166,19 @@ def test_runs_in_states_pages_through_every_matching_run_once(runs: RunsStore | 
     assert states == {"run-p1": RunState.REJECTED, "run-p4": RunState.REJECTED}
 
 
+def test_runs_unannounced_lists_ended_runs_until_their_flag_is_set(runs: RunsStore | FakeRuns) -> None:
+    from functions.records.results import marked_published
+
+    for run_id in ("run-u1", "run-u2", "run-u3"):
+        _planned(runs, run_id)
+    runs.transition("run-u1", RunState.REJECTED, now=T0)
+    runs.transition("run-u2", RunState.CANCELLED, now=T0)
+    assert [r.run_id for r in runs.unannounced(page_size=1)] == ["run-u1", "run-u2"]
+    assert runs.apply("run-u1", marked_published()) is True and runs.apply("run-u1", marked_published()) is False
+    assert runs.apply("run-u3", marked_published()) is False  # not ended: nothing to announce
+    assert [r.run_id for r in runs.unannounced()] == ["run-u2"]
+
+
 # The dataset versions outbox -----------------------------------------------------------------------------------
 
 
