@@ -12,6 +12,7 @@ Every change is one transaction on one run (the run_rules steps), so two passes 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -51,8 +52,23 @@ class ReconcilerDeps:
     """Publishes RunFinished for one run (functions.records.results.announce); None: nothing is announced."""
 
 
+_PASS = threading.Lock()
+"""One pass at a time per instance (Google runs one instance, concurrency 1: deploy/topology.toml). Ticks that come
+while a pass runs are acknowledged at once: overlapping passes only queue on the same runs' transactions, and on
+the Firestore emulator such a queue outlasts its lock timeout and makes every writer of those runs fail."""
+
+
 def reconcile(deps: ReconcilerDeps) -> str:
     """One pass; returns a count of what happened to runs, e.g. "recorded:SUCCEEDED=2 unchanged=5"."""
+    if not _PASS.acquire(blocking=False):
+        return "skipped: a pass is running"
+    try:
+        return _reconcile(deps)
+    finally:
+        _PASS.release()
+
+
+def _reconcile(deps: ReconcilerDeps) -> str:
     counts: Counter[str] = Counter()
     for run in deps.open_runs():
         try:
