@@ -111,7 +111,7 @@ def test_a_stockout_after_submission_is_resubmitted_and_succeeds_with_both_attem
         local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, faults: str, run_results: Any) -> None:
     control.set_faults(faults, {"stockout": [{"region": REGION}]})
     run_id = _drop(landing_bucket, "datasets/e2e-stockout/")
-    first = _job(run_id, ("JOB_STATE_FAILED",))  # accepted, then FAILED for capacity
+    first = _job(run_id, ("JOB_STATE_FAILED",))  # accepted in REGION (the first plan's), then FAILED for capacity
     control.set_faults(faults, {})  # before the listener hears of it and resubmits
     doc = _terminal(firestore_runs, run_id)
     assert doc["state"] == "SUCCEEDED", doc.get("error")
@@ -122,8 +122,10 @@ def test_a_stockout_after_submission_is_resubmitted_and_succeeds_with_both_attem
     # job_ids names the earlier attempts' jobs (their late events are ignored); vertex names the current one.
     assert doc["submission"]["job_ids"][0] == first.job_id
     assert doc["vertex"]["job_id"] not in doc["submission"]["job_ids"]
-    succeeded = [j for j in _jobs_of(run_id) if j.state == "JOB_STATE_SUCCEEDED"]
-    assert [j.name for j in succeeded] == [doc["vertex"]["job_name"]]
+    from functions.wiring import vertex_jobs
+
+    # The next plan may be in another region: the job the run names is read where it is.
+    assert vertex_jobs().get(doc["vertex"]["job_name"]).state == "JOB_STATE_SUCCEEDED"
     # One RunFinished for the run on landfall-run-results (its redeliveries and reconcile passes publish no more).
     [finished] = _finished(run_results, run_id)
     assert (finished.state, finished.reason) == ("SUCCEEDED", "") and finished.metrics == doc["metrics"]
