@@ -82,6 +82,8 @@ class Topology:
     ingest_sweep_topic: str
     dead_letter_topic: str
     dead_letter_subscription: str
+    reconcile_topic: str
+    run_results_topic: str
     """A pull subscription on the dead-letter topic that holds dead letters for inspection."""
     functions: tuple[FunctionRoute, ...]
     schedules: tuple[Schedule, ...]
@@ -96,7 +98,7 @@ class Topology:
     @property
     def topics(self) -> tuple[str, ...]:
         return (self.object_events_topic, self.requests_topic, self.job_events_topic, self.ingest_sweep_topic,
-                self.dead_letter_topic)
+                self.dead_letter_topic, self.reconcile_topic, self.run_results_topic)
 
     def schedule(self, name: str) -> Schedule:
         for schedule in self.schedules:
@@ -173,6 +175,8 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
         ingest_sweep_topic=str(get("topics", "ingest_sweep", "name")),
         dead_letter_topic=str(get("topics", "dead_letter", "name")),
         dead_letter_subscription=str(get("topics", "dead_letter", "subscription")),
+        reconcile_topic=str(get("topics", "reconcile", "name")),
+        run_results_topic=str(get("topics", "run_results", "name")),
         functions=functions,
         schedules=schedules,
         local_ports={k: int(v) for k, v in get("local", "ports").items()},  # type: ignore[union-attr]

@@ -103,3 +103,11 @@ def sweep_datasets(cloud_event: Any) -> None:
     from functions.wiring import ingest_deps
 
     _run("sweep_datasets", cloud_event, lambda: handle_sweep(envelopes.pubsub_message(cloud_event), ingest_deps()))
+
+
+@functions_framework.cloud_event
+def reconcile_runs(cloud_event: Any) -> None:
+    from functions.reconciler.handler import reconcile
+    from functions.wiring import reconciler_deps
+
+    _run("reconcile_runs", cloud_event, lambda: reconcile(reconciler_deps()))

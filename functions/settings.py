@@ -45,6 +45,19 @@ class Settings:
     submission_lease_seconds: int
     ingest_lease_seconds: int
     """LANDFALL_INGEST_LEASE_SECONDS: how long one delivery owns a dataset version before another may take over."""
+    max_job_attempts: int
+    """LANDFALL_MAX_JOB_ATTEMPTS: jobs one round of plans may use before the run waits (default 3)."""
+    wait_backoff_seconds: int
+    """LANDFALL_WAIT_BACKOFF_SECONDS: first wait of a run refused capacity everywhere; doubles each try (cap 1 h)."""
+    wait_give_up_seconds: int
+    """LANDFALL_WAIT_GIVE_UP_SECONDS: a run that has waited this long (or past its request's deadline) FAILS."""
+    long_wait_seconds: int
+    """LANDFALL_LONG_WAIT_SECONDS: a job queued or pending this long gets the reason noted on its run."""
+    reconcile_grace_seconds: int
+    """LANDFALL_RECONCILE_GRACE_SECONDS: a job that ended less than this long ago is left to the listener (its
+    events are on their way; a reconcile pass writing the same run at once only makes both collide)."""
+    cancel_orphans: bool
+    """LANDFALL_CANCEL_ORPHANS=1: the reconciler cancels labelled jobs no run names (else it only records them)."""
     list_page_size: int
     """LANDFALL_LIST_PAGE_SIZE: objects per page when listing a dataset prefix (Cloud Storage allows up to 1000)."""
     routes_file: str
@@ -69,10 +82,16 @@ class Settings:
     """LANDFALL_MEMORY_MARGIN: share of each GPU's memory plans keep free, in [0, 1); None = the catalog's (10 %)."""
     timeout_margin: float | None = None
     """LANDFALL_TIMEOUT_MARGIN: scheduling.timeout = the plan's estimate x this (>= 1); None = the catalog's."""
+    run_results_topic: str = ""
+    """LANDFALL_RUN_RESULTS_TOPIC: where RunFinished messages go (default: topology topics.run_results)."""
 
     @property
     def requests_topic_path(self) -> str:
         return f"projects/{self.project}/topics/{self.requests_topic}"
+
+    @property
+    def run_results_topic_path(self) -> str:
+        return f"projects/{self.project}/topics/{self.run_results_topic}"
 
 
 def settings_from_env(env: Mapping[str, str]) -> Settings:
@@ -109,6 +128,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         dataset_versions_collection=env.get("LANDFALL_DATASET_VERSIONS_COLLECTION",
                                             topology.dataset_versions_collection),
         requests_topic=env.get("LANDFALL_REQUESTS_TOPIC", topology.requests_topic),
+        run_results_topic=env.get("LANDFALL_RUN_RESULTS_TOPIC", topology.run_results_topic),
         default_region=env.get("LANDFALL_DEFAULT_REGION", topology.default_region),
         allowed_buckets=allowed,
         vertex_endpoint=env.get("LANDFALL_VERTEX_ENDPOINT", ""),
@@ -119,6 +139,12 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
                                    "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest"),
         submission_lease_seconds=positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120),
         ingest_lease_seconds=positive("LANDFALL_INGEST_LEASE_SECONDS", 60),
+        max_job_attempts=positive("LANDFALL_MAX_JOB_ATTEMPTS", 3, upper=20),
+        wait_backoff_seconds=positive("LANDFALL_WAIT_BACKOFF_SECONDS", 60),
+        wait_give_up_seconds=positive("LANDFALL_WAIT_GIVE_UP_SECONDS", 86_400, upper=30 * 86_400),
+        long_wait_seconds=positive("LANDFALL_LONG_WAIT_SECONDS", 900),
+        reconcile_grace_seconds=positive("LANDFALL_RECONCILE_GRACE_SECONDS", 60),
+        cancel_orphans=env.get("LANDFALL_CANCEL_ORPHANS", "") in ("1", "true", "yes"),
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),

@@ -54,6 +54,22 @@ def dispatcher_planner_config() -> Any:
     from functions.dispatch.planner_config import planner_config
 
     return planner_config(get_settings())
+def _publish_result(message: Any) -> str:
+    """Publish one RunFinished (schemas/run_finished.py) on the run-results topic; its run_id is an attribute too."""
+    from functions.errors import as_transient
+
+    try:
+        future = clients.publisher_client().publish(get_settings().run_results_topic_path, message.to_bytes(),
+                                                    run_id=message.run_id, state=message.state)
+        return str(future.result(timeout=60))
+    except Exception as exc:
+        raise as_transient(exc, "Pub/Sub run results") from exc
+
+
+def _announce(run_id: str) -> str:
+    from functions.records.results import announce
+
+    return announce(run_id, runs_store(), _publish_result)
 
 
 def _plan(request: Any) -> Any:
@@ -72,5 +88,20 @@ def dispatch_deps() -> DispatchDeps:
 
 
 def listener_deps() -> ListenerDeps:
+    from functions.dispatch.handler import attempt_policy, resubmit
+
     return ListenerDeps(store=runs_store(), vertex=vertex_jobs(), read_text=read_gcs_text(clients.storage_client()),
-                        now=utc_now)
+                        now=utc_now, resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
+                        policy=attempt_policy(get_settings()), announce=_announce)
+
+
+def reconciler_deps() -> Any:
+    from functions.dispatch.handler import attempt_policy, resubmit
+    from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps
+
+    settings = get_settings()
+    return ReconcilerDeps(open_runs=lambda: runs_store().in_states(OPEN_STATES), vertex=vertex_jobs(),
+                          listener=listener_deps(), resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
+                          policy=attempt_policy(settings), lease_seconds=settings.submission_lease_seconds,
+                          now=utc_now, grace_seconds=settings.reconcile_grace_seconds,
+                          unannounced=lambda: runs_store().unannounced(), announce=_announce)

@@ -27,6 +27,8 @@ class RunState(StrEnum):
     PLANNED = "PLANNED"
     SUBMITTING = "SUBMITTING"
     SUBMITTED = "SUBMITTED"
+    WAITING = "WAITING"
+    """Every plan was refused for capacity: the reconciler submits again at submission.waiting.retry_at."""
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
@@ -42,13 +44,21 @@ TERMINAL_STATES = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCE
 
 # Which states may follow which. Job events can skip RUNNING (a short job) or arrive before the dispatcher has
 # recorded SUBMITTED, so the job-driven states are reachable from SUBMITTING too.
+#
+# Attempts: a run may have several jobs, one per attempt. Within one attempt the states only move forward
+# (SUBMITTING -> SUBMITTED -> RUNNING -> an end). A job that fails for capacity after it was accepted starts the
+# next attempt: SUBMITTED or RUNNING -> SUBMITTING (history detail "attempt N: ..."), or WAITING when no plan is
+# left; WAITING -> SUBMITTING starts the next round. Those are the only moves back, each only through
+# functions/records/attempts.py, which records the ended job on submission.jobs first; the listener ignores events
+# of a job that is no longer the run's current one, so a late event cannot move an attempt back.
+_ENDS = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 ALLOWED_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
-    RunState.RECEIVED: frozenset({RunState.PLANNED, RunState.REJECTED, RunState.FAILED}),
-    RunState.PLANNED: frozenset({RunState.SUBMITTING, RunState.REJECTED, RunState.FAILED}),
-    RunState.SUBMITTING: frozenset({RunState.SUBMITTED, RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED,
-                                    RunState.CANCELLED}),
-    RunState.SUBMITTED: frozenset({RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED}),
-    RunState.RUNNING: frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED}),
+    RunState.RECEIVED: frozenset({RunState.PLANNED, RunState.REJECTED, RunState.FAILED, RunState.CANCELLED}),
+    RunState.PLANNED: frozenset({RunState.SUBMITTING, RunState.REJECTED, RunState.FAILED, RunState.CANCELLED}),
+    RunState.SUBMITTING: frozenset({RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING, *_ENDS}),
+    RunState.SUBMITTED: frozenset({RunState.RUNNING, RunState.SUBMITTING, RunState.WAITING, *_ENDS}),
+    RunState.RUNNING: frozenset({RunState.SUBMITTING, RunState.WAITING, *_ENDS}),
+    RunState.WAITING: frozenset({RunState.SUBMITTING, RunState.FAILED, RunState.CANCELLED}),
     RunState.SUCCEEDED: frozenset(),
     RunState.FAILED: frozenset(),
     RunState.CANCELLED: frozenset(),
@@ -122,6 +132,12 @@ class RunError:
     job_message: str | None = None
     """For a failed job: Vertex's own error message (e.g. "The replica workerpool0-0 exited with a non-zero status
     of 3..."), kept beside the trainer's."""
+    reason: str | None = None
+    """For an ended job: one of functions/records/failure_reasons.py REASONS (user-code, bad-data, bad-config,
+    out-of-memory, preempted, stockout, quota, timeout, cancelled, platform)."""
+    replica: str | None = None
+    """The replica Vertex names as the one that failed (workerpool0-0)."""
+    exit_code: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _present(asdict(self))
@@ -173,6 +189,49 @@ class SubmissionAttempt:
 
 
 @dataclass(frozen=True)
+class JobAttempt:
+    """A job of this run that ended for capacity, so the run went on to another attempt."""
+
+    job_name: str
+    region: str
+    machine_type: str
+    reason: str
+    """The error class (failure_reasons REASONS), e.g. stockout."""
+    message: str
+    at: str
+    round: int = 0
+    """Which round of plans it belonged to (a new round starts each time the run leaves WAITING)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Why a run waits and until when."""
+
+    reason: str
+    retry_at: str
+    since: str
+    """When the run first waited (the give-up time counts from it)."""
+    tries: int = 1
+    note: str | None = None
+    """What the reconciler saw of a job that waits long (queued, pending provisioning)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(asdict(self))
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    by: str
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Submission:
     """The dispatcher's claim on submitting the run's job, and every attempt. All absent until the run is planned."""
 
@@ -183,12 +242,29 @@ class Submission:
     fallbacks: tuple[Plan, ...] | None = None
     """The next-best plans, tried in order when a region refuses the plan for capacity."""
     attempts: tuple[SubmissionAttempt, ...] | None = None
+    jobs: tuple[JobAttempt, ...] | None = None
+    """Jobs of earlier attempts that ended for capacity, oldest first."""
+    job_ids: tuple[str, ...] | None = None
+    """The numeric ids of those jobs (the listener finds a run by an earlier job's id with array-contains)."""
+    round: int | None = None
+    """The current round of plans (None = 0)."""
+    waiting: Waiting | None = None
+    cancel: CancelRequest | None = None
+    """Who asked to cancel the run, and when."""
+    results_published: bool | None = None
+    """The RunFinished message was published (the results outbox flag)."""
 
     def to_dict(self) -> dict[str, Any]:
         return _present({
             "owner": self.owner, "lease_until": self.lease_until,
             "fallbacks": None if self.fallbacks is None else [p.to_dict() for p in self.fallbacks],
             "attempts": None if self.attempts is None else [a.to_dict() for a in self.attempts],
+            "jobs": None if self.jobs is None else [j.to_dict() for j in self.jobs],
+            "job_ids": None if self.job_ids is None else list(self.job_ids),
+            "round": self.round,
+            "waiting": None if self.waiting is None else self.waiting.to_dict(),
+            "cancel": None if self.cancel is None else self.cancel.to_dict(),
+            "results_published": self.results_published,
         })
 
 
@@ -282,12 +358,32 @@ def _submission(r: Reader | None) -> Submission:
         return Submission()
     fallbacks = _list(r, "fallbacks")
     attempts = _list(r, "attempts")
+    jobs = _list(r, "jobs")
+    waiting = r.optional_obj("waiting")
+    cancel = r.optional_obj("cancel")
     return Submission(
         owner=_optional_string(r, "owner"), lease_until=_optional_string(r, "lease_until"),
         fallbacks=None if fallbacks is None else tuple(parse_plan(p) for p in fallbacks),
         attempts=None if attempts is None else tuple(_attempt(Reader(a, f"{r.path}.attempts[{i}]"))
                                                      for i, a in enumerate(attempts)),
+        jobs=None if jobs is None else tuple(_job(Reader(j, f"{r.path}.jobs[{i}]")) for i, j in enumerate(jobs)),
+        job_ids=None if r.data.get("job_ids") is None else tuple(str(i) for i in _list(r, "job_ids") or ()),
+        round=None if r.data.get("round") is None else r.integer("round", minimum=0),
+        waiting=None if waiting is None else Waiting(
+            reason=waiting.string("reason", max_len=_TEXT), retry_at=waiting.string("retry_at", max_len=64),
+            since=waiting.string("since", max_len=64), tries=waiting.integer("tries", 1),
+            note=None if waiting.data.get("note") is None else waiting.string("note", max_len=_TEXT)),
+        cancel=None if cancel is None else CancelRequest(by=cancel.string("by", max_len=200),
+                                                         at=cancel.string("at", max_len=64)),
+        results_published=None if r.data.get("results_published") is None else bool(r.data["results_published"]),
     )
+
+
+def _job(j: Reader) -> JobAttempt:
+    return JobAttempt(job_name=j.string("job_name", max_len=400), region=j.string("region"),
+                      machine_type=j.string("machine_type"), reason=j.string("reason"),
+                      message=j.string("message", "", max_len=_TEXT), at=j.string("at", max_len=64),
+                      round=j.integer("round", 0))
 
 
 def parse_run_record(data: dict[str, Any]) -> RunRecord:
@@ -319,7 +415,9 @@ def parse_run_record(data: dict[str, Any]) -> RunRecord:
             code=error.string("code"), message=error.string("message", max_len=_TEXT),
             kind=_optional_string(error, "kind"),
             step=None if error.data.get("step") is None else error.integer("step"),
-            job_message=None if error.data.get("job_message") is None else error.string("job_message", max_len=_TEXT)),
+            job_message=None if error.data.get("job_message") is None else error.string("job_message", max_len=_TEXT),
+            reason=_optional_string(error, "reason"), replica=_optional_string(error, "replica"),
+            exit_code=None if error.data.get("exit_code") is None else error.integer("exit_code")),
         timings=Timings() if timings is None else Timings(
             **{k: _optional_string(timings, k) for k in ("created_at", "submitted_at", "started_at", "ended_at")},
             run_seconds=_optional_number(timings, "run_seconds")),
@@ -332,7 +430,24 @@ def parse_run_record(data: dict[str, Any]) -> RunRecord:
 
 
 __all__ = [
-    "ALLOWED_TRANSITIONS", "SCHEMA_VERSION", "TERMINAL_STATES", "Artifacts", "Cost", "RunError", "RunRecord",
-    "RunState", "StateChange", "Submission", "SubmissionAttempt", "Timings", "VertexJobRef", "can_move",
-    "new_run", "parse_run_record", "parse_state",
+    "ALLOWED_TRANSITIONS",
+    "SCHEMA_VERSION",
+    "TERMINAL_STATES",
+    "Artifacts",
+    "CancelRequest",
+    "Cost",
+    "JobAttempt",
+    "RunError",
+    "RunRecord",
+    "RunState",
+    "StateChange",
+    "Submission",
+    "SubmissionAttempt",
+    "Timings",
+    "VertexJobRef",
+    "Waiting",
+    "can_move",
+    "new_run",
+    "parse_run_record",
+    "parse_state",
 ]

@@ -17,7 +17,8 @@ from deploy.topology import Topology, load_topology
 
 STAGES = (
     ("pubsub", "firestore"),
-    ("storage", "vertex", "on_object_finalized", "dispatch", "on_job_event", "sweep_datasets"),
+    ("storage", "vertex", "on_object_finalized", "dispatch", "on_job_event", "sweep_datasets",
+     "reconcile_runs"),
     ("bridge", "scheduler"),
 )
 """`up` starts each group at once, the groups in order. Topics and subscriptions are created after the first group

@@ -21,6 +21,7 @@ from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, VertexJobs
+from functions.records import attempts as attempt_rules
 from functions.records.leases import ClaimOutcome
 from functions.settings import Settings
 from schemas.errors import SchemaError
@@ -70,7 +71,8 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         return _reject_unreadable(message, str(exc), deps)
     run_id = request.run_id
     run, created = deps.store.create_if_absent(new_run(run_id, request.to_dict(), now=now))
-    if not created and (run.state in TERMINAL_STATES or run.state in (RunState.SUBMITTED, RunState.RUNNING)):
+    if not created and (run.state in TERMINAL_STATES
+                        or run.state in (RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"
     if run.state == RunState.RECEIVED:
@@ -104,14 +106,15 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
                              "the run document and publish the request again")
     attempts = list(run.submission.attempts or ())
     if claim.outcome == ClaimOutcome.RECOVER:
+        earlier = attempt_rules.known_jobs(run)
         for region in sorted({a.region for a in attempts}):
             found = deps.vertex.find_by_run(region, run_id)
-            if found is not None:
+            if found is not None and found.name not in earlier:
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
                 plan = next((a.plan for a in attempts if a.region == region), run.plan)
                 _record_submitted(run_id, found, plan, attempts, deps)
                 return "recovered"
-    for plan in (run.plan, *(run.submission.fallbacks or ())):
+    for plan in attempt_rules.candidates(run):
         attempts.append(SubmissionAttempt(region=plan.region, machine_type=plan.machine_type,
                                           at=format_timestamp(deps.now()), outcome="pending", plan=plan))
         deps.store.merge(run_id, _with_attempts(attempts), now=deps.now())
@@ -133,12 +136,33 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
         attempts[-1] = replace(attempts[-1], outcome="created")
         _record_submitted(run_id, job, plan, attempts, deps)
         return "submitted"
+    deps.store.merge(run_id, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), now=deps.now())
     reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))
-    message = (f"every planned shape was refused for capacity: {reasons}. "
-               "Allow more regions or GPU kinds, or raise quota.")
-    deps.store.transition(run_id, RunState.FAILED, now=deps.now(), detail="no capacity",
-                          change=_failed("no-capacity", message, attempts))
-    return "failed:no-capacity"
+    why = f"every planned shape was refused for capacity: {reasons}. Allow more regions or GPU kinds, or raise quota."
+    outcome = deps.store.apply(run_id, _wait_step(why, deps.now(), attempt_policy(deps.settings)))
+    return f"{'failed:no-capacity' if outcome == RunState.FAILED else 'waiting:no-capacity'}"
+
+
+def attempt_policy(settings: Settings) -> attempt_rules.AttemptPolicy:
+    return attempt_rules.AttemptPolicy(settings.max_job_attempts, settings.wait_backoff_seconds,
+                                       settings.wait_give_up_seconds)
+
+
+def _wait_step(reason: str, now: datetime, policy: attempt_rules.AttemptPolicy
+               ) -> Callable[[RunRecord | None], tuple[RunRecord | None, RunState | None]]:
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, RunState | None]:
+        new = None if cur is None else attempt_rules.waited(cur, reason, now=now, policy=policy)
+        return new, None if new is None else new.state
+
+    return step
+
+
+def resubmit(run_id: str, deps: DispatchDeps) -> str:
+    """Submit a run that was put back in SUBMITTING (a new attempt or round) through the exactly-once path."""
+    run = deps.store.get(run_id)
+    if run is None:
+        raise PermanentError(f"run {run_id} does not exist")
+    return _submit(run_id, parse_training_request(json.dumps(run.request).encode()), deps)
 
 
 def _with_attempts(attempts: list[SubmissionAttempt], lease_until: str | None = None

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable
 from typing import Any
 
 from functions.errors import TransientError, as_transient
 from functions.records.run_rules import Doc
 
+ATTEMPTS = 10
+BACKOFF_CAP_S = 2.0
 
-def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[Doc | None, Any]]) -> Any:
+
+def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[Doc | None, Any]],
+                   *, attempts: int = ATTEMPTS, sleep: Callable[[float], None] = time.sleep) -> Any:
     """Run change(current document or None) in a transaction; it returns (document to write or None, result).
 
-    Contention retries inside the client (10 attempts); what still fails is raised, transient errors as such.
+    Each attempt is one transaction; an attempt that collides (aborted, or the emulator's lock timeout) is tried
+    again after a random pause that doubles up to BACKOFF_CAP_S ("full jitter"). The client's own retries start
+    again at once, so several deliveries writing one run (job events arriving together, a reconcile pass) collided
+    in lockstep until every one had used its attempts. What still fails is raised, transient errors as such.
     """
+    from google.api_core import exceptions as gexc
     from google.cloud import firestore
 
     @firestore.transactional
@@ -24,16 +34,24 @@ def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[D
             transaction.set(ref, new)
         return result
 
-    try:
-        return body(client.transaction(max_attempts=10))
-    except ValueError as exc:
-        if "Failed to commit transaction" not in str(exc):
-            raise
-        # Contention outlasted the client's attempts (it raises a bare ValueError): another delivery is writing the
-        # same document, so this one is retried like any other busy resource, never dropped as unexpected.
-        raise TransientError(f"Firestore transaction on {ref.path} kept colliding ({exc}); will retry") from exc
-    except Exception as exc:
-        raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc
+    last: Exception | None = None
+    for attempt in range(attempts):
+        if attempt:
+            sleep(random.uniform(0, min(BACKOFF_CAP_S, 0.05 * 2 ** attempt)))
+        try:
+            return body(client.transaction(max_attempts=1))
+        except ValueError as exc:
+            if "Failed to commit transaction" not in str(exc):
+                raise
+            last = exc
+        except (gexc.Aborted, gexc.Conflict) as exc:
+            last = exc
+        except Exception as exc:
+            raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc
+    # Contention outlasted every attempt: another delivery is writing the same document, so this one is retried like
+    # any other busy resource, never dropped as unexpected.
+    raise TransientError(f"Firestore transaction on {ref.path} kept colliding ({attempts} attempts, last: {last}); "
+                         "will retry") from last
 
 
 def create_if_absent(ref: Any, doc: Doc) -> bool:

@@ -7,6 +7,7 @@ steps of functions/records/run_rules.py (RunsRules), applied here in a transacti
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from functions.errors import as_transient
@@ -51,9 +52,39 @@ class RunsStore(RunsRules):
         try:
             query = self._client.collection(self._collection).where(filter=FieldFilter("vertex.job_id", "==", job_id))
             docs = list(query.limit(2).stream())
+            if not docs:
+                earlier = self._client.collection(self._collection).where(
+                    filter=FieldFilter("submission.job_ids", "array_contains", job_id))
+                docs = list(earlier.limit(2).stream())
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
         return _record(docs[0].to_dict()) if docs else None
+
+    def in_states(self, states: Iterable[str], *, page_size: int = 200) -> Iterator[RunRecord]:
+        """Every run in one of states, a page at a time (ordered by document id, so a page boundary is stable)."""
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        yield from self._paged(FieldFilter("state", "in", list(states)), page_size)
+
+    def _paged(self, where: Any, page_size: int) -> Iterator[RunRecord]:
+        query = self._client.collection(self._collection).where(filter=where).order_by("__name__").limit(page_size)
+        last = None
+        while True:
+            try:
+                page = list((query.start_after(last) if last is not None else query).stream())
+            except Exception as exc:
+                raise as_transient(exc, "Firestore") from exc
+            for snapshot in page:
+                yield parse_run_record(snapshot.to_dict())
+            if len(page) < page_size:
+                return
+            last = page[-1]
+
+    def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
+        """Ended runs whose RunFinished is not marked published (submission.results_published == False)."""
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        yield from self._paged(FieldFilter("submission.results_published", "==", False), page_size)
 
     def list(self, limit: int = 50) -> list[RunRecord]:
         from google.cloud import firestore

@@ -114,6 +114,29 @@ class VertexJobs:
         except Exception as exc:
             raise translate_error(exc, f"GetCustomJob {name}") from exc
 
+    def cancel(self, name: str) -> bool:
+        """Ask Vertex to cancel the job (best effort: it goes CANCELLING, then CANCELLED); False when it had ended
+        already (Vertex answers FAILED_PRECONDITION)."""
+        from google.api_core import exceptions as gexc
+
+        region = name.split("/")[3]
+        try:
+            self._client(region).cancel_custom_job(name=name)
+        except gexc.FailedPrecondition:
+            return False
+        except Exception as exc:
+            raise translate_error(exc, f"CancelCustomJob {name}") from exc
+        return True
+
+    def list_labelled(self, region: str, *, page_size: int = 100) -> list[JobView]:
+        """Every job in region carrying Landfall's run label (paged by the client's pager)."""
+        try:
+            pager = self._client(region).list_custom_jobs(
+                request={"parent": self.parent(region), "filter": f"labels.{RUN_LABEL}:*", "page_size": page_size})
+            return [view(job) for job in pager]
+        except Exception as exc:
+            raise translate_error(exc, f"ListCustomJobs in {region}") from exc
+
     def find_by_run(self, region: str, run_id: str) -> JobView | None:
         """The job labelled with run_id in region, if one was created (the dedupe behind exactly-once submit)."""
         try:

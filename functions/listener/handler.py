@@ -14,6 +14,8 @@ from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import JobView, VertexJobs
+from functions.records.attempts import AttemptPolicy, capacity_ended
+from functions.records.failure_reasons import CAPACITY_REASONS, classify
 from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
@@ -31,6 +33,7 @@ RUN_STATE_FOR_JOB_STATE = {
     "JOB_STATE_CANCELLED": RunState.CANCELLED,
     "JOB_STATE_PARTIALLY_SUCCEEDED": RunState.FAILED,
 }
+DEFAULT_POLICY = AttemptPolicy()
 # How long an event naming an unknown job is retried (the dispatcher may not have recorded the job yet).
 UNKNOWN_JOB_PATIENCE = timedelta(minutes=10)
 ACTUAL_COST_BASIS = "run seconds x the plan's hourly cost (machines + accelerators)"
@@ -43,6 +46,13 @@ class ListenerDeps:
     read_text: Callable[[str], str | None]
     """Reads a gs:// object as text; None when it does not exist."""
     now: Callable[[], datetime]
+    resubmit: Callable[[str], str] | None = None
+    """Submits a run put back in SUBMITTING through the dispatcher's exactly-once path (None: leave it to the
+    reconciler, which finds it SUBMITTING past its lease)."""
+    policy: AttemptPolicy = DEFAULT_POLICY
+    announce: Callable[[str], str] | None = None
+    """Publishes RunFinished for a run that has ended, once (functions.records.results.announce); None: left to the
+    reconciler, which announces ended runs not marked published."""
 
 
 def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
@@ -59,6 +69,8 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
                      UNKNOWN_JOB_PATIENCE)
             return "ignored:unknown-job"
         raise TransientError(f"no run records job {event.job_id} yet; the dispatcher may still be writing it")
+    if event.job_id in (run.submission.job_ids or ()):
+        return "ignored:earlier-attempt"
     if run.vertex is None:
         raise PermanentError(f"run {run.run_id} was found by job id {event.job_id} but records no Vertex job")
     job = deps.vertex.get(run.vertex.job_name)
@@ -66,17 +78,31 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
-    """Bring the run in line with the job as Vertex reports it (also used by the reconciler)."""
+    """Bring the run in line with the job as Vertex reports it (also used by the reconciler); a run that has ended
+    is announced (RunFinished) on the way out, also on a repeated delivery whose publish had failed."""
+    outcome = _record_job_state(run, job, deps)
+    target = RUN_STATE_FOR_JOB_STATE.get(job.state)
+    if deps.announce is not None and target is not None and target.terminal:
+        log.info("run %s: %s", run.run_id, deps.announce(run.run_id))
+    return outcome
+
+
+def _record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
+    if run.vertex is not None and run.vertex.job_name != job.name:
+        return "ignored:earlier-attempt"
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
     if target is None:
         deps.store.merge(run.run_id, lambda r: _with_job(r, job, ended=False), now=deps.now())
         return f"noted:{job.state}"
     error: RunError | None = None
     metrics: dict[str, Any] | None = None
-    if target.terminal and job.error_code:
+    if target.terminal and (job.error_code or target != RunState.SUCCEEDED):
         error = RunError("job-failed" if target == RunState.FAILED else "job-cancelled", job.error_message)
         if target == RunState.FAILED:
             error = _with_trainer_reason(error, run, deps)
+        error = _with_reason(error, job, run)
+        if target == RunState.FAILED and error.reason in CAPACITY_REASONS:
+            return _capacity_failure(run, job, error, deps)
     if target == RunState.SUCCEEDED:
         metrics, problem = _metrics(run, deps)
         if problem:
@@ -91,6 +117,27 @@ def record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
     detail = job.error_message or f"Vertex job {job.state}"
     _, changed = deps.store.transition(run.run_id, target, now=deps.now(), detail=detail, change=change)
     return f"{'recorded' if changed else 'unchanged'}:{target}"
+
+
+def _with_reason(error: RunError, job: JobView, run: RunRecord) -> RunError:
+    """The error with its reason (failure_reasons table), replica and exit code; a cancel names who asked."""
+    found = classify(error.kind, job.error_message, job.error_code)
+    out = replace(error, reason=found.reason, replica=found.replica, exit_code=found.exit_code)
+    cancel = run.submission.cancel
+    if found.reason == "cancelled" and cancel is not None:
+        out = replace(out, message=f"cancelled by {cancel.by} at {cancel.at}", job_message=job.error_message or None)
+    return out
+
+
+def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: ListenerDeps) -> str:
+    """The job was accepted, then ended for capacity: the run goes on to its next plan, waits, or gives up."""
+    outcome = deps.store.apply(run.run_id, capacity_ended(job.name, error.reason or "stockout", job.error_message,
+                                                          now=deps.now(), policy=deps.policy))
+    log.warning("run %s: job %s ended for %s (%s): %s", run.run_id, job.name, error.reason, job.error_message,
+                outcome)
+    if outcome == "resubmit" and deps.resubmit is not None:
+        return f"resubmitted:{deps.resubmit(run.run_id)}"
+    return f"{outcome}:{error.reason}"
 
 
 def _with_job(run: RunRecord, job: JobView, *, ended: bool) -> RunRecord:

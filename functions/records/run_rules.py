@@ -39,6 +39,9 @@ def transitioned(run: RunRecord, new_state: RunState, *, now: datetime, detail: 
     stamp = format_timestamp(now)
     if run.state != new_state:
         out = replace(out, state=new_state, history=(*out.history, StateChange(new_state, stamp, detail)))
+        if new_state.terminal and out.submission.results_published is None:
+            # RunFinished is still to be published: the flag is stored as False so that the reconciler can find it.
+            out = replace(out, submission=replace(out.submission, results_published=False))
     return replace(out, updated_at=stamp)
 
 

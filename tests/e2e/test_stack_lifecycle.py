@@ -125,6 +125,19 @@ def terminal(own: OwnStack, run_id: str, timeout_s: float) -> dict[str, Any]:
     return wait_for(done, timeout_s, f"run {run_id} to end", step=0.5)
 
 
+def settled(own: OwnStack, run_id: str, timeout_s: float) -> dict[str, Any]:
+    """The run once it has ended and its RunFinished is out (the last write a run gets: the reconciler announces a
+    REJECTED run on its next tick, within a minute here), so a snapshot taken now is the one that must survive."""
+    runs = own.firestore().collection("runs")
+
+    def done() -> dict[str, Any] | None:
+        doc = terminal(own, run_id, timeout_s)
+        return doc if doc["submission"].get("results_published") is True else None
+
+    return wait_for(done, timeout_s, f"run {run_id} to be announced", step=0.5) and runs.document(
+        run_id).get().to_dict()
+
+
 def test_restarting_dispatch_while_datasets_are_in_flight_leaves_one_run_and_one_job_each(own_stack: OwnStack) -> None:
     from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -198,7 +211,7 @@ def test_down_then_up_at_once_twice_keeps_runs_datasets_and_objects_and_down_wip
         own_stack: OwnStack) -> None:
     prefix = f"ingest-only/kept-{uuid.uuid4().hex[:6]}/"
     run_id = upload(own_stack, prefix)
-    assert terminal(own_stack, run_id, 60)["state"] == "REJECTED"  # the route's budget is below any plan
+    assert settled(own_stack, run_id, 150)["state"] == "REJECTED"  # the route's budget is below any plan
     before = _kept(own_stack, run_id, prefix)
     assert before[0] and before[1] and len(before[2]) == 3
 
@@ -265,7 +278,7 @@ def test_down_then_up_at_once_twice_on_the_default_ports(tmp_path: Path, monkeyp
 def test_restarting_each_backend_keeps_its_data_and_the_chain_delivering(own_stack: OwnStack) -> None:
     prefix = f"ingest-only/restarts-{uuid.uuid4().hex[:6]}/"
     run_id = upload(own_stack, prefix)
-    assert terminal(own_stack, run_id, 60)["state"] == "REJECTED"
+    assert settled(own_stack, run_id, 150)["state"] == "REJECTED"
     before = _kept(own_stack, run_id, prefix)
 
     def restart(service: str) -> None:

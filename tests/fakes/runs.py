@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from functions.records.run_rules import Doc, RunsRules, Step
@@ -43,7 +44,20 @@ class FakeRuns(RunsRules):
     def find_by_job_id(self, job_id: str) -> RunRecord | None:
         with self._lock:
             docs = [d for d in self.docs.values() if (d.get("vertex") or {}).get("job_id") == job_id]
+            docs = docs or [d for d in self.docs.values() if job_id in d["submission"].get("job_ids", [])]
             return parse_run_record(copy.deepcopy(docs[0])) if docs else None
+
+    def in_states(self, states: Iterable[str], *, page_size: int = 200) -> Iterator[RunRecord]:
+        wanted = set(states)
+        with self._lock:
+            docs = [copy.deepcopy(self.docs[k]) for k in sorted(self.docs) if self.docs[k]["state"] in wanted]
+        yield from (parse_run_record(d) for d in docs)
+
+    def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
+        with self._lock:
+            docs = [copy.deepcopy(self.docs[k]) for k in sorted(self.docs)
+                    if self.docs[k]["submission"].get("results_published") is False]
+        yield from (parse_run_record(d) for d in docs)
 
     def list(self, limit: int = 50) -> list[RunRecord]:
         with self._lock:

@@ -40,6 +40,7 @@ class FakeVertex:
         self._refusals: dict[str, list[BaseException]] = defaultdict(list)
         self._ids = itertools.count(7000000000000000001)
         self._lock = threading.Lock()
+        self.cancelled: list[str] = []
 
     # scripting ------------------------------------------------------------------------------------------------
     def refuse(self, region: str, *errors: BaseException) -> None:
@@ -93,6 +94,27 @@ class FakeVertex:
                 missing = gexc.NotFound(f'The CustomJob "{name}" does not exist.')
                 raise translate_error(missing, f"GetCustomJob {name}") from missing
             return view(job)
+
+    def cancel(self, name: str) -> bool:
+        """CancelCustomJob: the job goes CANCELLED at once with error code 1 (the emulator passes CANCELLING)."""
+        with self._lock:
+            job = self.jobs.get(name)
+            if job is None:
+                missing = gexc.NotFound(f'The CustomJob "{name}" does not exist.')
+                raise translate_error(missing, f"CancelCustomJob {name}") from missing
+            if job.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+                                  "JOB_STATE_EXPIRED"):
+                return False
+            job.state = aiplatform_v1.JobState.JOB_STATE_CANCELLED
+            job.error = {"code": 1, "message": "CustomJob was cancelled."}
+            job.end_time = datetime.now(UTC)
+            self.cancelled.append(name)
+            return True
+
+    def list_labelled(self, region: str, *, page_size: int = 100) -> list[JobView]:
+        with self._lock:
+            prefix = f"{self.parent(region)}/customJobs/"
+            return [view(j) for j in self.jobs.values() if j.name.startswith(prefix) and RUN_LABEL in j.labels]
 
     def find_by_run(self, region: str, run_id: str) -> JobView | None:
         with self._lock:

@@ -8,6 +8,7 @@
 # the URL of landfall-dispatch: https://us-central1-landfall-sample.cloudfunctions.net/landfall-dispatch here; when deploying, what `gcloud functions describe landfall-dispatch --region=us-central1 --project=landfall-sample '--format=value(url)'` prints.
 # the URL of landfall-on-job-event: https://us-central1-landfall-sample.cloudfunctions.net/landfall-on-job-event here; when deploying, what `gcloud functions describe landfall-on-job-event --region=us-central1 --project=landfall-sample '--format=value(url)'` prints.
 # the URL of landfall-sweep-datasets: https://us-central1-landfall-sample.cloudfunctions.net/landfall-sweep-datasets here; when deploying, what `gcloud functions describe landfall-sweep-datasets --region=us-central1 --project=landfall-sample '--format=value(url)'` prints.
+# the URL of landfall-reconcile-runs: https://us-central1-landfall-sample.cloudfunctions.net/landfall-reconcile-runs here; when deploying, what `gcloud functions describe landfall-reconcile-runs --region=us-central1 --project=landfall-sample '--format=value(url)'` prints.
 
 # --- APIs
 # enable the APIs Landfall uses
@@ -29,7 +30,9 @@ gcloud iam service-accounts create landfall-sweeper '--display-name=Landfall swe
 # create the service account landfall-dispatch@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-dispatch '--display-name=Landfall dispatch' '--description=Runs dispatch: records runs, submits Vertex AI CustomJobs that run as the trainer account.' --project=landfall-sample
 # create the service account landfall-listener@landfall-sample.iam.gserviceaccount.com
-gcloud iam service-accounts create landfall-listener '--display-name=Landfall listener' '--description=Runs on_job_event: re-reads jobs, records their state and the metrics the trainer wrote.' --project=landfall-sample
+gcloud iam service-accounts create landfall-listener '--display-name=Landfall listener' '--description=Runs on_job_event: re-reads jobs, records their state and the metrics the trainer wrote; resubmits on capacity.' --project=landfall-sample
+# create the service account landfall-reconciler@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts create landfall-reconciler '--display-name=Landfall reconciler' '--description=Runs reconcile_runs: records jobs that ended unheard, adopts stuck runs, retries waiting ones, cancels jobs.' --project=landfall-sample
 # create the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-trainer '--display-name=Landfall trainer' '--description=Identity of the Vertex AI training replicas: reads datasets, writes checkpoints and models.' --project=landfall-sample
 # create the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com
@@ -58,6 +61,10 @@ gcloud pubsub topics create landfall-job-events --project=landfall-sample
 gcloud pubsub topics create landfall-ingest-sweep --project=landfall-sample
 # create the topic landfall-dead-letter
 gcloud pubsub topics create landfall-dead-letter --project=landfall-sample
+# create the topic landfall-reconcile
+gcloud pubsub topics create landfall-reconcile --project=landfall-sample
+# create the topic landfall-run-results
+gcloud pubsub topics create landfall-run-results --project=landfall-sample
 # create landfall-dead-letter-hold, which keeps dead letters for 7d
 gcloud pubsub subscriptions create landfall-dead-letter-hold --topic=landfall-dead-letter --message-retention-duration=7d --ack-deadline=60 --project=landfall-sample
 
@@ -82,12 +89,28 @@ gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:l
 gcloud iam service-accounts add-iam-policy-binding landfall-trainer@landfall-sample.iam.gserviceaccount.com --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/iam.serviceAccountUser --project=landfall-sample
 # grant listener roles/datastore.user on project landfall-sample
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
-# grant listener roles/aiplatform.viewer on project landfall-sample
-gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.viewer --condition=None
+# grant listener roles/aiplatform.user on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
+# grant listener roles/iam.serviceAccountUser on service_account landfall-trainer@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts add-iam-policy-binding landfall-trainer@landfall-sample.iam.gserviceaccount.com --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/iam.serviceAccountUser --project=landfall-sample
 # grant listener roles/storage.objectViewer on bucket landfall-sample-landfall-artifacts-us-central1
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-us-central1 --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant listener roles/storage.objectViewer on bucket landfall-sample-landfall-artifacts-europe-west4
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-europe-west4 --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
+# grant listener roles/pubsub.publisher on topic landfall-run-results
+gcloud pubsub topics add-iam-policy-binding landfall-run-results --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
+# grant reconciler roles/datastore.user on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+# grant reconciler roles/aiplatform.user on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
+# grant reconciler roles/iam.serviceAccountUser on service_account landfall-trainer@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts add-iam-policy-binding landfall-trainer@landfall-sample.iam.gserviceaccount.com --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/iam.serviceAccountUser --project=landfall-sample
+# grant reconciler roles/storage.objectViewer on bucket landfall-sample-landfall-artifacts-us-central1
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-us-central1 --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
+# grant reconciler roles/storage.objectViewer on bucket landfall-sample-landfall-artifacts-europe-west4
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-europe-west4 --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
+# grant reconciler roles/pubsub.publisher on topic landfall-run-results
+gcloud pubsub topics add-iam-policy-binding landfall-run-results --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant trainer roles/storage.objectViewer on bucket landfall-sample-landfall-landing
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-landing --member=serviceAccount:landfall-trainer@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant trainer roles/storage.objectUser on bucket landfall-sample-landfall-artifacts-us-central1
@@ -116,6 +139,8 @@ gcloud functions deploy landfall-dispatch --gen2 --region=us-central1 --runtime=
 gcloud functions deploy landfall-on-job-event --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/on_job_event --entry-point=on_job_event --trigger-http --no-allow-unauthenticated --service-account=landfall-listener@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=60s --min-instances=0 --max-instances=10 --concurrency=4 --env-vars-file=.landfall/deploy/functions/on_job_event.env.yaml --project=landfall-sample
 # deploy landfall-sweep-datasets (entry point sweep_datasets) from .landfall/deploy/functions/sweep_datasets
 gcloud functions deploy landfall-sweep-datasets --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/sweep_datasets --entry-point=sweep_datasets --trigger-http --no-allow-unauthenticated --service-account=landfall-sweeper@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=300s --min-instances=0 --max-instances=1 --concurrency=1 --env-vars-file=.landfall/deploy/functions/sweep_datasets.env.yaml --project=landfall-sample
+# deploy landfall-reconcile-runs (entry point reconcile_runs) from .landfall/deploy/functions/reconcile_runs
+gcloud functions deploy landfall-reconcile-runs --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/reconcile_runs --entry-point=reconcile_runs --trigger-http --no-allow-unauthenticated --service-account=landfall-reconciler@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=300s --min-instances=0 --max-instances=1 --concurrency=1 --env-vars-file=.landfall/deploy/functions/reconcile_runs.env.yaml --project=landfall-sample
 # grant invoker roles/run.invoker on function landfall-on-object-finalized
 gcloud functions add-invoker-policy-binding landfall-on-object-finalized --region=us-central1 --member=serviceAccount:landfall-invoker@landfall-sample.iam.gserviceaccount.com --project=landfall-sample
 # grant invoker roles/run.invoker on function landfall-dispatch
@@ -124,6 +149,8 @@ gcloud functions add-invoker-policy-binding landfall-dispatch --region=us-centra
 gcloud functions add-invoker-policy-binding landfall-on-job-event --region=us-central1 --member=serviceAccount:landfall-invoker@landfall-sample.iam.gserviceaccount.com --project=landfall-sample
 # grant invoker roles/run.invoker on function landfall-sweep-datasets
 gcloud functions add-invoker-policy-binding landfall-sweep-datasets --region=us-central1 --member=serviceAccount:landfall-invoker@landfall-sample.iam.gserviceaccount.com --project=landfall-sample
+# grant invoker roles/run.invoker on function landfall-reconcile-runs
+gcloud functions add-invoker-policy-binding landfall-reconcile-runs --region=us-central1 --member=serviceAccount:landfall-invoker@landfall-sample.iam.gserviceaccount.com --project=landfall-sample
 
 # --- Push subscriptions: authenticated, with a dead-letter topic, delivery attempts and back-off
 # create the subscription landfall-object-events-ingest pushing landfall-object-events to on_object_finalized
@@ -134,6 +161,8 @@ gcloud pubsub subscriptions create landfall-training-requests-dispatch --topic=l
 gcloud pubsub subscriptions create landfall-job-events-listener --topic=landfall-job-events --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-on-job-event --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=60 --dead-letter-topic=landfall-dead-letter --max-delivery-attempts=10 --min-retry-delay=1s --max-retry-delay=60s --project=landfall-sample
 # create the subscription landfall-ingest-sweep-sweeper pushing landfall-ingest-sweep to sweep_datasets
 gcloud pubsub subscriptions create landfall-ingest-sweep-sweeper --topic=landfall-ingest-sweep --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-sweep-datasets --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=300 --dead-letter-topic=landfall-dead-letter --max-delivery-attempts=5 --min-retry-delay=10s --max-retry-delay=60s --project=landfall-sample
+# create the subscription landfall-reconcile-reconciler pushing landfall-reconcile to reconcile_runs
+gcloud pubsub subscriptions create landfall-reconcile-reconciler --topic=landfall-reconcile --push-endpoint=https://us-central1-landfall-sample.cloudfunctions.net/landfall-reconcile-runs --push-auth-service-account=landfall-invoker@landfall-sample.iam.gserviceaccount.com --ack-deadline=300 --dead-letter-topic=landfall-dead-letter --max-delivery-attempts=5 --min-retry-delay=10s --max-retry-delay=60s --project=landfall-sample
 # grant pubsub roles/pubsub.subscriber on subscription landfall-object-events-ingest
 gcloud pubsub subscriptions add-iam-policy-binding landfall-object-events-ingest --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.subscriber --project=landfall-sample
 # grant pubsub roles/pubsub.subscriber on subscription landfall-training-requests-dispatch
@@ -142,6 +171,8 @@ gcloud pubsub subscriptions add-iam-policy-binding landfall-training-requests-di
 gcloud pubsub subscriptions add-iam-policy-binding landfall-job-events-listener --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.subscriber --project=landfall-sample
 # grant pubsub roles/pubsub.subscriber on subscription landfall-ingest-sweep-sweeper
 gcloud pubsub subscriptions add-iam-policy-binding landfall-ingest-sweep-sweeper --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.subscriber --project=landfall-sample
+# grant pubsub roles/pubsub.subscriber on subscription landfall-reconcile-reconciler
+gcloud pubsub subscriptions add-iam-policy-binding landfall-reconcile-reconciler --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/pubsub.subscriber --project=landfall-sample
 
 # --- Bucket notification: OBJECT_FINALIZE of the routed prefixes to the object-events topic
 # notify landfall-object-events of objects finalized under gs://landfall-sample-landfall-landing/datasets/
@@ -158,3 +189,5 @@ gcloud pubsub topics add-iam-policy-binding landfall-job-events --member=service
 # --- Schedules: Cloud Scheduler publishes each tick
 # create the scheduler job landfall-ingest-sweep (* * * * *) publishing to landfall-ingest-sweep
 gcloud scheduler jobs create pubsub landfall-ingest-sweep --location=us-central1 '--schedule=* * * * *' --topic=projects/landfall-sample/topics/landfall-ingest-sweep '--message-body={"schedule":"ingest_sweep"}' --attributes=schedule=ingest_sweep --time-zone=Etc/UTC --project=landfall-sample
+# create the scheduler job landfall-reconcile (* * * * *) publishing to landfall-reconcile
+gcloud scheduler jobs create pubsub landfall-reconcile --location=us-central1 '--schedule=* * * * *' --topic=projects/landfall-sample/topics/landfall-reconcile '--message-body={"schedule":"reconcile"}' --attributes=schedule=reconcile --time-zone=Etc/UTC --project=landfall-sample

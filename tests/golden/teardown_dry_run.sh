@@ -5,6 +5,8 @@
 # --- What starts traffic: schedules, the log sink, the bucket notifications
 # delete the scheduler job landfall-ingest-sweep
 gcloud scheduler jobs delete landfall-ingest-sweep --location=us-central1 --project=landfall-sample --quiet
+# delete the scheduler job landfall-reconcile
+gcloud scheduler jobs delete landfall-reconcile --location=us-central1 --project=landfall-sample --quiet
 # delete the log sink landfall-job-events
 gcloud logging sinks delete landfall-job-events --project=landfall-sample --quiet
 # delete the notifications of gs://landfall-sample-landfall-landing (a bucket Landfall made)
@@ -19,6 +21,8 @@ gcloud pubsub subscriptions delete landfall-training-requests-dispatch --project
 gcloud pubsub subscriptions delete landfall-job-events-listener --project=landfall-sample --quiet
 # delete the subscription landfall-ingest-sweep-sweeper
 gcloud pubsub subscriptions delete landfall-ingest-sweep-sweeper --project=landfall-sample --quiet
+# delete the subscription landfall-reconcile-reconciler
+gcloud pubsub subscriptions delete landfall-reconcile-reconciler --project=landfall-sample --quiet
 # delete the function landfall-on-object-finalized
 gcloud functions delete landfall-on-object-finalized --region=us-central1 --project=landfall-sample --quiet
 # delete the function landfall-dispatch
@@ -27,6 +31,8 @@ gcloud functions delete landfall-dispatch --region=us-central1 --project=landfal
 gcloud functions delete landfall-on-job-event --region=us-central1 --project=landfall-sample --quiet
 # delete the function landfall-sweep-datasets
 gcloud functions delete landfall-sweep-datasets --region=us-central1 --project=landfall-sample --quiet
+# delete the function landfall-reconcile-runs
+gcloud functions delete landfall-reconcile-runs --region=us-central1 --project=landfall-sample --quiet
 
 # --- Pub/Sub: dead-letter holds, topics, the schema
 # delete the subscription landfall-dead-letter-hold
@@ -41,6 +47,10 @@ gcloud pubsub topics delete landfall-job-events --project=landfall-sample --quie
 gcloud pubsub topics delete landfall-ingest-sweep --project=landfall-sample --quiet
 # delete the topic landfall-dead-letter
 gcloud pubsub topics delete landfall-dead-letter --project=landfall-sample --quiet
+# delete the topic landfall-reconcile
+gcloud pubsub topics delete landfall-reconcile --project=landfall-sample --quiet
+# delete the topic landfall-run-results
+gcloud pubsub topics delete landfall-run-results --project=landfall-sample --quiet
 # delete the schema landfall-training-request-v1
 gcloud pubsub schemas delete landfall-training-request-v1 --project=landfall-sample --quiet
 
@@ -55,8 +65,12 @@ gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccoun
 gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
 # remove listener's roles/datastore.user on the project
 gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
-# remove listener's roles/aiplatform.viewer on the project
-gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.viewer --condition=None
+# remove listener's roles/aiplatform.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
+# remove reconciler's roles/datastore.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+# remove reconciler's roles/aiplatform.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
 # delete the service account landfall-ingest@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts delete landfall-ingest@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-sweeper@landfall-sample.iam.gserviceaccount.com
@@ -65,6 +79,8 @@ gcloud iam service-accounts delete landfall-sweeper@landfall-sample.iam.gservice
 gcloud iam service-accounts delete landfall-dispatch@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-listener@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts delete landfall-listener@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+# delete the service account landfall-reconciler@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-reconciler@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts delete landfall-trainer@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com

@@ -25,7 +25,7 @@ from functions.records.dataset_versions import Doc
 from functions.records.leases import Claim, ClaimOutcome
 from schemas.dataset_record import VersionStatus
 from schemas.plan import parse_plan
-from schemas.run_record import RunState, VertexJobRef, new_run, parse_run_record
+from schemas.run_record import RunState, Submission, VertexJobRef, new_run, parse_run_record
 from schemas.times import format_timestamp, parse_timestamp
 from tests.conftest import PROJECT
 from tests.fakes.ingest import FakeDatasets
@@ -129,6 +129,54 @@ def test_runs_find_by_job_id(runs: RunsStore | FakeRuns) -> None:
     found = runs.find_by_job_id("123")
     assert found is not None and found.run_id == "run-c2" and found.vertex == ref
     assert runs.find_by_job_id("124") is None
+
+
+def test_runs_find_an_earlier_attempts_job_through_submission_job_ids(runs: RunsStore | FakeRuns) -> None:
+    """A late event for the first job of a resubmitted run still finds the run (array-contains on job_ids)."""
+    _planned(runs)
+    ref = VertexJobRef(job_name="projects/p/locations/europe-west4/customJobs/222", job_id="222",
+                       region="europe-west4")
+    runs.transition("run-c1", RunState.SUBMITTING, now=T0)
+    runs.transition("run-c1", RunState.SUBMITTED, now=T0, change=lambda r: replace(
+        r, vertex=ref, submission=replace(r.submission or Submission(), job_ids=("111", "222"))))
+    for job_id in ("111", "222"):
+        found = runs.find_by_job_id(job_id)
+        assert found is not None and found.run_id == "run-c1" and found.vertex == ref, job_id
+    assert runs.find_by_job_id("11") is None and runs.find_by_job_id("333") is None
+
+
+def test_runs_in_states_pages_through_every_matching_run_once(runs: RunsStore | FakeRuns) -> None:
+    """Runs in the asked states, each once, across page boundaries (page_size smaller than the answer)."""
+    wanted = set()
+    for i in range(7):
+        run_id = f"run-p{i}"
+        _planned(runs, run_id)
+        if i % 3 == 0:
+            runs.transition(run_id, RunState.SUBMITTING, now=T0)
+            wanted.add(run_id)
+        elif i % 3 == 1:
+            runs.transition(run_id, RunState.REJECTED, now=T0)
+        else:
+            wanted.add(run_id)
+    for page_size in (1, 2, 3, 200):
+        seen = [r.run_id for r in runs.in_states([RunState.PLANNED, RunState.SUBMITTING], page_size=page_size)]
+        assert sorted(seen) == sorted(wanted) and len(seen) == len(set(seen)), page_size
+    assert list(runs.in_states([RunState.WAITING], page_size=2)) == []
+    states = {r.run_id: r.state for r in runs.in_states([RunState.REJECTED])}
+    assert states == {"run-p1": RunState.REJECTED, "run-p4": RunState.REJECTED}
+
+
+def test_runs_unannounced_lists_ended_runs_until_their_flag_is_set(runs: RunsStore | FakeRuns) -> None:
+    from functions.records.results import marked_published
+
+    for run_id in ("run-u1", "run-u2", "run-u3"):
+        _planned(runs, run_id)
+    runs.transition("run-u1", RunState.REJECTED, now=T0)
+    runs.transition("run-u2", RunState.CANCELLED, now=T0)
+    assert [r.run_id for r in runs.unannounced(page_size=1)] == ["run-u1", "run-u2"]
+    assert runs.apply("run-u1", marked_published()) is True and runs.apply("run-u1", marked_published()) is False
+    assert runs.apply("run-u3", marked_published()) is False  # not ended: nothing to announce
+    assert [r.run_id for r in runs.unannounced()] == ["run-u2"]
 
 
 # The dataset versions outbox -----------------------------------------------------------------------------------
@@ -264,6 +312,8 @@ class Vertex:
 
     jobs: VertexJobs | FakeVertex
     exhaust_quota: Callable[[str], None]
+    emulated: bool = False
+    """True on the Vertex emulator, where a job's replicas are real processes."""
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +337,8 @@ def vertex(request: pytest.FixtureRequest) -> Iterator[Vertex]:
     emulator = request.getfixturevalue("vertex_emulator")
     control.set_faults(emulator.address, {})
     yield Vertex(VertexJobs(PROJECT, lambda region: emulator.client),
-                 lambda region: control.set_faults(emulator.address, {"quota_exhausted": [{"region": region}]}))
+                 lambda region: control.set_faults(emulator.address, {"quota_exhausted": [{"region": region}]}),
+                 emulated=True)
     control.set_faults(emulator.address, {})
 
 
@@ -322,3 +373,51 @@ def test_vertex_capacity_and_refusals(vertex: Vertex, tmp_path: Path) -> None:
     name = f"projects/{PROJECT}/locations/us-central1/customJobs/999999999"
     with pytest.raises(PermanentError, match="NotFound"):
         vertex.jobs.get(name)
+
+
+def _ended(vertex: Vertex, name: str, timeout: float = 60.0) -> Any:
+    from tests.polling import wait_for
+
+    ended = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
+    return wait_for(lambda: (job := vertex.jobs.get(name)).state in ended and job, timeout, what=f"{name} ended")
+
+
+def test_vertex_cancel_ends_the_job_cancelled_and_stops_its_processes(vertex: Vertex, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    job = _probe_job("run-cancel", out)
+    job["job_spec"]["worker_pool_specs"][0]["python_package_spec"]["args"] += ["--sleep", "60", "--spawn-child"]
+    created = vertex.jobs.create("us-central1", job)
+    pids: list[int] = []
+    if vertex.emulated:
+        from tests.integration.vertex_emulator.harness import read_json
+
+        record = read_json(out / "workerpool0-0.json")
+        pids = [record["pid"], record["child_pid"]]
+    assert vertex.jobs.cancel(created.name) is True
+    assert vertex.jobs.get(created.name).state in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+    done = _ended(vertex, created.name)
+    assert (done.state, done.error_code) == ("JOB_STATE_CANCELLED", 1) and done.end_time
+    if vertex.emulated:
+        from tests.integration.vertex_emulator.harness import process_alive
+
+        assert [pid for pid in pids if process_alive(pid)] == []
+    assert vertex.jobs.cancel(created.name) is False, "cancelling an ended job changes nothing"
+    with pytest.raises(PermanentError, match="NotFound"):
+        vertex.jobs.cancel(f"projects/{PROJECT}/locations/us-central1/customJobs/999999999")
+
+
+def test_vertex_list_labelled_pages_through_landfall_jobs_of_one_region(vertex: Vertex, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    labelled = [vertex.jobs.create("asia-east1", _probe_job(f"run-{tag}-{i}", tmp_path / str(i))) for i in range(3)]
+    unlabelled = _probe_job("x", tmp_path / "u")
+    unlabelled["labels"] = {}
+    stranger = vertex.jobs.create("asia-east1", unlabelled)
+    elsewhere = vertex.jobs.create("us-central1", _probe_job(f"run-{tag}-far", tmp_path / "far"))
+    for page_size in (1, 2, 100):
+        listed = vertex.jobs.list_labelled("asia-east1", page_size=page_size)
+        names = [j.name for j in listed]
+        assert {j.name for j in labelled} <= set(names) and len(names) == len(set(names)), page_size
+        assert stranger.name not in names and elsewhere.name not in names
+        assert all(RUN_LABEL in j.labels and j.region == "asia-east1" for j in listed)
+    for job in (*labelled, stranger, elsewhere) if vertex.emulated else ():  # the fake's jobs never run
+        _ended(vertex, job.name)

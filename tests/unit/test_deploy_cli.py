@@ -16,7 +16,7 @@ def test_deploy_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture[s
     assert main(["deploy", *SAMPLE_ARGS, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
     out, err = capsys.readouterr()
     assert out == (GOLDEN_DIR / "deploy_dry_run.sh").read_text()
-    assert "staged 4 function bundles" in err
+    assert "staged 5 function bundles" in err
 
 
 def test_teardown_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture[str]) -> None:

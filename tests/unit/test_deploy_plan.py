@@ -26,9 +26,10 @@ N = SAMPLE.project_number
 SA = "serviceAccount:{}@landfall-sample.iam.gserviceaccount.com".format
 LANDING = "landfall-sample-landfall-landing"
 ARTIFACTS = ("landfall-sample-landfall-artifacts-us-central1", "landfall-sample-landfall-artifacts-europe-west4")
-FUNCTIONS = ("landfall-on-object-finalized", "landfall-dispatch", "landfall-on-job-event", "landfall-sweep-datasets")
+FUNCTIONS = ("landfall-on-object-finalized", "landfall-dispatch", "landfall-on-job-event", "landfall-sweep-datasets",
+             "landfall-reconcile-runs")
 SUBSCRIPTIONS = ("landfall-object-events-ingest", "landfall-training-requests-dispatch",
-                 "landfall-job-events-listener", "landfall-ingest-sweep-sweeper")
+                 "landfall-job-events-listener", "landfall-ingest-sweep-sweeper", "landfall-reconcile-reconciler")
 DEAD_LETTERS = ("landfall-dead-letter",)  # one for every subscription, as [functions.*] dead_letter names it
 
 # What each identity may do, written out by hand for review: (role, resource kind, resource name).
@@ -42,8 +43,17 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
     SA("landfall-dispatch"): {("roles/datastore.user", "project", P), ("roles/aiplatform.user", "project", P),
                               ("roles/iam.serviceAccountUser", "service_account",
                                "landfall-trainer@landfall-sample.iam.gserviceaccount.com")},
-    SA("landfall-listener"): {("roles/datastore.user", "project", P), ("roles/aiplatform.viewer", "project", P),
-                              *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS)},
+    # The listener resubmits a job that ended for capacity: it submits jobs that run as the trainer account.
+    SA("landfall-listener"): {("roles/datastore.user", "project", P), ("roles/aiplatform.user", "project", P),
+                              ("roles/iam.serviceAccountUser", "service_account",
+                               "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
+                              *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
+                              ("roles/pubsub.publisher", "topic", "landfall-run-results")},
+    SA("landfall-reconciler"): {("roles/datastore.user", "project", P), ("roles/aiplatform.user", "project", P),
+                                ("roles/iam.serviceAccountUser", "service_account",
+                                 "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
+                                *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
+                                ("roles/pubsub.publisher", "topic", "landfall-run-results")},
     SA("landfall-trainer"): {("roles/storage.objectViewer", "bucket", LANDING),
                              *(("roles/storage.objectUser", "bucket", b) for b in ARTIFACTS)},
     SA("landfall-invoker"): {("roles/run.invoker", "function", f) for f in FUNCTIONS},
@@ -203,7 +213,7 @@ def test_teardown_deletes_what_refers_before_what_is_referred_to(deployed: list[
         still = names_used & deleted
         assert not still, f"{shlex.join(argv)} names {still}, deleted earlier"
         deleted |= gone
-    assert len(deleted) == 5 + 6 + 3  # topics (4 + the dead-letter topic), service accounts, buckets
+    assert len(deleted) == 7 + 7 + 3  # topics (4, the reconcile tick, run results, dead letters), accounts, buckets
 
 
 # --- IAM -------------------------------------------------------------------------------------------------------
@@ -322,5 +332,5 @@ def test_teardown_keeps_data_unless_told_and_then_deletes_it() -> None:
 def test_staged_paths_are_relative_to_the_repository_root(deployed: list[list[str]]) -> None:
     staged = [flags(argv)["source"] for argv in deployed if argv[1:3] == ["functions", "deploy"]]
     assert staged == [f".landfall/deploy/functions/{n}" for n in
-                      ("on_object_finalized", "dispatch", "on_job_event", "sweep_datasets")]
+                      ("on_object_finalized", "dispatch", "on_job_event", "sweep_datasets", "reconcile_runs")]
     assert not any(Path(s).is_absolute() for s in staged)

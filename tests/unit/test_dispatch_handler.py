@@ -142,17 +142,19 @@ def test_a_capacity_refusal_falls_back_to_the_next_plan(refusal: Exception) -> N
     assert states(run)[-1] == "SUBMITTED"
 
 
-def test_no_capacity_anywhere_fails_the_run_with_every_reason() -> None:
+def test_no_capacity_anywhere_makes_the_run_wait_with_every_reason() -> None:
     w = World()
     for region in ("us-central1", "europe-west4", "asia-east1"):
         w.vertex.refuse(region, gexc.ResourceExhausted(f"no quota in {region}"))
-    assert w.deliver() == "failed:no-capacity"
+    assert w.deliver() == "waiting:no-capacity"
     run = w.run()
-    assert states(run) == ["RECEIVED", "PLANNED", "SUBMITTING", "FAILED"] and run.vertex is None
-    assert run.error is not None and run.error.code == "no-capacity"
+    assert states(run) == ["RECEIVED", "PLANNED", "SUBMITTING", "WAITING"] and run.vertex is None
+    wait = run.submission.waiting
+    assert wait is not None and wait.retry_at == format_timestamp(NOW + timedelta(seconds=60)) and wait.tries == 1
     for region in ("us-central1", "europe-west4", "asia-east1"):
-        assert f"no quota in {region}" in run.error.message
-    assert "raise quota" in run.error.message
+        assert f"no quota in {region}" in wait.reason
+    assert "raise quota" in wait.reason
+    assert w.deliver() == "duplicate:WAITING"
     assert [a.outcome.split(":")[0] for a in run.submission.attempts or ()] == ["capacity"] * 3
     assert w.vertex.jobs == {}
 

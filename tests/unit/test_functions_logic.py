@@ -157,8 +157,15 @@ def test_a_transaction_that_keeps_colliding_is_transient() -> None:
         path = "runs/r1"
 
     class Client:
+        calls = 0
+
         def transaction(self, max_attempts: int) -> object:
+            Client.calls += 1
             raise ValueError(f"Failed to commit transaction in {max_attempts} attempts.")
 
+    pauses: list[float] = []
     with pytest.raises(TransientError, match="kept colliding"):
-        in_transaction(Client(), Ref(), lambda cur: (None, None))
+        in_transaction(Client(), Ref(), lambda cur: (None, None), attempts=6, sleep=pauses.append)
+    # Each attempt is its own transaction, after a random pause (full jitter) so colliding writers fall out of step.
+    assert Client.calls == 6 and len(pauses) == 5
+    assert all(0 <= p <= min(2.0, 0.05 * 2 ** (i + 1)) for i, p in enumerate(pauses)), pauses

@@ -1,0 +1,57 @@
+"""Cancel a run on request (`landfall cancel RUN_ID`): who asked and when go on the run in a transaction, then
+Vertex is asked to cancel its job; the listener (or the reconciler) records CANCELLED when the job has stopped.
+A run with no job yet is CANCELLED at once, so the dispatcher never submits it; an ended run is left as it is."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from functions.gcp.vertex import VertexJobs
+from functions.records.run_rules import RunsRules, Step, transitioned
+from schemas.run_record import CancelRequest, RunError, RunRecord, RunState
+from schemas.times import format_timestamp
+
+
+def cancel_step(by: str, now: datetime) -> Step[tuple[str, RunRecord | None]]:
+    """Record the request; result: ("ended"|"missing"|"stopped"|"job", the record after)."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, tuple[str, RunRecord | None]]:
+        if cur is None:
+            return None, ("missing", None)
+        if cur.state.terminal:
+            return None, ("ended", cur)
+        request = cur.submission.cancel or CancelRequest(by=by, at=format_timestamp(now))
+
+        def asked(r: RunRecord) -> RunRecord:
+            return replace(r, submission=replace(r.submission, cancel=request))
+
+        if cur.vertex is None and cur.state != RunState.SUBMITTING:
+            message = f"cancelled by {request.by} at {request.at}, before a job was submitted"
+            new = transitioned(cur, RunState.CANCELLED, now=now, detail=message, change=lambda r: replace(
+                asked(r), error=RunError("cancelled", message, reason="cancelled")))
+            return new, ("stopped", new)
+        new = transitioned(cur, cur.state, now=now, change=asked)
+        return new, ("job", new)
+
+    return step
+
+
+def cancel_run(run_id: str, *, by: str, store: RunsRules, vertex: VertexJobs, now: datetime) -> str:
+    """What happened, in one line for a person."""
+    outcome, run = store.apply(run_id, cancel_step(by, now))
+    if outcome == "missing":
+        return f"no run {run_id}"
+    if outcome == "ended" and run is not None:
+        return f"run {run_id} already ended {run.state}; nothing changed"
+    if outcome == "stopped":
+        return f"run {run_id} CANCELLED before submission"
+    if run is None or run.vertex is None:
+        return (f"run {run_id} is being submitted; the cancel request is recorded and the job will be cancelled "
+                "once it is known (the reconciler does it)")
+    if vertex.cancel(run.vertex.job_name):
+        return f"run {run_id}: asked Vertex to cancel job {run.vertex.job_name}; the run ends CANCELLED when it stops"
+    return f"run {run_id}: job {run.vertex.job_name} had already ended; the listener records how"
+
+
+__all__ = ["cancel_run", "cancel_step"]

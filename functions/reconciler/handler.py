@@ -1,0 +1,135 @@
+"""One reconciler pass (scheduled function `reconcile_runs`, or `landfall reconcile`): page through the runs that
+have not ended and bring each in line with what is true.
+
+- SUBMITTED / RUNNING: re-read the job; an ended job is recorded as the listener would (record_job_state).
+- PLANNED or SUBMITTING past its lease: the dispatcher's exactly-once path takes it over (adopting the labelled
+  job when one exists, else submitting).
+- WAITING: at retry_at the next round starts (or the run FAILS when it has waited long enough).
+- Ended runs whose RunFinished was not marked published are announced (functions/records/results.py).
+Every change is one transaction on one run (the run_rules steps), so two passes at once change nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from functions.errors import LandfallError
+from functions.gcp.vertex import JobView, VertexJobs
+from functions.listener.handler import ListenerDeps, record_job_state
+from functions.records.attempts import AttemptPolicy, wait_over
+from functions.records.run_rules import submission_lease
+from schemas.run_record import RunRecord, RunState
+from schemas.times import parse_timestamp, parse_timestamp_or_none
+
+log = logging.getLogger("landfall.reconciler")
+
+ENDED_JOB_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+                              "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
+OPEN_STATES = (RunState.PLANNED, RunState.SUBMITTING, RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)
+
+
+@dataclass(frozen=True)
+class ReconcilerDeps:
+    open_runs: Callable[[], Iterable[RunRecord]]
+    """Every run in OPEN_STATES, paged through by the store."""
+    vertex: VertexJobs
+    listener: ListenerDeps
+    resubmit: Callable[[str], str]
+    """The dispatcher's exactly-once submission of one run (functions.dispatch.handler.resubmit)."""
+    policy: AttemptPolicy
+    lease_seconds: int
+    now: Callable[[], datetime]
+    grace_seconds: int = 0
+    """A job that ended less than this long ago is left to the listener (settings.reconcile_grace_seconds)."""
+    unannounced: Callable[[], Iterable[RunRecord]] = tuple
+    """Ended runs whose RunFinished is not marked published (the store's `unannounced`)."""
+    announce: Callable[[str], str] | None = None
+    """Publishes RunFinished for one run (functions.records.results.announce); None: nothing is announced."""
+
+
+_PASS = threading.Lock()
+"""One pass at a time per instance (Google runs one instance, concurrency 1: deploy/topology.toml). Ticks that come
+while a pass runs are acknowledged at once: overlapping passes only queue on the same runs' transactions, and on
+the Firestore emulator such a queue outlasts its lock timeout and makes every writer of those runs fail."""
+
+
+def reconcile(deps: ReconcilerDeps) -> str:
+    """One pass; returns a count of what happened to runs, e.g. "recorded:SUCCEEDED=2 unchanged=5"."""
+    if not _PASS.acquire(blocking=False):
+        return "skipped: a pass is running"
+    try:
+        return _reconcile(deps)
+    finally:
+        _PASS.release()
+
+
+def _reconcile(deps: ReconcilerDeps) -> str:
+    counts: Counter[str] = Counter()
+    for run in deps.open_runs():
+        try:
+            outcome = reconcile_run(run, deps)
+        except LandfallError as exc:
+            log.warning("run %s: not reconciled this pass: %s", run.run_id, exc)
+            outcome = "error"
+        if outcome != "unchanged":
+            log.info("run %s (%s): %s", run.run_id, run.state, outcome)
+        counts[outcome.split(":", 2)[0] if outcome.startswith("resubmitted") else outcome] += 1
+    if deps.announce is not None:
+        for run in deps.unannounced():
+            try:
+                said = deps.announce(run.run_id)
+            except LandfallError as exc:
+                log.warning("run %s: RunFinished not published this pass: %s", run.run_id, exc)
+                said = "error"
+            counts["announced" if said.startswith("announced") else said] += 1
+    return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
+
+
+def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
+    now = deps.now()
+    if run.state == RunState.WAITING:
+        outcome = deps.listener.store.apply(run.run_id, wait_over(now=now, policy=deps.policy))
+        return f"resubmitted:{deps.resubmit(run.run_id)}" if outcome == "resubmit" else (
+            "unchanged" if outcome in ("not-yet", "not-waiting") else outcome)
+    if run.state in (RunState.PLANNED, RunState.SUBMITTING):
+        if _lease_live(run, now) or (run.state == RunState.PLANNED and _younger_than_lease(run, now, deps)):
+            return "unchanged"
+        return f"resubmitted:{deps.resubmit(run.run_id)}"
+    if run.vertex is None:
+        return "unchanged"
+    job = deps.vertex.get(run.vertex.job_name)
+    if run.submission.cancel is not None and job.state not in ENDED_JOB_STATES and job.state != "JOB_STATE_CANCELLING":
+        deps.vertex.cancel(job.name)
+        return "cancel-requested"
+    if job.state in ENDED_JOB_STATES and _ended_within(job, now, deps.grace_seconds):
+        return "unchanged"  # the listener's events about it are on their way
+    if job.state in ENDED_JOB_STATES or job.state != run.vertex.state:
+        return record_job_state(run, job, deps.listener)
+    return "unchanged"
+
+
+def _ended_within(job: JobView, now: datetime, seconds: int) -> bool:
+    end = parse_timestamp_or_none(job.end_time)
+    return seconds > 0 and end is not None and (now - end).total_seconds() < seconds
+
+
+def _lease_live(run: RunRecord, now: datetime) -> bool:
+    lease = submission_lease(run.submission)
+    return lease is not None and lease.live(now)
+
+
+def _younger_than_lease(run: RunRecord, now: datetime, deps: ReconcilerDeps) -> bool:
+    """A PLANNED run is the dispatcher's for one lease's time after it was planned."""
+    return (now - parse_timestamp(run.updated_at, field="updated_at")).total_seconds() < deps.lease_seconds
+
+
+def job_is_ended(job: JobView) -> bool:
+    return job.state in ENDED_JOB_STATES
+
+
+__all__ = ["OPEN_STATES", "ReconcilerDeps", "job_is_ended", "reconcile", "reconcile_run"]

@@ -1,0 +1,150 @@
+"""Pure rules for a run's attempts: which plans are left to try, and what a capacity failure after acceptance
+does to the run (resubmit on the next plan, wait, or give up). Applied as run_rules steps, so in one transaction.
+
+A round is one pass over the run's stored plans (the first plan, then its fallbacks). A job that ends for capacity
+is recorded on `submission.jobs` with the round it belonged to; the next attempt skips the plans that failed in
+this round. When none is left, or the round has used `max_job_attempts` jobs, the run WAITS; when the wait is
+over, the reconciler starts the next round (every plan again), backing off each time, until the request's
+deadline or the give-up time, when the run FAILS naming every attempt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from functions.records.run_rules import Step, transitioned
+from schemas.plan import Plan
+from schemas.run_record import JobAttempt, RunError, RunRecord, RunState, Waiting
+from schemas.times import format_timestamp, parse_timestamp, parse_timestamp_or_none
+
+MAX_BACKOFF = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class AttemptPolicy:
+    max_job_attempts: int = 3
+    backoff_seconds: int = 60
+    give_up_seconds: int = 86_400
+
+
+def all_plans(run: RunRecord) -> list[Plan]:
+    """The run's stored plans in order: the first one planned, then the fallbacks (each shape once)."""
+    first = run.submission.attempts[0].plan if run.submission.attempts else run.plan
+    plans = [p for p in (first, *(run.submission.fallbacks or ())) if p is not None]
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for plan in plans:
+        if (plan.region, plan.machine_type) not in seen:
+            seen.add((plan.region, plan.machine_type))
+            out.append(plan)
+    return out
+
+
+def _round(run: RunRecord) -> int:
+    return run.submission.round or 0
+
+
+def round_jobs(run: RunRecord) -> list[JobAttempt]:
+    return [j for j in run.submission.jobs or () if j.round == _round(run)]
+
+
+def candidates(run: RunRecord) -> list[Plan]:
+    """The plans still worth trying this round: those no job of this round failed on for capacity."""
+    failed = {(j.region, j.machine_type) for j in round_jobs(run)}
+    return [p for p in all_plans(run) if (p.region, p.machine_type) not in failed]
+
+
+def known_jobs(run: RunRecord) -> set[str]:
+    """Jobs of earlier attempts: a recovering dispatcher must not adopt them."""
+    return {j.job_name for j in run.submission.jobs or ()}
+
+
+def attempts_summary(run: RunRecord) -> str:
+    jobs = run.submission.jobs or ()
+    refused = [a for a in run.submission.attempts or () if a.outcome.startswith("capacity")]
+    parts = [f"{j.job_name.rsplit('/', 1)[-1]} in {j.region} ({j.machine_type}) {j.reason} at {j.at}" for j in jobs]
+    parts += [f"{a.region} ({a.machine_type}) at {a.at}: {a.outcome}" for a in refused]
+    return "; ".join(parts) or "no attempt"
+
+
+def _gave_up(run: RunRecord, now: datetime, policy: AttemptPolicy, since: str) -> str | None:
+    """Why the run stops waiting, or None to wait on."""
+    deadline = parse_timestamp_or_none(str(run.request.get("deadline") or ""))
+    if deadline is not None and now >= deadline:
+        return f"the request's deadline {run.request.get('deadline')} has passed"
+    if now - parse_timestamp(since, field="waiting.since") >= timedelta(seconds=policy.give_up_seconds):
+        return f"it waited {policy.give_up_seconds} s for capacity (LANDFALL_WAIT_GIVE_UP_SECONDS)"
+    return None
+
+
+def waited(run: RunRecord, reason: str, *, now: datetime, policy: AttemptPolicy) -> RunRecord | None:
+    """The run moved to WAITING (or FAILED when it has waited long enough), every attempt kept."""
+    prior = run.submission.waiting
+    since = prior.since if prior else format_timestamp(now)
+    tries = (prior.tries + 1) if prior else 1
+    stop = _gave_up(run, now, policy, since)
+    if stop is not None:
+        message = f"no capacity for this run: {stop}. Attempts: {attempts_summary(run)}"
+        return transitioned(run, RunState.FAILED, now=now, detail="gave up waiting for capacity",
+                            change=lambda r: replace(r, error=RunError("no-capacity", message, reason="stockout")))
+    delay = min(timedelta(seconds=policy.backoff_seconds * 2 ** (tries - 1)), MAX_BACKOFF)
+    wait = Waiting(reason=reason, retry_at=format_timestamp(now + delay), since=since, tries=tries)
+    return transitioned(run, RunState.WAITING, now=now, detail=f"waiting for capacity until {wait.retry_at}: {reason}",
+                        change=lambda r: replace(r, submission=replace(r.submission, waiting=wait)))
+
+
+def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime,
+                   policy: AttemptPolicy) -> Step[str]:
+    """The run's current job ended for capacity: record it, then SUBMITTING on the next plan (outcome "resubmit")
+    or WAITING/FAILED. "stale" when the job is not the run's current one (an old or repeated event)."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
+        if cur is None or cur.vertex is None or cur.vertex.job_name != job_name or cur.state.terminal:
+            return None, "stale"
+        stamp = format_timestamp(now)
+        attempt = JobAttempt(job_name=job_name, region=cur.vertex.region,
+                             machine_type=cur.plan.machine_type if cur.plan else "", reason=reason, message=message,
+                             at=stamp, round=_round(cur))
+        recorded = replace(cur, vertex=None, submission=replace(
+            cur.submission, jobs=(*(cur.submission.jobs or ()), attempt), lease_until=stamp, owner="",
+            job_ids=(*(cur.submission.job_ids or ()), cur.vertex.job_id)))
+        number = len(recorded.submission.jobs or ()) + 1
+        if candidates(recorded) and len(round_jobs(recorded)) < policy.max_job_attempts:
+            new = transitioned(cur, RunState.SUBMITTING, now=now,
+                               detail=f"attempt {number}: job {job_name} ended for {reason}; next plan",
+                               change=lambda r: recorded)
+            return new, "resubmit"
+        new = waited(recorded, f"{reason} on every plan", now=now, policy=policy)
+        return new, "failed" if new is not None and new.state == RunState.FAILED else "waiting"
+
+    return step
+
+
+def wait_over(*, now: datetime, policy: AttemptPolicy) -> Step[str]:
+    """A WAITING run whose retry time has come starts the next round (SUBMITTING; outcome "resubmit"), or FAILS
+    when it has waited long enough; "not-yet" before retry_at, "not-waiting" for any other state."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
+        if cur is None or cur.state != RunState.WAITING or cur.submission.waiting is None:
+            return None, "not-waiting"
+        wait = cur.submission.waiting
+        stop = _gave_up(cur, now, policy, wait.since)
+        if stop is not None:
+            message = f"no capacity for this run: {stop}. Attempts: {attempts_summary(cur)}"
+            return transitioned(cur, RunState.FAILED, now=now, detail="gave up waiting for capacity",
+                                change=lambda r: replace(r, error=RunError("no-capacity", message,
+                                                                           reason="stockout"))), "failed"
+        if now < parse_timestamp(wait.retry_at, field="waiting.retry_at"):
+            return None, "not-yet"
+        stamp = format_timestamp(now)
+        new = transitioned(cur, RunState.SUBMITTING, now=now, detail=f"round {_round(cur) + 1} after waiting",
+                           change=lambda r: replace(r, submission=replace(
+                               r.submission, round=_round(r) + 1, lease_until=stamp, owner="")))
+        return new, "resubmit"
+
+    return step
+
+
+__all__ = ["AttemptPolicy", "all_plans", "attempts_summary", "candidates", "capacity_ended", "known_jobs",
+           "round_jobs", "wait_over", "waited"]

@@ -1,0 +1,69 @@
+"""Why a job ended: the trainer's failure kind and Vertex's error text mapped to one `error.reason` (a data table).
+
+Pure. The listener asks `classify` when it records a FAILED or CANCELLED job; the rule is the first match of:
+the trainer's own kind (it knows best: a DataError is bad data whatever Vertex says), then Vertex's error text
+(patterns below, in order), then Vertex's google.rpc code, else `platform`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+REASONS = ("user-code", "bad-data", "bad-config", "out-of-memory", "preempted", "stockout", "quota", "timeout",
+           "cancelled", "platform")
+
+# The trainer's failure kind (schemas/trainer_failure.py) -> reason. Any other kind is a crash of the user's code.
+REASON_FOR_KIND: dict[str, str] = {
+    "DataError": "bad-data",
+    "ConfigError": "bad-config",
+    "OutOfMemory": "out-of-memory",
+    "Preempted": "preempted",
+    "TrainerError": "user-code",
+}
+
+# Vertex's error text -> reason, first match wins (messages from reference/vertex.md and the emulator).
+REASON_FOR_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"Resources are insufficient in region", re.I), "stockout"),
+    (re.compile(r"preempt", re.I), "preempted"),
+    (re.compile(r"exceed quota limits|quota", re.I), "quota"),
+    (re.compile(r"ran out of memory", re.I), "out-of-memory"),
+    (re.compile(r"timeout|ran longer than", re.I), "timeout"),
+    (re.compile(r"cancel", re.I), "cancelled"),
+    (re.compile(r"exited with a non-zero status", re.I), "user-code"),
+)
+
+# google.rpc.Code on the job's error -> reason, when the text said nothing known.
+REASON_FOR_CODE: dict[int, str] = {1: "cancelled", 4: "timeout", 8: "quota"}
+
+# Reasons that say "this region had no room", not "this run is wrong": the run is resubmitted on its next plan.
+CAPACITY_REASONS = frozenset({"stockout", "preempted"})
+
+_REPLICA = re.compile(r"replica (?P<replica>workerpool\d+-\d+)\b.*?non-zero status of (?P<status>\d+)", re.I)
+
+
+@dataclass(frozen=True)
+class Reason:
+    reason: str
+    replica: str | None = None
+    """The replica Vertex names (workerpool0-0), when it names one."""
+    exit_code: int | None = None
+
+
+def classify(kind: str | None, job_message: str, job_code: int, *, exit_code: int | None = None) -> Reason:
+    """The reason a job ended, with the replica and exit code Vertex's message names (or the trainer's exit code)."""
+    found = _REPLICA.search(job_message or "")
+    replica = found.group("replica") if found else None
+    status = int(found.group("status")) if found else exit_code
+    if kind and kind in REASON_FOR_KIND:
+        return Reason(REASON_FOR_KIND[kind], replica, status)
+    for pattern, reason in REASON_FOR_TEXT:
+        if pattern.search(job_message or ""):
+            return Reason(reason, replica, status)
+    if kind:
+        return Reason("user-code", replica, status)
+    return Reason(REASON_FOR_CODE.get(job_code, "platform"), replica, status)
+
+
+__all__ = ["CAPACITY_REASONS", "REASONS", "REASON_FOR_CODE", "REASON_FOR_KIND", "REASON_FOR_TEXT", "Reason",
+           "classify"]
