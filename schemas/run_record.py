@@ -113,6 +113,18 @@ class RunError:
     code: str
     """A short machine-readable reason: invalid-request, infeasible, submit-refused, no-capacity, job-failed, ..."""
     message: str
+    """Why, for a person: for a failed job the trainer's own error line when it left one, else Vertex's message."""
+    kind: str | None = None
+    """For a failed job: the trainer's error kind (DataError, ConfigError, OutOfMemory, ..., or the exception type
+    of a crash), from its failure record (schemas/trainer_failure.py)."""
+    step: int | None = None
+    """For a failed job: the training step the trainer had reached, when it had started training."""
+    job_message: str | None = None
+    """For a failed job: Vertex's own error message (e.g. "The replica workerpool0-0 exited with a non-zero status
+    of 3..."), kept beside the trainer's."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -218,7 +230,7 @@ class RunRecord:
             "vertex": None if self.vertex is None else asdict(self.vertex),
             "artifacts": None if self.artifacts is None else asdict(self.artifacts),
             "metrics": None if self.metrics is None else dict(self.metrics),
-            "error": None if self.error is None else asdict(self.error),
+            "error": None if self.error is None else self.error.to_dict(),
             "timings": self.timings.to_dict(),
             "cost": self.cost.to_dict(),
             "submission": self.submission.to_dict(),
@@ -303,8 +315,11 @@ def parse_run_record(data: dict[str, Any]) -> RunRecord:
             output_dir=artifacts.string("output_dir"), model_dir=artifacts.string("model_dir"),
             checkpoint_dir=artifacts.string("checkpoint_dir"), tensorboard_dir=artifacts.string("tensorboard_dir")),
         metrics=None if metrics is None else dict(metrics.data),
-        error=None if error is None else RunError(code=error.string("code"),
-                                                   message=error.string("message", max_len=_TEXT)),
+        error=None if error is None else RunError(
+            code=error.string("code"), message=error.string("message", max_len=_TEXT),
+            kind=_optional_string(error, "kind"),
+            step=None if error.data.get("step") is None else error.integer("step"),
+            job_message=None if error.data.get("job_message") is None else error.string("job_message", max_len=_TEXT)),
         timings=Timings() if timings is None else Timings(
             **{k: _optional_string(timings, k) for k in ("created_at", "submitted_at", "started_at", "ended_at")},
             run_seconds=_optional_number(timings, "run_seconds")),

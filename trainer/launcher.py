@@ -16,8 +16,10 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
+from schemas.trainer_failure import TrainerFailure
 from trainer.distributed import NodeTopology, child_environ, free_port
 from trainer.errors import TRAINER_STATUSES
+from trainer.failure import record_failure
 from trainer.logs import log
 
 _SETTLE_SECONDS = 5.0
@@ -48,13 +50,13 @@ def run_node(topology: NodeTopology, argv: list[str], environ: Mapping[str, str]
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _wait_all(children)
+        return _wait_all(children, environ)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _wait_all(children: list[subprocess.Popen[bytes]]) -> int:
+def _wait_all(children: list[subprocess.Popen[bytes]], environ: Mapping[str, str]) -> int:
     """Wait for every child; at the first failure stop the rest. Returns the status that explains the failure."""
     by_pid = {child.pid: child for child in children}
     while by_pid:
@@ -68,9 +70,20 @@ def _wait_all(children: list[subprocess.Popen[bytes]]) -> int:
                     "machine)") if child.returncode == -signal.SIGKILL else None
             log("a training process failed; stopping the others", severity="ERROR", pid=pid,
                 exit_code=child.returncode, hint=hint)
+            if child.returncode < 0:  # killed by a signal: the child could leave no failure record of its own
+                _record_killed(child, environ)
             _stop(list(by_pid.values()))
             return _explaining_status([c.returncode for c in children if c.returncode is not None])
     return 0
+
+
+def _record_killed(child: subprocess.Popen[bytes], environ: Mapping[str, str]) -> None:
+    signum = -(child.returncode or 0)
+    name = signal.Signals(signum).name if signum in signal.valid_signals() else f"signal {signum}"
+    cause = ("most often the host ran out of memory: lower --batch-size or use a machine with more RAM"
+             if signum == signal.SIGKILL else "stopped from outside the trainer")
+    message = f"a training process (pid {child.pid}) was killed by {name}: {cause}"
+    record_failure(environ, TrainerFailure(kind="Killed", message=message, exit_code=128 + signum))
 
 
 def _explaining_status(codes: list[int]) -> int:

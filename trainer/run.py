@@ -2,7 +2,8 @@
 
 Environment read here (Vertex sets these; the Vertex emulator too): AIP_MODEL_DIR (required: where model.pt,
 config.json and metrics.json go), AIP_CHECKPOINT_DIR (optional: checkpoints and automatic resume),
-AIP_TENSORBOARD_LOG_DIR (optional: TensorBoard event files).
+AIP_TENSORBOARD_LOG_DIR (optional: TensorBoard event files). A failed process leaves AIP_MODEL_DIR/failure.json
+(trainer/task.py, trainer/failure.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from trainer.datasets.stream import held_out_samples, steps_in_epoch
 from trainer.distributed import DistEnv, process_group
 from trainer.errors import ConfigError, DataError, OutOfMemory
 from trainer.events import EventLog
+from trainer.failure import note_step
 from trainer.logs import log, set_context
 from trainer.loop import Session, restore, run_loop
 from trainer.metrics import (
@@ -53,6 +55,7 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
     model_dir = required_model_dir(environ)
     set_context(rank=env.rank, world_size=env.world_size)
     watch = PreemptionWatch()
+    session: Session | None = None
     try:
         with process_group(env) as device:
             session = _assemble(config, env, device, environ)
@@ -66,6 +69,10 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
                 raise _oom(config, session, exc) from exc
             watch.drain()
             return _write_outputs(session, model_dir, time.monotonic() - started)
+    except Exception as exc:
+        if session is not None:  # the failure record (trainer/failure.py) says how far training got
+            note_step(exc, session.progress.step)
+        raise
     finally:
         watch.restore()
 

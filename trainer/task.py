@@ -3,15 +3,18 @@
 On Vertex this runs once per replica (node): it starts one training process per GPU (LANDFALL_NPROC_PER_NODE on
 CPU) and waits for them; under torchrun, or with one process per node, it trains in this process. The exit
 status is what Vertex judges the replica by: 0 success, 2 bad configuration, 3 bad data, 4 out of memory,
-143 stopped by SIGTERM after checkpointing.
+143 stopped by SIGTERM after checkpointing. Before exiting non-zero (but for 143) a process writes its reason to
+AIP_MODEL_DIR/failure.json (trainer/failure.py), which the completion listener puts on the run's error.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 
-from trainer.config import parse_args
+from trainer.config import TrainConfig, parse_args
 from trainer.distributed import (
     default_nproc_per_node,
     launched_per_process,
@@ -19,7 +22,8 @@ from trainer.distributed import (
     read_process_env,
     single_process_env,
 )
-from trainer.errors import TrainerError
+from trainer.errors import ConfigError, Preempted, TrainerError
+from trainer.failure import failure_of, record_failure
 from trainer.logs import log
 from trainer.vertex_env import environment_summary, required_model_dir
 
@@ -28,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     environ = dict(os.environ)
     try:
-        config = parse_args(argv)
+        config = _parse(argv)
         required_model_dir(environ)
         if launched_per_process(environ):
             from trainer.run import train
@@ -48,12 +52,35 @@ def main(argv: list[str] | None = None) -> int:
         return run_node(topology, argv, environ)
     except TrainerError as exc:
         log(str(exc), severity="ERROR", error=type(exc).__name__, exit_code=exc.exit_code)
+        if not isinstance(exc, Preempted):
+            record_failure(environ, failure_of(exc, exc.exit_code, environ))
         return exc.exit_code
     except MemoryError as exc:
-        log(f"host out of memory: {exc}; lower --batch-size or use a machine with more RAM", severity="ERROR",
-            error="OutOfMemory", exit_code=4)
+        message = f"host out of memory: {exc}; lower --batch-size or use a machine with more RAM"
+        log(message, severity="ERROR", error="OutOfMemory", exit_code=4)
+        record_failure(environ, failure_of(exc, 4, environ, kind="OutOfMemory", message=message))
         return 4
+    except Exception as exc:
+        # A crash: record its last line for the run, then let it end the process with its traceback (status 1).
+        record_failure(environ, failure_of(exc, 1, environ, message=f"{type(exc).__name__}: {exc}"))
+        raise
 
+
+def _parse(argv: list[str]) -> TrainConfig:
+    """parse_args, with argparse's refusal (an unknown or malformed flag: usage text and exit 2) turned into a
+    ConfigError carrying argparse's error line, so that it reaches the failure record like any bad setting."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            config = parse_args(argv)
+    except SystemExit as exc:
+        sys.stderr.write(err.getvalue())
+        if exc.code in (0, None):
+            raise
+        lines = [line for line in err.getvalue().splitlines() if line.strip()]
+        raise ConfigError(lines[-1] if lines else f"the command line was refused (exit status {exc.code})") from None
+    sys.stderr.write(err.getvalue())
+    return config
 
 if __name__ == "__main__":
     sys.exit(main())

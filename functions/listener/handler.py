@@ -1,4 +1,5 @@
-"""Completion listener: a job log entry names a job; re-read the job and record its state, times and metrics."""
+"""Completion listener: a job log entry names a job; re-read the job and record its state, times and metrics, and
+for a failed job the trainer's own reason (its failure.json, schemas/trainer_failure.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import parse_timestamp_or_none
+from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
 
 log = logging.getLogger("landfall.job_events")
 
@@ -73,6 +75,8 @@ def record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
     metrics: dict[str, Any] | None = None
     if target.terminal and job.error_code:
         error = RunError("job-failed" if target == RunState.FAILED else "job-cancelled", job.error_message)
+        if target == RunState.FAILED:
+            error = _with_trainer_reason(error, run, deps)
     if target == RunState.SUCCEEDED:
         metrics, problem = _metrics(run, deps)
         if problem:
@@ -109,6 +113,24 @@ def _cost(run: RunRecord, timings: Timings) -> Cost:
         return run.cost
     return replace(run.cost, actual_usd=round(run.plan.hourly_cost_usd * timings.run_seconds / 3600.0, 6),
                    actual_basis=ACTUAL_COST_BASIS)
+
+
+def _with_trainer_reason(error: RunError, run: RunRecord, deps: ListenerDeps) -> RunError:
+    """The error with the trainer's own reason from its failure record, Vertex's message kept beside it; unchanged
+    when the trainer left none (it crashed before it could, or never started)."""
+    if run.artifacts is None:
+        return error
+    uri = f"{run.artifacts.model_dir}{FAILURE_FILE}"
+    text = deps.read_text(uri)
+    if text is None:
+        return error
+    try:
+        failure = parse_trainer_failure(text)
+    except SchemaError as exc:
+        log.warning("run %s: the trainer's failure record %s does not fit its schema: %s", run.run_id, uri, exc)
+        return replace(error, message=f"{error.message} (the trainer's failure record {uri} is unreadable: {exc})")
+    return replace(error, message=failure.message, kind=failure.kind, step=failure.step,
+                   job_message=error.message)
 
 
 def _metrics(run: RunRecord, deps: ListenerDeps) -> tuple[dict[str, Any] | None, str]:

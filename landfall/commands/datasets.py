@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from landfall.errors import reason
 from landfall.tables import render_table
 from schemas.dataset_record import DATASET_FIELDS, DatasetStatus, dataset_id_for
 
@@ -110,7 +111,7 @@ def _boundary(what: str) -> Iterator[None]:
     except SettingsError as exc:
         raise CommandError(str(exc)) from exc
     except (GoogleAPIError, GoogleAuthError, TimeoutError) as exc:
-        raise CommandError(f"cannot {what}: {exc}. On the local stack check `landfall status` (the CLI reads "
+        raise CommandError(f"cannot {what}: {reason(exc)}. On the local stack check `landfall status` (the CLI reads "
                            ".landfall/env); in Google Cloud check GOOGLE_CLOUD_PROJECT and your credentials.") from exc
 
 

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas.run_record import TERMINAL_STATES, RunState
+from schemas.run_record import TERMINAL_STATES, RunState, parse_run_record
 from schemas.training_request import run_id_for
 
 
@@ -82,7 +82,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"landfall demo: run {run_id} did not finish within {args.timeout:.0f}s; `landfall run {run_id}` "
               f"shows where it is, logs are in {info.state_dir / 'logs'}", file=sys.stderr)
         return 1
-    print(describe(doc))
+    print(describe(parse_run_record(doc)))
     print(f"demo wall time: {time.monotonic() - began:.1f}s")
     if doc["state"] != RunState.SUCCEEDED:
         reason = (doc.get("error") or {}).get("message", "no reason recorded")

@@ -27,9 +27,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--now", metavar="RFC3339", help="plan as if it were this time (deadlines are relative to it)")
     p.set_defaults(func=cmd_plan)
 
-    c = subparsers.add_parser("catalog", help="list every machine shape the planner knows",
+    c = subparsers.add_parser("catalog", help="list the machine shapes the planner knows (filter by GPU, region)",
                               description="Every Vertex AI machine shape in the planner's catalog, one per row, "
-                                          "with its on-demand price in the base region.")
+                                          "with its on-demand price in the base region; the filters combine. Exit "
+                                          "status 1 when no shape matches.")
+    c.add_argument("--gpu", metavar="GPU", help="only shapes with this GPU: a model (H100, A100, T4 ...) or a "
+                                                "Vertex accelerator type (NVIDIA_H100_80GB); any case")
+    c.add_argument("--region", metavar="REGION", help="only shapes offered in this region (e.g. us-central1)")
+    c.add_argument("--min-gpus", type=int, default=0, metavar="N", help="only shapes with at least N GPUs per machine")
     c.add_argument("--json", action="store_true", help="print one JSON object per shape, as a list")
     c.set_defaults(func=cmd_catalog)
 
@@ -44,8 +49,8 @@ def register(subparsers: Any) -> None:
     m.add_argument("--gpus", required=True, type=int, metavar="N", help="data-parallel degree (GPUs in all)")
     m.add_argument("--precision", choices=("mixed", "fp32"), default="mixed",
                    help="mixed: 16-bit compute with fp32 master weights (default); fp32: everything in fp32")
-    m.add_argument("--preset", help="model preset for activations (e.g. gpt-1.3b); its parameter count is "
-                                    "replaced by --params")
+    m.add_argument("--preset", help="model preset whose activations to add (e.g. gpt-1.3b); without it activations "
+                                    "are not counted. Its parameter count is replaced by --params")
     m.add_argument("--micro-batch", type=int, default=1, help="samples per GPU per step, with --preset (default 1)")
     m.add_argument("--json", action="store_true", help="print the estimate as JSON")
     m.set_defaults(func=cmd_estimate_memory)
@@ -135,17 +140,44 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def select_shapes(catalog: Any, gpu: str | None, region: str | None, min_gpus: int) -> list[Any]:
+    """The catalog's shapes that pass the filters; a GPU or region the catalog does not know is a ValueError
+    naming the known ones."""
+    if gpu is not None:
+        wanted = gpu.strip().upper()
+        kinds = {k for k, spec in catalog.gpus.items() if wanted in (k.upper(), spec.model.upper())}
+        if not kinds:
+            known = sorted({spec.model for spec in catalog.gpus.values()})
+            raise ValueError(f"--gpu {gpu!r} is not a GPU in the catalog; known: {', '.join(known)} (or an "
+                             "accelerator type such as NVIDIA_H100_80GB)")
+    if region is not None and region not in catalog.regions:
+        raise ValueError(f"--region {region!r} is not a region in the catalog; known: {', '.join(catalog.regions)}")
+    if min_gpus < 0:
+        raise ValueError(f"--min-gpus must be >= 0, got {min_gpus}")
+    return [shape for shape in catalog.shapes
+            if (gpu is None or shape.accelerator_type in kinds)
+            and (region is None or region in shape.regions)
+            and shape.accelerator_count >= min_gpus]
+
+
 def cmd_catalog(args: argparse.Namespace) -> int:
     from functions.planning.catalog import load_catalog
 
     catalog = load_catalog()
-    shapes = [shape.to_json(catalog.gpus) for shape in catalog.shapes]
+    try:
+        selected = select_shapes(catalog, args.gpu, args.region, args.min_gpus)
+    except ValueError as exc:
+        return _fail(str(exc))
+    shapes = [shape.to_json(catalog.gpus) for shape in selected]
     if args.json:
         print(json.dumps(shapes, indent=2))
-        return 0
+        return 0 if shapes else 1
+    if not shapes:
+        print("no machine shape matches these filters (`landfall catalog` lists them all)", file=sys.stderr)
+        return 1
     book = catalog.prices
     rows = []
-    for shape, item in zip(catalog.shapes, shapes, strict=True):
+    for shape, item in zip(selected, shapes, strict=True):
         hourly = book.quote(shape.machine_type, book.base_region, False).usd_per_hour
         if shape.accelerator_type:
             hourly += shape.accelerator_count * book.quote(shape.accelerator_type, book.base_region, False).usd_per_hour
@@ -154,7 +186,8 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                      len(item["regions"])])
     print(render_table(["MACHINE", "ACCELERATOR", "COUNT", "GPU GB", "VCPUS", "RAM GB",
                         f"$/H ({book.base_region})", "REGIONS"], rows))
-    print(f"{len(rows)} shapes; prices marked estimate in functions/planning/data/prices.json until refreshed")
+    print(f"{len(rows)} of {len(catalog.shapes)} shapes; prices marked estimate in functions/planning/data/prices.json "
+          "until refreshed")
     return 0
 
 
@@ -197,12 +230,25 @@ def cmd_estimate_memory(args: argparse.Namespace) -> int:
         "model_state_bytes_per_parameter": result.model_states_bytes / parameters,
         "fits_on": fits,
     }
+    data["activations_counted"] = bool(args.preset)
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    print(render_table(["", "BYTES PER GPU", "GB"], [
-        [name, f"{data[key]:,}", f"{data[key] / 1e9:,.2f}"] for name, key in (
-            ("model states", "model_states_bytes_per_gpu"), ("activations", "activations_bytes_per_gpu"),
-            ("overhead", "overhead_bytes_per_gpu"), ("total", "total_bytes_per_gpu"))]))
-    print(f"fits on: {', '.join(fits) if fits else 'no single GPU in the catalog'}")
+    rows = [[name, f"{data[key]:,}", f"{data[key] / 1e9:,.2f}"] for name, key in (
+        ("model states", "model_states_bytes_per_gpu"), ("activations", "activations_bytes_per_gpu"),
+        ("overhead", "overhead_bytes_per_gpu"), ("total", "total_bytes_per_gpu"))]
+    if not args.preset:
+        rows[1][1:] = ["not counted", "-"]
+    print(render_table(["", "BYTES PER GPU", "GB"], rows))
+    if not args.preset:
+        print(f"activations are not counted: the total is a lower bound. --preset NAME --micro-batch N adds them "
+              f"for a model's shape (presets: {', '.join(_gpt_presets())})")
+    print(f"fits on: {', '.join(fits) if fits else 'no single GPU in the catalog'}"
+          + ("" if args.preset else " (before activations)"))
     return 0
+
+
+def _gpt_presets() -> list[str]:
+    from schemas.model_presets import GptPreset, load_presets
+
+    return [name for name, preset in load_presets().items() if isinstance(preset, GptPreset)]

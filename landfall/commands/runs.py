@@ -1,4 +1,4 @@
-"""`landfall runs` and `landfall run RUN_ID`: read run records from Firestore."""
+"""`landfall runs` and `landfall run RUN_ID [--metrics]`: read run records from Firestore."""
 
 from __future__ import annotations
 
@@ -7,10 +7,16 @@ import json
 import sys
 from typing import Any
 
+from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from schemas.errors import SchemaError
 from schemas.plan import Plan
-from schemas.run_record import RunRecord, parse_run_record
+from schemas.run_record import RunRecord, RunState, parse_run_record, parse_state
+
+CALL_TIMEOUT_S = 20.0
+"""Deadline of one Firestore call, so that an unreachable Google Cloud fails in seconds rather than retrying for
+minutes (the local stack is checked before any call: landfall/reach.py)."""
+TENSORBOARD_HINT = "TensorBoard event files; README.md \"Metrics\" says how to open them"
 
 
 def runs_collection() -> Any:
@@ -18,8 +24,58 @@ def runs_collection() -> Any:
 
     from functions.settings import get_settings
 
-    settings = get_settings()
-    return firestore.Client(project=settings.project).collection(settings.runs_collection)
+    with client_boundary("open Firestore"):
+        settings = get_settings()
+        return firestore.Client(project=settings.project).collection(settings.runs_collection)
+
+
+def read_run_document(run_id: str) -> dict[str, Any] | None:
+    """The stored run document, or None when there is no run of that id."""
+    ref = runs_collection().document(run_id)
+    with client_boundary(f"read run {run_id!r} from Firestore"):
+        snapshot = ref.get(timeout=CALL_TIMEOUT_S)
+    return snapshot.to_dict() if snapshot.exists else None
+
+
+def read_run(run_id: str, command: str) -> RunRecord:
+    """The run record, or a CommandError saying there is none or that it does not fit the schema."""
+    doc = read_run_document(run_id)
+    if doc is None:
+        raise CommandError(f"no run {run_id!r}; `landfall runs` lists them")
+    try:
+        return parse_run_record(doc)
+    except SchemaError as exc:
+        raise CommandError(f"run {run_id!r} does not fit the run record schema: {exc}; `landfall {command} "
+                           f"{run_id} --json` shows it as stored") from exc
+
+
+def recent_runs(state: str | None, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` runs (in `state` when given), newest first. A state is filtered by Firestore, which needs
+    the composite index (state, created_at desc) of deploy/firestore.indexes.json; the emulator needs none."""
+    from google.cloud import firestore
+    from google.cloud.firestore_v1.base_query import FieldFilter
+
+    query = runs_collection()
+    with client_boundary("read runs from Firestore"):
+        if state:
+            query = query.where(filter=FieldFilter("state", "==", state))
+        query = query.order_by("created_at", direction=firestore.Query.DESCENDING).limit(limit)
+        return [d.to_dict() for d in query.stream(timeout=CALL_TIMEOUT_S)]
+
+
+def state_argument(text: str) -> RunState:
+    """--state's type: a run state in any case, or argparse's error naming the states."""
+    try:
+        return parse_state(text.upper())
+    except SchemaError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: "
+                                         f"{', '.join(RunState)}") from exc
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def _gpu(plan: Plan | None) -> str:
@@ -51,19 +107,16 @@ def _readable(docs: list[dict[str, Any]]) -> list[RunRecord]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from google.cloud import firestore
-
-    query = runs_collection().order_by("created_at", direction=firestore.Query.DESCENDING).limit(args.limit)
-    docs = [d.to_dict() for d in query.stream()]
-    if args.state:
-        docs = [d for d in docs if d.get("state") == args.state]
+    docs = recent_runs(args.state, args.limit)
     if args.json:
         print(json.dumps(docs, indent=2, default=str))
         return 0
     rows = [[r.run_id, r.state, r.created_at, _dataset(r).get("uri"), r.plan.machine_type if r.plan else "",
              _gpu(r.plan), _fmt(_final(r).get("accuracy"))] for r in _readable(docs)]
-    print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY"], rows) if rows
-          else "no runs yet")
+    if rows:
+        print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY"], rows))
+    else:
+        print(f"no {args.state} runs" if args.state else "no runs yet")
     return 0
 
 
@@ -98,37 +151,79 @@ def describe(run: RunRecord) -> str:
         lines.append(f"cost      estimated ${_fmt(run.cost.estimated_usd)}, actual ${_fmt(run.cost.actual_usd)}")
     if run.artifacts is not None:
         lines.append(f"model     {run.artifacts.model_dir}")
+        lines.append(f"tensorboard {run.artifacts.tensorboard_dir} ({TENSORBOARD_HINT})")
     if run.error is not None:
         lines.append(f"error     {run.error.code}: {run.error.message}")
+        where = ", ".join(part for part in (run.error.kind, None if run.error.step is None else
+                                            f"at step {run.error.step}") if part)
+        if where:
+            lines.append(f"          (the trainer's {where})")
+        if run.error.job_message:
+            lines.append(f"          Vertex: {run.error.job_message}")
+        if run.vertex is not None:
+            lines.append(f"          replica logs: `landfall logs {run.run_id}`")
     lines.append("history   " + " -> ".join(h.state for h in run.history))
     return "\n".join(lines)
 
 
+def epoch_table(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """metrics.json's per-epoch figures as (headers, rows): a column per figure any epoch has (epoch first)."""
+    epochs = [e for e in metrics.get("epochs") or [] if isinstance(e, dict)]
+    keys = ["epoch", *dict.fromkeys(k for e in epochs for k in e if k != "epoch")]
+    keys = [k for k in keys if any(e.get(k) is not None for e in epochs)]
+    return [k.upper().replace("_", " ") for k in keys], [[_fmt(e.get(k)) for k in keys] for e in epochs]
+
+
+def describe_metrics(run: RunRecord) -> str:
+    """The per-epoch table, then the run's throughput and where its TensorBoard files are."""
+    metrics = run.metrics or {}
+    headers, rows = epoch_table(metrics)
+    lines = [render_table(headers, rows)] if rows else ["metrics.json holds no per-epoch figures"]
+    evaluation = metrics.get("evaluation")
+    if isinstance(evaluation, dict) and evaluation.get("split"):
+        lines.append(f"measured on the {evaluation['split']} split: {evaluation.get('samples', '?')} samples "
+                     f"({evaluation.get('train_samples', '?')} in the training split)")
+    figures = [f"{label} {_fmt(metrics.get(key))}" for key, label in (
+        ("samples_per_second", "samples/s"), ("tokens_per_second", "tokens/s"), ("mfu", "MFU"),
+        ("wall_time_seconds", "wall s")) if metrics.get(key) is not None]
+    if figures:
+        lines.append(", ".join(figures))
+    if run.artifacts is not None:
+        lines.append(f"tensorboard {run.artifacts.tensorboard_dir} ({TENSORBOARD_HINT})")
+    return "\n".join(lines)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    snapshot = runs_collection().document(args.run_id).get()
-    if not snapshot.exists:
-        print(f"landfall run: no run {args.run_id!r}; `landfall runs` lists them", file=sys.stderr)
-        return 1
-    doc = snapshot.to_dict()
-    if args.json:
+    if args.json and not args.metrics:
+        doc = read_run_document(args.run_id)
+        if doc is None:
+            raise CommandError(f"no run {args.run_id!r}; `landfall runs` lists them")
         print(json.dumps(doc, indent=2, default=str))
         return 0
-    try:
-        print(describe(parse_run_record(doc)))
-    except SchemaError as exc:
-        print(f"landfall run: run {args.run_id!r} does not fit the run record schema: {exc}; "
-              "`landfall run --json` shows it as stored", file=sys.stderr)
-        return 1
+    run = read_run(args.run_id, "run")
+    if not args.metrics:
+        print(describe(run))
+        return 0
+    if run.metrics is None:
+        raise CommandError(f"run {run.run_id} has no metrics (it is {run.state}): the trainer's metrics.json is "
+                           "recorded when the job succeeds; while it trains, TensorBoard shows the figures"
+                           + (f" ({run.artifacts.tensorboard_dir})" if run.artifacts else ""))
+    print(json.dumps(run.metrics.get("epochs") or [], indent=2) if args.json else describe_metrics(run))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("runs", help="list runs, newest first")
-    p.add_argument("--limit", type=int, default=50, help="how many runs to show (default 50)")
-    p.add_argument("--state", help="only runs in this state (e.g. FAILED)")
+    p = sub.add_parser("runs", help="list runs, newest first",
+                       description="One row per run, newest first: state, dataset, machine, GPUs, final accuracy.")
+    p.add_argument("--limit", type=positive, default=50, metavar="N", help="show at most N runs (default 50)")
+    p.add_argument("--state", type=state_argument, metavar="STATE",
+                   help=f"only runs in this state: {', '.join(RunState)}")
     p.add_argument("--json", action="store_true", help="print the run records as JSON")
     p.set_defaults(func=cmd_runs)
-    p = sub.add_parser("run", help="show one run record: state, plan, Vertex job, times, metrics")
+    p = sub.add_parser("run", help="show one run record: state, plan, Vertex job, times, metrics",
+                       description="One run as a person reads it; --metrics shows its per-epoch figures (from the "
+                                   "trainer's metrics.json) and where its TensorBoard files are.")
     p.add_argument("run_id", help="the run id (see `landfall runs`)")
-    p.add_argument("--json", action="store_true", help="print the record as JSON")
+    p.add_argument("--metrics", action="store_true", help="print the per-epoch metrics table")
+    p.add_argument("--json", action="store_true", help="print the record (with --metrics: the epochs) as JSON")
     p.set_defaults(func=cmd_run)

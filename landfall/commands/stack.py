@@ -22,6 +22,10 @@ def _ports(values: list[str]) -> dict[str, int]:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.port and stack.status():
+        print("landfall up: the local stack is already up, and --port applies only when it starts (`landfall status` "
+              "shows its ports): run `landfall down` first, then `landfall up --port ...`", file=sys.stderr)
+        return 1
     try:
         info = stack.up(port_overrides=_ports(args.port))
     except StackError as exc:

@@ -17,7 +17,7 @@ def test_bad_data_fails_fast_with_file_and_line_and_exit_code_3(tmp_path: Path) 
     error = run.records()[-1]
     assert error["severity"] == "ERROR" and error["error"] == "DataError"
     assert f"{data / 'part-001.csv'} line 3" in error["message"] and "ragged" in error["message"]
-    assert not (tmp_path / "model").exists()
+    assert [p.name for p in (tmp_path / "model").iterdir()] == ["failure.json"]  # no model, only the reason
 
 
 def test_missing_model_dir_and_wrong_preset_family_are_config_errors(tmp_path: Path) -> None:

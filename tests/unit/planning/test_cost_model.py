@@ -16,7 +16,7 @@ from functions.planning import PlanInput, plan_request
 from functions.planning.space import VARIANTS
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
-GPT_124M = 86_039_040
+GPT_124M = 124_439_808
 GPT_1_3B = 1_213_321_216
 GPT_7B = 6_461_988_864
 H100_EFFECTIVE = 989e12 * 0.35
@@ -43,7 +43,7 @@ def test_gpt_124m_on_one_h100():
                     gpu_allowlist=("NVIDIA_H100_80GB",), max_gpus=1, spot="never", regions=("us-central1",))
     plan = plan_request(inp, now=NOW).plan
     steps = math.ceil(math.ceil(10**8 / 1024) / 16)  # 97,657 sequences -> 6,104 steps
-    flops = 1024 * (6 * (12 * (12 * 768**2 + 13 * 768) + 768 * 256) + 12 * 12 * 768 * 1024)
+    flops = 1024 * (6 * (12 * (12 * 768**2 + 13 * 768) + 768 * 50257) + 12 * 12 * 768 * 1024)
     step = 16 * flops / H100_EFFECTIVE + 0.004  # one GPU: no communication
     hours = (300 + steps * step) / 3600
     assert (plan.machine_type, plan.accelerator_count, plan.replica_count) == ("a3-highgpu-1g", 1, 1)
@@ -52,8 +52,8 @@ def test_gpt_124m_on_one_h100():
     assert plan.estimated_hours == pytest.approx(hours, abs=1e-6)
     assert plan.hourly_cost_usd == pytest.approx(1.6206 + 9.797)
     assert plan.estimated_cost_usd == pytest.approx(hours * 11.4176, abs=1e-5)
-    # 16P states + 16 sequences of 1024 x (12*34*768 + 10*256 + 4*768) activations, 10 % margin, 1 GiB context
-    assert plan.memory.total_bytes == round((16 * GPT_124M + 16 * 326_631_424) * 1.1 + 2**30)
+    # 16P states + 16 sequences of 1024 x (12*34*768 + 10*50257 + 4*768) activations, 10 % margin, 1 GiB context
+    assert plan.memory.total_bytes == round((16 * GPT_124M + 16 * 838_641_664) * 1.1 + 2**30)
     assert plan.memory.gpu_memory_bytes == 80 * 10**9
     assert plan.prices_estimated  # the a3-highgpu-1g machine price is an estimate; the H100 price is not
     assert any("NVIDIA_H100_80GB us-central1: $9.7970/h (catalog" in note for note in plan.assumptions)

@@ -15,7 +15,7 @@ from functions.planning.memory import breakdown, model_state_bytes
 from functions.planning.workload import build_workload
 from landfall.commands.planning import register
 
-GPT_124M = 12 * (12 * 768**2 + 13 * 768) + 256 * 768 + 1024 * 768 + 2 * 768  # 86,039,040
+GPT_124M = 12 * (12 * 768**2 + 13 * 768) + 50257 * 768 + 1024 * 768 + 2 * 768  # 124,439,808: GPT-2 small
 GPT_1_3B = 24 * (12 * 2048**2 + 13 * 2048) + 256 * 2048 + 2048 * 2048 + 2 * 2048  # 1,213,321,216
 GPT_7B = 32 * (12 * 4096**2 + 13 * 4096) + 256 * 4096 + 4096 * 4096 + 2 * 4096  # 6,461,988,864
 GPT_70B = 80 * (12 * 8192**2 + 13 * 8192) + 256 * 8192 + 4096 * 8192 + 2 * 8192  # 64,468,697,088
@@ -24,7 +24,7 @@ MLP_SMALL = (32 * 64 + 64) + (64 * 64 + 64) + (64 * 2 + 2)  # 6,402 with 32 feat
 
 def test_hand_counts_match_the_presets():
     a = load_catalog().assumptions
-    assert GPT_124M == 86_039_040 and GPT_1_3B == 1_213_321_216
+    assert GPT_124M == 124_439_808 and GPT_1_3B == 1_213_321_216
     assert GPT_7B == 6_461_988_864 and GPT_70B == 64_468_697_088
     for preset, count, task in [("gpt-124m", GPT_124M, "causal-lm"), ("gpt-1.3b", GPT_1_3B, "causal-lm"),
                                 ("gpt-7b", GPT_7B, "causal-lm"), ("gpt-70b", GPT_70B, "causal-lm"),
@@ -35,9 +35,9 @@ def test_hand_counts_match_the_presets():
 # (model, parameters, strategy, GPUs, fp32, expected model-state bytes per GPU, worked as)
 STATES = [
     ("mlp-small", MLP_SMALL, "ddp", 1, True, 102_432),  # 16 x 6,402
-    ("gpt-124m", GPT_124M, "ddp", 1, False, 1_376_624_640),  # 16P
-    ("gpt-124m", GPT_124M, "zero1", 4, False, 602_273_280),  # (4 + 12/4)P = 7P
-    ("gpt-124m", GPT_124M, "fsdp", 2, False, 688_312_320),  # 16P/2
+    ("gpt-124m", GPT_124M, "ddp", 1, False, 1_991_036_928),  # 16P
+    ("gpt-124m", GPT_124M, "zero1", 4, False, 871_078_656),  # (4 + 12/4)P = 7P
+    ("gpt-124m", GPT_124M, "fsdp", 2, False, 995_518_464),  # 16P/2
     ("gpt-1.3b", GPT_1_3B, "zero2", 8, False, 4_549_954_560),  # (2 + 14/8)P = 3.75P
     ("gpt-1.3b", GPT_1_3B, "fsdp", 8, True, 2_426_642_432),  # 16P/8 (fp32 Adam is 16P too)
     ("gpt-1.3b", GPT_1_3B, "zero2", 4, True, 8_493_248_512),  # fp32: (4 + 12/4)P = 7P
@@ -64,9 +64,9 @@ def test_one_gpu_every_strategy_keeps_sixteen_bytes_per_parameter():
 
 # (preset, strategy, GPUs, micro-batch, expected total bytes per GPU, worked as)
 TOTALS = [
-    # 124M, DDP, 1 GPU, 8 sequences: states 1,376,624,640 + activations 8 x 1024 x (12*34*768 + 10*256 + 4*768)
-    # = 2,613,051,392; x 1.1 margin + 1 GiB context = 5,462,385,459
-    ("gpt-124m", "ddp", 1, 8, 5_462_385_459),
+    # 124M, DDP, 1 GPU, 8 sequences: states 1,991,036,928 + activations 8 x 1024 x (12*34*768 + 10*50257 + 4*768)
+    # = 6,709,133,312; x 1.1 margin + 1 GiB context = 10,643,929,088
+    ("gpt-124m", "ddp", 1, 8, 10_643_929_088),
     # 7B, FSDP over 16, 1 sequence: states 6,461,988,864 + activations 4096 x (32*34*4096 + 10*256 + 4*4096)
     # = 18,331,205,632 + two gathered blocks 2 x 201,379,840 x 2 B = 805,519,360; x 1.1 + 1 GiB = 29,232,327,066
     ("gpt-7b", "fsdp", 16, 1, 29_232_327_066),
@@ -115,10 +115,10 @@ def test_estimate_memory_command_prints_model_states(capsys):
 
 def test_estimate_memory_with_a_preset_adds_activations_and_lists_cards(capsys):
     code, out = _cli(["estimate-memory", "--params", "124M", "--strategy", "ddp", "--gpus", "1",
-                      "--preset", "gpt-124m", "--micro-batch", "16", "--json"], capsys)
+                      "--preset", "gpt-124m", "--micro-batch", "8", "--json"], capsys)
     data = json.loads(out.out)
     assert code == 0
-    assert data["activations_bytes_per_gpu"] == 2 * 2_613_051_392  # 9.0 GB in all: over a P4, under a T4
+    assert data["activations_bytes_per_gpu"] == 6_709_133_312  # 10.0 GB in all: over a P4, under a T4
     assert "NVIDIA_TESLA_T4" in data["fits_on"] and "NVIDIA_TESLA_P4" not in data["fits_on"]
 
 

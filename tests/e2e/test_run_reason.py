@@ -1,0 +1,40 @@
+"""End to end: a dataset the trainer refuses ends as a FAILED run whose error is the trainer's own line (not only
+Vertex's "exited with a non-zero status of 3"), and `landfall logs` prints what the replica wrote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from deploy.local import provision, stack
+from landfall import cli
+from landfall.commands.demo import upload_dataset
+from landfall.synthetic import separable_csv_shards
+from schemas.training_request import run_id_for
+from tests.e2e.test_chain import terminal_run
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_run_the_trainer_refuses_carries_its_reason_and_its_logs(
+        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = "datasets/e2e-no-label/"
+    shards = [text.replace(",label\n", ",target\n", 1) for text in separable_csv_shards(shards=2, rows_per_shard=50)]
+    generation = upload_dataset(landing_bucket.name, prefix, shards)
+    run_id = run_id_for(f"gcs:{landing_bucket.name}/{prefix}:{generation}")
+    doc = terminal_run(firestore_runs, run_id)
+    assert doc["state"] == "FAILED", doc
+    error = doc["error"]
+    assert error["code"] == "job-failed" and error["kind"] == "DataError"
+    assert "label" in error["message"] and "non-zero status" not in error["message"]
+    assert "exited with a non-zero status of 3" in error["job_message"]
+
+    monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
+    capsys.readouterr()
+    assert cli.main(["logs", run_id]) == 0
+    printed = capsys.readouterr().out
+    assert '"message": "trainer starting"' in printed and '"error": "DataError"' in printed
+    assert cli.main(["run", run_id]) == 0
+    assert f"error     job-failed: {error['message']}" in capsys.readouterr().out
