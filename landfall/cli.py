@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 # Modules with a register(subparsers) function, in the order their commands appear in --help.
-COMMAND_MODULES = ("stack", "demo", "runs", "logs", "datasets", "planning")
+COMMAND_MODULES = ("stack", "demo", "submit", "runs", "logs", "datasets", "planning")
 STACK_NEEDS = {
     "runs": ("firestore",), "run": ("firestore",), "logs": ("firestore",),
     "datasets": ("firestore",), "dataset": ("firestore",), "sweep": ("pubsub",),
-    "retrain": ("firestore", "storage", "pubsub"),
+    "retrain": ("firestore", "storage", "pubsub"), "submit": ("pubsub",),
 }
 """The services each command reads or writes; they are checked (landfall/reach.py) before the command runs, so a
 stopped stack is one line at once, not a client retrying for minutes. Commands not named here need no stack or,

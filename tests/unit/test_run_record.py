@@ -85,7 +85,8 @@ def test_the_cli_describes_a_run_from_its_typed_record() -> None:
     assert "plan      1 x e2-standard-4 (cpu) in europe-west4, ddp, spot, est. $0.004431" in text
     assert "cost      estimated $0.004431, actual $0.000581" in text
     assert "run_seconds 45.25" in text and "metrics   loss 0.081, accuracy 0.975" in text
-    assert text.endswith("history   RECEIVED -> PLANNED -> SUBMITTING -> SUBMITTED -> RUNNING -> SUCCEEDED")
+    assert "history   RECEIVED -> PLANNED -> SUBMITTING -> SUBMITTED -> RUNNING -> SUCCEEDED\n" in text
+    assert "timeline:\nSTATE" in text
     rejected = describe(new_run("run-2", {"task": 5}, now=NOW, state=RunState.REJECTED,
                                 error=RunError("invalid-request", "task: expected a string")))
     assert "error     invalid-request: task: expected a string" in rejected and "plan " not in rejected

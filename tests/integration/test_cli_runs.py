@@ -1,0 +1,116 @@
+"""`landfall submit`, `landfall runs` (--state, --dataset, --since, --json) and `landfall run` (--json) against the
+Firestore and Pub/Sub emulators. Run documents are the golden run record with changes, written with the official
+client."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.topology import load_topology
+from landfall.cli import build_parser
+from landfall.errors import CommandError
+from tests.conftest import PROJECT, Emulator
+
+pytestmark = pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")
+GOLDEN: dict[str, Any] = json.loads((Path(__file__).parents[2] / "schemas/examples/run_record.json").read_text())
+EPOCHS = [{"epoch": 1, "loss": 0.9, "accuracy": 0.6}, {"epoch": 2, "loss": 0.3, "accuracy": 0.9}]
+
+
+@pytest.fixture()
+def settings_env(clean_firestore: Emulator) -> Iterator[None]:
+    from functions.settings import get_settings
+
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def landfall(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    args: argparse.Namespace = build_parser().parse_args(argv)
+    code = args.func(args)
+    return code, capsys.readouterr().out
+
+
+def run_doc(run_id: str, state: str, created_at: str, uri: str) -> dict[str, Any]:
+    doc = copy.deepcopy(GOLDEN)
+    doc.update(run_id=run_id, state=state, created_at=created_at)
+    doc["request"]["dataset"]["uri"] = uri
+    if isinstance(doc.get("metrics"), dict):
+        doc["metrics"]["epochs"] = EPOCHS
+    return doc
+
+
+@pytest.fixture()
+def three_runs(settings_env: None) -> None:
+    from google.cloud import firestore
+
+    collection = firestore.Client(project=PROJECT).collection(load_topology().runs_collection)
+    for doc in (run_doc("run-a", "SUCCEEDED", "2026-11-20T10:00:00.000000Z", "gs://b/churn/"),
+                run_doc("run-b", "FAILED", "2026-11-21T10:00:00.000000Z", "gs://b/churn/"),
+                run_doc("run-c", "SUCCEEDED", "2026-11-22T10:00:00.000000Z", "gs://b/other/")):
+        collection.document(doc["run_id"]).set(doc)
+
+
+def _ids(out: str) -> list[str]:
+    return [doc["run_id"] for doc in json.loads(out)]
+
+
+def test_runs_newest_first_and_each_filter(three_runs: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _ids(landfall(["runs", "--json"], capsys)[1]) == ["run-c", "run-b", "run-a"]
+    assert _ids(landfall(["runs", "--state", "succeeded", "--json"], capsys)[1]) == ["run-c", "run-a"]
+    assert _ids(landfall(["runs", "--dataset", "gs://b/churn/", "--json"], capsys)[1]) == ["run-b", "run-a"]
+    assert _ids(landfall(["runs", "--since", "2026-11-21T11:00:00+01:00", "--json"], capsys)[1]) == ["run-c",
+                                                                                                    "run-b"]
+    assert _ids(landfall(["runs", "--state", "SUCCEEDED", "--dataset", "gs://b/churn/", "--since",
+                          "2026-11-01T00:00:00Z", "--json"], capsys)[1]) == ["run-a"]
+    code, table = landfall(["runs"], capsys)
+    assert code == 0 and table.index("run-c") < table.index("run-b") < table.index("run-a")
+    assert "no runs match state == FAILED, request.dataset.uri == gs://b/other/" in landfall(
+        ["runs", "--state", "FAILED", "--dataset", "gs://b/other/"], capsys)[1]
+
+
+def test_run_shows_timeline_and_loss_curve_and_json_is_the_document(three_runs: None,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = landfall(["run", "run-a"], capsys)
+    assert code == 0 and "timeline:" in text and "state     SUCCEEDED" in text
+    if GOLDEN.get("metrics"):
+        assert "loss per epoch" in text
+    code, out = landfall(["run", "run-a", "--json"], capsys)
+    assert json.loads(out)["run_id"] == "run-a" and json.loads(out)["request"]["dataset"]["uri"] == "gs://b/churn/"
+
+
+def test_submit_publishes_a_minimal_request_and_prints_its_run_id(pubsub_emulator: Emulator, settings_env: None,
+                                                                  tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from google.cloud import pubsub_v1
+
+    from deploy.local import provision
+    from schemas.training_request import parse_training_request
+
+    topology = load_topology()
+    provision.create_topics(topology, PROJECT)
+    subscriber = pubsub_v1.SubscriberClient()
+    subscription = f"projects/{PROJECT}/subscriptions/submit-tap"
+    subscriber.create_subscription(name=subscription, topic=f"projects/{PROJECT}/topics/{topology.requests_topic}")
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps({"dataset": {"uri": "gs://b/churn/"}, "task": "tabular-classification",
+                                "model": {"preset": "mlp-small"}}))
+    try:
+        code, out = landfall(["submit", str(path), "--json"], capsys)
+        printed = json.loads(out)
+        received = subscriber.pull(subscription=subscription, max_messages=1, timeout=30).received_messages
+        assert code == 0 and parse_training_request(received[0].message.data).run_id == printed["run_id"]
+    finally:
+        subscriber.delete_subscription(subscription=subscription)
+        subscriber.close()
+    path.write_text(json.dumps({"dataset": {"uri": "gs://b/churn/", "object_count": "four"},
+                                "task": "tabular-classification", "model": {"preset": "mlp-small"}}))
+    with pytest.raises(CommandError, match=r"dataset\.object_count"):
+        landfall(["submit", str(path)], capsys)
