@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
+from deploy.images import trainer_image_uri
 from deploy.topology import load_topology
 
 
@@ -47,6 +48,15 @@ class Settings:
     storage_emulator_host: str
     """STORAGE_EMULATOR_HOST: fake-gcs-server's URL; "" = Google Cloud Storage. When set, the storage client goes
     anonymous (google-cloud-storage itself reads the same variable for the endpoint)."""
+    trainer_image: str = ""
+    """LANDFALL_TRAINER_IMAGE: the container image jobs run (container_spec). Default: the trainer image's URI for
+    this project and the default region with the local tag (deploy/images.py), which the Vertex emulator maps to the
+    local trainer; a deployment sets the image it built."""
+    training_service_account: str = ""
+    """LANDFALL_TRAINING_SERVICE_ACCOUNT: the email jobs run as ("" = Vertex's default identity)."""
+    artifact_buckets: tuple[tuple[str, str], ...] = ()
+    """LANDFALL_ARTIFACT_BUCKETS: `region=bucket,...`, where a job in that region writes its outputs (a region not
+    listed writes to output_bucket)."""
 
     @property
     def requests_topic_path(self) -> str:
@@ -100,7 +110,24 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),
+        trainer_image=env.get("LANDFALL_TRAINER_IMAGE") or trainer_image_uri(
+            need("GOOGLE_CLOUD_PROJECT"), env.get("LANDFALL_DEFAULT_REGION", topology.default_region)),
+        training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
+        artifact_buckets=_region_buckets(env.get("LANDFALL_ARTIFACT_BUCKETS", "")),
     )
+
+
+def _region_buckets(raw: str) -> tuple[tuple[str, str], ...]:
+    """`us-central1=b1,europe-west4=b2` as ((region, bucket), ...); a malformed entry fails by name."""
+    pairs = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        region, _, bucket = entry.partition("=")
+        if not region.strip() or not bucket.strip():
+            raise SettingsError(f"LANDFALL_ARTIFACT_BUCKETS entries must be REGION=BUCKET, got {entry!r}")
+        pairs.append((region.strip(), bucket.strip()))
+    return tuple(pairs)
 
 
 @cache

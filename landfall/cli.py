@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 # Modules with a register(subparsers) function, in the order their commands appear in --help.
-COMMAND_MODULES = ("stack", "demo", "submit", "runs", "logs", "datasets", "planning")
+COMMAND_MODULES = ("stack", "demo", "submit", "runs", "logs", "datasets", "planning", "deploy")
 STACK_NEEDS = {
     "runs": ("firestore",), "run": ("firestore",), "logs": ("firestore",),
     "datasets": ("firestore",), "dataset": ("firestore",), "sweep": ("pubsub",),
@@ -51,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if args.command not in ("up", "down", "restart", "status"):
+    # deploy/teardown talk to Google Cloud: the local stack's variables (emulator hosts, gcloud overrides) stay out.
+    if args.command not in ("up", "down", "restart", "status", "deploy", "teardown"):
         from landfall.stack_env import load_stack_env
 
         load_stack_env()

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from google.cloud.aiplatform_v1.types import CustomJob, CustomJobSpec, WorkerPoolSpec
 
+from deploy.images import trainer_entrypoint, trainer_image
+
 LOCAL_HOST = "127.0.0.1"
 REDUCTION_SERVER_IMAGE_MARK = "reductionserver"
 TF_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
@@ -165,24 +167,38 @@ class LaunchError(ValueError):
     """The replica cannot be started locally; the message is the job's FAILED reason."""
 
 
+def image_entrypoint(image: str, images: Mapping[str, Sequence[str]] | None = None) -> Sequence[str] | None:
+    """The local entrypoint standing in for a container image: the --images file's entry for it, else, for
+    Landfall's trainer image (deploy/images.py: any region, project and tag), the ENTRYPOINT of trainer/Dockerfile,
+    so the local stack runs the trainer exactly as the container does. None for any other image."""
+    if images is not None and image in images:
+        return images[image]
+    if trainer_image().matches(image):
+        return trainer_entrypoint()
+    return None
+
+
 def replica_command(spec: WorkerPoolSpec, images: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The command line of one replica.
 
     python_package_spec runs `python -m MODULE ARGS` with the emulator's own interpreter (package_uris are not
     installed: the module must be importable from the working directory or PYTHONPATH). container_spec runs
-    `command + args` as given, but only for an image the emulator has a local mapping for (images maps an
-    image URI to the entrypoint used when the spec gives no command); `python`/`python3` as the first word
-    means the emulator's interpreter.
+    `command + args` as given, but only for an image the emulator has a local entrypoint for (image_entrypoint:
+    the --images file, or Landfall's trainer image), used when the spec gives no command; `python`/`python3` as the
+    first word means the emulator's interpreter.
     """
     if spec.python_package_spec.python_module:
         return [sys.executable, "-m", spec.python_package_spec.python_module, *spec.python_package_spec.args]
     image = spec.container_spec.image_uri
-    if images is None or image not in images:
+    entrypoint = image_entrypoint(image, images)
+    if entrypoint is None:
         raise LaunchError(
             f'The container image "{image}" has no local mapping, so the Vertex emulator cannot run it. '
-            "Map the image to a local entrypoint in the emulator's --images file, or use python_package_spec."
+            "Map the image to a local entrypoint in the emulator's --images file, name Landfall's trainer image "
+            f"(<region>-docker.pkg.dev/<project>/{trainer_image().repository}/{trainer_image().name}:<tag>), "
+            "or use python_package_spec."
         )
-    command = list(spec.container_spec.command) or list(images[image])
+    command = list(spec.container_spec.command) or list(entrypoint)
     if not command:
         raise LaunchError(
             f'The container spec for image "{image}" gives no command and its local mapping has no entrypoint. '
@@ -191,4 +207,3 @@ def replica_command(spec: WorkerPoolSpec, images: Mapping[str, Sequence[str]] | 
     if command[0] in ("python", "python3"):
         command[0] = sys.executable
     return [*command, *spec.container_spec.args]
-

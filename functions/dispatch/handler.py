@@ -164,7 +164,7 @@ def _record_submitted(run_id: str, job: JobView, plan: Plan, attempts: list[Subm
     stamp = format_timestamp(now)
     vertex = VertexJobRef(job_name=job.name, job_id=job.job_id, region=job.region, display_name=job.display_name,
                           state=job.state)
-    artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id))
+    artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id, plan.region))
     with_attempts = _with_attempts(attempts, lease_until=stamp)
     deps.store.transition(run_id, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}",
                           change=lambda r: replace(with_attempts(r), plan=plan, vertex=vertex, artifacts=artifacts,

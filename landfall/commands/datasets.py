@@ -5,7 +5,6 @@ dataset on purpose, and an ingest sweep on demand."""
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 from collections.abc import Iterator
@@ -129,17 +128,18 @@ def _collection() -> tuple[Any, str]:
 
 
 def list_datasets(status: str | None, limit: int) -> list[dict[str, Any]]:
-    """Dataset documents, most recently updated first. A status is filtered here, while streaming in updated_at
-    order, so that no composite index is needed and the newest `limit` matches are the ones returned."""
+    """Dataset documents, most recently updated first. A status is filtered by Firestore, which needs the composite
+    index (status, updated_at desc) that `landfall deploy` creates from deploy/firestore.indexes.json."""
     from google.cloud import firestore
+    from google.cloud.firestore_v1.base_query import FieldFilter
 
     collection, described = _collection()
     with _boundary(f"read the {described}"):
-        query = collection.order_by("updated_at", direction=firestore.Query.DESCENDING)
-        if status is None:
-            return [s.to_dict() for s in query.limit(limit).stream()]
-        matching = (doc for doc in (s.to_dict() for s in query.stream()) if doc.get("status") == status)
-        return list(itertools.islice(matching, limit))
+        query = collection
+        if status is not None:
+            query = query.where(filter=FieldFilter("status", "==", status))
+        query = query.order_by("updated_at", direction=firestore.Query.DESCENDING).limit(limit)
+        return [s.to_dict() for s in query.stream()]
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:

@@ -1,32 +1,11 @@
-"""Every query `landfall runs` makes has its composite index in deploy/firestore.indexes.json, and `landfall run`
-draws the loss curve with plotext."""
+"""`landfall runs --since` takes RFC 3339 times, and `landfall run` draws the loss curve with plotext (that every
+query has its composite index is tests/unit/test_deploy_bundles.py's)."""
 
 from __future__ import annotations
-
-import itertools
-import json
-from pathlib import Path
 
 import pytest
 
 from landfall.commands import runs
-
-INDEXES = Path(__file__).resolve().parents[2] / "deploy" / "firestore.indexes.json"
-
-
-def _listed() -> set[tuple[tuple[str, str], ...]]:
-    return {tuple((f["fieldPath"], f["order"]) for f in index["fields"])
-            for index in json.loads(INDEXES.read_text())["indexes"] if index["collectionGroup"] == "runs"}
-
-
-@pytest.mark.parametrize("state, dataset, since", list(itertools.product(
-    (None, "FAILED"), (None, "gs://b/p/"), (None, "2026-11-22T10:00:00.000000Z"))))
-def test_every_runs_query_has_its_composite_index(state: str | None, dataset: str | None, since: str | None) -> None:
-    filters = runs.run_filters(state, dataset, since)
-    equalities = tuple((name, "ASCENDING") for name, op, _ in filters if op == "==")
-    assert all(name == "created_at" for name, op, _ in filters if op != "=="), "a range on another field than the order"
-    if equalities:  # equality filters with an order on another field need a composite index
-        assert (*equalities, ("created_at", "DESCENDING")) in _listed(), f"no index for {filters}"
 
 
 def test_since_is_normalised_to_the_stored_form_and_bad_times_are_refused() -> None:

@@ -119,8 +119,9 @@ def test_custom_job_pools_for_multi_node_spot_plan_with_reduction_server() -> No
     assert [p.get("replica_count") for p in pools] == [1, 2, 4]
     assert pools[0]["machine_spec"] == {"machine_type": "a3-highgpu-8g", "accelerator_type": "NVIDIA_H100_80GB",
                                         "accelerator_count": 8}
-    assert pools[0]["python_package_spec"]["python_module"] == "trainer.task"
-    assert "--strategy=ddp" in pools[0]["python_package_spec"]["args"]
+    assert pools[0]["container_spec"]["image_uri"] == SETTINGS.trainer_image
+    assert pools[1]["container_spec"] == pools[0]["container_spec"]
+    assert "--strategy=ddp" in pools[0]["container_spec"]["args"]
     assert "container_spec" in pools[2]
     assert job["job_spec"]["scheduling"]["strategy"] == "SPOT"
     assert job["labels"][RUN_LABEL] == "run-abc"

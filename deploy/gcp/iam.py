@@ -1,0 +1,127 @@
+"""IAM grants as gcloud commands, each on the narrowest resource its `on` names.
+
+A grant names a kind of resource and, for some kinds, which one (config.Grant). `targets` resolves it to the
+concrete resources of this deployment; `bind` renders the add (deploy) or remove (teardown) command for one of
+them. add-iam-policy-binding is idempotent, so grants need no describe step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deploy.gcp.config import DeployConfig, Grant, delivery_policy, topic_names
+from deploy.gcp.steps import Arg, Argv, Later
+from deploy.topology import Topology
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A concrete resource a role is granted on. kind: project | bucket | topic | subscription | service_account |
+    function; name: its id (bucket name, topic id, account email, deployed function name)."""
+
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Names:
+    """The concrete names of one deployment, which grants resolve against."""
+
+    project: str
+    region: str
+    landing_bucket: str
+    job_regions: tuple[str, ...]
+    artifact_buckets: tuple[str, ...]
+    """One per job region, in the same order."""
+    topics: dict[str, str]
+    """[topics] key -> topic id."""
+    dead_letter_topics: tuple[str, ...]
+    subscriptions: tuple[str, ...]
+    accounts: dict[str, str]
+    """[gcp.service_accounts] key -> email."""
+    functions: dict[str, str]
+    """[functions] key -> deployed name."""
+
+
+def targets(grant: Grant, names: Names) -> tuple[Resource, ...]:
+    kind, target = grant.kind, grant.target
+    if kind == "project":
+        return (Resource("project", names.project),)
+    if kind == "bucket":
+        buckets = (names.landing_bucket,) if target == "landing" else names.artifact_buckets
+        return tuple(Resource("bucket", b) for b in buckets)
+    if kind == "topic":
+        return (Resource("topic", names.topics[target]),)
+    if kind == "dead_letter_topics":
+        return tuple(Resource("topic", t) for t in names.dead_letter_topics)
+    if kind == "subscriptions":
+        return tuple(Resource("subscription", s) for s in names.subscriptions)
+    if kind == "service_account":
+        return (Resource("service_account", names.accounts[target]),)
+    if kind == "function":
+        return (Resource("function", names.functions[target]),)
+    if kind == "functions":
+        return tuple(Resource("function", f) for f in names.functions.values())
+    raise ValueError(f"unknown grant target kind {kind!r}")
+
+
+def bind(resource: Resource, member: Arg, role: str, names: Names, remove: bool = False) -> Argv:
+    """The gcloud command adding (or removing) member's role on resource."""
+    verb = "remove-iam-policy-binding" if remove else "add-iam-policy-binding"
+    who: Arg = Later(f"--member={member.template}") if isinstance(member, Later) else f"--member={member}"
+    project = f"--project={names.project}"
+    if resource.kind == "project":
+        # --condition=None: add the plain binding even where the policy already holds conditional ones.
+        return ("gcloud", "projects", verb, resource.name, who, f"--role={role}", "--condition=None")
+    if resource.kind == "bucket":
+        return ("gcloud", "storage", "buckets", verb, f"gs://{resource.name}", who, f"--role={role}", project)
+    if resource.kind == "topic":
+        return ("gcloud", "pubsub", "topics", verb, resource.name, who, f"--role={role}", project)
+    if resource.kind == "subscription":
+        return ("gcloud", "pubsub", "subscriptions", verb, resource.name, who, f"--role={role}", project)
+    if resource.kind == "service_account":
+        return ("gcloud", "iam", "service-accounts", verb, resource.name, who, f"--role={role}", project)
+    if resource.kind == "function":
+        if role != "roles/run.invoker":
+            raise ValueError(f"a function takes only roles/run.invoker, not {role}")
+        verb = "remove-invoker-policy-binding" if remove else "add-invoker-policy-binding"
+        return ("gcloud", "functions", verb, resource.name, f"--region={names.region}", who, project)
+    raise ValueError(f"unknown resource kind {resource.kind!r}")
+
+
+def account_member(email: str) -> str:
+    return f"serviceAccount:{email}"
+
+
+def grants_on(kinds: frozenset[str], config: DeployConfig, names: Names) -> list[tuple[str, Arg, str, Resource]]:
+    """(holder, member, role, resource) of every grant whose resource kind is in kinds: service accounts first,
+    then service agents, each in topology order."""
+    rows: list[tuple[str, Arg, str, Resource]] = []
+    for account in config.service_accounts:
+        member = account_member(names.accounts[account.key])
+        for grant in account.grants:
+            rows += [(account.key, member, grant.role, r) for r in targets(grant, names) if r.kind in kinds]
+    for agent in config.service_agents:
+        member: Arg = Later(agent.member) if "{" in agent.member else agent.member
+        for grant in agent.grants:
+            rows += [(agent.key, member, grant.role, r) for r in targets(grant, names) if r.kind in kinds]
+    return rows
+
+
+def names_for(topology: Topology, config: DeployConfig, project: str, region: str,
+              job_regions: tuple[str, ...]) -> Names:
+    """Every name a deployment of topology in project uses; job_regions get one artifacts bucket each."""
+    return Names(
+        project=project,
+        region=region,
+        landing_bucket=config.landing_bucket.format(project=project, region=region),
+        job_regions=job_regions,
+        artifact_buckets=tuple(config.artifacts_bucket.format(project=project, region=r) for r in job_regions),
+        topics=topic_names(),
+        dead_letter_topics=tuple(dict.fromkeys(delivery_policy(route.name).dead_letter_topic
+                                              for route in topology.functions)),
+        subscriptions=tuple(route.subscription for route in topology.functions),
+        accounts={a.key: a.email(project) for a in config.service_accounts},
+        functions={spec.name: spec.deployed_name for spec in config.functions},
+    )
+

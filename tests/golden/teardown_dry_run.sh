@@ -1,0 +1,83 @@
+# landfall teardown --project=landfall-sample --region=us-central1: what runs when everything exists, in order.
+# `landfall teardown` describes each resource first and skips what is already gone.
+# Kept: the enabled APIs, the Firestore database (run records; --delete-data deletes it).
+
+# --- What starts traffic: schedules, the log sink, the bucket notifications
+# delete the scheduler job landfall-ingest-sweep
+gcloud scheduler jobs delete landfall-ingest-sweep --location=us-central1 --project=landfall-sample --quiet
+# delete the log sink landfall-job-events
+gcloud logging sinks delete landfall-job-events --project=landfall-sample --quiet
+# delete the notifications of gs://landfall-sample-landfall-landing (a bucket Landfall made)
+gcloud storage buckets notifications delete gs://landfall-sample-landfall-landing --project=landfall-sample --quiet
+
+# --- Subscriptions and functions
+# delete the subscription landfall-object-events-ingest
+gcloud pubsub subscriptions delete landfall-object-events-ingest --project=landfall-sample --quiet
+# delete the subscription landfall-training-requests-dispatch
+gcloud pubsub subscriptions delete landfall-training-requests-dispatch --project=landfall-sample --quiet
+# delete the subscription landfall-job-events-listener
+gcloud pubsub subscriptions delete landfall-job-events-listener --project=landfall-sample --quiet
+# delete the subscription landfall-ingest-sweep-sweeper
+gcloud pubsub subscriptions delete landfall-ingest-sweep-sweeper --project=landfall-sample --quiet
+# delete the function landfall-on-object-finalized
+gcloud functions delete landfall-on-object-finalized --region=us-central1 --project=landfall-sample --quiet
+# delete the function landfall-dispatch
+gcloud functions delete landfall-dispatch --region=us-central1 --project=landfall-sample --quiet
+# delete the function landfall-on-job-event
+gcloud functions delete landfall-on-job-event --region=us-central1 --project=landfall-sample --quiet
+# delete the function landfall-sweep-datasets
+gcloud functions delete landfall-sweep-datasets --region=us-central1 --project=landfall-sample --quiet
+
+# --- Pub/Sub: dead-letter holds, topics, the schema
+# delete the subscription landfall-dead-letter-hold
+gcloud pubsub subscriptions delete landfall-dead-letter-hold --project=landfall-sample --quiet
+# delete the topic landfall-object-events
+gcloud pubsub topics delete landfall-object-events --project=landfall-sample --quiet
+# delete the topic landfall-training-requests
+gcloud pubsub topics delete landfall-training-requests --project=landfall-sample --quiet
+# delete the topic landfall-job-events
+gcloud pubsub topics delete landfall-job-events --project=landfall-sample --quiet
+# delete the topic landfall-ingest-sweep
+gcloud pubsub topics delete landfall-ingest-sweep --project=landfall-sample --quiet
+# delete the topic landfall-dead-letter
+gcloud pubsub topics delete landfall-dead-letter --project=landfall-sample --quiet
+# delete the schema landfall-training-request-v2
+gcloud pubsub schemas delete landfall-training-request-v2 --project=landfall-sample --quiet
+
+# --- Project-level grants, then the service accounts
+# remove ingest's roles/datastore.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ingest@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+# remove sweeper's roles/datastore.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+# remove dispatch's roles/datastore.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+# remove dispatch's roles/aiplatform.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
+# remove listener's roles/datastore.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+# remove listener's roles/aiplatform.viewer on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.viewer --condition=None
+# delete the service account landfall-ingest@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-ingest@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+# delete the service account landfall-sweeper@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-sweeper@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+# delete the service account landfall-dispatch@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-dispatch@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+# delete the service account landfall-listener@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-listener@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+# delete the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-trainer@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+# delete the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-invoker@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+
+# --- The trainer images
+# delete the Docker repository landfall and its images
+gcloud artifacts repositories delete landfall --location=us-central1 --project=landfall-sample --quiet
+
+# --- Data: empty buckets are deleted; a bucket that holds objects is kept
+# delete gs://landfall-sample-landfall-artifacts-us-central1 if it is empty
+gcloud storage buckets delete gs://landfall-sample-landfall-artifacts-us-central1 --project=landfall-sample --quiet
+# delete gs://landfall-sample-landfall-artifacts-europe-west4 if it is empty
+gcloud storage buckets delete gs://landfall-sample-landfall-artifacts-europe-west4 --project=landfall-sample --quiet
+# delete gs://landfall-sample-landfall-landing if it is empty
+gcloud storage buckets delete gs://landfall-sample-landfall-landing --project=landfall-sample --quiet

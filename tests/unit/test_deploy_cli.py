@@ -1,0 +1,36 @@
+"""`landfall deploy` / `landfall teardown` from the command line: the dry runs print the golden scripts, and a dry
+run without what it needs says what to pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from landfall.cli import main
+from tests.golden.dry_runs import GOLDEN_DIR, SAMPLE
+
+SAMPLE_ARGS = ["--project", SAMPLE.project, "--region", SAMPLE.region, "--project-number", SAMPLE.project_number,
+               "--job-region", "europe-west4"]
+
+
+def test_deploy_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["deploy", *SAMPLE_ARGS, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert out == (GOLDEN_DIR / "deploy_dry_run.sh").read_text()
+    assert "staged 4 function bundles" in err
+
+
+def test_teardown_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["teardown", *SAMPLE_ARGS, "--dry-run"]) == 0
+    assert capsys.readouterr().out == (GOLDEN_DIR / "teardown_dry_run.sh").read_text()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["deploy", "--project", "landfall-sample", "--dry-run"], "pass --project-number"),
+    (["teardown", "--project", "Bad_Project", "--project-number", "1", "--dry-run"], "is not a project id"),
+    (["deploy", "--project", "landfall-sample", "--project-number", "12ab", "--dry-run"], "must be digits"),
+])
+def test_a_dry_run_without_what_it_needs_says_what_to_pass(args: list[str], says: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and says in err

@@ -1,0 +1,326 @@
+"""`landfall deploy --dry-run` / `landfall teardown --dry-run` for a sample project: the golden files, the order of
+creation, the IAM grants, the subscriptions, the functions' environment and what the commands name on disk.
+
+The checks read the printed commands the way a reviewer would (tests/golden/*.sh), not the deployer's records, so
+a wrong rendering cannot vouch for itself.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from deploy.gcp.config import BASIC_ROLES, load_deploy_config
+from deploy.gcp.plan import Target, function_env, names
+from deploy.gcp.steps import dry_run_text
+from deploy.gcp.teardown import teardown_plan
+from functions.settings import settings_from_env
+from tests.golden.dry_runs import GOLDEN, GOLDEN_DIR, SAMPLE
+
+P = SAMPLE.project
+N = SAMPLE.project_number
+SA = "serviceAccount:{}@landfall-sample.iam.gserviceaccount.com".format
+LANDING = "landfall-sample-landfall-landing"
+ARTIFACTS = ("landfall-sample-landfall-artifacts-us-central1", "landfall-sample-landfall-artifacts-europe-west4")
+FUNCTIONS = ("landfall-on-object-finalized", "landfall-dispatch", "landfall-on-job-event", "landfall-sweep-datasets")
+SUBSCRIPTIONS = ("landfall-object-events-ingest", "landfall-training-requests-dispatch",
+                 "landfall-job-events-listener", "landfall-ingest-sweep-sweeper")
+DEAD_LETTERS = ("landfall-dead-letter",)  # one for every subscription, as [functions.*] dead_letter names it
+
+# What each identity may do, written out by hand for review: (role, resource kind, resource name).
+EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
+    SA("landfall-ingest"): {("roles/storage.objectViewer", "bucket", LANDING),
+                            ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
+                            ("roles/datastore.user", "project", P)},
+    SA("landfall-sweeper"): {("roles/storage.objectViewer", "bucket", LANDING),
+                             ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
+                             ("roles/datastore.user", "project", P)},
+    SA("landfall-dispatch"): {("roles/datastore.user", "project", P), ("roles/aiplatform.user", "project", P),
+                              ("roles/iam.serviceAccountUser", "service_account",
+                               "landfall-trainer@landfall-sample.iam.gserviceaccount.com")},
+    SA("landfall-listener"): {("roles/datastore.user", "project", P), ("roles/aiplatform.viewer", "project", P),
+                              *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS)},
+    SA("landfall-trainer"): {("roles/storage.objectViewer", "bucket", LANDING),
+                             *(("roles/storage.objectUser", "bucket", b) for b in ARTIFACTS)},
+    SA("landfall-invoker"): {("roles/run.invoker", "function", f) for f in FUNCTIONS},
+    f"serviceAccount:service-{N}@gs-project-accounts.iam.gserviceaccount.com": {
+        ("roles/pubsub.publisher", "topic", "landfall-object-events")},
+    f"serviceAccount:service-{N}@gcp-sa-logging.iam.gserviceaccount.com": {
+        ("roles/pubsub.publisher", "topic", "landfall-job-events")},
+    f"serviceAccount:service-{N}@gcp-sa-pubsub.iam.gserviceaccount.com": {
+        *(("roles/pubsub.publisher", "topic", t) for t in DEAD_LETTERS),
+        *(("roles/pubsub.subscriber", "subscription", s) for s in SUBSCRIPTIONS),
+        ("roles/iam.serviceAccountTokenCreator", "service_account",
+         "landfall-invoker@landfall-sample.iam.gserviceaccount.com")},
+}
+
+
+def commands(text: str) -> list[list[str]]:
+    return [shlex.split(line) for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def flags(argv: list[str]) -> dict[str, str]:
+    return dict(arg[2:].split("=", 1) if "=" in arg else (arg[2:], "") for arg in argv if arg.startswith("--"))
+
+
+def positional(argv: list[str], after: int) -> str:
+    return next(arg for arg in argv[after:] if not arg.startswith("--"))
+
+
+@pytest.fixture(scope="module")
+def deploy_text() -> str:
+    return GOLDEN["deploy_dry_run.sh"]()
+
+
+@pytest.fixture(scope="module")
+def deployed(deploy_text: str) -> list[list[str]]:
+    return commands(deploy_text)
+
+
+def test_dry_runs_match_the_golden_files(deploy_text: str) -> None:
+    rendered = {"deploy_dry_run.sh": deploy_text, "teardown_dry_run.sh": GOLDEN["teardown_dry_run.sh"]()}
+    for name, text in rendered.items():
+        golden = (GOLDEN_DIR / name).read_text()
+        assert text == golden, f"tests/golden/{name} differs: if deliberate, run `.venv/bin/python -m " \
+                               "tests.golden.dry_runs` and review the diff"
+
+
+def test_every_line_is_a_comment_or_one_complete_gcloud_command(deploy_text: str) -> None:
+    for line in deploy_text.splitlines():
+        assert not line or line.startswith("# ") or line == "#" or shlex.split(line)[0] == "gcloud", line
+        if line and not line.startswith("#"):
+            assert shlex.join(shlex.split(line)) == line, f"not shell-quoted as shlex.join would: {line}"
+
+
+# --- order: nothing named before the command that creates it -------------------------------------------------
+
+def created(argv: list[str]) -> set[str]:
+    """Resources a deploy command creates, as kind:name."""
+    words = tuple(argv[1:5])
+    if words[:3] == ("iam", "service-accounts", "create"):
+        return {f"sa:{argv[4]}@{P}.iam.gserviceaccount.com"}
+    if words[:3] == ("pubsub", "topics", "create"):
+        return {f"topic:{argv[4]}"}
+    if words[:3] == ("pubsub", "schemas", "create"):
+        return {f"schema:{argv[4]}"}
+    if words[:3] == ("pubsub", "subscriptions", "create"):
+        return {f"subscription:{argv[4]}"}
+    if words[:3] == ("storage", "buckets", "create"):
+        return {f"bucket:{argv[4].removeprefix('gs://')}"}
+    if words[:3] == ("artifacts", "repositories", "create"):
+        return {f"repository:{argv[4]}"}
+    if words[:2] == ("functions", "deploy"):
+        return {f"function:{argv[3]}"}
+    if words[:3] == ("logging", "sinks", "create"):
+        return {f"sink:{argv[4]}"}
+    if words[:3] == ("firestore", "databases", "create"):
+        return {"firestore:(default)"}
+    if words[:2] == ("builds", "submit"):
+        return {f"image:{flags(argv)['tag']}"}
+    if words[:2] == ("services", "enable"):
+        return {f"api:{a}" for a in argv[3:] if not a.startswith("--")}
+    return set()
+
+
+def referred(argv: list[str]) -> set[str]:
+    """Resources a command names without creating them (only those a deployment makes; Google's own agents and
+    the project itself exist already)."""
+    refs: set[str] = set()
+    f = flags(argv)
+    for key in ("topic", "dead-letter-topic"):
+        if key in f:
+            refs.add(f"topic:{f[key].rsplit('/', 1)[-1]}")
+    if "schema" in f:
+        refs.add(f"schema:{f['schema']}")
+    for key in ("member", "service-account", "push-auth-service-account"):
+        email = f.get(key, "").removeprefix("serviceAccount:")
+        if email.endswith(f"@{P}.iam.gserviceaccount.com"):
+            refs.add(f"sa:{email}")
+    if "push-endpoint" in f:
+        refs.add(f"function:{f['push-endpoint'].rsplit('/', 1)[-1]}")
+    if argv[1:3] == ["builds", "submit"]:
+        refs.add(f"repository:{f['tag'].split('/')[2]}")
+    if argv[1:4] in (["pubsub", "topics", "add-iam-policy-binding"], ["pubsub", "topics", "update"]):
+        refs.add(f"topic:{argv[4]}")
+    if argv[1:4] in (["pubsub", "subscriptions", "add-iam-policy-binding"], ["pubsub", "subscriptions", "update"]):
+        refs.add(f"subscription:{argv[4]}")
+    if argv[1:3] == ["storage", "buckets"] and argv[3] != "create":
+        refs.add(f"bucket:{next(a for a in argv if a.startswith('gs://')).removeprefix('gs://')}")
+    if argv[1:4] == ["iam", "service-accounts", "add-iam-policy-binding"]:
+        refs.add(f"sa:{argv[4]}")
+    if argv[1:3] == ["functions", "add-invoker-policy-binding"]:
+        refs.add(f"function:{argv[3]}")
+    if argv[1:3] == ["firestore", "indexes"]:
+        refs.add("firestore:(default)")
+    if argv[1:4] in (["logging", "sinks", "create"], ["logging", "sinks", "update"]):
+        refs.add(f"topic:{positional(argv, 5).rsplit('/', 1)[-1]}")
+    if "env-vars-file" in f:
+        env_file = GOLDEN_DIR.parents[1] / f["env-vars-file"]
+        env = dict(line.split(": ", 1) for line in env_file.read_text().splitlines())
+        refs.add(f"image:{env['LANDFALL_TRAINER_IMAGE'].strip(chr(34))}")
+        refs |= {f"bucket:{b.split('=')[1]}" for b in env["LANDFALL_ARTIFACT_BUCKETS"].strip('"').split(",")}
+    return refs
+
+
+def test_nothing_is_named_before_the_command_that_creates_it(deployed: list[list[str]]) -> None:
+    assert deployed[0][1:3] == ["services", "enable"], "APIs come first"
+    made: set[str] = set()
+    for index, argv in enumerate(deployed):
+        missing = referred(argv) - made - created(argv)
+        assert not missing, f"line {index}: {shlex.join(argv)}\n  names {missing} before they are created"
+        made |= created(argv)
+    kinds = {name.split(":")[0] for name in made}
+    assert kinds >= {"sa", "topic", "schema", "subscription", "bucket", "repository", "function", "sink", "image",
+                     "firestore", "api"}
+
+
+def test_traffic_starts_only_once_every_listener_exists(deployed: list[list[str]]) -> None:
+    position = {shlex.join(argv): i for i, argv in enumerate(deployed)}
+    last_subscription = max(i for c, i in position.items() if " pubsub subscriptions create " in c)
+    for starter in (" storage buckets notifications create ", " logging sinks create ", " scheduler jobs create "):
+        assert min(i for c, i in position.items() if starter in c) > last_subscription, starter
+
+
+def test_teardown_deletes_what_refers_before_what_is_referred_to(deployed: list[list[str]]) -> None:
+    # What a deleted resource used, as deploy made it: a subscription its topics, a function its account.
+    uses = {f"subscription:{argv[4]}": referred(argv) for argv in deployed
+            if argv[1:4] == ["pubsub", "subscriptions", "create"]}
+    uses |= {f"function:{argv[3]}": referred(argv) for argv in deployed if argv[1:3] == ["functions", "deploy"]}
+    deleted: set[str] = set()
+    for argv in commands(GOLDEN["teardown_dry_run.sh"]()):
+        gone = {f"topic:{argv[4]}"} if argv[1:4] == ["pubsub", "topics", "delete"] else \
+            {f"sa:{argv[4]}"} if argv[1:4] == ["iam", "service-accounts", "delete"] else \
+            {f"bucket:{argv[4].removeprefix('gs://')}"} if argv[1:4] == ["storage", "buckets", "delete"] else set()
+        names_used = referred(argv)
+        if argv[1:4] == ["pubsub", "subscriptions", "delete"]:
+            names_used |= uses.get(f"subscription:{argv[4]}", set())
+        if argv[1:3] == ["functions", "delete"]:
+            names_used |= uses[f"function:{argv[3]}"]
+        still = names_used & deleted
+        assert not still, f"{shlex.join(argv)} names {still}, deleted earlier"
+        deleted |= gone
+    assert len(deleted) == 5 + 6 + 3  # topics (4 + the dead-letter topic), service accounts, buckets
+
+
+# --- IAM -------------------------------------------------------------------------------------------------------
+
+def grants(deployed: list[list[str]]) -> dict[str, set[tuple[str, str, str]]]:
+    held: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
+    for argv in deployed:
+        f = flags(argv)
+        if argv[1:3] == ["projects", "add-iam-policy-binding"]:
+            held[f["member"]].add((f["role"], "project", argv[3]))
+        elif argv[1:3] == ["functions", "add-invoker-policy-binding"]:
+            held[f["member"]].add(("roles/run.invoker", "function", argv[3]))
+        elif "add-iam-policy-binding" in argv[3:5]:
+            kind = {"topics": "topic", "subscriptions": "subscription", "service-accounts": "service_account",
+                    "buckets": "bucket"}[argv[2]]
+            held[f["member"]].add((f["role"], kind, argv[4].removeprefix("gs://")))
+    return dict(held)
+
+
+def test_no_basic_role_anywhere(deployed: list[list[str]]) -> None:
+    roles = {flags(argv).get("role") for argv in deployed}
+    assert not roles & BASIC_ROLES
+    assert all(not arg.startswith("--role=roles/") or arg.split("=")[1] not in BASIC_ROLES
+               for argv in deployed for arg in argv)
+
+
+def test_each_identity_holds_exactly_its_listed_roles(deployed: list[list[str]]) -> None:
+    assert grants(deployed) == EXPECTED_GRANTS
+
+
+def test_the_topology_lists_the_same_roles_as_this_review() -> None:
+    config = load_deploy_config()
+    for account in config.service_accounts:
+        listed = {g.role for g in account.grants}
+        assert listed == {role for role, _, _ in EXPECTED_GRANTS[SA(account.account_id)]}, account.key
+
+
+def test_every_push_subscription_is_authenticated_with_a_dead_letter_topic_and_back_off(
+        deployed: list[list[str]]) -> None:
+    subscriptions = [argv for argv in deployed if argv[1:4] == ["pubsub", "subscriptions", "create"]
+                     and "push-endpoint" in flags(argv)]
+    assert sorted(argv[4] for argv in subscriptions) == sorted(SUBSCRIPTIONS)
+    for argv in subscriptions:
+        f = flags(argv)
+        assert f["dead-letter-topic"] in DEAD_LETTERS
+        assert 5 <= int(f["max-delivery-attempts"]) <= 100
+        assert f["min-retry-delay"].endswith("s") and f["max-retry-delay"].endswith("s")
+        assert int(f["min-retry-delay"][:-1]) <= int(f["max-retry-delay"][:-1]) <= 600
+        assert f["push-auth-service-account"] == f"landfall-invoker@{P}.iam.gserviceaccount.com"
+        assert f["push-endpoint"].startswith("https://")
+    holds = {argv[4] for argv in deployed if argv[1:4] == ["pubsub", "subscriptions", "create"]
+             and "push-endpoint" not in flags(argv)}
+    assert holds == {"landfall-dead-letter-hold"}, "a dead-letter topic without a subscription loses messages"
+
+
+def test_functions_refuse_unauthenticated_calls_and_time_out_with_their_ack_deadline(
+        deployed: list[list[str]]) -> None:
+    functions = {argv[3]: flags(argv) for argv in deployed if argv[1:3] == ["functions", "deploy"]}
+    assert sorted(functions) == sorted(FUNCTIONS)
+    ack = {flags(argv)["push-endpoint"].rsplit("/", 1)[1]: flags(argv)["ack-deadline"] for argv in deployed
+           if "push-endpoint" in flags(argv)}
+    for name, f in functions.items():
+        assert "no-allow-unauthenticated" in f and "allow-unauthenticated" not in f
+        assert "trigger-http" in f and "gen2" in f
+        assert re.fullmatch(r"python3\d+", f["runtime"]) and int(f["runtime"][7:]) >= 12
+        assert f["timeout"] == f"{ack[name]}s"
+        assert f["service-account"].startswith("landfall-") and f["min-instances"] == "0"
+
+
+def test_buckets_are_private_with_uniform_access(deployed: list[list[str]]) -> None:
+    buckets = {argv[4]: flags(argv) for argv in deployed if argv[1:4] == ["storage", "buckets", "create"]}
+    assert sorted(buckets) == sorted(f"gs://{b}" for b in (LANDING, *ARTIFACTS))
+    assert all("uniform-bucket-level-access" in f and "public-access-prevention" in f for f in buckets.values())
+    assert buckets[f"gs://{ARTIFACTS[1]}"]["location"] == "europe-west4"
+
+
+def test_the_notification_carries_finalized_objects_of_routed_prefixes_only(deployed: list[list[str]]) -> None:
+    notifications = [flags(argv) for argv in deployed if argv[1:5] == ["storage", "buckets", "notifications",
+                                                                       "create"]]
+    assert sorted(f["object-prefix"] for f in notifications) == ["datasets/", "exports/"]
+    assert all(f["event-types"] == "OBJECT_FINALIZE" and f["payload-format"] == "json" for f in notifications)
+    assert all(f["topic"] == f"projects/{P}/topics/landfall-object-events" for f in notifications)
+
+
+def test_the_log_sink_carries_vertex_job_entries(deployed: list[list[str]]) -> None:
+    sink = next(argv for argv in deployed if argv[1:4] == ["logging", "sinks", "create"])
+    assert sink[5] == f"pubsub.googleapis.com/projects/{P}/topics/landfall-job-events"
+    assert 'resource.type="ml_job"' in flags(sink)["log-filter"]
+
+
+# --- the functions' environment ---------------------------------------------------------------------------------
+
+def test_function_env_is_read_by_the_settings_record_as_deployed() -> None:
+    n = names(SAMPLE)
+    image = f"us-central1-docker.pkg.dev/{P}/landfall/trainer:golden"
+    settings = settings_from_env(function_env(n, image))
+    assert settings.project == P
+    assert settings.landing_bucket == LANDING and settings.allowed_buckets == (LANDING,)
+    assert settings.output_bucket == ARTIFACTS[0]
+    assert dict(settings.artifact_buckets) == {"us-central1": ARTIFACTS[0], "europe-west4": ARTIFACTS[1]}
+    assert settings.trainer_image == image
+    assert settings.training_service_account == f"landfall-trainer@{P}.iam.gserviceaccount.com"
+    assert settings.output_bucket != settings.landing_bucket, "artifacts in the landing bucket would fire ingest"
+
+
+def test_teardown_keeps_data_unless_told_and_then_deletes_it() -> None:
+    kept = dry_run_text(teardown_plan(SAMPLE))
+    assert "gcloud storage rm" not in kept and "firestore databases delete" not in kept
+    assert kept.count("gcloud storage buckets delete") == 3
+    every = dry_run_text(teardown_plan(Target(P, "us-central1", N, ("europe-west4",), delete_data=True)))
+    assert every.count("gcloud storage rm --recursive") == 3
+    assert "gcloud firestore databases delete '--database=(default)'" in every
+    assert all(line.endswith("--quiet") for line in every.splitlines() if " delete " in line and "gcloud" in line)
+
+
+def test_staged_paths_are_relative_to_the_repository_root(deployed: list[list[str]]) -> None:
+    staged = [flags(argv)["source"] for argv in deployed if argv[1:3] == ["functions", "deploy"]]
+    assert staged == [f".landfall/deploy/functions/{n}" for n in
+                      ("on_object_finalized", "dispatch", "on_job_event", "sweep_datasets")]
+    assert not any(Path(s).is_absolute() for s in staged)
