@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from landfall.errors import CommandError, client_boundary
@@ -49,7 +50,7 @@ def read_run(run_id: str, command: str) -> RunRecord:
                            f"{run_id} --json` shows it as stored") from exc
 
 
-def run_filters(state: str | None, dataset: str | None, since: str | None) -> list[tuple[str, str, str]]:
+def run_filters(state: str | None, dataset: str | None, since: datetime | None) -> list[tuple[str, str, Any]]:
     """The Firestore filters of `landfall runs` as (field, operator, value), equalities first; the query orders by
     created_at descending. Each combination needs a composite index of deploy/firestore.indexes.json (a unit test
     checks that it is listed); the emulator needs none."""
@@ -57,7 +58,7 @@ def run_filters(state: str | None, dataset: str | None, since: str | None) -> li
     return [(name, op, value) for name, op, value in filters if value]
 
 
-def recent_runs(state: str | None, limit: int, dataset: str | None = None, since: str | None = None
+def recent_runs(state: str | None, limit: int, dataset: str | None = None, since: datetime | None = None
                 ) -> list[dict[str, Any]]:
     """The newest `limit` runs matching the filters (run_filters), newest first."""
     from google.cloud import firestore
@@ -71,15 +72,22 @@ def recent_runs(state: str | None, limit: int, dataset: str | None = None, since
         return [d.to_dict() for d in query.stream(timeout=CALL_TIMEOUT_S)]
 
 
-def since_argument(text: str) -> str:
-    """--since's type: an RFC 3339 time with a zone, in the form run records store (UTC, microseconds, Z)."""
-    from schemas.times import format_timestamp, parse_timestamp
+def since_argument(text: str) -> datetime:
+    """--since's type: an RFC 3339 time with a zone, compared with the stored created_at timestamps."""
+    from schemas.times import parse_timestamp
 
     try:
-        return format_timestamp(parse_timestamp(text, field="--since"))
+        return parse_timestamp(text, field="--since")
     except SchemaError as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time with a zone, e.g. "
                                          "2026-11-22T10:00:00Z") from exc
+
+
+def _json_value(value: Any) -> Any:
+    """JSON for what Firestore returns beyond JSON types: a timestamp as RFC 3339 text (schemas.times)."""
+    from schemas.times import format_timestamp
+
+    return format_timestamp(value) if isinstance(value, datetime) and value.tzinfo else str(value)
 
 
 def state_argument(text: str) -> RunState:
@@ -128,7 +136,7 @@ def _readable(docs: list[dict[str, Any]]) -> list[RunRecord]:
 def cmd_runs(args: argparse.Namespace) -> int:
     docs = recent_runs(args.state, args.limit, args.dataset, args.since)
     if args.json:
-        print(json.dumps(docs, indent=2, default=str))
+        print(json.dumps(docs, indent=2, default=_json_value))
         return 0
     rows = [[r.run_id, r.state, r.created_at, _dataset(r).get("uri"), r.plan.machine_type if r.plan else "",
              _gpu(r.plan), _fmt(_final(r).get("accuracy"))] for r in _readable(docs)]
@@ -136,7 +144,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY"], rows))
     else:
         filters = run_filters(args.state, args.dataset, args.since)
-        print("no runs match " + ", ".join(f"{n} {op} {v}" for n, op, v in filters) if filters else "no runs yet")
+        print("no runs match " + ", ".join(f"{n} {op} {_json_value(v)}" for n, op, v in filters) if filters
+              else "no runs yet")
     return 0
 
 
@@ -249,7 +258,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         doc = read_run_document(args.run_id)
         if doc is None:
             raise CommandError(f"no run {args.run_id!r}; `landfall runs` lists them")
-        print(json.dumps(doc, indent=2, default=str))
+        print(json.dumps(doc, indent=2, default=_json_value))
         return 0
     run = read_run(args.run_id, "run")
     if not args.metrics:

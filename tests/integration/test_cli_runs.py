@@ -1,6 +1,7 @@
 """`landfall submit`, `landfall runs` (--state, --dataset, --since, --json) and `landfall run` (--json) against the
 Firestore and Pub/Sub emulators. Run documents are the golden run record with changes, written with the official
-client."""
+client as Landfall stores them (RunRecord.to_document(): times as Firestore timestamps); one older document keeps
+its times as RFC 3339 text and still reads."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from deploy.topology import load_topology
 from landfall.cli import build_parser
 from landfall.errors import CommandError
+from schemas.run_record import parse_run_record
 from tests.conftest import PROJECT, Emulator
 
 pytestmark = pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")
@@ -39,6 +41,7 @@ def landfall(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
 
 
 def run_doc(run_id: str, state: str, created_at: str, uri: str) -> dict[str, Any]:
+    """The golden record with these changes, in its JSON form (times as RFC 3339 text)."""
     doc = copy.deepcopy(GOLDEN)
     doc.update(run_id=run_id, state=state, created_at=created_at)
     doc["request"]["dataset"]["uri"] = uri
@@ -55,7 +58,7 @@ def three_runs(settings_env: None) -> None:
     for doc in (run_doc("run-a", "SUCCEEDED", "2026-11-20T10:00:00.000000Z", "gs://b/churn/"),
                 run_doc("run-b", "FAILED", "2026-11-21T10:00:00.000000Z", "gs://b/churn/"),
                 run_doc("run-c", "SUCCEEDED", "2026-11-22T10:00:00.000000Z", "gs://b/other/")):
-        collection.document(doc["run_id"]).set(doc)
+        collection.document(doc["run_id"]).set(parse_run_record(doc).to_document())
 
 
 def _ids(out: str) -> list[str]:
@@ -84,6 +87,24 @@ def test_run_shows_timeline_and_loss_curve_and_json_is_the_document(three_runs: 
         assert "loss per epoch" in text
     code, out = landfall(["run", "run-a", "--json"], capsys)
     assert json.loads(out)["run_id"] == "run-a" and json.loads(out)["request"]["dataset"]["uri"] == "gs://b/churn/"
+    assert json.loads(out)["created_at"] == "2026-11-20T10:00:00.000000Z"  # the stored timestamp, as RFC 3339
+
+
+def test_times_are_stored_as_timestamps_and_older_text_documents_still_read(three_runs: None,
+                                                                             capsys: pytest.CaptureFixture[str]
+                                                                             ) -> None:
+    from datetime import UTC, datetime
+
+    from google.cloud import firestore
+
+    collection = firestore.Client(project=PROJECT).collection(load_topology().runs_collection)
+    stored = collection.document("run-a").get().to_dict()
+    assert stored["created_at"] == datetime(2026, 11, 20, 10, tzinfo=UTC)
+    assert all(isinstance(h["at"], datetime) for h in stored["history"])
+    collection.document("run-old").set(run_doc("run-old", "FAILED", "2026-10-01T10:00:00.000000Z", "gs://b/x/"))
+    code, text = landfall(["run", "run-old"], capsys)
+    assert code == 0 and "state     FAILED" in text
+    assert _ids(landfall(["runs", "--dataset", "gs://b/x/", "--json"], capsys)[1]) == ["run-old"]
 
 
 def test_submit_publishes_a_minimal_request_and_prints_its_run_id(pubsub_emulator: Emulator, settings_env: None,
