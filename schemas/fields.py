@@ -1,6 +1,7 @@
 """Typed readers for JSON objects: each failure is a SchemaError naming the dotted field and what was expected.
 
-Numbers are held to what the wire carries: messages travel as Avro (schemas/training_request.avsc), whose `long` is
+Numbers are held to what the wire carries: messages travel as JSON checked by a Protocol Buffer schema
+(schemas/training_request.proto), whose `int64` is
 a signed 64-bit integer and whose `double` has no NaN or Infinity in its JSON encoding. Python's json reads all of
 those (`NaN`, `Infinity`, a 30-digit integer), so the reader refuses them here, naming the field, rather than
 letting the topic refuse the message later.
@@ -21,7 +22,7 @@ _MISSING = object()
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-"""The range of an Avro long: every integer field of a message."""
+"""The range of a protobuf int64: every integer field of a message."""
 
 
 def _type_name(value: object) -> str:

@@ -1,14 +1,18 @@
 """RunRecord: one document per run in Firestore collection `runs`, keyed by run id. States only move forward.
 
-The document is written only as `RunRecord.to_dict()` (a new run from `new_run`) and read only with
-`parse_run_record`; `parse_run_record(doc).to_dict() == doc` for every document Landfall writes. Times are RFC 3339
-text in the schemas.times format. Optional parts absent from the document (a timing not known yet, a submission
+The document is written only as `RunRecord.to_document()` (a new run from `new_run`) and read only with
+`parse_run_record`; `parse_run_record(doc).to_document() == doc` for every document Landfall writes. In the record
+times are RFC 3339 text in the schemas.times format (as `to_dict()`, the JSON form of the golden example and of
+`landfall run --json`, shows them); in the stored document the times of TIME_FIELDS are Firestore timestamps, so a
+query by time range compares times, not text. The parser also reads the RFC 3339 strings older documents hold.
+Optional parts absent from the document (a timing not known yet, a submission
 not planned yet) are None in the record and left out of the document, so the stored shape is what the CLI and
 users read: e.g. `submission` is `{}` until the run is planned.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -17,7 +21,7 @@ from typing import Any
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.plan import Plan, parse_plan
-from schemas.times import format_timestamp
+from schemas.times import format_timestamp, parse_timestamp
 
 SCHEMA_VERSION = 1
 
@@ -80,6 +84,38 @@ def parse_state(value: object, field_name: str = "state") -> RunState:
 
 _TEXT = 1 << 20
 """Free text (details, error messages, attempt outcomes) is bounded only by Firestore's 1 MiB document."""
+
+
+TIME_FIELDS = ("created_at", "updated_at", "history[].at", "timings.created_at", "timings.submitted_at",
+               "timings.started_at", "timings.ended_at", "submission.lease_until", "submission.attempts[].at")
+"""The document's times (dotted paths; `[]` is every entry of a list): Firestore timestamps when stored."""
+
+
+def _convert_times(doc: dict[str, Any], convert: Callable[[Any], Any]) -> dict[str, Any]:
+    """A copy of `doc` with `convert` applied to the values at TIME_FIELDS. Parts without the expected shape are
+    left as they are, for the parser to reject with the field's name."""
+
+    def at(node: Any, path: list[str]) -> Any:
+        if not path:
+            return convert(node)
+        head, rest = path[0], path[1:]
+        if head.endswith("[]") and isinstance(node, dict) and isinstance(node.get(head[:-2]), list):
+            return {**node, head[:-2]: [at(item, rest) for item in node[head[:-2]]]}
+        if isinstance(node, dict) and node.get(head) is not None:
+            return {**node, head: at(node[head], rest)}
+        return node
+
+    for name in TIME_FIELDS:
+        doc = at(doc, name.split("."))
+    return doc
+
+
+def _as_timestamp(value: Any) -> Any:
+    return parse_timestamp(value) if isinstance(value, str) and value else value
+
+
+def _as_text(value: Any) -> Any:
+    return format_timestamp(value) if isinstance(value, datetime) and value.tzinfo is not None else value
 
 
 def _present(data: dict[str, Any]) -> dict[str, Any]:
@@ -292,8 +328,12 @@ class RunRecord:
     def run_state(self) -> RunState:
         return self.state
 
+    def to_document(self) -> dict[str, Any]:
+        """The document as stored in Firestore: to_dict() with the TIME_FIELDS as timestamps (aware datetimes)."""
+        return _convert_times(self.to_dict(), _as_timestamp)
+
     def to_dict(self) -> dict[str, Any]:
-        """The stored document: JSON- and Firestore-safe types only."""
+        """The record as JSON types, times as RFC 3339 text (the golden example's form)."""
         return {
             "schema_version": self.schema_version,
             "run_id": self.run_id,
@@ -387,8 +427,9 @@ def _job(j: Reader) -> JobAttempt:
 
 
 def parse_run_record(data: dict[str, Any]) -> RunRecord:
-    """Read a stored run document; raises SchemaError naming the field that does not fit."""
-    r = Reader(data, "run")
+    """Read a stored run document (times as timestamps or, as older documents and the JSON form hold them, RFC 3339
+    text); raises SchemaError naming the field that does not fit."""
+    r = Reader(_convert_times(data, _as_text) if isinstance(data, dict) else data, "run")
     vertex = r.optional_obj("vertex")
     artifacts = r.optional_obj("artifacts")
     error = r.optional_obj("error")

@@ -1,14 +1,17 @@
 """TrainingRequest: what to train, on which dataset, under which constraints. Published on the requests topic.
 
-On the wire it is JSON in the Avro schema's JSON encoding (schemas/training_request.avsc, generated from these
-classes): every field is present; "unset" is spelled "" / 0 / [] rather than null.
+On the wire it is JSON checked by the topic's Protocol Buffer schema (schemas/training_request.proto, generated from
+these classes by `python -m schemas.proto`). A publisher may leave out any field but dataset.uri, task and
+model.preset: parse_training_request applies the defaults below. Without an idempotency_key the key is derived from
+the request's content (`content:` + a hash), so redeliveries of one message are one run; publishing the same content
+again is the same run too, so set a key (or created_at) to run the same request twice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from schemas.errors import SchemaError
@@ -126,7 +129,7 @@ class TrainingRequest:
         return run_id_for(self.idempotency_key)
 
     def to_dict(self) -> dict[str, Any]:
-        """The canonical JSON form: every field present (as the Avro JSON encoding requires)."""
+        """The canonical JSON form: every field present, defaults applied."""
         data = asdict(self)
         _lists(data)
         return data
@@ -166,12 +169,12 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
     else:
         data = raw
     r = Reader(data)
-    version = r.integer("schema_version")
+    version = r.integer("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise SchemaError(f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}",
                           field="schema_version")
-    key = r.string("idempotency_key", max_len=512)
-    if not key.strip():
+    key = r.string("idempotency_key", "", max_len=512)
+    if "idempotency_key" in r.data and not key.strip():
         raise SchemaError("must not be empty: it names the run, so choose one key per dataset version",
                           field="idempotency_key")
     d = r.obj("dataset")
@@ -210,7 +213,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
     s = r.obj("source", {})
     source = RequestSource(kind=s.string("kind", "direct", choices=SOURCE_KINDS), object=s.string("object", ""),
                            generation=s.string("generation", ""), event_id=s.string("event_id", ""))
-    return TrainingRequest(
+    request = TrainingRequest(
         idempotency_key=key,
         dataset=dataset,
         task=r.string("task", choices=TASKS),
@@ -221,3 +224,9 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         created_at=r.timestamp("created_at", "", allow_empty=True),
         labels=r.string_map("labels", {}),
     )
+    return request if key else replace(request, idempotency_key=content_key(request))
+
+
+def content_key(request: TrainingRequest) -> str:
+    """The idempotency key of a request published without one: a hash of its content with defaults applied."""
+    return "content:" + hashlib.sha256(replace(request, idempotency_key="").to_json()).hexdigest()[:32]

@@ -141,33 +141,6 @@ def create_bytes(uri: str, data: bytes, content_type: str = "application/octet-s
     return True
 
 
-def create_bytes(uri: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
-    """Write a whole object only if nothing is there yet (atomically: a generation precondition, or a hard link of
-    a complete temporary file); False when something already was."""
-    uri = resolve(uri)
-    if is_gcs(uri):
-        from google.api_core.exceptions import PreconditionFailed
-
-        try:
-            _blob(uri).upload_from_string(data, content_type=content_type, if_generation_match=0)
-        except PreconditionFailed:
-            return False
-        return True
-    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
-    tmp = f"{uri}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    try:
-        os.link(tmp, uri)
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
-    return True
-
-
 def upload_file(path: str, uri: str) -> None:
     """Copy a local file to uri (an object, or a local path through a temporary name)."""
     uri = resolve(uri)

@@ -173,8 +173,8 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
     section = "Pub/Sub: the TrainingRequest schema, topics, dead-letter topics and their hold subscriptions"
     schema_id = topology.requests_schema_id
     steps.append(_exists_step(
-        f"create the Avro schema {schema_id}",
-        ("gcloud", "pubsub", "schemas", "create", schema_id, "--type=avro",
+        f"create the Protocol Buffer schema {schema_id} (python -m schemas.proto writes it)",
+        ("gcloud", "pubsub", "schemas", "create", schema_id, "--type=protocol-buffer",
          f"--definition-file={topology.requests_schema_file}", proj), section,
         probe=("gcloud", "pubsub", "schemas", "describe", schema_id, proj),
         remedy="Schemas are immutable: to change it, give it a new schema_id in deploy/topology.toml [topics]."))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from deploy.local.services import REPO_ROOT
 from deploy.topology import Topology
+
+log = logging.getLogger(__name__)
 
 
 def _already_exists(exc: Exception) -> bool:
@@ -17,32 +19,43 @@ def _already_exists(exc: Exception) -> bool:
     return isinstance(exc, AlreadyExists | Conflict)
 
 
-def create_topics(topology: Topology, project: str) -> None:
+def create_topics(topology: Topology, project: str) -> bool:
+    """Creates the topics; the requests topic carries the Protocol Buffer schema (JSON encoding). Returns whether the
+    schema is attached: Google's Pub/Sub emulator (0.8.x) answers "Protocol buffer support not implemented", and
+    then the requests topic is created without one (the CLI's `landfall submit` and the dispatcher still check every
+    message; only the publish-time refusal is Google Cloud's alone)."""
+    from google.api_core.exceptions import MethodNotImplemented
     from google.cloud import pubsub_v1
     from google.pubsub_v1.types import Encoding, Schema
 
     publisher = pubsub_v1.PublisherClient()
     schema_client = pubsub_v1.SchemaServiceClient()
     schema_path = f"projects/{project}/schemas/{topology.requests_schema_id}"
-    definition = json.dumps(json.loads((REPO_ROOT / topology.requests_schema_file).read_text()))
+    definition = (REPO_ROOT / topology.requests_schema_file).read_text()
+    attached = True
     try:
         schema_client.create_schema(request={
             "parent": f"projects/{project}",
-            "schema": Schema(name=schema_path, type_=Schema.Type.AVRO, definition=definition),
+            "schema": Schema(name=schema_path, type_=Schema.Type.PROTOCOL_BUFFER, definition=definition),
             "schema_id": topology.requests_schema_id,
         })
+    except MethodNotImplemented:
+        attached = False
+        log.warning("the Pub/Sub emulator takes no Protocol Buffer schema: %s is created without one",
+                    topology.requests_topic)
     except Exception as exc:
         if not _already_exists(exc):
             raise
     for topic in topology.topics:
         request: dict[str, Any] = {"name": f"projects/{project}/topics/{topic}"}
-        if topic == topology.requests_topic:
+        if topic == topology.requests_topic and attached:
             request["schema_settings"] = {"schema": schema_path, "encoding": Encoding.JSON}
         try:
             publisher.create_topic(request=request)
         except Exception as exc:
             if not _already_exists(exc):
                 raise
+    return attached
 
 
 def subscription_requests(topology: Topology, project: str) -> list[dict[str, Any]]:

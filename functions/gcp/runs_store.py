@@ -1,8 +1,8 @@
 """Firestore adapter for run documents: create-if-absent, forward-only transitions and the submission claim,
 each inside a transaction so that concurrent deliveries cannot interleave.
 
-Documents are read with `parse_run_record` and written as `RunRecord.to_dict()`; the operations are the pure rule
-steps of functions/records/run_rules.py (RunsRules), applied here in a transaction.
+Documents are read with `parse_run_record` and written as `RunRecord.to_document()` (times as timestamps); the
+operations are the pure rule steps of functions/records/run_rules.py (RunsRules), applied here in a transaction.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class RunsStore(RunsRules):
 
         def change(cur: Doc | None) -> tuple[Doc | None, T]:
             new, result = step(_record(cur))
-            return (None if new is None else new.to_dict()), result
+            return (None if new is None else new.to_document()), result
 
         return in_transaction(self._client, self._ref(run_id), change)  # type: ignore[no-any-return]
 

@@ -219,7 +219,7 @@ def _publish_refusal(exc: Exception) -> str | None:
 
     if isinstance(exc, InvalidArgument | PermanentError):
         return (f"the requests topic refused the TrainingRequest ({exc}): a value from the route or landfall.json "
-                "is one the message schema (schemas/training_request.avsc) cannot carry. Fix it, then land a new "
+                "is one the message schema (schemas/training_request.proto) cannot carry. Fix it, then land a new "
                 "_SUCCESS marker or manifest")
     return None
 

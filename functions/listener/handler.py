@@ -19,7 +19,7 @@ from functions.records.failure_reasons import CAPACITY_REASONS, classify
 from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
-from schemas.times import parse_timestamp_or_none
+from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
 
 log = logging.getLogger("landfall.job_events")
@@ -148,8 +148,9 @@ def _with_job(run: RunRecord, job: JobView, *, ended: bool) -> RunRecord:
 
 
 def _timings(timings: Timings, job: JobView) -> Timings:
-    out = replace(timings, started_at=job.start_time or timings.started_at, ended_at=job.end_time or timings.ended_at)
     start, end = parse_timestamp_or_none(job.start_time), parse_timestamp_or_none(job.end_time)
+    out = replace(timings, started_at=format_timestamp(start) if start else timings.started_at,
+                  ended_at=format_timestamp(end) if end else timings.ended_at)
     if start and end:
         out = replace(out, run_seconds=round((end - start).total_seconds(), 3))
     return out

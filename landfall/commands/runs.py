@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from landfall.errors import CommandError, client_boundary
@@ -49,18 +50,44 @@ def read_run(run_id: str, command: str) -> RunRecord:
                            f"{run_id} --json` shows it as stored") from exc
 
 
-def recent_runs(state: str | None, limit: int) -> list[dict[str, Any]]:
-    """The newest `limit` runs (in `state` when given), newest first. A state is filtered by Firestore, which needs
-    the composite index (state, created_at desc) of deploy/firestore.indexes.json; the emulator needs none."""
+def run_filters(state: str | None, dataset: str | None, since: datetime | None) -> list[tuple[str, str, Any]]:
+    """The Firestore filters of `landfall runs` as (field, operator, value), equalities first; the query orders by
+    created_at descending. Each combination needs a composite index of deploy/firestore.indexes.json (a unit test
+    checks that it is listed); the emulator needs none."""
+    filters = [("state", "==", state), ("request.dataset.uri", "==", dataset), ("created_at", ">=", since)]
+    return [(name, op, value) for name, op, value in filters if value]
+
+
+def recent_runs(state: str | None, limit: int, dataset: str | None = None, since: datetime | None = None
+                ) -> list[dict[str, Any]]:
+    """The newest `limit` runs matching the filters (run_filters), newest first."""
     from google.cloud import firestore
     from google.cloud.firestore_v1.base_query import FieldFilter
 
     query = runs_collection()
     with client_boundary("read runs from Firestore"):
-        if state:
-            query = query.where(filter=FieldFilter("state", "==", state))
+        for name, op, value in run_filters(state, dataset, since):
+            query = query.where(filter=FieldFilter(name, op, value))
         query = query.order_by("created_at", direction=firestore.Query.DESCENDING).limit(limit)
         return [d.to_dict() for d in query.stream(timeout=CALL_TIMEOUT_S)]
+
+
+def since_argument(text: str) -> datetime:
+    """--since's type: an RFC 3339 time with a zone, compared with the stored created_at timestamps."""
+    from schemas.times import parse_timestamp
+
+    try:
+        return parse_timestamp(text, field="--since")
+    except SchemaError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time with a zone, e.g. "
+                                         "2026-11-22T10:00:00Z") from exc
+
+
+def _json_value(value: Any) -> Any:
+    """JSON for what Firestore returns beyond JSON types: a timestamp as RFC 3339 text (schemas.times)."""
+    from schemas.times import format_timestamp
+
+    return format_timestamp(value) if isinstance(value, datetime) and value.tzinfo else str(value)
 
 
 def state_argument(text: str) -> RunState:
@@ -107,16 +134,18 @@ def _readable(docs: list[dict[str, Any]]) -> list[RunRecord]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    docs = recent_runs(args.state, args.limit)
+    docs = recent_runs(args.state, args.limit, args.dataset, args.since)
     if args.json:
-        print(json.dumps(docs, indent=2, default=str))
+        print(json.dumps(docs, indent=2, default=_json_value))
         return 0
     rows = [[r.run_id, r.state, r.created_at, _dataset(r).get("uri"), r.plan.machine_type if r.plan else "",
              _gpu(r.plan), _fmt(_final(r).get("accuracy"))] for r in _readable(docs)]
     if rows:
         print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY"], rows))
     else:
-        print(f"no {args.state} runs" if args.state else "no runs yet")
+        filters = run_filters(args.state, args.dataset, args.since)
+        print("no runs match " + ", ".join(f"{n} {op} {_json_value(v)}" for n, op, v in filters) if filters
+              else "no runs yet")
     return 0
 
 
@@ -163,6 +192,17 @@ def describe(run: RunRecord) -> str:
         if run.vertex is not None:
             lines.append(f"          replica logs: `landfall logs {run.run_id}`")
     lines.append("history   " + " -> ".join(h.state for h in run.history))
+    if plan is not None and plan.alternatives:
+        lines += ["", f"alternatives ({plan.alternatives_considered} considered in all):", render_table(
+            ["RANK", "MACHINE", "GPU", "REGION", "SPOT", "EST $", "WHY NOT"],
+            [[a.rank, a.machine_type, f"{a.accelerator_count}x{a.accelerator_type}" if a.accelerator_type else "cpu",
+              a.region or "-", "yes" if a.spot else "no", _fmt(a.estimated_cost_usd), a.reason]
+             for a in plan.alternatives])]
+    lines += ["", "timeline:", render_table(["STATE", "AT", "DETAIL"],
+                                            [[h.state, h.at, h.detail] for h in run.history])]
+    curve = loss_curve(run.metrics or {})
+    if curve:
+        lines += ["", curve]
     return "\n".join(lines)
 
 
@@ -172,6 +212,26 @@ def epoch_table(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     keys = ["epoch", *dict.fromkeys(k for e in epochs for k in e if k != "epoch")]
     keys = [k for k in keys if any(e.get(k) is not None for e in epochs)]
     return [k.upper().replace("_", " ") for k in keys], [[_fmt(e.get(k)) for k in keys] for e in epochs]
+
+
+CURVE_SIZE = (72, 14)
+"""Width and height, in terminal cells, of the loss curve `landfall run` draws."""
+
+
+def loss_curve(metrics: dict[str, Any]) -> str | None:
+    """The per-epoch loss drawn with plotext (plain characters, no colour), or None when no epoch has a loss."""
+    import plotext
+
+    points = [(e["epoch"], e["loss"]) for e in metrics.get("epochs") or []
+              if isinstance(e, dict) and isinstance(e.get("epoch"), int) and isinstance(e.get("loss"), int | float)]
+    if not points:
+        return None
+    figure = plotext.figure.clear()
+    figure.plot_size(*CURVE_SIZE)
+    figure.draw(figure.signal([p[0] for p in points], [p[1] for p in points], marker="braille"))
+    figure.title("loss per epoch")
+    figure.label("epoch", axis="x")
+    return plotext.uncolorize(str(figure.build()))
 
 
 def describe_metrics(run: RunRecord) -> str:
@@ -198,7 +258,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         doc = read_run_document(args.run_id)
         if doc is None:
             raise CommandError(f"no run {args.run_id!r}; `landfall runs` lists them")
-        print(json.dumps(doc, indent=2, default=str))
+        print(json.dumps(doc, indent=2, default=_json_value))
         return 0
     run = read_run(args.run_id, "run")
     if not args.metrics:
@@ -218,6 +278,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--limit", type=positive, default=50, metavar="N", help="show at most N runs (default 50)")
     p.add_argument("--state", type=state_argument, metavar="STATE",
                    help=f"only runs in this state: {', '.join(RunState)}")
+    p.add_argument("--dataset", metavar="URI", help="only runs of this dataset (gs://BUCKET/PREFIX/)")
+    p.add_argument("--since", type=since_argument, metavar="RFC3339",
+                   help="only runs created at or after this time, e.g. 2026-11-22T10:00:00Z")
     p.add_argument("--json", action="store_true", help="print the run records as JSON")
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("run", help="show one run record: state, plan, Vertex job, times, metrics",

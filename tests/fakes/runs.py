@@ -1,8 +1,9 @@
 """In-memory stand-in for the runs store (functions/gcp/runs_store.py RunsStore), for pure-logic tests.
 
-Documents are kept as the dicts Firestore would hold (`RunRecord.to_dict()`), read back with `parse_run_record`
-and changed by the same operations (functions/records/run_rules.py RunsRules) that the Firestore adapter runs in
-transactions; tests/integration/test_adapter_contracts.py checks both against the same behaviours.
+Documents are kept as the dicts Firestore would hold (`RunRecord.to_document()`, times as datetimes), read back
+with `parse_run_record` and changed by the same operations (functions/records/run_rules.py RunsRules) that the
+Firestore adapter runs in transactions; tests/integration/test_adapter_contracts.py checks both against the same
+behaviours.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ class FakeRuns(RunsRules):
             cur = self.docs.get(run_id)
             new, result = step(None if cur is None else parse_run_record(copy.deepcopy(cur)))
             if new is not None:
-                self.docs[run_id] = new.to_dict()
+                self.docs[run_id] = new.to_document()
             return result
 
     def put(self, run: RunRecord) -> None:
         """Store a record as it is (a test's starting point)."""
         with self._lock:
-            self.docs[run.run_id] = run.to_dict()
+            self.docs[run.run_id] = run.to_document()
 
     def get(self, run_id: str) -> RunRecord | None:
         with self._lock:

@@ -3,6 +3,7 @@ can drive a run through its life one delivery at a time and read back the stored
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -85,4 +86,4 @@ class World:
         return run
 
     def doc(self, run_id: str = RUN_ID) -> dict[str, Any]:
-        return json.loads(json.dumps(self.runs.docs[run_id]))
+        return copy.deepcopy(self.runs.docs[run_id])

@@ -19,6 +19,10 @@ gcloud services enable serviceusage.googleapis.com iam.googleapis.com cloudresou
 gcloud firestore databases create '--database=(default)' --location=us-central1 --type=firestore-native --project=landfall-sample
 # create the composite index on runs (state ascending, created_at descending)
 gcloud firestore indexes composite create --collection-group=runs --query-scope=collection --field-config=field-path=state,order=ascending --field-config=field-path=created_at,order=descending '--database=(default)' --async --project=landfall-sample
+# create the composite index on runs (request.dataset.uri ascending, created_at descending)
+gcloud firestore indexes composite create --collection-group=runs --query-scope=collection --field-config=field-path=request.dataset.uri,order=ascending --field-config=field-path=created_at,order=descending '--database=(default)' --async --project=landfall-sample
+# create the composite index on runs (state ascending, request.dataset.uri ascending, created_at descending)
+gcloud firestore indexes composite create --collection-group=runs --query-scope=collection --field-config=field-path=state,order=ascending --field-config=field-path=request.dataset.uri,order=ascending --field-config=field-path=created_at,order=descending '--database=(default)' --async --project=landfall-sample
 # create the composite index on datasets (status ascending, updated_at descending)
 gcloud firestore indexes composite create --collection-group=datasets --query-scope=collection --field-config=field-path=status,order=ascending --field-config=field-path=updated_at,order=descending '--database=(default)' --async --project=landfall-sample
 
@@ -49,12 +53,12 @@ gcloud storage buckets create gs://landfall-sample-landfall-artifacts-europe-wes
 gcloud storage service-agent --project=landfall-sample
 
 # --- Pub/Sub: the TrainingRequest schema, topics, dead-letter topics and their hold subscriptions
-# create the Avro schema landfall-training-request-v1
-gcloud pubsub schemas create landfall-training-request-v1 --type=avro --definition-file=schemas/training_request.avsc --project=landfall-sample
+# create the Protocol Buffer schema landfall-training-request-v2 (python -m schemas.proto writes it)
+gcloud pubsub schemas create landfall-training-request-v2 --type=protocol-buffer --definition-file=schemas/training_request.proto --project=landfall-sample
 # create the topic landfall-object-events
 gcloud pubsub topics create landfall-object-events --project=landfall-sample
 # create the topic landfall-training-requests
-gcloud pubsub topics create landfall-training-requests --schema=landfall-training-request-v1 --message-encoding=json --project=landfall-sample
+gcloud pubsub topics create landfall-training-requests --schema=landfall-training-request-v2 --message-encoding=json --project=landfall-sample
 # create the topic landfall-job-events
 gcloud pubsub topics create landfall-job-events --project=landfall-sample
 # create the topic landfall-ingest-sweep

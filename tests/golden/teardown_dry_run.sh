@@ -51,8 +51,8 @@ gcloud pubsub topics delete landfall-dead-letter --project=landfall-sample --qui
 gcloud pubsub topics delete landfall-reconcile --project=landfall-sample --quiet
 # delete the topic landfall-run-results
 gcloud pubsub topics delete landfall-run-results --project=landfall-sample --quiet
-# delete the schema landfall-training-request-v1
-gcloud pubsub schemas delete landfall-training-request-v1 --project=landfall-sample --quiet
+# delete the schema landfall-training-request-v2
+gcloud pubsub schemas delete landfall-training-request-v2 --project=landfall-sample --quiet
 
 # --- Project-level grants, then the service accounts
 # remove ingest's roles/datastore.user on the project

@@ -4,6 +4,7 @@ the CLI's queries; the probes recognise what gcloud lists."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -116,12 +117,11 @@ class RecordingQuery:
     """Records where/order_by the way a Firestore query is built; streams nothing."""
 
     def __init__(self, collection: str, log: list[dict[str, Any]]) -> None:
-        self.shape: dict[str, Any] = {"collection": collection, "equals": [], "order": None}
+        self.shape: dict[str, Any] = {"collection": collection, "equals": [], "ranges": [], "order": None}
         log.append(self.shape)
 
     def where(self, *, filter: Any) -> RecordingQuery:
-        assert filter.op_string == "=="
-        self.shape["equals"].append(filter.field_path)
+        self.shape["equals" if filter.op_string == "==" else "ranges"].append(filter.field_path)
         return self
 
     def order_by(self, field: str, direction: str) -> RecordingQuery:
@@ -141,13 +141,15 @@ def test_every_filtered_cli_query_has_its_composite_index(monkeypatch: pytest.Mo
     log: list[dict[str, Any]] = []
     monkeypatch.setattr(runs, "runs_collection", lambda: RecordingQuery("runs", log))
     monkeypatch.setattr(datasets, "_collection", lambda: (RecordingQuery("datasets", log), "datasets"))
-    runs.recent_runs("RUNNING", 5)
-    runs.recent_runs(None, 5)
+    since = runs.since_argument("2026-11-22T10:00:00Z")
+    for state, dataset, after in itertools.product((None, "RUNNING"), (None, "gs://b/p/"), (None, since)):
+        runs.recent_runs(state, 5, dataset, after)
     datasets.list_datasets("WAITING", 5)
     datasets.list_datasets(None, 5)
     indexes = load_indexes(REPO_ROOT / load_deploy_config().firestore_indexes)
+    assert all(q["ranges"] in ([], [q["order"][0]]) for q in log), "a range on a field other than the order"
     needed = [q for q in log if q["equals"] and q["order"]]
-    assert len(needed) == 2
+    assert len(needed) == 7  # runs: state, dataset or both, each with and without since; datasets: status
     for query in needed:
         field, direction = query["order"]
         wanted = (*((f, "ASCENDING") for f in query["equals"]), (field, direction))

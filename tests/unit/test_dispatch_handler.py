@@ -54,10 +54,12 @@ def test_the_stored_document_keeps_its_shape_and_round_trips() -> None:
                         "plan", "vertex", "artifacts", "metrics", "error", "timings", "cost", "submission"}
     assert set(doc["submission"]) == {"owner", "lease_until", "fallbacks", "attempts"}
     assert set(doc["submission"]["attempts"][0]) == {"region", "machine_type", "at", "outcome", "plan"}
-    assert doc["timings"] == {"created_at": format_timestamp(NOW), "submitted_at": format_timestamp(NOW)}
+    assert doc["timings"] == {"created_at": NOW, "submitted_at": NOW}  # Firestore timestamps, not text
+    assert doc["created_at"] == doc["history"][0]["at"] == doc["submission"]["attempts"][0]["at"] == NOW
     assert doc["cost"] == {"estimated_usd": PLAN.estimated_cost_usd}
     assert doc["plan"] == PLAN.to_dict() and doc["metrics"] is None and doc["error"] is None
-    assert parse_run_record(doc).to_dict() == doc
+    assert parse_run_record(doc).to_document() == doc
+    assert parse_run_record(doc).to_dict()["timings"]["created_at"] == format_timestamp(NOW)
 
 
 @pytest.mark.parametrize("state", [RunState.SUBMITTED, RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED,

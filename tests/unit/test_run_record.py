@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from schemas.errors import SchemaError
-from schemas.run_record import RunError, RunState, Submission, new_run, parse_run_record
+from schemas.run_record import TIME_FIELDS, RunError, RunState, Submission, new_run, parse_run_record
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
 GOLDEN = json.loads((EXAMPLES / "run_record.json").read_text())
@@ -25,6 +25,44 @@ def test_the_golden_record_round_trips_exactly() -> None:
     assert run.state == RunState.SUCCEEDED and run.plan is not None and run.plan.region == "europe-west4"
     assert [a.outcome.split(":")[0] for a in run.submission.attempts or ()] == ["capacity", "created"]
     assert run.timings.run_seconds == 45.25 and run.cost.actual_usd == 0.000581
+
+
+def _times(doc: Any, path: list[str]) -> list[Any]:
+    """The values at one TIME_FIELDS path ("[]" is every entry of a list)."""
+    if not path:
+        return [doc]
+    head, rest = path[0], path[1:]
+    if head.endswith("[]"):
+        return [v for item in doc.get(head[:-2]) or [] for v in _times(item, rest)]
+    return _times(doc[head], rest) if doc.get(head) is not None else []
+
+
+def test_the_stored_document_holds_every_time_as_a_timestamp_and_reads_back() -> None:
+    run = parse_run_record(copy.deepcopy(GOLDEN))
+    stored = run.to_document()
+    found = {name: _times(stored, name.split(".")) for name in TIME_FIELDS}
+    assert all(found.values()), f"the golden example lacks a time at {[n for n, v in found.items() if not v]}"
+    assert all(isinstance(v, datetime) and v.tzinfo is not None for values in found.values() for v in values)
+    assert stored["created_at"] == datetime.fromisoformat(GOLDEN["created_at"])
+    assert parse_run_record(stored) == run and parse_run_record(stored).to_document() == stored
+    assert {k: v for k, v in stored.items() if k not in ("created_at", "updated_at", "history", "timings",
+                                                         "submission")} == \
+        {k: v for k, v in GOLDEN.items() if k not in ("created_at", "updated_at", "history", "timings", "submission")}
+
+
+def test_older_documents_with_rfc3339_text_still_read() -> None:
+    older = copy.deepcopy(GOLDEN)
+    older["timings"]["started_at"] = "2026-11-22T13:00:00.123456789+01:00"  # as Vertex wrote it before
+    run = parse_run_record(older)
+    assert run.created_at == GOLDEN["created_at"]
+    assert run.to_document()["timings"]["started_at"] == datetime(2026, 11, 22, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def test_a_time_of_the_wrong_type_is_named() -> None:
+    with pytest.raises(SchemaError, match=r"run\.history\[0\]\.at"):
+        parse_run_record({**copy.deepcopy(GOLDEN), "history": [{"state": "RECEIVED", "at": 12, "detail": ""}]})
+    with pytest.raises(SchemaError, match=r"run\.history"):
+        parse_run_record({**copy.deepcopy(GOLDEN), "history": "yesterday"})
 
 
 def test_a_new_run_is_stored_in_the_shape_the_cli_and_users_read() -> None:
@@ -85,7 +123,8 @@ def test_the_cli_describes_a_run_from_its_typed_record() -> None:
     assert "plan      1 x e2-standard-4 (cpu) in europe-west4, ddp, spot, est. $0.004431" in text
     assert "cost      estimated $0.004431, actual $0.000581" in text
     assert "run_seconds 45.25" in text and "metrics   loss 0.081, accuracy 0.975" in text
-    assert text.endswith("history   RECEIVED -> PLANNED -> SUBMITTING -> SUBMITTED -> RUNNING -> SUCCEEDED")
+    assert "history   RECEIVED -> PLANNED -> SUBMITTING -> SUBMITTED -> RUNNING -> SUCCEEDED\n" in text
+    assert "timeline:\nSTATE" in text
     rejected = describe(new_run("run-2", {"task": 5}, now=NOW, state=RunState.REJECTED,
                                 error=RunError("invalid-request", "task: expected a string")))
     assert "error     invalid-request: task: expected a string" in rejected and "plan " not in rejected

@@ -67,7 +67,7 @@ def test_the_storage_client_is_anonymous_against_the_emulator(monkeypatch: pytes
 
 
 @pytest.mark.parametrize(("package", "name"), [
-    ("deploy", "routes.toml"), ("deploy", "topology.toml"), ("schemas", "training_request.avsc"),
+    ("deploy", "routes.toml"), ("deploy", "topology.toml"), ("schemas", "training_request.proto"),
     ("schemas", "data/gpus.json"), ("schemas", "data/model_presets.json"), ("functions.planning", "data/prices.json"),
 ])
 def test_data_files_are_package_data(package: str, name: str) -> None:
@@ -77,7 +77,7 @@ def test_data_files_are_package_data(package: str, name: str) -> None:
 
 
 def test_no_loader_finds_its_data_from_its_own_path() -> None:
-    for path in ("functions/ingest/routes.py", "deploy/topology.py", "schemas/avro.py", "schemas/gpus.py",
+    for path in ("functions/ingest/routes.py", "deploy/topology.py", "schemas/proto.py", "schemas/gpus.py",
                  "schemas/model_presets.py", "trainer/metrics.py", "functions/planning/catalog.py",
                  "functions/planning/quotas.py"):
         source = (ROOT / path).read_text()

@@ -89,7 +89,7 @@ def test_rejected_request_exits_1_with_the_reason(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (None, "cannot read"), ("{not json", "is not JSON"), ('{"schema_version": 1}', "idempotency_key"),
+    (None, "cannot read"), ("{not json", "is not JSON"), ('{"schema_version": 1}', "dataset"),
 ])
 def test_plan_bad_files_exit_2_with_a_message(tmp_path, capsys, content, message):
     path = tmp_path / "r.json"

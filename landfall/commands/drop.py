@@ -1,0 +1,126 @@
+"""`landfall drop DIR gs://BUCKET/PREFIX/`: land a folder as a dataset the way a producer would.
+
+It uploads every file of DIR under the prefix (a progress bar over the bytes, silenced by --quiet), then the
+`_SUCCESS` marker last (docs/ingest.md: the marker says the dataset is complete now), then waits for ingest to
+record the version that marker completed and prints the dataset's status and the run it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from landfall.commands.datasets import DatasetUriError, describe_dataset, parse_dataset_uri
+from landfall.errors import CommandError, client_boundary
+from schemas.dataset_layout import MARKER
+from schemas.dataset_record import DatasetStatus, dataset_id_for
+
+POLL_S = 1.0
+
+
+def files_to_upload(folder: Path, prefix: str) -> list[tuple[Path, str]]:
+    """(local file, object name) for every file under `folder`, in name order; a marker in the folder is left out
+    (drop writes it last, once everything else is there)."""
+    if not folder.is_dir():
+        raise CommandError(f"{str(folder)!r} is not a folder; pass the folder that holds the dataset's files")
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MARKER)
+    if not files:
+        raise CommandError(f"{str(folder)!r} holds no files to upload; put the dataset's files in it first")
+    return [(p, prefix + p.relative_to(folder).as_posix()) for p in files]
+
+
+def settled(doc: dict[str, Any] | None, generation: str) -> bool:
+    """Whether ingest has recorded the dataset version that the marker of `generation` completed."""
+    version = (doc or {}).get("version") or {}
+    return str(version.get("generation", "")) == generation and (doc or {}).get("status") != DatasetStatus.COLLECTING
+
+
+def upload(bucket: Any, files: list[tuple[Path, str]], *, quiet: bool) -> None:
+    from tqdm import tqdm
+
+    with tqdm(total=sum(p.stat().st_size for p, _ in files), unit="B", unit_scale=True, unit_divisor=1024,
+              desc="upload", disable=quiet, file=sys.stderr) as bar:
+        for path, name in files:
+            bar.set_postfix_str(name.rsplit("/", 1)[-1], refresh=False)
+            bucket.blob(name).upload_from_filename(str(path))
+            bar.update(path.stat().st_size)
+
+
+def wait_for(read: Callable[[], dict[str, Any] | None], generation: str, timeout_s: float,
+             sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
+             ) -> dict[str, Any] | None:
+    """The dataset document once it records the marker's version, or None when `timeout_s` passed first."""
+    deadline = clock() + timeout_s
+    while True:
+        doc = read()
+        if settled(doc, generation):
+            return doc
+        if clock() >= deadline:
+            return None
+        sleep(POLL_S)
+
+
+def cmd_drop(args: argparse.Namespace) -> int:
+    from functions.gcp.clients import firestore_client, storage_client
+    from functions.settings import get_settings
+
+    try:
+        bucket_name, prefix = parse_dataset_uri(args.uri)
+    except DatasetUriError as exc:
+        raise CommandError(str(exc)) from exc
+    files = files_to_upload(Path(args.dir), prefix)
+    uri = f"gs://{bucket_name}/{prefix}"
+    with client_boundary(f"upload to {uri}"):
+        bucket = storage_client().bucket(bucket_name)
+        upload(bucket, files, quiet=args.quiet)
+        marker = bucket.blob(prefix + MARKER)
+        marker.upload_from_string(b"")
+    if not args.quiet:
+        print(f"uploaded {len(files)} files and {MARKER} to {uri}", file=sys.stderr)
+    with client_boundary("open Firestore"):
+        datasets = firestore_client().collection(get_settings().datasets_collection)
+    ref = datasets.document(dataset_id_for(bucket_name, prefix))
+
+    def read() -> dict[str, Any] | None:
+        with client_boundary(f"read the dataset record of {uri}"):
+            snapshot = ref.get(timeout=20.0)
+        return snapshot.to_dict() if snapshot.exists else None
+
+    doc = wait_for(read, str(marker.generation), args.wait)
+    if doc is None:
+        raise CommandError(f"ingest has not recorded {uri} (marker generation {marker.generation}) within "
+                           f"{args.wait:g}s; `landfall dataset {uri}` shows where it stands, `landfall status` "
+                           "whether the stack's functions are up")
+    print(describe_dataset(doc))
+    run_id = (doc.get("version") or {}).get("run_id")
+    if doc.get("status") == DatasetStatus.REQUESTED and run_id:
+        print(f"run       {run_id} (`landfall watch {run_id}` follows it)")
+        return 0
+    return 1 if doc.get("status") == DatasetStatus.REFUSED else 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("drop", help="upload a folder as a dataset, then its _SUCCESS marker; print its status and run",
+                       description="Uploads every file of DIR under gs://BUCKET/PREFIX/ with a progress bar, then "
+                                   "the _SUCCESS marker, waits for ingest to record that version and prints the "
+                                   "dataset's status and the run it started (exit 1 when ingest refused it).")
+    p.add_argument("dir", metavar="DIR", help="the local folder holding the dataset's files")
+    p.add_argument("uri", metavar="gs://BUCKET/PREFIX/", help="the dataset folder to land it in")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--wait", type=_seconds, default=120.0, metavar="SECONDS",
+                   help="how long to wait for ingest to record the dataset (default 120)")
+    p.set_defaults(func=cmd_drop)
