@@ -69,7 +69,7 @@ def _publish_result(message: Any) -> str:
 def _announce(run_id: str) -> str:
     from functions.records.results import announce
 
-    return announce(run_id, runs_store(), _publish_result)
+    return announce(run_id, runs_store(), _publish_result, now=utc_now)
 
 
 def _plan(request: Any) -> Any:

@@ -87,7 +87,8 @@ _TEXT = 1 << 20
 
 
 TIME_FIELDS = ("created_at", "updated_at", "history[].at", "timings.created_at", "timings.submitted_at",
-               "timings.started_at", "timings.ended_at", "submission.lease_until", "submission.attempts[].at")
+               "timings.started_at", "timings.ended_at", "submission.lease_until", "submission.attempts[].at",
+               "submission.results_lease_until")
 """The document's times (dotted paths; `[]` is every entry of a list): Firestore timestamps when stored."""
 
 
@@ -289,6 +290,9 @@ class Submission:
     """Who asked to cancel the run, and when."""
     results_published: bool | None = None
     """The RunFinished message was published (the results outbox flag)."""
+    results_lease_until: str | None = None
+    """RFC 3339 end of the lease of the delivery publishing RunFinished (functions/records/results.py): two
+    deliveries that see a run end at once publish it once."""
 
     def to_dict(self) -> dict[str, Any]:
         return _present({
@@ -300,7 +304,7 @@ class Submission:
             "round": self.round,
             "waiting": None if self.waiting is None else self.waiting.to_dict(),
             "cancel": None if self.cancel is None else self.cancel.to_dict(),
-            "results_published": self.results_published,
+            "results_published": self.results_published, "results_lease_until": self.results_lease_until,
         })
 
 
@@ -416,6 +420,7 @@ def _submission(r: Reader | None) -> Submission:
         cancel=None if cancel is None else CancelRequest(by=cancel.string("by", max_len=200),
                                                          at=cancel.string("at", max_len=64)),
         results_published=None if r.data.get("results_published") is None else bool(r.data["results_published"]),
+        results_lease_until=_optional_string(r, "results_lease_until"),
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from functions.errors import TransientError
 from functions.reconciler.handler import reconcile
-from functions.records.results import announce
+from functions.records.results import ANNOUNCE_LEASE, announce, claimed_announcement
 from schemas.errors import SchemaError
 from schemas.run_finished import RunFinished, parse_run_finished, run_finished
 from schemas.run_record import RunState
@@ -38,7 +38,7 @@ class Topic:
 
 
 def announcing(w: World, topic: Topic) -> None:
-    w.listener_deps = replace(w.listener_deps, announce=lambda run_id: announce(run_id, w.runs, topic.publish))
+    w.listener_deps = replace(w.listener_deps, announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW))
 
 
 def ended(w: World, name: str) -> None:
@@ -97,6 +97,36 @@ def test_a_run_cancelled_before_submission_is_announced_by_the_reconciler() -> N
     assert said.endswith("CANCELLED before submission") and w.run().submission.results_published is False
     topic = Topic()
     deps = replace(reconciler(w), unannounced=w.runs.unannounced,
-                   announce=lambda run_id: announce(run_id, w.runs, topic.publish))
+                   announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW))
     assert reconcile(deps) == "announced=1" and reconcile(deps) == "no open runs"
     assert [(m.state, m.reason) for m in topic.messages] == [("CANCELLED", "cancelled")]
+
+
+def test_two_deliveries_that_see_the_run_end_at_once_publish_it_once() -> None:
+    """The listener's duplicated event and a reconcile pass both find the flag False: the lease lets one publish."""
+    w, name = submitted()
+    topic = Topic()
+    said: list[str] = []
+
+    def publish_while_another_delivery_arrives(message: RunFinished) -> str:
+        said.append(announce(message.run_id, w.runs, topic.publish, now=lambda: NOW))  # the other delivery
+        return topic.publish(message)
+
+    w.listener_deps = replace(w.listener_deps, announce=lambda run_id: announce(
+        run_id, w.runs, publish_while_another_delivery_arrives, now=lambda: NOW))
+    ended(w, name)
+    assert w.job_event(job_id(name)) == "recorded:SUCCEEDED"
+    assert said == ["announcing-elsewhere"] and len(topic.messages) == 1
+    assert w.run().submission.results_published is True
+
+
+def test_an_announcer_that_died_after_its_claim_is_taken_over_once_its_lease_lapses() -> None:
+    w, name = submitted()
+    topic = Topic()
+    ended(w, name)
+    w.job_event(job_id(name))  # recorded SUCCEEDED; no announcer wired: the flag stays False
+    run_id = w.run().run_id
+    assert w.runs.apply(run_id, claimed_announcement(now=NOW))[0] == "claimed"  # then the claimer dies
+    assert announce(run_id, w.runs, topic.publish, now=lambda: NOW + ANNOUNCE_LEASE / 2) == "announcing-elsewhere"
+    assert announce(run_id, w.runs, topic.publish, now=lambda: NOW + ANNOUNCE_LEASE).startswith("announced:")
+    assert [m.run_id for m in topic.messages] == [run_id]
