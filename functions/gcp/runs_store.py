@@ -46,6 +46,17 @@ class RunsStore(RunsRules):
             raise as_transient(exc, "Firestore") from exc
         return _record(snapshot.to_dict()) if snapshot.exists else None
 
+    def get_many(self, run_ids: Iterable[str]) -> dict[str, RunRecord]:
+        """The stored runs among run_ids (one batched read), by id; ids with no document are left out."""
+        refs = [self._ref(i) for i in dict.fromkeys(run_ids)]
+        if not refs:
+            return {}
+        try:
+            snapshots = list(self._client.get_all(refs))
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        return {s.id: parse_run_record(s.to_dict()) for s in snapshots if s.exists}
+
     def find_by_job_id(self, job_id: str) -> RunRecord | None:
         from google.cloud.firestore_v1.base_query import FieldFilter
 
