@@ -317,3 +317,22 @@ def test_only_published_versions_are_republished(status: str) -> None:
     w.clock.now = NOW + timedelta(days=1)
     assert _reconcile(reconciler(w, republish=republish_deps(w, landing))) == "no open runs"
     assert len(landing.published) == 1
+
+
+# The orphan record's contract ----------------------------------------------------------------------------------
+
+
+def test_the_golden_orphan_record_round_trips_and_bad_fields_are_named() -> None:
+    import json
+    from pathlib import Path
+
+    from schemas.errors import SchemaError
+
+    golden = json.loads((Path(__file__).resolve().parents[2] / "schemas/examples/orphan_record.json").read_text())
+    record = parse_orphan_record(copy.deepcopy(golden))
+    assert record.to_document() == golden and record.orphan_id == "us-central1-7000000000000000002"
+    assert record.kind == OrphanKind.OTHER_JOB and record.cancel is not None and record.cancel.outcome == "asked"
+    with pytest.raises(SchemaError, match=r"orphan\.kind"):
+        parse_orphan_record({**golden, "kind": "lost"})
+    with pytest.raises(SchemaError, match=r"orphan\.job_name"):
+        orphan_id_for("customJobs/7")
