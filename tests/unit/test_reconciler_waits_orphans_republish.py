@@ -336,3 +336,23 @@ def test_the_golden_orphan_record_round_trips_and_bad_fields_are_named() -> None
         parse_orphan_record({**golden, "kind": "lost"})
     with pytest.raises(SchemaError, match=r"orphan\.job_name"):
         orphan_id_for("customJobs/7")
+
+
+# Settings ------------------------------------------------------------------------------------------------------
+
+
+def test_the_reconciler_settings_come_from_the_environment_and_bad_values_are_named() -> None:
+    from functions.settings import SettingsError, settings_from_env
+
+    base = {"GOOGLE_CLOUD_PROJECT": "p"}
+    plain = settings_from_env(base)
+    assert (plain.long_wait_seconds, plain.republish_grace_seconds, plain.cancel_orphans, plain.orphans_collection,
+            plain.job_regions) == (900, 600, False, "orphans", ("us-central1",))
+    custom = settings_from_env({**base, "LANDFALL_LONG_WAIT_SECONDS": "60", "LANDFALL_REPUBLISH_GRACE_SECONDS": "30",
+                                "LANDFALL_CANCEL_ORPHANS": "True", "LANDFALL_ORPHANS_COLLECTION": "o2",
+                                "LANDFALL_ARTIFACT_BUCKETS": "europe-west4=b1,us-central1=b2"})
+    assert (custom.long_wait_seconds, custom.republish_grace_seconds, custom.cancel_orphans, custom.orphans_collection,
+            custom.job_regions) == (60, 30, True, "o2", ("us-central1", "europe-west4"))
+    assert settings_from_env({**base, "LANDFALL_CANCEL_ORPHANS": "no"}).cancel_orphans is False
+    with pytest.raises(SettingsError, match="LANDFALL_REPUBLISH_GRACE_SECONDS must be a whole number"):
+        settings_from_env({**base, "LANDFALL_REPUBLISH_GRACE_SECONDS": "soon"})
