@@ -42,7 +42,7 @@ class FakeRuns(RunsRules):
             doc = self.docs.get(run_id)
             return None if doc is None else parse_run_record(copy.deepcopy(doc))
 
-    def get_many(self, run_ids: Iterable[str]) -> dict[str, RunRecord]:
+    def get_many(self, run_ids: Iterable[str], *, batch: int = 100) -> dict[str, RunRecord]:
         with self._lock:
             return {i: parse_run_record(copy.deepcopy(self.docs[i])) for i in dict.fromkeys(run_ids) if i in self.docs}
 

@@ -185,8 +185,9 @@ def test_runs_unannounced_lists_ended_runs_until_their_flag_is_set(runs: RunsSto
 def test_runs_get_many_reads_the_stored_ones_in_one_call(runs: RunsStore | FakeRuns) -> None:
     for run_id in ("run-m1", "run-m2"):
         _planned(runs, run_id)
-    found = runs.get_many(["run-m2", "run-absent", "run-m1", "run-m2"])
-    assert found == {"run-m1": runs.get("run-m1"), "run-m2": runs.get("run-m2")}
+    for batch in (1, 2, 100):
+        found = runs.get_many(["run-m2", "run-absent", "run-m1", "run-m2"], batch=batch)
+        assert found == {"run-m1": runs.get("run-m1"), "run-m2": runs.get("run-m2")}, batch
     assert runs.get_many([]) == {} and runs.get_many(["run-absent"]) == {}
 
 

@@ -356,3 +356,26 @@ def test_the_reconciler_settings_come_from_the_environment_and_bad_values_are_na
     assert settings_from_env({**base, "LANDFALL_CANCEL_ORPHANS": "no"}).cancel_orphans is False
     with pytest.raises(SettingsError, match="LANDFALL_REPUBLISH_GRACE_SECONDS must be a whole number"):
         settings_from_env({**base, "LANDFALL_REPUBLISH_GRACE_SECONDS": "soon"})
+
+
+# Two passes at once --------------------------------------------------------------------------------------------
+
+
+def test_two_passes_running_together_note_once_record_once_cancel_once_and_republish_once() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    w, name = submitted(created_ago=timedelta(hours=1))
+    ghost = labelled_job(w, "run-ghost")
+    landing, version_id = published_version(w)
+    w.clock.now = NOW + timedelta(hours=2)
+    orphans = orphan_deps(w, cancel=True)
+    deps = reconciler(w, orphans=orphans, republish=republish_deps(w, landing))
+    for _ in range(3):
+        with ThreadPoolExecutor(2) as pool:
+            summaries = list(pool.map(lambda _: _reconcile(deps), range(2)))
+        assert all("error" not in s for s in summaries), summaries
+    note = w.run().long_wait
+    assert note is not None and note.job_name == name
+    assert [h.state for h in w.run().history].count("SUBMITTED") == 1
+    assert list(orphans.store.docs) == [orphan_id_for(ghost)] and w.vertex.cancelled == [ghost]  # type: ignore[attr-defined]
+    assert len(landing.published) == 2 and landing.datasets.versions[version_id]["republished_count"] == 1
