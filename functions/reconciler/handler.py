@@ -104,11 +104,22 @@ def _reconcile(deps: ReconcilerDeps) -> str:
                 log.warning("run %s: RunFinished not published this pass: %s", run.run_id, exc)
                 said = "error"
             counts["announced" if said.startswith("announced") else said] += 1
-    if deps.orphans is not None:
-        counts.update(find_orphans(deps.orphans, deps.vertex, now=deps.now(), also_regions=regions))
-    if deps.republish is not None:
-        counts.update(republish_unanswered(deps.republish, now=deps.now()))
+    orphans, republish = deps.orphans, deps.republish
+    if orphans is not None:
+        counts.update(_look("orphan", lambda: find_orphans(orphans, deps.vertex, now=deps.now(),
+                                                           also_regions=regions)))
+    if republish is not None:
+        counts.update(_look("republish", lambda: republish_unanswered(republish, now=deps.now())))
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
+
+
+def _look(name: str, look: Callable[[], Counter[str]]) -> Counter[str]:
+    """One of the pass's looks beyond open runs; a store that fails it is logged and counted, the pass goes on."""
+    try:
+        return look()
+    except LandfallError as exc:
+        log.warning("%s look not finished this pass: %s", name, exc)
+        return Counter({f"{name}-error": 1})
 
 
 def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:

@@ -9,6 +9,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -379,3 +380,17 @@ def test_two_passes_running_together_note_once_record_once_cancel_once_and_repub
     assert [h.state for h in w.run().history].count("SUBMITTED") == 1
     assert list(orphans.store.docs) == [orphan_id_for(ghost)] and w.vertex.cancelled == [ghost]  # type: ignore[attr-defined]
     assert len(landing.published) == 2 and landing.datasets.versions[version_id]["republished_count"] == 1
+
+
+def test_a_store_that_fails_a_look_is_counted_and_the_pass_goes_on() -> None:
+    w, _ = submitted()
+    landing, _ = published_version(w)
+
+    def unavailable(*, page_size: int = 200) -> Any:
+        raise TransientError("Firestore unavailable; will retry")
+        yield  # a generator, as the store's
+
+    landing.datasets.unanswered_versions = unavailable  # type: ignore[method-assign]
+    labelled_job(w, "run-ghost")
+    deps = reconciler(w, orphans=orphan_deps(w), republish=republish_deps(w, landing))
+    assert _reconcile(deps) == "orphan=1 republish-error=1 unchanged=1"
