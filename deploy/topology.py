@@ -74,6 +74,7 @@ class Topology:
     runs_collection: str
     datasets_collection: str
     dataset_versions_collection: str
+    orphans_collection: str
     object_events_topic: str
     requests_topic: str
     requests_schema_id: str
@@ -167,6 +168,7 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
         runs_collection=str(get("firestore", "runs_collection")),
         datasets_collection=str(get("firestore", "datasets_collection")),
         dataset_versions_collection=str(get("firestore", "dataset_versions_collection")),
+        orphans_collection=str(get("firestore", "orphans_collection")),
         object_events_topic=str(get("topics", "object_events", "name")),
         requests_topic=str(get("topics", "training_requests", "name")),
         requests_schema_id=str(get("topics", "training_requests", "schema_id")),

@@ -30,6 +30,8 @@ class Settings:
     runs_collection: str
     datasets_collection: str
     dataset_versions_collection: str
+    orphans_collection: str
+    """LANDFALL_ORPHANS_COLLECTION (default: topology firestore.orphans_collection): the reconciler's orphan jobs."""
     requests_topic: str
     default_region: str
     """LANDFALL_DEFAULT_REGION (default: topology project.default_region): the planner's tie-break region (equal
@@ -57,7 +59,11 @@ class Settings:
     """LANDFALL_RECONCILE_GRACE_SECONDS: a job that ended less than this long ago is left to the listener (its
     events are on their way; a reconcile pass writing the same run at once only makes both collide)."""
     cancel_orphans: bool
-    """LANDFALL_CANCEL_ORPHANS=1: the reconciler cancels labelled jobs no run names (else it only records them)."""
+    """LANDFALL_CANCEL_ORPHANS=1 (or true, yes): the reconciler cancels labelled jobs no run names that have not
+    ended (else it only records them in the orphans collection)."""
+    republish_grace_seconds: int
+    """LANDFALL_REPUBLISH_GRACE_SECONDS: a dataset version PUBLISHED this long ago whose run does not exist has its
+    request published again by the reconciler (and again after as long, until the run exists)."""
     list_page_size: int
     """LANDFALL_LIST_PAGE_SIZE: objects per page when listing a dataset prefix (Cloud Storage allows up to 1000)."""
     routes_file: str
@@ -88,6 +94,12 @@ class Settings:
     @property
     def requests_topic_path(self) -> str:
         return f"projects/{self.project}/topics/{self.requests_topic}"
+
+    @property
+    def job_regions(self) -> tuple[str, ...]:
+        """Regions Landfall's jobs may run in, as configured: the default region and every region with an
+        artifacts bucket (LANDFALL_ARTIFACT_BUCKETS; a deployment lists each --job-region there)."""
+        return tuple(dict.fromkeys((self.default_region, *(region for region, _ in self.artifact_buckets))))
 
     @property
     def run_results_topic_path(self) -> str:
@@ -127,6 +139,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         datasets_collection=env.get("LANDFALL_DATASETS_COLLECTION", topology.datasets_collection),
         dataset_versions_collection=env.get("LANDFALL_DATASET_VERSIONS_COLLECTION",
                                             topology.dataset_versions_collection),
+        orphans_collection=env.get("LANDFALL_ORPHANS_COLLECTION", topology.orphans_collection),
         requests_topic=env.get("LANDFALL_REQUESTS_TOPIC", topology.requests_topic),
         run_results_topic=env.get("LANDFALL_RUN_RESULTS_TOPIC", topology.run_results_topic),
         default_region=env.get("LANDFALL_DEFAULT_REGION", topology.default_region),
@@ -144,7 +157,8 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         wait_give_up_seconds=positive("LANDFALL_WAIT_GIVE_UP_SECONDS", 86_400, upper=30 * 86_400),
         long_wait_seconds=positive("LANDFALL_LONG_WAIT_SECONDS", 900),
         reconcile_grace_seconds=positive("LANDFALL_RECONCILE_GRACE_SECONDS", 60),
-        cancel_orphans=env.get("LANDFALL_CANCEL_ORPHANS", "") in ("1", "true", "yes"),
+        cancel_orphans=env.get("LANDFALL_CANCEL_ORPHANS", "").strip().lower() in ("1", "true", "yes"),
+        republish_grace_seconds=positive("LANDFALL_REPUBLISH_GRACE_SECONDS", 600),
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),

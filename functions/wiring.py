@@ -95,13 +95,37 @@ def listener_deps() -> ListenerDeps:
                         policy=attempt_policy(get_settings()), announce=_announce)
 
 
+@cache
+def orphans_store() -> Any:
+    from functions.gcp.orphans_store import OrphansStore
+
+    return OrphansStore(clients.firestore_client(), get_settings().orphans_collection)
+
+
+def _republish_request(data: bytes) -> str:
+    """Ingest's publish of a TrainingRequest, its client errors translated (a failed republish is tried next pass)."""
+    from functions.errors import as_transient
+
+    try:
+        return _publish_request(data)
+    except Exception as exc:
+        raise as_transient(exc, "Pub/Sub training requests") from exc
+
+
 def reconciler_deps() -> Any:
     from functions.dispatch.handler import attempt_policy, resubmit
     from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps
+    from functions.reconciler.orphans import OrphanDeps
+    from functions.reconciler.republish import RepublishDeps
 
     settings = get_settings()
+    orphans = OrphanDeps(store=orphans_store(), runs=runs_store().get_many, regions=settings.job_regions,
+                         cancel=settings.cancel_orphans, grace_seconds=settings.submission_lease_seconds)
+    republish = RepublishDeps(versions=datasets_store(), runs=runs_store().get_many, publish=_republish_request,
+                              grace_seconds=settings.republish_grace_seconds)
     return ReconcilerDeps(open_runs=lambda: runs_store().in_states(OPEN_STATES), vertex=vertex_jobs(),
                           listener=listener_deps(), resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
                           policy=attempt_policy(settings), lease_seconds=settings.submission_lease_seconds,
                           now=utc_now, grace_seconds=settings.reconcile_grace_seconds,
-                          unannounced=lambda: runs_store().unannounced(), announce=_announce)
+                          unannounced=lambda: runs_store().unannounced(), announce=_announce,
+                          long_wait_seconds=settings.long_wait_seconds, orphans=orphans, republish=republish)

@@ -5,7 +5,10 @@
 - Collection `dataset_versions` (firestore.dataset_versions_collection): the ingest outbox, one document per
   dataset version, keyed by the run id of the version's idempotency key. A version is claimed under a lease,
   then becomes published (its TrainingRequest is on the requests topic), refused (with the reason) or a duplicate
-  (its content was trained already), once.
+  (its content was trained already), once. A PUBLISHED version keeps its `request` and `answered: False` until the
+  reconciler sees its run (then `answered: True`, `answered_at`); while no run exists after a grace period the
+  reconciler publishes the request again and counts it (`republished_count`, `last_republished_at`,
+  `last_republished_message_id`: functions/reconciler/republish.py).
 - Subcollection `contents` of each dataset document: one document per distinct content of the dataset, keyed by
   its digest (`content_digest` of readiness.Scan: the names, sizes and checksums of the data objects and
   landfall.json). Created with create() by the first version that publishes that content, it names the run that

@@ -260,6 +260,38 @@ class Waiting:
 
 
 @dataclass(frozen=True)
+class LongWait:
+    """Why the run's job has not started: noted by the reconciler once the job has been QUEUED or PENDING longer
+    than LANDFALL_LONG_WAIT_SECONDS, rewritten only when what it says changes, and closed (`over_at`) when the job
+    starts or ends. It is absent from the document until a job waits that long (older documents have none)."""
+
+    job_name: str
+    """The job that waits (a later attempt's job gets a note of its own)."""
+    job_state: str
+    """The Vertex JobState name seen: JOB_STATE_QUEUED or JOB_STATE_PENDING."""
+    reason: str
+    """For a person: queued (not admitted yet) or pending provisioning (machines being found), with the shape."""
+    since: str
+    """RFC 3339: when the job was created (the wait is counted from it)."""
+    noted_at: str
+    """RFC 3339: when the reconciler wrote this note."""
+    over_at: str | None = None
+    """RFC 3339: when the job stopped waiting (its start time, or when it was seen ended); None while it waits."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present(asdict(self))
+
+
+def _long_wait(w: Reader | None) -> LongWait | None:
+    if w is None:
+        return None
+    return LongWait(job_name=w.string("job_name", max_len=400), job_state=w.string("job_state"),
+                    reason=w.string("reason", max_len=_TEXT), since=w.string("since", max_len=64),
+                    noted_at=w.string("noted_at", max_len=64),
+                    over_at=None if w.data.get("over_at") is None else w.string("over_at", max_len=64))
+
+
+@dataclass(frozen=True)
 class CancelRequest:
     by: str
     at: str
@@ -319,6 +351,8 @@ class RunRecord:
     history: tuple[StateChange, ...] = ()
     plan: Plan | None = None
     vertex: VertexJobRef | None = None
+    long_wait: LongWait | None = None
+    """Why the current job has not started yet, once it has waited long (absent from the document until then)."""
     artifacts: Artifacts | None = None
     metrics: dict[str, Any] | None = None
     """The trainer's metrics.json, once the job succeeded."""
@@ -348,6 +382,7 @@ class RunRecord:
             "history": [h.to_dict() for h in self.history],
             "plan": None if self.plan is None else self.plan.to_dict(),
             "vertex": None if self.vertex is None else asdict(self.vertex),
+            **({} if self.long_wait is None else {"long_wait": self.long_wait.to_dict()}),
             "artifacts": None if self.artifacts is None else asdict(self.artifacts),
             "metrics": None if self.metrics is None else dict(self.metrics),
             "error": None if self.error is None else self.error.to_dict(),
@@ -453,6 +488,7 @@ def parse_run_record(data: dict[str, Any]) -> RunRecord:
         vertex=None if vertex is None else VertexJobRef(
             job_name=vertex.string("job_name"), job_id=vertex.string("job_id"), region=vertex.string("region"),
             display_name=vertex.string("display_name", ""), state=vertex.string("state", "")),
+        long_wait=_long_wait(r.optional_obj("long_wait")),
         artifacts=None if artifacts is None else Artifacts(
             output_dir=artifacts.string("output_dir"), model_dir=artifacts.string("model_dir"),
             checkpoint_dir=artifacts.string("checkpoint_dir"), tensorboard_dir=artifacts.string("tensorboard_dir")),
@@ -483,6 +519,7 @@ __all__ = [
     "CancelRequest",
     "Cost",
     "JobAttempt",
+    "LongWait",
     "RunError",
     "RunRecord",
     "RunState",

@@ -8,7 +8,7 @@ adapter applies them in transactions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -16,11 +16,14 @@ from functions.errors import as_transient
 from functions.gcp.firestore_tx import create_if_absent, in_transaction
 from functions.records.dataset_versions import (
     Doc,
+    answered,
     claim,
     content_claim,
     finished,
     first_claim,
     newer_version,
+    republish_claimed,
+    republish_counted,
     retrain_counted,
 )
 from functions.records.leases import Claim, ClaimOutcome
@@ -110,6 +113,41 @@ class DatasetsStore:
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
         return snapshot.to_dict() if snapshot.exists else None
+
+    def unanswered_versions(self, *, page_size: int = 200) -> Iterator[Doc]:
+        """PUBLISHED versions not yet matched with their run (`answered == False`), a page at a time by id."""
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        query = (self._client.collection(self._versions).where(filter=FieldFilter("answered", "==", False))
+                 .order_by("__name__").limit(page_size))
+        last = None
+        while True:
+            try:
+                page = list((query.start_after(last) if last is not None else query).stream())
+            except Exception as exc:
+                raise as_transient(exc, "Firestore") from exc
+            yield from (snapshot.to_dict() for snapshot in page)
+            if len(page) < page_size:
+                return
+            last = page[-1]
+
+    def _change_version(self, run_id: str, rule: Callable[[Doc | None], Doc | None]) -> bool:
+        def change(cur: Doc | None) -> tuple[Doc | None, bool]:
+            new = rule(cur)
+            return new, new is not None
+
+        return bool(in_transaction(self._client, self._version_ref(run_id), change))
+
+    def mark_answered(self, run_id: str, *, now: datetime) -> bool:
+        """Note that the version's run exists; False when it was noted already."""
+        return self._change_version(run_id, lambda cur: answered(cur, now=now))
+
+    def claim_republish(self, run_id: str, *, now: datetime, grace_seconds: int) -> bool:
+        """Claim one republish of an unanswered version (dataset_versions.republish_claimed); False: none due."""
+        return self._change_version(run_id, lambda cur: republish_claimed(cur, now=now, grace_seconds=grace_seconds))
+
+    def count_republish(self, run_id: str, *, message_id: str) -> bool:
+        return self._change_version(run_id, lambda cur: republish_counted(cur, message_id=message_id))
 
     # contents ----------------------------------------------------------------------------------------------------
     def _content_ref(self, doc: Doc) -> Any:

@@ -46,6 +46,20 @@ class RunsStore(RunsRules):
             raise as_transient(exc, "Firestore") from exc
         return _record(snapshot.to_dict()) if snapshot.exists else None
 
+    def get_many(self, run_ids: Iterable[str], *, batch: int = 100) -> dict[str, RunRecord]:
+        """The stored runs among run_ids (batched reads of `batch` documents), by id; ids with no document are left
+        out."""
+        ids = list(dict.fromkeys(run_ids))
+        found: dict[str, RunRecord] = {}
+        for start in range(0, len(ids), batch):
+            refs = [self._ref(i) for i in ids[start:start + batch]]
+            try:
+                snapshots = list(self._client.get_all(refs))
+            except Exception as exc:
+                raise as_transient(exc, "Firestore") from exc
+            found.update({s.id: parse_run_record(s.to_dict()) for s in snapshots if s.exists})
+        return found
+
     def find_by_job_id(self, job_id: str) -> RunRecord | None:
         from google.cloud.firestore_v1.base_query import FieldFilter
 

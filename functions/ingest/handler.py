@@ -182,7 +182,8 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now(), updates={})
         raise
     deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.PUBLISHED, now=deps.now(), updates={
-        "message_id": message_id, "request": verdict.request.to_dict(), "reason": "", "content_key": content_key})
+        "message_id": message_id, "request": verdict.request.to_dict(), "reason": "", "content_key": content_key,
+        "answered": False})
     deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DatasetStatus.REQUESTED, "",
                                            version_summary(c, run_id, VersionStatus.PUBLISHED, content_key=content_key),
                                            deps.now()))

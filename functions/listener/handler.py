@@ -16,6 +16,7 @@ from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import JobView, VertexJobs
 from functions.records.attempts import AttemptPolicy, capacity_ended
 from functions.records.failure_reasons import CAPACITY_REASONS, classify
+from functions.records.long_waits import long_wait_closed
 from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
@@ -92,7 +93,8 @@ def _record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
         return "ignored:earlier-attempt"
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
     if target is None:
-        deps.store.merge(run.run_id, lambda r: _with_job(r, job, ended=False), now=deps.now())
+        now = deps.now()
+        deps.store.merge(run.run_id, lambda r: _with_job(r, job, ended=False, now=now), now=now)
         return f"noted:{job.state}"
     error: RunError | None = None
     metrics: dict[str, Any] | None = None
@@ -108,14 +110,16 @@ def _record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
         if problem:
             error = RunError("metrics-missing", problem)
 
+    now = deps.now()
+
     def change(r: RunRecord) -> RunRecord:
-        out = _with_job(r, job, ended=target.terminal)
+        out = _with_job(r, job, ended=target.terminal, now=now)
         if error is not None:
             out = replace(out, error=error)
         return replace(out, metrics=metrics) if target == RunState.SUCCEEDED else out
 
     detail = job.error_message or f"Vertex job {job.state}"
-    _, changed = deps.store.transition(run.run_id, target, now=deps.now(), detail=detail, change=change)
+    _, changed = deps.store.transition(run.run_id, target, now=now, detail=detail, change=change)
     return f"{'recorded' if changed else 'unchanged'}:{target}"
 
 
@@ -140,10 +144,12 @@ def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: Liste
     return f"{outcome}:{error.reason}"
 
 
-def _with_job(run: RunRecord, job: JobView, *, ended: bool) -> RunRecord:
-    """The run with the job's state and times (and, once it ended, the actual cost) recorded."""
+def _with_job(run: RunRecord, job: JobView, *, ended: bool, now: datetime) -> RunRecord:
+    """The run with the job's state and times (and, once it ended, the actual cost) recorded; a note that the job
+    waited long is closed once it has started (functions/records/long_waits.py)."""
     timings = _timings(run.timings, job)
-    out = replace(run, vertex=None if run.vertex is None else replace(run.vertex, state=job.state), timings=timings)
+    out = replace(long_wait_closed(run, job, now), timings=timings,
+                  vertex=None if run.vertex is None else replace(run.vertex, state=job.state))
     return replace(out, cost=_cost(run, timings)) if ended else out
 
 

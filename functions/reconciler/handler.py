@@ -5,8 +5,13 @@ have not ended and bring each in line with what is true.
 - PLANNED or SUBMITTING past its lease: the dispatcher's exactly-once path takes it over (adopting the labelled
   job when one exists, else submitting).
 - WAITING: at retry_at the next round starts (or the run FAILS when it has waited long enough).
+- A job QUEUED or PENDING longer than LANDFALL_LONG_WAIT_SECONDS: why it waits is noted on the run (`long_wait`,
+  functions/records/long_waits.py), written again only when that changes.
 - Ended runs whose RunFinished was not marked published are announced (functions/records/results.py).
-Every change is one transaction on one run (the run_rules steps), so two passes at once change nothing twice.
+- Labelled jobs no run accounts for are recorded as orphans, and cancelled when configured (orphans.py).
+- Dataset versions PUBLISHED whose run does not exist after a grace period are published again (republish.py).
+Every change is one transaction on one record, claimed before any call it leads to, so two passes at once change
+nothing twice.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from datetime import datetime
 from functions.errors import LandfallError
 from functions.gcp.vertex import JobView, VertexJobs
 from functions.listener.handler import ListenerDeps, record_job_state
+from functions.reconciler.orphans import OrphanDeps, find_orphans
+from functions.reconciler.republish import RepublishDeps, republish_unanswered
 from functions.records.attempts import AttemptPolicy, wait_over
+from functions.records.long_waits import WAITING_JOB_STATES, long_wait_noted
 from functions.records.run_rules import submission_lease
 from schemas.run_record import RunRecord, RunState
 from schemas.times import parse_timestamp, parse_timestamp_or_none
@@ -50,6 +58,12 @@ class ReconcilerDeps:
     """Ended runs whose RunFinished is not marked published (the store's `unannounced`)."""
     announce: Callable[[str], str] | None = None
     """Publishes RunFinished for one run (functions.records.results.announce); None: nothing is announced."""
+    long_wait_seconds: int = 900
+    """A job QUEUED or PENDING this long gets the reason noted on its run (settings.long_wait_seconds)."""
+    orphans: OrphanDeps | None = None
+    """Where and how to look for orphan jobs; None: not looked for."""
+    republish: RepublishDeps | None = None
+    """How to republish unanswered dataset versions; None: not looked for."""
 
 
 _PASS = threading.Lock()
@@ -70,7 +84,10 @@ def reconcile(deps: ReconcilerDeps) -> str:
 
 def _reconcile(deps: ReconcilerDeps) -> str:
     counts: Counter[str] = Counter()
+    regions: dict[str, None] = {}
     for run in deps.open_runs():
+        regions.update(dict.fromkeys(r for r in (run.vertex.region if run.vertex else "",
+                                                 run.plan.region if run.plan else "") if r))
         try:
             outcome = reconcile_run(run, deps)
         except LandfallError as exc:
@@ -87,7 +104,22 @@ def _reconcile(deps: ReconcilerDeps) -> str:
                 log.warning("run %s: RunFinished not published this pass: %s", run.run_id, exc)
                 said = "error"
             counts["announced" if said.startswith("announced") else said] += 1
+    orphans, republish = deps.orphans, deps.republish
+    if orphans is not None:
+        counts.update(_look("orphan", lambda: find_orphans(orphans, deps.vertex, now=deps.now(),
+                                                           also_regions=regions)))
+    if republish is not None:
+        counts.update(_look("republish", lambda: republish_unanswered(republish, now=deps.now())))
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
+
+
+def _look(name: str, look: Callable[[], Counter[str]]) -> Counter[str]:
+    """One of the pass's looks beyond open runs; a store that fails it is logged and counted, the pass goes on."""
+    try:
+        return look()
+    except LandfallError as exc:
+        log.warning("%s look not finished this pass: %s", name, exc)
+        return Counter({f"{name}-error": 1})
 
 
 def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
@@ -108,9 +140,15 @@ def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
         return "cancel-requested"
     if job.state in ENDED_JOB_STATES and _ended_within(job, now, deps.grace_seconds):
         return "unchanged"  # the listener's events about it are on their way
+    outcome = "unchanged"
     if job.state in ENDED_JOB_STATES or job.state != run.vertex.state:
-        return record_job_state(run, job, deps.listener)
-    return "unchanged"
+        outcome = record_job_state(run, job, deps.listener)
+    if job.state in WAITING_JOB_STATES:
+        noted = deps.listener.store.apply(run.run_id, long_wait_noted(job, now=now,
+                                                                      threshold_seconds=deps.long_wait_seconds))
+        if noted == "noted":
+            return "long-wait"
+    return outcome
 
 
 def _ended_within(job: JobView, now: datetime, seconds: int) -> bool:

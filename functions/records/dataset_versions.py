@@ -12,7 +12,7 @@ from typing import Any
 
 from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
 from schemas.dataset_record import FINAL_VERSION_STATUSES, VersionStatus
-from schemas.times import format_timestamp
+from schemas.times import format_timestamp, parse_timestamp
 
 Doc = dict[str, Any]
 
@@ -93,6 +93,43 @@ def retrain_counted(cur: Doc | None, new: Doc, *, now: datetime) -> Doc:
     return {**base, "retrains": int(base.get("retrains", 0)) + 1, "updated_at": stamp}
 
 
+# Unanswered versions: a PUBLISHED version is stored with `answered: False` until the reconciler sees the run its
+# request names; while none exists after a grace period it publishes the kept request again (the dispatcher's
+# exactly-once path makes a duplicate harmless), claiming each republish first so two passes publish it once.
+
+
+def _published_unanswered(cur: Doc | None) -> bool:
+    return cur is not None and cur.get("status") == VersionStatus.PUBLISHED and cur.get("answered") is False
+
+
+def answered(cur: Doc | None, *, now: datetime) -> Doc | None:
+    """The version once the run its request names exists (None: nothing to write, it was marked already)."""
+    if not _published_unanswered(cur):
+        return None
+    assert cur is not None
+    return {**cur, "answered": True, "answered_at": format_timestamp(now)}
+
+
+def republish_claimed(cur: Doc | None, *, now: datetime, grace_seconds: int) -> Doc | None:
+    """The version with a republish claimed at `now` (`last_republished_at`), or None when none is due: it is not
+    an unanswered PUBLISHED version, or it was published (or republished) less than grace_seconds ago."""
+    if not _published_unanswered(cur):
+        return None
+    assert cur is not None
+    last = cur.get("last_republished_at") or cur.get("updated_at") or ""
+    if last and (now - parse_timestamp(str(last), field="last_republished_at")).total_seconds() < grace_seconds:
+        return None
+    return {**cur, "last_republished_at": format_timestamp(now)}
+
+
+def republish_counted(cur: Doc | None, *, message_id: str) -> Doc | None:
+    """The version after its claimed republish went out as message_id (`republished_count` one more)."""
+    if cur is None:
+        return None
+    return {**cur, "republished_count": int(cur.get("republished_count") or 0) + 1,
+            "last_republished_message_id": message_id}
+
+
 def _generation(doc: Doc | None) -> int:
     version = (doc or {}).get("version") or {}
     try:
@@ -106,4 +143,5 @@ def newer_version(cur: Doc | None, new: Doc) -> bool:
     return cur is None or _generation(new) >= _generation(cur)
 
 
-__all__ = ["claim", "content_claim", "finished", "first_claim", "newer_version", "retrain_counted", "version_lease"]
+__all__ = ["answered", "claim", "content_claim", "finished", "first_claim", "newer_version", "republish_claimed",
+           "republish_counted", "retrain_counted", "version_lease"]

@@ -169,6 +169,7 @@ def describe(run: RunRecord) -> str:
                      f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${_fmt(plan.estimated_cost_usd)}")
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
+    lines += _waits(run)
     for key, value in run.timings.to_dict().items():
         lines.append(f"{key:<9} {value}")
     if final:
@@ -204,6 +205,22 @@ def describe(run: RunRecord) -> str:
     if curve:
         lines += ["", curve]
     return "\n".join(lines)
+
+
+def _waits(run: RunRecord) -> list[str]:
+    """Why the run waits: for capacity (WAITING, submission.waiting) and, noted by the reconciler, for its job to
+    start (long_wait: open while the job is queued or pending, then kept with when it started)."""
+    lines = []
+    if run.state == RunState.WAITING and run.submission.waiting is not None:
+        wait = run.submission.waiting
+        lines.append(f"waiting   {wait.reason}; next try at {wait.retry_at} (try {wait.tries}, since {wait.since})")
+    note = run.long_wait
+    if note is not None and note.over_at is None:
+        lines.append(f"waiting   {note.reason} (job {note.job_state} since {note.since}; noted {note.noted_at})")
+    elif note is not None:
+        lines.append(f"waited    {note.reason} (job {note.job_name.rsplit('/', 1)[-1]}: {note.since} to "
+                     f"{note.over_at})")
+    return lines
 
 
 def epoch_table(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import copy
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,11 +22,14 @@ from functions.ingest.routes import Route
 from functions.ingest.sweep import handle_sweep
 from functions.records.dataset_versions import (
     Doc,
+    answered,
     claim,
     content_claim,
     finished,
     first_claim,
     newer_version,
+    republish_claimed,
+    republish_counted,
     retrain_counted,
 )
 from functions.records.leases import Claim, ClaimOutcome
@@ -131,6 +134,28 @@ class FakeDatasets:
     def version(self, run_id: str) -> dict[str, Any] | None:
         with self._lock:
             return copy.deepcopy(self.versions.get(run_id))
+
+    def unanswered_versions(self, *, page_size: int = 200) -> Iterator[Doc]:
+        with self._lock:
+            docs = [copy.deepcopy(self.versions[k]) for k in sorted(self.versions)
+                    if self.versions[k].get("answered") is False]
+        yield from docs
+
+    def _change_version(self, run_id: str, rule: Callable[[Doc | None], Doc | None]) -> bool:
+        with self._lock:
+            new = rule(copy.deepcopy(self.versions.get(run_id)))
+            if new is not None:
+                self.versions[run_id] = new
+            return new is not None
+
+    def mark_answered(self, run_id: str, *, now: datetime) -> bool:
+        return self._change_version(run_id, lambda cur: answered(cur, now=now))
+
+    def claim_republish(self, run_id: str, *, now: datetime, grace_seconds: int) -> bool:
+        return self._change_version(run_id, lambda cur: republish_claimed(cur, now=now, grace_seconds=grace_seconds))
+
+    def count_republish(self, run_id: str, *, message_id: str) -> bool:
+        return self._change_version(run_id, lambda cur: republish_counted(cur, message_id=message_id))
 
     def claim_content(self, doc: dict[str, Any], *, now: datetime, retrain: bool = False) -> Claim[Doc]:
         with self._lock:

@@ -42,6 +42,10 @@ class FakeRuns(RunsRules):
             doc = self.docs.get(run_id)
             return None if doc is None else parse_run_record(copy.deepcopy(doc))
 
+    def get_many(self, run_ids: Iterable[str], *, batch: int = 100) -> dict[str, RunRecord]:
+        with self._lock:
+            return {i: parse_run_record(copy.deepcopy(self.docs[i])) for i in dict.fromkeys(run_ids) if i in self.docs}
+
     def find_by_job_id(self, job_id: str) -> RunRecord | None:
         with self._lock:
             docs = [d for d in self.docs.values() if (d.get("vertex") or {}).get("job_id") == job_id]

@@ -36,7 +36,7 @@ gcloud iam service-accounts create landfall-dispatch '--display-name=Landfall di
 # create the service account landfall-listener@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-listener '--display-name=Landfall listener' '--description=Runs on_job_event: re-reads jobs, records their state and the metrics the trainer wrote; resubmits on capacity.' --project=landfall-sample
 # create the service account landfall-reconciler@landfall-sample.iam.gserviceaccount.com
-gcloud iam service-accounts create landfall-reconciler '--display-name=Landfall reconciler' '--description=Runs reconcile_runs: records jobs that ended unheard, adopts stuck runs, retries waiting ones, cancels jobs.' --project=landfall-sample
+gcloud iam service-accounts create landfall-reconciler '--display-name=Landfall reconciler' '--description=Runs reconcile_runs: records jobs that ended unheard, adopts stuck runs, retries waiting ones, cancels jobs and orphans, republishes lost requests.' --project=landfall-sample
 # create the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-trainer '--display-name=Landfall trainer' '--description=Identity of the Vertex AI training replicas: reads datasets, writes checkpoints and models.' --project=landfall-sample
 # create the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com
@@ -115,6 +115,8 @@ gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-arti
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-europe-west4 --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant reconciler roles/pubsub.publisher on topic landfall-run-results
 gcloud pubsub topics add-iam-policy-binding landfall-run-results --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
+# grant reconciler roles/pubsub.publisher on topic landfall-training-requests
+gcloud pubsub topics add-iam-policy-binding landfall-training-requests --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant trainer roles/storage.objectViewer on bucket landfall-sample-landfall-landing
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-landing --member=serviceAccount:landfall-trainer@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant trainer roles/storage.objectUser on bucket landfall-sample-landfall-artifacts-us-central1

@@ -19,16 +19,19 @@ from google.api_core import exceptions as gexc
 
 from functions.errors import PermanentError, TransientError
 from functions.gcp.datasets_store import DatasetsStore
+from functions.gcp.orphans_store import OrphansStore
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import RUN_LABEL, CapacityError, VertexJobs
 from functions.records.dataset_versions import Doc
 from functions.records.leases import Claim, ClaimOutcome
 from schemas.dataset_record import VersionStatus
+from schemas.orphan_record import OrphanCancel, OrphanKind, OrphanRecord
 from schemas.plan import parse_plan
 from schemas.run_record import RunState, Submission, VertexJobRef, new_run, parse_run_record
 from schemas.times import format_timestamp, parse_timestamp
 from tests.conftest import PROJECT
 from tests.fakes.ingest import FakeDatasets
+from tests.fakes.orphans import FakeOrphans
 from tests.fakes.runs import FakeRuns
 from tests.fakes.vertex import FakeVertex
 
@@ -179,6 +182,15 @@ def test_runs_unannounced_lists_ended_runs_until_their_flag_is_set(runs: RunsSto
     assert [r.run_id for r in runs.unannounced()] == ["run-u2"]
 
 
+def test_runs_get_many_reads_the_stored_ones_in_one_call(runs: RunsStore | FakeRuns) -> None:
+    for run_id in ("run-m1", "run-m2"):
+        _planned(runs, run_id)
+    for batch in (1, 2, 100):
+        found = runs.get_many(["run-m2", "run-absent", "run-m1", "run-m2"], batch=batch)
+        assert found == {"run-m1": runs.get("run-m1"), "run-m2": runs.get("run-m2")}, batch
+    assert runs.get_many([]) == {} and runs.get_many(["run-absent"]) == {}
+
+
 # The dataset versions outbox -----------------------------------------------------------------------------------
 
 
@@ -243,6 +255,44 @@ def test_datasets_never_go_back_to_an_older_version(datasets: DatasetsStore | Fa
     assert datasets.datasets(["ds-1", "ds-absent"]) == {"ds-1": doc("21", "WAITING")}
 
 
+def _published(datasets: DatasetsStore | FakeDatasets, run_id: str, *, at: datetime = T0) -> None:
+    datasets.claim_version({**VERSION, "run_id": run_id}, owner="a", now=at, lease_seconds=LEASE)
+    assert datasets.finish_version(run_id, owner="a", status=VersionStatus.PUBLISHED, now=at,
+                                   updates={"request": {"task": "t"}, "answered": False})
+
+
+def test_versions_unanswered_ones_page_until_answered(datasets: DatasetsStore | FakeDatasets) -> None:
+    for i in range(5):
+        _published(datasets, f"run-a{i}")
+    datasets.claim_version({**VERSION, "run_id": "run-claimed"}, owner="a", now=T0, lease_seconds=LEASE)
+    for page_size in (1, 2, 200):
+        assert [d["run_id"] for d in datasets.unanswered_versions(page_size=page_size)] == [
+            f"run-a{i}" for i in range(5)], page_size
+    assert datasets.mark_answered("run-a1", now=T0) and not datasets.mark_answered("run-a1", now=T0)
+    assert not datasets.mark_answered("run-claimed", now=T0) and not datasets.mark_answered("run-absent", now=T0)
+    assert [d["run_id"] for d in datasets.unanswered_versions(page_size=2)] == ["run-a0", "run-a2", "run-a3",
+                                                                               "run-a4"]
+    answered = datasets.version("run-a1")
+    assert answered is not None and (answered["answered"], answered["answered_at"]) == (True, format_timestamp(T0))
+
+
+def test_versions_a_republish_is_claimed_once_per_grace_and_counted(datasets: DatasetsStore | FakeDatasets) -> None:
+    _published(datasets, "run-r1")
+    grace = 600
+    assert not datasets.claim_republish("run-r1", now=T0 + timedelta(seconds=grace - 1), grace_seconds=grace)
+    due = T0 + timedelta(seconds=grace)
+    assert datasets.claim_republish("run-r1", now=due, grace_seconds=grace)
+    assert not datasets.claim_republish("run-r1", now=due, grace_seconds=grace)
+    assert datasets.count_republish("run-r1", message_id="42")
+    version = datasets.version("run-r1")
+    assert version is not None and (version["republished_count"], version["last_republished_at"],
+                                    version["last_republished_message_id"]) == (1, format_timestamp(due), "42")
+    assert datasets.claim_republish("run-r1", now=due + timedelta(seconds=grace), grace_seconds=grace)
+    datasets.mark_answered("run-r1", now=due)
+    assert not datasets.claim_republish("run-r1", now=due + timedelta(days=1), grace_seconds=grace)
+    assert not datasets.claim_republish("run-absent", now=due, grace_seconds=grace)
+
+
 CONTENT = {"dataset_id": "ds-1", "digest": "d" * 32, "content_key": "content:b/p/:" + "d" * 32, "run_id": "run-v1",
            "idempotency_key": "k1", "generation": "1", "object_count": 2, "total_bytes": 10}
 
@@ -301,6 +351,40 @@ def test_contents_count_retrains_and_a_retrain_always_claims(datasets: DatasetsS
     retrained = datasets.claim_content({**CONTENT, "run_id": "run-r2"}, now=T0, retrain=True)
     assert (retrained.outcome, retrained.doc["run_id"], retrained.doc["retrains"]) == (ClaimOutcome.CLAIMED,
                                                                                        "run-r2", 2)
+
+
+# The orphans store --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["fake", "firestore"])
+def orphans(request: pytest.FixtureRequest) -> OrphansStore | FakeOrphans:
+    if request.param == "fake":
+        return FakeOrphans()
+    request.getfixturevalue("clean_firestore")
+    return OrphansStore(_firestore(), "orphans")
+
+
+def _orphan(job_id: str, found_at: datetime = T0) -> OrphanRecord:
+    return OrphanRecord(job_name=f"projects/{PROJECT}/locations/us-central1/customJobs/{job_id}", job_id=job_id,
+                        region="us-central1", run_id="run-ghost", kind=OrphanKind.NO_RUN, reason="no run",
+                        job_state="JOB_STATE_RUNNING", job_created_at=format_timestamp(T0),
+                        found_at=format_timestamp(found_at))
+
+
+def test_orphans_recorded_once_and_a_cancel_claimed_once(orphans: OrphansStore | FakeOrphans) -> None:
+    from functions.records.orphans import cancel_claimed, cancel_noted
+
+    first = _orphan("11")
+    assert orphans.record(first) and not orphans.record(replace(first, reason="again"))
+    assert orphans.get(first.orphan_id) == first and orphans.get("us-central1-0") is None
+    assert orphans.apply(first.orphan_id, cancel_claimed(now=T0))
+    assert not orphans.apply(first.orphan_id, cancel_claimed(now=T0))
+    assert orphans.apply(first.orphan_id, cancel_noted("asked"))
+    stored = orphans.get(first.orphan_id)
+    assert stored is not None and stored.cancel == OrphanCancel(at=format_timestamp(T0), outcome="asked")
+    assert not orphans.apply("us-central1-0", cancel_claimed(now=T0))
+    orphans.record(_orphan("12", T0 + timedelta(seconds=1)))
+    assert [o.job_id for o in orphans.list()] == ["12", "11"]
 
 
 # The Vertex adapter --------------------------------------------------------------------------------------------

@@ -53,7 +53,9 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
                                 ("roles/iam.serviceAccountUser", "service_account",
                                  "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
                                 *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
-                                ("roles/pubsub.publisher", "topic", "landfall-run-results")},
+                                ("roles/pubsub.publisher", "topic", "landfall-run-results"),
+                                # republishes a TrainingRequest whose message was lost (reconciler/republish.py)
+                                ("roles/pubsub.publisher", "topic", "landfall-training-requests")},
     SA("landfall-trainer"): {("roles/storage.objectViewer", "bucket", LANDING),
                              *(("roles/storage.objectUser", "bucket", b) for b in ARTIFACTS)},
     SA("landfall-invoker"): {("roles/run.invoker", "function", f) for f in FUNCTIONS},
