@@ -1,6 +1,7 @@
-"""`landfall retry` (--json) against the Firestore and Pub/Sub emulators: a FAILED run's request is published again
-under the next retry key, the old run names its retry, a second call (and a concurrent one) makes no second run, and
-a run that has not failed is refused in one line. `landfall run` shows both links."""
+"""`landfall retry` (--json) and `landfall cancel` against the Firestore and Pub/Sub emulators: a FAILED run's request
+is published again under the next retry key, the old run names its retry, a second call (and a concurrent one) makes
+no second run, and a run that has not failed is refused in one line; `landfall run` shows both links. A run with no
+job yet is cancelled at once, an ended one is left as it is, and a cancelled run can be retried."""
 
 from __future__ import annotations
 
@@ -139,3 +140,26 @@ def test_a_run_that_did_not_fail_is_refused_in_one_line(requests_tap: Any, state
     assert read_run("run-x").retried_by is None and published(requests_tap, wait_s=2) == []
     with pytest.raises(CommandError, match="no run 'run-nope'"):
         landfall(["retry", "run-nope"], capsys)
+
+
+def test_cancel_before_submission_then_retry(requests_tap: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    store_run("run-planned", "PLANNED", vertex=None)
+    code, out = landfall(["cancel", "run-planned", "--by", "ops"], capsys)
+    assert code == 0 and "run run-planned CANCELLED before submission" in out
+    run = read_run("run-planned")
+    assert run.state == "CANCELLED" and run.error.reason == "cancelled" and run.submission.cancel.by == "ops"
+    assert [h.state for h in run.history][-1] == "CANCELLED"
+
+    code, out = landfall(["cancel", "run-planned"], capsys)
+    assert code == 0 and "already ended CANCELLED; nothing changed" in out
+    code, out = landfall(["cancel", "run-nope"], capsys)
+    assert code == 1 and "no run run-nope" in out
+
+    code, out = landfall(["retry", "run-planned", "--json"], capsys)
+    printed = json.loads(out)
+    assert code == 0 and printed["retry_of"] == "run-planned" and printed["already_retried"] is False
+    (request,) = published(requests_tap)
+    assert request.run_id == printed["run_id"] and request.retry_of == "run-planned"
+    with pytest.raises(CommandError, match="only FAILED or CANCELLED"):
+        store_run("run-done", "SUCCEEDED")
+        landfall(["retry", "run-done"], capsys)

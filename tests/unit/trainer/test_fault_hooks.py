@@ -20,6 +20,6 @@ def test_the_hook_fires_only_for_the_named_datasets(environ: dict[str, str], uri
 def test_it_raises_the_error_torch_raises() -> None:
     import torch
 
-    with pytest.raises(torch.cuda.OutOfMemoryError, match="CUDA out of memory.*simulated"):
+    with pytest.raises(torch.cuda.OutOfMemoryError, match=r"CUDA out of memory.*simulated"):
         raise_if_simulated_oom("gs://b/datasets/e2e-oom/", {OOM_VARIABLE: "/e2e-oom/"})
     raise_if_simulated_oom("gs://b/datasets/x/", {OOM_VARIABLE: "/e2e-oom/"})
