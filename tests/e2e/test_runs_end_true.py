@@ -225,7 +225,7 @@ def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_s
     subscriber, tap = job_events
     publisher = pubsub_v1.PublisherClient()
     topic = f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/topics/landfall-job-events"
-    run_id = _drop(landing_bucket, "datasets/e2e-event-replay/")
+    run_id = _drop(landing_bucket, "datasets/e2e-event-replay/", epochs=1)
     job_id = _job(run_id, ("JOB_STATE_PENDING", "JOB_STATE_RUNNING", *ENDED)).job_id
     seen: list[bytes] = []
 
@@ -246,7 +246,11 @@ def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_s
         doc = _doc(firestore_runs, run_id)
         return doc if doc and RunState(doc["state"]) in TERMINAL_STATES else None
 
-    doc = wait_for(echo_new_events, 90, f"run {run_id} to end while its job events are replayed", step=0.2)
+    try:
+        doc = wait_for(echo_new_events, 120, f"run {run_id} to end while its job events are replayed", step=0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the run: {_doc(firestore_runs, run_id)}; its jobs: {_jobs_of(run_id)}; "
+                             f"events seen: {seen}") from None
     assert doc["state"] == "SUCCEEDED" and doc["metrics"], doc.get("error")
     assert len(seen) >= 2, f"too few job events were seen to replay: {seen}"
     # Late: every event once more, twice and newest first, after the run ended; the listener answers each one.
