@@ -210,6 +210,15 @@ def test_ten_datasets_in_flight_when_the_dispatcher_is_killed_all_succeed_with_o
     assert all(docs[r]["vertex"]["job_name"] == jobs[r][0] for r in run_ids)
 
 
+def _log_tails(local_stack: stack.StackInfo, names: tuple[str, ...], lines: int = 25) -> str:
+    """The last lines of some services' logs, for a failure message."""
+    out = []
+    for name in names:
+        text = _service(local_stack, name).log_path.read_text(errors="replace").splitlines()
+        out += [f"--- {name}.log", *(line[:400] for line in text[-lines:])]
+    return "\n".join(out)
+
+
 def _listener_deliveries(local_stack: stack.StackInfo) -> int:
     """Job-event deliveries the listener has answered: each logs one `on_job_event: ...` line (functions/main.py)."""
     log = _service(local_stack, "on_job_event").log_path
@@ -249,8 +258,10 @@ def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_s
     try:
         doc = wait_for(echo_new_events, 120, f"run {run_id} to end while its job events are replayed", step=0.2)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; the run: {_doc(firestore_runs, run_id)}; its jobs: {_jobs_of(run_id)}; "
-                             f"events seen: {seen}") from None
+        doc = _doc(firestore_runs, run_id) or {}
+        raise AssertionError(f"{exc}; the run is {doc.get('state')} (history {doc.get('history')}); its jobs: "
+                             f"{_jobs_of(run_id)}; {len(seen)} events seen; logs:\n"
+                             + _log_tails(local_stack, ("on_job_event", "reconcile_runs", "bridge"))) from None
     assert doc["state"] == "SUCCEEDED" and doc["metrics"], doc.get("error")
     assert len(seen) >= 2, f"too few job events were seen to replay: {seen}"
     # Late: every event once more, twice and newest first, after the run ended; the listener answers each one.
