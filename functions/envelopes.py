@@ -46,6 +46,17 @@ _CLOUDEVENT_KINDS = {"finalized": "finalize", "deleted": "delete", "metadataUpda
                      "archived": "archive"}
 
 
+BODY_DIGEST_LABEL = "body sha256:"
+"""How a function's log line names a message's body (functions/main.py), so a dead letter's lines can be found."""
+
+
+def body_digest(data: bytes) -> str:
+    """A short digest of a message body: the same for the message and for its dead letter (which has a new id)."""
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
 def event_type(cloud_event: Any) -> str:
     return str(cloud_event["type"])
 

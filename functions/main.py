@@ -3,10 +3,11 @@ returns (acknowledge) or raises (the platform redelivers). Handlers and their de
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -53,20 +54,39 @@ def _age(cloud_event: Any) -> timedelta:
     return datetime.now(UTC) - published
 
 
+def _event_id(cloud_event: Any) -> str:
+    """The event's id (for a Pub/Sub push, the message id) and, for a Pub/Sub message, the digest of its body:
+    a dead-lettered message gets a new id, so `landfall dead-letters` finds these lines by the digest."""
+    try:
+        ident = str(cloud_event["id"])
+    except (KeyError, TypeError):
+        ident = "?"
+    data = getattr(cloud_event, "data", None)
+    message = data.get("message") if isinstance(data, Mapping) else None
+    if not isinstance(message, Mapping):
+        return ident
+    try:
+        body = base64.b64decode(message.get("data") or b"")
+    except (ValueError, TypeError):
+        return ident
+    return f"{ident} ({envelopes.BODY_DIGEST_LABEL}{envelopes.body_digest(body)})"
+
+
 def _run(name: str, cloud_event: Any, work: Callable[[], str]) -> None:
     try:
         outcome = work()
     except (PermanentError, SchemaError) as exc:
-        log.error("%s: acknowledged without retry: %s", name, exc)
+        log.error("%s: message %s acknowledged without retry: %s", name, _event_id(cloud_event), exc)
         return
     except TransientError as exc:
-        log.warning("%s: will be retried: %s", name, exc)
+        log.warning("%s: message %s will be retried: %s", name, _event_id(cloud_event), exc)
         raise
     except Exception:
         if _age(cloud_event) > GIVE_UP_AFTER:
-            log.exception("%s: failed for over %s; acknowledged so it stops retrying", name, GIVE_UP_AFTER)
+            log.exception("%s: message %s failed for over %s; acknowledged so it stops retrying", name,
+                          _event_id(cloud_event), GIVE_UP_AFTER)
             return
-        log.exception("%s: unexpected error; will be retried", name)
+        log.exception("%s: message %s: unexpected error; will be retried", name, _event_id(cloud_event))
         raise
     log.info("%s: %s", name, outcome)
 

@@ -361,6 +361,11 @@ class RunRecord:
     cost: Cost = field(default_factory=Cost)
     submission: Submission = field(default_factory=Submission)
     schema_version: int = SCHEMA_VERSION
+    # Retries (`landfall retry`): both runs name each other. Absent from the document when None.
+    retry_of: str | None = None
+    """The FAILED or CANCELLED run whose request this run retries."""
+    retried_by: str | None = None
+    """The run that retries this one (set once, in a transaction: a second `landfall retry` names it)."""
 
     @property
     def run_state(self) -> RunState:
@@ -389,6 +394,7 @@ class RunRecord:
             "timings": self.timings.to_dict(),
             "cost": self.cost.to_dict(),
             "submission": self.submission.to_dict(),
+            **_present({"retry_of": self.retry_of, "retried_by": self.retried_by}),
         }
 
 
@@ -508,6 +514,8 @@ def parse_run_record(data: dict[str, Any]) -> RunRecord:
             actual_basis=None if cost.data.get("actual_basis") is None else cost.string("actual_basis")),
         submission=_submission(r.optional_obj("submission")),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
+        retry_of=_optional_string(r, "retry_of"),
+        retried_by=_optional_string(r, "retried_by"),
     )
 
 

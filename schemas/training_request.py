@@ -19,7 +19,11 @@ from schemas.fields import Reader
 from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS
 
 SCHEMA_VERSION = 1
-SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "retrain", "direct")
+SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "retrain", "retry", "direct")
+MAX_KEY_CHARS = 512
+"""The longest idempotency_key a request may carry."""
+RETRY_MARK = "~retry-"
+"""Separates a key from its retry number in a retry's key (retry_key)."""
 MAX_MESSAGE_BYTES = 256 * 1024
 
 
@@ -96,7 +100,7 @@ class Constraints:
 class RequestSource:
     kind: str = "direct"
     """gcs-marker | gcs-manifest | quiet-period | retrain (`landfall retrain`: the same content again, on purpose) |
-    direct."""
+    retry (`landfall retry`: a failed or cancelled run's request again) | direct."""
     object: str = ""
     """gs:// URI of the object that completed the dataset, for ingest-made requests."""
     generation: str = ""
@@ -122,6 +126,8 @@ class TrainingRequest:
     labels: dict[str, str] = field(default_factory=dict)
     """Free labels copied onto the run and (where valid) the Vertex job."""
     schema_version: int = SCHEMA_VERSION
+    retry_of: str = ""
+    """The run this request retries (`landfall retry`: its key is retry_key of that run's key); "" for a first run."""
 
     @property
     def run_id(self) -> str:
@@ -152,6 +158,21 @@ def run_id_for(idempotency_key: str) -> str:
     return "run-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:20]
 
 
+def retry_key(idempotency_key: str) -> str:
+    """The key of the next retry of the run with this key: `KEY~retry-1`, and for a retry's own key the number after
+    (`KEY~retry-1` -> `KEY~retry-2`), so every retry of one request counts from its first key. Deterministic, so two
+    `landfall retry` calls at once name one run. A key that would pass MAX_KEY_CHARS becomes `retry:` + its hash."""
+    base, mark, number = idempotency_key.rpartition(RETRY_MARK)
+    if mark and number.isdigit():
+        nth = int(number) + 1
+    else:
+        base, nth = idempotency_key, 1
+    key = f"{base}{RETRY_MARK}{nth}"
+    if len(key) > MAX_KEY_CHARS:
+        key = f"retry:{hashlib.sha256(base.encode()).hexdigest()[:40]}{RETRY_MARK}{nth}"
+    return key
+
+
 def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest:
     """Decode and check the structure of a TrainingRequest. Raises SchemaError naming the first bad field.
 
@@ -173,7 +194,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
     if version != SCHEMA_VERSION:
         raise SchemaError(f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}",
                           field="schema_version")
-    key = r.string("idempotency_key", "", max_len=512)
+    key = r.string("idempotency_key", "", max_len=MAX_KEY_CHARS)
     if "idempotency_key" in r.data and not key.strip():
         raise SchemaError("must not be empty: it names the run, so choose one key per dataset version",
                           field="idempotency_key")
@@ -223,10 +244,14 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         source=source,
         created_at=r.timestamp("created_at", "", allow_empty=True),
         labels=r.string_map("labels", {}),
+        retry_of=r.string("retry_of", "", max_len=64),
     )
     return request if key else replace(request, idempotency_key=content_key(request))
 
 
 def content_key(request: TrainingRequest) -> str:
     """The idempotency key of a request published without one: a hash of its content with defaults applied."""
-    return "content:" + hashlib.sha256(replace(request, idempotency_key="").to_json()).hexdigest()[:32]
+    data = replace(request, idempotency_key="").to_dict()
+    if not data["retry_of"]:  # fields added later count only when set, so a content's key never changes
+        del data["retry_of"]
+    return "content:" + hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]

@@ -27,6 +27,7 @@ from trainer.distributed import DistEnv, process_group
 from trainer.errors import ConfigError, DataError, OutOfMemory
 from trainer.events import EventLog
 from trainer.failure import note_step
+from trainer.fault_hooks import raise_if_simulated_oom
 from trainer.logs import log, set_context
 from trainer.loop import Session, restore, run_loop
 from trainer.metrics import (
@@ -64,6 +65,7 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
                 steps_per_epoch=session.steps_per_epoch[0], resumed_from=session.last_checkpoint_step,
                 evaluation=session.evaluation.to_dict())
             try:
+                raise_if_simulated_oom(config.data_uri, environ)
                 run_loop(session, watch)
             except torch.cuda.OutOfMemoryError as exc:
                 raise _oom(config, session, exc) from exc

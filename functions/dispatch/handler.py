@@ -70,7 +70,8 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
     except SchemaError as exc:
         return _reject_unreadable(message, str(exc), deps)
     run_id = request.run_id
-    run, created = deps.store.create_if_absent(new_run(run_id, request.to_dict(), now=now))
+    first = new_run(run_id, request.to_dict(), now=now)
+    run, created = deps.store.create_if_absent(replace(first, retry_of=request.retry_of or None))
     if not created and (run.state in TERMINAL_STATES
                         or run.state in (RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)

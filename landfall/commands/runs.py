@@ -164,6 +164,10 @@ def describe(run: RunRecord) -> str:
         f"{dataset.get('total_bytes', '?')} bytes)",
         f"task      {request.get('task', '')} / {model.get('preset', '') if isinstance(model, dict) else ''}",
     ]
+    if run.retry_of:
+        lines.append(f"retry of  {run.retry_of} (`landfall run {run.retry_of}`)")
+    if run.retried_by:
+        lines.append(f"retried   by {run.retried_by} (`landfall run {run.retried_by}`)")
     if plan is not None:
         lines.append(f"plan      {plan.replica_count} x {plan.machine_type} ({_gpu(plan)}) in {plan.region}, "
                      f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${_fmt(plan.estimated_cost_usd)}")

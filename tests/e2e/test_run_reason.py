@@ -27,7 +27,7 @@ def test_a_run_the_trainer_refuses_carries_its_reason_and_its_logs(
     doc = terminal_run(firestore_runs, run_id)
     assert doc["state"] == "FAILED", doc
     error = doc["error"]
-    assert error["code"] == "job-failed" and error["kind"] == "DataError"
+    assert error["code"] == "job-failed" and error["kind"] == "DataError" and error["reason"] == "bad-data"
     assert "label" in error["message"] and "non-zero status" not in error["message"]
     assert "exited with a non-zero status of 3" in error["job_message"]
 

@@ -1,10 +1,14 @@
 """End to end, issue 13: runs end in their true state through the real local stack and the Vertex emulator's faults.
 A stockout after submission is resubmitted on the next plan; a job that ends while the listener is down is recorded
-by a reconcile pass; `landfall cancel` stops a running job. Each test is bounded (about 90 s on a quiet machine)."""
+by a reconcile pass; `landfall cancel` stops a running job; ten datasets in flight when the dispatcher is killed all
+succeed with one job each; job events duplicated and out of order leave the record right; an out-of-memory exit ends
+with its reason and the trainer's message. Each test is bounded (about 90 s on a quiet machine; the ten, 240 s)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -43,17 +47,26 @@ def faults(local_stack: stack.StackInfo) -> Iterator[str]:
     control.set_faults(address, {})
 
 
-@pytest.fixture
-def run_results(local_stack: stack.StackInfo) -> Iterator[Any]:
-    """A pull subscription on the run-results topic, made before the run starts (a topic keeps nothing by itself)."""
+def _tap(local_stack: stack.StackInfo, topic: str) -> Iterator[Any]:
+    """A pull subscription on `topic`, made before the run starts (a topic keeps nothing by itself)."""
     from google.cloud import pubsub_v1
 
     project = local_stack.env["GOOGLE_CLOUD_PROJECT"]
     subscriber = pubsub_v1.SubscriberClient()
-    path = subscriber.subscription_path(project, f"e2e-run-results-{uuid.uuid4().hex[:6]}")
-    subscriber.create_subscription(name=path, topic=f"projects/{project}/topics/landfall-run-results")
+    path = subscriber.subscription_path(project, f"e2e-{topic}-{uuid.uuid4().hex[:6]}")
+    subscriber.create_subscription(name=path, topic=f"projects/{project}/topics/{topic}")
     yield subscriber, path
     subscriber.delete_subscription(subscription=path)
+
+
+@pytest.fixture
+def run_results(local_stack: stack.StackInfo) -> Iterator[Any]:
+    yield from _tap(local_stack, "landfall-run-results")
+
+
+@pytest.fixture
+def job_events(local_stack: stack.StackInfo) -> Iterator[Any]:
+    yield from _tap(local_stack, "landfall-job-events")
 
 
 def _finished(run_results: Any, run_id: str, timeout_s: float = 30, linger_s: float = 5) -> list[RunFinished]:
@@ -168,3 +181,109 @@ def test_cancel_on_a_running_job_ends_job_and_run_cancelled(
     assert doc["error"]["reason"] == "cancelled" and doc["submission"]["cancel"]["by"] == "e2e"
     assert cli.main(["cancel", run_id]) == 0
     assert "already ended CANCELLED" in capsys.readouterr().out
+
+
+def _service(local_stack: stack.StackInfo, name: str) -> processes.RunningService:
+    return next(s for s in stack.read_state(local_stack.state_dir) if s.name == name)
+
+
+def test_ten_datasets_in_flight_when_the_dispatcher_is_killed_all_succeed_with_one_job_each(
+        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any) -> None:
+    # A short submission lease, so that a claim the killed dispatcher held is taken over in seconds, not two minutes.
+    short_lease = {"LANDFALL_SUBMISSION_LEASE_SECONDS": "15"}
+    stack.restart("dispatch", state_dir=local_stack.state_dir, extra_env=short_lease)
+    try:
+        run_ids = [_drop(landing_bucket, f"datasets/e2e-kill-{i}/", epochs=1) for i in range(10)]
+        wait_for(lambda: any(_doc(firestore_runs, r) for r in run_ids), 60, "the first run recorded", step=0.05)
+        os.killpg(_service(local_stack, "dispatch").pid, signal.SIGKILL)
+        in_flight = [r for r in run_ids if (_doc(firestore_runs, r) or {}).get("state") in (
+            None, "RECEIVED", "PLANNED", "SUBMITTING")]
+        stack.restart("dispatch", state_dir=local_stack.state_dir, extra_env=short_lease)
+        docs = {r: _terminal(firestore_runs, r, timeout_s=240) for r in run_ids}
+    finally:
+        stack.restart("dispatch", state_dir=local_stack.state_dir)
+    assert in_flight, "every run was submitted before the dispatcher was killed: nothing was in flight"
+    assert {r: d["state"] for r, d in docs.items()} == dict.fromkeys(run_ids, "SUCCEEDED"), {
+        r: d.get("error") for r, d in docs.items()}
+    jobs = {r: [j.name for j in _jobs_of(r)] for r in run_ids}
+    assert all(len(names) == 1 for names in jobs.values()), jobs
+    assert all(docs[r]["vertex"]["job_name"] == jobs[r][0] for r in run_ids)
+
+
+def _log_tails(local_stack: stack.StackInfo, names: tuple[str, ...], lines: int = 25) -> str:
+    """The last lines of some services' logs, for a failure message."""
+    out = []
+    for name in names:
+        text = _service(local_stack, name).log_path.read_text(errors="replace").splitlines()
+        out += [f"--- {name}.log", *(line[:400] for line in text[-lines:])]
+    return "\n".join(out)
+
+
+def _listener_deliveries(local_stack: stack.StackInfo) -> int:
+    """Job-event deliveries the listener has answered: each logs one `on_job_event: ...` line (functions/main.py)."""
+    log = _service(local_stack, "on_job_event").log_path
+    return sum('"message": "on_job_event: ' in line for line in log.read_text(errors="replace").splitlines())
+
+
+def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_step_twice(
+        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, job_events: Any) -> None:
+    from google.cloud import pubsub_v1
+
+    from schemas.job_event import parse_job_event
+
+    subscriber, tap = job_events
+    publisher = pubsub_v1.PublisherClient()
+    topic = f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/topics/landfall-job-events"
+    run_id = _drop(landing_bucket, "datasets/e2e-event-replay/", epochs=1)
+    job_id = _job(run_id, ("JOB_STATE_PENDING", "JOB_STATE_RUNNING", *ENDED)).job_id
+    seen: list[bytes] = []
+
+    def replay(batch: list[bytes]) -> int:
+        """Publish each event twice, newest first: duplicated and out of order."""
+        futures = [publisher.publish(topic, data) for data in reversed(batch) for _ in range(2)]
+        return len([f.result(timeout=30) for f in futures])
+
+    def echo_new_events() -> dict[str, Any] | None:
+        """Every new event of the job, published again (twice, reversed) as soon as the tap sees it."""
+        received = subscriber.pull(subscription=tap, max_messages=50, timeout=5).received_messages
+        if received:
+            subscriber.acknowledge(subscription=tap, ack_ids=[m.ack_id for m in received])
+        new = [m.message.data for m in received
+               if parse_job_event(m.message.data).job_id == job_id and m.message.data not in seen]
+        seen.extend(new)
+        replay(new)
+        doc = _doc(firestore_runs, run_id)
+        return doc if doc and RunState(doc["state"]) in TERMINAL_STATES else None
+
+    try:
+        doc = wait_for(echo_new_events, 120, f"run {run_id} to end while its job events are replayed", step=0.2)
+    except AssertionError as exc:
+        doc = _doc(firestore_runs, run_id) or {}
+        raise AssertionError(f"{exc}; the run is {doc.get('state')} (history {doc.get('history')}); its jobs: "
+                             f"{_jobs_of(run_id)}; {len(seen)} events seen; logs:\n"
+                             + _log_tails(local_stack, ("on_job_event", "reconcile_runs", "bridge"))) from None
+    assert doc["state"] == "SUCCEEDED" and doc["metrics"], doc.get("error")
+    assert len(seen) >= 2, f"too few job events were seen to replay: {seen}"
+    # Late: every event once more, twice and newest first, after the run ended; the listener answers each one.
+    answered = _listener_deliveries(local_stack)
+    late = replay(seen)
+    wait_for(lambda: _listener_deliveries(local_stack) >= answered + late, 60, "the listener to answer the replay")
+    final = _doc(firestore_runs, run_id)
+    assert final is not None and final["state"] == "SUCCEEDED" and final["metrics"] == doc["metrics"]
+    history = [step["state"] for step in final["history"]]
+    assert len(history) == len(set(history)), history
+    assert final["history"] == doc["history"] and final["vertex"]["job_name"] == doc["vertex"]["job_name"]
+
+
+def test_an_out_of_memory_exit_ends_failed_with_its_reason_and_the_trainers_message(
+        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any) -> None:
+    from tests.e2e.conftest import OOM_MARKER
+
+    run_id = _drop(landing_bucket, f"datasets{OOM_MARKER}")
+    doc = _terminal(firestore_runs, run_id)
+    assert doc["state"] == "FAILED", doc
+    error = doc["error"]
+    assert (error["code"], error["reason"], error["kind"], error["exit_code"]) == (
+        "job-failed", "out-of-memory", "OutOfMemory", 4), error
+    assert error["message"].startswith("out of memory on ") and "lower --micro-batch-size" in error["message"]
+    assert "CUDA out of memory" in error["message"] and "non-zero status of 4" in error["job_message"]

@@ -1,0 +1,84 @@
+"""`landfall retry RUN_ID`: send a FAILED or CANCELLED run's request again, as a new run that names the old one.
+
+A job-level failure is final for its run, and the same request cannot start another one (its key names the ended
+run). The retry's key is derived from the old key (`KEY~retry-1`, then `~retry-2` for a retry of the retry), so the
+new run id is known before anything is published; the old run is claimed in a Firestore transaction (`retried_by`
+is set once), so two `landfall retry` calls at once make one run and the second says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from landfall.errors import CommandError, client_boundary
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    from functions.errors import LandfallError
+    from functions.records.retries import RetryClaim, claim_retry, not_retryable_reason, retry_request
+    from functions.wiring import runs_store
+    from landfall.commands.runs import read_run
+    from landfall.commands.submit import publish
+    from schemas.errors import SchemaError
+
+    old = read_run(args.run_id, "retry")
+    why_not = not_retryable_reason(old)
+    if why_not:
+        raise CommandError(why_not)
+    try:
+        request = retry_request(old, datetime.now(UTC))
+    except SchemaError as exc:
+        raise CommandError(f"run {old.run_id}'s stored request does not read as a TrainingRequest ({exc}); fix it "
+                           "and `landfall submit` it as a new request") from exc
+    store = runs_store()
+    with client_boundary(f"claim run {old.run_id} for a retry"):
+        try:
+            claim, current = store.apply(old.run_id, claim_retry(request.run_id, now=datetime.now(UTC)))
+            retried_by = current.retried_by if current else None
+            retry_run = store.get(retried_by) if claim == RetryClaim.ALREADY and retried_by else None
+        except LandfallError as exc:
+            raise CommandError(str(exc)) from exc
+    if claim == RetryClaim.MISSING or current is None:
+        raise CommandError(f"no run {old.run_id!r}; `landfall runs` lists them")
+    if claim == RetryClaim.NOT_RETRYABLE:
+        raise CommandError(not_retryable_reason(current) or f"run {old.run_id} cannot be retried")
+    ours = retried_by == request.run_id
+    message_id = None
+    if claim == RetryClaim.CLAIMED or (ours and retry_run is None):
+        # Claimed here, or claimed by a call whose run is not recorded yet (still in flight, or its publish failed):
+        # publishing the same key again is one run either way.
+        message_id = publish(request.to_json())
+    result: dict[str, Any] = {"run_id": retried_by, "retry_of": old.run_id,
+                              "idempotency_key": request.idempotency_key if ours else None,
+                              "message_id": message_id, "already_retried": claim == RetryClaim.ALREADY,
+                              "state": None if retry_run is None else str(retry_run.state)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif claim == RetryClaim.CLAIMED:
+        print(f"retrying run {old.run_id} ({old.state}) as run {request.run_id} (key {request.idempotency_key}, "
+              f"message {message_id}): `landfall watch {request.run_id}` follows it")
+    elif retry_run is not None:
+        print(f"run {old.run_id} is already retried by run {retry_run.run_id} ({retry_run.state}); "
+              f"`landfall retry {retry_run.run_id}` retries that one once it has ended")
+    else:
+        print(f"run {old.run_id} is already retried by run {retried_by}, not recorded yet"
+              + (f"; its request was published again (message {message_id})" if message_id else ""))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("retry", help="start a new run for a FAILED or CANCELLED run's request",
+                       description="Publishes the run's request again with a key derived from its own "
+                                   "(KEY~retry-N), so it becomes a new run; the old run records `retried_by`, the new "
+                                   "one `retry_of`. A run is retried once: a second call names the run that retries "
+                                   "it. Prints the new run id.")
+    p.add_argument("run_id", metavar="RUN_ID", help="a FAILED or CANCELLED run (see `landfall runs --state FAILED`)")
+    p.add_argument("--json", action="store_true",
+                   help="print run_id, retry_of, idempotency_key, message_id, already_retried and state as JSON")
+    p.set_defaults(func=cmd_retry)
+
+
+__all__ = ["cmd_retry", "register"]
