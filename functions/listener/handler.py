@@ -135,7 +135,10 @@ def _with_reason(error: RunError, job: JobView, run: RunRecord) -> RunError:
 
 def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: ListenerDeps) -> str:
     """The job was accepted, then ended for capacity: the run goes on to its next plan, waits, or gives up."""
-    outcome = deps.store.apply(run.run_id, capacity_ended(job.name, error.reason or "stockout", job.error_message,
+    # The trainer's own line first when it left one (a preempted replica says at which step, and that its newest
+    # checkpoint resumes it), Vertex's beside it.
+    message = job.error_message if error.kind is None else f"{error.message} (Vertex: {job.error_message})"
+    outcome = deps.store.apply(run.run_id, capacity_ended(job.name, error.reason or "stockout", message,
                                                           now=deps.now(), policy=deps.policy))
     log.warning("run %s: job %s ended for %s (%s): %s", run.run_id, job.name, error.reason, job.error_message,
                 outcome)

@@ -78,6 +78,16 @@ def _gave_up(run: RunRecord, now: datetime, policy: AttemptPolicy, since: str) -
     return None
 
 
+def gave_up_error(run: RunRecord, stop: str) -> RunError:
+    """The error of a run that stopped waiting for capacity: the reason of its last job (a run whose spot jobs were
+    preempted on every plan ends `preempted`, with the trainer's line), else `stockout` (every plan refused at
+    submission), and every attempt named."""
+    last = (run.submission.jobs or ())[-1:]
+    said = f" The last job: {last[0].message}." if last and last[0].message else ""
+    return RunError("no-capacity", f"no capacity for this run: {stop}.{said} Attempts: {attempts_summary(run)}",
+                    reason=last[0].reason if last else "stockout")
+
+
 def waited(run: RunRecord, reason: str, *, now: datetime, policy: AttemptPolicy) -> RunRecord | None:
     """The run moved to WAITING (or FAILED when it has waited long enough), every attempt kept."""
     prior = run.submission.waiting
@@ -85,9 +95,9 @@ def waited(run: RunRecord, reason: str, *, now: datetime, policy: AttemptPolicy)
     tries = (prior.tries + 1) if prior else 1
     stop = _gave_up(run, now, policy, since)
     if stop is not None:
-        message = f"no capacity for this run: {stop}. Attempts: {attempts_summary(run)}"
+        error = gave_up_error(run, stop)
         return transitioned(run, RunState.FAILED, now=now, detail="gave up waiting for capacity",
-                            change=lambda r: replace(r, error=RunError("no-capacity", message, reason="stockout")))
+                            change=lambda r: replace(r, error=error))
     delay = min(timedelta(seconds=policy.backoff_seconds * 2 ** (tries - 1)), MAX_BACKOFF)
     wait = Waiting(reason=reason, retry_at=format_timestamp(now + delay), since=since, tries=tries)
     return transitioned(run, RunState.WAITING, now=now, detail=f"waiting for capacity until {wait.retry_at}: {reason}",
@@ -131,10 +141,9 @@ def wait_over(*, now: datetime, policy: AttemptPolicy) -> Step[str]:
         wait = cur.submission.waiting
         stop = _gave_up(cur, now, policy, wait.since)
         if stop is not None:
-            message = f"no capacity for this run: {stop}. Attempts: {attempts_summary(cur)}"
+            error = gave_up_error(cur, stop)
             return transitioned(cur, RunState.FAILED, now=now, detail="gave up waiting for capacity",
-                                change=lambda r: replace(r, error=RunError("no-capacity", message,
-                                                                           reason="stockout"))), "failed"
+                                change=lambda r: replace(r, error=error)), "failed"
         if now < parse_timestamp(wait.retry_at, field="waiting.retry_at"):
             return None, "not-yet"
         stamp = format_timestamp(now)
@@ -146,5 +155,6 @@ def wait_over(*, now: datetime, policy: AttemptPolicy) -> Step[str]:
     return step
 
 
-__all__ = ["AttemptPolicy", "all_plans", "attempts_summary", "candidates", "capacity_ended", "known_jobs",
+__all__ = ["AttemptPolicy", "all_plans", "attempts_summary", "candidates", "capacity_ended", "gave_up_error",
+           "known_jobs",
            "round_jobs", "wait_over", "waited"]

@@ -119,6 +119,26 @@ def test_a_run_that_waits_past_its_give_up_time_fails_naming_every_attempt() -> 
         assert job_id(job.job_name) in run.error.message
 
 
+PREEMPTED_LINE = "stopped by a signal at step 12; the newest checkpoint resumes it"
+
+
+def test_a_run_preempted_on_every_plan_fails_preempted_with_the_trainers_line() -> None:
+    """Spot jobs preempted past Vertex's restarts: Vertex's text reads like a stockout, the trainer's record says
+    Preempted; each plan is tried, the run waits, and when it gives up the reason is the last job's, `preempted`."""
+    w, name = submitted()
+    for _ in range(3):
+        w.objects[f"{w.run().artifacts.model_dir}{FAILURE_FILE}"] = TrainerFailure(  # type: ignore[union-attr]
+            "Preempted", PREEMPTED_LINE, exit_code=143, step=12).to_json()
+        said = stockout(w, name)
+        name = w.run().vertex.job_name if w.run().vertex else name  # type: ignore[union-attr]
+    assert said == "waiting:preempted" and w.run().state == RunState.WAITING
+    assert all(j.reason == "preempted" and PREEMPTED_LINE in j.message for j in w.run().submission.jobs or ())
+    w.clock.now = NOW + timedelta(days=2)
+    assert reconcile(reconciler(w)) == "failed=1"
+    error = w.run().error
+    assert error is not None and error.reason == "preempted" and PREEMPTED_LINE in error.message
+
+
 def reconciler(w: World) -> ReconcilerDeps:
     return ReconcilerDeps(open_runs=lambda: w.runs.in_states(OPEN_STATES), vertex=w.vertex,  # type: ignore[arg-type]
                           listener=w.listener_deps, resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
