@@ -82,6 +82,24 @@ class Stack:
         return found
 
 
+START_TRIES = 3
+"""Free ports are picked before the services bind them; another process on the machine may take one meanwhile."""
+
+
+def _up_on_free_ports(state_dir: Path, topology: Topology) -> stack.StackInfo:
+    from deploy.local.processes import StackError
+
+    for attempt in range(1, START_TRIES + 1):
+        try:
+            return stack.up(state_dir, {name: 0 for name in topology.local_ports})
+        except StackError as exc:
+            if "in use" not in str(exc) or attempt == START_TRIES:
+                raise
+            print(f"a port was taken while the stack started ({exc}); starting again on other ports",
+                  file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
+
+
 @contextmanager
 def noop_stack(keep: Path | None = None) -> Iterator[Stack]:
     """Start the stack (every port free, state in a temporary folder or keep), yield it, stop it."""
@@ -95,7 +113,7 @@ def noop_stack(keep: Path | None = None) -> Iterator[Stack]:
         os.environ[stack.VERTEX_IMAGES_ENV] = str(images)
         started = time.monotonic()
         try:
-            info = stack.up(state_dir, {name: 0 for name in topology.local_ports})
+            info = _up_on_free_ports(state_dir, topology)
         finally:
             os.environ.clear()
             os.environ.update(saved)
