@@ -25,21 +25,23 @@ from bench.local_stack.timeline import HOPS, Timeline, timeline
 
 TARGET_P50_MS, TARGET_P99_MS = 150, 400
 ENDED_WITHIN_S = 60.0
+COLD_ENDED_WITHIN_S = 300.0
+"""The first drop starts every function's clients (and, on a busy machine, waits its turn for the CPU)."""
 
 
-def one_drop(s: Stack, name: str) -> Timeline:
+def one_drop(s: Stack, name: str, within_s: float = ENDED_WITHIN_S) -> Timeline:
     prefix = f"datasets/{name}/"
     finalized = s.drop(prefix)
     uri = f"gs://{s.topology.bucket}/{prefix}"
-    deadline = time.monotonic() + ENDED_WITHIN_S
+    deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         runs = [r for r in s.runs() if r.request.get("dataset", {}).get("uri") == uri]
         if runs and runs[0].state.terminal:
             run = runs[0]
             versions = {v["run_id"]: v for v in s.versions()}
-            return timeline(run, versions.get(run.run_id), finalized)
+            return timeline(run, versions.get(run.run_id), finalized, s.job_created(run))
         time.sleep(0.05)
-    raise SystemExit(f"{uri}: no run ended within {ENDED_WITHIN_S:g} s; see the stack's logs")
+    raise SystemExit(f"{uri}: no run ended within {within_s:g} s; see the stack's logs")
 
 
 def main() -> int:
@@ -52,7 +54,7 @@ def main() -> int:
         parser.error(f"--drops must be at least 1, got {args.drops}")
     with noop_stack() as s:
         for i in range(args.warmup):
-            one_drop(s, f"warmup-{i:03d}")
+            one_drop(s, f"warmup-{i:03d}", COLD_ENDED_WITHIN_S)
         before = machine()
         measured = [one_drop(s, f"latency-{i:03d}") for i in range(args.drops)]
         after = machine()

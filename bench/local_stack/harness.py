@@ -11,7 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,8 @@ class Stack:
     topology: Topology
     storage: Any
     firestore: Any
+    cache: dict[str, Any] = field(default_factory=dict)
+    """Clients made on first use (the Vertex JobService client)."""
 
     def pid(self, service: str) -> int:
         return next(s.pid for s in self.info.services if s.name == service)
@@ -66,19 +68,30 @@ class Stack:
     def versions(self) -> list[dict[str, Any]]:
         return [d.to_dict() for d in self.firestore.collection(self.topology.dataset_versions_collection).stream()]
 
-    def jobs(self, regions: set[str]) -> list[Any]:
-        """Every Vertex custom job in regions (ListCustomJobs, all pages)."""
+    def job_created(self, run: RunRecord) -> datetime | None:
+        """The create_time of the run's Vertex job (GetCustomJob), None when it records none."""
+        if run.vertex is None:
+            return None
+        return self._job_client().get_custom_job(name=run.vertex.job_name).create_time  # type: ignore[no-any-return]
+
+    def _job_client(self) -> Any:
         import grpc
         from google.cloud import aiplatform_v1
         from google.cloud.aiplatform_v1.services.job_service.transports import JobServiceGrpcTransport
 
-        channel = grpc.insecure_channel(self.info.env["LANDFALL_VERTEX_ENDPOINT"])
-        client = aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
+        if "job_client" not in self.cache:
+            channel = grpc.insecure_channel(self.info.env["LANDFALL_VERTEX_ENDPOINT"])
+            self.cache["job_client"] = aiplatform_v1.JobServiceClient(
+                transport=JobServiceGrpcTransport(channel=channel))
+        return self.cache["job_client"]
+
+    def jobs(self, regions: set[str]) -> list[Any]:
+        """Every Vertex custom job in regions (ListCustomJobs, all pages)."""
         found = []
         for region in sorted(regions):
             parent = f"projects/{self.topology.project_id}/locations/{region}"
-            found += list(client.list_custom_jobs(request={"parent": parent, "filter": "labels.landfall-run-id:*"}))
-        channel.close()
+            found += list(self._job_client().list_custom_jobs(
+                request={"parent": parent, "filter": "labels.landfall-run-id:*"}))
         return found
 
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.local_stack.harness import Stack, noop_stack, seconds, session_cpu_seconds
 from bench.local_stack.report import machine, print_table, summary
-from bench.local_stack.timeline import timeline
+from bench.local_stack.timeline import HOPS, timeline
 from schemas.run_record import TERMINAL_STATES, RunRecord, RunState
 
 RUN_LABEL = "landfall-run-id"
@@ -146,12 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     checks = check(uris, runs, [j for j in jobs if j.labels.get(RUN_LABEL) in
                                 {r.run_id for r in runs if r.request.get("dataset", {}).get("uri") != warm_uri}])
     by_uri = {str(r.request.get("dataset", {}).get("uri")): r for r in runs}
-    lines = [timeline(by_uri[u], versions.get(by_uri[u].run_id), finalized[p])
+    created = {j.labels.get(RUN_LABEL): j.create_time for j in jobs}
+    lines = [timeline(by_uri[u], versions.get(by_uri[u].run_id), finalized[p], created.get(by_uri[u].run_id))
              for u, p in zip(uris, prefixes, strict=True) if u in by_uri]
     received = [by_uri[u].history[0].at for u in uris if u in by_uri]
     submitted = [by_uri[u].timings.submitted_at for u in uris if u in by_uri and by_uri[u].timings.submitted_at]
     window = seconds(max(submitted), min(received)) if submitted and received else None
     rows = {"-> CreateCustomJob answered": summary([t.to_submitted for t in lines]),
+            **{f"  {hop}": summary([t.hops[hop] for t in lines]) for hop in HOPS},
             "-> SUCCEEDED recorded": summary([t.to_succeeded for t in lines])}
     print_table(f"load: {args.datasets} datasets at once ({before['nproc']} CPUs, load {before['load_average']} "
                 f"-> {after['load_average']}; warm-up finalized {warm:%H:%M:%S})", rows)
