@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration test-e2e lint bench up down status clean
+.PHONY: install demo test test-unit test-integration test-e2e lint bench load up down status clean
 
 # Install with uv (pinned, bootstrapped into the venv by pip: seconds instead of a minute), the same pinned
 # requirements; pip does it when uv cannot be had or fails. uv reads no pip.conf: scripts/uv_sources.py passes it
@@ -49,6 +49,12 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+## make load: DATASETS (default 500) datasets dropped at once on a local stack of its own, the trainer a no-op; every
+## run ended, none lost or doubled, latency percentiles, dispatcher requests/s and CPU ms per request (docs/benchmarks.md).
+DATASETS ?= 500
+load: $(STAMP)
+	$(PY) -m bench.local_stack.load --datasets $(DATASETS) --out load.json
 
 up: $(STAMP)
 	$(VENV)/bin/landfall up

@@ -30,6 +30,9 @@ PORTLESS_SERVICES = frozenset({"bridge", "scheduler"})
 """Services that listen on no port: `--port NAME=0` is accepted for them (nothing to pick), any other port refused."""
 SWEEP_EVERY_ENV = "LANDFALL_SWEEP_EVERY_SECONDS"
 """Overrides every schedule's every_seconds on the local stack (tests tick every second)."""
+VERTEX_IMAGES_ENV = "LANDFALL_VERTEX_IMAGES"
+"""A JSON file the Vertex emulator reads as its --images map (container image URI -> local entrypoint), e.g. the
+trainer image mapped to a no-op by the load test (bench/local_stack); unset: the emulator runs the real trainer."""
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,10 @@ class _Plan:
                                     bucket=topology.bucket, pubsub_host=self.current.env["PUBSUB_EMULATOR_HOST"],
                                     root=root)
         if name == "vertex":
+            images = self.current.service_env.get(VERTEX_IMAGES_ENV)
             return services.vertex(ports[name], project=project, events_topic=topology.job_events_topic,
-                                   state_dir=persistence.vertex_dir(state_dir), env=env)
+                                   state_dir=persistence.vertex_dir(state_dir), env=env,
+                                   images_file=Path(images) if images else None)
         if name == "bridge":
             endpoints = {f.name: f"http://{services.HOST}:{ports[f.name]}/" for f in topology.functions}
             return services.bridge(project=project, endpoints=endpoints, env=env)

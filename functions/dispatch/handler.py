@@ -22,6 +22,7 @@ from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, VertexJobs
 from functions.records import attempts as attempt_rules
+from functions.records import run_rules
 from functions.records.leases import ClaimOutcome
 from functions.settings import Settings
 from schemas.errors import SchemaError
@@ -84,17 +85,36 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         if outcome.plan is None:
             return _reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
         plan, fallbacks = outcome.plan, tuple(outcome.fallbacks[:FALLBACKS_KEPT])
-        deps.store.transition(run_id, RunState.PLANNED, now=deps.now(), detail=_plan_summary(plan),
-                              change=lambda r: replace(
-                                  r, plan=plan, cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
-                                  submission=replace(r.submission, fallbacks=fallbacks, attempts=())))
+        # Recorded with the claim, in its transaction (one write instead of two on the way to CreateCustomJob).
+        planned = run_rules.transition(RunState.PLANNED, now=deps.now(), detail=_plan_summary(plan),
+                                       change=lambda r: replace(
+                                           r, plan=plan, cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
+                                           submission=replace(r.submission, fallbacks=fallbacks, attempts=())))
+        return _submit(run_id, request, deps, planned=planned)
     return _submit(run_id, request, deps)
 
 
-def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
+def _pending_attempt(plan: Plan, at: str) -> SubmissionAttempt:
+    return SubmissionAttempt(region=plan.region, machine_type=plan.machine_type, at=at, outcome="pending", plan=plan)
+
+
+def _first_attempt(at: str) -> run_rules.FirstAttempt:
+    def first(run: RunRecord) -> SubmissionAttempt | None:
+        plans = attempt_rules.candidates(run)
+        return _pending_attempt(plans[0], at) if plans else None
+
+    return first
+
+
+def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps,
+            planned: run_rules.Step[object] | None = None) -> str:
+    """Claim the run's submission (after `planned`, the move to PLANNED, in the same transaction) and make its
+    CreateCustomJob attempts. A fresh claim records the first attempt with the claim itself."""
     owner = uuid.uuid4().hex
-    claim = deps.store.claim_submission(run_id, owner=owner, now=deps.now(),
-                                        lease_seconds=deps.settings.submission_lease_seconds)
+    now = deps.now()
+    claim = deps.store.claim_submission(run_id, owner=owner, now=now,
+                                        lease_seconds=deps.settings.submission_lease_seconds,
+                                        first_attempt=_first_attempt(format_timestamp(now)), before=planned)
     if claim.outcome == ClaimOutcome.BUSY:
         raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
     if claim.outcome == ClaimOutcome.DONE:
@@ -115,10 +135,13 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
                 plan = next((a.plan for a in attempts if a.region == region), run.plan)
                 _record_submitted(run_id, found, plan, attempts, deps)
                 return "recovered"
+    recorded = claim.outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].outcome == "pending"
     for plan in attempt_rules.candidates(run):
-        attempts.append(SubmissionAttempt(region=plan.region, machine_type=plan.machine_type,
-                                          at=format_timestamp(deps.now()), outcome="pending", plan=plan))
-        deps.store.merge(run_id, _with_attempts(attempts), now=deps.now())
+        if recorded:  # the claim's own write recorded this first attempt
+            recorded = False
+        else:
+            attempts.append(_pending_attempt(plan, format_timestamp(deps.now())))
+            deps.store.merge(run_id, _with_attempts(attempts), now=deps.now())
         try:
             job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id))
         except CapacityError as exc:

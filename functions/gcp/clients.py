@@ -18,11 +18,16 @@ def firestore_client() -> Any:
     return firestore.Client(project=get_settings().project)
 
 
+PUBLISH_AT_ONCE = 1
+"""Messages per publish batch. Each delivery publishes one message and waits for its id, so a batch never fills:
+the client's default (up to 100 messages, 10 ms) only held every publish back by its max_latency."""
+
+
 @cache
 def publisher_client() -> Any:
     from google.cloud import pubsub_v1
 
-    return pubsub_v1.PublisherClient()
+    return pubsub_v1.PublisherClient(batch_settings=pubsub_v1.types.BatchSettings(max_messages=PUBLISH_AT_ONCE))
 
 
 @cache

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from functions.errors import as_transient
-from functions.gcp.firestore_tx import in_transaction
+from functions.gcp.firestore_tx import create_if_absent, in_transaction
+from functions.records import run_rules
 from functions.records.run_rules import Doc, RunsRules, Step
 from schemas.run_record import RunRecord, parse_run_record
 
@@ -38,6 +39,16 @@ class RunsStore(RunsRules):
             return (None if new is None else new.to_document()), result
 
         return in_transaction(self._client, self._ref(run_id), change)  # type: ignore[no-any-return]
+
+    def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Firestore's create(): one caller wins a race, in one call instead of a transaction's three (begin, read,
+        commit); a run that exists is read back, so every delivery but the first learns it was not the creator."""
+        if create_if_absent(self._ref(run.run_id), run.to_document()):
+            return run, True
+        existing = self.get(run.run_id)
+        if existing is None:  # deleted between the two calls: decide it in a transaction
+            return self.apply(run.run_id, run_rules.create_if_absent(run))
+        return existing, False
 
     def get(self, run_id: str) -> RunRecord | None:
         try:

@@ -16,12 +16,13 @@ from typing import Any, TypeVar
 
 from functions.errors import TransientError
 from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
-from schemas.run_record import RunRecord, RunState, StateChange, Submission, can_move
+from schemas.run_record import RunRecord, RunState, StateChange, Submission, SubmissionAttempt, can_move
 from schemas.times import format_timestamp
 
 Doc = dict[str, Any]
 """A stored document as the client libraries read and write it."""
 T = TypeVar("T")
+U = TypeVar("U")
 Change = Callable[[RunRecord], RunRecord]
 """Field changes to apply to the current record (inside the store's transaction, so on the freshest copy)."""
 Step = Callable[[RunRecord | None], tuple[RunRecord | None, T]]
@@ -111,15 +112,40 @@ def merge(*, now: datetime, change: Change) -> Step[RunRecord | None]:
     return step
 
 
-def claim_submission(run_id: str, *, owner: str, now: datetime, lease_seconds: int) -> Step[Claim[RunRecord]]:
-    """Claim the run's submission for `owner` (see `claimed`); the lease is written only when taken."""
+FirstAttempt = Callable[[RunRecord], SubmissionAttempt | None]
+"""The CreateCustomJob attempt a fresh claim is about to make (None: no plan to try), recorded with the claim."""
+
+
+def claim_submission(run_id: str, *, owner: str, now: datetime, lease_seconds: int,
+                     first_attempt: FirstAttempt | None = None) -> Step[Claim[RunRecord]]:
+    """Claim the run's submission for `owner` (see `claimed`); the lease is written only when taken. With
+    first_attempt, a fresh claim (CLAIMED) also records that attempt, pending, in the same write: it is on record
+    before it is made, as every attempt must be, without a write of its own."""
 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, Claim[RunRecord]]:
         if cur is None:
             raise TransientError(f"run {run_id} does not exist yet")
         claim = claimed(cur, owner=owner, now=now, lease_seconds=lease_seconds)
+        if claim.outcome == ClaimOutcome.CLAIMED and first_attempt is not None:
+            attempt = first_attempt(claim.doc)
+            if attempt is not None:
+                attempts = (*(claim.doc.submission.attempts or ()), attempt)
+                claim = Claim(claim.outcome, replace(claim.doc, submission=replace(claim.doc.submission,
+                                                                                  attempts=attempts)))
         taken = claim.outcome in (ClaimOutcome.CLAIMED, ClaimOutcome.RECOVER)
         return (claim.doc if taken else None), claim
+
+    return step
+
+
+def then(first: Step[T], second: Step[U]) -> Step[tuple[T, U]]:
+    """Two steps as one write: second sees the record first would write (the stored one when first writes
+    nothing), and what is written is second's record, else first's. Applied by the store, both are one transaction."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, tuple[T, U]]:
+        new, a = first(cur)
+        newer, b = second(cur if new is None else new)
+        return (new if newer is None else newer), (a, b)
 
     return step
 
@@ -144,9 +170,17 @@ class RunsRules(ABC):
         """Apply change without changing state (e.g. record a submission attempt)."""
         return self.apply(run_id, merge(now=now, change=change))
 
-    def claim_submission(self, run_id: str, *, owner: str, now: datetime, lease_seconds: int) -> Claim[RunRecord]:
-        return self.apply(run_id, claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds))
+    def claim_submission(self, run_id: str, *, owner: str, now: datetime, lease_seconds: int,
+                         first_attempt: FirstAttempt | None = None, before: Step[Any] | None = None
+                         ) -> Claim[RunRecord]:
+        """Claim the run's submission (see claim_submission); with `before`, that step (e.g. the move to PLANNED)
+        first, in the same transaction."""
+        claim = claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds,
+                                 first_attempt=first_attempt)
+        if before is None:
+            return self.apply(run_id, claim)
+        return self.apply(run_id, then(before, claim))[1]
 
 
-__all__ = ["Change", "Doc", "RunsRules", "Step", "claim_submission", "claimed", "create_if_absent", "merge",
-           "submission_lease", "transition", "transitioned"]
+__all__ = ["Change", "Doc", "FirstAttempt", "RunsRules", "Step", "claim_submission", "claimed", "create_if_absent",
+           "merge", "submission_lease", "then", "transition", "transitioned"]

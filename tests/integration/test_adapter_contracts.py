@@ -27,7 +27,15 @@ from functions.records.leases import Claim, ClaimOutcome
 from schemas.dataset_record import VersionStatus
 from schemas.orphan_record import OrphanCancel, OrphanKind, OrphanRecord
 from schemas.plan import parse_plan
-from schemas.run_record import RunState, Submission, VertexJobRef, new_run, parse_run_record
+from schemas.run_record import (
+    RunRecord,
+    RunState,
+    Submission,
+    SubmissionAttempt,
+    VertexJobRef,
+    new_run,
+    parse_run_record,
+)
 from schemas.times import format_timestamp, parse_timestamp
 from tests.conftest import PROJECT
 from tests.fakes.ingest import FakeDatasets
@@ -120,6 +128,28 @@ def test_runs_claim_outcomes_and_lease_expiry(runs: RunsStore | FakeRuns) -> Non
     assert runs.claim_submission("run-c1", owner="c", now=late, lease_seconds=LEASE).outcome == ClaimOutcome.DONE
     with pytest.raises(TransientError, match="does not exist yet"):
         runs.claim_submission("run-absent", owner="a", now=T0, lease_seconds=LEASE)
+
+
+def test_runs_plan_claim_and_first_attempt_in_one_write(runs: RunsStore | FakeRuns) -> None:
+    """The dispatcher's fast path: PLANNED, the claim and the first attempt land together, or (BUSY) not at all."""
+    from functions.records.run_rules import transition
+
+    runs.create_if_absent(new_run("run-c1", {}, now=T0))
+    planned = transition(RunState.PLANNED, now=T0, change=lambda r: replace(r, plan=PLAN))
+
+    def first(run: RunRecord) -> SubmissionAttempt:
+        assert run.plan is not None
+        return SubmissionAttempt(region=run.plan.region, machine_type=run.plan.machine_type, at=format_timestamp(T0),
+                                 outcome="pending", plan=run.plan)
+
+    claim = runs.claim_submission("run-c1", owner="a", now=T0, lease_seconds=LEASE, first_attempt=first,
+                                  before=planned)
+    assert claim.outcome == ClaimOutcome.CLAIMED and runs.get("run-c1") == claim.doc
+    assert [h.state for h in claim.doc.history] == [RunState.RECEIVED, RunState.PLANNED, RunState.SUBMITTING]
+    assert [a.outcome for a in claim.doc.submission.attempts or ()] == ["pending"]
+    again = runs.claim_submission("run-c1", owner="b", now=T0, lease_seconds=LEASE, first_attempt=first,
+                                  before=planned)
+    assert again.outcome == ClaimOutcome.BUSY and runs.get("run-c1") == claim.doc
 
 
 def test_runs_find_by_job_id(runs: RunsStore | FakeRuns) -> None:

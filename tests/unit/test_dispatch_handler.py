@@ -46,6 +46,40 @@ def test_a_new_request_is_planned_submitted_once_and_recorded() -> None:
     assert run.error is None and w.planned == [RUN_ID]
 
 
+class CountingRuns(FakeRuns):
+    """A store that counts its writes (each one transaction in Firestore) and remembers the record at each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[RunRecord | None] = []
+
+    def apply(self, run_id, step):  # type: ignore[no-untyped-def, override]
+        result = super().apply(run_id, step)
+        self.writes.append(self.get(run_id))
+        return result
+
+
+def test_a_new_request_reaches_create_custom_job_after_two_writes_with_its_attempt_on_record() -> None:
+    runs = CountingRuns()
+    w = World(runs=runs)
+    seen: list[tuple[int, RunRecord | None]] = []
+    create = w.vertex.create
+
+    def watched_create(region, custom_job):  # type: ignore[no-untyped-def]
+        seen.append((len(runs.writes), runs.get(RUN_ID)))
+        return create(region, custom_job)
+
+    w.vertex.create = watched_create  # type: ignore[method-assign]
+    assert w.deliver() == "submitted"
+    ((writes, before_create),) = seen
+    assert writes == 2, "run created, then PLANNED + claim + first attempt in one transaction"
+    assert before_create is not None and before_create.state == RunState.SUBMITTING
+    assert states(before_create) == ["RECEIVED", "PLANNED", "SUBMITTING"]
+    (attempt,) = before_create.submission.attempts or ()
+    assert (attempt.outcome, attempt.region, attempt.plan) == ("pending", "us-central1", PLAN)
+    assert len(runs.writes) == 3 and w.run().state == RunState.SUBMITTED
+
+
 def test_the_stored_document_keeps_its_shape_and_round_trips() -> None:
     w = World()
     w.deliver()
@@ -232,12 +266,11 @@ def test_an_expired_claim_with_no_job_found_submits_again() -> None:
 
 
 class LostPlanning(FakeRuns):
-    """A store whose write of PLANNED never lands (the run stays RECEIVED when the claim is tried)."""
+    """A store whose move to PLANNED (made in the claim's transaction) never lands: the claim finds it RECEIVED."""
 
-    def transition(self, run_id, state, **kwargs):  # type: ignore[no-untyped-def, override]
-        if state == RunState.PLANNED:
-            return self.get(run_id), False
-        return super().transition(run_id, state, **kwargs)
+    def claim_submission(self, run_id, **kwargs):  # type: ignore[no-untyped-def, override]
+        kwargs.pop("before", None)
+        return super().claim_submission(run_id, **kwargs)
 
 
 def test_a_run_not_planned_yet_is_retried() -> None:
