@@ -152,6 +152,16 @@ TIER_KEYS = np.array([0.0 if code == 0 else 1000.0 * (99 if code == CODE["invali
 """Reason code -> its tier x 1000 in `representatives`' sort key."""
 
 
+_CAPS: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _cap_999(shape: tuple[int, ...]) -> np.ndarray:
+    cap = _CAPS.get(shape)
+    if cap is None:
+        cap = _CAPS[shape] = np.full(shape, 999.0)
+    return cap
+
+
 def representatives(ev: Evaluation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per config: its best (variant, spot): the best feasible one, else the one that got furthest through the
     checks (the latest REASONS code), cheapest (fastest; least memory per capacity when over memory) first; and
@@ -161,7 +171,8 @@ def representatives(ev: Evaluation) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     # One float key per candidate: the reason tier (feasible 0, then latest-failing first, invalid 99) x 1000 plus
     # log1p of the value (monotone, so the cheapest of a tier wins; inf costs cap at 999 within their tier); over
     # memory, log1p of the memory needed per usable byte instead.
-    value = np.minimum(np.log1p(ev.objective_svc), 999.0)
+    value = np.log1p(ev.objective_svc)
+    np.minimum(value, _cap_999(value.shape), out=value)  # against an array: numpy's scalar bound is much slower
     key = TIER_KEYS[reason] + value
     memory = reason == CODE["memory"]
     if memory.any():
