@@ -4,7 +4,9 @@
 
 Each request is planned end to end (plan_request: workload, every candidate, the Plan record with its alternatives,
 fallback Plans, or the rejection with its what-would-fix-it search). The one-time catalog load and candidate-space
-build are timed separately. Target: median under 2 ms.
+build are timed separately. Target (issue 14): median decision at most 1 ms. The verdict reads the CPU-time median
+(what planning itself spent: on a machine shared with other work the wall figures mostly measure the others); the
+wall median is printed beside it.
 """
 
 from __future__ import annotations
@@ -90,8 +92,9 @@ def main() -> int:
                   f"p99 {pct(values, 99):.3f} ms  mean {statistics.fmean(values):.3f} ms  max {max(values):.3f} ms")
     print(f"cpu time  n={len(cpu):5d}  median {statistics.median(cpu):.3f} ms  p99 {pct(cpu, 99):.3f} ms "
           "(the wall figures above include time the OS gave to other processes)")
-    median = statistics.median(every)
-    print(f"target median < 2 ms: {'met' if median < 2 else 'NOT met'} ({median:.3f} ms)")
+    median, wall = statistics.median(cpu), statistics.median(every)
+    print(f"target median <= 1 ms (CPU time): {'met' if median <= 1 else 'NOT met'} ({median:.3f} ms; wall "
+          f"{wall:.3f} ms)")
     return 0
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+
+from deploy.topology import topology_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 """Where trainer/Dockerfile lies: only the deployer and the Vertex emulator read it, from a checkout."""
@@ -55,7 +56,7 @@ class TrainerImage:
 @cache
 def trainer_image(path: Traversable = TOPOLOGY_FILE) -> TrainerImage:
     """The [trainer_image] table of the topology file, checked."""
-    table = tomllib.loads(path.read_text()).get("trainer_image")
+    table = topology_table(path).get("trainer_image")
     if not isinstance(table, dict):
         raise ImageError(f"{path.name}: missing the [trainer_image] table (repository, name, dockerfile, local_tag)")
     values = {}

@@ -109,9 +109,16 @@ class Topology:
 
 
 @cache
+def topology_table(path: Traversable = TOPOLOGY_FILE) -> dict[str, object]:
+    """The topology file as parsed TOML, read once per path: the topology and the trainer image (deploy/images.py)
+    both come from it, and a function instance's settings need both at cold start. Treat it as read-only."""
+    return tomllib.loads(path.read_text())
+
+
+@cache
 def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
     """Parse and check the topology file; every missing key is reported by its dotted name."""
-    raw = tomllib.loads(path.read_text())
+    raw = topology_table(path)
 
     def get(*keys: str) -> object:
         node: object = raw

@@ -1,20 +1,26 @@
-"""Builds each handler's dependencies from the lazily created clients. Called per request; cheap after the first."""
+"""Builds each handler's dependencies from the lazily created clients. Called per request; cheap after the first.
+
+Each builder imports the handler and adapters it needs when it first runs: a function instance imports only its
+own handler's modules (cold start, bench/cold_start.py), never the other functions'.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from functions.dispatch.handler import DispatchDeps
 from functions.gcp import clients
-from functions.gcp.datasets_store import DatasetsStore
-from functions.gcp.gcs_objects import GcsObjects
-from functions.gcp.runs_store import RunsStore
-from functions.gcp.vertex import VertexJobs
-from functions.ingest.handler import IngestDeps
-from functions.listener.handler import ListenerDeps, read_gcs_text
 from functions.settings import get_settings
+
+if TYPE_CHECKING:
+    from functions.dispatch.handler import DispatchDeps
+    from functions.gcp.datasets_store import DatasetsStore
+    from functions.gcp.gcs_objects import GcsObjects
+    from functions.gcp.runs_store import RunsStore
+    from functions.gcp.vertex import VertexJobs
+    from functions.ingest.handler import IngestDeps
+    from functions.listener.handler import ListenerDeps
 
 
 def utc_now() -> datetime:
@@ -23,16 +29,22 @@ def utc_now() -> datetime:
 
 @cache
 def runs_store() -> RunsStore:
+    from functions.gcp.runs_store import RunsStore
+
     return RunsStore(clients.firestore_client(), get_settings().runs_collection)
 
 
 @cache
 def vertex_jobs() -> VertexJobs:
+    from functions.gcp.vertex import VertexJobs
+
     return VertexJobs(get_settings().project, clients.job_service_client)
 
 
 @cache
 def datasets_store() -> DatasetsStore:
+    from functions.gcp.datasets_store import DatasetsStore
+
     settings = get_settings()
     return DatasetsStore(clients.firestore_client(), settings.datasets_collection,
                          settings.dataset_versions_collection)
@@ -40,6 +52,8 @@ def datasets_store() -> DatasetsStore:
 
 @cache
 def gcs_objects() -> GcsObjects:
+    from functions.gcp.gcs_objects import GcsObjects
+
     return GcsObjects(clients.storage_client(), page_size=get_settings().list_page_size)
 
 
@@ -54,6 +68,8 @@ def dispatcher_planner_config() -> Any:
     from functions.dispatch.planner_config import planner_config
 
     return planner_config(get_settings())
+
+
 def _publish_result(message: Any) -> str:
     """Publish one RunFinished (schemas/run_finished.py) on the run-results topic; its run_id is an attribute too."""
     from functions.errors import as_transient
@@ -79,16 +95,21 @@ def _plan(request: Any) -> Any:
 
 
 def ingest_deps() -> IngestDeps:
+    from functions.ingest.handler import IngestDeps
+
     return IngestDeps(settings=get_settings(), objects=gcs_objects(), datasets=datasets_store(),
                       publish=_publish_request, now=utc_now)
 
 
 def dispatch_deps() -> DispatchDeps:
+    from functions.dispatch.handler import DispatchDeps
+
     return DispatchDeps(settings=get_settings(), store=runs_store(), vertex=vertex_jobs(), plan=_plan, now=utc_now)
 
 
 def listener_deps() -> ListenerDeps:
     from functions.dispatch.handler import attempt_policy, resubmit
+    from functions.listener.handler import ListenerDeps, read_gcs_text
 
     return ListenerDeps(store=runs_store(), vertex=vertex_jobs(), read_text=read_gcs_text(clients.storage_client()),
                         now=utc_now, resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),

@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from functions.errors import TransientError, as_transient
-from functions.records.run_rules import Doc
+
+if TYPE_CHECKING:  # the run rules (and the run record schema) are not this adapter's to import at run time
+    from functions.records.run_rules import Doc
 
 ATTEMPTS = 10
 BACKOFF_CAP_S = 2.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -148,18 +147,36 @@ def _quota_text(ev: Evaluation, c: int, s: int) -> str:
     return f"over quota: needs {cfg.nodes * cfg.shape.vcpus} vCPUs, the allowed regions allow at most {best_cpu}"
 
 
+TIER_KEYS = np.array([0.0 if code == 0 else 1000.0 * (99 if code == CODE["invalid"] else 1 + len(CODE) - code)
+                      for code in range(len(CODE))])
+"""Reason code -> its tier x 1000 in `representatives`' sort key."""
+
+
+_CAPS: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _cap_999(shape: tuple[int, ...]) -> np.ndarray:
+    cap = _CAPS.get(shape)
+    if cap is None:
+        cap = _CAPS[shape] = np.full(shape, 999.0)
+    return cap
+
+
 def representatives(ev: Evaluation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per config: its best (variant, spot): the best feasible one, else the one that got furthest through the
     checks (the latest REASONS code), cheapest (fastest; least memory per capacity when over memory) first; and
     the order in which configs rank: feasible by the objective, then the nearest misses."""
-    reason = ev.reason_svc.astype(np.float64)
+    reason = ev.reason_svc
     spots, variants, configs = reason.shape
     # One float key per candidate: the reason tier (feasible 0, then latest-failing first, invalid 99) x 1000 plus
-    # log1p of the value (monotone, so the cheapest of a tier wins; inf costs cap at 999 within their tier).
-    tier = (reason != 0) * (1 + len(CODE) - reason) + (reason == CODE["invalid"]) * (99 - len(CODE))
-    value = np.minimum(np.log1p(ev.objective_svc), 999.0)
-    need = np.log1p(ev.memory_vc / ev.usable)
-    key = tier * 1000.0 + value + (reason == CODE["memory"]) * (need - value)
+    # log1p of the value (monotone, so the cheapest of a tier wins; inf costs cap at 999 within their tier); over
+    # memory, log1p of the memory needed per usable byte instead.
+    value = np.log1p(ev.objective_svc)
+    np.minimum(value, _cap_999(value.shape), out=value)  # against an array: numpy's scalar bound is much slower
+    key = TIER_KEYS[reason] + value
+    memory = reason == CODE["memory"]
+    if memory.any():
+        key += memory * (np.log1p(ev.memory_vc / ev.usable) - value)
     flat = key.reshape(spots * variants, configs)
     pick = flat.argmin(axis=0)
     order = np.argsort(flat[pick, np.arange(configs)], kind="stable")
@@ -183,59 +200,82 @@ def top_configs(ev: Evaluation, count: int) -> list[tuple[int, int, int]]:
     return [(c, int(v[c]), int(s[c])) for c in order[:count].tolist()]
 
 
-def _rows(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
-          ) -> list[dict[str, Any]]:
-    """Field values of Candidate rows for (config, variant, spot) picks, gathered from the arrays in bulk."""
-    if not picks:
-        return []
-    space = ev.space
+@dataclass(frozen=True)
+class _Columns:
+    """Field values of the rows for (config, variant, spot) picks, gathered from the arrays in bulk (as lists)."""
+
+    hours: list[float]
+    cost: list[float]
+    hourly: list[float]
+    region: list[int]
+    code: list[int]
+    memory: list[float]
+    capacity: list[float]
+    servers: list[int]
+    precision: list[int]
+    reasons: list[str]
+
+
+def _columns(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None) -> _Columns:
     cs, vs, ss = (np.array(x, dtype=np.int64) for x in zip(*picks, strict=True))
+    space = ev.space
     hours = ev.hours[cs, vs, ss].tolist()
     cost = ev.cost[cs, vs, ss].tolist()
-    hourly = ev.hourly[cs, vs, ss].tolist()
-    region = ev.region[cs, vs, ss].tolist()
     code = ev.reason[cs, vs, ss].tolist()
-    memory = ev.memory_total[cs, vs].tolist()
-    capacity = space.capacity_bytes[cs].tolist()
-    servers = (space.server_replicas[cs] * VARIANT_SERVER[vs]).tolist()
-    precision = np.where(ev.fp32[cs], FP32_INDEX, space.mixed_precision[cs]).tolist()
     best_cost = float(ev.cost[best]) if best is not None else 0.0
     best_hours = float(ev.hours[best]) if best is not None else 0.0
-    rows = []
-    for i, (c, v, s) in enumerate(picks):
-        shape = space.configs[c].shape
-        finite = cost[i] != np.inf
-        if code[i] == 0 and best is not None and (c, v, s) != best:
-            text = _loss_text(ev.limits.fastest, hours[i] - best_hours, cost[i] - best_cost, best_cost)
-        else:
-            text = reason_text(ev, c, v, s, best)
-        rows.append({
-            "machine_type": shape.machine_type, "accelerator_type": shape.accelerator_type,
-            "accelerator_count": shape.accelerator_count, "replica_count": space.configs[c].nodes,
-            "strategy": STRATEGIES[VARIANT_STRATEGY[v]], "precision": PRECISIONS[precision[i]],
-            "region": space.regions[region[i]] if region[i] >= 0 else None, "spot": bool(s),
-            "reduction_server_replicas": servers[i],
-            "estimated_hours": hours[i] if hours[i] != np.inf else None,
-            "estimated_cost_usd": cost[i] if finite else None, "hourly_cost_usd": hourly[i] if finite else None,
-            "memory_total_bytes": round(memory[i]), "gpu_memory_bytes": round(capacity[i]), "feasible": code[i] == 0,
-            "chosen": best == (c, v, s), "reason": text,
-        })
-    return rows
+    fastest = ev.limits.fastest
+    reasons = [_loss_text(fastest, hours[i] - best_hours, cost[i] - best_cost, best_cost)
+               if code[i] == 0 and best is not None and pick != best else reason_text(ev, *pick, best)
+               for i, pick in enumerate(picks)]
+    return _Columns(
+        hours=hours, cost=cost, hourly=ev.hourly[cs, vs, ss].tolist(), region=ev.region[cs, vs, ss].tolist(),
+        code=code, memory=ev.memory_total[cs, vs].tolist(), capacity=space.capacity_bytes[cs].tolist(),
+        servers=(space.server_replicas[cs] * VARIANT_SERVER[vs]).tolist(),
+        precision=np.where(ev.fp32[cs], FP32_INDEX, space.mixed_precision[cs]).tolist(), reasons=reasons)
 
 
 def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
                ) -> list[Candidate]:
-    return [Candidate(**row) for row in _rows(ev, picks, best)]
+    if not picks:
+        return []
+    space, col = ev.space, _columns(ev, picks, best)
+    out = []
+    for i, (c, v, s) in enumerate(picks):
+        shape = space.configs[c].shape
+        finite = col.cost[i] != np.inf
+        out.append(Candidate(
+            machine_type=shape.machine_type, accelerator_type=shape.accelerator_type,
+            accelerator_count=shape.accelerator_count, replica_count=space.configs[c].nodes,
+            strategy=STRATEGIES[VARIANT_STRATEGY[v]], precision=PRECISIONS[col.precision[i]],
+            region=space.regions[col.region[i]] if col.region[i] >= 0 else None, spot=bool(s),
+            reduction_server_replicas=col.servers[i],
+            estimated_hours=col.hours[i] if col.hours[i] != np.inf else None,
+            estimated_cost_usd=col.cost[i] if finite else None, hourly_cost_usd=col.hourly[i] if finite else None,
+            memory_total_bytes=round(col.memory[i]), gpu_memory_bytes=round(col.capacity[i]),
+            feasible=col.code[i] == 0, chosen=best == (c, v, s), reason=col.reasons[i],
+        ))
+    return out
 
 
 def alternatives(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
                  ) -> list[PlanAlternative]:
     """The Plan record's ranked alternatives (rank 1 = runner-up)."""
+    if not picks:
+        return []
+    space, col = ev.space, _columns(ev, picks, best)
     out = []
-    for rank, row in enumerate(_rows(ev, picks, best), start=1):
-        del row["hourly_cost_usd"], row["gpu_memory_bytes"], row["chosen"]
-        for key in ("estimated_hours", "estimated_cost_usd"):
-            if row[key] is not None:
-                row[key] = round(row[key], 6)
-        out.append(PlanAlternative(rank=rank, **row))
+    for i, (c, v, s) in enumerate(picks):
+        shape = space.configs[c].shape
+        hours, cost = col.hours[i], col.cost[i]
+        out.append(PlanAlternative(
+            rank=i + 1, machine_type=shape.machine_type, accelerator_type=shape.accelerator_type,
+            accelerator_count=shape.accelerator_count, replica_count=space.configs[c].nodes,
+            strategy=STRATEGIES[VARIANT_STRATEGY[v]], precision=PRECISIONS[col.precision[i]],
+            region=space.regions[col.region[i]] if col.region[i] >= 0 else None, spot=bool(s),
+            reduction_server_replicas=col.servers[i],
+            estimated_hours=round(hours, 6) if hours != np.inf else None,
+            estimated_cost_usd=round(cost, 6) if cost != np.inf else None,
+            memory_total_bytes=round(col.memory[i]), feasible=col.code[i] == 0, reason=col.reasons[i],
+        ))
     return out

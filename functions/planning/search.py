@@ -119,32 +119,89 @@ def _divisors(n: int) -> np.ndarray:
     return np.array(sorted({*small, *(n // d for d in small)}), dtype=np.int64)
 
 
-_SHARES: dict[tuple[int, bytes], np.ndarray] = {}
+LOOKUP_LIMIT = 1 << 16
+"""Most entries a batch's micro-batch lookup table may hold (one per sample count up to each distinct share)."""
 
 
-def share_divisors(global_batch: int, world: np.ndarray) -> np.ndarray:
-    """[k, config]: the divisors of each process's share (global_batch / world), ascending, padded with inf; a
-    column of inf where world does not divide the global batch. Cached per (batch, world array): requests reuse a
-    few."""
+@dataclass(frozen=True, eq=False)
+class BatchSplit:
+    """How a global batch divides over each configuration's processes; the same for every request with that batch
+    (cached per batch and world array: requests reuse a few)."""
+
+    per_process: np.ndarray
+    """[config] samples per process, rounded up (where the processes do not divide the batch: a batch failure)."""
+    divisible: np.ndarray
+    """[config] the processes divide the global batch."""
+    divisors: np.ndarray
+    """[k, config] the divisors of each process's share, ascending, padded with inf; a column of inf where the
+    batch does not divide."""
+    largest: np.ndarray | None
+    """The largest divisor of a share at most r samples, for r = 0..share, for each distinct share one after the
+    other (0 where none: r = 0); None when that would pass LOOKUP_LIMIT entries."""
+    start: np.ndarray
+    """[config] where its share's run begins in `largest` (a 0 entry where the batch does not divide)."""
+    cap: np.ndarray
+    """[config] its share (float), 0 where the batch does not divide: room is clipped to [0, cap]."""
+
+
+_SPLITS: dict[tuple[int, bytes], BatchSplit] = {}
+
+
+def _largest_divisor_runs(shares: list[int]) -> tuple[np.ndarray, dict[int, int]] | None:
+    """The `largest` table of BatchSplit for these shares (0 first, for batches that do not divide), and where
+    each share's run starts; None past LOOKUP_LIMIT entries."""
+    if 1 + sum(n + 1 for n in shares) > LOOKUP_LIMIT:
+        return None
+    runs, starts, at = [np.zeros(1, dtype=np.int64)], {}, 1
+    for n in shares:
+        run = np.zeros(n + 1, dtype=np.int64)
+        for d in _divisors(n).tolist():  # ascending: each divisor holds from itself up to the next
+            run[d:] = d
+        runs.append(run)
+        starts[n] = at
+        at += n + 1
+    return np.concatenate(runs), starts
+
+
+def batch_split(global_batch: int, world: np.ndarray) -> BatchSplit:
     key = (global_batch, world.tobytes())
-    table = _SHARES.get(key)
-    if table is None:
+    split = _SPLITS.get(key)
+    if split is None:
         divisors = _divisors(global_batch)
         divisible = global_batch % world == 0
         share = np.where(divisible, global_batch // world, 1)
         valid = divisible[:, None] & (share[:, None] % divisors[None, :] == 0)
         table = np.sort(np.where(valid, divisors[None, :].astype(np.float64), np.inf), axis=1)
         table = np.ascontiguousarray(table[:, : max(1, int(valid.sum(axis=1).max()))].T)
-        if len(_SHARES) > 256:
-            _SHARES.clear()
-        _SHARES[key] = table
-    return table
+        runs = _largest_divisor_runs(sorted(set(share[divisible].tolist())))
+        start = np.zeros(world.shape, dtype=np.int64)
+        if runs is not None:
+            start = np.array([runs[1][n] if ok else 0 for n, ok in zip(share.tolist(), divisible.tolist(),
+                                                                         strict=True)], dtype=np.int64)
+        split = BatchSplit(per_process=-(-global_batch // world), divisible=divisible, divisors=table,
+                           largest=None if runs is None else runs[0], start=start,
+                           cap=np.where(divisible, share, 0).astype(np.float64))
+        if len(_SPLITS) > 256:
+            _SPLITS.clear()
+        _SPLITS[key] = split
+    return split
+
+
+def share_divisors(global_batch: int, world: np.ndarray) -> np.ndarray:
+    """[k, config]: the divisors of each process's share (global_batch / world), ascending, padded with inf; a
+    column of inf where world does not divide the global batch."""
+    return batch_split(global_batch, world).divisors
 
 
 def split_batch(global_batch: int, world: np.ndarray, room: np.ndarray) -> np.ndarray:
     """[variant, config] micro-batch: the largest divisor of global_batch / world that is at most `room` samples;
-    0 where none is (or where world does not divide the global batch)."""
-    table = share_divisors(global_batch, world)
+    0 where none is (or where world does not divide the global batch). Where room >= 1 and world divides the batch
+    there always is one (1 divides every share)."""
+    split = batch_split(global_batch, world)
+    if split.largest is not None:  # one lookup: room clipped to [0, share] indexes its share's run
+        # (np.minimum/np.maximum: np.clip with an array bound is several times slower)
+        return split.largest[split.start + np.minimum(np.maximum(room, 0.0), split.cap).astype(np.int64)]
+    table = split.divisors
     fitting = np.zeros(room.shape, dtype=np.int64)
     for row in table:  # a handful of rows: the most divisors any share has
         fitting += row <= room
@@ -159,7 +216,8 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     p = float(work.parameters)
     world = space.world
     batch = work.global_batch
-    per_process = -(-batch // world)
+    shares = batch_split(batch, world)
+    per_process, divisible = shares.per_process, shares.divisible
 
     # Memory: what does not depend on the micro-batch, then the largest micro-batch that fits the usable memory,
     # without activation checkpointing, else with it (transformers only), else none (a memory failure).
@@ -169,19 +227,20 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     usable = usable_bytes(space.capacity_bytes, limits.memory_margin)
     per_sample = work.activation_bytes_per_sample * mode.activation_factor  # [config]
     room = np.floor((usable - fixed) / per_sample)
-    micro_plain = split_batch(batch, world, room)
-    divisible = batch % world == 0
+    # No micro-batch fits without checkpointing exactly where not even one sample does (room < 1): 1 divides every
+    # share. Checkpointing is on where one sample fits with it; one split then serves both cases.
+    none_fits = (room < 1) & divisible
     can_checkpoint = work.checkpointed_activation_bytes_per_sample > 0
-    if can_checkpoint and ((micro_plain == 0) & divisible).any():
+    if can_checkpoint and none_fits.any():
         per_sample_ck = work.checkpointed_activation_bytes_per_sample * mode.activation_factor
-        micro_ck = split_batch(batch, world, np.floor((usable - fixed) / per_sample_ck))
-        checkpointing = (micro_plain == 0) & (micro_ck > 0)
-        micro = np.where(checkpointing, micro_ck, micro_plain)
+        room_ck = np.floor((usable - fixed) / per_sample_ck)
+        checkpointing = none_fits & (room_ck >= 1)
+        micro = split_batch(batch, world, np.where(checkpointing, room_ck, room))
         # Where nothing fits, report the least it could need: one sample, checkpointed.
         sample_bytes = np.where(checkpointing | (micro == 0), per_sample_ck, per_sample)
     else:
         checkpointing = np.zeros(room.shape, dtype=bool)
-        micro = micro_plain
+        micro = split_batch(batch, world, room)
         # Where nothing fits, report the least it could need: one sample (checkpointed, for a transformer).
         least = work.checkpointed_activation_bytes_per_sample * mode.activation_factor if can_checkpoint else per_sample
         sample_bytes = np.where(micro == 0, least, per_sample)
@@ -191,7 +250,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     acts = sample_bytes * micro
     mem_total = fixed + acts
 
-    recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing
+    recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing.astype(np.float64)
     compute = work.flops_per_sample * per_process / mode.effective_flops * recompute
     step = step_seconds(compute, p * mode.comm_seconds_per_param, a.compute.comm_overlap_fraction,
                         space.step_overhead * accumulation)

@@ -174,3 +174,30 @@ def test_unknown_region_and_gpu_names_are_called_out():
                         now=NOW).rejection
     assert "regions not in the catalog: us-south9 (known: us-central1," in text
     assert "gpu_allowlist names unknown accelerator types: NVIDIA_H100 (known: " in text
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 7, 12, 48, 64, 100, 1024, 4096, 65536, 10**6])
+def test_the_micro_batch_lookup_is_the_largest_divisor_that_fits(batch: int) -> None:
+    """split_batch (a lookup table per batch, or the divisor loop past LOOKUP_LIMIT) against the definition."""
+    import math
+
+    import numpy as np
+
+    from functions.planning.search import batch_split, split_batch
+    from functions.planning.space import space_for
+
+    space = space_for(load_catalog(), load_quotas(), "us-central1")
+    world = space.world
+    rng = np.random.default_rng(batch)
+    room = np.floor(rng.uniform(-5, 2 * batch + 5, size=(5, len(world))))
+    room[:, ::9] = 1e15
+    micro = split_batch(batch, world, room)
+    shares = batch_split(batch, world)
+    for c in rng.choice(len(world), 40, replace=False).tolist():
+        share = batch // int(world[c]) if batch % int(world[c]) == 0 else 0
+        small = [d for d in range(1, math.isqrt(share) + 1) if share % d == 0]
+        divisors = {*small, *(share // d for d in small)}
+        for v in range(room.shape[0]):
+            fitting = [d for d in divisors if d <= room[v, c]]
+            assert micro[v, c] == max(fitting, default=0), (c, v, share, room[v, c])
+    assert (shares.largest is None) == (batch >= 65536)
