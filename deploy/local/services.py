@@ -104,12 +104,14 @@ def function(name: str, port: int, env: dict[str, str]) -> ServiceSpec:
 
 
 def vertex(port: int, *, project: str, events_topic: str, state_dir: Path, env: dict[str, str],
-           faults_file: Path | None = None) -> ServiceSpec:
-    """Landfall's Vertex AI JobService emulator (deploy/vertex_emulator)."""
+           faults_file: Path | None = None, images_file: Path | None = None) -> ServiceSpec:
+    """Landfall's Vertex AI JobService emulator (deploy/vertex_emulator); images_file is its --images map."""
     argv = [sys.executable, "-m", "deploy.vertex_emulator", "--host", HOST, "--port", str(port),
             "--project", project, "--events-topic", events_topic, "--state-dir", str(state_dir)]
     if faults_file is not None:
         argv += ["--faults", str(faults_file)]
+    if images_file is not None:
+        argv += ["--images", str(images_file)]
     return ServiceSpec(
         name="vertex",
         argv=argv,

@@ -28,6 +28,9 @@ SERVICE_ORDER = tuple(name for stage in STAGES for name in stage)
 """Every service `up` starts, in start order (`down` stops them in reverse): the functions follow topology.functions."""
 PORTLESS_SERVICES = frozenset({"bridge", "scheduler"})
 """Services that listen on no port: `--port NAME=0` is accepted for them (nothing to pick), any other port refused."""
+VERTEX_IMAGES_ENV = "LANDFALL_VERTEX_IMAGES"
+"""A JSON file mapping container images to local entrypoints, given to the Vertex emulator as --images (the fault
+campaign maps its trainer image to a no-op); unset: only Landfall's trainer image runs."""
 SWEEP_EVERY_ENV = "LANDFALL_SWEEP_EVERY_SECONDS"
 """Overrides every schedule's every_seconds on the local stack (tests tick every second)."""
 
@@ -126,8 +129,10 @@ class _Plan:
                                     bucket=topology.bucket, pubsub_host=self.current.env["PUBSUB_EMULATOR_HOST"],
                                     root=root)
         if name == "vertex":
+            images = env.get(VERTEX_IMAGES_ENV)
             return services.vertex(ports[name], project=project, events_topic=topology.job_events_topic,
-                                   state_dir=persistence.vertex_dir(state_dir), env=env)
+                                   state_dir=persistence.vertex_dir(state_dir), env=env,
+                                   images_file=Path(images) if images else None)
         if name == "bridge":
             endpoints = {f.name: f"http://{services.HOST}:{ports[f.name]}/" for f in topology.functions}
             return services.bridge(project=project, endpoints=endpoints, env=env)

@@ -19,6 +19,7 @@ from functions.dispatch import job_spec
 from functions.dispatch.request_rules import request_problems
 from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
+from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, VertexJobs
 from functions.records import attempts as attempt_rules
@@ -71,6 +72,7 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         return _reject_unreadable(message, str(exc), deps)
     run_id = request.run_id
     run, created = deps.store.create_if_absent(new_run(run_id, request.to_dict(), now=now))
+    fault_point("dispatch.after_record")
     if not created and (run.state in TERMINAL_STATES
                         or run.state in (RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
@@ -87,6 +89,7 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
                               change=lambda r: replace(
                                   r, plan=plan, cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
                                   submission=replace(r.submission, fallbacks=fallbacks, attempts=())))
+        fault_point("dispatch.after_plan")
     return _submit(run_id, request, deps)
 
 
@@ -100,6 +103,7 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
         return f"duplicate:{claim.doc.state}"
     if claim.outcome == ClaimOutcome.NOT_READY:
         raise TransientError(f"run {run_id} is not planned yet")
+    fault_point("dispatch.after_claim")
     run = claim.doc
     if run.plan is None:
         raise PermanentError(f"run {run_id} is {run.state} but its record has no plan (edited by hand?); delete "
@@ -118,6 +122,7 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
         attempts.append(SubmissionAttempt(region=plan.region, machine_type=plan.machine_type,
                                           at=format_timestamp(deps.now()), outcome="pending", plan=plan))
         deps.store.merge(run_id, _with_attempts(attempts), now=deps.now())
+        fault_point("dispatch.after_record_attempt")
         try:
             job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id))
         except CapacityError as exc:
@@ -133,8 +138,10 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
             deps.store.transition(run_id, RunState.FAILED, now=deps.now(), detail="submission refused",
                                   change=_failed("submit-refused", str(exc), attempts))
             return "failed:submit-refused"
+        fault_point("dispatch.after_create_job")
         attempts[-1] = replace(attempts[-1], outcome="created")
         _record_submitted(run_id, job, plan, attempts, deps)
+        fault_point("dispatch.after_record_submission")
         return "submitted"
     deps.store.merge(run_id, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), now=deps.now())
     reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from functions.envelopes import ObjectEvent
 from functions.errors import PermanentError, TransientError
+from functions.fault_points import fault_point
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
@@ -104,6 +105,7 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
     if current is None:
         log.info("ignoring gs://%s/%s#%s: it no longer exists", event.bucket, event.name, event.generation)
         return "ignored:gone"
+    fault_point("ingest.after_read")
     generation = event.generation or current.generation
     if int(current.generation or 0) > int(generation or 0):
         log.info("ignoring gs://%s/%s#%s: superseded by generation %s (a late notification)", event.bucket,
@@ -157,6 +159,7 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         # Retried, not acknowledged: this may be the claim holder's own redelivery after it crashed.
         raise TransientError(f"{c.uri} version {c.generation} is being evaluated by another delivery; retry after "
                              f"its lease ({deps.settings.ingest_lease_seconds} s)")
+    fault_point("ingest.after_claim")
     try:
         verdict = _verdict(c, deps, scan)
         if verdict.request is None:
@@ -181,8 +184,10 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         # Let the next delivery take over at once rather than after the lease.
         deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now(), updates={})
         raise
+    fault_point("ingest.after_publish")
     deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.PUBLISHED, now=deps.now(), updates={
         "message_id": message_id, "request": verdict.request.to_dict(), "reason": "", "content_key": content_key})
+    fault_point("ingest.after_mark_published")
     deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DatasetStatus.REQUESTED, "",
                                            version_summary(c, run_id, VersionStatus.PUBLISHED, content_key=content_key),
                                            deps.now()))

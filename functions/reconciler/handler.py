@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from functions.errors import LandfallError
+from functions.fault_points import fault_point
 from functions.gcp.vertex import JobView, VertexJobs
 from functions.listener.handler import ListenerDeps, record_job_state
 from functions.records.attempts import AttemptPolicy, wait_over
@@ -71,11 +72,13 @@ def reconcile(deps: ReconcilerDeps) -> str:
 def _reconcile(deps: ReconcilerDeps) -> str:
     counts: Counter[str] = Counter()
     for run in deps.open_runs():
+        fault_point("reconciler.after_read_runs")
         try:
             outcome = reconcile_run(run, deps)
         except LandfallError as exc:
             log.warning("run %s: not reconciled this pass: %s", run.run_id, exc)
             outcome = "error"
+        fault_point("reconciler.after_run")
         if outcome != "unchanged":
             log.info("run %s (%s): %s", run.run_id, run.state, outcome)
         counts[outcome.split(":", 2)[0] if outcome.startswith("resubmitted") else outcome] += 1

@@ -93,3 +93,15 @@ def test_a_bad_sweep_period_is_refused_before_anything_starts(tmp_path: Path,
     with pytest.raises(StackError, match=rf"{stack.SWEEP_EVERY_ENV} must be a whole number of seconds >= 1"):
         stack.up(tmp_path, {name: 0 for name in stack.SERVICE_ORDER})
     assert stack.read_state(tmp_path) == []
+
+
+@pytest.mark.parametrize("images", ["", "/tmp/images.json"])
+def test_the_vertex_emulator_gets_the_images_map_named_at_up(tmp_path: Path, images: str) -> None:
+    from deploy.local.record import StackRecord
+
+    topology = load_topology()
+    ports = {name: 9000 + i for i, name in enumerate(topology.local_ports)}
+    service_env = {stack.VERTEX_IMAGES_ENV: images} if images else {}
+    current = StackRecord(services=(), env=stack.stack_env(topology, ports), ports=ports, service_env=service_env)
+    argv = stack._Plan(topology, tmp_path, current).spec("vertex").argv
+    assert (argv[argv.index("--images") + 1] if "--images" in argv else "") == images
