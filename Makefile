@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration test-e2e lint bench up down status clean
+.PHONY: install demo test test-unit test-integration test-e2e lint bench campaign up down status clean
 
 # Install with uv (pinned, bootstrapped into the venv by pip: seconds instead of a minute), the same pinned
 # requirements; pip does it when uv cannot be had or fails. uv reads no pip.conf: scripts/uv_sources.py passes it
@@ -49,6 +49,15 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+## make campaign: the fault campaign (long, not part of `make test`): its own local stack, TRIALS trials (300) with
+## faults drawn from SEED (default: the clock), BATCH at once; prints the counts and a replay command per violation,
+## writes .landfall/campaign/last.json. Replay a batch: make campaign SEED=S FIRST=N TRIALS=10.
+TRIALS ?= 300
+FIRST ?= 0
+BATCH ?= 10
+campaign: $(STAMP)
+	$(PY) -m tests.campaign --trials $(TRIALS) --first $(FIRST) --batch $(BATCH) $(if $(SEED),--seed $(SEED))
 
 up: $(STAMP)
 	$(VENV)/bin/landfall up

@@ -24,12 +24,14 @@ from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, VertexJobs
 from functions.records import attempts as attempt_rules
 from functions.records.leases import ClaimOutcome
+from functions.records.run_rules import transitioned
 from functions.settings import Settings
 from schemas.errors import SchemaError
 from schemas.plan import Plan
 from schemas.run_record import (
     TERMINAL_STATES,
     Artifacts,
+    JobAttempt,
     RunError,
     RunRecord,
     RunState,
@@ -116,8 +118,8 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
             if found is not None and found.name not in earlier:
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
                 plan = next((a.plan for a in attempts if a.region == region), run.plan)
-                _record_submitted(run_id, found, plan, attempts, deps)
-                return "recovered"
+                outcome = _record_submitted(run_id, found, plan, attempts, owner, deps)
+                return "recovered" if outcome == "submitted" else f"recovered:{outcome}"
     for plan in attempt_rules.candidates(run):
         attempts.append(SubmissionAttempt(region=plan.region, machine_type=plan.machine_type,
                                           at=format_timestamp(deps.now()), outcome="pending", plan=plan))
@@ -140,9 +142,9 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
             return "failed:submit-refused"
         fault_point("dispatch.after_create_job")
         attempts[-1] = replace(attempts[-1], outcome="created")
-        _record_submitted(run_id, job, plan, attempts, deps)
+        outcome = _record_submitted(run_id, job, plan, attempts, owner, deps)
         fault_point("dispatch.after_record_submission")
-        return "submitted"
+        return outcome
     deps.store.merge(run_id, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), now=deps.now())
     reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))
     why = f"every planned shape was refused for capacity: {reasons}. Allow more regions or GPU kinds, or raise quota."
@@ -189,17 +191,56 @@ def _failed(code: str, message: str, attempts: list[SubmissionAttempt]) -> Calla
     return lambda r: replace(with_attempts(r), error=RunError(code, message))
 
 
-def _record_submitted(run_id: str, job: JobView, plan: Plan, attempts: list[SubmissionAttempt],
-                      deps: DispatchDeps) -> None:
+def _record_submitted(run_id: str, job: JobView, plan: Plan, attempts: list[SubmissionAttempt], owner: str,
+                      deps: DispatchDeps) -> str:
+    """Record the job as the run's (SUBMITTED) while this delivery still holds the submission claim. A delivery that
+    outlived its lease, and whose claim another delivery took over meanwhile, records nothing over the other's work:
+    its job is either the one the other adopted, or a second job, which it cancels and records as superseded (found
+    by the fault campaign: a slow CreateCustomJob past the lease made two jobs for one attempt)."""
     now = deps.now()
     stamp = format_timestamp(now)
     vertex = VertexJobRef(job_name=job.name, job_id=job.job_id, region=job.region, display_name=job.display_name,
                           state=job.state)
     artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id, plan.region))
     with_attempts = _with_attempts(attempts, lease_until=stamp)
-    deps.store.transition(run_id, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}",
-                          change=lambda r: replace(with_attempts(r), plan=plan, vertex=vertex, artifacts=artifacts,
-                                                   timings=replace(r.timings, submitted_at=stamp)))
+    outcome = deps.store.apply(run_id, _submitted_step(job, owner, now, lambda r: replace(
+        with_attempts(r), plan=plan, vertex=vertex, artifacts=artifacts,
+        timings=replace(r.timings, submitted_at=stamp))))
+    if outcome == "superseded":
+        log.warning("run %s: its submission claim was taken over while job %s was being created; the run has "
+                    "another job, so this one is cancelled and recorded as superseded", run_id, job.name)
+        try:
+            deps.vertex.cancel(job.name)
+        except (TransientError, PermanentError) as exc:
+            log.warning("run %s: cancelling superseded job %s failed (%s); it stays recorded on the run", run_id,
+                        job.name, exc)
+    return outcome
+
+
+SUPERSEDED = "superseded"
+"""The JobAttempt reason of a second job a delivery created after its claim was taken over (not in any round)."""
+
+
+def _submitted_step(job: JobView, owner: str, now: datetime, change: Callable[[RunRecord], RunRecord]
+                    ) -> Callable[[RunRecord | None], tuple[RunRecord | None, str]]:
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
+        if cur is None:
+            return None, "gone"
+        if cur.submission.owner == owner:
+            new = transitioned(cur, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}", change=change)
+            return new, "submitted" if new is not None else f"unchanged:{cur.state}"
+        if (cur.vertex is not None and cur.vertex.job_name == job.name) or job.name in attempt_rules.known_jobs(cur):
+            return None, "adopted"
+        stamp = format_timestamp(now)
+        superseded = JobAttempt(job_name=job.name, region=job.region, machine_type=cur.plan.machine_type if cur.plan
+                                else "", reason=SUPERSEDED, message="created by a delivery whose submission claim "
+                                "was taken over; cancelled", at=stamp, round=-1)
+        sub = cur.submission
+        new = transitioned(cur, cur.state, now=now, change=lambda r: replace(r, submission=replace(
+            sub, jobs=(*(sub.jobs or ()), superseded), job_ids=(*(sub.job_ids or ()), job.job_id))))
+        return new, SUPERSEDED
+
+    return step
 
 
 def _reject(run_id: str, code: str, reason: str, deps: DispatchDeps) -> str:

@@ -277,3 +277,51 @@ def test_a_submitting_run_without_a_plan_is_refused_with_what_to_do() -> None:
     with pytest.raises(PermanentError, match=r"has no plan .*delete the run document"):
         w.deliver()
     assert w.vertex.create_calls == []
+
+
+def _slow_create(w: World, *, take_over: str) -> list[str]:
+    """The first CreateCustomJob outlives the submission lease: while it is in flight another delivery takes the
+    claim over, before the job exists (take_over="before") or once it exists (take_over="after")."""
+    real_create, answers = w.vertex.create, []
+
+    def create(region: str, custom_job: dict) -> object:  # type: ignore[type-arg]
+        w.vertex.create = real_create  # type: ignore[method-assign]
+        if take_over == "before":
+            w.clock.now = NOW + LEASE + timedelta(seconds=1)
+            answers.append(w.deliver(message_id="m-2"))
+            return real_create(region, custom_job)
+        job = real_create(region, custom_job)
+        w.clock.now = NOW + LEASE + timedelta(seconds=1)
+        answers.append(w.deliver(message_id="m-2"))
+        return job
+
+    w.vertex.create = create  # type: ignore[method-assign]
+    return answers
+
+
+def test_a_delivery_that_outlived_its_lease_cancels_its_second_job_and_records_it_as_superseded() -> None:
+    """Fault campaign (tests/campaign): a CreateCustomJob slower than the lease made two jobs for one attempt, the
+    later record overwrote the earlier, and the other job ran on, unknown to the run."""
+    w = World()
+    answers = _slow_create(w, take_over="before")
+    assert w.deliver() == "superseded"
+    assert answers == ["submitted"], "the delivery that took over found no job yet and submitted one"
+    run = w.run()
+    assert run.vertex is not None and len(w.vertex.jobs) == 2
+    (superseded,) = run.submission.jobs or ()
+    (second,) = set(w.vertex.jobs) - {run.vertex.job_name}
+    assert superseded.job_name == second and superseded.reason == "superseded" and superseded.round == -1
+    assert second.rsplit("/", 1)[-1] in (run.submission.job_ids or ())
+    assert w.vertex.cancelled == [second]
+    assert run.state == RunState.SUBMITTED and states(run).count("SUBMITTED") == 1
+
+
+def test_a_delivery_that_outlived_its_lease_leaves_its_job_to_the_delivery_that_adopted_it() -> None:
+    w = World()
+    answers = _slow_create(w, take_over="after")
+    assert w.deliver() == "adopted"
+    assert answers == ["recovered"]
+    run = w.run()
+    (job_name,) = w.vertex.jobs
+    assert run.vertex is not None and run.vertex.job_name == job_name and not run.submission.jobs
+    assert w.vertex.cancelled == [] and run.state == RunState.SUBMITTED
