@@ -42,6 +42,8 @@ class Trial:
     notes: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     final_states: list[str] = field(default_factory=list)
+    jobs: int = 0
+    """Vertex jobs labelled with the trial's runs at the end."""
 
     @property
     def run_id(self) -> str:
@@ -92,11 +94,11 @@ class Batch:
             elif f.kind == "job_event_storm":
                 self._job_event_storm(trial)
             elif f.kind == "vertex_restart":
-                if self.wait_run(trial, {"SUBMITTED", "RUNNING"}, 30) is not None:
+                if self._wait_replica(trial):
                     self.env.restart("vertex")
-                    trial.notes.append("restarted vertex with the job active")
+                    trial.notes.append("restarted vertex while the job's replica ran")
                 else:
-                    trial.notes.append("vertex restart not applied: the run was never SUBMITTED/RUNNING")
+                    trial.notes.append("vertex restart not applied: no replica of the run was seen running")
             elif f.kind == "trainer_kill":
                 self._trainer_kill(trial)
         except Exception as exc:  # a fault that could not be applied is reported, not a violation
@@ -148,18 +150,27 @@ class Batch:
                 self.env.publish(self.env.topology.job_events_topic, json.dumps(entry).encode())
         trial.notes.append(f"published its job's events {trial.fault.count} times, newest first")
 
-    def _trainer_kill(self, trial: Trial) -> None:
-        deadline = time.monotonic() + 40
+    def _wait_replica(self, trial: Trial, timeout_s: float = 40.0) -> list[int]:
+        """The run's replica processes once one runs; [] if none did before the run ended or timeout_s."""
+        deadline, checked = time.monotonic() + timeout_s, time.monotonic()
         while time.monotonic() < deadline:
             pids = replica_pids(trial.run_id)
             if pids:
-                trial.notes.append(f"killed {kill(pids)} replica process(es)")
-                return
-            run = self.env.run(trial.run_id)
-            if run is not None and run.get("state") in ("SUCCEEDED", "FAILED", "REJECTED", "CANCELLED"):
-                break
-            time.sleep(0.2)
-        trial.notes.append("trainer kill not applied: no replica process was found running")
+                return pids
+            if time.monotonic() - checked > 2.0:
+                checked = time.monotonic()
+                run = self.env.run(trial.run_id)
+                if run is not None and run.get("state") in ("SUCCEEDED", "FAILED", "REJECTED", "CANCELLED"):
+                    return []
+            time.sleep(0.1)
+        return []
+
+    def _trainer_kill(self, trial: Trial) -> None:
+        pids = self._wait_replica(trial)
+        if pids:
+            trial.notes.append(f"killed {kill(pids)} replica process(es)")
+        else:
+            trial.notes.append("trainer kill not applied: no replica process was found running")
 
     # -- fault points and Vertex faults, armed for the batch ------------------------------------------------------
     def arm(self) -> dict[str, int]:
@@ -224,6 +235,7 @@ class Batch:
             final = self.facts(t, with_jobs=True)
             t.violations = check(final)
             t.final_states = sorted(str(r.get("state")) for r in final.runs)
+            t.jobs = sum(len(j) for j in final.jobs.values())
 
     def facts(self, trial: Trial, *, with_jobs: bool = False) -> TrialFacts:
         uri = self.uri(trial)
@@ -328,11 +340,12 @@ def _summary(seed: int, args: argparse.Namespace, trials: list[Trial], delivery:
         "fault_not_applied": dict(sorted(Counter(t.fault.kind for t in trials
                                                  if any("not applied" in n for n in t.notes)).items())),
         "final_states": dict(sorted(Counter(s for t in trials for s in t.final_states).items())),
+        "trials_with_several_jobs": sum(1 for t in trials if t.jobs > 1),
         "violations_per_invariant": {name: per_invariant.get(name, 0) for name in INVARIANTS},
         "violations_total": sum(per_invariant.values()),
         "violations": violations,
         "trials_detail": [{"trial": t.number, **asdict(t.fault), "prefix": t.prefix, "run_id": t.run_id,
-                           "states": t.final_states, "notes": t.notes} for t in trials],
+                           "states": t.final_states, "jobs": t.jobs, "notes": t.notes} for t in trials],
     }
 
 
@@ -350,7 +363,8 @@ def _print(summary: dict[str, Any]) -> None:
     print(f"{'fault':<22}{'trials':>7}{'not applied':>13}")
     for kind, n in summary["per_fault"].items():
         print(f"{kind:<22}{n:>7}{summary['fault_not_applied'].get(kind, 0):>13}")
-    print(f"final run states: {summary['final_states']}")
+    print(f"final run states: {summary['final_states']}; trials whose run used more than one job: "
+          f"{summary['trials_with_several_jobs']}")
     print(f"{'invariant':<24}{'violations':>11}")
     for name, n in summary["violations_per_invariant"].items():
         print(f"{name:<24}{n:>11}  {INVARIANTS[name]}")
