@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from functions.dispatch import job_spec
@@ -123,7 +123,9 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
     for plan in attempt_rules.candidates(run):
         attempts.append(SubmissionAttempt(region=plan.region, machine_type=plan.machine_type,
                                           at=format_timestamp(deps.now()), outcome="pending", plan=plan))
-        deps.store.merge(run_id, _with_attempts(attempts), now=deps.now())
+        renewed = format_timestamp(deps.now() + timedelta(seconds=deps.settings.submission_lease_seconds))
+        if not _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=renewed), deps):
+            return _lost_claim(run_id, "before creating its job")
         fault_point("dispatch.after_record_attempt")
         try:
             job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id))
@@ -133,7 +135,7 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
             continue
         except TransientError:
             released = format_timestamp(deps.now())
-            deps.store.merge(run_id, _with_attempts(attempts, lease_until=released), now=deps.now())
+            _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=released), deps)
             raise
         except PermanentError as exc:
             attempts[-1] = replace(attempts[-1], outcome=f"refused: {exc}")
@@ -145,11 +147,33 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
         outcome = _record_submitted(run_id, job, plan, attempts, owner, deps)
         fault_point("dispatch.after_record_submission")
         return outcome
-    deps.store.merge(run_id, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), now=deps.now())
+    if not _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), deps):
+        return _lost_claim(run_id, "after every plan was refused for capacity")
     reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))
     why = f"every planned shape was refused for capacity: {reasons}. Allow more regions or GPU kinds, or raise quota."
     outcome = deps.store.apply(run_id, _wait_step(why, deps.now(), attempt_policy(deps.settings)))
     return f"{'failed:no-capacity' if outcome == RunState.FAILED else 'waiting:no-capacity'}"
+
+
+def _owned_merge(run_id: str, owner: str, change: Callable[[RunRecord], RunRecord], deps: DispatchDeps) -> bool:
+    """Apply change only while this delivery still holds the submission claim; False (nothing written) when another
+    delivery took it over after this one's lease ran out."""
+    now = deps.now()
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None or cur.submission.owner != owner or cur.state != RunState.SUBMITTING:
+            return None, False
+        return transitioned(cur, cur.state, now=now, change=change), True
+
+    return bool(deps.store.apply(run_id, step))
+
+
+def _lost_claim(run_id: str, when: str) -> str:
+    """This delivery outlived its lease and another took the submission over: it leaves the run to that one (the
+    fault campaign found two jobs for one attempt where both went on)."""
+    log.warning("run %s: the submission claim was taken over by another delivery %s; leaving the run to it", run_id,
+                when)
+    return "lost-claim"
 
 
 def attempt_policy(settings: Settings) -> attempt_rules.AttemptPolicy:

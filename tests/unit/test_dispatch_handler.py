@@ -325,3 +325,24 @@ def test_a_delivery_that_outlived_its_lease_leaves_its_job_to_the_delivery_that_
     (job_name,) = w.vertex.jobs
     assert run.vertex is not None and run.vertex.job_name == job_name and not run.submission.jobs
     assert w.vertex.cancelled == [] and run.state == RunState.SUBMITTED
+
+
+def test_a_delivery_whose_claim_was_taken_over_before_it_created_a_job_creates_none() -> None:
+    """Fault campaign: a delivery slowed past its lease between its claim and its CreateCustomJob went on to create a
+    job while the delivery that took over created another (its stale attempt list overwrote the other's, too)."""
+    w = World()
+    real_claim, answers = w.runs.claim_submission, []
+
+    def claim(run_id: str, **kwargs: object) -> object:
+        taken = real_claim(run_id, **kwargs)  # type: ignore[arg-type]
+        w.runs.claim_submission = real_claim  # type: ignore[method-assign]
+        w.clock.now = NOW + LEASE + timedelta(seconds=1)
+        answers.append(w.deliver(message_id="m-2"))
+        return taken
+
+    w.runs.claim_submission = claim  # type: ignore[method-assign]
+    assert w.deliver() == "lost-claim"
+    assert answers == ["submitted"]
+    run = w.run()
+    assert len(w.vertex.jobs) == 1 and w.vertex.create_calls == ["us-central1"]
+    assert run.state == RunState.SUBMITTED and [a.outcome for a in run.submission.attempts or ()] == ["created"]
