@@ -52,10 +52,10 @@ bench: $(STAMP)
 
 ## make campaign: the fault campaign (long, not part of `make test`): its own local stack, TRIALS trials (300) with
 ## faults drawn from SEED (default: the clock), BATCH at once; prints the counts and a replay command per violation,
-## writes .landfall/campaign/last.json. Replay a batch: make campaign SEED=S FIRST=N TRIALS=10.
+## writes .landfall/campaign/last.json. Replay a batch: make campaign SEED=S FIRST=N TRIALS=25.
 TRIALS ?= 300
 FIRST ?= 0
-BATCH ?= 10
+BATCH ?= 25
 campaign: $(STAMP)
 	$(PY) -m tests.campaign --trials $(TRIALS) --first $(FIRST) --batch $(BATCH) $(if $(SEED),--seed $(SEED))
 

@@ -261,7 +261,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--trials", type=int, default=300, help="how many trials (default 300)")
     p.add_argument("--seed", type=int, default=None, help="the campaign's seed (default: from the clock, printed)")
     p.add_argument("--first", type=int, default=0, help="number of the first trial (to replay a batch)")
-    p.add_argument("--batch", type=int, default=10, help="trials run at once (default 10)")
+    p.add_argument("--batch", type=int, default=25, help="trials run at once (default 25)")
     p.add_argument("--out", type=Path, default=REPO_ROOT / ".landfall/campaign/last.json",
                    help="JSON summary (default .landfall/campaign/last.json)")
     p.add_argument("--state-dir", type=Path, default=REPO_ROOT / ".landfall/campaign/stack",
