@@ -73,10 +73,16 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
     except SchemaError as exc:
         return _reject_unreadable(message, str(exc), deps)
     run_id = request.run_id
+    # Duplicates are the common case under a redelivery storm: one plain read settles them, without the transaction
+    # that every copy would otherwise open on the same document (the fault campaign's storms made those collide until
+    # they were retried for minutes). States only move forward, so a stale read can only be behind.
+    seen = deps.store.get(run_id)
+    if seen is not None and _settled(seen.state):
+        log.info("run %s already %s: duplicate delivery of %s ignored", run_id, seen.state, message.message_id)
+        return f"duplicate:{seen.state}"
     run, created = deps.store.create_if_absent(new_run(run_id, request.to_dict(), now=now))
     fault_point("dispatch.after_record")
-    if not created and (run.state in TERMINAL_STATES
-                        or run.state in (RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)):
+    if not created and _settled(run.state):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"
     if run.state == RunState.RECEIVED:
@@ -93,6 +99,11 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
                                   submission=replace(r.submission, fallbacks=fallbacks, attempts=())))
         fault_point("dispatch.after_plan")
     return _submit(run_id, request, deps)
+
+
+def _settled(state: RunState) -> bool:
+    """A delivery that finds the run in this state has nothing to do: its job was submitted, or it ended."""
+    return state in TERMINAL_STATES or state in (RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)
 
 
 def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:

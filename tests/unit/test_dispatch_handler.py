@@ -346,3 +346,27 @@ def test_a_delivery_whose_claim_was_taken_over_before_it_created_a_job_creates_n
     run = w.run()
     assert len(w.vertex.jobs) == 1 and w.vertex.create_calls == ["us-central1"]
     assert run.state == RunState.SUBMITTED and [a.outcome for a in run.submission.attempts or ()] == ["created"]
+
+
+class CountingRuns(FakeRuns):
+    """Counts the transactions opened on run documents."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transactions = 0
+
+    def apply(self, run_id, step):  # type: ignore[no-untyped-def, override]
+        self.transactions += 1
+        return super().apply(run_id, step)
+
+
+def test_a_redelivery_storm_of_a_submitted_run_opens_no_transaction() -> None:
+    """Fault campaign: 5-20 copies of one request at once each opened a transaction on the same run document, and
+    they collided until they were retried for minutes."""
+    runs = CountingRuns()
+    w = World(runs=runs)
+    assert w.deliver() == "submitted"
+    before = runs.transactions
+    for n in range(20):
+        assert w.deliver(message_id=f"storm-{n}") == "duplicate:SUBMITTED"
+    assert runs.transactions == before
