@@ -24,7 +24,7 @@ from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, VertexJobs
 from functions.records import attempts as attempt_rules
 from functions.records.leases import ClaimOutcome
-from functions.records.run_rules import transitioned
+from functions.records.run_rules import submission_lease, transitioned
 from functions.settings import Settings
 from schemas.errors import SchemaError
 from schemas.plan import Plan
@@ -80,7 +80,10 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
     if seen is not None and _settled(seen.state):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, seen.state, message.message_id)
         return f"duplicate:{seen.state}"
-    run, created = deps.store.create_if_absent(new_run(run_id, request.to_dict(), now=now))
+    if seen is not None and seen.state == RunState.SUBMITTING and _lease_live(seen, now):
+        raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
+    run, created = (seen, False) if seen is not None else deps.store.create_if_absent(
+        new_run(run_id, request.to_dict(), now=now))
     fault_point("dispatch.after_record")
     if not created and _settled(run.state):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
@@ -99,6 +102,11 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
                                   submission=replace(r.submission, fallbacks=fallbacks, attempts=())))
         fault_point("dispatch.after_plan")
     return _submit(run_id, request, deps)
+
+
+def _lease_live(run: RunRecord, now: datetime) -> bool:
+    lease = submission_lease(run.submission)
+    return lease is not None and lease.live(now)
 
 
 def _settled(state: RunState) -> bool:

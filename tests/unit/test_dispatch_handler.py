@@ -370,3 +370,21 @@ def test_a_redelivery_storm_of_a_submitted_run_opens_no_transaction() -> None:
     for n in range(20):
         assert w.deliver(message_id=f"storm-{n}") == "duplicate:SUBMITTED"
     assert runs.transactions == before
+
+
+def test_a_redelivery_storm_while_another_delivery_submits_opens_no_transaction() -> None:
+    """Fault campaign: a storm of 17 copies arriving while the run was SUBMITTING opened two transactions each, so the
+    claim holder's own writes (and the reconciler's) collided with them and the run stayed SUBMITTING for minutes."""
+    runs = CountingRuns()
+    w = World(runs=runs)
+    w.vertex.crash_on_create("us-central1", after_creating=False)
+    with pytest.raises(Crash):
+        w.deliver()
+    before = runs.transactions
+    w.clock.now = NOW + timedelta(seconds=1)
+    for n in range(10):
+        with pytest.raises(TransientError, match="another delivery is submitting it"):
+            w.deliver(message_id=f"storm-{n}")
+    assert runs.transactions == before
+    w.clock.now = NOW + LEASE + timedelta(seconds=1)
+    assert w.deliver(message_id="after-lease") == "submitted"
