@@ -20,7 +20,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-ENV = "LANDFALL_FAULT_POINTS"
+from functions.settings import FAULT_POINTS_ENV as ENV
+from functions.settings import fault_points_setting
+
 CRASH_EXIT_CODE = 70
 """The exit status of a process a `crash` fault point ended (EX_SOFTWARE), so its log and exit are recognisable."""
 
@@ -77,8 +79,8 @@ def parse(spec: str) -> dict[str, Fault]:
     return faults
 
 
-def from_env(environ: Mapping[str, str] = os.environ) -> dict[str, Fault]:
-    return parse(environ.get(ENV, ""))
+def from_env(environ: Mapping[str, str] | None = None) -> dict[str, Fault]:
+    return parse(fault_points_setting(environ))
 
 
 _ACTIVE: dict[str, Fault] = from_env()
