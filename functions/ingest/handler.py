@@ -29,6 +29,7 @@ from functions.records.dataset_versions import Doc
 from functions.records.leases import ClaimOutcome
 from functions.settings import Settings
 from schemas.dataset_record import (
+    DATASET_STATUS_OF_VERSION,
     FINAL_VERSION_STATUSES,
     SCHEMA_VERSION,
     DatasetStatus,
@@ -100,7 +101,7 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
         early = Completion(event.bucket, prefix, route, kind, event.name, event.generation, event.event_id)
         settled = deps.datasets.version(run_id_for(early.idempotency_key))
         if settled is not None and VersionStatus(settled["status"]) in FINAL_VERSION_STATUSES:
-            return _duplicate(early, settled["status"])
+            return _duplicate(early, settled, deps)
     current = deps.objects.stat(event.bucket, event.name)
     if current is None:
         log.info("ignoring gs://%s/%s#%s: it no longer exists", event.bucket, event.name, event.generation)
@@ -154,7 +155,7 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
     claim = deps.datasets.claim_version(version_doc(c, run_id), owner=owner, now=deps.now(),
                                         lease_seconds=deps.settings.ingest_lease_seconds)
     if claim.outcome == ClaimOutcome.DONE:
-        return _duplicate(c, claim.doc["status"])
+        return _duplicate(c, claim.doc, deps)
     if claim.outcome == ClaimOutcome.BUSY:
         # Retried, not acknowledged: this may be the claim holder's own redelivery after it crashed.
         raise TransientError(f"{c.uri} version {c.generation} is being evaluated by another delivery; retry after "
@@ -229,9 +230,29 @@ def _publish_refusal(exc: Exception) -> str | None:
     return None
 
 
-def _duplicate(c: Completion, status: str) -> str:
+def _duplicate(c: Completion, version: Doc, deps: IngestDeps) -> str:
+    """A version that was settled before: nothing is published again, and the dataset document is brought in line
+    with the version's outcome if the delivery that settled it died before writing it (the fault campaign: a crash
+    between marking the version PUBLISHED and writing the dataset document left the dataset unrecorded for good, as
+    every redelivery stopped here)."""
+    status = version["status"]
+    _repair_dataset(c, version, deps)
     log.info("%s version %s already %s: duplicate ignored", c.uri, c.generation, status)
     return f"duplicate:{status}"
+
+
+def _repair_dataset(c: Completion, version: Doc, deps: IngestDeps) -> None:
+    dataset_id = dataset_id_for(c.bucket, c.prefix)
+    current = deps.datasets.datasets([dataset_id]).get(dataset_id)
+    if current is not None and ((current.get("version") or {}).get("run_id") == version.get("run_id")
+                                or int((current.get("version") or {}).get("generation") or 0) > int(c.generation or 0)):
+        return  # one plain read settles the common case: the dataset already shows this version or a newer one
+    status = VersionStatus(version["status"])
+    summary = version_summary(c, str(version["run_id"]), status, content_key=str(version.get("content_key") or ""),
+                              duplicate_of=str(version.get("duplicate_of") or ""))
+    if deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DATASET_STATUS_OF_VERSION[status],
+                                              str(version.get("reason") or ""), summary, deps.now())):
+        log.warning("dataset %s: its document did not show version %s (%s); written now", c.uri, c.generation, status)
 
 
 def _verdict(c: Completion, deps: IngestDeps, scan: Scan | None) -> Verdict:

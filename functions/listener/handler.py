@@ -35,8 +35,10 @@ RUN_STATE_FOR_JOB_STATE = {
     "JOB_STATE_PARTIALLY_SUCCEEDED": RunState.FAILED,
 }
 DEFAULT_POLICY = AttemptPolicy()
-# How long an event naming an unknown job is retried (the dispatcher may not have recorded the job yet).
-UNKNOWN_JOB_PATIENCE = timedelta(minutes=10)
+# How long an event naming an unknown job is retried (the dispatcher may not have recorded the job yet). Shorter than
+# the job-events subscription's retries last before dead-lettering (about 4 minutes: deploy/topology.toml), so such an
+# event ends ignored, not dead-lettered (the fault campaign saw events of an orphaned job dead-lettered at 10 minutes).
+UNKNOWN_JOB_PATIENCE = timedelta(minutes=3)
 ACTUAL_COST_BASIS = "run seconds x the plan's hourly cost (machines + accelerators)"
 
 
