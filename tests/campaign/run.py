@@ -70,7 +70,7 @@ class Batch:
     def uri(self, trial: Trial) -> str:
         return f"gs://{BUCKET}/{trial.prefix}"
 
-    def wait_run(self, trial: Trial, states: set[str], timeout_s: float = 40.0) -> dict[str, Any] | None:
+    def wait_run(self, trial: Trial, states: set[str], timeout_s: float = 90.0) -> dict[str, Any] | None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             run = self.env.run(trial.run_id)
@@ -115,7 +115,7 @@ class Batch:
         trial.notes.append(f"published the _SUCCESS notification {trial.fault.count} more times")
 
     def _request_storm(self, trial: Trial) -> None:
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + 90
         request = None
         while time.monotonic() < deadline and request is None:
             request = next((v.get("request") for v in self.env.versions(trial.prefix)
@@ -128,13 +128,13 @@ class Batch:
         early = trial.fault.count // 2
         for _ in range(early):
             self.env.publish(self.env.topology.requests_topic, body)
-        self.wait_run(trial, {"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"}, 40)
+        self.wait_run(trial, {"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"})
         for _ in range(trial.fault.count - early):
             self.env.publish(self.env.topology.requests_topic, body)
         trial.notes.append(f"published its request {early} times in flight, {trial.fault.count - early} after")
 
     def _job_event_storm(self, trial: Trial) -> None:
-        run = self.wait_run(trial, {"SUBMITTED", "RUNNING", "SUCCEEDED", "FAILED"}, 40)
+        run = self.wait_run(trial, {"SUBMITTED", "RUNNING", "SUCCEEDED", "FAILED"})
         job_id = ((run or {}).get("vertex") or {}).get("job_id")
         if not job_id:
             trial.notes.append("job event storm not applied: the run never recorded a job")
@@ -150,7 +150,7 @@ class Batch:
                 self.env.publish(self.env.topology.job_events_topic, json.dumps(entry).encode())
         trial.notes.append(f"published its job's events {trial.fault.count} times, newest first")
 
-    def _wait_replica(self, trial: Trial, timeout_s: float = 40.0) -> list[int]:
+    def _wait_replica(self, trial: Trial, timeout_s: float = 90.0) -> list[int]:
         """The run's replica processes once one runs; [] if none did before the run ended or timeout_s."""
         deadline, checked = time.monotonic() + timeout_s, time.monotonic()
         while time.monotonic() < deadline:

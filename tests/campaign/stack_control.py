@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 NOOP_IMAGE = "us-docker.pkg.dev/landfall-campaign/campaign/noop-trainer:1"
 STACK_SETTINGS = {
     "LANDFALL_TRAINER_IMAGE": NOOP_IMAGE,
-    "LANDFALL_CAMPAIGN_TRAIN_SECONDS": "1.5",
+    "LANDFALL_CAMPAIGN_TRAIN_SECONDS": "3",
     "LANDFALL_SWEEP_EVERY_SECONDS": "2",
     "LANDFALL_SUBMISSION_LEASE_SECONDS": "6",
     "LANDFALL_INGEST_LEASE_SECONDS": "6",
