@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration test-e2e lint bench load up down status clean
+.PHONY: install demo test test-unit test-integration test-e2e lint bench load campaign fuzz up down status clean
 
 # Install with uv (pinned, bootstrapped into the venv by pip: seconds instead of a minute), the same pinned
 # requirements; pip does it when uv cannot be had or fails. uv reads no pip.conf: scripts/uv_sources.py passes it
@@ -58,6 +58,15 @@ bench: $(STAMP)
 DATASETS ?= 500
 load: $(STAMP)
 	$(PY) -m bench.local_stack.load --datasets $(DATASETS) --out load.json
+
+## make campaign: the fault campaign (long, not part of `make test`): its own local stack, TRIALS trials (300) with
+## faults drawn from SEED (default: the clock), BATCH at once; prints the counts and a replay command per violation,
+## writes .landfall/campaign/last.json. Replay a batch: make campaign SEED=S FIRST=N TRIALS=25.
+TRIALS ?= 300
+FIRST ?= 0
+BATCH ?= 25
+campaign: $(STAMP)
+	$(PY) -m tests.campaign --trials $(TRIALS) --first $(FIRST) --batch $(BATCH) $(if $(SEED),--seed $(SEED))
 
 up: $(STAMP)
 	$(VENV)/bin/landfall up

@@ -228,3 +228,12 @@ def _region_buckets(raw: str) -> tuple[tuple[str, str], ...]:
 def get_settings() -> Settings:
     """The process's settings, read on first use (never at import time)."""
     return settings_from_env(os.environ)
+
+
+FAULT_POINTS_ENV = "LANDFALL_FAULT_POINTS"
+
+
+def fault_points_setting(env: Mapping[str, str] | None = None) -> str:
+    """LANDFALL_FAULT_POINTS: where the fault campaign makes a function fail (functions/fault_points.py parses it);
+    "" (unset) = nowhere. Apart from Settings so that a fault point costs nothing to set up and needs no project."""
+    return (os.environ if env is None else env).get(FAULT_POINTS_ENV, "")

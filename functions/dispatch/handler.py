@@ -12,24 +12,27 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from functions.dispatch import job_spec
 from functions.dispatch.request_rules import request_problems
 from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
+from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, VertexJobs
 from functions.records import attempts as attempt_rules
 from functions.records import run_rules
 from functions.records.leases import ClaimOutcome
+from functions.records.run_rules import submission_lease, transitioned
 from functions.settings import Settings
 from schemas.errors import SchemaError
 from schemas.plan import Plan
 from schemas.run_record import (
     TERMINAL_STATES,
     Artifacts,
+    JobAttempt,
     RunError,
     RunRecord,
     RunState,
@@ -71,10 +74,19 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
     except SchemaError as exc:
         return _reject_unreadable(message, str(exc), deps)
     run_id = request.run_id
-    first = new_run(run_id, request.to_dict(), now=now)
-    run, created = deps.store.create_if_absent(replace(first, retry_of=request.retry_of or None))
-    if not created and (run.state in TERMINAL_STATES
-                        or run.state in (RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)):
+    # Duplicates are the common case under a redelivery storm: one plain read settles them, without the transaction
+    # that every copy would otherwise open on the same document (the fault campaign's storms made those collide until
+    # they were retried for minutes). States only move forward, so a stale read can only be behind.
+    seen = deps.store.get(run_id)
+    if seen is not None and _settled(seen.state):
+        log.info("run %s already %s: duplicate delivery of %s ignored", run_id, seen.state, message.message_id)
+        return f"duplicate:{seen.state}"
+    if seen is not None and seen.state == RunState.SUBMITTING and _lease_live(seen, now):
+        raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
+    run, created = (seen, False) if seen is not None else deps.store.create_if_absent(
+        replace(new_run(run_id, request.to_dict(), now=now), retry_of=request.retry_of or None))
+    fault_point("dispatch.after_record")
+    if not created and _settled(run.state):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"
     if run.state == RunState.RECEIVED:
@@ -85,6 +97,7 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         if outcome.plan is None:
             return _reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
         plan, fallbacks = outcome.plan, tuple(outcome.fallbacks[:FALLBACKS_KEPT])
+        fault_point("dispatch.after_plan")
         # Recorded with the claim, in its transaction (one write instead of two on the way to CreateCustomJob).
         planned = run_rules.transition(RunState.PLANNED, now=deps.now(), detail=_plan_summary(plan),
                                        change=lambda r: replace(
@@ -106,6 +119,16 @@ def _first_attempt(at: str) -> run_rules.FirstAttempt:
     return first
 
 
+def _lease_live(run: RunRecord, now: datetime) -> bool:
+    lease = submission_lease(run.submission)
+    return lease is not None and lease.live(now)
+
+
+def _settled(state: RunState) -> bool:
+    """A delivery that finds the run in this state has nothing to do: its job was submitted, or it ended."""
+    return state in TERMINAL_STATES or state in (RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)
+
+
 def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps,
             planned: run_rules.Step[object] | None = None) -> str:
     """Claim the run's submission (after `planned`, the move to PLANNED, in the same transaction) and make its
@@ -121,6 +144,7 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps,
         return f"duplicate:{claim.doc.state}"
     if claim.outcome == ClaimOutcome.NOT_READY:
         raise TransientError(f"run {run_id} is not planned yet")
+    fault_point("dispatch.after_claim")
     run = claim.doc
     if run.plan is None:
         raise PermanentError(f"run {run_id} is {run.state} but its record has no plan (edited by hand?); delete "
@@ -133,15 +157,18 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps,
             if found is not None and found.name not in earlier:
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
                 plan = next((a.plan for a in attempts if a.region == region), run.plan)
-                _record_submitted(run_id, found, plan, attempts, deps)
-                return "recovered"
+                outcome = _record_submitted(run_id, found, plan, attempts, owner, deps)
+                return "recovered" if outcome == "submitted" else f"recovered:{outcome}"
     recorded = claim.outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].outcome == "pending"
     for plan in attempt_rules.candidates(run):
-        if recorded:  # the claim's own write recorded this first attempt
+        if recorded:  # the claim's own write recorded this first attempt, under a lease it has just granted
             recorded = False
         else:
             attempts.append(_pending_attempt(plan, format_timestamp(deps.now())))
-            deps.store.merge(run_id, _with_attempts(attempts), now=deps.now())
+            renewed = format_timestamp(deps.now() + timedelta(seconds=deps.settings.submission_lease_seconds))
+            if not _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=renewed), deps):
+                return _lost_claim(run_id, "before creating its job")
+        fault_point("dispatch.after_record_attempt")
         try:
             job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id))
         except CapacityError as exc:
@@ -150,21 +177,45 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps,
             continue
         except TransientError:
             released = format_timestamp(deps.now())
-            deps.store.merge(run_id, _with_attempts(attempts, lease_until=released), now=deps.now())
+            _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=released), deps)
             raise
         except PermanentError as exc:
             attempts[-1] = replace(attempts[-1], outcome=f"refused: {exc}")
             deps.store.transition(run_id, RunState.FAILED, now=deps.now(), detail="submission refused",
                                   change=_failed("submit-refused", str(exc), attempts))
             return "failed:submit-refused"
+        fault_point("dispatch.after_create_job")
         attempts[-1] = replace(attempts[-1], outcome="created")
-        _record_submitted(run_id, job, plan, attempts, deps)
-        return "submitted"
-    deps.store.merge(run_id, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), now=deps.now())
+        outcome = _record_submitted(run_id, job, plan, attempts, owner, deps)
+        fault_point("dispatch.after_record_submission")
+        return outcome
+    if not _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), deps):
+        return _lost_claim(run_id, "after every plan was refused for capacity")
     reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))
     why = f"every planned shape was refused for capacity: {reasons}. Allow more regions or GPU kinds, or raise quota."
     outcome = deps.store.apply(run_id, _wait_step(why, deps.now(), attempt_policy(deps.settings)))
     return f"{'failed:no-capacity' if outcome == RunState.FAILED else 'waiting:no-capacity'}"
+
+
+def _owned_merge(run_id: str, owner: str, change: Callable[[RunRecord], RunRecord], deps: DispatchDeps) -> bool:
+    """Apply change only while this delivery still holds the submission claim; False (nothing written) when another
+    delivery took it over after this one's lease ran out."""
+    now = deps.now()
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None or cur.submission.owner != owner or cur.state != RunState.SUBMITTING:
+            return None, False
+        return transitioned(cur, cur.state, now=now, change=change), True
+
+    return bool(deps.store.apply(run_id, step))
+
+
+def _lost_claim(run_id: str, when: str) -> str:
+    """This delivery outlived its lease and another took the submission over: it leaves the run to that one (the
+    fault campaign found two jobs for one attempt where both went on)."""
+    log.warning("run %s: the submission claim was taken over by another delivery %s; leaving the run to it", run_id,
+                when)
+    return "lost-claim"
 
 
 def attempt_policy(settings: Settings) -> attempt_rules.AttemptPolicy:
@@ -206,17 +257,56 @@ def _failed(code: str, message: str, attempts: list[SubmissionAttempt]) -> Calla
     return lambda r: replace(with_attempts(r), error=RunError(code, message))
 
 
-def _record_submitted(run_id: str, job: JobView, plan: Plan, attempts: list[SubmissionAttempt],
-                      deps: DispatchDeps) -> None:
+def _record_submitted(run_id: str, job: JobView, plan: Plan, attempts: list[SubmissionAttempt], owner: str,
+                      deps: DispatchDeps) -> str:
+    """Record the job as the run's (SUBMITTED) while this delivery still holds the submission claim. A delivery that
+    outlived its lease, and whose claim another delivery took over meanwhile, records nothing over the other's work:
+    its job is either the one the other adopted, or a second job, which it cancels and records as superseded (found
+    by the fault campaign: a slow CreateCustomJob past the lease made two jobs for one attempt)."""
     now = deps.now()
     stamp = format_timestamp(now)
     vertex = VertexJobRef(job_name=job.name, job_id=job.job_id, region=job.region, display_name=job.display_name,
                           state=job.state)
     artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id, plan.region))
     with_attempts = _with_attempts(attempts, lease_until=stamp)
-    deps.store.transition(run_id, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}",
-                          change=lambda r: replace(with_attempts(r), plan=plan, vertex=vertex, artifacts=artifacts,
-                                                   timings=replace(r.timings, submitted_at=stamp)))
+    outcome = deps.store.apply(run_id, _submitted_step(job, owner, now, lambda r: replace(
+        with_attempts(r), plan=plan, vertex=vertex, artifacts=artifacts,
+        timings=replace(r.timings, submitted_at=stamp))))
+    if outcome == "superseded":
+        log.warning("run %s: its submission claim was taken over while job %s was being created; the run has "
+                    "another job, so this one is cancelled and recorded as superseded", run_id, job.name)
+        try:
+            deps.vertex.cancel(job.name)
+        except (TransientError, PermanentError) as exc:
+            log.warning("run %s: cancelling superseded job %s failed (%s); it stays recorded on the run", run_id,
+                        job.name, exc)
+    return outcome
+
+
+SUPERSEDED = "superseded"
+"""The JobAttempt reason of a second job a delivery created after its claim was taken over (not in any round)."""
+
+
+def _submitted_step(job: JobView, owner: str, now: datetime, change: Callable[[RunRecord], RunRecord]
+                    ) -> Callable[[RunRecord | None], tuple[RunRecord | None, str]]:
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
+        if cur is None:
+            return None, "gone"
+        if cur.submission.owner == owner:
+            new = transitioned(cur, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}", change=change)
+            return new, "submitted" if new is not None else f"unchanged:{cur.state}"
+        if (cur.vertex is not None and cur.vertex.job_name == job.name) or job.name in attempt_rules.known_jobs(cur):
+            return None, "adopted"
+        stamp = format_timestamp(now)
+        superseded = JobAttempt(job_name=job.name, region=job.region, machine_type=cur.plan.machine_type if cur.plan
+                                else "", reason=SUPERSEDED, message="created by a delivery whose submission claim "
+                                "was taken over; cancelled", at=stamp, round=-1)
+        sub = cur.submission
+        new = transitioned(cur, cur.state, now=now, change=lambda r: replace(r, submission=replace(
+            sub, jobs=(*(sub.jobs or ()), superseded), job_ids=(*(sub.job_ids or ()), job.job_id))))
+        return new, SUPERSEDED
+
+    return step
 
 
 def _reject(run_id: str, code: str, reason: str, deps: DispatchDeps) -> str:

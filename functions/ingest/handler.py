@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from functions.envelopes import ObjectEvent
 from functions.errors import PermanentError, TransientError
+from functions.fault_points import fault_point
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
@@ -28,6 +29,7 @@ from functions.records.dataset_versions import Doc
 from functions.records.leases import ClaimOutcome
 from functions.settings import Settings
 from schemas.dataset_record import (
+    DATASET_STATUS_OF_VERSION,
     FINAL_VERSION_STATUSES,
     SCHEMA_VERSION,
     DatasetStatus,
@@ -99,11 +101,12 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
         early = Completion(event.bucket, prefix, route, kind, event.name, event.generation, event.event_id)
         settled = deps.datasets.version(run_id_for(early.idempotency_key))
         if settled is not None and VersionStatus(settled["status"]) in FINAL_VERSION_STATUSES:
-            return _duplicate(early, settled["status"])
+            return _duplicate(early, settled, deps)
     current = deps.objects.stat(event.bucket, event.name)
     if current is None:
         log.info("ignoring gs://%s/%s#%s: it no longer exists", event.bucket, event.name, event.generation)
         return "ignored:gone"
+    fault_point("ingest.after_read")
     generation = event.generation or current.generation
     if int(current.generation or 0) > int(generation or 0):
         log.info("ignoring gs://%s/%s#%s: superseded by generation %s (a late notification)", event.bucket,
@@ -152,11 +155,12 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
     claim = deps.datasets.claim_version(version_doc(c, run_id), owner=owner, now=deps.now(),
                                         lease_seconds=deps.settings.ingest_lease_seconds)
     if claim.outcome == ClaimOutcome.DONE:
-        return _duplicate(c, claim.doc["status"])
+        return _duplicate(c, claim.doc, deps)
     if claim.outcome == ClaimOutcome.BUSY:
         # Retried, not acknowledged: this may be the claim holder's own redelivery after it crashed.
         raise TransientError(f"{c.uri} version {c.generation} is being evaluated by another delivery; retry after "
                              f"its lease ({deps.settings.ingest_lease_seconds} s)")
+    fault_point("ingest.after_claim")
     try:
         verdict = _verdict(c, deps, scan)
         if verdict.request is None:
@@ -181,9 +185,11 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         # Let the next delivery take over at once rather than after the lease.
         deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now(), updates={})
         raise
+    fault_point("ingest.after_publish")
     deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.PUBLISHED, now=deps.now(), updates={
         "message_id": message_id, "request": verdict.request.to_dict(), "reason": "", "content_key": content_key,
         "answered": False})
+    fault_point("ingest.after_mark_published")
     deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DatasetStatus.REQUESTED, "",
                                            version_summary(c, run_id, VersionStatus.PUBLISHED, content_key=content_key),
                                            deps.now()))
@@ -225,9 +231,29 @@ def _publish_refusal(exc: Exception) -> str | None:
     return None
 
 
-def _duplicate(c: Completion, status: str) -> str:
+def _duplicate(c: Completion, version: Doc, deps: IngestDeps) -> str:
+    """A version that was settled before: nothing is published again, and the dataset document is brought in line
+    with the version's outcome if the delivery that settled it died before writing it (the fault campaign: a crash
+    between marking the version PUBLISHED and writing the dataset document left the dataset unrecorded for good, as
+    every redelivery stopped here)."""
+    status = version["status"]
+    _repair_dataset(c, version, deps)
     log.info("%s version %s already %s: duplicate ignored", c.uri, c.generation, status)
     return f"duplicate:{status}"
+
+
+def _repair_dataset(c: Completion, version: Doc, deps: IngestDeps) -> None:
+    dataset_id = dataset_id_for(c.bucket, c.prefix)
+    current = deps.datasets.datasets([dataset_id]).get(dataset_id)
+    if current is not None and ((current.get("version") or {}).get("run_id") == version.get("run_id")
+                                or int((current.get("version") or {}).get("generation") or 0) > int(c.generation or 0)):
+        return  # one plain read settles the common case: the dataset already shows this version or a newer one
+    status = VersionStatus(version["status"])
+    summary = version_summary(c, str(version["run_id"]), status, content_key=str(version.get("content_key") or ""),
+                              duplicate_of=str(version.get("duplicate_of") or ""))
+    if deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DATASET_STATUS_OF_VERSION[status],
+                                              str(version.get("reason") or ""), summary, deps.now())):
+        log.warning("dataset %s: its document did not show version %s (%s); written now", c.uri, c.generation, status)
 
 
 def _verdict(c: Completion, deps: IngestDeps, scan: Scan | None) -> Verdict:

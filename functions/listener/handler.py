@@ -12,6 +12,7 @@ from typing import Any
 
 from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
+from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import JobView, VertexJobs
 from functions.records.attempts import AttemptPolicy, capacity_ended
@@ -35,8 +36,10 @@ RUN_STATE_FOR_JOB_STATE = {
     "JOB_STATE_PARTIALLY_SUCCEEDED": RunState.FAILED,
 }
 DEFAULT_POLICY = AttemptPolicy()
-# How long an event naming an unknown job is retried (the dispatcher may not have recorded the job yet).
-UNKNOWN_JOB_PATIENCE = timedelta(minutes=10)
+# How long an event naming an unknown job is retried (the dispatcher may not have recorded the job yet). Shorter than
+# the job-events subscription's retries last before dead-lettering (about 4 minutes: deploy/topology.toml), so such an
+# event ends ignored, not dead-lettered (the fault campaign saw events of an orphaned job dead-lettered at 10 minutes).
+UNKNOWN_JOB_PATIENCE = timedelta(minutes=3)
 ACTUAL_COST_BASIS = "run seconds x the plan's hourly cost (machines + accelerators)"
 
 
@@ -75,6 +78,7 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
     if run.vertex is None:
         raise PermanentError(f"run {run.run_id} was found by job id {event.job_id} but records no Vertex job")
     job = deps.vertex.get(run.vertex.job_name)
+    fault_point("listener.after_read_job")
     return record_job_state(run, job, deps)
 
 
@@ -82,6 +86,7 @@ def record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
     """Bring the run in line with the job as Vertex reports it (also used by the reconciler); a run that has ended
     is announced (RunFinished) on the way out, also on a repeated delivery whose publish had failed."""
     outcome = _record_job_state(run, job, deps)
+    fault_point("listener.after_record")
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
     if deps.announce is not None and target is not None and target.terminal:
         log.info("run %s: %s", run.run_id, deps.announce(run.run_id))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from functions.errors import LandfallError
+from functions.fault_points import fault_point
 from functions.gcp.vertex import JobView, VertexJobs
 from functions.listener.handler import ListenerDeps, record_job_state
 from functions.reconciler.orphans import OrphanDeps, find_orphans
@@ -88,11 +89,13 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     for run in deps.open_runs():
         regions.update(dict.fromkeys(r for r in (run.vertex.region if run.vertex else "",
                                                  run.plan.region if run.plan else "") if r))
+        fault_point("reconciler.after_read_runs")
         try:
             outcome = reconcile_run(run, deps)
         except LandfallError as exc:
             log.warning("run %s: not reconciled this pass: %s", run.run_id, exc)
             outcome = "error"
+        fault_point("reconciler.after_run")
         if outcome != "unchanged":
             log.info("run %s (%s): %s", run.run_id, run.state, outcome)
         counts[outcome.split(":", 2)[0] if outcome.startswith("resubmitted") else outcome] += 1

@@ -310,3 +310,119 @@ def test_a_submitting_run_without_a_plan_is_refused_with_what_to_do() -> None:
     with pytest.raises(PermanentError, match=r"has no plan .*delete the run document"):
         w.deliver()
     assert w.vertex.create_calls == []
+
+
+def _slow_create(w: World, *, take_over: str) -> list[str]:
+    """The first CreateCustomJob outlives the submission lease: while it is in flight another delivery takes the
+    claim over, before the job exists (take_over="before") or once it exists (take_over="after")."""
+    real_create, answers = w.vertex.create, []
+
+    def create(region: str, custom_job: dict) -> object:  # type: ignore[type-arg]
+        w.vertex.create = real_create  # type: ignore[method-assign]
+        if take_over == "before":
+            w.clock.now = NOW + LEASE + timedelta(seconds=1)
+            answers.append(w.deliver(message_id="m-2"))
+            return real_create(region, custom_job)
+        job = real_create(region, custom_job)
+        w.clock.now = NOW + LEASE + timedelta(seconds=1)
+        answers.append(w.deliver(message_id="m-2"))
+        return job
+
+    w.vertex.create = create  # type: ignore[method-assign]
+    return answers
+
+
+def test_a_delivery_that_outlived_its_lease_cancels_its_second_job_and_records_it_as_superseded() -> None:
+    """Fault campaign (tests/campaign): a CreateCustomJob slower than the lease made two jobs for one attempt, the
+    later record overwrote the earlier, and the other job ran on, unknown to the run."""
+    w = World()
+    answers = _slow_create(w, take_over="before")
+    assert w.deliver() == "superseded"
+    assert answers == ["submitted"], "the delivery that took over found no job yet and submitted one"
+    run = w.run()
+    assert run.vertex is not None and len(w.vertex.jobs) == 2
+    (superseded,) = run.submission.jobs or ()
+    (second,) = set(w.vertex.jobs) - {run.vertex.job_name}
+    assert superseded.job_name == second and superseded.reason == "superseded" and superseded.round == -1
+    assert second.rsplit("/", 1)[-1] in (run.submission.job_ids or ())
+    assert w.vertex.cancelled == [second]
+    assert run.state == RunState.SUBMITTED and states(run).count("SUBMITTED") == 1
+
+
+def test_a_delivery_that_outlived_its_lease_leaves_its_job_to_the_delivery_that_adopted_it() -> None:
+    w = World()
+    answers = _slow_create(w, take_over="after")
+    assert w.deliver() == "adopted"
+    assert answers == ["recovered"]
+    run = w.run()
+    (job_name,) = w.vertex.jobs
+    assert run.vertex is not None and run.vertex.job_name == job_name and not run.submission.jobs
+    assert w.vertex.cancelled == [] and run.state == RunState.SUBMITTED
+
+
+def test_a_delivery_whose_claim_was_taken_over_while_a_plan_was_refused_creates_no_job_on_the_next() -> None:
+    """Fault campaign: a delivery slowed past its lease went on to its next plan while the delivery that took over
+    created a job (its stale attempt list overwrote the other's, too). The first attempt is recorded by the claim
+    itself, just before CreateCustomJob; every later attempt is recorded only while the claim is still this
+    delivery's, so a delivery that lost it creates nothing more."""
+    from functions.gcp.vertex import CapacityError
+
+    w = World()
+    create, answers = w.vertex.create, []
+
+    def slow_refusal(region, custom_job):  # type: ignore[no-untyped-def]
+        w.vertex.create = create  # type: ignore[method-assign]
+        w.clock.now = NOW + LEASE + timedelta(seconds=1)
+        answers.append(w.deliver(message_id="m-2"))  # takes the lapsed claim over and submits
+        raise CapacityError(f"{region}: no capacity now")
+
+    w.vertex.create = slow_refusal  # type: ignore[method-assign]
+    assert w.deliver() == "lost-claim"
+    assert answers == ["submitted"]
+    run = w.run()
+    assert len(w.vertex.jobs) == 1 and w.vertex.create_calls == ["us-central1"]
+    # The lapsed delivery's attempt stays pending on record (its outcome was never written); the taker's created.
+    assert run.state == RunState.SUBMITTED and [a.outcome for a in run.submission.attempts or ()] == [
+        "pending", "created"]
+
+
+class TransactionCountingRuns(FakeRuns):
+    """Counts the transactions opened on run documents."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transactions = 0
+
+    def apply(self, run_id, step):  # type: ignore[no-untyped-def, override]
+        self.transactions += 1
+        return super().apply(run_id, step)
+
+
+def test_a_redelivery_storm_of_a_submitted_run_opens_no_transaction() -> None:
+    """Fault campaign: 5-20 copies of one request at once each opened a transaction on the same run document, and
+    they collided until they were retried for minutes."""
+    runs = TransactionCountingRuns()
+    w = World(runs=runs)
+    assert w.deliver() == "submitted"
+    before = runs.transactions
+    for n in range(20):
+        assert w.deliver(message_id=f"storm-{n}") == "duplicate:SUBMITTED"
+    assert runs.transactions == before
+
+
+def test_a_redelivery_storm_while_another_delivery_submits_opens_no_transaction() -> None:
+    """Fault campaign: a storm of 17 copies arriving while the run was SUBMITTING opened two transactions each, so the
+    claim holder's own writes (and the reconciler's) collided with them and the run stayed SUBMITTING for minutes."""
+    runs = TransactionCountingRuns()
+    w = World(runs=runs)
+    w.vertex.crash_on_create("us-central1", after_creating=False)
+    with pytest.raises(Crash):
+        w.deliver()
+    before = runs.transactions
+    w.clock.now = NOW + timedelta(seconds=1)
+    for n in range(10):
+        with pytest.raises(TransientError, match="another delivery is submitting it"):
+            w.deliver(message_id=f"storm-{n}")
+    assert runs.transactions == before
+    w.clock.now = NOW + LEASE + timedelta(seconds=1)
+    assert w.deliver(message_id="after-lease") == "submitted"

@@ -380,3 +380,31 @@ def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
     default = {r.name: r for r in e2e}["default-tabular"]
     assert (default.prefix, default.readiness, default.task) == ("datasets/", ("marker", "manifest"),
                                                                  "tabular-classification")
+
+
+class _Died(BaseException):
+    """The delivery's process died (no handler catches it)."""
+
+
+def test_a_delivery_that_died_after_marking_the_version_published_leaves_the_dataset_to_the_redelivery() -> None:
+    """Fault campaign (tests/campaign): an instance that died between marking the version PUBLISHED and writing the
+    dataset document left the dataset unrecorded for good: every redelivery stopped at 'already PUBLISHED'."""
+    w = World(ROUTES)
+    w.upload("datasets/a/part-0.csv")
+    real_save = w.datasets.save_dataset
+
+    def die(doc: dict) -> bool:  # type: ignore[type-arg]
+        w.datasets.save_dataset = real_save  # type: ignore[method-assign]
+        raise _Died()
+
+    w.datasets.save_dataset = die  # type: ignore[method-assign]
+    with pytest.raises(_Died):
+        w.upload("datasets/a/_SUCCESS", b"")
+    assert w.datasets.docs == {} and len(w.published) == 1
+    generation = w.objects.objects["datasets/a/_SUCCESS"].generation
+    assert w.deliver("datasets/a/_SUCCESS", generation) == "duplicate:PUBLISHED"
+    (request,) = w.requests()
+    doc = w.dataset("datasets/a/")
+    assert (doc["status"], doc["version"]["run_id"], doc["version"]["status"]) == (
+        "REQUESTED", request.run_id, "PUBLISHED")
+    assert w.deliver("datasets/a/_SUCCESS", generation) == "duplicate:PUBLISHED" and len(w.published) == 1

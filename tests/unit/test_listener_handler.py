@@ -167,3 +167,15 @@ def test_a_run_whose_job_vertex_no_longer_knows_is_a_permanent_error() -> None:
     del w.vertex.jobs[name]
     with pytest.raises(PermanentError, match="does not exist"):
         w.job_event(job_id)
+
+
+def test_events_of_an_unknown_job_are_given_up_before_their_subscription_dead_letters_them() -> None:
+    """Fault campaign: events naming a job no run recorded were retried for 10 minutes, past the job-events
+    subscription's last delivery attempt, so they were dead-lettered instead of ignored."""
+    from deploy.local.bridge import retry_delay
+    from deploy.topology import load_topology
+
+    route = load_topology().function("on_job_event")
+    attempts = route.dead_letter.max_delivery_attempts
+    horizon = sum(retry_delay(route.retry, n) for n in range(1, attempts))
+    assert UNKNOWN_JOB_PATIENCE.total_seconds() < horizon

@@ -1,0 +1,5 @@
+import sys
+
+from tests.campaign.run import main
+
+sys.exit(main())
