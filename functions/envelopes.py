@@ -50,11 +50,26 @@ def event_type(cloud_event: Any) -> str:
     return str(cloud_event["type"])
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """A value from an event as a reason may quote it: repr, cut to `limit` characters (hostile input can be huge)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**40 else "a very long integer"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _text_field(message: Mapping[str, Any], *names: str) -> str:
+    """A string field of the Pub/Sub message under either spelling; "" when absent."""
+    value = next((message[n] for n in names if message.get(n) not in (None, "")), "")
+    if not isinstance(value, str):
+        raise PermanentError(f"Pub/Sub message field {names[0]} is {shown(value)}; expected a string as Pub/Sub "
+                             "sends it")
+    return value
+
+
 def pubsub_message(cloud_event: Any) -> PubSubMessage:
     """The Pub/Sub message inside a messagePublished CloudEvent (functions-framework converts raw pushes)."""
     kind = event_type(cloud_event)
     if kind != PUBSUB_PUBLISHED:
-        raise PermanentError(f"unexpected event type {kind!r}; this function is fed by a Pub/Sub subscription "
+        raise PermanentError(f"unexpected event type {shown(kind)}; this function is fed by a Pub/Sub subscription "
                              f"and expects {PUBSUB_PUBLISHED!r}")
     data = cloud_event.data
     if not isinstance(data, Mapping) or not isinstance(data.get("message"), Mapping):
@@ -65,11 +80,14 @@ def pubsub_message(cloud_event: Any) -> PubSubMessage:
     except (binascii.Error, ValueError, TypeError) as exc:
         raise PermanentError(f"Pub/Sub message data is not base64 ({exc})") from exc
     attributes = message.get("attributes") or {}
+    if not isinstance(attributes, Mapping) or not all(isinstance(v, str) for v in attributes.values()):
+        raise PermanentError(f"Pub/Sub message attributes are {shown(attributes)}; expected an object of string "
+                             "values")
     return PubSubMessage(
         data=payload,
-        attributes={str(k): str(v) for k, v in attributes.items()},
-        message_id=str(message.get("messageId") or message.get("message_id") or ""),
-        publish_time=str(message.get("publishTime") or message.get("publish_time") or ""),
+        attributes=dict(attributes),
+        message_id=_text_field(message, "messageId", "message_id"),
+        publish_time=_text_field(message, "publishTime", "publish_time"),
     )
 
 
@@ -79,7 +97,7 @@ def object_event(cloud_event: Any) -> ObjectEvent:
     if kind.startswith(STORAGE_EVENT_PREFIX):
         resource = cloud_event.data if isinstance(cloud_event.data, Mapping) else {}
         return _from_resource(_CLOUDEVENT_KINDS.get(kind.removeprefix(STORAGE_EVENT_PREFIX), "unknown"),
-                              resource, str(cloud_event["id"]), source=kind)
+                              resource, str(cloud_event["id"]), source=kind[:100])
     message = pubsub_message(cloud_event)
     attrs = message.attributes
     notification = attrs.get("eventType", "")
@@ -88,11 +106,11 @@ def object_event(cloud_event: Any) -> ObjectEvent:
                              "(payload format JSON_API_V1) with attributes eventType, bucketId, objectId")
     resource: Mapping[str, Any] = {}
     if message.data:
-        import json
+        from schemas import json_text
 
         try:
-            parsed = json.loads(message.data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            parsed = json_text.loads(message.data)
+        except json_text.JsonTextError as exc:
             raise PermanentError(f"notification payload is not JSON ({exc}); expected the object resource "
                                  "(payload format JSON_API_V1)") from exc
         resource = parsed if isinstance(parsed, Mapping) else {}
@@ -100,14 +118,15 @@ def object_event(cloud_event: Any) -> ObjectEvent:
               "name": attrs.get("objectId") or resource.get("name"),
               "generation": attrs.get("objectGeneration") or resource.get("generation")}
     return _from_resource(_NOTIFICATION_KINDS.get(notification, "unknown"), merged, message.message_id,
-                          source=f"notification {notification}")
+                          source=f"notification {notification[:60]}")
 
 
 def _decimal(value: Any, what: str, source: str) -> str:
     """A GCS int64 field (generation, size) as its decimal string: JSON_API_V1 sends them as ASCII digits."""
-    text = str(value)
-    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or len(text) > 20:
-        raise PermanentError(f"{source}: object {what} {text[:40]!r} is not a decimal integer; expected digits as "
+    small = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**20
+    text = str(value) if small else value
+    if not isinstance(text, str) or not (text.isascii() and text.isdigit()) or len(text) > 20:
+        raise PermanentError(f"{source}: object {what} {shown(value, 40)} is not a decimal integer; expected digits as "
                              "Cloud Storage sends them (JSON_API_V1). The event is acknowledged without a request.")
     return text
 

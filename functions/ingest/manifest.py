@@ -7,12 +7,12 @@ Format (names relative to the folder holding the manifest):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, name_problem, role_of
+from schemas import json_text
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest read (1 MiB, about 10,000 entries). Bigger datasets: use a `_SUCCESS` marker."""
@@ -36,8 +36,8 @@ def parse_manifest(data: bytes) -> tuple[Entry, ...]:
         raise ManifestError(f"_MANIFEST.json is larger than {MAX_MANIFEST_BYTES} bytes; list at most "
                             f"{MAX_ENTRIES} objects, or complete big datasets with a _SUCCESS marker instead")
     try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = json_text.loads(data)
+    except json_text.JsonTextError as exc:
         raise ManifestError(f"_MANIFEST.json is not JSON ({exc}); expected "
                             '{"objects": [{"name": "part-0.csv", "size": 123}]}') from exc
     objects = raw.get("objects") if isinstance(raw, dict) else None

@@ -9,10 +9,10 @@ allowed (a half-applied override would train something nobody asked for).
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from functions.ingest.routes import OVERRIDABLE_FIELDS, Route
+from schemas import json_text
 
 MAX_OVERRIDES_BYTES = 64 * 1024
 _LEAF_MAPS = ("hyperparameters.extra", "labels")
@@ -37,8 +37,8 @@ def parse_overrides(data: bytes) -> dict[str, Any]:
     if len(data) > MAX_OVERRIDES_BYTES:
         raise OverrideError(f"landfall.json is larger than {MAX_OVERRIDES_BYTES} bytes; it holds a few settings")
     try:
-        raw = json.loads(data)
-    except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python to read
+        raw = json_text.loads(data)
+    except json_text.JsonTextError as exc:
         raise OverrideError(f"landfall.json is not JSON ({exc}); expected e.g. "
                             '{"hyperparameters": {"epochs": 10}}') from exc
     if not isinstance(raw, dict):
