@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration test-e2e lint bench up down status clean
+.PHONY: install demo test test-unit test-integration test-e2e fuzz lint bench up down status clean
 
 # Install with uv (pinned, bootstrapped into the venv by pip: seconds instead of a minute), the same pinned
 # requirements; pip does it when uv cannot be had or fails. uv reads no pip.conf: scripts/uv_sources.py passes it
@@ -43,6 +43,12 @@ test-integration: $(STAMP)
 
 test-e2e: $(STAMP)
 	$(PY) -m pytest tests/e2e
+
+## make fuzz: the fuzz properties of tests/unit/fuzz/ over thousands of random examples each (`make test` runs them
+## bounded and reproducible: hypothesis profile `ci`). Set HYPOTHESIS_PROFILE=ci for the quick run.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fuzz} $(PY) -m pytest tests/unit/fuzz -m fuzz -q -p no:logging \
+	  --show-capture=no --hypothesis-show-statistics
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -6,9 +6,14 @@ Never an unexpected exception (retried for half an hour), never a retry for bad 
 
 from __future__ import annotations
 
-from hypothesis import given
+import json
+from datetime import timedelta
+
+from hypothesis import event, given
 from hypothesis import strategies as st
 
+from functions.errors import TransientError
+from tests.fakes import world
 from tests.unit.fuzz import strategies as s
 from tests.unit.fuzz.harness import Fakes, assert_readable, deliver, firestore_storable
 
@@ -49,3 +54,43 @@ def test_sweep_and_reconcile_ticks_acknowledge_any_message(event) -> None:
         decision = deliver(entry_point, event)
         assert decision.acknowledged, f"{entry_point} retried an idle tick: {decision.reason}"
         assert_readable(decision.reason)
+
+
+JOB_STATES = ("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED",
+              "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
+
+
+def _naming(data: bytes, job_id: str) -> bytes:
+    """The entry with its job id replaced by job_id, where it has the place for one."""
+    try:
+        entry = json.loads(data)
+        entry["resource"]["labels"]["job_id"] = job_id
+    except (ValueError, RecursionError, TypeError, KeyError, IndexError):
+        return data
+    return s.dumps(entry)
+
+
+@given(s.job_events, st.sampled_from([0, 5, 11, 60 * 24]), st.booleans(), st.sampled_from(JOB_STATES))
+def test_a_job_log_entry_moves_only_its_own_run_and_never_retries_bad_input(data: bytes, minutes_ago: int,
+                                                                            ours: bool, state: str) -> None:
+    """Against a world with one submitted run: an entry naming its job brings the run in line with Vertex; any other
+    entry is acknowledged, or retried only while the dispatcher may still be recording a real job (10 minutes)."""
+    w = world.World()
+    assert w.deliver() == "submitted"
+    (job_name,) = w.vertex.jobs
+    w.vertex.set_state(job_name, state)
+    if ours:
+        data = _naming(data, job_name.rsplit("/", 1)[-1])
+    before = w.doc()
+    try:
+        outcome = w.job_event("", data=data, published_ago=timedelta(minutes=minutes_ago))
+    except TransientError as exc:
+        assert minutes_ago <= 10 and str(exc).startswith("no run records job "), (minutes_ago, str(exc))
+        event("retried: job not recorded yet")
+        return
+    event(outcome.split(":")[0])
+    if outcome.startswith("ignored:"):
+        assert w.doc() == before
+    else:
+        job_id = job_name.rsplit("/", 1)[-1]
+        assert json.loads(data)["resource"]["labels"]["job_id"] == job_id, outcome
