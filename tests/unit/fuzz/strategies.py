@@ -90,9 +90,9 @@ def pubsub_message_objects(payload: st.SearchStrategy[bytes],
     attrs = attributes if attributes is not None else st.one_of(st.dictionaries(text, text, max_size=4),
                                                                 json_values(4))
     given = {"attributes": attrs} if attributes is not None else {}
-    fields = st.fixed_dictionaries({"data": base64_field(payload), **given}, optional={
-        **({} if attributes is not None else {"attributes": attrs}),
-        "messageId": st.one_of(st.text(max_size=20), json_values(2)),
+    fields = st.fixed_dictionaries({"data": base64_field(payload), "messageId": mostly(st.text(max_size=20),
+                                                                                     json_values(2)), **given},
+                                   optional={**({} if attributes is not None else {"attributes": attrs}),
         "publishTime": st.one_of(st.sampled_from(["2026-11-22T12:00:00Z", "2026-11-22T11:00:00Z", "", "yesterday",
                                                   "0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59-23:59"]),
                                  json_values(2)),
