@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, Phase, settings
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, database=None,
                           phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("fuzz", max_examples=2_000, deadline=None, database=None,
+settings.register_profile("fuzz", max_examples=1_000, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -138,3 +138,21 @@ def test_a_notification_payload_nested_too_deeply_is_refused() -> None:
     message = {"data": base64.b64encode(DEEP).decode(), "attributes": {"eventType": "OBJECT_FINALIZE"}}
     with pytest.raises(PermanentError, match="nested too deeply"):
         envelopes.object_event(_pubsub(message))
+
+
+def test_a_manifest_size_past_int64_is_refused_and_not_echoed_whole() -> None:
+    """Found by `make fuzz` (1,000 examples): a 4,000-digit size was taken, and echoed whole in the WAITING reason."""
+    entry = json.dumps({"objects": [{"name": "part-0.csv", "size": 10**4000}]}).encode()
+    with pytest.raises(ManifestError, match=r"at most 9223372036854775807.*, got 1000000000.*\.\.\.$") as caught:
+        parse_manifest(entry)
+    assert len(str(caught.value)) < 300
+
+
+def test_a_waiting_manifest_names_long_missing_objects_cut() -> None:
+    """The reason names at most five missing objects, each cut to 100 characters (names may be 1,024 bytes)."""
+    from functions.ingest.manifest import manifest_problems
+
+    entries = parse_manifest(json.dumps({"objects": [{"name": f"{i}{'x' * 1000}.csv", "size": 1}
+                                                     for i in range(9)]}).encode())
+    (problem,) = manifest_problems(entries, {})
+    assert len(problem) < 700 and "and 4 more" in problem

@@ -256,10 +256,10 @@ def _text_ok(value: str) -> bool:
 
 _entry = st.fixed_dictionaries({
     "name": mostly(st.sampled_from(["part-0.csv", "sub/part-2.csv"]),
-                   st.one_of(st.sampled_from(["missing.csv", "_SUCCESS", "landfall.json", "/part-0.csv"]),
-                             object_names(), json_values(3))),
+                   st.one_of(st.sampled_from(["missing.csv", "_SUCCESS", "landfall.json", "/part-0.csv",
+                                              "m" * 1020 + ".csv"]), object_names(), json_values(3))),
     "size": mostly(st.just(8), st.one_of(st.integers(-1, 20), integers, json_values(2)))}, optional={
-    "crc32c": _either(st.sampled_from(["", "yZRlqg==", "AAAAAA=="])),
+    "crc32c": _either(st.sampled_from(["", "yZRlqg==", "AAAAAA==", "y" * 5000])),
 })
 """A manifest entry: mostly one of the objects the test's dataset holds (8 bytes each), else anything."""
 manifests = mostly(st.fixed_dictionaries({"objects": _either(st.lists(_entry, max_size=5))}).map(dumps), json_bytes())
