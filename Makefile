@@ -45,9 +45,9 @@ test-e2e: $(STAMP)
 	$(PY) -m pytest tests/e2e
 
 ## make fuzz: the fuzz properties of tests/unit/fuzz/ over thousands of random examples each (`make test` runs them
-## bounded and reproducible: hypothesis profile `ci`). Set HYPOTHESIS_PROFILE=ci for the quick run.
+## bounded and reproducible: hypothesis profile `ci`). FUZZ_EXAMPLES=10000 for a longer run.
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fuzz} $(PY) -m pytest tests/unit/fuzz -m fuzz -q -p no:logging \
+	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),1000) $(PY) -m pytest tests/unit/fuzz -m fuzz -q -p no:logging \
 	  --show-capture=no --hypothesis-show-statistics
 
 lint: $(STAMP)
