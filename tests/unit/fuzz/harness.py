@@ -28,6 +28,8 @@ from tests.fakes import ingest, world
 
 MAX_REASON = 2_000
 """Longest reason a log line may carry: hostile input is cut when echoed, never written out whole."""
+MAX_LOG_LINE = 4_000
+"""Longest log line: room for an object name at Cloud Storage's 1,024-byte limit, a bucket and a reason."""
 ENTRY_POINTS = ("on_object_finalized", "dispatch", "on_job_event", "sweep_datasets", "reconcile_runs")
 
 
@@ -99,6 +101,8 @@ def deliver(entry_point: str, cloud_event: Any, fakes: Fakes | None = None) -> D
         logger.removeHandler(records)
     said = [r.getMessage() for r in records.records if r.name == "landfall"]
     assert said, f"{entry_point} acknowledged without logging why"
+    for line in (r.getMessage() for r in records.records):
+        assert len(line) <= MAX_LOG_LINE, f"a {len(line)}-character log line: {line[:300]!r}..."
     hypothesis.event(f"{entry_point}: {_kind(said[-1])}")
     return Decision(True, said[-1], [r.getMessage() for r in records.records])
 
