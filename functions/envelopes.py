@@ -16,6 +16,8 @@ from functions.errors import PermanentError
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 STORAGE_EVENT_PREFIX = "google.cloud.storage.object.v1."
+MAX_BUCKET_NAME = 222
+"""Cloud Storage's longest bucket name (dotted names); a longer one is not from Cloud Storage."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,9 @@ def _from_resource(kind: str, resource: Mapping[str, Any], event_id: str, *, sou
     if not isinstance(bucket, str) or not isinstance(name, str):
         raise PermanentError(f"{source}: object bucket and name must be strings, got {type(bucket).__name__} and "
                              f"{type(name).__name__}")
+    if len(bucket) > MAX_BUCKET_NAME:
+        raise PermanentError(f"{source}: bucket name {shown(bucket)} is {len(bucket)} characters; Cloud Storage "
+                             f"bucket names have at most {MAX_BUCKET_NAME}")
     size = resource.get("size")
     return ObjectEvent(
         kind=kind,

@@ -156,3 +156,12 @@ def test_a_waiting_manifest_names_long_missing_objects_cut() -> None:
                                                      for i in range(9)]}).encode())
     (problem,) = manifest_problems(entries, {})
     assert len(problem) < 700 and "and 4 more" in problem
+
+
+def test_a_bucket_name_longer_than_cloud_storage_allows_is_refused_not_logged_whole() -> None:
+    """Found by `make fuzz`: a 3,535-character bucketId was echoed whole in the 'not a landing bucket' log line."""
+    message = {"data": "", "messageId": "1",
+               "attributes": {"eventType": "OBJECT_FINALIZE", "bucketId": "x" * 3535, "objectId": "datasets/d/x.csv"}}
+    with pytest.raises(PermanentError, match=r"bucket name .* is 3535 characters; .* at most 222") as caught:
+        envelopes.object_event(_pubsub(message))
+    assert len(str(caught.value)) < 300
