@@ -16,6 +16,8 @@ from functions.errors import PermanentError
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 STORAGE_EVENT_PREFIX = "google.cloud.storage.object.v1."
+MAX_MESSAGE_FIELD = 128
+"""Longest messageId or publishTime taken: Pub/Sub sends ids of about 20 digits and 30-character times."""
 MAX_BUCKET_NAME = 222
 """Cloud Storage's longest bucket name (dotted names); a longer one is not from Cloud Storage."""
 
@@ -61,9 +63,9 @@ def shown(value: Any, limit: int = 80) -> str:
 def _text_field(message: Mapping[str, Any], *names: str) -> str:
     """A string field of the Pub/Sub message under either spelling; "" when absent."""
     value = next((message[n] for n in names if message.get(n) not in (None, "")), "")
-    if not isinstance(value, str):
-        raise PermanentError(f"Pub/Sub message field {names[0]} is {shown(value)}; expected a string as Pub/Sub "
-                             "sends it")
+    if not isinstance(value, str) or len(value) > MAX_MESSAGE_FIELD:
+        raise PermanentError(f"Pub/Sub message field {names[0]} is {shown(value)}; expected a string of at most "
+                             f"{MAX_MESSAGE_FIELD} characters as Pub/Sub sends it (an id or an RFC 3339 time)")
     return value
 
 

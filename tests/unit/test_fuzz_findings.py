@@ -74,6 +74,8 @@ def _pubsub(message: dict[str, object], kind: str = envelopes.PUBSUB_PUBLISHED) 
     ({"data": "", "attributes": {"eventType": 5}}, "expected an object of string values"),
     ({"data": "", "messageId": {}}, "field messageId is {}"),
     ({"data": "", "publishTime": 1.5}, "field publishTime is 1.5"),
+    ({"data": "", "messageId": "x" * 3873},
+     r"field messageId is 'xxx.*\.\.\. \(3875 characters\); expected a string of at most 128"),
 ])
 def test_a_malformed_pubsub_message_is_refused_by_field(message: dict[str, object], says: str) -> None:
     with pytest.raises(PermanentError, match=says):
