@@ -44,6 +44,12 @@ test-integration: $(STAMP)
 test-e2e: $(STAMP)
 	$(PY) -m pytest tests/e2e
 
+## make fuzz: the fuzz properties of tests/unit/fuzz/ over thousands of random examples each (`make test` runs them
+## bounded and reproducible: hypothesis profile `ci`). FUZZ_EXAMPLES=10000 for a longer run.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),1000) $(PY) -m pytest tests/unit/fuzz -m fuzz -q -p no:logging \
+	  --show-capture=no --hypothesis-show-statistics
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 

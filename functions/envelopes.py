@@ -16,6 +16,10 @@ from functions.errors import PermanentError
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 STORAGE_EVENT_PREFIX = "google.cloud.storage.object.v1."
+MAX_MESSAGE_FIELD = 128
+"""Longest messageId or publishTime taken: Pub/Sub sends ids of about 20 digits and 30-character times."""
+MAX_BUCKET_NAME = 222
+"""Cloud Storage's longest bucket name (dotted names); a longer one is not from Cloud Storage."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +65,26 @@ def event_type(cloud_event: Any) -> str:
     return str(cloud_event["type"])
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """A value from an event as a reason may quote it: repr, cut to `limit` characters (hostile input can be huge)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**40 else "a very long integer"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _text_field(message: Mapping[str, Any], *names: str) -> str:
+    """A string field of the Pub/Sub message under either spelling; "" when absent."""
+    value = next((message[n] for n in names if message.get(n) not in (None, "")), "")
+    if not isinstance(value, str) or len(value) > MAX_MESSAGE_FIELD:
+        raise PermanentError(f"Pub/Sub message field {names[0]} is {shown(value)}; expected a string of at most "
+                             f"{MAX_MESSAGE_FIELD} characters as Pub/Sub sends it (an id or an RFC 3339 time)")
+    return value
+
+
 def pubsub_message(cloud_event: Any) -> PubSubMessage:
     """The Pub/Sub message inside a messagePublished CloudEvent (functions-framework converts raw pushes)."""
     kind = event_type(cloud_event)
     if kind != PUBSUB_PUBLISHED:
-        raise PermanentError(f"unexpected event type {kind!r}; this function is fed by a Pub/Sub subscription "
+        raise PermanentError(f"unexpected event type {shown(kind)}; this function is fed by a Pub/Sub subscription "
                              f"and expects {PUBSUB_PUBLISHED!r}")
     data = cloud_event.data
     if not isinstance(data, Mapping) or not isinstance(data.get("message"), Mapping):
@@ -76,11 +95,14 @@ def pubsub_message(cloud_event: Any) -> PubSubMessage:
     except (binascii.Error, ValueError, TypeError) as exc:
         raise PermanentError(f"Pub/Sub message data is not base64 ({exc})") from exc
     attributes = message.get("attributes") or {}
+    if not isinstance(attributes, Mapping) or not all(isinstance(v, str) for v in attributes.values()):
+        raise PermanentError(f"Pub/Sub message attributes are {shown(attributes)}; expected an object of string "
+                             "values")
     return PubSubMessage(
         data=payload,
-        attributes={str(k): str(v) for k, v in attributes.items()},
-        message_id=str(message.get("messageId") or message.get("message_id") or ""),
-        publish_time=str(message.get("publishTime") or message.get("publish_time") or ""),
+        attributes=dict(attributes),
+        message_id=_text_field(message, "messageId", "message_id"),
+        publish_time=_text_field(message, "publishTime", "publish_time"),
     )
 
 
@@ -90,7 +112,7 @@ def object_event(cloud_event: Any) -> ObjectEvent:
     if kind.startswith(STORAGE_EVENT_PREFIX):
         resource = cloud_event.data if isinstance(cloud_event.data, Mapping) else {}
         return _from_resource(_CLOUDEVENT_KINDS.get(kind.removeprefix(STORAGE_EVENT_PREFIX), "unknown"),
-                              resource, str(cloud_event["id"]), source=kind)
+                              resource, str(cloud_event["id"]), source=kind[:100])
     message = pubsub_message(cloud_event)
     attrs = message.attributes
     notification = attrs.get("eventType", "")
@@ -99,11 +121,11 @@ def object_event(cloud_event: Any) -> ObjectEvent:
                              "(payload format JSON_API_V1) with attributes eventType, bucketId, objectId")
     resource: Mapping[str, Any] = {}
     if message.data:
-        import json
+        from schemas import json_text
 
         try:
-            parsed = json.loads(message.data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            parsed = json_text.loads(message.data)
+        except json_text.JsonTextError as exc:
             raise PermanentError(f"notification payload is not JSON ({exc}); expected the object resource "
                                  "(payload format JSON_API_V1)") from exc
         resource = parsed if isinstance(parsed, Mapping) else {}
@@ -111,14 +133,15 @@ def object_event(cloud_event: Any) -> ObjectEvent:
               "name": attrs.get("objectId") or resource.get("name"),
               "generation": attrs.get("objectGeneration") or resource.get("generation")}
     return _from_resource(_NOTIFICATION_KINDS.get(notification, "unknown"), merged, message.message_id,
-                          source=f"notification {notification}")
+                          source=f"notification {notification[:60]}")
 
 
 def _decimal(value: Any, what: str, source: str) -> str:
     """A GCS int64 field (generation, size) as its decimal string: JSON_API_V1 sends them as ASCII digits."""
-    text = str(value)
-    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or len(text) > 20:
-        raise PermanentError(f"{source}: object {what} {text[:40]!r} is not a decimal integer; expected digits as "
+    small = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**20
+    text = str(value) if small else value
+    if not isinstance(text, str) or not (text.isascii() and text.isdigit()) or len(text) > 20:
+        raise PermanentError(f"{source}: object {what} {shown(value, 40)} is not a decimal integer; expected digits as "
                              "Cloud Storage sends them (JSON_API_V1). The event is acknowledged without a request.")
     return text
 
@@ -131,6 +154,9 @@ def _from_resource(kind: str, resource: Mapping[str, Any], event_id: str, *, sou
     if not isinstance(bucket, str) or not isinstance(name, str):
         raise PermanentError(f"{source}: object bucket and name must be strings, got {type(bucket).__name__} and "
                              f"{type(name).__name__}")
+    if len(bucket) > MAX_BUCKET_NAME:
+        raise PermanentError(f"{source}: bucket name {shown(bucket)} is {len(bucket)} characters; Cloud Storage "
+                             f"bucket names have at most {MAX_BUCKET_NAME}")
     size = resource.get("size")
     return ObjectEvent(
         kind=kind,

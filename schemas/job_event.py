@@ -5,10 +5,10 @@ The entry is only a hint that a job changed: the listener re-reads the job with 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from schemas import json_text
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 
@@ -31,8 +31,8 @@ def parse_job_event(raw: bytes | str | dict[str, Any]) -> JobEvent:
     """Read a LogEntry naming an ml_job. Raises SchemaError for anything else (wrong resource type, no job id)."""
     if isinstance(raw, bytes | str):
         try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = json_text.loads(raw)
+        except json_text.JsonTextError as exc:
             raise SchemaError(f"job event is not JSON ({exc}); expected a Cloud Logging LogEntry") from exc
     else:
         data = raw
@@ -40,12 +40,13 @@ def parse_job_event(raw: bytes | str | dict[str, Any]) -> JobEvent:
     resource = r.obj("resource")
     kind = resource.string("type")
     if kind != "ml_job":
-        raise SchemaError(f"resource type {kind!r} is not a Vertex AI job; expected \"ml_job\"",
+        raise SchemaError(f"resource type {kind[:60]!r} is not a Vertex AI job; expected \"ml_job\"",
                           field="logEntry.resource.type")
     labels = resource.string_map("labels")
     job_id = labels.get("job_id", "")
-    if not job_id.isdigit():
-        raise SchemaError(f"job_id {job_id!r} is not a numeric CustomJob id", field="logEntry.resource.labels.job_id")
+    if not (job_id.isascii() and job_id.isdigit()):
+        raise SchemaError(f"job_id {job_id[:40]!r} is not a numeric CustomJob id",
+                          field="logEntry.resource.labels.job_id")
     payload = data.get("textPayload")
     if payload is None and isinstance(data.get("jsonPayload"), dict):
         payload = str(data["jsonPayload"].get("message", ""))

@@ -16,6 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from schemas import json_text
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.run_record import TERMINAL_STATES, RunRecord, RunState
@@ -66,8 +67,8 @@ def run_finished(run: RunRecord) -> RunFinished:
 def parse_run_finished(data: bytes | str) -> RunFinished:
     """Read a RunFinished message; raises SchemaError naming the field that does not fit."""
     try:
-        doc = json.loads(data)
-    except json.JSONDecodeError as exc:
+        doc = json_text.loads(data)
+    except json_text.JsonTextError as exc:
         raise SchemaError(f"is not JSON ({exc})", field="run_finished") from exc
     r = Reader(doc, "run_finished")
     metrics, artifacts, cost = r.optional_obj("metrics"), r.optional_obj("artifacts"), r.optional_obj("cost")

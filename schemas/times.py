@@ -29,6 +29,10 @@ def parse_timestamp(value: str, *, field: str = "time") -> datetime:
         raise SchemaError(f"{value!r} is not an RFC 3339 timestamp such as {EXAMPLE}", field=field) from exc
     if parsed.tzinfo is None:
         raise SchemaError(f"{value!r} has no time zone; add Z or an offset such as +01:00", field=field)
+    try:
+        parsed.astimezone(UTC)  # 9999-12-31T23:59:59-01:00 is past the last time Python (and Landfall) can hold
+    except OverflowError:
+        raise SchemaError(f"{value!r} is outside the years 1 to 9999 once converted to UTC", field=field) from None
     return parsed
 
 

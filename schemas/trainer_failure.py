@@ -16,6 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from schemas import json_text
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 
@@ -49,8 +50,8 @@ class TrainerFailure:
 def parse_trainer_failure(text: str) -> TrainerFailure:
     """Read failure.json; raises SchemaError naming the field that does not fit."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = json_text.loads(text)
+    except json_text.JsonTextError as exc:
         raise SchemaError(f"is not JSON ({exc})", field="failure") from exc
     r = Reader(data, "failure")
     return TrainerFailure(

@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from schemas import json_text
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS
@@ -183,8 +184,8 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         if len(raw) > MAX_MESSAGE_BYTES:
             raise SchemaError(f"message is {len(raw)} bytes; a TrainingRequest is at most {MAX_MESSAGE_BYTES}")
         try:
-            data = json.loads(raw)
-        except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python to read
+            data = json_text.loads(raw)
+        except json_text.JsonTextError as exc:
             raise SchemaError(f"message is not JSON ({exc}); publish a TrainingRequest JSON object, see "
                               "schemas/examples/training_request.json") from exc
     else:

@@ -27,7 +27,9 @@ from functions.records import run_rules
 from functions.records.leases import ClaimOutcome
 from functions.records.run_rules import submission_lease, transitioned
 from functions.settings import Settings
+from schemas import json_text
 from schemas.errors import SchemaError
+from schemas.fields import INT64_MAX, INT64_MIN
 from schemas.plan import Plan
 from schemas.run_record import (
     TERMINAL_STATES,
@@ -319,8 +321,8 @@ def _reject(run_id: str, code: str, reason: str, deps: DispatchDeps) -> str:
 def _reject_unreadable(message: PubSubMessage, reason: str, deps: DispatchDeps) -> str:
     """A message that is not a valid TrainingRequest: a REJECTED run when it is readable enough to name one."""
     try:
-        raw = json.loads(message.data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        raw = json_text.loads(message.data)
+    except json_text.JsonTextError:
         raw = None
     if not isinstance(raw, dict):
         log.error("unreadable TrainingRequest (message %s) acknowledged without a run: %s", message.message_id, reason)
@@ -328,11 +330,28 @@ def _reject_unreadable(message: PubSubMessage, reason: str, deps: DispatchDeps) 
     key = raw.get("idempotency_key")
     key = key if isinstance(key, str) and key.strip() else f"pubsub-message:{message.message_id}"
     run_id = run_id_for(key)
-    kept = {k: raw[k] for k in list(raw)[:20]}
+    kept = {k: _storable(raw[k]) for k in list(raw)[:20]}
     deps.store.create_if_absent(new_run(run_id, kept, now=deps.now(), state=RunState.REJECTED, detail=reason,
                                         error=RunError("invalid-request", reason)))
     log.warning("run %s rejected: %s", run_id, reason)
     return "rejected:invalid-request"
+
+
+def _storable(value: object) -> object:
+    """A field of an invalid request as the run record keeps it: as sent where Firestore can hold it, else its JSON
+    text, cut (integers past 64 bits and nesting past Firestore's 20 levels make the whole write fail)."""
+    if _fits_firestore(value, depth=1):
+        return value
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 1000 else f"{text[:1000]}... ({len(text)} characters)"
+
+
+def _fits_firestore(value: object, depth: int) -> bool:
+    if isinstance(value, dict):
+        return depth < 20 and all(_fits_firestore(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return depth < 20 and all(_fits_firestore(v, depth + 1) for v in value)
+    return not isinstance(value, int) or INT64_MIN <= value <= INT64_MAX
 
 
 def _plan_summary(plan: Plan) -> str:

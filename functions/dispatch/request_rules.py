@@ -48,8 +48,14 @@ def pinned_shape_problems(request: TrainingRequest) -> list[str]:
     if not (c.machine_type or c.accelerator_count or c.replica_count):
         return []
     # Imported here: the planner (numpy) loads only when a request pins a shape or is planned.
+    from functions.planning import PlanInputError
     from functions.planning.catalog import load_catalog
     from functions.planning.inputs import plan_input_from_request
     from functions.planning.pins import pin_problems
 
-    return pin_problems(plan_input_from_request(request), load_catalog())
+    try:
+        planned = plan_input_from_request(request)
+    except PlanInputError as exc:  # e.g. no preset: request_problems names that field already
+        return [f"constraints.machine_type: the pinned shape cannot be checked until the request can be planned "
+                f"({exc})"]
+    return pin_problems(planned, load_catalog())

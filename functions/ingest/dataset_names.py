@@ -26,7 +26,10 @@ class Role(StrEnum):
 
 def name_problem(name: str) -> str | None:
     """Why an object name cannot be taken as Landfall input, or None when it can."""
-    size = len(name.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "object name holds a lone surrogate (not UTF-8, which Cloud Storage names are); rename the object"
     if size > MAX_OBJECT_NAME:
         return f"object name is {size} bytes; Cloud Storage allows at most {MAX_OBJECT_NAME}"
     bad = next((c for c in name if ord(c) < 32 or ord(c) == 127), None)

@@ -7,12 +7,13 @@ Format (names relative to the folder holding the manifest):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, name_problem, role_of
+from schemas import json_text
+from schemas.fields import INT64_MAX
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 """Largest manifest read (1 MiB, about 10,000 entries). Bigger datasets: use a `_SUCCESS` marker."""
@@ -36,8 +37,8 @@ def parse_manifest(data: bytes) -> tuple[Entry, ...]:
         raise ManifestError(f"_MANIFEST.json is larger than {MAX_MANIFEST_BYTES} bytes; list at most "
                             f"{MAX_ENTRIES} objects, or complete big datasets with a _SUCCESS marker instead")
     try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = json_text.loads(data)
+    except json_text.JsonTextError as exc:
         raise ManifestError(f"_MANIFEST.json is not JSON ({exc}); expected "
                             '{"objects": [{"name": "part-0.csv", "size": 123}]}') from exc
     objects = raw.get("objects") if isinstance(raw, dict) else None
@@ -56,10 +57,13 @@ def parse_manifest(data: bytes) -> tuple[Entry, ...]:
         if problem or name.startswith("/") or role_of(name) != Role.DATA:
             raise ManifestError(f"{where}: {name[:200]!r} is not a data object name relative to the dataset "
                                 f"folder ({problem or 'markers, manifests and _/. files cannot be listed'})")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise ManifestError(f"{where} ({name}): \"size\" must be a whole number of bytes, got {size!r}")
-        if not isinstance(crc, str):
-            raise ManifestError(f"{where} ({name}): \"crc32c\" must be the base64 string GCS reports")
+        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= INT64_MAX:
+            shown = repr(size) if len(repr(size)) <= 60 else f"{repr(size)[:60]}..."
+            raise ManifestError(f"{where} ({name}): \"size\" must be a whole number of bytes (at most "
+                                f"{INT64_MAX}, Cloud Storage's int64), got {shown}")
+        if not isinstance(crc, str) or len(crc) > 12:  # base64 of 4 bytes: 8 characters
+            raise ManifestError(f"{where} ({name}): \"crc32c\" must be the base64 string GCS reports (e.g. "
+                                "\"yZRlqg==\")")
         if name in entries:
             raise ManifestError(f"{where}: {name!r} is listed twice")
         entries[name] = Entry(name, size, crc)
@@ -71,12 +75,13 @@ def manifest_problems(entries: Iterable[Entry], present: Mapping[str, ObjectInfo
     missing, wrong = [], []
     for entry in entries:
         found = present.get(entry.name)
+        name = entry.name if len(entry.name) <= 100 else f"{entry.name[:100]}..."  # names may be 1,024 bytes
         if found is None:
-            missing.append(entry.name)
+            missing.append(name)
         elif found.size != entry.size:
-            wrong.append(f"{entry.name} is {found.size} bytes, manifest says {entry.size}")
+            wrong.append(f"{name} is {found.size} bytes, manifest says {entry.size}")
         elif entry.crc32c and found.crc32c and found.crc32c != entry.crc32c:
-            wrong.append(f"{entry.name} has crc32c {found.crc32c}, manifest says {entry.crc32c}")
+            wrong.append(f"{name} has crc32c {found.crc32c}, manifest says {entry.crc32c}")
     problems = []
     if missing:
         more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""

@@ -9,13 +9,15 @@ allowed (a half-applied override would train something nobody asked for).
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from functions.ingest.routes import OVERRIDABLE_FIELDS, Route
+from schemas import json_text
 
 MAX_OVERRIDES_BYTES = 64 * 1024
 _LEAF_MAPS = ("hyperparameters.extra", "labels")
+_SHOWN = 5
+"""Refused fields named in one reason; the rest are counted."""
 
 
 class OverrideError(ValueError):
@@ -37,8 +39,8 @@ def parse_overrides(data: bytes) -> dict[str, Any]:
     if len(data) > MAX_OVERRIDES_BYTES:
         raise OverrideError(f"landfall.json is larger than {MAX_OVERRIDES_BYTES} bytes; it holds a few settings")
     try:
-        raw = json.loads(data)
-    except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python to read
+        raw = json_text.loads(data)
+    except json_text.JsonTextError as exc:
         raise OverrideError(f"landfall.json is not JSON ({exc}); expected e.g. "
                             '{"hyperparameters": {"epochs": 10}}') from exc
     if not isinstance(raw, dict):
@@ -48,18 +50,22 @@ def parse_overrides(data: bytes) -> dict[str, Any]:
 
 def apply_overrides(request: dict[str, Any], overrides: dict[str, Any], route: Route) -> dict[str, Any]:
     """request (the canonical TrainingRequest dict) with the overrides applied; OverrideError when any is refused."""
-    refused = []
+    refused, unknown = [], False
     leaves = _leaves(overrides)
     for dotted, _ in leaves:
+        shown = dotted if len(dotted) <= 80 else f"{dotted[:80]}..."  # a hostile key is cut, not echoed whole
         if dotted not in OVERRIDABLE_FIELDS:
-            refused.append(f"{dotted} (not a field a dataset can set; settable fields: "
-                           f"{', '.join(OVERRIDABLE_FIELDS)})")
+            refused.append(f"{shown} (not a field a dataset can set)")
+            unknown = True
         elif not route.allows_override(dotted):
             allowed = ", ".join(route.overridable) or "none"
             refused.append(f"{dotted} (route {route.name!r} does not allow it; allowed: {allowed})")
     if refused:
-        raise OverrideError("landfall.json sets fields it may not: " + "; ".join(refused)
-                            + ". Remove them, or allow them in the route's `overridable` (deploy/routes.toml)")
+        more = f"; and {len(refused) - _SHOWN} more" if len(refused) > _SHOWN else ""
+        settable = f" Settable fields: {', '.join(OVERRIDABLE_FIELDS)}." if unknown else ""
+        raise OverrideError("landfall.json sets fields it may not: " + "; ".join(refused[:_SHOWN]) + more + "."
+                            + settable + " Remove them, or allow them in the route's `overridable` "
+                            "(deploy/routes.toml)")
     merged = copy.deepcopy(request)
     for dotted, value in leaves:
         node = merged

@@ -170,7 +170,9 @@ def evaluate(c: Completion, scan: Scan, read: ReadObject, entries: tuple[Entry, 
     base = template(c, scan, now)
     try:
         merged = apply_overrides(base.to_dict(), overrides, route) if overrides else base.to_dict()
-        merged["labels"] = {**merged.get("labels", {}), "landfall-route": route.name}
+        labels = merged.get("labels", {})
+        if isinstance(labels, dict):  # anything else is refused below, naming the field
+            merged["labels"] = {**labels, "landfall-route": route.name}
         return Verdict(request=parse_training_request(merged), content_digest=scan.content_digest)
     except OverrideError as exc:
         return Verdict(reason=f"{c.uri}{OVERRIDES}: {exc}")

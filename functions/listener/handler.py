@@ -3,7 +3,6 @@ for a failed job the trainer's own reason (its failure.json, schemas/trainer_fai
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -18,6 +17,7 @@ from functions.gcp.vertex import JobView, VertexJobs
 from functions.records.attempts import AttemptPolicy, capacity_ended
 from functions.records.failure_reasons import CAPACITY_REASONS, classify
 from functions.records.long_waits import long_wait_closed
+from schemas import json_text
 from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
@@ -203,8 +203,8 @@ def _metrics(run: RunRecord, deps: ListenerDeps) -> tuple[dict[str, Any] | None,
     if text is None:
         return None, f"the job succeeded but wrote no {uri}"
     try:
-        metrics = json.loads(text)
-    except json.JSONDecodeError as exc:
+        metrics = json_text.loads(text)
+    except json_text.JsonTextError as exc:
         return None, f"{uri} is not JSON ({exc})"
     return (metrics, "") if isinstance(metrics, dict) else (None, f"{uri} is not a JSON object")
 

@@ -1,0 +1,40 @@
+"""JSON text from outside (messages, log entries, manifests, landfall.json), read with every failure one error type.
+
+`json.loads` fails in more ways than JSONDecodeError: a ValueError for an integer longer than 4,300 digits, a
+RecursionError for arrays or objects nested about a thousand deep, a UnicodeDecodeError for bytes that are not
+UTF-8. And it accepts a lone surrogate escape ("\\ud800"), a string that no UTF-8 encoder (hashlib's `.encode()`,
+Firestore, Pub/Sub) can write back. `loads` turns each into JsonTextError saying which, so a caller refuses the
+input with a reason instead of crashing on it (and having it redelivered).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class JsonTextError(ValueError):
+    """The text is not JSON Landfall can read; the message says what is wrong with it."""
+
+
+def loads(raw: bytes | str) -> Any:
+    """The JSON value in raw; JsonTextError when it is not JSON, too deep, or holds text that is not Unicode."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise JsonTextError("it is nested too deeply to read (arrays or objects about a thousand levels deep)"
+                            ) from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer too long to convert
+        raise JsonTextError(str(exc)[:200]) from exc
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")  # the one walk that finds a lone surrogate fast
+    except RecursionError:
+        raise JsonTextError("it is nested too deeply to read (arrays or objects about a thousand levels deep)"
+                            ) from None
+    except UnicodeEncodeError as exc:
+        raise JsonTextError(f"it holds a lone surrogate escape ({exc.object[exc.start:exc.end]!r}), which is not "
+                            "text; write characters, not halves of a UTF-16 pair") from None
+    return value
+
+
+__all__ = ["JsonTextError", "loads"]
