@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from functions.errors import as_transient
+from functions.gcp.firestore_paging import paged_documents
 from functions.gcp.firestore_tx import create_if_absent, in_transaction
 from functions.records.dataset_versions import (
     Doc,
@@ -118,18 +119,8 @@ class DatasetsStore:
         """PUBLISHED versions not yet matched with their run (`answered == False`), a page at a time by id."""
         from google.cloud.firestore_v1.base_query import FieldFilter
 
-        query = (self._client.collection(self._versions).where(filter=FieldFilter("answered", "==", False))
-                 .order_by("__name__").limit(page_size))
-        last = None
-        while True:
-            try:
-                page = list((query.start_after(last) if last is not None else query).stream())
-            except Exception as exc:
-                raise as_transient(exc, "Firestore") from exc
-            yield from (snapshot.to_dict() for snapshot in page)
-            if len(page) < page_size:
-                return
-            last = page[-1]
+        yield from paged_documents(self._client.collection(self._versions), FieldFilter("answered", "==", False),
+                                   page_size=page_size)
 
     def _change_version(self, run_id: str, rule: Callable[[Doc | None], Doc | None]) -> bool:
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:

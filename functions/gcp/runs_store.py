@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from functions.errors import as_transient
+from functions.gcp.firestore_paging import paged_documents
 from functions.gcp.firestore_tx import create_if_absent, in_transaction
 from functions.records import run_rules
 from functions.records.run_rules import Doc, RunsRules, Step
@@ -92,18 +93,8 @@ class RunsStore(RunsRules):
         yield from self._paged(FieldFilter("state", "in", list(states)), page_size)
 
     def _paged(self, where: Any, page_size: int) -> Iterator[RunRecord]:
-        query = self._client.collection(self._collection).where(filter=where).order_by("__name__").limit(page_size)
-        last = None
-        while True:
-            try:
-                page = list((query.start_after(last) if last is not None else query).stream())
-            except Exception as exc:
-                raise as_transient(exc, "Firestore") from exc
-            for snapshot in page:
-                yield parse_run_record(snapshot.to_dict())
-            if len(page) < page_size:
-                return
-            last = page[-1]
+        for doc in paged_documents(self._client.collection(self._collection), where, page_size=page_size):
+            yield parse_run_record(doc)
 
     def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
         """Ended runs whose RunFinished is not marked published (submission.results_published == False)."""

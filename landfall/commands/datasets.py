@@ -9,7 +9,6 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 from landfall.errors import reason
@@ -215,27 +214,9 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from google.api_core.exceptions import NotFound
-    from google.cloud import pubsub_v1
+    from landfall.ticks import publish_schedule_tick
 
-    from deploy.local.scheduler import publish_tick, topic_path
-    from deploy.topology import load_topology
-    from functions.settings import get_settings
-
-    schedule = load_topology().schedule(SWEEP_SCHEDULE)
-    try:
-        with _boundary(f"publish to the {schedule.topic} topic"):
-            project = get_settings().project
-            topic = topic_path(project, schedule.topic)
-            try:
-                message_id = publish_tick(pubsub_v1.PublisherClient(), project, schedule, datetime.now(UTC))
-            except NotFound as exc:
-                raise CommandError(f"topic {topic} does not exist: `landfall up` creates it on the local stack, "
-                                   "the deployer in Google Cloud") from exc
-    except CommandError as exc:
-        print(f"landfall sweep: {exc}", file=sys.stderr)
-        return 1
-    print(f"published one {schedule.name} tick to {topic}: message id {message_id}")
+    print(publish_schedule_tick(SWEEP_SCHEDULE))
     return 0
 
 

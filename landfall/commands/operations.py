@@ -14,23 +14,9 @@ RECONCILE_SCHEDULE = "reconcile"
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from google.api_core.exceptions import NotFound
-    from google.cloud import pubsub_v1
+    from landfall.ticks import publish_schedule_tick
 
-    from deploy.local.scheduler import publish_tick, topic_path
-    from deploy.topology import load_topology
-    from functions.settings import get_settings
-
-    schedule = load_topology().schedule(RECONCILE_SCHEDULE)
-    with _boundary(f"publish to the {schedule.topic} topic"):
-        project = get_settings().project
-        topic = topic_path(project, schedule.topic)
-        try:
-            message_id = publish_tick(pubsub_v1.PublisherClient(), project, schedule, datetime.now(UTC))
-        except NotFound as exc:
-            raise CommandError(f"topic {topic} does not exist: `landfall up` creates it on the local stack, "
-                               "the deployer in Google Cloud") from exc
-    print(f"published one {schedule.name} tick to {topic}: message id {message_id}")
+    print(publish_schedule_tick(RECONCILE_SCHEDULE))
     return 0
 
 

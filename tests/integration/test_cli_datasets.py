@@ -178,6 +178,10 @@ def test_sweep_to_a_missing_topic_says_how_to_create_it(pubsub_emulator: Emulato
 
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "landfall-no-topics")
     get_settings.cache_clear()
-    code, out, err = run(["sweep"], capsys)
-    assert code == 1 and out == ""
-    assert "topic projects/landfall-no-topics/topics/landfall-ingest-sweep does not exist: `landfall up` creates" in err
+    from landfall.errors import CommandError
+
+    with pytest.raises(CommandError) as refused:  # landfall.cli prints it as one line, `landfall sweep: ...`
+        run(["sweep"], capsys)
+    assert capsys.readouterr().out == ""
+    assert "topic projects/landfall-no-topics/topics/landfall-ingest-sweep does not exist: `landfall up` creates" in \
+        str(refused.value)
