@@ -25,11 +25,13 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     state_dir = tmp_path_factory.mktemp("stack")
     saved = dict(os.environ)
     # Inherited by every function process: test routes, a one-second sweep schedule, the extra bucket.
-    # The reconciler (ticking every second too) leaves a job that ended to the listener for 5 s, not a minute.
+    # The reconciler (ticking every second too) leaves a job that ended to the listener for 5 s, not a minute, and a
+    # run refused capacity everywhere waits 2 s before its next round, not a minute.
     # The trainer's test hook (trainer/fault_hooks.py) runs out of memory on datasets whose URI holds OOM_MARKER.
     os.environ.update({"LANDFALL_ROUTES_FILE": str(ROUTES_FILE), "LANDFALL_SWEEP_EVERY_SECONDS": "1",
                        "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}",
-                       "LANDFALL_RECONCILE_GRACE_SECONDS": "5", OOM_VARIABLE: OOM_MARKER})
+                       "LANDFALL_RECONCILE_GRACE_SECONDS": "5", "LANDFALL_WAIT_BACKOFF_SECONDS": "2",
+                       OOM_VARIABLE: OOM_MARKER})
     from functions.ingest.routes import load_routes
     from functions.settings import get_settings
 
