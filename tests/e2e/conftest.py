@@ -32,20 +32,17 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
                        "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}",
                        "LANDFALL_RECONCILE_GRACE_SECONDS": "5", "LANDFALL_WAIT_BACKOFF_SECONDS": "2",
                        OOM_VARIABLE: OOM_MARKER})
-    from functions.ingest.routes import load_routes
-    from functions.settings import get_settings
+    from tests.caches import clear_function_caches
 
     try:
         with stack.running_stack(state_dir, ports) as info:
             os.environ.update(info.env)
-            get_settings.cache_clear()
-            load_routes.cache_clear()
+            clear_function_caches()
             yield info
     finally:
         os.environ.clear()
         os.environ.update(saved)
-        get_settings.cache_clear()
-        load_routes.cache_clear()
+        clear_function_caches()
 
 
 @pytest.fixture(scope="session")

@@ -31,21 +31,18 @@ def requests_tap(clean_firestore: Emulator, pubsub_emulator: Emulator) -> Iterat
     """The topology's topics, and a subscription on the requests topic that sees what `landfall retry` publishes."""
     from google.cloud import pubsub_v1
 
-    from functions.settings import get_settings
-    from functions.wiring import runs_store
+    from tests.caches import clear_function_caches
 
     topology = load_topology()
     provision.create_topics(topology, PROJECT)
     subscriber = pubsub_v1.SubscriberClient()
     tap = f"projects/{PROJECT}/subscriptions/retry-tap-{datetime.now(UTC).strftime('%H%M%S%f')}"
     subscriber.create_subscription(name=tap, topic=f"projects/{PROJECT}/topics/{topology.requests_topic}")
-    get_settings.cache_clear()
-    runs_store.cache_clear()
+    clear_function_caches()
     yield subscriber, tap
     subscriber.delete_subscription(subscription=tap)
     subscriber.close()
-    get_settings.cache_clear()
-    runs_store.cache_clear()
+    clear_function_caches()
 
 
 def store_run(run_id: str, state: str, **changes: Any) -> None:
