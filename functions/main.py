@@ -32,17 +32,10 @@ class _JsonLines(logging.Formatter):
         return json.dumps(entry)
 
 
-class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes each record to sys.stdout as it is then, not as it was when this module was imported (a process that
-    swaps its stdout, as a test runner's capture does, would otherwise log into a closed stream)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.stream = sys.stdout
-        super().emit(record)
-
-
 def _setup_logging() -> logging.Logger:
-    handler = _CurrentStdout()
+    # The process's own stdout (Cloud Logging reads it), never a stand-in some caller had put in sys.stdout when this
+    # module was imported: a test runner's capture closes its stand-ins, and the handler then wrote into a closed file.
+    handler = logging.StreamHandler(sys.__stdout__)
     handler.setFormatter(_JsonLines())
     root = logging.getLogger("landfall")
     if not root.handlers:
