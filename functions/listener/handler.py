@@ -4,7 +4,9 @@ for a failed job the trainer's own reason (its failure.json, schemas/trainer_fai
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -77,9 +79,29 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
         return "ignored:earlier-attempt"
     if run.vertex is None:
         raise PermanentError(f"run {run.run_id} was found by job id {event.job_id} but records no Vertex job")
-    job = deps.vertex.get(run.vertex.job_name)
-    fault_point("listener.after_read_job")
-    return record_job_state(run, job, deps)
+    with _one_delivery_per_run(run.run_id):
+        # Re-read under the lock: a copy of this event handled meanwhile may have recorded everything already, and
+        # then this one ends with a plain read, opening no transaction on the run.
+        latest = deps.store.get(run.run_id) or run
+        if latest.state.terminal and latest.submission.results_published and latest.vertex is not None \
+                and latest.vertex.job_name == run.vertex.job_name:
+            return f"duplicate:{latest.state}"
+        job = deps.vertex.get(run.vertex.job_name)
+        fault_point("listener.after_read_job")
+        return record_job_state(latest, job, deps)
+
+
+_RUN_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
+@contextmanager
+def _one_delivery_per_run(run_id: str) -> Iterator[None]:
+    """Deliveries about one run wait for each other within an instance (64 stripes by run id). Duplicated and replayed
+    job events arrive together; each opened a transaction on the same run document, and on the Firestore emulator
+    sixteen of them at once kept colliding until every one had used its attempts, for minutes (a Cloud Function
+    instance takes one delivery at a time, so there this changes nothing)."""
+    with _RUN_LOCKS[hash(run_id) % len(_RUN_LOCKS)]:
+        yield
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:

@@ -131,3 +131,20 @@ def test_an_announcer_that_died_after_its_claim_is_taken_over_once_its_lease_lap
     assert announce(run_id, w.runs, topic.publish, now=lambda: NOW + ANNOUNCE_LEASE / 2) == "announcing-elsewhere"
     assert announce(run_id, w.runs, topic.publish, now=lambda: NOW + ANNOUNCE_LEASE).startswith("announced:")
     assert [m.run_id for m in topic.messages] == [run_id]
+
+
+def test_a_copy_of_an_event_already_recorded_and_announced_opens_no_transaction() -> None:
+    """Replayed job events arrive together; once the run is recorded and announced a copy ends on a plain read (on
+    the Firestore emulator sixteen transactions at once on one run kept colliding for minutes)."""
+    w, name = submitted()
+    topic = Topic()
+    announcing(w, topic)
+    ended(w, name)
+    assert w.job_event(job_id(name)) == "recorded:SUCCEEDED"
+
+    def no_transaction(*_: object, **__: object) -> object:
+        raise AssertionError("a transaction was opened for a copy of an event already recorded")
+
+    w.runs.apply = no_transaction  # type: ignore[method-assign]
+    assert w.job_event(job_id(name)) == "duplicate:SUCCEEDED"
+    assert len(topic.messages) == 1
