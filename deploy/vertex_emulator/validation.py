@@ -52,8 +52,8 @@ def check_labels(labels: dict[str, str]) -> list[FieldError]:
         if not key or len(key) > MAX_LABEL_LENGTH or not _label_text_ok(key) or not key[0].isalpha():
             errors.append(FieldError(
                 f"labels[{key!r}]",
-                f'Invalid label key "{key}": keys must be 1 to {MAX_LABEL_LENGTH} characters, start with a lowercase '
-                "letter and contain only lowercase letters, digits, underscores and dashes.",
+                f'Invalid label key "{key}": keys must be 1 to {MAX_LABEL_LENGTH} characters, '
+                "start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes.",
             ))
         if len(value) > MAX_LABEL_LENGTH or not _label_text_ok(value):
             errors.append(FieldError(
@@ -92,15 +92,16 @@ def check_machine(path: str, spec: WorkerPoolSpec, catalog: MachineCatalog) -> l
                            f'Accelerator "{kind}" is not supported for machine type "{machine.machine_type}".')]
     if count not in limits:
         return [FieldError(field, (
-            f'Accelerator "{kind}" is not supported for machine type "{machine.machine_type}" with count {count}. '
-            f"Supported counts: {', '.join(map(str, sorted(limits)))}."
+            f'Accelerator "{kind}" is not supported for machine type "{machine.machine_type}" '
+            f"with count {count}. Supported counts: {', '.join(map(str, sorted(limits)))}."
         ))]
     vcpus, memory = shape
     max_vcpus, max_memory = limits[count]
     if vcpus > max_vcpus or memory > max_memory:
         return [FieldError(field, (
             f'{count} x {kind} supports at most {max_vcpus} vCPUs and {max_memory} GB of memory; machine type '
-            f'"{machine.machine_type}" has {vcpus} vCPUs and {memory:g} GB. Use more GPUs or a smaller machine type.'
+            f'"{machine.machine_type}" has {vcpus} vCPUs and {memory:g} GB. '
+            "Use more GPUs or a smaller machine type."
         ))]
     return []
 

@@ -113,7 +113,8 @@ def test_every_function_has_a_retry_and_a_dead_letter_policy_within_pubsub_limit
      r"functions.dispatch.retry: minimum_backoff_seconds \(90\) exceeds maximum_backoff_seconds \(60\)"),
     ('dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
      'dead_letter = { topic = "landfall-job-events", max_delivery_attempts = 15 }',
-     r"functions.dispatch.dead_letter.topic is 'landfall-job-events'; dead letters go to topics.dead_letter.name"),
+     r"functions.dispatch.dead_letter.topic is 'landfall-job-events'; "
+     r"dead letters go to topics.dead_letter.name"),
     ('dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }', "",
      r"missing `functions.dispatch.dead_letter.topic`"),
 ])
