@@ -46,19 +46,27 @@ TARGET = 1.1
 
 CLIENTS: dict[str, tuple[str, str]] = {
     # name: (how functions/ builds it, how the floor builds it with the library alone)
-    "firestore": ("from functions.gcp import clients\nclients.firestore_client()",
-                  "from google.cloud import firestore\nfirestore.Client(project='landfall-bench')"),
-    "storage": ("from functions.gcp import clients\nclients.storage_client()",
-                "from google.auth.credentials import AnonymousCredentials\nfrom google.cloud import storage\n"
-                "storage.Client(project='landfall-bench', credentials=AnonymousCredentials())"),
-    "publisher": ("from functions.gcp import clients\nclients.publisher_client()",
-                  "from google.cloud import pubsub_v1\npubsub_v1.PublisherClient()"),
-    "job_service": ("from functions.gcp import clients\nclients.job_service_client('us-central1')",
-                    "import grpc\n"
-                    "from google.cloud.aiplatform_v1.services.job_service import JobServiceClient\n"
-                    "from google.cloud.aiplatform_v1.services.job_service.transports import JobServiceGrpcTransport\n"
-                    "JobServiceClient(transport=JobServiceGrpcTransport(channel=grpc.insecure_channel("
-                    "os.environ['LANDFALL_VERTEX_ENDPOINT'])))"),
+    "firestore": (
+        "from functions.gcp import clients\nclients.firestore_client()",
+        "from google.cloud import firestore\nfirestore.Client(project='landfall-bench')",
+    ),
+    "storage": (
+        "from functions.gcp import clients\nclients.storage_client()",
+        "from google.auth.credentials import AnonymousCredentials\nfrom google.cloud import storage\n"
+        "storage.Client(project='landfall-bench', credentials=AnonymousCredentials())",
+    ),
+    "publisher": (
+        "from functions.gcp import clients\nclients.publisher_client()",
+        "from google.cloud import pubsub_v1\npubsub_v1.PublisherClient()",
+    ),
+    "job_service": (
+        "from functions.gcp import clients\nclients.job_service_client('us-central1')",
+        "import grpc\n"
+        "from google.cloud.aiplatform_v1.services.job_service import JobServiceClient\n"
+        "from google.cloud.aiplatform_v1.services.job_service.transports import JobServiceGrpcTransport\n"
+        "JobServiceClient(transport=JobServiceGrpcTransport(channel=grpc.insecure_channel("
+        "os.environ['LANDFALL_VERTEX_ENDPOINT'])))",
+    ),
 }
 
 USES: dict[str, tuple[str, ...]] = {
@@ -97,16 +105,20 @@ CLOCKS = "time.process_time(), time.perf_counter()"
 
 def separate_program(body: str) -> str:
     """A program that prints the CPU and wall seconds body took."""
-    return (f"import os, time\n_c0, _w0 = {CLOCKS}\n{body}\n_c1, _w1 = {CLOCKS}\n"
-            "print(_c1 - _c0, _w1 - _w0, _c1 - _c0, _w1 - _w0)\n")
+    return (
+        f"import os, time\n_c0, _w0 = {CLOCKS}\n{body}\n_c1, _w1 = {CLOCKS}\n"
+        "print(_c1 - _c0, _w1 - _w0, _c1 - _c0, _w1 - _w0)\n"
+    )
 
 
 def paired_program(floor: str, body: str) -> str:
     """A program that runs the floor, then the function's cold start: it prints the CPU and wall seconds of the
     floor and of both together. The function needs everything the floor does (the same libraries, imported once;
     building a client again costs about a millisecond), so both together are the function's cold start."""
-    return (f"import os, time\n_c0, _w0 = {CLOCKS}\n{floor}\n_c1, _w1 = {CLOCKS}\n{body}\n_c2, _w2 = {CLOCKS}\n"
-            "print(_c1 - _c0, _w1 - _w0, _c2 - _c0, _w2 - _w0)\n")
+    return (
+        f"import os, time\n_c0, _w0 = {CLOCKS}\n{floor}\n_c1, _w1 = {CLOCKS}\n{body}\n_c2, _w2 = {CLOCKS}\n"
+        "print(_c1 - _c0, _w1 - _w0, _c2 - _c0, _w2 - _w0)\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -125,10 +137,18 @@ def cases() -> list[Case]:
     for function in (route.name for route in load_topology().functions):
         uses = USES.get(function)
         if uses is None:
-            raise SystemExit(f"bench/cold_start.py: topology function {function!r} is not in USES; add the clients "
-                             f"it builds (of {', '.join(CLIENTS)})")
-        body = "\n".join(["import functions.main", f"functions.main.{function}", first_call_code(function),
-                          *(CLIENTS[c][0] for c in uses)])
+            raise SystemExit(
+                f"bench/cold_start.py: topology function {function!r} is not in USES; add the clients "
+                f"it builds (of {', '.join(CLIENTS)})"
+            )
+        body = "\n".join(
+            [
+                "import functions.main",
+                f"functions.main.{function}",
+                first_call_code(function),
+                *(CLIENTS[c][0] for c in uses),
+            ]
+        )
         floor = "\n".join(["import functions_framework", *(CLIENTS[c][1] for c in uses)])
         out.append(Case(function, uses, body, floor))
     return out
@@ -138,9 +158,14 @@ def environment() -> dict[str, str]:
     """Emulator hosts on a port nothing listens on: clients are built without credentials and reach nothing."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANDFALL_", "GOOGLE_"))}
     unused = "127.0.0.1:9"
-    env.update(PYTHONPATH=str(REPO), GOOGLE_CLOUD_PROJECT="landfall-bench", PUBSUB_EMULATOR_HOST=unused,
-               FIRESTORE_EMULATOR_HOST=unused, STORAGE_EMULATOR_HOST=f"http://{unused}",
-               LANDFALL_VERTEX_ENDPOINT=unused)
+    env.update(
+        PYTHONPATH=str(REPO),
+        GOOGLE_CLOUD_PROJECT="landfall-bench",
+        PUBSUB_EMULATOR_HOST=unused,
+        FIRESTORE_EMULATOR_HOST=unused,
+        STORAGE_EMULATOR_HOST=f"http://{unused}",
+        LANDFALL_VERTEX_ENDPOINT=unused,
+    )
     return env
 
 
@@ -174,16 +199,27 @@ def summary(case: Case, samples: list[tuple[float, float, float, float]], separa
     else:  # median of the ratios, each measured in one interpreter
         ratio = statistics.median(s[2] / s[0] for s in samples)
         wall_ratio = statistics.median(s[3] / s[1] for s in samples)
-    return {"function": case.function, "clients": list(case.clients), "cpu_ms": 1000 * med(2),
-            "floor_cpu_ms": 1000 * med(0), "ratio": ratio, "wall_ms": 1000 * med(3), "floor_wall_ms": 1000 * med(1),
-            "wall_ratio": wall_ratio, "ok": ratio <= TARGET}
+    return {
+        "function": case.function,
+        "clients": list(case.clients),
+        "cpu_ms": 1000 * med(2),
+        "floor_cpu_ms": 1000 * med(0),
+        "ratio": ratio,
+        "wall_ms": 1000 * med(3),
+        "floor_wall_ms": 1000 * med(1),
+        "wall_ratio": wall_ratio,
+        "ok": ratio <= TARGET,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15, help="fresh interpreters per function (15)")
-    parser.add_argument("--separate", action="store_true",
-                        help="time the function and its floor in separate interpreters (noisier on a loaded machine)")
+    parser.add_argument(
+        "--separate",
+        action="store_true",
+        help="time the function and its floor in separate interpreters (noisier on a loaded machine)",
+    )
     parser.add_argument("--function", action="append", help="only this function (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--show", action="store_true", help="print each timed program and exit")
@@ -204,19 +240,37 @@ def main() -> int:
     load_after = os.getloadavg()
     method = "separate" if ns.separate else "paired"
     if ns.json:
-        print(json.dumps({"repeat": ns.repeat, "method": method, "cpus": os.cpu_count(), "load_before": load_before,
-                          "load_after": load_after, "target": TARGET, "results": results}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "repeat": ns.repeat,
+                    "method": method,
+                    "cpus": os.cpu_count(),
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "target": TARGET,
+                    "results": results,
+                },
+                indent=2,
+            )
+        )
         return 0 if all(r["ok"] for r in results) else 1
-    print(f"cold start: {ns.repeat} fresh interpreters per function ({method}); {os.cpu_count()} CPUs, load average "
-          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after ({time.monotonic() - started:.0f} s)")
+    print(
+        f"cold start: {ns.repeat} fresh interpreters per function ({method}); {os.cpu_count()} CPUs, load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after ({time.monotonic() - started:.0f} s)"
+    )
     print(f"ratio = function / floor in CPU time (the verdict, target <= {TARGET}); wall time beside it")
-    print(f"{'function':<20} {'clients':<40} {'CPU ms':>7} {'floor':>6} {'ratio':>6}   {'wall ms':>7} "
-          f"{'floor':>6} {'ratio':>6}")
+    print(
+        f"{'function':<20} {'clients':<40} {'CPU ms':>7} {'floor':>6} {'ratio':>6}   {'wall ms':>7} "
+        f"{'floor':>6} {'ratio':>6}"
+    )
     for r in results:
         verdict = "ok" if r["ok"] else f"ABOVE {TARGET}"
-        print(f"{r['function']:<20} {', '.join(r['clients']):<40} {r['cpu_ms']:>7.0f} {r['floor_cpu_ms']:>6.0f} "
-              f"{r['ratio']:>6.2f}   {r['wall_ms']:>7.0f} {r['floor_wall_ms']:>6.0f} {r['wall_ratio']:>6.2f}  "
-              f"{verdict}")
+        print(
+            f"{r['function']:<20} {', '.join(r['clients']):<40} {r['cpu_ms']:>7.0f} {r['floor_cpu_ms']:>6.0f} "
+            f"{r['ratio']:>6.2f}   {r['wall_ms']:>7.0f} {r['floor_wall_ms']:>6.0f} {r['wall_ratio']:>6.2f}  "
+            f"{verdict}"
+        )
     return 0 if all(r["ok"] for r in results) else 1
 
 

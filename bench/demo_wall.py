@@ -27,8 +27,14 @@ from deploy.topology import load_topology  # noqa: E402
 
 def landfall(args: list[str], env: dict[str, str], timeout: float) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "landfall.cli", *args], env=env, cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "landfall.cli", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return time.monotonic() - started, proc
 
 
@@ -38,12 +44,14 @@ def main() -> int:
     ns = parser.parse_args()
     services = ["pubsub", "firestore", "storage", "vertex", *(f.name for f in load_topology().functions)]
     with tempfile.TemporaryDirectory(prefix="landfall-demo-bench-") as state:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LANDFALL_", "GOOGLE_", "PUBSUB_",
-                                                                         "FIRESTORE_", "STORAGE_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("LANDFALL_", "GOOGLE_", "PUBSUB_", "FIRESTORE_", "STORAGE_"))
+        }
         env.update(PYTHONPATH=str(REPO), LANDFALL_STATE_DIR=state)
         load = os.getloadavg()
-        print(f"demo benchmark: fresh stack in {state}, {os.cpu_count()} CPUs, load average {load[0]:.2f}",
-              flush=True)
+        print(f"demo benchmark: fresh stack in {state}, {os.cpu_count()} CPUs, load average {load[0]:.2f}", flush=True)
         try:
             up_s, up = landfall(["up", *(f"--port={name}=0" for name in services)], env, 300)
             if up.returncode != 0:
@@ -56,8 +64,10 @@ def main() -> int:
             print(f"landfall demo failed ({demo.returncode}):\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}")
             return 1
         load = os.getloadavg()
-        print(f"stack start {up_s:6.1f} s\ndemo        {demo_s:6.1f} s  (upload -> SUCCEEDED, `landfall demo` on a "
-              f"running stack)\ntotal       {up_s + demo_s:6.1f} s  (load average after: {load[0]:.2f})")
+        print(
+            f"stack start {up_s:6.1f} s\ndemo        {demo_s:6.1f} s  (upload -> SUCCEEDED, `landfall demo` on a "
+            f"running stack)\ntotal       {up_s + demo_s:6.1f} s  (load average after: {load[0]:.2f})"
+        )
     return 0
 
 

@@ -40,21 +40,30 @@ BUCKET = "landfall-bench-landing"
 
 def start_emulators(log_dir: Path) -> list[processes.RunningService]:
     ports = {name: processes.free_port() for name in ("pubsub", "firestore", "storage")}
-    os.environ.update({
-        "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "PUBSUB_EMULATOR_HOST": f"{services.HOST}:{ports['pubsub']}",
-        "FIRESTORE_EMULATOR_HOST": f"{services.HOST}:{ports['firestore']}",
-        "STORAGE_EMULATOR_HOST": f"http://{services.HOST}:{ports['storage']}",
-        "LANDFALL_LANDING_BUCKET": BUCKET,
-    })
-    specs = [services.pubsub(ports["pubsub"]), services.firestore(ports["firestore"]),
-             services.storage(ports["storage"], project=PROJECT, notification_topic=None, bucket=None,
-                              pubsub_host=None)]
+    os.environ.update(
+        {
+            "GOOGLE_CLOUD_PROJECT": PROJECT,
+            "PUBSUB_EMULATOR_HOST": f"{services.HOST}:{ports['pubsub']}",
+            "FIRESTORE_EMULATOR_HOST": f"{services.HOST}:{ports['firestore']}",
+            "STORAGE_EMULATOR_HOST": f"http://{services.HOST}:{ports['storage']}",
+            "LANDFALL_LANDING_BUCKET": BUCKET,
+        }
+    )
+    specs = [
+        services.pubsub(ports["pubsub"]),
+        services.firestore(ports["firestore"]),
+        services.storage(ports["storage"], project=PROJECT, notification_topic=None, bucket=None, pubsub_host=None),
+    ]
     return processes.start_all(specs, log_dir)
 
 
-def timed(label: str, events: list[ObjectEvent], handle: Callable[[ObjectEvent], str], workers: int,
-          expect: Callable[[str], bool]) -> None:
+def timed(
+    label: str,
+    events: list[ObjectEvent],
+    handle: Callable[[ObjectEvent], str],
+    workers: int,
+    expect: Callable[[str], bool],
+) -> None:
     latencies: list[float] = []
 
     def one(event: ObjectEvent) -> str:
@@ -79,8 +88,10 @@ def timed(label: str, events: list[ObjectEvent], handle: Callable[[ObjectEvent],
         raise SystemExit(f"{label}: unexpected outcomes {sorted(set(wrong))[:5]}")
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-    print(f"{label:<10} {len(events):>6} notifications in {elapsed:6.2f} s = {len(events) / elapsed:8.1f} /s   "
-          f"latency p50 {statistics.median(ordered) * 1000:6.1f} ms  p99 {p99 * 1000:6.1f} ms")
+    print(
+        f"{label:<10} {len(events):>6} notifications in {elapsed:6.2f} s = {len(events) / elapsed:8.1f} /s   "
+        f"latency p50 {statistics.median(ordered) * 1000:6.1f} ms  p99 {p99 * 1000:6.1f} ms"
+    )
 
 
 def main() -> int:
@@ -106,14 +117,17 @@ def main() -> int:
             deps = ingest_deps()
 
             def event(name: str, generation: int | str) -> ObjectEvent:
-                return ObjectEvent(kind="finalize", bucket=BUCKET, name=name, generation=str(generation),
-                                   event_id="bench")
+                return ObjectEvent(
+                    kind="finalize", bucket=BUCKET, name=name, generation=str(generation), event_id="bench"
+                )
 
             def handle(e: ObjectEvent) -> str:
                 return handle_object_event(e, deps)
 
-            print(f"ingest handler against the emulators: {args.workers} workers, {os.cpu_count()} CPUs, "
-                  f"load average {os.getloadavg()[0]:.2f}")
+            print(
+                f"ingest handler against the emulators: {args.workers} workers, {os.cpu_count()} CPUs, "
+                f"load average {os.getloadavg()[0]:.2f}"
+            )
             # Datasets to complete: 10 shards each, then the markers (uploaded now; events delivered in the timing).
             markers = []
             with ThreadPoolExecutor(8) as pool:

@@ -58,19 +58,35 @@ def main() -> int:
         before = machine()
         measured = [one_drop(s, f"latency-{i:03d}") for i in range(args.drops)]
         after = machine()
-    rows = {"-> CreateCustomJob answered": summary([t.to_submitted for t in measured]),
-            **{f"  {hop}": summary([t.hops[hop] for t in measured]) for hop in HOPS},
-            "-> SUCCEEDED recorded": summary([t.to_succeeded for t in measured])}
-    print_table(f"drop to CreateCustomJob, warm, one dataset at a time ({args.drops} drops; "
-                f"{before['nproc']} CPUs, load {before['load_average']} -> {after['load_average']})", rows)
+    rows = {
+        "-> CreateCustomJob answered": summary([t.to_submitted for t in measured]),
+        **{f"  {hop}": summary([t.hops[hop] for t in measured]) for hop in HOPS},
+        "-> SUCCEEDED recorded": summary([t.to_succeeded for t in measured]),
+    }
+    print_table(
+        f"drop to CreateCustomJob, warm, one dataset at a time ({args.drops} drops; "
+        f"{before['nproc']} CPUs, load {before['load_average']} -> {after['load_average']})",
+        rows,
+    )
     total = rows["-> CreateCustomJob answered"]
     met = (total["p50_ms"] or 1e9) <= TARGET_P50_MS and (total["p99_ms"] or 1e9) <= TARGET_P99_MS
     print(f"target p50 <= {TARGET_P50_MS} ms, p99 <= {TARGET_P99_MS} ms: {'met' if met else 'NOT met'}")
     failed = [t.run_id for t in measured if t.to_succeeded is None]
     if args.out:
-        args.out.write_text(json.dumps({"drops": args.drops, "machine_before": before, "machine_after": after,
-                                        "latency": rows, "target_met": met, "runs_not_succeeded": failed},
-                                       indent=2) + "\n")
+        args.out.write_text(
+            json.dumps(
+                {
+                    "drops": args.drops,
+                    "machine_before": before,
+                    "machine_after": after,
+                    "latency": rows,
+                    "target_met": met,
+                    "runs_not_succeeded": failed,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     if failed:
         print(f"runs that did not succeed: {failed}", file=sys.stderr)
         return 1

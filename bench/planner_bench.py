@@ -31,11 +31,28 @@ from functions.planning.quotas import load_quotas
 from functions.planning.space import space_for
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
-MODELS = (("tabular-classification", "mlp-small"), ("tabular-classification", "mlp-medium"),
-          ("tabular-regression", "mlp-large"), ("causal-lm", "gpt-tiny"), ("causal-lm", "gpt-124m"),
-          ("causal-lm", "gpt-350m"), ("causal-lm", "gpt-1.3b"), ("causal-lm", "gpt-7b"), ("causal-lm", "gpt-70b"))
-GPUS = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB",
-        "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB", "NVIDIA_H200_141GB", "NVIDIA_B200")
+MODELS = (
+    ("tabular-classification", "mlp-small"),
+    ("tabular-classification", "mlp-medium"),
+    ("tabular-regression", "mlp-large"),
+    ("causal-lm", "gpt-tiny"),
+    ("causal-lm", "gpt-124m"),
+    ("causal-lm", "gpt-350m"),
+    ("causal-lm", "gpt-1.3b"),
+    ("causal-lm", "gpt-7b"),
+    ("causal-lm", "gpt-70b"),
+)
+GPUS = (
+    "NVIDIA_TESLA_T4",
+    "NVIDIA_TESLA_V100",
+    "NVIDIA_L4",
+    "NVIDIA_TESLA_A100",
+    "NVIDIA_A100_80GB",
+    "NVIDIA_H100_80GB",
+    "NVIDIA_H100_MEGA_80GB",
+    "NVIDIA_H200_141GB",
+    "NVIDIA_B200",
+)
 
 
 def generate(count: int, seed: int) -> list[PlanInput]:
@@ -44,15 +61,22 @@ def generate(count: int, seed: int) -> list[PlanInput]:
     out = []
     for _ in range(count):
         task, preset = rng.choice(MODELS)
-        out.append(PlanInput(
-            task=task, preset=preset, dataset_bytes=int(10 ** rng.uniform(3, 12)), epochs=rng.randint(1, 5),
-            batch_size=rng.choice([8, 32, 64, 128, 256, 1024]), max_steps=rng.choice([0, 0, 0, 1000, 20000]),
-            deadline=rng.choice([None, None, NOW + timedelta(hours=10 ** rng.uniform(-1, 2.5))]),
-            budget_usd=rng.choice([0.0, 0.0, 0.0, 10 ** rng.uniform(0, 4)]),
-            regions=tuple(rng.sample(regions, rng.choice([0, 0, 1, 2, 3]))),
-            gpu_allowlist=tuple(rng.sample(GPUS, rng.choice([0, 0, 0, 1, 2, 3]))),
-            max_gpus=rng.choice([0, 0, 1, 4, 8, 16, 64]), spot=rng.choice(["never", "allowed", "allowed", "required"]),
-        ))
+        out.append(
+            PlanInput(
+                task=task,
+                preset=preset,
+                dataset_bytes=int(10 ** rng.uniform(3, 12)),
+                epochs=rng.randint(1, 5),
+                batch_size=rng.choice([8, 32, 64, 128, 256, 1024]),
+                max_steps=rng.choice([0, 0, 0, 1000, 20000]),
+                deadline=rng.choice([None, None, NOW + timedelta(hours=10 ** rng.uniform(-1, 2.5))]),
+                budget_usd=rng.choice([0.0, 0.0, 0.0, 10 ** rng.uniform(0, 4)]),
+                regions=tuple(rng.sample(regions, rng.choice([0, 0, 1, 2, 3]))),
+                gpu_allowlist=tuple(rng.sample(GPUS, rng.choice([0, 0, 0, 1, 2, 3]))),
+                max_gpus=rng.choice([0, 0, 1, 4, 8, 16, 64]),
+                spot=rng.choice(["never", "allowed", "allowed", "required"]),
+            )
+        )
     return out
 
 
@@ -81,20 +105,29 @@ def main() -> int:
         cpu.append((time.thread_time() - start_cpu) * 1000)
         (planned if outcome.plan is not None else rejected).append(elapsed)
     every = planned + rejected
-    print(f"planner benchmark: {len(every)} generated requests, full catalog: {len(catalog.shapes)} machine shapes, "
-          f"{len(space.configs)} configurations x 5 parallel variants x 2 pricings x {len(space.regions)} regions")
-    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"planner benchmark: {len(every)} generated requests, full catalog: {len(catalog.shapes)} machine shapes, "
+        f"{len(space.configs)} configurations x 5 parallel variants x 2 pricings x {len(space.regions)} regions"
+    )
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"one-time: catalog load {1000 * (t1 - t0):.1f} ms, candidate space build {1000 * (t2 - t1):.1f} ms")
     for name, values in (("all", every), ("planned", planned), ("rejected", rejected)):
         if values:
-            print(f"{name:9s} n={len(values):5d}  median {statistics.median(values):.3f} ms  "
-                  f"p99 {pct(values, 99):.3f} ms  mean {statistics.fmean(values):.3f} ms  max {max(values):.3f} ms")
-    print(f"cpu time  n={len(cpu):5d}  median {statistics.median(cpu):.3f} ms  p99 {pct(cpu, 99):.3f} ms "
-          "(the wall figures above include time the OS gave to other processes)")
+            print(
+                f"{name:9s} n={len(values):5d}  median {statistics.median(values):.3f} ms  "
+                f"p99 {pct(values, 99):.3f} ms  mean {statistics.fmean(values):.3f} ms  max {max(values):.3f} ms"
+            )
+    print(
+        f"cpu time  n={len(cpu):5d}  median {statistics.median(cpu):.3f} ms  p99 {pct(cpu, 99):.3f} ms "
+        "(the wall figures above include time the OS gave to other processes)"
+    )
     median, wall = statistics.median(cpu), statistics.median(every)
-    print(f"target median <= 1 ms (CPU time): {'met' if median <= 1 else 'NOT met'} ({median:.3f} ms; wall "
-          f"{wall:.3f} ms)")
+    print(
+        f"target median <= 1 ms (CPU time): {'met' if median <= 1 else 'NOT met'} ({median:.3f} ms; wall {wall:.3f} ms)"
+    )
     return 0
 
 

@@ -60,8 +60,14 @@ def load_tables() -> list[Table]:
     out = []
     for name, loader in (("breast-cancer", load_breast_cancer), ("wine", load_wine)):
         data = loader()
-        out.append(Table(name, [str(f) for f in data.feature_names], data.data.tolist(),
-                         [str(data.target_names[t]) for t in data.target]))
+        out.append(
+            Table(
+                name,
+                [str(f) for f in data.feature_names],
+                data.data.tolist(),
+                [str(data.target_names[t]) for t in data.target],
+            )
+        )
     return out
 
 
@@ -69,8 +75,14 @@ def default_route_args(dataset: str, routes_file: Path) -> list[str]:
     """The trainer command line a dataset landing at gs://BENCH/datasets/NAME/ gets from the default route."""
     route = route_for(BUCKET, f"datasets/{dataset}/part-0.csv", load_routes(routes_file))
     assert route is not None, f"{routes_file} has no route for datasets/"
-    completion = Completion(bucket=BUCKET, prefix=f"datasets/{dataset}/", route=route, kind="marker",
-                            object_name=f"datasets/{dataset}/_SUCCESS", generation="1")
+    completion = Completion(
+        bucket=BUCKET,
+        prefix=f"datasets/{dataset}/",
+        route=route,
+        kind="marker",
+        object_name=f"datasets/{dataset}/_SUCCESS",
+        generation="1",
+    )
     request = template(completion, Scan(count=1, total_bytes=1, formats={"csv"}), datetime.now(UTC))
     return trainer_args(request, {"strategy": "ddp", "precision": "auto"})
 
@@ -87,12 +99,26 @@ def write_split(table: Table, order: list[int], folder: Path) -> None:
 
 def run_landfall(args: list[str], folder: Path, model_dir: Path) -> dict[str, Any]:
     argv = [a if not a.startswith("--data-uri=") else f"--data-uri={folder}/" for a in args]
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CLUSTER_SPEC",
-                        "LANDFALL_NPROC_PER_NODE", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "RANK",
+            "WORLD_SIZE",
+            "LOCAL_RANK",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "CLUSTER_SPEC",
+            "LANDFALL_NPROC_PER_NODE",
+            "AIP_CHECKPOINT_DIR",
+            "AIP_TENSORBOARD_LOG_DIR",
+        )
+    }
     env.update(PYTHONPATH=str(REPO), AIP_MODEL_DIR=str(model_dir), OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"))
-    proc = subprocess.run([sys.executable, "-m", "trainer.task", *argv], env=env, cwd=REPO, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.task", *argv], env=env, cwd=REPO, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise SystemExit(f"trainer failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return dict(json.loads((model_dir / "metrics.json").read_text()))
@@ -137,13 +163,28 @@ def bench_table(table: Table, splits: int, workdir: Path, routes_file: Path) -> 
         # scored exactly these rows.
         from_model = loaded_accuracy(table, held, model_dir)
         assert abs(from_model - accuracy) < 1e-9, f"load_model scores {from_model}, metrics.json says {accuracy}"
-        results.append({"split": split, "held_out": len(held), "train": len(train), "landfall": accuracy,
-                        "baseline": baseline_accuracy(table, train, held)})
+        results.append(
+            {
+                "split": split,
+                "held_out": len(held),
+                "train": len(train),
+                "landfall": accuracy,
+                "baseline": baseline_accuracy(table, train, held),
+            }
+        )
     rows = sum(r["held_out"] for r in results)
     pooled = {side: sum(r[side] * r["held_out"] for r in results) / rows for side in ("landfall", "baseline")}
-    return {"dataset": table.name, "rows": len(table.rows), "features": len(table.features),
-            "classes": len(set(table.labels)), "args": args, "splits": results, "held_out_rows": rows, **pooled,
-            "ok": pooled["landfall"] >= pooled["baseline"] - TOLERANCE - 1e-12}
+    return {
+        "dataset": table.name,
+        "rows": len(table.rows),
+        "features": len(table.features),
+        "classes": len(set(table.labels)),
+        "args": args,
+        "splits": results,
+        "held_out_rows": rows,
+        **pooled,
+        "ok": pooled["landfall"] >= pooled["baseline"] - TOLERANCE - 1e-12,
+    }
 
 
 def main() -> int:
@@ -166,11 +207,15 @@ def main() -> int:
     print(f"{'dataset':<14} {'split':>5} {'held-out':>8} {'train':>6} {'landfall':>9} {'sklearn':>8}")
     for r in reports:
         for s in r["splits"]:
-            print(f"{r['dataset']:<14} {s['split']:>5} {s['held_out']:>8} {s['train']:>6} {s['landfall']:>9.4f} "
-                  f"{s['baseline']:>8.4f}")
+            print(
+                f"{r['dataset']:<14} {s['split']:>5} {s['held_out']:>8} {s['train']:>6} {s['landfall']:>9.4f} "
+                f"{s['baseline']:>8.4f}"
+            )
         verdict = "ok" if r["ok"] else f"FAIL: more than {TOLERANCE * 100:.0f} point below"
-        print(f"{r['dataset']:<14} {'all':>5} {r['held_out_rows']:>8} {'':>6} {r['landfall']:>9.4f} "
-              f"{r['baseline']:>8.4f}  {verdict}\n")
+        print(
+            f"{r['dataset']:<14} {'all':>5} {r['held_out_rows']:>8} {'':>6} {r['landfall']:>9.4f} "
+            f"{r['baseline']:>8.4f}  {verdict}\n"
+        )
     return 0 if all(r["ok"] for r in reports) else 1
 
 

@@ -25,8 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_and_measure(args: list[str], nproc: int | None, workdir: Path, env_extra: dict[str, str] | None = None
-                    ) -> dict:
+def run_and_measure(args: list[str], nproc: int | None, workdir: Path, env_extra: dict[str, str] | None = None) -> dict:
     """Run the trainer once; returns its metrics.json plus the process wall time."""
     model_dir = workdir / f"model-{time.monotonic_ns()}"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMP_NUM_THREADS")}
@@ -34,8 +33,9 @@ def run_and_measure(args: list[str], nproc: int | None, workdir: Path, env_extra
     if nproc is not None:
         env["LANDFALL_NPROC_PER_NODE"] = str(nproc)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "trainer.task", *args], env=env, cwd=REPO, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.task", *args], env=env, cwd=REPO, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise SystemExit(f"trainer failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     metrics = json.loads((model_dir / "metrics.json").read_text())
@@ -79,24 +79,50 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     ns = parser.parse_args()
     load = os.getloadavg()
-    print(f"trainer CPU benchmark: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
-          "(other work on the machine lowers every figure)")
+    print(
+        f"trainer CPU benchmark: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+        "(other work on the machine lowers every figure)"
+    )
     with tempfile.TemporaryDirectory(prefix="landfall-bench-") as tmp:
         work = Path(tmp)
         table = write_table(work / "table", ns.rows, shards=4, features=16)
         text = write_text(work / "text", ns.text_bytes, shards=4)
         workloads = [
-            ("tabular mlp-medium, batch 128/process", [
-                f"--data-uri={table}", "--task=tabular-classification", "--model=mlp-medium", f"--epochs={ns.epochs}",
-                "--batch-size=128", "--learning-rate=0.003", "--seed=1", "--strategy=ddp", "--precision=auto"]),
-            ("causal-lm gpt-tiny, batch 16/process", [
-                f"--data-uri={text}", "--task=causal-lm", "--model=gpt-tiny", f"--epochs={ns.epochs}",
-                "--batch-size=16", "--learning-rate=0.003", "--seed=1", "--strategy=ddp", "--precision=auto"]),
+            (
+                "tabular mlp-medium, batch 128/process",
+                [
+                    f"--data-uri={table}",
+                    "--task=tabular-classification",
+                    "--model=mlp-medium",
+                    f"--epochs={ns.epochs}",
+                    "--batch-size=128",
+                    "--learning-rate=0.003",
+                    "--seed=1",
+                    "--strategy=ddp",
+                    "--precision=auto",
+                ],
+            ),
+            (
+                "causal-lm gpt-tiny, batch 16/process",
+                [
+                    f"--data-uri={text}",
+                    "--task=causal-lm",
+                    "--model=gpt-tiny",
+                    f"--epochs={ns.epochs}",
+                    "--batch-size=16",
+                    "--learning-rate=0.003",
+                    "--seed=1",
+                    "--strategy=ddp",
+                    "--precision=auto",
+                ],
+            ),
         ]
         # (processes, OMP_NUM_THREADS per process or None for the default: all cores, or cores / processes)
         setups = [(1, None), (1, "1"), (2, None)]
-        print(f"{'workload':<38} {'procs':>5} {'threads':>8} {'samples/s':>10} {'tokens/s':>9} {'vs 1':>6} "
-              f"{'steps':>5} {'loss':>7} {'wall s':>6}")
+        print(
+            f"{'workload':<38} {'procs':>5} {'threads':>8} {'samples/s':>10} {'tokens/s':>9} {'vs 1':>6} "
+            f"{'steps':>5} {'loss':>7} {'wall s':>6}"
+        )
         for name, args in workloads:
             base = None
             for nproc, threads in setups:
@@ -104,9 +130,11 @@ def main() -> None:
                 base = base or m["samples_per_second"]
                 tokens = f"{m['tokens_per_second']:.0f}" if m["tokens_per_second"] else "-"
                 shown = threads or str(max(1, (os.cpu_count() or 1) // nproc))
-                print(f"{name:<38} {nproc:>5} {shown:>8} {m['samples_per_second']:>10.1f} {tokens:>9} "
-                      f"{m['samples_per_second'] / base:>5.2f}x {m['steps']:>5} {m['final']['loss']:>7.4f} "
-                      f"{m['process_wall_seconds']:>6.1f}")
+                print(
+                    f"{name:<38} {nproc:>5} {shown:>8} {m['samples_per_second']:>10.1f} {tokens:>9} "
+                    f"{m['samples_per_second'] / base:>5.2f}x {m['steps']:>5} {m['final']['loss']:>7.4f} "
+                    f"{m['process_wall_seconds']:>6.1f}"
+                )
 
 
 if __name__ == "__main__":

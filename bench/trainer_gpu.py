@@ -36,8 +36,10 @@ def main() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        print("trainer GPU benchmark: no CUDA GPU on this machine; not run (needs a GPU: tokens/s and MFU of "
-              f"{ns.model} in {ns.precision}, strategies {ns.strategies})")
+        print(
+            "trainer GPU benchmark: no CUDA GPU on this machine; not run (needs a GPU: tokens/s and MFU of "
+            f"{ns.model} in {ns.precision}, strategies {ns.strategies})"
+        )
         return
     from schemas.model_presets import get_preset
 
@@ -46,21 +48,37 @@ def main() -> None:
     name = torch.cuda.get_device_name(0)
     seq = getattr(preset, "seq_len", 1024)
     needed = (seq + 1) * ns.batch_size * gpus * (ns.steps + 2)
-    print(f"trainer GPU benchmark: {gpus} x {name}, {ns.model}, {ns.precision}, batch {ns.batch_size}/GPU, "
-          f"{ns.steps} steps")
+    print(
+        f"trainer GPU benchmark: {gpus} x {name}, {ns.model}, {ns.precision}, batch {ns.batch_size}/GPU, "
+        f"{ns.steps} steps"
+    )
     with tempfile.TemporaryDirectory(prefix="landfall-gpu-bench-") as tmp:
         work = Path(tmp)
         text = write_text(work / "text", int(needed * 1.2), shards=max(4, gpus))
         print(f"{'strategy':<9} {'tokens/s':>12} {'samples/s':>10} {'MFU':>7} {'steps':>6} {'loss':>7} {'wall s':>7}")
         for strategy in ns.strategies.split(","):
-            args = [f"--data-uri={text}", "--task=causal-lm", f"--model={ns.model}", "--epochs=1",
-                    f"--batch-size={ns.batch_size}", "--learning-rate=0.0006", "--seed=1", f"--strategy={strategy}",
-                    f"--precision={ns.precision}", f"--max-steps={ns.steps}", "--hparam", "val_fraction=0",
-                    "--hparam", "warmup_steps=10"]
+            args = [
+                f"--data-uri={text}",
+                "--task=causal-lm",
+                f"--model={ns.model}",
+                "--epochs=1",
+                f"--batch-size={ns.batch_size}",
+                "--learning-rate=0.0006",
+                "--seed=1",
+                f"--strategy={strategy}",
+                f"--precision={ns.precision}",
+                f"--max-steps={ns.steps}",
+                "--hparam",
+                "val_fraction=0",
+                "--hparam",
+                "warmup_steps=10",
+            ]
             m = run_and_measure(args, None, work)
             mfu = f"{100 * m['mfu']:.1f}%" if m["mfu"] is not None else "-"
-            print(f"{strategy:<9} {m['tokens_per_second']:>12.0f} {m['samples_per_second']:>10.2f} {mfu:>7} "
-                  f"{m['steps']:>6} {m['final']['loss']:>7.3f} {m['process_wall_seconds']:>7.1f}")
+            print(
+                f"{strategy:<9} {m['tokens_per_second']:>12.0f} {m['samples_per_second']:>10.2f} {mfu:>7} "
+                f"{m['steps']:>6} {m['final']['loss']:>7.3f} {m['process_wall_seconds']:>7.1f}"
+            )
 
 
 if __name__ == "__main__":

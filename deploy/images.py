@@ -66,8 +66,10 @@ def trainer_image(path: Traversable = TOPOLOGY_FILE) -> TrainerImage:
             raise ImageError(f"{path.name}: trainer_image.{key} must be a non-empty string, found {value!r}")
         values[key] = value
     if not re.fullmatch(r"[a-z][a-z0-9-]*[a-z0-9]", values["repository"]):
-        raise ImageError(f"{path.name}: trainer_image.repository {values['repository']!r} is not an Artifact "
-                         "Registry repository id (lowercase letters, digits and hyphens, starting with a letter)")
+        raise ImageError(
+            f"{path.name}: trainer_image.repository {values['repository']!r} is not an Artifact "
+            "Registry repository id (lowercase letters, digits and hyphens, starting with a letter)"
+        )
     return TrainerImage(**values)
 
 
@@ -82,8 +84,10 @@ def trainer_entrypoint(root: Path = REPO_ROOT) -> tuple[str, ...]:
     dockerfile = root / trainer_image().dockerfile
     found = _ENTRYPOINT.findall(dockerfile.read_text())
     if len(found) != 1:
-        raise ImageError(f"{dockerfile} must hold exactly one exec-form ENTRYPOINT line such as "
-                         f'ENTRYPOINT ["python", "-m", "trainer.task"]; found {len(found)}')
+        raise ImageError(
+            f"{dockerfile} must hold exactly one exec-form ENTRYPOINT line such as "
+            f'ENTRYPOINT ["python", "-m", "trainer.task"]; found {len(found)}'
+        )
     words = json.loads(found[0])
     if not words or not all(isinstance(word, str) for word in words):
         raise ImageError(f"{dockerfile}: ENTRYPOINT must be a JSON list of strings, found {found[0]}")

@@ -98,8 +98,15 @@ class Topology:
 
     @property
     def topics(self) -> tuple[str, ...]:
-        return (self.object_events_topic, self.requests_topic, self.job_events_topic, self.ingest_sweep_topic,
-                self.dead_letter_topic, self.reconcile_topic, self.run_results_topic)
+        return (
+            self.object_events_topic,
+            self.requests_topic,
+            self.job_events_topic,
+            self.ingest_sweep_topic,
+            self.dead_letter_topic,
+            self.reconcile_topic,
+            self.run_results_topic,
+        )
 
     def schedule(self, name: str) -> Schedule:
         for schedule in self.schedules:
@@ -132,8 +139,9 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
         value = get(*keys)
         low, high = within
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise TopologyError(f"{path.name}: `{'.'.join(keys)}` must be a whole number from {low} to {high}, "
-                                f"got {value!r}")
+            raise TopologyError(
+                f"{path.name}: `{'.'.join(keys)}` must be a whole number from {low} to {high}, got {value!r}"
+            )
         return value
 
     functions = tuple(
@@ -143,15 +151,18 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
             subscription=str(get("functions", name, "subscription")),
             ack_deadline_seconds=whole("functions", name, "ack_deadline_seconds", within=ACK_DEADLINE_RANGE),
             retry=RetryPolicy(
-                minimum_backoff_seconds=whole("functions", name, "retry", "minimum_backoff_seconds",
-                                              within=BACKOFF_RANGE),
-                maximum_backoff_seconds=whole("functions", name, "retry", "maximum_backoff_seconds",
-                                              within=BACKOFF_RANGE),
+                minimum_backoff_seconds=whole(
+                    "functions", name, "retry", "minimum_backoff_seconds", within=BACKOFF_RANGE
+                ),
+                maximum_backoff_seconds=whole(
+                    "functions", name, "retry", "maximum_backoff_seconds", within=BACKOFF_RANGE
+                ),
             ),
             dead_letter=DeadLetterPolicy(
                 topic=str(get("functions", name, "dead_letter", "topic")),
-                max_delivery_attempts=whole("functions", name, "dead_letter", "max_delivery_attempts",
-                                            within=MAX_DELIVERY_ATTEMPTS_RANGE),
+                max_delivery_attempts=whole(
+                    "functions", name, "dead_letter", "max_delivery_attempts", within=MAX_DELIVERY_ATTEMPTS_RANGE
+                ),
             ),
         )
         for name in get("functions")  # type: ignore[union-attr]
@@ -194,13 +205,17 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
         if route.topic not in topology.topics:
             raise TopologyError(f"{path.name}: function {route.name} listens on unknown topic {route.topic!r}")
         if route.retry.minimum_backoff_seconds > route.retry.maximum_backoff_seconds:
-            raise TopologyError(f"{path.name}: functions.{route.name}.retry: minimum_backoff_seconds "
-                                f"({route.retry.minimum_backoff_seconds}) exceeds maximum_backoff_seconds "
-                                f"({route.retry.maximum_backoff_seconds})")
+            raise TopologyError(
+                f"{path.name}: functions.{route.name}.retry: minimum_backoff_seconds "
+                f"({route.retry.minimum_backoff_seconds}) exceeds maximum_backoff_seconds "
+                f"({route.retry.maximum_backoff_seconds})"
+            )
         if route.dead_letter.topic != topology.dead_letter_topic:
-            raise TopologyError(f"{path.name}: functions.{route.name}.dead_letter.topic is "
-                                f"{route.dead_letter.topic!r}; dead letters go to topics.dead_letter.name "
-                                f"({topology.dead_letter_topic!r})")
+            raise TopologyError(
+                f"{path.name}: functions.{route.name}.dead_letter.topic is "
+                f"{route.dead_letter.topic!r}; dead letters go to topics.dead_letter.name "
+                f"({topology.dead_letter_topic!r})"
+            )
     for schedule in schedules:
         if schedule.topic not in topology.topics:
             raise TopologyError(f"{path.name}: schedule {schedule.name} publishes to unknown topic {schedule.topic!r}")

@@ -44,10 +44,13 @@ class ObjectEvent:
     resource: Mapping[str, Any] = field(default_factory=dict)
 
 
-_NOTIFICATION_KINDS = {"OBJECT_FINALIZE": "finalize", "OBJECT_DELETE": "delete",
-                       "OBJECT_METADATA_UPDATE": "metadata", "OBJECT_ARCHIVE": "archive"}
-_CLOUDEVENT_KINDS = {"finalized": "finalize", "deleted": "delete", "metadataUpdated": "metadata",
-                     "archived": "archive"}
+_NOTIFICATION_KINDS = {
+    "OBJECT_FINALIZE": "finalize",
+    "OBJECT_DELETE": "delete",
+    "OBJECT_METADATA_UPDATE": "metadata",
+    "OBJECT_ARCHIVE": "archive",
+}
+_CLOUDEVENT_KINDS = {"finalized": "finalize", "deleted": "delete", "metadataUpdated": "metadata", "archived": "archive"}
 
 
 BODY_DIGEST_LABEL = "body sha256:"
@@ -75,8 +78,10 @@ def _text_field(message: Mapping[str, Any], *names: str) -> str:
     """A string field of the Pub/Sub message under either spelling; "" when absent."""
     value = next((message[n] for n in names if message.get(n) not in (None, "")), "")
     if not isinstance(value, str) or len(value) > MAX_MESSAGE_FIELD:
-        raise PermanentError(f"Pub/Sub message field {names[0]} is {shown(value)}; expected a string of at most "
-                             f"{MAX_MESSAGE_FIELD} characters as Pub/Sub sends it (an id or an RFC 3339 time)")
+        raise PermanentError(
+            f"Pub/Sub message field {names[0]} is {shown(value)}; expected a string of at most "
+            f"{MAX_MESSAGE_FIELD} characters as Pub/Sub sends it (an id or an RFC 3339 time)"
+        )
     return value
 
 
@@ -84,11 +89,13 @@ def pubsub_message(cloud_event: Any) -> PubSubMessage:
     """The Pub/Sub message inside a messagePublished CloudEvent (functions-framework converts raw pushes)."""
     kind = event_type(cloud_event)
     if kind != PUBSUB_PUBLISHED:
-        raise PermanentError(f"unexpected event type {shown(kind)}; this function is fed by a Pub/Sub subscription "
-                             f"and expects {PUBSUB_PUBLISHED!r}")
+        raise PermanentError(
+            f"unexpected event type {shown(kind)}; this function is fed by a Pub/Sub subscription "
+            f"and expects {PUBSUB_PUBLISHED!r}"
+        )
     data = cloud_event.data
     if not isinstance(data, Mapping) or not isinstance(data.get("message"), Mapping):
-        raise PermanentError("Pub/Sub event has no `message` object; expected {\"message\": {\"data\": ...}}")
+        raise PermanentError('Pub/Sub event has no `message` object; expected {"message": {"data": ...}}')
     message = data["message"]
     try:
         payload = base64.b64decode(message.get("data") or b"", validate=True)
@@ -96,8 +103,7 @@ def pubsub_message(cloud_event: Any) -> PubSubMessage:
         raise PermanentError(f"Pub/Sub message data is not base64 ({exc})") from exc
     attributes = message.get("attributes") or {}
     if not isinstance(attributes, Mapping) or not all(isinstance(v, str) for v in attributes.values()):
-        raise PermanentError(f"Pub/Sub message attributes are {shown(attributes)}; expected an object of string "
-                             "values")
+        raise PermanentError(f"Pub/Sub message attributes are {shown(attributes)}; expected an object of string values")
     return PubSubMessage(
         data=payload,
         attributes=dict(attributes),
@@ -111,14 +117,20 @@ def object_event(cloud_event: Any) -> ObjectEvent:
     kind = event_type(cloud_event)
     if kind.startswith(STORAGE_EVENT_PREFIX):
         resource = cloud_event.data if isinstance(cloud_event.data, Mapping) else {}
-        return _from_resource(_CLOUDEVENT_KINDS.get(kind.removeprefix(STORAGE_EVENT_PREFIX), "unknown"),
-                              resource, str(cloud_event["id"]), source=kind[:100])
+        return _from_resource(
+            _CLOUDEVENT_KINDS.get(kind.removeprefix(STORAGE_EVENT_PREFIX), "unknown"),
+            resource,
+            str(cloud_event["id"]),
+            source=kind[:100],
+        )
     message = pubsub_message(cloud_event)
     attrs = message.attributes
     notification = attrs.get("eventType", "")
     if not notification:
-        raise PermanentError("Pub/Sub message has no eventType attribute; expected a Cloud Storage notification "
-                             "(payload format JSON_API_V1) with attributes eventType, bucketId, objectId")
+        raise PermanentError(
+            "Pub/Sub message has no eventType attribute; expected a Cloud Storage notification "
+            "(payload format JSON_API_V1) with attributes eventType, bucketId, objectId"
+        )
     resource: Mapping[str, Any] = {}
     if message.data:
         from schemas import json_text
@@ -126,14 +138,22 @@ def object_event(cloud_event: Any) -> ObjectEvent:
         try:
             parsed = json_text.loads(message.data)
         except json_text.JsonTextError as exc:
-            raise PermanentError(f"notification payload is not JSON ({exc}); expected the object resource "
-                                 "(payload format JSON_API_V1)") from exc
+            raise PermanentError(
+                f"notification payload is not JSON ({exc}); expected the object resource (payload format JSON_API_V1)"
+            ) from exc
         resource = parsed if isinstance(parsed, Mapping) else {}
-    merged = {**resource, "bucket": attrs.get("bucketId") or resource.get("bucket"),
-              "name": attrs.get("objectId") or resource.get("name"),
-              "generation": attrs.get("objectGeneration") or resource.get("generation")}
-    return _from_resource(_NOTIFICATION_KINDS.get(notification, "unknown"), merged, message.message_id,
-                          source=f"notification {notification[:60]}")
+    merged = {
+        **resource,
+        "bucket": attrs.get("bucketId") or resource.get("bucket"),
+        "name": attrs.get("objectId") or resource.get("name"),
+        "generation": attrs.get("objectGeneration") or resource.get("generation"),
+    }
+    return _from_resource(
+        _NOTIFICATION_KINDS.get(notification, "unknown"),
+        merged,
+        message.message_id,
+        source=f"notification {notification[:60]}",
+    )
 
 
 def _decimal(value: Any, what: str, source: str) -> str:
@@ -141,8 +161,10 @@ def _decimal(value: Any, what: str, source: str) -> str:
     small = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**20
     text = str(value) if small else value
     if not isinstance(text, str) or not (text.isascii() and text.isdigit()) or len(text) > 20:
-        raise PermanentError(f"{source}: object {what} {shown(value, 40)} is not a decimal integer; expected digits as "
-                             "Cloud Storage sends them (JSON_API_V1). The event is acknowledged without a request.")
+        raise PermanentError(
+            f"{source}: object {what} {shown(value, 40)} is not a decimal integer; expected digits as "
+            "Cloud Storage sends them (JSON_API_V1). The event is acknowledged without a request."
+        )
     return text
 
 
@@ -152,11 +174,14 @@ def _from_resource(kind: str, resource: Mapping[str, Any], event_id: str, *, sou
     if not bucket or not name:
         raise PermanentError(f"{source}: object event lacks bucket or object name; expected both")
     if not isinstance(bucket, str) or not isinstance(name, str):
-        raise PermanentError(f"{source}: object bucket and name must be strings, got {type(bucket).__name__} and "
-                             f"{type(name).__name__}")
+        raise PermanentError(
+            f"{source}: object bucket and name must be strings, got {type(bucket).__name__} and {type(name).__name__}"
+        )
     if len(bucket) > MAX_BUCKET_NAME:
-        raise PermanentError(f"{source}: bucket name {shown(bucket)} is {len(bucket)} characters; Cloud Storage "
-                             f"bucket names have at most {MAX_BUCKET_NAME}")
+        raise PermanentError(
+            f"{source}: bucket name {shown(bucket)} is {len(bucket)} characters; Cloud Storage "
+            f"bucket names have at most {MAX_BUCKET_NAME}"
+        )
     size = resource.get("size")
     return ObjectEvent(
         kind=kind,

@@ -19,7 +19,16 @@ def as_transient(exc: Exception, what: str) -> Exception:
     """A Google client error that a retry may cure becomes TransientError (naming what failed); others pass as is."""
     from google.api_core import exceptions as gexc
 
-    if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded | gexc.InternalServerError | gexc.Aborted
-                  | gexc.TooManyRequests | gexc.GatewayTimeout | ConnectionError | TimeoutError):
+    if isinstance(
+        exc,
+        gexc.ServiceUnavailable
+        | gexc.DeadlineExceeded
+        | gexc.InternalServerError
+        | gexc.Aborted
+        | gexc.TooManyRequests
+        | gexc.GatewayTimeout
+        | ConnectionError
+        | TimeoutError,
+    ):
         return TransientError(f"{what} failed ({exc.__class__.__name__}: {exc}); will retry")
     return exc

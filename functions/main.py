@@ -85,8 +85,12 @@ def _run(name: str, cloud_event: Any, work: Callable[[], str]) -> None:
         raise
     except Exception:
         if _age(cloud_event) > GIVE_UP_AFTER:
-            log.exception("%s: message %s failed for over %s; acknowledged so it stops retrying", name,
-                          _event_id(cloud_event), GIVE_UP_AFTER)
+            log.exception(
+                "%s: message %s failed for over %s; acknowledged so it stops retrying",
+                name,
+                _event_id(cloud_event),
+                GIVE_UP_AFTER,
+            )
             return
         log.exception("%s: message %s: unexpected error; will be retried", name, _event_id(cloud_event))
         raise
@@ -98,8 +102,11 @@ def on_object_finalized(cloud_event: Any) -> None:
     from functions.ingest.handler import handle_object_event
     from functions.wiring import ingest_deps
 
-    _run("on_object_finalized", cloud_event,
-         lambda: handle_object_event(envelopes.object_event(cloud_event), ingest_deps()))
+    _run(
+        "on_object_finalized",
+        cloud_event,
+        lambda: handle_object_event(envelopes.object_event(cloud_event), ingest_deps()),
+    )
 
 
 @functions_framework.cloud_event
@@ -107,8 +114,9 @@ def dispatch(cloud_event: Any) -> None:
     from functions.dispatch.handler import handle_training_request
     from functions.wiring import dispatch_deps
 
-    _run("dispatch", cloud_event,
-         lambda: handle_training_request(envelopes.pubsub_message(cloud_event), dispatch_deps()))
+    _run(
+        "dispatch", cloud_event, lambda: handle_training_request(envelopes.pubsub_message(cloud_event), dispatch_deps())
+    )
 
 
 @functions_framework.cloud_event

@@ -112,8 +112,10 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
     def need(name: str, default: str | None = None) -> str:
         value = env.get(name, default)
         if not value:
-            raise SettingsError(f"environment variable {name} is not set; the local stack writes it to "
-                                ".landfall/env (`landfall up`), a deployment sets it on the function.")
+            raise SettingsError(
+                f"environment variable {name} is not set; the local stack writes it to "
+                ".landfall/env (`landfall up`), a deployment sets it on the function."
+            )
         return value
 
     landing = need("LANDFALL_LANDING_BUCKET", topology.bucket)
@@ -129,6 +131,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         if not 1 <= value <= upper:
             raise SettingsError(f"{name} must be a whole number from 1 to {upper}, got {raw!r}")
         return value
+
     return Settings(
         project=need("GOOGLE_CLOUD_PROJECT"),
         landing_bucket=landing,
@@ -137,8 +140,9 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         runs_prefix=topology.runs_prefix,
         runs_collection=env.get("LANDFALL_RUNS_COLLECTION", topology.runs_collection),
         datasets_collection=env.get("LANDFALL_DATASETS_COLLECTION", topology.datasets_collection),
-        dataset_versions_collection=env.get("LANDFALL_DATASET_VERSIONS_COLLECTION",
-                                            topology.dataset_versions_collection),
+        dataset_versions_collection=env.get(
+            "LANDFALL_DATASET_VERSIONS_COLLECTION", topology.dataset_versions_collection
+        ),
         orphans_collection=env.get("LANDFALL_ORPHANS_COLLECTION", topology.orphans_collection),
         requests_topic=env.get("LANDFALL_REQUESTS_TOPIC", topology.requests_topic),
         run_results_topic=env.get("LANDFALL_RUN_RESULTS_TOPIC", topology.run_results_topic),
@@ -146,10 +150,12 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         allowed_buckets=allowed,
         vertex_endpoint=env.get("LANDFALL_VERTEX_ENDPOINT", ""),
         trainer_package_uri=env.get("LANDFALL_TRAINER_PACKAGE_URI", f"gs://{output}/landfall/trainer-0.1.0.tar.gz"),
-        executor_image_gpu=env.get("LANDFALL_EXECUTOR_IMAGE_GPU",
-                                   "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"),
-        executor_image_cpu=env.get("LANDFALL_EXECUTOR_IMAGE_CPU",
-                                   "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest"),
+        executor_image_gpu=env.get(
+            "LANDFALL_EXECUTOR_IMAGE_GPU", "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"
+        ),
+        executor_image_cpu=env.get(
+            "LANDFALL_EXECUTOR_IMAGE_CPU", "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest"
+        ),
         submission_lease_seconds=positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120),
         ingest_lease_seconds=positive("LANDFALL_INGEST_LEASE_SECONDS", 60),
         max_job_attempts=positive("LANDFALL_MAX_JOB_ATTEMPTS", 3, upper=20),
@@ -162,8 +168,8 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),
-        trainer_image=env.get("LANDFALL_TRAINER_IMAGE") or trainer_image_uri(
-            need("GOOGLE_CLOUD_PROJECT"), env.get("LANDFALL_DEFAULT_REGION", topology.default_region)),
+        trainer_image=env.get("LANDFALL_TRAINER_IMAGE")
+        or trainer_image_uri(need("GOOGLE_CLOUD_PROJECT"), env.get("LANDFALL_DEFAULT_REGION", topology.default_region)),
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
         artifact_buckets=_region_buckets(env.get("LANDFALL_ARTIFACT_BUCKETS", "")),
         quota_overrides=_quota_overrides(env),
@@ -189,15 +195,16 @@ def _quota_overrides(env: Mapping[str, str]) -> str:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise SettingsError(f"{name} is not JSON ({exc}); expected an object of regions, e.g. "
-                            '{"us-central1": {"gpus": {"NVIDIA_L4": {"on_demand": 8}}}}') from exc
+        raise SettingsError(
+            f"{name} is not JSON ({exc}); expected an object of regions, e.g. "
+            '{"us-central1": {"gpus": {"NVIDIA_L4": {"on_demand": 8}}}}'
+        ) from exc
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise SettingsError(f"{name} must be a JSON object of regions, each an object with cpus and/or gpus")
     return json.dumps(data, sort_keys=True)
 
 
-def _fraction(env: Mapping[str, str], name: str, *, low: float, high: float, high_open: bool = False
-              ) -> float | None:
+def _fraction(env: Mapping[str, str], name: str, *, low: float, high: float, high_open: bool = False) -> float | None:
     raw = env.get(name, "")
     if not raw:
         return None

@@ -46,8 +46,7 @@ def datasets_store() -> DatasetsStore:
     from functions.gcp.datasets_store import DatasetsStore
 
     settings = get_settings()
-    return DatasetsStore(clients.firestore_client(), settings.datasets_collection,
-                         settings.dataset_versions_collection)
+    return DatasetsStore(clients.firestore_client(), settings.datasets_collection, settings.dataset_versions_collection)
 
 
 @cache
@@ -75,8 +74,9 @@ def _publish_result(message: Any) -> str:
     from functions.errors import as_transient
 
     try:
-        future = clients.publisher_client().publish(get_settings().run_results_topic_path, message.to_bytes(),
-                                                    run_id=message.run_id, state=message.state)
+        future = clients.publisher_client().publish(
+            get_settings().run_results_topic_path, message.to_bytes(), run_id=message.run_id, state=message.state
+        )
         return str(future.result(timeout=60))
     except Exception as exc:
         raise as_transient(exc, "Pub/Sub run results") from exc
@@ -97,8 +97,9 @@ def _plan(request: Any) -> Any:
 def ingest_deps() -> IngestDeps:
     from functions.ingest.handler import IngestDeps
 
-    return IngestDeps(settings=get_settings(), objects=gcs_objects(), datasets=datasets_store(),
-                      publish=_publish_request, now=utc_now)
+    return IngestDeps(
+        settings=get_settings(), objects=gcs_objects(), datasets=datasets_store(), publish=_publish_request, now=utc_now
+    )
 
 
 def dispatch_deps() -> DispatchDeps:
@@ -111,9 +112,15 @@ def listener_deps() -> ListenerDeps:
     from functions.dispatch.handler import attempt_policy, resubmit
     from functions.listener.handler import ListenerDeps, read_gcs_text
 
-    return ListenerDeps(store=runs_store(), vertex=vertex_jobs(), read_text=read_gcs_text(clients.storage_client()),
-                        now=utc_now, resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
-                        policy=attempt_policy(get_settings()), announce=_announce)
+    return ListenerDeps(
+        store=runs_store(),
+        vertex=vertex_jobs(),
+        read_text=read_gcs_text(clients.storage_client()),
+        now=utc_now,
+        resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
+        policy=attempt_policy(get_settings()),
+        announce=_announce,
+    )
 
 
 @cache
@@ -140,13 +147,31 @@ def reconciler_deps() -> Any:
     from functions.reconciler.republish import RepublishDeps
 
     settings = get_settings()
-    orphans = OrphanDeps(store=orphans_store(), runs=runs_store().get_many, regions=settings.job_regions,
-                         cancel=settings.cancel_orphans, grace_seconds=settings.submission_lease_seconds)
-    republish = RepublishDeps(versions=datasets_store(), runs=runs_store().get_many, publish=_republish_request,
-                              grace_seconds=settings.republish_grace_seconds)
-    return ReconcilerDeps(open_runs=lambda: runs_store().in_states(OPEN_STATES), vertex=vertex_jobs(),
-                          listener=listener_deps(), resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
-                          policy=attempt_policy(settings), lease_seconds=settings.submission_lease_seconds,
-                          now=utc_now, grace_seconds=settings.reconcile_grace_seconds,
-                          unannounced=lambda: runs_store().unannounced(), announce=_announce,
-                          long_wait_seconds=settings.long_wait_seconds, orphans=orphans, republish=republish)
+    orphans = OrphanDeps(
+        store=orphans_store(),
+        runs=runs_store().get_many,
+        regions=settings.job_regions,
+        cancel=settings.cancel_orphans,
+        grace_seconds=settings.submission_lease_seconds,
+    )
+    republish = RepublishDeps(
+        versions=datasets_store(),
+        runs=runs_store().get_many,
+        publish=_republish_request,
+        grace_seconds=settings.republish_grace_seconds,
+    )
+    return ReconcilerDeps(
+        open_runs=lambda: runs_store().in_states(OPEN_STATES),
+        vertex=vertex_jobs(),
+        listener=listener_deps(),
+        resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
+        policy=attempt_policy(settings),
+        lease_seconds=settings.submission_lease_seconds,
+        now=utc_now,
+        grace_seconds=settings.reconcile_grace_seconds,
+        unannounced=lambda: runs_store().unannounced(),
+        announce=_announce,
+        long_wait_seconds=settings.long_wait_seconds,
+        orphans=orphans,
+        republish=republish,
+    )

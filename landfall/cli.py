@@ -10,14 +10,36 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 # Modules with a register(subparsers) function, in the order their commands appear in --help.
-COMMAND_MODULES = ("stack", "demo", "drop", "submit", "runs", "watch", "logs", "datasets", "operations", "retry",
-                   "dead_letters", "planning", "deploy")
+COMMAND_MODULES = (
+    "stack",
+    "demo",
+    "drop",
+    "submit",
+    "runs",
+    "watch",
+    "logs",
+    "datasets",
+    "operations",
+    "retry",
+    "dead_letters",
+    "planning",
+    "deploy",
+)
 STACK_NEEDS = {
-    "runs": ("firestore",), "run": ("firestore",), "logs": ("firestore",),
-    "datasets": ("firestore",), "dataset": ("firestore",), "sweep": ("pubsub",),
-    "retrain": ("firestore", "storage", "pubsub"), "submit": ("pubsub",), "drop": ("storage", "firestore"),
-    "watch": ("firestore",), "reconcile": ("pubsub",), "cancel": ("firestore", "vertex"),
-    "retry": ("firestore", "pubsub"), "dead-letters": ("pubsub",),
+    "runs": ("firestore",),
+    "run": ("firestore",),
+    "logs": ("firestore",),
+    "datasets": ("firestore",),
+    "dataset": ("firestore",),
+    "sweep": ("pubsub",),
+    "retrain": ("firestore", "storage", "pubsub"),
+    "submit": ("pubsub",),
+    "drop": ("storage", "firestore"),
+    "watch": ("firestore",),
+    "reconcile": ("pubsub",),
+    "cancel": ("firestore", "vertex"),
+    "retry": ("firestore", "pubsub"),
+    "dead-letters": ("pubsub",),
 }
 """The services each command reads or writes; they are checked (landfall/reach.py) before the command runs, so a
 stopped stack is one line at once, not a client retrying for minutes. Commands not named here need no stack or,

@@ -21,9 +21,13 @@ from typing import Any
 
 from google.protobuf import descriptor, json_format
 
-INT64_TYPES = (descriptor.FieldDescriptor.TYPE_INT64, descriptor.FieldDescriptor.TYPE_UINT64,
-               descriptor.FieldDescriptor.TYPE_SINT64, descriptor.FieldDescriptor.TYPE_FIXED64,
-               descriptor.FieldDescriptor.TYPE_SFIXED64)
+INT64_TYPES = (
+    descriptor.FieldDescriptor.TYPE_INT64,
+    descriptor.FieldDescriptor.TYPE_UINT64,
+    descriptor.FieldDescriptor.TYPE_SINT64,
+    descriptor.FieldDescriptor.TYPE_FIXED64,
+    descriptor.FieldDescriptor.TYPE_SFIXED64,
+)
 
 
 def _normalised(data: Any, message: descriptor.Descriptor) -> Any:
@@ -62,8 +66,7 @@ def gcloud_config(body: dict[str, Any]) -> dict[str, Any]:
 def gcloud_command(body: dict[str, Any], region: str, config_file: str = "config.yaml") -> str:
     """The gcloud command line that submits `config_file` with this job's display name and labels."""
     labels = ",".join(f"{k}={v}" for k, v in sorted(body.get("labels", {}).items()))
-    words = ["gcloud", "ai", "custom-jobs", "create", f"--region={region}",
-             f"--display-name={body['displayName']}"]
+    words = ["gcloud", "ai", "custom-jobs", "create", f"--region={region}", f"--display-name={body['displayName']}"]
     if labels:
         words.append(f"--labels={labels}")
     words.append(f"--config={config_file}")
@@ -76,6 +79,8 @@ def render(body: dict[str, Any], region: str, fmt: str) -> str:
         return json.dumps(body, indent=2) + "\n"
     import yaml
 
-    head = ("# Vertex AI CustomJobSpec for `gcloud ai custom-jobs create --config` (written by landfall plan "
-            "--custom-job).\n# Submit it with:\n#   " + gcloud_command(body, region) + "\n")
+    head = (
+        "# Vertex AI CustomJobSpec for `gcloud ai custom-jobs create --config` (written by landfall plan "
+        "--custom-job).\n# Submit it with:\n#   " + gcloud_command(body, region) + "\n"
+    )
     return head + yaml.safe_dump(gcloud_config(body), sort_keys=False, default_flow_style=False)

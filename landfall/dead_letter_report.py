@@ -80,8 +80,10 @@ def _object_notification(data: bytes, attributes: Mapping[str, str]) -> str | No
     from functions import envelopes
     from functions.errors import PermanentError
 
-    event = CloudEvent({"type": envelopes.PUBSUB_PUBLISHED, "source": "landfall-dead-letters"},
-                       {"message": {"data": base64.b64encode(data).decode("ascii"), "attributes": dict(attributes)}})
+    event = CloudEvent(
+        {"type": envelopes.PUBSUB_PUBLISHED, "source": "landfall-dead-letters"},
+        {"message": {"data": base64.b64encode(data).decode("ascii"), "attributes": dict(attributes)}},
+    )
     try:
         found = envelopes.object_event(event)
     except PermanentError as exc:
@@ -129,9 +131,14 @@ def log_reason(lines: Iterable[str], data: bytes) -> str | None:
     return found
 
 
-def describe(message_id: str, data: bytes, attributes: Mapping[str, str], publish_time: str,
-             functions_by_subscription: Mapping[str, str], log_lines: Callable[[str], Iterable[str]]
-             ) -> DeadLetter:
+def describe(
+    message_id: str,
+    data: bytes,
+    attributes: Mapping[str, str],
+    publish_time: str,
+    functions_by_subscription: Mapping[str, str],
+    log_lines: Callable[[str], Iterable[str]],
+) -> DeadLetter:
     """The report of one dead letter. log_lines(function) yields that function's log lines (none when unknown)."""
     subscription = attributes.get(SOURCE_SUBSCRIPTION, "")
     function = functions_by_subscription.get(subscription.rsplit("/", 1)[-1])
@@ -146,13 +153,31 @@ def describe(message_id: str, data: bytes, attributes: Mapping[str, str], publis
         if logged:
             reason = f"{logged}" + (f" [{said}]" if said else "")
         else:
-            reason = (f"{failed} without an acknowledgement (a transient error, a crash, or no answer within the "
-                      f"ack deadline); {said + '; ' if said else ''}the {function or subscription or 'function'} "
-                      "log says which")
-    return DeadLetter(message_id=message_id, subscription=subscription, function=function,
-                      published_at=attributes.get(SOURCE_PUBLISH_TIME) or publish_time, delivery_attempts=attempts,
-                      preview=preview(data), reason=reason, attributes=own)
+            reason = (
+                f"{failed} without an acknowledgement (a transient error, a crash, or no answer within the "
+                f"ack deadline); {said + '; ' if said else ''}the {function or subscription or 'function'} "
+                "log says which"
+            )
+    return DeadLetter(
+        message_id=message_id,
+        subscription=subscription,
+        function=function,
+        published_at=attributes.get(SOURCE_PUBLISH_TIME) or publish_time,
+        delivery_attempts=attempts,
+        preview=preview(data),
+        reason=reason,
+        attributes=own,
+    )
 
 
-__all__ = ["BODY_CHECKS", "DELIVERY_COUNT", "SOURCE_PUBLISH_TIME", "SOURCE_SUBSCRIPTION", "DeadLetter", "body_reason",
-           "describe", "log_reason", "preview"]
+__all__ = [
+    "BODY_CHECKS",
+    "DELIVERY_COUNT",
+    "SOURCE_PUBLISH_TIME",
+    "SOURCE_SUBSCRIPTION",
+    "DeadLetter",
+    "body_reason",
+    "describe",
+    "log_reason",
+    "preview",
+]

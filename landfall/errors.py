@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-CLOUD_HINT = ("on the local stack check `landfall status` (the CLI reads .landfall/env); in Google Cloud check "
-              "GOOGLE_CLOUD_PROJECT and your credentials (`gcloud auth application-default login`)")
+CLOUD_HINT = (
+    "on the local stack check `landfall status` (the CLI reads .landfall/env); in Google Cloud check "
+    "GOOGLE_CLOUD_PROJECT and your credentials (`gcloud auth application-default login`)"
+)
 
 
 class CommandError(RuntimeError):

@@ -45,9 +45,15 @@ def host_port(address: str) -> tuple[str, int] | None:
     return (host.strip("[]"), int(port)) if host and port.isdigit() else None
 
 
-def check_stack(needs: Sequence[str], environ: Mapping[str, str], state_dir: Path,
-                recorded: Sequence[RunningService], *, answers: Answers = port_answers,
-                alive: Alive = is_alive) -> None:
+def check_stack(
+    needs: Sequence[str],
+    environ: Mapping[str, str],
+    state_dir: Path,
+    recorded: Sequence[RunningService],
+    *,
+    answers: Answers = port_answers,
+    alive: Alive = is_alive,
+) -> None:
     """Raise CommandError, one line with the next step, unless every service in needs can be reached.
 
     recorded: the services the stack's state file lists (empty when no stack was started)."""
@@ -56,31 +62,42 @@ def check_stack(needs: Sequence[str], environ: Mapping[str, str], state_dir: Pat
     if not any(environ.get(var) for var in EMULATOR_VARIABLES.values()):
         if environ.get("GOOGLE_CLOUD_PROJECT"):
             return
-        raise CommandError("no local stack is running and GOOGLE_CLOUD_PROJECT is not set: `landfall up` starts the "
-                           "local stack (for Google Cloud, set GOOGLE_CLOUD_PROJECT)")
+        raise CommandError(
+            "no local stack is running and GOOGLE_CLOUD_PROJECT is not set: `landfall up` starts the "
+            "local stack (for Google Cloud, set GOOGLE_CLOUD_PROJECT)"
+        )
     for name in needs:
         var = EMULATOR_VARIABLES[name]
         address = environ.get(var, "")
         where = host_port(address)
         if where is None:
-            raise CommandError(f"{var} is {'not set' if not address else f'{address!r}, not HOST:PORT'} although "
-                               f"other local stack variables are: `source {state_dir / 'env'}` again, or `landfall "
-                               "up` if the stack is not running")
+            raise CommandError(
+                f"{var} is {'not set' if not address else f'{address!r}, not HOST:PORT'} although "
+                f"other local stack variables are: `source {state_dir / 'env'}` again, or `landfall "
+                "up` if the stack is not running"
+            )
         if not answers(*where):
             raise CommandError(_why_not(name, var, address, where[1], state_dir, recorded, alive))
 
 
-def _why_not(name: str, var: str, address: str, port: int, state_dir: Path, recorded: Sequence[RunningService],
-             alive: Alive) -> str:
+def _why_not(
+    name: str, var: str, address: str, port: int, state_dir: Path, recorded: Sequence[RunningService], alive: Alive
+) -> str:
     service = next((s for s in recorded if s.name == name), None)
     if not recorded or service is None:
         return f"the local stack is not running ({var}={address} does not answer): `landfall up` starts it"
     if not alive(service.pid):
         down = [s.name for s in recorded if not alive(s.pid)]
-        return (f"the local stack is partly down ({', '.join(down)} not running; log {service.log_path}): "
-                "`landfall up` starts again what is down")
+        return (
+            f"the local stack is partly down ({', '.join(down)} not running; log {service.log_path}): "
+            "`landfall up` starts again what is down"
+        )
     if service.port != port:
-        return (f"{var}={address} is not the running stack's {name} (127.0.0.1:{service.port}): "
-                f"`source {state_dir / 'env'}` again")
-    return (f"the local stack's {name} (pid {service.pid}) does not answer on {address}; see {service.log_path}, "
-            f"or `landfall restart {name}`")
+        return (
+            f"{var}={address} is not the running stack's {name} (127.0.0.1:{service.port}): "
+            f"`source {state_dir / 'env'}` again"
+        )
+    return (
+        f"the local stack's {name} (pid {service.pid}) does not answer on {address}; see {service.log_path}, "
+        f"or `landfall restart {name}`"
+    )

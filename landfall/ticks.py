@@ -25,6 +25,8 @@ def publish_schedule_tick(schedule_name: str) -> str:
         try:
             message_id = publish_tick(pubsub_v1.PublisherClient(), project, schedule, datetime.now(UTC))
         except NotFound as exc:
-            raise CommandError(f"topic {topic} does not exist: `landfall up` creates it on the local stack, "
-                               "the deployer in Google Cloud") from exc
+            raise CommandError(
+                f"topic {topic} does not exist: `landfall up` creates it on the local stack, "
+                "the deployer in Google Cloud"
+            ) from exc
     return f"published one {schedule.name} tick to {topic}: message id {message_id}"

@@ -51,9 +51,11 @@ class VersionStatus(StrEnum):
 
 
 FINAL_VERSION_STATUSES = frozenset({VersionStatus.PUBLISHED, VersionStatus.REFUSED, VersionStatus.DUPLICATE})
-DATASET_STATUS_OF_VERSION = {VersionStatus.PUBLISHED: DatasetStatus.REQUESTED,
-                             VersionStatus.REFUSED: DatasetStatus.REFUSED,
-                             VersionStatus.DUPLICATE: DatasetStatus.DUPLICATE}
+DATASET_STATUS_OF_VERSION = {
+    VersionStatus.PUBLISHED: DatasetStatus.REQUESTED,
+    VersionStatus.REFUSED: DatasetStatus.REFUSED,
+    VersionStatus.DUPLICATE: DatasetStatus.DUPLICATE,
+}
 """Where a dataset stands once its newest version is final."""
 
 # Fields of a `datasets` document (all present; "" / None when unset):
@@ -62,28 +64,28 @@ DATASET_FIELDS = (
     "dataset_id",
     "bucket",
     "prefix",
-    "uri",          # gs://bucket/prefix/
-    "route",        # name of the route in deploy/routes.toml
-    "status",       # DatasetStatus
-    "reason",       # why no request (WAITING / REFUSED), else ""
-    "updated_at",   # RFC 3339
-    "version",      # {"idempotency_key", "run_id", "completed_by", "generation", "kind", "status", "content_key",
-                    #  "duplicate_of" (DUPLICATE: the run that trained this content)} or None
+    "uri",  # gs://bucket/prefix/
+    "route",  # name of the route in deploy/routes.toml
+    "status",  # DatasetStatus
+    "reason",  # why no request (WAITING / REFUSED), else ""
+    "updated_at",  # RFC 3339
+    "version",  # {"idempotency_key", "run_id", "completed_by", "generation", "kind", "status", "content_key",
+    #  "duplicate_of" (DUPLICATE: the run that trained this content)} or None
 )
 
 # Fields of a `datasets/{id}/contents/{digest}` document:
 CONTENT_FIELDS = (
     "schema_version",
-    "content_key",      # content:BUCKET/PREFIX:DIGEST
-    "digest",           # DIGEST, the document's id
+    "content_key",  # content:BUCKET/PREFIX:DIGEST
+    "digest",  # DIGEST, the document's id
     "dataset_id",
     "uri",
-    "run_id",           # the run that trains this content (the latest `landfall retrain` of it, if any)
+    "run_id",  # the run that trains this content (the latest `landfall retrain` of it, if any)
     "idempotency_key",  # that run's request key
-    "generation",       # the dataset version (completing object's generation) that run came from
+    "generation",  # the dataset version (completing object's generation) that run came from
     "object_count",
     "total_bytes",
-    "retrains",         # how many times `landfall retrain` asked for this content again
+    "retrains",  # how many times `landfall retrain` asked for this content again
     "created_at",
     "updated_at",
 )

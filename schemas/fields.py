@@ -54,8 +54,9 @@ class Reader:
             raise SchemaError("is required but missing", field=self._name(key))
         return default
 
-    def string(self, key: str, default: object = _MISSING, *, max_len: int = 1024, choices: tuple[str, ...] = ()
-               ) -> str:
+    def string(
+        self, key: str, default: object = _MISSING, *, max_len: int = 1024, choices: tuple[str, ...] = ()
+    ) -> str:
         value = self._get(key, default)
         if not isinstance(value, str):
             raise SchemaError(f"expected a string, got {_type_name(value)}", field=self._name(key))
@@ -70,8 +71,10 @@ class Reader:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SchemaError(f"expected an integer, got {_type_name(value)}", field=self._name(key))
         if not INT64_MIN <= value <= INT64_MAX:
-            raise SchemaError(f"must fit in a signed 64-bit integer ({INT64_MIN} to {INT64_MAX}), got "
-                              f"{_size(value)}", field=self._name(key))
+            raise SchemaError(
+                f"must fit in a signed 64-bit integer ({INT64_MIN} to {INT64_MAX}), got {_size(value)}",
+                field=self._name(key),
+            )
         if minimum is not None and value < minimum:
             raise SchemaError(f"must be >= {minimum}, got {value}", field=self._name(key))
         return value
@@ -86,8 +89,10 @@ class Reader:
             number = math.inf
         if not math.isfinite(number):
             shown = _size(value) if isinstance(value, int) else repr(value)
-            raise SchemaError(f"must be a finite number that fits in a 64-bit float (NaN and Infinity cannot be "
-                              f"sent), got {shown}", field=self._name(key))
+            raise SchemaError(
+                f"must be a finite number that fits in a 64-bit float (NaN and Infinity cannot be sent), got {shown}",
+                field=self._name(key),
+            )
         if minimum is not None and number < minimum:
             raise SchemaError(f"must be >= {minimum}, got {value}", field=self._name(key))
         return number
@@ -126,4 +131,3 @@ class Reader:
             return value
         parse_timestamp(value, field=self._name(key))
         return value
-

@@ -40,13 +40,15 @@ def parse_job_event(raw: bytes | str | dict[str, Any]) -> JobEvent:
     resource = r.obj("resource")
     kind = resource.string("type")
     if kind != "ml_job":
-        raise SchemaError(f"resource type {kind[:60]!r} is not a Vertex AI job; expected \"ml_job\"",
-                          field="logEntry.resource.type")
+        raise SchemaError(
+            f'resource type {kind[:60]!r} is not a Vertex AI job; expected "ml_job"', field="logEntry.resource.type"
+        )
     labels = resource.string_map("labels")
     job_id = labels.get("job_id", "")
     if not (job_id.isascii() and job_id.isdigit()):
-        raise SchemaError(f"job_id {job_id[:40]!r} is not a numeric CustomJob id",
-                          field="logEntry.resource.labels.job_id")
+        raise SchemaError(
+            f"job_id {job_id[:40]!r} is not a numeric CustomJob id", field="logEntry.resource.labels.job_id"
+        )
     payload = data.get("textPayload")
     if payload is None and isinstance(data.get("jsonPayload"), dict):
         payload = str(data["jsonPayload"].get("message", ""))

@@ -22,18 +22,22 @@ def loads(raw: bytes | str) -> Any:
     try:
         value = json.loads(raw)
     except RecursionError:
-        raise JsonTextError("it is nested too deeply to read (arrays or objects about a thousand levels deep)"
-                            ) from None
+        raise JsonTextError(
+            "it is nested too deeply to read (arrays or objects about a thousand levels deep)"
+        ) from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer too long to convert
         raise JsonTextError(str(exc)[:200]) from exc
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")  # the one walk that finds a lone surrogate fast
     except RecursionError:
-        raise JsonTextError("it is nested too deeply to read (arrays or objects about a thousand levels deep)"
-                            ) from None
+        raise JsonTextError(
+            "it is nested too deeply to read (arrays or objects about a thousand levels deep)"
+        ) from None
     except UnicodeEncodeError as exc:
-        raise JsonTextError(f"it holds a lone surrogate escape ({exc.object[exc.start:exc.end]!r}), which is not "
-                            "text; write characters, not halves of a UTF-16 pair") from None
+        raise JsonTextError(
+            f"it holds a lone surrogate escape ({exc.object[exc.start : exc.end]!r}), which is not "
+            "text; write characters, not halves of a UTF-16 pair"
+        ) from None
     return value
 
 

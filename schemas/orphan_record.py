@@ -73,10 +73,18 @@ class OrphanRecord:
 
     def to_document(self) -> dict[str, Any]:
         doc = {
-            "schema_version": self.schema_version, "job_name": self.job_name, "job_id": self.job_id,
-            "region": self.region, "run_id": self.run_id, "kind": self.kind.value, "reason": self.reason,
-            "job_state": self.job_state, "job_created_at": self.job_created_at, "found_at": self.found_at,
-            "display_name": self.display_name, "run_job_name": self.run_job_name,
+            "schema_version": self.schema_version,
+            "job_name": self.job_name,
+            "job_id": self.job_id,
+            "region": self.region,
+            "run_id": self.run_id,
+            "kind": self.kind.value,
+            "reason": self.reason,
+            "job_state": self.job_state,
+            "job_created_at": self.job_created_at,
+            "found_at": self.found_at,
+            "display_name": self.display_name,
+            "run_job_name": self.run_job_name,
             "cancel": None if self.cancel is None else self.cancel.to_dict(),
         }
         return {k: v for k, v in doc.items() if v is not None}
@@ -95,18 +103,30 @@ def parse_orphan_record(data: dict[str, Any]) -> OrphanRecord:
     r = Reader(data, "orphan")
     cancel = r.optional_obj("cancel")
     return OrphanRecord(
-        job_name=r.string("job_name", max_len=400), job_id=r.string("job_id"), region=r.string("region"),
+        job_name=r.string("job_name", max_len=400),
+        job_id=r.string("job_id"),
+        region=r.string("region"),
         run_id=r.string("run_id", max_len=200),
         kind=OrphanKind(r.string("kind", choices=tuple(k.value for k in OrphanKind))),
-        reason=r.string("reason", max_len=8000), job_state=r.string("job_state"),
-        job_created_at=r.string("job_created_at", "", max_len=64), found_at=r.string("found_at", max_len=64),
+        reason=r.string("reason", max_len=8000),
+        job_state=r.string("job_state"),
+        job_created_at=r.string("job_created_at", "", max_len=64),
+        found_at=r.string("found_at", max_len=64),
         display_name=r.string("display_name", "", max_len=400),
         run_job_name=None if r.data.get("run_job_name") is None else r.string("run_job_name", max_len=400),
-        cancel=None if cancel is None else OrphanCancel(at=cancel.string("at", max_len=64),
-                                                        outcome=cancel.string("outcome", max_len=8000)),
+        cancel=None
+        if cancel is None
+        else OrphanCancel(at=cancel.string("at", max_len=64), outcome=cancel.string("outcome", max_len=8000)),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
     )
 
 
-__all__ = ["CANCEL_OUTCOMES", "SCHEMA_VERSION", "OrphanCancel", "OrphanKind", "OrphanRecord", "orphan_id_for",
-           "parse_orphan_record"]
+__all__ = [
+    "CANCEL_OUTCOMES",
+    "SCHEMA_VERSION",
+    "OrphanCancel",
+    "OrphanKind",
+    "OrphanRecord",
+    "orphan_id_for",
+    "parse_orphan_record",
+]

@@ -200,16 +200,20 @@ def _no_unknown(r: Reader, known: set[str]) -> None:
 def _alternative(r: Reader) -> PlanAlternative:
     _no_unknown(r, {f for f in PlanAlternative.__dataclass_fields__})
     return PlanAlternative(
-        rank=r.integer("rank", minimum=1), machine_type=r.string("machine_type"),
+        rank=r.integer("rank", minimum=1),
+        machine_type=r.string("machine_type"),
         accelerator_type=_optional_string(r, "accelerator_type"),
         accelerator_count=r.integer("accelerator_count", minimum=0),
         replica_count=r.integer("replica_count", minimum=1),
-        strategy=_choice(r, "strategy", STRATEGIES), precision=_choice(r, "precision", PRECISIONS),
-        region=_optional_string(r, "region"), spot=r.boolean("spot"),
+        strategy=_choice(r, "strategy", STRATEGIES),
+        precision=_choice(r, "precision", PRECISIONS),
+        region=_optional_string(r, "region"),
+        spot=r.boolean("spot"),
         reduction_server_replicas=r.integer("reduction_server_replicas", minimum=0),
         estimated_hours=_optional_number(r, "estimated_hours"),
         estimated_cost_usd=_optional_number(r, "estimated_cost_usd"),
-        memory_total_bytes=r.integer("memory_total_bytes", minimum=0), feasible=r.boolean("feasible"),
+        memory_total_bytes=r.integer("memory_total_bytes", minimum=0),
+        feasible=r.boolean("feasible"),
         reason=r.string("reason", max_len=4096),
     )
 
@@ -219,37 +223,49 @@ def parse_plan(data: Any) -> Plan:
     r = Reader(data, "plan")
     version = r.integer("schema_version")
     if version != SCHEMA_VERSION:
-        raise SchemaError(f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}",
-                          field="plan.schema_version")
+        raise SchemaError(
+            f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}",
+            field="plan.schema_version",
+        )
     _no_unknown(r, {f for f in Plan.__dataclass_fields__})
     m = r.obj("memory")
     _no_unknown(m, {f for f in PlanMemory.__dataclass_fields__})
     required = [k for k in PlanMemory.__dataclass_fields__ if k != "usable_bytes"]
-    memory = PlanMemory(**{k: m.integer(k, minimum=0) for k in required},
-                        usable_bytes=m.integer("usable_bytes", 0, minimum=0))
+    memory = PlanMemory(
+        **{k: m.integer(k, minimum=0) for k in required}, usable_bytes=m.integer("usable_bytes", 0, minimum=0)
+    )
     accelerator_type = _optional_string(r, "accelerator_type")
     accelerator_count = r.integer("accelerator_count", minimum=0)
     if (accelerator_type is None) != (accelerator_count == 0):
-        raise SchemaError("accelerator_count must be 0 exactly when accelerator_type is null (CPU-only)",
-                          field="plan.accelerator_count")
+        raise SchemaError(
+            "accelerator_count must be 0 exactly when accelerator_type is null (CPU-only)",
+            field="plan.accelerator_count",
+        )
     alternatives = r._get("alternatives", [])
     if not isinstance(alternatives, list):
         raise SchemaError("expected a list", field="plan.alternatives")
     assumptions = r.strings("assumptions", ())
     plan = Plan(
-        strategy=_choice(r, "strategy", STRATEGIES), precision=_choice(r, "precision", PRECISIONS),
-        machine_type=r.string("machine_type"), accelerator_type=accelerator_type,
-        accelerator_count=accelerator_count, replica_count=r.integer("replica_count", minimum=1),
+        strategy=_choice(r, "strategy", STRATEGIES),
+        precision=_choice(r, "precision", PRECISIONS),
+        machine_type=r.string("machine_type"),
+        accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count,
+        replica_count=r.integer("replica_count", minimum=1),
         reduction_server_replicas=r.integer("reduction_server_replicas", minimum=0),
         reduction_server_machine_type=_optional_string(r, "reduction_server_machine_type"),
-        region=r.string("region"), spot=r.boolean("spot"), memory=memory,
+        region=r.string("region"),
+        spot=r.boolean("spot"),
+        memory=memory,
         model_parameters=r.integer("model_parameters", minimum=1),
         global_batch_size=r.integer("global_batch_size", minimum=1),
         micro_batch_size=r.integer("micro_batch_size", minimum=1),
         estimated_step_time_seconds=_finite(r, "estimated_step_time_seconds"),
         estimated_steps=r.integer("estimated_steps", minimum=1),
-        estimated_hours=_finite(r, "estimated_hours"), hourly_cost_usd=_finite(r, "hourly_cost_usd"),
-        estimated_cost_usd=_finite(r, "estimated_cost_usd"), objective=r.string("objective", max_len=4096),
+        estimated_hours=_finite(r, "estimated_hours"),
+        hourly_cost_usd=_finite(r, "hourly_cost_usd"),
+        estimated_cost_usd=_finite(r, "estimated_cost_usd"),
+        objective=r.string("objective", max_len=4096),
         assumptions=assumptions,
         alternatives=tuple(_alternative(Reader(a, f"plan.alternatives[{i}]")) for i, a in enumerate(alternatives)),
         alternatives_considered=r.integer("alternatives_considered", 0, minimum=0),
@@ -266,12 +282,17 @@ def parse_plan(data: Any) -> Plan:
     if plan.flex_start and plan.spot:
         raise SchemaError("a plan is FLEX_START or Spot, not both", field="plan.flex_start")
     if plan.micro_batch_size * plan.processes * plan.gradient_accumulation_steps != plan.global_batch_size:
-        raise SchemaError(f"micro_batch_size {plan.micro_batch_size} x {plan.processes} processes x "
-                          f"gradient_accumulation_steps {plan.gradient_accumulation_steps} must equal "
-                          f"global_batch_size {plan.global_batch_size}", field="plan.micro_batch_size")
+        raise SchemaError(
+            f"micro_batch_size {plan.micro_batch_size} x {plan.processes} processes x "
+            f"gradient_accumulation_steps {plan.gradient_accumulation_steps} must equal "
+            f"global_batch_size {plan.global_batch_size}",
+            field="plan.micro_batch_size",
+        )
     if (plan.reduction_server_replicas == 0) != (plan.reduction_server_machine_type is None):
-        raise SchemaError("a Reduction Server needs both replicas > 0 and a machine type, or neither",
-                          field="plan.reduction_server_machine_type")
+        raise SchemaError(
+            "a Reduction Server needs both replicas > 0 and a machine type, or neither",
+            field="plan.reduction_server_machine_type",
+        )
     return plan
 
 

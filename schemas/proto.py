@@ -41,8 +41,9 @@ def field_type(tp: Any, messages: dict[str, Any]) -> str:
     if dataclasses.is_dataclass(tp):
         collect(tp, messages)
         return tp.__name__
-    raise TypeError(f"no protobuf mapping for {tp!r}: keep message fields to str/int/float/bool, tuples, "
-                    "dicts of scalars, records")
+    raise TypeError(
+        f"no protobuf mapping for {tp!r}: keep message fields to str/int/float/bool, tuples, dicts of scalars, records"
+    )
 
 
 def collect(cls: Any, messages: dict[str, Any]) -> None:
@@ -51,8 +52,10 @@ def collect(cls: Any, messages: dict[str, Any]) -> None:
         return
     messages[cls.__name__] = None  # reserve the slot: the top message comes first
     hints = typing.get_type_hints(cls)
-    lines = [f"  {field_type(hints[f.name], messages)} {f.name} = {number};"
-             for number, f in enumerate(dataclasses.fields(cls), start=1)]
+    lines = [
+        f"  {field_type(hints[f.name], messages)} {f.name} = {number};"
+        for number, f in enumerate(dataclasses.fields(cls), start=1)
+    ]
     messages[cls.__name__] = lines
 
 
@@ -85,8 +88,7 @@ def message_class() -> Any:
     unknown fields and wrong types refused)."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-    file = descriptor_pb2.FileDescriptorProto(name="landfall_training_request.proto", package=PACKAGE,
-                                              syntax="proto3")
+    file = descriptor_pb2.FileDescriptorProto(name="landfall_training_request.proto", package=PACKAGE, syntax="proto3")
     top = file.message_type.add(name=TrainingRequest.__name__)
     _describe(TrainingRequest, top, top, f".{PACKAGE}.{TrainingRequest.__name__}")
     pool = descriptor_pool.DescriptorPool()  # kept alive by the cache: the class needs its pool
@@ -109,8 +111,9 @@ def _describe(cls: Any, message: Any, top: Any, top_name: str) -> None:
             entry.field.add(name="key", number=1, label=1, type=9)
             entry.field.add(name="value", number=2, label=1, type=_DESCRIPTOR_TYPES[_SCALARS[args[1]]])
             field.label, field.type = 3, 11
-            field.type_name = f"{top_name}.{entry_name}" if message is top else \
-                f"{top_name}.{message.name}.{entry_name}"
+            field.type_name = (
+                f"{top_name}.{entry_name}" if message is top else f"{top_name}.{message.name}.{entry_name}"
+            )
         elif dataclasses.is_dataclass(tp):
             field.type, field.type_name = 11, f"{top_name}.{tp.__name__}"
             if not any(m.name == tp.__name__ for m in top.nested_type):

@@ -53,15 +53,21 @@ class RunFinished:
 def run_finished(run: RunRecord) -> RunFinished:
     """The message for a terminal run; ValueError for a run that has not ended (nothing to announce)."""
     if not run.state.terminal:
-        raise ValueError(f"run {run.run_id} is {run.state}, not ended: RunFinished is for SUCCEEDED, FAILED, "
-                         "CANCELLED or REJECTED runs")
+        raise ValueError(
+            f"run {run.run_id} is {run.state}, not ended: RunFinished is for SUCCEEDED, FAILED, "
+            "CANCELLED or REJECTED runs"
+        )
     error = run.error
     return RunFinished(
-        run_id=run.run_id, state=run.state.value,
+        run_id=run.run_id,
+        state=run.state.value,
         finished_at=run.history[-1].at if run.history else run.updated_at,
-        reason="" if error is None else (error.reason or error.code), message="" if error is None else error.message,
+        reason="" if error is None else (error.reason or error.code),
+        message="" if error is None else error.message,
         metrics=dict(run.metrics or {}) if run.state == RunState.SUCCEEDED else {},
-        artifacts={} if run.artifacts is None else asdict(run.artifacts), cost=run.cost.to_dict())
+        artifacts={} if run.artifacts is None else asdict(run.artifacts),
+        cost=run.cost.to_dict(),
+    )
 
 
 def parse_run_finished(data: bytes | str) -> RunFinished:
@@ -75,12 +81,14 @@ def parse_run_finished(data: bytes | str) -> RunFinished:
     return RunFinished(
         run_id=r.string("run_id", max_len=200),
         state=r.string("state", choices=tuple(sorted(s.value for s in TERMINAL_STATES))),
-        finished_at=r.timestamp("finished_at"), reason=r.string("reason", ""), message=r.string("message", "",
-                                                                                              max_len=8000),
+        finished_at=r.timestamp("finished_at"),
+        reason=r.string("reason", ""),
+        message=r.string("message", "", max_len=8000),
         metrics={} if metrics is None else dict(metrics.data),
         artifacts={} if artifacts is None else r.string_map("artifacts"),
         cost={} if cost is None else dict(cost.data),
-        schema_version=r.integer("schema_version", SCHEMA_VERSION))
+        schema_version=r.integer("schema_version", SCHEMA_VERSION),
+    )
 
 
 __all__ = ["SCHEMA_VERSION", "RunFinished", "parse_run_finished", "run_finished"]

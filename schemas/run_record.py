@@ -78,17 +78,27 @@ def parse_state(value: object, field_name: str = "state") -> RunState:
     try:
         return RunState(str(value))
     except ValueError as exc:
-        raise SchemaError(f"{value!r} is not a run state; expected one of {', '.join(RunState)}",
-                          field=field_name) from exc
+        raise SchemaError(
+            f"{value!r} is not a run state; expected one of {', '.join(RunState)}", field=field_name
+        ) from exc
 
 
 _TEXT = 1 << 20
 """Free text (details, error messages, attempt outcomes) is bounded only by Firestore's 1 MiB document."""
 
 
-TIME_FIELDS = ("created_at", "updated_at", "history[].at", "timings.created_at", "timings.submitted_at",
-               "timings.started_at", "timings.ended_at", "submission.lease_until", "submission.attempts[].at",
-               "submission.results_lease_until")
+TIME_FIELDS = (
+    "created_at",
+    "updated_at",
+    "history[].at",
+    "timings.created_at",
+    "timings.submitted_at",
+    "timings.started_at",
+    "timings.ended_at",
+    "submission.lease_until",
+    "submission.attempts[].at",
+    "submission.results_lease_until",
+)
 """The document's times (dotted paths; `[]` is every entry of a list): Firestore timestamps when stored."""
 
 
@@ -221,8 +231,13 @@ class SubmissionAttempt:
     plan: Plan
 
     def to_dict(self) -> dict[str, Any]:
-        return {"region": self.region, "machine_type": self.machine_type, "at": self.at, "outcome": self.outcome,
-                "plan": self.plan.to_dict()}
+        return {
+            "region": self.region,
+            "machine_type": self.machine_type,
+            "at": self.at,
+            "outcome": self.outcome,
+            "plan": self.plan.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -285,10 +300,14 @@ class LongWait:
 def _long_wait(w: Reader | None) -> LongWait | None:
     if w is None:
         return None
-    return LongWait(job_name=w.string("job_name", max_len=400), job_state=w.string("job_state"),
-                    reason=w.string("reason", max_len=_TEXT), since=w.string("since", max_len=64),
-                    noted_at=w.string("noted_at", max_len=64),
-                    over_at=None if w.data.get("over_at") is None else w.string("over_at", max_len=64))
+    return LongWait(
+        job_name=w.string("job_name", max_len=400),
+        job_state=w.string("job_state"),
+        reason=w.string("reason", max_len=_TEXT),
+        since=w.string("since", max_len=64),
+        noted_at=w.string("noted_at", max_len=64),
+        over_at=None if w.data.get("over_at") is None else w.string("over_at", max_len=64),
+    )
 
 
 @dataclass(frozen=True)
@@ -327,17 +346,21 @@ class Submission:
     deliveries that see a run end at once publish it once."""
 
     def to_dict(self) -> dict[str, Any]:
-        return _present({
-            "owner": self.owner, "lease_until": self.lease_until,
-            "fallbacks": None if self.fallbacks is None else [p.to_dict() for p in self.fallbacks],
-            "attempts": None if self.attempts is None else [a.to_dict() for a in self.attempts],
-            "jobs": None if self.jobs is None else [j.to_dict() for j in self.jobs],
-            "job_ids": None if self.job_ids is None else list(self.job_ids),
-            "round": self.round,
-            "waiting": None if self.waiting is None else self.waiting.to_dict(),
-            "cancel": None if self.cancel is None else self.cancel.to_dict(),
-            "results_published": self.results_published, "results_lease_until": self.results_lease_until,
-        })
+        return _present(
+            {
+                "owner": self.owner,
+                "lease_until": self.lease_until,
+                "fallbacks": None if self.fallbacks is None else [p.to_dict() for p in self.fallbacks],
+                "attempts": None if self.attempts is None else [a.to_dict() for a in self.attempts],
+                "jobs": None if self.jobs is None else [j.to_dict() for j in self.jobs],
+                "job_ids": None if self.job_ids is None else list(self.job_ids),
+                "round": self.round,
+                "waiting": None if self.waiting is None else self.waiting.to_dict(),
+                "cancel": None if self.cancel is None else self.cancel.to_dict(),
+                "results_published": self.results_published,
+                "results_lease_until": self.results_lease_until,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -398,12 +421,27 @@ class RunRecord:
         }
 
 
-def new_run(run_id: str, request: dict[str, Any], *, now: datetime, state: RunState = RunState.RECEIVED,
-            detail: str = "", error: RunError | None = None) -> RunRecord:
+def new_run(
+    run_id: str,
+    request: dict[str, Any],
+    *,
+    now: datetime,
+    state: RunState = RunState.RECEIVED,
+    detail: str = "",
+    error: RunError | None = None,
+) -> RunRecord:
     """The record of a run as first stored: one history entry, created now."""
     stamp = format_timestamp(now)
-    return RunRecord(run_id=run_id, state=state, request=request, created_at=stamp, updated_at=stamp,
-                     history=(StateChange(state, stamp, detail),), error=error, timings=Timings(created_at=stamp))
+    return RunRecord(
+        run_id=run_id,
+        state=state,
+        request=request,
+        created_at=stamp,
+        updated_at=stamp,
+        history=(StateChange(state, stamp, detail),),
+        error=error,
+        timings=Timings(created_at=stamp),
+    )
 
 
 def _optional_string(r: Reader, key: str) -> str | None:
@@ -427,15 +465,24 @@ def _history(r: Reader) -> tuple[StateChange, ...]:
     entries = []
     for i, item in enumerate(_list(r, "history") or []):
         h = Reader(item, f"run.history[{i}]")
-        entries.append(StateChange(parse_state(h.string("state"), h._name("state")), h.string("at", max_len=64),
-                                   h.string("detail", "", max_len=_TEXT)))
+        entries.append(
+            StateChange(
+                parse_state(h.string("state"), h._name("state")),
+                h.string("at", max_len=64),
+                h.string("detail", "", max_len=_TEXT),
+            )
+        )
     return tuple(entries)
 
 
 def _attempt(a: Reader) -> SubmissionAttempt:
-    return SubmissionAttempt(region=a.string("region"), machine_type=a.string("machine_type"),
-                             at=a.string("at", max_len=64), outcome=a.string("outcome", max_len=_TEXT),
-                             plan=parse_plan(a.data.get("plan")))
+    return SubmissionAttempt(
+        region=a.string("region"),
+        machine_type=a.string("machine_type"),
+        at=a.string("at", max_len=64),
+        outcome=a.string("outcome", max_len=_TEXT),
+        plan=parse_plan(a.data.get("plan")),
+    )
 
 
 def _submission(r: Reader | None) -> Submission:
@@ -447,29 +494,42 @@ def _submission(r: Reader | None) -> Submission:
     waiting = r.optional_obj("waiting")
     cancel = r.optional_obj("cancel")
     return Submission(
-        owner=_optional_string(r, "owner"), lease_until=_optional_string(r, "lease_until"),
+        owner=_optional_string(r, "owner"),
+        lease_until=_optional_string(r, "lease_until"),
         fallbacks=None if fallbacks is None else tuple(parse_plan(p) for p in fallbacks),
-        attempts=None if attempts is None else tuple(_attempt(Reader(a, f"{r.path}.attempts[{i}]"))
-                                                     for i, a in enumerate(attempts)),
+        attempts=None
+        if attempts is None
+        else tuple(_attempt(Reader(a, f"{r.path}.attempts[{i}]")) for i, a in enumerate(attempts)),
         jobs=None if jobs is None else tuple(_job(Reader(j, f"{r.path}.jobs[{i}]")) for i, j in enumerate(jobs)),
         job_ids=None if r.data.get("job_ids") is None else tuple(str(i) for i in _list(r, "job_ids") or ()),
         round=None if r.data.get("round") is None else r.integer("round", minimum=0),
-        waiting=None if waiting is None else Waiting(
-            reason=waiting.string("reason", max_len=_TEXT), retry_at=waiting.string("retry_at", max_len=64),
-            since=waiting.string("since", max_len=64), tries=waiting.integer("tries", 1),
-            note=None if waiting.data.get("note") is None else waiting.string("note", max_len=_TEXT)),
-        cancel=None if cancel is None else CancelRequest(by=cancel.string("by", max_len=200),
-                                                         at=cancel.string("at", max_len=64)),
+        waiting=None
+        if waiting is None
+        else Waiting(
+            reason=waiting.string("reason", max_len=_TEXT),
+            retry_at=waiting.string("retry_at", max_len=64),
+            since=waiting.string("since", max_len=64),
+            tries=waiting.integer("tries", 1),
+            note=None if waiting.data.get("note") is None else waiting.string("note", max_len=_TEXT),
+        ),
+        cancel=None
+        if cancel is None
+        else CancelRequest(by=cancel.string("by", max_len=200), at=cancel.string("at", max_len=64)),
         results_published=None if r.data.get("results_published") is None else bool(r.data["results_published"]),
         results_lease_until=_optional_string(r, "results_lease_until"),
     )
 
 
 def _job(j: Reader) -> JobAttempt:
-    return JobAttempt(job_name=j.string("job_name", max_len=400), region=j.string("region"),
-                      machine_type=j.string("machine_type"), reason=j.string("reason"),
-                      message=j.string("message", "", max_len=_TEXT), at=j.string("at", max_len=64),
-                      round=j.integer("round", 0))
+    return JobAttempt(
+        job_name=j.string("job_name", max_len=400),
+        region=j.string("region"),
+        machine_type=j.string("machine_type"),
+        reason=j.string("reason"),
+        message=j.string("message", "", max_len=_TEXT),
+        at=j.string("at", max_len=64),
+        round=j.integer("round", 0),
+    )
 
 
 def parse_run_record(data: dict[str, Any]) -> RunRecord:
@@ -491,27 +551,50 @@ def parse_run_record(data: dict[str, Any]) -> RunRecord:
         updated_at=r.string("updated_at", max_len=64),
         history=_history(r),
         plan=None if plan is None else parse_plan(plan),
-        vertex=None if vertex is None else VertexJobRef(
-            job_name=vertex.string("job_name"), job_id=vertex.string("job_id"), region=vertex.string("region"),
-            display_name=vertex.string("display_name", ""), state=vertex.string("state", "")),
+        vertex=None
+        if vertex is None
+        else VertexJobRef(
+            job_name=vertex.string("job_name"),
+            job_id=vertex.string("job_id"),
+            region=vertex.string("region"),
+            display_name=vertex.string("display_name", ""),
+            state=vertex.string("state", ""),
+        ),
         long_wait=_long_wait(r.optional_obj("long_wait")),
-        artifacts=None if artifacts is None else Artifacts(
-            output_dir=artifacts.string("output_dir"), model_dir=artifacts.string("model_dir"),
-            checkpoint_dir=artifacts.string("checkpoint_dir"), tensorboard_dir=artifacts.string("tensorboard_dir")),
+        artifacts=None
+        if artifacts is None
+        else Artifacts(
+            output_dir=artifacts.string("output_dir"),
+            model_dir=artifacts.string("model_dir"),
+            checkpoint_dir=artifacts.string("checkpoint_dir"),
+            tensorboard_dir=artifacts.string("tensorboard_dir"),
+        ),
         metrics=None if metrics is None else dict(metrics.data),
-        error=None if error is None else RunError(
-            code=error.string("code"), message=error.string("message", max_len=_TEXT),
+        error=None
+        if error is None
+        else RunError(
+            code=error.string("code"),
+            message=error.string("message", max_len=_TEXT),
             kind=_optional_string(error, "kind"),
             step=None if error.data.get("step") is None else error.integer("step"),
             job_message=None if error.data.get("job_message") is None else error.string("job_message", max_len=_TEXT),
-            reason=_optional_string(error, "reason"), replica=_optional_string(error, "replica"),
-            exit_code=None if error.data.get("exit_code") is None else error.integer("exit_code")),
-        timings=Timings() if timings is None else Timings(
+            reason=_optional_string(error, "reason"),
+            replica=_optional_string(error, "replica"),
+            exit_code=None if error.data.get("exit_code") is None else error.integer("exit_code"),
+        ),
+        timings=Timings()
+        if timings is None
+        else Timings(
             **{k: _optional_string(timings, k) for k in ("created_at", "submitted_at", "started_at", "ended_at")},
-            run_seconds=_optional_number(timings, "run_seconds")),
-        cost=Cost() if cost is None else Cost(
-            estimated_usd=_optional_number(cost, "estimated_usd"), actual_usd=_optional_number(cost, "actual_usd"),
-            actual_basis=None if cost.data.get("actual_basis") is None else cost.string("actual_basis")),
+            run_seconds=_optional_number(timings, "run_seconds"),
+        ),
+        cost=Cost()
+        if cost is None
+        else Cost(
+            estimated_usd=_optional_number(cost, "estimated_usd"),
+            actual_usd=_optional_number(cost, "actual_usd"),
+            actual_basis=None if cost.data.get("actual_basis") is None else cost.string("actual_basis"),
+        ),
         submission=_submission(r.optional_obj("submission")),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
         retry_of=_optional_string(r, "retry_of"),

@@ -55,7 +55,8 @@ def parse_trainer_failure(text: str) -> TrainerFailure:
         raise SchemaError(f"is not JSON ({exc})", field="failure") from exc
     r = Reader(data, "failure")
     return TrainerFailure(
-        kind=r.string("kind", max_len=200), message=r.string("message", max_len=MESSAGE_LIMIT),
+        kind=r.string("kind", max_len=200),
+        message=r.string("message", max_len=MESSAGE_LIMIT),
         exit_code=r.integer("exit_code"),
         step=None if r.data.get("step") is None else r.integer("step", minimum=0),
         rank=None if r.data.get("rank") is None else r.integer("rank", minimum=0),

@@ -52,19 +52,42 @@ _KIND_NAMES = {int: "an integer", float: "a number", str: "text"}
 HPARAM_FLAGS: tuple[HparamFlag, ...] = (
     HparamFlag("weight_decay", float, 0.0, "AdamW weight decay."),
     HparamFlag("warmup_steps", int, 0, "Linear learning-rate warm-up from 0 over this many optimizer steps."),
-    HparamFlag("lr_schedule", str, "cosine", "'cosine' (decay to min_lr_ratio x learning rate at the last step) or "
-               "'constant'.", choices=LR_SCHEDULES),
+    HparamFlag(
+        "lr_schedule",
+        str,
+        "cosine",
+        "'cosine' (decay to min_lr_ratio x learning rate at the last step) or 'constant'.",
+        choices=LR_SCHEDULES,
+    ),
     HparamFlag("min_lr_ratio", float, 0.1, "Floor of the cosine schedule as a fraction of the learning rate."),
     HparamFlag("grad_clip", float, 1.0, "Clip the global gradient norm to this value; 0 disables clipping."),
-    HparamFlag("val_fraction", float, 0.1, "Share of rows (tabular) or lines (text) held out for evaluation, chosen "
-               "by a hash of their position."),
-    HparamFlag("shuffle_window", int, 4096, "Samples permuted together; the order is a function of the seed and the "
-               "epoch only."),
-    HparamFlag("keep_checkpoints", int, 3, "How many complete checkpoints to keep in AIP_CHECKPOINT_DIR; older ones "
-               "are deleted."),
+    HparamFlag(
+        "val_fraction",
+        float,
+        0.1,
+        "Share of rows (tabular) or lines (text) held out for evaluation, chosen by a hash of their position.",
+    ),
+    HparamFlag(
+        "shuffle_window",
+        int,
+        4096,
+        "Samples permuted together; the order is a function of the seed and the epoch only.",
+    ),
+    HparamFlag(
+        "keep_checkpoints",
+        int,
+        3,
+        "How many complete checkpoints to keep in AIP_CHECKPOINT_DIR; older ones are deleted.",
+    ),
     HparamFlag("log_every", int, 50, "Log a progress record every this many steps (rank 0)."),
-    HparamFlag("data_format", str, "auto", "'auto' picks by file extension (.csv, .parquet, .jsonl/.json, "
-               ".txt/.text); or force one of csv, parquet, jsonl, text.", choices=DATA_FORMATS),
+    HparamFlag(
+        "data_format",
+        str,
+        "auto",
+        "'auto' picks by file extension (.csv, .parquet, .jsonl/.json, "
+        ".txt/.text); or force one of csv, parquet, jsonl, text.",
+        choices=DATA_FORMATS,
+    ),
 )
 
 HPARAMS: Mapping[str, HparamFlag] = MappingProxyType({flag.name: flag for flag in HPARAM_FLAGS})

@@ -186,25 +186,33 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         try:
             data = json_text.loads(raw)
         except json_text.JsonTextError as exc:
-            raise SchemaError(f"message is not JSON ({exc}); publish a TrainingRequest JSON object, see "
-                              "schemas/examples/training_request.json") from exc
+            raise SchemaError(
+                f"message is not JSON ({exc}); publish a TrainingRequest JSON object, see "
+                "schemas/examples/training_request.json"
+            ) from exc
     else:
         data = raw
     r = Reader(data)
     version = r.integer("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
-        raise SchemaError(f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}",
-                          field="schema_version")
+        raise SchemaError(
+            f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}", field="schema_version"
+        )
     key = r.string("idempotency_key", "", max_len=MAX_KEY_CHARS)
     if "idempotency_key" in r.data and not key.strip():
-        raise SchemaError("must not be empty: it names the run, so choose one key per dataset version",
-                          field="idempotency_key")
+        raise SchemaError(
+            "must not be empty: it names the run, so choose one key per dataset version", field="idempotency_key"
+        )
     d = r.obj("dataset")
     uri = d.string("uri", max_len=1100)
     if not uri.startswith("gs://") or len(uri) <= len("gs://") or uri.startswith("gs:///"):
         raise SchemaError(f"{uri!r} is not a gs://BUCKET/PREFIX/ URI", field="dataset.uri")
-    dataset = DatasetRef(uri=uri, object_count=d.integer("object_count", 0, minimum=0),
-                         total_bytes=d.integer("total_bytes", 0, minimum=0), formats=d.strings("formats", ()))
+    dataset = DatasetRef(
+        uri=uri,
+        object_count=d.integer("object_count", 0, minimum=0),
+        total_bytes=d.integer("total_bytes", 0, minimum=0),
+        formats=d.strings("formats", ()),
+    )
     m = r.obj("model")
     model = ModelSpec(preset=m.string("preset", max_len=128), label_column=m.string("label_column", "label"))
     h = r.obj("hyperparameters", {})
@@ -233,8 +241,12 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         replica_count=c.integer("replica_count", 0, minimum=0),
     )
     s = r.obj("source", {})
-    source = RequestSource(kind=s.string("kind", "direct", choices=SOURCE_KINDS), object=s.string("object", ""),
-                           generation=s.string("generation", ""), event_id=s.string("event_id", ""))
+    source = RequestSource(
+        kind=s.string("kind", "direct", choices=SOURCE_KINDS),
+        object=s.string("object", ""),
+        generation=s.string("generation", ""),
+        event_id=s.string("event_id", ""),
+    )
     request = TrainingRequest(
         idempotency_key=key,
         dataset=dataset,

@@ -68,8 +68,10 @@ class VertexJobRules:
             if region.startswith(prefixes):
                 return name
         known = ", ".join(p for prefixes in self.region_prefixes.values() for p in prefixes)
-        raise ValueError(f"region {region!r} matches no Reduction Server multi-region (prefixes: {known}); "
-                         f"add it under reduction_server.region_prefixes in schemas/data/{VERTEX_JOBS_FILE}")
+        raise ValueError(
+            f"region {region!r} matches no Reduction Server multi-region (prefixes: {known}); "
+            f"add it under reduction_server.region_prefixes in schemas/data/{VERTEX_JOBS_FILE}"
+        )
 
     def reduction_server_image(self, region: str) -> str:
         return self.reduction_server_images[self.multi_region(region)]
@@ -79,8 +81,9 @@ class VertexJobRules:
 
 
 def _disk(r: Reader) -> BootDisk:
-    return BootDisk(type=r.string("type", choices=DISK_TYPES), size_gb=r.integer("size_gb", minimum=10),
-                    why=r.string("why", ""))
+    return BootDisk(
+        type=r.string("type", choices=DISK_TYPES), size_gb=r.integer("size_gb", minimum=10), why=r.string("why", "")
+    )
 
 
 def parse_vertex_jobs(raw: Any) -> VertexJobRules:
@@ -93,8 +96,10 @@ def parse_vertex_jobs(raw: Any) -> VertexJobRules:
         images = rs.obj("images")
         prefixes = rs.obj("region_prefixes")
         if set(images.data) != set(prefixes.data):
-            raise SchemaError(f"images name {sorted(images.data)} but region_prefixes name {sorted(prefixes.data)}",
-                              field="reduction_server")
+            raise SchemaError(
+                f"images name {sorted(images.data)} but region_prefixes name {sorted(prefixes.data)}",
+                field="reduction_server",
+            )
         scheduling = r.obj("scheduling")
         flex = r.obj("flex_start")
         return VertexJobRules(

@@ -46,21 +46,38 @@ class Strategy(Term):
 
 
 TASK_TERMS: tuple[Task, ...] = (
-    Task("tabular-classification", "Predict a class id (the label column) from numeric feature columns.",
-         model_family="mlp"),
+    Task(
+        "tabular-classification",
+        "Predict a class id (the label column) from numeric feature columns.",
+        model_family="mlp",
+    ),
     Task("tabular-regression", "Predict a number (the label column) from numeric feature columns.", model_family="mlp"),
-    Task("causal-lm", "Predict the next byte of UTF-8 text (byte-level vocabulary, nothing downloaded).",
-         model_family="gpt"),
+    Task(
+        "causal-lm",
+        "Predict the next byte of UTF-8 text (byte-level vocabulary, nothing downloaded).",
+        model_family="gpt",
+    ),
 )
 
 STRATEGY_TERMS: tuple[Strategy, ...] = (
-    Strategy("ddp", "DistributedDataParallel. Every rank holds the whole model and optimizer; gradients are "
-             "all-reduced.", title="DDP"),
+    Strategy(
+        "ddp",
+        "DistributedDataParallel. Every rank holds the whole model and optimizer; gradients are all-reduced.",
+        title="DDP",
+    ),
     Strategy("zero1", "DDP with ZeroRedundancyOptimizer. Optimizer states are sharded across ranks.", title="ZeRO-1"),
-    Strategy("zero2", "FSDP SHARD_GRAD_OP (reshard_after_forward=False). Gradients and optimizer states are sharded.",
-             title="ZeRO-2 (SHARD_GRAD_OP)", uses_fsdp=True),
-    Strategy("fsdp", "FSDP FULL_SHARD (reshard_after_forward=True). Parameters, gradients and optimizer states are "
-             "sharded.", title="FSDP (FULL_SHARD)", uses_fsdp=True),
+    Strategy(
+        "zero2",
+        "FSDP SHARD_GRAD_OP (reshard_after_forward=False). Gradients and optimizer states are sharded.",
+        title="ZeRO-2 (SHARD_GRAD_OP)",
+        uses_fsdp=True,
+    ),
+    Strategy(
+        "fsdp",
+        "FSDP FULL_SHARD (reshard_after_forward=True). Parameters, gradients and optimizer states are sharded.",
+        title="FSDP (FULL_SHARD)",
+        uses_fsdp=True,
+    ),
 )
 
 PRECISION_TERMS: tuple[Term, ...] = (
@@ -81,8 +98,11 @@ SPOT_TERMS: tuple[Term, ...] = (
 
 FLEX_START_TERMS: tuple[Term, ...] = (
     Term("never", "Start at once or fail: the job is created with the standard (or Spot) scheduling strategy."),
-    Term("allowed", "On GPU kinds Vertex offers it for, the job may wait for capacity (FLEX_START, Dynamic Workload "
-         "Scheduler) up to a bounded time, within the deadline; it uses preemptible quota."),
+    Term(
+        "allowed",
+        "On GPU kinds Vertex offers it for, the job may wait for capacity (FLEX_START, Dynamic Workload "
+        "Scheduler) up to a bounded time, within the deadline; it uses preemptible quota.",
+    ),
 )
 
 

@@ -126,12 +126,17 @@ def records(found: dict, machines: dict[str, Any], regions: list[str], today: st
                 missing.append(f"{name} {region}")
                 continue
             skus = prices[False][1] + (prices[True][1] if True in prices else [])
-            out.append({
-                "item": name, "region": region, "on_demand_usd_per_hour": round(prices[False][0], 6),
-                "spot_usd_per_hour": round(prices[True][0], 6) if True in prices else None,
-                "date": today, "source": f"Cloud Billing Catalog API, {SERVICE_NAME} SKUs {', '.join(skus)}",
-                "estimate": False,
-            })
+            out.append(
+                {
+                    "item": name,
+                    "region": region,
+                    "on_demand_usd_per_hour": round(prices[False][0], 6),
+                    "spot_usd_per_hour": round(prices[True][0], 6) if True in prices else None,
+                    "date": today,
+                    "source": f"Cloud Billing Catalog API, {SERVICE_NAME} SKUs {', '.join(skus)}",
+                    "estimate": False,
+                }
+            )
     return out, missing
 
 
@@ -178,8 +183,9 @@ def main() -> int:
         skus = fetch_skus(args.api_key, args.access_token)
     prices = json.loads(PRICES.read_text())
     machines = json.loads(MACHINES.read_text())
-    new, missing = records(collect(skus), machines, machines["region_sets"]["all"],
-                           datetime.now(UTC).strftime("%Y-%m-%d"))
+    new, missing = records(
+        collect(skus), machines, machines["region_sets"]["all"], datetime.now(UTC).strftime("%Y-%m-%d")
+    )
     print(f"{len(skus)} SKUs read; {len(new)} exact (item, region) prices; {len(missing)} not covered")
     for line in missing[:50]:
         print(f"  not covered: {line}")

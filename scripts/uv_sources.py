@@ -19,8 +19,12 @@ import shlex
 import subprocess
 import sys
 
-FLAGS = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
-         "constraint": "--constraint"}
+FLAGS = {
+    "index-url": "--index-url",
+    "extra-index-url": "--extra-index-url",
+    "find-links": "--find-links",
+    "constraint": "--constraint",
+}
 """pip option -> uv pip install flag; an option whose value lists several places (space-separated) repeats it."""
 
 

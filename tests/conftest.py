@@ -53,15 +53,20 @@ def _run(spec: processes.ServiceSpec, log_dir: Path, variable: str, value: str) 
 @pytest.fixture(scope="session")
 def pubsub_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     port = processes.free_port()
-    yield from _run(services.pubsub(port), tmp_path_factory.mktemp("pubsub"), "PUBSUB_EMULATOR_HOST",
-                    f"{services.HOST}:{port}")
+    yield from _run(
+        services.pubsub(port), tmp_path_factory.mktemp("pubsub"), "PUBSUB_EMULATOR_HOST", f"{services.HOST}:{port}"
+    )
 
 
 @pytest.fixture(scope="session")
 def firestore_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     port = processes.free_port()
-    yield from _run(services.firestore(port), tmp_path_factory.mktemp("firestore"), "FIRESTORE_EMULATOR_HOST",
-                    f"{services.HOST}:{port}")
+    yield from _run(
+        services.firestore(port),
+        tmp_path_factory.mktemp("firestore"),
+        "FIRESTORE_EMULATOR_HOST",
+        f"{services.HOST}:{port}",
+    )
 
 
 @pytest.fixture()

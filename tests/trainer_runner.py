@@ -28,26 +28,64 @@ class TrainerRun:
 
 
 def trainer_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "CLUSTER_SPEC",
-                        "LANDFALL_NPROC_PER_NODE", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "RANK",
+            "WORLD_SIZE",
+            "LOCAL_RANK",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "CLUSTER_SPEC",
+            "LANDFALL_NPROC_PER_NODE",
+            "AIP_MODEL_DIR",
+            "AIP_CHECKPOINT_DIR",
+            "AIP_TENSORBOARD_LOG_DIR",
+        )
+    }
     env["PYTHONPATH"] = str(REPO)
     env["OMP_NUM_THREADS"] = "1"  # tiny models on a shared 2-core machine: threads only add contention
     env.update(extra)
     return env
 
 
-def trainer_args(data_uri: str, *, task: str = "tabular-classification", model: str = "mlp-small", epochs: int = 2,
-                 batch_size: int = 32, learning_rate: float = 0.01, seed: int = 7, strategy: str = "ddp",
-                 extra: tuple[str, ...] = ()) -> list[str]:
-    return [f"--data-uri={data_uri}", f"--task={task}", f"--model={model}", f"--epochs={epochs}",
-            f"--batch-size={batch_size}", f"--learning-rate={learning_rate}", f"--seed={seed}",
-            f"--strategy={strategy}", "--precision=auto", *extra]
+def trainer_args(
+    data_uri: str,
+    *,
+    task: str = "tabular-classification",
+    model: str = "mlp-small",
+    epochs: int = 2,
+    batch_size: int = 32,
+    learning_rate: float = 0.01,
+    seed: int = 7,
+    strategy: str = "ddp",
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    return [
+        f"--data-uri={data_uri}",
+        f"--task={task}",
+        f"--model={model}",
+        f"--epochs={epochs}",
+        f"--batch-size={batch_size}",
+        f"--learning-rate={learning_rate}",
+        f"--seed={seed}",
+        f"--strategy={strategy}",
+        "--precision=auto",
+        *extra,
+    ]
 
 
 def run_trainer(args: list[str], env: dict[str, str], timeout: float = 120) -> TrainerRun:
-    proc = subprocess.run([sys.executable, "-m", "trainer.task", *args], env=env, cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.task", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return TrainerRun(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -60,8 +98,14 @@ def run_until(args: list[str], env: dict[str, str], trigger, signal_number: int,
     import signal as _signal  # noqa: F401 - documents that signal_number is a signal.Signals value
     import threading
 
-    proc = subprocess.Popen([sys.executable, "-m", "trainer.task", *args], env=env, cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer.task", *args],
+        env=env,
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     lines: list[str] = []

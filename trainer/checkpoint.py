@@ -73,15 +73,14 @@ class CheckpointStore:
             storage.upload_file(path, storage.join(target, STATE))
         marker = {"step": step, "bytes": size, "written_at": time.time()}
         storage.write_bytes(storage.join(target, MARKER), json.dumps(marker).encode(), "application/json")
-        log("checkpoint saved", step=step, uri=target + "/", bytes=size,
-            seconds=round(time.monotonic() - started, 3))
+        log("checkpoint saved", step=step, uri=target + "/", bytes=size, seconds=round(time.monotonic() - started, 3))
         self.prune()
         return target
 
     def prune(self) -> None:
         """Keep the newest `keep` complete checkpoints; drop older ones and abandoned partial ones."""
         complete, seen = self._listing()
-        kept = sorted(complete)[-self.keep:]
+        kept = sorted(complete)[-self.keep :]
         newest = kept[-1] if kept else -1
         for step in sorted(seen):
             if step in kept or (step not in complete and step > newest):

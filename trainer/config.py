@@ -26,8 +26,9 @@ def _validate_hparams(self: Any) -> None:
     """The ranges and combinations the flag table (schemas/trainer_flags.py) cannot say; the reason when broken."""
     for flag in HPARAM_FLAGS:
         if flag.choices and getattr(self, flag.name) not in flag.choices:
-            raise ConfigError(f"--hparam {flag.name}={getattr(self, flag.name)!r}: expected one of "
-                              f"{', '.join(flag.choices)}")
+            raise ConfigError(
+                f"--hparam {flag.name}={getattr(self, flag.name)!r}: expected one of {', '.join(flag.choices)}"
+            )
     if not 0.0 <= self.val_fraction < 1.0:
         raise ConfigError(f"--hparam val_fraction={self.val_fraction}: expected 0 <= value < 1")
     for name in ("warmup_steps", "shuffle_window", "keep_checkpoints", "log_every"):
@@ -39,10 +40,16 @@ def _validate_hparams(self: Any) -> None:
 
 
 Hparams = dataclasses.make_dataclass(
-    "Hparams", [(flag.name, flag.kind, field(default=flag.default)) for flag in HPARAM_FLAGS], frozen=True,
-    namespace={"__module__": __name__, "validate": _validate_hparams,
-               "__doc__": "Knobs set with `--hparam KEY=VALUE`: one field per flag of schemas/trainer_flags.py "
-                          "(name, type, default and help live there, shared with the dispatcher's checks)."})
+    "Hparams",
+    [(flag.name, flag.kind, field(default=flag.default)) for flag in HPARAM_FLAGS],
+    frozen=True,
+    namespace={
+        "__module__": __name__,
+        "validate": _validate_hparams,
+        "__doc__": "Knobs set with `--hparam KEY=VALUE`: one field per flag of schemas/trainer_flags.py "
+        "(name, type, default and help live there, shared with the dispatcher's checks).",
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +69,12 @@ class BatchSplit:
         return self.micro_batch * self.accumulation
 
     def to_dict(self) -> dict[str, int]:
-        return {"global_batch_size": self.global_batch, "processes": self.processes,
-                "micro_batch_size": self.micro_batch, "gradient_accumulation_steps": self.accumulation}
+        return {
+            "global_batch_size": self.global_batch,
+            "processes": self.processes,
+            "micro_batch_size": self.micro_batch,
+            "gradient_accumulation_steps": self.accumulation,
+        }
 
 
 def _nearest_batches(batch: int, processes: int) -> str:
@@ -114,19 +125,25 @@ class TrainConfig:
         """The global batch over `processes`; a ConfigError saying which batches would split when it does not."""
         batch, steps = self.batch_size, self.gradient_accumulation_steps
         if batch % processes:
-            raise ConfigError(f"--batch-size={batch} is the global batch and must split evenly over the {processes} "
-                              f"processes; {_nearest_batches(batch, processes)} would")
+            raise ConfigError(
+                f"--batch-size={batch} is the global batch and must split evenly over the {processes} "
+                f"processes; {_nearest_batches(batch, processes)} would"
+            )
         share = batch // processes
         micro = self.micro_batch_size
         if micro is None:
             if share % steps:
-                raise ConfigError(f"--batch-size={batch} over {processes} processes is {share} samples each, which "
-                                  f"--gradient-accumulation-steps={steps} does not divide")
+                raise ConfigError(
+                    f"--batch-size={batch} over {processes} processes is {share} samples each, which "
+                    f"--gradient-accumulation-steps={steps} does not divide"
+                )
             micro = share // steps
         if micro * processes * steps != batch:
-            raise ConfigError(f"--micro-batch-size={micro} x {processes} processes x --gradient-accumulation-steps="
-                              f"{steps} = {micro * processes * steps}, not the global --batch-size={batch}; the "
-                              f"planner's split for this job no longer matches the processes it runs on")
+            raise ConfigError(
+                f"--micro-batch-size={micro} x {processes} processes x --gradient-accumulation-steps="
+                f"{steps} = {micro * processes * steps}, not the global --batch-size={batch}; the "
+                f"planner's split for this job no longer matches the processes it runs on"
+            )
         return BatchSplit(global_batch=batch, processes=processes, micro_batch=micro, accumulation=steps)
 
     def validate(self) -> None:
@@ -143,8 +160,10 @@ class TrainConfig:
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise ConfigError(f"--micro-batch-size={self.micro_batch_size}: expected an integer >= 1 or no flag")
         if self.activation_checkpointing and self.task != "causal-lm":
-            raise ConfigError(f"--activation-checkpointing recomputes transformer blocks; --task={self.task} trains "
-                              "an MLP, which has none")
+            raise ConfigError(
+                f"--activation-checkpointing recomputes transformer blocks; --task={self.task} trains "
+                "an MLP, which has none"
+            )
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"--max-steps={self.max_steps}: expected an integer >= 1 or no flag")
         if not self.learning_rate > 0:
@@ -167,15 +186,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task", required=True, choices=TASKS)
     parser.add_argument("--model", required=True, help="model preset name, e.g. mlp-small or gpt-tiny")
     parser.add_argument("--epochs", type=int, required=True)
-    parser.add_argument("--batch-size", type=int, required=True,
-                        help="the global batch: samples per optimizer step over every process")
-    parser.add_argument("--micro-batch-size", type=int, default=None,
-                        help="samples per process per forward/backward pass (default: the batch over the processes "
-                             "and the accumulation steps)")
-    parser.add_argument("--gradient-accumulation-steps", type=int, default=1,
-                        help="micro-batches per process per optimizer step; gradients are synchronised on the last")
-    parser.add_argument("--activation-checkpointing", action="store_true",
-                        help="recompute each transformer block in the backward pass (less memory, ~1/3 more compute)")
+    parser.add_argument(
+        "--batch-size", type=int, required=True, help="the global batch: samples per optimizer step over every process"
+    )
+    parser.add_argument(
+        "--micro-batch-size",
+        type=int,
+        default=None,
+        help="samples per process per forward/backward pass (default: the batch over the processes "
+        "and the accumulation steps)",
+    )
+    parser.add_argument(
+        "--gradient-accumulation-steps",
+        type=int,
+        default=1,
+        help="micro-batches per process per optimizer step; gradients are synchronised on the last",
+    )
+    parser.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute each transformer block in the backward pass (less memory, ~1/3 more compute)",
+    )
     parser.add_argument("--learning-rate", type=float, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--strategy", default="ddp", choices=STRATEGIES)
@@ -183,9 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label-column", default="label")
     parser.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints")
     parser.add_argument("--max-steps", type=int, default=None)
-    parser.add_argument("--hparam", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="; ".join(f"{f.name} ({f.kind.__name__}, default {f.default!r}): {f.help}"
-                                       for f in HPARAM_FLAGS))
+    parser.add_argument(
+        "--hparam",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="; ".join(f"{f.name} ({f.kind.__name__}, default {f.default!r}): {f.help}" for f in HPARAM_FLAGS),
+    )
     return parser
 
 
@@ -209,10 +245,20 @@ def parse_args(argv: list[str]) -> TrainConfig:
     """The command line into a validated TrainConfig; argparse exits with usage text on unknown flags."""
     ns = build_parser().parse_args(argv)
     config = TrainConfig(
-        data_uri=ns.data_uri, task=ns.task, model=ns.model, epochs=ns.epochs, batch_size=ns.batch_size,
-        learning_rate=ns.learning_rate, seed=ns.seed, strategy=ns.strategy, precision=ns.precision,
-        label_column=ns.label_column, checkpoint_every=ns.checkpoint_every, max_steps=ns.max_steps,
-        hparams=parse_hparams(ns.hparam), micro_batch_size=ns.micro_batch_size,
+        data_uri=ns.data_uri,
+        task=ns.task,
+        model=ns.model,
+        epochs=ns.epochs,
+        batch_size=ns.batch_size,
+        learning_rate=ns.learning_rate,
+        seed=ns.seed,
+        strategy=ns.strategy,
+        precision=ns.precision,
+        label_column=ns.label_column,
+        checkpoint_every=ns.checkpoint_every,
+        max_steps=ns.max_steps,
+        hparams=parse_hparams(ns.hparam),
+        micro_batch_size=ns.micro_batch_size,
         gradient_accumulation_steps=ns.gradient_accumulation_steps,
         activation_checkpointing=ns.activation_checkpointing,
     )

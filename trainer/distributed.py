@@ -146,14 +146,22 @@ def read_process_env(environ: Mapping[str, str]) -> DistEnv:
         node_rank = rank // local_world
     if not 0 <= rank < world:
         raise ConfigError(f"RANK={rank} is outside 0..{world - 1} (WORLD_SIZE={world} processes)")
-    return DistEnv(rank, world, local_rank, local_world, node_rank,
-                   environ.get("MASTER_ADDR") or None, _int(environ, "MASTER_PORT"))
+    return DistEnv(
+        rank,
+        world,
+        local_rank,
+        local_world,
+        node_rank,
+        environ.get("MASTER_ADDR") or None,
+        _int(environ, "MASTER_PORT"),
+    )
 
 
 def single_process_env(topology: NodeTopology) -> DistEnv:
     """The record for a node that runs exactly one process (no fan-out needed)."""
-    return DistEnv(topology.node_rank, topology.num_nodes, 0, 1, topology.node_rank,
-                   topology.master_addr, topology.master_port)
+    return DistEnv(
+        topology.node_rank, topology.num_nodes, 0, 1, topology.node_rank, topology.master_addr, topology.master_port
+    )
 
 
 def child_environ(topology: NodeTopology, local_rank: int, master_addr: str, master_port: int) -> dict[str, str]:

@@ -26,8 +26,12 @@ class EventLog:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as exc:
-            log("TensorBoard events are not written: the tensorboard package is missing", severity="WARNING",
-                error=str(exc), fix="pip install tensorboard")
+            log(
+                "TensorBoard events are not written: the tensorboard package is missing",
+                severity="WARNING",
+                error=str(exc),
+                fix="pip install tensorboard",
+            )
             return
         self._local = log_dir if not storage.is_gcs(log_dir) else tempfile.mkdtemp(prefix="landfall-tb-")
         self._writer = SummaryWriter(log_dir=self._local)

@@ -27,16 +27,22 @@ def note_step(exc: BaseException, step: int) -> None:
     setattr(exc, _STEP_ATTRIBUTE, step)
 
 
-def failure_of(exc: BaseException, exit_code: int, environ: Mapping[str, str], kind: str | None = None,
-               message: str | None = None) -> TrainerFailure:
+def failure_of(
+    exc: BaseException, exit_code: int, environ: Mapping[str, str], kind: str | None = None, message: str | None = None
+) -> TrainerFailure:
     """The record of exc: its class name as the kind (or kind), its text (or message) cut to the schema's limit."""
     text = message if message is not None else (str(exc) or type(exc).__name__)
     if len(text) > MESSAGE_LIMIT:
         text = text[: MESSAGE_LIMIT - 3] + "..."
     step = getattr(exc, _STEP_ATTRIBUTE, None)
     rank = environ.get("RANK", "")
-    return TrainerFailure(kind=kind or type(exc).__name__, message=text, exit_code=exit_code,
-                          step=step if isinstance(step, int) else None, rank=int(rank) if rank.isdigit() else None)
+    return TrainerFailure(
+        kind=kind or type(exc).__name__,
+        message=text,
+        exit_code=exit_code,
+        step=step if isinstance(step, int) else None,
+        rank=int(rank) if rank.isdigit() else None,
+    )
 
 
 def record_failure(environ: Mapping[str, str], failure: TrainerFailure) -> str | None:

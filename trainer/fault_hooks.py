@@ -18,8 +18,10 @@ def simulated_oom(data_uri: str, environ: Mapping[str, str]) -> str | None:
     marker = environ.get(OOM_VARIABLE, "")
     if not marker or marker not in data_uri:
         return None
-    return (f"CUDA out of memory. Tried to allocate 2.00 GiB (simulated by the test hook {OOM_VARIABLE}={marker!r} "
-            "for this dataset)")
+    return (
+        f"CUDA out of memory. Tried to allocate 2.00 GiB (simulated by the test hook {OOM_VARIABLE}={marker!r} "
+        "for this dataset)"
+    )
 
 
 def raise_if_simulated_oom(data_uri: str, environ: Mapping[str, str]) -> None:

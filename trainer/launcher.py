@@ -40,8 +40,13 @@ def run_node(topology: NodeTopology, argv: list[str], environ: Mapping[str, str]
     for local_rank in range(topology.nproc_per_node):
         env = {**threads, **environ, **child_environ(topology, local_rank, master_addr, master_port)}
         children.append(subprocess.Popen([sys.executable, "-m", "trainer.task", *argv], env=env))
-    log("node started its processes", node_rank=topology.node_rank, nproc_per_node=topology.nproc_per_node,
-        world_size=topology.world_size, pids=[c.pid for c in children])
+    log(
+        "node started its processes",
+        node_rank=topology.node_rank,
+        nproc_per_node=topology.nproc_per_node,
+        world_size=topology.world_size,
+        pids=[c.pid for c in children],
+    )
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:
@@ -66,10 +71,21 @@ def _wait_all(children: list[subprocess.Popen[bytes]], environ: Mapping[str, str
             continue
         child.returncode = os.waitstatus_to_exitcode(raw)
         if child.returncode != 0:
-            hint = ("killed by SIGKILL: most often the host ran out of memory (lower --batch-size or use a larger "
-                    "machine)") if child.returncode == -signal.SIGKILL else None
-            log("a training process failed; stopping the others", severity="ERROR", pid=pid,
-                exit_code=child.returncode, hint=hint)
+            hint = (
+                (
+                    "killed by SIGKILL: most often the host ran out of memory (lower --batch-size or use a larger "
+                    "machine)"
+                )
+                if child.returncode == -signal.SIGKILL
+                else None
+            )
+            log(
+                "a training process failed; stopping the others",
+                severity="ERROR",
+                pid=pid,
+                exit_code=child.returncode,
+                hint=hint,
+            )
             if child.returncode < 0:  # killed by a signal: the child could leave no failure record of its own
                 _record_killed(child, environ)
             _stop(list(by_pid.values()))
@@ -80,8 +96,11 @@ def _wait_all(children: list[subprocess.Popen[bytes]], environ: Mapping[str, str
 def _record_killed(child: subprocess.Popen[bytes], environ: Mapping[str, str]) -> None:
     signum = -(child.returncode or 0)
     name = signal.Signals(signum).name if signum in signal.valid_signals() else f"signal {signum}"
-    cause = ("most often the host ran out of memory: lower --batch-size or use a machine with more RAM"
-             if signum == signal.SIGKILL else "stopped from outside the trainer")
+    cause = (
+        "most often the host ran out of memory: lower --batch-size or use a machine with more RAM"
+        if signum == signal.SIGKILL
+        else "stopped from outside the trainer"
+    )
     message = f"a training process (pid {child.pid}) was killed by {name}: {cause}"
     record_failure(environ, TrainerFailure(kind="Killed", message=message, exit_code=128 + signum))
 

@@ -91,10 +91,18 @@ def checkpoint_state(s: Session) -> dict[str, Any] | None:
         return None
     p = s.progress
     return {
-        "format": 1, "step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch,
-        "epochs": [e.to_dict() for e in p.epochs], "per_rank": per_rank,
-        "model": model_state, "optimizer": optim_state, "scheduler": s.scheduler.state_dict(),
-        "scaler": s.scaler.state_dict(), "config": s.config.to_dict(), "world_size": s.env.world_size,
+        "format": 1,
+        "step": p.step,
+        "epoch": p.epoch,
+        "batch_in_epoch": p.batch_in_epoch,
+        "epochs": [e.to_dict() for e in p.epochs],
+        "per_rank": per_rank,
+        "model": model_state,
+        "optimizer": optim_state,
+        "scheduler": s.scheduler.state_dict(),
+        "scaler": s.scaler.state_dict(),
+        "config": s.config.to_dict(),
+        "world_size": s.env.world_size,
         "data_spec": s.data_spec,
     }
 
@@ -119,8 +127,13 @@ def restore(s: Session, state: dict[str, Any]) -> None:
     s.scaler.load_state_dict(state["scaler"])
     mine = state["per_rank"][s.env.rank]
     set_rng_state(mine["rng"])
-    s.progress = Progress(step=state["step"], epoch=state["epoch"], batch_in_epoch=state["batch_in_epoch"],
-                          epochs=[EpochResult(**e) for e in state["epochs"]], epoch_sums=list(mine["epoch_sums"]))
+    s.progress = Progress(
+        step=state["step"],
+        epoch=state["epoch"],
+        batch_in_epoch=state["batch_in_epoch"],
+        epochs=[EpochResult(**e) for e in state["epochs"]],
+        epoch_sums=list(mine["epoch_sums"]),
+    )
     s.last_checkpoint_step = state["step"]
 
 
@@ -199,8 +212,16 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             p.epoch, p.batch_in_epoch, p.epoch_sums = epoch, 0, [0.0, 0.0, 0.0]
         sums = torch.tensor(p.epoch_sums, dtype=torch.float64, device=s.device)
         steps = min(s.steps_per_epoch[epoch], p.batch_in_epoch + s.total_steps - p.step)
-        batches = train_batches(s.corpus, config.seed, epoch, s.env.rank, split.per_process,
-                                config.hparams.shuffle_window, steps, skip=p.batch_in_epoch)
+        batches = train_batches(
+            s.corpus,
+            config.seed,
+            epoch,
+            s.env.rank,
+            split.per_process,
+            config.hparams.shuffle_window,
+            steps,
+            skip=p.batch_in_epoch,
+        )
         clock = _Clock()
         for x, y in batches:
             batch_scores = train_step(s, x, y)
@@ -234,8 +255,13 @@ def _finish_epoch(s: Session, epoch: int) -> None:
     result = epoch_result(s, epoch)
     s.progress.epochs.append(result)
     if s.env.is_main:
-        log("epoch finished", **result.to_dict(), step=s.progress.step, evaluated_on=s.evaluation.split,
-            evaluated_samples=s.evaluation.samples)
+        log(
+            "epoch finished",
+            **result.to_dict(),
+            step=s.progress.step,
+            evaluated_on=s.evaluation.split,
+            evaluated_samples=s.evaluation.samples,
+        )
         for name in ("loss", "accuracy", "perplexity"):
             value = getattr(result, name)
             if value is not None:
@@ -266,7 +292,14 @@ def _log_progress(s: Session, loss: float, seconds: float) -> None:
     p = s.progress
     lr = s.scheduler.get_last_lr()[0]
     rate = s.samples_trained / seconds if seconds > 0 else None
-    log("training", step=p.step, total_steps=s.total_steps, epoch=p.epoch + 1, loss=loss, learning_rate=lr,
-        samples_per_second=rate)
+    log(
+        "training",
+        step=p.step,
+        total_steps=s.total_steps,
+        epoch=p.epoch + 1,
+        loss=loss,
+        learning_rate=lr,
+        samples_per_second=rate,
+    )
     s.events.scalar("train/loss", loss, p.step)
     s.events.scalar("train/learning_rate", lr, p.step)

@@ -49,8 +49,9 @@ def peak_flops(device_name: str, precision: str) -> float | None:
     return None
 
 
-def model_flops_utilisation(samples_per_second: float, flops_per_item: float, peak_per_device: float | None,
-                            devices: int) -> float | None:
+def model_flops_utilisation(
+    samples_per_second: float, flops_per_item: float, peak_per_device: float | None, devices: int
+) -> float | None:
     """Achieved model FLOP/s over the peak of all devices; None without a known peak (CPU, unknown GPU)."""
     if not peak_per_device or devices < 1:
         return None
@@ -83,23 +84,47 @@ class Evaluation:
     val_fraction: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"split": self.split, "samples": self.samples, "train_samples": self.train_samples,
-                "val_fraction": self.val_fraction}
+        return {
+            "split": self.split,
+            "samples": self.samples,
+            "train_samples": self.train_samples,
+            "val_fraction": self.val_fraction,
+        }
 
 
-def metrics_document(*, task: str, model: str, strategy: str, world_size: int, steps: int,
-                     epochs: list[EpochResult], samples_per_second: float, tokens_per_second: float | None,
-                     wall_time_seconds: float, mfu: float | None,
-                     evaluation: Evaluation | None = None, batch: dict[str, int] | None = None) -> dict[str, Any]:
+def metrics_document(
+    *,
+    task: str,
+    model: str,
+    strategy: str,
+    world_size: int,
+    steps: int,
+    epochs: list[EpochResult],
+    samples_per_second: float,
+    tokens_per_second: float | None,
+    wall_time_seconds: float,
+    mfu: float | None,
+    evaluation: Evaluation | None = None,
+    batch: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """metrics.json; `final` repeats the last epoch's figures; `batch` says how each optimizer step's global batch
     was split (micro-batch x processes x accumulation steps)."""
     last = epochs[-1] if epochs else None
     final = last.to_dict() if last else {"loss": None, "accuracy": None, "perplexity": None}
     final.pop("epoch", None)
     return {
-        "schema_version": METRICS_VERSION, "task": task, "model": model, "strategy": strategy,
-        "world_size": world_size, "steps": steps, "final": final, "epochs": [e.to_dict() for e in epochs],
+        "schema_version": METRICS_VERSION,
+        "task": task,
+        "model": model,
+        "strategy": strategy,
+        "world_size": world_size,
+        "steps": steps,
+        "final": final,
+        "epochs": [e.to_dict() for e in epochs],
         "evaluation": evaluation.to_dict() if evaluation else None,
-        "samples_per_second": samples_per_second, "tokens_per_second": tokens_per_second,
-        "wall_time_seconds": wall_time_seconds, "mfu": mfu, **({"batch": batch} if batch else {}),
+        "samples_per_second": samples_per_second,
+        "tokens_per_second": tokens_per_second,
+        "wall_time_seconds": wall_time_seconds,
+        "mfu": mfu,
+        **({"batch": batch} if batch else {}),
     }

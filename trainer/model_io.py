@@ -32,11 +32,18 @@ CONFIG_FILE = "config.json"
 MODEL_CONFIG_VERSION = 1
 
 
-def model_config(task: str, preset: MlpPreset | GptPreset, data_spec: dict[str, Any],
-                 train_config: dict[str, Any], precision: str) -> dict[str, Any]:
+def model_config(
+    task: str, preset: MlpPreset | GptPreset, data_spec: dict[str, Any], train_config: dict[str, Any], precision: str
+) -> dict[str, Any]:
     """The config.json saved beside the weights."""
-    return {"schema_version": MODEL_CONFIG_VERSION, "task": task, "preset": dataclasses.asdict(preset),
-            "data": data_spec, "train_config": train_config, "precision": precision}
+    return {
+        "schema_version": MODEL_CONFIG_VERSION,
+        "task": task,
+        "preset": dataclasses.asdict(preset),
+        "data": data_spec,
+        "train_config": train_config,
+        "precision": precision,
+    }
 
 
 def save_model(model_dir: str, state_dict: dict[str, torch.Tensor], config: dict[str, Any]) -> None:
@@ -45,8 +52,7 @@ def save_model(model_dir: str, state_dict: dict[str, torch.Tensor], config: dict
         path = os.path.join(tmp, MODEL_FILE)
         torch.save({k: v.detach().to("cpu") for k, v in state_dict.items()}, path)
         storage.upload_file(path, storage.join(model_dir, MODEL_FILE))
-    storage.write_bytes(storage.join(model_dir, CONFIG_FILE), json.dumps(config, indent=2).encode(),
-                        "application/json")
+    storage.write_bytes(storage.join(model_dir, CONFIG_FILE), json.dumps(config, indent=2).encode(), "application/json")
 
 
 def build_from_config(config: dict[str, Any]) -> nn.Module:

@@ -50,7 +50,8 @@ def wrap(model: nn.Module, strategy: str, device: str, learning_rate: float, wei
             from torch.distributed.optim import ZeroRedundancyOptimizer
 
             optimizer: torch.optim.Optimizer = ZeroRedundancyOptimizer(
-                ddp.parameters(), optimizer_class=torch.optim.AdamW, **adamw)
+                ddp.parameters(), optimizer_class=torch.optim.AdamW, **adamw
+            )
         else:
             optimizer = torch.optim.AdamW(ddp.parameters(), **adamw)
         return Wrapped(ddp, model, optimizer, strategy)
@@ -108,8 +109,9 @@ def full_state(wrapped: Wrapped) -> tuple[dict[str, Any], dict[str, Any]]:
     if _sharded(wrapped):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
-        return get_state_dict(wrapped.model, wrapped.optimizer,
-                              options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return get_state_dict(
+            wrapped.model, wrapped.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
     main = not collectives.active() or dist.get_rank() == 0
     if wrapped.strategy == "zero1" and collectives.active():
         wrapped.optimizer.consolidate_state_dict(to=0)  # type: ignore[attr-defined]
@@ -123,8 +125,13 @@ def load_full_state(wrapped: Wrapped, model_state: dict[str, Any], optim_state: 
     if _sharded(wrapped):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
-        set_state_dict(wrapped.model, wrapped.optimizer, model_state_dict=model_state, optim_state_dict=optim_state,
-                       options=StateDictOptions(full_state_dict=True))
+        set_state_dict(
+            wrapped.model,
+            wrapped.optimizer,
+            model_state_dict=model_state,
+            optim_state_dict=optim_state,
+            options=StateDictOptions(full_state_dict=True),
+        )
         return
     wrapped.inner.load_state_dict(model_state)
     wrapped.optimizer.load_state_dict(optim_state)

@@ -27,8 +27,11 @@ class PreemptionWatch:
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if not self.requested:
-            log("stop requested: will checkpoint after the current step", severity="WARNING",
-                signal=signal.Signals(signum).name)
+            log(
+                "stop requested: will checkpoint after the current step",
+                severity="WARNING",
+                signal=signal.Signals(signum).name,
+            )
         self.requested = True
 
     def agreed(self, device: str) -> bool:

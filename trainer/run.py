@@ -60,10 +60,18 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
     try:
         with process_group(env) as device:
             session = _assemble(config, env, device, environ)
-            log("training started", task=config.task, model=config.model, strategy=config.strategy,
-                precision=session.precision.name, device=device, total_steps=session.total_steps,
-                steps_per_epoch=session.steps_per_epoch[0], resumed_from=session.last_checkpoint_step,
-                evaluation=session.evaluation.to_dict())
+            log(
+                "training started",
+                task=config.task,
+                model=config.model,
+                strategy=config.strategy,
+                precision=session.precision.name,
+                device=device,
+                total_steps=session.total_steps,
+                steps_per_epoch=session.steps_per_epoch[0],
+                resumed_from=session.last_checkpoint_step,
+                evaluation=session.evaluation.to_dict(),
+            )
             try:
                 raise_if_simulated_oom(config.data_uri, environ)
                 run_loop(session, watch)
@@ -92,22 +100,41 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     wrapped = wrap(model, config.strategy, device, config.learning_rate, config.hparams.weight_decay)
     steps = [steps_in_epoch(corpus, counts, config.seed, e, split.per_process) for e in range(config.epochs)]
     if min(steps) == 0:
-        raise DataError(config.data_uri, f"some process gets fewer than its {split.per_process} samples of the "
-                        f"global --batch-size={config.batch_size} in an epoch ({env.world_size} processes share about "
-                        f"{corpus.samples(sum(counts.train))} samples); lower --batch-size or add data")
+        raise DataError(
+            config.data_uri,
+            f"some process gets fewer than its {split.per_process} samples of the "
+            f"global --batch-size={config.batch_size} in an epoch ({env.world_size} processes share about "
+            f"{corpus.samples(sum(counts.train))} samples); lower --batch-size or add data",
+        )
     total = sum(steps) if config.max_steps is None else min(sum(steps), config.max_steps)
     held_out = held_out_samples(corpus, counts)
-    evaluation = Evaluation(split="held-out" if held_out else "training",
-                            samples=held_out or steps[-1] * split.global_batch,
-                            train_samples=corpus.samples(sum(counts.train)), val_fraction=config.hparams.val_fraction)
+    evaluation = Evaluation(
+        split="held-out" if held_out else "training",
+        samples=held_out or steps[-1] * split.global_batch,
+        train_samples=corpus.samples(sum(counts.train)),
+        val_fraction=config.hparams.val_fraction,
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
     checkpoint_dir = environ.get("AIP_CHECKPOINT_DIR")
     store = CheckpointStore(checkpoint_dir, config.hparams.keep_checkpoints) if checkpoint_dir else None
     events = EventLog(environ.get("AIP_TENSORBOARD_LOG_DIR") if env.is_main else None)
-    session = Session(config=config, env=env, device=device, precision=precision, corpus=corpus, counts=counts,
-                      steps_per_epoch=steps, total_steps=total, wrapped=wrapped, scheduler=scheduler,
-                      scaler=precision.grad_scaler(), store=store, events=events, data_spec=data_spec,
-                      evaluation=evaluation)
+    session = Session(
+        config=config,
+        env=env,
+        device=device,
+        precision=precision,
+        corpus=corpus,
+        counts=counts,
+        steps_per_epoch=steps,
+        total_steps=total,
+        wrapped=wrapped,
+        scheduler=scheduler,
+        scaler=precision.grad_scaler(),
+        store=store,
+        events=events,
+        data_spec=data_spec,
+        evaluation=evaluation,
+    )
     if store is not None:
         _resume(session, store)
     return session
@@ -125,11 +152,17 @@ def _resume(session: Session, store: CheckpointStore) -> None:
     if state["world_size"] != session.env.world_size:
         different.append(f"world size ({state['world_size']} then, {session.env.world_size} now)")
     if different:
-        raise ConfigError(f"the checkpoint at step {step} in {store.root} is from a different run: {different} "
-                          "differ. Point AIP_CHECKPOINT_DIR at a fresh directory, or rerun with the same settings.")
+        raise ConfigError(
+            f"the checkpoint at step {step} in {store.root} is from a different run: {different} "
+            "differ. Point AIP_CHECKPOINT_DIR at a fresh directory, or rerun with the same settings."
+        )
     restore(session, state)
-    log("resumed from checkpoint", step=step, epoch=session.progress.epoch + 1,
-        batch_in_epoch=session.progress.batch_in_epoch)
+    log(
+        "resumed from checkpoint",
+        step=step,
+        epoch=session.progress.epoch + 1,
+        batch_in_epoch=session.progress.batch_in_epoch,
+    )
 
 
 def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | None:
@@ -140,15 +173,23 @@ def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | 
     if s.env.is_main:
         preset = get_preset(s.config.model)
         assert not isinstance(preset, dict)
-        save_model(model_dir, weights, model_config(s.config.task, preset, s.data_spec, s.config.to_dict(),
-                                                    s.precision.name))
+        save_model(
+            model_dir, weights, model_config(s.config.task, preset, s.data_spec, s.config.to_dict(), s.precision.name)
+        )
         document = _metrics(s, preset, sum(t.numel() for t in weights.values()), wall)
-        storage.write_bytes(storage.join(model_dir, METRICS_FILE), json.dumps(document, indent=2).encode(),
-                            "application/json")
+        storage.write_bytes(
+            storage.join(model_dir, METRICS_FILE), json.dumps(document, indent=2).encode(), "application/json"
+        )
         s.events.scalar("throughput/samples_per_second", document["samples_per_second"], s.progress.step)
         s.events.close()
-        log("model written", model_dir=model_dir, final=document["final"], evaluation=document["evaluation"],
-            samples_per_second=document["samples_per_second"], mfu=document["mfu"])
+        log(
+            "model written",
+            model_dir=model_dir,
+            final=document["final"],
+            evaluation=document["evaluation"],
+            samples_per_second=document["samples_per_second"],
+            mfu=document["mfu"],
+        )
     collectives.barrier()
     return document
 
@@ -160,10 +201,20 @@ def _metrics(s: Session, preset: Any, parameters: int, wall: float) -> dict[str,
     if s.device.startswith("cuda"):
         peak = peak_flops(torch.cuda.get_device_name(s.device), s.precision.name)
         mfu = model_flops_utilisation(rate, flops_per_sample(preset, parameters), peak, s.env.world_size)
-    return metrics_document(task=s.config.task, model=s.config.model, strategy=s.config.strategy,
-                            world_size=s.env.world_size, steps=s.progress.step, epochs=s.progress.epochs,
-                            samples_per_second=rate, tokens_per_second=tokens, wall_time_seconds=wall, mfu=mfu,
-                            evaluation=s.evaluation, batch=s.config.batch_split(s.env.world_size).to_dict())
+    return metrics_document(
+        task=s.config.task,
+        model=s.config.model,
+        strategy=s.config.strategy,
+        world_size=s.env.world_size,
+        steps=s.progress.step,
+        epochs=s.progress.epochs,
+        samples_per_second=rate,
+        tokens_per_second=tokens,
+        wall_time_seconds=wall,
+        mfu=mfu,
+        evaluation=s.evaluation,
+        batch=s.config.batch_split(s.env.world_size).to_dict(),
+    )
 
 
 def _oom(config: TrainConfig, s: Session, exc: BaseException) -> OutOfMemory:
@@ -172,4 +223,5 @@ def _oom(config: TrainConfig, s: Session, exc: BaseException) -> OutOfMemory:
         f"{config.batch_size} as --micro-batch-size={config.batch_split(s.env.world_size).micro_batch} per process, "
         f"--strategy={config.strategy}, precision {s.precision.name}): lower --micro-batch-size (raising "
         "--gradient-accumulation-steps to keep the batch), add --activation-checkpointing, use --strategy=fsdp or "
-        f"zero2 to shard the model, or a GPU with more memory. ({exc})"[:2000])
+        f"zero2 to shard the model, or a GPU with more memory. ({exc})"[:2000]
+    )

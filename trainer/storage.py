@@ -20,7 +20,7 @@ _READ_CHUNK = 8 * 1024 * 1024
 def resolve(uri: str) -> str:
     """gs:// URIs and local paths unchanged; /gcs/B/P becomes gs://B/P when no FUSE mount is present."""
     if uri.startswith("/gcs/") and not os.path.isdir("/gcs"):
-        return "gs://" + uri[len("/gcs/"):]
+        return "gs://" + uri[len("/gcs/") :]
     return uri
 
 
@@ -38,7 +38,7 @@ def join(base: str, *names: str) -> str:
 
 def split_gcs(uri: str) -> tuple[str, str]:
     """gs://bucket/some/name -> ('bucket', 'some/name')."""
-    rest = resolve(uri)[len("gs://"):]
+    rest = resolve(uri)[len("gs://") :]
     bucket, _, name = rest.partition("/")
     if not bucket:
         raise ValueError(f"{uri!r}: expected gs://BUCKET/NAME")

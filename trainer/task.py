@@ -40,8 +40,14 @@ def main(argv: list[str] | None = None) -> int:
             train(config, read_process_env(environ), environ)
             return 0
         topology = read_node_topology(environ, default_nproc_per_node(environ))
-        log("trainer starting", node_rank=topology.node_rank, nodes=topology.num_nodes,
-            nproc_per_node=topology.nproc_per_node, launch=topology.source, env=environment_summary(environ))
+        log(
+            "trainer starting",
+            node_rank=topology.node_rank,
+            nodes=topology.num_nodes,
+            nproc_per_node=topology.nproc_per_node,
+            launch=topology.source,
+            env=environment_summary(environ),
+        )
         if topology.nproc_per_node == 1:
             from trainer.run import train
 
@@ -81,6 +87,7 @@ def _parse(argv: list[str]) -> TrainConfig:
         raise ConfigError(lines[-1] if lines else f"the command line was refused (exit status {exc.code})") from None
     sys.stderr.write(err.getvalue())
     return config
+
 
 if __name__ == "__main__":
     sys.exit(main())

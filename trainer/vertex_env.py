@@ -7,17 +7,29 @@ from collections.abc import Mapping
 
 from trainer.errors import ConfigError
 
-_SUMMARY_KEYS = ("CLOUD_ML_JOB_ID", "CLOUD_ML_PROJECT_ID", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                 "LOCAL_RANK", "LANDFALL_NPROC_PER_NODE", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR",
-                 "AIP_TENSORBOARD_LOG_DIR")
+_SUMMARY_KEYS = (
+    "CLOUD_ML_JOB_ID",
+    "CLOUD_ML_PROJECT_ID",
+    "RANK",
+    "WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+    "LANDFALL_NPROC_PER_NODE",
+    "AIP_MODEL_DIR",
+    "AIP_CHECKPOINT_DIR",
+    "AIP_TENSORBOARD_LOG_DIR",
+)
 
 
 def required_model_dir(environ: Mapping[str, str]) -> str:
     """AIP_MODEL_DIR, or a ConfigError saying what to set."""
     model_dir = environ.get("AIP_MODEL_DIR")
     if not model_dir:
-        raise ConfigError("AIP_MODEL_DIR is not set: expected gs://BUCKET/PATH/model/ or a local directory where "
-                          "the model and metrics.json are written (Vertex sets it from base_output_directory)")
+        raise ConfigError(
+            "AIP_MODEL_DIR is not set: expected gs://BUCKET/PATH/model/ or a local directory where "
+            "the model and metrics.json are written (Vertex sets it from base_output_directory)"
+        )
     return model_dir
 
 

@@ -31,7 +31,8 @@ SHARD = "f0,f1,label\n0.1,0.2,0\n0.9,0.8,1\n"
 def trainer_image(topology: Topology) -> str:
     """The image the dispatcher names in container_spec, resolved as functions/settings.py resolves it."""
     return os.environ.get("LANDFALL_TRAINER_IMAGE") or trainer_image_uri(
-        topology.project_id, os.environ.get("LANDFALL_DEFAULT_REGION", topology.default_region))
+        topology.project_id, os.environ.get("LANDFALL_DEFAULT_REGION", topology.default_region)
+    )
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ class Stack:
         if "job_client" not in self.cache:
             channel = grpc.insecure_channel(self.info.env["LANDFALL_VERTEX_ENDPOINT"])
             self.cache["job_client"] = aiplatform_v1.JobServiceClient(
-                transport=JobServiceGrpcTransport(channel=channel))
+                transport=JobServiceGrpcTransport(channel=channel)
+            )
         return self.cache["job_client"]
 
     def jobs(self, regions: set[str]) -> list[Any]:
@@ -90,8 +92,9 @@ class Stack:
         found = []
         for region in sorted(regions):
             parent = f"projects/{self.topology.project_id}/locations/{region}"
-            found += list(self._job_client().list_custom_jobs(
-                request={"parent": parent, "filter": "labels.landfall-run-id:*"}))
+            found += list(
+                self._job_client().list_custom_jobs(request={"parent": parent, "filter": "labels.landfall-run-id:*"})
+            )
         return found
 
 
@@ -108,8 +111,11 @@ def _up_on_free_ports(state_dir: Path, topology: Topology) -> stack.StackInfo:
         except StackError as exc:
             if "in use" not in str(exc) or attempt == START_TRIES:
                 raise
-            print(f"a port was taken while the stack started ({exc}); starting again on other ports",
-                  file=sys.stderr, flush=True)
+            print(
+                f"a port was taken while the stack started ({exc}); starting again on other ports",
+                file=sys.stderr,
+                flush=True,
+            )
     raise AssertionError("unreachable")
 
 
@@ -130,15 +136,22 @@ def noop_stack(keep: Path | None = None) -> Iterator[Stack]:
         finally:
             os.environ.clear()
             os.environ.update(saved)
-        print(f"local stack up in {time.monotonic() - started:.1f} s (state {state_dir}, logs {state_dir}/logs)",
-              file=sys.stderr, flush=True)
+        print(
+            f"local stack up in {time.monotonic() - started:.1f} s (state {state_dir}, logs {state_dir}/logs)",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             os.environ.update(info.env)
             from google.auth.credentials import AnonymousCredentials
             from google.cloud import firestore, storage
 
-            yield Stack(info, topology, storage.Client(project=topology.project_id, credentials=AnonymousCredentials()),
-                        firestore.Client(project=topology.project_id))
+            yield Stack(
+                info,
+                topology,
+                storage.Client(project=topology.project_id, credentials=AnonymousCredentials()),
+                firestore.Client(project=topology.project_id),
+            )
         finally:
             stack.down(state_dir, wipe=True)
             os.environ.clear()

@@ -101,8 +101,9 @@ def check(uris: list[str], runs: list[RunRecord], jobs: list[Any]) -> Checks:
     known = {r.run_id for r in runs}
     orphans = [run_id for run_id in labels if run_id not in known]
     lost += [f"{r.run_id} (no Vertex job)" for r in counted if labels.get(r.run_id, 0) == 0]
-    not_succeeded = {r.run_id: f"{r.state}: {r.error.message if r.error else ''}" for r in counted
-                     if r.state != RunState.SUCCEEDED}
+    not_succeeded = {
+        r.run_id: f"{r.state}: {r.error.message if r.error else ''}" for r in counted if r.state != RunState.SUCCEEDED
+    }
     return Checks(len(uris), len(counted), lost, doubled, not_succeeded, sum(labels.values()), orphans)
 
 
@@ -113,8 +114,11 @@ def dispatch_deliveries(s: Stack) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.local_stack.load", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.local_stack.load",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--datasets", type=int, default=500, help="datasets dropped at once (default 500)")
     parser.add_argument("--concurrency", type=int, default=16, help="upload threads (default 16)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for every run (3600)")
@@ -143,37 +147,79 @@ def main(argv: list[str] | None = None) -> int:
         jobs = s.jobs({r.vertex.region for r in runs if r.vertex is not None})
     uris = [f"gs://{s.topology.bucket}/{p}" for p in prefixes]
     warm_uri = f"gs://{s.topology.bucket}/datasets/load-warmup/"
-    checks = check(uris, runs, [j for j in jobs if j.labels.get(RUN_LABEL) in
-                                {r.run_id for r in runs if r.request.get("dataset", {}).get("uri") != warm_uri}])
+    checks = check(
+        uris,
+        runs,
+        [
+            j
+            for j in jobs
+            if j.labels.get(RUN_LABEL)
+            in {r.run_id for r in runs if r.request.get("dataset", {}).get("uri") != warm_uri}
+        ],
+    )
     by_uri = {str(r.request.get("dataset", {}).get("uri")): r for r in runs}
     created = {j.labels.get(RUN_LABEL): j.create_time for j in jobs}
-    lines = [timeline(by_uri[u], versions.get(by_uri[u].run_id), finalized[p], created.get(by_uri[u].run_id))
-             for u, p in zip(uris, prefixes, strict=True) if u in by_uri]
+    lines = [
+        timeline(by_uri[u], versions.get(by_uri[u].run_id), finalized[p], created.get(by_uri[u].run_id))
+        for u, p in zip(uris, prefixes, strict=True)
+        if u in by_uri
+    ]
     received = [by_uri[u].history[0].at for u in uris if u in by_uri]
     submitted = [by_uri[u].timings.submitted_at for u in uris if u in by_uri and by_uri[u].timings.submitted_at]
     window = seconds(max(submitted), min(received)) if submitted and received else None
-    rows = {"-> CreateCustomJob answered": summary([t.to_submitted for t in lines]),
-            **{f"  {hop}": summary([t.hops[hop] for t in lines]) for hop in HOPS},
-            "-> SUCCEEDED recorded": summary([t.to_succeeded for t in lines])}
-    print_table(f"load: {args.datasets} datasets at once ({before['nproc']} CPUs, load {before['load_average']} "
-                f"-> {after['load_average']}; warm-up finalized {warm:%H:%M:%S})", rows)
+    rows = {
+        "-> CreateCustomJob answered": summary([t.to_submitted for t in lines]),
+        **{f"  {hop}": summary([t.hops[hop] for t in lines]) for hop in HOPS},
+        "-> SUCCEEDED recorded": summary([t.to_succeeded for t in lines]),
+    }
+    print_table(
+        f"load: {args.datasets} datasets at once ({before['nproc']} CPUs, load {before['load_average']} "
+        f"-> {after['load_average']}; warm-up finalized {warm:%H:%M:%S})",
+        rows,
+    )
     rate = deliveries / window if window else None
     cpu_ms = 1000 * cpu / deliveries if deliveries else None
-    print(f"dispatcher: {deliveries} deliveries in {window or 0:.1f} s (first RECEIVED -> last CreateCustomJob "
-          f"answered) = {rate or 0:.1f} requests/s; {cpu_ms or 0:.1f} CPU ms per request")
-    print(f"runs: {checks.runs} for {checks.datasets} datasets; Vertex jobs: {checks.jobs}; lost {len(checks.lost)}, "
-          f"doubled {len(checks.doubled)}, not SUCCEEDED {len(checks.not_succeeded)}, orphan jobs "
-          f"{len(checks.orphan_jobs)}; every run ended {waited:.0f} s after the drops began")
-    result = {"datasets": args.datasets, "concurrency": args.concurrency, "machine_before": before,
-              "machine_after": after, "latency": rows, "dispatcher": {
-                  "deliveries": deliveries, "window_s": window, "requests_per_s": rate, "cpu_ms_per_request": cpu_ms,
-                  "cpu_s": cpu}, "ended_after_s": waited, "checks": {
-                  "runs": checks.runs, "jobs": checks.jobs, "lost": checks.lost, "doubled": checks.doubled,
-                  "not_succeeded": checks.not_succeeded, "orphan_jobs": checks.orphan_jobs, "ok": checks.ok}}
+    print(
+        f"dispatcher: {deliveries} deliveries in {window or 0:.1f} s (first RECEIVED -> last CreateCustomJob "
+        f"answered) = {rate or 0:.1f} requests/s; {cpu_ms or 0:.1f} CPU ms per request"
+    )
+    print(
+        f"runs: {checks.runs} for {checks.datasets} datasets; Vertex jobs: {checks.jobs}; lost {len(checks.lost)}, "
+        f"doubled {len(checks.doubled)}, not SUCCEEDED {len(checks.not_succeeded)}, orphan jobs "
+        f"{len(checks.orphan_jobs)}; every run ended {waited:.0f} s after the drops began"
+    )
+    result = {
+        "datasets": args.datasets,
+        "concurrency": args.concurrency,
+        "machine_before": before,
+        "machine_after": after,
+        "latency": rows,
+        "dispatcher": {
+            "deliveries": deliveries,
+            "window_s": window,
+            "requests_per_s": rate,
+            "cpu_ms_per_request": cpu_ms,
+            "cpu_s": cpu,
+        },
+        "ended_after_s": waited,
+        "checks": {
+            "runs": checks.runs,
+            "jobs": checks.jobs,
+            "lost": checks.lost,
+            "doubled": checks.doubled,
+            "not_succeeded": checks.not_succeeded,
+            "orphan_jobs": checks.orphan_jobs,
+            "ok": checks.ok,
+        },
+    }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"results in {args.out}")
-    for name, found in (("lost", checks.lost), ("doubled", checks.doubled),
-                        ("not SUCCEEDED", list(checks.not_succeeded.items())), ("orphan jobs", checks.orphan_jobs)):
+    for name, found in (
+        ("lost", checks.lost),
+        ("doubled", checks.doubled),
+        ("not SUCCEEDED", list(checks.not_succeeded.items())),
+        ("orphan jobs", checks.orphan_jobs),
+    ):
         if found:
             print(f"{name}: {found[:10]}{' ...' if len(found) > 10 else ''}", file=sys.stderr)
     return 0 if checks.ok else 1

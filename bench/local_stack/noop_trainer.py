@@ -29,12 +29,18 @@ def upload_url(storage_host: str, gcs_uri: str) -> str:
 def main() -> int:
     model_dir, storage = os.environ.get("AIP_MODEL_DIR", ""), os.environ.get("STORAGE_EMULATOR_HOST", "")
     if not model_dir or not storage:
-        print("noop trainer: AIP_MODEL_DIR and STORAGE_EMULATOR_HOST must be set (the Vertex emulator on the local "
-              "stack sets both)", file=sys.stderr)
+        print(
+            "noop trainer: AIP_MODEL_DIR and STORAGE_EMULATOR_HOST must be set (the Vertex emulator on the local "
+            "stack sets both)",
+            file=sys.stderr,
+        )
         return 2
-    request = urllib.request.Request(upload_url(storage, f"{model_dir.rstrip('/')}/metrics.json"),
-                                     data=json.dumps(METRICS).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        upload_url(storage, f"{model_dir.rstrip('/')}/metrics.json"),
+        data=json.dumps(METRICS).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         response.read()
     return 0

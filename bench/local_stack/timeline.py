@@ -42,13 +42,22 @@ def _at(run: RunRecord, state: RunState) -> str | None:
     return next((c.at for c in run.history if c.state == state), None)
 
 
-def timeline(run: RunRecord, version: dict[str, Any] | None, finalized: datetime,
-             job_created: datetime | None = None) -> Timeline:
+def timeline(
+    run: RunRecord, version: dict[str, Any] | None, finalized: datetime, job_created: datetime | None = None
+) -> Timeline:
     """The run's hops; version is its ingest version document, job_created its Vertex job's create_time."""
     claimed = (version or {}).get("created_at")
     published = (version or {}).get("updated_at")
-    stamps = [finalized, claimed, published, _at(run, RunState.RECEIVED), _at(run, RunState.PLANNED), job_created,
-              run.timings.submitted_at]
+    stamps = [
+        finalized,
+        claimed,
+        published,
+        _at(run, RunState.RECEIVED),
+        _at(run, RunState.PLANNED),
+        job_created,
+        run.timings.submitted_at,
+    ]
     hops = {name: seconds(later, earlier) for name, earlier, later in zip(HOPS, stamps, stamps[1:], strict=False)}
-    return Timeline(run.run_id, seconds(run.timings.submitted_at, finalized),
-                    seconds(_at(run, RunState.SUCCEEDED), finalized), hops)
+    return Timeline(
+        run.run_id, seconds(run.timings.submitted_at, finalized), seconds(_at(run, RunState.SUCCEEDED), finalized), hops
+    )

@@ -79,8 +79,13 @@ def deploy_modules(root: Path = REPO_ROOT) -> tuple[str, ...]:
     while queue:
         tree = ast.parse(queue.pop().read_text())
         for node in ast.walk(tree):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                else []
+            )
             for module in modules:
                 if module.split(".")[0] != "deploy" or module == "deploy":
                     continue
@@ -96,14 +101,18 @@ def function_requirements(root: Path = REPO_ROOT) -> str:
     for line in text.splitlines():
         name = line.split("#", 1)[0].strip().split("==")[0].split(">")[0].split("<")[0].strip().lower()
         if name in NOT_FOR_FUNCTIONS:
-            raise BundleError(f"functions/requirements.txt names {name!r}, which a function must not install "
-                              "(it belongs to the trainer image or the test tools); remove it from that file")
+            raise BundleError(
+                f"functions/requirements.txt names {name!r}, which a function must not install "
+                "(it belongs to the trainer image or the test tools); remove it from that file"
+            )
     return text
 
 
 def main_py(entry_point: str) -> str:
-    return (f'"""Cloud Run functions loads main.py: the `{entry_point}` entry point (staged by `landfall deploy`)."""'
-            f"\n\nfrom functions.main import {entry_point}\n\n__all__ = [\"{entry_point}\"]\n")
+    return (
+        f'"""Cloud Run functions loads main.py: the `{entry_point}` entry point (staged by `landfall deploy`)."""'
+        f'\n\nfrom functions.main import {entry_point}\n\n__all__ = ["{entry_point}"]\n'
+    )
 
 
 def _fresh(path: Path) -> Path:
@@ -113,8 +122,9 @@ def _fresh(path: Path) -> Path:
     return path
 
 
-def stage_function(name: str, env: Mapping[str, str], root: Path = REPO_ROOT,
-                   out: Path | None = None) -> FunctionBundle:
+def stage_function(
+    name: str, env: Mapping[str, str], root: Path = REPO_ROOT, out: Path | None = None
+) -> FunctionBundle:
     """Stage one function's bundle and env file; paths in the result are relative to root."""
     base = out or root / STAGE_DIR
     folder = _fresh(base / "functions" / name)

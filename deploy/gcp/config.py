@@ -18,8 +18,16 @@ from deploy.topology import TOPOLOGY_FILE, Topology, load_topology
 
 BASIC_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
 """Roles that grant everything in a project; a deployment grants none of them, anywhere."""
-TARGET_KINDS = ("project", "bucket", "topic", "service_account", "function", "functions", "dead_letter_topics",
-                "subscriptions")
+TARGET_KINDS = (
+    "project",
+    "bucket",
+    "topic",
+    "service_account",
+    "function",
+    "functions",
+    "dead_letter_topics",
+    "subscriptions",
+)
 """What a grant's `on` may name (see the comment above [gcp.service_accounts] in topology.toml)."""
 BUCKET_TARGETS = ("landing", "artifacts")
 _MEMORY = re.compile(r"^\d+(Mi|Gi)$")
@@ -152,8 +160,9 @@ def job_events_log_filter(path: Path = TOPOLOGY_FILE) -> str:
     """[topics.job_events] log_filter: which log entries the sink carries to the job-events topic."""
     value = _raw(path).get("topics", {}).get("job_events", {}).get("log_filter")
     if not isinstance(value, str) or not value:
-        raise DeployConfigError(f"{path.name}: topics.job_events.log_filter must be a Cloud Logging filter such as "
-                                'resource.type="ml_job"')
+        raise DeployConfigError(
+            f'{path.name}: topics.job_events.log_filter must be a Cloud Logging filter such as resource.type="ml_job"'
+        )
     return value
 
 
@@ -167,19 +176,26 @@ def _grants(where: str, raw: object) -> tuple[Grant, ...]:
         raise DeployConfigError(f"{where}.grants must be a non-empty list of {{ role = ..., on = ... }}")
     grants = []
     for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("role"), str) or not isinstance(entry.get("on"),
-                                                                                                    str):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("role"), str)
+            or not isinstance(entry.get("on"), str)
+        ):
             raise DeployConfigError(f"{where}.grants: each entry needs a role and an on, found {entry!r}")
         grant = Grant(entry["role"], entry["on"])
         if grant.role in BASIC_ROLES:
-            raise DeployConfigError(f"{where}: {grant.role} is a basic role; grant the predefined role the account "
-                                    "needs instead (a deployment grants no basic role anywhere)")
+            raise DeployConfigError(
+                f"{where}: {grant.role} is a basic role; grant the predefined role the account "
+                "needs instead (a deployment grants no basic role anywhere)"
+            )
         if not grant.role.startswith("roles/"):
-            raise DeployConfigError(f"{where}: role {grant.role!r} must be a predefined role such as "
-                                    "roles/pubsub.publisher")
+            raise DeployConfigError(
+                f"{where}: role {grant.role!r} must be a predefined role such as roles/pubsub.publisher"
+            )
         if grant.kind not in TARGET_KINDS:
-            raise DeployConfigError(f"{where}: on = {grant.on!r} names no known resource kind; use one of "
-                                    f"{', '.join(TARGET_KINDS)}")
+            raise DeployConfigError(
+                f"{where}: on = {grant.on!r} names no known resource kind; use one of {', '.join(TARGET_KINDS)}"
+            )
         grants.append(grant)
     return tuple(grants)
 
@@ -193,19 +209,28 @@ def _check_targets(config: DeployConfig, topology: Topology, topics: Mapping[str
     ]
     for where, grants in holders:
         for grant in grants:
-            known = {"bucket": BUCKET_TARGETS, "topic": tuple(topics), "service_account": tuple(accounts),
-                     "function": tuple(functions)}.get(grant.kind)
+            known = {
+                "bucket": BUCKET_TARGETS,
+                "topic": tuple(topics),
+                "service_account": tuple(accounts),
+                "function": tuple(functions),
+            }.get(grant.kind)
             if known is not None and grant.target not in known:
-                raise DeployConfigError(f"topology.toml {where}: {grant.on!r} names no {grant.kind}; known: "
-                                        f"{', '.join(sorted(known))}")
+                raise DeployConfigError(
+                    f"topology.toml {where}: {grant.on!r} names no {grant.kind}; known: {', '.join(sorted(known))}"
+                )
     for spec in config.functions:
         if spec.service_account not in accounts:
-            raise DeployConfigError(f"topology.toml gcp.functions.{spec.name}.service_account {spec.service_account!r}"
-                                    f" is no [gcp.service_accounts.*]; known: {', '.join(sorted(accounts))}")
+            raise DeployConfigError(
+                f"topology.toml gcp.functions.{spec.name}.service_account {spec.service_account!r}"
+                f" is no [gcp.service_accounts.*]; known: {', '.join(sorted(accounts))}"
+            )
     missing = functions - {spec.name for spec in config.functions}
     if missing:
-        raise DeployConfigError(f"topology.toml: functions {sorted(missing)} have no [gcp.functions.*] table (memory, "
-                                "cpu, instances, concurrency, service account)")
+        raise DeployConfigError(
+            f"topology.toml: functions {sorted(missing)} have no [gcp.functions.*] table (memory, "
+            "cpu, instances, concurrency, service account)"
+        )
 
 
 @cache
@@ -238,24 +263,38 @@ def load_deploy_config(path: Path = TOPOLOGY_FILE) -> DeployConfig:
         if not _MEMORY.match(spec.memory):
             raise DeployConfigError(f"{path.name}: {where}.memory must look like 512Mi or 2Gi, found {spec.memory!r}")
         if not 0 <= spec.min_instances <= spec.max_instances or spec.max_instances < 1:
-            raise DeployConfigError(f"{path.name}: {where} needs 0 <= min_instances <= max_instances and "
-                                    f"max_instances >= 1, found {spec.min_instances} and {spec.max_instances}")
+            raise DeployConfigError(
+                f"{path.name}: {where} needs 0 <= min_instances <= max_instances and "
+                f"max_instances >= 1, found {spec.min_instances} and {spec.max_instances}"
+            )
         if spec.concurrency > 1 and float(spec.cpu) < 1:
-            raise DeployConfigError(f"{path.name}: {where}: concurrency {spec.concurrency} needs cpu >= 1 (Cloud Run "
-                                    "serves concurrent requests only with a whole CPU)")
+            raise DeployConfigError(
+                f"{path.name}: {where}: concurrency {spec.concurrency} needs cpu >= 1 (Cloud Run "
+                "serves concurrent requests only with a whole CPU)"
+            )
         functions.append(spec)
     accounts = tuple(
-        ServiceAccount(key, get(table, f"gcp.service_accounts.{key}", "account_id", str),
-                       str(table.get("about", "")), _grants(f"gcp.service_accounts.{key}", table.get("grants")))
+        ServiceAccount(
+            key,
+            get(table, f"gcp.service_accounts.{key}", "account_id", str),
+            str(table.get("about", "")),
+            _grants(f"gcp.service_accounts.{key}", table.get("grants")),
+        )
         for key, table in get(gcp, "gcp", "service_accounts", dict).items()
     )
     for account in accounts:
         if not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", account.account_id):
-            raise DeployConfigError(f"{path.name}: gcp.service_accounts.{account.key}.account_id "
-                                    f"{account.account_id!r} must be 6 to 30 lowercase letters, digits or hyphens")
+            raise DeployConfigError(
+                f"{path.name}: gcp.service_accounts.{account.key}.account_id "
+                f"{account.account_id!r} must be 6 to 30 lowercase letters, digits or hyphens"
+            )
     agents = tuple(
-        ServiceAgent(key, get(table, f"gcp.service_agents.{key}", "member", str), str(table.get("about", "")),
-                     _grants(f"gcp.service_agents.{key}", table.get("grants")))
+        ServiceAgent(
+            key,
+            get(table, f"gcp.service_agents.{key}", "member", str),
+            str(table.get("about", "")),
+            _grants(f"gcp.service_agents.{key}", table.get("grants")),
+        )
         for key, table in gcp.get("service_agents", {}).items()
     )
     retention = get(gcp, "gcp", "dead_letter_retention", str)

@@ -20,9 +20,15 @@ from typing import Protocol
 from deploy.gcp.steps import Argv, Fact, Plan, Step, resolve
 
 OUTPUT_TAIL = 1500
-LOCAL_STACK_VARIABLES = ("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "CLOUDSDK_AUTH_DISABLE_CREDENTIALS",
-                         "CLOUDSDK_CORE_PROJECT", "PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST",
-                         "STORAGE_EMULATOR_HOST", "LANDFALL_VERTEX_ENDPOINT")
+LOCAL_STACK_VARIABLES = (
+    "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE",
+    "CLOUDSDK_AUTH_DISABLE_CREDENTIALS",
+    "CLOUDSDK_CORE_PROJECT",
+    "PUBSUB_EMULATOR_HOST",
+    "FIRESTORE_EMULATOR_HOST",
+    "STORAGE_EMULATOR_HOST",
+    "LANDFALL_VERTEX_ENDPOINT",
+)
 """What .landfall/env sets to point gcloud and the clients at the local stack; never passed to a deployment."""
 
 
@@ -58,8 +64,7 @@ def run_gcloud(cwd: Path, timeout_s: float = 3600) -> Gcloud:
 
     def call(argv: Sequence[str]) -> Result:
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            done = subprocess.run(list(argv), cwd=cwd, env=env, stdout=out, stderr=err, timeout=timeout_s,
-                                  check=False)
+            done = subprocess.run(list(argv), cwd=cwd, env=env, stdout=out, stderr=err, timeout=timeout_s, check=False)
             out.seek(0)
             err.seek(0)
             return Result(done.returncode, out.read(), err.read())
@@ -80,10 +85,12 @@ class Executor:
             result = self.gcloud(fact.lookup)
             value = result.stdout.strip()
             if result.returncode != 0 or not value:
-                raise StepError(f"could not read {fact.about}: `{shlex.join(fact.lookup)}` exited "
-                                f"{result.returncode}: {_tail(result.stderr)}\n  What to do: check that `gcloud auth "
-                                "list` shows an active account that may read the project, and that the step creating "
-                                "it ran; then run the same command again.")
+                raise StepError(
+                    f"could not read {fact.about}: `{shlex.join(fact.lookup)}` exited "
+                    f"{result.returncode}: {_tail(result.stderr)}\n  What to do: check that `gcloud auth "
+                    "list` shows an active account that may read the project, and that the step creating "
+                    "it ran; then run the same command again."
+                )
             self.known[name] = value
         return self.known[name]
 
@@ -124,8 +131,10 @@ class Executor:
         outcomes = []
         for index, step in enumerate(self.plan.steps, 1):
             outcome = self.run_step(index, step)
-            self.report(f"[{index}/{len(self.plan.steps)}] {outcome.action:9} {step.name}"
-                        + (f": {outcome.detail}" if outcome.detail else ""))
+            self.report(
+                f"[{index}/{len(self.plan.steps)}] {outcome.action:9} {step.name}"
+                + (f": {outcome.detail}" if outcome.detail else "")
+            )
             outcomes.append(outcome)
         return outcomes
 

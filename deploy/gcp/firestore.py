@@ -34,10 +34,16 @@ class CompositeIndex:
         """True when an index as `gcloud firestore indexes composite list --format=json` prints it is this one
         (Firestore appends `__name__` to every index; it is ignored here)."""
         name = str(listed.get("name", ""))
-        fields = tuple((str(f.get("fieldPath")), str(f.get("order"))) for f in listed.get("fields", [])
-                       if f.get("fieldPath") != "__name__")
-        return (f"/collectionGroups/{self.collection_group}/" in name and fields == self.fields
-                and listed.get("queryScope", "COLLECTION") == self.query_scope)
+        fields = tuple(
+            (str(f.get("fieldPath")), str(f.get("order")))
+            for f in listed.get("fields", [])
+            if f.get("fieldPath") != "__name__"
+        )
+        return (
+            f"/collectionGroups/{self.collection_group}/" in name
+            and fields == self.fields
+            and listed.get("queryScope", "COLLECTION") == self.query_scope
+        )
 
 
 def load_indexes(path: Path) -> tuple[CompositeIndex, ...]:
@@ -46,14 +52,18 @@ def load_indexes(path: Path) -> tuple[CompositeIndex, ...]:
     for i, entry in enumerate(data.get("indexes", [])):
         where = f"{path.name}: indexes[{i}]"
         fields = tuple((str(f.get("fieldPath", "")), str(f.get("order", ""))) for f in entry.get("fields", []))
-        index = CompositeIndex(str(entry.get("collectionGroup", "")), str(entry.get("queryScope", "COLLECTION")),
-                               fields)
+        index = CompositeIndex(
+            str(entry.get("collectionGroup", "")), str(entry.get("queryScope", "COLLECTION")), fields
+        )
         if not index.collection_group or len(fields) < 2:
-            raise IndexFileError(f"{where} needs a collectionGroup and at least two fields (one field is indexed "
-                                 "automatically)")
+            raise IndexFileError(
+                f"{where} needs a collectionGroup and at least two fields (one field is indexed automatically)"
+            )
         if index.query_scope not in SCOPES or any(not p or o not in ORDERS for p, o in fields):
-            raise IndexFileError(f"{where}: queryScope must be one of {SCOPES} and each field a fieldPath with an "
-                                 f"order of {ORDERS}, found {entry}")
+            raise IndexFileError(
+                f"{where}: queryScope must be one of {SCOPES} and each field a fieldPath with an "
+                f"order of {ORDERS}, found {entry}"
+            )
         indexes.append(index)
     return tuple(indexes)
 

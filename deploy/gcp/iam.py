@@ -108,8 +108,9 @@ def grants_on(kinds: frozenset[str], config: DeployConfig, names: Names) -> list
     return rows
 
 
-def names_for(topology: Topology, config: DeployConfig, project: str, region: str,
-              job_regions: tuple[str, ...]) -> Names:
+def names_for(
+    topology: Topology, config: DeployConfig, project: str, region: str, job_regions: tuple[str, ...]
+) -> Names:
     """Every name a deployment of topology in project uses; job_regions get one artifacts bucket each."""
     return Names(
         project=project,
@@ -118,10 +119,10 @@ def names_for(topology: Topology, config: DeployConfig, project: str, region: st
         job_regions=job_regions,
         artifact_buckets=tuple(config.artifacts_bucket.format(project=project, region=r) for r in job_regions),
         topics=topic_names(),
-        dead_letter_topics=tuple(dict.fromkeys(delivery_policy(route.name).dead_letter_topic
-                                              for route in topology.functions)),
+        dead_letter_topics=tuple(
+            dict.fromkeys(delivery_policy(route.name).dead_letter_topic for route in topology.functions)
+        ),
         subscriptions=tuple(route.subscription for route in topology.functions),
         accounts={a.key: a.email(project) for a in config.service_accounts},
         functions={spec.name: spec.deployed_name for spec in config.functions},
     )
-

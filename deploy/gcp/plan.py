@@ -85,16 +85,44 @@ def prepare(target: Target, root: Path = REPO_ROOT) -> Prepared:
 def facts(target: Target, n: Names, config: DeployConfig) -> tuple[Fact, ...]:
     p = target.project
     found = [
-        Fact("project_number", target.project_number or "PROJECT_NUMBER",
-             ("gcloud", "projects", "describe", p, "--format=value(projectNumber)"), "the project number"),
-        Fact("sink_writer", f"serviceAccount:service-{target.project_number}@gcp-sa-logging.iam.gserviceaccount.com",
-             ("gcloud", "logging", "sinks", "describe", config.log_sink, f"--project={p}",
-              "--format=value(writerIdentity)"), "the log sink's writer identity"),
+        Fact(
+            "project_number",
+            target.project_number or "PROJECT_NUMBER",
+            ("gcloud", "projects", "describe", p, "--format=value(projectNumber)"),
+            "the project number",
+        ),
+        Fact(
+            "sink_writer",
+            f"serviceAccount:service-{target.project_number}@gcp-sa-logging.iam.gserviceaccount.com",
+            (
+                "gcloud",
+                "logging",
+                "sinks",
+                "describe",
+                config.log_sink,
+                f"--project={p}",
+                "--format=value(writerIdentity)",
+            ),
+            "the log sink's writer identity",
+        ),
     ]
     for spec in config.functions:
-        found.append(Fact(_url_fact(spec.name), f"https://{target.region}-{p}.cloudfunctions.net/{spec.deployed_name}",
-                          ("gcloud", "functions", "describe", spec.deployed_name, f"--region={target.region}",
-                           f"--project={p}", "--format=value(url)"), f"the URL of {spec.deployed_name}"))
+        found.append(
+            Fact(
+                _url_fact(spec.name),
+                f"https://{target.region}-{p}.cloudfunctions.net/{spec.deployed_name}",
+                (
+                    "gcloud",
+                    "functions",
+                    "describe",
+                    spec.deployed_name,
+                    f"--region={target.region}",
+                    f"--project={p}",
+                    "--format=value(url)",
+                ),
+                f"the URL of {spec.deployed_name}",
+            )
+        )
     return tuple(found)
 
 
@@ -105,15 +133,21 @@ def _url_fact(function: str) -> str:
 def _grant_steps(rows: list[tuple[str, object, str, Resource]], n: Names, section: str) -> list[Step]:
     steps = []
     for holder, member, role, resource in rows:
-        steps.append(Step(f"grant {holder} {role} on {resource.kind} {resource.name}",
-                          iam.bind(resource, member, role, n), section,  # type: ignore[arg-type]
-                          remedy="You need permission to set IAM policy on it (e.g. roles/resourcemanager."
-                                 "projectIamAdmin for the project, roles/pubsub.admin, roles/storage.admin)."))
+        steps.append(
+            Step(
+                f"grant {holder} {role} on {resource.kind} {resource.name}",
+                iam.bind(resource, member, role, n),
+                section,  # type: ignore[arg-type]
+                remedy="You need permission to set IAM policy on it (e.g. roles/resourcemanager."
+                "projectIamAdmin for the project, roles/pubsub.admin, roles/storage.admin).",
+            )
+        )
     return steps
 
 
-def _exists_step(name: str, command: Argv, section: str, probe: Argv, if_found: Argv | None = None,
-                 remedy: str = "") -> Step:
+def _exists_step(
+    name: str, command: Argv, section: str, probe: Argv, if_found: Argv | None = None, remedy: str = ""
+) -> Step:
     return Step(name, command, section, probe=probe, if_found=if_found, remedy=remedy)
 
 
@@ -126,166 +160,392 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
     steps: list[Step] = []
 
     section = "APIs"
-    steps.append(Step("enable the APIs Landfall uses", ("gcloud", "services", "enable", *config.apis, proj), section,
-                      remedy="Enabling APIs needs roles/serviceusage.serviceUsageAdmin and a billing account."))
+    steps.append(
+        Step(
+            "enable the APIs Landfall uses",
+            ("gcloud", "services", "enable", *config.apis, proj),
+            section,
+            remedy="Enabling APIs needs roles/serviceusage.serviceUsageAdmin and a billing account.",
+        )
+    )
 
     section = "Firestore (native mode) and the composite indexes the CLI's queries need"
-    steps.append(_exists_step(
-        f"create the Firestore database {DATABASE} in {r}",
-        ("gcloud", "firestore", "databases", "create", f"--database={DATABASE}", f"--location={r}",
-         "--type=firestore-native", proj), section,
-        probe=("gcloud", "firestore", "databases", "describe", f"--database={DATABASE}", proj),
-        remedy="A project has one (default) database; if it exists in Datastore mode, Landfall cannot use it."))
+    steps.append(
+        _exists_step(
+            f"create the Firestore database {DATABASE} in {r}",
+            (
+                "gcloud",
+                "firestore",
+                "databases",
+                "create",
+                f"--database={DATABASE}",
+                f"--location={r}",
+                "--type=firestore-native",
+                proj,
+            ),
+            section,
+            probe=("gcloud", "firestore", "databases", "describe", f"--database={DATABASE}", proj),
+            remedy="A project has one (default) database; if it exists in Datastore mode, Landfall cannot use it.",
+        )
+    )
     listing = ("gcloud", "firestore", "indexes", "composite", "list", f"--database={DATABASE}", "--format=json", proj)
     for index in load_indexes(REPO_ROOT / config.firestore_indexes):
         fields = ", ".join(f"{f} {o.lower()}" for f, o in index.fields)
-        steps.append(Step(
-            f"create the composite index on {index.collection_group} ({fields})",
-            ("gcloud", "firestore", "indexes", "composite", "create", f"--collection-group={index.collection_group}",
-             f"--query-scope={index.query_scope.lower().replace('_', '-')}", *index.field_configs(),
-             f"--database={DATABASE}", "--async", proj), section,
-            probe=listing, found=lambda out, index=index: any(index.matches(i) for i in listed_indexes(out))))
+        steps.append(
+            Step(
+                f"create the composite index on {index.collection_group} ({fields})",
+                (
+                    "gcloud",
+                    "firestore",
+                    "indexes",
+                    "composite",
+                    "create",
+                    f"--collection-group={index.collection_group}",
+                    f"--query-scope={index.query_scope.lower().replace('_', '-')}",
+                    *index.field_configs(),
+                    f"--database={DATABASE}",
+                    "--async",
+                    proj,
+                ),
+                section,
+                probe=listing,
+                found=lambda out, index=index: any(index.matches(i) for i in listed_indexes(out)),
+            )
+        )
 
     section = "Service accounts: one per function, one for training jobs, one that invokes the functions"
     for account in config.service_accounts:
         email = n.accounts[account.key]
-        steps.append(_exists_step(
-            f"create the service account {email}",
-            ("gcloud", "iam", "service-accounts", "create", account.account_id,
-             f"--display-name=Landfall {account.key}", f"--description={account.about}", proj), section,
-            probe=("gcloud", "iam", "service-accounts", "describe", email, proj)))
+        steps.append(
+            _exists_step(
+                f"create the service account {email}",
+                (
+                    "gcloud",
+                    "iam",
+                    "service-accounts",
+                    "create",
+                    account.account_id,
+                    f"--display-name=Landfall {account.key}",
+                    f"--description={account.about}",
+                    proj,
+                ),
+                section,
+                probe=("gcloud", "iam", "service-accounts", "describe", email, proj),
+            )
+        )
 
     section = "Buckets: landing, and artifacts in each job region (uniform access, no public access)"
     buckets = [(n.landing_bucket, r), *zip(n.artifact_buckets, target.regions(config), strict=True)]
     for bucket, location in buckets:
-        steps.append(_exists_step(
-            f"create the bucket gs://{bucket} in {location}",
-            ("gcloud", "storage", "buckets", "create", f"gs://{bucket}", f"--location={location}",
-             "--uniform-bucket-level-access", "--public-access-prevention", proj), section,
-            probe=("gcloud", "storage", "buckets", "describe", f"gs://{bucket}", proj, "--format=value(name)"),
-            if_found=("gcloud", "storage", "buckets", "update", f"gs://{bucket}", "--uniform-bucket-level-access",
-                      "--public-access-prevention", proj),
-            remedy="Bucket names are global: if another project holds this one, set other names in "
-                   "deploy/topology.toml [gcp] landing_bucket / artifacts_bucket."))
-    steps.append(Step("make sure the Cloud Storage service agent exists (it publishes the bucket's notifications)",
-                      ("gcloud", "storage", "service-agent", proj), section))
+        steps.append(
+            _exists_step(
+                f"create the bucket gs://{bucket} in {location}",
+                (
+                    "gcloud",
+                    "storage",
+                    "buckets",
+                    "create",
+                    f"gs://{bucket}",
+                    f"--location={location}",
+                    "--uniform-bucket-level-access",
+                    "--public-access-prevention",
+                    proj,
+                ),
+                section,
+                probe=("gcloud", "storage", "buckets", "describe", f"gs://{bucket}", proj, "--format=value(name)"),
+                if_found=(
+                    "gcloud",
+                    "storage",
+                    "buckets",
+                    "update",
+                    f"gs://{bucket}",
+                    "--uniform-bucket-level-access",
+                    "--public-access-prevention",
+                    proj,
+                ),
+                remedy="Bucket names are global: if another project holds this one, set other names in "
+                "deploy/topology.toml [gcp] landing_bucket / artifacts_bucket.",
+            )
+        )
+    steps.append(
+        Step(
+            "make sure the Cloud Storage service agent exists (it publishes the bucket's notifications)",
+            ("gcloud", "storage", "service-agent", proj),
+            section,
+        )
+    )
 
     section = "Pub/Sub: the TrainingRequest schema, topics, dead-letter topics and their hold subscriptions"
     schema_id = topology.requests_schema_id
-    steps.append(_exists_step(
-        f"create the Protocol Buffer schema {schema_id} (python -m schemas.proto writes it)",
-        ("gcloud", "pubsub", "schemas", "create", schema_id, "--type=protocol-buffer",
-         f"--definition-file={topology.requests_schema_file}", proj), section,
-        probe=("gcloud", "pubsub", "schemas", "describe", schema_id, proj),
-        remedy="Schemas are immutable: to change it, give it a new schema_id in deploy/topology.toml [topics]."))
+    steps.append(
+        _exists_step(
+            f"create the Protocol Buffer schema {schema_id} (python -m schemas.proto writes it)",
+            (
+                "gcloud",
+                "pubsub",
+                "schemas",
+                "create",
+                schema_id,
+                "--type=protocol-buffer",
+                f"--definition-file={topology.requests_schema_file}",
+                proj,
+            ),
+            section,
+            probe=("gcloud", "pubsub", "schemas", "describe", schema_id, proj),
+            remedy="Schemas are immutable: to change it, give it a new schema_id in deploy/topology.toml [topics].",
+        )
+    )
     for topic in topology.topics:
         schema: tuple[str, ...] = ()
         if topic == topology.requests_topic:
             schema = (f"--schema={schema_id}", "--message-encoding=json")
-        steps.append(_exists_step(
-            f"create the topic {topic}", ("gcloud", "pubsub", "topics", "create", topic, *schema, proj), section,
-            probe=("gcloud", "pubsub", "topics", "describe", topic, proj),
-            if_found=("gcloud", "pubsub", "topics", "update", topic, *schema, proj) if schema else None))
+        steps.append(
+            _exists_step(
+                f"create the topic {topic}",
+                ("gcloud", "pubsub", "topics", "create", topic, *schema, proj),
+                section,
+                probe=("gcloud", "pubsub", "topics", "describe", topic, proj),
+                if_found=("gcloud", "pubsub", "topics", "update", topic, *schema, proj) if schema else None,
+            )
+        )
     for dead in dict.fromkeys(delivery_policy(route.name).dead_letter_topic for route in topology.functions):
         if dead not in topology.topics:
-            steps.append(_exists_step(f"create the dead-letter topic {dead}",
-                                      ("gcloud", "pubsub", "topics", "create", dead, proj), section,
-                                      probe=("gcloud", "pubsub", "topics", "describe", dead, proj)))
+            steps.append(
+                _exists_step(
+                    f"create the dead-letter topic {dead}",
+                    ("gcloud", "pubsub", "topics", "create", dead, proj),
+                    section,
+                    probe=("gcloud", "pubsub", "topics", "describe", dead, proj),
+                )
+            )
     hold_name, dead = topology.dead_letter_subscription, topology.dead_letter_topic
     hold = (f"--message-retention-duration={config.dead_letter_retention}", "--ack-deadline=60")
-    steps.append(_exists_step(
-        f"create {hold_name}, which keeps dead letters for {config.dead_letter_retention}",
-        ("gcloud", "pubsub", "subscriptions", "create", hold_name, f"--topic={dead}", *hold, proj), section,
-        probe=("gcloud", "pubsub", "subscriptions", "describe", hold_name, proj),
-        if_found=("gcloud", "pubsub", "subscriptions", "update", hold_name, *hold, proj)))
+    steps.append(
+        _exists_step(
+            f"create {hold_name}, which keeps dead letters for {config.dead_letter_retention}",
+            ("gcloud", "pubsub", "subscriptions", "create", hold_name, f"--topic={dead}", *hold, proj),
+            section,
+            probe=("gcloud", "pubsub", "subscriptions", "describe", hold_name, proj),
+            if_found=("gcloud", "pubsub", "subscriptions", "update", hold_name, *hold, proj),
+        )
+    )
 
-    steps += _grant_steps([row for row in iam.grants_on(BEFORE_FUNCTIONS, config, n) if not _sink_writer(row[1])],
-                          n, "Grants on the project, buckets, topics and accounts (the sink's writer comes later)")
+    steps += _grant_steps(
+        [row for row in iam.grants_on(BEFORE_FUNCTIONS, config, n) if not _sink_writer(row[1])],
+        n,
+        "Grants on the project, buckets, topics and accounts (the sink's writer comes later)",
+    )
 
     section = "The trainer image: trainer/Dockerfile built by Cloud Build into Artifact Registry"
     image = trainer_image()
-    steps.append(_exists_step(
-        f"create the Docker repository {image.repository} in {r}",
-        ("gcloud", "artifacts", "repositories", "create", image.repository, "--repository-format=docker",
-         f"--location={r}", "--description=Landfall trainer images", proj), section,
-        probe=("gcloud", "artifacts", "repositories", "describe", image.repository, f"--location={r}", proj)))
-    steps.append(_exists_step(
-        f"build {prepared.image_uri} (the tag is the hash of the staged context: unchanged code is not rebuilt)",
-        ("gcloud", "builds", "submit", str(prepared.trainer_context), f"--tag={prepared.image_uri}", f"--region={r}",
-         proj), section,
-        probe=("gcloud", "artifacts", "docker", "images", "describe", prepared.image_uri, proj),
-        remedy="Read the build log it names; a base image whose Python or torch differs fails its version check."))
+    steps.append(
+        _exists_step(
+            f"create the Docker repository {image.repository} in {r}",
+            (
+                "gcloud",
+                "artifacts",
+                "repositories",
+                "create",
+                image.repository,
+                "--repository-format=docker",
+                f"--location={r}",
+                "--description=Landfall trainer images",
+                proj,
+            ),
+            section,
+            probe=("gcloud", "artifacts", "repositories", "describe", image.repository, f"--location={r}", proj),
+        )
+    )
+    steps.append(
+        _exists_step(
+            f"build {prepared.image_uri} (the tag is the hash of the staged context: unchanged code is not rebuilt)",
+            (
+                "gcloud",
+                "builds",
+                "submit",
+                str(prepared.trainer_context),
+                f"--tag={prepared.image_uri}",
+                f"--region={r}",
+                proj,
+            ),
+            section,
+            probe=("gcloud", "artifacts", "docker", "images", "describe", prepared.image_uri, proj),
+            remedy="Read the build log it names; a base image whose Python or torch differs fails its version check.",
+        )
+    )
 
     section = "Functions: HTTP functions that only the invoker account may call"
     for route in topology.functions:
         spec = config.function(route.name)
         bundle = prepared.bundles[route.name]
-        steps.append(Step(
-            f"deploy {spec.deployed_name} (entry point {route.name}) from {bundle.source}",
-            ("gcloud", "functions", "deploy", spec.deployed_name, "--gen2", f"--region={r}",
-             f"--runtime={config.runtime}", f"--source={bundle.source}", f"--entry-point={route.name}",
-             "--trigger-http", "--no-allow-unauthenticated", f"--service-account={n.accounts[spec.service_account]}",
-             f"--memory={spec.memory}", f"--cpu={spec.cpu}", f"--timeout={route.ack_deadline_seconds}s",
-             f"--min-instances={spec.min_instances}", f"--max-instances={spec.max_instances}",
-             f"--concurrency={spec.concurrency}", f"--env-vars-file={bundle.env_file}", proj), section,
-            remedy="The build log is in Cloud Build; the function's own log is in Cloud Logging."))
+        steps.append(
+            Step(
+                f"deploy {spec.deployed_name} (entry point {route.name}) from {bundle.source}",
+                (
+                    "gcloud",
+                    "functions",
+                    "deploy",
+                    spec.deployed_name,
+                    "--gen2",
+                    f"--region={r}",
+                    f"--runtime={config.runtime}",
+                    f"--source={bundle.source}",
+                    f"--entry-point={route.name}",
+                    "--trigger-http",
+                    "--no-allow-unauthenticated",
+                    f"--service-account={n.accounts[spec.service_account]}",
+                    f"--memory={spec.memory}",
+                    f"--cpu={spec.cpu}",
+                    f"--timeout={route.ack_deadline_seconds}s",
+                    f"--min-instances={spec.min_instances}",
+                    f"--max-instances={spec.max_instances}",
+                    f"--concurrency={spec.concurrency}",
+                    f"--env-vars-file={bundle.env_file}",
+                    proj,
+                ),
+                section,
+                remedy="The build log is in Cloud Build; the function's own log is in Cloud Logging.",
+            )
+        )
     steps += _grant_steps(iam.grants_on(frozenset({"function"}), config, n), n, section)
 
     section = "Push subscriptions: authenticated, with a dead-letter topic, delivery attempts and back-off"
     invoker = n.accounts["invoker"]
     for route in topology.functions:
         policy = delivery_policy(route.name)
-        settings = (Later(f"--push-endpoint={{{_url_fact(route.name)}}}"), f"--push-auth-service-account={invoker}",
-                    f"--ack-deadline={route.ack_deadline_seconds}", f"--dead-letter-topic={policy.dead_letter_topic}",
-                    f"--max-delivery-attempts={policy.max_delivery_attempts}",
-                    f"--min-retry-delay={policy.min_backoff_seconds}s",
-                    f"--max-retry-delay={policy.max_backoff_seconds}s", proj)
-        steps.append(_exists_step(
-            f"create the subscription {route.subscription} pushing {route.topic} to {route.name}",
-            ("gcloud", "pubsub", "subscriptions", "create", route.subscription, f"--topic={route.topic}", *settings),
-            section, probe=("gcloud", "pubsub", "subscriptions", "describe", route.subscription, proj),
-            if_found=("gcloud", "pubsub", "subscriptions", "update", route.subscription, *settings)))
+        settings = (
+            Later(f"--push-endpoint={{{_url_fact(route.name)}}}"),
+            f"--push-auth-service-account={invoker}",
+            f"--ack-deadline={route.ack_deadline_seconds}",
+            f"--dead-letter-topic={policy.dead_letter_topic}",
+            f"--max-delivery-attempts={policy.max_delivery_attempts}",
+            f"--min-retry-delay={policy.min_backoff_seconds}s",
+            f"--max-retry-delay={policy.max_backoff_seconds}s",
+            proj,
+        )
+        steps.append(
+            _exists_step(
+                f"create the subscription {route.subscription} pushing {route.topic} to {route.name}",
+                (
+                    "gcloud",
+                    "pubsub",
+                    "subscriptions",
+                    "create",
+                    route.subscription,
+                    f"--topic={route.topic}",
+                    *settings,
+                ),
+                section,
+                probe=("gcloud", "pubsub", "subscriptions", "describe", route.subscription, proj),
+                if_found=("gcloud", "pubsub", "subscriptions", "update", route.subscription, *settings),
+            )
+        )
     steps += _grant_steps(iam.grants_on(frozenset({"subscription"}), config, n), n, section)
 
     section = "Bucket notification: OBJECT_FINALIZE of the routed prefixes to the object-events topic"
     topic_path = f"projects/{p}/topics/{topology.notification_topic}"
     for prefix in routed_prefixes(n.landing_bucket):
         by_prefix = (f"--object-prefix={prefix}",) if prefix else ()
-        steps.append(Step(
-            f"notify {topology.notification_topic} of objects finalized under gs://{n.landing_bucket}/{prefix}",
-            ("gcloud", "storage", "buckets", "notifications", "create", f"gs://{n.landing_bucket}",
-             f"--topic={topic_path}", "--event-types=OBJECT_FINALIZE", "--payload-format=json", *by_prefix,
-             "--skip-topic-setup", proj), section,
-            probe=("gcloud", "storage", "buckets", "notifications", "list", f"gs://{n.landing_bucket}",
-                   "--format=json", proj),
-            found=lambda out, prefix=prefix: _has_notification(out, topic_path, prefix)))
+        steps.append(
+            Step(
+                f"notify {topology.notification_topic} of objects finalized under gs://{n.landing_bucket}/{prefix}",
+                (
+                    "gcloud",
+                    "storage",
+                    "buckets",
+                    "notifications",
+                    "create",
+                    f"gs://{n.landing_bucket}",
+                    f"--topic={topic_path}",
+                    "--event-types=OBJECT_FINALIZE",
+                    "--payload-format=json",
+                    *by_prefix,
+                    "--skip-topic-setup",
+                    proj,
+                ),
+                section,
+                probe=(
+                    "gcloud",
+                    "storage",
+                    "buckets",
+                    "notifications",
+                    "list",
+                    f"gs://{n.landing_bucket}",
+                    "--format=json",
+                    proj,
+                ),
+                found=lambda out, prefix=prefix: _has_notification(out, topic_path, prefix),
+            )
+        )
 
     section = "Job events: the Cloud Logging sink carrying Vertex job log entries to the job-events topic"
     destination = f"pubsub.googleapis.com/projects/{p}/topics/{topology.job_events_topic}"
     sink_filter = f"--log-filter={job_events_log_filter()}"
-    steps.append(_exists_step(
-        f"create the log sink {config.log_sink}",
-        ("gcloud", "logging", "sinks", "create", config.log_sink, destination, sink_filter,
-         "--description=Vertex AI job log entries for the Landfall on_job_event function", proj), section,
-        probe=("gcloud", "logging", "sinks", "describe", config.log_sink, proj),
-        if_found=("gcloud", "logging", "sinks", "update", config.log_sink, destination, sink_filter, proj)))
-    steps += _grant_steps([row for row in iam.grants_on(frozenset({"topic"}), config, n) if _sink_writer(row[1])],
-                          n, section)
+    steps.append(
+        _exists_step(
+            f"create the log sink {config.log_sink}",
+            (
+                "gcloud",
+                "logging",
+                "sinks",
+                "create",
+                config.log_sink,
+                destination,
+                sink_filter,
+                "--description=Vertex AI job log entries for the Landfall on_job_event function",
+                proj,
+            ),
+            section,
+            probe=("gcloud", "logging", "sinks", "describe", config.log_sink, proj),
+            if_found=("gcloud", "logging", "sinks", "update", config.log_sink, destination, sink_filter, proj),
+        )
+    )
+    steps += _grant_steps(
+        [row for row in iam.grants_on(frozenset({"topic"}), config, n) if _sink_writer(row[1])], n, section
+    )
 
     section = "Schedules: Cloud Scheduler publishes each tick"
     for schedule in topology.schedules:
         job = scheduler_job(schedule.name)
         body = json.dumps({"schedule": schedule.name}, separators=(",", ":"))
         # The topic by its full name: scheduler does not apply --project to it.
-        target_args = (f"--schedule={schedule.cron}", f"--topic=projects/{p}/topics/{schedule.topic}",
-                       f"--message-body={body}")
-        steps.append(_exists_step(
-            f"create the scheduler job {job} ({schedule.cron}) publishing to {schedule.topic}",
-            ("gcloud", "scheduler", "jobs", "create", "pubsub", job, f"--location={r}", *target_args,
-             f"--attributes=schedule={schedule.name}", "--time-zone=Etc/UTC", proj), section,
-            probe=("gcloud", "scheduler", "jobs", "describe", job, f"--location={r}", proj),
-            if_found=("gcloud", "scheduler", "jobs", "update", "pubsub", job, f"--location={r}", *target_args,
-                      f"--update-attributes=schedule={schedule.name}", proj)))
+        target_args = (
+            f"--schedule={schedule.cron}",
+            f"--topic=projects/{p}/topics/{schedule.topic}",
+            f"--message-body={body}",
+        )
+        steps.append(
+            _exists_step(
+                f"create the scheduler job {job} ({schedule.cron}) publishing to {schedule.topic}",
+                (
+                    "gcloud",
+                    "scheduler",
+                    "jobs",
+                    "create",
+                    "pubsub",
+                    job,
+                    f"--location={r}",
+                    *target_args,
+                    f"--attributes=schedule={schedule.name}",
+                    "--time-zone=Etc/UTC",
+                    proj,
+                ),
+                section,
+                probe=("gcloud", "scheduler", "jobs", "describe", job, f"--location={r}", proj),
+                if_found=(
+                    "gcloud",
+                    "scheduler",
+                    "jobs",
+                    "update",
+                    "pubsub",
+                    job,
+                    f"--location={r}",
+                    *target_args,
+                    f"--update-attributes=schedule={schedule.name}",
+                    proj,
+                ),
+            )
+        )
 
     return Plan(
         title=f"landfall deploy --project={p} --region={r}: what runs on an empty project, in order.",

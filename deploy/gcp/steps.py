@@ -101,12 +101,19 @@ def dry_run_text(plan: Plan) -> str:
     """The plan as a bash script: one complete gcloud command per line (shell-quoted), `#` comments between."""
     facts = plan.predicted()
     lines = [f"# {plan.title}", *(f"# {line}" if line else "#" for line in plan.preamble)]
-    used = {name for step in plan.steps for argv in step.argvs() for arg in argv if isinstance(arg, Later)
-            for name in arg.facts}
+    used = {
+        name
+        for step in plan.steps
+        for argv in step.argvs()
+        for arg in argv
+        if isinstance(arg, Later)
+        for name in arg.facts
+    }
     for fact in plan.facts:
         if fact.name in used:
-            lines.append(f"# {fact.about}: {fact.predicted} here; when deploying, what `{shlex.join(fact.lookup)}` "
-                         "prints.")
+            lines.append(
+                f"# {fact.about}: {fact.predicted} here; when deploying, what `{shlex.join(fact.lookup)}` prints."
+            )
     section = None
     for step in plan.steps:
         if step.section != section:

@@ -29,84 +29,166 @@ def teardown_plan(target: Target) -> Plan:
     steps: list[Step] = []
 
     def gone(name: str, command: Argv, section: str, probe: Argv) -> None:
-        steps.append(Step(name, (*command, "--quiet"), section, probe=probe, if_found=(*command, "--quiet"),
-                          run_if_missing=False))
+        steps.append(
+            Step(
+                name, (*command, "--quiet"), section, probe=probe, if_found=(*command, "--quiet"), run_if_missing=False
+            )
+        )
 
     section = "What starts traffic: schedules, the log sink, the bucket notifications"
     for schedule in topology.schedules:
         job = scheduler_job(schedule.name)
         where = (job, f"--location={r}", proj)
-        gone(f"delete the scheduler job {job}", ("gcloud", "scheduler", "jobs", "delete", *where), section,
-             ("gcloud", "scheduler", "jobs", "describe", *where))
-    gone(f"delete the log sink {config.log_sink}", ("gcloud", "logging", "sinks", "delete", config.log_sink, proj),
-         section, ("gcloud", "logging", "sinks", "describe", config.log_sink, proj))
-    bucket_probe = ("gcloud", "storage", "buckets", "describe", f"gs://{n.landing_bucket}", proj,
-                    "--format=value(name)")
-    gone(f"delete the notifications of gs://{n.landing_bucket} (a bucket Landfall made)",
-         ("gcloud", "storage", "buckets", "notifications", "delete", f"gs://{n.landing_bucket}", proj), section,
-         bucket_probe)
+        gone(
+            f"delete the scheduler job {job}",
+            ("gcloud", "scheduler", "jobs", "delete", *where),
+            section,
+            ("gcloud", "scheduler", "jobs", "describe", *where),
+        )
+    gone(
+        f"delete the log sink {config.log_sink}",
+        ("gcloud", "logging", "sinks", "delete", config.log_sink, proj),
+        section,
+        ("gcloud", "logging", "sinks", "describe", config.log_sink, proj),
+    )
+    bucket_probe = (
+        "gcloud",
+        "storage",
+        "buckets",
+        "describe",
+        f"gs://{n.landing_bucket}",
+        proj,
+        "--format=value(name)",
+    )
+    gone(
+        f"delete the notifications of gs://{n.landing_bucket} (a bucket Landfall made)",
+        ("gcloud", "storage", "buckets", "notifications", "delete", f"gs://{n.landing_bucket}", proj),
+        section,
+        bucket_probe,
+    )
 
     section = "Subscriptions and functions"
     for route in topology.functions:
-        gone(f"delete the subscription {route.subscription}",
-             ("gcloud", "pubsub", "subscriptions", "delete", route.subscription, proj), section,
-             ("gcloud", "pubsub", "subscriptions", "describe", route.subscription, proj))
+        gone(
+            f"delete the subscription {route.subscription}",
+            ("gcloud", "pubsub", "subscriptions", "delete", route.subscription, proj),
+            section,
+            ("gcloud", "pubsub", "subscriptions", "describe", route.subscription, proj),
+        )
     for spec in config.functions:
         where = (spec.deployed_name, f"--region={r}", proj)
-        gone(f"delete the function {spec.deployed_name}", ("gcloud", "functions", "delete", *where), section,
-             ("gcloud", "functions", "describe", *where))
+        gone(
+            f"delete the function {spec.deployed_name}",
+            ("gcloud", "functions", "delete", *where),
+            section,
+            ("gcloud", "functions", "describe", *where),
+        )
 
     section = "Pub/Sub: dead-letter holds, topics, the schema"
     for hold in (topology.dead_letter_subscription,):
-        gone(f"delete the subscription {hold}", ("gcloud", "pubsub", "subscriptions", "delete", hold, proj), section,
-             ("gcloud", "pubsub", "subscriptions", "describe", hold, proj))
+        gone(
+            f"delete the subscription {hold}",
+            ("gcloud", "pubsub", "subscriptions", "delete", hold, proj),
+            section,
+            ("gcloud", "pubsub", "subscriptions", "describe", hold, proj),
+        )
     for topic in dict.fromkeys((*topology.topics, *n.dead_letter_topics)):
-        gone(f"delete the topic {topic}", ("gcloud", "pubsub", "topics", "delete", topic, proj), section,
-             ("gcloud", "pubsub", "topics", "describe", topic, proj))
+        gone(
+            f"delete the topic {topic}",
+            ("gcloud", "pubsub", "topics", "delete", topic, proj),
+            section,
+            ("gcloud", "pubsub", "topics", "describe", topic, proj),
+        )
     schema_id = topology.requests_schema_id
-    gone(f"delete the schema {schema_id}", ("gcloud", "pubsub", "schemas", "delete", schema_id, proj), section,
-         ("gcloud", "pubsub", "schemas", "describe", schema_id, proj))
+    gone(
+        f"delete the schema {schema_id}",
+        ("gcloud", "pubsub", "schemas", "delete", schema_id, proj),
+        section,
+        ("gcloud", "pubsub", "schemas", "describe", schema_id, proj),
+    )
 
     section = "Project-level grants, then the service accounts"
     policy = ("gcloud", "projects", "get-iam-policy", p, "--format=json")
     for holder, member, role, resource in iam.grants_on(PROJECT_ONLY, config, n):
-        steps.append(Step(f"remove {holder}'s {role} on the project",
-                          iam.bind(resource, member, role, n, remove=True), section, probe=policy,  # type: ignore[arg-type]
-                          found=lambda out, m=member, role=role: _policy_has(out, str(m), role),
-                          if_found=iam.bind(resource, member, role, n, remove=True), run_if_missing=False))
+        steps.append(
+            Step(
+                f"remove {holder}'s {role} on the project",
+                iam.bind(resource, member, role, n, remove=True),
+                section,
+                probe=policy,  # type: ignore[arg-type]
+                found=lambda out, m=member, role=role: _policy_has(out, str(m), role),
+                if_found=iam.bind(resource, member, role, n, remove=True),
+                run_if_missing=False,
+            )
+        )
     for account in config.service_accounts:
         email = n.accounts[account.key]
-        gone(f"delete the service account {email}", ("gcloud", "iam", "service-accounts", "delete", email, proj),
-             section, ("gcloud", "iam", "service-accounts", "describe", email, proj))
+        gone(
+            f"delete the service account {email}",
+            ("gcloud", "iam", "service-accounts", "delete", email, proj),
+            section,
+            ("gcloud", "iam", "service-accounts", "describe", email, proj),
+        )
 
     section = "The trainer images"
     repository = trainer_image().repository
     where = (repository, f"--location={r}", proj)
-    gone(f"delete the Docker repository {repository} and its images",
-         ("gcloud", "artifacts", "repositories", "delete", *where), section,
-         ("gcloud", "artifacts", "repositories", "describe", *where))
+    gone(
+        f"delete the Docker repository {repository} and its images",
+        ("gcloud", "artifacts", "repositories", "delete", *where),
+        section,
+        ("gcloud", "artifacts", "repositories", "describe", *where),
+    )
 
-    section = ("Data: buckets and the Firestore database, deleted with their contents (--delete-data)"
-               if target.delete_data else "Data: empty buckets are deleted; a bucket that holds objects is kept")
+    section = (
+        "Data: buckets and the Firestore database, deleted with their contents (--delete-data)"
+        if target.delete_data
+        else "Data: empty buckets are deleted; a bucket that holds objects is kept"
+    )
     for bucket in (*n.artifact_buckets, n.landing_bucket):
         probe = ("gcloud", "storage", "buckets", "describe", f"gs://{bucket}", proj, "--format=value(name)")
         if target.delete_data:
-            gone(f"delete gs://{bucket} and every object in it",
-                 ("gcloud", "storage", "rm", "--recursive", f"gs://{bucket}", proj), section, probe)
+            gone(
+                f"delete gs://{bucket} and every object in it",
+                ("gcloud", "storage", "rm", "--recursive", f"gs://{bucket}", proj),
+                section,
+                probe,
+            )
             continue
         command = ("gcloud", "storage", "buckets", "delete", f"gs://{bucket}", proj, "--quiet")
-        steps.append(Step(
-            f"delete gs://{bucket} if it is empty", command, section, probe=probe, if_found=command,
-            run_if_missing=False,
-            guard=Guard(("gcloud", "storage", "objects", "list", f"gs://{bucket}/**", "--limit=1",
-                         "--format=value(name)", proj), refuse=lambda out: bool(out.strip()),
-                        message=f"gs://{bucket} holds objects, so teardown keeps it. Copy out what you need, then "
-                                "run `landfall teardown ... --delete-data` to delete it with its objects.")))
+        steps.append(
+            Step(
+                f"delete gs://{bucket} if it is empty",
+                command,
+                section,
+                probe=probe,
+                if_found=command,
+                run_if_missing=False,
+                guard=Guard(
+                    (
+                        "gcloud",
+                        "storage",
+                        "objects",
+                        "list",
+                        f"gs://{bucket}/**",
+                        "--limit=1",
+                        "--format=value(name)",
+                        proj,
+                    ),
+                    refuse=lambda out: bool(out.strip()),
+                    message=f"gs://{bucket} holds objects, so teardown keeps it. Copy out what you need, then "
+                    "run `landfall teardown ... --delete-data` to delete it with its objects.",
+                ),
+            )
+        )
     if target.delete_data:
         where = (f"--database={DATABASE}", proj)
-        gone(f"delete the Firestore database {DATABASE} (run and dataset records)",
-             ("gcloud", "firestore", "databases", "delete", *where), section,
-             ("gcloud", "firestore", "databases", "describe", *where))
+        gone(
+            f"delete the Firestore database {DATABASE} (run and dataset records)",
+            ("gcloud", "firestore", "databases", "delete", *where),
+            section,
+            ("gcloud", "firestore", "databases", "describe", *where),
+        )
 
     kept = [] if target.delete_data else ["the Firestore database (run records; --delete-data deletes it)"]
     return Plan(

@@ -70,10 +70,18 @@ def routes_for(functions: Sequence[FunctionRoute], project: str, endpoints: Mapp
     unknown = sorted(set(endpoints) - set(known))
     if unknown:
         raise ValueError(f"--endpoint names unknown functions {unknown}; the topology has {sorted(known)}")
-    return [Route(function=f.name, subscription=f"projects/{project}/subscriptions/{f.subscription}",
-                  endpoint=endpoints[f.name], ack_deadline_seconds=f.ack_deadline_seconds, retry=f.retry,
-                  max_delivery_attempts=f.dead_letter.max_delivery_attempts)
-            for f in functions if f.name in endpoints]
+    return [
+        Route(
+            function=f.name,
+            subscription=f"projects/{project}/subscriptions/{f.subscription}",
+            endpoint=endpoints[f.name],
+            ack_deadline_seconds=f.ack_deadline_seconds,
+            retry=f.retry,
+            max_delivery_attempts=f.dead_letter.max_delivery_attempts,
+        )
+        for f in functions
+        if f.name in endpoints
+    ]
 
 
 def retry_delay(policy: RetryPolicy, failed_attempt: int) -> int:
@@ -124,8 +132,9 @@ _OPENER = urllib.request.build_opener(_NoRedirects)
 
 def post(url: str, body: Mapping[str, Any], timeout_s: float) -> tuple[int | None, str]:
     """POST body as JSON; returns (HTTP status, "") or (None, why nothing usable came back)."""
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with _OPENER.open(request, timeout=timeout_s) as response:
             response.read()
@@ -150,8 +159,14 @@ Report = Callable[[str], None]
 class Pump:
     """Pulls one subscription and delivers each message on its own thread, at most MAX_OUTSTANDING at a time."""
 
-    def __init__(self, route: Route, subscriber: Any, stopping: threading.Event, report: Report,
-                 max_outstanding: int = MAX_OUTSTANDING) -> None:
+    def __init__(
+        self,
+        route: Route,
+        subscriber: Any,
+        stopping: threading.Event,
+        report: Report,
+        max_outstanding: int = MAX_OUTSTANDING,
+    ) -> None:
         self.route = route
         self._say = report
         self._subscriber = subscriber
@@ -179,14 +194,18 @@ class Pump:
             try:
                 response = self._subscriber.pull(
                     request={"subscription": self.route.subscription, "max_messages": room},
-                    timeout=PULL_WAIT_S, retry=None)
+                    timeout=PULL_WAIT_S,
+                    retry=None,
+                )
             except gexc.DeadlineExceeded:
                 continue
             except Exception as exc:  # a pump that died would stop this subscription's deliveries for good
                 if not failing:
                     detail = exc.message if isinstance(exc, gexc.GoogleAPICallError) else exc
-                    self._say(f"{self.route.function}: pull from {self.route.subscription} failed "
-                              f"({exc.__class__.__name__}: {detail}); retrying every {UNAVAILABLE_RETRY_S:g}s")
+                    self._say(
+                        f"{self.route.function}: pull from {self.route.subscription} failed "
+                        f"({exc.__class__.__name__}: {detail}); retrying every {UNAVAILABLE_RETRY_S:g}s"
+                    )
                 failing = True
                 self._stopping.wait(UNAVAILABLE_RETRY_S)
                 continue
@@ -196,15 +215,18 @@ class Pump:
             for received in response.received_messages:
                 with self._changed:
                     self._in_flight += 1
-                threading.Thread(target=self._deliver_one, args=(received,), daemon=True,
-                                 name=f"deliver-{self.route.function}").start()
+                threading.Thread(
+                    target=self._deliver_one, args=(received,), daemon=True, name=f"deliver-{self.route.function}"
+                ).start()
 
     def _deliver_one(self, received: Any) -> None:
         try:
             self.deliver(received)
         except Exception:  # left unsettled, the message comes back when its ack deadline passes
-            self._say(f"{self.route.function}: delivering message {received.message.message_id} failed in the "
-                      f"bridge; it is redelivered when its ack deadline passes:\n{traceback.format_exc()}")
+            self._say(
+                f"{self.route.function}: delivering message {received.message.message_id} failed in the "
+                f"bridge; it is redelivered when its ack deadline passes:\n{traceback.format_exc()}"
+            )
         finally:
             with self._changed:
                 self._in_flight -= 1
@@ -216,24 +238,31 @@ class Pump:
         attempt = int(received.delivery_attempt)
         message_id = received.message.message_id
         started = time.monotonic()
-        status, why = post(route.endpoint, push_body(received.message, route.subscription, attempt),
-                           route.ack_deadline_seconds)
+        status, why = post(
+            route.endpoint, push_body(received.message, route.subscription, attempt), route.ack_deadline_seconds
+        )
         if status in ACK_STATUSES:
             self._settle("acknowledge", received.ack_id, None, message_id)
             return
         answer = f"HTTP {status}" if status is not None else f"no answer ({why})"
         if time.monotonic() - started >= route.ack_deadline_seconds:
-            self._say(f"{route.function}: message {message_id} attempt {attempt} failed: {answer} within the ack "
-                      f"deadline ({route.ack_deadline_seconds}s); Pub/Sub redelivers it now")
+            self._say(
+                f"{route.function}: message {message_id} attempt {attempt} failed: {answer} within the ack "
+                f"deadline ({route.ack_deadline_seconds}s); Pub/Sub redelivers it now"
+            )
             return
         if attempt >= route.max_delivery_attempts:
-            self._say(f"{route.function}: message {message_id} attempt {attempt} of {route.max_delivery_attempts} "
-                      f"failed: {answer}; dead-lettered")
+            self._say(
+                f"{route.function}: message {message_id} attempt {attempt} of {route.max_delivery_attempts} "
+                f"failed: {answer}; dead-lettered"
+            )
             self._settle("modify_ack_deadline", received.ack_id, 0, message_id)
             return
         delay = retry_delay(route.retry, max(attempt, 1))
-        self._say(f"{route.function}: message {message_id} attempt {attempt} of {route.max_delivery_attempts} "
-                  f"failed: {answer}; next attempt in {delay}s")
+        self._say(
+            f"{route.function}: message {message_id} attempt {attempt} of {route.max_delivery_attempts} "
+            f"failed: {answer}; next attempt in {delay}s"
+        )
         self._settle("modify_ack_deadline", received.ack_id, delay, message_id)
 
     def _settle(self, how: str, ack_id: str, seconds: int | None, message_id: str) -> None:
@@ -245,15 +274,16 @@ class Pump:
         try:
             getattr(self._subscriber, how)(request=request)
         except gexc.GoogleAPICallError as exc:
-            self._say(f"{self.route.function}: {how} of message {message_id} failed ({exc.__class__.__name__}: "
-                      f"{exc.message}); Pub/Sub redelivers it when its ack deadline passes")
+            self._say(
+                f"{self.route.function}: {how} of message {message_id} failed ({exc.__class__.__name__}: "
+                f"{exc.message}); Pub/Sub redelivers it when its ack deadline passes"
+            )
 
 
 class Bridge:
     """Every route's pump, started and stopped together."""
 
-    def __init__(self, routes: Sequence[Route], max_outstanding: int = MAX_OUTSTANDING,
-                 report: Report = _say) -> None:
+    def __init__(self, routes: Sequence[Route], max_outstanding: int = MAX_OUTSTANDING, report: Report = _say) -> None:
         from google.cloud import pubsub_v1
 
         self._subscriber = pubsub_v1.SubscriberClient()
@@ -268,8 +298,10 @@ class Bridge:
             try:
                 self._subscriber.get_subscription(request={"subscription": pump.route.subscription}, timeout=10)
             except NotFound as exc:
-                raise LookupError(f"subscription {pump.route.subscription} does not exist on the Pub/Sub emulator "
-                                  f"at {os.environ.get('PUBSUB_EMULATOR_HOST')}; `landfall up` creates it") from exc
+                raise LookupError(
+                    f"subscription {pump.route.subscription} does not exist on the Pub/Sub emulator "
+                    f"at {os.environ.get('PUBSUB_EMULATOR_HOST')}; `landfall up` creates it"
+                ) from exc
 
     def start(self) -> None:
         for pump in self.pumps:
@@ -297,19 +329,37 @@ def _endpoints(values: Sequence[str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.local.bridge",
-                                     description="Push each function's Pub/Sub subscription to its endpoint, with "
-                                                 "the topology's retry and dead-letter policies.")
-    parser.add_argument("--project", default=os.environ.get("GOOGLE_CLOUD_PROJECT") or load_topology().project_id,
-                        help="project of the subscriptions (default: GOOGLE_CLOUD_PROJECT, else the topology's)")
-    parser.add_argument("--endpoint", action="append", default=[], metavar="FUNCTION=URL", required=True,
-                        help="push FUNCTION's subscription to URL (repeatable)")
-    parser.add_argument("--max-outstanding", type=int, default=MAX_OUTSTANDING, metavar="N",
-                        help=f"deliveries in flight per subscription (default {MAX_OUTSTANDING})")
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.local.bridge",
+        description="Push each function's Pub/Sub subscription to its endpoint, with "
+        "the topology's retry and dead-letter policies.",
+    )
+    parser.add_argument(
+        "--project",
+        default=os.environ.get("GOOGLE_CLOUD_PROJECT") or load_topology().project_id,
+        help="project of the subscriptions (default: GOOGLE_CLOUD_PROJECT, else the topology's)",
+    )
+    parser.add_argument(
+        "--endpoint",
+        action="append",
+        default=[],
+        metavar="FUNCTION=URL",
+        required=True,
+        help="push FUNCTION's subscription to URL (repeatable)",
+    )
+    parser.add_argument(
+        "--max-outstanding",
+        type=int,
+        default=MAX_OUTSTANDING,
+        metavar="N",
+        help=f"deliveries in flight per subscription (default {MAX_OUTSTANDING})",
+    )
     args = parser.parse_args(argv)
     if not os.environ.get("PUBSUB_EMULATOR_HOST"):
-        parser.error("PUBSUB_EMULATOR_HOST is not set: the bridge stands in for Pub/Sub push on the local stack "
-                     "only (`landfall up` starts it)")
+        parser.error(
+            "PUBSUB_EMULATOR_HOST is not set: the bridge stands in for Pub/Sub push on the local stack "
+            "only (`landfall up` starts it)"
+        )
     if args.max_outstanding < 1:
         parser.error(f"--max-outstanding must be >= 1, got {args.max_outstanding}")
     try:
@@ -324,13 +374,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"landfall delivery bridge: {exc}", file=sys.stderr, flush=True)
         return 1
     bridge.start()
-    _say(f"{READY_LINE}: " + ", ".join(f"{r.subscription} -> {r.endpoint} (back-off {r.retry.minimum_backoff_seconds}"
-                                        f"-{r.retry.maximum_backoff_seconds}s, dead letter after "
-                                        f"{r.max_delivery_attempts})" for r in routes))
+    _say(
+        f"{READY_LINE}: "
+        + ", ".join(
+            f"{r.subscription} -> {r.endpoint} (back-off {r.retry.minimum_backoff_seconds}"
+            f"-{r.retry.maximum_backoff_seconds}s, dead letter after "
+            f"{r.max_delivery_attempts})"
+            for r in routes
+        )
+    )
     received = signal.sigwaitinfo(STOP_SIGNALS)
     settled = bridge.stop()
-    _say(f"landfall delivery bridge stopped by {signal.Signals(received.si_signo).name}"
-         + ("" if settled else "; deliveries still in flight are redelivered when their ack deadline passes"))
+    _say(
+        f"landfall delivery bridge stopped by {signal.Signals(received.si_signo).name}"
+        + ("" if settled else "; deliveries still in flight are redelivered when their ack deadline passes")
+    )
     return 0
 
 

@@ -53,8 +53,10 @@ def latest_firestore_snapshot(state_dir: Path) -> Path | None:
         return None
     metadata = _metadata_file(firestore_dir(state_dir) / pointer.read_text().strip())
     if not metadata.exists():
-        raise StackError(f"{pointer} names a Firestore snapshot without {metadata.name}; the data folder was changed "
-                         f"by hand. Restore it, or start clean with `landfall down --wipe`.")
+        raise StackError(
+            f"{pointer} names a Firestore snapshot without {metadata.name}; the data folder was changed "
+            f"by hand. Restore it, or start clean with `landfall down --wipe`."
+        )
     return metadata
 
 
@@ -63,17 +65,26 @@ def save_firestore(host_port: str, project: str, state_dir: Path, timeout_s: flo
     folder = firestore_dir(state_dir)
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{SNAPSHOT_PREFIX}{time.time_ns()}"
-    body = {"database": f"projects/{project}/databases/(default)", "export_directory": str(folder.resolve()),
-            "export_name": name}
-    request = urllib.request.Request(f"http://{host_port}/emulator/v1/projects/{project}:export", method="POST",
-                                     data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    body = {
+        "database": f"projects/{project}/databases/(default)",
+        "export_directory": str(folder.resolve()),
+        "export_name": name,
+    }
+    request = urllib.request.Request(
+        f"http://{host_port}/emulator/v1/projects/{project}:export",
+        method="POST",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         urllib.request.urlopen(request, timeout=timeout_s).close()
     except (urllib.error.URLError, OSError) as exc:
         shutil.rmtree(folder / name, ignore_errors=True)
         detail = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else str(exc)
-        raise StackError(f"the Firestore emulator at {host_port} did not export its documents ({detail}); what was "
-                         f"written since the last snapshot in {folder} is lost") from exc
+        raise StackError(
+            f"the Firestore emulator at {host_port} did not export its documents ({detail}); what was "
+            f"written since the last snapshot in {folder} is lost"
+        ) from exc
     if not _metadata_file(folder / name).exists():
         raise StackError(f"the Firestore emulator answered the export but wrote no {_metadata_file(folder / name)}")
     pointer = folder / LATEST

@@ -99,8 +99,7 @@ def start_all(specs: Sequence[ServiceSpec], log_dir: Path, *, append: bool = Fal
     return [service for _, service, _, _ in launched]
 
 
-def _launch(spec: ServiceSpec, log_dir: Path,
-            append: bool) -> tuple[RunningService, subprocess.Popen[bytes], int]:
+def _launch(spec: ServiceSpec, log_dir: Path, append: bool) -> tuple[RunningService, subprocess.Popen[bytes], int]:
     if spec.port is not None and not port_is_free(spec.port):
         raise StackError(
             f"{spec.name}: port {spec.port} on 127.0.0.1 is already in use. Stop what holds it "
@@ -126,13 +125,15 @@ def _wait_ready(spec: ServiceSpec, service: RunningService, proc: subprocess.Pop
     deadline = time.monotonic() + spec.startup_timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise StackError(f"{spec.name} exited with status {proc.returncode} while starting; see {log_path}:\n"
-                             f"{_tail(log_path)}")
+            raise StackError(
+                f"{spec.name} exited with status {proc.returncode} while starting; see {log_path}:\n{_tail(log_path)}"
+            )
         if _is_ready(spec, log_path, log_offset):
             return
         time.sleep(0.1)
-    raise StackError(f"{spec.name} was not ready after {spec.startup_timeout_s:.0f}s; see {log_path}:\n"
-                     f"{_tail(log_path)}")
+    raise StackError(
+        f"{spec.name} was not ready after {spec.startup_timeout_s:.0f}s; see {log_path}:\n{_tail(log_path)}"
+    )
 
 
 def _is_ready(spec: ServiceSpec, log_path: Path, log_offset: int) -> bool:

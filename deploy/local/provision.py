@@ -34,15 +34,18 @@ def create_topics(topology: Topology, project: str) -> bool:
     definition = (REPO_ROOT / topology.requests_schema_file).read_text()
     attached = True
     try:
-        schema_client.create_schema(request={
-            "parent": f"projects/{project}",
-            "schema": Schema(name=schema_path, type_=Schema.Type.PROTOCOL_BUFFER, definition=definition),
-            "schema_id": topology.requests_schema_id,
-        })
+        schema_client.create_schema(
+            request={
+                "parent": f"projects/{project}",
+                "schema": Schema(name=schema_path, type_=Schema.Type.PROTOCOL_BUFFER, definition=definition),
+                "schema_id": topology.requests_schema_id,
+            }
+        )
     except MethodNotImplemented:
         attached = False
-        log.warning("the Pub/Sub emulator takes no Protocol Buffer schema: %s is created without one",
-                    topology.requests_topic)
+        log.warning(
+            "the Pub/Sub emulator takes no Protocol Buffer schema: %s is created without one", topology.requests_topic
+        )
     except Exception as exc:
         if not _already_exists(exc):
             raise
@@ -62,15 +65,24 @@ def subscription_requests(topology: Topology, project: str) -> list[dict[str, An
     """CreateSubscription requests for the local stack: one pull subscription per function, with its ack deadline
     and dead-letter policy (the delivery bridge pushes from it and applies the retry back-off: deploy/local/bridge.py),
     and the subscription that holds dead letters."""
-    requests: list[dict[str, Any]] = [{
-        "name": f"projects/{project}/subscriptions/{route.subscription}",
-        "topic": f"projects/{project}/topics/{route.topic}",
-        "ack_deadline_seconds": route.ack_deadline_seconds,
-        "dead_letter_policy": {"dead_letter_topic": f"projects/{project}/topics/{route.dead_letter.topic}",
-                               "max_delivery_attempts": route.dead_letter.max_delivery_attempts},
-    } for route in topology.functions]
-    requests.append({"name": f"projects/{project}/subscriptions/{topology.dead_letter_subscription}",
-                     "topic": f"projects/{project}/topics/{topology.dead_letter_topic}"})
+    requests: list[dict[str, Any]] = [
+        {
+            "name": f"projects/{project}/subscriptions/{route.subscription}",
+            "topic": f"projects/{project}/topics/{route.topic}",
+            "ack_deadline_seconds": route.ack_deadline_seconds,
+            "dead_letter_policy": {
+                "dead_letter_topic": f"projects/{project}/topics/{route.dead_letter.topic}",
+                "max_delivery_attempts": route.dead_letter.max_delivery_attempts,
+            },
+        }
+        for route in topology.functions
+    ]
+    requests.append(
+        {
+            "name": f"projects/{project}/subscriptions/{topology.dead_letter_subscription}",
+            "topic": f"projects/{project}/topics/{topology.dead_letter_topic}",
+        }
+    )
     return requests
 
 

@@ -58,9 +58,12 @@ def write(state_dir: Path, record: StackRecord) -> None:
     """Replace stack.json atomically."""
     state_dir.mkdir(parents=True, exist_ok=True)
     data = {
-        "services": [{"name": s.name, "pid": s.pid, "port": s.port, "log_path": str(s.log_path)}
-                     for s in record.services],
-        "env": record.env, "ports": record.ports, "service_env": record.service_env,
+        "services": [
+            {"name": s.name, "pid": s.pid, "port": s.port, "log_path": str(s.log_path)} for s in record.services
+        ],
+        "env": record.env,
+        "ports": record.ports,
+        "service_env": record.service_env,
         "every_seconds": record.every_seconds,
     }
     tmp = _path(state_dir).with_suffix(".tmp")

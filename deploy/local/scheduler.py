@@ -92,8 +92,11 @@ def run(schedules: Sequence[Schedule], project: str, every_seconds: int | None) 
             print(f"tick {name}: message {message_id}", flush=True)
         except (GoogleAPIError, TimeoutError) as exc:
             # Cloud Scheduler logs a failed attempt and fires again at the next period; so does this.
-            print(f"tick {name}: publish to {topic_path(project, by_name[name].topic)} failed, next one in "
-                  f"{period[name]:g}s: {exc!r}", flush=True)
+            print(
+                f"tick {name}: publish to {topic_path(project, by_name[name].topic)} failed, next one in "
+                f"{period[name]:g}s: {exc!r}",
+                flush=True,
+            )
         due[name] = next_due(due[name], period[name], time.monotonic())
     publisher.stop()
     print(f"landfall scheduler stopped by {signal.Signals(stop.si_signo).name}", flush=True)
@@ -101,20 +104,32 @@ def run(schedules: Sequence[Schedule], project: str, every_seconds: int | None) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.local.scheduler",
-                                     description="Publish each topology schedule's tick to the Pub/Sub emulator.")
-    parser.add_argument("--project", default=os.environ.get("GOOGLE_CLOUD_PROJECT") or load_topology().project_id,
-                        help="project of the topics (default: GOOGLE_CLOUD_PROJECT, else the topology's local id)")
-    parser.add_argument("--every-seconds", type=int, metavar="N",
-                        help="tick every N seconds instead of each schedule's every_seconds")
-    parser.add_argument("--schedule", action="append", metavar="NAME",
-                        help="run only this schedule (repeatable; default: every schedule in the topology)")
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.local.scheduler",
+        description="Publish each topology schedule's tick to the Pub/Sub emulator.",
+    )
+    parser.add_argument(
+        "--project",
+        default=os.environ.get("GOOGLE_CLOUD_PROJECT") or load_topology().project_id,
+        help="project of the topics (default: GOOGLE_CLOUD_PROJECT, else the topology's local id)",
+    )
+    parser.add_argument(
+        "--every-seconds", type=int, metavar="N", help="tick every N seconds instead of each schedule's every_seconds"
+    )
+    parser.add_argument(
+        "--schedule",
+        action="append",
+        metavar="NAME",
+        help="run only this schedule (repeatable; default: every schedule in the topology)",
+    )
     args = parser.parse_args(argv)
     if args.every_seconds is not None and args.every_seconds < 1:
         parser.error(f"--every-seconds must be >= 1, got {args.every_seconds}")
     if not os.environ.get("PUBSUB_EMULATOR_HOST"):
-        parser.error("PUBSUB_EMULATOR_HOST is not set: this scheduler stands in for Cloud Scheduler on the local "
-                     "stack only (`landfall up` starts it; `source .landfall/env` sets the variable)")
+        parser.error(
+            "PUBSUB_EMULATOR_HOST is not set: this scheduler stands in for Cloud Scheduler on the local "
+            "stack only (`landfall up` starts it; `source .landfall/env` sets the variable)"
+        )
     topology = load_topology()
     try:
         schedules = [topology.schedule(name) for name in args.schedule] if args.schedule else list(topology.schedules)

@@ -28,8 +28,10 @@ def pubsub(port: int) -> ServiceSpec:
     """Google's Pub/Sub emulator (the jar that `gcloud beta emulators pubsub start` runs)."""
     jars = sorted(glob.glob(str(SDK_PLATFORM / "pubsub-emulator/lib/cloud-pubsub-emulator-*-all.jar")))
     if not jars:
-        raise StackError(f"Pub/Sub emulator jar not found under {SDK_PLATFORM}/pubsub-emulator/lib; install the "
-                         "google-cloud-cli pubsub-emulator component.")
+        raise StackError(
+            f"Pub/Sub emulator jar not found under {SDK_PLATFORM}/pubsub-emulator/lib; install the "
+            "google-cloud-cli pubsub-emulator component."
+        )
     return ServiceSpec(
         name="pubsub",
         argv=[_java(), "-jar", jars[-1], f"--host={HOST}", f"--port={port}"],
@@ -43,8 +45,10 @@ def firestore(port: int, import_data: Path | None = None) -> ServiceSpec:
     starts with that export's documents."""
     launcher = SDK_PLATFORM / "cloud-firestore-emulator/cloud_firestore_emulator"
     if not launcher.exists():
-        raise StackError(f"Firestore emulator not found at {launcher}; install the google-cloud-cli "
-                         "cloud-firestore-emulator component.")
+        raise StackError(
+            f"Firestore emulator not found at {launcher}; install the google-cloud-cli "
+            "cloud-firestore-emulator component."
+        )
     argv = [str(launcher), "start", f"--host={HOST}", f"--port={port}", "--database-mode=firestore-native"]
     if import_data is not None:
         argv.append(f"--import-data={import_data}")
@@ -66,19 +70,42 @@ def fake_gcs_binary() -> Path:
     return binary
 
 
-def storage(port: int, *, project: str, notification_topic: str | None, bucket: str | None,
-            pubsub_host: str | None, root: Path | None = None) -> ServiceSpec:
+def storage(
+    port: int,
+    *,
+    project: str,
+    notification_topic: str | None,
+    bucket: str | None,
+    pubsub_host: str | None,
+    root: Path | None = None,
+) -> ServiceSpec:
     """fake-gcs-server; with a topic it publishes JSON_API_V1 notifications to the Pub/Sub emulator. With root it
     keeps buckets and objects (generations included) in that folder across restarts, else in memory."""
     backend = ["-backend", "memory"] if root is None else ["-backend", "filesystem", "-filesystem-root", str(root)]
-    argv = [str(fake_gcs_binary()), "-scheme", "http", "-host", HOST, "-port", str(port), *backend,
-            "-log-level", "warn"]
+    argv = [
+        str(fake_gcs_binary()),
+        "-scheme",
+        "http",
+        "-host",
+        HOST,
+        "-port",
+        str(port),
+        *backend,
+        "-log-level",
+        "warn",
+    ]
     env: dict[str, str] = {}
     if notification_topic:
         if pubsub_host is None:
             raise StackError("storage notifications need the Pub/Sub emulator; start it first.")
-        argv += ["-event.pubsub-project-id", project, "-event.pubsub-topic", notification_topic,
-                 "-event.list", "finalize,delete,metadataUpdate"]
+        argv += [
+            "-event.pubsub-project-id",
+            project,
+            "-event.pubsub-topic",
+            notification_topic,
+            "-event.list",
+            "finalize,delete,metadataUpdate",
+        ]
         if bucket:
             argv += ["-event.bucket", bucket]
         env["PUBSUB_EMULATOR_HOST"] = pubsub_host
@@ -95,20 +122,54 @@ def function(name: str, port: int, env: dict[str, str]) -> ServiceSpec:
     """One functions-framework server running the entry point `name` from functions/main.py."""
     return ServiceSpec(
         name=name,
-        argv=[sys.executable, "-m", "functions_framework", "--target", name, "--signature-type", "cloudevent",
-              "--source", str(REPO_ROOT / "functions/main.py"), "--host", HOST, "--port", str(port)],
+        argv=[
+            sys.executable,
+            "-m",
+            "functions_framework",
+            "--target",
+            name,
+            "--signature-type",
+            "cloudevent",
+            "--source",
+            str(REPO_ROOT / "functions/main.py"),
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+        ],
         port=port,
         env={"PYTHONPATH": str(REPO_ROOT), **env},
         ready_probe=http_answers(f"http://{HOST}:{port}/"),
     )
 
 
-def vertex(port: int, *, project: str, events_topic: str, state_dir: Path, env: dict[str, str],
-           faults_file: Path | None = None, images_file: Path | None = None) -> ServiceSpec:
+def vertex(
+    port: int,
+    *,
+    project: str,
+    events_topic: str,
+    state_dir: Path,
+    env: dict[str, str],
+    faults_file: Path | None = None,
+    images_file: Path | None = None,
+) -> ServiceSpec:
     """Landfall's Vertex AI JobService emulator (deploy/vertex_emulator); images_file is its --images map (container
     image -> local entrypoint), e.g. the load test's no-op trainer."""
-    argv = [sys.executable, "-m", "deploy.vertex_emulator", "--host", HOST, "--port", str(port),
-            "--project", project, "--events-topic", events_topic, "--state-dir", str(state_dir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "deploy.vertex_emulator",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--project",
+        project,
+        "--events-topic",
+        events_topic,
+        "--state-dir",
+        str(state_dir),
+    ]
     if faults_file is not None:
         argv += ["--faults", str(faults_file)]
     if images_file is not None:
@@ -136,8 +197,9 @@ def bridge(*, project: str, endpoints: dict[str, str], env: dict[str, str]) -> S
     )
 
 
-def scheduler(*, project: str, every_seconds: int | None, env: dict[str, str],
-              schedules: tuple[str, ...] = ()) -> ServiceSpec:
+def scheduler(
+    *, project: str, every_seconds: int | None, env: dict[str, str], schedules: tuple[str, ...] = ()
+) -> ServiceSpec:
     """The Cloud Scheduler stand-in (deploy/local/scheduler.py): ticks each schedule's topic. No port."""
     argv = [sys.executable, "-m", "deploy.local.scheduler", "--project", project]
     if every_seconds is not None:

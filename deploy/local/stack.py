@@ -17,8 +17,7 @@ from deploy.topology import Topology, load_topology
 
 STAGES = (
     ("pubsub", "firestore"),
-    ("storage", "vertex", "on_object_finalized", "dispatch", "on_job_event", "sweep_datasets",
-     "reconcile_runs"),
+    ("storage", "vertex", "on_object_finalized", "dispatch", "on_job_event", "sweep_datasets", "reconcile_runs"),
     ("bridge", "scheduler"),
 )
 """`up` starts each group at once, the groups in order. Topics and subscriptions are created after the first group
@@ -90,8 +89,10 @@ def every_seconds_override(environ: Mapping[str, str]) -> int | None:
     if not raw:
         return None
     if not raw.isdigit() or int(raw) < 1:
-        raise StackError(f"{SWEEP_EVERY_ENV} must be a whole number of seconds >= 1, got {raw!r}; unset it to use "
-                         "every_seconds from deploy/topology.toml [schedules.*]")
+        raise StackError(
+            f"{SWEEP_EVERY_ENV} must be a whole number of seconds >= 1, got {raw!r}; unset it to use "
+            "every_seconds from deploy/topology.toml [schedules.*]"
+        )
     return int(raw)
 
 
@@ -102,8 +103,11 @@ def read_state(state_dir: Path) -> list[RunningService]:
 
 def _service_env(environ: Mapping[str, str], stack_vars: Mapping[str, str]) -> dict[str, str]:
     """The LANDFALL_* settings in environ that the services should keep getting (not the stack's own variables)."""
-    return {k: v for k, v in environ.items()
-            if k.startswith("LANDFALL_") and k not in stack_vars and k != provision.STATE_DIR_ENV}
+    return {
+        k: v
+        for k, v in environ.items()
+        if k.startswith("LANDFALL_") and k not in stack_vars and k != provision.STATE_DIR_ENV
+    }
 
 
 @dataclass(frozen=True)
@@ -125,14 +129,24 @@ class _Plan:
         if name == "storage":
             root = persistence.storage_dir(state_dir)
             root.mkdir(parents=True, exist_ok=True)
-            return services.storage(ports[name], project=project, notification_topic=topology.notification_topic,
-                                    bucket=topology.bucket, pubsub_host=self.current.env["PUBSUB_EMULATOR_HOST"],
-                                    root=root)
+            return services.storage(
+                ports[name],
+                project=project,
+                notification_topic=topology.notification_topic,
+                bucket=topology.bucket,
+                pubsub_host=self.current.env["PUBSUB_EMULATOR_HOST"],
+                root=root,
+            )
         if name == "vertex":
             images = self.current.service_env.get(VERTEX_IMAGES_ENV)
-            return services.vertex(ports[name], project=project, events_topic=topology.job_events_topic,
-                                   state_dir=persistence.vertex_dir(state_dir), env=env,
-                                   images_file=Path(images) if images else None)
+            return services.vertex(
+                ports[name],
+                project=project,
+                events_topic=topology.job_events_topic,
+                state_dir=persistence.vertex_dir(state_dir),
+                env=env,
+                images_file=Path(images) if images else None,
+            )
         if name == "bridge":
             endpoints = {f.name: f"http://{services.HOST}:{ports[f.name]}/" for f in topology.functions}
             return services.bridge(project=project, endpoints=endpoints, env=env)
@@ -192,8 +206,13 @@ def _start(state_dir: Path, port_overrides: dict[str, int] | None) -> StackRecor
     topology = load_topology()
     ports = resolve_ports(topology, port_overrides)
     env = stack_env(topology, ports)
-    current = StackRecord(services=(), env=env, ports=ports, service_env=_service_env(os.environ, env),
-                          every_seconds=every_seconds_override(os.environ))
+    current = StackRecord(
+        services=(),
+        env=env,
+        ports=ports,
+        service_env=_service_env(os.environ, env),
+        every_seconds=every_seconds_override(os.environ),
+    )
     plan = _Plan(topology, state_dir, current)
     logs = state_dir / "logs"
     running: list[RunningService] = []
@@ -231,12 +250,15 @@ def restart(name: str, state_dir: Path | None = None, extra_env: Mapping[str, st
 def _check_restartable(current: StackRecord, state_dir: Path) -> None:
     names, ported = [s.name for s in current.services], set(SERVICE_ORDER) - PORTLESS_SERVICES
     if names != list(SERVICE_ORDER) or set(current.ports) != ported:
-        raise StackError(f"the stack in {state_dir} was started by another version of landfall and cannot be "
-                         "restarted service by service; run `landfall down` then `landfall up`")
+        raise StackError(
+            f"the stack in {state_dir} was started by another version of landfall and cannot be "
+            "restarted service by service; run `landfall down` then `landfall up`"
+        )
 
 
-def _restart(current: StackRecord, name: str, state_dir: Path,
-             extra_env: Mapping[str, str] | None = None) -> RunningService:
+def _restart(
+    current: StackRecord, name: str, state_dir: Path, extra_env: Mapping[str, str] | None = None
+) -> RunningService:
     old = current.service(name)
     if old is None:
         raise StackError(f"unknown service {name!r}; the stack's services: {', '.join(SERVICE_ORDER)}")
@@ -270,8 +292,9 @@ def down(state_dir: Path | None = None, *, wipe: bool = False) -> list[str]:
             firestore = next((s for s in group if s.name == "firestore"), None)
             if current and firestore and not wipe and processes.is_alive(firestore.pid):
                 try:
-                    persistence.save_firestore(current.env["FIRESTORE_EMULATOR_HOST"], load_topology().project_id,
-                                               state_dir)
+                    persistence.save_firestore(
+                        current.env["FIRESTORE_EMULATOR_HOST"], load_topology().project_id, state_dir
+                    )
                 except StackError as exc:
                     problems.append(str(exc))
             processes.stop_all(group)

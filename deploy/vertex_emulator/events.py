@@ -31,6 +31,7 @@ def preempted_line(count: int) -> str:
     """The emulator's line when a spot preemption restarts the job's replicas (Vertex's wording is undocumented)."""
     return f"The job's Spot VMs were preempted (preemption {count}); restarting its replicas."
 
+
 PUBLISH_TIMEOUT_SECONDS = 30.0
 
 

@@ -131,8 +131,14 @@ def parse_rules(data: dict) -> FaultRules:
         quota_exhausted=matches("quota_exhausted"),
         stockout=matches("stockout"),
         unsupported_machine_type=tuple(
-            MachineMatch(**_fields(f"unsupported_machine_type[{i}]", e, {"machine_type": str, "region": str},
-                                   required=("machine_type",)))
+            MachineMatch(
+                **_fields(
+                    f"unsupported_machine_type[{i}]",
+                    e,
+                    {"machine_type": str, "region": str},
+                    required=("machine_type",),
+                )
+            )
             for i, e in enumerate(machines)
         ),
         spot_preemption=spot,

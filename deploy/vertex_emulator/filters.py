@@ -141,9 +141,7 @@ def _state(_key: str, operator: str, value: str) -> Predicate:
     try:
         state = JobState[value]
     except KeyError:
-        raise FilterError(
-            f'Unknown state "{value}". Expected one of: {", ".join(s.name for s in JobState)}.'
-        ) from None
+        raise FilterError(f'Unknown state "{value}". Expected one of: {", ".join(s.name for s in JobState)}.') from None
     equal = operator == "="
     return lambda job: (job.state == state) == equal
 

@@ -188,8 +188,16 @@ class JobRunner:
     def _launch(self, job: CustomJob, slot: ReplicaSlot, ports: Mapping[str, int]) -> ReplicaLaunch:
         spec = job.job_spec.worker_pool_specs[slot.pool]
         env = dict(self._settings.base_env)
-        env.update(replica_environment(job, job_id=self.job_id, project=self._project, slot=slot, ports=ports,
-                                       max_nproc_per_node=self._settings.max_nproc_per_node))
+        env.update(
+            replica_environment(
+                job,
+                job_id=self.job_id,
+                project=self._project,
+                slot=slot,
+                ports=ports,
+                max_nproc_per_node=self._settings.max_nproc_per_node,
+            )
+        )
         return ReplicaLaunch(
             name=slot.name,
             argv=replica_command(spec, self._settings.images),
@@ -273,8 +281,9 @@ class JobRunner:
             for line in outcome.lines:
                 self._publisher.emit(line)
 
-    def _set_state(self, state: JobState, *, error: status_pb2.Status | None = None, start: bool = False,
-                   end: bool = False) -> bool:
+    def _set_state(
+        self, state: JobState, *, error: status_pb2.Status | None = None, start: bool = False, end: bool = False
+    ) -> bool:
         """Move the job to `state` unless that would move it backwards; True when it moved."""
         moment = now()
         moved = False

@@ -294,6 +294,8 @@ def build_server(service: JobService, host: str, port: int) -> tuple[grpc.Server
     except RuntimeError:
         bound = 0
     if bound == 0:
-        raise OSError(f"Could not listen on {host}:{port}: the port is in use or the address is not local. "
-                      "Choose a free port (or --port 0 for any).")
+        raise OSError(
+            f"Could not listen on {host}:{port}: the port is in use or the address is not local. "
+            "Choose a free port (or --port 0 for any)."
+        )
     return server, bound

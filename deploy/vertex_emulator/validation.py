@@ -50,17 +50,21 @@ def check_labels(labels: dict[str, str]) -> list[FieldError]:
         errors.append(FieldError("labels", f"At most {MAX_LABELS} labels are allowed, found {len(labels)}."))
     for key, value in labels.items():
         if not key or len(key) > MAX_LABEL_LENGTH or not _label_text_ok(key) or not key[0].isalpha():
-            errors.append(FieldError(
-                f"labels[{key!r}]",
-                f'Invalid label key "{key}": keys must be 1 to {MAX_LABEL_LENGTH} characters, '
-                "start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes.",
-            ))
+            errors.append(
+                FieldError(
+                    f"labels[{key!r}]",
+                    f'Invalid label key "{key}": keys must be 1 to {MAX_LABEL_LENGTH} characters, '
+                    "start with a lowercase letter and contain only lowercase letters, digits, underscores and dashes.",
+                )
+            )
         if len(value) > MAX_LABEL_LENGTH or not _label_text_ok(value):
-            errors.append(FieldError(
-                f"labels[{key!r}]",
-                f'Invalid label value "{value}": values must be at most {MAX_LABEL_LENGTH} characters of lowercase '
-                "letters, digits, underscores and dashes.",
-            ))
+            errors.append(
+                FieldError(
+                    f"labels[{key!r}]",
+                    f'Invalid label value "{value}": values must be at most {MAX_LABEL_LENGTH} characters of lowercase '
+                    "letters, digits, underscores and dashes.",
+                )
+            )
     return errors
 
 
@@ -77,32 +81,51 @@ def check_machine(path: str, spec: WorkerPoolSpec, catalog: MachineCatalog) -> l
     if machine.machine_type in catalog.gpu_machines:
         wanted_kind, wanted_count = catalog.gpu_machines[machine.machine_type]
         if kind != wanted_kind or count != wanted_count:
-            return [FieldError(field, (
-                f'Machine type "{machine.machine_type}" comes with {wanted_count} x {wanted_kind}; found '
-                f'{count} x {kind or "no accelerator"}. Set accelerator_type="{wanted_kind}" and '
-                f"accelerator_count={wanted_count}, or choose another machine type."
-            ))]
+            return [
+                FieldError(
+                    field,
+                    (
+                        f'Machine type "{machine.machine_type}" comes with {wanted_count} x {wanted_kind}; found '
+                        f'{count} x {kind or "no accelerator"}. Set accelerator_type="{wanted_kind}" and '
+                        f"accelerator_count={wanted_count}, or choose another machine type."
+                    ),
+                )
+            ]
         return []
     if not kind:
         return []
     shape = catalog.n1_shape(machine.machine_type)
     limits = catalog.n1_gpu_limits.get(kind)
     if shape is None or limits is None:
-        return [FieldError(f"{path}.machine_spec.accelerator_type",
-                           f'Accelerator "{kind}" is not supported for machine type "{machine.machine_type}".')]
+        return [
+            FieldError(
+                f"{path}.machine_spec.accelerator_type",
+                f'Accelerator "{kind}" is not supported for machine type "{machine.machine_type}".',
+            )
+        ]
     if count not in limits:
-        return [FieldError(field, (
-            f'Accelerator "{kind}" is not supported for machine type "{machine.machine_type}" '
-            f"with count {count}. Supported counts: {', '.join(map(str, sorted(limits)))}."
-        ))]
+        return [
+            FieldError(
+                field,
+                (
+                    f'Accelerator "{kind}" is not supported for machine type "{machine.machine_type}" '
+                    f"with count {count}. Supported counts: {', '.join(map(str, sorted(limits)))}."
+                ),
+            )
+        ]
     vcpus, memory = shape
     max_vcpus, max_memory = limits[count]
     if vcpus > max_vcpus or memory > max_memory:
-        return [FieldError(field, (
-            f'{count} x {kind} supports at most {max_vcpus} vCPUs and {max_memory} GB of memory; machine type '
-            f'"{machine.machine_type}" has {vcpus} vCPUs and {memory:g} GB. '
-            "Use more GPUs or a smaller machine type."
-        ))]
+        return [
+            FieldError(
+                field,
+                (
+                    f"{count} x {kind} supports at most {max_vcpus} vCPUs and {max_memory} GB of memory; machine type "
+                    f'"{machine.machine_type}" has {vcpus} vCPUs and {memory:g} GB. '
+                    "Use more GPUs or a smaller machine type."
+                ),
+            )
+        ]
     return []
 
 
@@ -115,8 +138,12 @@ def check_pool(index: int, spec: WorkerPoolSpec, catalog: MachineCatalog) -> lis
     else:
         errors.extend(check_machine(path, spec, catalog))
     if index == 0 and spec.replica_count != 1:
-        errors.append(FieldError(f"{path}.replica_count",
-                                 f"The primary worker pool must have exactly 1 replica, found {spec.replica_count}."))
+        errors.append(
+            FieldError(
+                f"{path}.replica_count",
+                f"The primary worker pool must have exactly 1 replica, found {spec.replica_count}.",
+            )
+        )
     elif spec.replica_count < 1:
         errors.append(FieldError(f"{path}.replica_count", "Replica count must be at least 1 for a used worker pool."))
     has_container = bool(spec.container_spec.image_uri)
@@ -130,8 +157,12 @@ def check_pool(index: int, spec: WorkerPoolSpec, catalog: MachineCatalog) -> lis
                 errors.append(FieldError(f"{path}.python_package_spec.{name}", "Required field is not set."))
         bad = [uri for uri in package.package_uris if not uri.startswith("gs://")]
         if bad:
-            errors.append(FieldError(f"{path}.python_package_spec.package_uris",
-                                     f"Package URIs must be Cloud Storage URIs (gs://...), found {bad[0]}."))
+            errors.append(
+                FieldError(
+                    f"{path}.python_package_spec.package_uris",
+                    f"Package URIs must be Cloud Storage URIs (gs://...), found {bad[0]}.",
+                )
+            )
     env = spec.container_spec.env if has_container else spec.python_package_spec.env
     if len(env) > MAX_ENV_VARS:
         errors.append(FieldError(f"{path}.env", f"At most {MAX_ENV_VARS} environment variables, found {len(env)}."))
@@ -151,8 +182,12 @@ def check_scheduling(job: CustomJob) -> list[FieldError]:
             errors.append(FieldError("job_spec.scheduling.timeout", "FLEX_START jobs allow at most 7 days."))
         used = [spec for spec in job.job_spec.worker_pool_specs if not is_empty_pool(spec)]
         if len({WorkerPoolSpec.serialize(WorkerPoolSpec(machine_spec=s.machine_spec)) for s in used}) > 1:
-            errors.append(FieldError("job_spec.worker_pool_specs",
-                                     "All worker pools of a FLEX_START job must use the same machine configuration."))
+            errors.append(
+                FieldError(
+                    "job_spec.worker_pool_specs",
+                    "All worker pools of a FLEX_START job must use the same machine configuration.",
+                )
+            )
     return errors
 
 
@@ -174,7 +209,11 @@ def validate_custom_job(job: CustomJob, catalog: MachineCatalog | None = None) -
         errors.extend(check_pool(index, spec, catalog))
     base = job.job_spec.base_output_directory.output_uri_prefix
     if base and not base.startswith("gs://"):
-        errors.append(FieldError("job_spec.base_output_directory.output_uri_prefix",
-                                 f"The output directory must be a Cloud Storage URI (gs://...), found {base}."))
+        errors.append(
+            FieldError(
+                "job_spec.base_output_directory.output_uri_prefix",
+                f"The output directory must be a Cloud Storage URI (gs://...), found {base}.",
+            )
+        )
     errors.extend(check_scheduling(job))
     return errors

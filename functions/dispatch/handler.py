@@ -85,8 +85,13 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         return f"duplicate:{seen.state}"
     if seen is not None and seen.state == RunState.SUBMITTING and _lease_live(seen, now):
         raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
-    run, created = (seen, False) if seen is not None else deps.store.create_if_absent(
-        replace(new_run(run_id, request.to_dict(), now=now), retry_of=request.retry_of or None))
+    run, created = (
+        (seen, False)
+        if seen is not None
+        else deps.store.create_if_absent(
+            replace(new_run(run_id, request.to_dict(), now=now), retry_of=request.retry_of or None)
+        )
+    )
     fault_point("dispatch.after_record")
     if not created and _settled(run.state):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
@@ -101,10 +106,17 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         plan, fallbacks = outcome.plan, tuple(outcome.fallbacks[:FALLBACKS_KEPT])
         fault_point("dispatch.after_plan")
         # Recorded with the claim, in its transaction (one write instead of two on the way to CreateCustomJob).
-        planned = run_rules.transition(RunState.PLANNED, now=deps.now(), detail=_plan_summary(plan),
-                                       change=lambda r: replace(
-                                           r, plan=plan, cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
-                                           submission=replace(r.submission, fallbacks=fallbacks, attempts=())))
+        planned = run_rules.transition(
+            RunState.PLANNED,
+            now=deps.now(),
+            detail=_plan_summary(plan),
+            change=lambda r: replace(
+                r,
+                plan=plan,
+                cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
+                submission=replace(r.submission, fallbacks=fallbacks, attempts=()),
+            ),
+        )
         return _submit(run_id, request, deps, planned=planned)
     return _submit(run_id, request, deps)
 
@@ -131,15 +143,21 @@ def _settled(state: RunState) -> bool:
     return state in TERMINAL_STATES or state in (RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)
 
 
-def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps,
-            planned: run_rules.Step[object] | None = None) -> str:
+def _submit(
+    run_id: str, request: TrainingRequest, deps: DispatchDeps, planned: run_rules.Step[object] | None = None
+) -> str:
     """Claim the run's submission (after `planned`, the move to PLANNED, in the same transaction) and make its
     CreateCustomJob attempts. A fresh claim records the first attempt with the claim itself."""
     owner = uuid.uuid4().hex
     now = deps.now()
-    claim = deps.store.claim_submission(run_id, owner=owner, now=now,
-                                        lease_seconds=deps.settings.submission_lease_seconds,
-                                        first_attempt=_first_attempt(format_timestamp(now)), before=planned)
+    claim = deps.store.claim_submission(
+        run_id,
+        owner=owner,
+        now=now,
+        lease_seconds=deps.settings.submission_lease_seconds,
+        first_attempt=_first_attempt(format_timestamp(now)),
+        before=planned,
+    )
     if claim.outcome == ClaimOutcome.BUSY:
         raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
     if claim.outcome == ClaimOutcome.DONE:
@@ -149,8 +167,10 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps,
     fault_point("dispatch.after_claim")
     run = claim.doc
     if run.plan is None:
-        raise PermanentError(f"run {run_id} is {run.state} but its record has no plan (edited by hand?); delete "
-                             "the run document and publish the request again")
+        raise PermanentError(
+            f"run {run_id} is {run.state} but its record has no plan (edited by hand?); delete "
+            "the run document and publish the request again"
+        )
     attempts = list(run.submission.attempts or ())
     if claim.outcome == ClaimOutcome.RECOVER:
         earlier = attempt_rules.known_jobs(run)
@@ -183,8 +203,13 @@ def _submit(run_id: str, request: TrainingRequest, deps: DispatchDeps,
             raise
         except PermanentError as exc:
             attempts[-1] = replace(attempts[-1], outcome=f"refused: {exc}")
-            deps.store.transition(run_id, RunState.FAILED, now=deps.now(), detail="submission refused",
-                                  change=_failed("submit-refused", str(exc), attempts))
+            deps.store.transition(
+                run_id,
+                RunState.FAILED,
+                now=deps.now(),
+                detail="submission refused",
+                change=_failed("submit-refused", str(exc), attempts),
+            )
             return "failed:submit-refused"
         fault_point("dispatch.after_create_job")
         attempts[-1] = replace(attempts[-1], outcome="created")
@@ -215,18 +240,21 @@ def _owned_merge(run_id: str, owner: str, change: Callable[[RunRecord], RunRecor
 def _lost_claim(run_id: str, when: str) -> str:
     """This delivery outlived its lease and another took the submission over: it leaves the run to that one (the
     fault campaign found two jobs for one attempt where both went on)."""
-    log.warning("run %s: the submission claim was taken over by another delivery %s; leaving the run to it", run_id,
-                when)
+    log.warning(
+        "run %s: the submission claim was taken over by another delivery %s; leaving the run to it", run_id, when
+    )
     return "lost-claim"
 
 
 def attempt_policy(settings: Settings) -> attempt_rules.AttemptPolicy:
-    return attempt_rules.AttemptPolicy(settings.max_job_attempts, settings.wait_backoff_seconds,
-                                       settings.wait_give_up_seconds)
+    return attempt_rules.AttemptPolicy(
+        settings.max_job_attempts, settings.wait_backoff_seconds, settings.wait_give_up_seconds
+    )
 
 
-def _wait_step(reason: str, now: datetime, policy: attempt_rules.AttemptPolicy
-               ) -> Callable[[RunRecord | None], tuple[RunRecord | None, RunState | None]]:
+def _wait_step(
+    reason: str, now: datetime, policy: attempt_rules.AttemptPolicy
+) -> Callable[[RunRecord | None], tuple[RunRecord | None, RunState | None]]:
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, RunState | None]:
         new = None if cur is None else attempt_rules.waited(cur, reason, now=now, policy=policy)
         return new, None if new is None else new.state
@@ -242,8 +270,9 @@ def resubmit(run_id: str, deps: DispatchDeps) -> str:
     return _submit(run_id, parse_training_request(json.dumps(run.request).encode()), deps)
 
 
-def _with_attempts(attempts: list[SubmissionAttempt], lease_until: str | None = None
-                   ) -> Callable[[RunRecord], RunRecord]:
+def _with_attempts(
+    attempts: list[SubmissionAttempt], lease_until: str | None = None
+) -> Callable[[RunRecord], RunRecord]:
     """The change recording every attempt so far (and, when given, the lease's new end)."""
     recorded = tuple(attempts)
 
@@ -259,29 +288,48 @@ def _failed(code: str, message: str, attempts: list[SubmissionAttempt]) -> Calla
     return lambda r: replace(with_attempts(r), error=RunError(code, message))
 
 
-def _record_submitted(run_id: str, job: JobView, plan: Plan, attempts: list[SubmissionAttempt], owner: str,
-                      deps: DispatchDeps) -> str:
+def _record_submitted(
+    run_id: str, job: JobView, plan: Plan, attempts: list[SubmissionAttempt], owner: str, deps: DispatchDeps
+) -> str:
     """Record the job as the run's (SUBMITTED) while this delivery still holds the submission claim. A delivery that
     outlived its lease, and whose claim another delivery took over meanwhile, records nothing over the other's work:
     its job is either the one the other adopted, or a second job, which it cancels and records as superseded (found
     by the fault campaign: a slow CreateCustomJob past the lease made two jobs for one attempt)."""
     now = deps.now()
     stamp = format_timestamp(now)
-    vertex = VertexJobRef(job_name=job.name, job_id=job.job_id, region=job.region, display_name=job.display_name,
-                          state=job.state)
+    vertex = VertexJobRef(
+        job_name=job.name, job_id=job.job_id, region=job.region, display_name=job.display_name, state=job.state
+    )
     artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id, plan.region))
     with_attempts = _with_attempts(attempts, lease_until=stamp)
-    outcome = deps.store.apply(run_id, _submitted_step(job, owner, now, lambda r: replace(
-        with_attempts(r), plan=plan, vertex=vertex, artifacts=artifacts,
-        timings=replace(r.timings, submitted_at=stamp))))
+    outcome = deps.store.apply(
+        run_id,
+        _submitted_step(
+            job,
+            owner,
+            now,
+            lambda r: replace(
+                with_attempts(r),
+                plan=plan,
+                vertex=vertex,
+                artifacts=artifacts,
+                timings=replace(r.timings, submitted_at=stamp),
+            ),
+        ),
+    )
     if outcome == "superseded":
-        log.warning("run %s: its submission claim was taken over while job %s was being created; the run has "
-                    "another job, so this one is cancelled and recorded as superseded", run_id, job.name)
+        log.warning(
+            "run %s: its submission claim was taken over while job %s was being created; the run has "
+            "another job, so this one is cancelled and recorded as superseded",
+            run_id,
+            job.name,
+        )
         try:
             deps.vertex.cancel(job.name)
         except (TransientError, PermanentError) as exc:
-            log.warning("run %s: cancelling superseded job %s failed (%s); it stays recorded on the run", run_id,
-                        job.name, exc)
+            log.warning(
+                "run %s: cancelling superseded job %s failed (%s); it stays recorded on the run", run_id, job.name, exc
+            )
     return outcome
 
 
@@ -289,8 +337,9 @@ SUPERSEDED = "superseded"
 """The JobAttempt reason of a second job a delivery created after its claim was taken over (not in any round)."""
 
 
-def _submitted_step(job: JobView, owner: str, now: datetime, change: Callable[[RunRecord], RunRecord]
-                    ) -> Callable[[RunRecord | None], tuple[RunRecord | None, str]]:
+def _submitted_step(
+    job: JobView, owner: str, now: datetime, change: Callable[[RunRecord], RunRecord]
+) -> Callable[[RunRecord | None], tuple[RunRecord | None, str]]:
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
         if cur is None:
             return None, "gone"
@@ -300,12 +349,27 @@ def _submitted_step(job: JobView, owner: str, now: datetime, change: Callable[[R
         if (cur.vertex is not None and cur.vertex.job_name == job.name) or job.name in attempt_rules.known_jobs(cur):
             return None, "adopted"
         stamp = format_timestamp(now)
-        superseded = JobAttempt(job_name=job.name, region=job.region, machine_type=cur.plan.machine_type if cur.plan
-                                else "", reason=SUPERSEDED, message="created by a delivery whose submission claim "
-                                "was taken over; cancelled", at=stamp, round=-1)
+        superseded = JobAttempt(
+            job_name=job.name,
+            region=job.region,
+            machine_type=cur.plan.machine_type if cur.plan else "",
+            reason=SUPERSEDED,
+            message="created by a delivery whose submission claim was taken over; cancelled",
+            at=stamp,
+            round=-1,
+        )
         sub = cur.submission
-        new = transitioned(cur, cur.state, now=now, change=lambda r: replace(r, submission=replace(
-            sub, jobs=(*(sub.jobs or ()), superseded), job_ids=(*(sub.job_ids or ()), job.job_id))))
+        new = transitioned(
+            cur,
+            cur.state,
+            now=now,
+            change=lambda r: replace(
+                r,
+                submission=replace(
+                    sub, jobs=(*(sub.jobs or ()), superseded), job_ids=(*(sub.job_ids or ()), job.job_id)
+                ),
+            ),
+        )
         return new, SUPERSEDED
 
     return step
@@ -313,8 +377,13 @@ def _submitted_step(job: JobView, owner: str, now: datetime, change: Callable[[R
 
 def _reject(run_id: str, code: str, reason: str, deps: DispatchDeps) -> str:
     log.warning("run %s rejected (%s): %s", run_id, code, reason)
-    deps.store.transition(run_id, RunState.REJECTED, now=deps.now(), detail=reason,
-                          change=lambda r: replace(r, error=RunError(code, reason)))
+    deps.store.transition(
+        run_id,
+        RunState.REJECTED,
+        now=deps.now(),
+        detail=reason,
+        change=lambda r: replace(r, error=RunError(code, reason)),
+    )
     return f"rejected:{code}"
 
 
@@ -331,8 +400,16 @@ def _reject_unreadable(message: PubSubMessage, reason: str, deps: DispatchDeps) 
     key = key if isinstance(key, str) and key.strip() else f"pubsub-message:{message.message_id}"
     run_id = run_id_for(key)
     kept = {k: _storable(raw[k]) for k in list(raw)[:20]}
-    deps.store.create_if_absent(new_run(run_id, kept, now=deps.now(), state=RunState.REJECTED, detail=reason,
-                                        error=RunError("invalid-request", reason)))
+    deps.store.create_if_absent(
+        new_run(
+            run_id,
+            kept,
+            now=deps.now(),
+            state=RunState.REJECTED,
+            detail=reason,
+            error=RunError("invalid-request", reason),
+        )
+    )
     log.warning("run %s rejected: %s", run_id, reason)
     return "rejected:invalid-request"
 
@@ -356,5 +433,7 @@ def _fits_firestore(value: object, depth: int) -> bool:
 
 def _plan_summary(plan: Plan) -> str:
     gpus = f"{plan.accelerator_count} x {plan.accelerator_type}" if plan.accelerator_type else "no GPU"
-    return (f"{plan.replica_count} x {plan.machine_type} ({gpus}) in {plan.region}, {plan.strategy}, "
-            f"{'spot' if plan.spot else 'on-demand'}")
+    return (
+        f"{plan.replica_count} x {plan.machine_type} ({gpus}) in {plan.region}, {plan.strategy}, "
+        f"{'spot' if plan.spot else 'on-demand'}"
+    )

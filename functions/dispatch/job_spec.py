@@ -38,16 +38,22 @@ def output_dir(settings: Settings, run_id: str, region: str | None = None) -> st
 def artifacts(settings: Settings, run_id: str, region: str | None = None) -> dict[str, str]:
     """Where Vertex points AIP_MODEL_DIR and friends for this run's base_output_directory."""
     base = output_dir(settings, run_id, region)
-    return {"output_dir": base, "model_dir": f"{base}model/", "checkpoint_dir": f"{base}checkpoints/",
-            "tensorboard_dir": f"{base}logs/"}
+    return {
+        "output_dir": base,
+        "model_dir": f"{base}model/",
+        "checkpoint_dir": f"{base}checkpoints/",
+        "tensorboard_dir": f"{base}logs/",
+    }
 
 
 def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
     """The trainer's command line (trainer/config.py) for this request as planned."""
     h = request.hyperparameters
     if plan.global_batch_size != h.batch_size:
-        raise ValueError(f"the plan is for a global batch of {plan.global_batch_size}, the request asks "
-                         f"{h.batch_size}: plan the request again")
+        raise ValueError(
+            f"the plan is for a global batch of {plan.global_batch_size}, the request asks "
+            f"{h.batch_size}: plan the request again"
+        )
     args = [
         f"--data-uri={request.dataset.uri}",
         f"--task={request.task}",
@@ -110,14 +116,27 @@ def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
         {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": container}
     ]
     if plan.replica_count > 1 or plan.reduction_server_replicas:
-        pools.append({"machine_spec": machine, "replica_count": plan.replica_count - 1, "disk_spec": disk,
-                      "container_spec": container} if plan.replica_count > 1 else {})
+        pools.append(
+            {
+                "machine_spec": machine,
+                "replica_count": plan.replica_count - 1,
+                "disk_spec": disk,
+                "container_spec": container,
+            }
+            if plan.replica_count > 1
+            else {}
+        )
     if plan.reduction_server_replicas:
         server = plan.reduction_server_machine_type or "n1-highcpu-16"
         server_disk = rules.boot_disk(server)
-        pools.append({"machine_spec": {"machine_type": server}, "replica_count": plan.reduction_server_replicas,
-                      "disk_spec": {"boot_disk_type": server_disk.type, "boot_disk_size_gb": server_disk.size_gb},
-                      "container_spec": {"image_uri": rules.reduction_server_image(plan.region)}})
+        pools.append(
+            {
+                "machine_spec": {"machine_type": server},
+                "replica_count": plan.reduction_server_replicas,
+                "disk_spec": {"boot_disk_type": server_disk.type, "boot_disk_size_gb": server_disk.size_gb},
+                "container_spec": {"image_uri": rules.reduction_server_image(plan.region)},
+            }
+        )
     job_spec: dict[str, Any] = {
         "worker_pool_specs": pools,
         "scheduling": scheduling(plan),

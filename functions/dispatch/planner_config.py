@@ -10,8 +10,9 @@ from typing import Any
 from functions.settings import Settings
 
 
-def planner_config(settings: Settings, *, memory_margin: float | None = None, timeout_margin: float | None = None
-                   ) -> Any:
+def planner_config(
+    settings: Settings, *, memory_margin: float | None = None, timeout_margin: float | None = None
+) -> Any:
     """A functions.planning.PlannerConfig; explicit margins win over the settings' (the CLI's flags)."""
     # Imported here: the planner (numpy) loads only where a request is planned.
     from functions.planning import PlannerConfig
@@ -21,7 +22,8 @@ def planner_config(settings: Settings, *, memory_margin: float | None = None, ti
     if settings.quota_overrides:
         quotas = quotas.with_overrides(json.loads(settings.quota_overrides))
     return PlannerConfig(
-        default_region=settings.default_region, quotas=quotas,
+        default_region=settings.default_region,
+        quotas=quotas,
         memory_margin=settings.memory_margin if memory_margin is None else memory_margin,
         timeout_margin=settings.timeout_margin if timeout_margin is None else timeout_margin,
     )

@@ -23,19 +23,25 @@ def request_problems(request: TrainingRequest, settings: Settings, now: datetime
     else:
         family = TASK_MODEL_FAMILY[request.task]
         if preset.family != family:
-            problems.append(f"model.preset: {request.model.preset!r} is a {preset.family} preset but task "
-                            f"{request.task!r} needs a {family} preset")
+            problems.append(
+                f"model.preset: {request.model.preset!r} is a {preset.family} preset but task "
+                f"{request.task!r} needs a {family} preset"
+            )
     bucket = request.dataset.bucket
     if bucket not in settings.allowed_buckets:
-        problems.append(f"dataset.uri: bucket {bucket!r} is not one Landfall reads from; allowed: "
-                        f"{', '.join(settings.allowed_buckets)} (set LANDFALL_ALLOWED_BUCKETS to add one)")
+        problems.append(
+            f"dataset.uri: bucket {bucket!r} is not one Landfall reads from; allowed: "
+            f"{', '.join(settings.allowed_buckets)} (set LANDFALL_ALLOWED_BUCKETS to add one)"
+        )
     if not request.dataset.uri.endswith("/"):
         problems.append(f"dataset.uri: {request.dataset.uri!r} must name a prefix ending in '/'")
     if request.constraints.deadline:
         deadline = parse_timestamp(request.constraints.deadline, field="constraints.deadline")
         if deadline <= now:
-            problems.append(f"constraints.deadline: {request.constraints.deadline} is already past "
-                            f"(now {now.isoformat(timespec='seconds')}); give a future time or none")
+            problems.append(
+                f"constraints.deadline: {request.constraints.deadline} is already past "
+                f"(now {now.isoformat(timespec='seconds')}); give a future time or none"
+            )
     # Each extra becomes `--hparam KEY=VALUE` (job_spec.trainer_args): refused here, not after a machine starts.
     problems += extra_problems(request.hyperparameters.extra)
     problems += pinned_shape_problems(request)
@@ -56,6 +62,7 @@ def pinned_shape_problems(request: TrainingRequest) -> list[str]:
     try:
         planned = plan_input_from_request(request)
     except PlanInputError as exc:  # e.g. no preset: request_problems names that field already
-        return [f"constraints.machine_type: the pinned shape cannot be checked until the request can be planned "
-                f"({exc})"]
+        return [
+            f"constraints.machine_type: the pinned shape cannot be checked until the request can be planned ({exc})"
+        ]
     return pin_problems(planned, load_catalog())

@@ -55,8 +55,13 @@ class DatasetsStore:
 
     def save_dataset(self, doc: Doc) -> bool:
         """Write the dataset document unless a newer version's outcome is already there; True when written."""
-        return bool(in_transaction(self._client, self._dataset_ref(doc["dataset_id"]),
-                                   lambda cur: (doc, True) if newer_version(cur, doc) else (None, False)))
+        return bool(
+            in_transaction(
+                self._client,
+                self._dataset_ref(doc["dataset_id"]),
+                lambda cur: (doc, True) if newer_version(cur, doc) else (None, False),
+            )
+        )
 
     def mark_collecting(self, doc: Doc) -> bool:
         """Quiet-period: note that objects are arriving (the caller has seen it is not COLLECTING already)."""
@@ -76,7 +81,8 @@ class DatasetsStore:
         from google.cloud.firestore_v1.base_query import FieldFilter
 
         query = self._client.collection(self._datasets).where(
-            filter=FieldFilter("status", "in", [DatasetStatus.COLLECTING.value, DatasetStatus.WAITING.value]))
+            filter=FieldFilter("status", "in", [DatasetStatus.COLLECTING.value, DatasetStatus.WAITING.value])
+        )
         try:
             return [s.to_dict() for s in query.stream()]
         except Exception as exc:
@@ -98,8 +104,7 @@ class DatasetsStore:
 
         return in_transaction(self._client, ref, change)  # type: ignore[no-any-return]
 
-    def finish_version(self, run_id: str, *, owner: str, status: VersionStatus, now: datetime,
-                       updates: Doc) -> bool:
+    def finish_version(self, run_id: str, *, owner: str, status: VersionStatus, now: datetime, updates: Doc) -> bool:
         """Record the outcome of owner's claim; False (nothing written) when another delivery finished it first."""
 
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:
@@ -119,8 +124,9 @@ class DatasetsStore:
         """PUBLISHED versions not yet matched with their run (`answered == False`), a page at a time by id."""
         from google.cloud.firestore_v1.base_query import FieldFilter
 
-        yield from paged_documents(self._client.collection(self._versions), FieldFilter("answered", "==", False),
-                                   page_size=page_size)
+        yield from paged_documents(
+            self._client.collection(self._versions), FieldFilter("answered", "==", False), page_size=page_size
+        )
 
     def _change_version(self, run_id: str, rule: Callable[[Doc | None], Doc | None]) -> bool:
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:

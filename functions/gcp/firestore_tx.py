@@ -16,8 +16,14 @@ ATTEMPTS = 10
 BACKOFF_CAP_S = 2.0
 
 
-def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[Doc | None, Any]],
-                   *, attempts: int = ATTEMPTS, sleep: Callable[[float], None] = time.sleep) -> Any:
+def in_transaction(
+    client: Any,
+    ref: Any,
+    change: Callable[[Doc | None], tuple[Doc | None, Any]],
+    *,
+    attempts: int = ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Any:
     """Run change(current document or None) in a transaction; it returns (document to write or None, result).
 
     Each attempt is one transaction; an attempt that collides (aborted, or the emulator's lock timeout) is tried
@@ -39,7 +45,7 @@ def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[D
     last: Exception | None = None
     for attempt in range(attempts):
         if attempt:
-            sleep(random.uniform(0, min(BACKOFF_CAP_S, 0.05 * 2 ** attempt)))
+            sleep(random.uniform(0, min(BACKOFF_CAP_S, 0.05 * 2**attempt)))
         try:
             return body(client.transaction(max_attempts=1))
         except ValueError as exc:
@@ -52,8 +58,9 @@ def in_transaction(client: Any, ref: Any, change: Callable[[Doc | None], tuple[D
             raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc
     # Contention outlasted every attempt: another delivery is writing the same document, so this one is retried like
     # any other busy resource, never dropped as unexpected.
-    raise TransientError(f"Firestore transaction on {ref.path} kept colliding ({attempts} attempts, last: {last}); "
-                         "will retry") from last
+    raise TransientError(
+        f"Firestore transaction on {ref.path} kept colliding ({attempts} attempts, last: {last}); will retry"
+    ) from last
 
 
 def create_if_absent(ref: Any, doc: Doc) -> bool:

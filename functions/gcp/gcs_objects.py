@@ -28,8 +28,13 @@ class TooLarge(PermanentError):
 
 
 def _info(blob: Any) -> ObjectInfo:
-    return ObjectInfo(name=blob.name, size=int(blob.size or 0), generation=str(blob.generation or ""),
-                      crc32c=blob.crc32c or "", updated=blob.updated)
+    return ObjectInfo(
+        name=blob.name,
+        size=int(blob.size or 0),
+        generation=str(blob.generation or ""),
+        crc32c=blob.crc32c or "",
+        updated=blob.updated,
+    )
 
 
 class GcsObjects:

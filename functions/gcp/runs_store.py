@@ -64,7 +64,7 @@ class RunsStore(RunsRules):
         ids = list(dict.fromkeys(run_ids))
         found: dict[str, RunRecord] = {}
         for start in range(0, len(ids), batch):
-            refs = [self._ref(i) for i in ids[start:start + batch]]
+            refs = [self._ref(i) for i in ids[start : start + batch]]
             try:
                 snapshots = list(self._client.get_all(refs))
             except Exception as exc:
@@ -80,7 +80,8 @@ class RunsStore(RunsRules):
             docs = list(query.limit(2).stream())
             if not docs:
                 earlier = self._client.collection(self._collection).where(
-                    filter=FieldFilter("submission.job_ids", "array_contains", job_id))
+                    filter=FieldFilter("submission.job_ids", "array_contains", job_id)
+                )
                 docs = list(earlier.limit(2).stream())
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc

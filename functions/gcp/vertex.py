@@ -84,8 +84,14 @@ def translate_error(exc: Exception, what: str) -> Exception:
         return CapacityError(f"{what}: quota exhausted: {exc.message}")
     if isinstance(exc, gexc.InvalidArgument) and offered_nowhere_here(str(exc.message)):
         return CapacityError(f"{what}: {exc.message}")
-    if isinstance(exc, gexc.ServiceUnavailable | gexc.DeadlineExceeded | gexc.InternalServerError
-                  | gexc.TooManyRequests | gexc.Aborted):
+    if isinstance(
+        exc,
+        gexc.ServiceUnavailable
+        | gexc.DeadlineExceeded
+        | gexc.InternalServerError
+        | gexc.TooManyRequests
+        | gexc.Aborted,
+    ):
         return TransientError(f"{what}: Vertex AI unavailable ({exc.__class__.__name__}: {exc.message}); will retry")
     if isinstance(exc, gexc.InvalidArgument | gexc.FailedPrecondition | gexc.PermissionDenied | gexc.NotFound):
         return PermanentError(f"{what}: Vertex AI refused the request ({exc.__class__.__name__}: {exc.message})")
@@ -132,7 +138,8 @@ class VertexJobs:
         """Every job in region carrying Landfall's run label (paged by the client's pager)."""
         try:
             pager = self._client(region).list_custom_jobs(
-                request={"parent": self.parent(region), "filter": f"labels.{RUN_LABEL}:*", "page_size": page_size})
+                request={"parent": self.parent(region), "filter": f"labels.{RUN_LABEL}:*", "page_size": page_size}
+            )
             return [view(job) for job in pager]
         except Exception as exc:
             raise translate_error(exc, f"ListCustomJobs in {region}") from exc
@@ -141,7 +148,8 @@ class VertexJobs:
         """The job labelled with run_id in region, if one was created (the dedupe behind exactly-once submit)."""
         try:
             pager = self._client(region).list_custom_jobs(
-                request={"parent": self.parent(region), "filter": f'labels.{RUN_LABEL}="{run_id}"'})
+                request={"parent": self.parent(region), "filter": f'labels.{RUN_LABEL}="{run_id}"'}
+            )
             jobs = [view(job) for job in pager]
         except Exception as exc:
             raise translate_error(exc, f"ListCustomJobs in {region}") from exc

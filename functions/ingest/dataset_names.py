@@ -79,7 +79,7 @@ def ancestor_prefixes(name: str, route: Route) -> list[str]:
 
 def quiet_dataset_prefix(name: str, route: Route) -> str | None:
     """The dataset a data object belongs to on a quiet-period route: route prefix + dataset_depth folders."""
-    rest = name[len(route.prefix):].split("/")
+    rest = name[len(route.prefix) :].split("/")
     if len(rest) <= route.dataset_depth:
         return None
     return route.prefix + "/".join(rest[: route.dataset_depth]) + "/"

@@ -69,15 +69,23 @@ def handle_object_event(event: ObjectEvent, deps: IngestDeps) -> str:
         log.warning("ignoring gs://%s/%r: %s", event.bucket, event.name[:200], problem)
         return "ignored:bad-name"
     if event.bucket not in deps.settings.allowed_buckets:
-        log.warning("ignoring gs://%s/%s: bucket is not a landing bucket (%s); set LANDFALL_ALLOWED_BUCKETS to add "
-                    "it", event.bucket, event.name, ", ".join(deps.settings.allowed_buckets))
+        log.warning(
+            "ignoring gs://%s/%s: bucket is not a landing bucket (%s); set LANDFALL_ALLOWED_BUCKETS to add it",
+            event.bucket,
+            event.name,
+            ", ".join(deps.settings.allowed_buckets),
+        )
         return "ignored:outside-landing-area"
     route = route_for(event.bucket, event.name, deps.routes())
     if route is None:
-        log.info("ignoring gs://%s/%s: no route in deploy/routes.toml covers it (prefixes: %s)", event.bucket,
-                 event.name, ", ".join(r.prefix for r in deps.routes()))
+        log.info(
+            "ignoring gs://%s/%s: no route in deploy/routes.toml covers it (prefixes: %s)",
+            event.bucket,
+            event.name,
+            ", ".join(r.prefix for r in deps.routes()),
+        )
         return "ignored:no-route"
-    role = role_of(event.name[len(route.prefix):])
+    role = role_of(event.name[len(route.prefix) :])
     if role in (Role.MARKER, Role.MANIFEST):
         return _on_trigger(event, route, "marker" if role == Role.MARKER else "manifest", deps)
     if role == Role.DATA:
@@ -89,12 +97,24 @@ def handle_object_event(event: ObjectEvent, deps: IngestDeps) -> str:
 def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -> str:
     prefix = split(event.name)[0]
     if len(prefix) <= len(route.prefix):
-        log.warning("ignoring gs://%s/%s: a dataset is a folder below %s, e.g. %sNAME/%s", event.bucket, event.name,
-                    route.prefix, route.prefix, split(event.name)[1])
+        log.warning(
+            "ignoring gs://%s/%s: a dataset is a folder below %s, e.g. %sNAME/%s",
+            event.bucket,
+            event.name,
+            route.prefix,
+            route.prefix,
+            split(event.name)[1],
+        )
         return "ignored:marker-at-route-root"
     if kind not in route.readiness:
-        log.warning("ignoring gs://%s/%s: route %r completes datasets by %s, not by %s", event.bucket, event.name,
-                    route.name, " or ".join(route.readiness), kind)
+        log.warning(
+            "ignoring gs://%s/%s: route %r completes datasets by %s, not by %s",
+            event.bucket,
+            event.name,
+            route.name,
+            " or ".join(route.readiness),
+            kind,
+        )
         return "ignored:readiness-not-enabled"
     if event.generation:
         # Duplicates are the common case under redelivery: one read of the outbox settles them.
@@ -109,8 +129,13 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
     fault_point("ingest.after_read")
     generation = event.generation or current.generation
     if int(current.generation or 0) > int(generation or 0):
-        log.info("ignoring gs://%s/%s#%s: superseded by generation %s (a late notification)", event.bucket,
-                 event.name, generation, current.generation)
+        log.info(
+            "ignoring gs://%s/%s#%s: superseded by generation %s (a late notification)",
+            event.bucket,
+            event.name,
+            generation,
+            current.generation,
+        )
         return "ignored:superseded"
     return complete(Completion(event.bucket, prefix, route, kind, event.name, generation, event.event_id), deps)
 
@@ -131,10 +156,14 @@ def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
     if quiet:
         doc = docs.get(dataset_id_for(event.bucket, quiet))
         version_generation = int(((doc or {}).get("version") or {}).get("generation") or 0)
-        reopen = doc is None or (doc.get("status") != DatasetStatus.COLLECTING
-                                 and int(event.generation or 0) > version_generation)
-        if reopen and deps.datasets.mark_collecting(dataset_doc(event.bucket, quiet, route, DatasetStatus.COLLECTING,
-                                                                "", (doc or {}).get("version"), deps.now())):
+        reopen = doc is None or (
+            doc.get("status") != DatasetStatus.COLLECTING and int(event.generation or 0) > version_generation
+        )
+        if reopen and deps.datasets.mark_collecting(
+            dataset_doc(
+                event.bucket, quiet, route, DatasetStatus.COLLECTING, "", (doc or {}).get("version"), deps.now()
+            )
+        ):
             log.info("quiet-period dataset gs://%s/%s is collecting objects", event.bucket, quiet)
         outcomes.append("collecting")
     return ",".join(outcomes) or "data"
@@ -143,8 +172,15 @@ def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
 def completion_from(doc: Doc, route: Route, event_id: str = "") -> Completion:
     """The waiting version a dataset document remembers."""
     version = doc["version"]
-    return Completion(doc["bucket"], doc["prefix"], route, version["kind"],
-                      version["completed_by"].removeprefix(f"gs://{doc['bucket']}/"), version["generation"], event_id)
+    return Completion(
+        doc["bucket"],
+        doc["prefix"],
+        route,
+        version["kind"],
+        version["completed_by"].removeprefix(f"gs://{doc['bucket']}/"),
+        version["generation"],
+        event_id,
+    )
 
 
 def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> str:
@@ -152,28 +188,36 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
     content (a content published before makes the version a DUPLICATE of that run), publish, finish."""
     run_id = run_id_for(c.idempotency_key)
     owner = uuid.uuid4().hex
-    claim = deps.datasets.claim_version(version_doc(c, run_id), owner=owner, now=deps.now(),
-                                        lease_seconds=deps.settings.ingest_lease_seconds)
+    claim = deps.datasets.claim_version(
+        version_doc(c, run_id), owner=owner, now=deps.now(), lease_seconds=deps.settings.ingest_lease_seconds
+    )
     if claim.outcome == ClaimOutcome.DONE:
         return _duplicate(c, claim.doc, deps)
     if claim.outcome == ClaimOutcome.BUSY:
         # Retried, not acknowledged: this may be the claim holder's own redelivery after it crashed.
-        raise TransientError(f"{c.uri} version {c.generation} is being evaluated by another delivery; retry after "
-                             f"its lease ({deps.settings.ingest_lease_seconds} s)")
+        raise TransientError(
+            f"{c.uri} version {c.generation} is being evaluated by another delivery; retry after "
+            f"its lease ({deps.settings.ingest_lease_seconds} s)"
+        )
     fault_point("ingest.after_claim")
     try:
         verdict = _verdict(c, deps, scan)
         if verdict.request is None:
             return _not_ready(c, run_id, owner, verdict, deps)
         content_key = content_key_for(c.bucket, c.prefix, verdict.content_digest)
-        content = deps.datasets.claim_content(content_doc(c, run_id, verdict.content_digest, verdict.request.dataset),
-                                              now=deps.now(), retrain=c.kind == "retrain")
+        content = deps.datasets.claim_content(
+            content_doc(c, run_id, verdict.content_digest, verdict.request.dataset),
+            now=deps.now(),
+            retrain=c.kind == "retrain",
+        )
         if content.outcome == ClaimOutcome.DONE:
             return _same_content(c, run_id, owner, content_key, content.doc, verdict.request, deps)
         if content.outcome == ClaimOutcome.BUSY:
-            raise TransientError(f"{c.uri} version {c.generation} holds the same objects as version "
-                                 f"{content.doc.get('generation')}, which another delivery is publishing now; "
-                                 "retry after its lease to see whether it was published")
+            raise TransientError(
+                f"{c.uri} version {c.generation} holds the same objects as version "
+                f"{content.doc.get('generation')}, which another delivery is publishing now; "
+                "retry after its lease to see whether it was published"
+            )
         try:
             message_id = deps.publish(verdict.request.to_json())
         except Exception as exc:
@@ -186,35 +230,76 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now(), updates={})
         raise
     fault_point("ingest.after_publish")
-    deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.PUBLISHED, now=deps.now(), updates={
-        "message_id": message_id, "request": verdict.request.to_dict(), "reason": "", "content_key": content_key,
-        "answered": False})
+    deps.datasets.finish_version(
+        run_id,
+        owner=owner,
+        status=VersionStatus.PUBLISHED,
+        now=deps.now(),
+        updates={
+            "message_id": message_id,
+            "request": verdict.request.to_dict(),
+            "reason": "",
+            "content_key": content_key,
+            "answered": False,
+        },
+    )
     fault_point("ingest.after_mark_published")
-    deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DatasetStatus.REQUESTED, "",
-                                           version_summary(c, run_id, VersionStatus.PUBLISHED, content_key=content_key),
-                                           deps.now()))
+    deps.datasets.save_dataset(
+        dataset_doc(
+            c.bucket,
+            c.prefix,
+            c.route,
+            DatasetStatus.REQUESTED,
+            "",
+            version_summary(c, run_id, VersionStatus.PUBLISHED, content_key=content_key),
+            deps.now(),
+        )
+    )
     stats = verdict.request.dataset
-    log.info("dataset %s complete (%s %s; %d objects, %d bytes, %s): request for run %s published as message %s",
-             c.uri, c.kind, c.generation, stats.object_count, stats.total_bytes, ",".join(stats.formats) or "-",
-             run_id, message_id)
+    log.info(
+        "dataset %s complete (%s %s; %d objects, %d bytes, %s): request for run %s published as message %s",
+        c.uri,
+        c.kind,
+        c.generation,
+        stats.object_count,
+        stats.total_bytes,
+        ",".join(stats.formats) or "-",
+        run_id,
+        message_id,
+    )
     return f"published:{run_id}"
 
 
-def _same_content(c: Completion, run_id: str, owner: str, content_key: str, content: Doc, request: TrainingRequest,
-                  deps: IngestDeps) -> str:
+def _same_content(
+    c: Completion, run_id: str, owner: str, content_key: str, content: Doc, request: TrainingRequest, deps: IngestDeps
+) -> str:
     """This version holds what an earlier one published: record it as a DUPLICATE of that run, publish nothing."""
     earlier = str(content["run_id"])
     stats = request.dataset
-    reason = (f"{c.uri} holds the same objects as the version trained as run {earlier} (generation "
-              f"{content.get('generation')}): {stats.object_count} data object(s), {stats.total_bytes} bytes, with "
-              "the same names, sizes and checksums (landfall.json included), so it is not trained again. Run "
-              f"`landfall retrain {c.uri}` to train it again on purpose")
-    deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.DUPLICATE, now=deps.now(),
-                                 updates={"reason": reason, "duplicate_of": earlier, "content_key": content_key})
-    deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DatasetStatus.DUPLICATE, reason,
-                                           version_summary(c, run_id, VersionStatus.DUPLICATE,
-                                                           content_key=content_key, duplicate_of=earlier),
-                                           deps.now()))
+    reason = (
+        f"{c.uri} holds the same objects as the version trained as run {earlier} (generation "
+        f"{content.get('generation')}): {stats.object_count} data object(s), {stats.total_bytes} bytes, with "
+        "the same names, sizes and checksums (landfall.json included), so it is not trained again. Run "
+        f"`landfall retrain {c.uri}` to train it again on purpose"
+    )
+    deps.datasets.finish_version(
+        run_id,
+        owner=owner,
+        status=VersionStatus.DUPLICATE,
+        now=deps.now(),
+        updates={"reason": reason, "duplicate_of": earlier, "content_key": content_key},
+    )
+    deps.datasets.save_dataset(
+        dataset_doc(
+            c.bucket,
+            c.prefix,
+            c.route,
+            DatasetStatus.DUPLICATE,
+            reason,
+            version_summary(c, run_id, VersionStatus.DUPLICATE, content_key=content_key, duplicate_of=earlier),
+            deps.now(),
+        )
+    )
     log.info("dataset %s (%s %s): same content as run %s; no request", c.uri, c.kind, c.generation, earlier)
     return f"same-content:{earlier}"
 
@@ -225,9 +310,11 @@ def _publish_refusal(exc: Exception) -> str | None:
     from google.api_core.exceptions import InvalidArgument
 
     if isinstance(exc, InvalidArgument | PermanentError):
-        return (f"the requests topic refused the TrainingRequest ({exc}): a value from the route or landfall.json "
-                "is one the message schema (schemas/training_request.proto) cannot carry. Fix it, then land a new "
-                "_SUCCESS marker or manifest")
+        return (
+            f"the requests topic refused the TrainingRequest ({exc}): a value from the route or landfall.json "
+            "is one the message schema (schemas/training_request.proto) cannot carry. Fix it, then land a new "
+            "_SUCCESS marker or manifest"
+        )
     return None
 
 
@@ -245,14 +332,30 @@ def _duplicate(c: Completion, version: Doc, deps: IngestDeps) -> str:
 def _repair_dataset(c: Completion, version: Doc, deps: IngestDeps) -> None:
     dataset_id = dataset_id_for(c.bucket, c.prefix)
     current = deps.datasets.datasets([dataset_id]).get(dataset_id)
-    if current is not None and ((current.get("version") or {}).get("run_id") == version.get("run_id")
-                                or int((current.get("version") or {}).get("generation") or 0) > int(c.generation or 0)):
+    if current is not None and (
+        (current.get("version") or {}).get("run_id") == version.get("run_id")
+        or int((current.get("version") or {}).get("generation") or 0) > int(c.generation or 0)
+    ):
         return  # one plain read settles the common case: the dataset already shows this version or a newer one
     status = VersionStatus(version["status"])
-    summary = version_summary(c, str(version["run_id"]), status, content_key=str(version.get("content_key") or ""),
-                              duplicate_of=str(version.get("duplicate_of") or ""))
-    if deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, DATASET_STATUS_OF_VERSION[status],
-                                              str(version.get("reason") or ""), summary, deps.now())):
+    summary = version_summary(
+        c,
+        str(version["run_id"]),
+        status,
+        content_key=str(version.get("content_key") or ""),
+        duplicate_of=str(version.get("duplicate_of") or ""),
+    )
+    if deps.datasets.save_dataset(
+        dataset_doc(
+            c.bucket,
+            c.prefix,
+            c.route,
+            DATASET_STATUS_OF_VERSION[status],
+            str(version.get("reason") or ""),
+            summary,
+            deps.now(),
+        )
+    ):
         log.warning("dataset %s: its document did not show version %s (%s); written now", c.uri, c.generation, status)
 
 
@@ -273,19 +376,30 @@ def _verdict(c: Completion, deps: IngestDeps, scan: Scan | None) -> Verdict:
 
 def _not_ready(c: Completion, run_id: str, owner: str, verdict: Verdict, deps: IngestDeps) -> str:
     version_status = VersionStatus.WAITING if verdict.waiting else VersionStatus.REFUSED
-    deps.datasets.finish_version(run_id, owner=owner, status=version_status, now=deps.now(),
-                                 updates={"reason": verdict.reason})
+    deps.datasets.finish_version(
+        run_id, owner=owner, status=version_status, now=deps.now(), updates={"reason": verdict.reason}
+    )
     status = DatasetStatus.WAITING if verdict.waiting else DatasetStatus.REFUSED
-    deps.datasets.save_dataset(dataset_doc(c.bucket, c.prefix, c.route, status, verdict.reason,
-                                           version_summary(c, run_id, version_status), deps.now()))
+    deps.datasets.save_dataset(
+        dataset_doc(
+            c.bucket, c.prefix, c.route, status, verdict.reason, version_summary(c, run_id, version_status), deps.now()
+        )
+    )
     log.warning("dataset %s (%s %s): no request: %s", c.uri, c.kind, c.generation, verdict.reason)
     return f"{status.lower()}:{run_id}"
 
 
-def version_summary(c: Completion, run_id: str, status: VersionStatus, *, content_key: str = "",
-                    duplicate_of: str = "") -> Doc:
-    summary = {"idempotency_key": c.idempotency_key, "run_id": run_id, "kind": c.kind, "generation": c.generation,
-               "completed_by": f"gs://{c.bucket}/{c.object_name}", "status": status.value}
+def version_summary(
+    c: Completion, run_id: str, status: VersionStatus, *, content_key: str = "", duplicate_of: str = ""
+) -> Doc:
+    summary = {
+        "idempotency_key": c.idempotency_key,
+        "run_id": run_id,
+        "kind": c.kind,
+        "generation": c.generation,
+        "completed_by": f"gs://{c.bucket}/{c.object_name}",
+        "status": status.value,
+    }
     if content_key:
         summary["content_key"] = content_key
     if duplicate_of:
@@ -295,21 +409,56 @@ def version_summary(c: Completion, run_id: str, status: VersionStatus, *, conten
 
 def content_doc(c: Completion, run_id: str, digest: str, stats: DatasetRef) -> Doc:
     """The content document a version claims (schemas/dataset_record.py CONTENT_FIELDS)."""
-    return {"schema_version": SCHEMA_VERSION, "content_key": content_key_for(c.bucket, c.prefix, digest),
-            "digest": digest, "dataset_id": dataset_id_for(c.bucket, c.prefix), "uri": c.uri, "run_id": run_id,
-            "idempotency_key": c.idempotency_key, "generation": c.generation, "object_count": stats.object_count,
-            "total_bytes": stats.total_bytes}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "content_key": content_key_for(c.bucket, c.prefix, digest),
+        "digest": digest,
+        "dataset_id": dataset_id_for(c.bucket, c.prefix),
+        "uri": c.uri,
+        "run_id": run_id,
+        "idempotency_key": c.idempotency_key,
+        "generation": c.generation,
+        "object_count": stats.object_count,
+        "total_bytes": stats.total_bytes,
+    }
 
 
 def version_doc(c: Completion, run_id: str) -> Doc:
-    return {"schema_version": SCHEMA_VERSION, "run_id": run_id, "idempotency_key": c.idempotency_key,
-            "dataset_id": dataset_id_for(c.bucket, c.prefix), "uri": c.uri, "route": c.route.name, "kind": c.kind,
-            "completed_by": f"gs://{c.bucket}/{c.object_name}", "generation": c.generation, "event_id": c.event_id,
-            "reason": "", "message_id": "", "request": None}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "idempotency_key": c.idempotency_key,
+        "dataset_id": dataset_id_for(c.bucket, c.prefix),
+        "uri": c.uri,
+        "route": c.route.name,
+        "kind": c.kind,
+        "completed_by": f"gs://{c.bucket}/{c.object_name}",
+        "generation": c.generation,
+        "event_id": c.event_id,
+        "reason": "",
+        "message_id": "",
+        "request": None,
+    }
 
 
-def dataset_doc(bucket: str, prefix: str, route: Route, status: DatasetStatus, reason: str,
-                version: dict[str, Any] | None, now: datetime) -> Doc:
-    return {"schema_version": SCHEMA_VERSION, "dataset_id": dataset_id_for(bucket, prefix), "bucket": bucket,
-            "prefix": prefix, "uri": f"gs://{bucket}/{prefix}", "route": route.name, "status": status.value,
-            "reason": reason, "updated_at": format_timestamp(now), "version": version}
+def dataset_doc(
+    bucket: str,
+    prefix: str,
+    route: Route,
+    status: DatasetStatus,
+    reason: str,
+    version: dict[str, Any] | None,
+    now: datetime,
+) -> Doc:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "dataset_id": dataset_id_for(bucket, prefix),
+        "bucket": bucket,
+        "prefix": prefix,
+        "uri": f"gs://{bucket}/{prefix}",
+        "route": route.name,
+        "status": status.value,
+        "reason": reason,
+        "updated_at": format_timestamp(now),
+        "version": version,
+    }

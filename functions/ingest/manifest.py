@@ -34,36 +34,44 @@ class Entry:
 
 def parse_manifest(data: bytes) -> tuple[Entry, ...]:
     if len(data) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"_MANIFEST.json is larger than {MAX_MANIFEST_BYTES} bytes; list at most "
-                            f"{MAX_ENTRIES} objects, or complete big datasets with a _SUCCESS marker instead")
+        raise ManifestError(
+            f"_MANIFEST.json is larger than {MAX_MANIFEST_BYTES} bytes; list at most "
+            f"{MAX_ENTRIES} objects, or complete big datasets with a _SUCCESS marker instead"
+        )
     try:
         raw = json_text.loads(data)
     except json_text.JsonTextError as exc:
-        raise ManifestError(f"_MANIFEST.json is not JSON ({exc}); expected "
-                            '{"objects": [{"name": "part-0.csv", "size": 123}]}') from exc
+        raise ManifestError(
+            f'_MANIFEST.json is not JSON ({exc}); expected {{"objects": [{{"name": "part-0.csv", "size": 123}}]}}'
+        ) from exc
     objects = raw.get("objects") if isinstance(raw, dict) else None
     if not isinstance(objects, list) or not objects:
         raise ManifestError('_MANIFEST.json needs a non-empty "objects" list of {"name", "size"[, "crc32c"]}')
     if len(objects) > MAX_ENTRIES:
-        raise ManifestError(f"_MANIFEST.json lists {len(objects)} objects; at most {MAX_ENTRIES} are read. Use a "
-                            "_SUCCESS marker for bigger datasets")
+        raise ManifestError(
+            f"_MANIFEST.json lists {len(objects)} objects; at most {MAX_ENTRIES} are read. Use a "
+            "_SUCCESS marker for bigger datasets"
+        )
     entries: dict[str, Entry] = {}
     for i, item in enumerate(objects):
         where = f"_MANIFEST.json objects[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise ManifestError(f"{where}: expected an object with a string \"name\"")
+            raise ManifestError(f'{where}: expected an object with a string "name"')
         name, size, crc = item["name"], item.get("size"), item.get("crc32c", "")
         problem = name_problem(name)
         if problem or name.startswith("/") or role_of(name) != Role.DATA:
-            raise ManifestError(f"{where}: {name[:200]!r} is not a data object name relative to the dataset "
-                                f"folder ({problem or 'markers, manifests and _/. files cannot be listed'})")
+            raise ManifestError(
+                f"{where}: {name[:200]!r} is not a data object name relative to the dataset "
+                f"folder ({problem or 'markers, manifests and _/. files cannot be listed'})"
+            )
         if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= INT64_MAX:
             shown = repr(size) if len(repr(size)) <= 60 else f"{repr(size)[:60]}..."
-            raise ManifestError(f"{where} ({name}): \"size\" must be a whole number of bytes (at most "
-                                f"{INT64_MAX}, Cloud Storage's int64), got {shown}")
+            raise ManifestError(
+                f'{where} ({name}): "size" must be a whole number of bytes (at most '
+                f"{INT64_MAX}, Cloud Storage's int64), got {shown}"
+            )
         if not isinstance(crc, str) or len(crc) > 12:  # base64 of 4 bytes: 8 characters
-            raise ManifestError(f"{where} ({name}): \"crc32c\" must be the base64 string GCS reports (e.g. "
-                                "\"yZRlqg==\")")
+            raise ManifestError(f'{where} ({name}): "crc32c" must be the base64 string GCS reports (e.g. "yZRlqg==")')
         if name in entries:
             raise ManifestError(f"{where}: {name!r} is listed twice")
         entries[name] = Entry(name, size, crc)

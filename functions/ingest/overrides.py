@@ -41,10 +41,11 @@ def parse_overrides(data: bytes) -> dict[str, Any]:
     try:
         raw = json_text.loads(data)
     except json_text.JsonTextError as exc:
-        raise OverrideError(f"landfall.json is not JSON ({exc}); expected e.g. "
-                            '{"hyperparameters": {"epochs": 10}}') from exc
+        raise OverrideError(
+            f'landfall.json is not JSON ({exc}); expected e.g. {{"hyperparameters": {{"epochs": 10}}}}'
+        ) from exc
     if not isinstance(raw, dict):
-        raise OverrideError("landfall.json must be a JSON object such as {\"hyperparameters\": {\"epochs\": 10}}")
+        raise OverrideError('landfall.json must be a JSON object such as {"hyperparameters": {"epochs": 10}}')
     return raw
 
 
@@ -63,9 +64,15 @@ def apply_overrides(request: dict[str, Any], overrides: dict[str, Any], route: R
     if refused:
         more = f"; and {len(refused) - _SHOWN} more" if len(refused) > _SHOWN else ""
         settable = f" Settable fields: {', '.join(OVERRIDABLE_FIELDS)}." if unknown else ""
-        raise OverrideError("landfall.json sets fields it may not: " + "; ".join(refused[:_SHOWN]) + more + "."
-                            + settable + " Remove them, or allow them in the route's `overridable` "
-                            "(deploy/routes.toml)")
+        raise OverrideError(
+            "landfall.json sets fields it may not: "
+            + "; ".join(refused[:_SHOWN])
+            + more
+            + "."
+            + settable
+            + " Remove them, or allow them in the route's `overridable` "
+            "(deploy/routes.toml)"
+        )
     merged = copy.deepcopy(request)
     for dotted, value in leaves:
         node = merged

@@ -63,7 +63,7 @@ def scan_prefix(objects: Iterable[ObjectInfo], prefix: str, wanted: frozenset[st
     """Measure the data objects under prefix in one pass, keeping only what is needed (constant memory)."""
     scan = Scan()
     for obj in objects:
-        relative = obj.name[len(prefix):]
+        relative = obj.name[len(prefix) :]
         if relative in wanted:
             scan.present[relative] = obj
         if relative == OVERRIDES:
@@ -108,8 +108,12 @@ class Completion:
         return self.key or f"gcs:{self.bucket}/{self.prefix}:{self.generation}"
 
 
-_SOURCE_KIND = {"marker": "gcs-marker", "manifest": "gcs-manifest", "quiet-period": "quiet-period",
-                "retrain": "retrain"}
+_SOURCE_KIND = {
+    "marker": "gcs-marker",
+    "manifest": "gcs-manifest",
+    "quiet-period": "quiet-period",
+    "retrain": "retrain",
+}
 
 
 @dataclass(frozen=True)
@@ -130,11 +134,15 @@ def read_manifest(c: Completion, read: ReadObject) -> tuple[Entry, ...]:
     try:
         data = read(c.object_name, c.generation, MAX_MANIFEST_BYTES)
     except TooLarge as exc:
-        raise ManifestError(f"_MANIFEST.json is larger than {MAX_MANIFEST_BYTES} bytes; list fewer objects, or "
-                            "complete big datasets with a _SUCCESS marker instead") from exc
+        raise ManifestError(
+            f"_MANIFEST.json is larger than {MAX_MANIFEST_BYTES} bytes; list fewer objects, or "
+            "complete big datasets with a _SUCCESS marker instead"
+        ) from exc
     if data is None:
-        raise ManifestError(f"gs://{c.bucket}/{c.object_name} generation {c.generation} no longer exists "
-                            "(replaced or deleted); the newer manifest, if any, is evaluated on its own")
+        raise ManifestError(
+            f"gs://{c.bucket}/{c.object_name} generation {c.generation} no longer exists "
+            "(replaced or deleted); the newer manifest, if any, is evaluated on its own"
+        )
     return parse_manifest(data)
 
 
@@ -144,20 +152,30 @@ def evaluate(c: Completion, scan: Scan, read: ReadObject, entries: tuple[Entry, 
     if entries:
         problems = manifest_problems(entries, scan.present)
         if problems:
-            return Verdict(reason=f"{c.uri}{MANIFEST}: " + "; ".join(problems)
-                           + ". The dataset completes when the listed objects land as listed.", waiting=True)
+            return Verdict(
+                reason=f"{c.uri}{MANIFEST}: "
+                + "; ".join(problems)
+                + ". The dataset completes when the listed objects land as listed.",
+                waiting=True,
+            )
     if scan.count < max(route.min_objects, 1):
-        return Verdict(reason=f"{c.uri} holds {scan.count} data object(s); route {route.name!r} needs at least "
-                       f"{max(route.min_objects, 1)} (markers, manifests, landfall.json and _/. files do not count)")
+        return Verdict(
+            reason=f"{c.uri} holds {scan.count} data object(s); route {route.name!r} needs at least "
+            f"{max(route.min_objects, 1)} (markers, manifests, landfall.json and _/. files do not count)"
+        )
     if scan.total_bytes < route.min_bytes:
-        return Verdict(reason=f"{c.uri} holds {scan.total_bytes} bytes of data; route {route.name!r} needs at "
-                       f"least {route.min_bytes}")
+        return Verdict(
+            reason=f"{c.uri} holds {scan.total_bytes} bytes of data; route {route.name!r} needs at "
+            f"least {route.min_bytes}"
+        )
     if route.formats:
         refused = sorted(scan.formats - set(route.formats))
         if refused:
-            return Verdict(reason=f"{c.uri} holds objects in format(s) {', '.join(refused)}; route {route.name!r} "
-                           f"accepts {', '.join(route.formats)}. Remove or convert them, then mark the dataset "
-                           "complete again")
+            return Verdict(
+                reason=f"{c.uri} holds objects in format(s) {', '.join(refused)}; route {route.name!r} "
+                f"accepts {', '.join(route.formats)}. Remove or convert them, then mark the dataset "
+                "complete again"
+            )
     overrides: dict[str, object] = {}
     if scan.overrides is not None:
         try:
@@ -186,14 +204,22 @@ def template(c: Completion, scan: Scan, now: datetime) -> TrainingRequest:
     route = c.route
     return TrainingRequest(
         idempotency_key=c.idempotency_key,
-        dataset=DatasetRef(uri=c.uri, object_count=scan.count, total_bytes=scan.total_bytes,
-                           formats=tuple(sorted(scan.formats - {NO_FORMAT}))),
+        dataset=DatasetRef(
+            uri=c.uri,
+            object_count=scan.count,
+            total_bytes=scan.total_bytes,
+            formats=tuple(sorted(scan.formats - {NO_FORMAT})),
+        ),
         task=route.task,
         model=ModelSpec(preset=route.model_preset, label_column=route.label_column),
         hyperparameters=Hyperparameters(**route.hyperparameters),
         constraints=Constraints(**{k: tuple(v) if isinstance(v, list) else v for k, v in route.constraints.items()}),
-        source=RequestSource(kind=_SOURCE_KIND[c.kind], object=f"gs://{c.bucket}/{c.object_name}",
-                             generation=c.generation, event_id=c.event_id),
+        source=RequestSource(
+            kind=_SOURCE_KIND[c.kind],
+            object=f"gs://{c.bucket}/{c.object_name}",
+            generation=c.generation,
+            event_id=c.event_id,
+        ),
         created_at=format_timestamp(now),
         labels={"landfall-route": route.name},
     )

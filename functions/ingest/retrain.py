@@ -37,11 +37,15 @@ def retrain(bucket: str, prefix: str, deps: IngestDeps) -> Retrain:
     dataset_id = dataset_id_for(bucket, prefix)
     doc = deps.datasets.datasets([dataset_id]).get(dataset_id)
     if doc is None:
-        raise RetrainError(f"no record of {uri}: only a dataset ingest has seen complete can be retrained "
-                           "(`landfall datasets` lists them)")
+        raise RetrainError(
+            f"no record of {uri}: only a dataset ingest has seen complete can be retrained "
+            "(`landfall datasets` lists them)"
+        )
     if doc["status"] in (DatasetStatus.COLLECTING, DatasetStatus.WAITING) or not doc.get("version"):
-        raise RetrainError(f"{uri} is {doc['status']}: it is not complete yet, so there is nothing to train again "
-                           "(`landfall dataset URI` says what it waits for)")
+        raise RetrainError(
+            f"{uri} is {doc['status']}: it is not complete yet, so there is nothing to train again "
+            "(`landfall dataset URI` says what it waits for)"
+        )
     route = next((r for r in deps.routes() if r.name == doc["route"]), None)
     if route is None:
         raise RetrainError(f"{uri} came through route {doc['route']!r}, which deploy/routes.toml no longer has")

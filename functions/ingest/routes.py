@@ -27,11 +27,23 @@ READINESS = ("marker", "manifest", "quiet-period")
 # Request fields a route may let a dataset's landfall.json override (dotted paths; "hyperparameters.*" = all of
 # that section). The rest (idempotency_key, dataset, source, created_at, schema_version) are ingest's to set.
 OVERRIDABLE_FIELDS = (
-    "task", "model.preset", "model.label_column",
-    "hyperparameters.epochs", "hyperparameters.batch_size", "hyperparameters.learning_rate", "hyperparameters.seed",
-    "hyperparameters.max_steps", "hyperparameters.checkpoint_every_steps", "hyperparameters.extra",
-    "constraints.deadline", "constraints.budget_usd", "constraints.regions", "constraints.gpu_allowlist",
-    "constraints.max_gpus", "constraints.spot", "labels",
+    "task",
+    "model.preset",
+    "model.label_column",
+    "hyperparameters.epochs",
+    "hyperparameters.batch_size",
+    "hyperparameters.learning_rate",
+    "hyperparameters.seed",
+    "hyperparameters.max_steps",
+    "hyperparameters.checkpoint_every_steps",
+    "hyperparameters.extra",
+    "constraints.deadline",
+    "constraints.budget_usd",
+    "constraints.regions",
+    "constraints.gpu_allowlist",
+    "constraints.max_gpus",
+    "constraints.spot",
+    "labels",
 )
 
 
@@ -73,8 +85,10 @@ class Route:
 
 
 def _route(entry: dict[str, Any], where: str) -> Route:
-    entry = {k: tuple(v) if k in ("readiness", "formats", "overridable") and isinstance(v, list) else v
-             for k, v in entry.items()}
+    entry = {
+        k: tuple(v) if k in ("readiness", "formats", "overridable") and isinstance(v, list) else v
+        for k, v in entry.items()
+    }
     try:
         route = Route(**entry)
     except TypeError as exc:
@@ -92,11 +106,13 @@ def _route(entry: dict[str, Any], where: str) -> Route:
     if route.dataset_depth < 1 or route.min_objects < 0 or route.min_bytes < 0:
         raise RouteError(f"{name}: dataset_depth must be >= 1 and min_objects, min_bytes >= 0")
     if any(f != f.lower() or f.startswith(".") for f in route.formats):
-        raise RouteError(f"{name}: formats are lower-case extensions without a dot, e.g. [\"csv\", \"parquet\"]")
+        raise RouteError(f'{name}: formats are lower-case extensions without a dot, e.g. ["csv", "parquet"]')
     for pattern in route.overridable:
         if not any(fnmatch.fnmatchcase(f, pattern) for f in OVERRIDABLE_FIELDS):
-            raise RouteError(f"{name}: overridable {pattern!r} matches no field a dataset may override; "
-                             f"choose from {', '.join(OVERRIDABLE_FIELDS)}")
+            raise RouteError(
+                f"{name}: overridable {pattern!r} matches no field a dataset may override; "
+                f"choose from {', '.join(OVERRIDABLE_FIELDS)}"
+            )
     try:
         get_preset(route.model_preset)
     except SchemaError as exc:
@@ -105,8 +121,10 @@ def _route(entry: dict[str, Any], where: str) -> Route:
         Hyperparameters(**route.hyperparameters)
         Constraints(**route.constraints)
     except TypeError as exc:
-        raise RouteError(f"{name}: [routes.hyperparameters] or [routes.constraints] holds an unknown key ({exc}); "
-                         "see schemas/training_request.py for the fields") from exc
+        raise RouteError(
+            f"{name}: [routes.hyperparameters] or [routes.constraints] holds an unknown key ({exc}); "
+            "see schemas/training_request.py for the fields"
+        ) from exc
     return route
 
 

@@ -28,8 +28,11 @@ def handle_sweep(message: PubSubMessage, deps: IngestDeps) -> str:
     for doc in deps.datasets.open_datasets():
         route = routes.get(doc.get("route", ""))
         if route is None:
-            log.warning("dataset %s names route %r, which deploy/routes.toml no longer has; left as is",
-                        doc.get("uri"), doc.get("route"))
+            log.warning(
+                "dataset %s names route %r, which deploy/routes.toml no longer has; left as is",
+                doc.get("uri"),
+                doc.get("route"),
+            )
             counts["no-route"] += 1
             continue
         try:
@@ -63,8 +66,16 @@ def close_if_quiet(doc: Doc, route: Route, deps: IngestDeps, event_id: str) -> s
         version = deps.datasets.version(run_id)
         if version is not None and VersionStatus(version["status"]) in DATASET_STATUS_OF_VERSION:
             settled = VersionStatus(version["status"])
-            summary = version_summary(c, run_id, settled, content_key=version.get("content_key", ""),
-                                      duplicate_of=version.get("duplicate_of", ""))
-            deps.datasets.save_dataset(dataset_doc(bucket, prefix, route, DATASET_STATUS_OF_VERSION[settled],
-                                                   version.get("reason", ""), summary, now))
+            summary = version_summary(
+                c,
+                run_id,
+                settled,
+                content_key=version.get("content_key", ""),
+                duplicate_of=version.get("duplicate_of", ""),
+            )
+            deps.datasets.save_dataset(
+                dataset_doc(
+                    bucket, prefix, route, DATASET_STATUS_OF_VERSION[settled], version.get("reason", ""), summary, now
+                )
+            )
     return outcome

@@ -71,8 +71,9 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
     if run is None:
         published = parse_timestamp_or_none(message.publish_time) or deps.now()
         if deps.now() - published > UNKNOWN_JOB_PATIENCE:
-            log.info("job %s is not a Landfall run (no run names it after %s); ignored", event.job_id,
-                     UNKNOWN_JOB_PATIENCE)
+            log.info(
+                "job %s is not a Landfall run (no run names it after %s); ignored", event.job_id, UNKNOWN_JOB_PATIENCE
+            )
             return "ignored:unknown-job"
         raise TransientError(f"no run records job {event.job_id} yet; the dispatcher may still be writing it")
     if event.job_id in (run.submission.job_ids or ()):
@@ -83,8 +84,12 @@ def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
         # Re-read under the lock: a copy of this event handled meanwhile may have recorded everything already, and
         # then this one ends with a plain read, opening no transaction on the run.
         latest = deps.store.get(run.run_id) or run
-        if latest.state.terminal and latest.submission.results_published and latest.vertex is not None \
-                and latest.vertex.job_name == run.vertex.job_name:
+        if (
+            latest.state.terminal
+            and latest.submission.results_published
+            and latest.vertex is not None
+            and latest.vertex.job_name == run.vertex.job_name
+        ):
             return f"duplicate:{latest.state}"
         job = deps.vertex.get(run.vertex.job_name)
         fault_point("listener.after_read_job")
@@ -165,10 +170,10 @@ def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: Liste
     # The trainer's own line first when it left one (a preempted replica says at which step, and that its newest
     # checkpoint resumes it), Vertex's beside it.
     message = job.error_message if error.kind is None else f"{error.message} (Vertex: {job.error_message})"
-    outcome = deps.store.apply(run.run_id, capacity_ended(job.name, error.reason or "stockout", message,
-                                                          now=deps.now(), policy=deps.policy))
-    log.warning("run %s: job %s ended for %s (%s): %s", run.run_id, job.name, error.reason, job.error_message,
-                outcome)
+    outcome = deps.store.apply(
+        run.run_id, capacity_ended(job.name, error.reason or "stockout", message, now=deps.now(), policy=deps.policy)
+    )
+    log.warning("run %s: job %s ended for %s (%s): %s", run.run_id, job.name, error.reason, job.error_message, outcome)
     if outcome == "resubmit" and deps.resubmit is not None:
         return f"resubmitted:{deps.resubmit(run.run_id)}"
     return f"{outcome}:{error.reason}"
@@ -178,15 +183,21 @@ def _with_job(run: RunRecord, job: JobView, *, ended: bool, now: datetime) -> Ru
     """The run with the job's state and times (and, once it ended, the actual cost) recorded; a note that the job
     waited long is closed once it has started (functions/records/long_waits.py)."""
     timings = _timings(run.timings, job)
-    out = replace(long_wait_closed(run, job, now), timings=timings,
-                  vertex=None if run.vertex is None else replace(run.vertex, state=job.state))
+    out = replace(
+        long_wait_closed(run, job, now),
+        timings=timings,
+        vertex=None if run.vertex is None else replace(run.vertex, state=job.state),
+    )
     return replace(out, cost=_cost(run, timings)) if ended else out
 
 
 def _timings(timings: Timings, job: JobView) -> Timings:
     start, end = parse_timestamp_or_none(job.start_time), parse_timestamp_or_none(job.end_time)
-    out = replace(timings, started_at=format_timestamp(start) if start else timings.started_at,
-                  ended_at=format_timestamp(end) if end else timings.ended_at)
+    out = replace(
+        timings,
+        started_at=format_timestamp(start) if start else timings.started_at,
+        ended_at=format_timestamp(end) if end else timings.ended_at,
+    )
     if start and end:
         out = replace(out, run_seconds=round((end - start).total_seconds(), 3))
     return out
@@ -195,8 +206,11 @@ def _timings(timings: Timings, job: JobView) -> Timings:
 def _cost(run: RunRecord, timings: Timings) -> Cost:
     if run.plan is None or timings.run_seconds is None:
         return run.cost
-    return replace(run.cost, actual_usd=round(run.plan.hourly_cost_usd * timings.run_seconds / 3600.0, 6),
-                   actual_basis=ACTUAL_COST_BASIS)
+    return replace(
+        run.cost,
+        actual_usd=round(run.plan.hourly_cost_usd * timings.run_seconds / 3600.0, 6),
+        actual_basis=ACTUAL_COST_BASIS,
+    )
 
 
 def _with_trainer_reason(error: RunError, run: RunRecord, deps: ListenerDeps) -> RunError:
@@ -213,8 +227,7 @@ def _with_trainer_reason(error: RunError, run: RunRecord, deps: ListenerDeps) ->
     except SchemaError as exc:
         log.warning("run %s: the trainer's failure record %s does not fit its schema: %s", run.run_id, uri, exc)
         return replace(error, message=f"{error.message} (the trainer's failure record {uri} is unreadable: {exc})")
-    return replace(error, message=failure.message, kind=failure.kind, step=failure.step,
-                   job_message=error.message)
+    return replace(error, message=failure.message, kind=failure.kind, step=failure.step, job_message=error.message)
 
 
 def _metrics(run: RunRecord, deps: ListenerDeps) -> tuple[dict[str, Any] | None, str]:

@@ -1,10 +1,10 @@
 """The planner: the cheapest GPU (or CPU) configuration that fits and meets the deadline, explained.
 
-    outcome = plan_request(plan_input_from_request(training_request))
-    outcome.plan        # schemas.plan.Plan or None
-    outcome.fallbacks   # next-best Plans to try on quota errors or stockouts
-    outcome.rejection   # why nothing fits and what would make it fit (when plan is None)
-    outcome.candidates  # every configuration considered, with the reason it lost
+outcome = plan_request(plan_input_from_request(training_request))
+outcome.plan        # schemas.plan.Plan or None
+outcome.fallbacks   # next-best Plans to try on quota errors or stockouts
+outcome.rejection   # why nothing fits and what would make it fit (when plan is None)
+outcome.candidates  # every configuration considered, with the reason it lost
 """
 
 from functions.planning.errors import CatalogError, PlanInputError

@@ -100,8 +100,10 @@ def _num(section: dict[str, Any], key: str, where: str, *, fraction: bool = Fals
 def _at_least_one(section: dict[str, Any], key: str) -> float:
     value = _num(section, key, "job")
     if value < 1:
-        raise CatalogError(f"assumptions.json: job.{key}: expected a number >= 1 (a timeout below the estimate would "
-                           f"stop the job before it can finish), got {value!r}")
+        raise CatalogError(
+            f"assumptions.json: job.{key}: expected a number >= 1 (a timeout below the estimate would "
+            f"stop the job before it can finish), got {value!r}"
+        )
     return value
 
 
@@ -119,11 +121,13 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
             cpu_process_bytes=int(_num(mem, "cpu_process_bytes", "memory")),
             safety_margin_fraction=_num(mem, "safety_margin_fraction", "memory", fraction=True),
             transformer_activation_bytes_per_token_per_hidden=_num(
-                mem, "transformer_activation_bytes_per_token_per_hidden", "memory"),
+                mem, "transformer_activation_bytes_per_token_per_hidden", "memory"
+            ),
             mlp_activation_copies=int(_num(mem, "mlp_activation_copies", "memory")),
             activation_note=str(mem.get("activation_note", "")),
-            checkpoint_kept_bytes_per_token_per_hidden=_num(mem, "checkpoint_kept_bytes_per_token_per_hidden",
-                                                            "memory"),
+            checkpoint_kept_bytes_per_token_per_hidden=_num(
+                mem, "checkpoint_kept_bytes_per_token_per_hidden", "memory"
+            ),
             recompute_flops_fraction=_num(mem, "recompute_flops_fraction", "memory", fraction=True),
             checkpoint_note=str(mem.get("checkpoint_note", "")),
         ),

@@ -123,13 +123,21 @@ def _parse_shapes(raw: dict[str, Any], gpus: Mapping[str, GpuSpec]) -> list[Mach
         if count < 1:
             raise CatalogError(f"{where}.accelerator_count: expected >= 1, got {count}")
         machine_type = _need(spec, "machine_type", str, where)
-        shapes.append(MachineShape(
-            machine_type=machine_type, accelerator_type=accelerator, accelerator_count=count,
-            vcpus=int(_positive(spec, "vcpus", where)), memory_gb=_positive(spec, "memory_gb", where),
-            network_gbps=_positive(spec, "network_gbps", where), regions=_regions(spec, sets, where),
-            scale_out=_need(spec, "scale_out", bool, where), family=machine_type.split("-")[0],
-            cpu_gflops_per_vcpu=0.0, counts_cpu_quota=False,
-        ))
+        shapes.append(
+            MachineShape(
+                machine_type=machine_type,
+                accelerator_type=accelerator,
+                accelerator_count=count,
+                vcpus=int(_positive(spec, "vcpus", where)),
+                memory_gb=_positive(spec, "memory_gb", where),
+                network_gbps=_positive(spec, "network_gbps", where),
+                regions=_regions(spec, sets, where),
+                scale_out=_need(spec, "scale_out", bool, where),
+                family=machine_type.split("-")[0],
+                cpu_gflops_per_vcpu=0.0,
+                counts_cpu_quota=False,
+            )
+        )
     hosts = _need(raw, "n1_hosts", list, "machines.json")
     for name, spec in _need(raw, "n1_gpus", dict, "machines.json").items():
         where = f"machines.json: n1_gpus.{name}"
@@ -148,11 +156,21 @@ def _parse_shapes(raw: dict[str, Any], gpus: Mapping[str, GpuSpec]) -> list[Mach
                 memory = _positive(host, "memory_gb", hwhere)
                 if vcpus > max_vcpus or memory > max_memory:
                     continue
-                shapes.append(MachineShape(
-                    machine_type=_need(host, "machine_type", str, hwhere), accelerator_type=name,
-                    accelerator_count=count, vcpus=vcpus, memory_gb=memory, network_gbps=network, regions=regions,
-                    scale_out=count == largest, family="n1", cpu_gflops_per_vcpu=0.0, counts_cpu_quota=True,
-                ))
+                shapes.append(
+                    MachineShape(
+                        machine_type=_need(host, "machine_type", str, hwhere),
+                        accelerator_type=name,
+                        accelerator_count=count,
+                        vcpus=vcpus,
+                        memory_gb=memory,
+                        network_gbps=network,
+                        regions=regions,
+                        scale_out=count == largest,
+                        family="n1",
+                        cpu_gflops_per_vcpu=0.0,
+                        counts_cpu_quota=True,
+                    )
+                )
     families = _need(raw, "cpu_families", dict, "machines.json")
     for i, spec in enumerate(_need(raw, "cpu_shapes", list, "machines.json")):
         where = f"machines.json: cpu_shapes[{i}]"
@@ -160,16 +178,24 @@ def _parse_shapes(raw: dict[str, Any], gpus: Mapping[str, GpuSpec]) -> list[Mach
         if family not in families:
             raise CatalogError(f"{where}.family: unknown family {family!r}; known: {', '.join(sorted(families))}")
         fspec, fwhere = families[family], f"machines.json: cpu_families.{family}"
-        shapes.append(MachineShape(
-            machine_type=_need(spec, "machine_type", str, where), accelerator_type=None, accelerator_count=0,
-            vcpus=int(_positive(spec, "vcpus", where)), memory_gb=_positive(spec, "memory_gb", where),
-            network_gbps=min(_positive(fspec, "network_gbps_per_vcpu", fwhere) * spec["vcpus"],
-                             _positive(fspec, "max_network_gbps", fwhere)),
-            regions=_regions(fspec, sets, f"cpu_families.{family}"),
-            scale_out=False, family=family,
-            cpu_gflops_per_vcpu=_positive(fspec, "gflops_per_vcpu", fwhere),
-            counts_cpu_quota=True,
-        ))
+        shapes.append(
+            MachineShape(
+                machine_type=_need(spec, "machine_type", str, where),
+                accelerator_type=None,
+                accelerator_count=0,
+                vcpus=int(_positive(spec, "vcpus", where)),
+                memory_gb=_positive(spec, "memory_gb", where),
+                network_gbps=min(
+                    _positive(fspec, "network_gbps_per_vcpu", fwhere) * spec["vcpus"],
+                    _positive(fspec, "max_network_gbps", fwhere),
+                ),
+                regions=_regions(fspec, sets, f"cpu_families.{family}"),
+                scale_out=False,
+                family=family,
+                cpu_gflops_per_vcpu=_positive(fspec, "gflops_per_vcpu", fwhere),
+                counts_cpu_quota=True,
+            )
+        )
     seen: set[tuple[str, str | None, int]] = set()
     for shape in shapes:
         key = (shape.machine_type, shape.accelerator_type, shape.accelerator_count)
@@ -192,8 +218,9 @@ def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumpti
     for shape in shapes:
         stray = set(shape.regions) - set(regions)
         if stray:
-            raise CatalogError(f"machines.json: {shape.machine_type} names regions {sorted(stray)} "
-                               "not in region_sets.all")
+            raise CatalogError(
+                f"machines.json: {shape.machine_type} names regions {sorted(stray)} not in region_sets.all"
+            )
     prices = parse_prices(prices_raw, regions)
     items = {s.machine_type for s in shapes} | set(gpus)
     missing = sorted(items - set(prices.items))
@@ -201,12 +228,19 @@ def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumpti
         raise CatalogError(f"prices.json: no price for {', '.join(missing)}; add them under items")
     assumptions = parse_assumptions(assumptions_raw)
     if assumptions.reduction_server.machine_type not in prices.items:
-        raise CatalogError("prices.json: no price for the Reduction Server machine "
-                           f"{assumptions.reduction_server.machine_type!r}")
+        raise CatalogError(
+            f"prices.json: no price for the Reduction Server machine {assumptions.reduction_server.machine_type!r}"
+        )
     raws = (gpus_raw, machines_raw, prices_raw, assumptions_raw)
     fingerprint = "-".join(str(raw.get("version", "?")) for raw in raws)
-    return Catalog(gpus=gpus, shapes=tuple(shapes), regions=regions, prices=prices, assumptions=assumptions,
-                   fingerprint=fingerprint)
+    return Catalog(
+        gpus=gpus,
+        shapes=tuple(shapes),
+        regions=regions,
+        prices=prices,
+        assumptions=assumptions,
+        fingerprint=fingerprint,
+    )
 
 
 @cache

@@ -79,8 +79,12 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == 0:
         if best is None or (c, v, s) == best:
             return "chosen"
-        return _loss_text(limits.fastest, float(ev.hours[c, v, s] - ev.hours[best]),
-                          float(ev.cost[c, v, s] - ev.cost[best]), float(ev.cost[best]))
+        return _loss_text(
+            limits.fastest,
+            float(ev.hours[c, v, s] - ev.hours[best]),
+            float(ev.cost[c, v, s] - ev.cost[best]),
+            float(ev.cost[best]),
+        )
     if code == CODE["gpu_not_allowed"]:
         if shape.is_cpu_only:
             return "CPU-only machine, but gpu_allowlist asks for GPUs"
@@ -103,19 +107,22 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == CODE["host"]:
         a = space.catalog.assumptions.host
         need = cfg.shape.accelerator_count * a.ram_bytes_per_gpu_process + work.parameters * a.ram_bytes_per_parameter
-        return (f"host {shape.machine_type} ({shape.vcpus} vCPUs, {shape.memory_gb:g} GB) is too small: needs "
-                f">= {max(a.min_vcpus_per_node, shape.accelerator_count * a.min_vcpus_per_gpu)} vCPUs and "
-                f"{gb(need)} RAM")
+        return (
+            f"host {shape.machine_type} ({shape.vcpus} vCPUs, {shape.memory_gb:g} GB) is too small: needs "
+            f">= {max(a.min_vcpus_per_node, shape.accelerator_count * a.min_vcpus_per_gpu)} vCPUs and "
+            f"{gb(need)} RAM"
+        )
     if code == CODE["memory"]:
         unit = "per GPU" if not shape.is_cpu_only else "of RAM"
         checkpointed = ", checkpointed" if work.checkpointed_activation_bytes_per_sample > 0 else ""
-        return (f"needs {gb(ev.memory_total[c, v])} {unit} under {STRATEGY_TITLES[strategy]} even at micro-batch 1"
-                f"{checkpointed}; {gb(ev.usable[c])} usable of {gb(space.capacity_bytes[c])}")
+        return (
+            f"needs {gb(ev.memory_total[c, v])} {unit} under {STRATEGY_TITLES[strategy]} even at micro-batch 1"
+            f"{checkpointed}; {gb(ev.usable[c])} usable of {gb(space.capacity_bytes[c])}"
+        )
     if code == CODE["timeout"]:
         return f"takes {ev.hours[c, v, s]:,.1f} h, past the {limits.max_hours:g} h job limit"
     if code == CODE["deadline"]:
-        return (f"misses the deadline: takes {ev.hours[c, v, s]:,.1f} h, "
-                f"{limits.deadline_hours:,.1f} h available")
+        return f"misses the deadline: takes {ev.hours[c, v, s]:,.1f} h, {limits.deadline_hours:,.1f} h available"
     if code == CODE["budget"]:
         return f"over budget: costs {usd(ev.cost[c, v, s])}, budget {usd(limits.budget_usd)}"
     return "not a valid combination"
@@ -129,8 +136,10 @@ def nearest_batches(batch: int, world: int) -> tuple[int, ...]:
 
 def batch_text(batch: int, world: int) -> str:
     near = " or ".join(map(str, nearest_batches(batch, world)))
-    return (f"global batch {batch} does not split evenly over {world} processes "
-            f"(micro-batch x processes x accumulation must equal it); {near} would")
+    return (
+        f"global batch {batch} does not split evenly over {world} processes "
+        f"(micro-batch x processes x accumulation must equal it); {near} would"
+    )
 
 
 def _quota_text(ev: Evaluation, c: int, s: int) -> str:
@@ -147,8 +156,12 @@ def _quota_text(ev: Evaluation, c: int, s: int) -> str:
     return f"over quota: needs {cfg.nodes * cfg.shape.vcpus} vCPUs, the allowed regions allow at most {best_cpu}"
 
 
-TIER_KEYS = np.array([0.0 if code == 0 else 1000.0 * (99 if code == CODE["invalid"] else 1 + len(CODE) - code)
-                      for code in range(len(CODE))])
+TIER_KEYS = np.array(
+    [
+        0.0 if code == 0 else 1000.0 * (99 if code == CODE["invalid"] else 1 + len(CODE) - code)
+        for code in range(len(CODE))
+    ]
+)
 """Reason code -> its tier x 1000 in `representatives`' sort key."""
 
 
@@ -225,18 +238,27 @@ def _columns(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int,
     best_cost = float(ev.cost[best]) if best is not None else 0.0
     best_hours = float(ev.hours[best]) if best is not None else 0.0
     fastest = ev.limits.fastest
-    reasons = [_loss_text(fastest, hours[i] - best_hours, cost[i] - best_cost, best_cost)
-               if code[i] == 0 and best is not None and pick != best else reason_text(ev, *pick, best)
-               for i, pick in enumerate(picks)]
+    reasons = [
+        _loss_text(fastest, hours[i] - best_hours, cost[i] - best_cost, best_cost)
+        if code[i] == 0 and best is not None and pick != best
+        else reason_text(ev, *pick, best)
+        for i, pick in enumerate(picks)
+    ]
     return _Columns(
-        hours=hours, cost=cost, hourly=ev.hourly[cs, vs, ss].tolist(), region=ev.region[cs, vs, ss].tolist(),
-        code=code, memory=ev.memory_total[cs, vs].tolist(), capacity=space.capacity_bytes[cs].tolist(),
+        hours=hours,
+        cost=cost,
+        hourly=ev.hourly[cs, vs, ss].tolist(),
+        region=ev.region[cs, vs, ss].tolist(),
+        code=code,
+        memory=ev.memory_total[cs, vs].tolist(),
+        capacity=space.capacity_bytes[cs].tolist(),
         servers=(space.server_replicas[cs] * VARIANT_SERVER[vs]).tolist(),
-        precision=np.where(ev.fp32[cs], FP32_INDEX, space.mixed_precision[cs]).tolist(), reasons=reasons)
+        precision=np.where(ev.fp32[cs], FP32_INDEX, space.mixed_precision[cs]).tolist(),
+        reasons=reasons,
+    )
 
 
-def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
-               ) -> list[Candidate]:
+def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None) -> list[Candidate]:
     if not picks:
         return []
     space, col = ev.space, _columns(ev, picks, best)
@@ -244,22 +266,33 @@ def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[in
     for i, (c, v, s) in enumerate(picks):
         shape = space.configs[c].shape
         finite = col.cost[i] != np.inf
-        out.append(Candidate(
-            machine_type=shape.machine_type, accelerator_type=shape.accelerator_type,
-            accelerator_count=shape.accelerator_count, replica_count=space.configs[c].nodes,
-            strategy=STRATEGIES[VARIANT_STRATEGY[v]], precision=PRECISIONS[col.precision[i]],
-            region=space.regions[col.region[i]] if col.region[i] >= 0 else None, spot=bool(s),
-            reduction_server_replicas=col.servers[i],
-            estimated_hours=col.hours[i] if col.hours[i] != np.inf else None,
-            estimated_cost_usd=col.cost[i] if finite else None, hourly_cost_usd=col.hourly[i] if finite else None,
-            memory_total_bytes=round(col.memory[i]), gpu_memory_bytes=round(col.capacity[i]),
-            feasible=col.code[i] == 0, chosen=best == (c, v, s), reason=col.reasons[i],
-        ))
+        out.append(
+            Candidate(
+                machine_type=shape.machine_type,
+                accelerator_type=shape.accelerator_type,
+                accelerator_count=shape.accelerator_count,
+                replica_count=space.configs[c].nodes,
+                strategy=STRATEGIES[VARIANT_STRATEGY[v]],
+                precision=PRECISIONS[col.precision[i]],
+                region=space.regions[col.region[i]] if col.region[i] >= 0 else None,
+                spot=bool(s),
+                reduction_server_replicas=col.servers[i],
+                estimated_hours=col.hours[i] if col.hours[i] != np.inf else None,
+                estimated_cost_usd=col.cost[i] if finite else None,
+                hourly_cost_usd=col.hourly[i] if finite else None,
+                memory_total_bytes=round(col.memory[i]),
+                gpu_memory_bytes=round(col.capacity[i]),
+                feasible=col.code[i] == 0,
+                chosen=best == (c, v, s),
+                reason=col.reasons[i],
+            )
+        )
     return out
 
 
-def alternatives(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
-                 ) -> list[PlanAlternative]:
+def alternatives(
+    ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None
+) -> list[PlanAlternative]:
     """The Plan record's ranked alternatives (rank 1 = runner-up)."""
     if not picks:
         return []
@@ -268,14 +301,23 @@ def alternatives(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[
     for i, (c, v, s) in enumerate(picks):
         shape = space.configs[c].shape
         hours, cost = col.hours[i], col.cost[i]
-        out.append(PlanAlternative(
-            rank=i + 1, machine_type=shape.machine_type, accelerator_type=shape.accelerator_type,
-            accelerator_count=shape.accelerator_count, replica_count=space.configs[c].nodes,
-            strategy=STRATEGIES[VARIANT_STRATEGY[v]], precision=PRECISIONS[col.precision[i]],
-            region=space.regions[col.region[i]] if col.region[i] >= 0 else None, spot=bool(s),
-            reduction_server_replicas=col.servers[i],
-            estimated_hours=round(hours, 6) if hours != np.inf else None,
-            estimated_cost_usd=round(cost, 6) if cost != np.inf else None,
-            memory_total_bytes=round(col.memory[i]), feasible=col.code[i] == 0, reason=col.reasons[i],
-        ))
+        out.append(
+            PlanAlternative(
+                rank=i + 1,
+                machine_type=shape.machine_type,
+                accelerator_type=shape.accelerator_type,
+                accelerator_count=shape.accelerator_count,
+                replica_count=space.configs[c].nodes,
+                strategy=STRATEGIES[VARIANT_STRATEGY[v]],
+                precision=PRECISIONS[col.precision[i]],
+                region=space.regions[col.region[i]] if col.region[i] >= 0 else None,
+                spot=bool(s),
+                reduction_server_replicas=col.servers[i],
+                estimated_hours=round(hours, 6) if hours != np.inf else None,
+                estimated_cost_usd=round(cost, 6) if cost != np.inf else None,
+                memory_total_bytes=round(col.memory[i]),
+                feasible=col.code[i] == 0,
+                reason=col.reasons[i],
+            )
+        )
     return out

@@ -24,11 +24,18 @@ from functions.planning.workload import build_workload
 from schemas.vocabulary import STRATEGIES, STRATEGY_TITLES
 
 LABELS = {
-    "gpu_not_allowed": "not in the GPU allowlist", "max_gpus": "over max_gpus", "end_of_support": "past end of support",
-    "spot_policy": "against the Spot policy", "region": "not offered in the allowed regions", "quota": "over quota",
-    "batch": "a global batch that does not split evenly over the processes", "host": "host machine too small",
+    "gpu_not_allowed": "not in the GPU allowlist",
+    "max_gpus": "over max_gpus",
+    "end_of_support": "past end of support",
+    "spot_policy": "against the Spot policy",
+    "region": "not offered in the allowed regions",
+    "quota": "over quota",
+    "batch": "a global batch that does not split evenly over the processes",
+    "host": "host machine too small",
     "memory": "over memory",
-    "timeout": "past the job time limit", "deadline": "miss the deadline", "budget": "over budget",
+    "timeout": "past the job time limit",
+    "deadline": "miss the deadline",
+    "budget": "over budget",
 }
 UNLIMITED = QuotaTable(default_cpus=10**9, default_gpus_on_demand=10**9, default_gpus_preemptible=10**9)
 
@@ -39,8 +46,10 @@ def _summary(ev: Evaluation, pick: tuple[int, int, int]) -> str:
     nodes = f" x{cfg.nodes} nodes" if cfg.nodes > 1 else ""
     region = ev.space.regions[int(ev.region[c, v, s])]
     spot = " Spot" if s else ""
-    return (f"{gpu_label(ev, c)} ({cfg.shape.machine_type}{nodes}, {STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]},"
-            f" {region}{spot}): {ev.hours[c, v, s]:,.1f} h, {usd(ev.cost[c, v, s])}")
+    return (
+        f"{gpu_label(ev, c)} ({cfg.shape.machine_type}{nodes}, {STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]},"
+        f" {region}{spot}): {ev.hours[c, v, s]:,.1f} h, {usd(ev.cost[c, v, s])}"
+    )
 
 
 def _argbest(ev: Evaluation, values: np.ndarray) -> tuple[int, int, int] | None:
@@ -52,8 +61,14 @@ def _argbest(ev: Evaluation, values: np.ndarray) -> tuple[int, int, int] | None:
     return int(c), int(v), int(s)
 
 
-def _reevaluate(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours: float | None,
-                quotas: QuotaTable | None = None, unpinned: bool = False) -> Evaluation:
+def _reevaluate(
+    ev: Evaluation,
+    inp: PlanInput,
+    now: datetime,
+    max_job_hours: float | None,
+    quotas: QuotaTable | None = None,
+    unpinned: bool = False,
+) -> Evaluation:
     space = ev.space
     if quotas is not None or unpinned:
         space = space_for(space.catalog, quotas or space.quotas, space.regions[0], NO_PIN if unpinned else space.pin)
@@ -70,10 +85,12 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
         valid = np.where(space.variant_valid[closest], ev.memory_total[closest], np.inf)
         v = int(np.argmin(valid))
         strategy = STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]
-        return (f"pinned {space.pin.describe()}: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}"
-                f") has {gb(ev.usable[closest])} usable per GPU ({gb(space.capacity_bytes[closest])} less the "
-                f"{ev.limits.memory_margin:.0%} margin) of the {gb(float(valid[v]))} needed even under {strategy} "
-                "at micro-batch 1")
+        return (
+            f"pinned {space.pin.describe()}: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}"
+            f") has {gb(ev.usable[closest])} usable per GPU ({gb(space.capacity_bytes[closest])} less the "
+            f"{ev.limits.memory_margin:.0%} margin) of the {gb(float(valid[v]))} needed even under {strategy} "
+            "at micro-batch 1"
+        )
     if space.configs[closest].shape.is_cpu_only:
         # the nearest GPU configuration that got as far as the memory check, else the biggest GPU
         order, v, s = representatives(ev)
@@ -86,8 +103,10 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
     if not fits.any():
         biggest = int(np.argmax(np.where(space.is_cpu, -1, space.world * space.capacity_bytes)))
         least = float(ev.memory_total[biggest].min())
-        return (f"needs {gb(ddp_need)} per GPU under DDP even at micro-batch 1; even the largest configuration "
-                f"({gpu_label(ev, biggest)}) needs {gb(least)} per GPU: use a smaller model or sequence")
+        return (
+            f"needs {gb(ddp_need)} per GPU under DDP even at micro-batch 1; even the largest configuration "
+            f"({gpu_label(ev, biggest)}) needs {gb(least)} per GPU: use a smaller model or sequence"
+        )
     kind = space.kind[closest]
     same = fits & (space.kind == kind)[:, None]
     pool = same if same.any() else fits
@@ -95,9 +114,11 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
     c, v = np.unravel_index(int(np.argmin(worlds)), worlds.shape)
     gpu = space.catalog.gpus[space.configs[c].shape.accelerator_type]
     strategy = STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]
-    return (f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)} even at micro-batch 1 "
-            f"({gb(ev.usable[closest])} usable of {gb(space.capacity_bytes[closest])} each); {strategy} over "
-            f"{int(space.world[c])}+ {gpu.display} fits")
+    return (
+        f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)} even at micro-batch 1 "
+        f"({gb(ev.usable[closest])} usable of {gb(space.capacity_bytes[closest])} each); {strategy} over "
+        f"{int(space.world[c])}+ {gpu.display} fits"
+    )
 
 
 def _same_kind_best(ev: Evaluation, kind: str | None) -> tuple[int, int, int] | None:
@@ -124,24 +145,31 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
         parts.append(f"regions not in the catalog: {', '.join(unknown_regions)} (known: {', '.join(space.regions)})")
     unknown_gpus = [g for g in inp.gpu_allowlist if g not in space.kinds]
     if unknown_gpus:
-        parts.append(f"gpu_allowlist names unknown accelerator types: {', '.join(unknown_gpus)} "
-                     f"(known: {', '.join(space.kinds)})")
+        parts.append(
+            f"gpu_allowlist names unknown accelerator types: {', '.join(unknown_gpus)} "
+            f"(known: {', '.join(space.kinds)})"
+        )
     if limits.deadline_hours is not None and limits.deadline_hours <= 0:
         parts.insert(0, f"the deadline {inp.deadline:%Y-%m-%dT%H:%M:%SZ} has already passed")
     closest = int(order[0])
     if int(codes[closest]) == CODE["memory"]:
         parts.append(_memory_hint(ev, closest))
     else:
-        parts.append(f"nearest: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}) "
-                     f"{reason_text(ev, closest, int(v[closest]), int(s[closest]), None)}")
+        parts.append(
+            f"nearest: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}) "
+            f"{reason_text(ev, closest, int(v[closest]), int(s[closest]), None)}"
+        )
     fixes: list[str] = []
     if inp.deadline is not None and "deadline" in blocked:
-        relaxed = _reevaluate(ev, dataclasses.replace(inp, deadline=None, budget_usd=inp.budget_usd), now,
-                              max_job_hours)
+        relaxed = _reevaluate(
+            ev, dataclasses.replace(inp, deadline=None, budget_usd=inp.budget_usd), now, max_job_hours
+        )
         pick = _argbest(relaxed, relaxed.hours)
         if pick:
-            fixes.append(f"a deadline at least {relaxed.hours[pick]:,.1f} h away (now "
-                         f"{limits.deadline_hours:,.1f} h): {_summary(relaxed, pick)}")
+            fixes.append(
+                f"a deadline at least {relaxed.hours[pick]:,.1f} h away (now "
+                f"{limits.deadline_hours:,.1f} h): {_summary(relaxed, pick)}"
+            )
     if inp.budget_usd > 0 and "budget" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, budget_usd=0.0), now, max_job_hours)
         pick = _argbest(relaxed, relaxed.cost)
@@ -162,8 +190,9 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, regions=()), now, max_job_hours)
         pick = relaxed.best()
         if pick:
-            fixes.append(f"allowing region {relaxed.space.regions[int(relaxed.region[pick])]}: "
-                         f"{_summary(relaxed, pick)}")
+            fixes.append(
+                f"allowing region {relaxed.space.regions[int(relaxed.region[pick])]}: {_summary(relaxed, pick)}"
+            )
     if "spot_policy" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, spot="allowed", checkpointing=True), now, max_job_hours)
         pick = relaxed.best()
@@ -178,17 +207,26 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
         relaxed = _reevaluate(ev, inp, now, 0.0)
         pick = relaxed.best()
         if pick:
-            fixes.append(f"a job time limit above {relaxed.hours[pick]:,.0f} h (now {limits.max_hours:g} h): "
-                         f"{_summary(relaxed, pick)}")
+            fixes.append(
+                f"a job time limit above {relaxed.hours[pick]:,.0f} h (now {limits.max_hours:g} h): "
+                f"{_summary(relaxed, pick)}"
+            )
     if space.pin.active:
-        relaxed = _reevaluate(ev, dataclasses.replace(inp, machine_type="", accelerator_count=0, replica_count=0),
-                              now, max_job_hours, unpinned=True)
+        relaxed = _reevaluate(
+            ev,
+            dataclasses.replace(inp, machine_type="", accelerator_count=0, replica_count=0),
+            now,
+            max_job_hours,
+            unpinned=True,
+        )
         pick = _same_kind_best(relaxed, space.configs[closest].shape.accelerator_type)
         if pick:
             shape = relaxed.space.configs[pick[0]]
             nodes = f" x{shape.nodes}" if shape.nodes > 1 else ""
-            fixes.append(f"{shape.shape.machine_type}{nodes} instead of the pinned {space.pin.describe()}: "
-                         f"{_summary(relaxed, pick)}")
+            fixes.append(
+                f"{shape.shape.machine_type}{nodes} instead of the pinned {space.pin.describe()}: "
+                f"{_summary(relaxed, pick)}"
+            )
     if "batch" in blocked and (not fixes or int(codes[closest]) == CODE["batch"]):
         batch_codes = np.flatnonzero(codes[order] == CODE["batch"])
         if batch_codes.size:
@@ -197,11 +235,14 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
                 relaxed = _reevaluate(ev, dataclasses.replace(inp, batch_size=batch), now, max_job_hours)
                 pick = relaxed.best()
                 if pick:
-                    fixes.append(f"global batch {batch} (splits evenly over {world} processes): "
-                                 f"{_summary(relaxed, pick)}")
+                    fixes.append(
+                        f"global batch {batch} (splits evenly over {world} processes): {_summary(relaxed, pick)}"
+                    )
     if fixes:
         parts.append("feasible with " + "; or ".join(fixes))
     elif int(codes[closest]) != CODE["memory"]:
-        parts.append("no single constraint change makes it feasible; relax several, or shrink the model, "
-                     "data, epochs or max_steps")
+        parts.append(
+            "no single constraint change makes it feasible; relax several, or shrink the model, "
+            "data, epochs or max_steps"
+        )
     return ". ".join(parts)

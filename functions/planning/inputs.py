@@ -74,8 +74,7 @@ class PlanInput:
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise PlanInputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("dataset_bytes", "dataset_objects", "max_steps", "max_gpus", "accelerator_count",
-                     "replica_count"):
+        for name in ("dataset_bytes", "dataset_objects", "max_steps", "max_gpus", "accelerator_count", "replica_count"):
             if getattr(self, name) < 0:
                 raise PlanInputError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("parameters", "tokens", "seq_len", "n_features", "n_outputs"):
@@ -87,8 +86,9 @@ class PlanInput:
         if self.spot not in SPOT_POLICIES:
             raise PlanInputError(f"spot policy {self.spot!r} is not one of {', '.join(SPOT_POLICIES)}")
         if self.flex_start not in FLEX_START_POLICIES:
-            raise PlanInputError(f"flex_start policy {self.flex_start!r} is not one of "
-                                 f"{', '.join(FLEX_START_POLICIES)}")
+            raise PlanInputError(
+                f"flex_start policy {self.flex_start!r} is not one of {', '.join(FLEX_START_POLICIES)}"
+            )
         if self.precision not in PRECISION_POLICIES:
             raise PlanInputError(f"precision {self.precision!r} is not one of {', '.join(PRECISION_POLICIES)}")
         if self.deadline is not None and self.deadline.tzinfo is None:

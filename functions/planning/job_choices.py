@@ -58,23 +58,27 @@ def batch_reasons(ev: Evaluation, c: int, v: int) -> list[str]:
     usable = float(ev.usable[c])
     fixed = float(ev.memory_total[c, v] - ev.activations[c, v])
     plain = work.activation_bytes_per_sample * (2.0 if ev.fp32[c] else 1.0)
-    text = (f"batch: global {work.global_batch} = micro-batch {micro} x {world} process"
-            f"{'es' if world > 1 else ''} x {steps} accumulation step{'s' if steps > 1 else ''}")
+    text = (
+        f"batch: global {work.global_batch} = micro-batch {micro} x {world} process"
+        f"{'es' if world > 1 else ''} x {steps} accumulation step{'s' if steps > 1 else ''}"
+    )
     if steps > 1 and not ev.checkpointing[c, v]:
-        text += (f"; each process's share of {per} in one pass would need {gb(fixed + plain * per)} {unit}, "
-                 f"over the {gb(usable)} usable")
+        text += (
+            f"; each process's share of {per} in one pass would need {gb(fixed + plain * per)} {unit}, "
+            f"over the {gb(usable)} usable"
+        )
     reasons = [text]
     if ev.checkpointing[c, v]:
         a = space.catalog.assumptions.memory
         reasons.append(
             f"activation checkpointing on: without it even a micro-batch of 1 needs {gb(fixed + plain)} {unit}, "
             f"over the {gb(usable)} usable; with it {gb(float(ev.memory_total[c, v]))} at micro-batch {micro}, for "
-            f"about +{a.recompute_flops_fraction:.0%} compute (each block's forward runs again in the backward pass)")
+            f"about +{a.recompute_flops_fraction:.0%} compute (each block's forward runs again in the backward pass)"
+        )
     return reasons
 
 
-def _flex(ev: Evaluation, c: int, v: int, s: int, region: str, hours: float, policy: JobPolicy
-          ) -> tuple[int, str]:
+def _flex(ev: Evaluation, c: int, v: int, s: int, region: str, hours: float, policy: JobPolicy) -> tuple[int, str]:
     """(max wait in seconds, or 0 for no FLEX_START; the reason either way)."""
     space, rules = ev.space, policy.rules
     cfg = space.configs[c]
@@ -85,12 +89,16 @@ def _flex(ev: Evaluation, c: int, v: int, s: int, region: str, hours: float, pol
         offered = ", ".join(rules.flex_start_kinds)
         return 0, f"flex-start not used: Vertex offers FLEX_START for {offered}, not {kind or 'CPU-only machines'}"
     if VARIANT_SERVER[v]:
-        return 0, ("flex-start not used: the Reduction Server pool runs on other machines and FLEX_START needs the "
-                   "same machine configuration in every pool")
+        return 0, (
+            "flex-start not used: the Reduction Server pool runs on other machines and FLEX_START needs the "
+            "same machine configuration in every pool"
+        )
     preemptible = space.quotas.gpu_limit(region, kind, True)
     if cfg.gpus > preemptible:
-        return 0, (f"flex-start not used: it draws on preemptible quota, which allows {preemptible} {kind} in "
-                   f"{region}; the plan needs {cfg.gpus}")
+        return 0, (
+            f"flex-start not used: it draws on preemptible quota, which allows {preemptible} {kind} in "
+            f"{region}; the plan needs {cfg.gpus}"
+        )
     wait = float(rules.flex_default_max_wait_seconds)
     deadline = ev.limits.deadline_hours
     if deadline is not None:
@@ -99,9 +107,11 @@ def _flex(ev: Evaluation, c: int, v: int, s: int, region: str, hours: float, pol
             return 0, "flex-start not used: the deadline leaves no time to wait for capacity"
         wait = min(wait, slack)
     within = " (what the deadline leaves)" if wait < rules.flex_default_max_wait_seconds else ""
-    return int(wait), (f"FLEX_START: waits up to {duration(wait)}{within} for all {cfg.nodes} machine"
-                       f"{'s' if cfg.nodes > 1 else ''} at once (Dynamic Workload Scheduler), on preemptible quota; "
-                       "cost shown at on-demand prices")
+    return int(wait), (
+        f"FLEX_START: waits up to {duration(wait)}{within} for all {cfg.nodes} machine"
+        f"{'s' if cfg.nodes > 1 else ''} at once (Dynamic Workload Scheduler), on preemptible quota; "
+        "cost shown at on-demand prices"
+    )
 
 
 def _timeout(hours: float, hourly: float, budget: float, limit_seconds: int, policy: JobPolicy) -> tuple[int, str]:
@@ -120,12 +130,15 @@ def _timeout(hours: float, hourly: float, budget: float, limit_seconds: int, pol
         seconds = limit_seconds
         why.append(f"capped at Vertex's limit of {duration(limit_seconds)}")
     seconds = int(min(max(seconds, math.ceil(estimate)), limit_seconds))
-    return seconds, (f"timeout {duration(seconds)} ({'; '.join(why)}): a hung job stops there instead of billing "
-                     "for Vertex's default 7 days")
+    return seconds, (
+        f"timeout {duration(seconds)} ({'; '.join(why)}): a hung job stops there instead of billing "
+        "for Vertex's default 7 days"
+    )
 
 
-def job_choices(ev: Evaluation, pick: tuple[int, int, int], region: str, hours: float, hourly: float,
-                policy: JobPolicy) -> JobChoices:
+def job_choices(
+    ev: Evaluation, pick: tuple[int, int, int], region: str, hours: float, hourly: float, policy: JobPolicy
+) -> JobChoices:
     c, v, s = pick
     rules = policy.rules
     cfg = ev.space.configs[c]
@@ -141,10 +154,13 @@ def job_choices(ev: Evaluation, pick: tuple[int, int, int], region: str, hours: 
         reasons.append(flex_text)
     if cfg.nodes > 1 and rules.restart_multi_node:
         machines = "both machines" if cfg.nodes == 2 else f"all {cfg.nodes} machines"
-        reasons.append(f"restart_job_on_worker_restart: a restarted worker cannot rejoin a running process group, so "
-                       f"{machines} restart together and resume from the newest checkpoint")
+        reasons.append(
+            f"restart_job_on_worker_restart: a restarted worker cannot rejoin a running process group, so "
+            f"{machines} restart together and resume from the newest checkpoint"
+        )
     disk = rules.boot_disk(cfg.shape.machine_type)
     if disk.why:
         reasons.append(f"boot disk {disk.type} {disk.size_gb} GB: {disk.why}")
-    return JobChoices(flex_start=wait > 0, max_wait_seconds=wait, timeout_seconds=timeout, boot_disk=disk,
-                      reasons=tuple(reasons))
+    return JobChoices(
+        flex_start=wait > 0, max_wait_seconds=wait, timeout_seconds=timeout, boot_disk=disk, reasons=tuple(reasons)
+    )

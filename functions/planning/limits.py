@@ -11,8 +11,9 @@ from functions.planning.search import Limits
 from functions.planning.space import Space
 
 
-def build_limits(space: Space, inp: PlanInput, now: datetime, max_job_hours: float | None,
-                 memory_margin: float | None = None) -> Limits:
+def build_limits(
+    space: Space, inp: PlanInput, now: datetime, max_job_hours: float | None, memory_margin: float | None = None
+) -> Limits:
     """Masks for regions, machine kinds and Spot, plus the deadline in hours from `now`, the objective and the share
     of GPU memory kept free (None = assumptions.json)."""
     region_mask = np.array([not inp.regions or r in inp.regions for r in space.regions])
@@ -23,10 +24,15 @@ def build_limits(space: Space, inp: PlanInput, now: datetime, max_job_hours: flo
     a = space.catalog.assumptions
     job_hours = a.job.max_job_hours if max_job_hours is None else max_job_hours
     return Limits(
-        region_mask=region_mask, config_allowed=kind_ok[space.kind], max_gpus=inp.max_gpus,
-        today=now.date().toordinal(), spot_allowed=spot_allowed,
+        region_mask=region_mask,
+        config_allowed=kind_ok[space.kind],
+        max_gpus=inp.max_gpus,
+        today=now.date().toordinal(),
+        spot_allowed=spot_allowed,
         deadline_hours=None if inp.deadline is None else (inp.deadline - now).total_seconds() / 3600.0,
-        budget_usd=inp.budget_usd, max_hours=job_hours, fastest=inp.deadline is None and inp.budget_usd > 0,
+        budget_usd=inp.budget_usd,
+        max_hours=job_hours,
+        fastest=inp.deadline is None and inp.budget_usd > 0,
         fp32_only=inp.precision == "fp32",
         memory_margin=a.memory.safety_margin_fraction if memory_margin is None else memory_margin,
     )

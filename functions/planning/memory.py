@@ -85,9 +85,19 @@ class MemoryBreakdown:
         return self.total_bytes <= self.usable_bytes
 
 
-def breakdown(parameters: int, strategy: str, world: int, fp32: bool, *, activation_per_sample: float = 0.0,
-              micro_batch: int = 0, largest_layer_parameters: int = 0, context_bytes: int,
-              margin: float, capacity_bytes: int = 0) -> MemoryBreakdown:
+def breakdown(
+    parameters: int,
+    strategy: str,
+    world: int,
+    fp32: bool,
+    *,
+    activation_per_sample: float = 0.0,
+    micro_batch: int = 0,
+    largest_layer_parameters: int = 0,
+    context_bytes: int,
+    margin: float,
+    capacity_bytes: int = 0,
+) -> MemoryBreakdown:
     """The scalar breakdown shown in a Plan and by `landfall estimate-memory`."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
@@ -99,7 +109,10 @@ def breakdown(parameters: int, strategy: str, world: int, fp32: bool, *, activat
     gather = float(gather_bytes(largest_layer_parameters, s, int(fp32)))
     total = float(total_bytes(states, acts, gather, context_bytes))
     return MemoryBreakdown(
-        model_states_bytes=round(states), activations_bytes=round(acts),
-        overhead_bytes=round(total) - round(states) - round(acts), total_bytes=round(total),
-        capacity_bytes=capacity_bytes, usable_bytes=round(float(usable_bytes(capacity_bytes, margin))),
+        model_states_bytes=round(states),
+        activations_bytes=round(acts),
+        overhead_bytes=round(total) - round(states) - round(acts),
+        total_bytes=round(total),
+        capacity_bytes=capacity_bytes,
+        usable_bytes=round(float(usable_bytes(capacity_bytes, margin))),
     )

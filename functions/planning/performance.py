@@ -22,8 +22,9 @@ def compute_seconds(flops_per_sample, micro_batch, peak_flops, mfu):
     return flops_per_sample * micro_batch / (peak_flops * mfu)
 
 
-def comm_seconds(parameters, fp32, strategy, gpus_per_node, nodes, intra_bytes_per_s, network_bytes_per_s,
-                 reduction_server):
+def comm_seconds(
+    parameters, fp32, strategy, gpus_per_node, nodes, intra_bytes_per_s, network_bytes_per_s, reduction_server
+):
     """Exposed-before-overlap communication time of one step."""
     grad_bytes = parameters * (2.0 + 2.0 * np.asarray(fp32, dtype=np.float64))
     g = np.maximum(gpus_per_node, 1)

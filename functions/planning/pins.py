@@ -38,38 +38,49 @@ def pin_problems(inp: PlanInput, catalog: Catalog) -> list[str]:
         shapes = tuple(shape for shape in catalog.shapes if shape.machine_type == pin.machine_type)
         if not shapes:
             family = pin.machine_type.rsplit("-", 1)[0]
-            same_family = [m for m in machine_types
-                           if m.startswith(pin.machine_type) or m.rsplit("-", 1)[0] == family]
+            same_family = [m for m in machine_types if m.startswith(pin.machine_type) or m.rsplit("-", 1)[0] == family]
             near = difflib.get_close_matches(pin.machine_type, machine_types, n=3)
             hint = f"did you mean {' or '.join(near)}? " if near else ""
             valid = same_family or machine_types
-            problems.append(f"constraints.machine_type: {pin.machine_type!r} is not a machine type Landfall plans "
-                            f"for; {hint}valid: {_listed(valid)}")
+            problems.append(
+                f"constraints.machine_type: {pin.machine_type!r} is not a machine type Landfall plans "
+                f"for; {hint}valid: {_listed(valid)}"
+            )
             return problems
     if pin.accelerator_count:
         counts = sorted({shape.accelerator_count for shape in shapes if shape.accelerator_type})
         if pin.accelerator_count not in counts:
             if pin.machine_type and not counts:
-                problems.append(f"constraints.accelerator_count: {pin.machine_type} is a CPU-only machine type and "
-                                f"takes no GPUs, not {pin.accelerator_count}; valid: 0")
+                problems.append(
+                    f"constraints.accelerator_count: {pin.machine_type} is a CPU-only machine type and "
+                    f"takes no GPUs, not {pin.accelerator_count}; valid: 0"
+                )
             elif pin.machine_type:
                 kinds = sorted({shape.accelerator_type for shape in shapes if shape.accelerator_type})
-                problems.append(f"constraints.accelerator_count: {pin.machine_type} takes "
-                                f"{' or '.join(map(str, counts))} x {'/'.join(kinds)}, not {pin.accelerator_count}; "
-                                f"valid: {', '.join(map(str, counts))} (or 0 to let the planner choose)")
+                problems.append(
+                    f"constraints.accelerator_count: {pin.machine_type} takes "
+                    f"{' or '.join(map(str, counts))} x {'/'.join(kinds)}, not {pin.accelerator_count}; "
+                    f"valid: {', '.join(map(str, counts))} (or 0 to let the planner choose)"
+                )
             else:
-                problems.append(f"constraints.accelerator_count: no machine type takes {pin.accelerator_count} GPUs; "
-                                f"valid: {', '.join(map(str, counts))} (or 0 to let the planner choose)")
+                problems.append(
+                    f"constraints.accelerator_count: no machine type takes {pin.accelerator_count} GPUs; "
+                    f"valid: {', '.join(map(str, counts))} (or 0 to let the planner choose)"
+                )
             return problems
         shapes = tuple(shape for shape in shapes if shape.accelerator_count == pin.accelerator_count)
     if pin.replica_count:
         most = max(catalog.assumptions.scale_out_nodes)
         gpu_shapes = [shape for shape in shapes if not shape.is_cpu_only]
         if not gpu_shapes and pin.replica_count > 1:
-            problems.append(f"constraints.replica_count: {pin.machine_type or 'a CPU-only machine'} trains on one "
-                            f"machine (one process, no GPUs to spread over), not {pin.replica_count}; valid: 1 (or 0 "
-                            "to let the planner choose)")
+            problems.append(
+                f"constraints.replica_count: {pin.machine_type or 'a CPU-only machine'} trains on one "
+                f"machine (one process, no GPUs to spread over), not {pin.replica_count}; valid: 1 (or 0 "
+                "to let the planner choose)"
+            )
         elif pin.replica_count > most:
-            problems.append(f"constraints.replica_count: {pin.replica_count} machines is more than Landfall plans "
-                            f"for; valid: 1 to {most} (or 0 to let the planner choose)")
+            problems.append(
+                f"constraints.replica_count: {pin.replica_count} machines is more than Landfall plans "
+                f"for; valid: 1 to {most} (or 0 to let the planner choose)"
+            )
     return problems

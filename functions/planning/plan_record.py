@@ -40,16 +40,22 @@ def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: boo
     shape = space.configs[c].shape
     notes: list[str] = []
     if shape.is_cpu_only:
-        notes.append(f"CPU-only: {shape.vcpus} vCPUs x {shape.cpu_gflops_per_vcpu:g} GFLOP/s fp32 peak, "
-                     f"MFU {a.compute.cpu_mfu:.0%} assumed")
+        notes.append(
+            f"CPU-only: {shape.vcpus} vCPUs x {shape.cpu_gflops_per_vcpu:g} GFLOP/s fp32 peak, "
+            f"MFU {a.compute.cpu_mfu:.0%} assumed"
+        )
     else:
         gpu = catalog.gpus[shape.accelerator_type]
         precision = precision_of(ev, c)
-        notes.append(f"{gpu.display}: {gpu.peak_tflops[precision]:g} TFLOP/s {precision} peak, MFU "
-                     f"{gpu.assumed_mfu:.0%} assumed" + ("" if gpu.supports_bf16 else "; no bf16 on this GPU"))
+        notes.append(
+            f"{gpu.display}: {gpu.peak_tflops[precision]:g} TFLOP/s {precision} peak, MFU "
+            f"{gpu.assumed_mfu:.0%} assumed" + ("" if gpu.supports_bf16 else "; no bf16 on this GPU")
+        )
         notes.append(f"communication: {a.compute.comm_note}")
-    notes.append(f"memory: {a.memory.activation_note}; {ev.limits.memory_margin:.0%} of each GPU's memory kept "
-                 "free; GB = 1e9 bytes")
+    notes.append(
+        f"memory: {a.memory.activation_note}; {ev.limits.memory_margin:.0%} of each GPU's memory kept "
+        "free; GB = 1e9 bytes"
+    )
     notes.append(f"startup {a.job.startup_seconds:g} s: {a.job.startup_note}")
     if spot:
         notes.append(f"Spot: +{a.job.spot_overhead_fraction:.0%} time: {a.job.spot_note}")
@@ -61,18 +67,29 @@ def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: boo
         quote = catalog.prices.quote(item, region, spot)
         estimated = estimated or quote.estimate
         tag = "estimate" if quote.estimate else "catalog"
-        notes.append(f"price {item} {region}{' spot' if spot else ''}: ${quote.usd_per_hour:.4f}/h "
-                     f"({tag}, {quote.date}; {quote.source})")
+        notes.append(
+            f"price {item} {region}{' spot' if spot else ''}: ${quote.usd_per_hour:.4f}/h "
+            f"({tag}, {quote.date}; {quote.source})"
+        )
     if server:
         quote = catalog.prices.quote(a.reduction_server.machine_type, region, False)
         estimated = estimated or quote.estimate
-        notes.append(f"price {a.reduction_server.machine_type} {region}: ${quote.usd_per_hour:.4f}/h "
-                     f"({'estimate' if quote.estimate else 'catalog'}, {quote.date})")
+        notes.append(
+            f"price {a.reduction_server.machine_type} {region}: ${quote.usd_per_hour:.4f}/h "
+            f"({'estimate' if quote.estimate else 'catalog'}, {quote.date})"
+        )
     return tuple(notes), estimated
 
 
-def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, objective: str,
-               alternatives: Sequence[PlanAlternative], considered: int, policy: JobPolicy) -> Plan:
+def build_plan(
+    ev: Evaluation,
+    pick: tuple[int, int, int],
+    region_index: int,
+    objective: str,
+    alternatives: Sequence[PlanAlternative],
+    considered: int,
+    policy: JobPolicy,
+) -> Plan:
     """The Plan for candidate (config, variant, spot) run in space.regions[region_index], with how its job runs."""
     c, v, s = pick
     space = ev.space
@@ -88,21 +105,43 @@ def build_plan(ev: Evaluation, pick: tuple[int, int, int], region_index: int, ob
     job = job_choices(ev, pick, region, hours, hourly, policy)
     rs_machine = space.catalog.assumptions.reduction_server.machine_type
     return Plan(
-        strategy=STRATEGIES[int(VARIANT_STRATEGY[v])], precision=precision_of(ev, c),
-        machine_type=cfg.shape.machine_type, accelerator_type=cfg.shape.accelerator_type,
-        accelerator_count=cfg.shape.accelerator_count, replica_count=cfg.nodes,
+        strategy=STRATEGIES[int(VARIANT_STRATEGY[v])],
+        precision=precision_of(ev, c),
+        machine_type=cfg.shape.machine_type,
+        accelerator_type=cfg.shape.accelerator_type,
+        accelerator_count=cfg.shape.accelerator_count,
+        replica_count=cfg.nodes,
         reduction_server_replicas=int(space.server_replicas[c]) if server else 0,
-        reduction_server_machine_type=rs_machine if server else None, region=region, spot=bool(s),
-        memory=PlanMemory(model_states_bytes=states, activations_bytes=acts, overhead_bytes=total - states - acts,
-                          total_bytes=total, gpu_memory_bytes=round(float(space.capacity_bytes[c])),
-                          usable_bytes=round(float(ev.usable[c]))),
-        model_parameters=ev.workload.parameters, global_batch_size=ev.workload.global_batch,
-        micro_batch_size=int(ev.micro_batch[c, v]), estimated_step_time_seconds=float(f"{ev.step[c, v]:.9g}"),
-        estimated_steps=ev.workload.steps, estimated_hours=round(hours, 6), hourly_cost_usd=round(hourly, 6),
-        estimated_cost_usd=round(hours * hourly, 6), objective=objective, assumptions=tuple(notes),
+        reduction_server_machine_type=rs_machine if server else None,
+        region=region,
+        spot=bool(s),
+        memory=PlanMemory(
+            model_states_bytes=states,
+            activations_bytes=acts,
+            overhead_bytes=total - states - acts,
+            total_bytes=total,
+            gpu_memory_bytes=round(float(space.capacity_bytes[c])),
+            usable_bytes=round(float(ev.usable[c])),
+        ),
+        model_parameters=ev.workload.parameters,
+        global_batch_size=ev.workload.global_batch,
+        micro_batch_size=int(ev.micro_batch[c, v]),
+        estimated_step_time_seconds=float(f"{ev.step[c, v]:.9g}"),
+        estimated_steps=ev.workload.steps,
+        estimated_hours=round(hours, 6),
+        hourly_cost_usd=round(hourly, 6),
+        estimated_cost_usd=round(hours * hourly, 6),
+        objective=objective,
+        assumptions=tuple(notes),
         alternatives=tuple(alternatives),
-        alternatives_considered=considered, prices_estimated=estimated,
-        gradient_accumulation_steps=int(ev.accumulation[c, v]), activation_checkpointing=bool(ev.checkpointing[c, v]),
-        flex_start=job.flex_start, max_wait_seconds=job.max_wait_seconds, timeout_seconds=job.timeout_seconds,
-        boot_disk_type=job.boot_disk.type, boot_disk_size_gb=job.boot_disk.size_gb, reasons=job.reasons,
+        alternatives_considered=considered,
+        prices_estimated=estimated,
+        gradient_accumulation_steps=int(ev.accumulation[c, v]),
+        activation_checkpointing=bool(ev.checkpointing[c, v]),
+        flex_start=job.flex_start,
+        max_wait_seconds=job.max_wait_seconds,
+        timeout_seconds=job.timeout_seconds,
+        boot_disk_type=job.boot_disk.type,
+        boot_disk_size_gb=job.boot_disk.size_gb,
+        reasons=job.reasons,
     )

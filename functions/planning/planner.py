@@ -52,11 +52,14 @@ class PlannerConfig:
 
     def __post_init__(self) -> None:
         if self.memory_margin is not None and not 0 <= self.memory_margin < 1:
-            raise PlanInputError(f"memory margin must be in [0, 1) (a share of GPU memory kept free), got "
-                                 f"{self.memory_margin}")
+            raise PlanInputError(
+                f"memory margin must be in [0, 1) (a share of GPU memory kept free), got {self.memory_margin}"
+            )
         if self.timeout_margin is not None and self.timeout_margin < 1:
-            raise PlanInputError(f"timeout margin must be >= 1 (a timeout below the estimate stops the job before "
-                                 f"it can finish), got {self.timeout_margin}")
+            raise PlanInputError(
+                f"timeout margin must be >= 1 (a timeout below the estimate stops the job before "
+                f"it can finish), got {self.timeout_margin}"
+            )
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,9 @@ class PlanOutcome:
         return tuple(candidates(ev, picks, best))
 
 
-def _fallbacks(ev: Evaluation, best: tuple[int, int, int], ranked: list[tuple[int, int, int]], limit: int
-               ) -> list[tuple[int, int, int, int]]:
+def _fallbacks(
+    ev: Evaluation, best: tuple[int, int, int], ranked: list[tuple[int, int, int]], limit: int
+) -> list[tuple[int, int, int, int]]:
     """Next-best (config, variant, spot, region) in rank order: the chosen machine in its other allowed regions and
     on the other pricing, and the next-ranked machines; at most two per machine type, since a stockout or a quota
     error often hits a whole machine type in a region."""
@@ -115,8 +119,9 @@ def _fallbacks(ev: Evaluation, best: tuple[int, int, int], ranked: list[tuple[in
     return picked
 
 
-def plan_request(request: PlanInput, config: PlannerConfig | None = None, *, now: datetime | None = None
-                 ) -> PlanOutcome:
+def plan_request(
+    request: PlanInput, config: PlannerConfig | None = None, *, now: datetime | None = None
+) -> PlanOutcome:
     """Plan one request. Raises PlanInputError when the request itself cannot be planned (unknown preset...)."""
     config = config or PlannerConfig()
     now = now or datetime.now(UTC)
@@ -131,11 +136,20 @@ def plan_request(request: PlanInput, config: PlannerConfig | None = None, *, now
     objective = objective_text(request, limits)
     best = ev.best()
     if best is None:
-        return PlanOutcome(plan=None, fallbacks=(), rejection=rejection_text(ev, request, now, config.max_job_hours),
-                           objective=objective, evaluation=ev)
+        return PlanOutcome(
+            plan=None,
+            fallbacks=(),
+            rejection=rejection_text(ev, request, now, config.max_job_hours),
+            objective=objective,
+            evaluation=ev,
+        )
     a = catalog.assumptions.job
-    policy = JobPolicy(rules=load_vertex_jobs(), timeout_margin=config.timeout_margin or a.timeout_margin,
-                       min_timeout_seconds=a.min_timeout_seconds, flex_allowed=request.flex_start == "allowed")
+    policy = JobPolicy(
+        rules=load_vertex_jobs(),
+        timeout_margin=config.timeout_margin or a.timeout_margin,
+        min_timeout_seconds=a.min_timeout_seconds,
+        flex_allowed=request.flex_start == "allowed",
+    )
     head = max(config.max_alternatives, 3 * config.max_fallbacks) + 1
     ranked = [pick for pick in top_configs(ev, head) if pick[0] != best[0]]
     rows = alternatives(ev, ranked[: config.max_alternatives], best)

@@ -60,8 +60,12 @@ class PriceBook:
                 return spot_quote
             base = on_demand
             factor = self.spot_factor[self.items[name].kind]
-            return PriceQuote(base.usd_per_hour * factor, True, base.date,
-                              f"{base.source}; spot = on-demand x {factor} ({self.spot_factor_source})")
+            return PriceQuote(
+                base.usd_per_hour * factor,
+                True,
+                base.date,
+                f"{base.source}; spot = on-demand x {factor} ({self.spot_factor_source})",
+            )
         item = self.items[name]
         if region not in self.region_multipliers:
             raise KeyError(f"no price multiplier for region {region!r}")
@@ -112,10 +116,12 @@ def parse_prices(raw: dict[str, Any], regions: tuple[str, ...]) -> PriceBook:
         if kind not in ("machine", "accelerator"):
             raise CatalogError(f"{where}.kind: expected 'machine' or 'accelerator', got {kind!r}")
         items[name] = PriceItem(
-            name=name, kind=kind,
+            name=name,
+            kind=kind,
             on_demand_usd_per_hour=_number(spec, "on_demand_usd_per_hour", where) or 0.0,
             spot_usd_per_hour=_number(spec, "spot_usd_per_hour", where, optional=True),
-            date=_text(spec, "date", where), source=_text(spec, "source", where),
+            date=_text(spec, "date", where),
+            source=_text(spec, "source", where),
             estimate=_flag(spec, "estimate", where),
         )
     multipliers = raw.get("region_multipliers") or {}

@@ -35,14 +35,24 @@ class QuotaTable:
 
     def with_overrides(self, overrides: Mapping[str, Mapping[str, Any]]) -> QuotaTable:
         """Apply {"us-central1": {"cpus": 96, "gpus": {"NVIDIA_L4": {"on_demand": 8, "preemptible": 0}}}}."""
-        parsed = parse_quotas({"default": {"cpus": self.default_cpus, "gpus": {
-            "on_demand": self.default_gpus_on_demand, "preemptible": self.default_gpus_preemptible}},
-            "regions": {k: dict(v) for k, v in overrides.items()}}, where="quota overrides")
+        parsed = parse_quotas(
+            {
+                "default": {
+                    "cpus": self.default_cpus,
+                    "gpus": {"on_demand": self.default_gpus_on_demand, "preemptible": self.default_gpus_preemptible},
+                },
+                "regions": {k: dict(v) for k, v in overrides.items()},
+            },
+            where="quota overrides",
+        )
         cpus = {**dict(self.cpus), **dict(parsed.cpus)}
         gpus = {(r, k, p): lim for r, k, p, lim in self.gpus}
         gpus.update({(r, k, p): lim for r, k, p, lim in parsed.gpus})
-        return replace(self, cpus=tuple(sorted(cpus.items())),
-                       gpus=tuple(sorted((r, k, p, lim) for (r, k, p), lim in gpus.items())))
+        return replace(
+            self,
+            cpus=tuple(sorted(cpus.items())),
+            gpus=tuple(sorted((r, k, p, lim) for (r, k, p), lim in gpus.items())),
+        )
 
 
 def _limit(value: Any, where: str) -> int:
@@ -65,13 +75,15 @@ def parse_quotas(raw: dict[str, Any], where: str = "quotas.json") -> QuotaTable:
         for kind, limits in (spec.get("gpus") or {}).items():
             for key, preemptible in (("on_demand", False), ("preemptible", True)):
                 if key in limits:
-                    gpus.append((region, kind, preemptible,
-                                 _limit(limits[key], f"{where}: regions.{region}.gpus.{kind}.{key}")))
+                    gpus.append(
+                        (region, kind, preemptible, _limit(limits[key], f"{where}: regions.{region}.gpus.{kind}.{key}"))
+                    )
     return QuotaTable(
         default_cpus=_limit(default.get("cpus"), f"{where}: default.cpus"),
         default_gpus_on_demand=_limit(default["gpus"].get("on_demand"), f"{where}: default.gpus.on_demand"),
         default_gpus_preemptible=_limit(default["gpus"].get("preemptible"), f"{where}: default.gpus.preemptible"),
-        cpus=tuple(sorted(cpus)), gpus=tuple(sorted(gpus)),
+        cpus=tuple(sorted(cpus)),
+        gpus=tuple(sorted(gpus)),
     )
 
 

@@ -16,8 +16,20 @@ from functions.planning.space import STATIC_CODES, STATIC_PASS, Space
 from functions.planning.workload import Workload
 
 REASONS = (
-    "feasible", "invalid", "gpu_not_allowed", "max_gpus", "end_of_support", "spot_policy", "region", "quota",
-    "batch", "host", "memory", "timeout", "deadline", "budget",
+    "feasible",
+    "invalid",
+    "gpu_not_allowed",
+    "max_gpus",
+    "end_of_support",
+    "spot_policy",
+    "region",
+    "quota",
+    "batch",
+    "host",
+    "memory",
+    "timeout",
+    "deadline",
+    "budget",
 )
 CODE = {name: i for i, name in enumerate(REASONS)}
 SPOT = np.array([0.0, 1.0])
@@ -176,11 +188,18 @@ def batch_split(global_batch: int, world: np.ndarray) -> BatchSplit:
         runs = _largest_divisor_runs(sorted(set(share[divisible].tolist())))
         start = np.zeros(world.shape, dtype=np.int64)
         if runs is not None:
-            start = np.array([runs[1][n] if ok else 0 for n, ok in zip(share.tolist(), divisible.tolist(),
-                                                                         strict=True)], dtype=np.int64)
-        split = BatchSplit(per_process=-(-global_batch // world), divisible=divisible, divisors=table,
-                           largest=None if runs is None else runs[0], start=start,
-                           cap=np.where(divisible, share, 0).astype(np.float64))
+            start = np.array(
+                [runs[1][n] if ok else 0 for n, ok in zip(share.tolist(), divisible.tolist(), strict=True)],
+                dtype=np.int64,
+            )
+        split = BatchSplit(
+            per_process=-(-global_batch // world),
+            divisible=divisible,
+            divisors=table,
+            largest=None if runs is None else runs[0],
+            start=start,
+            cap=np.where(divisible, share, 0).astype(np.float64),
+        )
         if len(_SPLITS) > 256:
             _SPLITS.clear()
         _SPLITS[key] = split
@@ -252,8 +271,9 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
 
     recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing.astype(np.float64)
     compute = work.flops_per_sample * per_process / mode.effective_flops * recompute
-    step = step_seconds(compute, p * mode.comm_seconds_per_param, a.compute.comm_overlap_fraction,
-                        space.step_overhead * accumulation)
+    step = step_seconds(
+        compute, p * mode.comm_seconds_per_param, a.compute.comm_overlap_fraction, space.step_overhead * accumulation
+    )
     hours = run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
     view = space.region_view(limits.region_mask)
     cost = hours * view.hourly
@@ -282,10 +302,29 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     primary, secondary = objective + penalty, tiebreak + penalty
     t = (2, 1, 0)
     return Evaluation(
-        space=space, workload=work, limits=limits, fp32=mode.fp32, usable=usable, per_process=per_process,
-        micro_batch=micro.T, accumulation=accumulation.T, checkpointing=checkpointing.T, states=states.T,
-        activations=acts.T, memory_total=mem_total.T, step=step.T, hours=hours.transpose(t), cost=cost.transpose(t),
-        hourly=view.hourly.transpose(t), region=view.region.transpose(t), reason=reason.transpose(t),
-        primary=primary.transpose(t), secondary=secondary.transpose(t), reason_svc=reason, objective_svc=objective,
-        primary_svc=primary, secondary_svc=secondary, memory_vc=mem_total,
+        space=space,
+        workload=work,
+        limits=limits,
+        fp32=mode.fp32,
+        usable=usable,
+        per_process=per_process,
+        micro_batch=micro.T,
+        accumulation=accumulation.T,
+        checkpointing=checkpointing.T,
+        states=states.T,
+        activations=acts.T,
+        memory_total=mem_total.T,
+        step=step.T,
+        hours=hours.transpose(t),
+        cost=cost.transpose(t),
+        hourly=view.hourly.transpose(t),
+        region=view.region.transpose(t),
+        reason=reason.transpose(t),
+        primary=primary.transpose(t),
+        secondary=secondary.transpose(t),
+        reason_svc=reason,
+        objective_svc=objective,
+        primary_svc=primary,
+        secondary_svc=secondary,
+        memory_vc=mem_total,
     )

@@ -45,8 +45,9 @@ class ShapePin:
         return bool(self.machine_type or self.accelerator_count or self.replica_count)
 
     def matches(self, shape: MachineShape) -> bool:
-        return ((not self.machine_type or shape.machine_type == self.machine_type)
-                and (not self.accelerator_count or shape.accelerator_count == self.accelerator_count))
+        return (not self.machine_type or shape.machine_type == self.machine_type) and (
+            not self.accelerator_count or shape.accelerator_count == self.accelerator_count
+        )
 
     def describe(self) -> str:
         parts = [self.machine_type] if self.machine_type else []
@@ -181,8 +182,13 @@ class Space:
             static[quota_blocked] = STATIC_CODES["quota"]
             static[:, :, not_offered] = STATIC_CODES["region"]
             static[:, ~self.variant_valid.T] = STATIC_CODES["invalid"]
-            view = RegionView(hourly=hourly, region=np.where(np.isfinite(hourly), region, -1).astype(np.int16),
-                              quota_blocked=quota_blocked, not_offered=not_offered, static_code=static)
+            view = RegionView(
+                hourly=hourly,
+                region=np.where(np.isfinite(hourly), region, -1).astype(np.int16),
+                quota_blocked=quota_blocked,
+                not_offered=not_offered,
+                static_code=static,
+            )
             if len(self._views) > 256:
                 self._views.clear()
             self._views[key] = view
@@ -194,8 +200,11 @@ def _configs(catalog: Catalog, pin: ShapePin = NO_PIN) -> list[HardwareConfig]:
     on the pinned node count (GPU shapes only when it is above 1), or on the usual counts when it is free."""
     shapes = [shape for shape in catalog.shapes if pin.matches(shape)]
     if pin.replica_count:
-        return [HardwareConfig(shape, pin.replica_count) for shape in shapes
-                if pin.replica_count == 1 or not shape.is_cpu_only]
+        return [
+            HardwareConfig(shape, pin.replica_count)
+            for shape in shapes
+            if pin.replica_count == 1 or not shape.is_cpu_only
+        ]
     configs = [HardwareConfig(shape, 1) for shape in shapes]
     for shape in shapes:
         if shape.scale_out and not shape.is_cpu_only:
@@ -219,8 +228,9 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     min_vcpus = np.maximum(a.host.min_vcpus_per_node, per_node * a.host.min_vcpus_per_gpu)
     cpu_peak = np.array([x.shape.vcpus * x.shape.cpu_gflops_per_vcpu * 1e9 for x in configs])
     network_gbps = np.array([x.shape.network_gbps for x in configs])
-    servers = np.where((nodes > 1) & ~is_cpu,
-                       reduction_server_replicas(nodes, network_gbps, a.reduction_server.bandwidth_gbps), 0)
+    servers = np.where(
+        (nodes > 1) & ~is_cpu, reduction_server_replicas(nodes, network_gbps, a.reduction_server.bandwidth_gbps), 0
+    )
     valid = np.ones((c, len(VARIANTS)), dtype=bool)
     world = np.where(is_cpu, 1, per_node * nodes)
     valid[:, VARIANT_STRATEGY != DDP] = (world > 1)[:, None]
@@ -255,13 +265,15 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
         for j, reg in enumerate(regions):
             cpu_limit = quotas.cpu_limit(reg)
             for spot in (0, 1):
-                gpu_ok = (shape.accelerator_type is None
-                          or cfg.gpus <= quotas.gpu_limit(reg, shape.accelerator_type, bool(spot)))
+                gpu_ok = shape.accelerator_type is None or cfg.gpus <= quotas.gpu_limit(
+                    reg, shape.accelerator_type, bool(spot)
+                )
                 quota_ok[i, j, spot, 0] = gpu_ok and cpu_use <= cpu_limit
                 quota_ok[i, j, spot, 1] = gpu_ok and cpu_use + servers[i] * a.reduction_server.vcpus <= cpu_limit
     strategy = VARIANT_STRATEGY[None, :]
-    mixed_precision = np.array([PRECISION_INDEX[g.mixed_precision()] if g else FP32_INDEX for g in gpus],
-                               dtype=np.int64)
+    mixed_precision = np.array(
+        [PRECISION_INDEX[g.mixed_precision()] if g else FP32_INDEX for g in gpus], dtype=np.int64
+    )
     peak_mixed = np.array([g.peak_flops(g.mixed_precision()) if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
     peak_fp32 = np.array([g.peak_flops(FP32) if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
     mfu = np.array([g.assumed_mfu if g else a.compute.cpu_mfu for g in gpus])
@@ -270,36 +282,67 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     for mode in PRECISION_POLICIES:
         fp32 = is_cpu | (mixed_precision == FP32_INDEX) | (mode == FP32)
         modes[mode] = PrecisionArrays(
-            fp32=fp32, precision=np.where(fp32, FP32_INDEX, mixed_precision),
+            fp32=fp32,
+            precision=np.where(fp32, FP32_INDEX, mixed_precision),
             state_bytes_per_param=np.ascontiguousarray(
-                model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]).T),
+                model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]).T
+            ),
             gather_bytes_per_param=np.ascontiguousarray(
-                np.broadcast_to(gather_bytes(1.0, strategy, fp32[:, None]), valid.shape).T),
-            comm_seconds_per_param=np.ascontiguousarray(comm_seconds(
-                1.0, fp32[:, None], strategy, per_node[:, None], nodes[:, None], intra[:, None],
-                network_gbps[:, None] * GBIT, VARIANT_SERVER[None, :]).T),
+                np.broadcast_to(gather_bytes(1.0, strategy, fp32[:, None]), valid.shape).T
+            ),
+            comm_seconds_per_param=np.ascontiguousarray(
+                comm_seconds(
+                    1.0,
+                    fp32[:, None],
+                    strategy,
+                    per_node[:, None],
+                    nodes[:, None],
+                    intra[:, None],
+                    network_gbps[:, None] * GBIT,
+                    VARIANT_SERVER[None, :],
+                ).T
+            ),
             effective_flops=np.where(fp32, peak_fp32, peak_mixed) * mfu,
             activation_factor=np.where(fp32, 2.0, 1.0),
         )
     return Space(
         modes=modes,
-        catalog=catalog, quotas=quotas, pin=pin, regions=regions, configs=tuple(configs), nodes=nodes,
-        gpus_per_node=per_node, world=world, gpu_total=per_node * nodes, is_cpu=is_cpu,
+        catalog=catalog,
+        quotas=quotas,
+        pin=pin,
+        regions=regions,
+        configs=tuple(configs),
+        nodes=nodes,
+        gpus_per_node=per_node,
+        world=world,
+        gpu_total=per_node * nodes,
+        is_cpu=is_cpu,
         kind=np.array([kinds.index(x.shape.accelerator_type) if x.shape.accelerator_type else -1 for x in configs]),
         kinds=kinds,
-        capacity_bytes=np.array([g.memory_bytes if g else x.shape.memory_bytes
-                                 for g, x in zip(gpus, configs, strict=True)], dtype=np.float64),
+        capacity_bytes=np.array(
+            [g.memory_bytes if g else x.shape.memory_bytes for g, x in zip(gpus, configs, strict=True)],
+            dtype=np.float64,
+        ),
         host_ram_bytes=np.array([x.shape.memory_bytes for x in configs], dtype=np.float64),
         host_vcpus_ok=vcpus >= min_vcpus,
-        peak_mixed=peak_mixed, peak_fp32=peak_fp32, mixed_precision=mixed_precision, mfu=mfu,
+        peak_mixed=peak_mixed,
+        peak_fp32=peak_fp32,
+        mixed_precision=mixed_precision,
+        mfu=mfu,
         step_overhead=np.where(is_cpu, a.compute.cpu_step_overhead_seconds, a.compute.gpu_step_overhead_seconds),
         context_bytes=np.where(is_cpu, a.memory.cpu_process_bytes, a.memory.cuda_context_bytes).astype(float),
         intra_bytes_per_s=intra,
         network_bytes_per_s=network_gbps * GBIT,
-        end_of_support=np.array([g.end_of_support.toordinal() if g and g.end_of_support else NO_END_OF_SUPPORT
-                                 for g in gpus], dtype=np.int64),
-        server_replicas=servers.astype(np.int64), variant_valid=valid, price=price, offered=offered,
-        quota_ok=quota_ok, server_price=server_price,
+        end_of_support=np.array(
+            [g.end_of_support.toordinal() if g and g.end_of_support else NO_END_OF_SUPPORT for g in gpus],
+            dtype=np.int64,
+        ),
+        server_replicas=servers.astype(np.int64),
+        variant_valid=valid,
+        price=price,
+        offered=offered,
+        quota_ok=quota_ok,
+        server_price=server_price,
     )
 
 

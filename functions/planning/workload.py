@@ -77,14 +77,22 @@ def _gpt(inp: PlanInput, a: Assumptions, preset: GptPreset | None) -> Workload:
     tokens = inp.tokens or max(1, round(inp.dataset_bytes * a.tokens_per_byte))
     samples = max(1, math.ceil(tokens / seq_len))
     return Workload(
-        family="gpt", description=f"{name}: {parameters / 1e6:,.0f}M parameters, {n_layer} layers x {d_model}, "
+        family="gpt",
+        description=f"{name}: {parameters / 1e6:,.0f}M parameters, {n_layer} layers x {d_model}, "
         f"{n_head} heads, sequence {seq_len}",
-        parameters=parameters, flops_per_sample=float(per_token * seq_len), activation_bytes_per_sample=activation,
+        parameters=parameters,
+        flops_per_sample=float(per_token * seq_len),
+        activation_bytes_per_sample=activation,
         checkpointed_activation_bytes_per_sample=float(min(checkpointed, activation)),
         largest_layer_parameters=max(12 * d_model * d_model + 13 * d_model, vocab * d_model),
-        samples_per_epoch=samples, global_batch=inp.batch_size,
-        steps=_steps(samples, inp.batch_size, inp.epochs, inp.max_steps), tokens_per_sample=seq_len,
-        n_layer=n_layer, d_model=d_model, n_head=n_head, seq_len=seq_len,
+        samples_per_epoch=samples,
+        global_batch=inp.batch_size,
+        steps=_steps(samples, inp.batch_size, inp.epochs, inp.max_steps),
+        tokens_per_sample=seq_len,
+        n_layer=n_layer,
+        d_model=d_model,
+        n_head=n_head,
+        seq_len=seq_len,
     )
 
 
@@ -98,12 +106,17 @@ def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
     rows = max(1, inp.dataset_bytes // ((features + 1) * a.tabular.bytes_per_value))
     name = preset.name if preset is not None else "generic MLP"
     return Workload(
-        family="mlp", description=f"{name}: {parameters:,} parameters, widths {'-'.join(map(str, widths))}",
-        parameters=parameters, flops_per_sample=6.0 * parameters,
+        family="mlp",
+        description=f"{name}: {parameters:,} parameters, widths {'-'.join(map(str, widths))}",
+        parameters=parameters,
+        flops_per_sample=6.0 * parameters,
         activation_bytes_per_sample=float(a.memory.mlp_activation_copies * sum(widths) * 2),
         checkpointed_activation_bytes_per_sample=0.0,
-        largest_layer_parameters=min(largest, parameters), samples_per_epoch=rows, global_batch=inp.batch_size,
-        steps=_steps(rows, inp.batch_size, inp.epochs, inp.max_steps), tokens_per_sample=1,
+        largest_layer_parameters=min(largest, parameters),
+        samples_per_epoch=rows,
+        global_batch=inp.batch_size,
+        steps=_steps(rows, inp.batch_size, inp.epochs, inp.max_steps),
+        tokens_per_sample=1,
     )
 
 

@@ -28,8 +28,13 @@ def cancel_step(by: str, now: datetime) -> Step[tuple[str, RunRecord | None]]:
 
         if cur.vertex is None and cur.state != RunState.SUBMITTING:
             message = f"cancelled by {request.by} at {request.at}, before a job was submitted"
-            new = transitioned(cur, RunState.CANCELLED, now=now, detail=message, change=lambda r: replace(
-                asked(r), error=RunError("cancelled", message, reason="cancelled")))
+            new = transitioned(
+                cur,
+                RunState.CANCELLED,
+                now=now,
+                detail=message,
+                change=lambda r: replace(asked(r), error=RunError("cancelled", message, reason="cancelled")),
+            )
             return new, ("stopped", new)
         new = transitioned(cur, cur.state, now=now, change=asked)
         return new, ("job", new)
@@ -47,8 +52,10 @@ def cancel_run(run_id: str, *, by: str, store: RunsRules, vertex: VertexJobs, no
     if outcome == "stopped":
         return f"run {run_id} CANCELLED before submission"
     if run is None or run.vertex is None:
-        return (f"run {run_id} is being submitted; the cancel request is recorded and the job will be cancelled "
-                "once it is known (the reconciler does it)")
+        return (
+            f"run {run_id} is being submitted; the cancel request is recorded and the job will be cancelled "
+            "once it is known (the reconciler does it)"
+        )
     if vertex.cancel(run.vertex.job_name):
         return f"run {run_id}: asked Vertex to cancel job {run.vertex.job_name}; the run ends CANCELLED when it stops"
     return f"run {run_id}: job {run.vertex.job_name} had already ended; the listener records how"

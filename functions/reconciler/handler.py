@@ -37,8 +37,15 @@ from schemas.times import parse_timestamp, parse_timestamp_or_none
 
 log = logging.getLogger("landfall.reconciler")
 
-ENDED_JOB_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
-                              "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"})
+ENDED_JOB_STATES = frozenset(
+    {
+        "JOB_STATE_SUCCEEDED",
+        "JOB_STATE_FAILED",
+        "JOB_STATE_CANCELLED",
+        "JOB_STATE_EXPIRED",
+        "JOB_STATE_PARTIALLY_SUCCEEDED",
+    }
+)
 OPEN_STATES = (RunState.PLANNED, RunState.SUBMITTING, RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)
 
 
@@ -87,8 +94,11 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     counts: Counter[str] = Counter()
     regions: dict[str, None] = {}
     for run in deps.open_runs():
-        regions.update(dict.fromkeys(r for r in (run.vertex.region if run.vertex else "",
-                                                 run.plan.region if run.plan else "") if r))
+        regions.update(
+            dict.fromkeys(
+                r for r in (run.vertex.region if run.vertex else "", run.plan.region if run.plan else "") if r
+            )
+        )
         fault_point("reconciler.after_read_runs")
         try:
             outcome = reconcile_run(run, deps)
@@ -109,8 +119,7 @@ def _reconcile(deps: ReconcilerDeps) -> str:
             counts["announced" if said.startswith("announced") else said] += 1
     orphans, republish = deps.orphans, deps.republish
     if orphans is not None:
-        counts.update(_look("orphan", lambda: find_orphans(orphans, deps.vertex, now=deps.now(),
-                                                           also_regions=regions)))
+        counts.update(_look("orphan", lambda: find_orphans(orphans, deps.vertex, now=deps.now(), also_regions=regions)))
     if republish is not None:
         counts.update(_look("republish", lambda: republish_unanswered(republish, now=deps.now())))
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
@@ -129,8 +138,11 @@ def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
     now = deps.now()
     if run.state == RunState.WAITING:
         outcome = deps.listener.store.apply(run.run_id, wait_over(now=now, policy=deps.policy))
-        return f"resubmitted:{deps.resubmit(run.run_id)}" if outcome == "resubmit" else (
-            "unchanged" if outcome in ("not-yet", "not-waiting") else outcome)
+        return (
+            f"resubmitted:{deps.resubmit(run.run_id)}"
+            if outcome == "resubmit"
+            else ("unchanged" if outcome in ("not-yet", "not-waiting") else outcome)
+        )
     if run.state in (RunState.PLANNED, RunState.SUBMITTING):
         if _lease_live(run, now) or (run.state == RunState.PLANNED and _younger_than_lease(run, now, deps)):
             return "unchanged"
@@ -147,8 +159,9 @@ def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
     if job.state in ENDED_JOB_STATES or job.state != run.vertex.state:
         outcome = record_job_state(run, job, deps.listener)
     if job.state in WAITING_JOB_STATES:
-        noted = deps.listener.store.apply(run.run_id, long_wait_noted(job, now=now,
-                                                                      threshold_seconds=deps.long_wait_seconds))
+        noted = deps.listener.store.apply(
+            run.run_id, long_wait_noted(job, now=now, threshold_seconds=deps.long_wait_seconds)
+        )
         if noted == "noted":
             return "long-wait"
     return outcome

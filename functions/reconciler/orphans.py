@@ -20,8 +20,16 @@ from schemas.run_record import RunRecord
 
 log = logging.getLogger("landfall.reconciler")
 
-UNSTOPPABLE_JOB_STATES = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
-                                    "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED", "JOB_STATE_CANCELLING"})
+UNSTOPPABLE_JOB_STATES = frozenset(
+    {
+        "JOB_STATE_SUCCEEDED",
+        "JOB_STATE_FAILED",
+        "JOB_STATE_CANCELLED",
+        "JOB_STATE_EXPIRED",
+        "JOB_STATE_PARTIALLY_SUCCEEDED",
+        "JOB_STATE_CANCELLING",
+    }
+)
 """Jobs that need no cancel: ended, or being cancelled."""
 
 
@@ -43,8 +51,9 @@ class OrphanDeps:
     """Jobs younger than this are left alone (settings.submission_lease_seconds)."""
 
 
-def find_orphans(deps: OrphanDeps, vertex: VertexJobs, *, now: datetime, also_regions: Iterable[str] = ()
-                 ) -> Counter[str]:
+def find_orphans(
+    deps: OrphanDeps, vertex: VertexJobs, *, now: datetime, also_regions: Iterable[str] = ()
+) -> Counter[str]:
     """One look through every region; counts: orphan (newly recorded), orphan-cancelled, orphan-error."""
     counts: Counter[str] = Counter()
     for region in dict.fromkeys((*deps.regions, *also_regions)):

@@ -63,9 +63,14 @@ def republish_unanswered(deps: RepublishDeps, *, now: datetime) -> Counter[str]:
                 elif deps.versions.claim_republish(doc["run_id"], now=now, grace_seconds=deps.grace_seconds):
                     message_id = deps.publish(request.to_json())
                     deps.versions.count_republish(doc["run_id"], message_id=message_id)
-                    log.warning("dataset version %s (%s): no run %s after %d s; request published again as "
-                                "message %s", doc["run_id"], doc.get("uri", ""), request.run_id, deps.grace_seconds,
-                                message_id)
+                    log.warning(
+                        "dataset version %s (%s): no run %s after %d s; request published again as message %s",
+                        doc["run_id"],
+                        doc.get("uri", ""),
+                        request.run_id,
+                        deps.grace_seconds,
+                        message_id,
+                    )
                     counts["republished"] += 1
             except LandfallError as exc:
                 log.warning("dataset version %s: not republished this pass: %s", doc["run_id"], exc)
@@ -78,8 +83,9 @@ def _request(doc: Doc) -> TrainingRequest | None:
     try:
         return parse_training_request(doc["request"])
     except (SchemaError, KeyError, TypeError) as exc:
-        log.error("dataset version %s: its kept request cannot be read (%s); it cannot be republished",
-                  doc.get("run_id"), exc)
+        log.error(
+            "dataset version %s: its kept request cannot be read (%s); it cannot be republished", doc.get("run_id"), exc
+        )
         return None
 
 

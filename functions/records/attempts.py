@@ -84,8 +84,11 @@ def gave_up_error(run: RunRecord, stop: str) -> RunError:
     submission), and every attempt named."""
     last = (run.submission.jobs or ())[-1:]
     said = f" The last job: {last[0].message}." if last and last[0].message else ""
-    return RunError("no-capacity", f"no capacity for this run: {stop}.{said} Attempts: {attempts_summary(run)}",
-                    reason=last[0].reason if last else "stockout")
+    return RunError(
+        "no-capacity",
+        f"no capacity for this run: {stop}.{said} Attempts: {attempts_summary(run)}",
+        reason=last[0].reason if last else "stockout",
+    )
 
 
 def waited(run: RunRecord, reason: str, *, now: datetime, policy: AttemptPolicy) -> RunRecord | None:
@@ -96,16 +99,25 @@ def waited(run: RunRecord, reason: str, *, now: datetime, policy: AttemptPolicy)
     stop = _gave_up(run, now, policy, since)
     if stop is not None:
         error = gave_up_error(run, stop)
-        return transitioned(run, RunState.FAILED, now=now, detail="gave up waiting for capacity",
-                            change=lambda r: replace(r, error=error))
+        return transitioned(
+            run,
+            RunState.FAILED,
+            now=now,
+            detail="gave up waiting for capacity",
+            change=lambda r: replace(r, error=error),
+        )
     delay = min(timedelta(seconds=policy.backoff_seconds * 2 ** (tries - 1)), MAX_BACKOFF)
     wait = Waiting(reason=reason, retry_at=format_timestamp(now + delay), since=since, tries=tries)
-    return transitioned(run, RunState.WAITING, now=now, detail=f"waiting for capacity until {wait.retry_at}: {reason}",
-                        change=lambda r: replace(r, submission=replace(r.submission, waiting=wait)))
+    return transitioned(
+        run,
+        RunState.WAITING,
+        now=now,
+        detail=f"waiting for capacity until {wait.retry_at}: {reason}",
+        change=lambda r: replace(r, submission=replace(r.submission, waiting=wait)),
+    )
 
 
-def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime,
-                   policy: AttemptPolicy) -> Step[str]:
+def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime, policy: AttemptPolicy) -> Step[str]:
     """The run's current job ended for capacity: record it, then SUBMITTING on the next plan (outcome "resubmit")
     or WAITING/FAILED. "stale" when the job is not the run's current one (an old or repeated event)."""
 
@@ -113,17 +125,35 @@ def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime,
         if cur is None or cur.vertex is None or cur.vertex.job_name != job_name or cur.state.terminal:
             return None, "stale"
         stamp = format_timestamp(now)
-        attempt = JobAttempt(job_name=job_name, region=cur.vertex.region,
-                             machine_type=cur.plan.machine_type if cur.plan else "", reason=reason, message=message,
-                             at=stamp, round=_round(cur))
-        recorded = replace(cur, vertex=None, submission=replace(
-            cur.submission, jobs=(*(cur.submission.jobs or ()), attempt), lease_until=stamp, owner="",
-            job_ids=(*(cur.submission.job_ids or ()), cur.vertex.job_id)))
+        attempt = JobAttempt(
+            job_name=job_name,
+            region=cur.vertex.region,
+            machine_type=cur.plan.machine_type if cur.plan else "",
+            reason=reason,
+            message=message,
+            at=stamp,
+            round=_round(cur),
+        )
+        recorded = replace(
+            cur,
+            vertex=None,
+            submission=replace(
+                cur.submission,
+                jobs=(*(cur.submission.jobs or ()), attempt),
+                lease_until=stamp,
+                owner="",
+                job_ids=(*(cur.submission.job_ids or ()), cur.vertex.job_id),
+            ),
+        )
         number = len(recorded.submission.jobs or ()) + 1
         if candidates(recorded) and len(round_jobs(recorded)) < policy.max_job_attempts:
-            new = transitioned(cur, RunState.SUBMITTING, now=now,
-                               detail=f"attempt {number}: job {job_name} ended for {reason}; next plan",
-                               change=lambda r: recorded)
+            new = transitioned(
+                cur,
+                RunState.SUBMITTING,
+                now=now,
+                detail=f"attempt {number}: job {job_name} ended for {reason}; next plan",
+                change=lambda r: recorded,
+            )
             return new, "resubmit"
         new = waited(recorded, f"{reason} on every plan", now=now, policy=policy)
         return new, "failed" if new is not None and new.state == RunState.FAILED else "waiting"
@@ -142,19 +172,39 @@ def wait_over(*, now: datetime, policy: AttemptPolicy) -> Step[str]:
         stop = _gave_up(cur, now, policy, wait.since)
         if stop is not None:
             error = gave_up_error(cur, stop)
-            return transitioned(cur, RunState.FAILED, now=now, detail="gave up waiting for capacity",
-                                change=lambda r: replace(r, error=error)), "failed"
+            return transitioned(
+                cur,
+                RunState.FAILED,
+                now=now,
+                detail="gave up waiting for capacity",
+                change=lambda r: replace(r, error=error),
+            ), "failed"
         if now < parse_timestamp(wait.retry_at, field="waiting.retry_at"):
             return None, "not-yet"
         stamp = format_timestamp(now)
-        new = transitioned(cur, RunState.SUBMITTING, now=now, detail=f"round {_round(cur) + 1} after waiting",
-                           change=lambda r: replace(r, submission=replace(
-                               r.submission, round=_round(r) + 1, lease_until=stamp, owner="")))
+        new = transitioned(
+            cur,
+            RunState.SUBMITTING,
+            now=now,
+            detail=f"round {_round(cur) + 1} after waiting",
+            change=lambda r: replace(
+                r, submission=replace(r.submission, round=_round(r) + 1, lease_until=stamp, owner="")
+            ),
+        )
         return new, "resubmit"
 
     return step
 
 
-__all__ = ["AttemptPolicy", "all_plans", "attempts_summary", "candidates", "capacity_ended", "gave_up_error",
-           "known_jobs",
-           "round_jobs", "wait_over", "waited"]
+__all__ = [
+    "AttemptPolicy",
+    "all_plans",
+    "attempts_summary",
+    "candidates",
+    "capacity_ended",
+    "gave_up_error",
+    "known_jobs",
+    "round_jobs",
+    "wait_over",
+    "waited",
+]

@@ -25,8 +25,14 @@ def version_lease(doc: Doc) -> Lease | None:
 
 
 def _with_lease(doc: Doc, lease: Lease, now: datetime, attempts: int) -> Doc:
-    return {**doc, "status": VersionStatus.CLAIMED.value, "owner": lease.owner, "claim_until": lease.until,
-            "updated_at": format_timestamp(now), "attempts": attempts}
+    return {
+        **doc,
+        "status": VersionStatus.CLAIMED.value,
+        "owner": lease.owner,
+        "claim_until": lease.until,
+        "updated_at": format_timestamp(now),
+        "attempts": attempts,
+    }
 
 
 def first_claim(doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Doc:
@@ -66,8 +72,9 @@ def content_claim(cur: Doc | None, holder: Doc | None, new: Doc, *, now: datetim
     """
     stamp = format_timestamp(now)
     if cur is None:
-        return Claim(ClaimOutcome.CLAIMED, {**copy.deepcopy(new), "retrains": 0, "created_at": stamp,
-                                            "updated_at": stamp})
+        return Claim(
+            ClaimOutcome.CLAIMED, {**copy.deepcopy(new), "retrains": 0, "created_at": stamp, "updated_at": stamp}
+        )
     if cur.get("run_id") == new["run_id"]:
         return Claim(ClaimOutcome.CLAIMED, cur)
     if not retrain and holder is not None:
@@ -88,8 +95,11 @@ _HOLDER_FIELDS = ("run_id", "idempotency_key", "generation", "object_count", "to
 def retrain_counted(cur: Doc | None, new: Doc, *, now: datetime) -> Doc:
     """The content document after one more `landfall retrain` of it (created, naming no run yet, if absent)."""
     stamp = format_timestamp(now)
-    base = cur if cur is not None else {**copy.deepcopy(new), "run_id": "", "idempotency_key": "",
-                                        "retrains": 0, "created_at": stamp}
+    base = (
+        cur
+        if cur is not None
+        else {**copy.deepcopy(new), "run_id": "", "idempotency_key": "", "retrains": 0, "created_at": stamp}
+    )
     return {**base, "retrains": int(base.get("retrains", 0)) + 1, "updated_at": stamp}
 
 
@@ -126,8 +136,11 @@ def republish_counted(cur: Doc | None, *, message_id: str) -> Doc | None:
     """The version after its claimed republish went out as message_id (`republished_count` one more)."""
     if cur is None:
         return None
-    return {**cur, "republished_count": int(cur.get("republished_count") or 0) + 1,
-            "last_republished_message_id": message_id}
+    return {
+        **cur,
+        "republished_count": int(cur.get("republished_count") or 0) + 1,
+        "last_republished_message_id": message_id,
+    }
 
 
 def _generation(doc: Doc | None) -> int:
@@ -143,5 +156,15 @@ def newer_version(cur: Doc | None, new: Doc) -> bool:
     return cur is None or _generation(new) >= _generation(cur)
 
 
-__all__ = ["answered", "claim", "content_claim", "finished", "first_claim", "newer_version", "republish_claimed",
-           "republish_counted", "retrain_counted", "version_lease"]
+__all__ = [
+    "answered",
+    "claim",
+    "content_claim",
+    "finished",
+    "first_claim",
+    "newer_version",
+    "republish_claimed",
+    "republish_counted",
+    "retrain_counted",
+    "version_lease",
+]

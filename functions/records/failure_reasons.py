@@ -10,8 +10,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-REASONS = ("user-code", "bad-data", "bad-config", "out-of-memory", "preempted", "stockout", "quota", "timeout",
-           "cancelled", "platform")
+REASONS = (
+    "user-code",
+    "bad-data",
+    "bad-config",
+    "out-of-memory",
+    "preempted",
+    "stockout",
+    "quota",
+    "timeout",
+    "cancelled",
+    "platform",
+)
 
 # The trainer's failure kind (schemas/trainer_failure.py) -> reason. Any other kind is a crash of the user's code.
 REASON_FOR_KIND: dict[str, str] = {
@@ -65,5 +75,4 @@ def classify(kind: str | None, job_message: str, job_code: int, *, exit_code: in
     return Reason(REASON_FOR_CODE.get(job_code, "platform"), replica, status)
 
 
-__all__ = ["CAPACITY_REASONS", "REASONS", "REASON_FOR_CODE", "REASON_FOR_KIND", "REASON_FOR_TEXT", "Reason",
-           "classify"]
+__all__ = ["CAPACITY_REASONS", "REASONS", "REASON_FOR_CODE", "REASON_FOR_KIND", "REASON_FOR_TEXT", "Reason", "classify"]

@@ -20,13 +20,14 @@ from schemas.times import format_timestamp, parse_timestamp_or_none
 
 WAIT_REASONS = {
     "JOB_STATE_QUEUED": "queued: Vertex AI has not admitted the job yet (the project's quota for {shape} in "
-                        "{region}, or its queue of jobs)",
+    "{region}, or its queue of jobs)",
     "JOB_STATE_PENDING": "pending provisioning: Vertex AI is finding {shape} in {region}",
 }
 """Why a job in each waiting state waits; {shape} and {region} come from the run's plan."""
 
-FLEX_START_PENDING = ("pending provisioning: FLEX_START waits for {shape} in {region} up to its max_wait_duration "
-                      "({max_wait} s)")
+FLEX_START_PENDING = (
+    "pending provisioning: FLEX_START waits for {shape} in {region} up to its max_wait_duration ({max_wait} s)"
+)
 """A FLEX_START job waits for capacity by design (Dynamic Workload Scheduler)."""
 
 WAITING_JOB_STATES = frozenset(WAIT_REASONS)
@@ -55,15 +56,24 @@ def long_wait_noted(job: JobView, *, now: datetime, threshold_seconds: int) -> S
     is not QUEUED/PENDING, or is not the run's current job, or the run has ended)."""
 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
-        if (cur is None or cur.state.terminal or cur.vertex is None or cur.vertex.job_name != job.name
-                or job.state not in WAITING_JOB_STATES):
+        if (
+            cur is None
+            or cur.state.terminal
+            or cur.vertex is None
+            or cur.vertex.job_name != job.name
+            or job.state not in WAITING_JOB_STATES
+        ):
             return None, "not-waiting"
         since = waiting_since(cur, job)
         if since is None or (now - since).total_seconds() < threshold_seconds:
             return None, "short"
-        note = LongWait(job_name=job.name, job_state=job.state,
-                        reason=wait_reason(job.state, cur.plan, cur.vertex.region),
-                        since=format_timestamp(since), noted_at=format_timestamp(now))
+        note = LongWait(
+            job_name=job.name,
+            job_state=job.state,
+            reason=wait_reason(job.state, cur.plan, cur.vertex.region),
+            since=format_timestamp(since),
+            noted_at=format_timestamp(now),
+        )
         old = cur.long_wait
         if old is not None and replace(old, noted_at=note.noted_at) == note:
             return None, "same"
@@ -84,5 +94,4 @@ def long_wait_closed(run: RunRecord, job: JobView, now: datetime) -> RunRecord:
     return replace(run, long_wait=replace(note, over_at=format_timestamp(start or now)))
 
 
-__all__ = ["WAITING_JOB_STATES", "WAIT_REASONS", "long_wait_closed", "long_wait_noted", "wait_reason",
-           "waiting_since"]
+__all__ = ["WAITING_JOB_STATES", "WAIT_REASONS", "long_wait_closed", "long_wait_noted", "wait_reason", "waiting_since"]

@@ -43,11 +43,20 @@ def orphan_of(job: JobView, run: RunRecord | None, *, now: datetime, grace_secon
             return None  # the run is being submitted (or waits): the dispatcher adopts its labelled job
         kind = OrphanKind.OTHER_JOB
         run_job = None if run.vertex is None else run.vertex.job_name
-        reason = (f"run {run_id} ({run.state}) records " + (f"job {run_job}" if run_job else "no job") +
-                  ", not this one")
-    return OrphanRecord(job_name=job.name, job_id=job.job_id, region=job.region, run_id=run_id, kind=kind,
-                        reason=reason, job_state=job.state, job_created_at=format_timestamp(created),
-                        found_at=format_timestamp(now), display_name=job.display_name, run_job_name=run_job)
+        reason = f"run {run_id} ({run.state}) records " + (f"job {run_job}" if run_job else "no job") + ", not this one"
+    return OrphanRecord(
+        job_name=job.name,
+        job_id=job.job_id,
+        region=job.region,
+        run_id=run_id,
+        kind=kind,
+        reason=reason,
+        job_state=job.state,
+        job_created_at=format_timestamp(created),
+        found_at=format_timestamp(now),
+        display_name=job.display_name,
+        run_job_name=run_job,
+    )
 
 
 def cancel_claimed(*, now: datetime) -> OrphanStep:

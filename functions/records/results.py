@@ -50,8 +50,9 @@ def claimed_announcement(*, now: datetime) -> Step[tuple[str, RunRecord | None]]
         until = cur.submission.results_lease_until
         if until is not None and parse_timestamp(until, field="submission.results_lease_until") > now:
             return None, ("announcing-elsewhere", None)
-        claimed = replace(cur, submission=replace(cur.submission,
-                                                  results_lease_until=format_timestamp(now + ANNOUNCE_LEASE)))
+        claimed = replace(
+            cur, submission=replace(cur.submission, results_lease_until=format_timestamp(now + ANNOUNCE_LEASE))
+        )
         return claimed, ("claimed", claimed)
 
     return step

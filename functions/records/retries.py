@@ -34,7 +34,7 @@ def not_retryable_reason(run: RunRecord) -> str | None:
     if run.state in RETRYABLE_STATES:
         return None
     ended = "" if run.state.terminal else " (it has not ended: `landfall cancel` stops it)"
-    return (f"run {run.run_id} is {run.state}{ended}; only FAILED or CANCELLED runs can be retried")
+    return f"run {run.run_id} is {run.state}{ended}; only FAILED or CANCELLED runs can be retried"
 
 
 def retry_request(run: RunRecord, now: datetime) -> TrainingRequest:
@@ -42,8 +42,13 @@ def retry_request(run: RunRecord, now: datetime) -> TrainingRequest:
 
     Raises SchemaError when the stored request no longer reads as a TrainingRequest."""
     old = parse_training_request(dict(run.request))
-    return replace(old, idempotency_key=retry_key(old.idempotency_key), retry_of=run.run_id,
-                   source=replace(old.source, kind="retry", event_id=""), created_at=format_timestamp(now))
+    return replace(
+        old,
+        idempotency_key=retry_key(old.idempotency_key),
+        retry_of=run.run_id,
+        source=replace(old.source, kind="retry", event_id=""),
+        created_at=format_timestamp(now),
+    )
 
 
 def claim_retry(new_run_id: str, *, now: datetime) -> Step[tuple[RetryClaim, RunRecord | None]]:

@@ -28,8 +28,9 @@ Change = Callable[[RunRecord], RunRecord]
 Step = Callable[[RunRecord | None], tuple[RunRecord | None, T]]
 
 
-def transitioned(run: RunRecord, new_state: RunState, *, now: datetime, detail: str = "",
-                 change: Change | None = None) -> RunRecord | None:
+def transitioned(
+    run: RunRecord, new_state: RunState, *, now: datetime, detail: str = "", change: Change | None = None
+) -> RunRecord | None:
     """The record after moving to new_state, or None when that move is not allowed from its current state.
 
     Moving to the state it is already in applies `change` without a new history entry (a repeated event).
@@ -87,8 +88,9 @@ def create_if_absent(run: RunRecord) -> Step[tuple[RunRecord, bool]]:
     return step
 
 
-def transition(state: RunState, *, now: datetime, detail: str = "",
-               change: Change | None = None) -> Step[tuple[RunRecord | None, bool]]:
+def transition(
+    state: RunState, *, now: datetime, detail: str = "", change: Change | None = None
+) -> Step[tuple[RunRecord | None, bool]]:
     """Move the run forward; result: (record after, whether it changed). A disallowed move writes nothing."""
 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, tuple[RunRecord | None, bool]]:
@@ -116,8 +118,9 @@ FirstAttempt = Callable[[RunRecord], SubmissionAttempt | None]
 """The CreateCustomJob attempt a fresh claim is about to make (None: no plan to try), recorded with the claim."""
 
 
-def claim_submission(run_id: str, *, owner: str, now: datetime, lease_seconds: int,
-                     first_attempt: FirstAttempt | None = None) -> Step[Claim[RunRecord]]:
+def claim_submission(
+    run_id: str, *, owner: str, now: datetime, lease_seconds: int, first_attempt: FirstAttempt | None = None
+) -> Step[Claim[RunRecord]]:
     """Claim the run's submission for `owner` (see `claimed`); the lease is written only when taken. With
     first_attempt, a fresh claim (CLAIMED) also records that attempt, pending, in the same write: it is on record
     before it is made, as every attempt must be, without a write of its own."""
@@ -130,8 +133,9 @@ def claim_submission(run_id: str, *, owner: str, now: datetime, lease_seconds: i
             attempt = first_attempt(claim.doc)
             if attempt is not None:
                 attempts = (*(claim.doc.submission.attempts or ()), attempt)
-                claim = Claim(claim.outcome, replace(claim.doc, submission=replace(claim.doc.submission,
-                                                                                  attempts=attempts)))
+                claim = Claim(
+                    claim.outcome, replace(claim.doc, submission=replace(claim.doc.submission, attempts=attempts))
+                )
         taken = claim.outcome in (ClaimOutcome.CLAIMED, ClaimOutcome.RECOVER)
         return (claim.doc if taken else None), claim
 
@@ -161,8 +165,9 @@ class RunsRules(ABC):
         """Store run unless a run with its id exists; returns (the stored record, whether this call created it)."""
         return self.apply(run.run_id, create_if_absent(run))
 
-    def transition(self, run_id: str, state: RunState, *, now: datetime, detail: str = "",
-                   change: Change | None = None) -> tuple[RunRecord | None, bool]:
+    def transition(
+        self, run_id: str, state: RunState, *, now: datetime, detail: str = "", change: Change | None = None
+    ) -> tuple[RunRecord | None, bool]:
         """Move the run forward; returns (record after, whether it changed). A disallowed move changes nothing."""
         return self.apply(run_id, transition(state, now=now, detail=detail, change=change))
 
@@ -170,17 +175,36 @@ class RunsRules(ABC):
         """Apply change without changing state (e.g. record a submission attempt)."""
         return self.apply(run_id, merge(now=now, change=change))
 
-    def claim_submission(self, run_id: str, *, owner: str, now: datetime, lease_seconds: int,
-                         first_attempt: FirstAttempt | None = None, before: Step[Any] | None = None
-                         ) -> Claim[RunRecord]:
+    def claim_submission(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        now: datetime,
+        lease_seconds: int,
+        first_attempt: FirstAttempt | None = None,
+        before: Step[Any] | None = None,
+    ) -> Claim[RunRecord]:
         """Claim the run's submission (see claim_submission); with `before`, that step (e.g. the move to PLANNED)
         first, in the same transaction."""
-        claim = claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds,
-                                 first_attempt=first_attempt)
+        claim = claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds, first_attempt=first_attempt)
         if before is None:
             return self.apply(run_id, claim)
         return self.apply(run_id, then(before, claim))[1]
 
 
-__all__ = ["Change", "Doc", "FirstAttempt", "RunsRules", "Step", "claim_submission", "claimed", "create_if_absent",
-           "merge", "submission_lease", "then", "transition", "transitioned"]
+__all__ = [
+    "Change",
+    "Doc",
+    "FirstAttempt",
+    "RunsRules",
+    "Step",
+    "claim_submission",
+    "claimed",
+    "create_if_absent",
+    "merge",
+    "submission_lease",
+    "then",
+    "transition",
+    "transitioned",
+]

@@ -22,20 +22,27 @@ SWEEP_SCHEDULE = "ingest_sweep"
 
 NEXT_STEP = {
     DatasetStatus.COLLECTING: "objects are arriving; the sweep closes the dataset once the route's quiet period "
-                              "has passed (`landfall sweep` runs one now)",
+    "has passed (`landfall sweep` runs one now)",
     DatasetStatus.WAITING: "the manifest names objects that are missing or differ (see reason); the dataset "
-                           "completes when they land",
+    "completes when they land",
     DatasetStatus.REFUSED: "fix what the reason says, then land a new _SUCCESS marker or manifest (a new version)",
     DatasetStatus.REQUESTED: "a TrainingRequest was published; `landfall run {run_id}` follows the run",
     DatasetStatus.DUPLICATE: "these objects were trained already as run {duplicate_of} (`landfall run "
-                             "{duplicate_of}`); `landfall retrain {uri}` trains them again on purpose",
+    "{duplicate_of}`); `landfall retrain {uri}` trains them again on purpose",
 }
 """What a person can do about a dataset in each status (shown by `landfall dataset`)."""
 
 STATUSES = tuple(s.value for s in DatasetStatus)
-VERSION_LABELS = (("run_id", "run"), ("status", "status"), ("duplicate_of", "duplicate of"),
-                  ("generation", "generation"), ("kind", "kind"), ("completed_by", "completed by"),
-                  ("idempotency_key", "key"), ("content_key", "content"))
+VERSION_LABELS = (
+    ("run_id", "run"),
+    ("status", "status"),
+    ("duplicate_of", "duplicate of"),
+    ("generation", "generation"),
+    ("kind", "kind"),
+    ("completed_by", "completed by"),
+    ("idempotency_key", "key"),
+    ("content_key", "content"),
+)
 
 
 class DatasetUriError(ValueError):
@@ -50,8 +57,9 @@ def parse_dataset_uri(uri: str) -> tuple[str, str]:
     """(bucket, prefix ending in '/') of gs://BUCKET/PREFIX/; the trailing '/' may be left out."""
     bucket, _, prefix = uri.removeprefix("gs://").partition("/")
     if not uri.startswith("gs://") or not bucket or not prefix.strip("/"):
-        raise DatasetUriError(f"expected a dataset folder gs://BUCKET/PREFIX/ (e.g. gs://landfall-landing/datasets/"
-                              f"mydata/), got {uri!r}")
+        raise DatasetUriError(
+            f"expected a dataset folder gs://BUCKET/PREFIX/ (e.g. gs://landfall-landing/datasets/mydata/), got {uri!r}"
+        )
     return bucket, prefix if prefix.endswith("/") else f"{prefix}/"
 
 
@@ -62,8 +70,17 @@ def short(text: str, width: int = REASON_WIDTH) -> str:
 
 
 def table_rows(docs: list[dict[str, Any]]) -> list[list[str]]:
-    return [[d.get("uri", ""), d.get("route", ""), d.get("status", ""), (d.get("version") or {}).get("run_id", ""),
-             d.get("updated_at", ""), short(d.get("reason", ""))] for d in docs]
+    return [
+        [
+            d.get("uri", ""),
+            d.get("route", ""),
+            d.get("status", ""),
+            (d.get("version") or {}).get("run_id", ""),
+            d.get("updated_at", ""),
+            short(d.get("reason", "")),
+        ]
+        for d in docs
+    ]
 
 
 def _value(value: Any) -> str:
@@ -74,23 +91,31 @@ def describe_dataset(doc: dict[str, Any]) -> str:
     """A dataset record as a person reads it: where it stands, why, its version, what to do next; then any field
     the contract does not name, so nothing in the record is hidden."""
     version = doc.get("version") or {}
-    lines = [f"dataset   {doc.get('uri', '')}", f"id        {doc.get('dataset_id', '')}",
-             f"route     {doc.get('route') or '-'}", f"status    {doc.get('status', '')}",
-             f"updated   {doc.get('updated_at', '')}"]
+    lines = [
+        f"dataset   {doc.get('uri', '')}",
+        f"id        {doc.get('dataset_id', '')}",
+        f"route     {doc.get('route') or '-'}",
+        f"status    {doc.get('status', '')}",
+        f"updated   {doc.get('updated_at', '')}",
+    ]
     reason = str(doc.get("reason") or "").splitlines()
     if reason:
         lines += [f"reason    {reason[0]}", *(f"          {line}" for line in reason[1:])]
     if version:
         labelled = dict(VERSION_LABELS)
         keys = [key for key, _ in VERSION_LABELS if key in version] + sorted(set(version) - set(labelled))
-        lines += [f"{'version' if i == 0 else '':<10}{labelled.get(key, key):<13}{_value(version[key])}"
-                  for i, key in enumerate(keys)]
+        lines += [
+            f"{'version' if i == 0 else '':<10}{labelled.get(key, key):<13}{_value(version[key])}"
+            for i, key in enumerate(keys)
+        ]
     else:
         lines.append("version   none yet")
     if doc.get("status") in STATUSES:
         step = NEXT_STEP[DatasetStatus(doc["status"])].format(
-            run_id=version.get("run_id") or "RUN_ID", duplicate_of=version.get("duplicate_of") or "RUN_ID",
-            uri=doc.get("uri", "URI"))
+            run_id=version.get("run_id") or "RUN_ID",
+            duplicate_of=version.get("duplicate_of") or "RUN_ID",
+            uri=doc.get("uri", "URI"),
+        )
         lines.append(f"next      {step}")
     lines += [f"{key:<9} {_value(doc[key])}" for key in sorted(set(doc) - set(DATASET_FIELDS))]
     return "\n".join(lines)
@@ -109,8 +134,10 @@ def _boundary(what: str) -> Iterator[None]:
     except SettingsError as exc:
         raise CommandError(str(exc)) from exc
     except (GoogleAPIError, GoogleAuthError, TimeoutError) as exc:
-        raise CommandError(f"cannot {what}: {reason(exc)}. On the local stack check `landfall status` (the CLI reads "
-                           ".landfall/env); in Google Cloud check GOOGLE_CLOUD_PROJECT and your credentials.") from exc
+        raise CommandError(
+            f"cannot {what}: {reason(exc)}. On the local stack check `landfall status` (the CLI reads "
+            ".landfall/env); in Google Cloud check GOOGLE_CLOUD_PROJECT and your credentials."
+        ) from exc
 
 
 def _collection() -> tuple[Any, str]:
@@ -122,8 +149,10 @@ def _collection() -> tuple[Any, str]:
     with _boundary("open Firestore"):
         settings = get_settings()
         client = firestore.Client(project=settings.project)
-    return (client.collection(settings.datasets_collection),
-            f"Firestore collection {settings.datasets_collection!r} of project {settings.project}")
+    return (
+        client.collection(settings.datasets_collection),
+        f"Firestore collection {settings.datasets_collection!r} of project {settings.project}",
+    )
 
 
 def list_datasets(status: str | None, limit: int) -> list[dict[str, Any]]:
@@ -171,10 +200,13 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         print(f"landfall dataset: {exc}", file=sys.stderr)
         return 1
     if not snapshot.exists:
-        print(f"landfall dataset: no record of gs://{bucket}/{prefix} (document {dataset_id} in the {described}). "
-              "Check that the URI is the dataset folder itself (the one holding the data and _SUCCESS), that an "
-              "object has landed under it, and that you are on the intended stack or project; `landfall datasets` "
-              "lists the known ones.", file=sys.stderr)
+        print(
+            f"landfall dataset: no record of gs://{bucket}/{prefix} (document {dataset_id} in the {described}). "
+            "Check that the URI is the dataset folder itself (the one holding the data and _SUCCESS), that an "
+            "object has landed under it, and that you are on the intended stack or project; `landfall datasets` "
+            "lists the known ones.",
+            file=sys.stderr,
+        )
         return 1
     doc = snapshot.to_dict()
     print(json.dumps(doc, indent=2, default=str) if args.json else describe_dataset(doc))
@@ -208,8 +240,10 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     if not done.outcome.startswith("published:"):
         print(f"landfall retrain: no request was made: {version.get('reason') or done.outcome}", file=sys.stderr)
         return 1
-    print(f"retrain {done.count} of gs://{bucket}/{prefix}: requested run {done.run_id} (key {done.idempotency_key})"
-          f"; `landfall run {done.run_id}` follows it")
+    print(
+        f"retrain {done.count} of gs://{bucket}/{prefix}: requested run {done.run_id} (key {done.idempotency_key})"
+        f"; `landfall run {done.run_id}` follows it"
+    )
     return 0
 
 
@@ -227,35 +261,47 @@ def _positive(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("datasets", help="list the datasets ingest has seen, most recently updated first",
-                       description="One row per dataset folder in the landing bucket: its route, status "
-                                   f"({', '.join(STATUSES)}), the run it started and, when no request was made, "
-                                   f"why (cut to {REASON_WIDTH} characters; --json and `landfall dataset URI` show "
-                                   "it whole).")
+    p = sub.add_parser(
+        "datasets",
+        help="list the datasets ingest has seen, most recently updated first",
+        description="One row per dataset folder in the landing bucket: its route, status "
+        f"({', '.join(STATUSES)}), the run it started and, when no request was made, "
+        f"why (cut to {REASON_WIDTH} characters; --json and `landfall dataset URI` show "
+        "it whole).",
+    )
     p.add_argument("--status", type=str.upper, choices=STATUSES, help="only datasets in this status")
     p.add_argument("--limit", type=_positive, default=50, metavar="N", help="show at most N datasets (default 50)")
     p.add_argument("--json", action="store_true", help="print the dataset records as JSON")
     p.set_defaults(func=cmd_datasets)
 
-    p = sub.add_parser("dataset", help="show one dataset's record: status, full reason, version, next step",
-                       description="The record ingest keeps for one dataset folder, found by its gs:// URI. Exit "
-                                   "status 1 when there is none.")
+    p = sub.add_parser(
+        "dataset",
+        help="show one dataset's record: status, full reason, version, next step",
+        description="The record ingest keeps for one dataset folder, found by its gs:// URI. Exit "
+        "status 1 when there is none.",
+    )
     p.add_argument("uri", metavar="URI", help="the dataset folder, gs://BUCKET/PREFIX/ (see `landfall datasets`)")
     p.add_argument("--json", action="store_true", help="print the record as JSON")
     p.set_defaults(func=cmd_dataset)
 
-    p = sub.add_parser("retrain", help="train a dataset again on purpose: a new run of the same objects",
-                       description="Ingest trains the same objects once: a dataset marked complete again with the "
-                                   "same names, sizes and checksums is recorded as a DUPLICATE of the earlier run. "
-                                   "retrain evaluates the folder as it is now (route rules, landfall.json) and "
-                                   "publishes a TrainingRequest under a new key (the content's key and a retrain "
-                                   "count), recorded on the dataset. Prints the run id; exit status 1 when no "
-                                   "request was made, with the reason.")
+    p = sub.add_parser(
+        "retrain",
+        help="train a dataset again on purpose: a new run of the same objects",
+        description="Ingest trains the same objects once: a dataset marked complete again with the "
+        "same names, sizes and checksums is recorded as a DUPLICATE of the earlier run. "
+        "retrain evaluates the folder as it is now (route rules, landfall.json) and "
+        "publishes a TrainingRequest under a new key (the content's key and a retrain "
+        "count), recorded on the dataset. Prints the run id; exit status 1 when no "
+        "request was made, with the reason.",
+    )
     p.add_argument("uri", metavar="URI", help="the dataset folder, gs://BUCKET/PREFIX/ (see `landfall datasets`)")
     p.set_defaults(func=cmd_retrain)
 
-    p = sub.add_parser("sweep", help="run the ingest sweep now: publish one tick to its topic",
-                       description="Publish one tick of the ingest_sweep schedule, as `gcloud scheduler jobs run` "
-                                   "would: the sweep_datasets function closes quiet-period datasets and re-checks "
-                                   "manifests. Prints the message id.")
+    p = sub.add_parser(
+        "sweep",
+        help="run the ingest sweep now: publish one tick to its topic",
+        description="Publish one tick of the ingest_sweep schedule, as `gcloud scheduler jobs run` "
+        "would: the sweep_datasets function closes quiet-period datasets and re-checks "
+        "manifests. Prints the message id.",
+    )
     p.set_defaults(func=cmd_sweep)

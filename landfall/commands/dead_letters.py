@@ -35,21 +35,29 @@ def pull_and_return(subscriber: Any, subscription: str, limit: int) -> list[Any]
     try:
         while len(pulled) < limit:
             try:
-                response = subscriber.pull(request={"subscription": subscription,
-                                                    "max_messages": min(PULL_BATCH, limit - len(pulled))},
-                                           timeout=PULL_WAIT_S, retry=None)
+                response = subscriber.pull(
+                    request={"subscription": subscription, "max_messages": min(PULL_BATCH, limit - len(pulled))},
+                    timeout=PULL_WAIT_S,
+                    retry=None,
+                )
             except gexc.DeadlineExceeded:
                 break
             batch = list(response.received_messages)
             if not batch:
                 break
-            subscriber.modify_ack_deadline(request={"subscription": subscription, "ack_ids": [m.ack_id for m in batch],
-                                                    "ack_deadline_seconds": HOLD_SECONDS})
+            subscriber.modify_ack_deadline(
+                request={
+                    "subscription": subscription,
+                    "ack_ids": [m.ack_id for m in batch],
+                    "ack_deadline_seconds": HOLD_SECONDS,
+                }
+            )
             pulled += batch
     finally:
         if pulled:
-            subscriber.modify_ack_deadline(request={"subscription": subscription,
-                                                    "ack_ids": [m.ack_id for m in pulled], "ack_deadline_seconds": 0})
+            subscriber.modify_ack_deadline(
+                request={"subscription": subscription, "ack_ids": [m.ack_id for m in pulled], "ack_deadline_seconds": 0}
+            )
     return pulled
 
 
@@ -81,26 +89,42 @@ def dead_letters(limit: int) -> tuple[str, list[DeadLetter]]:
         try:
             received = pull_and_return(subscriber, subscription, limit)
         except NotFound as exc:
-            raise CommandError(f"subscription {subscription} does not exist: `landfall up` creates it on the local "
-                               "stack, `landfall deploy` in Google Cloud") from exc
+            raise CommandError(
+                f"subscription {subscription} does not exist: `landfall up` creates it on the local "
+                "stack, `landfall deploy` in Google Cloud"
+            ) from exc
         finally:
             subscriber.close()
     by_subscription = {f.subscription: f.name for f in topology.functions}
-    reports = [describe(m.message.message_id, bytes(m.message.data), dict(m.message.attributes),
-                        rfc3339(m.message.publish_time), by_subscription, local_log_lines) for m in received]
+    reports = [
+        describe(
+            m.message.message_id,
+            bytes(m.message.data),
+            dict(m.message.attributes),
+            rfc3339(m.message.publish_time),
+            by_subscription,
+            local_log_lines,
+        )
+        for m in received
+    ]
     return subscription, sorted({r.message_id: r for r in reports}.values(), key=lambda r: r.published_at)
 
 
 def render(subscription: str, reports: list[DeadLetter]) -> str:
     if not reports:
         return f"no dead letters on {subscription}"
-    lines = [f"{len(reports)} dead letter(s) on {subscription}, oldest first (left there: this command consumes "
-             "nothing)"]
+    lines = [
+        f"{len(reports)} dead letter(s) on {subscription}, oldest first (left there: this command consumes nothing)"
+    ]
     for r in reports:
         source = f"{r.function} ({r.subscription})" if r.function else (r.subscription or "an unknown subscription")
         attempts = f", {r.delivery_attempts} deliveries" if r.delivery_attempts else ""
-        lines += ["", f"message {r.message_id}  from {source}{attempts}, published {r.published_at}",
-                  f"  body    {r.preview}", f"  reason  {r.reason}"]
+        lines += [
+            "",
+            f"message {r.message_id}  from {source}{attempts}, published {r.published_at}",
+            f"  body    {r.preview}",
+            f"  reason  {r.reason}",
+        ]
         if r.attributes:
             lines.append("  attrs   " + ", ".join(f"{k}={v}" for k, v in sorted(r.attributes.items())))
     return "\n".join(lines)
@@ -118,12 +142,15 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("dead-letters", help="list the messages on the dead-letter topic and why each one failed",
-                       description="Reads the dead-letter topic's hold subscription: for each message the "
-                                   "subscription (function) it failed on, its delivery attempts, when it was "
-                                   "published, the start of its body and why it failed (the function's parser, "
-                                   "else its log line naming the message). The messages are pulled and then "
-                                   "given back (nacked, ack deadline 0): nothing is consumed.")
+    p = sub.add_parser(
+        "dead-letters",
+        help="list the messages on the dead-letter topic and why each one failed",
+        description="Reads the dead-letter topic's hold subscription: for each message the "
+        "subscription (function) it failed on, its delivery attempts, when it was "
+        "published, the start of its body and why it failed (the function's parser, "
+        "else its log line naming the message). The messages are pulled and then "
+        "given back (nacked, ack deadline 0): nothing is consumed.",
+    )
     p.add_argument("--limit", type=positive, default=50, metavar="N", help="read at most N messages (default 50)")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
     p.set_defaults(func=cmd_dead_letters)

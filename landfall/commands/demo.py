@@ -75,12 +75,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     generation = upload_dataset(bucket, prefix, shards)
     run_id = run_id_for(f"gcs:{bucket}/{prefix}:{generation}")
     if not args.quiet:
-        print(f"uploaded {len(shards)} shards and _SUCCESS to gs://{bucket}/{prefix}; following run {run_id}",
-              flush=True)
+        print(
+            f"uploaded {len(shards)} shards and _SUCCESS to gs://{bucket}/{prefix}; following run {run_id}", flush=True
+        )
     doc = follow(run_id, args.timeout, args.quiet)
     if doc is None:
-        print(f"landfall demo: run {run_id} did not finish within {args.timeout:.0f}s; `landfall run {run_id}` "
-              f"shows where it is, logs are in {info.state_dir / 'logs'}", file=sys.stderr)
+        print(
+            f"landfall demo: run {run_id} did not finish within {args.timeout:.0f}s; `landfall run {run_id}` "
+            f"shows where it is, logs are in {info.state_dir / 'logs'}",
+            file=sys.stderr,
+        )
         return 1
     print(describe(parse_run_record(doc)))
     print(f"demo wall time: {time.monotonic() - began:.1f}s")

@@ -24,29 +24,41 @@ class UsageError(ValueError):
 
 def _target(args: argparse.Namespace) -> Target:
     if not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", args.project):
-        raise UsageError(f"--project {args.project!r} is not a project id (6 to 30 lowercase letters, digits and "
-                         "hyphens); `gcloud projects list` shows yours")
+        raise UsageError(
+            f"--project {args.project!r} is not a project id (6 to 30 lowercase letters, digits and "
+            "hyphens); `gcloud projects list` shows yours"
+        )
     if args.project_number and not args.project_number.isdigit():
         raise UsageError(f"--project-number must be digits, got {args.project_number!r}")
     if args.dry_run and not args.project_number:
-        raise UsageError("a dry run prints the Google-managed identities by name, which contain the project number: "
-                         f"pass --project-number (`gcloud projects describe {args.project} "
-                         "--format='value(projectNumber)'` prints it)")
+        raise UsageError(
+            "a dry run prints the Google-managed identities by name, which contain the project number: "
+            f"pass --project-number (`gcloud projects describe {args.project} "
+            "--format='value(projectNumber)'` prints it)"
+        )
     from deploy.topology import load_topology
 
-    return Target(project=args.project, region=args.region or load_topology().default_region,
-                  project_number=args.project_number or "", job_regions=tuple(args.job_region),
-                  image_tag=getattr(args, "image_tag", "") or "", delete_data=getattr(args, "delete_data", False))
+    return Target(
+        project=args.project,
+        region=args.region or load_topology().default_region,
+        project_number=args.project_number or "",
+        job_regions=tuple(args.job_region),
+        image_tag=getattr(args, "image_tag", "") or "",
+        delete_data=getattr(args, "delete_data", False),
+    )
 
 
 def _execute(plan: Any, target: Target) -> list[Any]:
     if shutil.which("gcloud") is None:
-        raise UsageError("gcloud is not on PATH: install the Google Cloud CLI (cloud.google.com/sdk) and run "
-                         "`gcloud auth login`")
+        raise UsageError(
+            "gcloud is not on PATH: install the Google Cloud CLI (cloud.google.com/sdk) and run `gcloud auth login`"
+        )
     leaked = [name for name in LOCAL_STACK_VARIABLES if name in os.environ]
     if leaked:
-        print(f"# ignoring the local stack's {', '.join(leaked)} (from .landfall/env): gcloud talks to Google Cloud",
-              file=sys.stderr)
+        print(
+            f"# ignoring the local stack's {', '.join(leaked)} (from .landfall/env): gcloud talks to Google Cloud",
+            file=sys.stderr,
+        )
     from deploy.gcp.bundles import REPO_ROOT
 
     executor = Executor(plan, run_gcloud(REPO_ROOT), report=lambda line: print(line, file=sys.stderr))
@@ -62,15 +74,20 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         plan = deploy_plan(target, prepared)
         if args.dry_run:
             print(dry_run_text(plan), end="")
-            print(f"# staged {len(prepared.bundles)} function bundles and the trainer context under .landfall/deploy/",
-                  file=sys.stderr)
+            print(
+                f"# staged {len(prepared.bundles)} function bundles and the trainer context under .landfall/deploy/",
+                file=sys.stderr,
+            )
             return 0
         _execute(plan, target)
     except (UsageError, StepError) as exc:
         print(f"landfall deploy: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
-    print(f"landfall deploy: done. Drop data with `gcloud storage cp FILES gs://{prepared.env['LANDFALL_LANDING_BUCKET']}"
-          "/datasets/NAME/` and a _SUCCESS marker.", file=sys.stderr)
+    print(
+        f"landfall deploy: done. Drop data with `gcloud storage cp FILES gs://{prepared.env['LANDFALL_LANDING_BUCKET']}"
+        "/datasets/NAME/` and a _SUCCESS marker.",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -93,35 +110,57 @@ def cmd_teardown(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project", required=True, help="the Google Cloud project id")
-    p.add_argument("--region", help="region of the functions, buckets, image and schedules (default: "
-                                    "deploy/topology.toml project.default_region)")
-    p.add_argument("--project-number", default="", metavar="N",
-                   help="the project number (looked up when deploying; required with --dry-run)")
-    p.add_argument("--job-region", action="append", default=[], metavar="REGION",
-                   help="another region Vertex jobs may run in (an artifacts bucket each); repeatable")
-    p.add_argument("--dry-run", action="store_true",
-                   help="run nothing: print the gcloud commands, one per line, as a bash script")
+    p.add_argument(
+        "--region",
+        help="region of the functions, buckets, image and schedules (default: "
+        "deploy/topology.toml project.default_region)",
+    )
+    p.add_argument(
+        "--project-number",
+        default="",
+        metavar="N",
+        help="the project number (looked up when deploying; required with --dry-run)",
+    )
+    p.add_argument(
+        "--job-region",
+        action="append",
+        default=[],
+        metavar="REGION",
+        help="another region Vertex jobs may run in (an artifacts bucket each); repeatable",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="run nothing: print the gcloud commands, one per line, as a bash script"
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "deploy", help="deploy Landfall to a Google Cloud project (gcloud); converges when run again",
+        "deploy",
+        help="deploy Landfall to a Google Cloud project (gcloud); converges when run again",
         description="Render deploy/topology.toml into the gcloud commands that create or update APIs, service "
-                    "accounts and grants, buckets, topics and subscriptions, the bucket notification, the trainer "
-                    "image, the functions, the log sink, the schedules and Firestore, and run them in order. Each "
-                    "resource is described first and updated or left alone when it exists. Function bundles and "
-                    "the trainer's build context are staged under .landfall/deploy/.")
+        "accounts and grants, buckets, topics and subscriptions, the bucket notification, the trainer "
+        "image, the functions, the log sink, the schedules and Firestore, and run them in order. Each "
+        "resource is described first and updated or left alone when it exists. Function bundles and "
+        "the trainer's build context are staged under .landfall/deploy/.",
+    )
     _common(p)
-    p.add_argument("--image-tag", default="", metavar="TAG",
-                   help="tag of the trainer image (default: the hash of its staged build context)")
+    p.add_argument(
+        "--image-tag",
+        default="",
+        metavar="TAG",
+        help="tag of the trainer image (default: the hash of its staged build context)",
+    )
     p.set_defaults(func=cmd_deploy)
     t = sub.add_parser(
-        "teardown", help="remove what `landfall deploy` made; keeps buckets that hold objects",
+        "teardown",
+        help="remove what `landfall deploy` made; keeps buckets that hold objects",
         description="Delete the schedules, log sink, notifications, subscriptions, functions, topics, service "
-                    "accounts and their project grants, the image repository and empty buckets. A bucket that "
-                    f"holds objects is kept (exit status {EXIT_KEPT}) unless --delete-data, which also deletes the "
-                    "Firestore database. APIs stay enabled.")
+        "accounts and their project grants, the image repository and empty buckets. A bucket that "
+        f"holds objects is kept (exit status {EXIT_KEPT}) unless --delete-data, which also deletes the "
+        "Firestore database. APIs stay enabled.",
+    )
     _common(t)
-    t.add_argument("--delete-data", action="store_true",
-                   help="also delete buckets with their objects and the Firestore database")
+    t.add_argument(
+        "--delete-data", action="store_true", help="also delete buckets with their objects and the Firestore database"
+    )
     t.set_defaults(func=cmd_teardown)

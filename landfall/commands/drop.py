@@ -42,17 +42,28 @@ def settled(doc: dict[str, Any] | None, generation: str) -> bool:
 def upload(bucket: Any, files: list[tuple[Path, str]], *, quiet: bool) -> None:
     from tqdm import tqdm
 
-    with tqdm(total=sum(p.stat().st_size for p, _ in files), unit="B", unit_scale=True, unit_divisor=1024,
-              desc="upload", disable=quiet, file=sys.stderr) as bar:
+    with tqdm(
+        total=sum(p.stat().st_size for p, _ in files),
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc="upload",
+        disable=quiet,
+        file=sys.stderr,
+    ) as bar:
         for path, name in files:
             bar.set_postfix_str(name.rsplit("/", 1)[-1], refresh=False)
             bucket.blob(name).upload_from_filename(str(path))
             bar.update(path.stat().st_size)
 
 
-def wait_for(read: Callable[[], dict[str, Any] | None], generation: str, timeout_s: float,
-             sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
-             ) -> dict[str, Any] | None:
+def wait_for(
+    read: Callable[[], dict[str, Any] | None],
+    generation: str,
+    timeout_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any] | None:
     """The dataset document once it records the marker's version, or None when `timeout_s` passed first."""
     deadline = clock() + timeout_s
     while True:
@@ -92,9 +103,11 @@ def cmd_drop(args: argparse.Namespace) -> int:
 
     doc = wait_for(read, str(marker.generation), args.wait)
     if doc is None:
-        raise CommandError(f"ingest has not recorded {uri} (marker generation {marker.generation}) within "
-                           f"{args.wait:g}s; `landfall dataset {uri}` shows where it stands, `landfall status` "
-                           "whether the stack's functions are up")
+        raise CommandError(
+            f"ingest has not recorded {uri} (marker generation {marker.generation}) within "
+            f"{args.wait:g}s; `landfall dataset {uri}` shows where it stands, `landfall status` "
+            "whether the stack's functions are up"
+        )
     print(describe_dataset(doc))
     run_id = (doc.get("version") or {}).get("run_id")
     if doc.get("status") == DatasetStatus.REQUESTED and run_id:
@@ -114,13 +127,21 @@ def _seconds(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("drop", help="upload a folder as a dataset, then its _SUCCESS marker; print its status and run",
-                       description="Uploads every file of DIR under gs://BUCKET/PREFIX/ with a progress bar, then "
-                                   "the _SUCCESS marker, waits for ingest to record that version and prints the "
-                                   "dataset's status and the run it started (exit 1 when ingest refused it).")
+    p = sub.add_parser(
+        "drop",
+        help="upload a folder as a dataset, then its _SUCCESS marker; print its status and run",
+        description="Uploads every file of DIR under gs://BUCKET/PREFIX/ with a progress bar, then "
+        "the _SUCCESS marker, waits for ingest to record that version and prints the "
+        "dataset's status and the run it started (exit 1 when ingest refused it).",
+    )
     p.add_argument("dir", metavar="DIR", help="the local folder holding the dataset's files")
     p.add_argument("uri", metavar="gs://BUCKET/PREFIX/", help="the dataset folder to land it in")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    p.add_argument("--wait", type=_seconds, default=120.0, metavar="SECONDS",
-                   help="how long to wait for ingest to record the dataset (default 120)")
+    p.add_argument(
+        "--wait",
+        type=_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for ingest to record the dataset (default 120)",
+    )
     p.set_defaults(func=cmd_drop)

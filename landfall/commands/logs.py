@@ -35,13 +35,15 @@ def cloud_logging_commands(run: RunRecord) -> str:
     project = run.vertex.job_name.split("/")[1] if run.vertex.job_name.startswith("projects/") else ""
     where = f" --project={project}" if project else ""
     query = cloud_logging_filter(run.vertex.job_id)
-    return "\n".join([
-        f"run {run.run_id} ran as Vertex job {run.vertex.job_name}; its replicas log to Cloud Logging.",
-        f"filter:  {query}",
-        f"read:    gcloud logging read '{query}'{where} --order=asc --format='value(timestamp,severity,"
-        "jsonPayload.message,textPayload)'",
-        f"follow:  gcloud beta logging tail '{query}'{where}",
-    ])
+    return "\n".join(
+        [
+            f"run {run.run_id} ran as Vertex job {run.vertex.job_name}; its replicas log to Cloud Logging.",
+            f"filter:  {query}",
+            f"read:    gcloud logging read '{query}'{where} --order=asc --format='value(timestamp,severity,"
+            "jsonPayload.message,textPayload)'",
+            f"follow:  gcloud beta logging tail '{query}'{where}",
+        ]
+    )
 
 
 def replica_logs(state_dir: Path, job_id: str) -> dict[str, Path]:
@@ -70,8 +72,12 @@ class LogPrinter:
         self.out.flush()
 
 
-def follow(paths: Callable[[], Mapping[str, Path]], ended: Callable[[], bool], out: TextIO,
-           sleep: Callable[[float], None] = time.sleep) -> None:
+def follow(
+    paths: Callable[[], Mapping[str, Path]],
+    ended: Callable[[], bool],
+    out: TextIO,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """Print the logs as they grow until the run has ended, then what was left."""
     printer = LogPrinter(out)
     while True:
@@ -87,8 +93,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
     run = read_run(args.run_id, "run")
     if run.vertex is None:
-        raise CommandError(f"run {run.run_id} is {run.state} and started no Vertex job, so no replica ever ran; "
-                           f"`landfall run {run.run_id}` says why")
+        raise CommandError(
+            f"run {run.run_id} is {run.state} and started no Vertex job, so no replica ever ran; "
+            f"`landfall run {run.run_id}` says why"
+        )
     if not os.environ.get("LANDFALL_VERTEX_ENDPOINT"):
         print(cloud_logging_commands(run))
         return 0
@@ -99,8 +107,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 0
     paths = replica_logs(state_dir, job_id)
     if not paths:
-        raise CommandError(f"no replica logs for job {job_id} under {state_dir / VERTEX_STATE}/jobs/ yet (run "
-                           f"{run.run_id} is {run.state}); `landfall logs {run.run_id} --follow` waits for them")
+        raise CommandError(
+            f"no replica logs for job {job_id} under {state_dir / VERTEX_STATE}/jobs/ yet (run "
+            f"{run.run_id} is {run.state}); `landfall logs {run.run_id} --follow` waits for them"
+        )
     LogPrinter(sys.stdout).print_new(paths, final=True)
     return 0
 
@@ -110,11 +120,15 @@ def _ended(run_id: str) -> bool:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("logs", help="print what a run's replicas logged (the trainer's output)",
-                       description="On the local stack: the Vertex emulator's replica log files, one line per "
-                                   "record, prefixed [workerpoolK-i] when there are several replicas. For a job in "
-                                   "Google Cloud: the Cloud Logging filter and the gcloud command that reads it.")
+    p = sub.add_parser(
+        "logs",
+        help="print what a run's replicas logged (the trainer's output)",
+        description="On the local stack: the Vertex emulator's replica log files, one line per "
+        "record, prefixed [workerpoolK-i] when there are several replicas. For a job in "
+        "Google Cloud: the Cloud Logging filter and the gcloud command that reads it.",
+    )
     p.add_argument("run_id", metavar="RUN_ID", help="the run id (see `landfall runs`)")
-    p.add_argument("--follow", "-f", action="store_true",
-                   help="keep printing as the replicas write, until the run ends")
+    p.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing as the replicas write, until the run ends"
+    )
     p.set_defaults(func=cmd_logs)

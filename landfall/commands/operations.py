@@ -35,15 +35,21 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("reconcile", help="run the reconciler now: publish one tick to its topic",
-                       description="Publish one tick of the reconcile schedule, as `gcloud scheduler jobs run` "
-                                   "would: reconcile_runs records ended jobs, takes over stuck submissions and "
-                                   "resubmits runs waiting for capacity. Prints the message id.")
+    p = sub.add_parser(
+        "reconcile",
+        help="run the reconciler now: publish one tick to its topic",
+        description="Publish one tick of the reconcile schedule, as `gcloud scheduler jobs run` "
+        "would: reconcile_runs records ended jobs, takes over stuck submissions and "
+        "resubmits runs waiting for capacity. Prints the message id.",
+    )
     p.set_defaults(func=cmd_reconcile)
-    p = sub.add_parser("cancel", help="cancel a run: its Vertex job, or the run itself before submission",
-                       description="Ask Vertex to cancel the run's job (CancelCustomJob); the run ends CANCELLED "
-                                   "with who asked and when. A run with no job yet is stopped before submission; "
-                                   "an ended run is left as it is.")
+    p = sub.add_parser(
+        "cancel",
+        help="cancel a run: its Vertex job, or the run itself before submission",
+        description="Ask Vertex to cancel the run's job (CancelCustomJob); the run ends CANCELLED "
+        "with who asked and when. A run with no job yet is stopped before submission; "
+        "an ended run is left as it is.",
+    )
     p.add_argument("run_id", metavar="RUN_ID", help="the run (see `landfall runs`)")
     p.add_argument("--by", default=getpass.getuser(), help="who asks (default: your user name)")
     p.set_defaults(func=cmd_cancel)

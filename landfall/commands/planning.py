@@ -19,56 +19,96 @@ DEFAULT_ROWS = 20
 def register(subparsers: Any) -> None:
     """Add the planning commands to the `landfall` parser."""
     p = subparsers.add_parser(
-        "plan", help="plan a TrainingRequest: machine, GPUs, strategy, region, cost; shows every candidate",
+        "plan",
+        help="plan a TrainingRequest: machine, GPUs, strategy, region, cost; shows every candidate",
         description="Plan a TrainingRequest JSON file the way the dispatcher does and show the candidates, the chosen "
-                    "one marked with *. Exit status 1 when no plan meets the request.")
+        "one marked with *. Exit status 1 when no plan meets the request.",
+    )
     p.add_argument("request", metavar="REQUEST.json", help="a TrainingRequest (see schemas/examples/)")
     p.add_argument("--json", action="store_true", help="print the chosen Plan as JSON (or the rejection)")
     p.add_argument("--all", action="store_true", help=f"list every candidate, not only the best {DEFAULT_ROWS}")
     p.add_argument("--now", metavar="RFC3339", help="plan as if it were this time (deadlines are relative to it)")
-    p.add_argument("--custom-job", action="store_true",
-                   help="print the Vertex AI CustomJob the dispatcher would submit for the chosen plan, instead of "
-                        "the candidates (see --format)")
-    p.add_argument("--format", choices=("yaml", "json"), default="yaml",
-                   help="with --custom-job: yaml is the config.yaml of `gcloud ai custom-jobs create --config` (the "
-                        "CustomJobSpec, the command line in its header); json is the REST body of customJobs.create "
-                        "(default yaml)")
-    p.add_argument("--project", help="with --custom-job: the project the job runs in (default $GOOGLE_CLOUD_PROJECT, "
-                                     "else the local stack's)")
-    p.add_argument("--trainer-image", help="with --custom-job: the trainer image URI (default $LANDFALL_TRAINER_IMAGE, "
-                                           "else the image's URI in the project's default region)")
-    p.add_argument("--service-account", help="with --custom-job: the email the job runs as (default "
-                                             "$LANDFALL_TRAINING_SERVICE_ACCOUNT, else Vertex's default identity)")
-    p.add_argument("--memory-margin", type=float, metavar="FRACTION",
-                   help="share of each GPU's memory a plan keeps free (default $LANDFALL_MEMORY_MARGIN, else 0.1)")
-    p.add_argument("--timeout-margin", type=float, metavar="FACTOR",
-                   help="scheduling.timeout = the estimate x this (default $LANDFALL_TIMEOUT_MARGIN, else 1.5)")
+    p.add_argument(
+        "--custom-job",
+        action="store_true",
+        help="print the Vertex AI CustomJob the dispatcher would submit for the chosen plan, instead of "
+        "the candidates (see --format)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("yaml", "json"),
+        default="yaml",
+        help="with --custom-job: yaml is the config.yaml of `gcloud ai custom-jobs create --config` (the "
+        "CustomJobSpec, the command line in its header); json is the REST body of customJobs.create "
+        "(default yaml)",
+    )
+    p.add_argument(
+        "--project",
+        help="with --custom-job: the project the job runs in (default $GOOGLE_CLOUD_PROJECT, else the local stack's)",
+    )
+    p.add_argument(
+        "--trainer-image",
+        help="with --custom-job: the trainer image URI (default $LANDFALL_TRAINER_IMAGE, "
+        "else the image's URI in the project's default region)",
+    )
+    p.add_argument(
+        "--service-account",
+        help="with --custom-job: the email the job runs as (default "
+        "$LANDFALL_TRAINING_SERVICE_ACCOUNT, else Vertex's default identity)",
+    )
+    p.add_argument(
+        "--memory-margin",
+        type=float,
+        metavar="FRACTION",
+        help="share of each GPU's memory a plan keeps free (default $LANDFALL_MEMORY_MARGIN, else 0.1)",
+    )
+    p.add_argument(
+        "--timeout-margin",
+        type=float,
+        metavar="FACTOR",
+        help="scheduling.timeout = the estimate x this (default $LANDFALL_TIMEOUT_MARGIN, else 1.5)",
+    )
     p.set_defaults(func=cmd_plan)
 
-    c = subparsers.add_parser("catalog", help="list the machine shapes the planner knows (filter by GPU, region)",
-                              description="Every Vertex AI machine shape in the planner's catalog, one per row, "
-                                          "with its on-demand price in the base region; the filters combine. Exit "
-                                          "status 1 when no shape matches.")
-    c.add_argument("--gpu", metavar="GPU", help="only shapes with this GPU: a model (H100, A100, T4 ...) or a "
-                                                "Vertex accelerator type (NVIDIA_H100_80GB); any case")
+    c = subparsers.add_parser(
+        "catalog",
+        help="list the machine shapes the planner knows (filter by GPU, region)",
+        description="Every Vertex AI machine shape in the planner's catalog, one per row, "
+        "with its on-demand price in the base region; the filters combine. Exit "
+        "status 1 when no shape matches.",
+    )
+    c.add_argument(
+        "--gpu",
+        metavar="GPU",
+        help="only shapes with this GPU: a model (H100, A100, T4 ...) or a "
+        "Vertex accelerator type (NVIDIA_H100_80GB); any case",
+    )
     c.add_argument("--region", metavar="REGION", help="only shapes offered in this region (e.g. us-central1)")
     c.add_argument("--min-gpus", type=int, default=0, metavar="N", help="only shapes with at least N GPUs per machine")
     c.add_argument("--json", action="store_true", help="print one JSON object per shape, as a list")
     c.set_defaults(func=cmd_catalog)
 
     m = subparsers.add_parser(
-        "estimate-memory", help="memory per GPU for a model size, strategy and GPU count",
+        "estimate-memory",
+        help="memory per GPU for a model size, strategy and GPU count",
         description="Model states (params + grads + Adam) per GPU under DDP, ZeRO-1, ZeRO-2 (FSDP SHARD_GRAD_OP) or "
-                    "FSDP FULL_SHARD, following the ZeRO paper; with --preset also activations for --micro-batch "
-                    "samples. GB = 1e9 bytes.")
+        "FSDP FULL_SHARD, following the ZeRO paper; with --preset also activations for --micro-batch "
+        "samples. GB = 1e9 bytes.",
+    )
     m.add_argument("--params", required=True, metavar="P", help="parameter count: 124M, 1.3B, 7e9 ...")
-    m.add_argument("--strategy", required=True, choices=STRATEGIES,
-                   help=describe(STRATEGY_TERMS))
+    m.add_argument("--strategy", required=True, choices=STRATEGIES, help=describe(STRATEGY_TERMS))
     m.add_argument("--gpus", required=True, type=int, metavar="N", help="data-parallel degree (GPUs in all)")
-    m.add_argument("--precision", choices=("mixed", "fp32"), default="mixed",
-                   help="mixed: 16-bit compute with fp32 master weights (default); fp32: everything in fp32")
-    m.add_argument("--preset", help="model preset whose activations to add (e.g. gpt-1.3b); without it activations "
-                                    "are not counted. Its parameter count is replaced by --params")
+    m.add_argument(
+        "--precision",
+        choices=("mixed", "fp32"),
+        default="mixed",
+        help="mixed: 16-bit compute with fp32 master weights (default); fp32: everything in fp32",
+    )
+    m.add_argument(
+        "--preset",
+        help="model preset whose activations to add (e.g. gpt-1.3b); without it activations "
+        "are not counted. Its parameter count is replaced by --params",
+    )
     m.add_argument("--micro-batch", type=int, default=1, help="samples per GPU per step, with --preset (default 1)")
     m.add_argument("--json", action="store_true", help="print the estimate as JSON")
     m.set_defaults(func=cmd_estimate_memory)
@@ -111,8 +151,11 @@ def dispatcher_settings(args: argparse.Namespace) -> Any:
 
     env = dict(os.environ)
     env.setdefault("GOOGLE_CLOUD_PROJECT", load_topology().project_id)
-    for flag, name in (("project", "GOOGLE_CLOUD_PROJECT"), ("trainer_image", "LANDFALL_TRAINER_IMAGE"),
-                       ("service_account", "LANDFALL_TRAINING_SERVICE_ACCOUNT")):
+    for flag, name in (
+        ("project", "GOOGLE_CLOUD_PROJECT"),
+        ("trainer_image", "LANDFALL_TRAINER_IMAGE"),
+        ("service_account", "LANDFALL_TRAINING_SERVICE_ACCOUNT"),
+    ):
         if getattr(args, flag, None):
             env[name] = getattr(args, flag)
     return settings_from_env(env)
@@ -153,16 +196,45 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 0 if outcome.plan is not None else 1
     gpus = load_catalog().gpus
     rows = outcome.candidates if args.all else outcome.candidates[:DEFAULT_ROWS]
-    table = [[
-        "*" if row.chosen else "", str(i), row.machine_type, _gpus(row.accelerator_type, row.accelerator_count,
-                                                                  row.replica_count, gpus),
-        row.replica_count, row.strategy, row.precision, row.region or "-", "spot" if row.spot else "on-demand",
-        _hours(row.estimated_hours), _money(row.estimated_cost_usd), f"{row.memory_total_bytes / 1e9:,.1f}",
-        row.reason,
-    ] for i, row in enumerate(rows, start=1)]
+    table = [
+        [
+            "*" if row.chosen else "",
+            str(i),
+            row.machine_type,
+            _gpus(row.accelerator_type, row.accelerator_count, row.replica_count, gpus),
+            row.replica_count,
+            row.strategy,
+            row.precision,
+            row.region or "-",
+            "spot" if row.spot else "on-demand",
+            _hours(row.estimated_hours),
+            _money(row.estimated_cost_usd),
+            f"{row.memory_total_bytes / 1e9:,.1f}",
+            row.reason,
+        ]
+        for i, row in enumerate(rows, start=1)
+    ]
     print(f"objective: {outcome.objective}")
-    print(render_table(["", "#", "MACHINE", "GPUS", "NODES", "STRATEGY", "PREC", "REGION", "PRICING", "HOURS",
-                        "COST", "GB/GPU", "WHY"], table))
+    print(
+        render_table(
+            [
+                "",
+                "#",
+                "MACHINE",
+                "GPUS",
+                "NODES",
+                "STRATEGY",
+                "PREC",
+                "REGION",
+                "PRICING",
+                "HOURS",
+                "COST",
+                "GB/GPU",
+                "WHY",
+            ],
+            table,
+        )
+    )
     hidden = len(outcome.candidates) - len(rows)
     if hidden:
         print(f"... {hidden} more candidates (--all lists them)")
@@ -170,13 +242,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"\nREJECTED: {outcome.rejection}")
         return 1
     plan = outcome.plan
-    server = (f", Reduction Server {plan.reduction_server_replicas}x {plan.reduction_server_machine_type}"
-              if plan.reduction_server_replicas else "")
-    print(f"\nplan: {plan.machine_type} x{plan.replica_count} "
-          f"({_gpus(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
-          f"{plan.precision}, {plan.region}{' spot' if plan.spot else ''}{server}: "
-          f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
-          f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})")
+    server = (
+        f", Reduction Server {plan.reduction_server_replicas}x {plan.reduction_server_machine_type}"
+        if plan.reduction_server_replicas
+        else ""
+    )
+    print(
+        f"\nplan: {plan.machine_type} x{plan.replica_count} "
+        f"({_gpus(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
+        f"{plan.precision}, {plan.region}{' spot' if plan.spot else ''}{server}: "
+        f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
+        f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
+    )
     for reason in plan.reasons:
         print(f"  - {reason}")
     return 0
@@ -203,16 +280,21 @@ def select_shapes(catalog: Any, gpu: str | None, region: str | None, min_gpus: i
         kinds = {k for k, spec in catalog.gpus.items() if wanted in (k.upper(), spec.model.upper())}
         if not kinds:
             known = sorted({spec.model for spec in catalog.gpus.values()})
-            raise ValueError(f"--gpu {gpu!r} is not a GPU in the catalog; known: {', '.join(known)} (or an "
-                             "accelerator type such as NVIDIA_H100_80GB)")
+            raise ValueError(
+                f"--gpu {gpu!r} is not a GPU in the catalog; known: {', '.join(known)} (or an "
+                "accelerator type such as NVIDIA_H100_80GB)"
+            )
     if region is not None and region not in catalog.regions:
         raise ValueError(f"--region {region!r} is not a region in the catalog; known: {', '.join(catalog.regions)}")
     if min_gpus < 0:
         raise ValueError(f"--min-gpus must be >= 0, got {min_gpus}")
-    return [shape for shape in catalog.shapes
-            if (gpu is None or shape.accelerator_type in kinds)
-            and (region is None or region in shape.regions)
-            and shape.accelerator_count >= min_gpus]
+    return [
+        shape
+        for shape in catalog.shapes
+        if (gpu is None or shape.accelerator_type in kinds)
+        and (region is None or region in shape.regions)
+        and shape.accelerator_count >= min_gpus
+    ]
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
@@ -236,13 +318,28 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         hourly = book.quote(shape.machine_type, book.base_region, False).usd_per_hour
         if shape.accelerator_type:
             hourly += shape.accelerator_count * book.quote(shape.accelerator_type, book.base_region, False).usd_per_hour
-        rows.append([item["machine_type"], item["accelerator_type"] or "-", item["accelerator_count"],
-                     item["gpu_memory_gb"] or "-", item["vcpus"], f"{item['memory_gb']:g}", f"{hourly:,.4f}",
-                     len(item["regions"])])
-    print(render_table(["MACHINE", "ACCELERATOR", "COUNT", "GPU GB", "VCPUS", "RAM GB",
-                        f"$/H ({book.base_region})", "REGIONS"], rows))
-    print(f"{len(rows)} of {len(catalog.shapes)} shapes; prices marked estimate in functions/planning/data/prices.json "
-          "until refreshed")
+        rows.append(
+            [
+                item["machine_type"],
+                item["accelerator_type"] or "-",
+                item["accelerator_count"],
+                item["gpu_memory_gb"] or "-",
+                item["vcpus"],
+                f"{item['memory_gb']:g}",
+                f"{hourly:,.4f}",
+                len(item["regions"]),
+            ]
+        )
+    print(
+        render_table(
+            ["MACHINE", "ACCELERATOR", "COUNT", "GPU GB", "VCPUS", "RAM GB", f"$/H ({book.base_region})", "REGIONS"],
+            rows,
+        )
+    )
+    print(
+        f"{len(rows)} of {len(catalog.shapes)} shapes; prices marked estimate in functions/planning/data/prices.json "
+        "until refreshed"
+    )
     return 0
 
 
@@ -265,20 +362,33 @@ def cmd_estimate_memory(args: argparse.Namespace) -> int:
         per_sample, largest = 0.0, 0
         if args.preset:
             task = "causal-lm" if isinstance(get_preset(args.preset), GptPreset) else "tabular-classification"
-            work = build_workload(PlanInput(task=task, preset=args.preset, parameters=parameters, dataset_bytes=1),
-                                  catalog.assumptions)
+            work = build_workload(
+                PlanInput(task=task, preset=args.preset, parameters=parameters, dataset_bytes=1), catalog.assumptions
+            )
             per_sample, largest = work.activation_bytes_per_sample, work.largest_layer_parameters
     except (PlanInputError, SchemaError) as exc:
         return _fail(str(exc))
-    result = breakdown(parameters, args.strategy, args.gpus, args.precision == "fp32",
-                       activation_per_sample=per_sample, micro_batch=args.micro_batch if args.preset else 0,
-                       largest_layer_parameters=largest, context_bytes=a.cuda_context_bytes,
-                       margin=a.safety_margin_fraction)
+    result = breakdown(
+        parameters,
+        args.strategy,
+        args.gpus,
+        args.precision == "fp32",
+        activation_per_sample=per_sample,
+        micro_batch=args.micro_batch if args.preset else 0,
+        largest_layer_parameters=largest,
+        context_bytes=a.cuda_context_bytes,
+        margin=a.safety_margin_fraction,
+    )
     usable = 1.0 - a.safety_margin_fraction  # the share of each card a plan may fill
-    fits = sorted((g.accelerator_type for g in catalog.gpus.values() if result.total_bytes <= g.memory_bytes * usable),
-                  key=lambda k: catalog.gpus[k].memory_gb)
+    fits = sorted(
+        (g.accelerator_type for g in catalog.gpus.values() if result.total_bytes <= g.memory_bytes * usable),
+        key=lambda k: catalog.gpus[k].memory_gb,
+    )
     data = {
-        "parameters": parameters, "strategy": args.strategy, "gpus": args.gpus, "precision": args.precision,
+        "parameters": parameters,
+        "strategy": args.strategy,
+        "gpus": args.gpus,
+        "precision": args.precision,
         "model_states_bytes_per_gpu": result.model_states_bytes,
         "activations_bytes_per_gpu": result.activations_bytes,
         "overhead_bytes_per_gpu": result.overhead_bytes,
@@ -290,17 +400,27 @@ def cmd_estimate_memory(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    rows = [[name, f"{data[key]:,}", f"{data[key] / 1e9:,.2f}"] for name, key in (
-        ("model states", "model_states_bytes_per_gpu"), ("activations", "activations_bytes_per_gpu"),
-        ("overhead", "overhead_bytes_per_gpu"), ("total", "total_bytes_per_gpu"))]
+    rows = [
+        [name, f"{data[key]:,}", f"{data[key] / 1e9:,.2f}"]
+        for name, key in (
+            ("model states", "model_states_bytes_per_gpu"),
+            ("activations", "activations_bytes_per_gpu"),
+            ("overhead", "overhead_bytes_per_gpu"),
+            ("total", "total_bytes_per_gpu"),
+        )
+    ]
     if not args.preset:
         rows[1][1:] = ["not counted", "-"]
     print(render_table(["", "BYTES PER GPU", "GB"], rows))
     if not args.preset:
-        print(f"activations are not counted: the total is a lower bound. --preset NAME --micro-batch N adds them "
-              f"for a model's shape (presets: {', '.join(_gpt_presets())})")
-    print(f"fits on: {', '.join(fits) if fits else 'no single GPU in the catalog'}"
-          + ("" if args.preset else " (before activations)"))
+        print(
+            f"activations are not counted: the total is a lower bound. --preset NAME --micro-batch N adds them "
+            f"for a model's shape (presets: {', '.join(_gpt_presets())})"
+        )
+    print(
+        f"fits on: {', '.join(fits) if fits else 'no single GPU in the catalog'}"
+        + ("" if args.preset else " (before activations)")
+    )
     return 0
 
 

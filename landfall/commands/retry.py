@@ -31,8 +31,10 @@ def cmd_retry(args: argparse.Namespace) -> int:
     try:
         request = retry_request(old, datetime.now(UTC))
     except SchemaError as exc:
-        raise CommandError(f"run {old.run_id}'s stored request does not read as a TrainingRequest ({exc}); fix it "
-                           "and `landfall submit` it as a new request") from exc
+        raise CommandError(
+            f"run {old.run_id}'s stored request does not read as a TrainingRequest ({exc}); fix it "
+            "and `landfall submit` it as a new request"
+        ) from exc
     store = runs_store()
     with client_boundary(f"claim run {old.run_id} for a retry"):
         try:
@@ -51,33 +53,49 @@ def cmd_retry(args: argparse.Namespace) -> int:
         # Claimed here, or claimed by a call whose run is not recorded yet (still in flight, or its publish failed):
         # publishing the same key again is one run either way.
         message_id = publish(request.to_json())
-    result: dict[str, Any] = {"run_id": retried_by, "retry_of": old.run_id,
-                              "idempotency_key": request.idempotency_key if ours else None,
-                              "message_id": message_id, "already_retried": claim == RetryClaim.ALREADY,
-                              "state": None if retry_run is None else str(retry_run.state)}
+    result: dict[str, Any] = {
+        "run_id": retried_by,
+        "retry_of": old.run_id,
+        "idempotency_key": request.idempotency_key if ours else None,
+        "message_id": message_id,
+        "already_retried": claim == RetryClaim.ALREADY,
+        "state": None if retry_run is None else str(retry_run.state),
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     elif claim == RetryClaim.CLAIMED:
-        print(f"retrying run {old.run_id} ({old.state}) as run {request.run_id} (key {request.idempotency_key}, "
-              f"message {message_id}): `landfall watch {request.run_id}` follows it")
+        print(
+            f"retrying run {old.run_id} ({old.state}) as run {request.run_id} (key {request.idempotency_key}, "
+            f"message {message_id}): `landfall watch {request.run_id}` follows it"
+        )
     elif retry_run is not None:
-        print(f"run {old.run_id} is already retried by run {retry_run.run_id} ({retry_run.state}); "
-              f"`landfall retry {retry_run.run_id}` retries that one once it has ended")
+        print(
+            f"run {old.run_id} is already retried by run {retry_run.run_id} ({retry_run.state}); "
+            f"`landfall retry {retry_run.run_id}` retries that one once it has ended"
+        )
     else:
-        print(f"run {old.run_id} is already retried by run {retried_by}, not recorded yet"
-              + (f"; its request was published again (message {message_id})" if message_id else ""))
+        print(
+            f"run {old.run_id} is already retried by run {retried_by}, not recorded yet"
+            + (f"; its request was published again (message {message_id})" if message_id else "")
+        )
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("retry", help="start a new run for a FAILED or CANCELLED run's request",
-                       description="Publishes the run's request again with a key derived from its own "
-                                   "(KEY~retry-N), so it becomes a new run; the old run records `retried_by`, the new "
-                                   "one `retry_of`. A run is retried once: a second call names the run that retries "
-                                   "it. Prints the new run id.")
+    p = sub.add_parser(
+        "retry",
+        help="start a new run for a FAILED or CANCELLED run's request",
+        description="Publishes the run's request again with a key derived from its own "
+        "(KEY~retry-N), so it becomes a new run; the old run records `retried_by`, the new "
+        "one `retry_of`. A run is retried once: a second call names the run that retries "
+        "it. Prints the new run id.",
+    )
     p.add_argument("run_id", metavar="RUN_ID", help="a FAILED or CANCELLED run (see `landfall runs --state FAILED`)")
-    p.add_argument("--json", action="store_true",
-                   help="print run_id, retry_of, idempotency_key, message_id, already_retried and state as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print run_id, retry_of, idempotency_key, message_id, already_retried and state as JSON",
+    )
     p.set_defaults(func=cmd_retry)
 
 

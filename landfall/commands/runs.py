@@ -17,7 +17,7 @@ from schemas.run_record import RunRecord, RunState, parse_run_record, parse_stat
 CALL_TIMEOUT_S = 20.0
 """Deadline of one Firestore call, so that an unreachable Google Cloud fails in seconds rather than retrying for
 minutes (the local stack is checked before any call: landfall/reach.py)."""
-TENSORBOARD_HINT = "TensorBoard event files; README.md \"Metrics\" says how to open them"
+TENSORBOARD_HINT = 'TensorBoard event files; README.md "Metrics" says how to open them'
 
 
 def runs_collection() -> Any:
@@ -46,8 +46,10 @@ def read_run(run_id: str, command: str) -> RunRecord:
     try:
         return parse_run_record(doc)
     except SchemaError as exc:
-        raise CommandError(f"run {run_id!r} does not fit the run record schema: {exc}; `landfall {command} "
-                           f"{run_id} --json` shows it as stored") from exc
+        raise CommandError(
+            f"run {run_id!r} does not fit the run record schema: {exc}; `landfall {command} "
+            f"{run_id} --json` shows it as stored"
+        ) from exc
 
 
 def run_filters(state: str | None, dataset: str | None, since: datetime | None) -> list[tuple[str, str, Any]]:
@@ -58,8 +60,9 @@ def run_filters(state: str | None, dataset: str | None, since: datetime | None) 
     return [(name, op, value) for name, op, value in filters if value]
 
 
-def recent_runs(state: str | None, limit: int, dataset: str | None = None, since: datetime | None = None
-                ) -> list[dict[str, Any]]:
+def recent_runs(
+    state: str | None, limit: int, dataset: str | None = None, since: datetime | None = None
+) -> list[dict[str, Any]]:
     """The newest `limit` runs matching the filters (run_filters), newest first."""
     from google.cloud import firestore
     from google.cloud.firestore_v1.base_query import FieldFilter
@@ -79,8 +82,9 @@ def since_argument(text: str) -> datetime:
     try:
         return parse_timestamp(text, field="--since")
     except SchemaError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time with a zone, e.g. "
-                                         "2026-11-22T10:00:00Z") from exc
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an RFC 3339 time with a zone, e.g. 2026-11-22T10:00:00Z"
+        ) from exc
 
 
 def _json_value(value: Any) -> Any:
@@ -95,8 +99,7 @@ def state_argument(text: str) -> RunState:
     try:
         return parse_state(text.upper())
     except SchemaError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: "
-                                         f"{', '.join(RunState)}") from exc
+        raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: {', '.join(RunState)}") from exc
 
 
 def positive(text: str) -> int:
@@ -128,8 +131,11 @@ def _readable(docs: list[dict[str, Any]]) -> list[RunRecord]:
         try:
             runs.append(parse_run_record(doc))
         except SchemaError as exc:
-            print(f"landfall runs: skipping run {doc.get('run_id', '?')!r}, which does not fit the run record "
-                  f"schema: {exc} (`landfall runs --json` shows it as stored)", file=sys.stderr)
+            print(
+                f"landfall runs: skipping run {doc.get('run_id', '?')!r}, which does not fit the run record "
+                f"schema: {exc} (`landfall runs --json` shows it as stored)",
+                file=sys.stderr,
+            )
     return runs
 
 
@@ -138,14 +144,27 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(docs, indent=2, default=_json_value))
         return 0
-    rows = [[r.run_id, r.state, r.created_at, _dataset(r).get("uri"), r.plan.machine_type if r.plan else "",
-             _gpu(r.plan), _fmt(_final(r).get("accuracy"))] for r in _readable(docs)]
+    rows = [
+        [
+            r.run_id,
+            r.state,
+            r.created_at,
+            _dataset(r).get("uri"),
+            r.plan.machine_type if r.plan else "",
+            _gpu(r.plan),
+            _fmt(_final(r).get("accuracy")),
+        ]
+        for r in _readable(docs)
+    ]
     if rows:
         print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY"], rows))
     else:
         filters = run_filters(args.state, args.dataset, args.since)
-        print("no runs match " + ", ".join(f"{n} {op} {_json_value(v)}" for n, op, v in filters) if filters
-              else "no runs yet")
+        print(
+            "no runs match " + ", ".join(f"{n} {op} {_json_value(v)}" for n, op, v in filters)
+            if filters
+            else "no runs yet"
+        )
     return 0
 
 
@@ -169,8 +188,10 @@ def describe(run: RunRecord) -> str:
     if run.retried_by:
         lines.append(f"retried   by {run.retried_by} (`landfall run {run.retried_by}`)")
     if plan is not None:
-        lines.append(f"plan      {plan.replica_count} x {plan.machine_type} ({_gpu(plan)}) in {plan.region}, "
-                     f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${_fmt(plan.estimated_cost_usd)}")
+        lines.append(
+            f"plan      {plan.replica_count} x {plan.machine_type} ({_gpu(plan)}) in {plan.region}, "
+            f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${_fmt(plan.estimated_cost_usd)}"
+        )
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
     lines += _waits(run)
@@ -178,9 +199,11 @@ def describe(run: RunRecord) -> str:
         lines.append(f"{key:<9} {value}")
     if final:
         metrics = run.metrics or {}
-        lines.append(f"metrics   loss {_fmt(final.get('loss'))}, accuracy {_fmt(final.get('accuracy'))}, "
-                     f"{_fmt(metrics.get('samples_per_second'))} samples/s, "
-                     f"wall {_fmt(metrics.get('wall_time_seconds'))} s")
+        lines.append(
+            f"metrics   loss {_fmt(final.get('loss'))}, accuracy {_fmt(final.get('accuracy'))}, "
+            f"{_fmt(metrics.get('samples_per_second'))} samples/s, "
+            f"wall {_fmt(metrics.get('wall_time_seconds'))} s"
+        )
     if run.cost.to_dict():
         lines.append(f"cost      estimated ${_fmt(run.cost.estimated_usd)}, actual ${_fmt(run.cost.actual_usd)}")
     if run.artifacts is not None:
@@ -188,8 +211,9 @@ def describe(run: RunRecord) -> str:
         lines.append(f"tensorboard {run.artifacts.tensorboard_dir} ({TENSORBOARD_HINT})")
     if run.error is not None:
         lines.append(f"error     {run.error.code}: {run.error.message}")
-        where = ", ".join(part for part in (run.error.kind, None if run.error.step is None else
-                                            f"at step {run.error.step}") if part)
+        where = ", ".join(
+            part for part in (run.error.kind, None if run.error.step is None else f"at step {run.error.step}") if part
+        )
         if where:
             lines.append(f"          (the trainer's {where})")
         if run.error.job_message:
@@ -198,13 +222,30 @@ def describe(run: RunRecord) -> str:
             lines.append(f"          replica logs: `landfall logs {run.run_id}`")
     lines.append("history   " + " -> ".join(h.state for h in run.history))
     if plan is not None and plan.alternatives:
-        lines += ["", f"alternatives ({plan.alternatives_considered} considered in all):", render_table(
-            ["RANK", "MACHINE", "GPU", "REGION", "SPOT", "EST $", "WHY NOT"],
-            [[a.rank, a.machine_type, f"{a.accelerator_count}x{a.accelerator_type}" if a.accelerator_type else "cpu",
-              a.region or "-", "yes" if a.spot else "no", _fmt(a.estimated_cost_usd), a.reason]
-             for a in plan.alternatives])]
-    lines += ["", "timeline:", render_table(["STATE", "AT", "DETAIL"],
-                                            [[h.state, h.at, h.detail] for h in run.history])]
+        lines += [
+            "",
+            f"alternatives ({plan.alternatives_considered} considered in all):",
+            render_table(
+                ["RANK", "MACHINE", "GPU", "REGION", "SPOT", "EST $", "WHY NOT"],
+                [
+                    [
+                        a.rank,
+                        a.machine_type,
+                        f"{a.accelerator_count}x{a.accelerator_type}" if a.accelerator_type else "cpu",
+                        a.region or "-",
+                        "yes" if a.spot else "no",
+                        _fmt(a.estimated_cost_usd),
+                        a.reason,
+                    ]
+                    for a in plan.alternatives
+                ],
+            ),
+        ]
+    lines += [
+        "",
+        "timeline:",
+        render_table(["STATE", "AT", "DETAIL"], [[h.state, h.at, h.detail] for h in run.history]),
+    ]
     curve = loss_curve(run.metrics or {})
     if curve:
         lines += ["", curve]
@@ -222,8 +263,9 @@ def _waits(run: RunRecord) -> list[str]:
     if note is not None and note.over_at is None:
         lines.append(f"waiting   {note.reason} (job {note.job_state} since {note.since}; noted {note.noted_at})")
     elif note is not None:
-        lines.append(f"waited    {note.reason} (job {note.job_name.rsplit('/', 1)[-1]}: {note.since} to "
-                     f"{note.over_at})")
+        lines.append(
+            f"waited    {note.reason} (job {note.job_name.rsplit('/', 1)[-1]}: {note.since} to {note.over_at})"
+        )
     return lines
 
 
@@ -243,8 +285,11 @@ def loss_curve(metrics: dict[str, Any]) -> str | None:
     """The per-epoch loss drawn with plotext (plain characters, no colour), or None when no epoch has a loss."""
     import plotext
 
-    points = [(e["epoch"], e["loss"]) for e in metrics.get("epochs") or []
-              if isinstance(e, dict) and isinstance(e.get("epoch"), int) and isinstance(e.get("loss"), int | float)]
+    points = [
+        (e["epoch"], e["loss"])
+        for e in metrics.get("epochs") or []
+        if isinstance(e, dict) and isinstance(e.get("epoch"), int) and isinstance(e.get("loss"), int | float)
+    ]
     if not points:
         return None
     figure = plotext.figure.clear()
@@ -262,11 +307,20 @@ def describe_metrics(run: RunRecord) -> str:
     lines = [render_table(headers, rows)] if rows else ["metrics.json holds no per-epoch figures"]
     evaluation = metrics.get("evaluation")
     if isinstance(evaluation, dict) and evaluation.get("split"):
-        lines.append(f"measured on the {evaluation['split']} split: {evaluation.get('samples', '?')} samples "
-                     f"({evaluation.get('train_samples', '?')} in the training split)")
-    figures = [f"{label} {_fmt(metrics.get(key))}" for key, label in (
-        ("samples_per_second", "samples/s"), ("tokens_per_second", "tokens/s"), ("mfu", "MFU"),
-        ("wall_time_seconds", "wall s")) if metrics.get(key) is not None]
+        lines.append(
+            f"measured on the {evaluation['split']} split: {evaluation.get('samples', '?')} samples "
+            f"({evaluation.get('train_samples', '?')} in the training split)"
+        )
+    figures = [
+        f"{label} {_fmt(metrics.get(key))}"
+        for key, label in (
+            ("samples_per_second", "samples/s"),
+            ("tokens_per_second", "tokens/s"),
+            ("mfu", "MFU"),
+            ("wall_time_seconds", "wall s"),
+        )
+        if metrics.get(key) is not None
+    ]
     if figures:
         lines.append(", ".join(figures))
     if run.artifacts is not None:
@@ -286,27 +340,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(describe(run))
         return 0
     if run.metrics is None:
-        raise CommandError(f"run {run.run_id} has no metrics (it is {run.state}): the trainer's metrics.json is "
-                           "recorded when the job succeeds; while it trains, TensorBoard shows the figures"
-                           + (f" ({run.artifacts.tensorboard_dir})" if run.artifacts else ""))
+        raise CommandError(
+            f"run {run.run_id} has no metrics (it is {run.state}): the trainer's metrics.json is "
+            "recorded when the job succeeds; while it trains, TensorBoard shows the figures"
+            + (f" ({run.artifacts.tensorboard_dir})" if run.artifacts else "")
+        )
     print(json.dumps(run.metrics.get("epochs") or [], indent=2) if args.json else describe_metrics(run))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("runs", help="list runs, newest first",
-                       description="One row per run, newest first: state, dataset, machine, GPUs, final accuracy.")
+    p = sub.add_parser(
+        "runs",
+        help="list runs, newest first",
+        description="One row per run, newest first: state, dataset, machine, GPUs, final accuracy.",
+    )
     p.add_argument("--limit", type=positive, default=50, metavar="N", help="show at most N runs (default 50)")
-    p.add_argument("--state", type=state_argument, metavar="STATE",
-                   help=f"only runs in this state: {', '.join(RunState)}")
+    p.add_argument(
+        "--state", type=state_argument, metavar="STATE", help=f"only runs in this state: {', '.join(RunState)}"
+    )
     p.add_argument("--dataset", metavar="URI", help="only runs of this dataset (gs://BUCKET/PREFIX/)")
-    p.add_argument("--since", type=since_argument, metavar="RFC3339",
-                   help="only runs created at or after this time, e.g. 2026-11-22T10:00:00Z")
+    p.add_argument(
+        "--since",
+        type=since_argument,
+        metavar="RFC3339",
+        help="only runs created at or after this time, e.g. 2026-11-22T10:00:00Z",
+    )
     p.add_argument("--json", action="store_true", help="print the run records as JSON")
     p.set_defaults(func=cmd_runs)
-    p = sub.add_parser("run", help="show one run record: state, plan, Vertex job, times, metrics",
-                       description="One run as a person reads it; --metrics shows its per-epoch figures (from the "
-                                   "trainer's metrics.json) and where its TensorBoard files are.")
+    p = sub.add_parser(
+        "run",
+        help="show one run record: state, plan, Vertex job, times, metrics",
+        description="One run as a person reads it; --metrics shows its per-epoch figures (from the "
+        "trainer's metrics.json) and where its TensorBoard files are.",
+    )
     p.add_argument("run_id", help="the run id (see `landfall runs`)")
     p.add_argument("--metrics", action="store_true", help="print the per-epoch metrics table")
     p.add_argument("--json", action="store_true", help="print the record (with --metrics: the epochs) as JSON")

@@ -23,8 +23,11 @@ def _ports(values: list[str]) -> dict[str, int]:
 
 def cmd_up(args: argparse.Namespace) -> int:
     if args.port and stack.status():
-        print("landfall up: the local stack is already up, and --port applies only when it starts (`landfall status` "
-              "shows its ports): run `landfall down` first, then `landfall up --port ...`", file=sys.stderr)
+        print(
+            "landfall up: the local stack is already up, and --port applies only when it starts (`landfall status` "
+            "shows its ports): run `landfall down` first, then `landfall up --port ...`",
+            file=sys.stderr,
+        )
         return 1
     try:
         info = stack.up(port_overrides=_ports(args.port))
@@ -34,8 +37,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(info.env_file.read_text(), end="")
     if info.restarted:
         print(f"# started again (they were down): {', '.join(info.restarted)}", file=sys.stderr)
-    print(f"# the local stack is up; `source {info.env_file}` to use gcloud and the client libraries against it",
-          file=sys.stderr)
+    print(
+        f"# the local stack is up; `source {info.env_file}` to use gcloud and the client libraries against it",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -75,40 +80,68 @@ def cmd_restart(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     entries = stack.status()
     if args.json:
-        print(json.dumps([{"name": s.name, "pid": s.pid, "port": s.port, "up": alive, "log": str(s.log_path)}
-                          for s, alive in entries], indent=2))
+        print(
+            json.dumps(
+                [
+                    {"name": s.name, "pid": s.pid, "port": s.port, "up": alive, "log": str(s.log_path)}
+                    for s, alive in entries
+                ],
+                indent=2,
+            )
+        )
     elif not entries:
         print("the local stack is not running (`landfall up` starts it)")
     else:
-        rows = [[s.name, "-" if s.port is None else s.port, s.pid, "up" if alive else "DOWN", s.log_path]
-                for s, alive in entries]
+        rows = [
+            [s.name, "-" if s.port is None else s.port, s.pid, "up" if alive else "DOWN", s.log_path]
+            for s, alive in entries
+        ]
         print(render_table(["SERVICE", "PORT", "PID", "STATE", "LOG"], rows))
     return 0 if entries and all(alive for _, alive in entries) else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("up", help="start the local stack (emulators, functions, Vertex emulator, scheduler) and "
-                                  "print its env",
-                       description="Start every local stand-in and write .landfall/env. The scheduler ticks each "
-                                   f"[schedules.*] topic every every_seconds; {stack.SWEEP_EVERY_ENV}=N makes it "
-                                   "every N seconds.")
+    p = sub.add_parser(
+        "up",
+        help="start the local stack (emulators, functions, Vertex emulator, scheduler) and print its env",
+        description="Start every local stand-in and write .landfall/env. The scheduler ticks each "
+        f"[schedules.*] topic every every_seconds; {stack.SWEEP_EVERY_ENV}=N makes it "
+        "every N seconds.",
+    )
     ported = [name for name in stack.SERVICE_ORDER if name not in stack.PORTLESS_SERVICES]
-    p.add_argument("--port", action="append", default=[], metavar="NAME=PORT",
-                   help=f"use PORT for service NAME ({', '.join(ported)}); repeatable; 0 picks a free port")
+    p.add_argument(
+        "--port",
+        action="append",
+        default=[],
+        metavar="NAME=PORT",
+        help=f"use PORT for service NAME ({', '.join(ported)}); repeatable; 0 picks a free port",
+    )
     p.set_defaults(func=cmd_up)
-    p = sub.add_parser("down", help="stop exactly the processes `landfall up` started; data is kept",
-                       description="Stop the local stack. Firestore documents, bucket objects and Vertex jobs are kept "
-                                   "for the next `landfall up` (docs/local_stack.md); --wipe deletes them.")
+    p = sub.add_parser(
+        "down",
+        help="stop exactly the processes `landfall up` started; data is kept",
+        description="Stop the local stack. Firestore documents, bucket objects and Vertex jobs are kept "
+        "for the next `landfall up` (docs/local_stack.md); --wipe deletes them.",
+    )
     p.add_argument("--wipe", action="store_true", help="also delete the kept data, so the next `up` starts empty")
     p.set_defaults(func=cmd_down)
-    p = sub.add_parser("restart", help="stop one service of the local stack and start it again on its port",
-                       description="Restart one service with the environment `landfall up` gave it; its log is "
-                                   "appended to. Firestore and the bucket keep their data; Pub/Sub gets its topics "
-                                   "and subscriptions again but loses the messages it held.")
-    p.add_argument("service", choices=stack.SERVICE_ORDER, metavar="SERVICE",
-                   help=f"one of: {', '.join(stack.SERVICE_ORDER)}")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                   help="an extra variable for this run of the service (repeatable); a later restart drops it")
+    p = sub.add_parser(
+        "restart",
+        help="stop one service of the local stack and start it again on its port",
+        description="Restart one service with the environment `landfall up` gave it; its log is "
+        "appended to. Firestore and the bucket keep their data; Pub/Sub gets its topics "
+        "and subscriptions again but loses the messages it held.",
+    )
+    p.add_argument(
+        "service", choices=stack.SERVICE_ORDER, metavar="SERVICE", help=f"one of: {', '.join(stack.SERVICE_ORDER)}"
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra variable for this run of the service (repeatable); a later restart drops it",
+    )
     p.set_defaults(func=cmd_restart)
     p = sub.add_parser("status", help="say which parts of the local stack are up")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -23,14 +23,17 @@ def load_request(path: str) -> TrainingRequest:
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc.strerror}; pass a TrainingRequest JSON file "
-                           "(schemas/examples/training_request.json shows every field)") from exc
+        raise CommandError(
+            f"cannot read {path}: {exc.strerror}; pass a TrainingRequest JSON file "
+            "(schemas/examples/training_request.json shows every field)"
+        ) from exc
     try:
         request = parse_training_request(text)
         json_format.Parse(text, message_class()())
     except SchemaError as exc:
-        raise CommandError(f"{path}: {exc}; fix it and submit again (README \"Publishing a TrainingRequest "
-                           "yourself\" lists the fields)") from exc
+        raise CommandError(
+            f'{path}: {exc}; fix it and submit again (README "Publishing a TrainingRequest yourself" lists the fields)'
+        ) from exc
     except json_format.ParseError as exc:
         raise CommandError(f"{path}: the requests topic would refuse it: {' '.join(str(exc).split())}") from exc
     return request
@@ -47,28 +50,38 @@ def publish(data: bytes) -> str:
         try:
             return str(pubsub_v1.PublisherClient().publish(topic, data).result(timeout=PUBLISH_TIMEOUT_S))
         except NotFound as exc:
-            raise CommandError(f"topic {topic} does not exist: `landfall up` creates it on the local stack, the "
-                               "deployer in Google Cloud") from exc
+            raise CommandError(
+                f"topic {topic} does not exist: `landfall up` creates it on the local stack, the "
+                "deployer in Google Cloud"
+            ) from exc
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
     request = load_request(args.request)
     message_id = publish(Path(args.request).read_bytes())
-    result: dict[str, Any] = {"run_id": request.run_id, "idempotency_key": request.idempotency_key,
-                              "message_id": message_id}
+    result: dict[str, Any] = {
+        "run_id": request.run_id,
+        "idempotency_key": request.idempotency_key,
+        "message_id": message_id,
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"published {args.request} (message {message_id}); its run will be {request.run_id}: "
-              f"`landfall watch {request.run_id}` follows it")
+        print(
+            f"published {args.request} (message {message_id}); its run will be {request.run_id}: "
+            f"`landfall watch {request.run_id}` follows it"
+        )
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("submit", help="check a TrainingRequest JSON file, publish it, print its run id",
-                       description="Checks REQUEST.json here (the bad field is named), publishes it on the requests "
-                                   "topic, and prints the id of the run it will start. Only dataset.uri, task and "
-                                   "model.preset are required.")
+    p = sub.add_parser(
+        "submit",
+        help="check a TrainingRequest JSON file, publish it, print its run id",
+        description="Checks REQUEST.json here (the bad field is named), publishes it on the requests "
+        "topic, and prints the id of the run it will start. Only dataset.uri, task and "
+        "model.preset are required.",
+    )
     p.add_argument("request", metavar="REQUEST.json", help="a TrainingRequest as JSON")
     p.add_argument("--json", action="store_true", help="print run id, idempotency key and message id as JSON")
     p.set_defaults(func=cmd_submit)

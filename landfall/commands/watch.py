@@ -37,9 +37,11 @@ def progress_line(lines: Iterable[str]) -> str | None:
             last = record
     if last is None:
         return None
-    parts = [f"epoch {last['epoch']}" if "epoch" in last else "",
-             f"step {last.get('step')}" + (f"/{last['total_steps']}" if last.get("total_steps") else ""),
-             f"loss {last['loss']:.4g}" if isinstance(last.get("loss"), int | float) else ""]
+    parts = [
+        f"epoch {last['epoch']}" if "epoch" in last else "",
+        f"step {last.get('step')}" + (f"/{last['total_steps']}" if last.get("total_steps") else ""),
+        f"loss {last['loss']:.4g}" if isinstance(last.get("loss"), int | float) else "",
+    ]
     return "  ".join(p for p in parts if p)
 
 
@@ -52,7 +54,7 @@ class Watcher:
         self.progress: str | None = None
 
     def show(self, run: RunRecord, progress: str | None) -> None:
-        for change in run.history[self.changes:]:
+        for change in run.history[self.changes :]:
             self.out.write(f"{change.at}  {change.state:<10} {change.detail}\n")
         self.changes = len(run.history)
         if progress and progress != self.progress and not run.state.terminal:
@@ -69,8 +71,12 @@ def summary(run: RunRecord) -> str:
     return f"run {run.run_id} ended {run.state}" + (f": {figures}" if figures else "")
 
 
-def watch(read: Callable[[], RunRecord], progress: Callable[[RunRecord], str | None], out: TextIO,
-          sleep: Callable[[float], None] = time.sleep) -> RunRecord:
+def watch(
+    read: Callable[[], RunRecord],
+    progress: Callable[[RunRecord], str | None],
+    out: TextIO,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RunRecord:
     """Print the run's state changes and progress as they happen; returns the record once it is terminal."""
     watcher = Watcher(out)
     while True:
@@ -107,8 +113,9 @@ def requested_version(run_id: str) -> dict[str, Any] | None:
     return snapshot.to_dict() if snapshot.exists else None
 
 
-def wait_until_recorded(run_id: str, sleep: Callable[[float], None] = time.sleep,
-                        clock: Callable[[], float] = time.monotonic) -> None:
+def wait_until_recorded(
+    run_id: str, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
+) -> None:
     """Returns once the run is recorded. A run no one requested is an error at once; one that ingest requested is
     waited for (the dispatcher records it when the request arrives), up to RECORD_WAIT_S."""
     if read_run_document(run_id) is not None:
@@ -117,14 +124,18 @@ def wait_until_recorded(run_id: str, sleep: Callable[[float], None] = time.sleep
     if version is None:
         read_run(run_id, "watch")  # raises the one "no run" error (or, recorded meanwhile, returns it)
         return
-    print(f"run {run_id} was requested for {version.get('uri', 'its dataset')}; waiting for the dispatcher to "
-          "record it", file=sys.stderr)
+    print(
+        f"run {run_id} was requested for {version.get('uri', 'its dataset')}; waiting for the dispatcher to record it",
+        file=sys.stderr,
+    )
     deadline = clock() + RECORD_WAIT_S
     while read_run_document(run_id) is None:
         if clock() >= deadline:
-            raise CommandError(f"run {run_id} was requested but the dispatcher has not recorded it within "
-                               f"{RECORD_WAIT_S:g}s; `landfall status` says whether the stack's functions are up, "
-                               f"`landfall dataset {version.get('uri', 'URI')}` where its dataset stands")
+            raise CommandError(
+                f"run {run_id} was requested but the dispatcher has not recorded it within "
+                f"{RECORD_WAIT_S:g}s; `landfall status` says whether the stack's functions are up, "
+                f"`landfall dataset {version.get('uri', 'URI')}` where its dataset stands"
+            )
         sleep(POLL_S)
 
 
@@ -135,8 +146,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if os.environ.get("LANDFALL_VERTEX_ENDPOINT"):
         progress = local_progress(default_state_dir())
     else:
-        print(f"state changes only: the trainer's progress is in Cloud Logging (`landfall logs {args.run_id}`)",
-              file=sys.stderr)
+        print(
+            f"state changes only: the trainer's progress is in Cloud Logging (`landfall logs {args.run_id}`)",
+            file=sys.stderr,
+        )
         progress = lambda _run: None  # noqa: E731
     run = watch(lambda: read_run(args.run_id, "watch"), progress, sys.stdout)
     print(summary(run))
@@ -144,9 +157,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("watch", help="follow a run until it ends: state changes and training progress",
-                       description="Prints each state change of the run as it is recorded and, on the local stack, "
-                                   "the trainer's progress (epoch, step, loss) until the run ends; exit 0 when it "
-                                   "SUCCEEDED, 1 otherwise.")
+    p = sub.add_parser(
+        "watch",
+        help="follow a run until it ends: state changes and training progress",
+        description="Prints each state change of the run as it is recorded and, on the local stack, "
+        "the trainer's progress (epoch, step, loss) until the run ends; exit 0 when it "
+        "SUCCEEDED, 1 otherwise.",
+    )
     p.add_argument("run_id", metavar="RUN_ID", help="the run id (see `landfall runs`)")
     p.set_defaults(func=cmd_watch)

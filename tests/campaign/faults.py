@@ -7,8 +7,12 @@ from dataclasses import dataclass
 
 from functions.fault_points import FAULT_POINTS
 
-SERVICE_OF_POINT = {"ingest": "on_object_finalized", "dispatch": "dispatch", "listener": "on_job_event",
-                    "reconciler": "reconcile_runs"}
+SERVICE_OF_POINT = {
+    "ingest": "on_object_finalized",
+    "dispatch": "dispatch",
+    "listener": "on_job_event",
+    "reconciler": "reconcile_runs",
+}
 """The local stack service whose process runs each function's fault points."""
 RESTARTABLE_FUNCTIONS = ("on_object_finalized", "dispatch", "on_job_event", "reconcile_runs")
 
@@ -41,8 +45,9 @@ class Fault:
     """Seconds after the drop before the fault is applied (function_restart)."""
 
     def describe(self) -> str:
-        return " ".join(str(p) for p in (self.kind, self.target, self.count or "", f"{self.delay:g}s" if self.delay
-                                         else "") if p)
+        return " ".join(
+            str(p) for p in (self.kind, self.target, self.count or "", f"{self.delay:g}s" if self.delay else "") if p
+        )
 
 
 def draw(seed: int, trial: int) -> Fault:

@@ -14,9 +14,11 @@ INVARIANTS: dict[str, str] = {
     "no-endless-redelivery": "no message is redelivered forever (none dead-lettered, none still failing)",
 }
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"})
-TERMINAL_JOB_STATES = {"SUCCEEDED": {"JOB_STATE_SUCCEEDED"},
-                       "FAILED": {"JOB_STATE_FAILED", "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"},
-                       "CANCELLED": {"JOB_STATE_CANCELLED"}}
+TERMINAL_JOB_STATES = {
+    "SUCCEEDED": {"JOB_STATE_SUCCEEDED"},
+    "FAILED": {"JOB_STATE_FAILED", "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"},
+    "CANCELLED": {"JOB_STATE_CANCELLED"},
+}
 
 
 @dataclass(frozen=True)
@@ -66,11 +68,20 @@ def check(facts: TrialFacts) -> list[Violation]:
         out.append(Violation("one-run-per-version", f"{facts.uri}: the dataset was never requested ({status})"))
     for version in published:
         if version.get("run_id") not in run_ids:
-            out.append(Violation("one-run-per-version", f"{facts.uri}: published version {version.get('generation')}"
-                                                        f" has no run {version.get('run_id')}"))
+            out.append(
+                Violation(
+                    "one-run-per-version",
+                    f"{facts.uri}: published version {version.get('generation')} has no run {version.get('run_id')}",
+                )
+            )
     if len(facts.runs) != len(published):
-        out.append(Violation("one-run-per-version", f"{facts.uri}: {len(published)} published version(s) but "
-                                                    f"{len(facts.runs)} run(s): {sorted(map(str, run_ids))}"))
+        out.append(
+            Violation(
+                "one-run-per-version",
+                f"{facts.uri}: {len(published)} published version(s) but "
+                f"{len(facts.runs)} run(s): {sorted(map(str, run_ids))}",
+            )
+        )
     for run in facts.runs:
         problem = _run_problem(run)
         if problem:
@@ -85,19 +96,31 @@ def _job_violations(run: dict[str, Any], jobs: dict[str, str]) -> list[Violation
     current = (run.get("vertex") or {}).get("job_name")
     if current:
         known.add(current)
-    out = [Violation("one-job-per-attempt", f"run {run_id}: Vertex job {name} ({state}) carries its label but the "
-                                            f"run does not know it (it knows {sorted(known)})")
-           for name, state in sorted(jobs.items()) if name not in known]
+    out = [
+        Violation(
+            "one-job-per-attempt",
+            f"run {run_id}: Vertex job {name} ({state}) carries its label but the "
+            f"run does not know it (it knows {sorted(known)})",
+        )
+        for name, state in sorted(jobs.items())
+        if name not in known
+    ]
     attempts = submission.get("attempts") or ()
     created = sum(1 for a in attempts if a.get("outcome") == "created")
     rounds_jobs = len(submission.get("jobs") or ())
     if len(jobs) > max(created, 1) + rounds_jobs:
-        out.append(Violation("one-job-per-attempt", f"run {run_id}: {len(jobs)} labelled jobs for {created} "
-                                                    f"created attempt(s) and {rounds_jobs} earlier job(s)"))
+        out.append(
+            Violation(
+                "one-job-per-attempt",
+                f"run {run_id}: {len(jobs)} labelled jobs for {created} "
+                f"created attempt(s) and {rounds_jobs} earlier job(s)",
+            )
+        )
     state = run.get("state")
     if state in TERMINAL_JOB_STATES and current and jobs.get(current) not in TERMINAL_JOB_STATES[state]:
-        out.append(Violation("run-settles", f"run {run_id} is {state} but its job {current} is "
-                                            f"{jobs.get(current, 'missing')}"))
+        out.append(
+            Violation("run-settles", f"run {run_id} is {state} but its job {current} is {jobs.get(current, 'missing')}")
+        )
     return out
 
 
@@ -107,9 +130,13 @@ FAILED = re.compile(r"(\S+): message (\S+) attempt (\d+) of (\d+) failed: (.*); 
 
 def delivery_violations(bridge_log: str) -> list[Violation]:
     """Messages the bridge dead-lettered in this stretch of its log."""
-    return [Violation("no-endless-redelivery", f"{m.group(1)}: message {m.group(2)} dead-lettered after "
-                                               f"{m.group(3)} attempts ({m.group(5)[:200]})")
-            for m in DEAD_LETTERED.finditer(bridge_log)]
+    return [
+        Violation(
+            "no-endless-redelivery",
+            f"{m.group(1)}: message {m.group(2)} dead-lettered after {m.group(3)} attempts ({m.group(5)[:200]})",
+        )
+        for m in DEAD_LETTERED.finditer(bridge_log)
+    ]
 
 
 def failing_messages(bridge_log: str) -> dict[str, int]:

@@ -15,8 +15,10 @@ import urllib.request
 def upload(uri: str, body: bytes) -> None:
     bucket, _, name = uri.removeprefix("gs://").partition("/")
     host = os.environ["STORAGE_EMULATOR_HOST"].rstrip("/")
-    url = (f"{host}/upload/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o?uploadType=media&"
-           f"name={urllib.parse.quote(name, safe='')}")
+    url = (
+        f"{host}/upload/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o?uploadType=media&"
+        f"name={urllib.parse.quote(name, safe='')}"
+    )
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         response.read()

@@ -106,10 +106,21 @@ class Batch:
 
     def _object_storm(self, trial: Trial) -> None:
         name = f"{trial.prefix}_SUCCESS"
-        data = {"kind": "storage#object", "bucket": BUCKET, "name": name, "generation": trial.generation,
-                "size": "0", "contentType": "application/octet-stream"}
-        attributes = {"bucketId": BUCKET, "objectId": name, "eventType": "OBJECT_FINALIZE",
-                      "payloadFormat": "JSON_API_V1", "objectGeneration": trial.generation}
+        data = {
+            "kind": "storage#object",
+            "bucket": BUCKET,
+            "name": name,
+            "generation": trial.generation,
+            "size": "0",
+            "contentType": "application/octet-stream",
+        }
+        attributes = {
+            "bucketId": BUCKET,
+            "objectId": name,
+            "eventType": "OBJECT_FINALIZE",
+            "payloadFormat": "JSON_API_V1",
+            "objectGeneration": trial.generation,
+        }
         for _ in range(trial.fault.count):
             self.env.publish(self.env.topology.notification_topic, json.dumps(data).encode(), **attributes)
         trial.notes.append(f"published the _SUCCESS notification {trial.fault.count} more times")
@@ -118,8 +129,14 @@ class Batch:
         deadline = time.monotonic() + 90
         request = None
         while time.monotonic() < deadline and request is None:
-            request = next((v.get("request") for v in self.env.versions(trial.prefix)
-                            if v.get("status") == "PUBLISHED" and v.get("request")), None)
+            request = next(
+                (
+                    v.get("request")
+                    for v in self.env.versions(trial.prefix)
+                    if v.get("status") == "PUBLISHED" and v.get("request")
+                ),
+                None,
+            )
             time.sleep(0.5)
         if request is None:
             trial.notes.append("request storm not applied: no version was published")
@@ -142,11 +159,17 @@ class Batch:
         project = self.env.env["GOOGLE_CLOUD_PROJECT"]
         for i in range(trial.fault.count):
             for text in JOB_EVENTS:  # newest first: reordered
-                entry = {"insertId": f"campaign-{trial.number}-{i}-{len(text)}",
-                         "logName": f"projects/{project}/logs/ml.googleapis.com%2F{job_id}",
-                         "resource": {"type": "ml_job", "labels": {"job_id": job_id, "project_id": project,
-                                                                   "task_name": "service"}},
-                         "textPayload": text, "severity": "INFO", "timestamp": "2026-01-01T00:00:00Z"}
+                entry = {
+                    "insertId": f"campaign-{trial.number}-{i}-{len(text)}",
+                    "logName": f"projects/{project}/logs/ml.googleapis.com%2F{job_id}",
+                    "resource": {
+                        "type": "ml_job",
+                        "labels": {"job_id": job_id, "project_id": project, "task_name": "service"},
+                    },
+                    "textPayload": text,
+                    "severity": "INFO",
+                    "timestamp": "2026-01-01T00:00:00Z",
+                }
                 self.env.publish(self.env.topology.job_events_topic, json.dumps(entry).encode())
         trial.notes.append(f"published its job's events {trial.fault.count} times, newest first")
 
@@ -205,8 +228,10 @@ class Batch:
                     self.env.restart(service)
                     for t in self.trials:
                         if t.fault.kind.endswith("_point") and fault_table.service_of(t.fault.target) == service:
-                            t.notes.append(f"{service}: fault points fired {fired} time(s); restarted clean after "
-                                           f"{time.monotonic() - started:.1f} s")
+                            t.notes.append(
+                                f"{service}: fault points fired {fired} time(s); restarted clean after "
+                                f"{time.monotonic() - started:.1f} s"
+                            )
                     del pending[service]
             time.sleep(0.3)
 
@@ -256,16 +281,25 @@ def _regions(run: dict[str, Any]) -> set[str]:
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tests.campaign", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m tests.campaign", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--trials", type=int, default=300, help="how many trials (default 300)")
     p.add_argument("--seed", type=int, default=None, help="the campaign's seed (default: from the clock, printed)")
     p.add_argument("--first", type=int, default=0, help="number of the first trial (to replay a batch)")
     p.add_argument("--batch", type=int, default=25, help="trials run at once (default 25)")
-    p.add_argument("--out", type=Path, default=REPO_ROOT / ".landfall/campaign/last.json",
-                   help="JSON summary (default .landfall/campaign/last.json)")
-    p.add_argument("--state-dir", type=Path, default=REPO_ROOT / ".landfall/campaign/stack",
-                   help="the campaign stack's own state folder (wiped at start and end)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=REPO_ROOT / ".landfall/campaign/last.json",
+        help="JSON summary (default .landfall/campaign/last.json)",
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=REPO_ROOT / ".landfall/campaign/stack",
+        help="the campaign stack's own state folder (wiped at start and end)",
+    )
     p.add_argument("--keep", action="store_true", help="leave the stack up at the end (to look at it)")
     return p.parse_args(argv)
 
@@ -275,8 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000
     env = CampaignStack(args.state_dir)
     began = time.monotonic()
-    print(f"fault campaign: seed {seed}, trials {args.first}..{args.first + args.trials - 1}, batches of "
-          f"{args.batch}; starting its stack in {args.state_dir}", flush=True)
+    print(
+        f"fault campaign: seed {seed}, trials {args.first}..{args.first + args.trials - 1}, batches of "
+        f"{args.batch}; starting its stack in {args.state_dir}",
+        flush=True,
+    )
     env.up()
     trials: list[Trial] = []
     batches: list[list[int]] = []
@@ -285,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         numbers = list(range(args.first, args.first + args.trials))
         for i in range(0, len(numbers), args.batch):
-            chunk = [Trial(n, draw(seed, n), f"datasets/campaign-s{seed}-t{n:04d}/") for n in chunk_of(numbers, i,
-                                                                                                      args.batch)]
+            chunk = [
+                Trial(n, draw(seed, n), f"datasets/campaign-s{seed}-t{n:04d}/")
+                for n in chunk_of(numbers, i, args.batch)
+            ]
             t0 = time.monotonic()
             Batch(env, seed, chunk).run()
             text, log_offset = _read_from(env.bridge_log(), log_offset)
@@ -294,8 +333,11 @@ def main(argv: list[str] | None = None) -> int:
             trials += chunk
             batches.append([t.number for t in chunk])
             bad = sum(1 for t in chunk if t.violations)
-            print(f"batch {len(batches)}: trials {chunk[0].number}..{chunk[-1].number} in {time.monotonic() - t0:.0f}"
-                  f" s, {bad} with violations; states {Counter(s for t in chunk for s in t.final_states)}", flush=True)
+            print(
+                f"batch {len(batches)}: trials {chunk[0].number}..{chunk[-1].number} in {time.monotonic() - t0:.0f}"
+                f" s, {bad} with violations; states {Counter(s for t in chunk for s in t.final_states)}",
+                flush=True,
+            )
         time.sleep(20.0)  # a last look: messages still failing after every trial settled
         text, log_offset = _read_from(env.bridge_log(), log_offset)
         delivery += [(batches[-1] if batches else [], v) for v in delivery_violations(text)]
@@ -311,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def chunk_of(numbers: list[int], start: int, size: int) -> list[int]:
-    return numbers[start:start + size]
+    return numbers[start : start + size]
 
 
 def _read_from(path: Path, offset: int) -> tuple[str, int]:
@@ -323,29 +365,67 @@ def _read_from(path: Path, offset: int) -> tuple[str, int]:
     return data.decode(errors="replace"), offset + len(data)
 
 
-def _summary(seed: int, args: argparse.Namespace, trials: list[Trial], delivery: list[tuple[list[int], Violation]],
-             wall: float, restarts: int) -> dict[str, Any]:
+def _summary(
+    seed: int,
+    args: argparse.Namespace,
+    trials: list[Trial],
+    delivery: list[tuple[list[int], Violation]],
+    wall: float,
+    restarts: int,
+) -> dict[str, Any]:
     per_invariant = Counter(v.invariant for t in trials for v in t.violations)
     per_invariant.update(v.invariant for _, v in delivery)
-    violations = [{"trial": t.number, "seed": seed, "fault": t.fault.describe(), "invariant": v.invariant,
-                   "detail": v.detail, "notes": t.notes,
-                   "replay": _replay(seed, _batch_of(t.number, args), args.batch)}
-                  for t in trials for v in t.violations]
-    violations += [{"trials": batch, "seed": seed, "invariant": v.invariant, "detail": v.detail,
-                    "replay": _replay(seed, batch[0] if batch else 0, len(batch) or 1)} for batch, v in delivery]
+    violations = [
+        {
+            "trial": t.number,
+            "seed": seed,
+            "fault": t.fault.describe(),
+            "invariant": v.invariant,
+            "detail": v.detail,
+            "notes": t.notes,
+            "replay": _replay(seed, _batch_of(t.number, args), args.batch),
+        }
+        for t in trials
+        for v in t.violations
+    ]
+    violations += [
+        {
+            "trials": batch,
+            "seed": seed,
+            "invariant": v.invariant,
+            "detail": v.detail,
+            "replay": _replay(seed, batch[0] if batch else 0, len(batch) or 1),
+        }
+        for batch, v in delivery
+    ]
     return {
-        "seed": seed, "trials": len(trials), "first": args.first, "batch": args.batch, "wall_seconds": round(wall, 1),
+        "seed": seed,
+        "trials": len(trials),
+        "first": args.first,
+        "batch": args.batch,
+        "wall_seconds": round(wall, 1),
         "restarts": restarts,
         "per_fault": dict(sorted(Counter(t.fault.kind for t in trials).items())),
-        "fault_not_applied": dict(sorted(Counter(t.fault.kind for t in trials
-                                                 if any("not applied" in n for n in t.notes)).items())),
+        "fault_not_applied": dict(
+            sorted(Counter(t.fault.kind for t in trials if any("not applied" in n for n in t.notes)).items())
+        ),
         "final_states": dict(sorted(Counter(s for t in trials for s in t.final_states).items())),
         "trials_with_several_jobs": sum(1 for t in trials if t.jobs > 1),
         "violations_per_invariant": {name: per_invariant.get(name, 0) for name in INVARIANTS},
         "violations_total": sum(per_invariant.values()),
         "violations": violations,
-        "trials_detail": [{"trial": t.number, **asdict(t.fault), "prefix": t.prefix, "run_id": t.run_id,
-                           "states": t.final_states, "jobs": t.jobs, "notes": t.notes} for t in trials],
+        "trials_detail": [
+            {
+                "trial": t.number,
+                **asdict(t.fault),
+                "prefix": t.prefix,
+                "run_id": t.run_id,
+                "states": t.final_states,
+                "jobs": t.jobs,
+                "notes": t.notes,
+            }
+            for t in trials
+        ],
     }
 
 
@@ -358,13 +438,17 @@ def _replay(seed: int, first: int, batch: int) -> str:
 
 
 def _print(summary: dict[str, Any]) -> None:
-    print(f"\nfault campaign: seed {summary['seed']}, {summary['trials']} trials in {summary['wall_seconds']} s "
-          f"({summary['restarts']} service restarts)")
+    print(
+        f"\nfault campaign: seed {summary['seed']}, {summary['trials']} trials in {summary['wall_seconds']} s "
+        f"({summary['restarts']} service restarts)"
+    )
     print(f"{'fault':<22}{'trials':>7}{'not applied':>13}")
     for kind, n in summary["per_fault"].items():
         print(f"{kind:<22}{n:>7}{summary['fault_not_applied'].get(kind, 0):>13}")
-    print(f"final run states: {summary['final_states']}; trials whose run used more than one job: "
-          f"{summary['trials_with_several_jobs']}")
+    print(
+        f"final run states: {summary['final_states']}; trials whose run used more than one job: "
+        f"{summary['trials_with_several_jobs']}"
+    )
     print(f"{'invariant':<24}{'violations':>11}")
     for name, n in summary["violations_per_invariant"].items():
         print(f"{name:<24}{n:>11}  {INVARIANTS[name]}")

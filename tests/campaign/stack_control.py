@@ -46,8 +46,14 @@ class CampaignStack:
     # -- landfall up / restart / down -------------------------------------------------------------------------
     def _landfall(self, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), STATE_DIR_ENV: str(self.state_dir), **(extra_env or {})}
-        return subprocess.run([sys.executable, "-m", "landfall.cli", *args], cwd=REPO_ROOT, env=env, text=True,
-                              capture_output=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "landfall.cli", *args],
+            cwd=REPO_ROOT,
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=300,
+        )
 
     def up(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -142,9 +148,12 @@ class CampaignStack:
         for region in sorted(set(regions)):
             for _ in range(5):
                 try:
-                    pager = self._vertex.list_custom_jobs(request={
-                        "parent": f"projects/{project}/locations/{region}",
-                        "filter": f'labels.landfall-run-id="{run_id}"'})
+                    pager = self._vertex.list_custom_jobs(
+                        request={
+                            "parent": f"projects/{project}/locations/{region}",
+                            "filter": f'labels.landfall-run-id="{run_id}"',
+                        }
+                    )
                     jobs.update({job.name: job.state.name for job in pager})
                     break
                 except Exception:  # the emulator restarting: ask again
@@ -153,23 +162,33 @@ class CampaignStack:
 
     # -- Firestore reads ------------------------------------------------------------------------------------------
     def dataset(self, prefix: str) -> dict[str, Any] | None:
-        doc = self.firestore().collection(self.topology.datasets_collection).document(
-            dataset_id_for(self.env["LANDFALL_LANDING_BUCKET"], prefix)).get()
+        doc = (
+            self.firestore()
+            .collection(self.topology.datasets_collection)
+            .document(dataset_id_for(self.env["LANDFALL_LANDING_BUCKET"], prefix))
+            .get()
+        )
         return doc.to_dict() if doc.exists else None
 
     def versions(self, prefix: str) -> list[dict[str, Any]]:
         from google.cloud.firestore_v1.base_query import FieldFilter
 
         ds = dataset_id_for(self.env["LANDFALL_LANDING_BUCKET"], prefix)
-        query = self.firestore().collection(self.topology.dataset_versions_collection).where(
-            filter=FieldFilter("dataset_id", "==", ds))
+        query = (
+            self.firestore()
+            .collection(self.topology.dataset_versions_collection)
+            .where(filter=FieldFilter("dataset_id", "==", ds))
+        )
         return [d.to_dict() for d in query.stream()]
 
     def runs(self, uri: str) -> list[dict[str, Any]]:
         from google.cloud.firestore_v1.base_query import FieldFilter
 
-        query = self.firestore().collection(self.topology.runs_collection).where(
-            filter=FieldFilter("request.dataset.uri", "==", uri))
+        query = (
+            self.firestore()
+            .collection(self.topology.runs_collection)
+            .where(filter=FieldFilter("request.dataset.uri", "==", uri))
+        )
         return [d.to_dict() for d in query.stream()]
 
     def run(self, run_id: str) -> dict[str, Any] | None:

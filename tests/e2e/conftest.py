@@ -28,10 +28,16 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     # The reconciler (ticking every second too) leaves a job that ended to the listener for 5 s, not a minute, and a
     # run refused capacity everywhere waits 2 s before its next round, not a minute.
     # The trainer's test hook (trainer/fault_hooks.py) runs out of memory on datasets whose URI holds OOM_MARKER.
-    os.environ.update({"LANDFALL_ROUTES_FILE": str(ROUTES_FILE), "LANDFALL_SWEEP_EVERY_SECONDS": "1",
-                       "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}",
-                       "LANDFALL_RECONCILE_GRACE_SECONDS": "5", "LANDFALL_WAIT_BACKOFF_SECONDS": "2",
-                       OOM_VARIABLE: OOM_MARKER})
+    os.environ.update(
+        {
+            "LANDFALL_ROUTES_FILE": str(ROUTES_FILE),
+            "LANDFALL_SWEEP_EVERY_SECONDS": "1",
+            "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}",
+            "LANDFALL_RECONCILE_GRACE_SECONDS": "5",
+            "LANDFALL_WAIT_BACKOFF_SECONDS": "2",
+            OOM_VARIABLE: OOM_MARKER,
+        }
+    )
     from tests.caches import clear_function_caches
 
     try:

@@ -20,16 +20,20 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
 PREFIX = "pinned/e2e-2x2/"  # no route watches it: the request below is the only one made for these files
 
 
-def test_two_nodes_of_two_processes_train_the_global_batch_of_64_exactly(local_stack: stack.StackInfo,
-                                                                         firestore_runs: Any,
-                                                                         landing_bucket: Any) -> None:
+def test_two_nodes_of_two_processes_train_the_global_batch_of_64_exactly(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any
+) -> None:
     shards = separable_csv_shards(shards=4, rows_per_shard=400, seed=3)
     for i, text in enumerate(shards):
         landing_bucket.blob(f"{PREFIX}part-{i:05d}.csv").upload_from_string(text, content_type="text/csv")
     request = json.loads((EXAMPLES / "training_request.json").read_text())
     request["idempotency_key"] = "e2e-pinned-2x2-batch-64"
-    request["dataset"] = {"uri": f"gs://{landing_bucket.name}/{PREFIX}", "object_count": len(shards),
-                          "total_bytes": sum(len(t) for t in shards), "formats": ["csv"]}
+    request["dataset"] = {
+        "uri": f"gs://{landing_bucket.name}/{PREFIX}",
+        "object_count": len(shards),
+        "total_bytes": sum(len(t) for t in shards),
+        "formats": ["csv"],
+    }
     request["hyperparameters"].update(epochs=3, batch_size=64)
     # g2-standard-24 carries 2 L4s; two of them make 2 nodes x 2 processes (the emulator starts one per GPU).
     request["constraints"].update(machine_type="g2-standard-24", replica_count=2, spot="never")
@@ -42,7 +46,11 @@ def test_two_nodes_of_two_processes_train_the_global_batch_of_64_exactly(local_s
     processes = plan["accelerator_count"] * plan["replica_count"]
     assert plan["micro_batch_size"] * processes * plan["gradient_accumulation_steps"] == 64
     batch = doc["metrics"]["batch"]
-    assert batch == {"global_batch_size": 64, "processes": 4, "micro_batch_size": plan["micro_batch_size"],
-                     "gradient_accumulation_steps": plan["gradient_accumulation_steps"]}
+    assert batch == {
+        "global_batch_size": 64,
+        "processes": 4,
+        "micro_batch_size": plan["micro_batch_size"],
+        "gradient_accumulation_steps": plan["gradient_accumulation_steps"],
+    }
     assert doc["metrics"]["world_size"] == 4
     assert doc["metrics"]["final"]["accuracy"] >= 0.9

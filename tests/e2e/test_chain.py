@@ -28,17 +28,28 @@ def terminal_run(runs: Any, run_id: str, timeout_s: float = 240) -> dict[str, An
     return wait_for(done, timeout_s, f"run {run_id} to end")
 
 
-def test_dropped_dataset_ends_as_succeeded_run_with_metrics(local_stack: stack.StackInfo, firestore_runs: Any,
-                                                            landing_bucket: Any) -> None:
+def test_dropped_dataset_ends_as_succeeded_run_with_metrics(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any
+) -> None:
     prefix = "datasets/e2e-separable/"
     generation = upload_dataset(landing_bucket.name, prefix, separable_csv_shards(shards=3, rows_per_shard=200))
     run_id = run_id_for(f"gcs:{landing_bucket.name}/{prefix}:{generation}")
     doc = terminal_run(firestore_runs, run_id)
     assert doc["state"] == "SUCCEEDED", doc.get("error")
-    assert [h["state"] for h in doc["history"]] == ["RECEIVED", "PLANNED", "SUBMITTING", "SUBMITTED", "RUNNING",
-                                                   "SUCCEEDED"] or doc["history"][-1]["state"] == "SUCCEEDED"
-    assert doc["request"]["dataset"] == {"uri": f"gs://{landing_bucket.name}/{prefix}", "object_count": 3,
-                                         "total_bytes": doc["request"]["dataset"]["total_bytes"], "formats": ["csv"]}
+    assert [h["state"] for h in doc["history"]] == [
+        "RECEIVED",
+        "PLANNED",
+        "SUBMITTING",
+        "SUBMITTED",
+        "RUNNING",
+        "SUCCEEDED",
+    ] or doc["history"][-1]["state"] == "SUCCEEDED"
+    assert doc["request"]["dataset"] == {
+        "uri": f"gs://{landing_bucket.name}/{prefix}",
+        "object_count": 3,
+        "total_bytes": doc["request"]["dataset"]["total_bytes"],
+        "formats": ["csv"],
+    }
     assert doc["plan"]["machine_type"]
     assert doc["vertex"]["job_name"].startswith(f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/locations/")
     assert doc["vertex"]["state"] == "JOB_STATE_SUCCEEDED"
@@ -53,19 +64,31 @@ def test_dropped_dataset_ends_as_succeeded_run_with_metrics(local_stack: stack.S
     from functions.wiring import vertex_jobs
 
     assert vertex_jobs().find_by_run(doc["vertex"]["region"], run_id) is not None
-    attrs = {"eventType": "OBJECT_FINALIZE", "bucketId": landing_bucket.name, "objectId": f"{prefix}_SUCCESS",
-             "objectGeneration": str(generation), "payloadFormat": "JSON_API_V1"}
+    attrs = {
+        "eventType": "OBJECT_FINALIZE",
+        "bucketId": landing_bucket.name,
+        "objectId": f"{prefix}_SUCCESS",
+        "objectGeneration": str(generation),
+        "payloadFormat": "JSON_API_V1",
+    }
     publisher = pubsub_v1.PublisherClient()
     topic = f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/topics/landfall-object-events"
-    publisher.publish(topic, json.dumps({"bucket": landing_bucket.name, "name": f"{prefix}_SUCCESS"}).encode(),
-                      **attrs).result(timeout=30)
+    publisher.publish(
+        topic, json.dumps({"bucket": landing_bucket.name, "name": f"{prefix}_SUCCESS"}).encode(), **attrs
+    ).result(timeout=30)
     # Ingest's version outbox stops it there: no second request reaches the dispatcher.
     log = local_stack.state_dir / "logs" / "on_object_finalized.log"
     duplicate = f"gs://{landing_bucket.name}/{prefix} version {generation} already PUBLISHED"
     wait_for(lambda: log.read_text().count(duplicate) >= 1, 30, "the duplicate to be seen")
     client = vertex_jobs()._client(doc["vertex"]["region"])
-    jobs = list(client.list_custom_jobs(request={"parent": doc["vertex"]["job_name"].rsplit("/customJobs", 1)[0],
-                                                 "filter": f'labels.{RUN_LABEL}="{run_id}"'}))
+    jobs = list(
+        client.list_custom_jobs(
+            request={
+                "parent": doc["vertex"]["job_name"].rsplit("/customJobs", 1)[0],
+                "filter": f'labels.{RUN_LABEL}="{run_id}"',
+            }
+        )
+    )
     assert len(jobs) == 1
 
 
@@ -89,7 +112,8 @@ def test_semantically_invalid_request_becomes_rejected_run(local_stack: stack.St
 
 
 def test_malformed_request_is_refused_by_the_topic_schema_or_else_rejected_naming_the_field(
-        local_stack: stack.StackInfo, firestore_runs: Any) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any
+) -> None:
     """With the Protocol Buffer schema attached (Google Cloud) the topic refuses the message at publish time. The
     Pub/Sub emulator takes no such schema (501; deploy/local/provision.py), so on the local stack the message is
     delivered and the dispatcher records a REJECTED run that names the field (tests/unit/test_schemas.py holds the
@@ -98,8 +122,14 @@ def test_malformed_request_is_refused_by_the_topic_schema_or_else_rejected_namin
     from google.cloud import pubsub_v1
 
     topic = f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/topics/landfall-training-requests"
-    malformed = json.dumps({"idempotency_key": 1, "dataset": {"uri": "gs://landfall-landing/datasets/churn/"},
-                            "task": "tabular-classification", "model": {"preset": "mlp-small"}}).encode()
+    malformed = json.dumps(
+        {
+            "idempotency_key": 1,
+            "dataset": {"uri": "gs://landfall-landing/datasets/churn/"},
+            "task": "tabular-classification",
+            "model": {"preset": "mlp-small"},
+        }
+    ).encode()
     if pubsub_v1.PublisherClient().get_topic(topic=topic).schema_settings.schema:
         with pytest.raises(InvalidArgument):
             _publish(local_stack, "landfall-training-requests", malformed)
@@ -112,8 +142,9 @@ def test_malformed_request_is_refused_by_the_topic_schema_or_else_rejected_namin
 
 def test_bad_input_at_each_entry_point_is_acknowledged_once(local_stack: stack.StackInfo) -> None:
     logs = local_stack.state_dir / "logs"
-    _publish(local_stack, "landfall-object-events", b"\x00garbage", eventType="OBJECT_FINALIZE", bucketId="b",
-             objectId="o")
+    _publish(
+        local_stack, "landfall-object-events", b"\x00garbage", eventType="OBJECT_FINALIZE", bucketId="b", objectId="o"
+    )
     _publish(local_stack, "landfall-job-events", b"not a log entry")
     _publish(local_stack, "landfall-job-events", json.dumps({"resource": {"type": "gce_instance"}}).encode())
 

@@ -18,9 +18,9 @@ from tests.e2e.test_chain import terminal_run
 pytestmark = pytest.mark.e2e
 
 
-def test_the_local_job_runs_the_deployed_image_through_container_spec(local_stack: stack.StackInfo,
-                                                                       firestore_runs: Any,
-                                                                       landing_bucket: Any) -> None:
+def test_the_local_job_runs_the_deployed_image_through_container_spec(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any
+) -> None:
     from functions.settings import get_settings
     from functions.wiring import vertex_jobs
 

@@ -26,9 +26,13 @@ def landfall(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
     return code, out.out, out.err
 
 
-def test_drop_lands_a_folder_and_watch_follows_its_run_to_the_end(local_stack: stack.StackInfo, landing_bucket: Any,
-                                                                  firestore_runs: Any, tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_drop_lands_a_folder_and_watch_follows_its_run_to_the_end(
+    local_stack: stack.StackInfo,
+    landing_bucket: Any,
+    firestore_runs: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     folder = tmp_path / "churn"
     (folder / "part").mkdir(parents=True)
     for i, text in enumerate(separable_csv_shards(shards=2, rows_per_shard=150)):
@@ -41,8 +45,11 @@ def test_drop_lands_a_folder_and_watch_follows_its_run_to_the_end(local_stack: s
     assert re.search(r"status\s+REQUESTED", out), out
     run_id = re.search(r"^run\s+(run-[0-9a-f]{20})", out, re.M).group(1)  # type: ignore[union-attr]
     names = sorted(b.name for b in landing_bucket.list_blobs(prefix="datasets/e2e-drop/"))
-    assert names == ["datasets/e2e-drop/_SUCCESS", "datasets/e2e-drop/part/shard-0.csv",
-                     "datasets/e2e-drop/part/shard-1.csv"]
+    assert names == [
+        "datasets/e2e-drop/_SUCCESS",
+        "datasets/e2e-drop/part/shard-0.csv",
+        "datasets/e2e-drop/part/shard-1.csv",
+    ]
 
     code, out, err = landfall(capsys, "watch", run_id)
     run = parse_run_record(firestore_runs.document(run_id).get().to_dict())
@@ -58,8 +65,9 @@ def test_drop_lands_a_folder_and_watch_follows_its_run_to_the_end(local_stack: s
     assert err == "" and re.search(r"status\s+DUPLICATE", out) and run_id in out
 
 
-def test_drop_and_watch_say_what_is_wrong_in_one_line(local_stack: stack.StackInfo, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_drop_and_watch_say_what_is_wrong_in_one_line(
+    local_stack: stack.StackInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(CommandError, match="holds no files"):
         landfall(capsys, "drop", str(tmp_path), "gs://landfall-landing/datasets/empty/")
     with pytest.raises(CommandError, match="gs://BUCKET/PREFIX/"):

@@ -27,8 +27,8 @@ def landfall(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
 
 
 def test_the_same_objects_marked_again_are_a_duplicate_and_retrain_makes_a_new_run(
-        local_stack: stack.StackInfo, landing_bucket: Any, firestore_runs: Any,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    local_stack: stack.StackInfo, landing_bucket: Any, firestore_runs: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     from google.cloud import firestore
 
     datasets = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"]).collection("datasets")

@@ -19,8 +19,10 @@ from schemas.training_request import TrainingRequest, parse_training_request
 from tests.e2e.conftest import EXTRA_BUCKET
 from tests.polling import wait_for
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning"),
+]
 SHARD = b"x0,x1,label\n0.1,0.2,0\n0.9,0.8,1\n"
 
 
@@ -32,18 +34,19 @@ class RequestTap:
 
         self.subscriber = pubsub_v1.SubscriberClient()
         self.path = f"projects/{project}/subscriptions/e2e-request-tap"
-        self.subscriber.create_subscription(name=self.path, topic=f"projects/{project}/topics/"
-                                                                  "landfall-training-requests")
+        self.subscriber.create_subscription(
+            name=self.path, topic=f"projects/{project}/topics/landfall-training-requests"
+        )
         self.seen: list[TrainingRequest] = []
 
     def collect(self) -> None:
         while True:
-            response = self.subscriber.pull(subscription=self.path, max_messages=100, return_immediately=True,
-                                            timeout=10)
+            response = self.subscriber.pull(
+                subscription=self.path, max_messages=100, return_immediately=True, timeout=10
+            )
             if not response.received_messages:
                 return
-            self.subscriber.acknowledge(subscription=self.path,
-                                        ack_ids=[m.ack_id for m in response.received_messages])
+            self.subscriber.acknowledge(subscription=self.path, ack_ids=[m.ack_id for m in response.received_messages])
             self.seen += [parse_training_request(m.message.data) for m in response.received_messages]
 
     def for_uri(self, uri: str) -> list[TrainingRequest]:
@@ -95,31 +98,44 @@ def test_thousand_shards_then_marker_make_exactly_one_request(landing_bucket: An
     prefix = "ingest-only/thousand/"
     sizes = {f"{prefix}part-{i:04d}.csv": len(SHARD) + i % 3 for i in range(1000)}
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda item: landing_bucket.blob(item[0]).upload_from_string(SHARD + b"\n" * (item[1] -
-                                                                                                    len(SHARD))),
-                      sizes.items()))
+        list(
+            pool.map(
+                lambda item: landing_bucket.blob(item[0]).upload_from_string(SHARD + b"\n" * (item[1] - len(SHARD))),
+                sizes.items(),
+            )
+        )
     marker = landing_bucket.blob(f"{prefix}_SUCCESS")
     marker.upload_from_string(b"")
     uri = f"gs://{landing_bucket.name}/{prefix}"
     request = tap.wait_for_one(uri, 120)
-    assert (request.dataset.object_count, request.dataset.total_bytes, request.dataset.formats) == \
-        (1000, sum(sizes.values()), ("csv",))
+    assert (request.dataset.object_count, request.dataset.total_bytes, request.dataset.formats) == (
+        1000,
+        sum(sizes.values()),
+        ("csv",),
+    )
     assert request.idempotency_key == f"gcs:{landing_bucket.name}/{prefix}:{marker.generation}"
     assert request.source.kind == "gcs-marker"
     time.sleep(3)
     assert len(tap.for_uri(uri)) == 1
 
 
-def test_same_notification_fifty_times_concurrently_is_one_request(local_stack: stack.StackInfo,
-                                                                   landing_bucket: Any, tap: RequestTap) -> None:
+def test_same_notification_fifty_times_concurrently_is_one_request(
+    local_stack: stack.StackInfo, landing_bucket: Any, tap: RequestTap
+) -> None:
     prefix = "ingest-only/fifty/"
     landing_bucket.blob(f"{prefix}part-0.csv").upload_from_string(SHARD)
     marker = landing_bucket.blob(f"{prefix}_SUCCESS")
     marker.upload_from_string(b"")
-    attrs = {"eventType": "OBJECT_FINALIZE", "bucketId": landing_bucket.name, "objectId": f"{prefix}_SUCCESS",
-             "objectGeneration": str(marker.generation), "payloadFormat": "JSON_API_V1"}
-    body = json.dumps({"bucket": landing_bucket.name, "name": f"{prefix}_SUCCESS",
-                       "generation": str(marker.generation)}).encode()
+    attrs = {
+        "eventType": "OBJECT_FINALIZE",
+        "bucketId": landing_bucket.name,
+        "objectId": f"{prefix}_SUCCESS",
+        "objectGeneration": str(marker.generation),
+        "payloadFormat": "JSON_API_V1",
+    }
+    body = json.dumps(
+        {"bucket": landing_bucket.name, "name": f"{prefix}_SUCCESS", "generation": str(marker.generation)}
+    ).encode()
     futures = [publish(local_stack, "landfall-object-events", body, **attrs) for _ in range(50)]
     for future in futures:
         future.result(timeout=30)
@@ -128,14 +144,16 @@ def test_same_notification_fifty_times_concurrently_is_one_request(local_stack: 
     # 51 deliveries (GCS's own notification and the 50 copies): one publishes, 50 end as duplicates (some after
     # a retry while the first held the version).
     duplicate = f"{uri} version {marker.generation} already PUBLISHED"
-    wait_for(lambda: log_text(local_stack, "on_object_finalized").count(duplicate) >= 50, 90,
-             "all 50 copies to be handled")
+    wait_for(
+        lambda: log_text(local_stack, "on_object_finalized").count(duplicate) >= 50, 90, "all 50 copies to be handled"
+    )
     assert log_text(local_stack, "on_object_finalized").count(duplicate) == 50
     assert len(tap.for_uri(uri)) == 1
 
 
-def test_manifest_with_a_missing_object_waits_with_a_reason_then_completes(landing_bucket: Any, tap: RequestTap,
-                                                                         datasets: Any) -> None:
+def test_manifest_with_a_missing_object_waits_with_a_reason_then_completes(
+    landing_bucket: Any, tap: RequestTap, datasets: Any
+) -> None:
     prefix = "ingest-only/manifest/"
     landing_bucket.blob(f"{prefix}part-0.csv").upload_from_string(SHARD)
     entries = [{"name": "part-0.csv", "size": len(SHARD)}, {"name": "part-1.csv", "size": len(SHARD)}]
@@ -148,12 +166,15 @@ def test_manifest_with_a_missing_object_waits_with_a_reason_then_completes(landi
     landing_bucket.blob(f"{prefix}part-1.csv").upload_from_string(SHARD)
     request = tap.wait_for_one(uri)
     assert (request.source.kind, request.dataset.object_count) == ("gcs-manifest", 2)
-    assert dataset_in(datasets, landing_bucket.name, prefix, DatasetStatus.REQUESTED)["version"]["run_id"] == \
-        request.run_id
+    assert (
+        dataset_in(datasets, landing_bucket.name, prefix, DatasetStatus.REQUESTED)["version"]["run_id"]
+        == request.run_id
+    )
 
 
-def test_quiet_period_dataset_becomes_one_request_through_the_sweep(landing_bucket: Any, tap: RequestTap,
-                                                                   datasets: Any) -> None:
+def test_quiet_period_dataset_becomes_one_request_through_the_sweep(
+    landing_bucket: Any, tap: RequestTap, datasets: Any
+) -> None:
     prefix = "quiet/exports-1/"
     for i in range(3):
         landing_bucket.blob(f"{prefix}part-{i}.csv").upload_from_string(SHARD)
@@ -177,14 +198,19 @@ def test_quiet_period_dataset_becomes_one_request_through_the_sweep(landing_buck
         ("elsewhere/data/_SUCCESS", "no route in deploy/routes.toml covers it"),
     ],
 )
-def test_hostile_object_names_are_acknowledged_once_with_a_reason(local_stack: stack.StackInfo,
-                                                                  landing_bucket: Any, tap: RequestTap,
-                                                                  name: str, reason: str) -> None:
+def test_hostile_object_names_are_acknowledged_once_with_a_reason(
+    local_stack: stack.StackInfo, landing_bucket: Any, tap: RequestTap, name: str, reason: str
+) -> None:
     tag = uuid.uuid4().hex[:8]
     top, rest = name.split("/", 1)
     name = f"{top}/{tag}-{rest}"  # logs show the first 200 characters of a name
-    attrs = {"eventType": "OBJECT_FINALIZE", "bucketId": landing_bucket.name, "objectId": name,
-             "objectGeneration": "1", "payloadFormat": "JSON_API_V1"}
+    attrs = {
+        "eventType": "OBJECT_FINALIZE",
+        "bucketId": landing_bucket.name,
+        "objectId": name,
+        "objectGeneration": "1",
+        "payloadFormat": "JSON_API_V1",
+    }
     publish(local_stack, "landfall-object-events", b"", **attrs).result(timeout=30)
 
     def seen() -> int:
@@ -199,14 +225,17 @@ def test_hostile_object_names_are_acknowledged_once_with_a_reason(local_stack: s
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
-        (b"{" + b'"objects": [' + b'{"name": "part-0.csv", "size": 1}, ' * 90_000 + b"]}",
-         "_MANIFEST.json is larger than 1048576 bytes"),
+        (
+            b"{" + b'"objects": [' + b'{"name": "part-0.csv", "size": 1}, ' * 90_000 + b"]}",
+            "_MANIFEST.json is larger than 1048576 bytes",
+        ),
         (b"objects: part-0.csv", "_MANIFEST.json is not JSON"),
     ],
     ids=["multi-megabyte", "not-json"],
 )
-def test_unusable_manifest_is_refused_with_a_reason(landing_bucket: Any, tap: RequestTap, datasets: Any,
-                                                    content: bytes, reason: str) -> None:
+def test_unusable_manifest_is_refused_with_a_reason(
+    landing_bucket: Any, tap: RequestTap, datasets: Any, content: bytes, reason: str
+) -> None:
     prefix = f"ingest-only/bad-manifest-{uuid.uuid4().hex[:8]}/"
     landing_bucket.blob(f"{prefix}part-0.csv").upload_from_string(SHARD)
     landing_bucket.blob(f"{prefix}_MANIFEST.json").upload_from_string(content)
@@ -218,8 +247,9 @@ def test_unusable_manifest_is_refused_with_a_reason(landing_bucket: Any, tap: Re
 def test_refused_landfall_json_field_is_named(landing_bucket: Any, tap: RequestTap, datasets: Any) -> None:
     prefix = "ingest-only/overrides/"
     landing_bucket.blob(f"{prefix}part-0.csv").upload_from_string(SHARD)
-    landing_bucket.blob(f"{prefix}landfall.json").upload_from_string(json.dumps(
-        {"hyperparameters": {"epochs": 2}, "model": {"preset": "gpt-7b"}}))
+    landing_bucket.blob(f"{prefix}landfall.json").upload_from_string(
+        json.dumps({"hyperparameters": {"epochs": 2}, "model": {"preset": "gpt-7b"}})
+    )
     landing_bucket.blob(f"{prefix}_SUCCESS").upload_from_string(b"")
     doc = dataset_in(datasets, landing_bucket.name, prefix, DatasetStatus.REFUSED)
     assert "model.preset (route 'ingest-only' does not allow it; allowed: hyperparameters.*)" in doc["reason"]
@@ -239,14 +269,24 @@ def test_storage_cloudevents_are_read_like_notifications(local_stack: stack.Stac
     port = next(s.port for s in local_stack.services if s.name == "on_object_finalized")
 
     def post(kind: str) -> None:
-        resource = {"bucket": EXTRA_BUCKET, "name": f"{prefix}_SUCCESS", "generation": str(marker.generation),
-                    "size": "0"}
-        headers = {"Content-Type": "application/json", "ce-specversion": "1.0", "ce-id": uuid.uuid4().hex,
-                   "ce-type": f"google.cloud.storage.object.v1.{kind}",
-                   "ce-source": f"//storage.googleapis.com/projects/_/buckets/{EXTRA_BUCKET}",
-                   "ce-subject": f"objects/{prefix}_SUCCESS", "ce-time": "2026-11-22T12:00:00Z"}
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/", data=json.dumps(resource).encode(),
-                                         headers=headers, method="POST")
+        resource = {
+            "bucket": EXTRA_BUCKET,
+            "name": f"{prefix}_SUCCESS",
+            "generation": str(marker.generation),
+            "size": "0",
+        }
+        headers = {
+            "Content-Type": "application/json",
+            "ce-specversion": "1.0",
+            "ce-id": uuid.uuid4().hex,
+            "ce-type": f"google.cloud.storage.object.v1.{kind}",
+            "ce-source": f"//storage.googleapis.com/projects/_/buckets/{EXTRA_BUCKET}",
+            "ce-subject": f"objects/{prefix}_SUCCESS",
+            "ce-time": "2026-11-22T12:00:00Z",
+        }
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/", data=json.dumps(resource).encode(), headers=headers, method="POST"
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             assert response.status == 200
 
@@ -264,16 +304,20 @@ def test_storage_cloudevents_are_read_like_notifications(local_stack: stack.Stac
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"constraints": {"deadline": "2020-01-01T00:00:00Z"}}, "constraints.deadline: 2020-01-01T00:00:00Z is "
-                                                                "already past"),
-        ({"dataset": {"uri": "gs://someone-elses-bucket/data/"}}, "bucket 'someone-elses-bucket' is not one "
-                                                                  "Landfall reads from"),
+        (
+            {"constraints": {"deadline": "2020-01-01T00:00:00Z"}},
+            "constraints.deadline: 2020-01-01T00:00:00Z is already past",
+        ),
+        (
+            {"dataset": {"uri": "gs://someone-elses-bucket/data/"}},
+            "bucket 'someone-elses-bucket' is not one Landfall reads from",
+        ),
     ],
     ids=["deadline-past", "bucket-not-allowed"],
 )
-def test_direct_request_breaking_a_semantic_rule_is_a_rejected_run(local_stack: stack.StackInfo,
-                                                                   firestore_runs: Any, change: dict,
-                                                                   reason: str) -> None:
+def test_direct_request_breaking_a_semantic_rule_is_a_rejected_run(
+    local_stack: stack.StackInfo, firestore_runs: Any, change: dict, reason: str
+) -> None:
     from pathlib import Path
 
     data = json.loads((Path(__file__).resolve().parents[2] / "schemas/examples/training_request.json").read_text())

@@ -24,23 +24,42 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_lost_request_is_republished_by_the_reconciler_and_makes_one_run(
-        local_stack: stack.StackInfo, firestore_runs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from google.cloud import firestore
     from google.cloud.firestore_v1.base_query import FieldFilter
 
     monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
     tag = uuid.uuid4().hex[:8]
     uri = f"gs://{local_stack.env['LANDFALL_LANDING_BUCKET']}/ingest-only/e2e-lost-{tag}/"
-    request = parse_training_request({
-        "idempotency_key": f"gcs:e2e-lost-{tag}", "task": "tabular-classification", "model": {"preset": "mlp-small"},
-        "dataset": {"uri": uri, "object_count": 1, "total_bytes": 1000, "formats": ["csv"]},
-        "constraints": {"budget_usd": 0.0000001}})
+    request = parse_training_request(
+        {
+            "idempotency_key": f"gcs:e2e-lost-{tag}",
+            "task": "tabular-classification",
+            "model": {"preset": "mlp-small"},
+            "dataset": {"uri": uri, "object_count": 1, "total_bytes": 1000, "formats": ["csv"]},
+            "constraints": {"budget_usd": 0.0000001},
+        }
+    )
     versions = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"]).collection("dataset_versions")
     an_hour_ago = format_timestamp(datetime.now(UTC) - timedelta(hours=1))
-    versions.document(request.run_id).set({
-        "schema_version": 1, "run_id": request.run_id, "idempotency_key": request.idempotency_key, "uri": uri,
-        "status": "PUBLISHED", "message_id": "lost", "request": request.to_dict(), "answered": False, "reason": "",
-        "created_at": an_hour_ago, "updated_at": an_hour_ago, "claim_until": an_hour_ago, "owner": "ingest"})
+    versions.document(request.run_id).set(
+        {
+            "schema_version": 1,
+            "run_id": request.run_id,
+            "idempotency_key": request.idempotency_key,
+            "uri": uri,
+            "status": "PUBLISHED",
+            "message_id": "lost",
+            "request": request.to_dict(),
+            "answered": False,
+            "reason": "",
+            "created_at": an_hour_ago,
+            "updated_at": an_hour_ago,
+            "claim_until": an_hour_ago,
+            "owner": "ingest",
+        }
+    )
     assert cli.main(["reconcile"]) == 0  # the scheduler ticks every second on this stack as well
 
     def ended() -> dict[str, Any] | None:
@@ -49,8 +68,12 @@ def test_a_lost_request_is_republished_by_the_reconciler_and_makes_one_run(
 
     run = wait_for(ended, 60, f"run {request.run_id} from the republished request", step=0.2)
     assert run["state"] == "REJECTED" and run["request"]["idempotency_key"] == request.idempotency_key, run
-    version = wait_for(lambda: (d := versions.document(request.run_id).get().to_dict()) and d.get("answered") and d,
-                       30, "the version marked answered", step=0.2)
+    version = wait_for(
+        lambda: (d := versions.document(request.run_id).get().to_dict()) and d.get("answered") and d,
+        30,
+        "the version marked answered",
+        step=0.2,
+    )
     assert version["republished_count"] == 1 and version["last_republished_message_id"] != "lost"
     same = firestore_runs.where(filter=FieldFilter("request.dataset.uri", "==", uri)).get()
     assert [s.id for s in same] == [request.run_id]

@@ -18,8 +18,12 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_run_the_trainer_refuses_carries_its_reason_and_its_logs(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     prefix = "datasets/e2e-no-label/"
     shards = [text.replace(",label\n", ",target\n", 1) for text in separable_csv_shards(shards=2, rows_per_shard=50)]
     generation = upload_dataset(landing_bucket.name, prefix, shards)

@@ -80,8 +80,11 @@ def _finished(run_results: Any, run_id: str, timeout_s: float = 30, linger_s: fl
         answer = subscriber.pull(subscription=path, max_messages=10, timeout=5)
         if answer.received_messages:
             subscriber.acknowledge(subscription=path, ack_ids=[m.ack_id for m in answer.received_messages])
-        mine = [parse_run_finished(m.message.data) for m in answer.received_messages
-                if m.message.attributes.get("run_id") == run_id]
+        mine = [
+            parse_run_finished(m.message.data)
+            for m in answer.received_messages
+            if m.message.attributes.get("run_id") == run_id
+        ]
         if mine and not seen:
             deadline = time.monotonic() + linger_s
         seen += mine
@@ -118,12 +121,17 @@ def _jobs_of(run_id: str) -> list[JobView]:
 
 
 def _job(run_id: str, states: tuple[str, ...], timeout_s: float = 60) -> JobView:
-    return wait_for(lambda: next((j for j in _jobs_of(run_id) if j.state in states), None), timeout_s,
-                    f"a job of {run_id} in {states}", step=0.05)
+    return wait_for(
+        lambda: next((j for j in _jobs_of(run_id) if j.state in states), None),
+        timeout_s,
+        f"a job of {run_id} in {states}",
+        step=0.05,
+    )
 
 
 def test_a_stockout_after_submission_is_resubmitted_and_succeeds_with_both_attempts(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, faults: str, run_results: Any) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, faults: str, run_results: Any
+) -> None:
     control.set_faults(faults, {"stockout": [{"region": REGION}]})
     run_id = _drop(landing_bucket, "datasets/e2e-stockout/")
     first = _job(run_id, ("JOB_STATE_FAILED",))  # accepted in REGION (the first plan's), then FAILED for capacity
@@ -148,7 +156,8 @@ def test_a_stockout_after_submission_is_resubmitted_and_succeeds_with_both_attem
 
 
 def test_a_job_that_ends_while_the_listener_is_stopped_is_recorded_by_a_reconcile_pass(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, cli_env: None) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, cli_env: None
+) -> None:
     run_id = _drop(landing_bucket, "datasets/e2e-listener-down/")
     _job(run_id, ("JOB_STATE_PENDING", "JOB_STATE_RUNNING"))
     listener = next(s for s in stack.read_state(local_stack.state_dir) if s.name == "on_job_event")
@@ -168,8 +177,12 @@ def test_a_job_that_ends_while_the_listener_is_stopped_is_recorded_by_a_reconcil
 
 
 def test_cancel_on_a_running_job_ends_job_and_run_cancelled(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, cli_env: None,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    cli_env: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     run_id = _drop(landing_bucket, "datasets/e2e-cancel/", epochs=5000)
     running = _job(run_id, ("JOB_STATE_RUNNING",))
     wait_for(lambda: (_doc(firestore_runs, run_id) or {}).get("vertex"), 30, f"run {run_id} to name its job")
@@ -190,7 +203,8 @@ def _service(local_stack: stack.StackInfo, name: str) -> processes.RunningServic
 
 
 def test_ten_datasets_in_flight_when_the_dispatcher_is_killed_all_succeed_with_one_job_each(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any
+) -> None:
     # A short submission lease, so that a claim the killed dispatcher held is taken over in seconds, not two minutes.
     short_lease = {"LANDFALL_SUBMISSION_LEASE_SECONDS": "15"}
     stack.restart("dispatch", state_dir=local_stack.state_dir, extra_env=short_lease)
@@ -198,15 +212,19 @@ def test_ten_datasets_in_flight_when_the_dispatcher_is_killed_all_succeed_with_o
         run_ids = [_drop(landing_bucket, f"datasets/e2e-kill-{i}/", epochs=1) for i in range(10)]
         wait_for(lambda: any(_doc(firestore_runs, r) for r in run_ids), 60, "the first run recorded", step=0.05)
         os.killpg(_service(local_stack, "dispatch").pid, signal.SIGKILL)
-        in_flight = [r for r in run_ids if (_doc(firestore_runs, r) or {}).get("state") in (
-            None, "RECEIVED", "PLANNED", "SUBMITTING")]
+        in_flight = [
+            r
+            for r in run_ids
+            if (_doc(firestore_runs, r) or {}).get("state") in (None, "RECEIVED", "PLANNED", "SUBMITTING")
+        ]
         stack.restart("dispatch", state_dir=local_stack.state_dir, extra_env=short_lease)
         docs = {r: _terminal(firestore_runs, r, timeout_s=240) for r in run_ids}
     finally:
         stack.restart("dispatch", state_dir=local_stack.state_dir)
     assert in_flight, "every run was submitted before the dispatcher was killed: nothing was in flight"
     assert {r: d["state"] for r, d in docs.items()} == dict.fromkeys(run_ids, "SUCCEEDED"), {
-        r: d.get("error") for r, d in docs.items()}
+        r: d.get("error") for r, d in docs.items()
+    }
     jobs = {r: [j.name for j in _jobs_of(r)] for r in run_ids}
     assert all(len(names) == 1 for names in jobs.values()), jobs
     assert all(docs[r]["vertex"]["job_name"] == jobs[r][0] for r in run_ids)
@@ -228,7 +246,8 @@ def _listener_deliveries(local_stack: stack.StackInfo) -> int:
 
 
 def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_step_twice(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, job_events: Any) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, job_events: Any
+) -> None:
     from google.cloud import pubsub_v1
 
     from schemas.job_event import parse_job_event
@@ -250,8 +269,11 @@ def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_s
         received = subscriber.pull(subscription=tap, max_messages=50, timeout=5).received_messages
         if received:
             subscriber.acknowledge(subscription=tap, ack_ids=[m.ack_id for m in received])
-        new = [m.message.data for m in received
-               if parse_job_event(m.message.data).job_id == job_id and m.message.data not in seen]
+        new = [
+            m.message.data
+            for m in received
+            if parse_job_event(m.message.data).job_id == job_id and m.message.data not in seen
+        ]
         seen.extend(new)
         replay(new)
         doc = _doc(firestore_runs, run_id)
@@ -261,9 +283,11 @@ def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_s
         doc = wait_for(echo_new_events, 120, f"run {run_id} to end while its job events are replayed", step=0.2)
     except AssertionError as exc:
         doc = _doc(firestore_runs, run_id) or {}
-        raise AssertionError(f"{exc}; the run is {doc.get('state')} (history {doc.get('history')}); its jobs: "
-                             f"{_jobs_of(run_id)}; {len(seen)} events seen; logs:\n"
-                             + _log_tails(local_stack, ("on_job_event", "reconcile_runs", "bridge"))) from None
+        raise AssertionError(
+            f"{exc}; the run is {doc.get('state')} (history {doc.get('history')}); its jobs: "
+            f"{_jobs_of(run_id)}; {len(seen)} events seen; logs:\n"
+            + _log_tails(local_stack, ("on_job_event", "reconcile_runs", "bridge"))
+        ) from None
     assert doc["state"] == "SUCCEEDED" and doc["metrics"], doc.get("error")
     assert len(seen) >= 2, f"too few job events were seen to replay: {seen}"
     # Late: every event once more, twice and newest first, after the run ended; the listener answers each one.
@@ -278,7 +302,8 @@ def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_s
 
 
 def test_an_out_of_memory_exit_ends_failed_with_its_reason_and_the_trainers_message(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any
+) -> None:
     from tests.e2e.conftest import OOM_MARKER
 
     run_id = _drop(landing_bucket, f"datasets{OOM_MARKER}")
@@ -286,13 +311,18 @@ def test_an_out_of_memory_exit_ends_failed_with_its_reason_and_the_trainers_mess
     assert doc["state"] == "FAILED", doc
     error = doc["error"]
     assert (error["code"], error["reason"], error["kind"], error["exit_code"]) == (
-        "job-failed", "out-of-memory", "OutOfMemory", 4), error
+        "job-failed",
+        "out-of-memory",
+        "OutOfMemory",
+        4,
+    ), error
     assert error["message"].startswith("out of memory on ") and "lower --micro-batch-size" in error["message"]
     assert "CUDA out of memory" in error["message"] and "non-zero status of 4" in error["job_message"]
 
 
 def test_capacity_refused_everywhere_waits_then_succeeds_once_the_fault_is_cleared(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, faults: str) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, faults: str
+) -> None:
     control.set_faults(faults, {"quota_exhausted": [{}]})  # every region, every machine: CreateCustomJob refused
     run_id = _drop(landing_bucket, "datasets/e2e-no-capacity/")
 
@@ -312,7 +342,8 @@ def test_capacity_refused_everywhere_waits_then_succeeds_once_the_fault_is_clear
 
 
 def test_a_minimal_request_published_with_the_stock_client_runs(
-        local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any) -> None:
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any
+) -> None:
     """Three values, everything else defaulted (the Protocol Buffer schema's JSON form allows it; the Pub/Sub
     emulator attaches no schema, tests/unit/test_schemas.py holds the schema's own acceptance)."""
     from google.cloud import pubsub_v1
@@ -322,11 +353,17 @@ def test_a_minimal_request_published_with_the_stock_client_runs(
     prefix = f"requests-by-hand/e2e-minimal-{uuid.uuid4().hex[:6]}/"  # under no route: ingest leaves it alone
     for i, text in enumerate(separable_csv_shards(shards=2, rows_per_shard=100)):
         landing_bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(text, content_type="text/csv")
-    body = json.dumps({"dataset": {"uri": f"gs://{landing_bucket.name}/{prefix}"}, "task": "tabular-classification",
-                       "model": {"preset": "mlp-small"}}).encode()
+    body = json.dumps(
+        {
+            "dataset": {"uri": f"gs://{landing_bucket.name}/{prefix}"},
+            "task": "tabular-classification",
+            "model": {"preset": "mlp-small"},
+        }
+    ).encode()
     publisher = pubsub_v1.PublisherClient()
-    publisher.publish(publisher.topic_path(local_stack.env["GOOGLE_CLOUD_PROJECT"], "landfall-training-requests"),
-                      body).result(timeout=30)
+    publisher.publish(
+        publisher.topic_path(local_stack.env["GOOGLE_CLOUD_PROJECT"], "landfall-training-requests"), body
+    ).result(timeout=30)
     run_id = parse_training_request(body).run_id  # the content key: the same request is the same run
     doc = _terminal(firestore_runs, run_id, timeout_s=120)
     assert doc["state"] == "SUCCEEDED", doc.get("error")

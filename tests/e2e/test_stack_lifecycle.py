@@ -49,8 +49,13 @@ class OwnStack:
         return self.env["GOOGLE_CLOUD_PROJECT"]
 
     def landfall(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "landfall.cli", *args], env=self.env, capture_output=True,
-                              text=True, timeout=timeout_s)
+        return subprocess.run(
+            [sys.executable, "-m", "landfall.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
 
     def port_flags(self) -> list[str]:
         return [f"--port={name}={port}" for name, port in self.ports.items()]
@@ -68,7 +73,8 @@ class OwnStack:
         from google.cloud import storage
 
         return storage.Client(project=self.project, credentials=AnonymousCredentials()).bucket(
-            self.env["LANDFALL_LANDING_BUCKET"])
+            self.env["LANDFALL_LANDING_BUCKET"]
+        )
 
     def jobs_of(self, run: dict[str, Any]) -> list[Any]:
         import grpc
@@ -80,16 +86,20 @@ class OwnStack:
         channel = grpc.insecure_channel(self.env["LANDFALL_VERTEX_ENDPOINT"])
         client = aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
         parent = run["vertex"]["job_name"].rsplit("/customJobs", 1)[0]
-        return list(client.list_custom_jobs(request={"parent": parent,
-                                                     "filter": f'labels.{RUN_LABEL}="{run["run_id"]}"'}))
+        return list(
+            client.list_custom_jobs(request={"parent": parent, "filter": f'labels.{RUN_LABEL}="{run["run_id"]}"'})
+        )
 
 
 @pytest.fixture(scope="module")
 def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnStack]:
     state_dir = tmp_path_factory.mktemp("lifecycle")
     ports = {name: processes.free_port() for name in stack.SERVICE_ORDER if name not in stack.PORTLESS_SERVICES}
-    settings = {"LANDFALL_ROUTES_FILE": str(ROUTES_FILE), "LANDFALL_SUBMISSION_LEASE_SECONDS": "10",
-                "LANDFALL_STATE_DIR": str(state_dir)}
+    settings = {
+        "LANDFALL_ROUTES_FILE": str(ROUTES_FILE),
+        "LANDFALL_SUBMISSION_LEASE_SECONDS": "10",
+        "LANDFALL_STATE_DIR": str(state_dir),
+    }
     saved = dict(os.environ)
     os.environ.update(settings)
     try:
@@ -134,8 +144,9 @@ def settled(own: OwnStack, run_id: str, timeout_s: float) -> dict[str, Any]:
         doc = terminal(own, run_id, timeout_s)
         return doc if doc["submission"].get("results_published") is True else None
 
-    return wait_for(done, timeout_s, f"run {run_id} to be announced", step=0.5) and runs.document(
-        run_id).get().to_dict()
+    return (
+        wait_for(done, timeout_s, f"run {run_id} to be announced", step=0.5) and runs.document(run_id).get().to_dict()
+    )
 
 
 def test_restarting_dispatch_while_datasets_are_in_flight_leaves_one_run_and_one_job_each(own_stack: OwnStack) -> None:
@@ -166,7 +177,8 @@ def test_restarting_dispatch_while_datasets_are_in_flight_leaves_one_run_and_one
 
 
 def test_a_killed_dispatcher_brought_back_after_four_failed_deliveries_processes_the_request(
-        own_stack: OwnStack) -> None:
+    own_stack: OwnStack,
+) -> None:
     from google.cloud import pubsub_v1
 
     dispatch = record.read(own_stack.state_dir).service("dispatch")  # type: ignore[union-attr]
@@ -196,8 +208,9 @@ def test_a_killed_dispatcher_brought_back_after_four_failed_deliveries_processes
     assert f"dispatch: message {message_id} attempt 5" not in own_stack.log("bridge")
 
 
-def _kept(own: OwnStack, run_id: str, prefix: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None,
-                                                              dict[str, int]]:
+def _kept(
+    own: OwnStack, run_id: str, prefix: str
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, int]]:
     """The run record, the dataset record and the bucket's objects under prefix (name -> generation)."""
     db = own.firestore()
     run = db.collection("runs").document(run_id).get()
@@ -208,7 +221,8 @@ def _kept(own: OwnStack, run_id: str, prefix: str) -> tuple[dict[str, Any] | Non
 
 
 def test_down_then_up_at_once_twice_keeps_runs_datasets_and_objects_and_down_wipe_drops_them(
-        own_stack: OwnStack) -> None:
+    own_stack: OwnStack,
+) -> None:
     prefix = f"ingest-only/kept-{uuid.uuid4().hex[:6]}/"
     run_id = upload(own_stack, prefix)
     assert settled(own_stack, run_id, 150)["state"] == "REJECTED"  # the route's budget is below any plan
@@ -233,9 +247,11 @@ def test_down_then_up_at_once_twice_keeps_runs_datasets_and_objects_and_down_wip
 DEFAULT_PORTS_ENV = "LANDFALL_TEST_DEFAULT_PORTS"
 
 
-@pytest.mark.skipif(os.environ.get(DEFAULT_PORTS_ENV) != "1",
-                    reason=f"uses the default ports, which a developer's own stack may hold: set {DEFAULT_PORTS_ENV}=1 "
-                           "(the test above does the same on ports it picks)")
+@pytest.mark.skipif(
+    os.environ.get(DEFAULT_PORTS_ENV) != "1",
+    reason=f"uses the default ports, which a developer's own stack may hold: set {DEFAULT_PORTS_ENV}=1 "
+    "(the test above does the same on ports it picks)",
+)
 def test_down_then_up_at_once_twice_on_the_default_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     defaults = load_topology().local_ports
     busy = [f"{name}={port}" for name, port in defaults.items() if not processes.port_is_free(port)]
@@ -244,8 +260,9 @@ def test_down_then_up_at_once_twice_on_the_default_ports(tmp_path: Path, monkeyp
     env = {**os.environ, "LANDFALL_STATE_DIR": str(tmp_path)}
 
     def landfall(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "landfall.cli", *args], env=env, capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "landfall.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        )
 
     def open_clients() -> list[Any]:
         """Clients of this process that keep connections open across `down`, as a user's shell or `make demo` do:

@@ -27,8 +27,9 @@ def _csv(rows: int, seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_override_and_text_labels_end_succeeded(local_stack: stack.StackInfo, firestore_runs: Any,
-                                                landing_bucket: Any) -> None:
+def test_override_and_text_labels_end_succeeded(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any
+) -> None:
     prefix = "datasets/e2e-override-text-labels/"
     for i in range(2):
         landing_bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(_csv(300, seed=i), content_type="text/csv")

@@ -108,8 +108,11 @@ class FakeDatasets:
 
     def open_datasets(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [copy.deepcopy(d) for d in self.docs.values()
-                    if d["status"] in (DatasetStatus.COLLECTING, DatasetStatus.WAITING)]
+            return [
+                copy.deepcopy(d)
+                for d in self.docs.values()
+                if d["status"] in (DatasetStatus.COLLECTING, DatasetStatus.WAITING)
+            ]
 
     def claim_version(self, doc: dict[str, Any], *, owner: str, now: datetime, lease_seconds: int) -> Claim[Doc]:
         with self._lock:
@@ -123,8 +126,9 @@ class FakeDatasets:
                 self.versions[doc["run_id"]] = result.doc
             return Claim(result.outcome, copy.deepcopy(result.doc))
 
-    def finish_version(self, run_id: str, *, owner: str, status: VersionStatus, now: datetime,
-                       updates: dict[str, Any]) -> bool:
+    def finish_version(
+        self, run_id: str, *, owner: str, status: VersionStatus, now: datetime, updates: dict[str, Any]
+    ) -> bool:
         with self._lock:
             new = finished(self.versions.get(run_id), owner=owner, status=status, now=now, updates=updates)
             if new is not None:
@@ -137,8 +141,11 @@ class FakeDatasets:
 
     def unanswered_versions(self, *, page_size: int = 200) -> Iterator[Doc]:
         with self._lock:
-            docs = [copy.deepcopy(self.versions[k]) for k in sorted(self.versions)
-                    if self.versions[k].get("answered") is False]
+            docs = [
+                copy.deepcopy(self.versions[k])
+                for k in sorted(self.versions)
+                if self.versions[k].get("answered") is False
+            ]
         yield from docs
 
     def _change_version(self, run_id: str, rule: Callable[[Doc | None], Doc | None]) -> bool:
@@ -186,14 +193,25 @@ class Clock:
         return self.now
 
 
-def fake_deps(objects: FakeObjects, datasets: FakeDatasets, routes: tuple[Route, ...], published: list[bytes],
-              clock: Clock | None = None) -> IngestDeps:
+def fake_deps(
+    objects: FakeObjects,
+    datasets: FakeDatasets,
+    routes: tuple[Route, ...],
+    published: list[bytes],
+    clock: Clock | None = None,
+) -> IngestDeps:
     def publish(data: bytes) -> str:
         published.append(data)
         return str(len(published))
 
-    return IngestDeps(settings=SETTINGS, objects=objects, datasets=datasets, publish=publish,  # type: ignore[arg-type]
-                      now=clock or Clock(), routes=lambda: routes)
+    return IngestDeps(
+        settings=SETTINGS,
+        objects=objects,
+        datasets=datasets,
+        publish=publish,  # type: ignore[arg-type]
+        now=clock or Clock(),
+        routes=lambda: routes,
+    )
 
 
 class World:

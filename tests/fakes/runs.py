@@ -60,8 +60,11 @@ class FakeRuns(RunsRules):
 
     def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
         with self._lock:
-            docs = [copy.deepcopy(self.docs[k]) for k in sorted(self.docs)
-                    if self.docs[k]["submission"].get("results_published") is False]
+            docs = [
+                copy.deepcopy(self.docs[k])
+                for k in sorted(self.docs)
+                if self.docs[k]["submission"].get("results_published") is False
+            ]
         yield from (parse_run_record(d) for d in docs)
 
     def list(self, limit: int = 50) -> list[RunRecord]:

@@ -52,8 +52,15 @@ class FakeVertex:
         """The next CreateCustomJob in `region` kills the caller, after the job exists or before it is made."""
         self._refusals[region].append(Crash(after_creating=after_creating))
 
-    def set_state(self, name: str, state: str, *, start: datetime | None = None, end: datetime | None = None,
-                  error: tuple[int, str] | None = None) -> JobView:
+    def set_state(
+        self,
+        name: str,
+        state: str,
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        error: tuple[int, str] | None = None,
+    ) -> JobView:
         """Move a job on, as Vertex would: its JobState name, start and end times, and error status."""
         with self._lock:
             job = self.jobs[name]
@@ -102,8 +109,12 @@ class FakeVertex:
             if job is None:
                 missing = gexc.NotFound(f'The CustomJob "{name}" does not exist.')
                 raise translate_error(missing, f"CancelCustomJob {name}") from missing
-            if job.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
-                                  "JOB_STATE_EXPIRED"):
+            if job.state.name in (
+                "JOB_STATE_SUCCEEDED",
+                "JOB_STATE_FAILED",
+                "JOB_STATE_CANCELLED",
+                "JOB_STATE_EXPIRED",
+            ):
                 return False
             job.state = aiplatform_v1.JobState.JOB_STATE_CANCELLED
             job.error = {"code": 1, "message": "CustomJob was cancelled."}
@@ -119,6 +130,9 @@ class FakeVertex:
     def find_by_run(self, region: str, run_id: str) -> JobView | None:
         with self._lock:
             prefix = f"{self.parent(region)}/customJobs/"
-            jobs = [view(j) for j in reversed(self.jobs.values())  # newest first, as ListCustomJobs answers
-                    if j.name.startswith(prefix) and j.labels.get(RUN_LABEL) == run_id]
+            jobs = [
+                view(j)
+                for j in reversed(self.jobs.values())  # newest first, as ListCustomJobs answers
+                if j.name.startswith(prefix) and j.labels.get(RUN_LABEL) == run_id
+            ]
         return jobs[0] if jobs else None

@@ -59,10 +59,19 @@ class World:
         """Run id of every planner call."""
         self.objects: dict[str, str] = {}
         """gs:// URI -> text, what the listener's read_text finds."""
-        self.dispatch_deps = DispatchDeps(settings=SETTINGS, store=self.runs, vertex=self.vertex,  # type: ignore[arg-type]
-                                          plan=self._plan, now=self.clock)
-        self.listener_deps = ListenerDeps(store=self.runs, vertex=self.vertex,  # type: ignore[arg-type]
-                                          read_text=self.objects.get, now=self.clock)
+        self.dispatch_deps = DispatchDeps(
+            settings=SETTINGS,
+            store=self.runs,
+            vertex=self.vertex,  # type: ignore[arg-type]
+            plan=self._plan,
+            now=self.clock,
+        )
+        self.listener_deps = ListenerDeps(
+            store=self.runs,
+            vertex=self.vertex,  # type: ignore[arg-type]
+            read_text=self.objects.get,
+            now=self.clock,
+        )
 
     def _plan(self, request: TrainingRequest) -> Outcome:
         self.planned.append(request.run_id)
@@ -72,12 +81,19 @@ class World:
         """One delivery of a TrainingRequest message to the dispatcher."""
         return handle_training_request(PubSubMessage(data=data, message_id=message_id), self.dispatch_deps)
 
-    def job_event(self, job_id: str, *, published_ago: timedelta = timedelta(0), publish_time: str | None = None,
-                  data: bytes | None = None) -> str:
+    def job_event(
+        self,
+        job_id: str,
+        *,
+        published_ago: timedelta = timedelta(0),
+        publish_time: str | None = None,
+        data: bytes | None = None,
+    ) -> str:
         """One delivery of a job log entry naming job_id to the listener."""
         stamp = publish_time if publish_time is not None else (self.clock.now - published_ago).isoformat()
-        message = PubSubMessage(data=data if data is not None else job_event(job_id), message_id="e-1",
-                                publish_time=stamp)
+        message = PubSubMessage(
+            data=data if data is not None else job_event(job_id), message_id="e-1", publish_time=stamp
+        )
         return handle_job_event(message, self.listener_deps)
 
     def run(self, run_id: str = RUN_ID) -> RunRecord:

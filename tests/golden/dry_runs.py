@@ -15,8 +15,13 @@ from deploy.gcp.steps import dry_run_text
 from deploy.gcp.teardown import teardown_plan
 
 GOLDEN_DIR = Path(__file__).resolve().parent
-SAMPLE = Target(project="landfall-sample", region="us-central1", project_number="123456789012",
-                job_regions=("europe-west4",), image_tag="golden")
+SAMPLE = Target(
+    project="landfall-sample",
+    region="us-central1",
+    project_number="123456789012",
+    job_regions=("europe-west4",),
+    image_tag="golden",
+)
 """A sample project with jobs in two regions; the image tag is fixed so that trainer changes do not move it."""
 
 

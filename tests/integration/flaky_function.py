@@ -22,8 +22,14 @@ from functions import envelopes
 @functions_framework.cloud_event
 def flaky(cloud_event: Any) -> None:
     message = envelopes.pubsub_message(cloud_event)
-    entry = {"message_id": message.message_id, "data": message.data.decode(), "attributes": message.attributes,
-             "publish_time": message.publish_time, "type": cloud_event["type"], "at": time.time()}
+    entry = {
+        "message_id": message.message_id,
+        "data": message.data.decode(),
+        "attributes": message.attributes,
+        "publish_time": message.publish_time,
+        "type": cloud_event["type"],
+        "at": time.time(),
+    }
     with open(os.environ["FLAKY_LOG"], "a+") as log:
         fcntl.flock(log, fcntl.LOCK_EX)
         log.seek(0)

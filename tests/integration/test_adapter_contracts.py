@@ -89,8 +89,9 @@ def test_runs_store_every_part_of_a_record_as_it_was_written(runs: RunsStore | F
 def test_runs_transitions_only_move_forward(runs: RunsStore | FakeRuns) -> None:
     runs.create_if_absent(new_run("run-c1", {}, now=T0))
     later = T0 + timedelta(seconds=5)
-    planned, changed = runs.transition("run-c1", RunState.PLANNED, now=later, detail="p",
-                                       change=lambda r: replace(r, plan=PLAN))
+    planned, changed = runs.transition(
+        "run-c1", RunState.PLANNED, now=later, detail="p", change=lambda r: replace(r, plan=PLAN)
+    )
     assert changed and planned is not None and planned.plan == PLAN
     assert [(h.state, h.at, h.detail) for h in planned.history][1:] == [("PLANNED", format_timestamp(later), "p")]
     back, changed = runs.transition("run-c1", RunState.RECEIVED, now=later, change=lambda r: replace(r, plan=None))
@@ -139,16 +140,19 @@ def test_runs_plan_claim_and_first_attempt_in_one_write(runs: RunsStore | FakeRu
 
     def first(run: RunRecord) -> SubmissionAttempt:
         assert run.plan is not None
-        return SubmissionAttempt(region=run.plan.region, machine_type=run.plan.machine_type, at=format_timestamp(T0),
-                                 outcome="pending", plan=run.plan)
+        return SubmissionAttempt(
+            region=run.plan.region,
+            machine_type=run.plan.machine_type,
+            at=format_timestamp(T0),
+            outcome="pending",
+            plan=run.plan,
+        )
 
-    claim = runs.claim_submission("run-c1", owner="a", now=T0, lease_seconds=LEASE, first_attempt=first,
-                                  before=planned)
+    claim = runs.claim_submission("run-c1", owner="a", now=T0, lease_seconds=LEASE, first_attempt=first, before=planned)
     assert claim.outcome == ClaimOutcome.CLAIMED and runs.get("run-c1") == claim.doc
     assert [h.state for h in claim.doc.history] == [RunState.RECEIVED, RunState.PLANNED, RunState.SUBMITTING]
     assert [a.outcome for a in claim.doc.submission.attempts or ()] == ["pending"]
-    again = runs.claim_submission("run-c1", owner="b", now=T0, lease_seconds=LEASE, first_attempt=first,
-                                  before=planned)
+    again = runs.claim_submission("run-c1", owner="b", now=T0, lease_seconds=LEASE, first_attempt=first, before=planned)
     assert again.outcome == ClaimOutcome.BUSY and runs.get("run-c1") == claim.doc
 
 
@@ -167,11 +171,16 @@ def test_runs_find_by_job_id(runs: RunsStore | FakeRuns) -> None:
 def test_runs_find_an_earlier_attempts_job_through_submission_job_ids(runs: RunsStore | FakeRuns) -> None:
     """A late event for the first job of a resubmitted run still finds the run (array-contains on job_ids)."""
     _planned(runs)
-    ref = VertexJobRef(job_name="projects/p/locations/europe-west4/customJobs/222", job_id="222",
-                       region="europe-west4")
+    ref = VertexJobRef(job_name="projects/p/locations/europe-west4/customJobs/222", job_id="222", region="europe-west4")
     runs.transition("run-c1", RunState.SUBMITTING, now=T0)
-    runs.transition("run-c1", RunState.SUBMITTED, now=T0, change=lambda r: replace(
-        r, vertex=ref, submission=replace(r.submission or Submission(), job_ids=("111", "222"))))
+    runs.transition(
+        "run-c1",
+        RunState.SUBMITTED,
+        now=T0,
+        change=lambda r: replace(
+            r, vertex=ref, submission=replace(r.submission or Submission(), job_ids=("111", "222"))
+        ),
+    )
     for job_id in ("111", "222"):
         found = runs.find_by_job_id(job_id)
         assert found is not None and found.run_id == "run-c1" and found.vertex == ref, job_id
@@ -239,16 +248,23 @@ def test_versions_claim_finish_and_expiry(datasets: DatasetsStore | FakeDatasets
     first = datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
     assert first.outcome == ClaimOutcome.CLAIMED
     assert {k: first.doc[k] for k in ("status", "owner", "attempts", "created_at")} == {
-        "status": "CLAIMED", "owner": "a", "attempts": 1, "created_at": format_timestamp(T0)}
+        "status": "CLAIMED",
+        "owner": "a",
+        "attempts": 1,
+        "created_at": format_timestamp(T0),
+    }
     assert datasets.version("run-v1") == first.doc
-    assert datasets.claim_version(VERSION, owner="b", now=T0 + timedelta(seconds=LEASE - 1),
-                                  lease_seconds=LEASE).outcome == ClaimOutcome.BUSY
+    assert (
+        datasets.claim_version(VERSION, owner="b", now=T0 + timedelta(seconds=LEASE - 1), lease_seconds=LEASE).outcome
+        == ClaimOutcome.BUSY
+    )
     late = T0 + timedelta(seconds=LEASE + 1)
     taken = datasets.claim_version(VERSION, owner="b", now=late, lease_seconds=LEASE)
     assert (taken.outcome, taken.doc["owner"], taken.doc["attempts"]) == (ClaimOutcome.CLAIMED, "b", 2)
     assert not datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=late, updates={})
-    assert datasets.finish_version("run-v1", owner="b", status=VersionStatus.PUBLISHED, now=late,
-                                   updates={"message_id": "9"})
+    assert datasets.finish_version(
+        "run-v1", owner="b", status=VersionStatus.PUBLISHED, now=late, updates={"message_id": "9"}
+    )
     done = datasets.version("run-v1")
     assert done is not None and (done["status"], done["message_id"]) == ("PUBLISHED", "9")
     assert datasets.claim_version(VERSION, owner="c", now=late, lease_seconds=LEASE).outcome == ClaimOutcome.DONE
@@ -261,8 +277,9 @@ def test_versions_only_another_live_claim_stops_a_finish(datasets: DatasetsStore
     datasets.claim_version(VERSION, owner="b", now=taken_over, lease_seconds=LEASE)
     # b died too: once its lease has run out, a's late outcome is still worth keeping.
     both_lapsed = taken_over + timedelta(seconds=LEASE + 1)
-    assert datasets.finish_version("run-v1", owner="a", status=VersionStatus.REFUSED, now=both_lapsed,
-                                   updates={"reason": "too small"})
+    assert datasets.finish_version(
+        "run-v1", owner="a", status=VersionStatus.REFUSED, now=both_lapsed, updates={"reason": "too small"}
+    )
     refused = datasets.version("run-v1")
     assert refused is not None and (refused["status"], refused["reason"]) == ("REFUSED", "too small")
 
@@ -287,8 +304,9 @@ def test_datasets_never_go_back_to_an_older_version(datasets: DatasetsStore | Fa
 
 def _published(datasets: DatasetsStore | FakeDatasets, run_id: str, *, at: datetime = T0) -> None:
     datasets.claim_version({**VERSION, "run_id": run_id}, owner="a", now=at, lease_seconds=LEASE)
-    assert datasets.finish_version(run_id, owner="a", status=VersionStatus.PUBLISHED, now=at,
-                                   updates={"request": {"task": "t"}, "answered": False})
+    assert datasets.finish_version(
+        run_id, owner="a", status=VersionStatus.PUBLISHED, now=at, updates={"request": {"task": "t"}, "answered": False}
+    )
 
 
 def test_versions_unanswered_ones_page_until_answered(datasets: DatasetsStore | FakeDatasets) -> None:
@@ -297,11 +315,11 @@ def test_versions_unanswered_ones_page_until_answered(datasets: DatasetsStore | 
     datasets.claim_version({**VERSION, "run_id": "run-claimed"}, owner="a", now=T0, lease_seconds=LEASE)
     for page_size in (1, 2, 200):
         assert [d["run_id"] for d in datasets.unanswered_versions(page_size=page_size)] == [
-            f"run-a{i}" for i in range(5)], page_size
+            f"run-a{i}" for i in range(5)
+        ], page_size
     assert datasets.mark_answered("run-a1", now=T0) and not datasets.mark_answered("run-a1", now=T0)
     assert not datasets.mark_answered("run-claimed", now=T0) and not datasets.mark_answered("run-absent", now=T0)
-    assert [d["run_id"] for d in datasets.unanswered_versions(page_size=2)] == ["run-a0", "run-a2", "run-a3",
-                                                                               "run-a4"]
+    assert [d["run_id"] for d in datasets.unanswered_versions(page_size=2)] == ["run-a0", "run-a2", "run-a3", "run-a4"]
     answered = datasets.version("run-a1")
     assert answered is not None and (answered["answered"], answered["answered_at"]) == (True, format_timestamp(T0))
 
@@ -315,20 +333,32 @@ def test_versions_a_republish_is_claimed_once_per_grace_and_counted(datasets: Da
     assert not datasets.claim_republish("run-r1", now=due, grace_seconds=grace)
     assert datasets.count_republish("run-r1", message_id="42")
     version = datasets.version("run-r1")
-    assert version is not None and (version["republished_count"], version["last_republished_at"],
-                                    version["last_republished_message_id"]) == (1, format_timestamp(due), "42")
+    assert version is not None and (
+        version["republished_count"],
+        version["last_republished_at"],
+        version["last_republished_message_id"],
+    ) == (1, format_timestamp(due), "42")
     assert datasets.claim_republish("run-r1", now=due + timedelta(seconds=grace), grace_seconds=grace)
     datasets.mark_answered("run-r1", now=due)
     assert not datasets.claim_republish("run-r1", now=due + timedelta(days=1), grace_seconds=grace)
     assert not datasets.claim_republish("run-absent", now=due, grace_seconds=grace)
 
 
-CONTENT = {"dataset_id": "ds-1", "digest": "d" * 32, "content_key": "content:b/p/:" + "d" * 32, "run_id": "run-v1",
-           "idempotency_key": "k1", "generation": "1", "object_count": 2, "total_bytes": 10}
+CONTENT = {
+    "dataset_id": "ds-1",
+    "digest": "d" * 32,
+    "content_key": "content:b/p/:" + "d" * 32,
+    "run_id": "run-v1",
+    "idempotency_key": "k1",
+    "generation": "1",
+    "object_count": 2,
+    "total_bytes": 10,
+}
 
 
 def test_contents_the_first_version_holds_it_and_a_later_one_is_a_duplicate_once_published(
-        datasets: DatasetsStore | FakeDatasets) -> None:
+    datasets: DatasetsStore | FakeDatasets,
+) -> None:
     datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
     first = datasets.claim_content(CONTENT, now=T0)
     assert (first.outcome, first.doc["run_id"], first.doc["retrains"]) == (ClaimOutcome.CLAIMED, "run-v1", 0)
@@ -342,7 +372,8 @@ def test_contents_the_first_version_holds_it_and_a_later_one_is_a_duplicate_once
 
 
 def test_contents_sixteen_versions_racing_for_a_new_content_let_one_hold_it(
-        datasets: DatasetsStore | FakeDatasets) -> None:
+    datasets: DatasetsStore | FakeDatasets,
+) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     def race(i: int) -> Claim[Doc]:
@@ -379,8 +410,11 @@ def test_contents_count_retrains_and_a_retrain_always_claims(datasets: DatasetsS
     counted = datasets.count_retrain(CONTENT, now=T0)
     assert (counted["retrains"], counted["run_id"]) == (2, "run-v1")
     retrained = datasets.claim_content({**CONTENT, "run_id": "run-r2"}, now=T0, retrain=True)
-    assert (retrained.outcome, retrained.doc["run_id"], retrained.doc["retrains"]) == (ClaimOutcome.CLAIMED,
-                                                                                       "run-r2", 2)
+    assert (retrained.outcome, retrained.doc["run_id"], retrained.doc["retrains"]) == (
+        ClaimOutcome.CLAIMED,
+        "run-r2",
+        2,
+    )
 
 
 # The orphans store --------------------------------------------------------------------------------------------
@@ -395,10 +429,17 @@ def orphans(request: pytest.FixtureRequest) -> OrphansStore | FakeOrphans:
 
 
 def _orphan(job_id: str, found_at: datetime = T0) -> OrphanRecord:
-    return OrphanRecord(job_name=f"projects/{PROJECT}/locations/us-central1/customJobs/{job_id}", job_id=job_id,
-                        region="us-central1", run_id="run-ghost", kind=OrphanKind.NO_RUN, reason="no run",
-                        job_state="JOB_STATE_RUNNING", job_created_at=format_timestamp(T0),
-                        found_at=format_timestamp(found_at))
+    return OrphanRecord(
+        job_name=f"projects/{PROJECT}/locations/us-central1/customJobs/{job_id}",
+        job_id=job_id,
+        region="us-central1",
+        run_id="run-ghost",
+        kind=OrphanKind.NO_RUN,
+        reason="no run",
+        job_state="JOB_STATE_RUNNING",
+        job_created_at=format_timestamp(T0),
+        found_at=format_timestamp(found_at),
+    )
 
 
 def test_orphans_recorded_once_and_a_cancel_claimed_once(orphans: OrphansStore | FakeOrphans) -> None:
@@ -450,9 +491,11 @@ def vertex(request: pytest.FixtureRequest) -> Iterator[Vertex]:
 
     emulator = request.getfixturevalue("vertex_emulator")
     control.set_faults(emulator.address, {})
-    yield Vertex(VertexJobs(PROJECT, lambda region: emulator.client),
-                 lambda region: control.set_faults(emulator.address, {"quota_exhausted": [{"region": region}]}),
-                 emulated=True)
+    yield Vertex(
+        VertexJobs(PROJECT, lambda region: emulator.client),
+        lambda region: control.set_faults(emulator.address, {"quota_exhausted": [{"region": region}]}),
+        emulated=True,
+    )
     control.set_faults(emulator.address, {})
 
 
@@ -471,8 +514,12 @@ def test_vertex_create_get_and_find_by_run(vertex: Vertex, tmp_path: Path) -> No
     assert created.state == "JOB_STATE_PENDING" and created.error_code == 0 and created.end_time == ""
     assert parse_timestamp(created.create_time) <= datetime.now(UTC)
     got = vertex.jobs.get(created.name)
-    assert (got.name, got.job_id, got.region, got.labels) == (created.name, created.job_id, "europe-west4",
-                                                              created.labels)
+    assert (got.name, got.job_id, got.region, got.labels) == (
+        created.name,
+        created.job_id,
+        "europe-west4",
+        created.labels,
+    )
     found = vertex.jobs.find_by_run("europe-west4", run_id)
     assert found is not None and found.name == created.name
     assert vertex.jobs.find_by_run("us-central1", run_id) is None

@@ -18,8 +18,10 @@ from schemas.dataset_record import DATASET_FIELDS, SCHEMA_VERSION, dataset_id_fo
 from tests.conftest import PROJECT, Emulator
 
 BUCKET = "landfall-landing"
-LONG_REASON = ("route tabular needs at least 2 data objects and found 1; land more shards under the prefix, then a "
-               "new _SUCCESS marker\n(objects seen: part-00000.csv)")
+LONG_REASON = (
+    "route tabular needs at least 2 data objects and found 1; land more shards under the prefix, then a "
+    "new _SUCCESS marker\n(objects seen: part-00000.csv)"
+)
 
 
 @pytest.fixture()
@@ -39,15 +41,31 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out.out, out.err
 
 
-def dataset_doc(prefix: str, status: str, updated_at: str, *, route: str = "tabular", reason: str = "",
-                run_id: str | None = None) -> dict[str, Any]:
+def dataset_doc(
+    prefix: str, status: str, updated_at: str, *, route: str = "tabular", reason: str = "", run_id: str | None = None
+) -> dict[str, Any]:
     version = None
     if run_id:
-        version = {"idempotency_key": f"gcs:{BUCKET}/{prefix}:17", "run_id": run_id, "completed_by": "marker",
-                   "generation": "17", "kind": "marker", "status": "PUBLISHED"}
-    doc = {"schema_version": SCHEMA_VERSION, "dataset_id": dataset_id_for(BUCKET, prefix), "bucket": BUCKET,
-           "prefix": prefix, "uri": f"gs://{BUCKET}/{prefix}", "route": route, "status": status, "reason": reason,
-           "updated_at": updated_at, "version": version}
+        version = {
+            "idempotency_key": f"gcs:{BUCKET}/{prefix}:17",
+            "run_id": run_id,
+            "completed_by": "marker",
+            "generation": "17",
+            "kind": "marker",
+            "status": "PUBLISHED",
+        }
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "dataset_id": dataset_id_for(BUCKET, prefix),
+        "bucket": BUCKET,
+        "prefix": prefix,
+        "uri": f"gs://{BUCKET}/{prefix}",
+        "route": route,
+        "status": status,
+        "reason": reason,
+        "updated_at": updated_at,
+        "version": version,
+    }
     assert tuple(doc) == DATASET_FIELDS
     return doc
 
@@ -76,22 +94,23 @@ def test_no_datasets_yet(settings_env: None, capsys: pytest.CaptureFixture[str])
     assert run(["datasets", "--status", "waiting"], capsys) == (0, "no datasets with status WAITING\n", "")
 
 
-def test_table_is_newest_first_with_run_and_a_cut_reason(three_datasets: list[dict[str, Any]],
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_table_is_newest_first_with_run_and_a_cut_reason(
+    three_datasets: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(["datasets"], capsys)
     lines = out.splitlines()
     assert code == 0
     assert lines[0].split() == ["DATASET", "ROUTE", "STATUS", "RUN", "UPDATED", "REASON"]
-    assert [line.split()[0] for line in lines[2:]] == [f"gs://{BUCKET}/datasets/{name}/"
-                                                       for name in ("refused", "collecting", "old")]
+    assert [line.split()[0] for line in lines[2:]] == [
+        f"gs://{BUCKET}/datasets/{name}/" for name in ("refused", "collecting", "old")
+    ]
     assert "run-0123456789abcdef" in lines[4] and "REQUESTED" in lines[4]
-    reason_cell = lines[2][lines[0].index("REASON"):]
+    reason_cell = lines[2][lines[0].index("REASON") :]
     assert len(reason_cell) == 80 and reason_cell.endswith("...") and "\n" not in reason_cell
     assert reason_cell.startswith("route tabular needs at least 2 data objects")
 
 
-def test_json_holds_the_whole_records(three_datasets: list[dict[str, Any]],
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_holds_the_whole_records(three_datasets: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["datasets", "--json"], capsys)
     assert code == 0
     assert json.loads(out) == [three_datasets[1], three_datasets[2], three_datasets[0]]
@@ -107,8 +126,9 @@ def test_status_filter_and_limit(three_datasets: list[dict[str, Any]], capsys: p
     assert [d["prefix"] for d in json.loads(out)] == ["datasets/refused/", "datasets/collecting/"]
 
 
-def test_one_dataset_in_full_with_the_next_step(three_datasets: list[dict[str, Any]],
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_dataset_in_full_with_the_next_step(
+    three_datasets: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(["dataset", f"gs://{BUCKET}/datasets/refused"], capsys)  # the trailing '/' may be left out
     assert code == 0
     assert f"dataset   gs://{BUCKET}/datasets/refused/" in out
@@ -142,8 +162,9 @@ def test_unknown_dataset_says_what_to_check(settings_env: None, capsys: pytest.C
     assert "`landfall datasets` lists the known ones" in err
 
 
-def test_sweep_publishes_one_tick_to_the_sweep_topic(pubsub_emulator: Emulator, settings_env: None,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_sweep_publishes_one_tick_to_the_sweep_topic(
+    pubsub_emulator: Emulator, settings_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     from google.cloud import pubsub_v1
 
     from deploy.local import provision
@@ -152,8 +173,9 @@ def test_sweep_publishes_one_tick_to_the_sweep_topic(pubsub_emulator: Emulator, 
     provision.create_topics(topology, PROJECT)
     subscriber = pubsub_v1.SubscriberClient()
     path = subscriber.subscription_path(PROJECT, f"test-sweep-cli-{uuid.uuid4().hex[:8]}")
-    subscriber.create_subscription(request={"name": path,
-                                            "topic": f"projects/{PROJECT}/topics/{topology.ingest_sweep_topic}"})
+    subscriber.create_subscription(
+        request={"name": path, "topic": f"projects/{PROJECT}/topics/{topology.ingest_sweep_topic}"}
+    )
     code, out, _ = run(["sweep"], capsys)
     assert code == 0
     topic = f"projects/{PROJECT}/topics/{topology.ingest_sweep_topic}"
@@ -163,17 +185,18 @@ def test_sweep_publishes_one_tick_to_the_sweep_topic(pubsub_emulator: Emulator, 
     received: list[Any] = []
     deadline = time.monotonic() + 20
     while not received and time.monotonic() < deadline:
-        received = list(subscriber.pull(request={"subscription": path, "max_messages": 10}, timeout=5)
-                        .received_messages)
+        received = list(
+            subscriber.pull(request={"subscription": path, "max_messages": 10}, timeout=5).received_messages
+        )
     subscriber.close()
     assert [m.message.message_id for m in received] == [message_id]
     assert json.loads(received[0].message.data)["schedule"] == "ingest_sweep"
     assert dict(received[0].message.attributes) == {"schedule": "ingest_sweep"}
 
 
-def test_sweep_to_a_missing_topic_says_how_to_create_it(pubsub_emulator: Emulator, settings_env: None,
-                                                        capsys: pytest.CaptureFixture[str],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sweep_to_a_missing_topic_says_how_to_create_it(
+    pubsub_emulator: Emulator, settings_env: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from functions.settings import get_settings
 
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "landfall-no-topics")
@@ -183,5 +206,7 @@ def test_sweep_to_a_missing_topic_says_how_to_create_it(pubsub_emulator: Emulato
     with pytest.raises(CommandError) as refused:  # landfall.cli prints it as one line, `landfall sweep: ...`
         run(["sweep"], capsys)
     assert capsys.readouterr().out == ""
-    assert "topic projects/landfall-no-topics/topics/landfall-ingest-sweep does not exist: `landfall up` creates" in \
-        str(refused.value)
+    assert (
+        "topic projects/landfall-no-topics/topics/landfall-ingest-sweep does not exist: `landfall up` creates"
+        in str(refused.value)
+    )

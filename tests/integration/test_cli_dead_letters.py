@@ -41,8 +41,9 @@ def subscriber(pubsub_emulator: Emulator, tmp_path: Path, monkeypatch: pytest.Mo
     get_settings.cache_clear()
     client = pubsub_v1.SubscriberClient()
     hold = f"projects/{PROJECT}/subscriptions/{topology.dead_letter_subscription}"
-    while received := client.pull(request={"subscription": hold, "max_messages": 100, "return_immediately": True},
-                                  timeout=10).received_messages:
+    while received := client.pull(
+        request={"subscription": hold, "max_messages": 100, "return_immediately": True}, timeout=10
+    ).received_messages:
         client.acknowledge(request={"subscription": hold, "ack_ids": [m.ack_id for m in received]})
     yield client
     client.close()
@@ -54,19 +55,28 @@ def dead_letter(subscriber: Any, function: str, data: bytes) -> str:
     from google.cloud import pubsub_v1
 
     route = load_topology().function(function)
-    message_id = pubsub_v1.PublisherClient().publish(f"projects/{PROJECT}/topics/{route.topic}", data,
-                                                     origin="test").result(timeout=30)
+    message_id = (
+        pubsub_v1.PublisherClient()
+        .publish(f"projects/{PROJECT}/topics/{route.topic}", data, origin="test")
+        .result(timeout=30)
+    )
     subscription = f"projects/{PROJECT}/subscriptions/{route.subscription}"
     attempts = 0
 
     def nacked_until_gone() -> bool:
         nonlocal attempts
-        received = subscriber.pull(request={"subscription": subscription, "max_messages": 10,
-                                            "return_immediately": True}, timeout=10).received_messages
+        received = subscriber.pull(
+            request={"subscription": subscription, "max_messages": 10, "return_immediately": True}, timeout=10
+        ).received_messages
         mine = [m for m in received if m.message.message_id == message_id]
         if received:
-            subscriber.modify_ack_deadline(request={"subscription": subscription, "ack_deadline_seconds": 0,
-                                                    "ack_ids": [m.ack_id for m in received]})
+            subscriber.modify_ack_deadline(
+                request={
+                    "subscription": subscription,
+                    "ack_deadline_seconds": 0,
+                    "ack_ids": [m.ack_id for m in received],
+                }
+            )
         attempts += len(mine)
         return attempts >= route.dead_letter.max_delivery_attempts and not mine
 
@@ -93,8 +103,10 @@ def sweep_log_of_a_failed_delivery(message_id: str) -> str:
     handler = logging.StreamHandler(out)
     handler.setFormatter(main._JsonLines())
     main.log.addHandler(handler)
-    event = CloudEvent({"type": "google.cloud.pubsub.topic.v1.messagePublished", "source": "test", "id": message_id},
-                       {"message": {"data": base64.b64encode(TICK).decode(), "messageId": message_id}})
+    event = CloudEvent(
+        {"type": "google.cloud.pubsub.topic.v1.messagePublished", "source": "test", "id": message_id},
+        {"message": {"data": base64.b64encode(TICK).decode(), "messageId": message_id}},
+    )
 
     def failing() -> str:
         raise TransientError("Firestore unavailable; will retry")
@@ -108,7 +120,8 @@ def sweep_log_of_a_failed_delivery(message_id: str) -> str:
 
 
 def test_dead_letters_are_reported_with_source_attempts_and_reason_and_left_in_place(
-        subscriber: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    subscriber: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = dead_letter(subscriber, "dispatch", BAD_REQUEST)
     tick = dead_letter(subscriber, "sweep_datasets", TICK)
     # The sweep function logged each failed delivery naming the message and its body's digest (functions/main.py,

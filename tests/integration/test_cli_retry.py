@@ -48,10 +48,12 @@ def requests_tap(clean_firestore: Emulator, pubsub_emulator: Emulator) -> Iterat
 def store_run(run_id: str, state: str, **changes: Any) -> None:
     from google.cloud import firestore
 
-    record = replace(parse_run_record(run_doc(run_id, state, "2026-11-20T10:00:00.000000Z", "gs://b/churn/")),
-                     **changes)
+    record = replace(
+        parse_run_record(run_doc(run_id, state, "2026-11-20T10:00:00.000000Z", "gs://b/churn/")), **changes
+    )
     firestore.Client(project=PROJECT).collection(load_topology().runs_collection).document(run_id).set(
-        record.to_document())
+        record.to_document()
+    )
 
 
 def read_run(run_id: str) -> Any:
@@ -76,7 +78,8 @@ def published(tap: Any, wait_s: float = 10) -> list[Any]:
 
 
 def test_retry_publishes_the_request_under_the_next_key_and_links_both_runs(
-        requests_tap: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    requests_tap: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     store_run("run-failed", "FAILED")
     code, out = landfall(["retry", "run-failed", "--json"], capsys)
     printed = json.loads(out)
@@ -104,8 +107,7 @@ def test_retry_publishes_the_request_under_the_next_key_and_links_both_runs(
     assert json.loads(landfall(["run", new_id, "--json"], capsys)[1])["retry_of"] == "run-failed"
 
 
-def test_a_retry_of_a_retry_counts_on_from_the_first_key(requests_tap: Any, capsys: pytest.CaptureFixture[str]
-                                                         ) -> None:
+def test_a_retry_of_a_retry_counts_on_from_the_first_key(requests_tap: Any, capsys: pytest.CaptureFixture[str]) -> None:
     first_retry = json.loads(json.dumps(GOLDEN["request"]))
     first_retry.update(idempotency_key=f"{OLD_KEY}~retry-1", retry_of="run-failed")
     store_run("run-retry-1", "CANCELLED", request=first_retry, retry_of="run-failed")
@@ -122,15 +124,17 @@ def test_two_retries_at_once_claim_the_run_once(requests_tap: Any) -> None:
     store_run("run-failed", "FAILED")
     new_id = run_id_for(retry_key(OLD_KEY))
     with ThreadPoolExecutor(4) as pool:
-        claims = list(pool.map(lambda _: runs_store().apply("run-failed", claim_retry(new_id, now=datetime.now(UTC))),
-                               range(4)))
+        claims = list(
+            pool.map(lambda _: runs_store().apply("run-failed", claim_retry(new_id, now=datetime.now(UTC))), range(4))
+        )
     assert sorted(c for c, _ in claims) == sorted([RetryClaim.CLAIMED] + [RetryClaim.ALREADY] * 3)
     assert {r.retried_by for _, r in claims} == {new_id}
 
 
 @pytest.mark.parametrize("state", ["SUCCEEDED", "RUNNING", "REJECTED"])
-def test_a_run_that_did_not_fail_is_refused_in_one_line(requests_tap: Any, state: str,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_that_did_not_fail_is_refused_in_one_line(
+    requests_tap: Any, state: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     store_run("run-x", state)
     with pytest.raises(CommandError, match=f"run run-x is {state}.*only FAILED or CANCELLED runs can be retried"):
         landfall(["retry", "run-x"], capsys)

@@ -55,9 +55,11 @@ def three_runs(settings_env: None) -> None:
     from google.cloud import firestore
 
     collection = firestore.Client(project=PROJECT).collection(load_topology().runs_collection)
-    for doc in (run_doc("run-a", "SUCCEEDED", "2026-11-20T10:00:00.000000Z", "gs://b/churn/"),
-                run_doc("run-b", "FAILED", "2026-11-21T10:00:00.000000Z", "gs://b/churn/"),
-                run_doc("run-c", "SUCCEEDED", "2026-11-22T10:00:00.000000Z", "gs://b/other/")):
+    for doc in (
+        run_doc("run-a", "SUCCEEDED", "2026-11-20T10:00:00.000000Z", "gs://b/churn/"),
+        run_doc("run-b", "FAILED", "2026-11-21T10:00:00.000000Z", "gs://b/churn/"),
+        run_doc("run-c", "SUCCEEDED", "2026-11-22T10:00:00.000000Z", "gs://b/other/"),
+    ):
         collection.document(doc["run_id"]).set(parse_run_record(doc).to_document())
 
 
@@ -69,18 +71,24 @@ def test_runs_newest_first_and_each_filter(three_runs: None, capsys: pytest.Capt
     assert _ids(landfall(["runs", "--json"], capsys)[1]) == ["run-c", "run-b", "run-a"]
     assert _ids(landfall(["runs", "--state", "succeeded", "--json"], capsys)[1]) == ["run-c", "run-a"]
     assert _ids(landfall(["runs", "--dataset", "gs://b/churn/", "--json"], capsys)[1]) == ["run-b", "run-a"]
-    assert _ids(landfall(["runs", "--since", "2026-11-21T11:00:00+01:00", "--json"], capsys)[1]) == ["run-c",
-                                                                                                    "run-b"]
-    assert _ids(landfall(["runs", "--state", "SUCCEEDED", "--dataset", "gs://b/churn/", "--since",
-                          "2026-11-01T00:00:00Z", "--json"], capsys)[1]) == ["run-a"]
+    assert _ids(landfall(["runs", "--since", "2026-11-21T11:00:00+01:00", "--json"], capsys)[1]) == ["run-c", "run-b"]
+    assert _ids(
+        landfall(
+            ["runs", "--state", "SUCCEEDED", "--dataset", "gs://b/churn/", "--since", "2026-11-01T00:00:00Z", "--json"],
+            capsys,
+        )[1]
+    ) == ["run-a"]
     code, table = landfall(["runs"], capsys)
     assert code == 0 and table.index("run-c") < table.index("run-b") < table.index("run-a")
-    assert "no runs match state == FAILED, request.dataset.uri == gs://b/other/" in landfall(
-        ["runs", "--state", "FAILED", "--dataset", "gs://b/other/"], capsys)[1]
+    assert (
+        "no runs match state == FAILED, request.dataset.uri == gs://b/other/"
+        in landfall(["runs", "--state", "FAILED", "--dataset", "gs://b/other/"], capsys)[1]
+    )
 
 
-def test_run_shows_timeline_and_loss_curve_and_json_is_the_document(three_runs: None,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_shows_timeline_and_loss_curve_and_json_is_the_document(
+    three_runs: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, text = landfall(["run", "run-a"], capsys)
     assert code == 0 and "timeline:" in text and "state     SUCCEEDED" in text
     if GOLDEN.get("metrics"):
@@ -90,9 +98,9 @@ def test_run_shows_timeline_and_loss_curve_and_json_is_the_document(three_runs: 
     assert json.loads(out)["created_at"] == "2026-11-20T10:00:00.000000Z"  # the stored timestamp, as RFC 3339
 
 
-def test_times_are_stored_as_timestamps_and_older_text_documents_still_read(three_runs: None,
-                                                                             capsys: pytest.CaptureFixture[str]
-                                                                             ) -> None:
+def test_times_are_stored_as_timestamps_and_older_text_documents_still_read(
+    three_runs: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     from datetime import UTC, datetime
 
     from google.cloud import firestore
@@ -107,9 +115,9 @@ def test_times_are_stored_as_timestamps_and_older_text_documents_still_read(thre
     assert _ids(landfall(["runs", "--dataset", "gs://b/x/", "--json"], capsys)[1]) == ["run-old"]
 
 
-def test_submit_publishes_a_minimal_request_and_prints_its_run_id(pubsub_emulator: Emulator, settings_env: None,
-                                                                  tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_submit_publishes_a_minimal_request_and_prints_its_run_id(
+    pubsub_emulator: Emulator, settings_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from google.cloud import pubsub_v1
 
     from deploy.local import provision
@@ -121,8 +129,11 @@ def test_submit_publishes_a_minimal_request_and_prints_its_run_id(pubsub_emulato
     subscription = f"projects/{PROJECT}/subscriptions/submit-tap"
     subscriber.create_subscription(name=subscription, topic=f"projects/{PROJECT}/topics/{topology.requests_topic}")
     path = tmp_path / "request.json"
-    path.write_text(json.dumps({"dataset": {"uri": "gs://b/churn/"}, "task": "tabular-classification",
-                                "model": {"preset": "mlp-small"}}))
+    path.write_text(
+        json.dumps(
+            {"dataset": {"uri": "gs://b/churn/"}, "task": "tabular-classification", "model": {"preset": "mlp-small"}}
+        )
+    )
     try:
         code, out = landfall(["submit", str(path), "--json"], capsys)
         printed = json.loads(out)
@@ -131,8 +142,15 @@ def test_submit_publishes_a_minimal_request_and_prints_its_run_id(pubsub_emulato
     finally:
         subscriber.delete_subscription(subscription=subscription)
         subscriber.close()
-    path.write_text(json.dumps({"dataset": {"uri": "gs://b/churn/", "object_count": "four"},
-                                "task": "tabular-classification", "model": {"preset": "mlp-small"}}))
+    path.write_text(
+        json.dumps(
+            {
+                "dataset": {"uri": "gs://b/churn/", "object_count": "four"},
+                "task": "tabular-classification",
+                "model": {"preset": "mlp-small"},
+            }
+        )
+    )
     with pytest.raises(CommandError, match=r"dataset\.object_count"):
         landfall(["submit", str(path)], capsys)
 
@@ -141,8 +159,8 @@ def test_the_readme_run_document_queries_run_as_written(three_runs: None, capsys
     """README "The run document": its query block, run on the emulator against the three runs (its dataset URI
     swapped for theirs), returns what `landfall runs` with the same filters returns."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme[readme.index("### The run document"):]
-    block = section[section.index("```python\nfrom datetime"):].split("```")[1].removeprefix("python\n")
+    section = readme[readme.index("### The run document") :]
+    block = section[section.index("```python\nfrom datetime") :].split("```")[1].removeprefix("python\n")
     code = block.replace('"PROJECT"', repr(PROJECT)).replace("gs://landfall-landing/datasets/churn/", "gs://b/churn/")
     names: dict[str, Any] = {}
     exec(compile(code, "README.md", "exec"), names)

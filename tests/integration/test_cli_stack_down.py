@@ -23,7 +23,8 @@ def stopped_stack_env(tmp_path: Path) -> dict[str, str]:
     closed = {name: processes.free_port() for name in ("pubsub", "firestore", "storage", "vertex")}
     return {
         **{k: v for k, v in os.environ.items() if not k.endswith("_EMULATOR_HOST")},
-        "GOOGLE_CLOUD_PROJECT": "landfall-local", "LANDFALL_LANDING_BUCKET": "landfall-landing",
+        "GOOGLE_CLOUD_PROJECT": "landfall-local",
+        "LANDFALL_LANDING_BUCKET": "landfall-landing",
         "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{closed['pubsub']}",
         "FIRESTORE_EMULATOR_HOST": f"127.0.0.1:{closed['firestore']}",
         "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{closed['storage']}",
@@ -36,12 +37,15 @@ def stopped_stack_env(tmp_path: Path) -> dict[str, str]:
 def test_a_command_against_a_stopped_stack_answers_at_once_in_one_line(argv: list[str], tmp_path: Path) -> None:
     env = stopped_stack_env(tmp_path)
     began = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "landfall.cli", *argv], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "landfall.cli", *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     elapsed = time.monotonic() - began
     print(f"landfall {' '.join(argv)} with the stack stopped answered in {elapsed:.2f} s")
     variable = "PUBSUB_EMULATOR_HOST" if argv == ["sweep"] else "FIRESTORE_EMULATOR_HOST"
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == (f"landfall {argv[0]}: the local stack is not running ({variable}={env[variable]} does not "
-                           "answer): `landfall up` starts it\n")
+    assert proc.stderr == (
+        f"landfall {argv[0]}: the local stack is not running ({variable}={env[variable]} does not "
+        "answer): `landfall up` starts it\n"
+    )
     assert elapsed < PATIENCE_S

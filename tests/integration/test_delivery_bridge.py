@@ -31,8 +31,21 @@ PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 def flaky_server(port: int, log: Path) -> processes.ServiceSpec:
     return processes.ServiceSpec(
         name="flaky",
-        argv=[sys.executable, "-m", "functions_framework", "--target", "flaky", "--signature-type", "cloudevent",
-              "--source", str(FLAKY_SOURCE), "--host", services.HOST, "--port", str(port)],
+        argv=[
+            sys.executable,
+            "-m",
+            "functions_framework",
+            "--target",
+            "flaky",
+            "--signature-type",
+            "cloudevent",
+            "--source",
+            str(FLAKY_SOURCE),
+            "--host",
+            services.HOST,
+            "--port",
+            str(port),
+        ],
         port=port,
         env={"PYTHONPATH": str(services.REPO_ROOT), "FLAKY_LOG": str(log)},
         ready_probe=processes.http_answers(f"http://{services.HOST}:{port}/"),
@@ -66,11 +79,13 @@ class Wiring:
         from google.cloud import pubsub_v1
 
         subscriber = pubsub_v1.SubscriberClient()
-        response = subscriber.pull(request={"subscription": self.dead_letters, "max_messages": 10,
-                                            "return_immediately": True}, timeout=10)
+        response = subscriber.pull(
+            request={"subscription": self.dead_letters, "max_messages": 10, "return_immediately": True}, timeout=10
+        )
         if response.received_messages:
-            subscriber.acknowledge(request={"subscription": self.dead_letters,
-                                            "ack_ids": [m.ack_id for m in response.received_messages]})
+            subscriber.acknowledge(
+                request={"subscription": self.dead_letters, "ack_ids": [m.ack_id for m in response.received_messages]}
+            )
         return [m.message for m in response.received_messages]
 
 
@@ -84,16 +99,31 @@ def wiring(pubsub_emulator: Emulator, tmp_path: Path) -> Iterator[Wiring]:
     for name in (topic, dead):
         publisher.create_topic(name=name)
     subscription = f"projects/{PROJECT}/subscriptions/bridge-{tag}"
-    subscriber.create_subscription(request={
-        "name": subscription, "topic": topic, "ack_deadline_seconds": 10,
-        "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": MAX_ATTEMPTS}})
+    subscriber.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "ack_deadline_seconds": 10,
+            "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": MAX_ATTEMPTS},
+        }
+    )
     dead_letters = f"projects/{PROJECT}/subscriptions/bridge-dead-{tag}"
     subscriber.create_subscription(request={"name": dead_letters, "topic": dead})
     port = processes.free_port()
     reports: list[str] = []
-    bridge = Bridge([Route(function="flaky", subscription=subscription, endpoint=f"http://{services.HOST}:{port}/",
-                           ack_deadline_seconds=10, retry=POLICY, max_delivery_attempts=MAX_ATTEMPTS)],
-                    report=reports.append)
+    bridge = Bridge(
+        [
+            Route(
+                function="flaky",
+                subscription=subscription,
+                endpoint=f"http://{services.HOST}:{port}/",
+                ack_deadline_seconds=10,
+                retry=POLICY,
+                max_delivery_attempts=MAX_ATTEMPTS,
+            )
+        ],
+        report=reports.append,
+    )
     bridge.check_subscriptions()
     bridge.start()
     try:
@@ -119,7 +149,8 @@ def gaps(deliveries: list[dict[str, Any]]) -> list[float]:
 
 
 def test_four_failed_deliveries_are_retried_on_the_back_off_and_a_fifth_failure_dead_letters(
-        wiring: Wiring, serve: Callable[[], None]) -> None:
+    wiring: Wiring, serve: Callable[[], None]
+) -> None:
     serve()
     recovers = wiring.publish(b"recovers", fail_first="4")
     never = wiring.publish(b"never", fail_first="99", kind="poison")
@@ -146,8 +177,7 @@ def test_four_failed_deliveries_are_retried_on_the_back_off_and_a_fifth_failure_
     assert wiring.pull_dead_letters() == []
 
 
-def test_a_function_that_was_down_gets_the_message_once_it_is_back(wiring: Wiring,
-                                                                   serve: Callable[[], None]) -> None:
+def test_a_function_that_was_down_gets_the_message_once_it_is_back(wiring: Wiring, serve: Callable[[], None]) -> None:
     """Google's emulator stops pushing to an endpoint that refused a few pushes; the bridge keeps trying."""
     message_id = wiring.publish(b'{"hello": 1}', source="test")
     refused = f"message {message_id} attempt 2 of {MAX_ATTEMPTS} failed: no answer"

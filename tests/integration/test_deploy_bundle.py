@@ -44,8 +44,9 @@ def bundle_venv(requirements: Path) -> Path:
     """A virtual environment holding exactly what requirements.txt installs (pip finds the pinned wheels through
     its find-links configuration), created once per requirements content and Python version."""
     python = shutil.which("python3") or sys.executable
-    version = subprocess.run([python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True,
-                             check=True).stdout
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True
+    ).stdout
     key = hashlib.sha256(requirements.read_bytes() + version.encode()).hexdigest()[:16]
     venv = CACHE / f"bundle-venv-{key}"
     done = venv / ".installed"
@@ -53,8 +54,20 @@ def bundle_venv(requirements: Path) -> Path:
         return venv
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "-r", str(requirements)], check=True, timeout=PIP_TIMEOUT_S)
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-r",
+            str(requirements),
+        ],
+        check=True,
+        timeout=PIP_TIMEOUT_S,
+    )
     done.write_text(requirements.read_text())
     return venv
 
@@ -75,26 +88,59 @@ def vertex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess
 
 
 @pytest.fixture(scope="module")
-def served(bundle: tuple[Path, dict[str, str]], firestore_emulator: Emulator, vertex: EmulatorProcess,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def served(
+    bundle: tuple[Path, dict[str, str]],
+    firestore_emulator: Emulator,
+    vertex: EmulatorProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
     """functions-framework from the bundle's own venv, in the bundle folder, with nothing of the repository on its
     path: only the deployed environment plus the emulator hosts."""
     source, env = bundle
     venv = bundle_venv(source / "requirements.txt")
     port = free_port()
-    process_env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), **env,
-                   "FIRESTORE_EMULATOR_HOST": firestore_emulator.host, "LANDFALL_VERTEX_ENDPOINT": vertex.address,
-                   "PYTHONUNBUFFERED": "1"}
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import functions, functions_framework; "
-                            "print(functions.__file__); print(functions_framework.__file__)"],
-                           cwd=source, env=process_env, capture_output=True, text=True, check=True).stdout.split()
+    process_env = {
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        **env,
+        "FIRESTORE_EMULATOR_HOST": firestore_emulator.host,
+        "LANDFALL_VERTEX_ENDPOINT": vertex.address,
+        "PYTHONUNBUFFERED": "1",
+    }
+    where = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import functions, functions_framework; print(functions.__file__); print(functions_framework.__file__)",
+        ],
+        cwd=source,
+        env=process_env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert Path(where[0]).is_relative_to(source) and Path(where[1]).is_relative_to(venv), where
     log = tmp_path_factory.mktemp("function") / "dispatch.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [str(venv / "bin" / "functions-framework"), "--target", "dispatch", "--signature-type", "cloudevent",
-             "--source", "main.py", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=source, env=process_env, stdout=out, stderr=subprocess.STDOUT)
+            [
+                str(venv / "bin" / "functions-framework"),
+                "--target",
+                "dispatch",
+                "--signature-type",
+                "cloudevent",
+                "--source",
+                "main.py",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            cwd=source,
+            env=process_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}/"
 
     def answers() -> bool:
@@ -125,17 +171,28 @@ def golden_request(landing_bucket: str) -> dict[str, Any]:
     raw = json.loads((REPO_ROOT / "schemas" / "examples" / "training_request.json").read_text())
     request = parse_training_request(json.dumps(raw).encode())
     prefix = "datasets/bundle-test/"
-    moved = replace(request, idempotency_key=f"gcs:{landing_bucket}/{prefix}:{os.getpid()}",
-                    dataset=replace(request.dataset, uri=f"gs://{landing_bucket}/{prefix}"))
+    moved = replace(
+        request,
+        idempotency_key=f"gcs:{landing_bucket}/{prefix}:{os.getpid()}",
+        dataset=replace(request.dataset, uri=f"gs://{landing_bucket}/{prefix}"),
+    )
     return moved.to_dict()
 
 
 def push(url: str, data: bytes, subscription: str) -> int:
     """POST a message as a Pub/Sub push subscription does (the wrapped JSON body)."""
-    body = {"message": {"data": base64.b64encode(data).decode(), "attributes": {}, "messageId": "4242",
-                        "publishTime": "2026-11-22T12:00:00.000Z"}, "subscription": subscription}
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    body = {
+        "message": {
+            "data": base64.b64encode(data).decode(),
+            "attributes": {},
+            "messageId": "4242",
+            "publishTime": "2026-11-22T12:00:00.000Z",
+        },
+        "subscription": subscription,
+    }
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=120) as answer:
             return answer.status
@@ -144,21 +201,25 @@ def push(url: str, data: bytes, subscription: str) -> int:
 
 
 def test_the_staged_dispatch_bundle_records_the_run_and_submits_the_deployed_image(
-        served: str, bundle: tuple[Path, dict[str, str]], firestore_emulator: Emulator,
-        vertex: EmulatorProcess) -> None:
+    served: str, bundle: tuple[Path, dict[str, str]], firestore_emulator: Emulator, vertex: EmulatorProcess
+) -> None:
     from google.cloud import firestore
 
     from schemas.training_request import run_id_for
 
     _, env = bundle
     request = golden_request(env["LANDFALL_LANDING_BUCKET"])
-    status = push(served, json.dumps(request).encode(),
-                  f"projects/{TARGET.project}/subscriptions/landfall-training-requests-dispatch")
+    status = push(
+        served,
+        json.dumps(request).encode(),
+        f"projects/{TARGET.project}/subscriptions/landfall-training-requests-dispatch",
+    )
     assert status == 200
     runs = firestore.Client(project=TARGET.project).collection("runs")
     run_id = run_id_for(request["idempotency_key"])
-    doc = wait_for(lambda: (snap := runs.document(run_id).get()).exists and snap.to_dict(), 30,
-                   f"run {run_id} to appear")
+    doc = wait_for(
+        lambda: (snap := runs.document(run_id).get()).exists and snap.to_dict(), 30, f"run {run_id} to appear"
+    )
     assert doc["state"] in ("SUBMITTED", "RUNNING", "SUCCEEDED", "FAILED"), doc
     assert doc["vertex"]["job_name"], doc
     job = vertex.client.get_custom_job(name=doc["vertex"]["job_name"])

@@ -28,12 +28,23 @@ from deploy.gcp.plan import Plan, Target, deploy_plan, prepare
 from deploy.gcp.steps import dry_run_text, resolve
 from deploy.gcp.teardown import teardown_plan
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("gcloud") is None, reason="the Google Cloud CLI is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("gcloud") is None, reason="the Google Cloud CLI is not installed"),
+]
 
 NO_CREDENTIALS = "You do not currently have an active account selected"
-ARGUMENT_ERRORS = ("unrecognized arguments", "Invalid value", "Invalid choice", "argument ", "is required",
-                   "must be specified", "Bad value", "is not a valid", "expected one argument")
+ARGUMENT_ERRORS = (
+    "unrecognized arguments",
+    "Invalid value",
+    "Invalid choice",
+    "argument ",
+    "is required",
+    "must be specified",
+    "Bad value",
+    "is not a valid",
+    "expected one argument",
+)
 TARGET = Target("landfall-sample", "us-central1", "123456789012", ("europe-west4",), "golden")
 WORKERS = max(2, 2 * (os.cpu_count() or 1))
 PER_COMMAND_TIMEOUT_S = 60
@@ -48,8 +59,11 @@ class Verdict:
     @property
     def credentials_only(self) -> bool:
         """Failed, and only for lack of credentials (gcloud accepted the command line)."""
-        return (self.returncode != 0 and NO_CREDENTIALS in self.stderr
-                and not any(marker in self.stderr for marker in ARGUMENT_ERRORS))
+        return (
+            self.returncode != 0
+            and NO_CREDENTIALS in self.stderr
+            and not any(marker in self.stderr for marker in ARGUMENT_ERRORS)
+        )
 
     def explain(self) -> str:
         return f"{shlex.join(self.argv)}\n  exit {self.returncode}: {' '.join(self.stderr.split())[:600]}"
@@ -57,13 +71,27 @@ class Verdict:
 
 def gcloud_without_credentials(argv: tuple[str, ...]) -> Verdict:
     """Run argv from the repository root with a fresh, empty gcloud configuration and no way to find credentials."""
-    env = {k: v for k, v in os.environ.items() if k not in LOCAL_STACK_VARIABLES
-           and not k.startswith("CLOUDSDK_") and k != "GOOGLE_APPLICATION_CREDENTIALS"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in LOCAL_STACK_VARIABLES and not k.startswith("CLOUDSDK_") and k != "GOOGLE_APPLICATION_CREDENTIALS"
+    }
     with tempfile.TemporaryDirectory(prefix="gcloud-config-") as config:
-        env.update(CLOUDSDK_CONFIG=config, CLOUDSDK_CORE_DISABLE_PROMPTS="1",
-                   CLOUDSDK_CORE_DISABLE_USAGE_REPORTING="1", CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK="1")
-        done = subprocess.run(list(argv), cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                              timeout=PER_COMMAND_TIMEOUT_S, check=False)
+        env.update(
+            CLOUDSDK_CONFIG=config,
+            CLOUDSDK_CORE_DISABLE_PROMPTS="1",
+            CLOUDSDK_CORE_DISABLE_USAGE_REPORTING="1",
+            CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK="1",
+        )
+        done = subprocess.run(
+            list(argv),
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PER_COMMAND_TIMEOUT_S,
+            check=False,
+        )
     return Verdict(argv, done.returncode, done.stderr)
 
 
@@ -88,9 +116,13 @@ def unprinted_commands(plan: Plan) -> list[tuple[str, ...]]:
 @pytest.fixture(scope="module")
 def plans() -> list[Plan]:
     deploy = deploy_plan(TARGET, prepare(TARGET))  # stages what --source, --env-vars-file name
-    return [deploy, teardown_plan(TARGET),
-            teardown_plan(Target(TARGET.project, TARGET.region, TARGET.project_number, TARGET.job_regions,
-                                 delete_data=True))]
+    return [
+        deploy,
+        teardown_plan(TARGET),
+        teardown_plan(
+            Target(TARGET.project, TARGET.region, TARGET.project_number, TARGET.job_regions, delete_data=True)
+        ),
+    ]
 
 
 def test_every_printed_and_every_probe_command_fails_only_for_credentials(plans: list[Plan]) -> None:
@@ -106,14 +138,21 @@ def test_every_printed_and_every_probe_command_fails_only_for_credentials(plans:
     print(f"{len(every)} gcloud commands checked in {time.monotonic() - started:.0f} s")
 
 
-@pytest.mark.parametrize(("mistake", "expected"), [
-    (("--max-delivery-attempt=10",), "unrecognized arguments"),
-    (("--ack-deadline=soon",), "invalid int value"),
-])
-def test_a_wrong_flag_or_value_is_caught_before_credentials(plans: list[Plan], mistake: tuple[str, ...],
-                                                            expected: str) -> None:
-    subscription = next(argv for argv in printed_commands(plans[0])
-                        if argv[1:4] == ("pubsub", "subscriptions", "create") and "--dead-letter-topic" in str(argv))
+@pytest.mark.parametrize(
+    ("mistake", "expected"),
+    [
+        (("--max-delivery-attempt=10",), "unrecognized arguments"),
+        (("--ack-deadline=soon",), "invalid int value"),
+    ],
+)
+def test_a_wrong_flag_or_value_is_caught_before_credentials(
+    plans: list[Plan], mistake: tuple[str, ...], expected: str
+) -> None:
+    subscription = next(
+        argv
+        for argv in printed_commands(plans[0])
+        if argv[1:4] == ("pubsub", "subscriptions", "create") and "--dead-letter-topic" in str(argv)
+    )
     verdict = gcloud_without_credentials((*subscription, *mistake))
     assert not verdict.credentials_only
     assert expected in verdict.stderr, verdict.explain()
@@ -128,8 +167,12 @@ def test_a_wrong_choice_is_caught_before_credentials(plans: list[Plan]) -> None:
 
 
 def test_staged_files_the_commands_name_exist(plans: list[Plan]) -> None:
-    named = [arg.split("=", 1)[1] for argv in printed_commands(plans[0]) for arg in argv
-             if arg.startswith(("--source=", "--env-vars-file=", "--definition-file="))]
+    named = [
+        arg.split("=", 1)[1]
+        for argv in printed_commands(plans[0])
+        for arg in argv
+        if arg.startswith(("--source=", "--env-vars-file=", "--definition-file="))
+    ]
     named += [argv[3] for argv in printed_commands(plans[0]) if argv[1:3] == ("builds", "submit")]
     assert len(named) >= 10
     missing = [path for path in named if not (REPO_ROOT / path).exists()]

@@ -26,11 +26,17 @@ def port(emulator: Emulator) -> int:
 @pytest.fixture()
 def sourced_env(pubsub_emulator: Emulator, gcs_emulator: Emulator, tmp_path: Path) -> dict[str, str]:
     """A shell that sourced .landfall/env: exactly the stack's variables (for these emulators' ports)."""
-    env = stack_env(load_topology(), {"pubsub": port(pubsub_emulator), "storage": port(gcs_emulator),
-                                      "firestore": 1, "vertex": 1})
+    env = stack_env(
+        load_topology(), {"pubsub": port(pubsub_emulator), "storage": port(gcs_emulator), "firestore": 1, "vertex": 1}
+    )
     assert env["CLOUDSDK_CORE_PROJECT"] == PROJECT
-    return {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
-            "CLOUDSDK_CORE_DISABLE_PROMPTS": "1", **env}
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+        **env,
+    }
 
 
 def gcloud(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -45,8 +51,15 @@ def test_gcloud_pubsub_topics_publish_reaches_the_emulator(sourced_env: dict[str
     pubsub_v1.PublisherClient().create_topic(name=topic)
     subscriber = pubsub_v1.SubscriberClient()
     subscriber.create_subscription(name=subscription, topic=topic)
-    published = gcloud(sourced_env, "pubsub", "topics", "publish", topic.rsplit("/", 1)[1], "--message=hello",
-                       "--attribute=source=gcloud")
+    published = gcloud(
+        sourced_env,
+        "pubsub",
+        "topics",
+        "publish",
+        topic.rsplit("/", 1)[1],
+        "--message=hello",
+        "--attribute=source=gcloud",
+    )
     assert published.returncode == 0, published.stderr
     assert "messageIds" in published.stdout
     pulled = subscriber.pull(subscription=subscription, max_messages=1, timeout=30)
@@ -60,7 +73,8 @@ def test_gcloud_storage_cp_reaches_the_emulator(sourced_env: dict[str, str], tmp
     from google.cloud import storage
 
     bucket = storage.Client(project=PROJECT, credentials=AnonymousCredentials()).create_bucket(
-        f"gcloud-{uuid.uuid4().hex[:8]}")
+        f"gcloud-{uuid.uuid4().hex[:8]}"
+    )
     local = tmp_path / "rows.csv"
     local.write_text("a,label\n1,0\n")
     copied = gcloud(sourced_env, "storage", "cp", str(local), f"gs://{bucket.name}/data/rows.csv")

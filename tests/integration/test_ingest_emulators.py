@@ -28,8 +28,9 @@ from tests.fakes.ingest import T0, Clock
 
 pytestmark = pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")
 
-ROUTE = Route(name="it", bucket="*", prefix="datasets/", task="tabular-classification", model_preset="mlp-small",
-              formats=("csv",))
+ROUTE = Route(
+    name="it", bucket="*", prefix="datasets/", task="tabular-classification", model_preset="mlp-small", formats=("csv",)
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +70,7 @@ def drain(subscriber: Any) -> list[Any]:
     subscription = f"projects/{PROJECT}/subscriptions/ingest-it-tap"
     out: list[Any] = []
     while True:
-        response = subscriber.pull(subscription=subscription, max_messages=100, timeout=5,
-                                   return_immediately=True)
+        response = subscriber.pull(subscription=subscription, max_messages=100, timeout=5, return_immediately=True)
         if not response.received_messages:
             return out
         subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in response.received_messages])
@@ -98,12 +98,14 @@ def deps(storage_client: Any, bucket: Any, clean_firestore: Emulator, requests_t
 def upload(bucket: Any, name: str, data: bytes) -> ObjectEvent:
     blob = bucket.blob(name)
     blob.upload_from_string(data)
-    return ObjectEvent(kind="finalize", bucket=bucket.name, name=name, generation=str(blob.generation),
-                       event_id=uuid.uuid4().hex)
+    return ObjectEvent(
+        kind="finalize", bucket=bucket.name, name=name, generation=str(blob.generation), event_id=uuid.uuid4().hex
+    )
 
 
 def test_paged_listing_measures_the_whole_prefix_and_fifty_concurrent_deliveries_publish_once(
-        bucket: Any, deps: IngestDeps, requests_topic: tuple[str, Any]) -> None:
+    bucket: Any, deps: IngestDeps, requests_topic: tuple[str, Any]
+) -> None:
     sizes = [10 + i for i in range(60)]  # 60 objects at page size 7: nine pages
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: upload(bucket, f"datasets/shards/part-{i:03d}.csv", b"x" * sizes[i]), range(60)))
@@ -130,16 +132,22 @@ def test_paged_listing_measures_the_whole_prefix_and_fifty_concurrent_deliveries
     assert handle_object_event(marker, deps) == "duplicate:PUBLISHED"
 
 
-def test_manifest_waiting_on_an_object_completes_when_it_lands(bucket: Any, deps: IngestDeps,
-                                                               requests_topic: tuple[str, Any]) -> None:
+def test_manifest_waiting_on_an_object_completes_when_it_lands(
+    bucket: Any, deps: IngestDeps, requests_topic: tuple[str, Any]
+) -> None:
     upload(bucket, "datasets/m/part-0.csv", b"a,label\n1,0\n")
     part0 = bucket.get_blob("datasets/m/part-0.csv")
-    listing = {"objects": [{"name": "part-0.csv", "size": part0.size, "crc32c": part0.crc32c},
-                           {"name": "part-1.csv", "size": 12}]}
+    listing = {
+        "objects": [
+            {"name": "part-0.csv", "size": part0.size, "crc32c": part0.crc32c},
+            {"name": "part-1.csv", "size": 12},
+        ]
+    }
     manifest = upload(bucket, "datasets/m/_MANIFEST.json", json.dumps(listing).encode())
     assert handle_object_event(manifest, deps).startswith("waiting:")
-    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/m/")])[dataset_id_for(bucket.name,
-                                                                                               "datasets/m/")]
+    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/m/")])[
+        dataset_id_for(bucket.name, "datasets/m/")
+    ]
     assert doc["status"] == DatasetStatus.WAITING
     assert "1 listed object(s) missing: part-1.csv" in doc["reason"]
     assert drain(requests_topic[1]) == []
@@ -181,8 +189,9 @@ def test_version_claim_lease_in_firestore(clean_firestore: Emulator) -> None:
     assert store.claim_version(doc, owner="c", now=later, lease_seconds=60).outcome == ClaimOutcome.DONE
 
 
-def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(bucket: Any, deps: IngestDeps,
-                                                                         requests_topic: tuple[str, Any]) -> None:
+def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(
+    bucket: Any, deps: IngestDeps, requests_topic: tuple[str, Any]
+) -> None:
     """Issue 15, bug 6, against the Pub/Sub emulator and the topic's schema."""
     topic, subscriber = requests_topic
     deps = replace(deps, routes=lambda: (replace(ROUTE, overridable=("hyperparameters.*",)),))
@@ -190,8 +199,9 @@ def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(bucket:
     upload(bucket, "datasets/nan/part-0.csv", b"a,label\n1,0\n")
     upload(bucket, "datasets/nan/landfall.json", b'{"hyperparameters": {"learning_rate": NaN}}')
     assert handle_object_event(upload(bucket, "datasets/nan/_SUCCESS", b""), deps).startswith("refused:")
-    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/nan/")])[dataset_id_for(bucket.name,
-                                                                                                 "datasets/nan/")]
+    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/nan/")])[
+        dataset_id_for(bucket.name, "datasets/nan/")
+    ]
     assert doc["status"] == DatasetStatus.REFUSED
     assert "hyperparameters.learning_rate: must be a finite number" in doc["reason"]
     # Whatever the parser lets through but the topic's schema refuses (here an integer past 64 bits, put into the
@@ -200,9 +210,11 @@ def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(bucket:
 
     publisher = pubsub_v1.PublisherClient()
     if not publisher.get_topic(topic=topic).schema_settings.schema:
-        pytest.skip("the Pub/Sub emulator answers 501 'Protocol buffer support not implemented' to the schema "
-                    "(deploy/local/provision.py), so it refuses nothing at publish time; Google Cloud's topic does, "
-                    "and tests/unit/test_schemas.py holds this body to the schema")
+        pytest.skip(
+            "the Pub/Sub emulator answers 501 'Protocol buffer support not implemented' to the schema "
+            "(deploy/local/provision.py), so it refuses nothing at publish time; Google Cloud's topic does, "
+            "and tests/unit/test_schemas.py holds this body to the schema"
+        )
 
     def publish_out_of_range(data: bytes) -> str:
         message = json.loads(data)
@@ -213,16 +225,18 @@ def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(bucket:
     upload(bucket, "datasets/wide/part-0.csv", b"a,label\n1,0\n")
     marker = upload(bucket, "datasets/wide/_SUCCESS", b"")
     assert handle_object_event(marker, deps).startswith("refused:")
-    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/wide/")])[dataset_id_for(bucket.name,
-                                                                                                  "datasets/wide/")]
+    doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/wide/")])[
+        dataset_id_for(bucket.name, "datasets/wide/")
+    ]
     assert doc["status"] == DatasetStatus.REFUSED
     assert "the requests topic refused the TrainingRequest (400 " in doc["reason"]
     assert handle_object_event(marker, deps) == "duplicate:REFUSED"
     assert drain(subscriber) == []
 
 
-def test_the_same_objects_are_published_once_and_retrained_on_purpose(bucket: Any, deps: IngestDeps,
-                                                                       requests_topic: tuple[str, Any]) -> None:
+def test_the_same_objects_are_published_once_and_retrained_on_purpose(
+    bucket: Any, deps: IngestDeps, requests_topic: tuple[str, Any]
+) -> None:
     """Content keys from fake-gcs-server's crc32c, the content claim in Firestore (its races: the adapter contract
     tests), and a retrain published on the real topic."""
     from functions.ingest.retrain import retrain

@@ -31,8 +31,14 @@ def test_down_stops_exactly_what_up_started(tmp_path: Path) -> None:
         assert ports["scheduler"] is None and isinstance(ports["sweep_datasets"], int)
         assert processes.http_answers(f"http://127.0.0.1:{ports['sweep_datasets']}/")()
         env = info.env_file.read_text()
-        for name in ("PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST", "STORAGE_EMULATOR_HOST",
-                     "GOOGLE_CLOUD_PROJECT", "LANDFALL_VERTEX_ENDPOINT", "LANDFALL_LANDING_BUCKET"):
+        for name in (
+            "PUBSUB_EMULATOR_HOST",
+            "FIRESTORE_EMULATOR_HOST",
+            "STORAGE_EMULATOR_HOST",
+            "GOOGLE_CLOUD_PROJECT",
+            "LANDFALL_VERTEX_ENDPOINT",
+            "LANDFALL_LANDING_BUCKET",
+        ):
             assert f"export {name}=" in env
         again = stack.up(tmp_path)
         assert [s.pid for s in again.services] == [s.pid for s in info.services]

@@ -47,16 +47,34 @@ def stores(clean_firestore: Any) -> tuple[RunsStore, OrphansStore, DatasetsStore
     from google.cloud import firestore
 
     client = firestore.Client(project=PROJECT)
-    return (RunsStore(client, "runs"), OrphansStore(client, "orphans"),
-            DatasetsStore(client, "datasets", "dataset_versions"))
+    return (
+        RunsStore(client, "runs"),
+        OrphansStore(client, "orphans"),
+        DatasetsStore(client, "datasets", "dataset_versions"),
+    )
 
 
-def deps(runs: RunsStore, vertex: VertexJobs, *, orphans: OrphanDeps | None = None,
-         republish: RepublishDeps | None = None, now: Any = None) -> ReconcilerDeps:
+def deps(
+    runs: RunsStore,
+    vertex: VertexJobs,
+    *,
+    orphans: OrphanDeps | None = None,
+    republish: RepublishDeps | None = None,
+    now: Any = None,
+) -> ReconcilerDeps:
     clock = now or (lambda: datetime.now(UTC))
     listener = ListenerDeps(store=runs, vertex=vertex, read_text=lambda uri: None, now=clock)
-    return ReconcilerDeps(open_runs=tuple, vertex=vertex, listener=listener, resubmit=lambda run_id: "unused",
-                          policy=AttemptPolicy(), lease_seconds=120, now=clock, orphans=orphans, republish=republish)
+    return ReconcilerDeps(
+        open_runs=tuple,
+        vertex=vertex,
+        listener=listener,
+        resubmit=lambda run_id: "unused",
+        policy=AttemptPolicy(),
+        lease_seconds=120,
+        now=clock,
+        orphans=orphans,
+        republish=republish,
+    )
 
 
 def _sleeping_job(vertex: VertexJobs, run_id: str, out: Path) -> str:
@@ -67,7 +85,8 @@ def _sleeping_job(vertex: VertexJobs, run_id: str, out: Path) -> str:
 
 
 def test_two_passes_record_an_orphan_once_and_cancel_it_once_on_the_vertex_emulator(
-        stores: tuple[RunsStore, OrphansStore, DatasetsStore], vertex_emulator: Any, tmp_path: Path) -> None:
+    stores: tuple[RunsStore, OrphansStore, DatasetsStore], vertex_emulator: Any, tmp_path: Path
+) -> None:
     runs, orphans, _ = stores
     vertex = VertexJobs(PROJECT, lambda region: vertex_emulator.client)
     ghost = _sleeping_job(vertex, "run-ghost-e1", tmp_path / "ghost")
@@ -83,8 +102,11 @@ def test_two_passes_record_an_orphan_once_and_cancel_it_once_on_the_vertex_emula
     assert "orphan=1" in first and "orphan-cancelled=1" in first, first
     assert "orphan" not in second, second
     record = orphans.get(orphan_id_for(ghost))
-    assert record is not None and (record.kind, record.run_id, record.region) == (OrphanKind.NO_RUN, "run-ghost-e1",
-                                                                                   REGION)
+    assert record is not None and (record.kind, record.run_id, record.region) == (
+        OrphanKind.NO_RUN,
+        "run-ghost-e1",
+        REGION,
+    )
     assert record.cancel is not None and record.cancel.outcome == "asked"
     assert orphans.get(orphan_id_for(owned)) is None and [o.job_name for o in orphans.list()] == [ghost]
     ended = ("JOB_STATE_CANCELLED", "JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED")
@@ -96,16 +118,26 @@ def test_two_passes_record_an_orphan_once_and_cancel_it_once_on_the_vertex_emula
 
 
 def test_an_unanswered_version_is_republished_once_then_answered_on_the_firestore_emulator(
-        stores: tuple[RunsStore, OrphansStore, DatasetsStore], vertex_emulator: Any) -> None:
+    stores: tuple[RunsStore, OrphansStore, DatasetsStore], vertex_emulator: Any
+) -> None:
     runs, _, datasets = stores
     vertex = VertexJobs(PROJECT, lambda region: vertex_emulator.client)
     request = parse_training_request((EXAMPLES / "training_request.json").read_bytes())
     t0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     version_id = request.run_id
-    datasets.claim_version({"run_id": version_id, "idempotency_key": request.idempotency_key, "reason": "",
-                            "message_id": ""}, owner="ingest", now=t0, lease_seconds=60)
-    assert datasets.finish_version(version_id, owner="ingest", status=VersionStatus.PUBLISHED, now=t0, updates={
-        "message_id": "1", "request": request.to_dict(), "answered": False})
+    datasets.claim_version(
+        {"run_id": version_id, "idempotency_key": request.idempotency_key, "reason": "", "message_id": ""},
+        owner="ingest",
+        now=t0,
+        lease_seconds=60,
+    )
+    assert datasets.finish_version(
+        version_id,
+        owner="ingest",
+        status=VersionStatus.PUBLISHED,
+        now=t0,
+        updates={"message_id": "1", "request": request.to_dict(), "answered": False},
+    )
     published: list[bytes] = []
 
     def publish(data: bytes) -> str:

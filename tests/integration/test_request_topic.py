@@ -19,8 +19,11 @@ from tests.conftest import PROJECT, Emulator
 
 pytestmark = pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")
 GOLDEN = Path(__file__).resolve().parents[2] / "schemas" / "examples" / "training_request.json"
-MINIMAL = {"dataset": {"uri": "gs://landfall-landing/datasets/minimal/"}, "task": "tabular-classification",
-           "model": {"preset": "mlp-small"}}
+MINIMAL = {
+    "dataset": {"uri": "gs://landfall-landing/datasets/minimal/"},
+    "task": "tabular-classification",
+    "model": {"preset": "mlp-small"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +77,9 @@ def test_malformed_request_is_refused_at_publish_time(topic: tuple[str, bool, An
 
     name, attached, _ = topic
     if not attached:
-        pytest.skip("the Pub/Sub emulator answers 501 'Protocol buffer support not implemented' to the schema, so the "
-                    "topic has none and refuses nothing; tests/unit/test_schemas.py holds this body to the schema")
+        pytest.skip(
+            "the Pub/Sub emulator answers 501 'Protocol buffer support not implemented' to the schema, so the "
+            "topic has none and refuses nothing; tests/unit/test_schemas.py holds this body to the schema"
+        )
     with pytest.raises(InvalidArgument):
         pubsub_v1.PublisherClient().publish(name, b'{"dataset": {"object_count": "four"}}').result(timeout=30)

@@ -21,8 +21,9 @@ def _pull_subscription(topic: str) -> tuple[Any, str]:
 
     subscriber = pubsub_v1.SubscriberClient()
     path = subscriber.subscription_path(PROJECT, f"test-sweep-ticks-{uuid.uuid4().hex[:8]}")
-    subscriber.create_subscription(request={"name": path, "topic": f"projects/{PROJECT}/topics/{topic}",
-                                            "ack_deadline_seconds": 10})
+    subscriber.create_subscription(
+        request={"name": path, "topic": f"projects/{PROJECT}/topics/{topic}", "ack_deadline_seconds": 10}
+    )
     return subscriber, path
 
 
@@ -33,19 +34,23 @@ def _pull(subscriber: Any, path: str, want: int, timeout_s: float) -> list[Any]:
         response = subscriber.pull(request={"subscription": path, "max_messages": 10}, timeout=5)
         if response.received_messages:
             received += [m.message for m in response.received_messages]
-            subscriber.acknowledge(request={"subscription": path,
-                                            "ack_ids": [m.ack_id for m in response.received_messages]})
+            subscriber.acknowledge(
+                request={"subscription": path, "ack_ids": [m.ack_id for m in response.received_messages]}
+            )
     return received
 
 
-def test_scheduler_ticks_reach_the_sweep_topic_and_sigterm_stops_it(pubsub_emulator: Emulator,
-                                                                     tmp_path: Path) -> None:
+def test_scheduler_ticks_reach_the_sweep_topic_and_sigterm_stops_it(pubsub_emulator: Emulator, tmp_path: Path) -> None:
     topology = load_topology()
     schedule = topology.schedule("ingest_sweep")
     provision.create_topics(topology, PROJECT)
     subscriber, path = _pull_subscription(schedule.topic)
-    spec = services.scheduler(project=PROJECT, every_seconds=1, schedules=(schedule.name,),
-                              env={"PUBSUB_EMULATOR_HOST": pubsub_emulator.host, "PYTHONUNBUFFERED": "1"})
+    spec = services.scheduler(
+        project=PROJECT,
+        every_seconds=1,
+        schedules=(schedule.name,),
+        env={"PUBSUB_EMULATOR_HOST": pubsub_emulator.host, "PYTHONUNBUFFERED": "1"},
+    )
     started = datetime.now(UTC)
     service = processes.start(spec, tmp_path)
     try:

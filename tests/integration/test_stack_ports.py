@@ -28,8 +28,9 @@ def _time_wait_port() -> int:
 
 def test_a_port_in_time_wait_is_free_for_the_next_up() -> None:
     port = _time_wait_port()
-    states = subprocess.run(["ss", "-Htan", "state", "time-wait", f"sport = :{port}"], capture_output=True, text=True,
-                            check=True).stdout
+    states = subprocess.run(
+        ["ss", "-Htan", "state", "time-wait", f"sport = :{port}"], capture_output=True, text=True, check=True
+    ).stdout
     assert states.strip(), f"no TIME-WAIT connection on {port}: the test did not set up what it means to check"
     with socket.socket() as plain, pytest.raises(OSError) as refused:
         plain.bind(("127.0.0.1", port))  # what the check did before: it called such a port taken

@@ -27,12 +27,22 @@ from hypothesis import HealthCheck, Phase, settings
 # Property tests (tests/unit/fuzz/ and the planner's): `ci` by default, bounded and reproducible inside `make test`;
 # `make fuzz` selects `fuzz` (HYPOTHESIS_PROFILE=fuzz), the same properties over many more, random examples
 # (FUZZ_EXAMPLES per property, 1,000 unless set: `make fuzz FUZZ_EXAMPLES=10000`).
-settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, database=None,
-                          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("fuzz", max_examples=int(os.environ.get("FUZZ_EXAMPLES", "1000")), deadline=None,
-                          database=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "fuzz",
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "1000")),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 MOVE = "tests/unit/ starts no process and opens no connection: move this test to tests/integration/"
@@ -54,8 +64,9 @@ def refusing_processes_and_sockets(nodeid: str) -> Iterator[None]:
         for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
             if hasattr(os, name):
                 patch.setattr(os, name, _refuse(f"started a process (os.{name})", nodeid))
-        patch.setattr(multiprocessing.process.BaseProcess, "start",
-                      _refuse("started a multiprocessing process", nodeid))
+        patch.setattr(
+            multiprocessing.process.BaseProcess, "start", _refuse("started a multiprocessing process", nodeid)
+        )
         for name in ("connect", "connect_ex"):
             patch.setattr(socket.socket, name, _refuse(f"opened a network connection (socket.{name})", nodeid))
         patch.setattr(socket.socket, "listen", _refuse("listened on a socket (a server)", nodeid))

@@ -24,12 +24,21 @@ ENV = {
     "LANDFALL_LANDING_BUCKET": f"{PROJECT}-landfall-landing",
     "LANDFALL_TRAINER_IMAGE": f"us-central1-docker.pkg.dev/{PROJECT}/landfall/trainer:3f2a9c1e0b7d4e6f",
     "LANDFALL_TRAINING_SERVICE_ACCOUNT": f"landfall-training@{PROJECT}.iam.gserviceaccount.com",
-    "LANDFALL_ARTIFACT_BUCKETS": (f"us-central1={PROJECT}-landfall-artifacts-us-central1,"
-                                  f"europe-west4={PROJECT}-landfall-artifacts-europe-west4"),
+    "LANDFALL_ARTIFACT_BUCKETS": (
+        f"us-central1={PROJECT}-landfall-artifacts-us-central1,europe-west4={PROJECT}-landfall-artifacts-europe-west4"
+    ),
 }
 """Everything the dispatcher's settings read that shapes a job; every other LANDFALL_ variable is left unset."""
-CASES = ("cpu_only", "one_gpu", "eight_gpus_one_node", "four_nodes_reduction_server_europe",
-         "two_nodes_fsdp_a3_ultra", "spot", "flex_start", "pinned_a3_highgpu_2g")
+CASES = (
+    "cpu_only",
+    "one_gpu",
+    "eight_gpus_one_node",
+    "four_nodes_reduction_server_europe",
+    "two_nodes_fsdp_a3_ultra",
+    "spot",
+    "flex_start",
+    "pinned_a3_highgpu_2g",
+)
 
 
 def request_path(case: str) -> Path:

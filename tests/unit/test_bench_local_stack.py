@@ -25,8 +25,10 @@ def at(ms: int) -> str:
 
 def test_noop_trainer_uploads_metrics_to_the_model_dir_through_the_json_api() -> None:
     url = upload_url("http://127.0.0.1:9023/", "gs://landfall-artifacts/runs/run-1/model/metrics.json")
-    assert url == ("http://127.0.0.1:9023/upload/storage/v1/b/landfall-artifacts/o?uploadType=media&"
-                   "name=runs%2Frun-1%2Fmodel%2Fmetrics.json")
+    assert url == (
+        "http://127.0.0.1:9023/upload/storage/v1/b/landfall-artifacts/o?uploadType=media&"
+        "name=runs%2Frun-1%2Fmodel%2Fmetrics.json"
+    )
     with pytest.raises(ValueError, match="gs://BUCKET/NAME"):
         upload_url("http://h", "/tmp/model/metrics.json")
 
@@ -38,13 +40,19 @@ def test_percentile_is_the_nearest_rank(q: float, expected: float) -> None:
 
 def test_timeline_splits_finalize_to_submitted_into_hops_that_add_up() -> None:
     run = new_run("run-1", {"dataset": {"uri": "gs://b/datasets/a/"}}, now=T0 + timedelta(milliseconds=120))
-    history = (*run.history, StateChange(RunState.PLANNED, at(150)), StateChange(RunState.SUBMITTING, at(150)),
-               StateChange(RunState.SUBMITTED, at(260)), StateChange(RunState.SUCCEEDED, at(900)))
+    history = (
+        *run.history,
+        StateChange(RunState.PLANNED, at(150)),
+        StateChange(RunState.SUBMITTING, at(150)),
+        StateChange(RunState.SUBMITTED, at(260)),
+        StateChange(RunState.SUCCEEDED, at(900)),
+    )
     run = replace(run, history=history, timings=Timings(created_at=at(120), submitted_at=at(260)))
     version = {"created_at": at(60), "updated_at": T0 + timedelta(milliseconds=100)}  # text or Firestore datetimes
     line = timeline(run, version, T0, T0 + timedelta(milliseconds=240))
-    assert line.hops == pytest.approx({"notification": 0.06, "ingest": 0.04, "delivery": 0.02, "plan": 0.03,
-                                       "transactions": 0.09, "create": 0.02})
+    assert line.hops == pytest.approx(
+        {"notification": 0.06, "ingest": 0.04, "delivery": 0.02, "plan": 0.03, "transactions": 0.09, "create": 0.02}
+    )
     assert sum(v for v in line.hops.values() if v is not None) == pytest.approx(line.to_submitted)
     assert (line.to_submitted, line.to_succeeded) == pytest.approx((0.26, 0.9))
     unknown = timeline(run, None, T0)

@@ -23,30 +23,55 @@ def test_the_draw_depends_only_on_seed_and_trial_and_reaches_every_kind() -> Non
 
 
 def test_fault_points_go_to_the_service_that_runs_them_as_a_valid_setting() -> None:
-    env = fault_points_env([Fault("crash_point", "dispatch.after_claim"), Fault("raise_point", "ingest.after_read"),
-                            Fault("crash_point", "dispatch.after_plan"), Fault("none")])
-    assert env == {"dispatch": "dispatch.after_claim=crash@1,dispatch.after_plan=crash@1",
-                   "on_object_finalized": "ingest.after_read=raise@0.5"}
+    env = fault_points_env(
+        [
+            Fault("crash_point", "dispatch.after_claim"),
+            Fault("raise_point", "ingest.after_read"),
+            Fault("crash_point", "dispatch.after_plan"),
+            Fault("none"),
+        ]
+    )
+    assert env == {
+        "dispatch": "dispatch.after_claim=crash@1,dispatch.after_plan=crash@1",
+        "on_object_finalized": "ingest.after_read=raise@0.5",
+    }
     for spec in env.values():
         assert parse(spec)
 
 
 def test_vertex_faults_become_one_emulator_plan() -> None:
     assert vertex_plan([Fault("none")]) == {}
-    plan = vertex_plan([Fault("vertex_quota"), Fault("vertex_unavailable", count=2),
-                        Fault("vertex_unavailable", count=3), Fault("vertex_stockout")])
+    plan = vertex_plan(
+        [
+            Fault("vertex_quota"),
+            Fault("vertex_unavailable", count=2),
+            Fault("vertex_unavailable", count=3),
+            Fault("vertex_stockout"),
+        ]
+    )
     assert plan == {"quota_exhausted": [{}], "stockout": [{}], "unavailable_calls": 5}
 
 
 def _run(state: str = "SUCCEEDED", **extra: Any) -> dict[str, Any]:
-    return {"run_id": "run-1", "state": state, "vertex": {"job_name": JOB_A},
-            "submission": {"attempts": [{"outcome": "created"}]}, **extra}
+    return {
+        "run_id": "run-1",
+        "state": state,
+        "vertex": {"job_name": JOB_A},
+        "submission": {"attempts": [{"outcome": "created"}]},
+        **extra,
+    }
 
 
-def _facts(runs: list[dict[str, Any]], jobs: dict[str, str] | None = None, status: str = "REQUESTED",
-           versions: int = 1) -> TrialFacts:
-    return TrialFacts(URI, {"status": status}, [{"status": "PUBLISHED", "run_id": "run-1"}] * versions, runs,
-                      {"run-1": {JOB_A: "JOB_STATE_SUCCEEDED"} if jobs is None else jobs})
+def _facts(
+    runs: list[dict[str, Any]], jobs: dict[str, str] | None = None, status: str = "REQUESTED", versions: int = 1
+) -> TrialFacts:
+    return TrialFacts(
+        URI,
+        {"status": status},
+        [{"status": "PUBLISHED", "run_id": "run-1"}] * versions,
+        runs,
+        {"run-1": {JOB_A: "JOB_STATE_SUCCEEDED"} if jobs is None else jobs},
+    )
 
 
 def test_a_clean_trial_has_no_violation() -> None:
@@ -79,7 +104,9 @@ def test_a_run_that_ended_unlike_its_job_is_caught() -> None:
 
 
 def test_a_dead_lettered_message_is_caught() -> None:
-    log = ("2026-11-23T10:00:00.000Z dispatch: message 12 attempt 3 of 15 failed: HTTP 500; next attempt in 4s\n"
-           "2026-11-23T10:05:00.000Z dispatch: message 12 attempt 15 of 15 failed: HTTP 500; dead-lettered\n")
+    log = (
+        "2026-11-23T10:00:00.000Z dispatch: message 12 attempt 3 of 15 failed: HTTP 500; next attempt in 4s\n"
+        "2026-11-23T10:05:00.000Z dispatch: message 12 attempt 15 of 15 failed: HTTP 500; dead-lettered\n"
+    )
     (violation,) = delivery_violations(log)
     assert violation.invariant == "no-endless-redelivery" and "message 12" in violation.detail

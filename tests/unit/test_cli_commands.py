@@ -29,13 +29,17 @@ def test_dataset_commands_describe_themselves_and_every_option(name: str) -> Non
     assert all(action.help for action in parser._actions if action.dest != "help")
 
 
-@pytest.mark.parametrize(("argv", "error"), [
-    (["datasets", "--status", "DONE"], "argument --status: invalid choice: 'DONE'"),
-    (["datasets", "--limit", "0"], "argument --limit: expected a whole number >= 1, got '0'"),
-    (["dataset"], "the following arguments are required: URI"),
-])
-def test_bad_arguments_are_refused_with_the_reason(argv: list[str], error: str,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["datasets", "--status", "DONE"], "argument --status: invalid choice: 'DONE'"),
+        (["datasets", "--limit", "0"], "argument --limit: expected a whole number >= 1, got '0'"),
+        (["dataset"], "the following arguments are required: URI"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_reason(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(argv)
     assert exited.value.code == 2 and error in capsys.readouterr().err
@@ -45,11 +49,14 @@ def test_status_is_case_insensitive() -> None:
     assert build_parser().parse_args(["datasets", "--status", "refused"]).status == "REFUSED"
 
 
-@pytest.mark.parametrize(("uri", "expected"), [
-    ("gs://landfall-landing/datasets/a/", ("landfall-landing", "datasets/a/")),
-    ("gs://landfall-landing/datasets/a", ("landfall-landing", "datasets/a/")),
-    ("gs://b/x/y/z/", ("b", "x/y/z/")),
-])
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("gs://landfall-landing/datasets/a/", ("landfall-landing", "datasets/a/")),
+        ("gs://landfall-landing/datasets/a", ("landfall-landing", "datasets/a/")),
+        ("gs://b/x/y/z/", ("b", "x/y/z/")),
+    ],
+)
 def test_parse_dataset_uri(uri: str, expected: tuple[str, str]) -> None:
     assert parse_dataset_uri(uri) == expected
 
@@ -60,13 +67,16 @@ def test_parse_dataset_uri_refuses_what_is_not_a_folder(uri: str) -> None:
         parse_dataset_uri(uri)
 
 
-@pytest.mark.parametrize(("text", "width", "expected"), [
-    ("", 10, ""),
-    ("short", 10, "short"),
-    ("exactly 10", 10, "exactly 10"),
-    ("one more c.", 10, "one mor..."),
-    ("lines\n  and\tspaces", 80, "lines and spaces"),
-])
+@pytest.mark.parametrize(
+    ("text", "width", "expected"),
+    [
+        ("", 10, ""),
+        ("short", 10, "short"),
+        ("exactly 10", 10, "exactly 10"),
+        ("one more c.", 10, "one mor..."),
+        ("lines\n  and\tspaces", 80, "lines and spaces"),
+    ],
+)
 def test_short(text: str, width: int, expected: str) -> None:
     assert short(text, width) == expected
 
@@ -85,10 +95,13 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out.out, out.err
 
 
-@pytest.mark.parametrize("uri", ["landfall-landing/datasets/x/", "gs://landfall-landing", "gs://landfall-landing/",
-                                 "gs:///datasets/x/"])
+@pytest.mark.parametrize(
+    "uri", ["landfall-landing/datasets/x/", "gs://landfall-landing", "gs://landfall-landing/", "gs:///datasets/x/"]
+)
 def test_a_uri_that_is_not_a_dataset_folder_is_refused(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["dataset", uri], capsys)
     assert code == 2 and out == ""
-    assert f"expected a dataset folder gs://BUCKET/PREFIX/ (e.g. gs://landfall-landing/datasets/mydata/), got {uri!r}" \
+    assert (
+        f"expected a dataset folder gs://BUCKET/PREFIX/ (e.g. gs://landfall-landing/datasets/mydata/), got {uri!r}"
         in err
+    )

@@ -23,18 +23,24 @@ def test_drop_uploads_every_file_but_the_marker_in_name_order(tmp_path: Path) ->
     for name in ("b/2.csv", "a.csv", "_SUCCESS", "landfall.json"):
         (tmp_path / name).write_text("x")
     assert [n for _, n in drop.files_to_upload(tmp_path, "datasets/d/")] == [
-        "datasets/d/a.csv", "datasets/d/b/2.csv", "datasets/d/landfall.json"]
+        "datasets/d/a.csv",
+        "datasets/d/b/2.csv",
+        "datasets/d/landfall.json",
+    ]
     with pytest.raises(CommandError, match="is not a folder"):
         drop.files_to_upload(tmp_path / "a.csv", "datasets/d/")
 
 
-@pytest.mark.parametrize("doc, settled", [
-    (None, False),
-    ({"status": "REQUESTED", "version": {"generation": "5", "run_id": "run-old"}}, False),  # an earlier version
-    ({"status": "COLLECTING", "version": {"generation": "7"}}, False),
-    ({"status": "REQUESTED", "version": {"generation": "7", "run_id": "run-x"}}, True),
-    ({"status": "REFUSED", "version": {"generation": 7}}, True),
-])
+@pytest.mark.parametrize(
+    "doc, settled",
+    [
+        (None, False),
+        ({"status": "REQUESTED", "version": {"generation": "5", "run_id": "run-old"}}, False),  # an earlier version
+        ({"status": "COLLECTING", "version": {"generation": "7"}}, False),
+        ({"status": "REQUESTED", "version": {"generation": "7", "run_id": "run-x"}}, True),
+        ({"status": "REFUSED", "version": {"generation": 7}}, True),
+    ],
+)
 def test_drop_waits_for_the_version_its_marker_completed(doc: dict | None, settled: bool) -> None:
     assert drop.settled(doc, "7") is settled
 
@@ -49,8 +55,12 @@ def _line(message: str, **fields: object) -> str:
 
 
 def test_progress_is_the_last_training_record() -> None:
-    lines = [_line("training", step=10, total_steps=40, epoch=1, loss=0.91234), "not json",
-             _line("epoch finished", step=20, epoch=1, loss=0.5), _line("checkpoint saved", step=20)]
+    lines = [
+        _line("training", step=10, total_steps=40, epoch=1, loss=0.91234),
+        "not json",
+        _line("epoch finished", step=20, epoch=1, loss=0.5),
+        _line("checkpoint saved", step=20),
+    ]
     assert watch.progress_line(lines) == "epoch 1  step 20  loss 0.5"
     assert watch.progress_line(lines[:1]) == "epoch 1  step 10/40  loss 0.9123"
     assert watch.progress_line([_line("resumed from checkpoint", step=3)]) is None
@@ -59,8 +69,12 @@ def test_progress_is_the_last_training_record() -> None:
 def test_watch_prints_each_change_once_and_stops_at_the_end() -> None:
     run = new_run("run-1", {}, now=NOW)
     running = replace(run, state=RunState.RUNNING, history=(*run.history, StateChange(RunState.RUNNING, "t1", "job")))
-    failed = replace(running, state=RunState.FAILED, error=RunError("job-failed", "out of memory"),
-                     history=(*running.history, StateChange(RunState.FAILED, "t2", "")))
+    failed = replace(
+        running,
+        state=RunState.FAILED,
+        error=RunError("job-failed", "out of memory"),
+        history=(*running.history, StateChange(RunState.FAILED, "t2", "")),
+    )
     reads = iter([run, running, running, failed])
     progress = iter([None, "step 1/4", "step 1/4", "step 4/4"])
     out = io.StringIO()

@@ -59,12 +59,16 @@ def test_catalog_table_counts_what_the_filters_kept(capsys: pytest.CaptureFixtur
     assert code == 0 and f"{kept} of {len(load_catalog().shapes)} shapes" in out and "NVIDIA_L4" not in out
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--gpu", "X100"], "--gpu 'X100' is not a GPU in the catalog; known: A100, B200, H100"),
-    (["--region", "mars-east1"], "--region 'mars-east1' is not a region in the catalog; known: us-central1"),
-])
-def test_an_unknown_gpu_or_region_names_the_known_ones(argv: list[str], message: str,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--gpu", "X100"], "--gpu 'X100' is not a GPU in the catalog; known: A100, B200, H100"),
+        (["--region", "mars-east1"], "--region 'mars-east1' is not a region in the catalog; known: us-central1"),
+    ],
+)
+def test_an_unknown_gpu_or_region_names_the_known_ones(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = landfall(["catalog", *argv], capsys)
     assert code == 2 and message in err and err.count("\n") == 1
 

@@ -17,7 +17,8 @@ def test_since_is_normalised_to_the_stored_form_and_bad_times_are_refused() -> N
 
 
 def test_loss_curve_is_drawn_from_the_epochs() -> None:
-    chart = runs.loss_curve({"epochs": [{"epoch": 1, "loss": 0.9}, {"epoch": 2, "loss": 0.4},
-                                        {"epoch": 3, "loss": 0.1}]})
+    chart = runs.loss_curve(
+        {"epochs": [{"epoch": 1, "loss": 0.9}, {"epoch": 2, "loss": 0.4}, {"epoch": 3, "loss": 0.1}]}
+    )
     assert chart is not None and "loss" in chart and len(chart.splitlines()) >= 8
     assert runs.loss_curve({"epochs": [{"epoch": 1, "loss": None}]}) is None

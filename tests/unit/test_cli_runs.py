@@ -19,11 +19,18 @@ from schemas.run_record import RunError, parse_run_record
 GOLDEN: dict[str, Any] = json.loads((Path(__file__).parents[2] / "schemas/examples/run_record.json").read_text())
 RUN_ID = GOLDEN["run_id"]
 JOB_ID = GOLDEN["vertex"]["job_id"]
-TABULAR = {"final": {"loss": 0.081, "accuracy": 0.975, "perplexity": None}, "samples_per_second": 5120.5,
-           "evaluation": {"split": "held-out", "samples": 200, "train_samples": 800, "val_fraction": 0.2},
-           "wall_time_seconds": 41.2, "mfu": None, "tokens_per_second": None,
-           "epochs": [{"epoch": 1, "loss": 0.4123, "accuracy": 0.91, "perplexity": None},
-                      {"epoch": 2, "loss": 0.081, "accuracy": 0.975, "perplexity": None}]}
+TABULAR = {
+    "final": {"loss": 0.081, "accuracy": 0.975, "perplexity": None},
+    "samples_per_second": 5120.5,
+    "evaluation": {"split": "held-out", "samples": 200, "train_samples": 800, "val_fraction": 0.2},
+    "wall_time_seconds": 41.2,
+    "mfu": None,
+    "tokens_per_second": None,
+    "epochs": [
+        {"epoch": 1, "loss": 0.4123, "accuracy": 0.91, "perplexity": None},
+        {"epoch": 2, "loss": 0.081, "accuracy": 0.975, "perplexity": None},
+    ],
+}
 VERTEX_SAYS = "The replica workerpool0-0 exited with a non-zero status of 3. Termination reason: Error."
 
 
@@ -39,8 +46,11 @@ def stored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, dict[st
     monkeypatch.setattr(reach, "port_answers", lambda _host, _port: True)
     monkeypatch.setattr(provision, "default_state_dir", lambda: tmp_path)
     monkeypatch.setattr(stack_env, "default_state_dir", lambda: tmp_path)
-    for key, value in {"GOOGLE_CLOUD_PROJECT": "landfall-local", "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8086",
-                       "LANDFALL_VERTEX_ENDPOINT": "127.0.0.1:8090"}.items():
+    for key, value in {
+        "GOOGLE_CLOUD_PROJECT": "landfall-local",
+        "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8086",
+        "LANDFALL_VERTEX_ENDPOINT": "127.0.0.1:8090",
+    }.items():
         monkeypatch.setenv(key, value)
     return docs
 
@@ -53,15 +63,21 @@ def landfall(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
 
 def test_landfall_run_shows_the_trainers_reason_then_vertexs_and_where_the_logs_are() -> None:
     reason = "gs://b/p/part-1.csv line 3: no label column 'label'"
-    run = parse_run_record(document(state="FAILED", metrics=None, error=RunError(
-        "job-failed", reason, kind="DataError", step=7, job_message=VERTEX_SAYS).to_dict()))
+    run = parse_run_record(
+        document(
+            state="FAILED",
+            metrics=None,
+            error=RunError("job-failed", reason, kind="DataError", step=7, job_message=VERTEX_SAYS).to_dict(),
+        )
+    )
     text = runs.describe(run)
     assert f"error     job-failed: {reason}\n          (the trainer's DataError, at step 7)\n" in text
     assert f"          Vertex: {VERTEX_SAYS}\n          replica logs: `landfall logs {RUN_ID}`" in text
 
 
-def test_landfall_run_says_where_the_tensorboard_files_are(stored: dict[str, Any],
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_landfall_run_says_where_the_tensorboard_files_are(
+    stored: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     stored[RUN_ID] = document()
     code, out, _ = landfall(["run", RUN_ID], capsys)
     assert code == 0
@@ -72,8 +88,12 @@ def test_run_metrics_is_a_table_per_epoch(stored: dict[str, Any], capsys: pytest
     stored[RUN_ID] = document(metrics=TABULAR)
     code, out, err = landfall(["run", RUN_ID, "--metrics"], capsys)
     assert code == 0 and err == ""
-    assert out.splitlines()[:4] == ["EPOCH  LOSS    ACCURACY", "-----  ------  --------", "1      0.4123  0.91",
-                                    "2      0.081   0.975"]
+    assert out.splitlines()[:4] == [
+        "EPOCH  LOSS    ACCURACY",
+        "-----  ------  --------",
+        "1      0.4123  0.91",
+        "2      0.081   0.975",
+    ]
     assert "measured on the held-out split: 200 samples (800 in the training split)" in out
     assert "samples/s 5120, wall s 41.2" in out and GOLDEN["artifacts"]["tensorboard_dir"] in out
     code, out, _ = landfall(["run", RUN_ID, "--metrics", "--json"], capsys)
@@ -82,12 +102,15 @@ def test_run_metrics_is_a_table_per_epoch(stored: dict[str, Any], capsys: pytest
 
 def test_a_language_models_table_shows_perplexity_and_new_figures_get_a_column() -> None:
     epochs = [{"epoch": 1, "loss": 2.5, "accuracy": None, "perplexity": 12.18, "eval_samples": 200}]
-    assert runs.epoch_table({"epochs": epochs}) == (["EPOCH", "LOSS", "PERPLEXITY", "EVAL SAMPLES"],
-                                                    [["1", "2.5", "12.18", "200"]])
+    assert runs.epoch_table({"epochs": epochs}) == (
+        ["EPOCH", "LOSS", "PERPLEXITY", "EVAL SAMPLES"],
+        [["1", "2.5", "12.18", "200"]],
+    )
 
 
-def test_run_metrics_before_the_run_succeeded_says_when_they_come(stored: dict[str, Any],
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_metrics_before_the_run_succeeded_says_when_they_come(
+    stored: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     stored[RUN_ID] = document(state="RUNNING", metrics=None)
     code, out, err = landfall(["run", RUN_ID, "--metrics"], capsys)
     assert code == 1 and out == "" and err.count("\n") == 1
@@ -107,23 +130,26 @@ def write_logs(state_dir: Path, replicas: dict[str, str]) -> None:
         (folder / f"{replica}.log").write_text(text)
 
 
-def test_logs_prints_the_replica_log_of_a_local_job(stored: dict[str, Any], tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_logs_prints_the_replica_log_of_a_local_job(
+    stored: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     stored[RUN_ID] = document()
     write_logs(tmp_path, {"workerpool0-0": '{"message": "trainer starting"}\n{"message": "model written"}'})
     code, out, _ = landfall(["logs", RUN_ID], capsys)
     assert code == 0 and out == '{"message": "trainer starting"}\n{"message": "model written"}\n'
 
 
-def test_logs_of_several_replicas_are_prefixed_in_replica_order(stored: dict[str, Any], tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_logs_of_several_replicas_are_prefixed_in_replica_order(
+    stored: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     stored[RUN_ID] = document()
     write_logs(tmp_path, {"workerpool1-0": "b\n", "workerpool0-0": "a\n"})
     assert landfall(["logs", RUN_ID], capsys)[1] == "[workerpool0-0] a\n[workerpool1-0] b\n"
 
 
-def test_logs_say_when_there_are_none_yet_or_no_job_ever_ran(stored: dict[str, Any],
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_logs_say_when_there_are_none_yet_or_no_job_ever_ran(
+    stored: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     stored[RUN_ID] = document(state="SUBMITTED")
     code, _, err = landfall(["logs", RUN_ID], capsys)
     assert code == 1 and f"no replica logs for job {JOB_ID}" in err and "--follow` waits for them" in err
@@ -133,11 +159,13 @@ def test_logs_say_when_there_are_none_yet_or_no_job_ever_ran(stored: dict[str, A
 
 
 def test_logs_of_a_job_in_google_cloud_print_the_filter_and_the_gcloud_command(
-        stored: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    stored: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("LANDFALL_VERTEX_ENDPOINT")
     monkeypatch.delenv("FIRESTORE_EMULATOR_HOST")
-    stored[RUN_ID] = document(vertex=GOLDEN["vertex"] | {
-        "job_name": f"projects/prod-ml/locations/us-central1/customJobs/{JOB_ID}"})
+    stored[RUN_ID] = document(
+        vertex=GOLDEN["vertex"] | {"job_name": f"projects/prod-ml/locations/us-central1/customJobs/{JOB_ID}"}
+    )
     code, out, _ = landfall(["logs", RUN_ID], capsys)
     query = f'resource.type="ml_job" AND resource.labels.job_id="{JOB_ID}"'
     assert code == 0

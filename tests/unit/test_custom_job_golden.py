@@ -86,8 +86,11 @@ def test_the_trainer_takes_the_arguments_and_splits_the_global_batch_exactly(cas
     split = config.batch_split(processes)
     assert split.micro_batch * processes * split.accumulation == config.batch_size == request.hyperparameters.batch_size
     assert body["jobSpec"]["serviceAccount"] == ENV["LANDFALL_TRAINING_SERVICE_ACCOUNT"]
-    assert body["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"] if len(workers) > 1 or \
-        pools(body)[0]["replicaCount"] > 1 else "restartJobOnWorkerRestart" not in body["jobSpec"]["scheduling"]
+    assert (
+        body["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"]
+        if len(workers) > 1 or pools(body)[0]["replicaCount"] > 1
+        else "restartJobOnWorkerRestart" not in body["jobSpec"]["scheduling"]
+    )
     timeout = int(body["jobSpec"]["scheduling"]["timeout"].removesuffix("s"))
     assert 1800 <= timeout <= 7 * 24 * 3600
 
@@ -102,8 +105,11 @@ def test_cpu_only_has_no_accelerator_one_pool_and_the_standard_strategy() -> Non
 
 def test_one_gpu_and_eight_gpus_on_one_node_are_one_pool() -> None:
     (one,) = pools(golden("one_gpu"))
-    assert one["machineSpec"] == {"machineType": "a3-highgpu-1g", "acceleratorType": "NVIDIA_H100_80GB",
-                                  "acceleratorCount": 1}
+    assert one["machineSpec"] == {
+        "machineType": "a3-highgpu-1g",
+        "acceleratorType": "NVIDIA_H100_80GB",
+        "acceleratorCount": 1,
+    }
     (eight,) = pools(golden("eight_gpus_one_node"))
     assert (eight["machineSpec"]["acceleratorCount"], eight["replicaCount"]) == (8, 1)
 
@@ -113,10 +119,12 @@ def test_four_nodes_use_the_european_reduction_server_and_the_region_s_artifacts
     primary, workers, servers = pools(body)
     assert (primary["replicaCount"], workers["replicaCount"]) == (1, 3)
     assert servers["containerSpec"] == {
-        "imageUri": "europe-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"}
+        "imageUri": "europe-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+    }
     assert servers["machineSpec"] == {"machineType": "n1-highcpu-16"} and servers["replicaCount"] >= 1
     assert body["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"].startswith(
-        "gs://acme-ml-landfall-artifacts-europe-west4/runs/")
+        "gs://acme-ml-landfall-artifacts-europe-west4/runs/"
+    )
     assert "--strategy=ddp" in args_of(body)
 
 
@@ -140,6 +148,9 @@ def test_spot_and_flex_start_set_their_strategies() -> None:
 def test_a_pinned_a3_highgpu_2g_keeps_its_shape_and_accumulates() -> None:
     body = golden("pinned_a3_highgpu_2g")
     (pool,) = pools(body)
-    assert pool["machineSpec"] == {"machineType": "a3-highgpu-2g", "acceleratorType": "NVIDIA_H100_80GB",
-                                   "acceleratorCount": 2}
+    assert pool["machineSpec"] == {
+        "machineType": "a3-highgpu-2g",
+        "acceleratorType": "NVIDIA_H100_80GB",
+        "acceleratorCount": 2,
+    }
     assert {"--batch-size=64", "--micro-batch-size=16", "--gradient-accumulation-steps=2"} <= set(args_of(body))

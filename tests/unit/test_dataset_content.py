@@ -23,10 +23,23 @@ from landfall.commands import datasets as datasets_cli
 from schemas.dataset_record import DatasetStatus, VersionStatus, content_key_for
 from tests.fakes.ingest import BUCKET, T0, World
 
-MARKED = Route(name="marked", bucket="*", prefix="datasets/", task="tabular-classification", model_preset="mlp-small",
-               overridable=("hyperparameters.*",))
-QUIET = Route(name="quiet", bucket="*", prefix="exports/", task="tabular-classification", model_preset="mlp-small",
-              readiness=("quiet-period",), quiet_period_seconds=60)
+MARKED = Route(
+    name="marked",
+    bucket="*",
+    prefix="datasets/",
+    task="tabular-classification",
+    model_preset="mlp-small",
+    overridable=("hyperparameters.*",),
+)
+QUIET = Route(
+    name="quiet",
+    bucket="*",
+    prefix="exports/",
+    task="tabular-classification",
+    model_preset="mlp-small",
+    readiness=("quiet-period",),
+    quiet_period_seconds=60,
+)
 ROUTES = (MARKED, QUIET)
 URI = f"gs://{BUCKET}/datasets/a/"
 
@@ -82,12 +95,23 @@ def test_the_digest_is_names_sizes_and_checksums() -> None:
         return scan_prefix(iter(objects), "p/").content_digest
 
     base = digest(ObjectInfo("p/a.csv", 3, "1", "AAA="), ObjectInfo("p/b.csv", 4, "2", "BBB="))
-    assert base == digest(ObjectInfo("p/a.csv", 3, "7", "AAA="), ObjectInfo("p/b.csv", 4, "8", "BBB="),
-                          ObjectInfo("p/_SUCCESS", 0, "9", "CCC="))
-    assert len({base, digest(ObjectInfo("p/a.csv", 3, "1", "AAA="), ObjectInfo("p/c.csv", 4, "2", "BBB=")),
+    assert base == digest(
+        ObjectInfo("p/a.csv", 3, "7", "AAA="),
+        ObjectInfo("p/b.csv", 4, "8", "BBB="),
+        ObjectInfo("p/_SUCCESS", 0, "9", "CCC="),
+    )
+    assert (
+        len(
+            {
+                base,
+                digest(ObjectInfo("p/a.csv", 3, "1", "AAA="), ObjectInfo("p/c.csv", 4, "2", "BBB=")),
                 digest(ObjectInfo("p/a.csv", 3, "1", "AAA="), ObjectInfo("p/b.csv", 5, "2", "BBB=")),
                 digest(ObjectInfo("p/a.csv", 3, "1", "AAA="), ObjectInfo("p/b.csv", 4, "2", "BBC=")),
-                digest(ObjectInfo("p/a.csv", 3, "1", "AAA="))}) == 5
+                digest(ObjectInfo("p/a.csv", 3, "1", "AAA=")),
+            }
+        )
+        == 5
+    )
     # Without a crc32c the generation stands in: a rewrite is then new content.
     assert digest(ObjectInfo("p/a.csv", 3, "1")) != digest(ObjectInfo("p/a.csv", 3, "2"))
 
@@ -150,7 +174,8 @@ def test_a_content_held_by_a_live_publish_is_retried_and_taken_over_once_its_lea
     assert w.published == []
     w.clock.now = T0 + timedelta(seconds=61)
     assert w.deliver("datasets/a/_SUCCESS", w.objects.objects["datasets/a/_SUCCESS"].generation).startswith(
-        "published:")
+        "published:"
+    )
     assert len(w.published) == 1
 
 
@@ -179,13 +204,19 @@ def test_retrain_publishes_a_new_run_under_a_content_derived_key_recorded_on_the
     digest = scan_prefix(w.objects.list(BUCKET, "datasets/a/"), "datasets/a/").content_digest
     assert first.idempotency_key == f"{content_key_for(BUCKET, 'datasets/a/', digest)}:retrain-1"
     request = w.requests()[-1]
-    assert (request.idempotency_key, request.run_id, request.source.kind) == (first.idempotency_key, first.run_id,
-                                                                              "retrain")
+    assert (request.idempotency_key, request.run_id, request.source.kind) == (
+        first.idempotency_key,
+        first.run_id,
+        "retrain",
+    )
     assert request.dataset.object_count == 2
     doc = w.dataset("datasets/a/")
     assert doc["status"] == DatasetStatus.REQUESTED
     assert {k: doc["version"][k] for k in ("kind", "run_id", "idempotency_key")} == {
-        "kind": "retrain", "run_id": first.run_id, "idempotency_key": first.idempotency_key}
+        "kind": "retrain",
+        "run_id": first.run_id,
+        "idempotency_key": first.idempotency_key,
+    }
     # The same objects marked again are now a duplicate of the retrained run; a second retrain is a third run.
     assert w.upload("datasets/a/_SUCCESS", b"") == f"same-content:{first.run_id}"
     second = retrain(BUCKET, "datasets/a/", w.deps)
@@ -211,16 +242,19 @@ def test_retrain_of_a_folder_that_now_breaks_a_rule_is_refused_and_recorded() ->
     assert "holds 0 data object(s)" in w.dataset("datasets/a/")["reason"]
 
 
-def test_landfall_retrain_and_dataset_commands(monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_landfall_retrain_and_dataset_commands(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     w, run = trained_once()
     w.upload("datasets/a/_SUCCESS", b"")
     monkeypatch.setattr(datasets_cli, "_ingest_deps", lambda: w.deps)
     described = datasets_cli.describe_dataset(w.dataset("datasets/a/"))
     assert "status    DUPLICATE" in described
     assert f"duplicate of {run}" in described
-    assert f"next      these objects were trained already as run {run} (`landfall run {run}`); `landfall retrain " \
-           f"{URI}` trains them again on purpose" in described
+    assert (
+        f"next      these objects were trained already as run {run} (`landfall run {run}`); `landfall retrain "
+        f"{URI}` trains them again on purpose" in described
+    )
 
     def cli(*argv: str) -> tuple[int, str, str]:
         args: argparse.Namespace = build_parser().parse_args(list(argv))
@@ -231,7 +265,9 @@ def test_landfall_retrain_and_dataset_commands(monkeypatch: pytest.MonkeyPatch,
     code, out, err = cli("retrain", "gs://landfall-landing/datasets/a")
     retrained = w.requests()[-1]
     assert (code, err) == (0, "")
-    assert out == (f"retrain 1 of {URI}: requested run {retrained.run_id} (key {retrained.idempotency_key}); "
-                   f"`landfall run {retrained.run_id}` follows it\n")
+    assert out == (
+        f"retrain 1 of {URI}: requested run {retrained.run_id} (key {retrained.idempotency_key}); "
+        f"`landfall run {retrained.run_id}` follows it\n"
+    )
     assert cli("retrain", "gs://landfall-landing/datasets/none/")[:2] == (1, "")
     assert cli("retrain", "landfall-landing/datasets/a/")[0] == 2

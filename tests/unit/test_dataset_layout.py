@@ -73,11 +73,14 @@ def test_a_dataset_folder_below_an_underscore_folder_still_has_data(tmp_path: Pa
     assert [relative_name(str(folder), f) for f in data_files(str(folder))] == ["part-0.csv", "sub/part-1.csv"]
 
 
-@pytest.mark.parametrize(("uri", "listed", "relative"), [
-    ("gs://b/datasets/x/", "gs://b/datasets/x/part-0.csv", "part-0.csv"),
-    ("gs://b/datasets/x", "gs://b/datasets/x/_tmp/part-0.csv", "_tmp/part-0.csv"),
-    ("gs://b/", "gs://b/landfall.json", "landfall.json"),
-    ("gs://b/datasets/x/part-0.csv", "gs://b/datasets/x/part-0.csv", "part-0.csv"),
-])
+@pytest.mark.parametrize(
+    ("uri", "listed", "relative"),
+    [
+        ("gs://b/datasets/x/", "gs://b/datasets/x/part-0.csv", "part-0.csv"),
+        ("gs://b/datasets/x", "gs://b/datasets/x/_tmp/part-0.csv", "_tmp/part-0.csv"),
+        ("gs://b/", "gs://b/landfall.json", "landfall.json"),
+        ("gs://b/datasets/x/part-0.csv", "gs://b/datasets/x/part-0.csv", "part-0.csv"),
+    ],
+)
 def test_relative_names_of_cloud_storage_listings(uri: str, listed: str, relative: str) -> None:
     assert relative_name(uri, listed) == relative

@@ -17,13 +17,16 @@ from deploy.topology import RetryPolicy, TopologyError, load_topology
 TOPOLOGY = Path(__file__).resolve().parents[2] / "deploy" / "topology.toml"
 
 
-@pytest.mark.parametrize(("minimum", "maximum", "delays"), [
-    (1, 60, [1, 2, 4, 8, 16, 32, 60, 60]),
-    (10, 60, [10, 20, 40, 60, 60]),
-    (1, 4, [1, 2, 4, 4]),
-    (0, 0, [0, 0]),
-    (600, 600, [600, 600]),
-])
+@pytest.mark.parametrize(
+    ("minimum", "maximum", "delays"),
+    [
+        (1, 60, [1, 2, 4, 8, 16, 32, 60, 60]),
+        (10, 60, [10, 20, 40, 60, 60]),
+        (1, 4, [1, 2, 4, 4]),
+        (0, 0, [0, 0]),
+        (600, 600, [600, 600]),
+    ],
+)
 def test_back_off_doubles_from_the_minimum_up_to_the_maximum(minimum: int, maximum: int, delays: list[int]) -> None:
     policy = RetryPolicy(minimum_backoff_seconds=minimum, maximum_backoff_seconds=maximum)
     assert [retry_delay(policy, attempt) for attempt in range(1, len(delays) + 1)] == delays
@@ -47,12 +50,18 @@ def _message(**fields: Any) -> Any:
 
 
 def test_push_request_is_the_one_google_sends() -> None:
-    body = push_body(_message(data=b'{"a": 1}', attributes={"eventType": "OBJECT_FINALIZE"}),
-                     "projects/p/subscriptions/s", 3)
+    body = push_body(
+        _message(data=b'{"a": 1}', attributes={"eventType": "OBJECT_FINALIZE"}), "projects/p/subscriptions/s", 3
+    )
     assert body == {
-        "message": {"data": "eyJhIjogMX0=", "attributes": {"eventType": "OBJECT_FINALIZE"},
-                    "messageId": "42", "message_id": "42",
-                    "publishTime": "2026-01-02T03:04:05.678Z", "publish_time": "2026-01-02T03:04:05.678Z"},
+        "message": {
+            "data": "eyJhIjogMX0=",
+            "attributes": {"eventType": "OBJECT_FINALIZE"},
+            "messageId": "42",
+            "message_id": "42",
+            "publishTime": "2026-01-02T03:04:05.678Z",
+            "publish_time": "2026-01-02T03:04:05.678Z",
+        },
         "subscription": "projects/p/subscriptions/s",
         "deliveryAttempt": 3,
     }
@@ -70,12 +79,14 @@ def test_functions_framework_turns_the_push_request_into_the_functions_cloudeven
     import functions_framework
 
     source = tmp_path / "push_target.py"
-    source.write_text("import functions_framework\n"
-                      "from functions import envelopes\n"
-                      "SEEN = []\n"
-                      "@functions_framework.cloud_event\n"
-                      "def target(event):\n"
-                      "    SEEN.append((event['type'], envelopes.pubsub_message(event)))\n")
+    source.write_text(
+        "import functions_framework\n"
+        "from functions import envelopes\n"
+        "SEEN = []\n"
+        "@functions_framework.cloud_event\n"
+        "def target(event):\n"
+        "    SEEN.append((event['type'], envelopes.pubsub_message(event)))\n"
+    )
     app = functions_framework.create_app("target", str(source), "cloudevent")
     body = push_body(_message(data=b"payload", attributes={"k": "v"}), "projects/p/subscriptions/s", 2)
     response = app.test_client().post("/", data=json.dumps(body), content_type="application/json")
@@ -101,23 +112,39 @@ def test_every_function_has_a_retry_and_a_dead_letter_policy_within_pubsub_limit
     assert patience > 120, "the dispatcher must keep retrying past a crashed delivery's submission lease (120 s)"
 
 
-@pytest.mark.parametrize(("old", "new", "message"), [
-    ("max_delivery_attempts = 15", "max_delivery_attempts = 4",
-     r"functions.dispatch.dead_letter.max_delivery_attempts` must be a whole number from 5 to 100, got 4"),
-    ("ack_deadline_seconds = 120", "ack_deadline_seconds = 5",
-     r"functions.dispatch.ack_deadline_seconds` must be a whole number from 10 to 600, got 5"),
-    ("retry = { minimum_backoff_seconds = 1, maximum_backoff_seconds = 60 }\n"
-     'dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
-     "retry = { minimum_backoff_seconds = 90, maximum_backoff_seconds = 60 }\n"
-     'dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
-     r"functions.dispatch.retry: minimum_backoff_seconds \(90\) exceeds maximum_backoff_seconds \(60\)"),
-    ('dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
-     'dead_letter = { topic = "landfall-job-events", max_delivery_attempts = 15 }',
-     r"functions.dispatch.dead_letter.topic is 'landfall-job-events'; "
-     r"dead letters go to topics.dead_letter.name"),
-    ('dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }', "",
-     r"missing `functions.dispatch.dead_letter.topic`"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "max_delivery_attempts = 15",
+            "max_delivery_attempts = 4",
+            r"functions.dispatch.dead_letter.max_delivery_attempts` must be a whole number from 5 to 100, got 4",
+        ),
+        (
+            "ack_deadline_seconds = 120",
+            "ack_deadline_seconds = 5",
+            r"functions.dispatch.ack_deadline_seconds` must be a whole number from 10 to 600, got 5",
+        ),
+        (
+            "retry = { minimum_backoff_seconds = 1, maximum_backoff_seconds = 60 }\n"
+            'dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
+            "retry = { minimum_backoff_seconds = 90, maximum_backoff_seconds = 60 }\n"
+            'dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
+            r"functions.dispatch.retry: minimum_backoff_seconds \(90\) exceeds maximum_backoff_seconds \(60\)",
+        ),
+        (
+            'dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
+            'dead_letter = { topic = "landfall-job-events", max_delivery_attempts = 15 }',
+            r"functions.dispatch.dead_letter.topic is 'landfall-job-events'; "
+            r"dead letters go to topics.dead_letter.name",
+        ),
+        (
+            'dead_letter = { topic = "landfall-dead-letter", max_delivery_attempts = 15 }',
+            "",
+            r"missing `functions.dispatch.dead_letter.topic`",
+        ),
+    ],
+)
 def test_a_bad_delivery_policy_is_refused_naming_the_key(tmp_path: Path, old: str, new: str, message: str) -> None:
     text = TOPOLOGY.read_text()
     dispatch = text.index("[functions.dispatch]")
@@ -132,6 +159,7 @@ def test_bridge_routes_follow_the_topology_and_refuse_unknown_functions() -> Non
     topology = load_topology()
     routes = routes_for(topology.functions, "proj", {"dispatch": "http://127.0.0.1:1/"})
     assert [(r.function, r.subscription, r.max_delivery_attempts) for r in routes] == [
-        ("dispatch", "projects/proj/subscriptions/landfall-training-requests-dispatch", 15)]
+        ("dispatch", "projects/proj/subscriptions/landfall-training-requests-dispatch", 15)
+    ]
     with pytest.raises(ValueError, match=r"unknown functions \['dispach'\]"):
         routes_for(topology.functions, "proj", {"dispach": "http://127.0.0.1:1/"})

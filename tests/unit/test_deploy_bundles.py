@@ -37,9 +37,18 @@ def test_a_function_bundle_holds_its_package_schemas_deploy_data_main_and_requir
     tops = {f.split("/")[0] for f in files}
     assert tops == {"functions", "schemas", "deploy", "main.py", "requirements.txt", ".gcloudignore"}
     assert {f for f in files if f.startswith("deploy/")} == {
-        "deploy/__init__.py", "deploy/topology.py", "deploy/images.py", "deploy/topology.toml", "deploy/routes.toml"}
-    source = {p.relative_to(REPO_ROOT).as_posix() for d in ("functions", "schemas") for p in (REPO_ROOT / d).rglob("*")
-              if p.is_file() and "__pycache__" not in p.parts and "examples" not in p.parts and p.suffix != ".pyc"}
+        "deploy/__init__.py",
+        "deploy/topology.py",
+        "deploy/images.py",
+        "deploy/topology.toml",
+        "deploy/routes.toml",
+    }
+    source = {
+        p.relative_to(REPO_ROOT).as_posix()
+        for d in ("functions", "schemas")
+        for p in (REPO_ROOT / d).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and "examples" not in p.parts and p.suffix != ".pyc"
+    }
     assert {f for f in files if f.split("/")[0] in ("functions", "schemas")} == source
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc") or "/tests/" in f or "examples/" in f]
     assert "functions/planning/data/machines.json" in files and "schemas/data/model_presets.json" in files
@@ -81,37 +90,47 @@ def test_the_trainer_context_is_exactly_what_the_dockerfile_copies(tmp_path: Pat
     assert {f.split("/")[0] for f in files} == {"Dockerfile", ".gcloudignore", "trainer", "schemas"}
     assert (folder / "Dockerfile").read_text() == dockerfile()
     assert bundles.stage_trainer(out=tmp_path)[1] == digest, "the tag is the content hash: same content, same tag"
-    allowed = [line[1:].rstrip("/") for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
-               if line.startswith("!")]
+    allowed = [
+        line[1:].rstrip("/") for line in (REPO_ROOT / ".dockerignore").read_text().splitlines() if line.startswith("!")
+    ]
     assert set(allowed) == set(TRAINER_CONTEXT), ".dockerignore lets in what the Dockerfile copies"
 
 
 def test_the_base_image_is_the_official_pytorch_image_of_the_tested_torch() -> None:
     base = re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile(), re.MULTILINE)
     assert base, "trainer/Dockerfile names its base in ARG BASE_IMAGE"
-    torch_pin = re.search(r"^torch==([0-9.]+)$", (REPO_ROOT / "trainer" / "requirements.txt").read_text(),
-                          re.MULTILINE)
+    torch_pin = re.search(r"^torch==([0-9.]+)$", (REPO_ROOT / "trainer" / "requirements.txt").read_text(), re.MULTILINE)
     assert torch_pin and base.group(1).startswith(f"pytorch/pytorch:{torch_pin.group(1)}-cuda")
     assert base.group(1).endswith("-runtime") and "latest" not in base.group(1)
     assert f"v == '{torch_pin.group(1)}'" in dockerfile() and "sys.version_info >= (3, 11)" in dockerfile()
-    pins = [line for line in (REPO_ROOT / "trainer" / "requirements.txt").read_text().splitlines()
-            if line and not line.startswith("#")]
-    assert [p for p in pins if p.startswith("torch")] == [f"torch=={torch_pin.group(1)}"], \
+    pins = [
+        line
+        for line in (REPO_ROOT / "trainer" / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert [p for p in pins if p.startswith("torch")] == [f"torch=={torch_pin.group(1)}"], (
         "the trainer's torch pin is the base image's version, so pip keeps the base's CUDA build"
+    )
 
 
 def test_the_emulator_runs_the_dockerfile_entrypoint_for_the_trainer_image() -> None:
     assert trainer_entrypoint() == ("python", "-m", "trainer.task")
-    for uri in ("us-central1-docker.pkg.dev/landfall-local/landfall/trainer:local",
-                "europe-west4-docker.pkg.dev/other-project/landfall/trainer:0123abcd",
-                "us-docker.pkg.dev/p/landfall/trainer@sha256:" + "0" * 64):
+    for uri in (
+        "us-central1-docker.pkg.dev/landfall-local/landfall/trainer:local",
+        "europe-west4-docker.pkg.dev/other-project/landfall/trainer:0123abcd",
+        "us-docker.pkg.dev/p/landfall/trainer@sha256:" + "0" * 64,
+    ):
         assert image_entrypoint(uri) == trainer_entrypoint(), uri
-    for uri in ("us-docker.pkg.dev/p/landfall/other:1", "docker.io/landfall/trainer:1",
-                "us-central1-docker.pkg.dev/p/landfall/trainer"):
+    for uri in (
+        "us-docker.pkg.dev/p/landfall/other:1",
+        "docker.io/landfall/trainer:1",
+        "us-central1-docker.pkg.dev/p/landfall/trainer",
+    ):
         assert image_entrypoint(uri) is None, uri
 
 
 # --- Firestore indexes cover the CLI's queries -------------------------------------------------------------------
+
 
 class RecordingQuery:
     """Records where/order_by the way a Firestore query is built; streams nothing."""
@@ -162,15 +181,29 @@ def test_every_filtered_cli_query_has_its_composite_index(monkeypatch: pytest.Mo
 
 def test_the_probes_recognise_what_gcloud_lists() -> None:
     index = load_indexes(REPO_ROOT / load_deploy_config().firestore_indexes)[0]
-    listed = {"name": f"projects/p/databases/(default)/collectionGroups/{index.collection_group}/indexes/CICAgJ",
-              "queryScope": "COLLECTION", "state": "READY",
-              "fields": [*({"fieldPath": f, "order": o} for f, o in index.fields),
-                         {"fieldPath": "__name__", "order": "DESCENDING"}]}
+    listed = {
+        "name": f"projects/p/databases/(default)/collectionGroups/{index.collection_group}/indexes/CICAgJ",
+        "queryScope": "COLLECTION",
+        "state": "READY",
+        "fields": [
+            *({"fieldPath": f, "order": o} for f, o in index.fields),
+            {"fieldPath": "__name__", "order": "DESCENDING"},
+        ],
+    }
     assert index.matches(listed)
     assert not index.matches({**listed, "fields": listed["fields"][:1]})
-    notification = [{"Bucket URL": "gs://b", "Notification Configuration": {
-        "id": "7", "topic": "//pubsub.googleapis.com/projects/p/topics/landfall-object-events",
-        "object_name_prefix": "datasets/", "event_types": ["OBJECT_FINALIZE"], "payload_format": "JSON_API_V1"}}]
+    notification = [
+        {
+            "Bucket URL": "gs://b",
+            "Notification Configuration": {
+                "id": "7",
+                "topic": "//pubsub.googleapis.com/projects/p/topics/landfall-object-events",
+                "object_name_prefix": "datasets/",
+                "event_types": ["OBJECT_FINALIZE"],
+                "payload_format": "JSON_API_V1",
+            },
+        }
+    ]
     assert _has_notification(json.dumps(notification), "projects/p/topics/landfall-object-events", "datasets/")
     assert not _has_notification(json.dumps(notification), "projects/p/topics/landfall-object-events", "exports/")
     assert not _has_notification("not json", "projects/p/topics/t", "")
@@ -182,9 +215,12 @@ def test_delivery_policy_is_the_topology_the_local_stack_applies(tmp_path: Path)
 
     route = load_topology().function("dispatch")
     policy = delivery_policy("dispatch")
-    assert policy == DeliveryPolicy(route.dead_letter.topic, route.dead_letter.max_delivery_attempts,
-                                    route.retry.minimum_backoff_seconds,
-                                    route.retry.maximum_backoff_seconds)
+    assert policy == DeliveryPolicy(
+        route.dead_letter.topic,
+        route.dead_letter.max_delivery_attempts,
+        route.retry.minimum_backoff_seconds,
+        route.retry.maximum_backoff_seconds,
+    )
     text = (REPO_ROOT / "deploy" / "topology.toml").read_text()
     broken = tmp_path / "topology.toml"
     broken.write_text(text.replace("max_delivery_attempts = 15", "max_delivery_attempts = 3", 1))
@@ -193,8 +229,11 @@ def test_delivery_policy_is_the_topology_the_local_stack_applies(tmp_path: Path)
 
 
 def test_a_basic_role_in_the_topology_is_refused(tmp_path: Path) -> None:
-    text = (REPO_ROOT / "deploy" / "topology.toml").read_text().replace(
-        '{ role = "roles/aiplatform.user", on = "project" }', '{ role = "roles/editor", on = "project" }')
+    text = (
+        (REPO_ROOT / "deploy" / "topology.toml")
+        .read_text()
+        .replace('{ role = "roles/aiplatform.user", on = "project" }', '{ role = "roles/editor", on = "project" }')
+    )
     assert "roles/editor" in text
     path = tmp_path / "topology.toml"
     path.write_text(text)

@@ -8,8 +8,16 @@ import pytest
 from landfall.cli import main
 from tests.golden.dry_runs import GOLDEN_DIR, SAMPLE
 
-SAMPLE_ARGS = ["--project", SAMPLE.project, "--region", SAMPLE.region, "--project-number", SAMPLE.project_number,
-               "--job-region", "europe-west4"]
+SAMPLE_ARGS = [
+    "--project",
+    SAMPLE.project,
+    "--region",
+    SAMPLE.region,
+    "--project-number",
+    SAMPLE.project_number,
+    "--job-region",
+    "europe-west4",
+]
 
 
 def test_deploy_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture[str]) -> None:
@@ -24,20 +32,25 @@ def test_teardown_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture
     assert capsys.readouterr().out == (GOLDEN_DIR / "teardown_dry_run.sh").read_text()
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["deploy", "--project", "landfall-sample", "--dry-run"], "pass --project-number"),
-    (["teardown", "--project", "Bad_Project", "--project-number", "1", "--dry-run"], "is not a project id"),
-    (["deploy", "--project", "landfall-sample", "--project-number", "12ab", "--dry-run"], "must be digits"),
-])
-def test_a_dry_run_without_what_it_needs_says_what_to_pass(args: list[str], says: str,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["deploy", "--project", "landfall-sample", "--dry-run"], "pass --project-number"),
+        (["teardown", "--project", "Bad_Project", "--project-number", "1", "--dry-run"], "is not a project id"),
+        (["deploy", "--project", "landfall-sample", "--project-number", "12ab", "--dry-run"], "must be digits"),
+    ],
+)
+def test_a_dry_run_without_what_it_needs_says_what_to_pass(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(args) == 2
     out, err = capsys.readouterr()
     assert out == "" and says in err
 
 
-def test_a_dry_run_from_a_fresh_shell_needs_no_function_settings(monkeypatch: pytest.MonkeyPatch,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_dry_run_from_a_fresh_shell_needs_no_function_settings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A user's shell has no GOOGLE_CLOUD_PROJECT or LANDFALL_* variables: deploy reads the shipped routes file, not
     the functions' settings (it used to end in a SettingsError traceback)."""
     from functions.ingest.routes import load_routes

@@ -35,7 +35,7 @@ class FakeProject:
         verbs = {"create", "describe", "update", "delete", "deploy", "list", "submit", "enable", "service-agent"}
         at = next((i for i, w in enumerate(words) if w in verbs), len(words))
         group = " ".join(words[:at])
-        rest = [w for w in words[at + 1:] if w != "pubsub"][:1]  # `scheduler jobs create pubsub NAME`
+        rest = [w for w in words[at + 1 :] if w != "pubsub"][:1]  # `scheduler jobs create pubsub NAME`
         rest = [w.split("@")[0] for w in rest]  # a service account: created by id, described by email
         if words[:2] == ["builds", "submit"]:
             return "image " + next(a.split("=", 1)[1] for a in argv if a.startswith("--tag="))
@@ -67,9 +67,25 @@ class FakeProject:
         if argv[1:3] == ["projects", "get-iam-policy"]:
             return Result(0, json.dumps({"bindings": []}), "")
         key = self.key(argv)
-        verb = next(a for a in argv[1:] if a in ("create", "describe", "update", "delete", "deploy", "list",
-                                                 "submit", "enable", "service-agent", "add-iam-policy-binding",
-                                                 "add-invoker-policy-binding", "remove-iam-policy-binding"))
+        verb = next(
+            a
+            for a in argv[1:]
+            if a
+            in (
+                "create",
+                "describe",
+                "update",
+                "delete",
+                "deploy",
+                "list",
+                "submit",
+                "enable",
+                "service-agent",
+                "add-iam-policy-binding",
+                "add-invoker-policy-binding",
+                "remove-iam-policy-binding",
+            )
+        )
         if verb in ("describe", "list"):
             if key.startswith("firestore indexes") or key.endswith("notifications"):
                 return Result(0, "[]", "")  # listing probes: the matcher decides (tested separately)
@@ -99,9 +115,13 @@ def test_a_first_run_creates_everything_and_a_second_creates_nothing(plan: Plan)
     project.calls.clear()
     second = run(plan, project)
     assert "created" not in [a for a, s in zip(second, plan.steps, strict=True) if s.probe and not s.found]
-    again = [shlex.join(c) for c in project.calls if c[1:4] != ["firestore", "indexes", "composite"]
-             and c[1:5] != ["storage", "buckets", "notifications", "create"]
-             and (" create " in shlex.join(c) or c[1:3] == ["builds", "submit"])]
+    again = [
+        shlex.join(c)
+        for c in project.calls
+        if c[1:4] != ["firestore", "indexes", "composite"]
+        and c[1:5] != ["storage", "buckets", "notifications", "create"]
+        and (" create " in shlex.join(c) or c[1:3] == ["builds", "submit"])
+    ]
     assert not again, f"a second run created again: {again}"
     assert second.count("updated") >= 4 and second.count("unchanged") >= 10
     assert len(creates) >= 30  # APIs aside: databases, accounts, buckets, topics, functions, subscriptions...
@@ -137,14 +157,16 @@ def test_teardown_removes_what_exists_skips_what_is_gone_and_keeps_a_bucket_with
     kept = [o for o in outcomes if o.action == "kept"]
     assert [o.step.name for o in kept] == ["delete gs://landfall-sample-landfall-landing if it is empty"]
     assert "--delete-data" in kept[0].detail
-    assert not any(c[1:5] == ["storage", "buckets", "delete", "gs://landfall-sample-landfall-landing"]
-                   for c in project.calls)
+    assert not any(
+        c[1:5] == ["storage", "buckets", "delete", "gs://landfall-sample-landfall-landing"] for c in project.calls
+    )
     assert {o.action for o in outcomes} <= {"deleted", "skipped", "kept"}
     assert sum(o.action == "deleted" for o in outcomes) > 25
     again = Executor(teardown_plan(SAMPLE), project, report=lambda _: None).run()
     # A second teardown finds nothing left, but the kept bucket (whose notifications it clears again).
     assert [o.step.name for o in again if o.action not in ("skipped", "kept")] == [
-        "delete the notifications of gs://landfall-sample-landfall-landing (a bucket Landfall made)"]
+        "delete the notifications of gs://landfall-sample-landfall-landing (a bucket Landfall made)"
+    ]
 
 
 def test_a_dry_run_needs_no_gcloud_and_says_how_a_rerun_converges(plan: Plan) -> None:

@@ -26,48 +26,76 @@ N = SAMPLE.project_number
 SA = "serviceAccount:{}@landfall-sample.iam.gserviceaccount.com".format
 LANDING = "landfall-sample-landfall-landing"
 ARTIFACTS = ("landfall-sample-landfall-artifacts-us-central1", "landfall-sample-landfall-artifacts-europe-west4")
-FUNCTIONS = ("landfall-on-object-finalized", "landfall-dispatch", "landfall-on-job-event", "landfall-sweep-datasets",
-             "landfall-reconcile-runs")
-SUBSCRIPTIONS = ("landfall-object-events-ingest", "landfall-training-requests-dispatch",
-                 "landfall-job-events-listener", "landfall-ingest-sweep-sweeper", "landfall-reconcile-reconciler")
+FUNCTIONS = (
+    "landfall-on-object-finalized",
+    "landfall-dispatch",
+    "landfall-on-job-event",
+    "landfall-sweep-datasets",
+    "landfall-reconcile-runs",
+)
+SUBSCRIPTIONS = (
+    "landfall-object-events-ingest",
+    "landfall-training-requests-dispatch",
+    "landfall-job-events-listener",
+    "landfall-ingest-sweep-sweeper",
+    "landfall-reconcile-reconciler",
+)
 DEAD_LETTERS = ("landfall-dead-letter",)  # one for every subscription, as [functions.*] dead_letter names it
 
 # What each identity may do, written out by hand for review: (role, resource kind, resource name).
 EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
-    SA("landfall-ingest"): {("roles/storage.objectViewer", "bucket", LANDING),
-                            ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
-                            ("roles/datastore.user", "project", P)},
-    SA("landfall-sweeper"): {("roles/storage.objectViewer", "bucket", LANDING),
-                             ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
-                             ("roles/datastore.user", "project", P)},
-    SA("landfall-dispatch"): {("roles/datastore.user", "project", P), ("roles/aiplatform.user", "project", P),
-                              ("roles/iam.serviceAccountUser", "service_account",
-                               "landfall-trainer@landfall-sample.iam.gserviceaccount.com")},
+    SA("landfall-ingest"): {
+        ("roles/storage.objectViewer", "bucket", LANDING),
+        ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
+        ("roles/datastore.user", "project", P),
+    },
+    SA("landfall-sweeper"): {
+        ("roles/storage.objectViewer", "bucket", LANDING),
+        ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
+        ("roles/datastore.user", "project", P),
+    },
+    SA("landfall-dispatch"): {
+        ("roles/datastore.user", "project", P),
+        ("roles/aiplatform.user", "project", P),
+        ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
+    },
     # The listener resubmits a job that ended for capacity: it submits jobs that run as the trainer account.
-    SA("landfall-listener"): {("roles/datastore.user", "project", P), ("roles/aiplatform.user", "project", P),
-                              ("roles/iam.serviceAccountUser", "service_account",
-                               "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
-                              *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
-                              ("roles/pubsub.publisher", "topic", "landfall-run-results")},
-    SA("landfall-reconciler"): {("roles/datastore.user", "project", P), ("roles/aiplatform.user", "project", P),
-                                ("roles/iam.serviceAccountUser", "service_account",
-                                 "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
-                                *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
-                                ("roles/pubsub.publisher", "topic", "landfall-run-results"),
-                                # republishes a TrainingRequest whose message was lost (reconciler/republish.py)
-                                ("roles/pubsub.publisher", "topic", "landfall-training-requests")},
-    SA("landfall-trainer"): {("roles/storage.objectViewer", "bucket", LANDING),
-                             *(("roles/storage.objectUser", "bucket", b) for b in ARTIFACTS)},
+    SA("landfall-listener"): {
+        ("roles/datastore.user", "project", P),
+        ("roles/aiplatform.user", "project", P),
+        ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
+        *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
+        ("roles/pubsub.publisher", "topic", "landfall-run-results"),
+    },
+    SA("landfall-reconciler"): {
+        ("roles/datastore.user", "project", P),
+        ("roles/aiplatform.user", "project", P),
+        ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
+        *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
+        ("roles/pubsub.publisher", "topic", "landfall-run-results"),
+        # republishes a TrainingRequest whose message was lost (reconciler/republish.py)
+        ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
+    },
+    SA("landfall-trainer"): {
+        ("roles/storage.objectViewer", "bucket", LANDING),
+        *(("roles/storage.objectUser", "bucket", b) for b in ARTIFACTS),
+    },
     SA("landfall-invoker"): {("roles/run.invoker", "function", f) for f in FUNCTIONS},
     f"serviceAccount:service-{N}@gs-project-accounts.iam.gserviceaccount.com": {
-        ("roles/pubsub.publisher", "topic", "landfall-object-events")},
+        ("roles/pubsub.publisher", "topic", "landfall-object-events")
+    },
     f"serviceAccount:service-{N}@gcp-sa-logging.iam.gserviceaccount.com": {
-        ("roles/pubsub.publisher", "topic", "landfall-job-events")},
+        ("roles/pubsub.publisher", "topic", "landfall-job-events")
+    },
     f"serviceAccount:service-{N}@gcp-sa-pubsub.iam.gserviceaccount.com": {
         *(("roles/pubsub.publisher", "topic", t) for t in DEAD_LETTERS),
         *(("roles/pubsub.subscriber", "subscription", s) for s in SUBSCRIPTIONS),
-        ("roles/iam.serviceAccountTokenCreator", "service_account",
-         "landfall-invoker@landfall-sample.iam.gserviceaccount.com")},
+        (
+            "roles/iam.serviceAccountTokenCreator",
+            "service_account",
+            "landfall-invoker@landfall-sample.iam.gserviceaccount.com",
+        ),
+    },
 }
 
 
@@ -97,8 +125,10 @@ def test_dry_runs_match_the_golden_files(deploy_text: str) -> None:
     rendered = {"deploy_dry_run.sh": deploy_text, "teardown_dry_run.sh": GOLDEN["teardown_dry_run.sh"]()}
     for name, text in rendered.items():
         golden = (GOLDEN_DIR / name).read_text()
-        assert text == golden, f"tests/golden/{name} differs: if deliberate, run `.venv/bin/python -m " \
-                               "tests.golden.dry_runs` and review the diff"
+        assert text == golden, (
+            f"tests/golden/{name} differs: if deliberate, run `.venv/bin/python -m "
+            "tests.golden.dry_runs` and review the diff"
+        )
 
 
 def test_every_line_is_a_comment_or_one_complete_gcloud_command(deploy_text: str) -> None:
@@ -109,6 +139,7 @@ def test_every_line_is_a_comment_or_one_complete_gcloud_command(deploy_text: str
 
 
 # --- order: nothing named before the command that creates it -------------------------------------------------
+
 
 def created(argv: list[str]) -> set[str]:
     """Resources a deploy command creates, as kind:name."""
@@ -186,8 +217,19 @@ def test_nothing_is_named_before_the_command_that_creates_it(deployed: list[list
         assert not missing, f"line {index}: {shlex.join(argv)}\n  names {missing} before they are created"
         made |= created(argv)
     kinds = {name.split(":")[0] for name in made}
-    assert kinds >= {"sa", "topic", "schema", "subscription", "bucket", "repository", "function", "sink", "image",
-                     "firestore", "api"}
+    assert kinds >= {
+        "sa",
+        "topic",
+        "schema",
+        "subscription",
+        "bucket",
+        "repository",
+        "function",
+        "sink",
+        "image",
+        "firestore",
+        "api",
+    }
 
 
 def test_traffic_starts_only_once_every_listener_exists(deployed: list[list[str]]) -> None:
@@ -199,14 +241,23 @@ def test_traffic_starts_only_once_every_listener_exists(deployed: list[list[str]
 
 def test_teardown_deletes_what_refers_before_what_is_referred_to(deployed: list[list[str]]) -> None:
     # What a deleted resource used, as deploy made it: a subscription its topics, a function its account.
-    uses = {f"subscription:{argv[4]}": referred(argv) for argv in deployed
-            if argv[1:4] == ["pubsub", "subscriptions", "create"]}
+    uses = {
+        f"subscription:{argv[4]}": referred(argv)
+        for argv in deployed
+        if argv[1:4] == ["pubsub", "subscriptions", "create"]
+    }
     uses |= {f"function:{argv[3]}": referred(argv) for argv in deployed if argv[1:3] == ["functions", "deploy"]}
     deleted: set[str] = set()
     for argv in commands(GOLDEN["teardown_dry_run.sh"]()):
-        gone = {f"topic:{argv[4]}"} if argv[1:4] == ["pubsub", "topics", "delete"] else \
-            {f"sa:{argv[4]}"} if argv[1:4] == ["iam", "service-accounts", "delete"] else \
-            {f"bucket:{argv[4].removeprefix('gs://')}"} if argv[1:4] == ["storage", "buckets", "delete"] else set()
+        gone = (
+            {f"topic:{argv[4]}"}
+            if argv[1:4] == ["pubsub", "topics", "delete"]
+            else {f"sa:{argv[4]}"}
+            if argv[1:4] == ["iam", "service-accounts", "delete"]
+            else {f"bucket:{argv[4].removeprefix('gs://')}"}
+            if argv[1:4] == ["storage", "buckets", "delete"]
+            else set()
+        )
         names_used = referred(argv)
         if argv[1:4] == ["pubsub", "subscriptions", "delete"]:
             names_used |= uses.get(f"subscription:{argv[4]}", set())
@@ -220,6 +271,7 @@ def test_teardown_deletes_what_refers_before_what_is_referred_to(deployed: list[
 
 # --- IAM -------------------------------------------------------------------------------------------------------
 
+
 def grants(deployed: list[list[str]]) -> dict[str, set[tuple[str, str, str]]]:
     held: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
     for argv in deployed:
@@ -229,8 +281,12 @@ def grants(deployed: list[list[str]]) -> dict[str, set[tuple[str, str, str]]]:
         elif argv[1:3] == ["functions", "add-invoker-policy-binding"]:
             held[f["member"]].add(("roles/run.invoker", "function", argv[3]))
         elif "add-iam-policy-binding" in argv[3:5]:
-            kind = {"topics": "topic", "subscriptions": "subscription", "service-accounts": "service_account",
-                    "buckets": "bucket"}[argv[2]]
+            kind = {
+                "topics": "topic",
+                "subscriptions": "subscription",
+                "service-accounts": "service_account",
+                "buckets": "bucket",
+            }[argv[2]]
             held[f["member"]].add((f["role"], kind, argv[4].removeprefix("gs://")))
     return dict(held)
 
@@ -238,8 +294,9 @@ def grants(deployed: list[list[str]]) -> dict[str, set[tuple[str, str, str]]]:
 def test_no_basic_role_anywhere(deployed: list[list[str]]) -> None:
     roles = {flags(argv).get("role") for argv in deployed}
     assert not roles & BASIC_ROLES
-    assert all(not arg.startswith("--role=roles/") or arg.split("=")[1] not in BASIC_ROLES
-               for argv in deployed for arg in argv)
+    assert all(
+        not arg.startswith("--role=roles/") or arg.split("=")[1] not in BASIC_ROLES for argv in deployed for arg in argv
+    )
 
 
 def test_each_identity_holds_exactly_its_listed_roles(deployed: list[list[str]]) -> None:
@@ -254,9 +311,13 @@ def test_the_topology_lists_the_same_roles_as_this_review() -> None:
 
 
 def test_every_push_subscription_is_authenticated_with_a_dead_letter_topic_and_back_off(
-        deployed: list[list[str]]) -> None:
-    subscriptions = [argv for argv in deployed if argv[1:4] == ["pubsub", "subscriptions", "create"]
-                     and "push-endpoint" in flags(argv)]
+    deployed: list[list[str]],
+) -> None:
+    subscriptions = [
+        argv
+        for argv in deployed
+        if argv[1:4] == ["pubsub", "subscriptions", "create"] and "push-endpoint" in flags(argv)
+    ]
     assert sorted(argv[4] for argv in subscriptions) == sorted(SUBSCRIPTIONS)
     for argv in subscriptions:
         f = flags(argv)
@@ -266,17 +327,22 @@ def test_every_push_subscription_is_authenticated_with_a_dead_letter_topic_and_b
         assert int(f["min-retry-delay"][:-1]) <= int(f["max-retry-delay"][:-1]) <= 600
         assert f["push-auth-service-account"] == f"landfall-invoker@{P}.iam.gserviceaccount.com"
         assert f["push-endpoint"].startswith("https://")
-    holds = {argv[4] for argv in deployed if argv[1:4] == ["pubsub", "subscriptions", "create"]
-             and "push-endpoint" not in flags(argv)}
+    holds = {
+        argv[4]
+        for argv in deployed
+        if argv[1:4] == ["pubsub", "subscriptions", "create"] and "push-endpoint" not in flags(argv)
+    }
     assert holds == {"landfall-dead-letter-hold"}, "a dead-letter topic without a subscription loses messages"
 
 
-def test_functions_refuse_unauthenticated_calls_and_time_out_with_their_ack_deadline(
-        deployed: list[list[str]]) -> None:
+def test_functions_refuse_unauthenticated_calls_and_time_out_with_their_ack_deadline(deployed: list[list[str]]) -> None:
     functions = {argv[3]: flags(argv) for argv in deployed if argv[1:3] == ["functions", "deploy"]}
     assert sorted(functions) == sorted(FUNCTIONS)
-    ack = {flags(argv)["push-endpoint"].rsplit("/", 1)[1]: flags(argv)["ack-deadline"] for argv in deployed
-           if "push-endpoint" in flags(argv)}
+    ack = {
+        flags(argv)["push-endpoint"].rsplit("/", 1)[1]: flags(argv)["ack-deadline"]
+        for argv in deployed
+        if "push-endpoint" in flags(argv)
+    }
     for name, f in functions.items():
         assert "no-allow-unauthenticated" in f and "allow-unauthenticated" not in f
         assert "trigger-http" in f and "gen2" in f
@@ -293,8 +359,7 @@ def test_buckets_are_private_with_uniform_access(deployed: list[list[str]]) -> N
 
 
 def test_the_notification_carries_finalized_objects_of_routed_prefixes_only(deployed: list[list[str]]) -> None:
-    notifications = [flags(argv) for argv in deployed if argv[1:5] == ["storage", "buckets", "notifications",
-                                                                       "create"]]
+    notifications = [flags(argv) for argv in deployed if argv[1:5] == ["storage", "buckets", "notifications", "create"]]
     assert sorted(f["object-prefix"] for f in notifications) == ["datasets/", "exports/"]
     assert all(f["event-types"] == "OBJECT_FINALIZE" and f["payload-format"] == "json" for f in notifications)
     assert all(f["topic"] == f"projects/{P}/topics/landfall-object-events" for f in notifications)
@@ -307,6 +372,7 @@ def test_the_log_sink_carries_vertex_job_entries(deployed: list[list[str]]) -> N
 
 
 # --- the functions' environment ---------------------------------------------------------------------------------
+
 
 def test_function_env_is_read_by_the_settings_record_as_deployed() -> None:
     n = names(SAMPLE)
@@ -333,6 +399,8 @@ def test_teardown_keeps_data_unless_told_and_then_deletes_it() -> None:
 
 def test_staged_paths_are_relative_to_the_repository_root(deployed: list[list[str]]) -> None:
     staged = [flags(argv)["source"] for argv in deployed if argv[1:3] == ["functions", "deploy"]]
-    assert staged == [f".landfall/deploy/functions/{n}" for n in
-                      ("on_object_finalized", "dispatch", "on_job_event", "sweep_datasets", "reconcile_runs")]
+    assert staged == [
+        f".landfall/deploy/functions/{n}"
+        for n in ("on_object_finalized", "dispatch", "on_job_event", "sweep_datasets", "reconcile_runs")
+    ]
     assert not any(Path(s).is_absolute() for s in staged)

@@ -36,7 +36,11 @@ def test_a_new_request_is_planned_submitted_once_and_recorded() -> None:
     assert run.cost.estimated_usd == PLAN.estimated_cost_usd and run.cost.actual_usd is None
     (attempt,) = run.submission.attempts or ()
     assert (attempt.region, attempt.machine_type, attempt.outcome, attempt.plan) == (
-        "us-central1", PLAN.machine_type, "created", PLAN)
+        "us-central1",
+        PLAN.machine_type,
+        "created",
+        PLAN,
+    )
     (job,) = w.vertex.jobs.values()
     assert run.vertex is not None and (run.vertex.job_name, run.vertex.region) == (job.name, "us-central1")
     assert job.labels[RUN_LABEL] == RUN_ID
@@ -84,8 +88,23 @@ def test_the_stored_document_keeps_its_shape_and_round_trips() -> None:
     w = World()
     w.deliver()
     doc = w.doc()
-    assert set(doc) == {"schema_version", "run_id", "state", "request", "created_at", "updated_at", "history",
-                        "plan", "vertex", "artifacts", "metrics", "error", "timings", "cost", "submission"}
+    assert set(doc) == {
+        "schema_version",
+        "run_id",
+        "state",
+        "request",
+        "created_at",
+        "updated_at",
+        "history",
+        "plan",
+        "vertex",
+        "artifacts",
+        "metrics",
+        "error",
+        "timings",
+        "cost",
+        "submission",
+    }
     assert set(doc["submission"]) == {"owner", "lease_until", "fallbacks", "attempts"}
     assert set(doc["submission"]["attempts"][0]) == {"region", "machine_type", "at", "outcome", "plan"}
     assert doc["timings"] == {"created_at": NOW, "submitted_at": NOW}  # Firestore timestamps, not text
@@ -96,8 +115,10 @@ def test_the_stored_document_keeps_its_shape_and_round_trips() -> None:
     assert parse_run_record(doc).to_dict()["timings"]["created_at"] == format_timestamp(NOW)
 
 
-@pytest.mark.parametrize("state", [RunState.SUBMITTED, RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED,
-                                   RunState.CANCELLED, RunState.REJECTED])
+@pytest.mark.parametrize(
+    "state",
+    [RunState.SUBMITTED, RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.REJECTED],
+)
 def test_a_duplicate_delivery_of_a_submitted_or_ended_run_changes_nothing(state: RunState) -> None:
     w = World()
     w.runs.put(replace(new_run(RUN_ID, REQUEST.to_dict(), now=NOW), state=state))
@@ -123,9 +144,14 @@ def test_an_unreadable_message_is_dropped_without_a_run(data: bytes) -> None:
     assert w.runs.docs == {} and w.vertex.create_calls == []
 
 
-@pytest.mark.parametrize(("raw", "key"), [({"idempotency_key": "k-1", "task": 5}, "k-1"),
-                                          ({"task": "tabular-classification"}, "pubsub-message:m-9"),
-                                          ({"idempotency_key": "  "}, "pubsub-message:m-9")])
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"idempotency_key": "k-1", "task": 5}, "k-1"),
+        ({"task": "tabular-classification"}, "pubsub-message:m-9"),
+        ({"idempotency_key": "  "}, "pubsub-message:m-9"),
+    ],
+)
 def test_an_invalid_message_becomes_a_rejected_run_named_by_its_key(raw: dict, key: str) -> None:
     w = World()
     assert w.deliver(json.dumps(raw).encode(), message_id="m-9") == "rejected:invalid-request"
@@ -152,10 +178,11 @@ def test_a_request_breaking_the_rules_is_rejected_with_every_problem() -> None:
     assert w.planned == [] and w.vertex.create_calls == []
 
 
-@pytest.mark.parametrize(("rejection", "message"), [("needs 80 GB per GPU; allow NVIDIA_H100_80GB", None),
-                                                    (None, "no machine shape fits this request")])
-def test_an_infeasible_request_is_rejected_with_the_planner_reason(rejection: str | None, message: str | None
-                                                                   ) -> None:
+@pytest.mark.parametrize(
+    ("rejection", "message"),
+    [("needs 80 GB per GPU; allow NVIDIA_H100_80GB", None), (None, "no machine shape fits this request")],
+)
+def test_an_infeasible_request_is_rejected_with_the_planner_reason(rejection: str | None, message: str | None) -> None:
     w = World(Outcome(None, (), rejection))
     assert w.deliver() == "rejected:infeasible"
     run = w.run()
@@ -164,8 +191,13 @@ def test_an_infeasible_request_is_rejected_with_the_planner_reason(rejection: st
     assert w.vertex.create_calls == []
 
 
-@pytest.mark.parametrize("refusal", [gexc.ResourceExhausted("Quota exceeded for aiplatform.googleapis.com/cpus"),
-                                     gexc.InvalidArgument('Machine type "e2-standard-4" is not supported.')])
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        gexc.ResourceExhausted("Quota exceeded for aiplatform.googleapis.com/cpus"),
+        gexc.InvalidArgument('Machine type "e2-standard-4" is not supported.'),
+    ],
+)
 def test_a_capacity_refusal_falls_back_to_the_next_plan(refusal: Exception) -> None:
     w = World()
     w.vertex.refuse("us-central1", refusal)
@@ -383,7 +415,9 @@ def test_a_delivery_whose_claim_was_taken_over_while_a_plan_was_refused_creates_
     assert len(w.vertex.jobs) == 1 and w.vertex.create_calls == ["us-central1"]
     # The lapsed delivery's attempt stays pending on record (its outcome was never written); the taker's created.
     assert run.state == RunState.SUBMITTED and [a.outcome for a in run.submission.attempts or ()] == [
-        "pending", "created"]
+        "pending",
+        "created",
+    ]
 
 
 class TransactionCountingRuns(FakeRuns):

@@ -30,21 +30,36 @@ def pinned(**constraints: object) -> bytes:
     return json.dumps(request).encode()
 
 
-@pytest.mark.parametrize(("constraints", "expected"), [
-    ({"machine_type": "a3-highgpu-3g"},
-     "constraints.machine_type: 'a3-highgpu-3g' is not a machine type Landfall plans for; did you mean "),
-    ({"machine_type": "a3-highgpu-2g", "accelerator_count": 4},
-     "constraints.accelerator_count: a3-highgpu-2g takes 2 x NVIDIA_H100_80GB, not 4; valid: 2"),
-    ({"machine_type": "n1-standard-8", "accelerator_count": 3},
-     "constraints.accelerator_count: n1-standard-8 takes 1 or 2 or 4 or 8 x "),
-    ({"accelerator_count": 3}, "constraints.accelerator_count: no machine type takes 3 GPUs; valid: 1, 2, 4, 8, 16"),
-    ({"machine_type": "e2-standard-4", "replica_count": 2},
-     "constraints.replica_count: e2-standard-4 trains on one machine"),
-    ({"machine_type": "a3-highgpu-8g", "replica_count": 65},
-     "constraints.replica_count: 65 machines is more than Landfall plans for; valid: 1 to 64"),
-])
-def test_a_pin_naming_no_real_shape_is_a_rejected_run_naming_the_valid_values(constraints: dict, expected: str
-                                                                              ) -> None:
+@pytest.mark.parametrize(
+    ("constraints", "expected"),
+    [
+        (
+            {"machine_type": "a3-highgpu-3g"},
+            "constraints.machine_type: 'a3-highgpu-3g' is not a machine type Landfall plans for; did you mean ",
+        ),
+        (
+            {"machine_type": "a3-highgpu-2g", "accelerator_count": 4},
+            "constraints.accelerator_count: a3-highgpu-2g takes 2 x NVIDIA_H100_80GB, not 4; valid: 2",
+        ),
+        (
+            {"machine_type": "n1-standard-8", "accelerator_count": 3},
+            "constraints.accelerator_count: n1-standard-8 takes 1 or 2 or 4 or 8 x ",
+        ),
+        (
+            {"accelerator_count": 3},
+            "constraints.accelerator_count: no machine type takes 3 GPUs; valid: 1, 2, 4, 8, 16",
+        ),
+        (
+            {"machine_type": "e2-standard-4", "replica_count": 2},
+            "constraints.replica_count: e2-standard-4 trains on one machine",
+        ),
+        (
+            {"machine_type": "a3-highgpu-8g", "replica_count": 65},
+            "constraints.replica_count: 65 machines is more than Landfall plans for; valid: 1 to 64",
+        ),
+    ],
+)
+def test_a_pin_naming_no_real_shape_is_a_rejected_run_naming_the_valid_values(constraints: dict, expected: str) -> None:
     w = World()
     data = pinned(**constraints)
     assert w.deliver(data) == "rejected:invalid-request"
@@ -56,22 +71,30 @@ def test_a_pin_naming_no_real_shape_is_a_rejected_run_naming_the_valid_values(co
 
 def test_the_planner_refuses_the_same_pins_and_names_a_shape_that_would_run_an_impossible_one() -> None:
     with pytest.raises(PlanInputError, match="valid: a3-highgpu-1g, a3-highgpu-2g, a3-highgpu-4g, a3-highgpu-8g"):
-        plan_request(PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**9, machine_type="a3-highgpu"),
-                     now=NOW)
-    outcome = plan_request(PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=10**9, batch_size=64,
-                                     machine_type="a3-highgpu-1g"), now=NOW)
+        plan_request(
+            PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**9, machine_type="a3-highgpu"), now=NOW
+        )
+    outcome = plan_request(
+        PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=10**9, batch_size=64, machine_type="a3-highgpu-1g"),
+        now=NOW,
+    )
     assert outcome.plan is None
-    assert ("pinned a3-highgpu-1g: 1x H100 80GB (a3-highgpu-1g) has 72.0 GB usable per GPU (80.0 GB less the 10% "
-            "margin) of the 106.2 GB needed even under DDP at micro-batch 1") in outcome.rejection
+    assert (
+        "pinned a3-highgpu-1g: 1x H100 80GB (a3-highgpu-1g) has 72.0 GB usable per GPU (80.0 GB less the 10% "
+        "margin) of the 106.2 GB needed even under DDP at micro-batch 1"
+    ) in outcome.rejection
     assert "feasible with a3-highgpu-2g instead of the pinned a3-highgpu-1g: 2x H100 80GB" in outcome.rejection
 
 
-@pytest.mark.parametrize("message", [
-    'Boot disk type "pd-ssd" is not supported for machine type "a3-ultragpu-8g".',
-    "List of found errors:\t1.Field: job_spec.worker_pool_specs[0].disk_spec.boot_disk_type; Message: Boot disk "
-    'type "pd-ssd" is not supported for machine type "a4-highgpu-8g".\t',
-    'Accelerator "NVIDIA_TESLA_T4" is not supported for machine type "e2-standard-8".',
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        'Boot disk type "pd-ssd" is not supported for machine type "a3-ultragpu-8g".',
+        "List of found errors:\t1.Field: job_spec.worker_pool_specs[0].disk_spec.boot_disk_type; Message: Boot disk "
+        'type "pd-ssd" is not supported for machine type "a4-highgpu-8g".\t',
+        'Accelerator "NVIDIA_TESLA_T4" is not supported for machine type "e2-standard-8".',
+    ],
+)
 def test_a_refused_spec_fails_the_run_instead_of_falling_back_as_if_it_were_capacity(message: str) -> None:
     assert not isinstance(translate_error(gexc.InvalidArgument(message), "create"), CapacityError)
     w = World()
@@ -83,18 +106,27 @@ def test_a_refused_spec_fails_the_run_instead_of_falling_back_as_if_it_were_capa
 
 
 def test_a_machine_type_the_region_does_not_offer_is_still_capacity() -> None:
-    refusal = gexc.InvalidArgument("List of found errors:\t1.Field: job_spec.worker_pool_specs[0].machine_spec."
-                                   'machine_type; Message: Machine type "a3-highgpu-8g" is not supported.\t')
+    refusal = gexc.InvalidArgument(
+        "List of found errors:\t1.Field: job_spec.worker_pool_specs[0].machine_spec."
+        'machine_type; Message: Machine type "a3-highgpu-8g" is not supported.\t'
+    )
     assert isinstance(translate_error(refusal, "create"), CapacityError)
 
 
-def test_quota_overrides_and_the_default_region_reach_the_dispatcher_s_planner(monkeypatch: pytest.MonkeyPatch
-                                                                                ) -> None:
-    no_h100 = {r: {"gpus": {"NVIDIA_H100_80GB": {"on_demand": 0, "preemptible": 0}}}
-               for r in ("us-central1", "us-east4", "us-west1", "asia-southeast1")}
-    settings = settings_from_env({**BASE, "LANDFALL_DEFAULT_REGION": "europe-west4",
-                                  "LANDFALL_QUOTAS": json.dumps(no_h100), "LANDFALL_MEMORY_MARGIN": "0.2",
-                                  "LANDFALL_TIMEOUT_MARGIN": "2"})
+def test_quota_overrides_and_the_default_region_reach_the_dispatcher_s_planner(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_h100 = {
+        r: {"gpus": {"NVIDIA_H100_80GB": {"on_demand": 0, "preemptible": 0}}}
+        for r in ("us-central1", "us-east4", "us-west1", "asia-southeast1")
+    }
+    settings = settings_from_env(
+        {
+            **BASE,
+            "LANDFALL_DEFAULT_REGION": "europe-west4",
+            "LANDFALL_QUOTAS": json.dumps(no_h100),
+            "LANDFALL_MEMORY_MARGIN": "0.2",
+            "LANDFALL_TIMEOUT_MARGIN": "2",
+        }
+    )
     monkeypatch.setattr(wiring, "get_settings", lambda: settings)
     wiring.dispatcher_planner_config.cache_clear()
     try:
@@ -111,20 +143,28 @@ def test_quota_overrides_and_the_default_region_reach_the_dispatcher_s_planner(m
         assert "x 2" in next(r for r in plan.reasons if r.startswith("scheduling:"))
     finally:
         wiring.dispatcher_planner_config.cache_clear()
-    outcome = plan_request(PlanInput(task="tabular-classification", preset="mlp-small", dataset_bytes=48_213),
-                           planner_config(settings_from_env({**BASE, "LANDFALL_DEFAULT_REGION": "europe-west4"})),
-                           now=NOW)
+    outcome = plan_request(
+        PlanInput(task="tabular-classification", preset="mlp-small", dataset_bytes=48_213),
+        planner_config(settings_from_env({**BASE, "LANDFALL_DEFAULT_REGION": "europe-west4"})),
+        now=NOW,
+    )
     assert outcome.evaluation.space.regions[0] == "europe-west4", "equal prices resolve to the default region"
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"LANDFALL_QUOTAS": "{not json"}, "LANDFALL_QUOTAS is not JSON"),
-    ({"LANDFALL_QUOTAS": "[1, 2]"}, "LANDFALL_QUOTAS must be a JSON object of regions"),
-    ({"LANDFALL_QUOTAS": "{}", "LANDFALL_QUOTAS_FILE": "/q.json"}, "not both"),
-    ({"LANDFALL_QUOTAS_FILE": "/nonexistent/quotas.json"}, "LANDFALL_QUOTAS_FILE='/nonexistent/quotas.json' cannot"),
-    ({"LANDFALL_MEMORY_MARGIN": "1"}, "LANDFALL_MEMORY_MARGIN must be a number from 0, below 1, got '1'"),
-    ({"LANDFALL_TIMEOUT_MARGIN": "0.5"}, "LANDFALL_TIMEOUT_MARGIN must be a number from 1"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LANDFALL_QUOTAS": "{not json"}, "LANDFALL_QUOTAS is not JSON"),
+        ({"LANDFALL_QUOTAS": "[1, 2]"}, "LANDFALL_QUOTAS must be a JSON object of regions"),
+        ({"LANDFALL_QUOTAS": "{}", "LANDFALL_QUOTAS_FILE": "/q.json"}, "not both"),
+        (
+            {"LANDFALL_QUOTAS_FILE": "/nonexistent/quotas.json"},
+            "LANDFALL_QUOTAS_FILE='/nonexistent/quotas.json' cannot",
+        ),
+        ({"LANDFALL_MEMORY_MARGIN": "1"}, "LANDFALL_MEMORY_MARGIN must be a number from 0, below 1, got '1'"),
+        ({"LANDFALL_TIMEOUT_MARGIN": "0.5"}, "LANDFALL_TIMEOUT_MARGIN must be a number from 1"),
+    ],
+)
 def test_bad_planning_settings_fail_by_name(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message.replace("(", r"\(")):
         settings_from_env({**BASE, **env})

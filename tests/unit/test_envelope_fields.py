@@ -11,15 +11,22 @@ from cloudevents.http import CloudEvent
 from functions import envelopes
 from functions.errors import PermanentError
 
-NOTIFICATION = {"eventType": "OBJECT_FINALIZE", "bucketId": "landfall-landing", "objectId": "datasets/d/_SUCCESS",
-                "payloadFormat": "JSON_API_V1"}
+NOTIFICATION = {
+    "eventType": "OBJECT_FINALIZE",
+    "bucketId": "landfall-landing",
+    "objectId": "datasets/d/_SUCCESS",
+    "payloadFormat": "JSON_API_V1",
+}
 
 
 def _notification(resource: dict[str, object], **attributes: str) -> CloudEvent:
     import base64
 
-    message = {"data": base64.b64encode(json.dumps(resource).encode()).decode(), "messageId": "9",
-               "attributes": {**NOTIFICATION, **attributes}}
+    message = {
+        "data": base64.b64encode(json.dumps(resource).encode()).decode(),
+        "messageId": "9",
+        "attributes": {**NOTIFICATION, **attributes},
+    }
     return CloudEvent({"type": envelopes.PUBSUB_PUBLISHED, "source": "//pubsub", "id": "9"}, {"message": message})
 
 
@@ -30,8 +37,13 @@ def _storage_event(resource: dict[str, object]) -> CloudEvent:
 @pytest.mark.parametrize("bad", ["abc", "²", "-1", "1.5", " 12", "1" * 21, True])
 @pytest.mark.parametrize("field", ["generation", "size"])
 def test_a_non_decimal_generation_or_size_is_refused_by_name(field: str, bad: object) -> None:
-    resource = {"bucket": "landfall-landing", "name": "datasets/d/part-0.csv", "generation": "17", "size": "3",
-                field: bad}
+    resource = {
+        "bucket": "landfall-landing",
+        "name": "datasets/d/part-0.csv",
+        "generation": "17",
+        "size": "3",
+        field: bad,
+    }
     for event in (_storage_event(resource), _notification(resource)):
         if field == "generation" and event["type"] == envelopes.PUBSUB_PUBLISHED:
             event = _notification(resource, objectGeneration=str(bad))
@@ -40,8 +52,9 @@ def test_a_non_decimal_generation_or_size_is_refused_by_name(field: str, bad: ob
 
 
 def test_well_formed_fields_pass_through() -> None:
-    event = envelopes.object_event(_storage_event({"bucket": "b", "name": "n", "generation": "1700000000000001",
-                                                   "size": "42"}))
+    event = envelopes.object_event(
+        _storage_event({"bucket": "b", "name": "n", "generation": "1700000000000001", "size": "42"})
+    )
     assert (event.generation, event.size) == ("1700000000000001", 42)
     assert envelopes.object_event(_storage_event({"bucket": "b", "name": "n"})).size is None
 

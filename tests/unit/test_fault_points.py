@@ -56,15 +56,20 @@ def test_a_crash_point_exits_the_process(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_the_environment_variable_is_parsed() -> None:
     assert fault_points.from_env({fault_points.ENV: "ingest.after_read=crash@0.25, reconciler.after_run=raise"}) == {
-        "ingest.after_read": Fault("crash", 0.25), "reconciler.after_run": Fault("raise", 1.0)}
+        "ingest.after_read": Fault("crash", 0.25),
+        "reconciler.after_run": Fault("raise", 1.0),
+    }
 
 
-@pytest.mark.parametrize("spec, problem", [
-    ("dispatch.after_clam=crash@1", "unknown fault point"),
-    ("dispatch.after_claim=explode@1", "MODE one of crash, raise"),
-    ("dispatch.after_claim=crash@1.5", "probability between 0 and 1"),
-    ("dispatch.after_claim=crash@often", "probability between 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        ("dispatch.after_clam=crash@1", "unknown fault point"),
+        ("dispatch.after_claim=explode@1", "MODE one of crash, raise"),
+        ("dispatch.after_claim=crash@1.5", "probability between 0 and 1"),
+        ("dispatch.after_claim=crash@often", "probability between 0 and 1"),
+    ],
+)
 def test_bad_settings_are_refused_with_the_reason(spec: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         parse(spec)
@@ -74,8 +79,13 @@ def _points_called_in_functions() -> set[str]:
     names: set[str] = set()
     for path in FUNCTIONS.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "fault_point"
-                    and node.args and isinstance(node.args[0], ast.Constant)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "fault_point"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 names.add(str(node.args[0].value))
     return names
 

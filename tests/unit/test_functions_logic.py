@@ -30,20 +30,29 @@ SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
 def pubsub_event(data: bytes, attributes: dict[str, str] | None = None, message_id: str = "7") -> CloudEvent:
     return CloudEvent(
         {"type": envelopes.PUBSUB_PUBLISHED, "source": "//pubsub.googleapis.com/projects/p/topics/t", "id": message_id},
-        {"message": {"data": base64.b64encode(data).decode(), "attributes": attributes or {}, "messageId": message_id,
-                     "publishTime": "2026-11-22T12:00:00Z"}},
+        {
+            "message": {
+                "data": base64.b64encode(data).decode(),
+                "attributes": attributes or {},
+                "messageId": message_id,
+                "publishTime": "2026-11-22T12:00:00Z",
+            }
+        },
     )
 
 
 def test_notification_and_cloudevent_decode_to_the_same_object_event() -> None:
     golden = json.loads((EXAMPLES / "gcs_notification.json").read_text())
-    from_notification = envelopes.object_event(pubsub_event(json.dumps(golden["data"]).encode(),
-                                                            golden["attributes"]))
+    from_notification = envelopes.object_event(pubsub_event(json.dumps(golden["data"]).encode(), golden["attributes"]))
     ce = json.loads((EXAMPLES / "storage_cloudevent.json").read_text())
     from_cloudevent = envelopes.object_event(CloudEvent(ce["attributes"], ce["data"]))
     for event in (from_notification, from_cloudevent):
         assert (event.kind, event.bucket, event.name, event.generation) == (
-            "finalize", "landfall-landing", "datasets/churn/2026-11-22/_SUCCESS", "1763800000000000")
+            "finalize",
+            "landfall-landing",
+            "datasets/churn/2026-11-22/_SUCCESS",
+            "1763800000000000",
+        )
 
 
 @pytest.mark.parametrize(
@@ -85,8 +94,7 @@ def test_transition_forward_records_history_and_backward_is_refused() -> None:
 def test_claim_is_exclusive_until_the_lease_runs_out() -> None:
     first = claimed(base_run("PLANNED"), owner="a", now=NOW, lease_seconds=60)
     assert first.outcome == ClaimOutcome.CLAIMED and first.doc.state == "SUBMITTING"
-    assert claimed(first.doc, owner="b", now=NOW + timedelta(seconds=30), lease_seconds=60).outcome == \
-        ClaimOutcome.BUSY
+    assert claimed(first.doc, owner="b", now=NOW + timedelta(seconds=30), lease_seconds=60).outcome == ClaimOutcome.BUSY
     later = claimed(first.doc, owner="b", now=NOW + timedelta(seconds=61), lease_seconds=60)
     assert later.outcome == ClaimOutcome.RECOVER and later.doc.submission.owner == "b"
     assert claimed(base_run("SUBMITTED"), owner="c", now=NOW, lease_seconds=60).outcome == ClaimOutcome.DONE
@@ -99,9 +107,12 @@ def golden_request():
 def test_request_rules_name_each_problem() -> None:
     request = golden_request()
     assert request_problems(request, SETTINGS, NOW) == []
-    bad = replace(request, model=replace(request.model, preset="gpt-tiny"),
-                  dataset=replace(request.dataset, uri="gs://elsewhere/data/"),
-                  constraints=replace(request.constraints, deadline="2026-11-21T00:00:00Z"))
+    bad = replace(
+        request,
+        model=replace(request.model, preset="gpt-tiny"),
+        dataset=replace(request.dataset, uri="gs://elsewhere/data/"),
+        constraints=replace(request.constraints, deadline="2026-11-21T00:00:00Z"),
+    )
     problems = " | ".join(request_problems(bad, SETTINGS, NOW))
     assert "gpt preset but task 'tabular-classification' needs a mlp preset" in problems
     assert "bucket 'elsewhere' is not one Landfall reads from" in problems
@@ -115,24 +126,42 @@ def golden_plan(**changes):
 
 
 def test_custom_job_pools_for_multi_node_spot_plan_with_reduction_server() -> None:
-    plan = golden_plan(machine_type="a3-highgpu-8g", accelerator_type="NVIDIA_H100_80GB", accelerator_count=8,
-                       replica_count=3, reduction_server_replicas=4, reduction_server_machine_type="n1-highcpu-16",
-                       region="europe-west4", spot=True, strategy="ddp", precision="bf16", micro_batch_size=1,
-                       gradient_accumulation_steps=2, timeout_seconds=7200)
+    plan = golden_plan(
+        machine_type="a3-highgpu-8g",
+        accelerator_type="NVIDIA_H100_80GB",
+        accelerator_count=8,
+        replica_count=3,
+        reduction_server_replicas=4,
+        reduction_server_machine_type="n1-highcpu-16",
+        region="europe-west4",
+        spot=True,
+        strategy="ddp",
+        precision="bf16",
+        micro_batch_size=1,
+        gradient_accumulation_steps=2,
+        timeout_seconds=7200,
+    )
     job = custom_job(golden_request(), plan, SETTINGS, "run-abc")
     pools = job["job_spec"]["worker_pool_specs"]
     assert [p.get("replica_count") for p in pools] == [1, 2, 4]
-    assert pools[0]["machine_spec"] == {"machine_type": "a3-highgpu-8g", "accelerator_type": "NVIDIA_H100_80GB",
-                                        "accelerator_count": 8}
+    assert pools[0]["machine_spec"] == {
+        "machine_type": "a3-highgpu-8g",
+        "accelerator_type": "NVIDIA_H100_80GB",
+        "accelerator_count": 8,
+    }
     assert pools[0]["container_spec"]["image_uri"] == SETTINGS.trainer_image
     assert pools[1]["container_spec"] == pools[0]["container_spec"]
     args = pools[0]["container_spec"]["args"]
     assert "--strategy=ddp" in args
     assert {"--batch-size=64", "--micro-batch-size=1", "--gradient-accumulation-steps=2"} <= set(args)
     assert pools[2]["container_spec"] == {
-        "image_uri": "europe-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"}
-    assert job["job_spec"]["scheduling"] == {"strategy": "SPOT", "timeout": {"seconds": 7200},
-                                             "restart_job_on_worker_restart": True}
+        "image_uri": "europe-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+    }
+    assert job["job_spec"]["scheduling"] == {
+        "strategy": "SPOT",
+        "timeout": {"seconds": 7200},
+        "restart_job_on_worker_restart": True,
+    }
     assert job["labels"][RUN_LABEL] == "run-abc"
     assert job["job_spec"]["base_output_directory"]["output_uri_prefix"] == "gs://landfall-landing/runs/run-abc/"
 
@@ -142,8 +171,10 @@ def test_custom_job_single_cpu_node_has_no_accelerator_and_no_extra_pools() -> N
     job = custom_job(golden_request(), plan, SETTINGS, "run-abc")
     assert len(job["job_spec"]["worker_pool_specs"]) == 1
     assert job["job_spec"]["worker_pool_specs"][0]["machine_spec"] == {"machine_type": plan.machine_type}
-    assert job["job_spec"]["scheduling"] == {"strategy": "SPOT" if plan.spot else "STANDARD",
-                                             "timeout": {"seconds": plan.timeout_seconds}}
+    assert job["job_spec"]["scheduling"] == {
+        "strategy": "SPOT" if plan.spot else "STANDARD",
+        "timeout": {"seconds": plan.timeout_seconds},
+    }
     with pytest.raises(ValueError, match="plan the request again"):
         custom_job(golden_request(), replace(plan, global_batch_size=32, micro_batch_size=32), SETTINGS, "run-abc")
 

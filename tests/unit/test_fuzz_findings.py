@@ -29,8 +29,15 @@ LONG_INTEGER = b"9" * 5_000
 LONE_SURROGATE = b'{"task": "\\ud800"}'
 
 
-@pytest.mark.parametrize(("raw", "says"), [(DEEP, "nested too deeply"), (LONG_INTEGER, "4300 digits"),
-                                           (LONE_SURROGATE, "lone surrogate"), (b"\xff", "utf-8")])
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (DEEP, "nested too deeply"),
+        (LONG_INTEGER, "4300 digits"),
+        (LONE_SURROGATE, "lone surrogate"),
+        (b"\xff", "utf-8"),
+    ],
+)
 def test_json_text_refuses_what_json_loads_crashes_on_or_lets_through(raw: bytes, says: str) -> None:
     with pytest.raises(json_text.JsonTextError, match=says):
         json_text.loads(raw)
@@ -54,8 +61,12 @@ def test_the_dispatcher_drops_unreadable_json_instead_of_crashing(raw: bytes) ->
 
 
 def test_a_rejected_run_keeps_values_firestore_cannot_hold_as_their_json_text() -> None:
-    raw = {"idempotency_key": "k-big", "dataset": 2**63, "task": "tabular-classification",
-           "model": {"a": [[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]}}
+    raw = {
+        "idempotency_key": "k-big",
+        "dataset": 2**63,
+        "task": "tabular-classification",
+        "model": {"a": [[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]},
+    }
     w = World()
     assert w.deliver(json.dumps(raw).encode()) == "rejected:invalid-request"
     run = w.run(run_id_for("k-big"))
@@ -69,14 +80,19 @@ def _pubsub(message: dict[str, object], kind: str = envelopes.PUBSUB_PUBLISHED) 
     return CloudEvent({"type": kind, "source": "//fuzz", "id": "1"}, {"message": message})
 
 
-@pytest.mark.parametrize(("message", "says"), [
-    ({"data": "", "attributes": True}, "attributes are True"),
-    ({"data": "", "attributes": {"eventType": 5}}, "expected an object of string values"),
-    ({"data": "", "messageId": {}}, "field messageId is {}"),
-    ({"data": "", "publishTime": 1.5}, "field publishTime is 1.5"),
-    ({"data": "", "messageId": "x" * 3873},
-     r"field messageId is 'xxx.*\.\.\. \(3875 characters\); expected a string of at most 128"),
-])
+@pytest.mark.parametrize(
+    ("message", "says"),
+    [
+        ({"data": "", "attributes": True}, "attributes are True"),
+        ({"data": "", "attributes": {"eventType": 5}}, "expected an object of string values"),
+        ({"data": "", "messageId": {}}, "field messageId is {}"),
+        ({"data": "", "publishTime": 1.5}, "field publishTime is 1.5"),
+        (
+            {"data": "", "messageId": "x" * 3873},
+            r"field messageId is 'xxx.*\.\.\. \(3875 characters\); expected a string of at most 128",
+        ),
+    ],
+)
 def test_a_malformed_pubsub_message_is_refused_by_field(message: dict[str, object], says: str) -> None:
     with pytest.raises(PermanentError, match=says):
         envelopes.pubsub_message(_pubsub(message))
@@ -86,8 +102,10 @@ def test_a_huge_event_type_or_generation_is_cut_in_the_reason() -> None:
     with pytest.raises(PermanentError) as caught:
         envelopes.pubsub_message(_pubsub({"data": ""}, kind="x" * 70_000))
     assert len(str(caught.value)) < 300 and "70002 characters" in str(caught.value)
-    storage = CloudEvent({"type": envelopes.STORAGE_FINALIZED, "source": "//fuzz", "id": "1"},
-                         {"bucket": "b", "name": "datasets/d/x.csv", "generation": 10**4000})
+    storage = CloudEvent(
+        {"type": envelopes.STORAGE_FINALIZED, "source": "//fuzz", "id": "1"},
+        {"bucket": "b", "name": "datasets/d/x.csv", "generation": 10**4000},
+    )
     with pytest.raises(PermanentError, match="generation a very long integer is not a decimal integer"):
         envelopes.object_event(storage)
 
@@ -154,16 +172,20 @@ def test_a_waiting_manifest_names_long_missing_objects_cut() -> None:
     """The reason names at most five missing objects, each cut to 100 characters (names may be 1,024 bytes)."""
     from functions.ingest.manifest import manifest_problems
 
-    entries = parse_manifest(json.dumps({"objects": [{"name": f"{i}{'x' * 1000}.csv", "size": 1}
-                                                     for i in range(9)]}).encode())
+    entries = parse_manifest(
+        json.dumps({"objects": [{"name": f"{i}{'x' * 1000}.csv", "size": 1} for i in range(9)]}).encode()
+    )
     (problem,) = manifest_problems(entries, {})
     assert len(problem) < 700 and "and 4 more" in problem
 
 
 def test_a_bucket_name_longer_than_cloud_storage_allows_is_refused_not_logged_whole() -> None:
     """Found by `make fuzz`: a 3,535-character bucketId was echoed whole in the 'not a landing bucket' log line."""
-    message = {"data": "", "messageId": "1",
-               "attributes": {"eventType": "OBJECT_FINALIZE", "bucketId": "x" * 3535, "objectId": "datasets/d/x.csv"}}
+    message = {
+        "data": "",
+        "messageId": "1",
+        "attributes": {"eventType": "OBJECT_FINALIZE", "bucketId": "x" * 3535, "objectId": "datasets/d/x.csv"},
+    }
     with pytest.raises(PermanentError, match=r"bucket name .* is 3535 characters; .* at most 222") as caught:
         envelopes.object_event(_pubsub(message))
     assert len(str(caught.value)) < 300

@@ -23,14 +23,20 @@ def test_gpu_table_has_a_peak_per_precision_and_one_model_token_per_peak() -> No
     assert all(len(peaks) == 1 for peaks in by_model.values()), by_model
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda g: g["gpus"]["NVIDIA_L4"]["peak_tflops"].pop("fp16"), r"gpus\.json: gpus\.NVIDIA_L4\.peak_tflops: "
-                                                                    "expected keys"),
-    (lambda g: g["gpus"]["NVIDIA_L4"]["peak_tflops"].update(fp32=None), r"peak_tflops\.fp32: every GPU needs"),
-    (lambda g: g["gpus"]["NVIDIA_L4"].update(memory_gb=0), r"NVIDIA_L4\.memory_gb: expected a positive number"),
-    (lambda g: g["gpus"]["NVIDIA_L4"].update(end_of_support="soon"), r"end_of_support: expected YYYY-MM-DD"),
-    (lambda g: g.pop("version"), r"version: is required"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda g: g["gpus"]["NVIDIA_L4"]["peak_tflops"].pop("fp16"),
+            r"gpus\.json: gpus\.NVIDIA_L4\.peak_tflops: "
+            "expected keys",
+        ),
+        (lambda g: g["gpus"]["NVIDIA_L4"]["peak_tflops"].update(fp32=None), r"peak_tflops\.fp32: every GPU needs"),
+        (lambda g: g["gpus"]["NVIDIA_L4"].update(memory_gb=0), r"NVIDIA_L4\.memory_gb: expected a positive number"),
+        (lambda g: g["gpus"]["NVIDIA_L4"].update(end_of_support="soon"), r"end_of_support: expected YYYY-MM-DD"),
+        (lambda g: g.pop("version"), r"version: is required"),
+    ],
+)
 def test_a_broken_gpu_table_names_the_kind_and_field(mutate, message: str) -> None:
     raw = copy.deepcopy(read_gpus_json())
     mutate(raw)

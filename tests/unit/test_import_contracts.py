@@ -35,8 +35,10 @@ def test_the_contracts_cover_the_boundaries_of_issue_10() -> None:
     assert forbidden["trainer"] == (["trainer"], {"functions", "deploy", "landfall"})
     assert forbidden["functions"][1] >= {"trainer", "torch", "deploy.local", "deploy.vertex_emulator"}
     assert forbidden["schemas"][1] >= {"functions", "trainer", "deploy", "landfall"}
-    assert forbidden["adapters"] == (["functions.gcp"], {"functions.ingest", "functions.dispatch",
-                                                         "functions.listener", "functions.main", "functions.wiring"})
+    assert forbidden["adapters"] == (
+        ["functions.gcp"],
+        {"functions.ingest", "functions.dispatch", "functions.listener", "functions.main", "functions.wiring"},
+    )
 
 
 def test_the_tree_keeps_every_contract(capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,16 +48,24 @@ def test_the_tree_keeps_every_contract(capsys: pytest.CaptureFixture[str]) -> No
         assert f"{name} KEPT" in report
 
 
-@pytest.mark.parametrize(("contract", "module", "source"), [
-    ("adapters", "functions/gcp/leak.py", "from functions.dispatch import handler\n"),
-    ("functions", "functions/planning/leak.py", "import torch\n"),
-    ("functions", "functions/ingest/leak.py", "def run():\n    from deploy.local import stack\n"),  # lazy counts
-    ("trainer", "trainer/leak.py", "from functions.settings import get_settings\n"),
-    ("schemas", "schemas/leak.py", "from deploy.topology import load_topology\n"),
-])
-def test_breaking_a_contract_fails_and_names_it(contract: str, module: str, source: str, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("contract", "module", "source"),
+    [
+        ("adapters", "functions/gcp/leak.py", "from functions.dispatch import handler\n"),
+        ("functions", "functions/planning/leak.py", "import torch\n"),
+        ("functions", "functions/ingest/leak.py", "def run():\n    from deploy.local import stack\n"),  # lazy counts
+        ("trainer", "trainer/leak.py", "from functions.settings import get_settings\n"),
+        ("schemas", "schemas/leak.py", "from deploy.topology import load_topology\n"),
+    ],
+)
+def test_breaking_a_contract_fails_and_names_it(
+    contract: str,
+    module: str,
+    source: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     for package in CONFIG["root_packages"]:
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")

@@ -22,13 +22,28 @@ from schemas.dataset_record import DatasetStatus
 from schemas.training_request import run_id_for
 from tests.fakes.ingest import BUCKET, T0, World, fake_deps
 
-MARKED = Route(name="marked", bucket="*", prefix="datasets/", task="tabular-classification",
-               model_preset="mlp-small", formats=("csv", "parquet"), min_objects=1, min_bytes=1,
-               overridable=("hyperparameters.*", "model.label_column"), hyperparameters={"epochs": 3})
-QUIET = Route(name="quiet", bucket="*", prefix="exports/", task="tabular-classification", model_preset="mlp-small",
-              readiness=("quiet-period",), quiet_period_seconds=60)
+MARKED = Route(
+    name="marked",
+    bucket="*",
+    prefix="datasets/",
+    task="tabular-classification",
+    model_preset="mlp-small",
+    formats=("csv", "parquet"),
+    min_objects=1,
+    min_bytes=1,
+    overridable=("hyperparameters.*", "model.label_column"),
+    hyperparameters={"epochs": 3},
+)
+QUIET = Route(
+    name="quiet",
+    bucket="*",
+    prefix="exports/",
+    task="tabular-classification",
+    model_preset="mlp-small",
+    readiness=("quiet-period",),
+    quiet_period_seconds=60,
+)
 ROUTES = (MARKED, QUIET)
-
 
 
 def test_marker_publishes_one_request_with_the_measured_stats() -> None:
@@ -218,8 +233,10 @@ def test_unusable_manifests_are_refused_with_a_reason(content: bytes, reason: st
 def test_landfall_json_overrides_only_what_the_route_allows() -> None:
     w = World(ROUTES)
     w.upload("datasets/o/part-0.csv")
-    w.upload("datasets/o/landfall.json", json.dumps({"hyperparameters": {"epochs": 9, "learning_rate": 0.5},
-                                                     "model": {"label_column": "y"}}).encode())
+    w.upload(
+        "datasets/o/landfall.json",
+        json.dumps({"hyperparameters": {"epochs": 9, "learning_rate": 0.5}, "model": {"label_column": "y"}}).encode(),
+    )
     w.upload("datasets/o/_SUCCESS", b"")
     (request,) = w.requests()
     assert (request.hyperparameters.epochs, request.hyperparameters.learning_rate) == (9, 0.5)
@@ -230,8 +247,10 @@ def test_landfall_json_overrides_only_what_the_route_allows() -> None:
 @pytest.mark.parametrize(
     ("overrides", "reason"),
     [
-        ({"model": {"preset": "gpt-7b"}}, "model.preset (route 'marked' does not allow it; allowed: "
-                                          "hyperparameters.*, model.label_column)"),
+        (
+            {"model": {"preset": "gpt-7b"}},
+            "model.preset (route 'marked' does not allow it; allowed: hyperparameters.*, model.label_column)",
+        ),
         ({"dataset": {"uri": "gs://elsewhere/x/"}}, "dataset.uri (not a field a dataset can set"),
         ({"hyperparameters": {"epochs": 0}}, "hyperparameters.epochs"),
         ({"hyperparameters": {"epochs": "many"}}, "hyperparameters.epochs"),
@@ -264,8 +283,7 @@ def test_quiet_period_dataset_is_closed_by_the_sweep_once_quiet() -> None:
     assert (request.source.kind, request.dataset.object_count) == ("quiet-period", 3)
     assert w.sweep() == "swept: nothing open"
     # A late duplicate notification of an old object does not reopen it; a new object is a new version.
-    assert w.deliver("exports/day1/part-0.csv", w.objects.objects["exports/day1/part-0.csv"].generation) == \
-        "collecting"
+    assert w.deliver("exports/day1/part-0.csv", w.objects.objects["exports/day1/part-0.csv"].generation) == "collecting"
     assert w.dataset("exports/day1/")["status"] == DatasetStatus.REQUESTED
     w.upload("exports/day1/part-3.csv", 10)
     w.clock.now += timedelta(seconds=61)
@@ -307,9 +325,10 @@ def test_name_problems(name: str, problem: str | None) -> None:
 
 
 def test_roles_and_dataset_prefixes() -> None:
-    assert [role_of(n) for n in ("a/_SUCCESS", "a/_MANIFEST.json", "a/landfall.json", "a/p.csv", "a/_tmp/p.csv",
-                                 "a/.p.csv.crc", "a/")] == [Role.MARKER, Role.MANIFEST, Role.OVERRIDES, Role.DATA,
-                                                             Role.CONTROL, Role.CONTROL, Role.CONTROL]
+    assert [
+        role_of(n)
+        for n in ("a/_SUCCESS", "a/_MANIFEST.json", "a/landfall.json", "a/p.csv", "a/_tmp/p.csv", "a/.p.csv.crc", "a/")
+    ] == [Role.MARKER, Role.MANIFEST, Role.OVERRIDES, Role.DATA, Role.CONTROL, Role.CONTROL, Role.CONTROL]
     assert ancestor_prefixes("datasets/a/b/p.csv", MARKED) == ["datasets/a/b/", "datasets/a/"]
     assert ancestor_prefixes("datasets/p.csv", MARKED) == []
     assert quiet_dataset_prefix("exports/day1/sub/p.csv", QUIET) == "exports/day1/"
@@ -330,8 +349,14 @@ def test_roles_and_dataset_prefixes() -> None:
     ],
 )
 def test_route_file_errors_say_what_to_fix(change: dict, message: str) -> None:
-    entry = {"name": "r", "bucket": "*", "prefix": "datasets/", "task": "tabular-classification",
-             "model_preset": "mlp-small", **change}
+    entry = {
+        "name": "r",
+        "bucket": "*",
+        "prefix": "datasets/",
+        "task": "tabular-classification",
+        "model_preset": "mlp-small",
+        **change,
+    }
     with pytest.raises(RouteError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _route(entry, "routes.toml: routes[0]")
 
@@ -351,16 +376,22 @@ def test_user_text_reaches_the_job_as_single_argv_elements_and_nothing_uses_a_sh
 
     examples = Path(__file__).resolve().parents[2] / "schemas/examples"
     golden = parse_plan(json.loads((examples / "plan_cpu.json").read_text()))
-    plan = replace(golden, global_batch_size=request.hyperparameters.batch_size,
-                   micro_batch_size=request.hyperparameters.batch_size)
+    plan = replace(
+        golden,
+        global_batch_size=request.hyperparameters.batch_size,
+        micro_batch_size=request.hyperparameters.batch_size,
+    )
     args = trainer_args(request, plan)
     assert f"--data-uri=gs://{BUCKET}/{prefix}" in args
     assert "--label-column=y; rm -rf ~" in args
     root = Path(__file__).resolve().parents[2]
-    offenders = [f"{path.relative_to(root)}:{n}" for folder in ("functions", "deploy", "trainer", "landfall")
-                 for path in (root / folder).rglob("*.py")
-                 for n, line in enumerate(path.read_text().splitlines(), 1)
-                 if any(s in line for s in ("shell=True", "os.system(", "os.popen(", "getoutput("))]
+    offenders = [
+        f"{path.relative_to(root)}:{n}"
+        for folder in ("functions", "deploy", "trainer", "landfall")
+        for path in (root / folder).rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if any(s in line for s in ("shell=True", "os.system(", "os.popen(", "getoutput("))
+    ]
     assert offenders == [], "user text must never reach a shell; pass argv lists"
 
 
@@ -378,8 +409,11 @@ def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
     for route in (*shipped, *e2e):
         get_preset(route.model_preset)  # every route names a preset that exists
     default = {r.name: r for r in e2e}["default-tabular"]
-    assert (default.prefix, default.readiness, default.task) == ("datasets/", ("marker", "manifest"),
-                                                                 "tabular-classification")
+    assert (default.prefix, default.readiness, default.task) == (
+        "datasets/",
+        ("marker", "manifest"),
+        "tabular-classification",
+    )
 
 
 class _Died(BaseException):
@@ -406,5 +440,8 @@ def test_a_delivery_that_died_after_marking_the_version_published_leaves_the_dat
     (request,) = w.requests()
     doc = w.dataset("datasets/a/")
     assert (doc["status"], doc["version"]["run_id"], doc["version"]["status"]) == (
-        "REQUESTED", request.run_id, "PUBLISHED")
+        "REQUESTED",
+        request.run_id,
+        "PUBLISHED",
+    )
     assert w.deliver("datasets/a/_SUCCESS", generation) == "duplicate:PUBLISHED" and len(w.published) == 1

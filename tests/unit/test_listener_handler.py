@@ -53,7 +53,10 @@ def test_running_then_succeeded_records_times_metrics_and_cost() -> None:
     assert states(run) == ["RECEIVED", "PLANNED", "SUBMITTING", "SUBMITTED", "RUNNING", "SUCCEEDED"]
     assert run.metrics == {"final": {"accuracy": 0.97, "loss": 0.1}} and run.error is None
     assert (run.timings.started_at, run.timings.ended_at, run.timings.run_seconds) == (
-        format_timestamp(STARTED), format_timestamp(ENDED), 1800.0)
+        format_timestamp(STARTED),
+        format_timestamp(ENDED),
+        1800.0,
+    )
     assert run.cost.actual_usd == round(PLAN.hourly_cost_usd * 0.5, 6) and run.cost.actual_basis == ACTUAL_COST_BASIS
     assert run.cost.estimated_usd == PLAN.estimated_cost_usd
     assert run.vertex is not None and run.vertex.state == "JOB_STATE_SUCCEEDED"
@@ -88,8 +91,7 @@ def test_events_out_of_order_never_move_a_run_back() -> None:
     assert w.doc()["history"] == after["history"]
 
 
-@pytest.mark.parametrize("state", ["JOB_STATE_PENDING", "JOB_STATE_QUEUED", "JOB_STATE_CANCELLING",
-                                   "JOB_STATE_PAUSED"])
+@pytest.mark.parametrize("state", ["JOB_STATE_PENDING", "JOB_STATE_QUEUED", "JOB_STATE_CANCELLING", "JOB_STATE_PAUSED"])
 def test_job_states_without_a_run_state_are_noted_only(state: str) -> None:
     w, name, job_id = submitted()
     before = w.run()
@@ -102,15 +104,23 @@ def test_job_states_without_a_run_state_are_noted_only(state: str) -> None:
     assert run.updated_at == format_timestamp(w.clock.now)
 
 
-@pytest.mark.parametrize(("job_state", "error", "run_state", "code"), [
-    ("JOB_STATE_FAILED", (13, "The replica workerpool0-0 exited with a non-zero status of 1."), "FAILED",
-     "job-failed"),
-    ("JOB_STATE_EXPIRED", (4, "The job did not start before its timeout."), "FAILED", "job-failed"),
-    ("JOB_STATE_PARTIALLY_SUCCEEDED", (2, "Some replicas failed."), "FAILED", "job-failed"),
-    ("JOB_STATE_CANCELLED", (1, "CANCELED"), "CANCELLED", "job-cancelled"),
-])
-def test_a_job_that_ends_badly_records_the_error(job_state: str, error: tuple[int, str], run_state: str,
-                                                 code: str) -> None:
+@pytest.mark.parametrize(
+    ("job_state", "error", "run_state", "code"),
+    [
+        (
+            "JOB_STATE_FAILED",
+            (13, "The replica workerpool0-0 exited with a non-zero status of 1."),
+            "FAILED",
+            "job-failed",
+        ),
+        ("JOB_STATE_EXPIRED", (4, "The job did not start before its timeout."), "FAILED", "job-failed"),
+        ("JOB_STATE_PARTIALLY_SUCCEEDED", (2, "Some replicas failed."), "FAILED", "job-failed"),
+        ("JOB_STATE_CANCELLED", (1, "CANCELED"), "CANCELLED", "job-cancelled"),
+    ],
+)
+def test_a_job_that_ends_badly_records_the_error(
+    job_state: str, error: tuple[int, str], run_state: str, code: str
+) -> None:
     w, name, job_id = submitted()
     w.vertex.set_state(name, job_state, start=STARTED, end=ENDED, error=error)
     assert w.job_event(job_id) == f"recorded:{run_state}"
@@ -129,9 +139,10 @@ def test_a_job_that_ends_before_starting_has_no_actual_cost() -> None:
     assert w.doc()["cost"] == {"estimated_usd": PLAN.estimated_cost_usd}
 
 
-@pytest.mark.parametrize(("text", "problem"), [(None, "the job succeeded but wrote no gs://"),
-                                               ("{not json", "is not JSON"),
-                                               ("[1, 2]", "is not a JSON object")])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [(None, "the job succeeded but wrote no gs://"), ("{not json", "is not JSON"), ("[1, 2]", "is not a JSON object")],
+)
 def test_a_success_without_usable_metrics_says_so(text: str | None, problem: str) -> None:
     w, name, job_id = submitted()
     if text is not None:

@@ -32,10 +32,13 @@ def test_every_service_may_be_given_port_zero_and_only_ported_ones_get_a_port() 
     assert all(port > 0 for port in ports.values())
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    ({"scheduler": 9000}, "scheduler listens on no port; --port applies to: pubsub, "),
-    ({"sweep": 9000}, "unknown service 'sweep' in --port; services with a port: .*sweep_datasets"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"scheduler": 9000}, "scheduler listens on no port; --port applies to: pubsub, "),
+        ({"sweep": 9000}, "unknown service 'sweep' in --port; services with a port: .*sweep_datasets"),
+    ],
+)
 def test_bad_port_overrides_name_the_valid_services(overrides: dict[str, int], message: str) -> None:
     with pytest.raises(StackError, match=message):
         stack.resolve_ports(load_topology(), overrides)
@@ -56,8 +59,10 @@ def test_bad_sweep_period_says_what_is_expected(value: str) -> None:
 def test_tick_message_is_json_with_the_schedule_and_utc_time_and_an_attribute() -> None:
     paris = timezone(timedelta(hours=1))
     tick = tick_for("ingest_sweep", datetime(2026, 11, 22, 17, 10, 42, 123456, tzinfo=paris))
-    assert tick == Tick(data=b'{"schedule":"ingest_sweep","tick_at":"2026-11-22T16:10:42.123Z"}',
-                        attributes={"schedule": "ingest_sweep"})
+    assert tick == Tick(
+        data=b'{"schedule":"ingest_sweep","tick_at":"2026-11-22T16:10:42.123Z"}',
+        attributes={"schedule": "ingest_sweep"},
+    )
     assert json.loads(tick.data)["tick_at"].endswith("Z")
 
 
@@ -67,11 +72,14 @@ def test_periods_take_the_topology_value_unless_overridden() -> None:
     assert set(periods(schedules, 1).values()) == {1.0}
 
 
-@pytest.mark.parametrize(("due", "now", "expected"), [
-    (10.0, 10.2, 11.0),   # on time: one period later
-    (10.0, 11.0, 12.0),   # a tick falling exactly on now is skipped
-    (10.0, 13.5, 14.0),   # slow publish: missed ticks are skipped, not bunched
-])
+@pytest.mark.parametrize(
+    ("due", "now", "expected"),
+    [
+        (10.0, 10.2, 11.0),  # on time: one period later
+        (10.0, 11.0, 12.0),  # a tick falling exactly on now is skipped
+        (10.0, 13.5, 14.0),  # slow publish: missed ticks are skipped, not bunched
+    ],
+)
 def test_next_due(due: float, now: float, expected: float) -> None:
     assert next_due(due, 1.0, now) == expected
 
@@ -87,8 +95,7 @@ def test_a_port_for_the_scheduler_is_refused(tmp_path: Path) -> None:
     assert stack.read_state(tmp_path) == []
 
 
-def test_a_bad_sweep_period_is_refused_before_anything_starts(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_sweep_period_is_refused_before_anything_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(stack.SWEEP_EVERY_ENV, "0.5")
     with pytest.raises(StackError, match=rf"{stack.SWEEP_EVERY_ENV} must be a whole number of seconds >= 1"):
         stack.up(tmp_path, {name: 0 for name in stack.SERVICE_ORDER})
@@ -96,8 +103,9 @@ def test_a_bad_sweep_period_is_refused_before_anything_starts(tmp_path: Path,
 
 
 @pytest.mark.parametrize("images", ["/tmp/images.json", None])
-def test_the_vertex_emulator_gets_the_images_map_named_by_landfall_vertex_images(tmp_path: Path,
-                                                                                 images: str | None) -> None:
+def test_the_vertex_emulator_gets_the_images_map_named_by_landfall_vertex_images(
+    tmp_path: Path, images: str | None
+) -> None:
     from deploy.local.record import StackRecord
 
     topology = load_topology()

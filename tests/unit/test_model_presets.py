@@ -20,8 +20,9 @@ def named_sizes() -> list[tuple[str, float]]:
 
 
 def test_the_gpt_presets_are_named_for_a_size() -> None:
-    assert {name for name, _ in named_sizes()} == {n for n, p in load_presets().items()
-                                                   if isinstance(p, GptPreset) and n != "gpt-tiny"}
+    assert {name for name, _ in named_sizes()} == {
+        n for n, p in load_presets().items() if isinstance(p, GptPreset) and n != "gpt-tiny"
+    }
 
 
 @pytest.mark.parametrize(("name", "size"), named_sizes())

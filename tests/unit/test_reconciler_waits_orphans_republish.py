@@ -33,12 +33,21 @@ LEASE = 120
 LONG_WAIT = 900
 
 
-def reconciler(w: World, *, orphans: OrphanDeps | None = None, republish: RepublishDeps | None = None
-               ) -> ReconcilerDeps:
-    return ReconcilerDeps(open_runs=lambda: w.runs.in_states(OPEN_STATES), vertex=w.vertex,  # type: ignore[arg-type]
-                          listener=w.listener_deps, resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
-                          policy=attempt_policy(w.dispatch_deps.settings), lease_seconds=LEASE, now=w.clock,
-                          long_wait_seconds=LONG_WAIT, orphans=orphans, republish=republish)
+def reconciler(
+    w: World, *, orphans: OrphanDeps | None = None, republish: RepublishDeps | None = None
+) -> ReconcilerDeps:
+    return ReconcilerDeps(
+        open_runs=lambda: w.runs.in_states(OPEN_STATES),
+        vertex=w.vertex,  # type: ignore[arg-type]
+        listener=w.listener_deps,
+        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
+        policy=attempt_policy(w.dispatch_deps.settings),
+        lease_seconds=LEASE,
+        now=w.clock,
+        long_wait_seconds=LONG_WAIT,
+        orphans=orphans,
+        republish=republish,
+    )
 
 
 def submitted(created_ago: timedelta = timedelta(0)) -> tuple[World, str]:
@@ -62,7 +71,11 @@ def test_a_job_pending_past_the_threshold_gets_its_reason_noted_once_and_closed_
     assert _reconcile(deps) == "long-wait=1"
     note = w.run().long_wait
     assert note is not None and (note.job_name, note.job_state, note.since, note.over_at) == (
-        name, "JOB_STATE_PENDING", format_timestamp(NOW), None)
+        name,
+        "JOB_STATE_PENDING",
+        format_timestamp(NOW),
+        None,
+    )
     assert note.reason.startswith("pending provisioning") and PLAN.machine_type in note.reason
     assert PLAN.region in note.reason
     before = w.doc()
@@ -106,7 +119,9 @@ def test_the_long_wait_rules_leave_other_jobs_and_ended_runs_alone() -> None:
     other = replace(job, name=name + "0")
     assert long_wait_noted(other, now=NOW, threshold_seconds=LONG_WAIT)(run) == (None, "not-waiting")
     assert long_wait_noted(replace(job, state="JOB_STATE_RUNNING"), now=NOW, threshold_seconds=LONG_WAIT)(run) == (
-        None, "not-waiting")
+        None,
+        "not-waiting",
+    )
     new, said = long_wait_noted(job, now=NOW, threshold_seconds=LONG_WAIT)(run)
     assert said == "noted" and new is not None and new.history == run.history
     # A note about an earlier attempt's job is closed when another job is current.
@@ -127,16 +142,20 @@ def test_a_record_without_long_wait_parses_and_one_with_it_round_trips() -> None
 # Orphans -------------------------------------------------------------------------------------------------------
 
 
-def labelled_job(w: World, run_id: str, *, region: str = "us-central1", age: timedelta = timedelta(minutes=5)
-                 ) -> str:
+def labelled_job(w: World, run_id: str, *, region: str = "us-central1", age: timedelta = timedelta(minutes=5)) -> str:
     job = w.vertex.create(region, {"display_name": f"landfall-{run_id}", "labels": {RUN_LABEL: run_id}})
     w.vertex.jobs[job.name].create_time = w.clock.now - age
     return job.name
 
 
 def orphan_deps(w: World, *, cancel: bool = False, store: FakeOrphans | None = None) -> OrphanDeps:
-    return OrphanDeps(store=store or FakeOrphans(), runs=w.runs.get_many, regions=("us-central1", "asia-east1"),
-                      cancel=cancel, grace_seconds=LEASE)
+    return OrphanDeps(
+        store=store or FakeOrphans(),
+        runs=w.runs.get_many,
+        regions=("us-central1", "asia-east1"),
+        cancel=cancel,
+        grace_seconds=LEASE,
+    )
 
 
 def test_jobs_no_run_accounts_for_are_recorded_once_and_young_or_known_jobs_are_not() -> None:
@@ -151,23 +170,32 @@ def test_jobs_no_run_accounts_for_are_recorded_once_and_young_or_known_jobs_are_
     assert set(store.docs) == {orphan_id_for(ghost), orphan_id_for(duplicate)}
     lost = store.get(orphan_id_for(ghost))
     assert lost is not None and (lost.kind, lost.run_id, lost.region, lost.cancel) == (
-        OrphanKind.NO_RUN, "run-ghost", "asia-east1", None)
+        OrphanKind.NO_RUN,
+        "run-ghost",
+        "asia-east1",
+        None,
+    )
     extra = store.get(orphan_id_for(duplicate))
     assert extra is not None and (extra.kind, extra.run_job_name) == (OrphanKind.OTHER_JOB, current)
     assert f"records job {current}" in extra.reason
     before = copy.deepcopy(store.docs)
     assert _reconcile(reconciler(w, orphans=deps)) == "unchanged=1"
     assert store.docs == before and w.vertex.cancelled == []
-    assert parse_orphan_record(copy.deepcopy(store.docs[orphan_id_for(ghost)])).to_document() == before[
-        orphan_id_for(ghost)]
+    assert (
+        parse_orphan_record(copy.deepcopy(store.docs[orphan_id_for(ghost)])).to_document()
+        == before[orphan_id_for(ghost)]
+    )
 
 
 def test_an_earlier_attempts_job_and_a_run_being_submitted_are_not_orphans() -> None:
     w, first = submitted(created_ago=timedelta(minutes=10))
     stockout = "Resources are insufficient in region: us-central1. Try a different region."
     w.vertex.set_state(first, "JOB_STATE_FAILED", start=NOW, end=NOW, error=(8, stockout))
-    w.listener_deps = replace(w.listener_deps, resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
-                              policy=attempt_policy(w.dispatch_deps.settings))
+    w.listener_deps = replace(
+        w.listener_deps,
+        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
+        policy=attempt_policy(w.dispatch_deps.settings),
+    )
     assert w.job_event(first.rsplit("/", 1)[-1]) == "resubmitted:submitted"
     # A job labelled for a run that is still being submitted: the dispatcher adopts it, it is no orphan.
     w.runs.put(replace(w.run(), run_id="run-submitting", state=RunState.SUBMITTING, vertex=None))
@@ -245,8 +273,9 @@ def republish_deps(w: World, landing: ingest.World, publish: Callable[[bytes], s
         landing.published.append(data)
         return f"m-{len(landing.published)}"
 
-    return RepublishDeps(versions=landing.datasets, runs=w.runs.get_many, publish=publish or append,
-                         grace_seconds=GRACE)
+    return RepublishDeps(
+        versions=landing.datasets, runs=w.runs.get_many, publish=publish or append, grace_seconds=GRACE
+    )
 
 
 def test_a_lost_request_is_published_again_after_the_grace_once_and_makes_one_run() -> None:
@@ -260,8 +289,11 @@ def test_a_lost_request_is_published_again_after_the_grace_once_and_makes_one_ru
     assert _reconcile(deps) == "no open runs"  # claimed: the next one is due a grace later
     assert landing.published[1] == landing.published[0]  # the kept request, byte for byte
     version = landing.datasets.versions[version_id]
-    assert (version["republished_count"], version["last_republished_at"], version["last_republished_message_id"]
-            ) == (1, format_timestamp(w.clock.now), "m-2")
+    assert (version["republished_count"], version["last_republished_at"], version["last_republished_message_id"]) == (
+        1,
+        format_timestamp(w.clock.now),
+        "m-2",
+    )
     # The republished message and then the lost one, late after all: one run, one job.
     assert w.deliver(landing.published[1], message_id="m-2") == "submitted"
     assert w.deliver(landing.published[0], message_id="m-1") == "duplicate:SUBMITTED"
@@ -347,13 +379,30 @@ def test_the_reconciler_settings_come_from_the_environment_and_bad_values_are_na
 
     base = {"GOOGLE_CLOUD_PROJECT": "p"}
     plain = settings_from_env(base)
-    assert (plain.long_wait_seconds, plain.republish_grace_seconds, plain.cancel_orphans, plain.orphans_collection,
-            plain.job_regions) == (900, 600, False, "orphans", ("us-central1",))
-    custom = settings_from_env({**base, "LANDFALL_LONG_WAIT_SECONDS": "60", "LANDFALL_REPUBLISH_GRACE_SECONDS": "30",
-                                "LANDFALL_CANCEL_ORPHANS": "True", "LANDFALL_ORPHANS_COLLECTION": "o2",
-                                "LANDFALL_ARTIFACT_BUCKETS": "europe-west4=b1,us-central1=b2"})
-    assert (custom.long_wait_seconds, custom.republish_grace_seconds, custom.cancel_orphans, custom.orphans_collection,
-            custom.job_regions) == (60, 30, True, "o2", ("us-central1", "europe-west4"))
+    assert (
+        plain.long_wait_seconds,
+        plain.republish_grace_seconds,
+        plain.cancel_orphans,
+        plain.orphans_collection,
+        plain.job_regions,
+    ) == (900, 600, False, "orphans", ("us-central1",))
+    custom = settings_from_env(
+        {
+            **base,
+            "LANDFALL_LONG_WAIT_SECONDS": "60",
+            "LANDFALL_REPUBLISH_GRACE_SECONDS": "30",
+            "LANDFALL_CANCEL_ORPHANS": "True",
+            "LANDFALL_ORPHANS_COLLECTION": "o2",
+            "LANDFALL_ARTIFACT_BUCKETS": "europe-west4=b1,us-central1=b2",
+        }
+    )
+    assert (
+        custom.long_wait_seconds,
+        custom.republish_grace_seconds,
+        custom.cancel_orphans,
+        custom.orphans_collection,
+        custom.job_regions,
+    ) == (60, 30, True, "o2", ("us-central1", "europe-west4"))
     assert settings_from_env({**base, "LANDFALL_CANCEL_ORPHANS": "no"}).cancel_orphans is False
     with pytest.raises(SettingsError, match="LANDFALL_REPUBLISH_GRACE_SECONDS must be a whole number"):
         settings_from_env({**base, "LANDFALL_REPUBLISH_GRACE_SECONDS": "soon"})

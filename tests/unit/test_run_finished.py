@@ -38,8 +38,9 @@ class Topic:
 
 
 def announcing(w: World, topic: Topic) -> None:
-    w.listener_deps = replace(w.listener_deps,
-                              announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW))
+    w.listener_deps = replace(
+        w.listener_deps, announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW)
+    )
 
 
 def ended(w: World, name: str) -> None:
@@ -65,8 +66,10 @@ def test_a_run_that_ends_is_announced_once_even_when_its_event_comes_twice() -> 
     assert (message.run_id, message.state, message.reason) == (w.run().run_id, "SUCCEEDED", "")
     assert message.metrics == {"final": {"loss": 0.1}} and message.artifacts["model_dir"].startswith("gs://")
     assert message == run_finished(w.run()) and w.run().submission.results_published is True
-    assert reconcile(replace(reconciler(w), unannounced=w.runs.unannounced, announce=w.listener_deps.announce)) == \
-        "no open runs"
+    assert (
+        reconcile(replace(reconciler(w), unannounced=w.runs.unannounced, announce=w.listener_deps.announce))
+        == "no open runs"
+    )
     assert len(topic.messages) == 1
 
 
@@ -97,8 +100,11 @@ def test_a_run_cancelled_before_submission_is_announced_by_the_reconciler() -> N
     said = cancel_run(w.run().run_id, by="ada", store=w.runs, vertex=w.vertex, now=NOW)  # type: ignore[arg-type]
     assert said.endswith("CANCELLED before submission") and w.run().submission.results_published is False
     topic = Topic()
-    deps = replace(reconciler(w), unannounced=w.runs.unannounced,
-                   announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW))
+    deps = replace(
+        reconciler(w),
+        unannounced=w.runs.unannounced,
+        announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW),
+    )
     assert reconcile(deps) == "announced=1" and reconcile(deps) == "no open runs"
     assert [(m.state, m.reason) for m in topic.messages] == [("CANCELLED", "cancelled")]
 
@@ -113,8 +119,10 @@ def test_two_deliveries_that_see_the_run_end_at_once_publish_it_once() -> None:
         said.append(announce(message.run_id, w.runs, topic.publish, now=lambda: NOW))  # the other delivery
         return topic.publish(message)
 
-    w.listener_deps = replace(w.listener_deps, announce=lambda run_id: announce(
-        run_id, w.runs, publish_while_another_delivery_arrives, now=lambda: NOW))
+    w.listener_deps = replace(
+        w.listener_deps,
+        announce=lambda run_id: announce(run_id, w.runs, publish_while_another_delivery_arrives, now=lambda: NOW),
+    )
     ended(w, name)
     assert w.job_event(job_id(name)) == "recorded:SUCCEEDED"
     assert said == ["announcing-elsewhere"] and len(topic.messages) == 1

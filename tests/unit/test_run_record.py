@@ -45,9 +45,9 @@ def test_the_stored_document_holds_every_time_as_a_timestamp_and_reads_back() ->
     assert all(isinstance(v, datetime) and v.tzinfo is not None for values in found.values() for v in values)
     assert stored["created_at"] == datetime.fromisoformat(GOLDEN["created_at"])
     assert parse_run_record(stored) == run and parse_run_record(stored).to_document() == stored
-    assert {k: v for k, v in stored.items() if k not in ("created_at", "updated_at", "history", "timings",
-                                                         "submission")} == \
-        {k: v for k, v in GOLDEN.items() if k not in ("created_at", "updated_at", "history", "timings", "submission")}
+    assert {
+        k: v for k, v in stored.items() if k not in ("created_at", "updated_at", "history", "timings", "submission")
+    } == {k: v for k, v in GOLDEN.items() if k not in ("created_at", "updated_at", "history", "timings", "submission")}
 
 
 def test_older_documents_with_rfc3339_text_still_read() -> None:
@@ -68,13 +68,25 @@ def test_a_time_of_the_wrong_type_is_named() -> None:
 def test_a_new_run_is_stored_in_the_shape_the_cli_and_users_read() -> None:
     stamp = "2026-11-22T12:00:00.000000Z"
     assert new_run("run-1", {"task": "x"}, now=NOW).to_dict() == {
-        "schema_version": 1, "run_id": "run-1", "state": "RECEIVED", "request": {"task": "x"},
-        "created_at": stamp, "updated_at": stamp, "history": [{"state": "RECEIVED", "at": stamp, "detail": ""}],
-        "plan": None, "vertex": None, "artifacts": None, "metrics": None, "error": None,
-        "timings": {"created_at": stamp}, "cost": {}, "submission": {},
+        "schema_version": 1,
+        "run_id": "run-1",
+        "state": "RECEIVED",
+        "request": {"task": "x"},
+        "created_at": stamp,
+        "updated_at": stamp,
+        "history": [{"state": "RECEIVED", "at": stamp, "detail": ""}],
+        "plan": None,
+        "vertex": None,
+        "artifacts": None,
+        "metrics": None,
+        "error": None,
+        "timings": {"created_at": stamp},
+        "cost": {},
+        "submission": {},
     }
-    rejected = new_run("run-2", {}, now=NOW, state=RunState.REJECTED, detail="bad",
-                       error=RunError("invalid-request", "bad")).to_dict()
+    rejected = new_run(
+        "run-2", {}, now=NOW, state=RunState.REJECTED, detail="bad", error=RunError("invalid-request", "bad")
+    ).to_dict()
     assert rejected["history"] == [{"state": "REJECTED", "at": stamp, "detail": "bad"}]
     assert rejected["error"] == {"code": "invalid-request", "message": "bad"}
 
@@ -97,19 +109,22 @@ def _broken(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize(("path", "value", "field"), [
-    (("state",), "DONE", "run.state"),
-    (("history", 1, "state"), "LATER", "run.history[1].state"),
-    (("history",), {"state": "RECEIVED"}, "run.history"),
-    (("submission", "attempts", 0, "region"), 5, "run.submission.attempts[0].region"),
-    (("submission", "fallbacks", 0, "strategy"), "tp", "plan.strategy"),
-    (("plan", "replica_count"), 0, "plan.replica_count"),
-    (("timings", "run_seconds"), "45", "run.timings.run_seconds"),
-    (("cost", "actual_usd"), "free", "run.cost.actual_usd"),
-    (("metrics",), [1, 2], "run.metrics"),
-    (("vertex", "job_id"), None, "run.vertex.job_id"),
-    (("error",), {"code": "x"}, "run.error.message"),
-])
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("state",), "DONE", "run.state"),
+        (("history", 1, "state"), "LATER", "run.history[1].state"),
+        (("history",), {"state": "RECEIVED"}, "run.history"),
+        (("submission", "attempts", 0, "region"), 5, "run.submission.attempts[0].region"),
+        (("submission", "fallbacks", 0, "strategy"), "tp", "plan.strategy"),
+        (("plan", "replica_count"), 0, "plan.replica_count"),
+        (("timings", "run_seconds"), "45", "run.timings.run_seconds"),
+        (("cost", "actual_usd"), "free", "run.cost.actual_usd"),
+        (("metrics",), [1, 2], "run.metrics"),
+        (("vertex", "job_id"), None, "run.vertex.job_id"),
+        (("error",), {"code": "x"}, "run.error.message"),
+    ],
+)
 def test_a_document_that_does_not_fit_names_the_field(path: tuple[Any, ...], value: Any, field: str) -> None:
     with pytest.raises(SchemaError) as caught:
         parse_run_record(_broken(path, value))
@@ -125,6 +140,13 @@ def test_the_cli_describes_a_run_from_its_typed_record() -> None:
     assert "run_seconds 45.25" in text and "metrics   loss 0.081, accuracy 0.975" in text
     assert "history   RECEIVED -> PLANNED -> SUBMITTING -> SUBMITTED -> RUNNING -> SUCCEEDED\n" in text
     assert "timeline:\nSTATE" in text
-    rejected = describe(new_run("run-2", {"task": 5}, now=NOW, state=RunState.REJECTED,
-                                error=RunError("invalid-request", "task: expected a string")))
+    rejected = describe(
+        new_run(
+            "run-2",
+            {"task": 5},
+            now=NOW,
+            state=RunState.REJECTED,
+            error=RunError("invalid-request", "task: expected a string"),
+        )
+    )
     assert "error     invalid-request: task: expected a string" in rejected and "plan " not in rejected

@@ -20,26 +20,67 @@ from tests.fakes.world import FALLBACK_1, NOW, World
 STOCKOUT = "Resources are insufficient in region: {}. Try a different region or use a different accelerator."
 
 
-@pytest.mark.parametrize(("kind", "text", "code", "reason", "replica", "exit_code"), [
-    ("DataError", "The replica workerpool0-0 exited with a non-zero status of 3. Termination reason: Error.", 3,
-     "bad-data", "workerpool0-0", 3),
-    ("ConfigError", "The replica workerpool0-0 exited with a non-zero status of 2.", 3, "bad-config",
-     "workerpool0-0", 2),
-    ("OutOfMemory", "The replica workerpool0-0 exited with a non-zero status of 4.", 3, "out-of-memory",
-     "workerpool0-0", 4),
-    (None, "The replica workerpool1-0 ran out of memory and exited with a non-zero status of 137", 3,
-     "out-of-memory", "workerpool1-0", 137),
-    ("ValueError", "The replica workerpool0-0 exited with a non-zero status of 1.", 3, "user-code",
-     "workerpool0-0", 1),
-    (None, STOCKOUT.format("us-central1"), 8, "stockout", None, None),
-    (None, "The following quota metrics exceed quota limits: x", 8, "quota", None, None),
-    (None, "The job ran longer than its scheduling timeout of 5 seconds and was stopped.", 4, "timeout", None, None),
-    (None, "CustomJob was cancelled.", 1, "cancelled", None, None),
-    (None, "", 1, "cancelled", None, None),
-    (None, "something broke inside Vertex", 13, "platform", None, None),
-])
-def test_reason_table(kind: str | None, text: str, code: int, reason: str, replica: str | None,
-                      exit_code: int | None) -> None:
+@pytest.mark.parametrize(
+    ("kind", "text", "code", "reason", "replica", "exit_code"),
+    [
+        (
+            "DataError",
+            "The replica workerpool0-0 exited with a non-zero status of 3. Termination reason: Error.",
+            3,
+            "bad-data",
+            "workerpool0-0",
+            3,
+        ),
+        (
+            "ConfigError",
+            "The replica workerpool0-0 exited with a non-zero status of 2.",
+            3,
+            "bad-config",
+            "workerpool0-0",
+            2,
+        ),
+        (
+            "OutOfMemory",
+            "The replica workerpool0-0 exited with a non-zero status of 4.",
+            3,
+            "out-of-memory",
+            "workerpool0-0",
+            4,
+        ),
+        (
+            None,
+            "The replica workerpool1-0 ran out of memory and exited with a non-zero status of 137",
+            3,
+            "out-of-memory",
+            "workerpool1-0",
+            137,
+        ),
+        (
+            "ValueError",
+            "The replica workerpool0-0 exited with a non-zero status of 1.",
+            3,
+            "user-code",
+            "workerpool0-0",
+            1,
+        ),
+        (None, STOCKOUT.format("us-central1"), 8, "stockout", None, None),
+        (None, "The following quota metrics exceed quota limits: x", 8, "quota", None, None),
+        (
+            None,
+            "The job ran longer than its scheduling timeout of 5 seconds and was stopped.",
+            4,
+            "timeout",
+            None,
+            None,
+        ),
+        (None, "CustomJob was cancelled.", 1, "cancelled", None, None),
+        (None, "", 1, "cancelled", None, None),
+        (None, "something broke inside Vertex", 13, "platform", None, None),
+    ],
+)
+def test_reason_table(
+    kind: str | None, text: str, code: int, reason: str, replica: str | None, exit_code: int | None
+) -> None:
     assert classify(kind, text, code) == classify(kind, text, code)
     found = classify(kind, text, code)
     assert (found.reason, found.replica, found.exit_code) == (reason, replica, exit_code)
@@ -47,8 +88,11 @@ def test_reason_table(kind: str | None, text: str, code: int, reason: str, repli
 
 def submitted(w: World | None = None) -> tuple[World, str]:
     w = w or World()
-    w.listener_deps = replace(w.listener_deps, resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
-                              policy=attempt_policy(w.dispatch_deps.settings))
+    w.listener_deps = replace(
+        w.listener_deps,
+        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
+        policy=attempt_policy(w.dispatch_deps.settings),
+    )
     assert w.deliver() == "submitted"
     return w, w.run().vertex.job_name  # type: ignore[union-attr]
 
@@ -69,8 +113,14 @@ def test_a_stockout_after_acceptance_resubmits_on_the_next_plan_and_keeps_both_a
     assert run.state == RunState.SUBMITTED and run.vertex is not None and run.vertex.region == FALLBACK_1.region
     (ended,) = run.submission.jobs or ()
     assert (ended.job_name, ended.reason, ended.region) == (first, "stockout", "us-central1")
-    assert [h.state for h in run.history] == ["RECEIVED", "PLANNED", "SUBMITTING", "SUBMITTED", "SUBMITTING",
-                                              "SUBMITTED"]
+    assert [h.state for h in run.history] == [
+        "RECEIVED",
+        "PLANNED",
+        "SUBMITTING",
+        "SUBMITTED",
+        "SUBMITTING",
+        "SUBMITTED",
+    ]
     assert run.history[4].detail.startswith("attempt 2: ")
     # the old job's event again: the run is not moved back, nothing is recorded twice
     w.objects[f"{run.artifacts.model_dir}metrics.json"] = "{}"  # type: ignore[union-attr]
@@ -128,7 +178,8 @@ def test_a_run_preempted_on_every_plan_fails_preempted_with_the_trainers_line() 
     w, name = submitted()
     for _ in range(3):
         w.objects[f"{w.run().artifacts.model_dir}{FAILURE_FILE}"] = TrainerFailure(  # type: ignore[union-attr]
-            "Preempted", PREEMPTED_LINE, exit_code=143, step=12).to_json()
+            "Preempted", PREEMPTED_LINE, exit_code=143, step=12
+        ).to_json()
         said = stockout(w, name)
         name = w.run().vertex.job_name if w.run().vertex else name  # type: ignore[union-attr]
     assert said == "waiting:preempted" and w.run().state == RunState.WAITING
@@ -140,9 +191,15 @@ def test_a_run_preempted_on_every_plan_fails_preempted_with_the_trainers_line() 
 
 
 def reconciler(w: World) -> ReconcilerDeps:
-    return ReconcilerDeps(open_runs=lambda: w.runs.in_states(OPEN_STATES), vertex=w.vertex,  # type: ignore[arg-type]
-                          listener=w.listener_deps, resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
-                          policy=attempt_policy(w.dispatch_deps.settings), lease_seconds=120, now=w.clock)
+    return ReconcilerDeps(
+        open_runs=lambda: w.runs.in_states(OPEN_STATES),
+        vertex=w.vertex,  # type: ignore[arg-type]
+        listener=w.listener_deps,
+        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
+        policy=attempt_policy(w.dispatch_deps.settings),
+        lease_seconds=120,
+        now=w.clock,
+    )
 
 
 def test_the_reconciler_records_jobs_that_ended_while_the_listener_was_away() -> None:
@@ -169,14 +226,23 @@ def test_the_reconciler_takes_over_a_submission_stuck_past_its_lease_and_adopts_
 def test_a_failed_job_carries_reason_replica_exit_code_and_the_trainers_line() -> None:
     w, name = submitted()
     w.objects[f"{w.run().artifacts.model_dir}{FAILURE_FILE}"] = TrainerFailure(  # type: ignore[union-attr]
-        "OutOfMemory", "CUDA out of memory: lower --batch-size", exit_code=4, step=7).to_json()
-    w.vertex.set_state(name, "JOB_STATE_FAILED", start=NOW, end=NOW,
-                       error=(3, "The replica workerpool0-0 exited with a non-zero status of 4. Termination reason: "
-                                 "Error."))
+        "OutOfMemory", "CUDA out of memory: lower --batch-size", exit_code=4, step=7
+    ).to_json()
+    w.vertex.set_state(
+        name,
+        "JOB_STATE_FAILED",
+        start=NOW,
+        end=NOW,
+        error=(3, "The replica workerpool0-0 exited with a non-zero status of 4. Termination reason: Error."),
+    )
     assert w.job_event(job_id(name)) == "recorded:FAILED"
     error = w.run().error
     assert error is not None and (error.reason, error.replica, error.exit_code, error.step) == (
-        "out-of-memory", "workerpool0-0", 4, 7)
+        "out-of-memory",
+        "workerpool0-0",
+        4,
+        7,
+    )
     assert error.message == "CUDA out of memory: lower --batch-size"
 
 

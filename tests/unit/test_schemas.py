@@ -100,8 +100,11 @@ def test_optional_sections_default_when_absent() -> None:
     assert set(request.to_dict()) == set(golden_request())
 
 
-MINIMAL = {"dataset": {"uri": "gs://landfall-landing/datasets/churn/"}, "task": "tabular-classification",
-           "model": {"preset": "mlp-small"}}
+MINIMAL = {
+    "dataset": {"uri": "gs://landfall-landing/datasets/churn/"},
+    "task": "tabular-classification",
+    "model": {"preset": "mlp-small"},
+}
 
 
 def test_proto_schema_file_is_generated_from_the_classes() -> None:
@@ -115,8 +118,16 @@ def test_topic_schema_takes_minimal_and_full_requests(body: dict) -> None:
     json_format.Parse(json.dumps(body), message_class()())
 
 
-@pytest.mark.parametrize("path, value", [(("dataset",), "gs://b/p/"), (("dataset", "object_count"), "four"),
-                                         (("nope",), 1), (("model", "preset"), 3), (("labels",), ["a"])])
+@pytest.mark.parametrize(
+    "path, value",
+    [
+        (("dataset",), "gs://b/p/"),
+        (("dataset", "object_count"), "four"),
+        (("nope",), 1),
+        (("model", "preset"), 3),
+        (("labels",), ["a"]),
+    ],
+)
 def test_topic_schema_refuses_malformed_json(path: tuple[str, ...], value: object) -> None:
     from google.protobuf import json_format
 
@@ -129,8 +140,14 @@ def test_topic_schema_refuses_malformed_json(path: tuple[str, ...], value: objec
         json_format.Parse(json.dumps(broken), message_class()())
 
 
-@pytest.mark.parametrize("body", [{"dataset": {"object_count": "four"}}, {**golden_request(), "hyperparameters": {
-    **golden_request()["hyperparameters"], "seed": 2**63}}], ids=["string-count", "seed-past-int64"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"dataset": {"object_count": "four"}},
+        {**golden_request(), "hyperparameters": {**golden_request()["hyperparameters"], "seed": 2**63}},
+    ],
+    ids=["string-count", "seed-past-int64"],
+)
 def test_topic_schema_refuses_what_the_skipped_publish_tests_publish(body: dict) -> None:
     """The bodies tests/integration/test_request_topic.py and test_ingest_emulators.py expect Google Cloud's topic to
     refuse: the Pub/Sub emulator takes no Protocol Buffer schema (501), so those tests skip there and the rule is
@@ -143,8 +160,11 @@ def test_topic_schema_refuses_what_the_skipped_publish_tests_publish(body: dict)
 
 def test_minimal_request_gets_defaults_and_a_content_key() -> None:
     request = parse_training_request(json.dumps(MINIMAL))
-    assert (request.hyperparameters.epochs, request.model.label_column, request.constraints.spot) == (5, "label",
-                                                                                                      "allowed")
+    assert (request.hyperparameters.epochs, request.model.label_column, request.constraints.spot) == (
+        5,
+        "label",
+        "allowed",
+    )
     assert request.schema_version == 1 and request.idempotency_key.startswith("content:")
     assert parse_training_request(request.to_dict()).run_id == request.run_id  # explicit defaults: the same run
     other = parse_training_request({**MINIMAL, "task": "causal-lm"})
@@ -165,9 +185,15 @@ def test_job_event_golden_parses_and_others_are_refused() -> None:
 
 
 def test_run_record_parses_and_names_bad_state() -> None:
-    doc = {"run_id": "run-1", "state": "RUNNING", "request": golden_request(), "created_at": "x", "updated_at": "y",
-           "history": [{"state": "RECEIVED", "at": "x", "detail": ""}], "vertex": {"job_name": "n", "job_id": "1",
-                                                                              "region": "us-central1"}}
+    doc = {
+        "run_id": "run-1",
+        "state": "RUNNING",
+        "request": golden_request(),
+        "created_at": "x",
+        "updated_at": "y",
+        "history": [{"state": "RECEIVED", "at": "x", "detail": ""}],
+        "vertex": {"job_name": "n", "job_id": "1", "region": "us-central1"},
+    }
     record = parse_run_record(doc)
     assert record.run_state == RunState.RUNNING
     assert record.vertex is not None and record.vertex.job_id == "1"

@@ -17,8 +17,9 @@ BASE = {"GOOGLE_CLOUD_PROJECT": "landfall-local"}
 def test_routes_file_and_storage_emulator_come_from_the_environment_once() -> None:
     plain = settings_from_env(BASE)
     assert (plain.routes_file, plain.storage_emulator_host) == ("", "")
-    local = settings_from_env({**BASE, "LANDFALL_ROUTES_FILE": "/tmp/routes.toml",
-                               "STORAGE_EMULATOR_HOST": "http://127.0.0.1:4443"})
+    local = settings_from_env(
+        {**BASE, "LANDFALL_ROUTES_FILE": "/tmp/routes.toml", "STORAGE_EMULATOR_HOST": "http://127.0.0.1:4443"}
+    )
     assert (local.routes_file, local.storage_emulator_host) == ("/tmp/routes.toml", "http://127.0.0.1:4443")
 
 
@@ -33,13 +34,15 @@ def test_only_the_settings_module_reads_the_environment() -> None:
     assert not readers, f"read these through functions.settings.Settings instead: {readers}"
 
 
-def test_routes_default_to_the_settings_file_then_the_shipped_one(monkeypatch: pytest.MonkeyPatch,
-                                                                   tmp_path: Path) -> None:
+def test_routes_default_to_the_settings_file_then_the_shipped_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from functions.ingest import routes
 
     custom = tmp_path / "routes.toml"
-    custom.write_text('[[routes]]\nname = "only"\nbucket = "*"\nprefix = "x/"\ntask = "causal-lm"\n'
-                      'model_preset = "gpt-tiny"\n')
+    custom.write_text(
+        '[[routes]]\nname = "only"\nbucket = "*"\nprefix = "x/"\ntask = "causal-lm"\nmodel_preset = "gpt-tiny"\n'
+    )
     settings = settings_from_env(BASE)
     monkeypatch.setattr(routes, "get_settings", lambda: dataclasses.replace(settings, routes_file=str(custom)))
     routes.load_routes.cache_clear()
@@ -66,10 +69,17 @@ def test_the_storage_client_is_anonymous_against_the_emulator(monkeypatch: pytes
         clients.storage_client.cache_clear()
 
 
-@pytest.mark.parametrize(("package", "name"), [
-    ("deploy", "routes.toml"), ("deploy", "topology.toml"), ("schemas", "training_request.proto"),
-    ("schemas", "data/gpus.json"), ("schemas", "data/model_presets.json"), ("functions.planning", "data/prices.json"),
-])
+@pytest.mark.parametrize(
+    ("package", "name"),
+    [
+        ("deploy", "routes.toml"),
+        ("deploy", "topology.toml"),
+        ("schemas", "training_request.proto"),
+        ("schemas", "data/gpus.json"),
+        ("schemas", "data/model_presets.json"),
+        ("functions.planning", "data/prices.json"),
+    ],
+)
 def test_data_files_are_package_data(package: str, name: str) -> None:
     from importlib import resources
 
@@ -77,8 +87,15 @@ def test_data_files_are_package_data(package: str, name: str) -> None:
 
 
 def test_no_loader_finds_its_data_from_its_own_path() -> None:
-    for path in ("functions/ingest/routes.py", "deploy/topology.py", "schemas/proto.py", "schemas/gpus.py",
-                 "schemas/model_presets.py", "trainer/metrics.py", "functions/planning/catalog.py",
-                 "functions/planning/quotas.py"):
+    for path in (
+        "functions/ingest/routes.py",
+        "deploy/topology.py",
+        "schemas/proto.py",
+        "schemas/gpus.py",
+        "schemas/model_presets.py",
+        "trainer/metrics.py",
+        "functions/planning/catalog.py",
+        "functions/planning/quotas.py",
+    ):
         source = (ROOT / path).read_text()
         assert "__file__" not in source and "find_spec" not in source, f"{path}: use importlib.resources"

@@ -22,18 +22,27 @@ def test_the_stack_provisions_pull_subscriptions_with_the_dead_letter_policy_and
         request = requests[route.subscription]
         assert request["topic"] == f"projects/proj/topics/{route.topic}"
         assert request["ack_deadline_seconds"] == route.ack_deadline_seconds
-        assert request["dead_letter_policy"] == {"dead_letter_topic": "projects/proj/topics/landfall-dead-letter",
-                                                 "max_delivery_attempts": route.dead_letter.max_delivery_attempts}
+        assert request["dead_letter_policy"] == {
+            "dead_letter_topic": "projects/proj/topics/landfall-dead-letter",
+            "max_delivery_attempts": route.dead_letter.max_delivery_attempts,
+        }
         # The bridge pushes and applies the back-off; the emulator's own would add to it.
         assert "push_config" not in request and "retry_policy" not in request
     assert requests[topology.dead_letter_subscription]["topic"] == "projects/proj/topics/landfall-dead-letter"
 
 
 def _record(tmp_path: Path) -> StackRecord:
-    services = (RunningService("pubsub", 101, 9085, tmp_path / "logs/pubsub.log"),
-                RunningService("bridge", 102, None, tmp_path / "logs/bridge.log"))
-    return StackRecord(services=services, env={"PUBSUB_EMULATOR_HOST": "127.0.0.1:9085"},
-                       ports={"pubsub": 9085}, service_env={"LANDFALL_ROUTES_FILE": "/r.toml"}, every_seconds=2)
+    services = (
+        RunningService("pubsub", 101, 9085, tmp_path / "logs/pubsub.log"),
+        RunningService("bridge", 102, None, tmp_path / "logs/bridge.log"),
+    )
+    return StackRecord(
+        services=services,
+        env={"PUBSUB_EMULATOR_HOST": "127.0.0.1:9085"},
+        ports={"pubsub": 9085},
+        service_env={"LANDFALL_ROUTES_FILE": "/r.toml"},
+        every_seconds=2,
+    )
 
 
 def test_the_record_round_trips_and_replacing_a_service_keeps_the_order(tmp_path: Path) -> None:
@@ -47,9 +56,17 @@ def test_the_record_round_trips_and_replacing_a_service_keeps_the_order(tmp_path
 
 
 def test_a_record_written_before_ports_were_kept_is_still_read(tmp_path: Path) -> None:
-    (tmp_path / "stack.json").write_text(json.dumps({"services": [
-        {"name": "pubsub", "pid": 7, "port": 8085, "log_path": "/l/pubsub.log"},
-        {"name": "scheduler", "pid": 8, "port": None, "log_path": "/l/scheduler.log"}], "env": {"A": "1"}}))
+    (tmp_path / "stack.json").write_text(
+        json.dumps(
+            {
+                "services": [
+                    {"name": "pubsub", "pid": 7, "port": 8085, "log_path": "/l/pubsub.log"},
+                    {"name": "scheduler", "pid": 8, "port": None, "log_path": "/l/scheduler.log"},
+                ],
+                "env": {"A": "1"},
+            }
+        )
+    )
     old = record.read(tmp_path)
     assert old is not None
     assert old.ports == {"pubsub": 8085} and old.service_env == {} and old.every_seconds is None

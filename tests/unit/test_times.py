@@ -15,8 +15,10 @@ from schemas.times import format_timestamp, parse_timestamp, parse_timestamp_or_
     [
         (datetime(2026, 11, 22, 12, 0, tzinfo=UTC), "2026-11-22T12:00:00.000000Z"),
         (datetime(2026, 11, 22, 12, 0, 0, 5, tzinfo=UTC), "2026-11-22T12:00:00.000005Z"),
-        (datetime(2026, 11, 22, 13, 30, tzinfo=timezone(timedelta(hours=1, minutes=30))),
-         "2026-11-22T12:00:00.000000Z"),
+        (
+            datetime(2026, 11, 22, 13, 30, tzinfo=timezone(timedelta(hours=1, minutes=30))),
+            "2026-11-22T12:00:00.000000Z",
+        ),
     ],
 )
 def test_one_fixed_shape_in_utc(moment: datetime, text: str) -> None:

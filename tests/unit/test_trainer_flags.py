@@ -37,23 +37,39 @@ def request_with(extra: dict[str, str]):
 def test_an_unknown_extra_is_rejected_by_the_dispatcher_naming_it_and_the_known_keys() -> None:
     problems = request_problems(request_with({"warmup_step": "10"}), SETTINGS, NOW)
     assert len(problems) == 1
-    assert problems[0].startswith("hyperparameters.extra: 'warmup_step' is not a trainer flag (did you mean "
-                                  "'warmup_steps'?)")
+    assert problems[0].startswith(
+        "hyperparameters.extra: 'warmup_step' is not a trainer flag (did you mean 'warmup_steps'?)"
+    )
     assert f"known keys: {', '.join(HPARAMS)}" in problems[0]
 
 
 def test_a_known_extra_with_a_value_the_trainer_cannot_read_is_rejected() -> None:
     problems = request_problems(request_with({"warmup_steps": "ten", "lr_schedule": "linear"}), SETTINGS, NOW)
-    assert problems == ["hyperparameters.extra.lr_schedule: expected one of cosine, constant, got 'linear'",
-                        "hyperparameters.extra.warmup_steps: expected an integer, got 'ten'"]
+    assert problems == [
+        "hyperparameters.extra.lr_schedule: expected one of cosine, constant, got 'linear'",
+        "hyperparameters.extra.warmup_steps: expected an integer, got 'ten'",
+    ]
     assert request_problems(request_with({"warmup_steps": "10", "data_format": "csv"}), SETTINGS, NOW) == []
 
 
 CASES = [
-    {}, {"warmup_steps": "10"}, {"weight_decay": "0.01", "lr_schedule": "constant"}, {"data_format": "parquet"},
-    {"warmup_step": "10"}, {"epochs": "3"}, {"dropout": "0.1"}, {"warmup_steps": "ten"}, {"warmup_steps": "1.5"},
-    {"grad_clip": "inf"}, {"weight_decay": "nan"}, {"lr_schedule": "linear"}, {"data_format": "xml"},
-    {"warmup_steps=1": "2"}, {"": "1"}, {"log_every": " 7 "}, {"shuffle_window": "1_000"},
+    {},
+    {"warmup_steps": "10"},
+    {"weight_decay": "0.01", "lr_schedule": "constant"},
+    {"data_format": "parquet"},
+    {"warmup_step": "10"},
+    {"epochs": "3"},
+    {"dropout": "0.1"},
+    {"warmup_steps": "ten"},
+    {"warmup_steps": "1.5"},
+    {"grad_clip": "inf"},
+    {"weight_decay": "nan"},
+    {"lr_schedule": "linear"},
+    {"data_format": "xml"},
+    {"warmup_steps=1": "2"},
+    {"": "1"},
+    {"log_every": " 7 "},
+    {"shuffle_window": "1_000"},
 ]
 
 
@@ -88,15 +104,17 @@ def plan_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     return code, capsys.readouterr().out
 
 
-def test_landfall_plan_rejects_an_unknown_extra_before_planning(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_landfall_plan_rejects_an_unknown_extra_before_planning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = json.loads(EXAMPLE.read_text())
     data["hyperparameters"]["extra"] = {"dropout": "0.1"}
     path = tmp_path / "request.json"
     path.write_text(json.dumps(data))
     code, out = plan_cli(["plan", str(path), "--now", NOW.isoformat()], capsys)
     assert code == 1
-    assert out.startswith("REJECTED: hyperparameters.extra: 'dropout' is not a trainer flag; known keys: "
-                          "weight_decay, warmup_steps")
+    assert out.startswith(
+        "REJECTED: hyperparameters.extra: 'dropout' is not a trainer flag; known keys: weight_decay, warmup_steps"
+    )
     code, out = plan_cli(["plan", str(path), "--json"], capsys)
     assert code == 1 and "'dropout' is not a trainer flag" in json.loads(out)["rejection"]

@@ -14,13 +14,26 @@ spec.loader.exec_module(uv_sources)
 
 
 def test_pips_sources_become_uv_flags() -> None:
-    config = {"find-links": "/opt/wheels", "extra-index-url": "file:///opt/a/simple file:///opt/b/simple",
-              "constraint": "/etc/xdg/pip/constraints.txt", "cert": "/etc/ssl/certs/ca-certificates.crt",
-              "default-timeout": "180"}
+    config = {
+        "find-links": "/opt/wheels",
+        "extra-index-url": "file:///opt/a/simple file:///opt/b/simple",
+        "constraint": "/etc/xdg/pip/constraints.txt",
+        "cert": "/etc/ssl/certs/ca-certificates.crt",
+        "default-timeout": "180",
+    }
     assert uv_sources.uv_flags(config) == [
-        "--index-strategy", "unsafe-best-match", "--extra-index-url", "file:///opt/a/simple",
-        "--extra-index-url", "file:///opt/b/simple", "--find-links", "/opt/wheels",
-        "--constraint", "/etc/xdg/pip/constraints.txt", "--system-certs"]
+        "--index-strategy",
+        "unsafe-best-match",
+        "--extra-index-url",
+        "file:///opt/a/simple",
+        "--extra-index-url",
+        "file:///opt/b/simple",
+        "--find-links",
+        "/opt/wheels",
+        "--constraint",
+        "/etc/xdg/pip/constraints.txt",
+        "--system-certs",
+    ]
 
 
 def test_without_pip_configuration_only_pips_index_strategy_is_kept() -> None:

@@ -18,7 +18,9 @@ from schemas.model_presets import load_presets
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("functions", "trainer", "schemas", "deploy", "landfall")  # what ships; tests and benches pick values
 VOCABULARIES = {
-    "TASKS": vocabulary.TASKS, "STRATEGIES": vocabulary.STRATEGIES, "PRECISIONS": vocabulary.PRECISIONS,
+    "TASKS": vocabulary.TASKS,
+    "STRATEGIES": vocabulary.STRATEGIES,
+    "PRECISIONS": vocabulary.PRECISIONS,
     "SPOT_POLICIES": vocabulary.SPOT_POLICIES,
 }
 # (file, vocabulary) -> why a literal there may name several values.
@@ -28,8 +30,9 @@ KEPT = {
 }
 
 
-@pytest.mark.parametrize("terms", [vocabulary.TASK_TERMS, vocabulary.STRATEGY_TERMS, vocabulary.PRECISION_TERMS,
-                                   vocabulary.SPOT_TERMS])
+@pytest.mark.parametrize(
+    "terms", [vocabulary.TASK_TERMS, vocabulary.STRATEGY_TERMS, vocabulary.PRECISION_TERMS, vocabulary.SPOT_TERMS]
+)
 def test_every_value_is_unique_and_explained(terms: tuple[vocabulary.Term, ...]) -> None:
     assert len(vocabulary.names(terms)) == len(set(vocabulary.names(terms)))
     assert all(term.doc.strip() and term.label for term in terms)

@@ -45,8 +45,9 @@ def with_value(section: str, key: str, literal: str) -> str:
         ("dataset", "total_bytes", str(2**63), "must fit in a signed 64-bit integer"),
     ],
 )
-def test_numbers_the_wire_cannot_carry_are_refused_naming_the_field(section: str, key: str, literal: str,
-                                                                     message: str) -> None:
+def test_numbers_the_wire_cannot_carry_are_refused_naming_the_field(
+    section: str, key: str, literal: str, message: str
+) -> None:
     with pytest.raises(SchemaError, match=message.replace("(", r"\(")) as caught:
         parse_training_request(with_value(section, key, literal))
     assert caught.value.field == f"{section}.{key}"
@@ -67,8 +68,14 @@ def test_the_edges_of_the_wire_pass_and_the_topic_schema_takes_them() -> None:
     json_format.Parse(big.to_json(), message())
 
 
-ROUTE = Route(name="marked", bucket="*", prefix="datasets/", task="tabular-classification", model_preset="mlp-small",
-              overridable=("hyperparameters.*", "constraints.*"))
+ROUTE = Route(
+    name="marked",
+    bucket="*",
+    prefix="datasets/",
+    task="tabular-classification",
+    model_preset="mlp-small",
+    overridable=("hyperparameters.*", "constraints.*"),
+)
 
 
 @pytest.mark.parametrize(
@@ -76,8 +83,10 @@ ROUTE = Route(name="marked", bucket="*", prefix="datasets/", task="tabular-class
     [
         (b'{"hyperparameters": {"learning_rate": NaN}}', "hyperparameters.learning_rate: must be a finite number"),
         (b'{"constraints": {"budget_usd": Infinity}}', "constraints.budget_usd: must be a finite number"),
-        (b'{"hyperparameters": {"epochs": 18446744073709551616}}', "hyperparameters.epochs: must fit in a signed "
-                                                                  "64-bit integer"),
+        (
+            b'{"hyperparameters": {"epochs": 18446744073709551616}}',
+            "hyperparameters.epochs: must fit in a signed 64-bit integer",
+        ),
         (b'{"hyperparameters": {"seed": ' + b"7" * 5000 + b"}}", "landfall.json is not JSON"),
     ],
     ids=["nan", "infinity", "2**64", "5000-digits"],

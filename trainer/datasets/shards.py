@@ -26,9 +26,12 @@ def data_files(uri: str) -> list[str]:
     _MANIFEST.json, landfall.json and any name with a segment starting with '_' or '.' are not data."""
     files = [f for f in storage.list_files(uri) if is_data_object(relative_name(uri, f))]
     if not files:
-        raise DataError(uri, "no data files found; expected CSV, Parquet, JSONL or text shards under this prefix "
-                        "(_SUCCESS, _MANIFEST.json, landfall.json and names starting with '_' or '.' are not "
-                        "data). Check --data-uri.")
+        raise DataError(
+            uri,
+            "no data files found; expected CSV, Parquet, JSONL or text shards under this prefix "
+            "(_SUCCESS, _MANIFEST.json, landfall.json and names starting with '_' or '.' are not "
+            "data). Check --data-uri.",
+        )
     return files
 
 
@@ -39,7 +42,7 @@ def relative_name(uri: str, listed: str) -> str:
     if storage.is_gcs(root):
         if listed == root:
             return posixpath.basename(listed)
-        return listed[len(root.rstrip("/")) + 1:]
+        return listed[len(root.rstrip("/")) + 1 :]
     if Path(root).is_file():
         return Path(listed).name
     return Path(listed).relative_to(root).as_posix()
@@ -70,7 +73,7 @@ class UnitPlan:
 
     def epoch_units(self, seed: int, epoch: int, rank: int) -> list[int]:
         """This rank's training units for an epoch, in reading order."""
-        return self.epoch_order(seed, epoch)[rank::self.world_size]
+        return self.epoch_order(seed, epoch)[rank :: self.world_size]
 
     def epoch_order(self, seed: int, epoch: int) -> list[int]:
         generator = torch.Generator().manual_seed(mix(seed, epoch, 0x5EED) & 0x7FFFFFFFFFFFFFFF)
@@ -104,9 +107,20 @@ def detect_format(uri: str, forced: str) -> str:
     for ext in (".gz", ".bz2"):
         if name.endswith(ext):
             raise DataError(uri, f"compressed shards ({ext}) are not supported; store them uncompressed")
-    for suffix, fmt in ((".csv", "csv"), (".parquet", "parquet"), (".pq", "parquet"), (".jsonl", "jsonl"),
-                        (".json", "jsonl"), (".ndjson", "jsonl"), (".txt", "text"), (".text", "text")):
+    for suffix, fmt in (
+        (".csv", "csv"),
+        (".parquet", "parquet"),
+        (".pq", "parquet"),
+        (".jsonl", "jsonl"),
+        (".json", "jsonl"),
+        (".ndjson", "jsonl"),
+        (".txt", "text"),
+        (".text", "text"),
+    ):
         if name.endswith(suffix):
             return fmt
-    raise DataError(uri, "cannot tell the format from the name; expected .csv, .parquet, .jsonl or .txt, "
-                    "or set --hparam data_format=csv|parquet|jsonl|text")
+    raise DataError(
+        uri,
+        "cannot tell the format from the name; expected .csv, .parquet, .jsonl or .txt, "
+        "or set --hparam data_format=csv|parquet|jsonl|text",
+    )

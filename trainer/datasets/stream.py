@@ -60,7 +60,7 @@ def steps_in_epoch(corpus: Corpus, counts: Counts, seed: int, epoch: int, batch_
     """Optimizer steps every rank takes in this epoch: the smallest rank's full batches."""
     plan = corpus.plan
     order = plan.epoch_order(seed, epoch)
-    shares = [sum(counts.train[u] for u in order[r::plan.world_size]) for r in range(plan.world_size)]
+    shares = [sum(counts.train[u] for u in order[r :: plan.world_size]) for r in range(plan.world_size)]
     return min(corpus.samples(share) for share in shares) // batch_size
 
 
@@ -77,8 +77,9 @@ def held_out_samples(corpus: Corpus, counts: Counts) -> int:
     return sum(corpus.samples(sum(counts.val[u] for u in plan.validation_units(r))) for r in range(plan.world_size))
 
 
-def train_batches(corpus: Corpus, seed: int, epoch: int, rank: int, batch_size: int, window: int,
-                  steps: int, skip: int = 0) -> Iterator[Batch]:
+def train_batches(
+    corpus: Corpus, seed: int, epoch: int, rank: int, batch_size: int, window: int, steps: int, skip: int = 0
+) -> Iterator[Batch]:
     """This rank's batches for an epoch, from batch `skip` up to `steps`."""
     units = corpus.plan.epoch_units(seed, epoch, rank)
 
@@ -147,7 +148,7 @@ def _batched(chunks: Iterator[Batch], batch_size: int, keep_last: bool) -> Itera
             x, y = torch.cat([carry_x, x]), torch.cat([carry_y, y])
         full = len(x) // batch_size * batch_size
         for start in range(0, full, batch_size):
-            yield x[start:start + batch_size], y[start:start + batch_size]
+            yield x[start : start + batch_size], y[start : start + batch_size]
         carry_x, carry_y = x[full:], y[full:]
     if keep_last and carry_x is not None and carry_y is not None and len(carry_x):
         yield carry_x, carry_y

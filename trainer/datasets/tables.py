@@ -73,15 +73,21 @@ def class_label(uri: str, line: int, column: str, value: Any, unit: str = "line"
     elif isinstance(value, float):
         number = value
     else:
-        raise DataError(uri, f"column {column!r} holds {value!r}; expected a class label (an integer or text)",
-                        line=line, unit=unit)
+        raise DataError(
+            uri, f"column {column!r} holds {value!r}; expected a class label (an integer or text)", line=line, unit=unit
+        )
     if not math.isfinite(number):
-        raise DataError(uri, f"column {column!r} holds {value!r}; expected a class label (an integer or text)",
-                        line=line, unit=unit)
+        raise DataError(
+            uri, f"column {column!r} holds {value!r}; expected a class label (an integer or text)", line=line, unit=unit
+        )
     if number != int(number):
-        raise DataError(uri, f"column {column!r} holds {value!r}, a fractional number: classification needs class "
-                        "labels (integers or text). For a continuous target use --task=tabular-regression",
-                        line=line, unit=unit)
+        raise DataError(
+            uri,
+            f"column {column!r} holds {value!r}, a fractional number: classification needs class "
+            "labels (integers or text). For a continuous target use --task=tabular-regression",
+            line=line,
+            unit=unit,
+        )
     return int(number)
 
 
@@ -116,8 +122,12 @@ def read_schema(uri: str, fmt: str, label_column: str, class_labels: bool = Fals
         raise DataError(uri, f"format {fmt!r} is not a table; expected csv, parquet or jsonl")
     columns = [c.strip() for c in columns]
     if label_column not in columns:
-        raise DataError(uri, f"has no label column {label_column!r}; columns are {columns}. "
-                        "Set --label-column to the column that holds the target.", line=1 if fmt != "parquet" else None)
+        raise DataError(
+            uri,
+            f"has no label column {label_column!r}; columns are {columns}. "
+            "Set --label-column to the column that holds the target.",
+            line=1 if fmt != "parquet" else None,
+        )
     if len(set(columns)) != len(columns):
         raise DataError(uri, f"repeats a column name: {columns}", line=1 if fmt != "parquet" else None)
     features = tuple(c for c in columns if c != label_column)
@@ -140,8 +150,12 @@ def read_rows(uri: str, fmt: str, schema: TableSchema) -> Iterator[Row]:
 def _check_columns(uri: str, found: list[str], schema: TableSchema, line: int | None) -> list[int]:
     expected = {*schema.features, schema.label}
     if set(found) != expected or len(found) != len(expected):
-        raise DataError(uri, f"columns {sorted(found)} differ from the first shard's {sorted(expected)}; "
-                        "every shard must have the same columns", line=line)
+        raise DataError(
+            uri,
+            f"columns {sorted(found)} differ from the first shard's {sorted(expected)}; "
+            "every shard must have the same columns",
+            line=line,
+        )
     position = {name: i for i, name in enumerate(found)}
     return [position[name] for name in (*schema.features, schema.label)]
 
@@ -207,6 +221,7 @@ def _parquet_rows(uri: str, schema: TableSchema) -> Iterator[Row]:
             data = [batch.column(i).to_pylist() for i in range(len(columns))]
             for values in zip(*data, strict=True):
                 row += 1
-                features = [_number(uri, row, c, v, unit="row")
-                            for c, v in zip(schema.features, values[:-1], strict=True)]
+                features = [
+                    _number(uri, row, c, v, unit="row") for c, v in zip(schema.features, values[:-1], strict=True)
+                ]
                 yield row, features, _label(uri, row, schema, values[-1], unit="row")

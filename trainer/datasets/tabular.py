@@ -49,16 +49,18 @@ class TabularSpec:
 class TabularCorpus:
     """Row records from CSV, Parquet or JSONL shards."""
 
-    def __init__(self, files: list[str], task: str, label_column: str, data_format: str, world_size: int,
-                 val_fraction: float) -> None:
+    def __init__(
+        self, files: list[str], task: str, label_column: str, data_format: str, world_size: int, val_fraction: float
+    ) -> None:
         self.files = files
         self.task = task
         self.formats = [detect_format(f, data_format) for f in files]
         for uri, fmt in zip(files, self.formats, strict=True):
             if fmt not in ("csv", "parquet", "jsonl"):
                 raise DataError(uri, f"is {fmt}; task {task} reads csv, parquet or jsonl tables")
-        self.schema: TableSchema = read_schema(files[0], self.formats[0], label_column,
-                                               class_labels=task == "tabular-classification")
+        self.schema: TableSchema = read_schema(
+            files[0], self.formats[0], label_column, class_labels=task == "tabular-classification"
+        )
         self.plan = UnitPlan(len(files), world_size)
         self.val_fraction = val_fraction
         self.spec: TabularSpec | None = None
@@ -145,13 +147,25 @@ class TabularCorpus:
         label_mean, label_var = float(moments.mean[k]), float(var[k])
         if self.classification:
             if len(classes) < 2:
-                raise DataError(self.files[0], f"label {self.schema.label!r} has {len(classes)} class(es) "
-                                f"{list(classes)}; classification needs at least two")
+                raise DataError(
+                    self.files[0],
+                    f"label {self.schema.label!r} has {len(classes)} class(es) "
+                    f"{list(classes)}; classification needs at least two",
+                )
             n_outputs, label_mean, label_std = len(classes), 0.0, 1.0
         else:
             n_outputs, label_std = 1, math.sqrt(label_var) if label_var > 1e-24 else 1.0
-        return TabularSpec(self.task, self.schema.features, self.schema.label, n_outputs,
-                           tuple(mean.tolist()), tuple(std.tolist()), label_mean, label_std, classes)
+        return TabularSpec(
+            self.task,
+            self.schema.features,
+            self.schema.label,
+            n_outputs,
+            tuple(mean.tolist()),
+            tuple(std.tolist()),
+            label_mean,
+            label_std,
+            classes,
+        )
 
 
 class _LabelSet:
@@ -168,8 +182,12 @@ class _LabelSet:
         self.values.add(label)
         self.first_uri = self.first_uri or uri
         if len(self.values) > MAX_CLASSES:
-            raise DataError(uri, f"label {self.column!r} has more than {MAX_CLASSES} distinct values; is it the "
-                            "right --label-column? For a continuous target use --task=tabular-regression", line=line)
+            raise DataError(
+                uri,
+                f"label {self.column!r} has more than {MAX_CLASSES} distinct values; is it the "
+                "right --label-column? For a continuous target use --task=tabular-regression",
+                line=line,
+            )
 
     @staticmethod
     def union(sets: list[_LabelSet]) -> _LabelSet:
@@ -179,8 +197,11 @@ class _LabelSet:
             out.values |= part.values
             out.first_uri = out.first_uri or part.first_uri
         if len(out.values) > MAX_CLASSES:
-            raise DataError(out.first_uri, f"label {out.column!r} has more than {MAX_CLASSES} distinct values; is it "
-                            "the right --label-column? For a continuous target use --task=tabular-regression")
+            raise DataError(
+                out.first_uri,
+                f"label {out.column!r} has more than {MAX_CLASSES} distinct values; is it "
+                "the right --label-column? For a continuous target use --task=tabular-regression",
+            )
         return out
 
     def classes(self) -> tuple[ClassLabel, ...]:
@@ -222,8 +243,11 @@ class Moments:
             return other
         n = self.count + other.count
         delta = other.mean - self.mean
-        return Moments(n, self.mean + delta * (other.count / n),
-                       self.m2 + other.m2 + delta * delta * (self.count * other.count / n))
+        return Moments(
+            n,
+            self.mean + delta * (other.count / n),
+            self.m2 + other.m2 + delta * delta * (self.count * other.count / n),
+        )
 
     @staticmethod
     def combine(parts: list[Moments]) -> Moments:

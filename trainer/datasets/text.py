@@ -40,8 +40,9 @@ class TextCorpus:
                 try:
                     line.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    raise DataError(uri, f"is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)",
-                                    line=number) from exc
+                    raise DataError(
+                        uri, f"is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", line=number
+                    ) from exc
                 empty = False
                 yield line
         if empty:
@@ -81,9 +82,13 @@ class TextCorpus:
                 target = val if is_validation(shard, index, self.val_fraction) else train
                 target[self.plan.unit(shard, index)] += len(line)
         packed = collectives.all_reduce(torch.cat([train, val]), device)
-        counts = Counts(tuple(int(v) for v in packed[:n_units].tolist()),
-                        tuple(int(v) for v in packed[n_units:].tolist()))
+        counts = Counts(
+            tuple(int(v) for v in packed[:n_units].tolist()), tuple(int(v) for v in packed[n_units:].tolist())
+        )
         if self.samples(sum(counts.train)) == 0:
-            raise DataError(self.files[0], f"the training split holds {sum(counts.train)} bytes in all; one sample "
-                            f"needs seq_len + 1 = {self.seq_len + 1}. Add text or pick a preset with a shorter seq_len")
+            raise DataError(
+                self.files[0],
+                f"the training split holds {sum(counts.train)} bytes in all; one sample "
+                f"needs seq_len + 1 = {self.seq_len + 1}. Add text or pick a preset with a shorter seq_len",
+            )
         return counts

@@ -13,8 +13,9 @@ from trainer.models.gpt import GPT
 from trainer.models.mlp import TabularMLP
 
 
-def build_model(preset_name: str, task: str, data_spec: dict[str, Any], activation_checkpointing: bool = False
-                ) -> nn.Module:
+def build_model(
+    preset_name: str, task: str, data_spec: dict[str, Any], activation_checkpointing: bool = False
+) -> nn.Module:
     """An MLP for tabular tasks (widths from data_spec) or a GPT for causal-lm (its blocks checkpointed when asked);
     rejects a preset of the wrong family."""
     try:
@@ -27,5 +28,10 @@ def build_model(preset_name: str, task: str, data_spec: dict[str, Any], activati
         return GPT(preset, activation_checkpointing)
     if not isinstance(preset, MlpPreset):
         raise ConfigError(f"--model={preset_name} is a {preset.family} preset; --task={task} needs an mlp-* one")
-    return TabularMLP(len(data_spec["feature_names"]), preset.hidden_sizes, data_spec["n_outputs"],
-                      data_spec["feature_mean"], data_spec["feature_std"])
+    return TabularMLP(
+        len(data_spec["feature_names"]),
+        preset.hidden_sizes,
+        data_spec["n_outputs"],
+        data_spec["feature_mean"],
+        data_spec["feature_std"],
+    )

@@ -14,8 +14,14 @@ class TabularMLP(nn.Module):
     Takes raw feature values: (x - feature_mean) / feature_std happens inside, from buffers saved with the weights.
     """
 
-    def __init__(self, n_features: int, hidden_sizes: Sequence[int], n_outputs: int,
-                 feature_mean: Sequence[float] | None = None, feature_std: Sequence[float] | None = None) -> None:
+    def __init__(
+        self,
+        n_features: int,
+        hidden_sizes: Sequence[int],
+        n_outputs: int,
+        feature_mean: Sequence[float] | None = None,
+        feature_std: Sequence[float] | None = None,
+    ) -> None:
         super().__init__()
         mean = torch.tensor(feature_mean if feature_mean is not None else [0.0] * n_features, dtype=torch.float32)
         std = torch.tensor(feature_std if feature_std is not None else [1.0] * n_features, dtype=torch.float32)

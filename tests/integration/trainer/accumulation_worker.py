@@ -75,10 +75,23 @@ def session(config: TrainConfig, env: DistEnv, device: str, counter: SyncCounter
         counter.watch_ddp(wrapped.model)
     precision = resolve_precision("fp32", cuda=False, bf16_supported=False)
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lambda _: 1.0)
-    return Session(config=config, env=env, device=device, precision=precision, corpus=None,  # type: ignore[arg-type]
-                   counts=None, steps_per_epoch=[0], total_steps=0, wrapped=wrapped,  # type: ignore[arg-type]
-                   scheduler=scheduler, scaler=precision.grad_scaler(), store=None, events=None,  # type: ignore[arg-type]
-                   data_spec={}, evaluation=None)  # type: ignore[arg-type]
+    return Session(
+        config=config,
+        env=env,
+        device=device,
+        precision=precision,
+        corpus=None,  # type: ignore[arg-type]
+        counts=None,
+        steps_per_epoch=[0],
+        total_steps=0,
+        wrapped=wrapped,  # type: ignore[arg-type]
+        scheduler=scheduler,
+        scaler=precision.grad_scaler(),
+        store=None,
+        events=None,  # type: ignore[arg-type]
+        data_spec={},
+        evaluation=None,
+    )  # type: ignore[arg-type]
 
 
 def train(s: Session, steps: int, counter: SyncCounter) -> tuple[list[float], list[list[float]], int]:
@@ -89,7 +102,7 @@ def train(s: Session, steps: int, counter: SyncCounter) -> tuple[list[float], li
     before = counter.count
     for _ in range(steps):
         tokens = torch.randint(0, 256, (split.global_batch, SEQ + 1), generator=generator)
-        share = tokens[s.env.rank * split.per_process:(s.env.rank + 1) * split.per_process]
+        share = tokens[s.env.rank * split.per_process : (s.env.rank + 1) * split.per_process]
         scores = collectives.all_reduce(train_step(s, share[:, :-1], share[:, 1:]), s.device)
         losses.append(float(scores[0] / scores[2]))
         sums.append([float(v) for v in scores])
@@ -105,12 +118,23 @@ def main() -> None:
     parser.add_argument("--activation-checkpointing", action="store_true")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    env = (read_process_env(os.environ) if os.environ.get("LOCAL_RANK") is not None
-           else DistEnv(0, 1, 0, 1, 0, None, None))
-    base = TrainConfig(data_uri="(in memory)", task="causal-lm", model="gpt-tiny", epochs=1, batch_size=args.batch,
-                       learning_rate=LEARNING_RATE, seed=7, strategy=args.strategy, precision="fp32",
-                       hparams=Hparams(grad_clip=0.0), gradient_accumulation_steps=args.accumulation,
-                       activation_checkpointing=args.activation_checkpointing)
+    env = (
+        read_process_env(os.environ) if os.environ.get("LOCAL_RANK") is not None else DistEnv(0, 1, 0, 1, 0, None, None)
+    )
+    base = TrainConfig(
+        data_uri="(in memory)",
+        task="causal-lm",
+        model="gpt-tiny",
+        epochs=1,
+        batch_size=args.batch,
+        learning_rate=LEARNING_RATE,
+        seed=7,
+        strategy=args.strategy,
+        precision="fp32",
+        hparams=Hparams(grad_clip=0.0),
+        gradient_accumulation_steps=args.accumulation,
+        activation_checkpointing=args.activation_checkpointing,
+    )
     fsdp = args.strategy in ("fsdp", "zero2")
     with process_group(env) as device:
         counter = SyncCounter()
@@ -120,15 +144,29 @@ def main() -> None:
         initial = full_state(accumulated.wrapped)[0]
         losses, sums, syncs = train(accumulated, args.steps, counter)
         final = full_state(accumulated.wrapped)[0]
-        one_pass = session(dataclasses.replace(base, gradient_accumulation_steps=1, activation_checkpointing=False),
-                           env, device, counter, fsdp)
+        one_pass = session(
+            dataclasses.replace(base, gradient_accumulation_steps=1, activation_checkpointing=False),
+            env,
+            device,
+            counter,
+            fsdp,
+        )
         _, _, syncs_one_pass = train(one_pass, args.steps, counter)
         if env.is_main:
             args.out.mkdir(parents=True, exist_ok=True)
             split = base.batch_split(env.world_size)
-            (args.out / "result.json").write_text(json.dumps({
-                "world_size": env.world_size, "split": split.to_dict(), "losses": losses, "sums": sums,
-                "syncs": syncs, "syncs_one_pass": syncs_one_pass}))
+            (args.out / "result.json").write_text(
+                json.dumps(
+                    {
+                        "world_size": env.world_size,
+                        "split": split.to_dict(),
+                        "losses": losses,
+                        "sums": sums,
+                        "syncs": syncs,
+                        "syncs_one_pass": syncs_one_pass,
+                    }
+                )
+            )
             torch.save({"initial": initial, "final": final}, args.out / "weights.pt")
         collectives.barrier()
 

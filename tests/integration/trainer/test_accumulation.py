@@ -28,18 +28,44 @@ TOLERANCE = 2e-5
 processes instead of over one batch) stays below 1e-6; a lost factor of 2 would not."""
 
 
-def launch(out: Path, strategy: str, processes: int, accumulation: int, checkpointing: bool = False
-           ) -> list[subprocess.Popen]:
-    argv = [sys.executable, "-m", "tests.integration.trainer.accumulation_worker", "--strategy", strategy,
-            "--batch", str(BATCH), "--accumulation", str(accumulation), "--out", str(out)]
+def launch(
+    out: Path, strategy: str, processes: int, accumulation: int, checkpointing: bool = False
+) -> list[subprocess.Popen]:
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.integration.trainer.accumulation_worker",
+        "--strategy",
+        strategy,
+        "--batch",
+        str(BATCH),
+        "--accumulation",
+        str(accumulation),
+        "--out",
+        str(out),
+    ]
     if checkpointing:
         argv.append("--activation-checkpointing")
     if processes == 1:
         return [subprocess.Popen(argv, env=trainer_env(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)]
     port = str(free_port())
-    return [subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=trainer_env(
-        RANK=str(rank), WORLD_SIZE=str(processes), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(processes),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=port)) for rank in range(processes)]
+    return [
+        subprocess.Popen(
+            argv,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=trainer_env(
+                RANK=str(rank),
+                WORLD_SIZE=str(processes),
+                LOCAL_RANK=str(rank),
+                LOCAL_WORLD_SIZE=str(processes),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+            ),
+        )
+        for rank in range(processes)
+    ]
 
 
 def finish(procs: list[subprocess.Popen], timeout: float = 240) -> None:
@@ -62,9 +88,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The single-process reference and the two distributed runs, started together and awaited."""
     root = tmp_path_factory.mktemp("accumulation")
     outs = {"reference": root / "reference", "ddp": root / "ddp", "fsdp": root / "fsdp"}
-    procs = {"reference": launch(outs["reference"], "ddp", 1, 1),
-             "ddp": launch(outs["ddp"], "ddp", PROCESSES, ACCUMULATION),
-             "fsdp": launch(outs["fsdp"], "fsdp", PROCESSES, ACCUMULATION, checkpointing=True)}
+    procs = {
+        "reference": launch(outs["reference"], "ddp", 1, 1),
+        "ddp": launch(outs["ddp"], "ddp", PROCESSES, ACCUMULATION),
+        "fsdp": launch(outs["fsdp"], "fsdp", PROCESSES, ACCUMULATION, checkpointing=True),
+    }
     for group in procs.values():
         finish(group)
     return outs
@@ -76,14 +104,23 @@ def max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> fl
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_processes_times_accumulation_train_exactly_what_one_big_batch_trains(runs: dict[str, Path],
-                                                                               strategy: str) -> None:
+def test_processes_times_accumulation_train_exactly_what_one_big_batch_trains(
+    runs: dict[str, Path], strategy: str
+) -> None:
     reference, reference_weights = result(runs["reference"])
     accumulated, weights = result(runs[strategy])
-    assert reference["split"] == {"global_batch_size": BATCH, "processes": 1, "micro_batch_size": BATCH,
-                                  "gradient_accumulation_steps": 1}
-    assert accumulated["split"] == {"global_batch_size": BATCH, "processes": PROCESSES, "micro_batch_size": 2,
-                                    "gradient_accumulation_steps": ACCUMULATION}
+    assert reference["split"] == {
+        "global_batch_size": BATCH,
+        "processes": 1,
+        "micro_batch_size": BATCH,
+        "gradient_accumulation_steps": 1,
+    }
+    assert accumulated["split"] == {
+        "global_batch_size": BATCH,
+        "processes": PROCESSES,
+        "micro_batch_size": 2,
+        "gradient_accumulation_steps": ACCUMULATION,
+    }
     # The same initial weights, then the same loss and metric sums at every step, and the same weights at the end.
     assert max_difference(weights["initial"], reference_weights["initial"]) == 0.0
     assert accumulated["losses"] == pytest.approx(reference["losses"], abs=TOLERANCE)

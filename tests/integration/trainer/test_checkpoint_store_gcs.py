@@ -12,5 +12,6 @@ def test_gcs(gcs_emulator) -> None:
     from google.cloud import storage as gcs
 
     bucket = gcs.Client(project="landfall-local", credentials=AnonymousCredentials()).create_bucket(
-        f"ckpt-{uuid.uuid4().hex[:10]}")
+        f"ckpt-{uuid.uuid4().hex[:10]}"
+    )
     exercise_checkpoint_store(f"gs://{bucket.name}/run/checkpoints/", lambda: [b.name for b in bucket.list_blobs()])

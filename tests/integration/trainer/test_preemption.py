@@ -20,15 +20,20 @@ def _outputs(root: Path, **extra: str) -> dict[str, str]:
 
 def test_sigkill_mid_run_resumes_from_newest_checkpoint_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     data = datagen.write_csv_shards(tmp_path / "data", shards=3, rows_per_shard=300)
-    args = trainer_args(str(data), epochs=3, batch_size=16,
-                        extra=(f"--checkpoint-every={INTERVAL}", "--hparam", "log_every=1", "warmup_steps=10"))
+    args = trainer_args(
+        str(data),
+        epochs=3,
+        batch_size=16,
+        extra=(f"--checkpoint-every={INTERVAL}", "--hparam", "log_every=1", "warmup_steps=10"),
+    )
 
     whole = run_trainer(args, _outputs(tmp_path / "whole"))
     assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
 
     killed_env = _outputs(tmp_path / "killed")
-    killed = run_until(args, killed_env,
-                       lambda r: r.get("message") == "checkpoint saved" and r["step"] >= 2 * INTERVAL, signal.SIGKILL)
+    killed = run_until(
+        args, killed_env, lambda r: r.get("message") == "checkpoint saved" and r["step"] >= 2 * INTERVAL, signal.SIGKILL
+    )
     assert killed.returncode == -signal.SIGKILL
     last_step = max(r["step"] for r in killed.messages("training"))
     newest = CheckpointStore(str(tmp_path / "killed" / "checkpoints"), keep=3).latest()
@@ -51,8 +56,16 @@ def test_sigterm_checkpoints_fsdp_on_cpu_and_resumes_exactly_and_the_lm_loss_fal
     data.mkdir()
     for shard in range(2):
         (data / f"books-{shard}.txt").write_text(datagen.text_corpus(150, seed=shard))
-    args = trainer_args(str(data), task="causal-lm", model="gpt-tiny", epochs=2, batch_size=4, learning_rate=0.003,
-                        strategy="fsdp", extra=("--checkpoint-every=1000", "--hparam", "log_every=5"))
+    args = trainer_args(
+        str(data),
+        task="causal-lm",
+        model="gpt-tiny",
+        epochs=2,
+        batch_size=4,
+        learning_rate=0.003,
+        strategy="fsdp",
+        extra=("--checkpoint-every=1000", "--hparam", "log_every=5"),
+    )
 
     whole = run_trainer(args, _outputs(tmp_path / "whole", LANDFALL_NPROC_PER_NODE="2"))
     assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
@@ -83,8 +96,13 @@ def test_sigterm_checkpoints_fsdp_on_cpu_and_resumes_exactly_and_the_lm_loss_fal
 def test_zero1_sharded_optimizer_state_survives_a_sigterm_exactly(tmp_path: Path) -> None:
     """zero1 checkpoints go through ZeroRedundancyOptimizer.consolidate_state_dict: check that path too."""
     data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
-    args = trainer_args(str(data), epochs=2, batch_size=16, strategy="zero1",
-                        extra=("--checkpoint-every=1000", "--hparam", "log_every=2"))
+    args = trainer_args(
+        str(data),
+        epochs=2,
+        batch_size=16,
+        strategy="zero1",
+        extra=("--checkpoint-every=1000", "--hparam", "log_every=2"),
+    )
     whole = run_trainer(args, _outputs(tmp_path / "whole", LANDFALL_NPROC_PER_NODE="2"))
     assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-2000:]
     env = _outputs(tmp_path / "stopped", LANDFALL_NPROC_PER_NODE="2")

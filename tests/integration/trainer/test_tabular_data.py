@@ -40,8 +40,9 @@ def _write(folder: Path, shards: list[list[tuple[float, float, float, str]]]) ->
 
 def _train(data: Path, model_dir: Path, nproc: int = 1, epochs: int = 3) -> dict:
     env = trainer_env(AIP_MODEL_DIR=str(model_dir), LANDFALL_NPROC_PER_NODE=str(nproc))
-    run = run_trainer(trainer_args(f"{data}/", epochs=epochs, seed=3, extra=("--label-column=diagnosis",)), env,
-                      timeout=180)
+    run = run_trainer(
+        trainer_args(f"{data}/", epochs=epochs, seed=3, extra=("--label-column=diagnosis",)), env, timeout=180
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return dict(json.loads((model_dir / "metrics.json").read_text()))
 
@@ -52,8 +53,12 @@ def test_text_labels_beside_control_files_train_and_predict_labels(tmp_path: Pat
     metrics = _train(data, tmp_path / "model")
 
     held_out = [i for i in range(len(rows)) if is_validation(0, i, 0.1)]
-    assert metrics["evaluation"] == {"split": "held-out", "samples": len(held_out),
-                                     "train_samples": len(rows) - len(held_out), "val_fraction": 0.1}
+    assert metrics["evaluation"] == {
+        "split": "held-out",
+        "samples": len(held_out),
+        "train_samples": len(rows) - len(held_out),
+        "val_fraction": 0.1,
+    }
     assert metrics["final"]["accuracy"] >= 0.9
 
     from trainer.model_io import load_model

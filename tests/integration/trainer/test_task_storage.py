@@ -11,8 +11,22 @@ import pytest
 from tests import datagen
 from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 
-METRIC_KEYS = {"schema_version", "task", "model", "strategy", "world_size", "steps", "final", "epochs", "evaluation",
-               "samples_per_second", "tokens_per_second", "wall_time_seconds", "mfu", "batch"}
+METRIC_KEYS = {
+    "schema_version",
+    "task",
+    "model",
+    "strategy",
+    "world_size",
+    "steps",
+    "final",
+    "epochs",
+    "evaluation",
+    "samples_per_second",
+    "tokens_per_second",
+    "wall_time_seconds",
+    "mfu",
+    "batch",
+}
 
 
 def _check_metrics(metrics: dict, epochs: int) -> None:
@@ -50,8 +64,9 @@ def test_trains_from_gcs_and_writes_model_and_metrics_to_gcs(gcs_bucket) -> None
     gcs_bucket.blob("data/part-1.parquet").upload_from_string(parquet.getvalue())
     gcs_bucket.blob("data/_MANIFEST.json").upload_from_string("{}")
     base = f"gs://{gcs_bucket.name}/run/"
-    env = trainer_env(AIP_MODEL_DIR=base + "model/", AIP_CHECKPOINT_DIR=base + "checkpoints/",
-                      AIP_TENSORBOARD_LOG_DIR=base + "logs/")
+    env = trainer_env(
+        AIP_MODEL_DIR=base + "model/", AIP_CHECKPOINT_DIR=base + "checkpoints/", AIP_TENSORBOARD_LOG_DIR=base + "logs/"
+    )
     run = run_trainer(trainer_args(f"gs://{gcs_bucket.name}/data/", epochs=3, extra=("--checkpoint-every=25",)), env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
@@ -103,8 +118,10 @@ def test_regression_from_parquet_predicts_in_the_label_units(tmp_path: Path) -> 
     for shard in range(2):
         pq.write_table(pa.table(table(600, shard)), data / f"part-{shard}.parquet")
     env = trainer_env(AIP_MODEL_DIR=str(tmp_path / "model"))
-    run = run_trainer(trainer_args(str(data), task="tabular-regression", epochs=4, batch_size=32,
-                                   extra=("--label-column=price",)), env)
+    run = run_trainer(
+        trainer_args(str(data), task="tabular-regression", epochs=4, batch_size=32, extra=("--label-column=price",)),
+        env,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
     assert metrics["final"]["accuracy"] is None and metrics["final"]["perplexity"] is None

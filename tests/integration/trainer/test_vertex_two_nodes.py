@@ -40,29 +40,49 @@ def _records(log: Path) -> list[dict]:
 
 def test_two_nodes_two_processes_each_succeed_with_identical_weights(vertex, bucket) -> None:
     for shard in range(3):
-        bucket.blob(f"data/part-{shard}.csv").upload_from_string(
-            datagen.csv_text(datagen.separable_rows(500, shard)))
+        bucket.blob(f"data/part-{shard}.csv").upload_from_string(datagen.csv_text(datagen.separable_rows(500, shard)))
     bucket.blob("data/_SUCCESS").upload_from_string("")
-    args = [f"--data-uri=gs://{bucket.name}/data/", "--task=tabular-classification", "--model=mlp-small",
-            "--epochs=3", "--batch-size=16", "--learning-rate=0.01", "--seed=11", "--strategy=ddp",
-            "--precision=auto", "--label-column=label", "--checkpoint-every=20"]
-    package = {"executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest",
-               "package_uris": [f"gs://{bucket.name}/landfall/trainer-0.1.0.tar.gz"],
-               "python_module": "trainer.task", "args": args,
-               "env": [{"name": "LANDFALL_NPROC_PER_NODE", "value": "2"}]}
+    args = [
+        f"--data-uri=gs://{bucket.name}/data/",
+        "--task=tabular-classification",
+        "--model=mlp-small",
+        "--epochs=3",
+        "--batch-size=16",
+        "--learning-rate=0.01",
+        "--seed=11",
+        "--strategy=ddp",
+        "--precision=auto",
+        "--label-column=label",
+        "--checkpoint-every=20",
+    ]
+    package = {
+        "executor_image_uri": "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest",
+        "package_uris": [f"gs://{bucket.name}/landfall/trainer-0.1.0.tar.gz"],
+        "python_module": "trainer.task",
+        "args": args,
+        "env": [{"name": "LANDFALL_NPROC_PER_NODE", "value": "2"}],
+    }
     pool = {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1, "python_package_spec": package}
-    job = vertex.client.create_custom_job(parent=PARENT, custom_job={
-        "display_name": "trainer-2x2", "job_spec": {
-            "worker_pool_specs": [pool, pool],
-            "base_output_directory": {"output_uri_prefix": f"gs://{bucket.name}/run"}}})
+    job = vertex.client.create_custom_job(
+        parent=PARENT,
+        custom_job={
+            "display_name": "trainer-2x2",
+            "job_spec": {
+                "worker_pool_specs": [pool, pool],
+                "base_output_directory": {"output_uri_prefix": f"gs://{bucket.name}/run"},
+            },
+        },
+    )
 
     done = vertex.wait_terminal(job.name, timeout=240)
     logs = vertex.state_dir / "jobs" / job_id(job)
     assert done.state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED, (
-        done.error.message + "\n" + "\n".join(p.read_text()[-3000:] for p in sorted(logs.glob("*.log"))))
+        done.error.message + "\n" + "\n".join(p.read_text()[-3000:] for p in sorted(logs.glob("*.log")))
+    )
 
-    finished = [r for p in sorted(logs.glob("workerpool*.log")) for r in _records(p)
-                if r.get("message") == "training finished"]
+    finished = [
+        r for p in sorted(logs.glob("workerpool*.log")) for r in _records(p) if r.get("message") == "training finished"
+    ]
     assert sorted(r["rank"] for r in finished) == [0, 1, 2, 3]
     assert {r["world_size"] for r in finished} == {4}
     digests = {r["weights_sha256"] for r in finished}

@@ -71,5 +71,3 @@ def start_emulator(tmp_path: Path, pubsub_emulator) -> Iterator[Callable[..., Em
     yield start
     for process in started:
         process.stop()
-
-

@@ -79,8 +79,22 @@ def launch_emulator(state_dir: Path, log_path: Path, args: Sequence[str] = ()) -
     """Start the emulator on a free port and wait until it prints that it is listening."""
     log = open(log_path, "ab")  # noqa: SIM115 - the child writes to it after this function returns
     process = subprocess.Popen(
-        [sys.executable, "-m", "deploy.vertex_emulator", "--host", "127.0.0.1", "--port", "0",
-         "--project", PROJECT, "--state-dir", str(state_dir), "--stop-grace", "2", *args],
+        [
+            sys.executable,
+            "-m",
+            "deploy.vertex_emulator",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--project",
+            PROJECT,
+            "--state-dir",
+            str(state_dir),
+            "--stop-grace",
+            "2",
+            *args,
+        ],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         stdout=log,
@@ -136,8 +150,14 @@ class JobEvents:
         return wait_for(arrived, timeout, step=0.1, what=f'event "{text}" for job {job_id}')
 
 
-def probe_pool(out: Path, *probe_args: str, replicas: int = 1, machine_type: str = "n1-standard-4",
-               accelerator: tuple[str, int] | None = None, env: dict[str, str] | None = None) -> dict:
+def probe_pool(
+    out: Path,
+    *probe_args: str,
+    replicas: int = 1,
+    machine_type: str = "n1-standard-4",
+    accelerator: tuple[str, int] | None = None,
+    env: dict[str, str] | None = None,
+) -> dict:
     """A worker pool spec running the probe module."""
     machine: dict = {"machine_type": machine_type}
     if accelerator:
@@ -155,8 +175,14 @@ def probe_pool(out: Path, *probe_args: str, replicas: int = 1, machine_type: str
     }
 
 
-def probe_job(pools: list[dict], *, display_name: str = "probe", labels: dict[str, str] | None = None,
-              base_output: str | None = "gs://landfall-local/runs/r1", scheduling: dict | None = None) -> dict:
+def probe_job(
+    pools: list[dict],
+    *,
+    display_name: str = "probe",
+    labels: dict[str, str] | None = None,
+    base_output: str | None = "gs://landfall-local/runs/r1",
+    scheduling: dict | None = None,
+) -> dict:
     """A CustomJob (as a dict the client accepts) made of the given pools."""
     spec: dict = {"worker_pool_specs": pools}
     if base_output:

@@ -23,8 +23,9 @@ def _h100_job(out: Path, **kwargs) -> dict:
 
 
 def test_quota_exhaustion_refuses_create_for_the_chosen_gpu_and_region(vertex, tmp_path):
-    control.set_faults(vertex.address, {"quota_exhausted": [{"accelerator_type": "NVIDIA_H100_80GB",
-                                                             "region": "us-central1"}]})
+    control.set_faults(
+        vertex.address, {"quota_exhausted": [{"accelerator_type": "NVIDIA_H100_80GB", "region": "us-central1"}]}
+    )
     with pytest.raises(ResourceExhausted) as refused:
         vertex.client.create_custom_job(parent=PARENT, custom_job=_h100_job(tmp_path))
     assert refused.value.message == QUOTA + "nvidia_h100_gpus"
@@ -46,8 +47,9 @@ def test_stockout_fails_the_job_without_running_it(vertex, job_events, tmp_path)
     pools = [probe_pool(tmp_path, machine_type="g2-standard-8", accelerator=("NVIDIA_L4", 1))]
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
     done = vertex.wait_terminal(job.name)
-    message = ("Resources are insufficient in region: us-central1. Try a different region or use a different "
-               "accelerator.")
+    message = (
+        "Resources are insufficient in region: us-central1. Try a different region or use a different accelerator."
+    )
     assert done.state == JobState.JOB_STATE_FAILED
     assert (done.error.code, done.error.message) == (8, message)
     assert not (tmp_path / "workerpool0-0.json").exists()
@@ -56,8 +58,9 @@ def test_stockout_fails_the_job_without_running_it(vertex, job_events, tmp_path)
 
 
 def test_machine_type_unsupported_in_a_region(vertex, tmp_path):
-    control.set_faults(vertex.address, {"unsupported_machine_type": [{"machine_type": "a3-highgpu-8g",
-                                                                      "region": "us-central1"}]})
+    control.set_faults(
+        vertex.address, {"unsupported_machine_type": [{"machine_type": "a3-highgpu-8g", "region": "us-central1"}]}
+    )
     with pytest.raises(InvalidArgument) as refused:
         vertex.client.create_custom_job(parent=PARENT, custom_job=_h100_job(tmp_path))
     assert refused.value.message == 'Machine type "a3-highgpu-8g" is not supported.'

@@ -134,8 +134,9 @@ def test_two_nodes_with_two_local_processes_each_see_trainer_ranks(vertex, tmp_p
     ]
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
     assert vertex.wait_terminal(job.name).state == JobState.JOB_STATE_SUCCEEDED
-    records = [read_json(out / f"{replica}-{local}.json") for replica in ("workerpool0-0", "workerpool1-0")
-               for local in (0, 1)]
+    records = [
+        read_json(out / f"{replica}-{local}.json") for replica in ("workerpool0-0", "workerpool1-0") for local in (0, 1)
+    ]
     assert [r["global_rank"] for r in records] == [0, 1, 2, 3]
     assert {r["world_size"] for r in records} == {4}
     assert len({r["master"] for r in records}) == 1
@@ -157,8 +158,11 @@ def test_container_spec_runs_a_mapped_image_and_fails_clearly_without_a_mapping(
     mapped = {
         "machine_spec": {"machine_type": "n1-standard-4"},
         "replica_count": 1,
-        "container_spec": {"image_uri": PROBE_IMAGE, "args": ["--out", str(out)], "env": [{"name": "PROBE_EXTRA",
-                                                                                            "value": "c"}]},
+        "container_spec": {
+            "image_uri": PROBE_IMAGE,
+            "args": ["--out", str(out)],
+            "env": [{"name": "PROBE_EXTRA", "value": "c"}],
+        },
     }
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([mapped]))
     assert vertex.wait_terminal(job.name).state == JobState.JOB_STATE_SUCCEEDED
@@ -189,8 +193,9 @@ def test_reduction_server_pool_is_accepted_and_stands_idle(vertex, tmp_path: Pat
 
 
 def test_delete_removes_an_ended_job_and_refuses_a_running_one(vertex, tmp_path: Path):
-    running = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([probe_pool(tmp_path, "--sleep",
-                                                                                              "60")]))
+    running = vertex.client.create_custom_job(
+        parent=PARENT, custom_job=probe_job([probe_pool(tmp_path, "--sleep", "60")])
+    )
     with pytest.raises(FailedPrecondition, match="Cancel it first"):
         vertex.client.delete_custom_job(name=running.name)
     vertex.client.cancel_custom_job(name=running.name)
@@ -214,8 +219,12 @@ def test_unknown_and_malformed_names(vertex):
 
 def test_output_only_fields_sent_by_the_client_are_ignored(vertex, tmp_path: Path):
     job = probe_job([probe_pool(tmp_path)])
-    job.update(state="JOB_STATE_SUCCEEDED", error={"code": 5, "message": "client-made"},
-               start_time="2020-01-01T00:00:00Z", name="projects/x/locations/y/customJobs/1")
+    job.update(
+        state="JOB_STATE_SUCCEEDED",
+        error={"code": 5, "message": "client-made"},
+        start_time="2020-01-01T00:00:00Z",
+        name="projects/x/locations/y/customJobs/1",
+    )
     created = vertex.client.create_custom_job(parent=PARENT, custom_job=job)
     assert created.state == JobState.JOB_STATE_PENDING
     assert created.name.startswith(f"{PARENT}/customJobs/") and not created.error.message

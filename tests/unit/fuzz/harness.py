@@ -63,9 +63,15 @@ class Fakes:
 
     def reconciler_deps(self) -> ReconcilerDeps:
         w = self.runs
-        return ReconcilerDeps(open_runs=lambda: w.runs.in_states(OPEN_STATES), vertex=w.vertex,  # type: ignore[arg-type]
-                              listener=w.listener_deps, resubmit=lambda _run_id: "resubmitted",
-                              policy=attempt_policy(world.SETTINGS), lease_seconds=120, now=w.clock)
+        return ReconcilerDeps(
+            open_runs=lambda: w.runs.in_states(OPEN_STATES),
+            vertex=w.vertex,  # type: ignore[arg-type]
+            listener=w.listener_deps,
+            resubmit=lambda _run_id: "resubmitted",
+            policy=attempt_policy(world.SETTINGS),
+            lease_seconds=120,
+            now=w.clock,
+        )
 
 
 @contextmanager
@@ -95,8 +101,10 @@ def deliver(entry_point: str, cloud_event: Any, fakes: Fakes | None = None) -> D
         hypothesis.event(f"{entry_point}: retried")
         return Decision(False, str(exc), [r.getMessage() for r in records.records])
     except Exception as exc:
-        raise Unexpected(f"{entry_point} raised {type(exc).__name__} (retried as an unexpected error): "
-                         f"{str(exc)[:500]}\n{''.join(traceback.format_exception(exc))[-3000:]}") from exc
+        raise Unexpected(
+            f"{entry_point} raised {type(exc).__name__} (retried as an unexpected error): "
+            f"{str(exc)[:500]}\n{''.join(traceback.format_exception(exc))[-3000:]}"
+        ) from exc
     finally:
         logger.removeHandler(records)
     said = [r.getMessage() for r in records.records if r.name == "landfall"]

@@ -20,8 +20,9 @@ from tests.unit.fuzz.harness import Fakes, assert_readable, deliver, firestore_s
 ANY_PAYLOAD = s.json_bytes()
 
 
-@given(st.one_of(s.notification_events(s.object_names()), s.storage_events(s.object_names()),
-                 s.pubsub_events(ANY_PAYLOAD)))
+@given(
+    st.one_of(s.notification_events(s.object_names()), s.storage_events(s.object_names()), s.pubsub_events(ANY_PAYLOAD))
+)
 def test_on_object_finalized_acknowledges_any_event_with_a_reason(event) -> None:
     fakes = Fakes()
     decision = deliver("on_object_finalized", event, fakes)
@@ -56,8 +57,14 @@ def test_sweep_and_reconcile_ticks_acknowledge_any_message(event) -> None:
         assert_readable(decision.reason)
 
 
-JOB_STATES = ("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED",
-              "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
+JOB_STATES = (
+    "JOB_STATE_PENDING",
+    "JOB_STATE_RUNNING",
+    "JOB_STATE_SUCCEEDED",
+    "JOB_STATE_FAILED",
+    "JOB_STATE_CANCELLED",
+    "JOB_STATE_EXPIRED",
+)
 
 
 def _naming(data: bytes, job_id: str) -> bytes:
@@ -71,8 +78,9 @@ def _naming(data: bytes, job_id: str) -> bytes:
 
 
 @given(s.job_events, st.sampled_from([0, 5, 11, 60 * 24]), st.booleans(), st.sampled_from(JOB_STATES))
-def test_a_job_log_entry_moves_only_its_own_run_and_never_retries_bad_input(data: bytes, minutes_ago: int,
-                                                                            ours: bool, state: str) -> None:
+def test_a_job_log_entry_moves_only_its_own_run_and_never_retries_bad_input(
+    data: bytes, minutes_ago: int, ours: bool, state: str
+) -> None:
     """Against a world with one submitted run: an entry naming its job brings the run in line with Vertex; any other
     entry is acknowledged, or retried only while the dispatcher may still be recording a real job (10 minutes)."""
     w = world.World()

@@ -43,10 +43,14 @@ class _Said(logging.Handler):
 
 
 push_bodies = s.mostly(
-    st.fixed_dictionaries({"message": s.pubsub_message_objects(s.mostly(s.training_requests.map(s.dumps),
-                                                                        s.json_bytes())),
-                           "subscription": st.just("projects/landfall-local/subscriptions/fuzz")}).map(s.dumps),
-    s.json_bytes())
+    st.fixed_dictionaries(
+        {
+            "message": s.pubsub_message_objects(s.mostly(s.training_requests.map(s.dumps), s.json_bytes())),
+            "subscription": st.just("projects/landfall-local/subscriptions/fuzz"),
+        }
+    ).map(s.dumps),
+    s.json_bytes(),
+)
 """What a push subscription POSTs ({"message": ..., "subscription": ...}), with hostile messages; or any bytes."""
 
 

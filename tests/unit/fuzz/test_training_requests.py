@@ -61,7 +61,7 @@ def test_a_request_is_rejected_naming_its_field_or_planned(raw: dict[str, Any]) 
         with pytest.raises(JsonTextError):
             json_text.loads(data)
         return
-    (run_id, doc), = w.runs.docs.items()
+    ((run_id, doc),) = w.runs.docs.items()
     assert firestore_storable(doc), f"run {run_id} cannot be written to Firestore: {str(doc)[:500]}"
     run = w.run(run_id)
     if outcome.startswith("rejected:"):
@@ -72,8 +72,9 @@ def test_a_request_is_rejected_naming_its_field_or_planned(raw: dict[str, Any]) 
             named = bad if bad is not None else ""
             assert named.split(".")[0] in run.error.message, (named, run.error.message)
             if bad is None:  # structurally valid: a rule names the field it broke
-                assert any(f"{f}." in run.error.message or f"{f}:" in run.error.message for f in FIELDS), \
+                assert any(f"{f}." in run.error.message or f"{f}:" in run.error.message for f in FIELDS), (
                     run.error.message
+                )
     else:
         assert outcome in ("submitted", "waiting:no-capacity"), outcome
         assert run.state in (RunState.SUBMITTED, RunState.WAITING)

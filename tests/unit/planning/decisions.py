@@ -29,11 +29,29 @@ COUNT = 160
 CANDIDATES = 60
 """Candidate rows kept per request (the CLI shows the best-ranked; all 664 would make the test slow)."""
 SEED = 14
-MODELS = (("tabular-classification", "mlp-small"), ("tabular-classification", "mlp-medium"),
-          ("tabular-regression", "mlp-large"), ("causal-lm", "gpt-tiny"), ("causal-lm", "gpt-124m"),
-          ("causal-lm", "gpt-350m"), ("causal-lm", "gpt-1.3b"), ("causal-lm", "gpt-7b"), ("causal-lm", "gpt-70b"))
-GPUS = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB",
-        "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB", "NVIDIA_H200_141GB", "NVIDIA_B200", "NVIDIA_TESLA_P100")
+MODELS = (
+    ("tabular-classification", "mlp-small"),
+    ("tabular-classification", "mlp-medium"),
+    ("tabular-regression", "mlp-large"),
+    ("causal-lm", "gpt-tiny"),
+    ("causal-lm", "gpt-124m"),
+    ("causal-lm", "gpt-350m"),
+    ("causal-lm", "gpt-1.3b"),
+    ("causal-lm", "gpt-7b"),
+    ("causal-lm", "gpt-70b"),
+)
+GPUS = (
+    "NVIDIA_TESLA_T4",
+    "NVIDIA_TESLA_V100",
+    "NVIDIA_L4",
+    "NVIDIA_TESLA_A100",
+    "NVIDIA_A100_80GB",
+    "NVIDIA_H100_80GB",
+    "NVIDIA_H100_MEGA_80GB",
+    "NVIDIA_H200_141GB",
+    "NVIDIA_B200",
+    "NVIDIA_TESLA_P100",
+)
 
 
 def generated_requests(count: int = COUNT, seed: int = SEED) -> list[PlanInput]:
@@ -44,17 +62,25 @@ def generated_requests(count: int = COUNT, seed: int = SEED) -> list[PlanInput]:
     out = []
     for _ in range(count):
         task, preset = rng.choice(MODELS)
-        out.append(PlanInput(
-            task=task, preset=preset, dataset_bytes=int(10 ** rng.uniform(3, 12)), epochs=rng.randint(1, 5),
-            batch_size=rng.choice([1, 8, 32, 48, 64, 128, 256, 1024]), max_steps=rng.choice([0, 0, 0, 1000, 20000]),
-            deadline=rng.choice([None, None, NOW + timedelta(hours=10 ** rng.uniform(-1, 2.5))]),
-            budget_usd=rng.choice([0.0, 0.0, 0.0, 10 ** rng.uniform(0, 4)]),
-            regions=tuple(rng.sample(regions, rng.choice([0, 0, 1, 2, 3]))),
-            gpu_allowlist=tuple(rng.sample(GPUS, rng.choice([0, 0, 0, 1, 2, 3]))),
-            max_gpus=rng.choice([0, 0, 1, 4, 8, 16, 64]), spot=rng.choice(["never", "allowed", "allowed", "required"]),
-            precision=rng.choice(["auto", "auto", "auto", "fp32"]), checkpointing=rng.random() > 0.1,
-            flex_start=rng.choice(["never", "never", "allowed"]),
-        ))
+        out.append(
+            PlanInput(
+                task=task,
+                preset=preset,
+                dataset_bytes=int(10 ** rng.uniform(3, 12)),
+                epochs=rng.randint(1, 5),
+                batch_size=rng.choice([1, 8, 32, 48, 64, 128, 256, 1024]),
+                max_steps=rng.choice([0, 0, 0, 1000, 20000]),
+                deadline=rng.choice([None, None, NOW + timedelta(hours=10 ** rng.uniform(-1, 2.5))]),
+                budget_usd=rng.choice([0.0, 0.0, 0.0, 10 ** rng.uniform(0, 4)]),
+                regions=tuple(rng.sample(regions, rng.choice([0, 0, 1, 2, 3]))),
+                gpu_allowlist=tuple(rng.sample(GPUS, rng.choice([0, 0, 0, 1, 2, 3]))),
+                max_gpus=rng.choice([0, 0, 1, 4, 8, 16, 64]),
+                spot=rng.choice(["never", "allowed", "allowed", "required"]),
+                precision=rng.choice(["auto", "auto", "auto", "fp32"]),
+                checkpointing=rng.random() > 0.1,
+                flex_start=rng.choice(["never", "never", "allowed"]),
+            )
+        )
     return out
 
 
@@ -76,11 +102,17 @@ def decision(request: PlanInput) -> dict[str, Any]:
         return {"error": str(exc)}
     document = json.dumps(outcome_document(outcome), sort_keys=True, separators=(",", ":"))
     plan = outcome.plan
-    chosen = (f"{plan.replica_count} x {plan.machine_type} {plan.accelerator_type or 'cpu'} x{plan.accelerator_count}"
-              f" {plan.strategy} {plan.region}{' spot' if plan.spot else ''} ${plan.estimated_cost_usd}"
-              if plan else "rejected")
-    return {"chosen": chosen, "fallbacks": len(outcome.fallbacks),
-            "sha256": hashlib.sha256(document.encode()).hexdigest()}
+    chosen = (
+        f"{plan.replica_count} x {plan.machine_type} {plan.accelerator_type or 'cpu'} x{plan.accelerator_count}"
+        f" {plan.strategy} {plan.region}{' spot' if plan.spot else ''} ${plan.estimated_cost_usd}"
+        if plan
+        else "rejected"
+    )
+    return {
+        "chosen": chosen,
+        "fallbacks": len(outcome.fallbacks),
+        "sha256": hashlib.sha256(document.encode()).hexdigest(),
+    }
 
 
 def decisions() -> list[dict[str, Any]]:
@@ -88,8 +120,9 @@ def decisions() -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    GOLDEN.write_text(json.dumps({"count": COUNT, "seed": SEED, "now": NOW.isoformat(), "decisions": decisions()},
-                                 indent=1) + "\n")
+    GOLDEN.write_text(
+        json.dumps({"count": COUNT, "seed": SEED, "now": NOW.isoformat(), "decisions": decisions()}, indent=1) + "\n"
+    )
     print(f"wrote {GOLDEN}")
 
 

@@ -30,8 +30,9 @@ def _quote(catalog: Catalog, item: str, region: str, spot: bool) -> float:
     return _QUOTES[key]
 
 
-def exhaustive_best(space: Space, inp: PlanInput, now: datetime, quotas: QuotaTable
-                    ) -> tuple[float, float, tuple[int, int, bool, str]] | None:
+def exhaustive_best(
+    space: Space, inp: PlanInput, now: datetime, quotas: QuotaTable
+) -> tuple[float, float, tuple[int, int, bool, str]] | None:
     """(objective, tiebreak, (config index, variant index, spot, region)) of the best feasible candidate."""
     catalog = space.catalog
     a = catalog.assumptions
@@ -91,11 +92,23 @@ def exhaustive_best(space: Space, inp: PlanInput, now: datetime, quotas: QuotaTa
             micro, steps_per_update, checkpointed = split
             recompute = 1 + a.memory.recompute_flops_fraction if checkpointed else 1
             compute = compute_seconds(work.flops_per_sample, share, peak, mfu) * recompute
-            comm = 0.0 if gpu is None else comm_seconds(
-                p, int(fp32), strategy, shape.accelerator_count, cfg.nodes, gpu.intra_node_gbytes_per_s * 1e9,
-                shape.network_gbps * GBIT, server)
-            overhead = steps_per_update * (a.compute.gpu_step_overhead_seconds if gpu
-                                           else a.compute.cpu_step_overhead_seconds)
+            comm = (
+                0.0
+                if gpu is None
+                else comm_seconds(
+                    p,
+                    int(fp32),
+                    strategy,
+                    shape.accelerator_count,
+                    cfg.nodes,
+                    gpu.intra_node_gbytes_per_s * 1e9,
+                    shape.network_gbps * GBIT,
+                    server,
+                )
+            )
+            overhead = steps_per_update * (
+                a.compute.gpu_step_overhead_seconds if gpu else a.compute.cpu_step_overhead_seconds
+            )
             step = float(step_seconds(compute, comm, a.compute.comm_overlap_fraction, overhead))
             servers = math.ceil(cfg.nodes * shape.network_gbps / rs.bandwidth_gbps) if server else 0
             for spot in (False, True):

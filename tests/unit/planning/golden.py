@@ -15,10 +15,23 @@ NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 EXAMPLES = Path(__file__).parents[3] / "schemas/examples"
 CONFIG = PlannerConfig(max_alternatives=4)
 REQUESTS = {
-    "plan.json": PlanInput(task="causal-lm", preset="gpt-1.3b", dataset_bytes=2 * 10**9, epochs=1, batch_size=64,
-                           deadline=NOW + timedelta(hours=12), spot="never"),
-    "plan_cpu.json": PlanInput(task="tabular-classification", preset="mlp-small", dataset_bytes=48_213,
-                               dataset_objects=4, epochs=5, batch_size=64),
+    "plan.json": PlanInput(
+        task="causal-lm",
+        preset="gpt-1.3b",
+        dataset_bytes=2 * 10**9,
+        epochs=1,
+        batch_size=64,
+        deadline=NOW + timedelta(hours=12),
+        spot="never",
+    ),
+    "plan_cpu.json": PlanInput(
+        task="tabular-classification",
+        preset="mlp-small",
+        dataset_bytes=48_213,
+        dataset_objects=4,
+        epochs=5,
+        batch_size=64,
+    ),
 }
 
 

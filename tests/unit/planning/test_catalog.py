@@ -27,11 +27,17 @@ def build(**changes):
 
 
 FIXED = {  # vertex.md: accelerator count is fixed by the machine type
-    "a2-highgpu-1g": ("NVIDIA_TESLA_A100", 1), "a2-highgpu-8g": ("NVIDIA_TESLA_A100", 8),
-    "a2-megagpu-16g": ("NVIDIA_TESLA_A100", 16), "a2-ultragpu-4g": ("NVIDIA_A100_80GB", 4),
-    "a3-highgpu-2g": ("NVIDIA_H100_80GB", 2), "a3-highgpu-8g": ("NVIDIA_H100_80GB", 8),
-    "a3-megagpu-8g": ("NVIDIA_H100_MEGA_80GB", 8), "a3-ultragpu-8g": ("NVIDIA_H200_141GB", 8),
-    "a4-highgpu-8g": ("NVIDIA_B200", 8), "g2-standard-32": ("NVIDIA_L4", 1), "g2-standard-48": ("NVIDIA_L4", 4),
+    "a2-highgpu-1g": ("NVIDIA_TESLA_A100", 1),
+    "a2-highgpu-8g": ("NVIDIA_TESLA_A100", 8),
+    "a2-megagpu-16g": ("NVIDIA_TESLA_A100", 16),
+    "a2-ultragpu-4g": ("NVIDIA_A100_80GB", 4),
+    "a3-highgpu-2g": ("NVIDIA_H100_80GB", 2),
+    "a3-highgpu-8g": ("NVIDIA_H100_80GB", 8),
+    "a3-megagpu-8g": ("NVIDIA_H100_MEGA_80GB", 8),
+    "a3-ultragpu-8g": ("NVIDIA_H200_141GB", 8),
+    "a4-highgpu-8g": ("NVIDIA_B200", 8),
+    "g2-standard-32": ("NVIDIA_L4", 1),
+    "g2-standard-48": ("NVIDIA_L4", 4),
 }
 N1_LIMITS = {  # vertex.md: max vCPUs / GB RAM per GPU count
     "NVIDIA_TESLA_V100": {1: (12, 78), 2: (24, 156), 4: (48, 312), 8: (96, 624)},
@@ -42,8 +48,9 @@ N1_LIMITS = {  # vertex.md: max vCPUs / GB RAM per GPU count
 
 
 def test_fixed_shapes_carry_their_vertex_counts():
-    shapes = {s.machine_type: s for s in load_catalog().shapes if not s.machine_type.startswith(("n1", "e2", "n2",
-                                                                                                   "c2"))}
+    shapes = {
+        s.machine_type: s for s in load_catalog().shapes if not s.machine_type.startswith(("n1", "e2", "n2", "c2"))
+    }
     for machine, (kind, count) in FIXED.items():
         assert (shapes[machine].accelerator_type, shapes[machine].accelerator_count) == (kind, count)
 
@@ -94,17 +101,22 @@ def test_cpu_only_machines_and_gpu_specs():
     assert catalog.gpus["NVIDIA_H100_80GB"].peak_flops("bf16") == 989e12
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"machines": lambda m: m["fixed_shapes"][0].update(accelerator_type="NVIDIA_K80")},
-     "fixed_shapes[0].accelerator_type: 'NVIDIA_K80' is not in gpus.json"),
-    ({"prices": lambda p: p["items"].pop("a3-highgpu-8g")}, "no price for a3-highgpu-8g"),
-    ({"prices": lambda p: p["items"]["NVIDIA_L4"].pop("source")}, "items.NVIDIA_L4.source: expected a non-empty"),
-    ({"gpus": lambda g: g["gpus"]["NVIDIA_L4"].update(assumed_mfu=1.5)}, "assumed_mfu: expected a fraction"),
-    ({"machines": lambda m: m["fixed_shapes"].append(m["fixed_shapes"][0])}, "is listed twice"),
-    ({"machines": lambda m: m["fixed_shapes"][0].update(regions="mars")}, "unknown region set 'mars'"),
-    ({"assumptions": lambda a: a.pop("memory")}, "missing section 'memory'"),
-    ({"prices": lambda p: p["region_multipliers"].pop("us-east4")}, "region_multipliers lacks us-east4"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"machines": lambda m: m["fixed_shapes"][0].update(accelerator_type="NVIDIA_K80")},
+            "fixed_shapes[0].accelerator_type: 'NVIDIA_K80' is not in gpus.json",
+        ),
+        ({"prices": lambda p: p["items"].pop("a3-highgpu-8g")}, "no price for a3-highgpu-8g"),
+        ({"prices": lambda p: p["items"]["NVIDIA_L4"].pop("source")}, "items.NVIDIA_L4.source: expected a non-empty"),
+        ({"gpus": lambda g: g["gpus"]["NVIDIA_L4"].update(assumed_mfu=1.5)}, "assumed_mfu: expected a fraction"),
+        ({"machines": lambda m: m["fixed_shapes"].append(m["fixed_shapes"][0])}, "is listed twice"),
+        ({"machines": lambda m: m["fixed_shapes"][0].update(regions="mars")}, "unknown region set 'mars'"),
+        ({"assumptions": lambda a: a.pop("memory")}, "missing section 'memory'"),
+        ({"prices": lambda p: p["region_multipliers"].pop("us-east4")}, "region_multipliers lacks us-east4"),
+    ],
+)
 def test_broken_data_fails_with_the_file_and_field(changes, message):
     with pytest.raises(CatalogError, match=message.replace("[", r"\[").replace("]", r"\]")):
         build(**changes)
@@ -119,5 +131,9 @@ def test_quota_file_and_overrides():
     assert changed.gpu_limit("europe-west4", "NVIDIA_L4", False) == 64
     assert changed.cpu_limit("europe-west4") == 8 and changed.gpu_limit("us-central1", "NVIDIA_H100_80GB", False) == 128
     with pytest.raises(CatalogError, match=r"regions.x.gpus.NVIDIA_L4.on_demand: expected a whole number"):
-        parse_quotas({"default": {"cpus": 1, "gpus": {"on_demand": 1, "preemptible": 1}},
-                      "regions": {"x": {"gpus": {"NVIDIA_L4": {"on_demand": -1}}}}})
+        parse_quotas(
+            {
+                "default": {"cpus": 1, "gpus": {"on_demand": 1, "preemptible": 1}},
+                "regions": {"x": {"gpus": {"NVIDIA_L4": {"on_demand": -1}}}},
+            }
+        )

@@ -42,8 +42,15 @@ def test_catalog_json_prints_one_object_per_shape(capsys):
     code, out = run(["catalog", "--json"], capsys)
     shapes = json.loads(out.out)
     assert code == 0 and len(shapes) == len(load_catalog().shapes)
-    required = {"machine_type", "accelerator_type", "accelerator_count", "gpu_memory_gb", "vcpus", "memory_gb",
-                "regions"}
+    required = {
+        "machine_type",
+        "accelerator_type",
+        "accelerator_count",
+        "gpu_memory_gb",
+        "vcpus",
+        "memory_gb",
+        "regions",
+    }
     assert all(required <= set(s) for s in shapes)
     cpu = next(s for s in shapes if s["machine_type"] == "n1-standard-4" and s["accelerator_count"] == 0)
     assert cpu["accelerator_type"] is None and cpu["gpu_memory_gb"] is None and "us-central1" in cpu["regions"]
@@ -88,9 +95,14 @@ def test_rejected_request_exits_1_with_the_reason(tmp_path, capsys):
     assert code == 1 and "FSDP" in json.loads(out.out)["rejection"]
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "cannot read"), ("{not json", "is not JSON"), ('{"schema_version": 1}', "dataset"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read"),
+        ("{not json", "is not JSON"),
+        ('{"schema_version": 1}', "dataset"),
+    ],
+)
 def test_plan_bad_files_exit_2_with_a_message(tmp_path, capsys, content, message):
     path = tmp_path / "r.json"
     if content is not None:

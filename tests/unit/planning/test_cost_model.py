@@ -23,8 +23,9 @@ H100_EFFECTIVE = 989e12 * 0.35
 
 
 def test_tiny_tabular_job_runs_on_a_cheap_cpu_machine():
-    inp = PlanInput(task="tabular-classification", preset="mlp-small", dataset_bytes=48_213, epochs=5, batch_size=64,
-                    spot="never")
+    inp = PlanInput(
+        task="tabular-classification", preset="mlp-small", dataset_bytes=48_213, epochs=5, batch_size=64, spot="never"
+    )
     plan = plan_request(inp, now=NOW).plan
     rows = 48_213 // ((32 + 1) * 8)  # 182 rows of 32 features + label, 8 bytes per CSV value
     steps = math.ceil(rows / 64) * 5  # 15
@@ -39,8 +40,17 @@ def test_tiny_tabular_job_runs_on_a_cheap_cpu_machine():
 
 
 def test_gpt_124m_on_one_h100():
-    inp = PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**8, epochs=1, batch_size=16,
-                    gpu_allowlist=("NVIDIA_H100_80GB",), max_gpus=1, spot="never", regions=("us-central1",))
+    inp = PlanInput(
+        task="causal-lm",
+        preset="gpt-124m",
+        dataset_bytes=10**8,
+        epochs=1,
+        batch_size=16,
+        gpu_allowlist=("NVIDIA_H100_80GB",),
+        max_gpus=1,
+        spot="never",
+        regions=("us-central1",),
+    )
     plan = plan_request(inp, now=NOW).plan
     steps = math.ceil(math.ceil(10**8 / 1024) / 16)  # 97,657 sequences -> 6,104 steps
     flops = 1024 * (6 * (12 * (12 * 768**2 + 13 * 768) + 768 * 50257) + 12 * 12 * 768 * 1024)
@@ -70,8 +80,16 @@ def _row(outcome, machine_type, nodes, variant, spot=0):
 
 
 def test_gpt_7b_fsdp_over_one_a3_highgpu_8g():
-    inp = PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=10**9, epochs=1, batch_size=8,
-                    gpu_allowlist=("NVIDIA_H100_80GB",), spot="never", regions=("us-central1",))
+    inp = PlanInput(
+        task="causal-lm",
+        preset="gpt-7b",
+        dataset_bytes=10**9,
+        epochs=1,
+        batch_size=8,
+        gpu_allowlist=("NVIDIA_H100_80GB",),
+        spot="never",
+        regions=("us-central1",),
+    )
     ev, c, v, s = _row(plan_request(inp, now=NOW), "a3-highgpu-8g", 1, VARIANTS.index((3, False)))
     steps = math.ceil(math.ceil(10**9 / 4096) / 8)  # 244,141 sequences -> 30,518 steps
     flops = 4096 * (6 * (32 * (12 * 4096**2 + 13 * 4096) + 4096 * 256) + 12 * 32 * 4096 * 4096)
@@ -91,8 +109,16 @@ def test_gpt_7b_fsdp_over_one_a3_highgpu_8g():
 
 
 def test_reduction_server_halves_cross_node_time_and_costs_its_machines():
-    inp = PlanInput(task="causal-lm", preset="gpt-1.3b", dataset_bytes=10**9, epochs=1, batch_size=64,
-                    gpu_allowlist=("NVIDIA_H100_80GB",), spot="never", regions=("us-central1",))
+    inp = PlanInput(
+        task="causal-lm",
+        preset="gpt-1.3b",
+        dataset_bytes=10**9,
+        epochs=1,
+        batch_size=64,
+        gpu_allowlist=("NVIDIA_H100_80GB",),
+        spot="never",
+        regions=("us-central1",),
+    )
     outcome = plan_request(inp, now=NOW)
     ev, c, _, s = _row(outcome, "a3-highgpu-8g", 4, 0)
     ring, server = VARIANTS.index((0, False)), VARIANTS.index((0, True))
@@ -109,8 +135,17 @@ def test_reduction_server_halves_cross_node_time_and_costs_its_machines():
 
 
 def test_spot_adds_the_preemption_overhead_and_uses_spot_prices():
-    inp = PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**8, epochs=1, batch_size=16,
-                    gpu_allowlist=("NVIDIA_H100_80GB",), max_gpus=1, spot="required", regions=("us-central1",))
+    inp = PlanInput(
+        task="causal-lm",
+        preset="gpt-124m",
+        dataset_bytes=10**8,
+        epochs=1,
+        batch_size=16,
+        gpu_allowlist=("NVIDIA_H100_80GB",),
+        max_gpus=1,
+        spot="required",
+        regions=("us-central1",),
+    )
     plan = plan_request(inp, now=NOW).plan
     on_demand = plan_request(PlanInput(**{**vars(inp), "spot": "never"}), now=NOW).plan
     assert plan.spot and not on_demand.spot

@@ -17,8 +17,14 @@ EXAMPLE = Path(__file__).parents[3] / "schemas/examples/training_request.json"
 
 def test_reads_a_training_request_and_its_dict_alike():
     data = json.loads(EXAMPLE.read_text())
-    data["constraints"].update(deadline="2026-12-01T06:00:00+01:00", budget_usd=12.5, regions=["europe-west4"],
-                               gpu_allowlist=["NVIDIA_L4"], max_gpus=4, spot="never")
+    data["constraints"].update(
+        deadline="2026-12-01T06:00:00+01:00",
+        budget_usd=12.5,
+        regions=["europe-west4"],
+        gpu_allowlist=["NVIDIA_L4"],
+        max_gpus=4,
+        spot="never",
+    )
     from_object = plan_input_from_request(parse_training_request(json.dumps(data)))
     from_dict = plan_input_from_request(data)
     assert from_object == from_dict
@@ -26,15 +32,26 @@ def test_reads_a_training_request_and_its_dict_alike():
     assert (from_object.dataset_bytes, from_object.dataset_objects) == (48_213, 4)
     assert (from_object.epochs, from_object.batch_size, from_object.max_steps) == (5, 64, 0)
     assert from_object.deadline == datetime(2026, 12, 1, 5, tzinfo=UTC)
-    assert (from_object.budget_usd, from_object.regions, from_object.gpu_allowlist) == (12.5, ("europe-west4",),
-                                                                                        ("NVIDIA_L4",))
+    assert (from_object.budget_usd, from_object.regions, from_object.gpu_allowlist) == (
+        12.5,
+        ("europe-west4",),
+        ("NVIDIA_L4",),
+    )
     assert (from_object.max_gpus, from_object.spot, from_object.checkpointing) == (4, "never", True)
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("124M", 124_000_000), ("1.3B", 1_300_000_000), ("7b", 7_000_000_000), ("7e9", 7_000_000_000),
-    ("70000000000", 70_000_000_000), (" 2k ", 2000), (1.5e9, 1_500_000_000),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("124M", 124_000_000),
+        ("1.3B", 1_300_000_000),
+        ("7b", 7_000_000_000),
+        ("7e9", 7_000_000_000),
+        ("70000000000", 70_000_000_000),
+        (" 2k ", 2000),
+        (1.5e9, 1_500_000_000),
+    ],
+)
 def test_counts(text, value):
     assert parse_count(text) == value
 

@@ -26,9 +26,13 @@ def test_hand_counts_match_the_presets():
     a = load_catalog().assumptions
     assert GPT_124M == 124_439_808 and GPT_1_3B == 1_213_321_216
     assert GPT_7B == 6_461_988_864 and GPT_70B == 64_468_697_088
-    for preset, count, task in [("gpt-124m", GPT_124M, "causal-lm"), ("gpt-1.3b", GPT_1_3B, "causal-lm"),
-                                ("gpt-7b", GPT_7B, "causal-lm"), ("gpt-70b", GPT_70B, "causal-lm"),
-                                ("mlp-small", MLP_SMALL, "tabular-classification")]:
+    for preset, count, task in [
+        ("gpt-124m", GPT_124M, "causal-lm"),
+        ("gpt-1.3b", GPT_1_3B, "causal-lm"),
+        ("gpt-7b", GPT_7B, "causal-lm"),
+        ("gpt-70b", GPT_70B, "causal-lm"),
+        ("mlp-small", MLP_SMALL, "tabular-classification"),
+    ]:
         assert build_workload(PlanInput(task=task, preset=preset, dataset_bytes=10**6), a).parameters == count
 
 
@@ -52,8 +56,9 @@ STATES = [
 @pytest.mark.parametrize(("model", "parameters", "strategy", "gpus", "fp32", "expected"), STATES)
 def test_model_states_per_gpu(model, parameters, strategy, gpus, fp32, expected):
     a = load_catalog().assumptions.memory
-    got = breakdown(parameters, strategy, gpus, fp32, context_bytes=a.cuda_context_bytes,
-                    margin=a.safety_margin_fraction)
+    got = breakdown(
+        parameters, strategy, gpus, fp32, context_bytes=a.cuda_context_bytes, margin=a.safety_margin_fraction
+    )
     assert got.model_states_bytes == expected
 
 
@@ -78,13 +83,22 @@ def test_total_per_gpu_with_activations(preset, strategy, gpus, micro, expected)
     catalog = load_catalog()
     a = catalog.assumptions.memory
     work = build_workload(PlanInput(task="causal-lm", preset=preset, dataset_bytes=10**6), catalog.assumptions)
-    got = breakdown(work.parameters, strategy, gpus, False, activation_per_sample=work.activation_bytes_per_sample,
-                    micro_batch=micro, largest_layer_parameters=work.largest_layer_parameters,
-                    context_bytes=a.cuda_context_bytes, margin=a.safety_margin_fraction)
+    got = breakdown(
+        work.parameters,
+        strategy,
+        gpus,
+        False,
+        activation_per_sample=work.activation_bytes_per_sample,
+        micro_batch=micro,
+        largest_layer_parameters=work.largest_layer_parameters,
+        context_bytes=a.cuda_context_bytes,
+        margin=a.safety_margin_fraction,
+    )
     assert got.total_bytes == expected
     assert got.model_states_bytes + got.activations_bytes + got.overhead_bytes == got.total_bytes
-    assert breakdown(1, "ddp", 1, False, context_bytes=0, margin=0.1, capacity_bytes=80 * 10**9).usable_bytes \
-        == 72 * 10**9
+    assert (
+        breakdown(1, "ddp", 1, False, context_bytes=0, margin=0.1, capacity_bytes=80 * 10**9).usable_bytes == 72 * 10**9
+    )
 
 
 def test_breakdown_rejects_unknown_strategy_and_zero_gpus():
@@ -110,14 +124,31 @@ def test_estimate_memory_command_prints_model_states(capsys):
     assert code == 0
     assert data["model_states_bytes_per_gpu"] == 7_000_000_000 * (2 + 14 / 8)
     assert data["activations_bytes_per_gpu"] == 0
-    code, out = _cli(["estimate-memory", "--params", "1.3B", "--strategy", "ddp", "--gpus", "1",
-                      "--precision", "fp32", "--json"], capsys)
+    code, out = _cli(
+        ["estimate-memory", "--params", "1.3B", "--strategy", "ddp", "--gpus", "1", "--precision", "fp32", "--json"],
+        capsys,
+    )
     assert json.loads(out.out)["model_states_bytes_per_gpu"] == 16 * 1_300_000_000
 
 
 def test_estimate_memory_with_a_preset_adds_activations_and_lists_cards(capsys):
-    code, out = _cli(["estimate-memory", "--params", "124M", "--strategy", "ddp", "--gpus", "1",
-                      "--preset", "gpt-124m", "--micro-batch", "8", "--json"], capsys)
+    code, out = _cli(
+        [
+            "estimate-memory",
+            "--params",
+            "124M",
+            "--strategy",
+            "ddp",
+            "--gpus",
+            "1",
+            "--preset",
+            "gpt-124m",
+            "--micro-batch",
+            "8",
+            "--json",
+        ],
+        capsys,
+    )
     data = json.loads(out.out)
     assert code == 0
     assert data["activations_bytes_per_gpu"] == 6_709_133_312  # 10.0 GB in all: over a P4, under a T4

@@ -38,8 +38,11 @@ def test_every_candidate_is_listed_once_with_the_chosen_one_marked():
     chosen = [r for r in rows if r.chosen]
     assert len(chosen) == 1 and rows[0] is chosen[0] and chosen[0].reason == "chosen"
     plan = outcome.plan
-    assert (chosen[0].machine_type, chosen[0].region, chosen[0].strategy) == (plan.machine_type, plan.region,
-                                                                             plan.strategy)
+    assert (chosen[0].machine_type, chosen[0].region, chosen[0].strategy) == (
+        plan.machine_type,
+        plan.region,
+        plan.strategy,
+    )
     feasible = [r for r in rows if r.feasible]
     assert list(rows[: len(feasible)]) == feasible, "feasible candidates rank first"
     costs = [r.estimated_cost_usd for r in feasible]
@@ -55,16 +58,19 @@ def test_plan_lists_ranked_alternatives_with_reasons():
     plan = plan_request(LM, PlannerConfig(max_alternatives=10), now=NOW).plan
     assert [a.rank for a in plan.alternatives] == list(range(1, 11))
     assert plan.alternatives_considered == len(load_catalog().shapes) + sum(
-        len(load_catalog().assumptions.scale_out_nodes) for s in load_catalog().shapes
-        if s.scale_out and not s.is_cpu_only)
+        len(load_catalog().assumptions.scale_out_nodes)
+        for s in load_catalog().shapes
+        if s.scale_out and not s.is_cpu_only
+    )
     assert all(a.reason for a in plan.alternatives)
     assert plan.alternatives[0].estimated_cost_usd >= plan.estimated_cost_usd
 
 
 def test_deadline_buys_speed_and_budget_without_deadline_buys_the_fastest():
     cheapest = plan_request(LM, now=NOW).plan
-    rushed = plan_request(dataclasses.replace(LM, deadline=NOW + timedelta(hours=cheapest.estimated_hours / 3)),
-                          now=NOW).plan
+    rushed = plan_request(
+        dataclasses.replace(LM, deadline=NOW + timedelta(hours=cheapest.estimated_hours / 3)), now=NOW
+    ).plan
     assert rushed.estimated_hours <= cheapest.estimated_hours / 3
     assert rushed.estimated_cost_usd >= cheapest.estimated_cost_usd
     budget = cheapest.estimated_cost_usd * 4
@@ -97,14 +103,24 @@ def test_quota_override_moves_the_plan_elsewhere():
     moved = plan_request(inp, PlannerConfig(quotas=quotas), now=NOW).plan
     assert moved.accelerator_type == "NVIDIA_H100_80GB" and moved.region != "us-central1"
     nowhere = load_quotas().with_overrides(
-        {r: {"gpus": {"NVIDIA_H100_80GB": {"on_demand": 0}}} for r in load_catalog().regions})
+        {r: {"gpus": {"NVIDIA_H100_80GB": {"on_demand": 0}}} for r in load_catalog().regions}
+    )
     outcome = plan_request(inp, PlannerConfig(quotas=nowhere), now=NOW)
     assert outcome.plan is None and "over quota" in outcome.rejection and "more quota:" in outcome.rejection
 
 
 def test_over_memory_rejection_names_the_need_and_the_sharded_fix():
-    outcome = plan_request(PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=10**9, batch_size=8,
-                                     max_gpus=1, gpu_allowlist=("NVIDIA_H100_80GB",)), now=NOW)
+    outcome = plan_request(
+        PlanInput(
+            task="causal-lm",
+            preset="gpt-7b",
+            dataset_bytes=10**9,
+            batch_size=8,
+            max_gpus=1,
+            gpu_allowlist=("NVIDIA_H100_80GB",),
+        ),
+        now=NOW,
+    )
     assert outcome.plan is None and outcome.fallbacks == ()
     text = outcome.rejection
     # 16P = 103.4 GB of model states alone, whatever the micro-batch: accumulation and checkpointing cannot help
@@ -147,8 +163,10 @@ def test_no_bf16_on_t4_and_v100():
         assert plan.precision == "fp16"
     plan = plan_request(dataclasses.replace(LM, gpu_allowlist=("NVIDIA_L4",)), now=NOW).plan
     assert plan.precision == "bf16"
-    assert plan_request(dataclasses.replace(LM, precision="fp32", gpu_allowlist=("NVIDIA_L4",)),
-                        now=NOW).plan.precision == "fp32"
+    assert (
+        plan_request(dataclasses.replace(LM, precision="fp32", gpu_allowlist=("NVIDIA_L4",)), now=NOW).plan.precision
+        == "fp32"
+    )
 
 
 def test_large_models_shard_and_the_plan_is_deterministic():
@@ -170,8 +188,9 @@ def test_bad_requests_raise_plan_input_errors():
 
 
 def test_unknown_region_and_gpu_names_are_called_out():
-    text = plan_request(dataclasses.replace(LM, regions=("us-south9",), gpu_allowlist=("NVIDIA_H100",)),
-                        now=NOW).rejection
+    text = plan_request(
+        dataclasses.replace(LM, regions=("us-south9",), gpu_allowlist=("NVIDIA_H100",)), now=NOW
+    ).rejection
     assert "regions not in the catalog: us-south9 (known: us-central1," in text
     assert "gpu_allowlist names unknown accelerator types: NVIDIA_H100 (known: " in text
 

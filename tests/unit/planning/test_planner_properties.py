@@ -25,11 +25,27 @@ from tests.unit.planning.exhaustive import exhaustive_best
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 REGIONS = ("us-central1", "us-east1", "us-east4", "us-west1", "europe-west4", "asia-southeast1")
-GPUS = ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB",
-        "NVIDIA_H100_80GB", "NVIDIA_H200_141GB", "NVIDIA_B200", "NVIDIA_TESLA_P100")
-MODELS = (("tabular-classification", "mlp-small"), ("tabular-regression", "mlp-large"), ("causal-lm", "gpt-tiny"),
-          ("causal-lm", "gpt-124m"), ("causal-lm", "gpt-350m"), ("causal-lm", "gpt-1.3b"), ("causal-lm", "gpt-7b"),
-          ("causal-lm", "gpt-70b"))
+GPUS = (
+    "NVIDIA_TESLA_T4",
+    "NVIDIA_TESLA_V100",
+    "NVIDIA_L4",
+    "NVIDIA_TESLA_A100",
+    "NVIDIA_A100_80GB",
+    "NVIDIA_H100_80GB",
+    "NVIDIA_H200_141GB",
+    "NVIDIA_B200",
+    "NVIDIA_TESLA_P100",
+)
+MODELS = (
+    ("tabular-classification", "mlp-small"),
+    ("tabular-regression", "mlp-large"),
+    ("causal-lm", "gpt-tiny"),
+    ("causal-lm", "gpt-124m"),
+    ("causal-lm", "gpt-350m"),
+    ("causal-lm", "gpt-1.3b"),
+    ("causal-lm", "gpt-7b"),
+    ("causal-lm", "gpt-70b"),
+)
 
 
 @cache
@@ -47,8 +63,9 @@ def vertex_accepts(machine_type: str, accelerator_type: str | None, count: int) 
             return shape["accelerator_type"] == accelerator_type and shape["accelerator_count"] == count
     limits = raw["n1_gpus"].get(accelerator_type, {}).get("counts", {}).get(str(count))
     host = next((h for h in raw["n1_hosts"] if h["machine_type"] == machine_type), None)
-    return bool(limits and host and host["vcpus"] <= limits["max_vcpus"]
-                and host["memory_gb"] <= limits["max_memory_gb"])
+    return bool(
+        limits and host and host["vcpus"] <= limits["max_vcpus"] and host["memory_gb"] <= limits["max_memory_gb"]
+    )
 
 
 @st.composite
@@ -56,7 +73,8 @@ def requests(draw) -> PlanInput:
     task, preset = draw(st.sampled_from(MODELS))
     deadline = draw(st.one_of(st.none(), st.floats(0.05, 400).map(lambda h: NOW + timedelta(hours=h))))
     return PlanInput(
-        task=task, preset=preset,
+        task=task,
+        preset=preset,
         dataset_bytes=int(10 ** draw(st.floats(3, 11))),
         epochs=draw(st.integers(1, 4)),
         batch_size=draw(st.sampled_from([1, 4, 16, 64, 256, 1024])),
@@ -79,15 +97,18 @@ def check_constraints(plan: Plan, inp: PlanInput) -> None:
     if plan.reduction_server_replicas:
         assert plan.replica_count > 1 and plan.accelerator_type and plan.strategy == "ddp"
     assert not inp.regions or plan.region in inp.regions
-    shape = next(s for s in catalog.shapes if (s.machine_type, s.accelerator_type, s.accelerator_count)
-                 == (plan.machine_type, plan.accelerator_type, plan.accelerator_count))
+    shape = next(
+        s
+        for s in catalog.shapes
+        if (s.machine_type, s.accelerator_type, s.accelerator_count)
+        == (plan.machine_type, plan.accelerator_type, plan.accelerator_count)
+    )
     assert plan.region in shape.regions
     assert not inp.gpu_allowlist or plan.accelerator_type in inp.gpu_allowlist
     assert not inp.max_gpus or plan.gpu_count <= inp.max_gpus
     assert plan.spot is not (inp.spot == "never" or not inp.checkpointing) or not plan.spot
     assert not (inp.spot == "required" and not plan.spot)
-    capacity = (catalog.gpus[plan.accelerator_type].memory_bytes if plan.accelerator_type
-                else shape.memory_bytes)
+    capacity = catalog.gpus[plan.accelerator_type].memory_bytes if plan.accelerator_type else shape.memory_bytes
     assert plan.memory.gpu_memory_bytes == capacity
     assert plan.memory.total_bytes <= plan.memory.usable_bytes == round(capacity * 0.9)
     processes = plan.gpu_count if plan.accelerator_type else 1

@@ -25,10 +25,25 @@ def refresh():
 
 def sku(sku_id, description, price, regions=("us-central1",), usage="OnDemand"):
     units, nanos = int(price), round((price - int(price)) * 1e9)
-    return {"skuId": sku_id, "description": description, "category": {"usageType": usage},
-            "serviceRegions": list(regions),
-            "pricingInfo": [{"pricingExpression": {"usageUnit": "h", "tieredRates": [
-                {"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": str(units), "nanos": nanos}}]}}]}
+    return {
+        "skuId": sku_id,
+        "description": description,
+        "category": {"usageType": usage},
+        "serviceRegions": list(regions),
+        "pricingInfo": [
+            {
+                "pricingExpression": {
+                    "usageUnit": "h",
+                    "tieredRates": [
+                        {
+                            "startUsageAmount": 0,
+                            "unitPrice": {"currencyCode": "USD", "units": str(units), "nanos": nanos},
+                        }
+                    ],
+                }
+            }
+        ],
+    }
 
 
 SKUS = [

@@ -15,26 +15,48 @@ from trainer.datasets.tabular import TabularCorpus
 from trainer.errors import DataError
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("benign", "benign"), ("  malignant ", "malignant"), ("class_0", "class_0"), ("1", 1), ("1.0", 1), (" 2 ", 2),
-    ("-1", -1), (3, 3), (3.0, 3), (True, 1), (False, 0), ("007", 7),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("benign", "benign"),
+        ("  malignant ", "malignant"),
+        ("class_0", "class_0"),
+        ("1", 1),
+        ("1.0", 1),
+        (" 2 ", 2),
+        ("-1", -1),
+        (3, 3),
+        (3.0, 3),
+        (True, 1),
+        (False, 0),
+        ("007", 7),
+    ],
+)
 def test_class_label_values(value: object, expected: int | str) -> None:
     assert class_label("f.csv", 2, "label", value) == expected
 
 
-@pytest.mark.parametrize(("value", "reason"), [
-    ("", "is empty"), ("   ", "is empty"), (None, "expected a class label"), (0.5, "fractional"),
-    ("2.5", "fractional"), ("nan", "expected a class label"), (float("inf"), "expected a class label"),
-    ([1], "expected a class label"),
-])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("", "is empty"),
+        ("   ", "is empty"),
+        (None, "expected a class label"),
+        (0.5, "fractional"),
+        ("2.5", "fractional"),
+        ("nan", "expected a class label"),
+        (float("inf"), "expected a class label"),
+        ([1], "expected a class label"),
+    ],
+)
 def test_bad_class_labels_name_the_file_line_and_fix(value: object, reason: str) -> None:
     with pytest.raises(DataError, match=rf"f\.csv line 9: column 'label' .*{reason}"):
         class_label("f.csv", 9, "label", value)
 
 
-def _corpus(folder: Path, shards: dict[str, str], task: str = "tabular-classification",
-            world_size: int = 1) -> TabularCorpus:
+def _corpus(
+    folder: Path, shards: dict[str, str], task: str = "tabular-classification", world_size: int = 1
+) -> TabularCorpus:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in shards.items():
         (folder / name).write_text(text)

@@ -17,18 +17,27 @@ from trainer.errors import DataError
 
 
 def _corpus(root: Path, world: int = 1, **kw) -> TabularCorpus:
-    return TabularCorpus(data_files(str(root)), "tabular-classification", kw.get("label", "label"), "auto", world,
-                         kw.get("val_fraction", 0.1))
+    return TabularCorpus(
+        data_files(str(root)),
+        "tabular-classification",
+        kw.get("label", "label"),
+        "auto",
+        world,
+        kw.get("val_fraction", 0.1),
+    )
 
 
-@pytest.mark.parametrize(("name", "content", "fragment", "line"), [
-    ("ragged.csv", "a,b,label\n1,2,0\n3,4\n", "has 2 fields; the header has 3", 3),
-    ("words.csv", "a,b,label\n1,2,0\n1,two,1\n", "column 'b' holds 'two'", 3),
-    ("nan.csv", "a,b,label\n1,nan,0\n", "expected a finite number", 2),
-    ("latin1.csv", b"a,b,label\n1,2,0\n" + b"3,\xe9,1\n", "is not UTF-8", 3),
-    ("bad.jsonl", '{"a": 1, "label": 0}\n{"a": 2}\n', "lacks ['label']", 2),
-    ("broken.jsonl", '{"a": 1, "label": 0}\n{"a": \n', "is not valid JSON", 2),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "fragment", "line"),
+    [
+        ("ragged.csv", "a,b,label\n1,2,0\n3,4\n", "has 2 fields; the header has 3", 3),
+        ("words.csv", "a,b,label\n1,2,0\n1,two,1\n", "column 'b' holds 'two'", 3),
+        ("nan.csv", "a,b,label\n1,nan,0\n", "expected a finite number", 2),
+        ("latin1.csv", b"a,b,label\n1,2,0\n" + b"3,\xe9,1\n", "is not UTF-8", 3),
+        ("bad.jsonl", '{"a": 1, "label": 0}\n{"a": 2}\n', "lacks ['label']", 2),
+        ("broken.jsonl", '{"a": 1, "label": 0}\n{"a": \n', "is not valid JSON", 2),
+    ],
+)
 def test_bad_rows_fail_naming_file_and_line(tmp_path: Path, name: str, content, fragment: str, line: int) -> None:
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -74,11 +83,13 @@ def test_parquet_jsonl_and_csv_give_the_same_rows(tmp_path: Path) -> None:
     (tmp_path / "csv").mkdir()
     (tmp_path / "csv" / "d.csv").write_text(datagen.csv_text(rows))
     (tmp_path / "jsonl").mkdir()
-    (tmp_path / "jsonl" / "d.jsonl").write_text("".join(
-        json.dumps({"label": y, "c": c, "a": a, "b": b}) + "\n" for a, b, c, y in rows))
+    (tmp_path / "jsonl" / "d.jsonl").write_text(
+        "".join(json.dumps({"label": y, "c": c, "a": a, "b": b}) + "\n" for a, b, c, y in rows)
+    )
     (tmp_path / "pq").mkdir()
-    table = pa.table({"a": [r[0] for r in rows], "b": [r[1] for r in rows], "c": [r[2] for r in rows],
-                      "label": [r[3] for r in rows]})
+    table = pa.table(
+        {"a": [r[0] for r in rows], "b": [r[1] for r in rows], "c": [r[2] for r in rows], "label": [r[3] for r in rows]}
+    )
     pq.write_table(table, tmp_path / "pq" / "d.parquet")
     out = {}
     for sub, fmt in (("csv", "csv"), ("jsonl", "jsonl"), ("pq", "parquet")):

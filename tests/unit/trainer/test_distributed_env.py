@@ -20,10 +20,19 @@ from trainer.errors import ConfigError
 
 
 def _cluster_spec(task_type: str, index: int, workers: int = 1) -> str:
-    cluster = {"workerpool0": ["10.0.0.2:2222"], "workerpool1": [f"10.0.0.{3 + i}:2222" for i in range(workers)],
-               "workerpool2": ["10.0.1.1:2222"]}
-    return json.dumps({"cluster": cluster, "environment": "cloud",
-                       "task": {"type": task_type, "index": index, "trial": ""}, "job": {}})
+    cluster = {
+        "workerpool0": ["10.0.0.2:2222"],
+        "workerpool1": [f"10.0.0.{3 + i}:2222" for i in range(workers)],
+        "workerpool2": ["10.0.1.1:2222"],
+    }
+    return json.dumps(
+        {
+            "cluster": cluster,
+            "environment": "cloud",
+            "task": {"type": task_type, "index": index, "trial": ""},
+            "job": {},
+        }
+    )
 
 
 def test_no_distributed_environment_is_one_single_node() -> None:
@@ -54,27 +63,43 @@ def test_cluster_spec_alone_gives_node_rank_and_primary() -> None:
 
 
 def test_explicit_rank_wins_over_cluster_spec() -> None:
-    environ = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "5",
-               "CLUSTER_SPEC": _cluster_spec("workerpool1", 0)}
+    environ = {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "h",
+        "MASTER_PORT": "5",
+        "CLUSTER_SPEC": _cluster_spec("workerpool1", 0),
+    }
     assert read_node_topology(environ, 1).node_rank == 1
 
 
-@pytest.mark.parametrize(("environ", "fragment"), [
-    ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "outside 0..1"),
-    ({"RANK": "0", "WORLD_SIZE": "2"}, "MASTER_ADDR and MASTER_PORT"),
-    ({"WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "RANK is not"),
-    ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK='x'"),
-    ({"CLUSTER_SPEC": "{not json"}, "CLUSTER_SPEC is not Vertex's JSON"),
-    ({"CLUSTER_SPEC": _cluster_spec("workerpool2", 0)}, "does not train"),
-])
+@pytest.mark.parametrize(
+    ("environ", "fragment"),
+    [
+        ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "outside 0..1"),
+        ({"RANK": "0", "WORLD_SIZE": "2"}, "MASTER_ADDR and MASTER_PORT"),
+        ({"WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "RANK is not"),
+        ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK='x'"),
+        ({"CLUSTER_SPEC": "{not json"}, "CLUSTER_SPEC is not Vertex's JSON"),
+        ({"CLUSTER_SPEC": _cluster_spec("workerpool2", 0)}, "does not train"),
+    ],
+)
 def test_bad_environments_are_named(environ: dict[str, str], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment.replace("(", r"\(").replace(".", r"\.")):
         read_node_topology(environ, 1)
 
 
 def test_torchrun_environment() -> None:
-    env = read_process_env({"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
-                            "MASTER_ADDR": "h", "MASTER_PORT": "29500"})
+    env = read_process_env(
+        {
+            "RANK": "5",
+            "WORLD_SIZE": "8",
+            "LOCAL_RANK": "1",
+            "LOCAL_WORLD_SIZE": "4",
+            "MASTER_ADDR": "h",
+            "MASTER_PORT": "29500",
+        }
+    )
     assert (env.rank, env.world_size, env.local_rank, env.node_rank, env.master_port) == (5, 8, 1, 1, 29500)
     assert env.is_distributed and not env.is_main
     with pytest.raises(ConfigError, match="RANK and WORLD_SIZE"):

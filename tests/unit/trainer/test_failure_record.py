@@ -15,8 +15,15 @@ from trainer import launcher, task
 from trainer.errors import ConfigError, DataError
 from trainer.failure import failure_of, note_step, record_failure
 
-ARGS = ["--data-uri=/nowhere", "--task=tabular-classification", "--model=mlp-small", "--epochs=1", "--batch-size=8",
-        "--learning-rate=0.1", "--seed=1"]
+ARGS = [
+    "--data-uri=/nowhere",
+    "--task=tabular-classification",
+    "--model=mlp-small",
+    "--epochs=1",
+    "--batch-size=8",
+    "--learning-rate=0.1",
+    "--seed=1",
+]
 
 
 def stored(model_dir: Path) -> TrainerFailure:
@@ -32,7 +39,8 @@ def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_an_unknown_flag_is_a_config_error_whose_record_holds_argparses_line(
-        model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert task.main([*ARGS, "--warmup=3"]) == 2
     record = stored(model_dir)
     assert (record.kind, record.exit_code, record.rank, record.step) == ("ConfigError", 2, 1, None)
@@ -52,16 +60,15 @@ def test_a_crash_is_recorded_and_still_raised(model_dir: Path, monkeypatch: pyte
     monkeypatch.setattr(task, "parse_args", crash)
     with pytest.raises(RuntimeError, match="boom"):
         task.main(ARGS)
-    assert stored(model_dir) == TrainerFailure(kind="RuntimeError", message="RuntimeError: boom", exit_code=1,
-                                               rank=1)
+    assert stored(model_dir) == TrainerFailure(kind="RuntimeError", message="RuntimeError: boom", exit_code=1, rank=1)
 
 
 def test_the_step_reached_and_the_rank_are_kept() -> None:
     exc = DataError("gs://b/p/part-1.csv", "expected a finite number", line=9)
     note_step(exc, 40)
     assert failure_of(exc, 3, {"RANK": "3"}) == TrainerFailure(
-        kind="DataError", message="gs://b/p/part-1.csv line 9: expected a finite number", exit_code=3, step=40,
-        rank=3)
+        kind="DataError", message="gs://b/p/part-1.csv line 9: expected a finite number", exit_code=3, step=40, rank=3
+    )
 
 
 def test_the_first_record_stays_but_a_trainer_error_replaces_a_crash(tmp_path: Path) -> None:
@@ -76,8 +83,9 @@ def test_the_first_record_stays_but_a_trainer_error_replaces_a_crash(tmp_path: P
     assert record_failure({}, data) is None  # no AIP_MODEL_DIR: nowhere to write, nothing raised
 
 
-def test_a_record_that_cannot_be_written_does_not_hide_the_failure(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_record_that_cannot_be_written_does_not_hide_the_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     assert record_failure({"AIP_MODEL_DIR": str(blocked / "model")}, failure_of(ConfigError("x"), 2, {})) is None
@@ -89,5 +97,6 @@ def test_a_process_killed_by_a_signal_is_recorded_by_the_launcher(tmp_path: Path
     launcher._record_killed(child, {"AIP_MODEL_DIR": str(tmp_path)})  # type: ignore[arg-type]
     record = stored(tmp_path)
     assert (record.kind, record.exit_code) == ("Killed", 137)
-    assert record.message.startswith("a training process (pid 4242) was killed by SIGKILL: most often the host ran "
-                                     "out of memory")
+    assert record.message.startswith(
+        "a training process (pid 4242) was killed by SIGKILL: most often the host ran out of memory"
+    )

@@ -7,12 +7,15 @@ import pytest
 from trainer.fault_hooks import OOM_VARIABLE, raise_if_simulated_oom, simulated_oom
 
 
-@pytest.mark.parametrize(("environ", "uri", "fires"), [
-    ({}, "gs://b/datasets/e2e-oom/", False),
-    ({OOM_VARIABLE: ""}, "gs://b/datasets/e2e-oom/", False),
-    ({OOM_VARIABLE: "/e2e-oom/"}, "gs://b/datasets/other/", False),
-    ({OOM_VARIABLE: "/e2e-oom/"}, "gs://b/datasets/e2e-oom/", True),
-])
+@pytest.mark.parametrize(
+    ("environ", "uri", "fires"),
+    [
+        ({}, "gs://b/datasets/e2e-oom/", False),
+        ({OOM_VARIABLE: ""}, "gs://b/datasets/e2e-oom/", False),
+        ({OOM_VARIABLE: "/e2e-oom/"}, "gs://b/datasets/other/", False),
+        ({OOM_VARIABLE: "/e2e-oom/"}, "gs://b/datasets/e2e-oom/", True),
+    ],
+)
 def test_the_hook_fires_only_for_the_named_datasets(environ: dict[str, str], uri: str, fires: bool) -> None:
     assert (simulated_oom(uri, environ) is not None) is fires
 

@@ -8,13 +8,19 @@ from schemas.model_presets import get_preset
 from trainer.metrics import EpochResult, flops_per_sample, metrics_document, model_flops_utilisation, peak_flops
 
 
-@pytest.mark.parametrize(("name", "precision", "tflops"), [
-    ("NVIDIA H100 80GB HBM3", "bf16", 989), ("NVIDIA A100-SXM4-40GB", "bf16", 312), ("Tesla T4", "fp16", 65),
-    ("Tesla V100-SXM2-16GB", "fp16", 125), ("NVIDIA L4", "bf16", 121),
-    ("Tesla T4", "bf16", None),  # T4 has no bf16
-    ("NVIDIA L40S", "bf16", None),  # not in the catalog, and not to be mistaken for an L4
-    ("cpu", "fp32", None),
-])
+@pytest.mark.parametrize(
+    ("name", "precision", "tflops"),
+    [
+        ("NVIDIA H100 80GB HBM3", "bf16", 989),
+        ("NVIDIA A100-SXM4-40GB", "bf16", 312),
+        ("Tesla T4", "fp16", 65),
+        ("Tesla V100-SXM2-16GB", "fp16", 125),
+        ("NVIDIA L4", "bf16", 121),
+        ("Tesla T4", "bf16", None),  # T4 has no bf16
+        ("NVIDIA L40S", "bf16", None),  # not in the catalog, and not to be mistaken for an L4
+        ("cpu", "fp32", None),
+    ],
+)
 def test_peak_flops_by_device_name(name: str, precision: str, tflops: float | None) -> None:
     expected = None if tflops is None else tflops * 1e12
     assert peak_flops(name, precision) == expected
@@ -33,9 +39,18 @@ def test_gpt_flops_follow_palm_and_mfu_divides_by_all_devices() -> None:
 
 def test_metrics_document_final_is_the_last_epoch() -> None:
     epochs = [EpochResult(1, 0.9, 0.6, None), EpochResult(2, 0.4, 0.97, None)]
-    doc = metrics_document(task="tabular-classification", model="mlp-small", strategy="ddp", world_size=4, steps=80,
-                           epochs=epochs, samples_per_second=1234.5, tokens_per_second=None, wall_time_seconds=3.5,
-                           mfu=None)
+    doc = metrics_document(
+        task="tabular-classification",
+        model="mlp-small",
+        strategy="ddp",
+        world_size=4,
+        steps=80,
+        epochs=epochs,
+        samples_per_second=1234.5,
+        tokens_per_second=None,
+        wall_time_seconds=3.5,
+        mfu=None,
+    )
     assert doc["final"] == {"loss": 0.4, "accuracy": 0.97, "perplexity": None}
     assert doc["epochs"][0] == {"epoch": 1, "loss": 0.9, "accuracy": 0.6, "perplexity": None}
     assert (doc["schema_version"], doc["world_size"], doc["steps"]) == (1, 4, 80)

@@ -20,8 +20,14 @@ from deploy.vertex_emulator.runner import exit_status
 from deploy.vertex_emulator.validation import check_machine
 
 
-def _job(number: int, *, name: str = "job", state: str = "JOB_STATE_RUNNING", labels: dict | None = None,
-         created: str = "2026-01-01T00:00:00+00:00") -> CustomJob:
+def _job(
+    number: int,
+    *,
+    name: str = "job",
+    state: str = "JOB_STATE_RUNNING",
+    labels: dict | None = None,
+    created: str = "2026-01-01T00:00:00+00:00",
+) -> CustomJob:
     return CustomJob(
         name=f"projects/p/locations/l/customJobs/{number}",
         display_name=name,
@@ -34,7 +40,7 @@ def _job(number: int, *, name: str = "job", state: str = "JOB_STATE_RUNNING", la
 JOBS = [
     _job(1, name="alpha", labels={"a": "1"}),
     _job(2, name="beta", state="JOB_STATE_FAILED", labels={"a": "2", "b": "x"}),
-    _job(3, name="gamma \"q\"", labels={"b": "y"}, created="2026-02-01T00:00:00+00:00"),
+    _job(3, name='gamma "q"', labels={"b": "y"}, created="2026-02-01T00:00:00+00:00"),
 ]
 
 
@@ -69,7 +75,7 @@ def test_filter_errors(text):
 
 def test_paging_is_stable_when_jobs_are_added_between_pages():
     first, token = page(JOBS, filter_text="", page_size=2, page_token="")
-    assert [j.display_name for j in first] == ["gamma \"q\"", "beta"]
+    assert [j.display_name for j in first] == ['gamma "q"', "beta"]
     newer = [*JOBS, _job(4)]
     rest, last = page(newer, filter_text="", page_size=2, page_token=token)
     assert [j.display_name for j in rest] == ["alpha"] and last == ""
@@ -84,8 +90,11 @@ def _spec_job(*pools: dict, base: str | None = None) -> CustomJob:
     return CustomJob(display_name="x", job_spec=spec)
 
 
-POOL = {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
-        "python_package_spec": {"executor_image_uri": "i", "python_module": "m"}}
+POOL = {
+    "machine_spec": {"machine_type": "n1-standard-4"},
+    "replica_count": 1,
+    "python_package_spec": {"executor_image_uri": "i", "python_module": "m"},
+}
 
 
 def test_single_replica_environment():
@@ -98,16 +107,23 @@ def test_single_replica_environment():
 
 
 def test_evaluator_pool_has_no_node_rank_and_nproc_is_capped():
-    gpu = {**POOL, "machine_spec": {"machine_type": "a2-highgpu-8g", "accelerator_type": "NVIDIA_TESLA_A100",
-                                    "accelerator_count": 8}}
+    gpu = {
+        **POOL,
+        "machine_spec": {
+            "machine_type": "a2-highgpu-8g",
+            "accelerator_type": "NVIDIA_TESLA_A100",
+            "accelerator_count": 8,
+        },
+    }
     job = _spec_job(gpu, {}, {}, POOL)
     ports = {"workerpool0-0": 1, "workerpool3-0": 2}
     evaluator = replica_environment(job, job_id="7", project="p", slot=ReplicaSlot(3, 0), ports=ports)
     assert "RANK" not in evaluator and evaluator["WORLD_SIZE"] == "1"
     assert json.loads(evaluator["TF_CONFIG"])["task"] == {"type": "evaluator", "index": 0}
     assert "AIP_MODEL_DIR" not in evaluator
-    primary = replica_environment(job, job_id="7", project="p", slot=ReplicaSlot(0, 0), ports=ports,
-                                  max_nproc_per_node=2)
+    primary = replica_environment(
+        job, job_id="7", project="p", slot=ReplicaSlot(0, 0), ports=ports, max_nproc_per_node=2
+    )
     assert primary["LANDFALL_NPROC_PER_NODE"] == "2"
 
 
