@@ -50,8 +50,13 @@ fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),1000) $(PY) -m pytest tests/unit/fuzz -m fuzz -q -p no:logging \
 	  --show-capture=no --hypothesis-show-statistics
 
+## make lint: ruff, the formatter's check, the type checker (mypy, [tool.mypy] in pyproject.toml) and the import
+## contracts (import-linter's layers, [tool.importlinter]); .ci/run and pre-commit run the same.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 ## make bench: every bench/*.py in turn, each printing its figures (docs/benchmarks.md); one that misses its target
 ## or fails does not stop the others, and make reports them at the end.
