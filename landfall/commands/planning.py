@@ -16,7 +16,7 @@ from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 DEFAULT_ROWS = 20
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the planning commands to the `landfall` parser."""
     p = subparsers.add_parser(
         "plan",
