@@ -297,7 +297,8 @@ def loss_curve(metrics: dict[str, Any]) -> str | None:
     figure.draw(figure.signal([p[0] for p in points], [p[1] for p in points], marker="braille"))
     figure.title("loss per epoch")
     figure.label("epoch", axis="x")
-    return plotext.uncolorize(str(figure.build()))
+    chart: str = plotext.uncolorize(str(figure.build()))  # plotext ships no types
+    return chart
 
 
 def describe_metrics(run: RunRecord) -> str:
@@ -349,7 +350,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "runs",
         help="list runs, newest first",
