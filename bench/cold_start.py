@@ -35,6 +35,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -190,7 +191,21 @@ def measure(case: Case, repeat: int, separate: bool, env: dict[str, str]) -> lis
     return out
 
 
-def summary(case: Case, samples: list[tuple[float, float, float, float]], separate: bool) -> dict[str, object]:
+class Figures(TypedDict):
+    """One function's cold start (what --json prints per function)."""
+
+    function: str
+    clients: list[str]
+    cpu_ms: float
+    floor_cpu_ms: float
+    ratio: float
+    wall_ms: float
+    floor_wall_ms: float
+    wall_ratio: float
+    ok: bool
+
+
+def summary(case: Case, samples: list[tuple[float, float, float, float]], separate: bool) -> Figures:
     def med(i: int) -> float:
         return statistics.median(s[i] for s in samples)
 

@@ -27,7 +27,7 @@ import random
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,8 @@ sys.path.insert(0, str(REPO))
 from functions.dispatch.job_spec import trainer_args  # noqa: E402
 from functions.ingest.readiness import Completion, Scan, template  # noqa: E402
 from functions.ingest.routes import ROUTES_FILE, load_routes, route_for  # noqa: E402
+from schemas.plan import Plan, parse_plan  # noqa: E402
+from schemas.training_request import TrainingRequest  # noqa: E402
 from trainer.config import parse_args  # noqa: E402
 from trainer.datasets.shards import is_validation  # noqa: E402
 
@@ -84,7 +86,23 @@ def default_route_args(dataset: str, routes_file: Path) -> list[str]:
         generation="1",
     )
     request = template(completion, Scan(count=1, total_bytes=1, formats={"csv"}), datetime.now(UTC))
-    return trainer_args(request, {"strategy": "ddp", "precision": "auto"})
+    return trainer_args(request, one_process_plan(request))
+
+
+def one_process_plan(request: TrainingRequest) -> Plan:
+    """The plan of this bench's local run: one process on a CPU machine (schemas/examples/plan_cpu.json), the whole
+    batch in one micro-batch, DDP, precision auto (the trainer picks fp32 on a CPU)."""
+    example = parse_plan(json.loads((REPO / "schemas" / "examples" / "plan_cpu.json").read_text()))
+    batch = request.hyperparameters.batch_size
+    return replace(
+        example,
+        strategy="ddp",
+        precision="auto",
+        global_batch_size=batch,
+        micro_batch_size=batch,
+        gradient_accumulation_steps=1,
+        activation_checkpointing=False,
+    )
 
 
 def write_split(table: Table, order: list[int], folder: Path) -> None:

@@ -21,11 +21,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_and_measure(args: list[str], nproc: int | None, workdir: Path, env_extra: dict[str, str] | None = None) -> dict:
+def run_and_measure(
+    args: list[str], nproc: int | None, workdir: Path, env_extra: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run the trainer once; returns its metrics.json plus the process wall time."""
     model_dir = workdir / f"model-{time.monotonic_ns()}"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMP_NUM_THREADS")}
@@ -39,6 +42,8 @@ def run_and_measure(args: list[str], nproc: int | None, workdir: Path, env_extra
     if proc.returncode != 0:
         raise SystemExit(f"trainer failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     metrics = json.loads((model_dir / "metrics.json").read_text())
+    if not isinstance(metrics, dict):
+        raise SystemExit(f"{model_dir}/metrics.json: expected a JSON object, got {type(metrics).__name__}")
     metrics["process_wall_seconds"] = time.monotonic() - started
     return metrics
 

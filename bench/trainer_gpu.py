@@ -17,10 +17,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trainer_cpu import run_and_measure, write_text  # the sibling benchmark's helpers
-
+from bench.trainer_cpu import run_and_measure, write_text  # the sibling benchmark's helpers
 from schemas.vocabulary import REQUESTED_PRECISIONS
 
 

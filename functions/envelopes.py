@@ -116,10 +116,10 @@ def object_event(cloud_event: Any) -> ObjectEvent:
     """An ObjectEvent from either a GCS Pub/Sub notification (JSON_API_V1) or a storage CloudEvent."""
     kind = event_type(cloud_event)
     if kind.startswith(STORAGE_EVENT_PREFIX):
-        resource = cloud_event.data if isinstance(cloud_event.data, Mapping) else {}
+        payload = cloud_event.data if isinstance(cloud_event.data, Mapping) else {}
         return _from_resource(
             _CLOUDEVENT_KINDS.get(kind.removeprefix(STORAGE_EVENT_PREFIX), "unknown"),
-            resource,
+            payload,
             str(cloud_event["id"]),
             source=kind[:100],
         )

@@ -30,7 +30,7 @@ INT64_TYPES = (
 )
 
 
-def _normalised(data: Any, message: descriptor.Descriptor) -> Any:
+def _normalised(data: dict[str, Any], message: descriptor.Descriptor) -> dict[str, Any]:
     """MessageToDict writes int64 as strings and maps in no set order; write the numbers as numbers and maps sorted
     by key, so the same job prints the same bytes."""
     for field in message.fields:
@@ -60,7 +60,10 @@ def rest_body(job: dict[str, Any]) -> dict[str, Any]:
 
 def gcloud_config(body: dict[str, Any]) -> dict[str, Any]:
     """The CustomJobSpec part of a REST body: what `gcloud ai custom-jobs create --config` reads."""
-    return body["jobSpec"]
+    spec = body["jobSpec"]
+    if not isinstance(spec, dict):
+        raise ValueError(f"expected a CustomJob REST body with a jobSpec object, got jobSpec {spec!r}")
+    return spec
 
 
 def gcloud_command(body: dict[str, Any], region: str, config_file: str = "config.yaml") -> str:

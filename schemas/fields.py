@@ -109,6 +109,17 @@ class Reader:
             raise SchemaError(f"expected a list of strings, got {_type_name(value)}", field=self._name(key))
         return tuple(value)
 
+    def integers(self, key: str, default: object = _MISSING, *, minimum: int | None = None) -> tuple[int, ...]:
+        value = self._get(key, default)
+        if not isinstance(value, list | tuple):
+            raise SchemaError(f"expected a list of integers, got {_type_name(value)}", field=self._name(key))
+        for i, v in enumerate(value):
+            if isinstance(v, bool) or not isinstance(v, int) or not INT64_MIN <= v <= INT64_MAX:
+                raise SchemaError(f"expected a 64-bit integer, got {_type_name(v)}", field=f"{self._name(key)}[{i}]")
+            if minimum is not None and v < minimum:
+                raise SchemaError(f"must be >= {minimum}, got {v}", field=f"{self._name(key)}[{i}]")
+        return tuple(value)
+
     def string_map(self, key: str, default: object = _MISSING) -> dict[str, str]:
         value = self._get(key, default)
         if not isinstance(value, Mapping) or not all(

@@ -84,9 +84,11 @@ class GpuTable:
 
 def _positive(r: Reader, key: str) -> float:
     """The number at key as written (16 stays an int, so tables print it as the file says); it must be > 0."""
-    if r.number(key) <= 0:
+    number = r.number(key)
+    if number <= 0:
         raise SchemaError(f"expected a positive number, got {r.data[key]!r}", field=f"{r.path}.{key}")
-    return r.data[key]
+    written = r.data[key]
+    return written if isinstance(written, int) else number
 
 
 def _peaks(r: Reader) -> Mapping[str, float | None]:
@@ -120,7 +122,7 @@ def _gpu(name: str, r: Reader) -> GpuSpec:
     )
 
 
-def parse_gpus(raw: Any) -> GpuTable:
+def parse_gpus(raw: object) -> GpuTable:
     """Validate the contents of gpus.json (tests feed altered copies through here); errors start "gpus.json: "."""
     try:
         r = Reader(raw)
@@ -137,9 +139,12 @@ def read_gpus_json() -> dict[str, Any]:
     """The packaged schemas/data/gpus.json as plain JSON."""
     text = resources.files("schemas").joinpath("data", GPUS_FILE).read_text()
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SchemaError(f"{GPUS_FILE} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SchemaError(f"{GPUS_FILE}: expected a JSON object at the top, got {type(data).__name__}")
+    return data
 
 
 @cache

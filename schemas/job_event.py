@@ -49,9 +49,9 @@ def parse_job_event(raw: bytes | str | dict[str, Any]) -> JobEvent:
         raise SchemaError(
             f"job_id {job_id[:40]!r} is not a numeric CustomJob id", field="logEntry.resource.labels.job_id"
         )
-    payload = data.get("textPayload")
-    if payload is None and isinstance(data.get("jsonPayload"), dict):
-        payload = str(data["jsonPayload"].get("message", ""))
+    payload = r.data.get("textPayload")
+    if payload is None and isinstance(r.data.get("jsonPayload"), dict):
+        payload = str(r.data["jsonPayload"].get("message", ""))
     return JobEvent(
         job_id=job_id,
         project_id=labels.get("project_id", ""),

@@ -10,14 +10,13 @@ input with a reason instead of crashing on it (and having it redelivered).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 
 class JsonTextError(ValueError):
     """The text is not JSON Landfall can read; the message says what is wrong with it."""
 
 
-def loads(raw: bytes | str) -> Any:
+def loads(raw: bytes | str) -> object:
     """The JSON value in raw; JsonTextError when it is not JSON, too deep, or holds text that is not Unicode."""
     try:
         value = json.loads(raw)

@@ -9,6 +9,7 @@ from functools import cache
 from importlib import resources
 
 from schemas.errors import SchemaError
+from schemas.fields import Reader
 
 
 @dataclass(frozen=True)
@@ -63,21 +64,42 @@ def load_presets() -> dict[str, Preset]:
     """Read and validate every preset; a malformed file fails with the preset and field named."""
     raw = json.loads(resources.files("schemas").joinpath("data/model_presets.json").read_text())
     presets: dict[str, Preset] = {}
-    for name, spec in raw["presets"].items():
-        fields = {k: v for k, v in spec.items() if k != "family"}
+    specs = Reader(raw, "model_presets.json").obj("presets")
+    for name in specs.data:
         try:
-            if spec["family"] == "mlp":
-                presets[name] = MlpPreset(name=name, hidden_sizes=tuple(fields.pop("hidden_sizes")), **fields)
-            elif spec["family"] == "gpt":
-                preset = GptPreset(name=name, **fields)
-                if preset.d_model % preset.n_head:
-                    raise ValueError(f"d_model {preset.d_model} is not divisible by n_head {preset.n_head}")
-                presets[name] = preset
-            else:
-                raise ValueError(f"unknown family {spec['family']!r}; expected 'mlp' or 'gpt'")
-        except (KeyError, TypeError, ValueError) as exc:
+            presets[name] = _preset(name, specs.obj(name))
+        except SchemaError as exc:
             raise SchemaError(f"model_presets.json: preset {name!r} is malformed: {exc}") from exc
     return presets
+
+
+_KEYS = {
+    "mlp": {"family", "hidden_sizes", "description"},
+    "gpt": {"family", "n_layer", "d_model", "n_head", "seq_len", "vocab_size", "description"},
+}
+"""The fields each family's preset holds: any other is a typo, refused."""
+
+
+def _preset(name: str, r: Reader) -> Preset:
+    family = r.string("family", choices=tuple(_KEYS))
+    unknown = sorted(set(r.data) - _KEYS[family])
+    if unknown:
+        raise SchemaError(f"unknown field(s) {', '.join(unknown)} for a {family} preset", field=r.path)
+    description = r.string("description", "")
+    if family == "mlp":
+        return MlpPreset(name=name, hidden_sizes=r.integers("hidden_sizes", minimum=1), description=description)
+    preset = GptPreset(
+        name=name,
+        n_layer=r.integer("n_layer", minimum=1),
+        d_model=r.integer("d_model", minimum=1),
+        n_head=r.integer("n_head", minimum=1),
+        seq_len=r.integer("seq_len", minimum=1),
+        vocab_size=r.integer("vocab_size", minimum=1),
+        description=description,
+    )
+    if preset.d_model % preset.n_head:
+        raise SchemaError(f"d_model {preset.d_model} is not divisible by n_head {preset.n_head}", field=r.path)
+    return preset
 
 
 def get_preset(name: str) -> Preset:

@@ -98,7 +98,7 @@ def orphan_id_for(job_name: str) -> str:
     return f"{parts[3]}-{parts[5]}"
 
 
-def parse_orphan_record(data: dict[str, Any]) -> OrphanRecord:
+def parse_orphan_record(data: object) -> OrphanRecord:
     """Read a stored orphan document; raises SchemaError naming the field that does not fit."""
     r = Reader(data, "orphan")
     cancel = r.optional_obj("cancel")

@@ -218,7 +218,7 @@ def _alternative(r: Reader) -> PlanAlternative:
     )
 
 
-def parse_plan(data: Any) -> Plan:
+def parse_plan(data: object) -> Plan:
     """Read a Plan from its dict form; raises SchemaError naming the first bad field."""
     r = Reader(data, "plan")
     version = r.integer("schema_version")

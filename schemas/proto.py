@@ -38,7 +38,7 @@ def field_type(tp: Any, messages: dict[str, Any]) -> str:
         return "repeated " + field_type(args[0], messages)
     if origin is dict and args[0] is str and args[1] in _SCALARS:
         return f"map<string, {_SCALARS[args[1]]}>"
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         collect(tp, messages)
         return tp.__name__
     raise TypeError(
@@ -114,7 +114,7 @@ def _describe(cls: Any, message: Any, top: Any, top_name: str) -> None:
             field.type_name = (
                 f"{top_name}.{entry_name}" if message is top else f"{top_name}.{message.name}.{entry_name}"
             )
-        elif dataclasses.is_dataclass(tp):
+        elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
             field.type, field.type_name = 11, f"{top_name}.{tp.__name__}"
             if not any(m.name == tp.__name__ for m in top.nested_type):
                 _describe(tp, top.nested_type.add(name=tp.__name__), top, top_name)

@@ -532,7 +532,7 @@ def _job(j: Reader) -> JobAttempt:
     )
 
 
-def parse_run_record(data: dict[str, Any]) -> RunRecord:
+def parse_run_record(data: object) -> RunRecord:
     """Read a stored run document (times as timestamps or, as older documents and the JSON form hold them, RFC 3339
     text); raises SchemaError naming the field that does not fit."""
     r = Reader(_convert_times(data, _as_text) if isinstance(data, dict) else data, "run")

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
@@ -86,7 +85,7 @@ def _disk(r: Reader) -> BootDisk:
     )
 
 
-def parse_vertex_jobs(raw: Any) -> VertexJobRules:
+def parse_vertex_jobs(raw: object) -> VertexJobRules:
     """Validate the contents of vertex_jobs.json; errors start "vertex_jobs.json: "."""
     try:
         r = Reader(raw)

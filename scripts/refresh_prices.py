@@ -145,7 +145,10 @@ def _get(url: str, api_key: str | None, token: str | None) -> dict[str, Any]:
         url += ("&" if "?" in url else "?") + urllib.parse.urlencode({"key": api_key})
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     with urllib.request.urlopen(request, timeout=60) as response:
-        return json.load(response)
+        data = json.load(response)
+    if not isinstance(data, dict):
+        raise SystemExit(f"the Cloud Billing API answered with JSON {type(data).__name__}, expected an object")
+    return data
 
 
 def fetch_skus(api_key: str | None, token: str | None) -> list[dict[str, Any]]:

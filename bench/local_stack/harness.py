@@ -14,13 +14,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deploy.images import trainer_image_uri
 from deploy.local import stack
 from deploy.topology import Topology, load_topology
 from schemas.run_record import RunRecord, parse_run_record
 from schemas.times import parse_timestamp
+
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1 import JobServiceClient
 
 NOOP_ENTRYPOINT = ("python", "-m", "bench.local_stack.noop_trainer")
 """What the Vertex emulator runs for the trainer image (`python` is the emulator's own interpreter)."""
@@ -57,10 +60,10 @@ class Stack:
             bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(SHARD, content_type="text/csv")
         marker = bucket.blob(f"{prefix}_SUCCESS")
         marker.upload_from_string(b"")
-        created = marker.time_created
+        created: datetime | None = marker.time_created  # google-cloud-storage is unannotated
         if created is None:
             raise RuntimeError(f"storage returned no timeCreated for gs://{self.topology.bucket}/{prefix}_SUCCESS")
-        return created  # type: ignore[no-any-return]
+        return created
 
     def runs(self) -> list[RunRecord]:
         docs = self.firestore.collection(self.topology.runs_collection).stream()
@@ -73,9 +76,11 @@ class Stack:
         """The create_time of the run's Vertex job (GetCustomJob), None when it records none."""
         if run.vertex is None:
             return None
-        return self._job_client().get_custom_job(name=run.vertex.job_name).create_time  # type: ignore[no-any-return]
+        job = self._job_client().get_custom_job(name=run.vertex.job_name)
+        # proto-plus declares the field a protobuf Timestamp but reads it as a datetime (None when unset)
+        return cast("datetime | None", job.create_time)
 
-    def _job_client(self) -> Any:
+    def _job_client(self) -> JobServiceClient:
         import grpc
         from google.cloud import aiplatform_v1
         from google.cloud.aiplatform_v1.services.job_service.transports import JobServiceGrpcTransport
@@ -85,7 +90,8 @@ class Stack:
             self.cache["job_client"] = aiplatform_v1.JobServiceClient(
                 transport=JobServiceGrpcTransport(channel=channel)
             )
-        return self.cache["job_client"]
+        client: JobServiceClient = self.cache["job_client"]
+        return client
 
     def jobs(self, regions: set[str]) -> list[Any]:
         """Every Vertex custom job in regions (ListCustomJobs, all pages)."""

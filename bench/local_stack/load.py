@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         if u in by_uri
     ]
     received = [by_uri[u].history[0].at for u in uris if u in by_uri]
-    submitted = [by_uri[u].timings.submitted_at for u in uris if u in by_uri and by_uri[u].timings.submitted_at]
+    submitted = [at for u in uris if u in by_uri and (at := by_uri[u].timings.submitted_at)]
     window = seconds(max(submitted), min(received)) if submitted and received else None
     rows = {
         "-> CreateCustomJob answered": summary([t.to_submitted for t in lines]),

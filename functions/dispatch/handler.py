@@ -220,8 +220,8 @@ def _submit(
         return _lost_claim(run_id, "after every plan was refused for capacity")
     reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))
     why = f"every planned shape was refused for capacity: {reasons}. Allow more regions or GPU kinds, or raise quota."
-    outcome = deps.store.apply(run_id, _wait_step(why, deps.now(), attempt_policy(deps.settings)))
-    return f"{'failed:no-capacity' if outcome == RunState.FAILED else 'waiting:no-capacity'}"
+    state = deps.store.apply(run_id, _wait_step(why, deps.now(), attempt_policy(deps.settings)))
+    return f"{'failed:no-capacity' if state == RunState.FAILED else 'waiting:no-capacity'}"
 
 
 def _owned_merge(run_id: str, owner: str, change: Callable[[RunRecord], RunRecord], deps: DispatchDeps) -> bool:

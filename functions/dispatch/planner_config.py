@@ -5,14 +5,17 @@ the same one, so the CLI plans what the dispatcher would."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from functions.settings import Settings
+
+if TYPE_CHECKING:
+    from functions.planning import PlannerConfig
 
 
 def planner_config(
     settings: Settings, *, memory_margin: float | None = None, timeout_margin: float | None = None
-) -> Any:
+) -> PlannerConfig:
     """A functions.planning.PlannerConfig; explicit margins win over the settings' (the CLI's flags)."""
     # Imported here: the planner (numpy) loads only where a request is planned.
     from functions.planning import PlannerConfig

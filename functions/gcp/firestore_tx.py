@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from functions.errors import TransientError, as_transient
 
@@ -15,15 +15,17 @@ if TYPE_CHECKING:  # the run rules (and the run record schema) are not this adap
 ATTEMPTS = 10
 BACKOFF_CAP_S = 2.0
 
+R = TypeVar("R")
+
 
 def in_transaction(
     client: Any,
     ref: Any,
-    change: Callable[[Doc | None], tuple[Doc | None, Any]],
+    change: Callable[[Doc | None], tuple[Doc | None, R]],
     *,
     attempts: int = ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
-) -> Any:
+) -> R:
     """Run change(current document or None) in a transaction; it returns (document to write or None, result).
 
     Each attempt is one transaction; an attempt that collides (aborted, or the emulator's lock timeout) is tried
@@ -35,7 +37,7 @@ def in_transaction(
     from google.cloud import firestore
 
     @firestore.transactional
-    def body(transaction: Any) -> Any:
+    def body(transaction: Any) -> R:
         snapshot = ref.get(transaction=transaction)
         new, result = change(snapshot.to_dict() if snapshot.exists else None)
         if new is not None:
@@ -47,7 +49,8 @@ def in_transaction(
         if attempt:
             sleep(random.uniform(0, min(BACKOFF_CAP_S, 0.05 * 2**attempt)))
         try:
-            return body(client.transaction(max_attempts=1))
+            result: R = body(client.transaction(max_attempts=1))  # firestore.transactional's call is unannotated
+            return result
         except ValueError as exc:
             if "Failed to commit transaction" not in str(exc):
                 raise

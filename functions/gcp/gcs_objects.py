@@ -65,7 +65,7 @@ class GcsObjects:
 
         blob = self._client.bucket(bucket).blob(name, generation=int(generation) if generation else None)
         try:
-            data = blob.download_as_bytes(start=0, end=max_bytes)
+            data: bytes = blob.download_as_bytes(start=0, end=max_bytes)  # google-cloud-storage is unannotated
         except NotFound:
             return None
         except Exception as exc:

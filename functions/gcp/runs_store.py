@@ -39,7 +39,7 @@ class RunsStore(RunsRules):
             new, result = step(_record(cur))
             return (None if new is None else new.to_document()), result
 
-        return in_transaction(self._client, self._ref(run_id), change)  # type: ignore[no-any-return]
+        return in_transaction(self._client, self._ref(run_id), change)
 
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Firestore's create(): one caller wins a race, in one call instead of a transaction's three (begin, read,

@@ -202,6 +202,7 @@ def evaluate(c: Completion, scan: Scan, read: ReadObject, entries: tuple[Entry, 
 def template(c: Completion, scan: Scan, now: datetime) -> TrainingRequest:
     """The route's training template for this dataset version, with its measured stats."""
     route = c.route
+    constraints: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in route.constraints.items()}
     return TrainingRequest(
         idempotency_key=c.idempotency_key,
         dataset=DatasetRef(
@@ -213,7 +214,7 @@ def template(c: Completion, scan: Scan, now: datetime) -> TrainingRequest:
         task=route.task,
         model=ModelSpec(preset=route.model_preset, label_column=route.label_column),
         hyperparameters=Hyperparameters(**route.hyperparameters),
-        constraints=Constraints(**{k: tuple(v) if isinstance(v, list) else v for k, v in route.constraints.items()}),
+        constraints=Constraints(**constraints),
         source=RequestSource(
             kind=_SOURCE_KIND[c.kind],
             object=f"gs://{c.bucket}/{c.object_name}",

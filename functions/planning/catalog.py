@@ -46,6 +46,13 @@ class MachineShape:
         return self.accelerator_type is None
 
     @property
+    def gpu_kind(self) -> str:
+        """The accelerator type of a GPU shape; ValueError for a CPU-only one (callers check is_cpu_only first)."""
+        if self.accelerator_type is None:
+            raise ValueError(f"{self.machine_type} is a CPU-only shape: it has no accelerator type")
+        return self.accelerator_type
+
+    @property
     def memory_bytes(self) -> int:
         return int(self.memory_gb * GB)
 
@@ -81,9 +88,12 @@ class Catalog:
 def _read(name: str) -> dict[str, Any]:
     text = resources.files("functions.planning").joinpath(f"data/{name}").read_text()
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CatalogError(f"data/{name} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CatalogError(f"data/{name}: expected a JSON object at the top, got {type(data).__name__}")
+    return data
 
 
 def _need(mapping: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -101,7 +111,7 @@ def _positive(mapping: dict[str, Any], key: str, where: str) -> float:
     value = _need(mapping, key, (int, float), where)
     if value <= 0:
         raise CatalogError(f"{where}.{key}: expected a positive number, got {value!r}")
-    return value
+    return value if isinstance(value, int) else float(value)
 
 
 def _regions(spec: dict[str, Any], sets: dict[str, list[str]], where: str) -> tuple[str, ...]:

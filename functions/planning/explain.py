@@ -65,7 +65,7 @@ def gpu_label(ev: Evaluation, c: int) -> str:
     shape = ev.space.configs[c].shape
     if shape.is_cpu_only:
         return f"CPU-only {shape.machine_type}"
-    gpu = ev.space.catalog.gpus[shape.accelerator_type]
+    gpu = ev.space.catalog.gpus[shape.gpu_kind]
     return f"{ev.space.configs[c].gpus}x {gpu.display}"
 
 
@@ -92,7 +92,7 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == CODE["max_gpus"]:
         return f"{cfg.gpus} GPUs exceed max_gpus {limits.max_gpus}"
     if code == CODE["end_of_support"]:
-        gpu = space.catalog.gpus[shape.accelerator_type]
+        gpu = space.catalog.gpus[shape.gpu_kind]
         return f"{gpu.display} reached end of support on {gpu.end_of_support}"
     if code == CODE["spot_policy"]:
         if s == 1 and limits.spot_allowed[0]:

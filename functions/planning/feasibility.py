@@ -93,8 +93,10 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
         )
     if space.configs[closest].shape.is_cpu_only:
         # the nearest GPU configuration that got as far as the memory check, else the biggest GPU
-        order, v, s = representatives(ev)
-        over = [c for c in order.tolist() if not space.is_cpu[c] and ev.reason[c, v[c], s[c]] == CODE["memory"]]
+        order, variants, spots = representatives(ev)
+        over = [
+            c for c in order.tolist() if not space.is_cpu[c] and ev.reason[c, variants[c], spots[c]] == CODE["memory"]
+        ]
         gpu_rows = np.flatnonzero(~space.is_cpu)
         closest = over[0] if over else int(gpu_rows[np.argmax(space.capacity_bytes[gpu_rows])])
     ddp_need = float(ev.memory_total[closest, 0])
@@ -111,8 +113,8 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
     same = fits & (space.kind == kind)[:, None]
     pool = same if same.any() else fits
     worlds = np.where(pool, space.world[:, None], np.iinfo(np.int64).max)
-    c, v = np.unravel_index(int(np.argmin(worlds)), worlds.shape)
-    gpu = space.catalog.gpus[space.configs[c].shape.accelerator_type]
+    c, v = (int(i) for i in np.unravel_index(int(np.argmin(worlds)), worlds.shape))
+    gpu = space.catalog.gpus[space.configs[c].shape.gpu_kind]
     strategy = STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]
     return (
         f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)} even at micro-batch 1 "

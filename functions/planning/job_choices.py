@@ -85,7 +85,7 @@ def _flex(ev: Evaluation, c: int, v: int, s: int, region: str, hours: float, pol
     kind = cfg.shape.accelerator_type
     if s:
         return 0, "flex-start not used: the plan runs on Spot, a scheduling strategy of its own"
-    if not rules.flex_start_offered(kind):
+    if kind is None or not rules.flex_start_offered(kind):
         offered = ", ".join(rules.flex_start_kinds)
         return 0, f"flex-start not used: Vertex offers FLEX_START for {offered}, not {kind or 'CPU-only machines'}"
     if VARIANT_SERVER[v]:

@@ -21,10 +21,17 @@ fit) keeps only each block's input. Functions take numpy arrays or plain numbers
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from schemas.vocabulary import STRATEGIES, STRATEGY_INDEX
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    Values: TypeAlias = float | NDArray[Any]
+    """A plain number or a numpy array of them: the functions below work elementwise on either."""
 
 # (fixed, sharded) bytes per parameter, (mixed, fp32), per strategy: the table in the module docstring.
 _STATE_BYTES = {
@@ -38,31 +45,31 @@ STATE_BYTES_PER_PARAM = np.array([_STATE_BYTES[name] for name in STRATEGIES])
 FSDP = STRATEGY_INDEX["fsdp"]
 
 
-def model_state_bytes(parameters, strategy, world, fp32):
+def model_state_bytes(parameters: Values, strategy: int | NDArray[Any], world: Values, fp32: Values) -> Values:
     """Bytes of params + grads + Adam states per GPU. strategy: index into STRATEGIES; fp32: 0/1 or bools."""
     fp32 = np.asarray(fp32, dtype=np.int64)
-    fixed = STATE_BYTES_PER_PARAM[strategy, fp32, 0]
-    sharded = STATE_BYTES_PER_PARAM[strategy, fp32, 1]
+    fixed: Values = STATE_BYTES_PER_PARAM[strategy, fp32, 0]  # a float64 or an array of them
+    sharded: Values = STATE_BYTES_PER_PARAM[strategy, fp32, 1]
     return parameters * (fixed + sharded / world)
 
 
-def activation_bytes(per_sample_16bit, micro_batch, fp32):
+def activation_bytes(per_sample_16bit: Values, micro_batch: Values, fp32: Values) -> Values:
     """Activations of one micro-batch; fp32 activations take twice the 16-bit bytes."""
     return per_sample_16bit * micro_batch * (1.0 + np.asarray(fp32, dtype=np.float64))
 
 
-def gather_bytes(largest_layer_parameters, strategy, fp32):
+def gather_bytes(largest_layer_parameters: Values, strategy: int | NDArray[Any], fp32: Values) -> Values:
     """FULL_SHARD's two gathered layers (compute + prefetch); zero for the other strategies."""
     param_bytes = 2.0 + 2.0 * np.asarray(fp32, dtype=np.float64)
     return np.where(np.asarray(strategy) == FSDP, 2.0 * largest_layer_parameters * param_bytes, 0.0)
 
 
-def total_bytes(states, activations, gather, context_bytes):
+def total_bytes(states: Values, activations: Values, gather: Values, context_bytes: Values) -> Values:
     """Per-GPU total: states + activations + gather buffers + CUDA context."""
     return states + activations + gather + context_bytes
 
 
-def usable_bytes(capacity_bytes, margin):
+def usable_bytes(capacity_bytes: Values, margin: Values) -> Values:
     """What a plan may fill of a GPU (or a CPU machine's RAM): the capacity less the margin kept free."""
     return capacity_bytes * (1.0 - margin)
 

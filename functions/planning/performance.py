@@ -11,20 +11,34 @@ A fixed fraction of communication hides behind the backward pass (assumptions.js
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from functions.planning.memory import FSDP
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from functions.planning.memory import Values
+
 GBIT = 1e9 / 8  # bytes per second in one Gbit/s
 
 
-def compute_seconds(flops_per_sample, micro_batch, peak_flops, mfu):
+def compute_seconds(flops_per_sample: Values, micro_batch: Values, peak_flops: Values, mfu: Values) -> Values:
     return flops_per_sample * micro_batch / (peak_flops * mfu)
 
 
 def comm_seconds(
-    parameters, fp32, strategy, gpus_per_node, nodes, intra_bytes_per_s, network_bytes_per_s, reduction_server
-):
+    parameters: Values,
+    fp32: Values,
+    strategy: int | NDArray[Any],
+    gpus_per_node: Values,
+    nodes: Values,
+    intra_bytes_per_s: Values,
+    network_bytes_per_s: Values,
+    reduction_server: bool | NDArray[Any],
+) -> Values:
     """Exposed-before-overlap communication time of one step."""
     grad_bytes = parameters * (2.0 + 2.0 * np.asarray(fp32, dtype=np.float64))
     g = np.maximum(gpus_per_node, 1)
@@ -37,16 +51,16 @@ def comm_seconds(
     return factor * (intra + inter)
 
 
-def step_seconds(compute, comm, overlap, overhead):
+def step_seconds(compute: Values, comm: Values, overlap: Values, overhead: Values) -> Values:
     return compute + (1.0 - overlap) * comm + overhead
 
 
-def run_hours(steps, step, startup_seconds, spot, spot_overhead):
+def run_hours(steps: Values, step: Values, startup_seconds: Values, spot: Values, spot_overhead: Values) -> Values:
     """Wall hours including startup; Spot adds the expected preemption overhead."""
     base = (startup_seconds + steps * step) / 3600.0
     return base * (1.0 + spot_overhead * np.asarray(spot, dtype=np.float64))
 
 
-def reduction_server_replicas(nodes, network_gbps, server_gbps):
+def reduction_server_replicas(nodes: Values, network_gbps: Values, server_gbps: Values) -> NDArray[np.int64]:
     """Servers needed so their total bandwidth covers the workers' total (Vertex's sizing rule)."""
     return np.ceil(nodes * network_gbps / server_gbps).astype(np.int64)

@@ -45,7 +45,7 @@ def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: boo
             f"MFU {a.compute.cpu_mfu:.0%} assumed"
         )
     else:
-        gpu = catalog.gpus[shape.accelerator_type]
+        gpu = catalog.gpus[shape.gpu_kind]
         precision = precision_of(ev, c)
         notes.append(
             f"{gpu.display}: {gpu.peak_tflops[precision]:g} TFLOP/s {precision} peak, MFU "

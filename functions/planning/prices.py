@@ -38,15 +38,15 @@ class PriceBook:
     """Resolves the price of an item in a region; regional exact records win over base price x multiplier."""
 
     base_region: str
-    items: MappingProxyType
+    items: MappingProxyType[str, PriceItem]
     """name -> PriceItem for the base region."""
-    region_multipliers: MappingProxyType
+    region_multipliers: MappingProxyType[str, float]
     multipliers_estimate: bool
     multipliers_source: str
-    spot_factor: MappingProxyType
+    spot_factor: MappingProxyType[str, float]
     """kind -> fraction of the on-demand price charged on Spot when no spot figure is given."""
     spot_factor_source: str
-    regional: MappingProxyType
+    regional: MappingProxyType[tuple[str, str], tuple[PriceQuote, PriceQuote | None]]
     """(name, region) -> (on_demand PriceQuote, spot PriceQuote | None)."""
 
     def quote(self, name: str, region: str, spot: bool) -> PriceQuote:
@@ -129,7 +129,7 @@ def parse_prices(raw: dict[str, Any], regions: tuple[str, ...]) -> PriceBook:
     if missing:
         raise CatalogError(f"prices.json: region_multipliers lacks {', '.join(missing)}")
     base = raw.get("base_region")
-    if multipliers.get(base) != 1.0:
+    if not isinstance(base, str) or multipliers.get(base) != 1.0:
         raise CatalogError(f"prices.json: base_region {base!r} must have region multiplier 1.0")
     spot_factor = raw.get("spot_factor") or {}
     for kind in ("machine", "accelerator"):

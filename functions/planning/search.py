@@ -106,7 +106,8 @@ class Evaluation:
 
     @property
     def feasible(self) -> np.ndarray:
-        return self.reason == 0
+        feasible: np.ndarray = self.reason == 0  # numpy types an array's == as Any
+        return feasible
 
     def best(self) -> tuple[int, int, int] | None:
         """The winning (config, variant, spot): least primary, then least secondary, then on demand before Spot,
@@ -219,7 +220,8 @@ def split_batch(global_batch: int, world: np.ndarray, room: np.ndarray) -> np.nd
     split = batch_split(global_batch, world)
     if split.largest is not None:  # one lookup: room clipped to [0, share] indexes its share's run
         # (np.minimum/np.maximum: np.clip with an array bound is several times slower)
-        return split.largest[split.start + np.minimum(np.maximum(room, 0.0), split.cap).astype(np.int64)]
+        micro: np.ndarray = split.largest[split.start + np.minimum(np.maximum(room, 0.0), split.cap).astype(np.int64)]
+        return micro  # (numpy types indexing by an array as Any)
     table = split.divisors
     fitting = np.zeros(room.shape, dtype=np.int64)
     for row in table:  # a handful of rows: the most divisors any share has
@@ -243,7 +245,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     states = p * mode.state_bytes_per_param  # [variant, config]
     gather = float(work.largest_layer_parameters) * mode.gather_bytes_per_param
     fixed = total_bytes(states, 0.0, gather, space.context_bytes)
-    usable = usable_bytes(space.capacity_bytes, limits.memory_margin)
+    usable = np.asarray(usable_bytes(space.capacity_bytes, limits.memory_margin))  # an array already: no copy
     per_sample = work.activation_bytes_per_sample * mode.activation_factor  # [config]
     room = np.floor((usable - fixed) / per_sample)
     # No micro-batch fits without checkpointing exactly where not even one sample does (room < 1): 1 divides every
@@ -271,10 +273,18 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
 
     recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing.astype(np.float64)
     compute = work.flops_per_sample * per_process / mode.effective_flops * recompute
-    step = step_seconds(
-        compute, p * mode.comm_seconds_per_param, a.compute.comm_overlap_fraction, space.step_overhead * accumulation
+    # np.asarray: both are arrays already (array arguments); it only tells the type checker so, without a copy.
+    step = np.asarray(
+        step_seconds(
+            compute,
+            p * mode.comm_seconds_per_param,
+            a.compute.comm_overlap_fraction,
+            space.step_overhead * accumulation,
+        )
     )
-    hours = run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
+    hours = np.asarray(
+        run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
+    )
     view = space.region_view(limits.region_mask)
     cost = hours * view.hourly
 

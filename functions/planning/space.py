@@ -285,22 +285,24 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
             fp32=fp32,
             precision=np.where(fp32, FP32_INDEX, mixed_precision),
             state_bytes_per_param=np.ascontiguousarray(
-                model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]).T
+                np.transpose(model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]))
             ),
             gather_bytes_per_param=np.ascontiguousarray(
                 np.broadcast_to(gather_bytes(1.0, strategy, fp32[:, None]), valid.shape).T
             ),
             comm_seconds_per_param=np.ascontiguousarray(
-                comm_seconds(
-                    1.0,
-                    fp32[:, None],
-                    strategy,
-                    per_node[:, None],
-                    nodes[:, None],
-                    intra[:, None],
-                    network_gbps[:, None] * GBIT,
-                    VARIANT_SERVER[None, :],
-                ).T
+                np.transpose(
+                    comm_seconds(
+                        1.0,
+                        fp32[:, None],
+                        strategy,
+                        per_node[:, None],
+                        nodes[:, None],
+                        intra[:, None],
+                        network_gbps[:, None] * GBIT,
+                        VARIANT_SERVER[None, :],
+                    )
+                )
             ),
             effective_flops=np.where(fp32, peak_fp32, peak_mixed) * mfu,
             activation_factor=np.where(fp32, 2.0, 1.0),

@@ -260,7 +260,7 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "datasets",
         help="list the datasets ingest has seen, most recently updated first",

@@ -141,7 +141,7 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "dead-letters",
         help="list the messages on the dead-letter topic and why each one failed",

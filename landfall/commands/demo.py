@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas.run_record import TERMINAL_STATES, RunState, parse_run_record
+from schemas.run_record import TERMINAL_STATES, RunRecord, RunState, parse_run_record
 from schemas.training_request import run_id_for
 
 
@@ -31,7 +31,7 @@ def upload_dataset(bucket_name: str, prefix: str, shards: list[str]) -> int:
     return int(marker.generation)
 
 
-def follow(run_id: str, timeout_s: float, quiet: bool) -> dict[str, Any] | None:
+def follow(run_id: str, timeout_s: float, quiet: bool) -> RunRecord | None:
     """Poll the run record until it is terminal, printing each state as it is reached."""
     from landfall.commands.runs import runs_collection
 
@@ -40,13 +40,13 @@ def follow(run_id: str, timeout_s: float, quiet: bool) -> dict[str, Any] | None:
     seen: str | None = None
     while time.monotonic() - start < timeout_s:
         snapshot = ref.get()
-        doc = snapshot.to_dict() if snapshot.exists else None
-        state = doc["state"] if doc else "waiting for the dispatcher"
+        record = parse_run_record(snapshot.to_dict()) if snapshot.exists else None
+        state = record.state.value if record else "waiting for the dispatcher"
         if state != seen and not quiet:
             print(f"  [{time.monotonic() - start:6.1f}s] {state}", flush=True)
             seen = state
-        if doc and RunState(doc["state"]) in TERMINAL_STATES:
-            return doc
+        if record and record.state in TERMINAL_STATES:
+            return record
         time.sleep(0.5)
     return None
 
@@ -78,24 +78,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(
             f"uploaded {len(shards)} shards and _SUCCESS to gs://{bucket}/{prefix}; following run {run_id}", flush=True
         )
-    doc = follow(run_id, args.timeout, args.quiet)
-    if doc is None:
+    record = follow(run_id, args.timeout, args.quiet)
+    if record is None:
         print(
             f"landfall demo: run {run_id} did not finish within {args.timeout:.0f}s; `landfall run {run_id}` "
             f"shows where it is, logs are in {info.state_dir / 'logs'}",
             file=sys.stderr,
         )
         return 1
-    print(describe(parse_run_record(doc)))
+    print(describe(record))
     print(f"demo wall time: {time.monotonic() - began:.1f}s")
-    if doc["state"] != RunState.SUCCEEDED:
-        reason = (doc.get("error") or {}).get("message", "no reason recorded")
-        print(f"landfall demo: run ended {doc['state']}: {reason}", file=sys.stderr)
+    if record.state != RunState.SUCCEEDED:
+        reason = record.error.message if record.error else "no reason recorded"
+        print(f"landfall demo: run ended {record.state.value}: {reason}", file=sys.stderr)
         return 1
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="run the main job end to end on the local stack (drop data -> SUCCEEDED)")
     p.add_argument("--shards", type=int, default=4, help="CSV shards to upload (default 4)")
     p.add_argument("--rows", type=int, default=250, help="rows per shard (default 250)")

@@ -133,7 +133,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "deploy",
         help="deploy Landfall to a Google Cloud project (gcloud); converges when run again",

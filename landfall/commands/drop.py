@@ -126,7 +126,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "drop",
         help="upload a folder as a dataset, then its _SUCCESS marker; print its status and run",

@@ -119,7 +119,7 @@ def _ended(run_id: str) -> bool:
     return read_run(run_id, "run").state.terminal
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "logs",
         help="print what a run's replicas logged (the trainer's output)",

@@ -34,7 +34,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 1 if said.startswith("no run ") else 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "reconcile",
         help="run the reconciler now: publish one tick to its topic",

@@ -8,15 +8,24 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from landfall.tables import render_table
 from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from functions.planning import PlanOutcome
+    from functions.planning.catalog import Catalog, MachineShape
+    from functions.settings import Settings
+    from schemas.gpus import GpuSpec
+    from schemas.training_request import TrainingRequest
+
 DEFAULT_ROWS = 20
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the planning commands to the `landfall` parser."""
     p = subparsers.add_parser(
         "plan",
@@ -119,7 +128,7 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _gpus(accelerator_type: str | None, count: int, nodes: int, gpus: Any) -> str:
+def _gpus(accelerator_type: str | None, count: int, nodes: int, gpus: Mapping[str, GpuSpec]) -> str:
     if not accelerator_type:
         return "cpu"
     display = gpus[accelerator_type].display if accelerator_type in gpus else accelerator_type
@@ -136,14 +145,14 @@ def _hours(value: float | None) -> str:
     return "-" if value is None else f"{value:,.2f}"
 
 
-def read_request(path: str) -> Any:
+def read_request(path: str) -> TrainingRequest:
     """The TrainingRequest in a JSON file (parsed by the lead's schema)."""
     from schemas.training_request import parse_training_request
 
     return parse_training_request(Path(path).read_text())
 
 
-def dispatcher_settings(args: argparse.Namespace) -> Any:
+def dispatcher_settings(args: argparse.Namespace) -> Settings:
     """The settings the dispatcher would have: the environment (the local stack's when one runs), with the flags'
     project, trainer image and service account over it."""
     from deploy.topology import load_topology
@@ -259,7 +268,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_custom_job(request: Any, outcome: Any, settings: Any, fmt: str) -> int:
+def _print_custom_job(request: TrainingRequest, outcome: PlanOutcome, settings: Settings, fmt: str) -> int:
     """The CustomJob for the chosen plan (REJECTED and exit 1 when there is none; nothing is submitted)."""
     from functions.dispatch.job_spec import custom_job
     from landfall.custom_job import render, rest_body
@@ -272,7 +281,7 @@ def _print_custom_job(request: Any, outcome: Any, settings: Any, fmt: str) -> in
     return 0
 
 
-def select_shapes(catalog: Any, gpu: str | None, region: str | None, min_gpus: int) -> list[Any]:
+def select_shapes(catalog: Catalog, gpu: str | None, region: str | None, min_gpus: int) -> list[MachineShape]:
     """The catalog's shapes that pass the filters; a GPU or region the catalog does not know is a ValueError
     naming the known ones."""
     if gpu is not None:

@@ -81,7 +81,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "retry",
         help="start a new run for a FAILED or CANCELLED run's request",

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
@@ -14,13 +14,16 @@ from schemas.errors import SchemaError
 from schemas.plan import Plan
 from schemas.run_record import RunRecord, RunState, parse_run_record, parse_state
 
+if TYPE_CHECKING:
+    from google.cloud.firestore import CollectionReference, Query
+
 CALL_TIMEOUT_S = 20.0
 """Deadline of one Firestore call, so that an unreachable Google Cloud fails in seconds rather than retrying for
 minutes (the local stack is checked before any call: landfall/reach.py)."""
 TENSORBOARD_HINT = 'TensorBoard event files; README.md "Metrics" says how to open them'
 
 
-def runs_collection() -> Any:
+def runs_collection() -> CollectionReference:
     from google.cloud import firestore
 
     from functions.settings import get_settings
@@ -67,12 +70,13 @@ def recent_runs(
     from google.cloud import firestore
     from google.cloud.firestore_v1.base_query import FieldFilter
 
-    query = runs_collection()
+    query: CollectionReference | Query = runs_collection()
     with client_boundary("read runs from Firestore"):
         for name, op, value in run_filters(state, dataset, since):
             query = query.where(filter=FieldFilter(name, op, value))
         query = query.order_by("created_at", direction=firestore.Query.DESCENDING).limit(limit)
-        return [d.to_dict() for d in query.stream(timeout=CALL_TIMEOUT_S)]
+        # a query yields only documents that exist: to_dict() is None only for a missing one
+        return [doc for d in query.stream(timeout=CALL_TIMEOUT_S) if (doc := d.to_dict()) is not None]
 
 
 def since_argument(text: str) -> datetime:
@@ -297,7 +301,8 @@ def loss_curve(metrics: dict[str, Any]) -> str | None:
     figure.draw(figure.signal([p[0] for p in points], [p[1] for p in points], marker="braille"))
     figure.title("loss per epoch")
     figure.label("epoch", axis="x")
-    return plotext.uncolorize(str(figure.build()))
+    chart: str = plotext.uncolorize(str(figure.build()))  # plotext ships no types
+    return chart
 
 
 def describe_metrics(run: RunRecord) -> str:
@@ -349,7 +354,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "runs",
         help="list runs, newest first",

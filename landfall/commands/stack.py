@@ -100,7 +100,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if entries and all(alive for _, alive in entries) else 1
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "up",
         help="start the local stack (emulators, functions, Vertex emulator, scheduler) and print its env",

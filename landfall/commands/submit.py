@@ -74,7 +74,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "submit",
         help="check a TrainingRequest JSON file, publish it, print its run id",

@@ -156,7 +156,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return 0 if run.state == "SUCCEEDED" else 1
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "watch",
         help="follow a run until it ends: state changes and training progress",

@@ -175,5 +175,6 @@ def test_a_quota_file_is_read_once_into_the_settings(tmp_path) -> None:
     path.write_text('{"us-central1": {"cpus": 96}}')
     settings = settings_from_env({**BASE, "LANDFALL_QUOTAS_FILE": str(path)})
     assert json.loads(settings.quota_overrides) == {"us-central1": {"cpus": 96}}
-    assert planner_config(settings).quotas.cpu_limit("us-central1") == 96
+    quotas = planner_config(settings).quotas
+    assert quotas is not None and quotas.cpu_limit("us-central1") == 96
     assert dataclasses.replace(settings, quota_overrides="").quota_overrides == ""
