@@ -59,15 +59,17 @@ class World:
         """Run id of every planner call."""
         self.objects: dict[str, str] = {}
         """gs:// URI -> text, what the listener's read_text finds."""
+        # The deps name the Firestore and Vertex adapter classes, not a Protocol the fakes could implement: the
+        # fakes stand in for them, and tests/integration/test_adapter_contracts.py checks that they behave alike.
         self.dispatch_deps = DispatchDeps(
             settings=SETTINGS,
-            store=self.runs,
+            store=self.runs,  # type: ignore[arg-type]
             vertex=self.vertex,  # type: ignore[arg-type]
             plan=self._plan,
             now=self.clock,
         )
         self.listener_deps = ListenerDeps(
-            store=self.runs,
+            store=self.runs,  # type: ignore[arg-type]
             vertex=self.vertex,  # type: ignore[arg-type]
             read_text=self.objects.get,
             now=self.clock,

@@ -27,6 +27,7 @@ from schemas.run_record import RunState, parse_run_record
 from schemas.times import format_timestamp
 from tests.fakes import ingest
 from tests.fakes.orphans import FakeOrphans
+from tests.fakes.vertex import timestamp
 from tests.fakes.world import NOW, PLAN, World
 
 LEASE = 120
@@ -55,7 +56,7 @@ def submitted(created_ago: timedelta = timedelta(0)) -> tuple[World, str]:
     w = World()
     assert w.deliver() == "submitted"
     name = w.run().vertex.job_name  # type: ignore[union-attr]
-    w.vertex.jobs[name].create_time = NOW - created_ago
+    w.vertex.jobs[name].create_time = timestamp(NOW - created_ago)
     return w, name
 
 
@@ -144,7 +145,7 @@ def test_a_record_without_long_wait_parses_and_one_with_it_round_trips() -> None
 
 def labelled_job(w: World, run_id: str, *, region: str = "us-central1", age: timedelta = timedelta(minutes=5)) -> str:
     job = w.vertex.create(region, {"display_name": f"landfall-{run_id}", "labels": {RUN_LABEL: run_id}})
-    w.vertex.jobs[job.name].create_time = w.clock.now - age
+    w.vertex.jobs[job.name].create_time = timestamp(w.clock.now - age)
     return job.name
 
 
@@ -426,7 +427,7 @@ def test_two_passes_running_together_note_once_record_once_cancel_once_and_repub
         assert all("error" not in s for s in summaries), summaries
     note = w.run().long_wait
     assert note is not None and note.job_name == name
-    assert [h.state for h in w.run().history].count("SUBMITTED") == 1
+    assert [h.state for h in w.run().history].count(RunState.SUBMITTED) == 1
     assert list(orphans.store.docs) == [orphan_id_for(ghost)] and w.vertex.cancelled == [ghost]  # type: ignore[attr-defined]
     assert len(landing.published) == 2 and landing.datasets.versions[version_id]["republished_count"] == 1
 

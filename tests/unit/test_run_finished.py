@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -150,7 +151,7 @@ def test_a_copy_of_an_event_already_recorded_and_announced_opens_no_transaction(
     ended(w, name)
     assert w.job_event(job_id(name)) == "recorded:SUCCEEDED"
 
-    def no_transaction(*_: object, **__: object) -> object:
+    def no_transaction(run_id: str, step: object) -> NoReturn:
         raise AssertionError("a transaction was opened for a copy of an event already recorded")
 
     w.runs.apply = no_transaction  # type: ignore[method-assign]

@@ -131,7 +131,7 @@ def test_a_stockout_after_acceptance_resubmits_on_the_next_plan_and_keeps_both_a
     assert w.job_event(job_id(second)) == "recorded:SUCCEEDED"
     final = w.run()
     assert final.state == RunState.SUCCEEDED and len(final.submission.jobs or ()) == 1
-    assert [h.state for h in final.history].count("SUCCEEDED") == 1
+    assert [h.state for h in final.history].count(RunState.SUCCEEDED) == 1
 
 
 def test_capacity_refused_everywhere_waits_then_the_reconciler_succeeds_once_it_is_back() -> None:
