@@ -103,5 +103,17 @@ class World:
         assert run is not None, f"no run {run_id} stored"
         return run
 
+    def job_name(self, run_id: str = RUN_ID) -> str:
+        """The run's current Vertex job; fails the test when the run has none."""
+        vertex = self.run(run_id).vertex
+        assert vertex is not None, f"run {run_id} has no Vertex job (state {self.run(run_id).state})"
+        return vertex.job_name
+
+    def model_dir(self, run_id: str = RUN_ID) -> str:
+        """Where the run's trainer writes its model (metrics.json, the failure file); fails the test when unset."""
+        artifacts = self.run(run_id).artifacts
+        assert artifacts is not None, f"run {run_id} has no artifacts (state {self.run(run_id).state})"
+        return artifacts.model_dir
+
     def doc(self, run_id: str = RUN_ID) -> dict[str, Any]:
         return copy.deepcopy(self.runs.docs[run_id])

@@ -403,8 +403,12 @@ def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
 
     shipped = load_routes(ROUTES_FILE)  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
     e2e = load_routes(Path(__file__).resolve().parents[1] / "e2e" / "routes.toml")
-    assert route_for(BUCKET, "datasets/churn/part-0.csv", shipped).name == "default-tabular"  # type: ignore[union-attr]
-    assert route_for(BUCKET, "exports/day1/part-0.csv", shipped).readiness == ("quiet-period",)  # type: ignore[union-attr]
+    tabular, exports = (
+        route_for(BUCKET, "datasets/churn/part-0.csv", shipped),
+        route_for(BUCKET, "exports/day1/part-0.csv", shipped),
+    )
+    assert tabular is not None and tabular.name == "default-tabular"
+    assert exports is not None and exports.readiness == ("quiet-period",)
     assert route_for(BUCKET, "elsewhere/x.csv", shipped) is None
     for route in (*shipped, *e2e):
         get_preset(route.model_preset)  # every route names a preset that exists
