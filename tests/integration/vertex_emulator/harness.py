@@ -207,4 +207,5 @@ def job_id(job: aiplatform_v1.CustomJob) -> str:
 
 def read_json(path: Path, timeout: float = 60.0) -> dict:
     wait_for(path.exists, timeout, what=str(path))
-    return json.loads(path.read_text())
+    content: dict = json.loads(path.read_text())
+    return content
