@@ -25,8 +25,8 @@ PROJECT = "landfall-local"
 
 
 def job_state(name: str) -> aiplatform_v1.JobState:
-    """The JobState called `name` (JOB_STATE_RUNNING). proto-plus enums are IntEnums, but the stubs derive them from
-    an untyped base, so mypy sees their members as ints: the lookup by value gives it the enum type."""
+    """The JobState called `name` (JOB_STATE_RUNNING), as the tests and Vertex's REST API spell it. (Without
+    proto-plus's sources in mypy's view, JobState derives from Any and `JobState[name]` does not type-check.)"""
     return aiplatform_v1.JobState(aiplatform_v1.JobState.__members__[name])
 
 
