@@ -52,11 +52,15 @@ FALLBACKS_KEPT = 3
 
 
 class OutcomeLike(Protocol):
-    """What the planner answers (functions.planning.PlanOutcome)."""
+    """What the planner answers (functions.planning.PlanOutcome). Read-only members, so that a frozen dataclass
+    (PlanOutcome, the tests' Outcome) satisfies it."""
 
-    plan: Plan | None
-    fallbacks: tuple[Plan, ...]
-    rejection: str | None
+    @property
+    def plan(self) -> Plan | None: ...
+    @property
+    def fallbacks(self) -> tuple[Plan, ...]: ...
+    @property
+    def rejection(self) -> str | None: ...
 
 
 @dataclass(frozen=True)

@@ -430,7 +430,7 @@ def _summary(
 
 
 def _batch_of(number: int, args: argparse.Namespace) -> int:
-    return args.first + (number - args.first) // args.batch * args.batch
+    return int(args.first + (number - args.first) // args.batch * args.batch)
 
 
 def _replay(seed: int, first: int, batch: int) -> str:

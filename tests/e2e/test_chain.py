@@ -97,7 +97,8 @@ def _publish(local_stack: stack.StackInfo, topic: str, data: bytes, **attrs: str
 
     publisher = pubsub_v1.PublisherClient()
     path = f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/topics/{topic}"
-    return str(publisher.publish(path, data, **attrs).result(timeout=30))
+    # mypy matches **attrs against publish's retry= and timeout= as well, though no key here is either
+    return str(publisher.publish(path, data, **attrs).result(timeout=30))  # type: ignore[arg-type]
 
 
 def test_semantically_invalid_request_becomes_rejected_run(local_stack: stack.StackInfo, firestore_runs: Any) -> None:

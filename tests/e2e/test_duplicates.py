@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import uuid
+from functools import partial
 from typing import Any
 
 import pytest
@@ -80,7 +81,7 @@ def test_the_same_objects_marked_again_are_a_duplicate_and_retrain_makes_a_new_r
         return snapshot.to_dict() if snapshot.exists else None
 
     for run_id in (first_run, retrain_run):
-        doc = wait_for(lambda r=run_id: run(r), 60, f"run {run_id} to be recorded")
+        doc = wait_for(partial(run, run_id), 60, f"run {run_id} to be recorded")
         assert doc["request"]["dataset"]["uri"] == uri
     assert run(duplicate["version"]["run_id"]) is None
     assert run(retrain_run)["request"]["source"]["kind"] == "retrain"  # type: ignore[index]

@@ -182,6 +182,7 @@ def test_a_killed_dispatcher_brought_back_after_four_failed_deliveries_processes
     from google.cloud import pubsub_v1
 
     dispatch = record.read(own_stack.state_dir).service("dispatch")  # type: ignore[union-attr]
+    assert dispatch is not None, "the stack's record names no dispatch service"
     os.killpg(dispatch.pid, signal.SIGKILL)  # a crash: no graceful stop
     wait_for(lambda: not processes.group_alive(dispatch.pid), 10, "the dispatcher to die")
     status = own_stack.landfall("status")

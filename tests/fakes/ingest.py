@@ -207,8 +207,8 @@ def fake_deps(
     return IngestDeps(
         settings=SETTINGS,
         objects=objects,
-        datasets=datasets,
-        publish=publish,  # type: ignore[arg-type]
+        datasets=datasets,  # type: ignore[arg-type]  # FakeDatasets stands in for DatasetsStore (no Protocol names it)
+        publish=publish,
         now=clock or Clock(),
         routes=lambda: routes,
     )

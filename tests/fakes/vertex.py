@@ -17,10 +17,24 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import aiplatform_v1
+from google.protobuf import timestamp_pb2
 
 from functions.gcp.vertex import RUN_LABEL, JobView, translate_error, view
 
 PROJECT = "landfall-local"
+
+
+def job_state(name: str) -> aiplatform_v1.JobState:
+    """The JobState called `name` (JOB_STATE_RUNNING), as the tests and Vertex's REST API spell it. (Without
+    proto-plus's sources in mypy's view, JobState derives from Any and `JobState[name]` does not type-check.)"""
+    return aiplatform_v1.JobState(aiplatform_v1.JobState.__members__[name])
+
+
+def timestamp(at: datetime) -> timestamp_pb2.Timestamp:
+    """`at` as the Timestamp a CustomJob time field is typed as (proto-plus reads it back as an aware datetime)."""
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(at)
+    return stamp
 
 
 class Crash(BaseException):
@@ -64,11 +78,11 @@ class FakeVertex:
         """Move a job on, as Vertex would: its JobState name, start and end times, and error status."""
         with self._lock:
             job = self.jobs[name]
-            job.state = aiplatform_v1.JobState[state]
+            job.state = job_state(state)
             if start is not None:
-                job.start_time = start
+                job.start_time = timestamp(start)
             if end is not None:
-                job.end_time = end
+                job.end_time = timestamp(end)
             if error is not None:
                 job.error = {"code": error[0], "message": error[1]}
             return view(job)
@@ -87,8 +101,8 @@ class FakeVertex:
                 raise translate_error(refusal, f"CreateCustomJob in {region}") from refusal  # type: ignore[arg-type]
             job = aiplatform_v1.CustomJob(custom_job)
             job.name = f"{self.parent(region)}/customJobs/{next(self._ids)}"
-            job.state = aiplatform_v1.JobState.JOB_STATE_PENDING
-            job.create_time = datetime.now(UTC)
+            job.state = job_state("JOB_STATE_PENDING")
+            job.create_time = timestamp(datetime.now(UTC))
             self.jobs[job.name] = job
             if refusal is not None:
                 raise refusal
@@ -116,9 +130,9 @@ class FakeVertex:
                 "JOB_STATE_EXPIRED",
             ):
                 return False
-            job.state = aiplatform_v1.JobState.JOB_STATE_CANCELLED
+            job.state = job_state("JOB_STATE_CANCELLED")
             job.error = {"code": 1, "message": "CustomJob was cancelled."}
-            job.end_time = datetime.now(UTC)
+            job.end_time = timestamp(datetime.now(UTC))
             self.cancelled.append(name)
             return True
 

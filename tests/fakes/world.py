@@ -59,15 +59,17 @@ class World:
         """Run id of every planner call."""
         self.objects: dict[str, str] = {}
         """gs:// URI -> text, what the listener's read_text finds."""
+        # The deps name the Firestore and Vertex adapter classes, not a Protocol the fakes could implement: the
+        # fakes stand in for them, and tests/integration/test_adapter_contracts.py checks that they behave alike.
         self.dispatch_deps = DispatchDeps(
             settings=SETTINGS,
-            store=self.runs,
+            store=self.runs,  # type: ignore[arg-type]
             vertex=self.vertex,  # type: ignore[arg-type]
             plan=self._plan,
             now=self.clock,
         )
         self.listener_deps = ListenerDeps(
-            store=self.runs,
+            store=self.runs,  # type: ignore[arg-type]
             vertex=self.vertex,  # type: ignore[arg-type]
             read_text=self.objects.get,
             now=self.clock,
@@ -100,6 +102,18 @@ class World:
         run = self.runs.get(run_id)
         assert run is not None, f"no run {run_id} stored"
         return run
+
+    def job_name(self, run_id: str = RUN_ID) -> str:
+        """The run's current Vertex job; fails the test when the run has none."""
+        vertex = self.run(run_id).vertex
+        assert vertex is not None, f"run {run_id} has no Vertex job (state {self.run(run_id).state})"
+        return vertex.job_name
+
+    def model_dir(self, run_id: str = RUN_ID) -> str:
+        """Where the run's trainer writes its model (metrics.json, the failure file); fails the test when unset."""
+        artifacts = self.run(run_id).artifacts
+        assert artifacts is not None, f"run {run_id} has no artifacts (state {self.run(run_id).state})"
+        return artifacts.model_dir
 
     def doc(self, run_id: str = RUN_ID) -> dict[str, Any]:
         return copy.deepcopy(self.runs.docs[run_id])

@@ -30,7 +30,6 @@ from schemas.plan import parse_plan
 from schemas.run_record import (
     RunRecord,
     RunState,
-    Submission,
     SubmissionAttempt,
     VertexJobRef,
     new_run,
@@ -177,9 +176,7 @@ def test_runs_find_an_earlier_attempts_job_through_submission_job_ids(runs: Runs
         "run-c1",
         RunState.SUBMITTED,
         now=T0,
-        change=lambda r: replace(
-            r, vertex=ref, submission=replace(r.submission or Submission(), job_ids=("111", "222"))
-        ),
+        change=lambda r: replace(r, vertex=ref, submission=replace(r.submission, job_ids=("111", "222"))),
     )
     for job_id in ("111", "222"):
         found = runs.find_by_job_id(job_id)
@@ -466,7 +463,7 @@ class Vertex:
     """An adapter and the way to make its next CreateCustomJob in a region fail for capacity."""
 
     jobs: VertexJobs | FakeVertex
-    exhaust_quota: Callable[[str], None]
+    exhaust_quota: Callable[[str], object]
     emulated: bool = False
     """True on the Vertex emulator, where a job's replicas are real processes."""
 

@@ -107,6 +107,7 @@ def test_times_are_stored_as_timestamps_and_older_text_documents_still_read(
 
     collection = firestore.Client(project=PROJECT).collection(load_topology().runs_collection)
     stored = collection.document("run-a").get().to_dict()
+    assert stored is not None, "run-a is not stored"
     assert stored["created_at"] == datetime(2026, 11, 20, 10, tzinfo=UTC)
     assert all(isinstance(h["at"], datetime) for h in stored["history"])
     collection.document("run-old").set(run_doc("run-old", "FAILED", "2026-10-01T10:00:00.000000Z", "gs://b/x/"))

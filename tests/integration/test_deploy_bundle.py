@@ -195,7 +195,8 @@ def push(url: str, data: bytes, subscription: str) -> int:
     )
     try:
         with urllib.request.urlopen(request, timeout=120) as answer:
-            return answer.status
+            status: int = answer.status
+            return status
     except urllib.error.HTTPError as refused:
         return refused.code
 
@@ -232,4 +233,5 @@ def test_the_staged_dispatch_bundle_records_the_run_and_submits_the_deployed_ima
     assert doc["artifacts"]["model_dir"] == f"gs://{artifacts}/runs/{run_id}/model/"
     # A redelivery of the same push is a no-op: same run, no second job.
     assert push(served, json.dumps(request).encode(), "s") == 200
-    assert runs.document(run_id).get().to_dict()["vertex"]["job_name"] == doc["vertex"]["job_name"]
+    again = runs.document(run_id).get().to_dict()
+    assert again is not None and again["vertex"]["job_name"] == doc["vertex"]["job_name"]

@@ -106,7 +106,7 @@ def unprinted_commands(plan: Plan) -> list[tuple[str, ...]]:
     argvs = [tuple(resolve(argv, facts)) for step in plan.steps for argv in step.argvs()]
     argvs += [step.guard.argv for step in plan.steps if step.guard]
     argvs += [fact.lookup for fact in plan.facts]
-    shapes = {}
+    shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
     for argv in argvs:
         shape = (*argv[1:4], *sorted(arg.split("=", 1)[0] for arg in argv if arg.startswith("--")))
         shapes.setdefault(shape, argv)

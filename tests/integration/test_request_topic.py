@@ -49,7 +49,8 @@ def _read_one(subscriber: Any) -> bytes:
     response = subscriber.pull(subscription=subscription, max_messages=1, timeout=30)
     (received,) = response.received_messages
     subscriber.acknowledge(subscription=subscription, ack_ids=[received.ack_id])
-    return received.message.data
+    data: bytes = received.message.data
+    return data
 
 
 @pytest.mark.parametrize("body", [MINIMAL, json.loads(GOLDEN.read_text())], ids=["minimal", "golden"])

@@ -59,7 +59,7 @@ def test_timeline_splits_finalize_to_submitted_into_hops_that_add_up() -> None:
     assert unknown.hops["notification"] is None and unknown.hops["create"] is None and set(unknown.hops) == set(HOPS)
 
 
-def _run(run_id: str, uri: str, state: RunState = RunState.SUCCEEDED):  # type: ignore[no-untyped-def]
+def _run(run_id: str, uri: str, state: RunState = RunState.SUCCEEDED):
     return replace(new_run(run_id, {"dataset": {"uri": uri}}, now=T0), state=state)
 
 

@@ -11,7 +11,7 @@ from landfall.commands.datasets import DatasetUriError, describe_dataset, parse_
 from schemas.dataset_record import DatasetStatus
 
 
-def _subparsers() -> argparse._SubParsersAction:  # type: ignore[type-arg]
+def _subparsers() -> argparse._SubParsersAction:
     return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
 
 

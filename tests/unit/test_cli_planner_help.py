@@ -38,7 +38,8 @@ def test_with_a_preset_activations_are_counted_and_no_warning_is_printed(capsys:
 def shapes(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[dict]:
     code, out, _ = landfall(["catalog", *argv, "--json"], capsys)
     assert code == 0
-    return json.loads(out)
+    rows: list[dict] = json.loads(out)
+    return rows
 
 
 def test_catalog_filters_by_gpu_model_or_type_region_and_count(capsys: pytest.CaptureFixture[str]) -> None:

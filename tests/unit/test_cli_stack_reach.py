@@ -4,6 +4,7 @@ the process check are fakes (tests/integration/test_cli_stack_down.py runs the r
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -190,7 +191,8 @@ def test_without_the_env_every_command_that_needs_the_stack_says_what_to_do(
 
 
 def test_commands_that_need_the_stack_are_the_ones_checked() -> None:
-    commands = set(cli.build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    subcommands = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    commands = set(subcommands.choices)
     assert set(cli.STACK_NEEDS) <= commands
     assert {"runs", "run", "logs", "datasets", "dataset", "sweep", "retrain"} <= set(cli.STACK_NEEDS)
     assert all(set(needs) <= set(reach.EMULATOR_VARIABLES) for needs in cli.STACK_NEEDS.values())

@@ -28,15 +28,18 @@ from trainer.config import parse_args
 
 
 def golden(case: str) -> dict[str, Any]:
-    return json.loads(golden_path(case).read_text())
+    body: dict[str, Any] = json.loads(golden_path(case).read_text())
+    return body
 
 
 def pools(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return body["jobSpec"]["workerPoolSpecs"]
+    specs: list[dict[str, Any]] = body["jobSpec"]["workerPoolSpecs"]
+    return specs
 
 
 def args_of(body: dict[str, Any]) -> list[str]:
-    return pools(body)[0]["containerSpec"]["args"]
+    args: list[str] = pools(body)[0]["containerSpec"]["args"]
+    return args
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -104,7 +104,8 @@ def commands(text: str) -> list[list[str]]:
 
 
 def flags(argv: list[str]) -> dict[str, str]:
-    return dict(arg[2:].split("=", 1) if "=" in arg else (arg[2:], "") for arg in argv if arg.startswith("--"))
+    pairs = (arg[2:].partition("=") for arg in argv if arg.startswith("--"))
+    return {key: value for key, _, value in pairs}
 
 
 def positional(argv: list[str], after: int) -> str:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from google.api_core import exceptions as gexc
 
 from functions.dispatch.job_spec import RUN_LABEL
 from functions.errors import PermanentError, TransientError
+from functions.gcp.vertex import JobView
 from schemas.run_record import RunRecord, RunState, new_run, parse_run_record
 from schemas.times import format_timestamp
 from schemas.training_request import run_id_for
@@ -57,7 +59,7 @@ class CountingRuns(FakeRuns):
         super().__init__()
         self.writes: list[RunRecord | None] = []
 
-    def apply(self, run_id, step):  # type: ignore[no-untyped-def, override]
+    def apply(self, run_id, step):
         result = super().apply(run_id, step)
         self.writes.append(self.get(run_id))
         return result
@@ -69,7 +71,7 @@ def test_a_new_request_reaches_create_custom_job_after_two_writes_with_its_attem
     seen: list[tuple[int, RunRecord | None]] = []
     create = w.vertex.create
 
-    def watched_create(region, custom_job):  # type: ignore[no-untyped-def]
+    def watched_create(region, custom_job):
         seen.append((len(runs.writes), runs.get(RUN_ID)))
         return create(region, custom_job)
 
@@ -300,7 +302,7 @@ def test_an_expired_claim_with_no_job_found_submits_again() -> None:
 class LostPlanning(FakeRuns):
     """A store whose move to PLANNED (made in the claim's transaction) never lands: the claim finds it RECEIVED."""
 
-    def claim_submission(self, run_id, **kwargs):  # type: ignore[no-untyped-def, override]
+    def claim_submission(self, run_id, **kwargs):
         kwargs.pop("before", None)
         return super().claim_submission(run_id, **kwargs)
 
@@ -319,7 +321,7 @@ class Interleaved(FakeRuns):
         super().__init__()
         self.other: World | None = None
 
-    def claim_submission(self, run_id, **kwargs):  # type: ignore[no-untyped-def, override]
+    def claim_submission(self, run_id, **kwargs):
         other, self.other = self.other, None
         if other is not None:
             assert other.deliver(message_id="m-other") == "submitted"
@@ -331,7 +333,7 @@ def test_a_run_submitted_by_a_concurrent_delivery_is_a_duplicate() -> None:
     w = World(runs=runs)
     runs.other = World(runs=runs)
     runs.other.vertex = w.vertex
-    runs.other.dispatch_deps = replace(runs.other.dispatch_deps, vertex=w.vertex)
+    runs.other.dispatch_deps = replace(runs.other.dispatch_deps, vertex=w.vertex)  # type: ignore[arg-type]  # a FakeVertex
     assert w.deliver() == "duplicate:SUBMITTED"
     assert len(w.vertex.jobs) == 1 and states(w.run()).count("SUBMITTED") == 1
 
@@ -349,7 +351,7 @@ def _slow_create(w: World, *, take_over: str) -> list[str]:
     claim over, before the job exists (take_over="before") or once it exists (take_over="after")."""
     real_create, answers = w.vertex.create, []
 
-    def create(region: str, custom_job: dict) -> object:  # type: ignore[type-arg]
+    def create(region: str, custom_job: dict[str, Any]) -> JobView:
         w.vertex.create = real_create  # type: ignore[method-assign]
         if take_over == "before":
             w.clock.now = NOW + LEASE + timedelta(seconds=1)
@@ -402,7 +404,7 @@ def test_a_delivery_whose_claim_was_taken_over_while_a_plan_was_refused_creates_
     w = World()
     create, answers = w.vertex.create, []
 
-    def slow_refusal(region, custom_job):  # type: ignore[no-untyped-def]
+    def slow_refusal(region, custom_job):
         w.vertex.create = create  # type: ignore[method-assign]
         w.clock.now = NOW + LEASE + timedelta(seconds=1)
         answers.append(w.deliver(message_id="m-2"))  # takes the lapsed claim over and submits
@@ -427,7 +429,7 @@ class TransactionCountingRuns(FakeRuns):
         super().__init__()
         self.transactions = 0
 
-    def apply(self, run_id, step):  # type: ignore[no-untyped-def, override]
+    def apply(self, run_id, step):
         self.transactions += 1
         return super().apply(run_id, step)
 

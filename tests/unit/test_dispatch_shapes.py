@@ -78,7 +78,7 @@ def test_the_planner_refuses_the_same_pins_and_names_a_shape_that_would_run_an_i
         PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=10**9, batch_size=64, machine_type="a3-highgpu-1g"),
         now=NOW,
     )
-    assert outcome.plan is None
+    assert outcome.plan is None and outcome.rejection is not None
     assert (
         "pinned a3-highgpu-1g: 1x H100 80GB (a3-highgpu-1g) has 72.0 GB usable per GPU (80.0 GB less the 10% "
         "margin) of the 106.2 GB needed even under DDP at micro-batch 1"

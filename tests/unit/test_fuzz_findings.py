@@ -113,12 +113,12 @@ def test_a_huge_event_type_or_generation_is_cut_in_the_reason() -> None:
 def test_an_object_name_with_a_lone_surrogate_is_ignored_with_a_reason() -> None:
     name = f"datasets/a\ud800/{MARKER}"
     assert "lone surrogate" in (name_problem(name) or "")
-    w = ingest.World(load_routes(ROUTES_FILE))
+    w = ingest.World(load_routes(ROUTES_FILE))  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
     assert w.deliver(name, "7") == "ignored:bad-name"
 
 
 def _refusal(overrides: bytes) -> str:
-    w = ingest.World(load_routes(ROUTES_FILE))
+    w = ingest.World(load_routes(ROUTES_FILE))  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
     w.objects.put("datasets/d/part-0.csv", b"a,b\n1,2\n")
     w.objects.put(f"datasets/d/{OVERRIDES}", overrides)
     assert w.upload(f"datasets/d/{MARKER}", b"").startswith("refused:")
@@ -155,7 +155,10 @@ def test_a_job_id_of_non_ascii_digits_is_not_a_job_event() -> None:
 
 
 def test_a_notification_payload_nested_too_deeply_is_refused() -> None:
-    message = {"data": base64.b64encode(DEEP).decode(), "attributes": {"eventType": "OBJECT_FINALIZE"}}
+    message: dict[str, object] = {
+        "data": base64.b64encode(DEEP).decode(),
+        "attributes": {"eventType": "OBJECT_FINALIZE"},
+    }
     with pytest.raises(PermanentError, match="nested too deeply"):
         envelopes.object_event(_pubsub(message))
 
@@ -181,7 +184,7 @@ def test_a_waiting_manifest_names_long_missing_objects_cut() -> None:
 
 def test_a_bucket_name_longer_than_cloud_storage_allows_is_refused_not_logged_whole() -> None:
     """Found by `make fuzz`: a 3,535-character bucketId was echoed whole in the 'not a landing bucket' log line."""
-    message = {
+    message: dict[str, object] = {
         "data": "",
         "messageId": "1",
         "attributes": {"eventType": "OBJECT_FINALIZE", "bucketId": "x" * 3535, "objectId": "datasets/d/x.csv"},

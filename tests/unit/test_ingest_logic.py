@@ -401,10 +401,14 @@ def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
     from functions.ingest.routes import ROUTES_FILE, load_routes, route_for
     from schemas.model_presets import get_preset
 
-    shipped = load_routes(ROUTES_FILE)
+    shipped = load_routes(ROUTES_FILE)  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
     e2e = load_routes(Path(__file__).resolve().parents[1] / "e2e" / "routes.toml")
-    assert route_for(BUCKET, "datasets/churn/part-0.csv", shipped).name == "default-tabular"  # type: ignore[union-attr]
-    assert route_for(BUCKET, "exports/day1/part-0.csv", shipped).readiness == ("quiet-period",)  # type: ignore[union-attr]
+    tabular, exports = (
+        route_for(BUCKET, "datasets/churn/part-0.csv", shipped),
+        route_for(BUCKET, "exports/day1/part-0.csv", shipped),
+    )
+    assert tabular is not None and tabular.name == "default-tabular"
+    assert exports is not None and exports.readiness == ("quiet-period",)
     assert route_for(BUCKET, "elsewhere/x.csv", shipped) is None
     for route in (*shipped, *e2e):
         get_preset(route.model_preset)  # every route names a preset that exists
@@ -427,7 +431,7 @@ def test_a_delivery_that_died_after_marking_the_version_published_leaves_the_dat
     w.upload("datasets/a/part-0.csv")
     real_save = w.datasets.save_dataset
 
-    def die(doc: dict) -> bool:  # type: ignore[type-arg]
+    def die(doc: dict) -> bool:
         w.datasets.save_dataset = real_save  # type: ignore[method-assign]
         raise _Died()
 

@@ -35,4 +35,6 @@ def test_a_preset_has_about_the_parameters_its_name_says(name: str, size: float)
 
 def test_gpt_124m_is_gpt2_small() -> None:
     # GPT-2 small: 12 layers, d 768, n_ctx 1024, 50,257-token vocabulary, tied input/output embedding.
-    assert load_presets()["gpt-124m"].parameter_count() == 124_439_808  # type: ignore[union-attr]
+    preset = load_presets()["gpt-124m"]
+    assert isinstance(preset, GptPreset)
+    assert preset.parameter_count() == 124_439_808

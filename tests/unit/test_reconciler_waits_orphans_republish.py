@@ -27,6 +27,7 @@ from schemas.run_record import RunState, parse_run_record
 from schemas.times import format_timestamp
 from tests.fakes import ingest
 from tests.fakes.orphans import FakeOrphans
+from tests.fakes.vertex import timestamp
 from tests.fakes.world import NOW, PLAN, World
 
 LEASE = 120
@@ -54,8 +55,8 @@ def submitted(created_ago: timedelta = timedelta(0)) -> tuple[World, str]:
     """A run SUBMITTED with its job PENDING, the job created `created_ago` before the clock's now."""
     w = World()
     assert w.deliver() == "submitted"
-    name = w.run().vertex.job_name  # type: ignore[union-attr]
-    w.vertex.jobs[name].create_time = NOW - created_ago
+    name = w.job_name()
+    w.vertex.jobs[name].create_time = timestamp(NOW - created_ago)
     return w, name
 
 
@@ -109,7 +110,8 @@ def test_a_changed_wait_is_noted_again_and_a_running_run_whose_job_pends_is_note
     w.runs.transition(w.run().run_id, RunState.RUNNING, now=w.clock.now)
     w.vertex.set_state(name, "JOB_STATE_PENDING")
     assert _reconcile(deps) == "long-wait=1"
-    assert w.run().long_wait.job_state == "JOB_STATE_PENDING"  # type: ignore[union-attr]
+    note = w.run().long_wait
+    assert note is not None and note.job_state == "JOB_STATE_PENDING"
 
 
 def test_the_long_wait_rules_leave_other_jobs_and_ended_runs_alone() -> None:
@@ -144,7 +146,7 @@ def test_a_record_without_long_wait_parses_and_one_with_it_round_trips() -> None
 
 def labelled_job(w: World, run_id: str, *, region: str = "us-central1", age: timedelta = timedelta(minutes=5)) -> str:
     job = w.vertex.create(region, {"display_name": f"landfall-{run_id}", "labels": {RUN_LABEL: run_id}})
-    w.vertex.jobs[job.name].create_time = w.clock.now - age
+    w.vertex.jobs[job.name].create_time = timestamp(w.clock.now - age)
     return job.name
 
 
@@ -200,10 +202,10 @@ def test_an_earlier_attempts_job_and_a_run_being_submitted_are_not_orphans() -> 
     # A job labelled for a run that is still being submitted: the dispatcher adopts it, it is no orphan.
     w.runs.put(replace(w.run(), run_id="run-submitting", state=RunState.SUBMITTING, vertex=None))
     labelled_job(w, "run-submitting")
-    deps = orphan_deps(w)
+    store = FakeOrphans()
     w.clock.now += timedelta(minutes=10)
-    _reconcile(reconciler(w, orphans=deps))
-    assert deps.store.docs == {}  # type: ignore[attr-defined]
+    _reconcile(reconciler(w, orphans=orphan_deps(w, store=store)))
+    assert store.docs == {}
 
 
 def test_with_cancel_configured_a_live_orphan_is_cancelled_once_even_by_two_passes_at_once() -> None:
@@ -211,7 +213,8 @@ def test_with_cancel_configured_a_live_orphan_is_cancelled_once_even_by_two_pass
     ghost = labelled_job(w, "run-ghost")
     ended = labelled_job(w, "run-gone")
     w.vertex.set_state(ended, "JOB_STATE_SUCCEEDED", end=NOW)
-    deps = orphan_deps(w, cancel=True)
+    store = FakeOrphans()
+    deps = orphan_deps(w, cancel=True, store=store)
     inner: list[str] = []
     cancel = w.vertex.cancel
 
@@ -224,10 +227,10 @@ def test_with_cancel_configured_a_live_orphan_is_cancelled_once_even_by_two_pass
     # The inner pass finds the cancel claimed and asks nothing; each orphan is recorded by one of the two passes.
     assert _reconcile(reconciler(w, orphans=deps)) == "orphan=1 orphan-cancelled=1 unchanged=1"
     assert inner == ["orphan=1 unchanged=1"]
-    assert w.vertex.cancelled == [ghost] and len(deps.store.docs) == 2  # type: ignore[attr-defined]
-    record = deps.store.get(orphan_id_for(ghost))  # type: ignore[attr-defined]
-    assert record.cancel is not None and record.cancel.outcome == "asked"
-    assert deps.store.get(orphan_id_for(ended)).cancel is None  # type: ignore[attr-defined]
+    assert w.vertex.cancelled == [ghost] and len(store.docs) == 2
+    record, done = store.get(orphan_id_for(ghost)), store.get(orphan_id_for(ended))
+    assert record is not None and record.cancel is not None and record.cancel.outcome == "asked"
+    assert done is not None and done.cancel is None
     assert _reconcile(reconciler(w, orphans=deps)) == "unchanged=1" and w.vertex.cancelled == [ghost]
 
 
@@ -244,7 +247,8 @@ def test_an_orphan_recorded_before_cancelling_was_configured_is_cancelled_later_
     w.vertex.cancel = unavailable  # type: ignore[method-assign]
     deps = orphan_deps(w, cancel=True, store=store)
     assert _reconcile(reconciler(w, orphans=deps)) == "orphan-error=1 unchanged=1"
-    assert store.get(orphan_id_for(ghost)).cancel.outcome.startswith("error: ")  # type: ignore[union-attr]
+    record = store.get(orphan_id_for(ghost))
+    assert record is not None and record.cancel is not None and record.cancel.outcome.startswith("error: ")
     w.vertex.cancel = cancel  # type: ignore[method-assign]
     assert _reconcile(reconciler(w, orphans=deps)) == "orphan-cancelled=1 unchanged=1"
     assert w.vertex.cancelled == [ghost]
@@ -418,16 +422,16 @@ def test_two_passes_running_together_note_once_record_once_cancel_once_and_repub
     ghost = labelled_job(w, "run-ghost")
     landing, version_id = published_version(w)
     w.clock.now = NOW + timedelta(hours=2)
-    orphans = orphan_deps(w, cancel=True)
-    deps = reconciler(w, orphans=orphans, republish=republish_deps(w, landing))
+    orphans = FakeOrphans()
+    deps = reconciler(w, orphans=orphan_deps(w, cancel=True, store=orphans), republish=republish_deps(w, landing))
     for _ in range(3):
         with ThreadPoolExecutor(2) as pool:
             summaries = list(pool.map(lambda _: _reconcile(deps), range(2)))
         assert all("error" not in s for s in summaries), summaries
     note = w.run().long_wait
     assert note is not None and note.job_name == name
-    assert [h.state for h in w.run().history].count("SUBMITTED") == 1
-    assert list(orphans.store.docs) == [orphan_id_for(ghost)] and w.vertex.cancelled == [ghost]  # type: ignore[attr-defined]
+    assert [h.state for h in w.run().history].count(RunState.SUBMITTED) == 1
+    assert list(orphans.docs) == [orphan_id_for(ghost)] and w.vertex.cancelled == [ghost]
     assert len(landing.published) == 2 and landing.datasets.versions[version_id]["republished_count"] == 1
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -110,7 +111,7 @@ def _files(distribution: str) -> tuple[str, ...]:
 
 
 @cache
-def _top_level() -> dict[str, list[str]]:
+def _top_level() -> Mapping[str, list[str]]:
     return metadata.packages_distributions()
 
 

@@ -43,7 +43,8 @@ def ended(state: RunState) -> RunRecord:
 def test_the_claim_is_set_once_and_only_on_a_failed_or_cancelled_run() -> None:
     new_id = run_id_for(retry_key(REQUEST.idempotency_key))
     record, (claim, after) = claim_retry(new_id, now=NOW)(ended(RunState.FAILED))
-    assert claim == RetryClaim.CLAIMED and record is not None and record.retried_by == new_id == after.retried_by
+    assert claim == RetryClaim.CLAIMED and record is not None and after is not None
+    assert record.retried_by == new_id == after.retried_by
     assert record.state == RunState.FAILED and len(record.history) == 1, "a claim is no state change"
     again, (claim, after) = claim_retry("run-other", now=NOW)(record)
     assert again is None and claim == RetryClaim.ALREADY and after is not None and after.retried_by == new_id

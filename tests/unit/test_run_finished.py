@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -44,7 +45,7 @@ def announcing(w: World, topic: Topic) -> None:
 
 
 def ended(w: World, name: str) -> None:
-    w.objects[f"{w.run().artifacts.model_dir}metrics.json"] = '{"final": {"loss": 0.1}}'  # type: ignore[union-attr]
+    w.objects[f"{w.model_dir()}metrics.json"] = '{"final": {"loss": 0.1}}'
     w.vertex.set_state(name, "JOB_STATE_SUCCEEDED", start=NOW, end=NOW + timedelta(minutes=1))
 
 
@@ -96,7 +97,7 @@ def test_a_run_cancelled_before_submission_is_announced_by_the_reconciler() -> N
     w, name = submitted()
     for _ in range(3):  # every plan refused for capacity: the run WAITS, with no job
         stockout(w, name)
-        name = w.run().vertex.job_name if w.run().vertex else name  # type: ignore[union-attr]
+        name = w.job_name() if w.run().vertex else name
     said = cancel_run(w.run().run_id, by="ada", store=w.runs, vertex=w.vertex, now=NOW)  # type: ignore[arg-type]
     assert said.endswith("CANCELLED before submission") and w.run().submission.results_published is False
     topic = Topic()
@@ -150,7 +151,7 @@ def test_a_copy_of_an_event_already_recorded_and_announced_opens_no_transaction(
     ended(w, name)
     assert w.job_event(job_id(name)) == "recorded:SUCCEEDED"
 
-    def no_transaction(*_: object, **__: object) -> object:
+    def no_transaction(run_id: str, step: object) -> NoReturn:
         raise AssertionError("a transaction was opened for a copy of an event already recorded")
 
     w.runs.apply = no_transaction  # type: ignore[method-assign]

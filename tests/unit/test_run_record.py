@@ -101,7 +101,7 @@ def test_absent_optional_parts_stay_absent() -> None:
 
 
 def _broken(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    doc = copy.deepcopy(GOLDEN)
+    doc: dict[str, Any] = copy.deepcopy(GOLDEN)
     target = doc
     for key in path[:-1]:
         target = target[key]

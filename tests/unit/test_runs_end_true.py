@@ -94,7 +94,7 @@ def submitted(w: World | None = None) -> tuple[World, str]:
         policy=attempt_policy(w.dispatch_deps.settings),
     )
     assert w.deliver() == "submitted"
-    return w, w.run().vertex.job_name  # type: ignore[union-attr]
+    return w, w.job_name()
 
 
 def job_id(name: str) -> str:
@@ -123,7 +123,7 @@ def test_a_stockout_after_acceptance_resubmits_on_the_next_plan_and_keeps_both_a
     ]
     assert run.history[4].detail.startswith("attempt 2: ")
     # the old job's event again: the run is not moved back, nothing is recorded twice
-    w.objects[f"{run.artifacts.model_dir}metrics.json"] = "{}"  # type: ignore[union-attr]
+    w.objects[f"{w.model_dir()}metrics.json"] = "{}"
     assert w.job_event(job_id(first)) == "ignored:earlier-attempt"
     second = run.vertex.job_name
     w.vertex.set_state(second, "JOB_STATE_SUCCEEDED", start=NOW, end=NOW)
@@ -131,14 +131,14 @@ def test_a_stockout_after_acceptance_resubmits_on_the_next_plan_and_keeps_both_a
     assert w.job_event(job_id(second)) == "recorded:SUCCEEDED"
     final = w.run()
     assert final.state == RunState.SUCCEEDED and len(final.submission.jobs or ()) == 1
-    assert [h.state for h in final.history].count("SUCCEEDED") == 1
+    assert [h.state for h in final.history].count(RunState.SUCCEEDED) == 1
 
 
 def test_capacity_refused_everywhere_waits_then_the_reconciler_succeeds_once_it_is_back() -> None:
     w, name = submitted()
     for _ in range(3):
         outcome = stockout(w, name)
-        name = w.run().vertex.job_name if w.run().vertex else name  # type: ignore[union-attr]
+        name = w.job_name() if w.run().vertex else name
     assert outcome == "waiting:stockout"
     run = w.run()
     assert run.state == RunState.WAITING and run.submission.waiting is not None
@@ -149,8 +149,8 @@ def test_capacity_refused_everywhere_waits_then_the_reconciler_succeeds_once_it_
     assert reconcile(deps) == "resubmitted=1"
     run = w.run()
     assert run.state == RunState.SUBMITTED and run.submission.round == 1
-    w.objects[f"{run.artifacts.model_dir}metrics.json"] = "{}"  # type: ignore[union-attr]
-    w.vertex.set_state(run.vertex.job_name, "JOB_STATE_SUCCEEDED", start=NOW, end=NOW)  # type: ignore[union-attr]
+    w.objects[f"{w.model_dir()}metrics.json"] = "{}"
+    w.vertex.set_state(w.job_name(), "JOB_STATE_SUCCEEDED", start=NOW, end=NOW)
     assert reconcile(deps) == "recorded:SUCCEEDED=1"
     assert w.run().state == RunState.SUCCEEDED
     assert reconcile(deps) == "no open runs"
@@ -160,7 +160,7 @@ def test_a_run_that_waits_past_its_give_up_time_fails_naming_every_attempt() -> 
     w, name = submitted()
     for _ in range(3):
         stockout(w, name)
-        name = w.run().vertex.job_name if w.run().vertex else name  # type: ignore[union-attr]
+        name = w.job_name() if w.run().vertex else name
     w.clock.now = NOW + timedelta(days=2)
     assert reconcile(reconciler(w)) == "failed=1"
     run = w.run()
@@ -177,11 +177,11 @@ def test_a_run_preempted_on_every_plan_fails_preempted_with_the_trainers_line() 
     Preempted; each plan is tried, the run waits, and when it gives up the reason is the last job's, `preempted`."""
     w, name = submitted()
     for _ in range(3):
-        w.objects[f"{w.run().artifacts.model_dir}{FAILURE_FILE}"] = TrainerFailure(  # type: ignore[union-attr]
+        w.objects[f"{w.model_dir()}{FAILURE_FILE}"] = TrainerFailure(
             "Preempted", PREEMPTED_LINE, exit_code=143, step=12
         ).to_json()
         said = stockout(w, name)
-        name = w.run().vertex.job_name if w.run().vertex else name  # type: ignore[union-attr]
+        name = w.job_name() if w.run().vertex else name
     assert said == "waiting:preempted" and w.run().state == RunState.WAITING
     assert all(j.reason == "preempted" and PREEMPTED_LINE in j.message for j in w.run().submission.jobs or ())
     w.clock.now = NOW + timedelta(days=2)
@@ -204,7 +204,7 @@ def reconciler(w: World) -> ReconcilerDeps:
 
 def test_the_reconciler_records_jobs_that_ended_while_the_listener_was_away() -> None:
     w, name = submitted()
-    w.objects[f"{w.run().artifacts.model_dir}metrics.json"] = '{"final": {"loss": 0.1}}'  # type: ignore[union-attr]
+    w.objects[f"{w.model_dir()}metrics.json"] = '{"final": {"loss": 0.1}}'
     w.vertex.set_state(name, "JOB_STATE_SUCCEEDED", start=NOW, end=NOW + timedelta(minutes=1))
     assert reconcile(reconciler(w)) == "recorded:SUCCEEDED=1"
     assert w.run().metrics == {"final": {"loss": 0.1}}
@@ -225,7 +225,7 @@ def test_the_reconciler_takes_over_a_submission_stuck_past_its_lease_and_adopts_
 
 def test_a_failed_job_carries_reason_replica_exit_code_and_the_trainers_line() -> None:
     w, name = submitted()
-    w.objects[f"{w.run().artifacts.model_dir}{FAILURE_FILE}"] = TrainerFailure(  # type: ignore[union-attr]
+    w.objects[f"{w.model_dir()}{FAILURE_FILE}"] = TrainerFailure(
         "OutOfMemory", "CUDA out of memory: lower --batch-size", exit_code=4, step=7
     ).to_json()
     w.vertex.set_state(
@@ -262,7 +262,7 @@ def test_cancel_a_waiting_run_stops_it_before_submission() -> None:
     w, name = submitted()
     for _ in range(3):
         stockout(w, name)
-        name = w.run().vertex.job_name if w.run().vertex else name  # type: ignore[union-attr]
+        name = w.job_name() if w.run().vertex else name
     said = cancel_run(w.run().run_id, by="ada", store=w.runs, vertex=w.vertex, now=NOW)  # type: ignore[arg-type]
     assert said.endswith("CANCELLED before submission") and w.run().state == RunState.CANCELLED
     w.clock.now = NOW + timedelta(hours=1)

@@ -16,7 +16,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
 
 
 def golden_request() -> dict:
-    return json.loads((EXAMPLES / "training_request.json").read_text())
+    request: dict = json.loads((EXAMPLES / "training_request.json").read_text())
+    return request
 
 
 def test_training_request_golden_round_trips() -> None:

@@ -78,11 +78,15 @@ def test_trains_from_gcs_and_writes_model_and_metrics_to_gcs(gcs_bucket) -> None
     assert any(n.startswith("run/logs/events.out.tfevents.") for n in names)
     assert any(n.startswith("run/checkpoints/step-") and n.endswith("/COMPLETE") for n in names)
 
+    import torch
+
     from trainer.model_io import load_model
 
     loaded = load_model(base + "model/")
     rows = datagen.separable_rows(200, seed=99)
-    predicted = loaded.predict([list(r[:3]) for r in rows]).tolist()
+    labels = loaded.predict([list(r[:3]) for r in rows])
+    assert isinstance(labels, torch.Tensor), f"numeric labels should come back as a tensor, got {type(labels)}"
+    predicted = labels.tolist()
     assert sum(p == r[3] for p, r in zip(predicted, rows, strict=True)) / len(rows) >= 0.9
 
 
@@ -127,10 +131,14 @@ def test_regression_from_parquet_predicts_in_the_label_units(tmp_path: Path) -> 
     assert metrics["final"]["accuracy"] is None and metrics["final"]["perplexity"] is None
     assert metrics["final"]["loss"] < 0.05  # MSE of the standardised target: it explains > 95 % of the variance
 
+    import torch
+
     from trainer.model_io import load_model
 
     model = load_model(str(tmp_path / "model"))
     fresh = table(200, seed=42)
-    predicted = model.predict([[x, y] for x, y in zip(fresh["a"], fresh["b"], strict=True)]).tolist()
+    values = model.predict([[x, y] for x, y in zip(fresh["a"], fresh["b"], strict=True)])
+    assert isinstance(values, torch.Tensor), f"a regression predicts a tensor, got {type(values)}"
+    predicted = values.tolist()
     errors = [abs(p - t) for p, t in zip(predicted, fresh["price"], strict=True)]
     assert sum(errors) / len(errors) < 60  # the label's std is ~330: predictions are in price units, not z-scores

@@ -68,11 +68,12 @@ class EmulatorProcess:
         )
 
     def wait_state(self, name: str, state: aiplatform_v1.JobState, timeout: float = 60.0) -> aiplatform_v1.CustomJob:
-        return wait_for(
+        reached: aiplatform_v1.CustomJob = wait_for(  # typed here: proto-plus's enum == answers Any
             lambda: (job := self.client.get_custom_job(name=name)).state == state and job,
             timeout,
             what=f"{name} to reach {state.name}",
         )
+        return reached
 
 
 def launch_emulator(state_dir: Path, log_path: Path, args: Sequence[str] = ()) -> EmulatorProcess:
@@ -207,4 +208,5 @@ def job_id(job: aiplatform_v1.CustomJob) -> str:
 
 def read_json(path: Path, timeout: float = 60.0) -> dict:
     wait_for(path.exists, timeout, what=str(path))
-    return json.loads(path.read_text())
+    content: dict = json.loads(path.read_text())
+    return content

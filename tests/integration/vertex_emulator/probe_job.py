@@ -88,7 +88,7 @@ def main() -> int:
         with open(args.out / f"{name}.starts", "a") as starts:
             starts.write(f"{os.getpid()}\n")
         start_number = len((args.out / f"{name}.starts").read_text().split())
-    record = {key: os.environ.get(key) for key in VERTEX_VARIABLES}
+    record: dict[str, object] = {key: os.environ.get(key) for key in VERTEX_VARIABLES}
     record["argv"] = sys.argv[1:]
     record["cwd"] = os.getcwd()
     record["pid"] = os.getpid()
@@ -113,7 +113,7 @@ def main() -> int:
     while len(list(args.out.glob("workerpool*-*-*.json"))) < args.await_records and time.monotonic() < deadline:
         time.sleep(0.05)
     if args.exit_replica is None or args.exit_replica == name:
-        return args.exit
+        return int(args.exit)
     return 0
 
 

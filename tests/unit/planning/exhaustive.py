@@ -64,7 +64,7 @@ def exhaustive_best(
         if not regions:
             continue
         fp32 = gpu is None or gpu.mixed_precision() == "fp32" or inp.precision == "fp32"
-        precision = "fp32" if fp32 else gpu.mixed_precision()
+        precision = "fp32" if fp32 or gpu is None else gpu.mixed_precision()
         peak = gpu.peak_flops(precision) if gpu else shape.vcpus * shape.cpu_gflops_per_vcpu * 1e9
         mfu = gpu.assumed_mfu if gpu else a.compute.cpu_mfu
         capacity = gpu.memory_bytes if gpu else shape.memory_bytes
@@ -122,14 +122,14 @@ def exhaustive_best(
                 if deadline_hours is not None and hours > deadline_hours:
                     continue
                 for region in regions:
-                    if gpu is not None and cfg.gpus > quotas.gpu_limit(region, shape.accelerator_type, spot):
+                    if gpu is not None and cfg.gpus > quotas.gpu_limit(region, gpu.accelerator_type, spot):
                         continue
                     cpus = (cfg.nodes * shape.vcpus if shape.counts_cpu_quota else 0) + servers * rs.vcpus
                     if cpus > quotas.cpu_limit(region):
                         continue
                     machine = _quote(catalog, shape.machine_type, region, spot)
                     if gpu is not None:
-                        machine += shape.accelerator_count * _quote(catalog, shape.accelerator_type, region, spot)
+                        machine += shape.accelerator_count * _quote(catalog, gpu.accelerator_type, region, spot)
                     hourly = cfg.nodes * machine + servers * _quote(catalog, rs.machine_type, region, False)
                     cost = hours * hourly
                     if inp.budget_usd and cost > inp.budget_usd:

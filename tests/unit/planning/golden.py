@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from functions.planning import PlanInput, PlannerConfig, plan_request
+from tests.unit.planning.outcomes import chosen
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 EXAMPLES = Path(__file__).parents[3] / "schemas/examples"
@@ -36,7 +37,7 @@ REQUESTS = {
 
 
 def planned(name: str) -> dict:
-    return plan_request(REQUESTS[name], CONFIG, now=NOW).plan.to_dict()
+    return chosen(plan_request(REQUESTS[name], CONFIG, now=NOW)).to_dict()
 
 
 def main() -> None:

@@ -15,7 +15,8 @@ from functions.planning.quotas import load_quotas, parse_quotas
 
 def raw(name: str) -> dict:
     package = "schemas" if name == "gpus.json" else "functions.planning"  # GPU kinds are shared with the trainer
-    return json.loads(resources.files(package).joinpath(f"data/{name}").read_text())
+    data: dict = json.loads(resources.files(package).joinpath(f"data/{name}").read_text())
+    return data
 
 
 def build(**changes):
@@ -59,6 +60,7 @@ def test_n1_gpu_shapes_respect_the_limits_per_gpu_count():
     n1 = [s for s in load_catalog().shapes if s.family == "n1" and s.accelerator_type]
     assert {s.accelerator_type for s in n1} == set(N1_LIMITS)
     for shape in n1:
+        assert shape.accelerator_type is not None
         limits = N1_LIMITS[shape.accelerator_type]
         assert shape.accelerator_count in limits
         max_vcpus, max_memory = limits[shape.accelerator_count]

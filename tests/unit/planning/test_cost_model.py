@@ -14,6 +14,7 @@ import pytest
 
 from functions.planning import PlanInput, plan_request
 from functions.planning.space import VARIANTS
+from tests.unit.planning.outcomes import chosen
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 GPT_124M = 124_439_808
@@ -26,7 +27,7 @@ def test_tiny_tabular_job_runs_on_a_cheap_cpu_machine():
     inp = PlanInput(
         task="tabular-classification", preset="mlp-small", dataset_bytes=48_213, epochs=5, batch_size=64, spot="never"
     )
-    plan = plan_request(inp, now=NOW).plan
+    plan = chosen(plan_request(inp, now=NOW))
     rows = 48_213 // ((32 + 1) * 8)  # 182 rows of 32 features + label, 8 bytes per CSV value
     steps = math.ceil(rows / 64) * 5  # 15
     step = 64 * 6 * 6_402 / (4 * 20e9 * 0.10) + 0.001
@@ -51,7 +52,7 @@ def test_gpt_124m_on_one_h100():
         spot="never",
         regions=("us-central1",),
     )
-    plan = plan_request(inp, now=NOW).plan
+    plan = chosen(plan_request(inp, now=NOW))
     steps = math.ceil(math.ceil(10**8 / 1024) / 16)  # 97,657 sequences -> 6,104 steps
     flops = 1024 * (6 * (12 * (12 * 768**2 + 13 * 768) + 768 * 50257) + 12 * 12 * 768 * 1024)
     step = 16 * flops / H100_EFFECTIVE + 0.004  # one GPU: no communication
@@ -146,8 +147,8 @@ def test_spot_adds_the_preemption_overhead_and_uses_spot_prices():
         spot="required",
         regions=("us-central1",),
     )
-    plan = plan_request(inp, now=NOW).plan
-    on_demand = plan_request(PlanInput(**{**vars(inp), "spot": "never"}), now=NOW).plan
+    plan = chosen(plan_request(inp, now=NOW))
+    on_demand = chosen(plan_request(PlanInput(**{**vars(inp), "spot": "never"}), now=NOW))
     assert plan.spot and not on_demand.spot
     assert plan.estimated_hours == pytest.approx(on_demand.estimated_hours * 1.15, abs=2e-4)
     assert plan.hourly_cost_usd == pytest.approx(1.6206 * 0.30 + 9.797 * 0.35, abs=1e-4)

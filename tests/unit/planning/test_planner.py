@@ -13,6 +13,7 @@ from functions.planning import PlanInput, PlanInputError, PlannerConfig, plan_in
 from functions.planning.catalog import load_catalog
 from functions.planning.quotas import load_quotas
 from schemas.training_request import parse_training_request
+from tests.unit.planning.outcomes import chosen, cost, hours, rejection
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 EXAMPLE = Path(__file__).parents[3] / "schemas/examples/training_request.json"
@@ -21,13 +22,13 @@ LM = PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**9, epochs=
 
 def test_demo_request_gets_a_cheap_cpu_machine_in_the_default_region():
     outcome = plan_request(plan_input_from_request(parse_training_request(EXAMPLE.read_text())), now=NOW)
-    plan = outcome.plan
+    plan = chosen(outcome)
     assert plan.accelerator_type is None and plan.accelerator_count == 0 and plan.replica_count == 1
     assert plan.region == "us-central1"
     assert plan.machine_type in {s.machine_type for s in load_catalog().shapes if s.is_cpu_only}
     assert plan.estimated_cost_usd < 0.05
     gpu_rows = [c for c in outcome.candidates if c.accelerator_type and c.feasible]
-    assert gpu_rows and all(c.estimated_cost_usd > plan.estimated_cost_usd for c in gpu_rows)
+    assert gpu_rows and all(cost(c) > plan.estimated_cost_usd for c in gpu_rows)
 
 
 def test_every_candidate_is_listed_once_with_the_chosen_one_marked():
@@ -35,17 +36,17 @@ def test_every_candidate_is_listed_once_with_the_chosen_one_marked():
     rows = outcome.candidates
     assert len(rows) == len(outcome.evaluation.space.configs)
     assert len({(r.machine_type, r.accelerator_type, r.accelerator_count, r.replica_count) for r in rows}) == len(rows)
-    chosen = [r for r in rows if r.chosen]
-    assert len(chosen) == 1 and rows[0] is chosen[0] and chosen[0].reason == "chosen"
-    plan = outcome.plan
-    assert (chosen[0].machine_type, chosen[0].region, chosen[0].strategy) == (
+    picked = [r for r in rows if r.chosen]
+    assert len(picked) == 1 and rows[0] is picked[0] and picked[0].reason == "chosen"
+    plan = chosen(outcome)
+    assert (picked[0].machine_type, picked[0].region, picked[0].strategy) == (
         plan.machine_type,
         plan.region,
         plan.strategy,
     )
     feasible = [r for r in rows if r.feasible]
     assert list(rows[: len(feasible)]) == feasible, "feasible candidates rank first"
-    costs = [r.estimated_cost_usd for r in feasible]
+    costs = [cost(r) for r in feasible]
     assert costs == sorted(costs)
     assert all(r.reason.startswith(("costlier by", "same cost")) for r in feasible[1:])
     reasons = " | ".join(r.reason for r in rows if not r.feasible)
@@ -55,7 +56,7 @@ def test_every_candidate_is_listed_once_with_the_chosen_one_marked():
 
 
 def test_plan_lists_ranked_alternatives_with_reasons():
-    plan = plan_request(LM, PlannerConfig(max_alternatives=10), now=NOW).plan
+    plan = chosen(plan_request(LM, PlannerConfig(max_alternatives=10), now=NOW))
     assert [a.rank for a in plan.alternatives] == list(range(1, 11))
     assert plan.alternatives_considered == len(load_catalog().shapes) + sum(
         len(load_catalog().assumptions.scale_out_nodes)
@@ -63,50 +64,51 @@ def test_plan_lists_ranked_alternatives_with_reasons():
         if s.scale_out and not s.is_cpu_only
     )
     assert all(a.reason for a in plan.alternatives)
-    assert plan.alternatives[0].estimated_cost_usd >= plan.estimated_cost_usd
+    assert cost(plan.alternatives[0]) >= plan.estimated_cost_usd
 
 
 def test_deadline_buys_speed_and_budget_without_deadline_buys_the_fastest():
-    cheapest = plan_request(LM, now=NOW).plan
-    rushed = plan_request(
-        dataclasses.replace(LM, deadline=NOW + timedelta(hours=cheapest.estimated_hours / 3)), now=NOW
-    ).plan
+    cheapest = chosen(plan_request(LM, now=NOW))
+    rushed = chosen(
+        plan_request(dataclasses.replace(LM, deadline=NOW + timedelta(hours=cheapest.estimated_hours / 3)), now=NOW)
+    )
     assert rushed.estimated_hours <= cheapest.estimated_hours / 3
     assert rushed.estimated_cost_usd >= cheapest.estimated_cost_usd
     budget = cheapest.estimated_cost_usd * 4
     fastest = plan_request(dataclasses.replace(LM, budget_usd=budget), now=NOW)
-    assert fastest.plan.estimated_cost_usd <= budget
-    assert fastest.plan.estimated_hours < cheapest.estimated_hours
+    assert chosen(fastest).estimated_cost_usd <= budget
+    assert chosen(fastest).estimated_hours < cheapest.estimated_hours
     assert fastest.objective.startswith("fastest plan within")
     others = [c for c in fastest.candidates if c.feasible and not c.chosen]
-    assert all(c.estimated_hours >= fastest.plan.estimated_hours - 1e-9 for c in others)
+    assert all(hours(c) >= chosen(fastest).estimated_hours - 1e-9 for c in others)
 
 
 def test_fallbacks_are_feasible_ranked_and_varied():
     outcome = plan_request(LM, now=NOW)
     fallbacks = outcome.fallbacks
     assert len(fallbacks) == 5
+    plan = chosen(outcome)
     costs = [f.estimated_cost_usd for f in fallbacks]
-    assert costs == sorted(costs) and costs[0] >= outcome.plan.estimated_cost_usd
+    assert costs == sorted(costs) and costs[0] >= plan.estimated_cost_usd
     keys = [(f.machine_type, f.region, f.spot) for f in fallbacks]
     assert len(set(keys)) == len(keys)
-    assert (outcome.plan.machine_type, outcome.plan.region, outcome.plan.spot) not in keys
+    assert (plan.machine_type, plan.region, plan.spot) not in keys
     for machine in {f.machine_type for f in fallbacks}:
-        assert sum(f.machine_type == machine for f in fallbacks) + (outcome.plan.machine_type == machine) <= 3
+        assert sum(f.machine_type == machine for f in fallbacks) + (plan.machine_type == machine) <= 3
 
 
 def test_quota_override_moves_the_plan_elsewhere():
     inp = dataclasses.replace(LM, gpu_allowlist=("NVIDIA_H100_80GB",), spot="never")
-    first = plan_request(inp, now=NOW).plan
+    first = chosen(plan_request(inp, now=NOW))
     assert first.region == "us-central1"
     quotas = load_quotas().with_overrides({"us-central1": {"gpus": {"NVIDIA_H100_80GB": {"on_demand": 0}}}})
-    moved = plan_request(inp, PlannerConfig(quotas=quotas), now=NOW).plan
+    moved = chosen(plan_request(inp, PlannerConfig(quotas=quotas), now=NOW))
     assert moved.accelerator_type == "NVIDIA_H100_80GB" and moved.region != "us-central1"
     nowhere = load_quotas().with_overrides(
         {r: {"gpus": {"NVIDIA_H100_80GB": {"on_demand": 0}}} for r in load_catalog().regions}
     )
     outcome = plan_request(inp, PlannerConfig(quotas=nowhere), now=NOW)
-    assert outcome.plan is None and "over quota" in outcome.rejection and "more quota:" in outcome.rejection
+    assert outcome.plan is None and "over quota" in rejection(outcome) and "more quota:" in rejection(outcome)
 
 
 def test_over_memory_rejection_names_the_need_and_the_sharded_fix():
@@ -122,7 +124,7 @@ def test_over_memory_rejection_names_the_need_and_the_sharded_fix():
         now=NOW,
     )
     assert outcome.plan is None and outcome.fallbacks == ()
-    text = outcome.rejection
+    text = rejection(outcome)
     # 16P = 103.4 GB of model states alone, whatever the micro-batch: accumulation and checkpointing cannot help
     assert "needs 106.2 GB per GPU under DDP on 1x H100 80GB even at micro-batch 1" in text
     assert "(72.0 GB usable of 80.0 GB each)" in text
@@ -132,39 +134,39 @@ def test_over_memory_rejection_names_the_need_and_the_sharded_fix():
 
 def test_impossible_deadline_and_budget_say_what_would_do():
     slow = dataclasses.replace(LM, preset="gpt-1.3b", dataset_bytes=10**10, deadline=NOW + timedelta(minutes=10))
-    text = plan_request(slow, now=NOW).rejection
+    text = rejection(plan_request(slow, now=NOW))
     assert "miss the deadline" in text and "a deadline at least" in text
     poor = dataclasses.replace(LM, budget_usd=0.01)
-    text = plan_request(poor, now=NOW).rejection
+    text = rejection(plan_request(poor, now=NOW))
     assert "over budget" in text and "a budget of at least $" in text
     late = dataclasses.replace(LM, deadline=NOW - timedelta(hours=1))
-    assert "has already passed" in plan_request(late, now=NOW).rejection
+    assert "has already passed" in rejection(plan_request(late, now=NOW))
 
 
 def test_regions_allowlist_and_spot_policy_are_obeyed_or_explained():
     inp = dataclasses.replace(LM, regions=("us-east1",), gpu_allowlist=("NVIDIA_H100_80GB",))
-    text = plan_request(inp, now=NOW).rejection
+    text = rejection(plan_request(inp, now=NOW))
     assert "not offered in the allowed regions" in text and "allowing region us-central1" in text
     strict = plan_request(dataclasses.replace(LM, spot="required", checkpointing=False), now=NOW)
-    assert strict.plan is None and "spot: allowed" in strict.rejection
-    assert plan_request(dataclasses.replace(LM, spot="required"), now=NOW).plan.spot
-    assert not plan_request(dataclasses.replace(LM, spot="never"), now=NOW).plan.spot
+    assert strict.plan is None and "spot: allowed" in rejection(strict)
+    assert chosen(plan_request(dataclasses.replace(LM, spot="required"), now=NOW)).spot
+    assert not chosen(plan_request(dataclasses.replace(LM, spot="never"), now=NOW)).spot
 
 
 def test_p100_is_planned_only_before_its_end_of_support():
     inp = dataclasses.replace(LM, gpu_allowlist=("NVIDIA_TESLA_P100",))
     assert plan_request(inp, now=NOW).plan is None
-    assert plan_request(inp, now=datetime(2026, 6, 1, tzinfo=UTC)).plan.accelerator_type == "NVIDIA_TESLA_P100"
+    assert chosen(plan_request(inp, now=datetime(2026, 6, 1, tzinfo=UTC))).accelerator_type == "NVIDIA_TESLA_P100"
 
 
 def test_no_bf16_on_t4_and_v100():
     for kind in ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100"):
-        plan = plan_request(dataclasses.replace(LM, gpu_allowlist=(kind,)), now=NOW).plan
+        plan = chosen(plan_request(dataclasses.replace(LM, gpu_allowlist=(kind,)), now=NOW))
         assert plan.precision == "fp16"
-    plan = plan_request(dataclasses.replace(LM, gpu_allowlist=("NVIDIA_L4",)), now=NOW).plan
+    plan = chosen(plan_request(dataclasses.replace(LM, gpu_allowlist=("NVIDIA_L4",)), now=NOW))
     assert plan.precision == "bf16"
     assert (
-        plan_request(dataclasses.replace(LM, precision="fp32", gpu_allowlist=("NVIDIA_L4",)), now=NOW).plan.precision
+        chosen(plan_request(dataclasses.replace(LM, precision="fp32", gpu_allowlist=("NVIDIA_L4",)), now=NOW)).precision
         == "fp32"
     )
 
@@ -172,8 +174,8 @@ def test_no_bf16_on_t4_and_v100():
 def test_large_models_shard_and_the_plan_is_deterministic():
     inp = PlanInput(task="causal-lm", preset="gpt-70b", dataset_bytes=10**9, batch_size=64)
     first, second = plan_request(inp, now=NOW), plan_request(inp, now=NOW)
-    assert first.plan.strategy in {"zero2", "fsdp"} and first.plan.gpu_count >= 16
-    assert json.dumps(first.plan.to_dict()) == json.dumps(second.plan.to_dict())
+    assert chosen(first).strategy in {"zero2", "fsdp"} and chosen(first).gpu_count >= 16
+    assert json.dumps(chosen(first).to_dict()) == json.dumps(chosen(second).to_dict())
 
 
 def test_bad_requests_raise_plan_input_errors():
@@ -188,9 +190,9 @@ def test_bad_requests_raise_plan_input_errors():
 
 
 def test_unknown_region_and_gpu_names_are_called_out():
-    text = plan_request(
-        dataclasses.replace(LM, regions=("us-south9",), gpu_allowlist=("NVIDIA_H100",)), now=NOW
-    ).rejection
+    text = rejection(
+        plan_request(dataclasses.replace(LM, regions=("us-south9",), gpu_allowlist=("NVIDIA_H100",)), now=NOW)
+    )
     assert "regions not in the catalog: us-south9 (known: us-central1," in text
     assert "gpu_allowlist names unknown accelerator types: NVIDIA_H100 (known: " in text
 

@@ -50,7 +50,8 @@ MODELS = (
 
 @cache
 def raw_machines() -> dict:
-    return json.loads(resources.files("functions.planning").joinpath("data/machines.json").read_text())
+    data: dict = json.loads(resources.files("functions.planning").joinpath("data/machines.json").read_text())
+    return data
 
 
 def vertex_accepts(machine_type: str, accelerator_type: str | None, count: int) -> bool:
@@ -60,7 +61,7 @@ def vertex_accepts(machine_type: str, accelerator_type: str | None, count: int) 
         return count == 0 and any(s["machine_type"] == machine_type for s in raw["cpu_shapes"])
     for shape in raw["fixed_shapes"]:
         if shape["machine_type"] == machine_type:
-            return shape["accelerator_type"] == accelerator_type and shape["accelerator_count"] == count
+            return bool(shape["accelerator_type"] == accelerator_type and shape["accelerator_count"] == count)
     limits = raw["n1_gpus"].get(accelerator_type, {}).get("counts", {}).get(str(count))
     host = next((h for h in raw["n1_hosts"] if h["machine_type"] == machine_type), None)
     return bool(
@@ -114,6 +115,7 @@ def check_constraints(plan: Plan, inp: PlanInput) -> None:
     processes = plan.gpu_count if plan.accelerator_type else 1
     assert plan.micro_batch_size * processes * plan.gradient_accumulation_steps == inp.batch_size
     if plan.precision == "bf16":
+        assert plan.accelerator_type is not None, "bf16 planned without a GPU"
         assert catalog.gpus[plan.accelerator_type].supports_bf16
     if inp.deadline is not None:
         assert plan.estimated_hours <= (inp.deadline - NOW).total_seconds() / 3600 + 1e-6

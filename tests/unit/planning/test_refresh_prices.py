@@ -18,6 +18,7 @@ SCRIPT = Path(__file__).parents[3] / "scripts/refresh_prices.py"
 @pytest.fixture(scope="module")
 def refresh():
     spec = importlib.util.spec_from_file_location("refresh_prices", SCRIPT)
+    assert spec is not None and spec.loader is not None, f"cannot load {SCRIPT} as a module"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

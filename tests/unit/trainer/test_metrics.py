@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.model_presets import get_preset
+from schemas.model_presets import GptPreset, get_preset
 from trainer.metrics import EpochResult, flops_per_sample, metrics_document, model_flops_utilisation, peak_flops
 
 
@@ -28,6 +28,7 @@ def test_peak_flops_by_device_name(name: str, precision: str, tflops: float | No
 
 def test_gpt_flops_follow_palm_and_mfu_divides_by_all_devices() -> None:
     preset = get_preset("gpt-124m")
+    assert isinstance(preset, GptPreset)
     per_sequence = flops_per_sample(preset, preset.parameter_count())
     per_token = per_sequence / preset.seq_len
     assert per_token > 6 * preset.non_embedding_parameter_count()  # the attention term adds to 6N

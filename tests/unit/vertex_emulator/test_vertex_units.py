@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 import pytest
-from google.cloud.aiplatform_v1.types import CustomJob, JobState, WorkerPoolSpec
+from google.cloud.aiplatform_v1.types import CustomJob, WorkerPoolSpec
 
 from deploy.vertex_emulator import replica_log_paths
 from deploy.vertex_emulator.catalog import load_catalog
@@ -18,6 +19,7 @@ from deploy.vertex_emulator.launch import ReplicaSlot, replica_environment
 from deploy.vertex_emulator.paging import PageTokenError, page
 from deploy.vertex_emulator.runner import exit_status
 from deploy.vertex_emulator.validation import check_machine
+from tests.fakes.vertex import job_state
 
 
 def _job(
@@ -31,7 +33,7 @@ def _job(
     return CustomJob(
         name=f"projects/p/locations/l/customJobs/{number}",
         display_name=name,
-        state=JobState[state],
+        state=job_state(state),
         labels=labels or {},
         create_time=datetime.fromisoformat(created),
     )
@@ -84,7 +86,7 @@ def test_paging_is_stable_when_jobs_are_added_between_pages():
 
 
 def _spec_job(*pools: dict, base: str | None = None) -> CustomJob:
-    spec = {"worker_pool_specs": list(pools)}
+    spec: dict[str, Any] = {"worker_pool_specs": list(pools)}
     if base:
         spec["base_output_directory"] = {"output_uri_prefix": base}
     return CustomJob(display_name="x", job_spec=spec)

@@ -1,0 +1,31 @@
+"""Typed access to a PlanOutcome in tests: the plan that must be there, or the rejection that must be."""
+
+from __future__ import annotations
+
+from functions.planning import PlanOutcome
+from functions.planning.explain import Candidate
+from schemas.plan import Plan, PlanAlternative
+
+
+def chosen(outcome: PlanOutcome) -> Plan:
+    """The outcome's plan; fails the test with the planner's rejection when it found none."""
+    assert outcome.plan is not None, f"expected a plan, the planner rejected the request: {outcome.rejection}"
+    return outcome.plan
+
+
+def rejection(outcome: PlanOutcome) -> str:
+    """The outcome's rejection text; fails the test with the chosen plan when the planner found one."""
+    assert outcome.rejection is not None, f"expected a rejection, the planner chose {outcome.plan}"
+    return outcome.rejection
+
+
+def cost(row: Candidate | PlanAlternative) -> float:
+    """A feasible row's estimated cost; fails the test when the row has none (an infeasible row)."""
+    assert row.estimated_cost_usd is not None, f"expected an estimated cost, got none for {row}"
+    return row.estimated_cost_usd
+
+
+def hours(row: Candidate | PlanAlternative) -> float:
+    """A feasible row's estimated hours; fails the test when the row has none (an infeasible row)."""
+    assert row.estimated_hours is not None, f"expected estimated hours, got none for {row}"
+    return row.estimated_hours
