@@ -15,11 +15,10 @@ def publish_schedule_tick(schedule_name: str) -> str:
     from deploy.local.scheduler import publish_tick, topic_path
     from deploy.topology import load_topology
     from functions.settings import get_settings
-    from landfall.commands.datasets import _boundary
-    from landfall.errors import CommandError
+    from landfall.errors import CommandError, client_boundary
 
     schedule = load_topology().schedule(schedule_name)
-    with _boundary(f"publish to the {schedule.topic} topic"):
+    with client_boundary(f"publish to the {schedule.topic} topic"):
         project = get_settings().project
         topic = topic_path(project, schedule.topic)
         try:

@@ -37,10 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.local_stack.harness import Stack, noop_stack, seconds, session_cpu_seconds
 from bench.local_stack.report import machine, print_table, summary
 from bench.local_stack.timeline import HOPS, timeline
+from schemas.job_view import RUN_LABEL
 from schemas.run_record import TERMINAL_STATES, RunRecord, RunState
 
-RUN_LABEL = "landfall-run-id"
-"""The label the dispatcher puts on every job (functions/gcp/vertex.py RUN_LABEL)."""
 PROGRESS_EVERY_S = 10.0
 
 

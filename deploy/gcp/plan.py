@@ -572,9 +572,9 @@ def routed_prefixes(bucket: str) -> tuple[str, ...]:
 
     The shipped file, named explicitly: it is what the bundles carry, and deploying reads no function settings.
     """
-    from functions.ingest.routes import ROUTES_FILE, load_routes
+    from deploy.routes import read_routes
 
-    prefixes = [route.prefix for route in load_routes(ROUTES_FILE) if fnmatch.fnmatchcase(bucket, route.bucket)]
+    prefixes = [route.prefix for route in read_routes() if fnmatch.fnmatchcase(bucket, route.bucket)]
     if "" in prefixes:
         return ("",)
     return tuple(dict.fromkeys(p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes)))

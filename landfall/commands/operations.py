@@ -6,8 +6,7 @@ import argparse
 import getpass
 from datetime import UTC, datetime
 
-from landfall.commands.datasets import _boundary
-from landfall.errors import CommandError
+from landfall.errors import CommandError, client_boundary
 
 RECONCILE_SCHEDULE = "reconcile"
 """The topology schedule whose tick `landfall reconcile` publishes."""
@@ -25,7 +24,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     from functions.reconciler.cancel import cancel_run
     from functions.wiring import runs_store, vertex_jobs
 
-    with _boundary("cancel the run"):
+    with client_boundary("cancel the run"):
         try:
             said = cancel_run(args.run_id, by=args.by, store=runs_store(), vertex=vertex_jobs(), now=datetime.now(UTC))
         except LandfallError as exc:

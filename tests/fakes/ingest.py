@@ -18,7 +18,7 @@ import google_crc32c
 from functions import envelopes
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
 from functions.ingest.handler import IngestDeps, handle_object_event
-from functions.ingest.routes import Route
+from deploy.routes import Route
 from functions.ingest.sweep import handle_sweep
 from functions.records.dataset_versions import (
     Doc,
