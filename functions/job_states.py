@@ -19,7 +19,7 @@ from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
 from functions.records.attempts import AttemptPolicy, capacity_ended
-from functions.records.failure_reasons import CAPACITY_REASONS, classify
+from functions.records.failure_reasons import classify
 from functions.records.long_waits import long_wait_closed
 from schemas import json_text
 from schemas.errors import SchemaError
@@ -27,6 +27,7 @@ from schemas.job_view import JobView
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
+from schemas.vocabulary import CAPACITY_REASONS
 
 log = logging.getLogger("landfall.job_events")
 
