@@ -6,6 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 
+def fed_by_schedule(schedule_name: str) -> str:
+    """The function the named schedule's ticks drive (deploy/topology.toml), for help texts."""
+    from deploy.topology import load_topology
+
+    topology = load_topology()
+    return topology.fed_by(topology.schedule(schedule_name).topic).name
+
+
 def publish_schedule_tick(schedule_name: str) -> str:
     """Publish one tick of the named schedule to its topic; returns the line to print. Raises CommandError when the
     topic does not exist or Pub/Sub cannot be reached."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
+from landfall.ticks import fed_by_schedule
 from schemas.dataset_record import DATASET_FIELDS, DatasetStatus, dataset_id_for
 
 REASON_WIDTH = 80
@@ -275,8 +276,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "sweep",
         help="run the ingest sweep now: publish one tick to its topic",
-        description="Publish one tick of the ingest_sweep schedule, as `gcloud scheduler jobs run` "
-        "would: the sweep_datasets function closes quiet-period datasets and re-checks "
+        description=f"Publish one tick of the {SWEEP_SCHEDULE} schedule, as `gcloud scheduler jobs run` "
+        f"would: the {fed_by_schedule(SWEEP_SCHEDULE)} function closes quiet-period datasets and re-checks "
         "manifests. Prints the message id.",
     )
     p.set_defaults(func=cmd_sweep)

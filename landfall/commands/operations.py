@@ -7,6 +7,7 @@ import getpass
 from datetime import UTC, datetime
 
 from landfall.errors import CommandError, client_boundary
+from landfall.ticks import fed_by_schedule
 
 RECONCILE_SCHEDULE = "reconcile"
 """The topology schedule whose tick `landfall reconcile` publishes."""
@@ -37,8 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "reconcile",
         help="run the reconciler now: publish one tick to its topic",
-        description="Publish one tick of the reconcile schedule, as `gcloud scheduler jobs run` "
-        "would: reconcile_runs records ended jobs, takes over stuck submissions and "
+        description=f"Publish one tick of the {RECONCILE_SCHEDULE} schedule, as `gcloud scheduler jobs run` "
+        f"would: {fed_by_schedule(RECONCILE_SCHEDULE)} records ended jobs, takes over stuck submissions and "
         "resubmits runs waiting for capacity. Prints the message id.",
     )
     p.set_defaults(func=cmd_reconcile)
