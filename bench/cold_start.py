@@ -70,16 +70,25 @@ CLIENTS: dict[str, tuple[str, str]] = {
     ),
 }
 
-USES: dict[str, tuple[str, ...]] = {
-    # The clients each function's handler reaches (its service account's grants in deploy/topology.toml say the
-    # same: Firestore for all; the landing bucket and the requests topic for ingest and the sweep; Vertex for the
-    # rest, which also read job outputs and publish RunFinished).
-    "on_object_finalized": ("firestore", "storage", "publisher"),
-    "sweep_datasets": ("firestore", "storage", "publisher"),
-    "dispatch": ("firestore", "job_service"),
-    "on_job_event": ("firestore", "job_service", "storage", "publisher"),
-    "reconcile_runs": ("firestore", "job_service", "storage", "publisher"),
+CLIENT_FOR_ROLE = {
+    "roles/datastore.user": "firestore",
+    "roles/aiplatform.user": "job_service",
+    "roles/storage.objectViewer": "storage",
+    "roles/pubsub.publisher": "publisher",
 }
+"""A role a function's service account holds (deploy/topology.toml [gcp.service_accounts]) -> the client it builds to
+use it; roles on other identities (iam.serviceAccountUser) build none."""
+
+
+def uses(function: str) -> tuple[str, ...]:
+    """The clients the function's handler reaches, in CLIENT_FOR_ROLE order: those its service account's grants are
+    for (Firestore for all; the landing bucket and the requests topic for ingest and the sweep; Vertex for the rest,
+    which also read job outputs and publish RunFinished)."""
+    from deploy.gcp.config import load_deploy_config
+
+    config = load_deploy_config()
+    roles = {grant.role for grant in config.account(config.function(function).service_account).grants}
+    return tuple(client for role, client in CLIENT_FOR_ROLE.items() if role in roles)
 
 
 def first_call_code(entry: str) -> str:
@@ -136,22 +145,17 @@ class Case:
 def cases() -> list[Case]:
     out = []
     for function in (route.name for route in load_topology().functions):
-        uses = USES.get(function)
-        if uses is None:
-            raise SystemExit(
-                f"bench/cold_start.py: topology function {function!r} is not in USES; add the clients "
-                f"it builds (of {', '.join(CLIENTS)})"
-            )
+        clients = uses(function)
         body = "\n".join(
             [
                 "import functions.main",
                 f"functions.main.{function}",
                 first_call_code(function),
-                *(CLIENTS[c][0] for c in uses),
+                *(CLIENTS[c][0] for c in clients),
             ]
         )
-        floor = "\n".join(["import functions_framework", *(CLIENTS[c][1] for c in uses)])
-        out.append(Case(function, uses, body, floor))
+        floor = "\n".join(["import functions_framework", *(CLIENTS[c][1] for c in clients)])
+        out.append(Case(function, clients, body, floor))
     return out
 
 
@@ -241,7 +245,7 @@ def main() -> int:
     ns = parser.parse_args()
     chosen = [c for c in cases() if not ns.function or c.function in ns.function]
     if not chosen:
-        parser.error(f"--function: expected one of {', '.join(USES)}")
+        parser.error(f"--function: expected one of {', '.join(route.name for route in load_topology().functions)}")
     if ns.show:
         for case in chosen:
             print(f"# {case.function}\n{paired_program(case.floor, case.body)}")

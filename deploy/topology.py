@@ -96,6 +96,13 @@ class Topology:
                 return route
         raise TopologyError(f"no function {name!r} in topology; known: {[f.name for f in self.functions]}")
 
+    def fed_by(self, topic: str) -> FunctionRoute:
+        """The function the topic feeds (its subscription pushes to it)."""
+        for route in self.functions:
+            if route.topic == topic:
+                return route
+        raise TopologyError(f"no function is fed by topic {topic!r}; known: {[f.topic for f in self.functions]}")
+
     @property
     def topics(self) -> tuple[str, ...]:
         return (

@@ -110,7 +110,8 @@ def dispatch_deps() -> DispatchDeps:
 
 def listener_deps() -> ListenerDeps:
     from functions.dispatch.handler import attempt_policy, resubmit
-    from functions.listener.handler import ListenerDeps, read_gcs_text
+    from functions.job_states import read_gcs_text
+    from functions.listener.handler import ListenerDeps
 
     return ListenerDeps(
         store=runs_store(),

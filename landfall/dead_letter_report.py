@@ -91,17 +91,26 @@ def _object_notification(data: bytes, attributes: Mapping[str, str]) -> str | No
     return f"reads as a notification for gs://{found.bucket}/{found.name}"
 
 
-BODY_CHECKS: dict[str, Callable[[bytes, Mapping[str, str]], str | None]] = {
-    "dispatch": _training_request,
-    "on_job_event": _job_event,
-    "on_object_finalized": _object_notification,
-}
-"""Function -> the check its entry point makes of a message (the schedule ticks' bodies are not read)."""
+BodyCheck = Callable[[bytes, Mapping[str, str]], str | None]
+
+
+def body_checks() -> dict[str, BodyCheck]:
+    """Function -> the check its entry point makes of a message, by the topic that feeds it (deploy/topology.toml;
+    the schedule ticks' bodies are not read)."""
+    from deploy.topology import load_topology
+
+    topology = load_topology()
+    by_topic: dict[str, BodyCheck] = {
+        topology.requests_topic: _training_request,
+        topology.job_events_topic: _job_event,
+        topology.object_events_topic: _object_notification,
+    }
+    return {route.name: by_topic[route.topic] for route in topology.functions if route.topic in by_topic}
 
 
 def body_reason(function: str | None, data: bytes, attributes: Mapping[str, str]) -> tuple[bool, str]:
     """(the body is unreadable to the function, what its parser says); (False, "") when nothing checks it."""
-    check = BODY_CHECKS.get(function or "")
+    check = body_checks().get(function or "")
     if check is None:
         return False, ""
     said = check(data, attributes) or ""
@@ -171,11 +180,11 @@ def describe(
 
 
 __all__ = [
-    "BODY_CHECKS",
     "DELIVERY_COUNT",
     "SOURCE_PUBLISH_TIME",
     "SOURCE_SUBSCRIPTION",
     "DeadLetter",
+    "body_checks",
     "body_reason",
     "describe",
     "log_reason",

@@ -6,6 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 
+def fed_by_schedule(schedule_name: str) -> str:
+    """The function the named schedule's ticks drive (deploy/topology.toml), for help texts."""
+    from deploy.topology import load_topology
+
+    topology = load_topology()
+    return topology.fed_by(topology.schedule(schedule_name).topic).name
+
+
 def publish_schedule_tick(schedule_name: str) -> str:
     """Publish one tick of the named schedule to its topic; returns the line to print. Raises CommandError when the
     topic does not exist or Pub/Sub cannot be reached."""
@@ -15,11 +23,10 @@ def publish_schedule_tick(schedule_name: str) -> str:
     from deploy.local.scheduler import publish_tick, topic_path
     from deploy.topology import load_topology
     from functions.settings import get_settings
-    from landfall.commands.datasets import _boundary
-    from landfall.errors import CommandError
+    from landfall.errors import CommandError, client_boundary
 
     schedule = load_topology().schedule(schedule_name)
-    with _boundary(f"publish to the {schedule.topic} topic"):
+    with client_boundary(f"publish to the {schedule.topic} topic"):
         project = get_settings().project
         topic = topic_path(project, schedule.topic)
         try:

@@ -180,8 +180,7 @@ class RunError:
     """For a failed job: Vertex's own error message (e.g. "The replica workerpool0-0 exited with a non-zero status
     of 3..."), kept beside the trainer's."""
     reason: str | None = None
-    """For an ended job: one of functions/records/failure_reasons.py REASONS (user-code, bad-data, bad-config,
-    out-of-memory, preempted, stockout, quota, timeout, cancelled, platform)."""
+    """For an ended job: one of schemas/vocabulary.py FAILURE_REASONS (bad-data, stockout, ...)."""
     replica: str | None = None
     """The replica Vertex names as the one that failed (workerpool0-0)."""
     exit_code: int | None = None
@@ -248,7 +247,7 @@ class JobAttempt:
     region: str
     machine_type: str
     reason: str
-    """The error class (failure_reasons REASONS), e.g. stockout."""
+    """The error class (schemas/vocabulary.py FAILURE_REASONS), e.g. stockout."""
     message: str
     at: str
     round: int = 0

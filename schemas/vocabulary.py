@@ -106,6 +106,48 @@ FLEX_START_TERMS: tuple[Term, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class FailureReason(Term):
+    """Why a job ended, as a run's error records it (`error.reason`, schemas/run_record.py)."""
+
+    capacity: bool = False
+    """The region had no room, not the run being wrong: the run is resubmitted on its next plan."""
+
+
+FAILURE_REASON_TERMS: tuple[FailureReason, ...] = (
+    FailureReason("user-code", "The training code failed: an error of the trainer's own, or a crash."),
+    FailureReason("bad-data", "The dataset breaks its format; the message names the file and line."),
+    FailureReason("bad-config", "A flag, hyperparameter or environment variable is missing or malformed."),
+    FailureReason("out-of-memory", "The accelerator or host ran out of memory."),
+    FailureReason("preempted", "A Spot machine was taken back.", capacity=True),
+    FailureReason("stockout", "The region had no machines of the shape.", capacity=True),
+    FailureReason("quota", "The project's quota for the shape is exhausted."),
+    FailureReason("timeout", "The job ran longer than its scheduling timeout."),
+    FailureReason("cancelled", "Someone (or the reconciler) cancelled the job."),
+    FailureReason("platform", "Vertex AI failed the job for a reason nothing above names."),
+)
+"""Classified by functions/records/failure_reasons.py: the trainer's kind first, then Vertex's text and code."""
+
+
+@dataclass(frozen=True)
+class TrainerFailureKind(Term):
+    """A `kind` the trainer writes in its failure record (schemas/trainer_failure.py) that names a cause."""
+
+    reason: str = ""
+    """The failure reason it means (one of FAILURE_REASONS)."""
+
+
+TRAINER_FAILURE_KIND_TERMS: tuple[TrainerFailureKind, ...] = (
+    TrainerFailureKind("TrainerError", "An error the trainer raised on purpose.", reason="user-code"),
+    TrainerFailureKind("ConfigError", "A bad flag, hyperparameter or environment variable.", reason="bad-config"),
+    TrainerFailureKind("DataError", "The training data breaks its format.", reason="bad-data"),
+    TrainerFailureKind("OutOfMemory", "The accelerator or host ran out of memory.", reason="out-of-memory"),
+    TrainerFailureKind("Preempted", "SIGTERM arrived before a Spot preemption.", reason="preempted"),
+)
+"""The trainer's error classes (trainer/errors.py) by name, as failure.json writes them; any other kind is a crash of
+the user's code. tests/unit/test_failure_vocabulary.py ties these to the trainer's classes."""
+
+
 def names(terms: tuple[Term, ...]) -> tuple[str, ...]:
     return tuple(term.name for term in terms)
 
@@ -138,3 +180,8 @@ PRECISION_POLICIES = (AUTO_PRECISION.name, FP32)
 
 SPOT_POLICIES = names(SPOT_TERMS)
 FLEX_START_POLICIES = names(FLEX_START_TERMS)
+
+FAILURE_REASONS = names(FAILURE_REASON_TERMS)
+CAPACITY_REASONS = frozenset(t.name for t in FAILURE_REASON_TERMS if t.capacity)
+TRAINER_FAILURE_KINDS = names(TRAINER_FAILURE_KIND_TERMS)
+REASON_FOR_TRAINER_KIND: Mapping[str, str] = MappingProxyType({k.name: k.reason for k in TRAINER_FAILURE_KIND_TERMS})

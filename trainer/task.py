@@ -22,7 +22,7 @@ from trainer.distributed import (
     read_process_env,
     single_process_env,
 )
-from trainer.errors import ConfigError, Preempted, TrainerError
+from trainer.errors import ConfigError, OutOfMemory, Preempted, TrainerError
 from trainer.failure import failure_of, record_failure
 from trainer.logs import log
 from trainer.vertex_env import environment_summary, required_model_dir
@@ -63,9 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except MemoryError as exc:
         message = f"host out of memory: {exc}; lower --batch-size or use a machine with more RAM"
-        log(message, severity="ERROR", error="OutOfMemory", exit_code=4)
-        record_failure(environ, failure_of(exc, 4, environ, kind="OutOfMemory", message=message))
-        return 4
+        log(message, severity="ERROR", error=OutOfMemory.__name__, exit_code=OutOfMemory.exit_code)
+        record_failure(
+            environ, failure_of(exc, OutOfMemory.exit_code, environ, kind=OutOfMemory.__name__, message=message)
+        )
+        return OutOfMemory.exit_code
     except Exception as exc:
         # A crash: record its last line for the run, then let it end the process with its traceback (status 1).
         record_failure(environ, failure_of(exc, 1, environ, message=f"{type(exc).__name__}: {exc}"))

@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.local_stack.harness import Stack, noop_stack, seconds, session_cpu_seconds
 from bench.local_stack.report import machine, print_table, summary
 from bench.local_stack.timeline import HOPS, timeline
+from deploy.topology import load_topology
+from schemas.job_view import RUN_LABEL
 from schemas.run_record import TERMINAL_STATES, RunRecord, RunState
 
-RUN_LABEL = "landfall-run-id"
-"""The label the dispatcher puts on every job (functions/gcp/vertex.py RUN_LABEL)."""
 PROGRESS_EVERY_S = 10.0
 
 
@@ -107,10 +107,17 @@ def check(uris: list[str], runs: list[RunRecord], jobs: list[Any]) -> Checks:
     return Checks(len(uris), len(counted), lost, doubled, not_succeeded, sum(labels.values()), orphans)
 
 
+def dispatcher() -> str:
+    """The function the training-requests topic feeds (deploy/topology.toml)."""
+    topology = load_topology()
+    return topology.fed_by(topology.requests_topic).name
+
+
 def dispatch_deliveries(s: Stack) -> int:
-    """Deliveries the dispatcher answered: functions/main.py logs one line naming `dispatch:` for each."""
-    log_path = next(x.log_path for x in s.info.services if x.name == "dispatch")
-    return sum(1 for line in log_path.read_text().splitlines() if '"message": "dispatch: ' in line)
+    """Deliveries the dispatcher answered: functions/main.py logs one line naming the function for each."""
+    name = dispatcher()
+    log_path = next(x.log_path for x in s.info.services if x.name == name)
+    return sum(1 for line in log_path.read_text().splitlines() if f'"message": "{name}: ' in line)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     with noop_stack() as s:
         warm = s.drop("datasets/load-warmup/")
         wait_until_ended(s, 1, 300)
-        dispatcher = s.pid("dispatch")
-        cpu_before, deliveries_before = session_cpu_seconds(dispatcher), dispatch_deliveries(s)
+        dispatcher_pid = s.pid(dispatcher())
+        cpu_before, deliveries_before = session_cpu_seconds(dispatcher_pid), dispatch_deliveries(s)
         before = machine()
         prefixes = [f"datasets/load-{i:05d}/" for i in range(args.datasets)]
         print(f"dropping {args.datasets} datasets from {args.concurrency} threads", flush=True)
@@ -139,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             finalized: dict[str, datetime] = dict(zip(prefixes, pool.map(s.drop, prefixes), strict=True))
         print(f"  dropped in {time.monotonic() - started:.1f} s", flush=True)
         waited = wait_until_ended(s, args.datasets + 1, args.timeout)
-        cpu = session_cpu_seconds(dispatcher) - cpu_before
+        cpu = session_cpu_seconds(dispatcher_pid) - cpu_before
         deliveries = dispatch_deliveries(s) - deliveries_before
         after = machine()
         runs = s.runs()

@@ -481,6 +481,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
     section = "Job events: the Cloud Logging sink carrying Vertex job log entries to the job-events topic"
     destination = f"pubsub.googleapis.com/projects/{p}/topics/{topology.job_events_topic}"
     sink_filter = f"--log-filter={job_events_log_filter()}"
+    listener = topology.fed_by(topology.job_events_topic).name
     steps.append(
         _exists_step(
             f"create the log sink {config.log_sink}",
@@ -492,7 +493,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                 config.log_sink,
                 destination,
                 sink_filter,
-                "--description=Vertex AI job log entries for the Landfall on_job_event function",
+                f"--description=Vertex AI job log entries for the Landfall {listener} function",
                 proj,
             ),
             section,
@@ -572,9 +573,9 @@ def routed_prefixes(bucket: str) -> tuple[str, ...]:
 
     The shipped file, named explicitly: it is what the bundles carry, and deploying reads no function settings.
     """
-    from functions.ingest.routes import ROUTES_FILE, load_routes
+    from deploy.routes import read_routes
 
-    prefixes = [route.prefix for route in load_routes(ROUTES_FILE) if fnmatch.fnmatchcase(bucket, route.bucket)]
+    prefixes = [route.prefix for route in read_routes() if fnmatch.fnmatchcase(bucket, route.bucket)]
     if "" in prefixes:
         return ("",)
     return tuple(dict.fromkeys(p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes)))

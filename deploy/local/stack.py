@@ -17,14 +17,14 @@ from deploy.topology import Topology, load_topology
 
 STAGES = (
     ("pubsub", "firestore"),
-    ("storage", "vertex", "on_object_finalized", "dispatch", "on_job_event", "sweep_datasets", "reconcile_runs"),
+    ("storage", "vertex", *(route.name for route in load_topology().functions)),
     ("bridge", "scheduler"),
 )
 """`up` starts each group at once, the groups in order. Topics and subscriptions are created after the first group
 (so no notification or job event is published to a topic nobody reads), the bucket after the second; the bridge and
 the scheduler come last, once there is something to push to and read from."""
 SERVICE_ORDER = tuple(name for stage in STAGES for name in stage)
-"""Every service `up` starts, in start order (`down` stops them in reverse): the functions follow topology.functions."""
+"""Every service `up` starts, in start order (`down` stops them in reverse): the functions are topology.functions."""
 PORTLESS_SERVICES = frozenset({"bridge", "scheduler"})
 """Services that listen on no port: `--port NAME=0` is accepted for them (nothing to pick), any other port refused."""
 SWEEP_EVERY_ENV = "LANDFALL_SWEEP_EVERY_SECONDS"

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from functions.gcp.vertex import RUN_LABEL
 from functions.settings import Settings
+from schemas.job_view import RUN_LABEL
 from schemas.plan import Plan
 from schemas.training_request import TrainingRequest
 from schemas.vertex_jobs import load_vertex_jobs

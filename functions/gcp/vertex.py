@@ -4,36 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from functions.errors import PermanentError, TransientError
+from schemas.job_view import RUN_LABEL, JobView
 from schemas.times import format_timestamp
-
-RUN_LABEL = "landfall-run-id"
-"""The label every Landfall CustomJob carries: the run id, so a job can be found again by its run."""
 
 
 class CapacityError(Exception):
     """The region cannot run this shape now (quota exhausted, shape not offered, stockout): try another plan."""
-
-
-@dataclass(frozen=True)
-class JobView:
-    """What Landfall reads from a CustomJob."""
-
-    name: str
-    job_id: str
-    region: str
-    display_name: str
-    state: str
-    """JobState name, e.g. JOB_STATE_RUNNING."""
-    error_code: int
-    error_message: str
-    create_time: str
-    start_time: str
-    end_time: str
-    labels: dict[str, str]
 
 
 def _ts(value: Any) -> str:

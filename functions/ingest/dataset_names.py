@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from functions.ingest.routes import Route
+from deploy.routes import Route
 from schemas.dataset_layout import MANIFEST, MARKER, OVERRIDES, is_data_object
 
 MAX_OBJECT_NAME = 1024

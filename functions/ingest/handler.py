@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from deploy.routes import Route
 from functions.envelopes import ObjectEvent
 from functions.errors import PermanentError, TransientError
 from functions.fault_points import fault_point
@@ -24,7 +25,7 @@ from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of, split
 from functions.ingest.manifest import Entry, ManifestError
 from functions.ingest.readiness import Completion, Scan, Verdict, evaluate, read_manifest, scan_prefix
-from functions.ingest.routes import Route, load_routes, route_for
+from functions.ingest.routes import load_routes, route_for
 from functions.records.dataset_versions import Doc
 from functions.records.leases import ClaimOutcome
 from functions.settings import Settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from functions.ingest.routes import OVERRIDABLE_FIELDS, Route
+from deploy.routes import OVERRIDABLE_FIELDS, Route
 from schemas import json_text
 
 MAX_OVERRIDES_BYTES = 64 * 1024

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from deploy.routes import Route
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
 from functions.ingest.dataset_names import MANIFEST, OVERRIDES, Role, format_of, role_of
 from functions.ingest.manifest import MAX_MANIFEST_BYTES, Entry, ManifestError, manifest_problems, parse_manifest
 from functions.ingest.overrides import MAX_OVERRIDES_BYTES, OverrideError, apply_overrides, parse_overrides
-from functions.ingest.routes import Route
 from schemas.errors import SchemaError
 from schemas.times import format_timestamp
 from schemas.training_request import (

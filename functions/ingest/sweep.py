@@ -10,11 +10,11 @@ import logging
 from collections import Counter
 from datetime import timedelta
 
+from deploy.routes import Route
 from functions.envelopes import PubSubMessage
 from functions.errors import TransientError
 from functions.ingest.handler import IngestDeps, complete, completion_from, dataset_doc, version_summary
 from functions.ingest.readiness import Completion, scan_prefix
-from functions.ingest.routes import Route
 from functions.records.dataset_versions import Doc
 from schemas.dataset_record import DATASET_STATUS_OF_VERSION, DatasetStatus, VersionStatus
 from schemas.training_request import run_id_for

@@ -5,60 +5,26 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
 from functions.fault_points import fault_point
-from functions.gcp.runs_store import RunsStore
-from functions.gcp.vertex import JobView, VertexJobs
-from functions.records.attempts import AttemptPolicy, capacity_ended
-from functions.records.failure_reasons import CAPACITY_REASONS, classify
-from functions.records.long_waits import long_wait_closed
-from schemas import json_text
+from functions.job_states import JobStateDeps, record_job_state
 from schemas.errors import SchemaError
 from schemas.job_event import parse_job_event
-from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
-from schemas.times import format_timestamp, parse_timestamp_or_none
-from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
+from schemas.times import parse_timestamp_or_none
 
 log = logging.getLogger("landfall.job_events")
 
-# Vertex JobState -> run state; states absent here (QUEUED, PENDING, CANCELLING...) change nothing on the run.
-RUN_STATE_FOR_JOB_STATE = {
-    "JOB_STATE_RUNNING": RunState.RUNNING,
-    "JOB_STATE_SUCCEEDED": RunState.SUCCEEDED,
-    "JOB_STATE_FAILED": RunState.FAILED,
-    "JOB_STATE_EXPIRED": RunState.FAILED,
-    "JOB_STATE_CANCELLED": RunState.CANCELLED,
-    "JOB_STATE_PARTIALLY_SUCCEEDED": RunState.FAILED,
-}
-DEFAULT_POLICY = AttemptPolicy()
 # How long an event naming an unknown job is retried (the dispatcher may not have recorded the job yet). Shorter than
 # the job-events subscription's retries last before dead-lettering (about 4 minutes: deploy/topology.toml), so such an
 # event ends ignored, not dead-lettered (the fault campaign saw events of an orphaned job dead-lettered at 10 minutes).
 UNKNOWN_JOB_PATIENCE = timedelta(minutes=3)
-ACTUAL_COST_BASIS = "run seconds x the plan's hourly cost (machines + accelerators)"
-
-
-@dataclass(frozen=True)
-class ListenerDeps:
-    store: RunsStore
-    vertex: VertexJobs
-    read_text: Callable[[str], str | None]
-    """Reads a gs:// object as text; None when it does not exist."""
-    now: Callable[[], datetime]
-    resubmit: Callable[[str], str] | None = None
-    """Submits a run put back in SUBMITTING through the dispatcher's exactly-once path (None: leave it to the
-    reconciler, which finds it SUBMITTING past its lease)."""
-    policy: AttemptPolicy = DEFAULT_POLICY
-    announce: Callable[[str], str] | None = None
-    """Publishes RunFinished for a run that has ended, once (functions.records.results.announce); None: left to the
-    reconciler, which announces ended runs not marked published."""
+ListenerDeps = JobStateDeps
+"""The listener needs what recording a job's state needs (functions/job_states.py)."""
 
 
 def handle_job_event(message: PubSubMessage, deps: ListenerDeps) -> str:
@@ -109,152 +75,4 @@ def _one_delivery_per_run(run_id: str) -> Iterator[None]:
         yield
 
 
-def record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
-    """Bring the run in line with the job as Vertex reports it (also used by the reconciler); a run that has ended
-    is announced (RunFinished) on the way out, also on a repeated delivery whose publish had failed."""
-    outcome = _record_job_state(run, job, deps)
-    fault_point("listener.after_record")
-    target = RUN_STATE_FOR_JOB_STATE.get(job.state)
-    if deps.announce is not None and target is not None and target.terminal:
-        log.info("run %s: %s", run.run_id, deps.announce(run.run_id))
-    return outcome
-
-
-def _record_job_state(run: RunRecord, job: JobView, deps: ListenerDeps) -> str:
-    if run.vertex is not None and run.vertex.job_name != job.name:
-        return "ignored:earlier-attempt"
-    target = RUN_STATE_FOR_JOB_STATE.get(job.state)
-    if target is None:
-        now = deps.now()
-        deps.store.merge(run.run_id, lambda r: _with_job(r, job, ended=False, now=now), now=now)
-        return f"noted:{job.state}"
-    error: RunError | None = None
-    metrics: dict[str, Any] | None = None
-    if target.terminal and (job.error_code or target != RunState.SUCCEEDED):
-        error = RunError("job-failed" if target == RunState.FAILED else "job-cancelled", job.error_message)
-        if target == RunState.FAILED:
-            error = _with_trainer_reason(error, run, deps)
-        error = _with_reason(error, job, run)
-        if target == RunState.FAILED and error.reason in CAPACITY_REASONS:
-            return _capacity_failure(run, job, error, deps)
-    if target == RunState.SUCCEEDED:
-        metrics, problem = _metrics(run, deps)
-        if problem:
-            error = RunError("metrics-missing", problem)
-
-    now = deps.now()
-
-    def change(r: RunRecord) -> RunRecord:
-        out = _with_job(r, job, ended=target.terminal, now=now)
-        if error is not None:
-            out = replace(out, error=error)
-        return replace(out, metrics=metrics) if target == RunState.SUCCEEDED else out
-
-    detail = job.error_message or f"Vertex job {job.state}"
-    _, changed = deps.store.transition(run.run_id, target, now=now, detail=detail, change=change)
-    return f"{'recorded' if changed else 'unchanged'}:{target}"
-
-
-def _with_reason(error: RunError, job: JobView, run: RunRecord) -> RunError:
-    """The error with its reason (failure_reasons table), replica and exit code; a cancel names who asked."""
-    found = classify(error.kind, job.error_message, job.error_code)
-    out = replace(error, reason=found.reason, replica=found.replica, exit_code=found.exit_code)
-    cancel = run.submission.cancel
-    if found.reason == "cancelled" and cancel is not None:
-        out = replace(out, message=f"cancelled by {cancel.by} at {cancel.at}", job_message=job.error_message or None)
-    return out
-
-
-def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: ListenerDeps) -> str:
-    """The job was accepted, then ended for capacity: the run goes on to its next plan, waits, or gives up."""
-    # The trainer's own line first when it left one (a preempted replica says at which step, and that its newest
-    # checkpoint resumes it), Vertex's beside it.
-    message = job.error_message if error.kind is None else f"{error.message} (Vertex: {job.error_message})"
-    outcome = deps.store.apply(
-        run.run_id, capacity_ended(job.name, error.reason or "stockout", message, now=deps.now(), policy=deps.policy)
-    )
-    log.warning("run %s: job %s ended for %s (%s): %s", run.run_id, job.name, error.reason, job.error_message, outcome)
-    if outcome == "resubmit" and deps.resubmit is not None:
-        return f"resubmitted:{deps.resubmit(run.run_id)}"
-    return f"{outcome}:{error.reason}"
-
-
-def _with_job(run: RunRecord, job: JobView, *, ended: bool, now: datetime) -> RunRecord:
-    """The run with the job's state and times (and, once it ended, the actual cost) recorded; a note that the job
-    waited long is closed once it has started (functions/records/long_waits.py)."""
-    timings = _timings(run.timings, job)
-    out = replace(
-        long_wait_closed(run, job, now),
-        timings=timings,
-        vertex=None if run.vertex is None else replace(run.vertex, state=job.state),
-    )
-    return replace(out, cost=_cost(run, timings)) if ended else out
-
-
-def _timings(timings: Timings, job: JobView) -> Timings:
-    start, end = parse_timestamp_or_none(job.start_time), parse_timestamp_or_none(job.end_time)
-    out = replace(
-        timings,
-        started_at=format_timestamp(start) if start else timings.started_at,
-        ended_at=format_timestamp(end) if end else timings.ended_at,
-    )
-    if start and end:
-        out = replace(out, run_seconds=round((end - start).total_seconds(), 3))
-    return out
-
-
-def _cost(run: RunRecord, timings: Timings) -> Cost:
-    if run.plan is None or timings.run_seconds is None:
-        return run.cost
-    return replace(
-        run.cost,
-        actual_usd=round(run.plan.hourly_cost_usd * timings.run_seconds / 3600.0, 6),
-        actual_basis=ACTUAL_COST_BASIS,
-    )
-
-
-def _with_trainer_reason(error: RunError, run: RunRecord, deps: ListenerDeps) -> RunError:
-    """The error with the trainer's own reason from its failure record, Vertex's message kept beside it; unchanged
-    when the trainer left none (it crashed before it could, or never started)."""
-    if run.artifacts is None:
-        return error
-    uri = f"{run.artifacts.model_dir}{FAILURE_FILE}"
-    text = deps.read_text(uri)
-    if text is None:
-        return error
-    try:
-        failure = parse_trainer_failure(text)
-    except SchemaError as exc:
-        log.warning("run %s: the trainer's failure record %s does not fit its schema: %s", run.run_id, uri, exc)
-        return replace(error, message=f"{error.message} (the trainer's failure record {uri} is unreadable: {exc})")
-    return replace(error, message=failure.message, kind=failure.kind, step=failure.step, job_message=error.message)
-
-
-def _metrics(run: RunRecord, deps: ListenerDeps) -> tuple[dict[str, Any] | None, str]:
-    if run.artifacts is None:
-        return None, "the job succeeded but the run records no artifacts folder to read metrics.json from"
-    uri = f"{run.artifacts.model_dir}metrics.json"
-    text = deps.read_text(uri)
-    if text is None:
-        return None, f"the job succeeded but wrote no {uri}"
-    try:
-        metrics = json_text.loads(text)
-    except json_text.JsonTextError as exc:
-        return None, f"{uri} is not JSON ({exc})"
-    return (metrics, "") if isinstance(metrics, dict) else (None, f"{uri} is not a JSON object")
-
-
-def read_gcs_text(client: Any) -> Callable[[str], str | None]:
-    def read(uri: str) -> str | None:
-        from google.api_core.exceptions import NotFound
-
-        bucket, _, name = uri.removeprefix("gs://").partition("/")
-        try:
-            return str(client.bucket(bucket).blob(name).download_as_text())
-        except NotFound:
-            return None
-
-    return read
-
-
-__all__ = ["ListenerDeps", "handle_job_event", "read_gcs_text", "record_job_state"]
+__all__ = ["ListenerDeps", "handle_job_event"]

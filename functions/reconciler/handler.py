@@ -26,7 +26,7 @@ from datetime import datetime
 from functions.errors import LandfallError
 from functions.fault_points import fault_point
 from functions.gcp.vertex import JobView, VertexJobs
-from functions.listener.handler import ListenerDeps, record_job_state
+from functions.job_states import JobStateDeps, record_job_state
 from functions.reconciler.orphans import OrphanDeps, find_orphans
 from functions.reconciler.republish import RepublishDeps, republish_unanswered
 from functions.records.attempts import AttemptPolicy, wait_over
@@ -54,7 +54,7 @@ class ReconcilerDeps:
     open_runs: Callable[[], Iterable[RunRecord]]
     """Every run in OPEN_STATES, paged through by the store."""
     vertex: VertexJobs
-    listener: ListenerDeps
+    listener: JobStateDeps
     resubmit: Callable[[str], str]
     """The dispatcher's exactly-once submission of one run (functions.dispatch.handler.resubmit)."""
     policy: AttemptPolicy

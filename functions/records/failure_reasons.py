@@ -1,4 +1,6 @@
 """Why a job ended: the trainer's failure kind and Vertex's error text mapped to one `error.reason` (a data table).
+The reasons, and the reason each of the trainer's failure kinds means, are schemas/vocabulary.py's FAILURE_REASONS
+and REASON_FOR_TRAINER_KIND.
 
 Pure. The listener asks `classify` when it records a FAILED or CANCELLED job; the rule is the first match of:
 the trainer's own kind (it knows best: a DataError is bad data whatever Vertex says), then Vertex's error text
@@ -10,27 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-REASONS = (
-    "user-code",
-    "bad-data",
-    "bad-config",
-    "out-of-memory",
-    "preempted",
-    "stockout",
-    "quota",
-    "timeout",
-    "cancelled",
-    "platform",
-)
-
-# The trainer's failure kind (schemas/trainer_failure.py) -> reason. Any other kind is a crash of the user's code.
-REASON_FOR_KIND: dict[str, str] = {
-    "DataError": "bad-data",
-    "ConfigError": "bad-config",
-    "OutOfMemory": "out-of-memory",
-    "Preempted": "preempted",
-    "TrainerError": "user-code",
-}
+from schemas.vocabulary import REASON_FOR_TRAINER_KIND
 
 # Vertex's error text -> reason, first match wins (messages from reference/vertex.md and the emulator).
 REASON_FOR_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -45,9 +27,6 @@ REASON_FOR_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
 
 # google.rpc.Code on the job's error -> reason, when the text said nothing known.
 REASON_FOR_CODE: dict[int, str] = {1: "cancelled", 4: "timeout", 8: "quota"}
-
-# Reasons that say "this region had no room", not "this run is wrong": the run is resubmitted on its next plan.
-CAPACITY_REASONS = frozenset({"stockout", "preempted"})
 
 _REPLICA = re.compile(r"replica (?P<replica>workerpool\d+-\d+)\b.*?non-zero status of (?P<status>\d+)", re.I)
 
@@ -65,8 +44,8 @@ def classify(kind: str | None, job_message: str, job_code: int, *, exit_code: in
     found = _REPLICA.search(job_message or "")
     replica = found.group("replica") if found else None
     status = int(found.group("status")) if found else exit_code
-    if kind and kind in REASON_FOR_KIND:
-        return Reason(REASON_FOR_KIND[kind], replica, status)
+    if kind and kind in REASON_FOR_TRAINER_KIND:
+        return Reason(REASON_FOR_TRAINER_KIND[kind], replica, status)
     for pattern, reason in REASON_FOR_TEXT:
         if pattern.search(job_message or ""):
             return Reason(reason, replica, status)
@@ -75,4 +54,4 @@ def classify(kind: str | None, job_message: str, job_code: int, *, exit_code: in
     return Reason(REASON_FOR_CODE.get(job_code, "platform"), replica, status)
 
 
-__all__ = ["CAPACITY_REASONS", "REASONS", "REASON_FOR_CODE", "REASON_FOR_KIND", "REASON_FOR_TEXT", "Reason", "classify"]
+__all__ = ["REASON_FOR_CODE", "REASON_FOR_TEXT", "Reason", "classify"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from functions.gcp.vertex import JobView
 from functions.records.run_rules import Step, transitioned
+from schemas.job_view import JobView
 from schemas.plan import Plan
 from schemas.run_record import LongWait, RunRecord
 from schemas.times import format_timestamp, parse_timestamp_or_none

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
-from functions.gcp.vertex import RUN_LABEL, JobView
 from functions.records.attempts import known_jobs
+from schemas.job_view import RUN_LABEL, JobView
 from schemas.orphan_record import CANCEL_OUTCOMES, OrphanCancel, OrphanKind, OrphanRecord
 from schemas.run_record import RunRecord
 from schemas.times import format_timestamp, parse_timestamp_or_none

@@ -7,12 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from landfall.errors import reason
+from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
+from landfall.ticks import fed_by_schedule
 from schemas.dataset_record import DATASET_FIELDS, DatasetStatus, dataset_id_for
 
 REASON_WIDTH = 80
@@ -47,10 +46,6 @@ VERSION_LABELS = (
 
 class DatasetUriError(ValueError):
     """A dataset URI that is not gs://BUCKET/PREFIX/."""
-
-
-class CommandError(RuntimeError):
-    """Firestore or Pub/Sub could not be reached or refused the call; the message says what to check."""
 
 
 def parse_dataset_uri(uri: str) -> tuple[str, str]:
@@ -121,32 +116,13 @@ def describe_dataset(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def _boundary(what: str) -> Iterator[None]:
-    """Client and settings failures become one CommandError that says what could not be done and what to check."""
-    from google.api_core.exceptions import GoogleAPIError
-    from google.auth.exceptions import GoogleAuthError
-
-    from functions.settings import SettingsError
-
-    try:
-        yield
-    except SettingsError as exc:
-        raise CommandError(str(exc)) from exc
-    except (GoogleAPIError, GoogleAuthError, TimeoutError) as exc:
-        raise CommandError(
-            f"cannot {what}: {reason(exc)}. On the local stack check `landfall status` (the CLI reads "
-            ".landfall/env); in Google Cloud check GOOGLE_CLOUD_PROJECT and your credentials."
-        ) from exc
-
-
 def _collection() -> tuple[Any, str]:
     """The datasets collection and how messages name it (collection and project)."""
     from google.cloud import firestore
 
     from functions.settings import get_settings
 
-    with _boundary("open Firestore"):
+    with client_boundary("open Firestore"):
         settings = get_settings()
         client = firestore.Client(project=settings.project)
     return (
@@ -162,7 +138,7 @@ def list_datasets(status: str | None, limit: int) -> list[dict[str, Any]]:
     from google.cloud.firestore_v1.base_query import FieldFilter
 
     collection, described = _collection()
-    with _boundary(f"read the {described}"):
+    with client_boundary(f"read the {described}"):
         query = collection
         if status is not None:
             query = query.where(filter=FieldFilter("status", "==", status))
@@ -194,7 +170,7 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     dataset_id = dataset_id_for(bucket, prefix)
     try:
         collection, described = _collection()
-        with _boundary(f"read the {described}"):
+        with client_boundary(f"read the {described}"):
             snapshot = collection.document(dataset_id).get()
     except CommandError as exc:
         print(f"landfall dataset: {exc}", file=sys.stderr)
@@ -230,7 +206,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         print(f"landfall retrain: {exc}", file=sys.stderr)
         return 2
     try:
-        with _boundary(f"retrain gs://{bucket}/{prefix}"):
+        with client_boundary(f"retrain gs://{bucket}/{prefix}"):
             deps = _ingest_deps()
             done = retrain(bucket, prefix, deps)
             version = deps.datasets.version(done.run_id) or {}
@@ -300,8 +276,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "sweep",
         help="run the ingest sweep now: publish one tick to its topic",
-        description="Publish one tick of the ingest_sweep schedule, as `gcloud scheduler jobs run` "
-        "would: the sweep_datasets function closes quiet-period datasets and re-checks "
+        description=f"Publish one tick of the {SWEEP_SCHEDULE} schedule, as `gcloud scheduler jobs run` "
+        f"would: the {fed_by_schedule(SWEEP_SCHEDULE)} function closes quiet-period datasets and re-checks "
         "manifests. Prints the message id.",
     )
     p.set_defaults(func=cmd_sweep)

@@ -6,8 +6,8 @@ import argparse
 import getpass
 from datetime import UTC, datetime
 
-from landfall.commands.datasets import _boundary
-from landfall.errors import CommandError
+from landfall.errors import CommandError, client_boundary
+from landfall.ticks import fed_by_schedule
 
 RECONCILE_SCHEDULE = "reconcile"
 """The topology schedule whose tick `landfall reconcile` publishes."""
@@ -25,7 +25,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     from functions.reconciler.cancel import cancel_run
     from functions.wiring import runs_store, vertex_jobs
 
-    with _boundary("cancel the run"):
+    with client_boundary("cancel the run"):
         try:
             said = cancel_run(args.run_id, by=args.by, store=runs_store(), vertex=vertex_jobs(), now=datetime.now(UTC))
         except LandfallError as exc:
@@ -38,8 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "reconcile",
         help="run the reconciler now: publish one tick to its topic",
-        description="Publish one tick of the reconcile schedule, as `gcloud scheduler jobs run` "
-        "would: reconcile_runs records ended jobs, takes over stuck submissions and "
+        description=f"Publish one tick of the {RECONCILE_SCHEDULE} schedule, as `gcloud scheduler jobs run` "
+        f"would: {fed_by_schedule(RECONCILE_SCHEDULE)} records ended jobs, takes over stuck submissions and "
         "resubmits runs waiting for capacity. Prints the message id.",
     )
     p.set_defaults(func=cmd_reconcile)

@@ -15,10 +15,10 @@ from typing import Any
 
 import google_crc32c
 
+from deploy.routes import Route
 from functions import envelopes
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
 from functions.ingest.handler import IngestDeps, handle_object_event
-from functions.ingest.routes import Route
 from functions.ingest.sweep import handle_sweep
 from functions.records.dataset_versions import (
     Doc,

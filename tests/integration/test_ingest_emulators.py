@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from deploy.routes import Route
 from functions.envelopes import ObjectEvent
 from functions.errors import TransientError
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.gcs_objects import GcsObjects, TooLarge
 from functions.ingest.handler import IngestDeps, handle_object_event
-from functions.ingest.routes import Route
 from functions.records.leases import ClaimOutcome
 from functions.settings import settings_from_env
 from schemas.dataset_record import DatasetStatus, VersionStatus, dataset_id_for

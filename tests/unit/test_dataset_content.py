@@ -13,11 +13,11 @@ from datetime import timedelta
 import pytest
 from google.api_core.exceptions import InvalidArgument
 
+from deploy.routes import Route
 from functions.errors import TransientError
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.readiness import scan_prefix
 from functions.ingest.retrain import RetrainError, retrain
-from functions.ingest.routes import Route
 from landfall.cli import build_parser
 from landfall.commands import datasets as datasets_cli
 from schemas.dataset_record import DatasetStatus, VersionStatus, content_key_for

@@ -40,6 +40,7 @@ def test_a_function_bundle_holds_its_package_schemas_deploy_data_main_and_requir
         "deploy/__init__.py",
         "deploy/topology.py",
         "deploy/images.py",
+        "deploy/routes.py",
         "deploy/topology.toml",
         "deploy/routes.toml",
     }

@@ -29,16 +29,22 @@ def lint(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[bool, str]:
     return kept, " ".join(capsys.readouterr().out.split())
 
 
-def test_the_contracts_cover_the_boundaries_of_issue_10() -> None:
+def test_the_layers_state_the_architecture() -> None:
+    """Entry points over the composition root over the handlers over adapters, rules, planner and schemas; the CLI
+    and the local tooling above functions; the trainer apart (issue 21)."""
     assert set(CONFIG["root_packages"]) == {"functions", "trainer", "schemas", "deploy", "landfall"}
-    forbidden = {c["id"]: (c["source_modules"], set(c["forbidden_modules"])) for c in CONFIG["contracts"]}
-    assert forbidden["trainer"] == (["trainer"], {"functions", "deploy", "landfall"})
-    assert forbidden["functions"][1] >= {"trainer", "torch", "deploy.local", "deploy.vertex_emulator"}
-    assert forbidden["schemas"][1] >= {"functions", "trainer", "deploy", "landfall"}
-    assert forbidden["adapters"] == (
-        ["functions.gcp"],
-        {"functions.ingest", "functions.dispatch", "functions.listener", "functions.main", "functions.wiring"},
-    )
+    contracts = {c["id"]: c for c in CONFIG["contracts"]}
+    layers = [{name.strip() for name in layer.replace(":", "|").split("|")} for layer in contracts["layers"]["layers"]]
+    order = {module: depth for depth, layer in enumerate(layers) for module in layer}
+    handlers = ("functions.ingest", "functions.dispatch", "functions.listener", "functions.reconciler")
+    assert order["landfall"] < order["deploy.gcp"] == order["deploy.local"] < order["functions.main"]
+    assert order["functions.main"] < order["functions.wiring"] < min(order[h] for h in handlers)
+    assert len({order[h] for h in handlers}) == 1 and "|" in contracts["layers"]["layers"][order[handlers[0]]]
+    assert max(order[h] for h in handlers) < order["functions.gcp"] < order["functions.records"]
+    assert order["functions.records"] < order["functions.planning"] < order["schemas"] == len(layers) - 1
+    assert contracts["trainer"]["forbidden_modules"] == ["functions", "deploy", "landfall"]
+    assert {"trainer", "torch"} <= set(contracts["functions"]["forbidden_modules"])
+    assert contracts["deploy"]["forbidden_modules"] == ["functions"]
 
 
 def test_the_tree_keeps_every_contract(capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,14 +54,19 @@ def test_the_tree_keeps_every_contract(capsys: pytest.CaptureFixture[str]) -> No
         assert f"{name} KEPT" in report
 
 
-@pytest.mark.parametrize(
+@pytest.mark.parametrize(  # the module written with source (replacing an existing one keeps it in its layer)
     ("contract", "module", "source"),
     [
-        ("adapters", "functions/gcp/leak.py", "from functions.dispatch import handler\n"),
+        ("layers", "functions/gcp/leak.py", "from functions.dispatch import handler\n"),  # an adapter, a handler
+        ("layers", "functions/reconciler/leak.py", "from functions.listener import handler\n"),  # handler, handler
+        ("layers", "functions/records/leak.py", "from functions.gcp import vertex\n"),  # a rule, an adapter
+        ("layers", "functions/ingest/leak.py", "def run():\n    from deploy.local import stack\n"),  # lazy counts
+        ("layers", "schemas/leak.py", "from deploy.topology import load_topology\n"),
+        ("ingest", "functions/ingest/manifest.py", "from functions.ingest import handler\n"),  # a rule, its handler
+        ("cli", "landfall/ticks.py", "from landfall.commands import datasets\n"),  # the cycle of issue 21
+        ("deploy", "deploy/gcp/leak.py", "from functions.ingest import routes\n"),
         ("functions", "functions/planning/leak.py", "import torch\n"),
-        ("functions", "functions/ingest/leak.py", "def run():\n    from deploy.local import stack\n"),  # lazy counts
         ("trainer", "trainer/leak.py", "from functions.settings import get_settings\n"),
-        ("schemas", "schemas/leak.py", "from deploy.topology import load_topology\n"),
     ],
 )
 def test_breaking_a_contract_fails_and_names_it(

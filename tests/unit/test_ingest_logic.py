@@ -13,11 +13,11 @@ from datetime import timedelta
 
 import pytest
 
+from deploy.routes import Route, RouteError, _route
 from functions.errors import TransientError
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of
 from functions.ingest.readiness import scan_prefix
-from functions.ingest.routes import Route, RouteError, _route
 from schemas.dataset_record import DatasetStatus
 from schemas.training_request import run_id_for
 from tests.fakes.ingest import BUCKET, T0, World, fake_deps

@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from functions.errors import PermanentError, TransientError
-from functions.listener.handler import ACTUAL_COST_BASIS, UNKNOWN_JOB_PATIENCE
+from functions.job_states import ACTUAL_COST_BASIS
+from functions.listener.handler import UNKNOWN_JOB_PATIENCE
 from schemas.run_record import RunRecord, RunState
 from schemas.times import format_timestamp
 from tests.fakes.world import NOW, PLAN, World

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from deploy.routes import Route
 from functions.dispatch.handler import attempt_policy, resubmit
 from functions.errors import TransientError
 from functions.gcp.vertex import RUN_LABEL
-from functions.ingest.routes import Route
 from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps, _reconcile
 from functions.reconciler.orphans import OrphanDeps
 from functions.reconciler.republish import RepublishDeps

@@ -88,7 +88,7 @@ def test_data_files_are_package_data(package: str, name: str) -> None:
 
 def test_no_loader_finds_its_data_from_its_own_path() -> None:
     for path in (
-        "functions/ingest/routes.py",
+        "deploy/routes.py",
         "deploy/topology.py",
         "schemas/proto.py",
         "schemas/gpus.py",

@@ -1,4 +1,5 @@
-"""Each closed vocabulary (tasks, strategies, precisions, Spot policies) lives once, in schemas/vocabulary.py.
+"""Each closed vocabulary (tasks, strategies, precisions, Spot policies, failure reasons) lives once, in
+schemas/vocabulary.py.
 
 The guard at the end scans the shipped packages for literal collections that spell out two or more values of a
 vocabulary: such a collection is a second copy of the list, bound to drift. The few per-value tables that are facts
@@ -22,16 +23,28 @@ VOCABULARIES = {
     "STRATEGIES": vocabulary.STRATEGIES,
     "PRECISIONS": vocabulary.PRECISIONS,
     "SPOT_POLICIES": vocabulary.SPOT_POLICIES,
+    "FAILURE_REASONS": vocabulary.FAILURE_REASONS,
+    "TRAINER_FAILURE_KINDS": vocabulary.TRAINER_FAILURE_KINDS,
 }
 # (file, vocabulary) -> why a literal there may name several values.
 KEPT = {
     ("functions/planning/memory.py", "STRATEGIES"): "bytes per parameter per strategy (ZeRO paper), keyed by name",
     ("trainer/precision.py", "PRECISIONS"): "the torch dtype of each 16-bit precision",
+    ("functions/planning/search.py", "FAILURE_REASONS"): "the planner's rejection reasons (quota, timeout: both)",
+    ("functions/planning/feasibility.py", "FAILURE_REASONS"): "labels of the planner's rejection reasons (search.py)",
 }
 
 
 @pytest.mark.parametrize(
-    "terms", [vocabulary.TASK_TERMS, vocabulary.STRATEGY_TERMS, vocabulary.PRECISION_TERMS, vocabulary.SPOT_TERMS]
+    "terms",
+    [
+        vocabulary.TASK_TERMS,
+        vocabulary.STRATEGY_TERMS,
+        vocabulary.PRECISION_TERMS,
+        vocabulary.SPOT_TERMS,
+        vocabulary.FAILURE_REASON_TERMS,
+        vocabulary.TRAINER_FAILURE_KIND_TERMS,
+    ],
 )
 def test_every_value_is_unique_and_explained(terms: tuple[vocabulary.Term, ...]) -> None:
     assert len(vocabulary.names(terms)) == len(set(vocabulary.names(terms)))

@@ -12,7 +12,7 @@ import pytest
 from google.api_core.exceptions import InvalidArgument
 from google.protobuf import json_format
 
-from functions.ingest.routes import Route
+from deploy.routes import Route
 from schemas.dataset_record import DatasetStatus, VersionStatus
 from schemas.errors import SchemaError
 from schemas.proto import message_class
