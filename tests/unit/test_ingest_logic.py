@@ -20,7 +20,7 @@ from functions.ingest.readiness import scan_prefix
 from functions.ingest.routes import Route, RouteError, _route
 from schemas.dataset_record import DatasetStatus
 from schemas.training_request import run_id_for
-from tests.fakes.ingest import BUCKET, T0, World, fake_deps
+from tests.fakes.ingest import BUCKET, T0, World, fake_deps, version_stub
 
 MARKED = Route(
     name="marked",
@@ -119,7 +119,7 @@ def test_busy_version_is_retried_and_a_failed_publish_releases_the_claim() -> No
     w.objects.put("datasets/b/part-0.csv")
     marker = w.objects.put("datasets/b/_SUCCESS", b"")
     key = f"gcs:{BUCKET}/datasets/b/:{marker.generation}"
-    w.datasets.claim_version({"run_id": run_id_for(key)}, owner="other", now=T0, lease_seconds=60)
+    w.datasets.claim_version(version_stub(run_id_for(key)), owner="other", now=T0, lease_seconds=60)
     with pytest.raises(TransientError, match="another delivery"):
         w.deliver("datasets/b/_SUCCESS", marker.generation)
     w.clock.now = T0 + timedelta(seconds=61)  # the other delivery died: its lease ran out
