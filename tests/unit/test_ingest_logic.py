@@ -18,7 +18,7 @@ from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of
 from functions.ingest.readiness import scan_prefix
 from functions.ingest.routes import Route, RouteError, _route
-from schemas.dataset_record import DatasetStatus
+from schemas.dataset_record import DatasetRecord, DatasetStatus
 from schemas.training_request import run_id_for
 from tests.fakes.ingest import BUCKET, T0, World, fake_deps, version_stub
 
@@ -427,7 +427,7 @@ def test_a_delivery_that_died_after_marking_the_version_published_leaves_the_dat
     w.upload("datasets/a/part-0.csv")
     real_save = w.datasets.save_dataset
 
-    def die(doc: dict) -> bool:  # type: ignore[type-arg]
+    def die(record: DatasetRecord) -> bool:
         w.datasets.save_dataset = real_save  # type: ignore[method-assign]
         raise _Died()
 
