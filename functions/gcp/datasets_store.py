@@ -9,6 +9,7 @@ parse (schemas/dataset_record.py, dataset_version.py, content_record.py), so a d
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -33,6 +34,9 @@ from functions.records.leases import Claim, ClaimOutcome
 from schemas.content_record import CONTENTS_SUBCOLLECTION, ContentRecord, parse_content_record
 from schemas.dataset_record import DatasetRecord, DatasetStatus, VersionStatus, parse_dataset_record
 from schemas.dataset_version import DatasetVersion, parse_dataset_version
+from schemas.errors import SchemaError
+
+log = logging.getLogger("landfall.datasets_store")
 
 Doc = dict[str, Any]
 R = TypeVar("R")
@@ -40,6 +44,18 @@ R = TypeVar("R")
 
 def _parsed(parse: Callable[[Mapping[str, Any]], R], doc: Doc | None) -> R | None:
     return None if doc is None else parse(doc)
+
+
+def _readable(parse: Callable[[Mapping[str, Any]], R], docs: Iterable[Doc], what: str) -> Iterator[R]:
+    """The documents of a scan that fit their schema; one that does not is logged with the field and left out, so
+    it cannot stop the sweep or the reconciler's look at the others (a read by id still raises)."""
+    for doc in docs:
+        try:
+            yield parse(doc)
+        except SchemaError as exc:
+            log.error(
+                "%s %s left out: it does not fit its schema: %s", what, doc.get("dataset_id") or doc.get("run_id"), exc
+            )
 
 
 class DatasetsStore:
@@ -98,7 +114,7 @@ class DatasetsStore:
             docs = [s.to_dict() for s in query.stream()]
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
-        return [parse_dataset_record(d) for d in docs]
+        return list(_readable(parse_dataset_record, docs, "dataset"))
 
     # versions (the outbox) -------------------------------------------------------------------------------------
     def claim_version(
@@ -144,10 +160,13 @@ class DatasetsStore:
         """PUBLISHED versions not yet matched with their run (`answered == False`), a page at a time by id."""
         from google.cloud.firestore_v1.base_query import FieldFilter
 
-        for doc in paged_documents(
-            self._client.collection(self._versions), FieldFilter("answered", "==", False), page_size=page_size
-        ):
-            yield parse_dataset_version(doc)
+        yield from _readable(
+            parse_dataset_version,
+            paged_documents(
+                self._client.collection(self._versions), FieldFilter("answered", "==", False), page_size=page_size
+            ),
+            "dataset version",
+        )
 
     def _change_version(self, run_id: str, rule: Callable[[DatasetVersion | None], DatasetVersion | None]) -> bool:
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:

@@ -186,3 +186,9 @@ def test_a_drifted_document_fails_naming_its_field(client: Any) -> None:
     client.document(f"{TOPOLOGY.datasets_collection}/{doc['dataset_id']}").set(doc)
     with pytest.raises(SchemaError, match=r"^dataset\.status: 'FINISHED' is not one of"):
         _datasets(client).datasets([doc["dataset_id"]])
+    waiting = golden("dataset_record") | {"status": "WAITING", "dataset_id": "ds-waiting"}
+    unknown = golden("dataset_record") | {"status": "WAITING", "dataset_id": "ds-drifted", "route": 7}
+    for extra in (waiting, unknown):
+        client.document(f"{TOPOLOGY.datasets_collection}/{extra['dataset_id']}").set(extra)
+    # The sweep's scan leaves the drifted one out (logged with its field) and still sees the others.
+    assert [d.dataset_id for d in _datasets(client).open_datasets()] == ["ds-waiting"]
