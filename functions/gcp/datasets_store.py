@@ -3,22 +3,25 @@ document per dataset version, claimed under a lease and finished exactly once) a
 document per distinct content, naming the run that trains it).
 
 The rules are pure functions in functions/records/dataset_versions.py (the lease rule itself in leases.py); this
-adapter applies them in transactions.
+adapter applies them in transactions. Every document is written as its schema's `to_dict()` and read through its
+parse (schemas/dataset_record.py, dataset_version.py, content_record.py), so a drifted field fails by name here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from functions.errors import as_transient
 from functions.gcp.firestore_paging import paged_documents
 from functions.gcp.firestore_tx import create_if_absent, in_transaction
 from functions.records.dataset_versions import (
-    Doc,
+    VersionOutcome,
     answered,
     claim,
+    collecting,
     content_claim,
     finished,
     first_claim,
@@ -28,7 +31,31 @@ from functions.records.dataset_versions import (
     retrain_counted,
 )
 from functions.records.leases import Claim, ClaimOutcome
-from schemas.dataset_record import DatasetStatus, VersionStatus
+from schemas.content_record import CONTENTS_SUBCOLLECTION, ContentRecord, parse_content_record
+from schemas.dataset_record import DatasetRecord, DatasetStatus, VersionStatus, parse_dataset_record
+from schemas.dataset_version import DatasetVersion, parse_dataset_version
+from schemas.errors import SchemaError
+
+log = logging.getLogger("landfall.datasets_store")
+
+Doc = dict[str, Any]
+R = TypeVar("R")
+
+
+def _parsed(parse: Callable[[Mapping[str, Any]], R], doc: Doc | None) -> R | None:
+    return None if doc is None else parse(doc)
+
+
+def _readable(parse: Callable[[Mapping[str, Any]], R], docs: Iterable[Doc], what: str) -> Iterator[R]:
+    """The documents of a scan that fit their schema; one that does not is logged with the field and left out, so
+    it cannot stop the sweep or the reconciler's look at the others (a read by id still raises)."""
+    for doc in docs:
+        try:
+            yield parse(doc)
+        except SchemaError as exc:
+            log.error(
+                "%s %s left out: it does not fit its schema: %s", what, doc.get("dataset_id") or doc.get("run_id"), exc
+            )
 
 
 class DatasetsStore:
@@ -44,39 +71,39 @@ class DatasetsStore:
         return self._client.collection(self._versions).document(run_id)
 
     # datasets ---------------------------------------------------------------------------------------------------
-    def datasets(self, dataset_ids: Iterable[str]) -> dict[str, Doc]:
+    def datasets(self, dataset_ids: Iterable[str]) -> dict[str, DatasetRecord]:
         refs = [self._dataset_ref(i) for i in dict.fromkeys(dataset_ids)]
         if not refs:
             return {}
         try:
-            return {s.id: s.to_dict() for s in self._client.get_all(refs) if s.exists}
+            snapshots = [s for s in self._client.get_all(refs) if s.exists]
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
+        return {s.id: parse_dataset_record(s.to_dict()) for s in snapshots}
 
-    def save_dataset(self, doc: Doc) -> bool:
+    def save_dataset(self, record: DatasetRecord) -> bool:
         """Write the dataset document unless a newer version's outcome is already there; True when written."""
-        return bool(
-            in_transaction(
-                self._client,
-                self._dataset_ref(doc["dataset_id"]),
-                lambda cur: (doc, True) if newer_version(cur, doc) else (None, False),
-            )
-        )
 
-    def mark_collecting(self, doc: Doc) -> bool:
+        def change(cur: Doc | None) -> tuple[Doc | None, bool]:
+            if newer_version(_parsed(parse_dataset_record, cur), record):
+                return record.to_dict(), True
+            return None, False
+
+        return bool(in_transaction(self._client, self._dataset_ref(record.dataset_id), change))
+
+    def mark_collecting(self, record: DatasetRecord) -> bool:
         """Quiet-period: note that objects are arriving (the caller has seen it is not COLLECTING already)."""
-        ref = self._dataset_ref(doc["dataset_id"])
-        if create_if_absent(ref, doc):
+        ref = self._dataset_ref(record.dataset_id)
+        if create_if_absent(ref, record.to_dict()):
             return True
 
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:
-            if cur and cur.get("status") == DatasetStatus.COLLECTING:
-                return None, False
-            return {**(cur or {}), **doc, "version": (cur or {}).get("version")}, True
+            new = collecting(_parsed(parse_dataset_record, cur), record)
+            return (None, False) if new is None else (new.to_dict(), True)
 
         return bool(in_transaction(self._client, ref, change))
 
-    def open_datasets(self) -> list[Doc]:
+    def open_datasets(self) -> list[DatasetRecord]:
         """Datasets the sweep looks at: COLLECTING (quiet period) and WAITING (manifest short of objects)."""
         from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -84,54 +111,67 @@ class DatasetsStore:
             filter=FieldFilter("status", "in", [DatasetStatus.COLLECTING.value, DatasetStatus.WAITING.value])
         )
         try:
-            return [s.to_dict() for s in query.stream()]
+            docs = [s.to_dict() for s in query.stream()]
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
+        return list(_readable(parse_dataset_record, docs, "dataset"))
 
     # versions (the outbox) -------------------------------------------------------------------------------------
-    def claim_version(self, doc: Doc, *, owner: str, now: datetime, lease_seconds: int) -> Claim[Doc]:
+    def claim_version(
+        self, version: DatasetVersion, *, owner: str, now: datetime, lease_seconds: int
+    ) -> Claim[DatasetVersion]:
         """Create the version as CLAIMED by owner, or take it over if its earlier claim lapsed or it was WAITING."""
-        fresh = first_claim(doc, owner=owner, now=now, lease_seconds=lease_seconds)
-        ref = self._version_ref(doc["run_id"])
-        if create_if_absent(ref, fresh):
+        fresh = first_claim(version, owner=owner, now=now, lease_seconds=lease_seconds)
+        ref = self._version_ref(version.run_id)
+        if create_if_absent(ref, fresh.to_dict()):
             return Claim(ClaimOutcome.CLAIMED, fresh)
 
-        def change(cur: Doc | None) -> tuple[Doc | None, Claim[Doc]]:
+        def change(cur: Doc | None) -> tuple[Doc | None, Claim[DatasetVersion]]:
             if cur is None:
-                return fresh, Claim(ClaimOutcome.CLAIMED, fresh)
-            result = claim(cur, owner=owner, now=now, lease_seconds=lease_seconds)
-            return (result.doc if result.outcome == ClaimOutcome.CLAIMED else None), result
+                return fresh.to_dict(), Claim(ClaimOutcome.CLAIMED, fresh)
+            result = claim(parse_dataset_version(cur), owner=owner, now=now, lease_seconds=lease_seconds)
+            return (result.doc.to_dict() if result.outcome == ClaimOutcome.CLAIMED else None), result
 
-        return in_transaction(self._client, ref, change)
+        result: Claim[DatasetVersion] = in_transaction(self._client, ref, change)
+        return result
 
-    def finish_version(self, run_id: str, *, owner: str, status: VersionStatus, now: datetime, updates: Doc) -> bool:
+    def finish_version(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        status: VersionStatus,
+        now: datetime,
+        outcome: VersionOutcome | None = None,
+    ) -> bool:
         """Record the outcome of owner's claim; False (nothing written) when another delivery finished it first."""
+        return self._change_version(
+            run_id, lambda cur: finished(cur, owner=owner, status=status, now=now, outcome=outcome)
+        )
 
-        def change(cur: Doc | None) -> tuple[Doc | None, bool]:
-            new = finished(cur, owner=owner, status=status, now=now, updates=updates)
-            return new, new is not None
-
-        return bool(in_transaction(self._client, self._version_ref(run_id), change))
-
-    def version(self, run_id: str) -> Doc | None:
+    def version(self, run_id: str) -> DatasetVersion | None:
         try:
             snapshot = self._version_ref(run_id).get()
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
-        return snapshot.to_dict() if snapshot.exists else None
+        return parse_dataset_version(snapshot.to_dict()) if snapshot.exists else None
 
-    def unanswered_versions(self, *, page_size: int = 200) -> Iterator[Doc]:
+    def unanswered_versions(self, *, page_size: int = 200) -> Iterator[DatasetVersion]:
         """PUBLISHED versions not yet matched with their run (`answered == False`), a page at a time by id."""
         from google.cloud.firestore_v1.base_query import FieldFilter
 
-        yield from paged_documents(
-            self._client.collection(self._versions), FieldFilter("answered", "==", False), page_size=page_size
+        yield from _readable(
+            parse_dataset_version,
+            paged_documents(
+                self._client.collection(self._versions), FieldFilter("answered", "==", False), page_size=page_size
+            ),
+            "dataset version",
         )
 
-    def _change_version(self, run_id: str, rule: Callable[[Doc | None], Doc | None]) -> bool:
+    def _change_version(self, run_id: str, rule: Callable[[DatasetVersion | None], DatasetVersion | None]) -> bool:
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:
-            new = rule(cur)
-            return new, new is not None
+            new = rule(_parsed(parse_dataset_version, cur))
+            return (None, False) if new is None else (new.to_dict(), True)
 
         return bool(in_transaction(self._client, self._version_ref(run_id), change))
 
@@ -147,51 +187,54 @@ class DatasetsStore:
         return self._change_version(run_id, lambda cur: republish_counted(cur, message_id=message_id))
 
     # contents ----------------------------------------------------------------------------------------------------
-    def _content_ref(self, doc: Doc) -> Any:
-        return self._dataset_ref(doc["dataset_id"]).collection("contents").document(doc["digest"])
+    def _content_ref(self, dataset_id: str, digest: str) -> Any:
+        return self._dataset_ref(dataset_id).collection(CONTENTS_SUBCOLLECTION).document(digest)
 
-    def claim_content(self, doc: Doc, *, now: datetime, retrain: bool = False) -> Claim[Doc]:
-        """Let version doc["run_id"] publish this content: created with create() by the first version that gets
+    def claim_content(self, content: ContentRecord, *, now: datetime, retrain: bool = False) -> Claim[ContentRecord]:
+        """Let version content.run_id publish this content: created with create() by the first version that gets
         here; otherwise decided in a transaction that also reads the version the content names (content_claim)."""
         from google.cloud import firestore
 
-        ref = self._content_ref(doc)
+        ref = self._content_ref(content.dataset_id, content.digest)
         if not retrain:
-            fresh = content_claim(None, None, doc, now=now, retrain=False).doc
-            if create_if_absent(ref, fresh):
+            fresh = content_claim(None, None, content, now=now, retrain=False).doc
+            if create_if_absent(ref, fresh.to_dict()):
                 return Claim(ClaimOutcome.CLAIMED, fresh)
 
         @firestore.transactional
-        def body(transaction: Any) -> Claim[Doc]:
+        def body(transaction: Any) -> Claim[ContentRecord]:
             snapshot = ref.get(transaction=transaction)
-            cur = snapshot.to_dict() if snapshot.exists else None
+            cur = parse_content_record(snapshot.to_dict()) if snapshot.exists else None
             holder = None
-            if cur and cur.get("run_id") and cur["run_id"] != doc["run_id"]:
-                held = self._version_ref(cur["run_id"]).get(transaction=transaction)
-                holder = held.to_dict() if held.exists else None
-            result = content_claim(cur, holder, doc, now=now, retrain=retrain)
+            if cur is not None and cur.run_id and cur.run_id != content.run_id:
+                held = self._version_ref(cur.run_id).get(transaction=transaction)
+                holder = parse_dataset_version(held.to_dict()) if held.exists else None
+            result = content_claim(cur, holder, content, now=now, retrain=retrain)
             if result.outcome == ClaimOutcome.CLAIMED and result.doc != cur:
-                transaction.set(ref, result.doc)
+                transaction.set(ref, result.doc.to_dict())
             return result
 
         try:
-            claimed: Claim[Doc] = body(self._client.transaction(max_attempts=10))  # transactional's call: unannotated
-            return claimed
+            result: Claim[ContentRecord] = body(self._client.transaction(max_attempts=10))
         except Exception as exc:
             raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc
+        return result
 
-    def count_retrain(self, doc: Doc, *, now: datetime) -> Doc:
-        """One more `landfall retrain` of this content: the content document with its `retrains` count raised."""
+    def count_retrain(self, content: ContentRecord, *, now: datetime) -> ContentRecord:
+        """One more `landfall retrain` of this content: the content record with its `retrains` count raised."""
 
-        def change(cur: Doc | None) -> tuple[Doc, Doc]:
-            new = retrain_counted(cur, doc, now=now)
-            return new, new
+        def change(cur: Doc | None) -> tuple[Doc, ContentRecord]:
+            new = retrain_counted(_parsed(parse_content_record, cur), content, now=now)
+            return new.to_dict(), new
 
-        return in_transaction(self._client, self._content_ref(doc), change)
+        result: ContentRecord = in_transaction(
+            self._client, self._content_ref(content.dataset_id, content.digest), change
+        )
+        return result
 
-    def content(self, dataset_id: str, digest: str) -> Doc | None:
+    def content(self, dataset_id: str, digest: str) -> ContentRecord | None:
         try:
-            snapshot = self._content_ref({"dataset_id": dataset_id, "digest": digest}).get()
+            snapshot = self._content_ref(dataset_id, digest).get()
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
-        return snapshot.to_dict() if snapshot.exists else None
+        return parse_content_record(snapshot.to_dict()) if snapshot.exists else None

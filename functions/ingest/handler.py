@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from deploy.routes import Route
 from functions.envelopes import ObjectEvent
@@ -26,18 +26,20 @@ from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem
 from functions.ingest.manifest import Entry, ManifestError
 from functions.ingest.readiness import Completion, Scan, Verdict, evaluate, read_manifest, scan_prefix
 from functions.ingest.routes import load_routes, route_for
-from functions.records.dataset_versions import Doc
+from functions.records.dataset_versions import VersionOutcome
 from functions.records.leases import ClaimOutcome
 from functions.settings import Settings
+from schemas.content_record import ContentRecord
 from schemas.dataset_record import (
     DATASET_STATUS_OF_VERSION,
-    FINAL_VERSION_STATUSES,
-    SCHEMA_VERSION,
+    DatasetRecord,
     DatasetStatus,
     VersionStatus,
+    VersionSummary,
     content_key_for,
     dataset_id_for,
 )
+from schemas.dataset_version import DatasetVersion
 from schemas.times import format_timestamp
 from schemas.training_request import DatasetRef, TrainingRequest, run_id_for
 
@@ -121,7 +123,7 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
         # Duplicates are the common case under redelivery: one read of the outbox settles them.
         early = Completion(event.bucket, prefix, route, kind, event.name, event.generation, event.event_id)
         settled = deps.datasets.version(run_id_for(early.idempotency_key))
-        if settled is not None and VersionStatus(settled["status"]) in FINAL_VERSION_STATUSES:
+        if settled is not None and settled.final:
             return _duplicate(early, settled, deps)
     current = deps.objects.stat(event.bucket, event.name)
     if current is None:
@@ -151,18 +153,21 @@ def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
     docs = deps.datasets.datasets(dataset_id_for(event.bucket, p) for p in prefixes)
     outcomes = []
     for prefix in manifest_prefixes:
-        doc = docs.get(dataset_id_for(event.bucket, prefix))
-        if doc and doc.get("status") == DatasetStatus.WAITING:
-            outcomes.append(complete(completion_from(doc, route, event.event_id), deps))
+        waiting = docs.get(dataset_id_for(event.bucket, prefix))
+        if waiting is not None and waiting.status == DatasetStatus.WAITING and waiting.version is not None:
+            outcomes.append(complete(completion_from(waiting, route, event.event_id), deps))
     if quiet:
         doc = docs.get(dataset_id_for(event.bucket, quiet))
-        version_generation = int(((doc or {}).get("version") or {}).get("generation") or 0)
-        reopen = doc is None or (
-            doc.get("status") != DatasetStatus.COLLECTING and int(event.generation or 0) > version_generation
-        )
+        reopen = doc is None or (doc.status != DatasetStatus.COLLECTING and int(event.generation or 0) > doc.generation)
         if reopen and deps.datasets.mark_collecting(
             dataset_doc(
-                event.bucket, quiet, route, DatasetStatus.COLLECTING, "", (doc or {}).get("version"), deps.now()
+                event.bucket,
+                quiet,
+                route,
+                DatasetStatus.COLLECTING,
+                "",
+                None if doc is None else doc.version,
+                deps.now(),
             )
         ):
             log.info("quiet-period dataset gs://%s/%s is collecting objects", event.bucket, quiet)
@@ -170,16 +175,18 @@ def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
     return ",".join(outcomes) or "data"
 
 
-def completion_from(doc: Doc, route: Route, event_id: str = "") -> Completion:
-    """The waiting version a dataset document remembers."""
-    version = doc["version"]
+def completion_from(doc: DatasetRecord, route: Route, event_id: str = "") -> Completion:
+    """The waiting version a dataset document remembers (the caller has seen it has one)."""
+    if doc.version is None:
+        raise ValueError(f"dataset {doc.uri} shows no version to complete")
+    version = doc.version
     return Completion(
-        doc["bucket"],
-        doc["prefix"],
+        doc.bucket,
+        doc.prefix,
         route,
-        version["kind"],
-        version["completed_by"].removeprefix(f"gs://{doc['bucket']}/"),
-        version["generation"],
+        version.kind,
+        version.completed_by.removeprefix(f"gs://{doc.bucket}/"),
+        version.generation,
         event_id,
     )
 
@@ -207,7 +214,7 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
             return _not_ready(c, run_id, owner, verdict, deps)
         content_key = content_key_for(c.bucket, c.prefix, verdict.content_digest)
         content = deps.datasets.claim_content(
-            content_doc(c, run_id, verdict.content_digest, verdict.request.dataset),
+            content_doc(c, run_id, verdict.content_digest, verdict.request.dataset, deps.now()),
             now=deps.now(),
             retrain=c.kind == "retrain",
         )
@@ -216,7 +223,7 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         if content.outcome == ClaimOutcome.BUSY:
             raise TransientError(
                 f"{c.uri} version {c.generation} holds the same objects as version "
-                f"{content.doc.get('generation')}, which another delivery is publishing now; "
+                f"{content.doc.generation}, which another delivery is publishing now; "
                 "retry after its lease to see whether it was published"
             )
         try:
@@ -228,7 +235,7 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
             return _not_ready(c, run_id, owner, Verdict(reason=f"{c.uri}: {refusal}"), deps)
     except BaseException:
         # Let the next delivery take over at once rather than after the lease.
-        deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now(), updates={})
+        deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now())
         raise
     fault_point("ingest.after_publish")
     deps.datasets.finish_version(
@@ -236,13 +243,13 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         owner=owner,
         status=VersionStatus.PUBLISHED,
         now=deps.now(),
-        updates={
-            "message_id": message_id,
-            "request": verdict.request.to_dict(),
-            "reason": "",
-            "content_key": content_key,
-            "answered": False,
-        },
+        outcome=VersionOutcome(
+            message_id=message_id,
+            request=verdict.request.to_dict(),
+            reason="",
+            content_key=content_key,
+            answered=False,
+        ),
     )
     fault_point("ingest.after_mark_published")
     deps.datasets.save_dataset(
@@ -272,14 +279,20 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
 
 
 def _same_content(
-    c: Completion, run_id: str, owner: str, content_key: str, content: Doc, request: TrainingRequest, deps: IngestDeps
+    c: Completion,
+    run_id: str,
+    owner: str,
+    content_key: str,
+    content: ContentRecord,
+    request: TrainingRequest,
+    deps: IngestDeps,
 ) -> str:
     """This version holds what an earlier one published: record it as a DUPLICATE of that run, publish nothing."""
-    earlier = str(content["run_id"])
+    earlier = content.run_id
     stats = request.dataset
     reason = (
         f"{c.uri} holds the same objects as the version trained as run {earlier} (generation "
-        f"{content.get('generation')}): {stats.object_count} data object(s), {stats.total_bytes} bytes, with "
+        f"{content.generation}): {stats.object_count} data object(s), {stats.total_bytes} bytes, with "
         "the same names, sizes and checksums (landfall.json included), so it is not trained again. Run "
         f"`landfall retrain {c.uri}` to train it again on purpose"
     )
@@ -288,7 +301,7 @@ def _same_content(
         owner=owner,
         status=VersionStatus.DUPLICATE,
         now=deps.now(),
-        updates={"reason": reason, "duplicate_of": earlier, "content_key": content_key},
+        outcome=VersionOutcome(reason=reason, duplicate_of=earlier, content_key=content_key),
     )
     deps.datasets.save_dataset(
         dataset_doc(
@@ -319,45 +332,45 @@ def _publish_refusal(exc: Exception) -> str | None:
     return None
 
 
-def _duplicate(c: Completion, version: Doc, deps: IngestDeps) -> str:
+def _duplicate(c: Completion, version: DatasetVersion, deps: IngestDeps) -> str:
     """A version that was settled before: nothing is published again, and the dataset document is brought in line
     with the version's outcome if the delivery that settled it died before writing it (the fault campaign: a crash
     between marking the version PUBLISHED and writing the dataset document left the dataset unrecorded for good, as
     every redelivery stopped here)."""
-    status = version["status"]
     _repair_dataset(c, version, deps)
-    log.info("%s version %s already %s: duplicate ignored", c.uri, c.generation, status)
-    return f"duplicate:{status}"
+    log.info("%s version %s already %s: duplicate ignored", c.uri, c.generation, version.status)
+    return f"duplicate:{version.status.value}"
 
 
-def _repair_dataset(c: Completion, version: Doc, deps: IngestDeps) -> None:
+def _repair_dataset(c: Completion, version: DatasetVersion, deps: IngestDeps) -> None:
     dataset_id = dataset_id_for(c.bucket, c.prefix)
     current = deps.datasets.datasets([dataset_id]).get(dataset_id)
     if current is not None and (
-        (current.get("version") or {}).get("run_id") == version.get("run_id")
-        or int((current.get("version") or {}).get("generation") or 0) > int(c.generation or 0)
+        (current.version is not None and current.version.run_id == version.run_id)
+        or current.generation > int(c.generation or 0)
     ):
         return  # one plain read settles the common case: the dataset already shows this version or a newer one
-    status = VersionStatus(version["status"])
     summary = version_summary(
         c,
-        str(version["run_id"]),
-        status,
-        content_key=str(version.get("content_key") or ""),
-        duplicate_of=str(version.get("duplicate_of") or ""),
+        version.run_id,
+        version.status,
+        content_key=version.content_key or "",
+        duplicate_of=version.duplicate_of or "",
     )
     if deps.datasets.save_dataset(
         dataset_doc(
             c.bucket,
             c.prefix,
             c.route,
-            DATASET_STATUS_OF_VERSION[status],
-            str(version.get("reason") or ""),
+            DATASET_STATUS_OF_VERSION[version.status],
+            version.reason,
             summary,
             deps.now(),
         )
     ):
-        log.warning("dataset %s: its document did not show version %s (%s); written now", c.uri, c.generation, status)
+        log.warning(
+            "dataset %s: its document did not show version %s (%s); written now", c.uri, c.generation, version.status
+        )
 
 
 def _verdict(c: Completion, deps: IngestDeps, scan: Scan | None) -> Verdict:
@@ -378,7 +391,7 @@ def _verdict(c: Completion, deps: IngestDeps, scan: Scan | None) -> Verdict:
 def _not_ready(c: Completion, run_id: str, owner: str, verdict: Verdict, deps: IngestDeps) -> str:
     version_status = VersionStatus.WAITING if verdict.waiting else VersionStatus.REFUSED
     deps.datasets.finish_version(
-        run_id, owner=owner, status=version_status, now=deps.now(), updates={"reason": verdict.reason}
+        run_id, owner=owner, status=version_status, now=deps.now(), outcome=VersionOutcome(reason=verdict.reason)
     )
     status = DatasetStatus.WAITING if verdict.waiting else DatasetStatus.REFUSED
     deps.datasets.save_dataset(
@@ -392,54 +405,51 @@ def _not_ready(c: Completion, run_id: str, owner: str, verdict: Verdict, deps: I
 
 def version_summary(
     c: Completion, run_id: str, status: VersionStatus, *, content_key: str = "", duplicate_of: str = ""
-) -> Doc:
-    summary = {
-        "idempotency_key": c.idempotency_key,
-        "run_id": run_id,
-        "kind": c.kind,
-        "generation": c.generation,
-        "completed_by": f"gs://{c.bucket}/{c.object_name}",
-        "status": status.value,
-    }
-    if content_key:
-        summary["content_key"] = content_key
-    if duplicate_of:
-        summary["duplicate_of"] = duplicate_of
-    return summary
+) -> VersionSummary:
+    return VersionSummary(
+        idempotency_key=c.idempotency_key,
+        run_id=run_id,
+        kind=c.kind,
+        generation=c.generation,
+        completed_by=f"gs://{c.bucket}/{c.object_name}",
+        status=status,
+        content_key=content_key or None,
+        duplicate_of=duplicate_of or None,
+    )
 
 
-def content_doc(c: Completion, run_id: str, digest: str, stats: DatasetRef) -> Doc:
-    """The content document a version claims (schemas/dataset_record.py CONTENT_FIELDS)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "content_key": content_key_for(c.bucket, c.prefix, digest),
-        "digest": digest,
-        "dataset_id": dataset_id_for(c.bucket, c.prefix),
-        "uri": c.uri,
-        "run_id": run_id,
-        "idempotency_key": c.idempotency_key,
-        "generation": c.generation,
-        "object_count": stats.object_count,
-        "total_bytes": stats.total_bytes,
-    }
+def content_doc(c: Completion, run_id: str, digest: str, stats: DatasetRef, now: datetime) -> ContentRecord:
+    """The content record a version claims (the rules set its times and retrains)."""
+    stamp = format_timestamp(now)
+    return ContentRecord(
+        content_key=content_key_for(c.bucket, c.prefix, digest),
+        digest=digest,
+        dataset_id=dataset_id_for(c.bucket, c.prefix),
+        uri=c.uri,
+        run_id=run_id,
+        idempotency_key=c.idempotency_key,
+        generation=c.generation,
+        object_count=stats.object_count,
+        total_bytes=stats.total_bytes,
+        created_at=stamp,
+        updated_at=stamp,
+    )
 
 
-def version_doc(c: Completion, run_id: str) -> Doc:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "idempotency_key": c.idempotency_key,
-        "dataset_id": dataset_id_for(c.bucket, c.prefix),
-        "uri": c.uri,
-        "route": c.route.name,
-        "kind": c.kind,
-        "completed_by": f"gs://{c.bucket}/{c.object_name}",
-        "generation": c.generation,
-        "event_id": c.event_id,
-        "reason": "",
-        "message_id": "",
-        "request": None,
-    }
+def version_doc(c: Completion, run_id: str) -> DatasetVersion:
+    """The version a delivery claims (the claim rule sets its owner, lease and times)."""
+    return DatasetVersion(
+        run_id=run_id,
+        idempotency_key=c.idempotency_key,
+        dataset_id=dataset_id_for(c.bucket, c.prefix),
+        uri=c.uri,
+        route=c.route.name,
+        kind=c.kind,
+        completed_by=f"gs://{c.bucket}/{c.object_name}",
+        generation=c.generation,
+        status=VersionStatus.CLAIMED,
+        event_id=c.event_id,
+    )
 
 
 def dataset_doc(
@@ -448,18 +458,17 @@ def dataset_doc(
     route: Route,
     status: DatasetStatus,
     reason: str,
-    version: dict[str, Any] | None,
+    version: VersionSummary | None,
     now: datetime,
-) -> Doc:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "dataset_id": dataset_id_for(bucket, prefix),
-        "bucket": bucket,
-        "prefix": prefix,
-        "uri": f"gs://{bucket}/{prefix}",
-        "route": route.name,
-        "status": status.value,
-        "reason": reason,
-        "updated_at": format_timestamp(now),
-        "version": version,
-    }
+) -> DatasetRecord:
+    return DatasetRecord(
+        dataset_id=dataset_id_for(bucket, prefix),
+        bucket=bucket,
+        prefix=prefix,
+        uri=f"gs://{bucket}/{prefix}",
+        route=route.name,
+        status=status,
+        reason=reason,
+        updated_at=format_timestamp(now),
+        version=version,
+    )

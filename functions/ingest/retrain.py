@@ -41,22 +41,23 @@ def retrain(bucket: str, prefix: str, deps: IngestDeps) -> Retrain:
             f"no record of {uri}: only a dataset ingest has seen complete can be retrained "
             "(`landfall datasets` lists them)"
         )
-    if doc["status"] in (DatasetStatus.COLLECTING, DatasetStatus.WAITING) or not doc.get("version"):
+    version = doc.version
+    if doc.status in (DatasetStatus.COLLECTING, DatasetStatus.WAITING) or version is None:
         raise RetrainError(
-            f"{uri} is {doc['status']}: it is not complete yet, so there is nothing to train again "
+            f"{uri} is {doc.status}: it is not complete yet, so there is nothing to train again "
             "(`landfall dataset URI` says what it waits for)"
         )
-    route = next((r for r in deps.routes() if r.name == doc["route"]), None)
+    route = next((r for r in deps.routes() if r.name == doc.route), None)
     if route is None:
-        raise RetrainError(f"{uri} came through route {doc['route']!r}, which deploy/routes.toml no longer has")
+        raise RetrainError(f"{uri} came through route {doc.route!r}, which deploy/routes.toml no longer has")
     scan = scan_prefix(deps.objects.list(bucket, prefix), prefix)
-    version = doc["version"]
-    completed_by = str(version["completed_by"]).removeprefix(f"gs://{bucket}/")
+    completed_by = version.completed_by.removeprefix(f"gs://{bucket}/")
     # The content document is where retrains are counted: the count makes each retrain's key, so its run, new.
-    unkeyed = Completion(bucket, prefix, route, "retrain", completed_by, version["generation"])
+    unkeyed = Completion(bucket, prefix, route, "retrain", completed_by, version.generation)
     stats = DatasetRef(uri=uri, object_count=scan.count, total_bytes=scan.total_bytes)
-    counted = deps.datasets.count_retrain(content_doc(unkeyed, "", scan.content_digest, stats), now=deps.now())
-    count = int(counted["retrains"])
+    now = deps.now()
+    counted = deps.datasets.count_retrain(content_doc(unkeyed, "", scan.content_digest, stats, now), now=now)
+    count = counted.retrains
     key = retrain_key(content_key_for(bucket, prefix, scan.content_digest), count)
-    c = Completion(bucket, prefix, route, "retrain", completed_by, version["generation"], f"retrain-{count}", key)
+    c = Completion(bucket, prefix, route, "retrain", completed_by, version.generation, f"retrain-{count}", key)
     return Retrain(complete(c, deps, scan=scan), run_id_for(key), key, count)

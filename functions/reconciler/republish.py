@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Protocol
 
 from functions.errors import LandfallError
-from functions.records.dataset_versions import Doc
+from schemas.dataset_version import DatasetVersion
 from schemas.errors import SchemaError
 from schemas.run_record import RunRecord
 from schemas.training_request import TrainingRequest, parse_training_request
@@ -28,7 +28,7 @@ BATCH = 100
 
 
 class VersionsOutbox(Protocol):
-    def unanswered_versions(self, *, page_size: int = 200) -> Iterator[Doc]: ...
+    def unanswered_versions(self, *, page_size: int = 200) -> Iterator[DatasetVersion]: ...
     def mark_answered(self, run_id: str, *, now: datetime) -> bool: ...
     def claim_republish(self, run_id: str, *, now: datetime, grace_seconds: int) -> bool: ...
     def count_republish(self, run_id: str, *, message_id: str) -> bool: ...
@@ -58,34 +58,34 @@ def republish_unanswered(deps: RepublishDeps, *, now: datetime) -> Counter[str]:
                 continue
             try:
                 if request.run_id in runs:
-                    if deps.versions.mark_answered(doc["run_id"], now=now):
+                    if deps.versions.mark_answered(doc.run_id, now=now):
                         counts["answered"] += 1
-                elif deps.versions.claim_republish(doc["run_id"], now=now, grace_seconds=deps.grace_seconds):
+                elif deps.versions.claim_republish(doc.run_id, now=now, grace_seconds=deps.grace_seconds):
                     message_id = deps.publish(request.to_json())
-                    deps.versions.count_republish(doc["run_id"], message_id=message_id)
+                    deps.versions.count_republish(doc.run_id, message_id=message_id)
                     log.warning(
                         "dataset version %s (%s): no run %s after %d s; request published again as message %s",
-                        doc["run_id"],
-                        doc.get("uri", ""),
+                        doc.run_id,
+                        doc.uri,
                         request.run_id,
                         deps.grace_seconds,
                         message_id,
                     )
                     counts["republished"] += 1
             except LandfallError as exc:
-                log.warning("dataset version %s: not republished this pass: %s", doc["run_id"], exc)
+                log.warning("dataset version %s: not republished this pass: %s", doc.run_id, exc)
                 counts["republish-error"] += 1
     return counts
 
 
-def _request(doc: Doc) -> TrainingRequest | None:
+def _request(doc: DatasetVersion) -> TrainingRequest | None:
     """The request kept on a PUBLISHED version, or None (logged) when it cannot be read."""
     try:
-        return parse_training_request(doc["request"])
-    except (SchemaError, KeyError, TypeError) as exc:
-        log.error(
-            "dataset version %s: its kept request cannot be read (%s); it cannot be republished", doc.get("run_id"), exc
-        )
+        if doc.request is None:
+            raise SchemaError("is required on a PUBLISHED version but missing", field="dataset_version.request")
+        return parse_training_request(doc.request)
+    except SchemaError as exc:
+        log.error("dataset version %s: its kept request cannot be read (%s); it cannot be republished", doc.run_id, exc)
         return None
 
 

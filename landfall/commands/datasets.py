@@ -7,12 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from landfall.ticks import fed_by_schedule
-from schemas.dataset_record import DATASET_FIELDS, DatasetStatus, dataset_id_for
+from schemas.dataset_record import DATASET_FIELDS, DatasetRecord, DatasetStatus, dataset_id_for, parse_dataset_record
+from schemas.errors import SchemaError
 
 REASON_WIDTH = 80
 """Characters of `reason` shown in the `landfall datasets` table; `--json` and `landfall dataset` show all."""
@@ -64,17 +67,33 @@ def short(text: str, width: int = REASON_WIDTH) -> str:
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
-def table_rows(docs: list[dict[str, Any]]) -> list[list[str]]:
+@dataclass(frozen=True)
+class StoredDataset:
+    """A `datasets` document as read: its record, and any field the schema does not name (shown, never hidden)."""
+
+    record: DatasetRecord
+    extra: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.record.to_dict(), **self.extra}
+
+
+def read_dataset(doc: Mapping[str, Any]) -> StoredDataset:
+    """A stored dataset document through its schema; raises SchemaError naming the field that does not fit."""
+    return StoredDataset(parse_dataset_record(doc), {k: v for k, v in doc.items() if k not in DATASET_FIELDS})
+
+
+def table_rows(records: list[DatasetRecord]) -> list[list[str]]:
     return [
         [
-            d.get("uri", ""),
-            d.get("route", ""),
-            d.get("status", ""),
-            (d.get("version") or {}).get("run_id", ""),
-            d.get("updated_at", ""),
-            short(d.get("reason", "")),
+            r.uri,
+            r.route,
+            r.status.value,
+            "" if r.version is None else r.version.run_id,
+            r.updated_at,
+            short(r.reason),
         ]
-        for d in docs
+        for r in records
     ]
 
 
@@ -82,18 +101,18 @@ def _value(value: Any) -> str:
     return json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
 
 
-def describe_dataset(doc: dict[str, Any]) -> str:
+def describe_dataset(record: DatasetRecord, extra: Mapping[str, Any] | None = None) -> str:
     """A dataset record as a person reads it: where it stands, why, its version, what to do next; then any field
-    the contract does not name, so nothing in the record is hidden."""
-    version = doc.get("version") or {}
+    the schema does not name (`extra`), so nothing in the stored document is hidden."""
+    version = {} if record.version is None else record.version.to_dict()
     lines = [
-        f"dataset   {doc.get('uri', '')}",
-        f"id        {doc.get('dataset_id', '')}",
-        f"route     {doc.get('route') or '-'}",
-        f"status    {doc.get('status', '')}",
-        f"updated   {doc.get('updated_at', '')}",
+        f"dataset   {record.uri}",
+        f"id        {record.dataset_id}",
+        f"route     {record.route or '-'}",
+        f"status    {record.status.value}",
+        f"updated   {record.updated_at}",
     ]
-    reason = str(doc.get("reason") or "").splitlines()
+    reason = record.reason.splitlines()
     if reason:
         lines += [f"reason    {reason[0]}", *(f"          {line}" for line in reason[1:])]
     if version:
@@ -105,14 +124,14 @@ def describe_dataset(doc: dict[str, Any]) -> str:
         ]
     else:
         lines.append("version   none yet")
-    if doc.get("status") in STATUSES:
-        step = NEXT_STEP[DatasetStatus(doc["status"])].format(
-            run_id=version.get("run_id") or "RUN_ID",
-            duplicate_of=version.get("duplicate_of") or "RUN_ID",
-            uri=doc.get("uri", "URI"),
-        )
-        lines.append(f"next      {step}")
-    lines += [f"{key:<9} {_value(doc[key])}" for key in sorted(set(doc) - set(DATASET_FIELDS))]
+    step = NEXT_STEP[record.status].format(
+        run_id=(record.version and record.version.run_id) or "RUN_ID",
+        duplicate_of=(record.version and record.version.duplicate_of) or "RUN_ID",
+        uri=record.uri or "URI",
+    )
+    lines.append(f"next      {step}")
+    extra = extra or {}
+    lines += [f"{key:<9} {_value(extra[key])}" for key in sorted(extra)]
     return "\n".join(lines)
 
 
@@ -132,8 +151,8 @@ def _collection() -> tuple[Any, str]:
 
 
 def list_datasets(status: str | None, limit: int) -> list[dict[str, Any]]:
-    """Dataset documents, most recently updated first. A status is filtered by Firestore, which needs the composite
-    index (status, updated_at desc) that `landfall deploy` creates from deploy/firestore.indexes.json."""
+    """Dataset documents as stored, most recently updated first. A status is filtered by Firestore, which needs the
+    composite index (status, updated_at desc) that `landfall deploy` creates from deploy/firestore.indexes.json."""
     from google.cloud import firestore
     from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -152,13 +171,26 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     except CommandError as exc:
         print(f"landfall datasets: {exc}", file=sys.stderr)
         return 1
+    stored: list[StoredDataset] = []
+    unreadable = 0
+    for doc in docs:
+        try:
+            stored.append(read_dataset(doc))
+        except SchemaError as exc:
+            unreadable += 1
+            print(
+                f"landfall datasets: left out document {doc.get('dataset_id') or doc.get('uri') or '?'}: it does "
+                f"not fit schemas/dataset_record.py ({exc}); a newer or older Landfall wrote it",
+                file=sys.stderr,
+            )
     if args.json:
-        print(json.dumps(docs, indent=2, default=str))
-    elif not docs:
+        print(json.dumps([d.to_dict() for d in stored], indent=2, default=str))
+    elif not stored and not unreadable:
         print(f"no datasets with status {args.status}" if args.status else "no datasets yet")
-    else:
-        print(render_table(["DATASET", "ROUTE", "STATUS", "RUN", "UPDATED", "REASON"], table_rows(docs)))
-    return 0
+    elif stored:
+        rows = table_rows([d.record for d in stored])
+        print(render_table(["DATASET", "ROUTE", "STATUS", "RUN", "UPDATED", "REASON"], rows))
+    return 1 if unreadable else 0
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:
@@ -184,8 +216,21 @@ def cmd_dataset(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    doc = snapshot.to_dict()
-    print(json.dumps(doc, indent=2, default=str) if args.json else describe_dataset(doc))
+    try:
+        stored = read_dataset(snapshot.to_dict())
+    except SchemaError as exc:
+        print(
+            f"landfall dataset: the record of gs://{bucket}/{prefix} (document {dataset_id} in the {described}) "
+            f"does not fit schemas/dataset_record.py: {exc}. A newer or older Landfall wrote it; read it in the "
+            "Firestore console, or land a new _SUCCESS marker so ingest writes it again",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        json.dumps(stored.to_dict(), indent=2, default=str)
+        if args.json
+        else describe_dataset(stored.record, stored.extra)
+    )
     return 0
 
 
@@ -209,12 +254,17 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         with client_boundary(f"retrain gs://{bucket}/{prefix}"):
             deps = _ingest_deps()
             done = retrain(bucket, prefix, deps)
-            version = deps.datasets.version(done.run_id) or {}
-    except (CommandError, LandfallError) as exc:  # LandfallError: RetrainError, or Firestore/GCS unavailable
+            version = deps.datasets.version(done.run_id)
+    except (
+        CommandError,
+        LandfallError,
+        SchemaError,
+    ) as exc:  # RetrainError, Firestore/GCS unavailable, a drifted record
         print(f"landfall retrain: {exc}", file=sys.stderr)
         return 1
     if not done.outcome.startswith("published:"):
-        print(f"landfall retrain: no request was made: {version.get('reason') or done.outcome}", file=sys.stderr)
+        why = (version.reason if version is not None else "") or done.outcome
+        print(f"landfall retrain: no request was made: {why}", file=sys.stderr)
         return 1
     print(
         f"retrain {done.count} of gs://{bucket}/{prefix}: requested run {done.run_id} (key {done.idempotency_key})"

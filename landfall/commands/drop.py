@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from landfall.commands.datasets import DatasetUriError, describe_dataset, parse_dataset_uri
+from landfall.commands.datasets import DatasetUriError, StoredDataset, describe_dataset, parse_dataset_uri, read_dataset
 from landfall.errors import CommandError, client_boundary
 from schemas.dataset_layout import MARKER
-from schemas.dataset_record import DatasetStatus, dataset_id_for
+from schemas.dataset_record import DatasetRecord, DatasetStatus, dataset_id_for
+from schemas.errors import SchemaError
 
 POLL_S = 1.0
 
@@ -33,10 +34,14 @@ def files_to_upload(folder: Path, prefix: str) -> list[tuple[Path, str]]:
     return [(p, prefix + p.relative_to(folder).as_posix()) for p in files]
 
 
-def settled(doc: dict[str, Any] | None, generation: str) -> bool:
+def settled(record: DatasetRecord | None, generation: str) -> bool:
     """Whether ingest has recorded the dataset version that the marker of `generation` completed."""
-    version = (doc or {}).get("version") or {}
-    return str(version.get("generation", "")) == generation and (doc or {}).get("status") != DatasetStatus.COLLECTING
+    return (
+        record is not None
+        and record.version is not None
+        and record.version.generation == generation
+        and record.status != DatasetStatus.COLLECTING
+    )
 
 
 def upload(bucket: Any, files: list[tuple[Path, str]], *, quiet: bool) -> None:
@@ -58,17 +63,17 @@ def upload(bucket: Any, files: list[tuple[Path, str]], *, quiet: bool) -> None:
 
 
 def wait_for(
-    read: Callable[[], dict[str, Any] | None],
+    read: Callable[[], StoredDataset | None],
     generation: str,
     timeout_s: float,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> dict[str, Any] | None:
+) -> StoredDataset | None:
     """The dataset document once it records the marker's version, or None when `timeout_s` passed first."""
     deadline = clock() + timeout_s
     while True:
         doc = read()
-        if settled(doc, generation):
+        if settled(None if doc is None else doc.record, generation):
             return doc
         if clock() >= deadline:
             return None
@@ -96,10 +101,17 @@ def cmd_drop(args: argparse.Namespace) -> int:
         datasets = firestore_client().collection(get_settings().datasets_collection)
     ref = datasets.document(dataset_id_for(bucket_name, prefix))
 
-    def read() -> dict[str, Any] | None:
+    def read() -> StoredDataset | None:
         with client_boundary(f"read the dataset record of {uri}"):
             snapshot = ref.get(timeout=20.0)
-        return snapshot.to_dict() if snapshot.exists else None
+        if not snapshot.exists:
+            return None
+        try:
+            return read_dataset(snapshot.to_dict())
+        except SchemaError as exc:
+            raise CommandError(
+                f"the record of {uri} does not fit schemas/dataset_record.py: {exc}; a newer or older Landfall wrote it"
+            ) from exc
 
     doc = wait_for(read, str(marker.generation), args.wait)
     if doc is None:
@@ -108,12 +120,13 @@ def cmd_drop(args: argparse.Namespace) -> int:
             f"{args.wait:g}s; `landfall dataset {uri}` shows where it stands, `landfall status` "
             "whether the stack's functions are up"
         )
-    print(describe_dataset(doc))
-    run_id = (doc.get("version") or {}).get("run_id")
-    if doc.get("status") == DatasetStatus.REQUESTED and run_id:
+    record = doc.record
+    print(describe_dataset(record, doc.extra))
+    if record.status == DatasetStatus.REQUESTED and record.version is not None and record.version.run_id:
+        run_id = record.version.run_id
         print(f"run       {run_id} (`landfall watch {run_id}` follows it)")
         return 0
-    return 1 if doc.get("status") == DatasetStatus.REFUSED else 0
+    return 1 if record.status == DatasetStatus.REFUSED else 0
 
 
 def _seconds(text: str) -> float:

@@ -15,6 +15,8 @@ from typing import Any, TextIO
 from landfall.commands.logs import replica_logs
 from landfall.commands.runs import read_run, read_run_document
 from landfall.errors import CommandError, client_boundary
+from schemas.dataset_version import DatasetVersion, parse_dataset_version
+from schemas.errors import SchemaError
 from schemas.run_record import RunRecord
 
 POLL_S = 1.0
@@ -102,7 +104,7 @@ def local_progress(state_dir: Path) -> Callable[[RunRecord], str | None]:
     return read
 
 
-def requested_version(run_id: str) -> dict[str, Any] | None:
+def requested_version(run_id: str) -> DatasetVersion | None:
     """The dataset version whose request names this run (collection dataset_versions is keyed by run id), if any."""
     from functions.gcp.clients import firestore_client
     from functions.settings import get_settings
@@ -110,7 +112,15 @@ def requested_version(run_id: str) -> dict[str, Any] | None:
     with client_boundary(f"read the dataset version of run {run_id!r}"):
         ref = firestore_client().collection(get_settings().dataset_versions_collection).document(run_id)
         snapshot = ref.get(timeout=20.0)
-    return snapshot.to_dict() if snapshot.exists else None
+    if not snapshot.exists:
+        return None
+    try:
+        return parse_dataset_version(snapshot.to_dict())
+    except SchemaError as exc:
+        raise CommandError(
+            f"the dataset version of run {run_id} does not fit schemas/dataset_version.py: {exc}; a newer or "
+            "older Landfall wrote it"
+        ) from exc
 
 
 def wait_until_recorded(
@@ -125,7 +135,7 @@ def wait_until_recorded(
         read_run(run_id, "watch")  # raises the one "no run" error (or, recorded meanwhile, returns it)
         return
     print(
-        f"run {run_id} was requested for {version.get('uri', 'its dataset')}; waiting for the dispatcher to record it",
+        f"run {run_id} was requested for {version.uri}; waiting for the dispatcher to record it",
         file=sys.stderr,
     )
     deadline = clock() + RECORD_WAIT_S
@@ -134,7 +144,7 @@ def wait_until_recorded(
             raise CommandError(
                 f"run {run_id} was requested but the dispatcher has not recorded it within "
                 f"{RECORD_WAIT_S:g}s; `landfall status` says whether the stack's functions are up, "
-                f"`landfall dataset {version.get('uri', 'URI')}` where its dataset stands"
+                f"`landfall dataset {version.uri}` where its dataset stands"
             )
         sleep(POLL_S)
 

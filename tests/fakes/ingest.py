@@ -7,9 +7,8 @@ lease rule in leases.py); tests/integration/test_store_contracts.py checks both 
 from __future__ import annotations
 
 import base64
-import copy
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,9 +20,10 @@ from functions.gcp.gcs_objects import ObjectInfo, TooLarge
 from functions.ingest.handler import IngestDeps, handle_object_event
 from functions.ingest.sweep import handle_sweep
 from functions.records.dataset_versions import (
-    Doc,
+    VersionOutcome,
     answered,
     claim,
+    collecting,
     content_claim,
     finished,
     first_claim,
@@ -34,7 +34,9 @@ from functions.records.dataset_versions import (
 )
 from functions.records.leases import Claim, ClaimOutcome
 from functions.settings import settings_from_env
-from schemas.dataset_record import DatasetStatus, VersionStatus, dataset_id_for
+from schemas.content_record import ContentRecord, parse_content_record
+from schemas.dataset_record import DatasetRecord, DatasetStatus, VersionStatus, dataset_id_for, parse_dataset_record
+from schemas.dataset_version import DatasetVersion, parse_dataset_version
 from schemas.training_request import TrainingRequest, parse_training_request
 
 SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
@@ -79,7 +81,26 @@ class FakeObjects:
         return self.content[name]
 
 
+def version_stub(run_id: str) -> DatasetVersion:
+    """A version with nothing but its id filled in: for a test that claims it (as a delivery that then dies would)
+    before ingest sees it."""
+    return DatasetVersion(
+        run_id=run_id,
+        idempotency_key=f"stub:{run_id}",
+        dataset_id="ds-stub",
+        uri=f"gs://{BUCKET}/stub/",
+        route="stub",
+        kind="marker",
+        completed_by=f"gs://{BUCKET}/stub/_SUCCESS",
+        generation="1",
+        status=VersionStatus.CLAIMED,
+    )
+
+
 class FakeDatasets:
+    """Holds the documents as Firestore would (their `to_dict()` form) and reads them back through their schemas,
+    as functions/gcp/datasets_store.py does, so a test can look at the stored shape."""
+
     def __init__(self) -> None:
         self.docs: dict[str, dict[str, Any]] = {}
         self.versions: dict[str, dict[str, Any]] = {}
@@ -87,72 +108,90 @@ class FakeDatasets:
         """(dataset_id, digest) -> content document."""
         self._lock = threading.Lock()
 
-    def datasets(self, ids: Any) -> dict[str, dict[str, Any]]:
-        with self._lock:
-            return {i: copy.deepcopy(self.docs[i]) for i in ids if i in self.docs}
+    def _dataset(self, dataset_id: str) -> DatasetRecord | None:
+        doc = self.docs.get(dataset_id)
+        return None if doc is None else parse_dataset_record(doc)
 
-    def save_dataset(self, doc: dict[str, Any]) -> bool:
+    def _version(self, run_id: str) -> DatasetVersion | None:
+        doc = self.versions.get(run_id)
+        return None if doc is None else parse_dataset_version(doc)
+
+    def _content(self, key: tuple[str, str]) -> ContentRecord | None:
+        doc = self.contents.get(key)
+        return None if doc is None else parse_content_record(doc)
+
+    def datasets(self, ids: Iterable[str]) -> dict[str, DatasetRecord]:
         with self._lock:
-            if newer_version(self.docs.get(doc["dataset_id"]), doc):
-                self.docs[doc["dataset_id"]] = copy.deepcopy(doc)
+            return {i: parse_dataset_record(self.docs[i]) for i in ids if i in self.docs}
+
+    def save_dataset(self, record: DatasetRecord) -> bool:
+        with self._lock:
+            if newer_version(self._dataset(record.dataset_id), record):
+                self.docs[record.dataset_id] = record.to_dict()
                 return True
             return False
 
-    def mark_collecting(self, doc: dict[str, Any]) -> bool:
+    def mark_collecting(self, record: DatasetRecord) -> bool:
         with self._lock:
-            cur = self.docs.get(doc["dataset_id"])
-            if cur and cur["status"] == DatasetStatus.COLLECTING:
+            new = collecting(self._dataset(record.dataset_id), record)
+            if new is None:
                 return False
-            self.docs[doc["dataset_id"]] = {**(cur or {}), **doc, "version": (cur or {}).get("version")}
+            self.docs[record.dataset_id] = new.to_dict()
             return True
 
-    def open_datasets(self) -> list[dict[str, Any]]:
+    def open_datasets(self) -> list[DatasetRecord]:
         with self._lock:
             return [
-                copy.deepcopy(d)
+                parse_dataset_record(d)
                 for d in self.docs.values()
                 if d["status"] in (DatasetStatus.COLLECTING, DatasetStatus.WAITING)
             ]
 
-    def claim_version(self, doc: dict[str, Any], *, owner: str, now: datetime, lease_seconds: int) -> Claim[Doc]:
+    def claim_version(
+        self, version: DatasetVersion, *, owner: str, now: datetime, lease_seconds: int
+    ) -> Claim[DatasetVersion]:
         with self._lock:
-            cur = self.versions.get(doc["run_id"])
+            cur = self._version(version.run_id)
             if cur is None:
-                fresh = first_claim(doc, owner=owner, now=now, lease_seconds=lease_seconds)
-                self.versions[doc["run_id"]] = fresh
-                return Claim(ClaimOutcome.CLAIMED, copy.deepcopy(fresh))
+                fresh = first_claim(version, owner=owner, now=now, lease_seconds=lease_seconds)
+                self.versions[version.run_id] = fresh.to_dict()
+                return Claim(ClaimOutcome.CLAIMED, fresh)
             result = claim(cur, owner=owner, now=now, lease_seconds=lease_seconds)
             if result.outcome == ClaimOutcome.CLAIMED:
-                self.versions[doc["run_id"]] = result.doc
-            return Claim(result.outcome, copy.deepcopy(result.doc))
+                self.versions[version.run_id] = result.doc.to_dict()
+            return result
 
     def finish_version(
-        self, run_id: str, *, owner: str, status: VersionStatus, now: datetime, updates: dict[str, Any]
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        status: VersionStatus,
+        now: datetime,
+        outcome: VersionOutcome | None = None,
     ) -> bool:
-        with self._lock:
-            new = finished(self.versions.get(run_id), owner=owner, status=status, now=now, updates=updates)
-            if new is not None:
-                self.versions[run_id] = copy.deepcopy(new)
-            return new is not None
+        return self._change_version(
+            run_id, lambda cur: finished(cur, owner=owner, status=status, now=now, outcome=outcome)
+        )
 
-    def version(self, run_id: str) -> dict[str, Any] | None:
+    def version(self, run_id: str) -> DatasetVersion | None:
         with self._lock:
-            return copy.deepcopy(self.versions.get(run_id))
+            return self._version(run_id)
 
-    def unanswered_versions(self, *, page_size: int = 200) -> Iterator[Doc]:
+    def unanswered_versions(self, *, page_size: int = 200) -> Iterator[DatasetVersion]:
         with self._lock:
-            docs = [
-                copy.deepcopy(self.versions[k])
+            found = [
+                parse_dataset_version(self.versions[k])
                 for k in sorted(self.versions)
                 if self.versions[k].get("answered") is False
             ]
-        yield from docs
+        yield from found
 
-    def _change_version(self, run_id: str, rule: Callable[[Doc | None], Doc | None]) -> bool:
+    def _change_version(self, run_id: str, rule: Callable[[DatasetVersion | None], DatasetVersion | None]) -> bool:
         with self._lock:
-            new = rule(copy.deepcopy(self.versions.get(run_id)))
+            new = rule(self._version(run_id))
             if new is not None:
-                self.versions[run_id] = new
+                self.versions[run_id] = new.to_dict()
             return new is not None
 
     def mark_answered(self, run_id: str, *, now: datetime) -> bool:
@@ -164,25 +203,26 @@ class FakeDatasets:
     def count_republish(self, run_id: str, *, message_id: str) -> bool:
         return self._change_version(run_id, lambda cur: republish_counted(cur, message_id=message_id))
 
-    def claim_content(self, doc: dict[str, Any], *, now: datetime, retrain: bool = False) -> Claim[Doc]:
+    def claim_content(self, content: ContentRecord, *, now: datetime, retrain: bool = False) -> Claim[ContentRecord]:
         with self._lock:
-            key = (doc["dataset_id"], doc["digest"])
-            cur = self.contents.get(key)
-            holder = self.versions.get(cur["run_id"]) if cur and cur.get("run_id") else None
-            result = content_claim(cur, holder, doc, now=now, retrain=retrain)
+            key = (content.dataset_id, content.digest)
+            cur = self._content(key)
+            holder = self._version(cur.run_id) if cur is not None and cur.run_id else None
+            result = content_claim(cur, holder, content, now=now, retrain=retrain)
             if result.outcome == ClaimOutcome.CLAIMED:
-                self.contents[key] = copy.deepcopy(result.doc)
-            return Claim(result.outcome, copy.deepcopy(result.doc))
+                self.contents[key] = result.doc.to_dict()
+            return result
 
-    def count_retrain(self, doc: dict[str, Any], *, now: datetime) -> dict[str, Any]:
+    def count_retrain(self, content: ContentRecord, *, now: datetime) -> ContentRecord:
         with self._lock:
-            key = (doc["dataset_id"], doc["digest"])
-            self.contents[key] = retrain_counted(self.contents.get(key), doc, now=now)
-            return copy.deepcopy(self.contents[key])
+            key = (content.dataset_id, content.digest)
+            new = retrain_counted(self._content(key), content, now=now)
+            self.contents[key] = new.to_dict()
+            return new
 
-    def content(self, dataset_id: str, digest: str) -> dict[str, Any] | None:
+    def content(self, dataset_id: str, digest: str) -> ContentRecord | None:
         with self._lock:
-            return copy.deepcopy(self.contents.get((dataset_id, digest)))
+            return self._content((dataset_id, digest))
 
 
 class Clock:

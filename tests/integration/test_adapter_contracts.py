@@ -22,9 +22,11 @@ from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.orphans_store import OrphansStore
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import RUN_LABEL, CapacityError, VertexJobs
-from functions.records.dataset_versions import Doc
+from functions.records.dataset_versions import VersionOutcome
 from functions.records.leases import Claim, ClaimOutcome
-from schemas.dataset_record import VersionStatus
+from schemas.content_record import ContentRecord, parse_content_record
+from schemas.dataset_record import DatasetRecord, DatasetStatus, VersionStatus, parse_dataset_record
+from schemas.dataset_version import DatasetVersion, parse_dataset_version
 from schemas.orphan_record import OrphanCancel, OrphanKind, OrphanRecord
 from schemas.plan import parse_plan
 from schemas.run_record import (
@@ -238,18 +240,35 @@ def datasets(request: pytest.FixtureRequest) -> DatasetsStore | FakeDatasets:
     return DatasetsStore(_firestore(), "datasets", "dataset_versions")
 
 
-VERSION = {"run_id": "run-v1", "idempotency_key": "k", "reason": "", "message_id": ""}
+def _bare_version(example: dict[str, Any]) -> DatasetVersion:
+    """The golden version as a delivery first builds it: not claimed, nothing recorded yet."""
+    version = parse_dataset_version(example)
+    return DatasetVersion(
+        run_id="run-v1",
+        idempotency_key="k",
+        dataset_id=version.dataset_id,
+        uri=version.uri,
+        route=version.route,
+        kind=version.kind,
+        completed_by=version.completed_by,
+        generation=version.generation,
+        status=VersionStatus.CLAIMED,
+        event_id=version.event_id,
+    )
+
+
+VERSION = _bare_version(json.loads((EXAMPLES / "dataset_version.json").read_text()))
 
 
 def test_versions_claim_finish_and_expiry(datasets: DatasetsStore | FakeDatasets) -> None:
     first = datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
     assert first.outcome == ClaimOutcome.CLAIMED
-    assert {k: first.doc[k] for k in ("status", "owner", "attempts", "created_at")} == {
-        "status": "CLAIMED",
-        "owner": "a",
-        "attempts": 1,
-        "created_at": format_timestamp(T0),
-    }
+    assert (first.doc.status, first.doc.owner, first.doc.attempts, first.doc.created_at) == (
+        VersionStatus.CLAIMED,
+        "a",
+        1,
+        format_timestamp(T0),
+    )
     assert datasets.version("run-v1") == first.doc
     assert (
         datasets.claim_version(VERSION, owner="b", now=T0 + timedelta(seconds=LEASE - 1), lease_seconds=LEASE).outcome
@@ -257,15 +276,15 @@ def test_versions_claim_finish_and_expiry(datasets: DatasetsStore | FakeDatasets
     )
     late = T0 + timedelta(seconds=LEASE + 1)
     taken = datasets.claim_version(VERSION, owner="b", now=late, lease_seconds=LEASE)
-    assert (taken.outcome, taken.doc["owner"], taken.doc["attempts"]) == (ClaimOutcome.CLAIMED, "b", 2)
-    assert not datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=late, updates={})
+    assert (taken.outcome, taken.doc.owner, taken.doc.attempts) == (ClaimOutcome.CLAIMED, "b", 2)
+    assert not datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=late)
     assert datasets.finish_version(
-        "run-v1", owner="b", status=VersionStatus.PUBLISHED, now=late, updates={"message_id": "9"}
+        "run-v1", owner="b", status=VersionStatus.PUBLISHED, now=late, outcome=VersionOutcome(message_id="9")
     )
     done = datasets.version("run-v1")
-    assert done is not None and (done["status"], done["message_id"]) == ("PUBLISHED", "9")
+    assert done is not None and (done.status, done.message_id) == (VersionStatus.PUBLISHED, "9")
     assert datasets.claim_version(VERSION, owner="c", now=late, lease_seconds=LEASE).outcome == ClaimOutcome.DONE
-    assert not datasets.finish_version("run-v1", owner="b", status=VersionStatus.REFUSED, now=late, updates={})
+    assert not datasets.finish_version("run-v1", owner="b", status=VersionStatus.REFUSED, now=late)
 
 
 def test_versions_only_another_live_claim_stops_a_finish(datasets: DatasetsStore | FakeDatasets) -> None:
@@ -275,50 +294,59 @@ def test_versions_only_another_live_claim_stops_a_finish(datasets: DatasetsStore
     # b died too: once its lease has run out, a's late outcome is still worth keeping.
     both_lapsed = taken_over + timedelta(seconds=LEASE + 1)
     assert datasets.finish_version(
-        "run-v1", owner="a", status=VersionStatus.REFUSED, now=both_lapsed, updates={"reason": "too small"}
+        "run-v1", owner="a", status=VersionStatus.REFUSED, now=both_lapsed, outcome=VersionOutcome(reason="too small")
     )
     refused = datasets.version("run-v1")
-    assert refused is not None and (refused["status"], refused["reason"]) == ("REFUSED", "too small")
+    assert refused is not None and (refused.status, refused.reason) == (VersionStatus.REFUSED, "too small")
 
 
 def test_versions_a_claim_given_back_can_be_taken_at_once(datasets: DatasetsStore | FakeDatasets) -> None:
     datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
-    assert datasets.finish_version("run-v1", owner="a", status=VersionStatus.CLAIMED, now=T0, updates={})
+    assert datasets.finish_version("run-v1", owner="a", status=VersionStatus.CLAIMED, now=T0)
     again = datasets.claim_version(VERSION, owner="b", now=T0, lease_seconds=LEASE)
-    assert (again.outcome, again.doc["owner"]) == (ClaimOutcome.CLAIMED, "b")
+    assert (again.outcome, again.doc.owner) == (ClaimOutcome.CLAIMED, "b")
 
 
 def test_datasets_never_go_back_to_an_older_version(datasets: DatasetsStore | FakeDatasets) -> None:
-    def doc(generation: str, status: str) -> dict[str, Any]:
-        return {"dataset_id": "ds-1", "status": status, "version": {"generation": generation}}
+    example = parse_dataset_record(json.loads((EXAMPLES / "dataset_record.json").read_text()))
+    shown = example.version
+    assert shown is not None
+
+    def doc(generation: str, status: str) -> DatasetRecord:
+        version = replace(shown, generation=generation)
+        return replace(example, dataset_id="ds-1", status=DatasetStatus(status), version=version)
 
     assert datasets.save_dataset(doc("20", "REQUESTED"))
     assert not datasets.save_dataset(doc("19", "REFUSED"))
-    assert datasets.datasets(["ds-1"])["ds-1"]["status"] == "REQUESTED"
+    assert datasets.datasets(["ds-1"])["ds-1"].status == "REQUESTED"
     assert datasets.save_dataset(doc("21", "WAITING"))
     assert datasets.datasets(["ds-1", "ds-absent"]) == {"ds-1": doc("21", "WAITING")}
 
 
 def _published(datasets: DatasetsStore | FakeDatasets, run_id: str, *, at: datetime = T0) -> None:
-    datasets.claim_version({**VERSION, "run_id": run_id}, owner="a", now=at, lease_seconds=LEASE)
+    datasets.claim_version(replace(VERSION, run_id=run_id), owner="a", now=at, lease_seconds=LEASE)
     assert datasets.finish_version(
-        run_id, owner="a", status=VersionStatus.PUBLISHED, now=at, updates={"request": {"task": "t"}, "answered": False}
+        run_id,
+        owner="a",
+        status=VersionStatus.PUBLISHED,
+        now=at,
+        outcome=VersionOutcome(request={"task": "t"}, answered=False),
     )
 
 
 def test_versions_unanswered_ones_page_until_answered(datasets: DatasetsStore | FakeDatasets) -> None:
     for i in range(5):
         _published(datasets, f"run-a{i}")
-    datasets.claim_version({**VERSION, "run_id": "run-claimed"}, owner="a", now=T0, lease_seconds=LEASE)
+    datasets.claim_version(replace(VERSION, run_id="run-claimed"), owner="a", now=T0, lease_seconds=LEASE)
     for page_size in (1, 2, 200):
-        assert [d["run_id"] for d in datasets.unanswered_versions(page_size=page_size)] == [
+        assert [d.run_id for d in datasets.unanswered_versions(page_size=page_size)] == [
             f"run-a{i}" for i in range(5)
         ], page_size
     assert datasets.mark_answered("run-a1", now=T0) and not datasets.mark_answered("run-a1", now=T0)
     assert not datasets.mark_answered("run-claimed", now=T0) and not datasets.mark_answered("run-absent", now=T0)
-    assert [d["run_id"] for d in datasets.unanswered_versions(page_size=2)] == ["run-a0", "run-a2", "run-a3", "run-a4"]
+    assert [d.run_id for d in datasets.unanswered_versions(page_size=2)] == ["run-a0", "run-a2", "run-a3", "run-a4"]
     answered = datasets.version("run-a1")
-    assert answered is not None and (answered["answered"], answered["answered_at"]) == (True, format_timestamp(T0))
+    assert answered is not None and (answered.answered, answered.answered_at) == (True, format_timestamp(T0))
 
 
 def test_versions_a_republish_is_claimed_once_per_grace_and_counted(datasets: DatasetsStore | FakeDatasets) -> None:
@@ -331,9 +359,9 @@ def test_versions_a_republish_is_claimed_once_per_grace_and_counted(datasets: Da
     assert datasets.count_republish("run-r1", message_id="42")
     version = datasets.version("run-r1")
     assert version is not None and (
-        version["republished_count"],
-        version["last_republished_at"],
-        version["last_republished_message_id"],
+        version.republished_count,
+        version.last_republished_at,
+        version.last_republished_message_id,
     ) == (1, format_timestamp(due), "42")
     assert datasets.claim_republish("run-r1", now=due + timedelta(seconds=grace), grace_seconds=grace)
     datasets.mark_answered("run-r1", now=due)
@@ -341,16 +369,17 @@ def test_versions_a_republish_is_claimed_once_per_grace_and_counted(datasets: Da
     assert not datasets.claim_republish("run-absent", now=due, grace_seconds=grace)
 
 
-CONTENT = {
-    "dataset_id": "ds-1",
-    "digest": "d" * 32,
-    "content_key": "content:b/p/:" + "d" * 32,
-    "run_id": "run-v1",
-    "idempotency_key": "k1",
-    "generation": "1",
-    "object_count": 2,
-    "total_bytes": 10,
-}
+CONTENT = replace(
+    parse_content_record(json.loads((EXAMPLES / "content_record.json").read_text())),
+    dataset_id="ds-1",
+    digest="d" * 32,
+    content_key="content:b/p/:" + "d" * 32,
+    run_id="run-v1",
+    idempotency_key="k1",
+    generation="1",
+    object_count=2,
+    total_bytes=10,
+)
 
 
 def test_contents_the_first_version_holds_it_and_a_later_one_is_a_duplicate_once_published(
@@ -358,13 +387,13 @@ def test_contents_the_first_version_holds_it_and_a_later_one_is_a_duplicate_once
 ) -> None:
     datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
     first = datasets.claim_content(CONTENT, now=T0)
-    assert (first.outcome, first.doc["run_id"], first.doc["retrains"]) == (ClaimOutcome.CLAIMED, "run-v1", 0)
+    assert (first.outcome, first.doc.run_id, first.doc.retrains) == (ClaimOutcome.CLAIMED, "run-v1", 0)
     assert datasets.claim_content(CONTENT, now=T0).outcome == ClaimOutcome.CLAIMED  # its own redelivery
-    later = {**CONTENT, "run_id": "run-v2", "idempotency_key": "k2", "generation": "2"}
+    later = replace(CONTENT, run_id="run-v2", idempotency_key="k2", generation="2")
     assert datasets.claim_content(later, now=T0).outcome == ClaimOutcome.BUSY  # run-v1 is publishing right now
-    datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=T0, updates={})
+    datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=T0)
     duplicate = datasets.claim_content(later, now=T0)
-    assert (duplicate.outcome, duplicate.doc["run_id"]) == (ClaimOutcome.DONE, "run-v1")
+    assert (duplicate.outcome, duplicate.doc.run_id) == (ClaimOutcome.DONE, "run-v1")
     assert datasets.content("ds-1", "d" * 32) == first.doc
 
 
@@ -373,41 +402,42 @@ def test_contents_sixteen_versions_racing_for_a_new_content_let_one_hold_it(
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    def race(i: int) -> Claim[Doc]:
+    def race(i: int) -> Claim[ContentRecord]:
         run_id = f"run-race-{i}"
-        datasets.claim_version({**VERSION, "run_id": run_id}, owner=f"o{i}", now=T0, lease_seconds=LEASE)
-        return datasets.claim_content({**CONTENT, "run_id": run_id, "generation": str(i)}, now=T0)
+        datasets.claim_version(replace(VERSION, run_id=run_id), owner=f"o{i}", now=T0, lease_seconds=LEASE)
+        return datasets.claim_content(replace(CONTENT, run_id=run_id, generation=str(i)), now=T0)
 
     with ThreadPoolExecutor(8) as pool:
         claims = list(pool.map(race, range(16)))
-    holders = [c.doc["run_id"] for c in claims if c.outcome == ClaimOutcome.CLAIMED]
+    holders = [c.doc.run_id for c in claims if c.outcome == ClaimOutcome.CLAIMED]
     assert len(holders) == 1
     assert {c.outcome for c in claims} == {ClaimOutcome.CLAIMED, ClaimOutcome.BUSY}
-    assert datasets.content("ds-1", "d" * 32)["run_id"] == holders[0]  # type: ignore[index]
+    held = datasets.content("ds-1", "d" * 32)
+    assert held is not None and held.run_id == holders[0]
 
 
 def test_contents_a_version_that_never_published_gives_way(datasets: DatasetsStore | FakeDatasets) -> None:
     datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
     datasets.claim_content(CONTENT, now=T0)
-    later = {**CONTENT, "run_id": "run-v2", "generation": "2"}
+    later = replace(CONTENT, run_id="run-v2", generation="2")
     lapsed = T0 + timedelta(seconds=LEASE + 1)  # run-v1's delivery died mid-publish
     taken = datasets.claim_content(later, now=lapsed)
-    assert (taken.outcome, taken.doc["run_id"], taken.doc["generation"]) == (ClaimOutcome.CLAIMED, "run-v2", "2")
-    datasets.claim_version({**VERSION, "run_id": "run-v2"}, owner="b", now=lapsed, lease_seconds=LEASE)
-    datasets.finish_version("run-v2", owner="b", status=VersionStatus.REFUSED, now=lapsed, updates={})
-    third = datasets.claim_content({**CONTENT, "run_id": "run-v3"}, now=lapsed)  # run-v2 was refused at publish
-    assert (third.outcome, third.doc["run_id"]) == (ClaimOutcome.CLAIMED, "run-v3")
+    assert (taken.outcome, taken.doc.run_id, taken.doc.generation) == (ClaimOutcome.CLAIMED, "run-v2", "2")
+    datasets.claim_version(replace(VERSION, run_id="run-v2"), owner="b", now=lapsed, lease_seconds=LEASE)
+    datasets.finish_version("run-v2", owner="b", status=VersionStatus.REFUSED, now=lapsed)
+    third = datasets.claim_content(replace(CONTENT, run_id="run-v3"), now=lapsed)  # run-v2 was refused at publish
+    assert (third.outcome, third.doc.run_id) == (ClaimOutcome.CLAIMED, "run-v3")
 
 
 def test_contents_count_retrains_and_a_retrain_always_claims(datasets: DatasetsStore | FakeDatasets) -> None:
-    assert datasets.count_retrain(CONTENT, now=T0)["retrains"] == 1  # never seen: created, naming no run
+    assert datasets.count_retrain(CONTENT, now=T0).retrains == 1  # never seen: created, naming no run
     datasets.claim_version(VERSION, owner="a", now=T0, lease_seconds=LEASE)
-    assert datasets.claim_content(CONTENT, now=T0).doc["run_id"] == "run-v1"
-    datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=T0, updates={})
+    assert datasets.claim_content(CONTENT, now=T0).doc.run_id == "run-v1"
+    datasets.finish_version("run-v1", owner="a", status=VersionStatus.PUBLISHED, now=T0)
     counted = datasets.count_retrain(CONTENT, now=T0)
-    assert (counted["retrains"], counted["run_id"]) == (2, "run-v1")
-    retrained = datasets.claim_content({**CONTENT, "run_id": "run-r2"}, now=T0, retrain=True)
-    assert (retrained.outcome, retrained.doc["run_id"], retrained.doc["retrains"]) == (
+    assert (counted.retrains, counted.run_id) == (2, "run-v1")
+    retrained = datasets.claim_content(replace(CONTENT, run_id="run-r2"), now=T0, retrain=True)
+    assert (retrained.outcome, retrained.doc.run_id, retrained.doc.retrains) == (
         ClaimOutcome.CLAIMED,
         "run-r2",
         2,

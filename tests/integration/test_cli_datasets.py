@@ -154,6 +154,23 @@ def test_fields_beyond_the_contract_are_shown_too(settings_env: None, capsys: py
     assert "next      objects are arriving; the sweep closes the dataset" in out
 
 
+def test_a_record_that_does_not_fit_its_schema_is_named_not_guessed(
+    three_datasets: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    drifted = dataset_doc("datasets/drifted/", "REQUESTED", "2026-11-23T00:00:00Z") | {"status": "FINISHED"}
+    write(drifted)
+    code, out, err = run(["dataset", f"gs://{BUCKET}/datasets/drifted/"], capsys)
+    assert code == 1 and out == ""
+    assert "does not fit schemas/dataset_record.py: dataset.status: 'FINISHED' is not one of" in err
+    code, out, err = run(["datasets", "--json"], capsys)  # the others are still listed; the exit status says so
+    assert code == 1 and [d["prefix"] for d in json.loads(out)] == [
+        "datasets/refused/",
+        "datasets/collecting/",
+        "datasets/old/",
+    ]
+    assert f"left out document {drifted['dataset_id']}" in err and "dataset.status" in err
+
+
 def test_unknown_dataset_says_what_to_check(settings_env: None, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["dataset", f"gs://{BUCKET}/datasets/nope/"], capsys)
     assert code == 1 and out == ""

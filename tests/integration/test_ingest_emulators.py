@@ -24,7 +24,7 @@ from functions.settings import settings_from_env
 from schemas.dataset_record import DatasetStatus, VersionStatus, dataset_id_for
 from schemas.training_request import parse_training_request
 from tests.conftest import PROJECT, Emulator
-from tests.fakes.ingest import T0, Clock
+from tests.fakes.ingest import T0, Clock, version_stub
 
 pytestmark = pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")
 
@@ -128,7 +128,7 @@ def test_paged_listing_measures_the_whole_prefix_and_fifty_concurrent_deliveries
     assert (request.dataset.object_count, request.dataset.total_bytes) == (60, sum(sizes))
     assert request.idempotency_key == f"gcs:{bucket.name}/datasets/shards/:{marker.generation}"
     version = deps.datasets.version(request.run_id)
-    assert version is not None and version["status"] == VersionStatus.PUBLISHED and version["message_id"]
+    assert version is not None and version.status == VersionStatus.PUBLISHED and version.message_id
     assert handle_object_event(marker, deps) == "duplicate:PUBLISHED"
 
 
@@ -148,8 +148,8 @@ def test_manifest_waiting_on_an_object_completes_when_it_lands(
     doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/m/")])[
         dataset_id_for(bucket.name, "datasets/m/")
     ]
-    assert doc["status"] == DatasetStatus.WAITING
-    assert "1 listed object(s) missing: part-1.csv" in doc["reason"]
+    assert doc.status == DatasetStatus.WAITING
+    assert "1 listed object(s) missing: part-1.csv" in doc.reason
     assert drain(requests_topic[1]) == []
     late = upload(bucket, "datasets/m/part-1.csv", b"a,label\n2,1\n")
     assert handle_object_event(late, deps).startswith("published:")
@@ -177,15 +177,15 @@ def test_version_claim_lease_in_firestore(clean_firestore: Emulator) -> None:
     from google.cloud import firestore
 
     store = DatasetsStore(firestore.Client(project=PROJECT), "datasets", "dataset_versions")
-    doc = {"run_id": "run-lease", "idempotency_key": "k"}
+    doc = version_stub("run-lease")
     first = store.claim_version(doc, owner="a", now=T0, lease_seconds=60)
     assert first.outcome == ClaimOutcome.CLAIMED
     assert store.claim_version(doc, owner="b", now=T0, lease_seconds=60).outcome == ClaimOutcome.BUSY
     later = T0 + timedelta(seconds=61)
     taken = store.claim_version(doc, owner="b", now=later, lease_seconds=60)
-    assert (taken.outcome, taken.doc["owner"], taken.doc["attempts"]) == (ClaimOutcome.CLAIMED, "b", 2)
-    assert not store.finish_version("run-lease", owner="a", status=VersionStatus.PUBLISHED, now=later, updates={})
-    assert store.finish_version("run-lease", owner="b", status=VersionStatus.PUBLISHED, now=later, updates={})
+    assert (taken.outcome, taken.doc.owner, taken.doc.attempts) == (ClaimOutcome.CLAIMED, "b", 2)
+    assert not store.finish_version("run-lease", owner="a", status=VersionStatus.PUBLISHED, now=later)
+    assert store.finish_version("run-lease", owner="b", status=VersionStatus.PUBLISHED, now=later)
     assert store.claim_version(doc, owner="c", now=later, lease_seconds=60).outcome == ClaimOutcome.DONE
 
 
@@ -202,8 +202,8 @@ def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(
     doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/nan/")])[
         dataset_id_for(bucket.name, "datasets/nan/")
     ]
-    assert doc["status"] == DatasetStatus.REFUSED
-    assert "hyperparameters.learning_rate: must be a finite number" in doc["reason"]
+    assert doc.status == DatasetStatus.REFUSED
+    assert "hyperparameters.learning_rate: must be a finite number" in doc.reason
     # Whatever the parser lets through but the topic's schema refuses (here an integer past 64 bits, put into the
     # message behind the parser's back) is refused by the real publisher with InvalidArgument: recorded, not retried.
     from google.cloud import pubsub_v1
@@ -228,8 +228,8 @@ def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(
     doc = deps.datasets.datasets([dataset_id_for(bucket.name, "datasets/wide/")])[
         dataset_id_for(bucket.name, "datasets/wide/")
     ]
-    assert doc["status"] == DatasetStatus.REFUSED
-    assert "the requests topic refused the TrainingRequest (400 " in doc["reason"]
+    assert doc.status == DatasetStatus.REFUSED
+    assert "the requests topic refused the TrainingRequest (400 " in doc.reason
     assert handle_object_event(marker, deps) == "duplicate:REFUSED"
     assert drain(subscriber) == []
 
@@ -254,9 +254,10 @@ def test_the_same_objects_are_published_once_and_retrained_on_purpose(
     assert drain(subscriber) == []
     dataset_id = dataset_id_for(bucket.name, "datasets/same/")
     doc = deps.datasets.datasets([dataset_id])[dataset_id]
-    assert (doc["status"], doc["version"]["duplicate_of"]) == (DatasetStatus.DUPLICATE, first.run_id)
+    assert doc.version is not None and (doc.status, doc.version.duplicate_of) == (DatasetStatus.DUPLICATE, first.run_id)
     done = retrain(bucket.name, "datasets/same/", deps)
     (retrained,) = drain(subscriber)
     assert (retrained.run_id, retrained.idempotency_key) == (done.run_id, done.idempotency_key)
     assert retrained.idempotency_key.endswith(":retrain-1") and retrained.run_id != first.run_id
-    assert deps.datasets.datasets([dataset_id])[dataset_id]["version"]["kind"] == "retrain"
+    shown = deps.datasets.datasets([dataset_id])[dataset_id].version
+    assert shown is not None and shown.kind == "retrain"

@@ -21,11 +21,13 @@ from functions.reconciler.handler import ReconcilerDeps, _reconcile
 from functions.reconciler.orphans import OrphanDeps
 from functions.reconciler.republish import RepublishDeps
 from functions.records.attempts import AttemptPolicy
+from functions.records.dataset_versions import VersionOutcome
 from schemas.dataset_record import VersionStatus
 from schemas.orphan_record import OrphanKind, orphan_id_for
 from schemas.run_record import RunState, VertexJobRef, new_run
 from schemas.training_request import parse_training_request
 from tests.conftest import PROJECT
+from tests.fakes.ingest import version_stub
 from tests.polling import wait_for
 
 REGION = "us-central1"
@@ -126,7 +128,7 @@ def test_an_unanswered_version_is_republished_once_then_answered_on_the_firestor
     t0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     version_id = request.run_id
     datasets.claim_version(
-        {"run_id": version_id, "idempotency_key": request.idempotency_key, "reason": "", "message_id": ""},
+        replace(version_stub(version_id), idempotency_key=request.idempotency_key),
         owner="ingest",
         now=t0,
         lease_seconds=60,
@@ -136,7 +138,7 @@ def test_an_unanswered_version_is_republished_once_then_answered_on_the_firestor
         owner="ingest",
         status=VersionStatus.PUBLISHED,
         now=t0,
-        updates={"message_id": "1", "request": request.to_dict(), "answered": False},
+        outcome=VersionOutcome(message_id="1", request=request.to_dict(), answered=False),
     )
     published: list[bytes] = []
 
@@ -150,10 +152,11 @@ def test_an_unanswered_version_is_republished_once_then_answered_on_the_firestor
     assert _reconcile(deps(runs, vertex, republish=look, now=lambda: now[0])) == "no open runs"
     assert published == [request.to_json()]
     version = datasets.version(version_id)
-    assert version is not None and (version["republished_count"], version["last_republished_message_id"]) == (1, "2")
+    assert version is not None and (version.republished_count, version.last_republished_message_id) == (1, "2")
     runs.create_if_absent(new_run(request.run_id, request.to_dict(), now=now[0]))  # the dispatcher got it
     now[0] += timedelta(seconds=601)
     assert _reconcile(deps(runs, vertex, republish=look, now=lambda: now[0])) == "answered=1"
     now[0] += timedelta(days=1)
     assert _reconcile(deps(runs, vertex, republish=look, now=lambda: now[0])) == "no open runs"
-    assert len(published) == 1 and datasets.version(version_id)["answered"] is True  # type: ignore[index]
+    answered = datasets.version(version_id)
+    assert len(published) == 1 and answered is not None and answered.answered is True

@@ -8,7 +8,8 @@ import pytest
 
 from landfall.cli import build_parser
 from landfall.commands.datasets import DatasetUriError, describe_dataset, parse_dataset_uri, short
-from schemas.dataset_record import DatasetStatus
+from schemas.dataset_record import DatasetStatus, parse_dataset_record
+from schemas.errors import SchemaError
 
 
 def _subparsers() -> argparse._SubParsersAction:
@@ -82,10 +83,20 @@ def test_short(text: str, width: int, expected: str) -> None:
 
 
 def test_every_status_has_a_next_step() -> None:
-    base = {"uri": "gs://b/p/", "dataset_id": "ds-1", "route": "r", "reason": "", "updated_at": "t", "version": None}
+    base = {
+        "dataset_id": "ds-1",
+        "bucket": "b",
+        "prefix": "p/",
+        "uri": "gs://b/p/",
+        "route": "r",
+        "reason": "",
+        "updated_at": "2026-11-22T12:00:00Z",
+        "version": None,
+    }
     for status in DatasetStatus:
-        assert "\nnext      " in describe_dataset(base | {"status": status.value}), status
-    assert "next" not in describe_dataset(base | {"status": "FROM_THE_FUTURE"})
+        assert "\nnext      " in describe_dataset(parse_dataset_record(base | {"status": status.value})), status
+    with pytest.raises(SchemaError, match=r"dataset\.status: 'FROM_THE_FUTURE' is not one of"):
+        parse_dataset_record(base | {"status": "FROM_THE_FUTURE"})  # `landfall dataset` says so, naming the field
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

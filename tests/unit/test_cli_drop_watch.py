@@ -13,6 +13,7 @@ import pytest
 
 from landfall.commands import drop, watch
 from landfall.errors import CommandError
+from schemas.dataset_record import DatasetRecord, parse_dataset_record
 from schemas.run_record import RunError, RunState, StateChange, new_run
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
@@ -31,17 +32,40 @@ def test_drop_uploads_every_file_but_the_marker_in_name_order(tmp_path: Path) ->
         drop.files_to_upload(tmp_path / "a.csv", "datasets/d/")
 
 
+def _dataset(status: str, generation: str | int, run_id: str = "run-x") -> DatasetRecord:
+    version = {
+        "idempotency_key": f"gcs:b/d/:{generation}",
+        "run_id": run_id,
+        "kind": "marker",
+        "generation": generation,
+        "completed_by": "gs://b/d/_SUCCESS",
+        "status": "PUBLISHED",
+    }
+    return parse_dataset_record(
+        {
+            "dataset_id": "ds-1",
+            "bucket": "b",
+            "prefix": "d/",
+            "uri": "gs://b/d/",
+            "route": "r",
+            "status": status,
+            "updated_at": "2026-11-22T12:00:00Z",
+            "version": version,
+        }
+    )
+
+
 @pytest.mark.parametrize(
     "doc, settled",
     [
         (None, False),
-        ({"status": "REQUESTED", "version": {"generation": "5", "run_id": "run-old"}}, False),  # an earlier version
-        ({"status": "COLLECTING", "version": {"generation": "7"}}, False),
-        ({"status": "REQUESTED", "version": {"generation": "7", "run_id": "run-x"}}, True),
-        ({"status": "REFUSED", "version": {"generation": 7}}, True),
+        (_dataset("REQUESTED", "5", "run-old"), False),  # an earlier version
+        (_dataset("COLLECTING", "7"), False),
+        (_dataset("REQUESTED", "7"), True),
+        (_dataset("REFUSED", 7), True),  # a generation stored as a number reads as its text
     ],
 )
-def test_drop_waits_for_the_version_its_marker_completed(doc: dict | None, settled: bool) -> None:
+def test_drop_waits_for_the_version_its_marker_completed(doc: DatasetRecord | None, settled: bool) -> None:
     assert drop.settled(doc, "7") is settled
 
 

@@ -20,8 +20,8 @@ from functions.ingest.readiness import scan_prefix
 from functions.ingest.retrain import RetrainError, retrain
 from landfall.cli import build_parser
 from landfall.commands import datasets as datasets_cli
-from schemas.dataset_record import DatasetStatus, VersionStatus, content_key_for
-from tests.fakes.ingest import BUCKET, T0, World
+from schemas.dataset_record import DatasetStatus, VersionStatus, content_key_for, parse_dataset_record
+from tests.fakes.ingest import BUCKET, T0, World, version_stub
 
 MARKED = Route(
     name="marked",
@@ -165,9 +165,9 @@ def test_a_content_held_by_a_live_publish_is_retried_and_taken_over_once_its_lea
     from schemas.training_request import DatasetRef, run_id_for
 
     c = Completion(BUCKET, "datasets/a/", MARKED, "marker", "datasets/a/_SUCCESS", first.generation)
-    w.datasets.claim_version({"run_id": run_id_for(c.idempotency_key)}, owner="dead", now=T0, lease_seconds=60)
+    w.datasets.claim_version(version_stub(run_id_for(c.idempotency_key)), owner="dead", now=T0, lease_seconds=60)
     digest = scan_prefix(w.objects.list(BUCKET, "datasets/a/"), "datasets/a/").content_digest
-    w.datasets.claim_content(content_doc(c, run_id_for(c.idempotency_key), digest, DatasetRef(uri=URI)), now=T0)
+    w.datasets.claim_content(content_doc(c, run_id_for(c.idempotency_key), digest, DatasetRef(uri=URI), T0), now=T0)
     w.objects.put("datasets/a/_SUCCESS", b"")  # a newer marker over the same objects
     with pytest.raises(TransientError, match="another delivery is publishing now"):
         w.deliver("datasets/a/_SUCCESS", w.objects.objects["datasets/a/_SUCCESS"].generation)
@@ -222,7 +222,8 @@ def test_retrain_publishes_a_new_run_under_a_content_derived_key_recorded_on_the
     second = retrain(BUCKET, "datasets/a/", w.deps)
     assert second.count == 2 and second.idempotency_key.endswith(":retrain-2")
     assert len({run, first.run_id, second.run_id}) == 3 and len(w.published) == 3
-    assert w.datasets.content(doc["dataset_id"], digest)["retrains"] == 2  # type: ignore[index]
+    content = w.datasets.content(doc["dataset_id"], digest)
+    assert content is not None and content.retrains == 2
 
 
 def test_retrain_refuses_what_it_cannot_train_with_the_reason() -> None:
@@ -248,7 +249,7 @@ def test_landfall_retrain_and_dataset_commands(
     w, run = trained_once()
     w.upload("datasets/a/_SUCCESS", b"")
     monkeypatch.setattr(datasets_cli, "_ingest_deps", lambda: w.deps)
-    described = datasets_cli.describe_dataset(w.dataset("datasets/a/"))
+    described = datasets_cli.describe_dataset(parse_dataset_record(w.dataset("datasets/a/")))
     assert "status    DUPLICATE" in described
     assert f"duplicate of {run}" in described
     assert (

@@ -18,9 +18,9 @@ from functions.errors import TransientError
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of
 from functions.ingest.readiness import scan_prefix
-from schemas.dataset_record import DatasetStatus
+from schemas.dataset_record import DatasetRecord, DatasetStatus
 from schemas.training_request import run_id_for
-from tests.fakes.ingest import BUCKET, T0, World, fake_deps
+from tests.fakes.ingest import BUCKET, T0, World, fake_deps, version_stub
 
 MARKED = Route(
     name="marked",
@@ -119,7 +119,7 @@ def test_busy_version_is_retried_and_a_failed_publish_releases_the_claim() -> No
     w.objects.put("datasets/b/part-0.csv")
     marker = w.objects.put("datasets/b/_SUCCESS", b"")
     key = f"gcs:{BUCKET}/datasets/b/:{marker.generation}"
-    w.datasets.claim_version({"run_id": run_id_for(key)}, owner="other", now=T0, lease_seconds=60)
+    w.datasets.claim_version(version_stub(run_id_for(key)), owner="other", now=T0, lease_seconds=60)
     with pytest.raises(TransientError, match="another delivery"):
         w.deliver("datasets/b/_SUCCESS", marker.generation)
     w.clock.now = T0 + timedelta(seconds=61)  # the other delivery died: its lease ran out
@@ -431,7 +431,7 @@ def test_a_delivery_that_died_after_marking_the_version_published_leaves_the_dat
     w.upload("datasets/a/part-0.csv")
     real_save = w.datasets.save_dataset
 
-    def die(doc: dict) -> bool:
+    def die(record: DatasetRecord) -> bool:
         w.datasets.save_dataset = real_save  # type: ignore[method-assign]
         raise _Died()
 
