@@ -22,7 +22,6 @@ from trainer.datasets.stream import Batch, Counts
 from trainer.datasets.tables import ClassLabel, TableSchema, read_rows, read_schema
 from trainer.errors import DataError
 
-
 _CHUNK = 1024
 MAX_CLASSES = 10_000
 """More distinct labels than this is almost surely a wrong --label-column (an id, a measurement)."""
