@@ -13,15 +13,12 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from deploy.topology import topology_table
+from deploy.topology import TOPOLOGY_FILE, topology_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 """Where trainer/Dockerfile lies: only the deployer and the Vertex emulator read it, from a checkout."""
-TOPOLOGY_FILE = resources.files("deploy").joinpath("topology.toml")
 _ENTRYPOINT = re.compile(r"^\s*ENTRYPOINT\s+(\[.*\])\s*$", re.MULTILINE)
 
 
@@ -54,7 +51,7 @@ class TrainerImage:
 
 
 @cache
-def trainer_image(path: Traversable = TOPOLOGY_FILE) -> TrainerImage:
+def trainer_image(path: Path = TOPOLOGY_FILE) -> TrainerImage:
     """The [trainer_image] table of the topology file, checked."""
     table = topology_table(path).get("trainer_image")
     if not isinstance(table, dict):

@@ -6,9 +6,19 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from importlib.resources.abc import Traversable
+from pathlib import Path
 
-TOPOLOGY_FILE = resources.files("deploy").joinpath("topology.toml")
+
+def _data_file(name: str) -> Path:
+    """deploy/NAME, found through importlib.resources: deploy/ is a package on disk wherever it runs (a checkout, a
+    function's source, the trainer image), so this is a Path, which the loaders below can cache on."""
+    found = resources.files("deploy").joinpath(name)
+    if not isinstance(found, Path):
+        raise TypeError(f"deploy/{name}: expected a file on disk, found {found!r}")
+    return found
+
+
+TOPOLOGY_FILE = _data_file("topology.toml")
 """Package data of deploy/ (pyproject's package-data ships it with the functions' source)."""
 
 
@@ -123,14 +133,14 @@ class Topology:
 
 
 @cache
-def topology_table(path: Traversable = TOPOLOGY_FILE) -> dict[str, object]:
+def topology_table(path: Path = TOPOLOGY_FILE) -> dict[str, object]:
     """The topology file as parsed TOML, read once per path: the topology and the trainer image (deploy/images.py)
     both come from it, and a function instance's settings need both at cold start. Treat it as read-only."""
     return tomllib.loads(path.read_text())
 
 
 @cache
-def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
+def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
     """Parse and check the topology file; every missing key is reported by its dotted name."""
     raw = topology_table(path)
 
@@ -141,6 +151,18 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
                 raise TopologyError(f"{path.name}: missing `{'.'.join(keys)}`")
             node = node[key]
         return node
+
+    def table(*keys: str) -> dict[str, object]:
+        node = get(*keys)
+        if not isinstance(node, dict):
+            raise TopologyError(f"{path.name}: `{'.'.join(keys)}` must be a table, got {node!r}")
+        return node
+
+    def integer(*keys: str) -> int:
+        value = get(*keys)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TopologyError(f"{path.name}: `{'.'.join(keys)}` must be a whole number, got {value!r}")
+        return value
 
     def whole(*keys: str, within: tuple[int, int]) -> int:
         value = get(*keys)
@@ -172,16 +194,16 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
                 ),
             ),
         )
-        for name in get("functions")  # type: ignore[union-attr]
+        for name in table("functions")
     )
     schedules = tuple(
         Schedule(
             name=name,
             topic=str(get("schedules", name, "topic")),
-            every_seconds=int(get("schedules", name, "every_seconds")),  # type: ignore[call-overload]
+            every_seconds=integer("schedules", name, "every_seconds"),
             cron=str(get("schedules", name, "cron")),
         )
-        for name in get("schedules")  # type: ignore[union-attr]
+        for name in table("schedules")
     )
     topology = Topology(
         project_id=str(get("project", "local_id")),
@@ -206,7 +228,7 @@ def load_topology(path: Traversable = TOPOLOGY_FILE) -> Topology:
         run_results_topic=str(get("topics", "run_results", "name")),
         functions=functions,
         schedules=schedules,
-        local_ports={k: int(v) for k, v in get("local", "ports").items()},  # type: ignore[union-attr]
+        local_ports={name: integer("local", "ports", name) for name in table("local", "ports")},
     )
     for route in functions:
         if route.topic not in topology.topics:

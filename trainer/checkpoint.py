@@ -60,7 +60,12 @@ class CheckpointStore:
         with tempfile.TemporaryDirectory(prefix="landfall-ckpt-") as tmp:
             path = os.path.join(tmp, STATE)
             storage.download_file(storage.join(self._dir(step), STATE), path)
-            return torch.load(path, map_location="cpu", weights_only=False)
+            state = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(state, dict):
+            raise TypeError(
+                f"{storage.join(self._dir(step), STATE)}: expected a checkpoint dict, got {type(state).__name__}"
+            )
+        return state
 
     def save(self, step: int, state: dict[str, Any]) -> str:
         """Write state for step, then its marker, then prune; returns the checkpoint's URI."""

@@ -17,39 +17,36 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.trainer_flags import HPARAM_FLAGS, HPARAMS, unknown_key_message
+from schemas.trainer_flags import HPARAM_FLAGS, HPARAMS, HparamValues, unknown_key_message
 from schemas.vocabulary import REQUESTED_PRECISIONS, STRATEGIES, TASKS
 from trainer.errors import ConfigError
 
 
-def _validate_hparams(self: Any) -> None:
-    """The ranges and combinations the flag table (schemas/trainer_flags.py) cannot say; the reason when broken."""
-    for flag in HPARAM_FLAGS:
-        if flag.choices and getattr(self, flag.name) not in flag.choices:
-            raise ConfigError(
-                f"--hparam {flag.name}={getattr(self, flag.name)!r}: expected one of {', '.join(flag.choices)}"
-            )
-    if not 0.0 <= self.val_fraction < 1.0:
-        raise ConfigError(f"--hparam val_fraction={self.val_fraction}: expected 0 <= value < 1")
-    for name in ("warmup_steps", "shuffle_window", "keep_checkpoints", "log_every"):
-        minimum = 0 if name == "warmup_steps" else 1
-        if getattr(self, name) < minimum:
-            raise ConfigError(f"--hparam {name}={getattr(self, name)}: expected an integer >= {minimum}")
-    if self.weight_decay < 0 or self.grad_clip < 0 or not 0 <= self.min_lr_ratio <= 1:
-        raise ConfigError("--hparam weight_decay and grad_clip must be >= 0 and min_lr_ratio within [0, 1]")
+@dataclass(frozen=True)
+class Hparams(HparamValues):
+    """Knobs set with `--hparam KEY=VALUE`: the fields of schemas/trainer_flags.py's HparamValues (name, type, default
+    and help live there, shared with the dispatcher's checks), with the trainer's range checks."""
 
-
-Hparams = dataclasses.make_dataclass(
-    "Hparams",
-    [(flag.name, flag.kind, field(default=flag.default)) for flag in HPARAM_FLAGS],
-    frozen=True,
-    namespace={
-        "__module__": __name__,
-        "validate": _validate_hparams,
-        "__doc__": "Knobs set with `--hparam KEY=VALUE`: one field per flag of schemas/trainer_flags.py "
-        "(name, type, default and help live there, shared with the dispatcher's checks).",
-    },
-)
+    def validate(self) -> None:
+        """The ranges and combinations the flag table cannot say; the reason when broken."""
+        for flag in HPARAM_FLAGS:
+            if flag.choices and getattr(self, flag.name) not in flag.choices:
+                raise ConfigError(
+                    f"--hparam {flag.name}={getattr(self, flag.name)!r}: expected one of {', '.join(flag.choices)}"
+                )
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ConfigError(f"--hparam val_fraction={self.val_fraction}: expected 0 <= value < 1")
+        for name, value in (
+            ("warmup_steps", self.warmup_steps),
+            ("shuffle_window", self.shuffle_window),
+            ("keep_checkpoints", self.keep_checkpoints),
+            ("log_every", self.log_every),
+        ):
+            minimum = 0 if name == "warmup_steps" else 1
+            if value < minimum:
+                raise ConfigError(f"--hparam {name}={value}: expected an integer >= {minimum}")
+        if self.weight_decay < 0 or self.grad_clip < 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError("--hparam weight_decay and grad_clip must be >= 0 and min_lr_ratio within [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -225,9 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_hparams(items: list[str]) -> Any:
+def parse_hparams(items: list[str]) -> Hparams:
     """KEY=VALUE strings into Hparams, each value read as its flag's type (schemas/trainer_flags.py)."""
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {}  # each value is its field's type: HPARAMS[key] is built from that field
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep:

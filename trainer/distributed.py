@@ -79,18 +79,20 @@ def _from_cluster_spec(raw: str) -> tuple[int, int, str | None, int | None]:
         spec = json.loads(raw)
         cluster = spec["cluster"]
         task = spec["task"]
-        pool, index = task["type"], int(task["index"])
-    except (ValueError, KeyError, TypeError) as exc:
+        pool, index = str(task["type"]), int(task["index"])
+        hosts = {name: [str(host) for host in cluster.get(name) or []] for name in _TRAINING_POOLS}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(
             f"CLUSTER_SPEC is not Vertex's JSON ({exc}); expected "
             '{"cluster": {"workerpool0": ["host:port"], ...}, "task": {"type": "workerpool0", "index": 0}}'
         ) from exc
-    num_nodes = sum(len(cluster.get(name) or []) for name in _TRAINING_POOLS)
+    num_nodes = sum(len(hosts[name]) for name in _TRAINING_POOLS)
     if pool not in _TRAINING_POOLS:
         raise ConfigError(f"CLUSTER_SPEC task type {pool!r} does not train; expected one of {_TRAINING_POOLS}")
-    node_rank = index if pool == "workerpool0" else index + len(cluster.get("workerpool0") or [])
-    primary = (cluster.get("workerpool0") or [None])[0]
-    host, port = (None, None)
+    node_rank = index if pool == "workerpool0" else index + len(hosts["workerpool0"])
+    primary = hosts["workerpool0"][0] if hosts["workerpool0"] else None
+    host: str | None = None
+    port: int | None = None
     if primary:
         host, _, port_text = primary.rpartition(":")
         port = int(port_text) if port_text.isdigit() else None

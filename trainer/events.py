@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trainer import storage
 from trainer.logs import log
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 
 class EventLog:
@@ -19,7 +22,7 @@ class EventLog:
 
     def __init__(self, log_dir: str | None) -> None:
         self.log_dir = log_dir
-        self._writer: Any = None
+        self._writer: SummaryWriter | None = None
         self._local = ""
         if not log_dir:
             return

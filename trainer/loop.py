@@ -290,7 +290,7 @@ class _Clock:
 
 def _log_progress(s: Session, loss: float, seconds: float) -> None:
     p = s.progress
-    lr = s.scheduler.get_last_lr()[0]
+    lr = float(s.scheduler.get_last_lr()[0])  # a tensor only where the optimizer was given one
     rate = s.samples_trained / seconds if seconds > 0 else None
     log(
         "training",

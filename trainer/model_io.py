@@ -97,7 +97,7 @@ class LoadedModel:
             return [str(classes[i]) for i in ids.tolist()]
         out = self._forward(features)
         data = self.config["data"]
-        return out.squeeze(-1) * data["label_std"] + data["label_mean"]
+        return out.squeeze(-1) * float(data["label_std"]) + float(data["label_mean"])
 
     @torch.no_grad()
     def predict_ids(self, features: torch.Tensor | list[list[float]]) -> torch.Tensor:
@@ -109,7 +109,8 @@ class LoadedModel:
     def _forward(self, features: torch.Tensor | list[list[float]]) -> torch.Tensor:
         if self.task == "causal-lm":
             raise TypeError("a causal-lm model generates text: call generate(prompt)")
-        return self.module(torch.as_tensor(features, dtype=torch.float32))
+        out: torch.Tensor = self.module(torch.as_tensor(features, dtype=torch.float32))  # Module.__call__ is untyped
+        return out
 
     @torch.no_grad()
     def generate(self, prompt: str, max_new_bytes: int = 64, temperature: float = 0.0, seed: int = 0) -> str:

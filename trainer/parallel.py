@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,14 +75,25 @@ def gradient_sync(wrapped: Wrapped, enabled: bool) -> Iterator[None]:
     if enabled or not collectives.active():
         yield
         return
+    model = wrapped.model
     if wrapped.strategy in FSDP_STRATEGIES:
-        wrapped.model.set_requires_gradient_sync(False)  # type: ignore[operator]
+        from torch.distributed.fsdp import FSDPModule
+
+        if not isinstance(model, FSDPModule):
+            raise TypeError(f"--strategy={wrapped.strategy}: expected a fully_shard model, got {type(model).__name__}")
+        model.set_requires_gradient_sync(False)
         try:
             yield
         finally:
-            wrapped.model.set_requires_gradient_sync(True)  # type: ignore[operator]
+            model.set_requires_gradient_sync(True)
         return
-    with wrapped.model.no_sync():  # type: ignore[operator]
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    if not isinstance(model, DDP):
+        raise TypeError(
+            f"--strategy={wrapped.strategy}: expected a DistributedDataParallel model, got {type(model).__name__}"
+        )
+    with model.no_sync():
         yield
 
 
@@ -114,7 +125,13 @@ def full_state(wrapped: Wrapped) -> tuple[dict[str, Any], dict[str, Any]]:
         )
     main = not collectives.active() or dist.get_rank() == 0
     if wrapped.strategy == "zero1" and collectives.active():
-        wrapped.optimizer.consolidate_state_dict(to=0)  # type: ignore[attr-defined]
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        if not isinstance(wrapped.optimizer, ZeroRedundancyOptimizer):
+            raise TypeError(
+                f"--strategy=zero1: expected a ZeroRedundancyOptimizer, got {type(wrapped.optimizer).__name__}"
+            )
+        wrapped.optimizer.consolidate_state_dict(to=0)
     if not main:
         return {}, {}
     return _cpu(wrapped.inner.state_dict()), wrapped.optimizer.state_dict()
@@ -142,8 +159,19 @@ def model_weights(wrapped: Wrapped) -> dict[str, torch.Tensor]:
     if _sharded(wrapped):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        return get_model_state_dict(wrapped.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        full = get_model_state_dict(wrapped.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return _tensors(full)
     return _cpu(wrapped.inner.state_dict())
+
+
+def _tensors(state: Mapping[str, object]) -> dict[str, torch.Tensor]:
+    """A full model state dict, checked to hold only tensors (torch types it as holding any state value)."""
+    tensors: dict[str, torch.Tensor] = {}
+    for name, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"model state {name!r}: expected a tensor, got {type(value).__name__}")
+        tensors[name] = value
+    return tensors
 
 
 def local_weights_digest(wrapped: Wrapped) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from schemas.model_presets import GptPreset, get_preset
+from schemas.model_presets import GptPreset, Preset, get_preset
 from trainer import collectives, storage
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
@@ -172,7 +172,6 @@ def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | 
     document = None
     if s.env.is_main:
         preset = get_preset(s.config.model)
-        assert not isinstance(preset, dict)
         save_model(
             model_dir, weights, model_config(s.config.task, preset, s.data_spec, s.config.to_dict(), s.precision.name)
         )
@@ -194,7 +193,7 @@ def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | 
     return document
 
 
-def _metrics(s: Session, preset: Any, parameters: int, wall: float) -> dict[str, Any]:
+def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[str, Any]:
     rate = s.samples_trained / s.train_seconds if s.train_seconds > 0 else 0.0
     tokens = rate * preset.seq_len if isinstance(preset, GptPreset) else None
     mfu = None

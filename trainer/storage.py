@@ -12,7 +12,10 @@ import os
 import shutil
 from functools import cache
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from google.cloud import storage
 
 _READ_CHUNK = 8 * 1024 * 1024
 
@@ -45,7 +48,7 @@ def split_gcs(uri: str) -> tuple[str, str]:
     return bucket, name
 
 
-def client() -> Any:
+def client() -> storage.Client:
     """The process's storage client; anonymous against the emulator (STORAGE_EMULATOR_HOST).
 
     One client per endpoint and project, read from the environment at each call: a process (a notebook, a test
@@ -56,7 +59,7 @@ def client() -> Any:
 
 
 @cache
-def _client_for(emulator_host: str, project: str) -> Any:
+def _client_for(emulator_host: str, project: str) -> storage.Client:
     from google.cloud import storage
 
     if emulator_host:
@@ -66,9 +69,10 @@ def _client_for(emulator_host: str, project: str) -> Any:
     return storage.Client(project=project or None)
 
 
-def _blob(uri: str) -> Any:
+def _blob(uri: str) -> storage.Blob:
     bucket, name = split_gcs(uri)
-    return client().bucket(bucket).blob(name)
+    blob: storage.Blob = client().bucket(bucket).blob(name)  # google-cloud-storage ships no types
+    return blob
 
 
 def list_files(uri: str) -> list[str]:
@@ -90,7 +94,9 @@ def open_read(uri: str) -> IO[bytes]:
     """A binary, seekable stream that reads in chunks (the whole object is never held in memory)."""
     uri = resolve(uri)
     if is_gcs(uri):
-        return _blob(uri).open("rb", chunk_size=_READ_CHUNK)
+        # google-cloud-storage ships no types; Blob.open("rb") returns a BlobReader, a binary seekable stream.
+        stream: IO[bytes] = _blob(uri).open("rb", chunk_size=_READ_CHUNK)
+        return stream
     return open(uri, "rb")
 
 

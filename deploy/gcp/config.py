@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from deploy.topology import TOPOLOGY_FILE, Topology, load_topology
 
@@ -32,6 +32,7 @@ TARGET_KINDS = (
 BUCKET_TARGETS = ("landing", "artifacts")
 _MEMORY = re.compile(r"^\d+(Mi|Gi)$")
 _DURATION = re.compile(r"^\d+[smhd]$")
+_T = TypeVar("_T")
 
 
 class DeployConfigError(ValueError):
@@ -241,11 +242,11 @@ def load_deploy_config(path: Path = TOPOLOGY_FILE) -> DeployConfig:
     if not isinstance(gcp, dict):
         raise DeployConfigError(f"{path.name}: missing the [gcp] table that `landfall deploy` reads")
 
-    def get(table: Mapping[str, Any], where: str, key: str, kind: type) -> Any:
+    def get(table: Mapping[str, Any], where: str, key: str, kind: type[_T]) -> _T:
         value = table.get(key)
-        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, str) and not value):
-            raise DeployConfigError(f"{path.name}: {where}.{key} must be a {kind.__name__}, found {value!r}")
-        return value
+        if isinstance(value, kind) and not isinstance(value, bool) and value != "":
+            return value
+        raise DeployConfigError(f"{path.name}: {where}.{key} must be a {kind.__name__}, found {value!r}")
 
     functions = []
     for name, table in get(gcp, "gcp", "functions", dict).items():

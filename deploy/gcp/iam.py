@@ -98,11 +98,11 @@ def grants_on(kinds: frozenset[str], config: DeployConfig, names: Names) -> list
     then service agents, each in topology order."""
     rows: list[tuple[str, Arg, str, Resource]] = []
     for account in config.service_accounts:
-        member = account_member(names.accounts[account.key])
+        member: Arg = account_member(names.accounts[account.key])
         for grant in account.grants:
             rows += [(account.key, member, grant.role, r) for r in targets(grant, names) if r.kind in kinds]
     for agent in config.service_agents:
-        member: Arg = Later(agent.member) if "{" in agent.member else agent.member
+        member = Later(agent.member) if "{" in agent.member else agent.member
         for grant in agent.grants:
             rows += [(agent.key, member, grant.role, r) for r in targets(grant, names) if r.kind in kinds]
     return rows

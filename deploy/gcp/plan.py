@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from deploy.gcp import iam
 from deploy.gcp.bundles import REPO_ROOT, FunctionBundle, stage_function, stage_trainer
 from deploy.gcp.config import DeployConfig, delivery_policy, job_events_log_filter, load_deploy_config
-from deploy.gcp.firestore import listed_indexes, load_indexes
+from deploy.gcp.firestore import CompositeIndex, listed_indexes, load_indexes
 from deploy.gcp.iam import Names, Resource
-from deploy.gcp.steps import Argv, Fact, Later, Plan, Step
+from deploy.gcp.steps import Arg, Argv, Fact, Later, Plan, Step
 from deploy.images import trainer_image
 from deploy.topology import Topology, load_topology
 
@@ -130,14 +132,14 @@ def _url_fact(function: str) -> str:
     return f"url_{function}"
 
 
-def _grant_steps(rows: list[tuple[str, object, str, Resource]], n: Names, section: str) -> list[Step]:
+def _grant_steps(rows: Sequence[tuple[str, Arg, str, Resource]], n: Names, section: str) -> list[Step]:
     steps = []
     for holder, member, role, resource in rows:
         steps.append(
             Step(
                 f"grant {holder} {role} on {resource.kind} {resource.name}",
                 iam.bind(resource, member, role, n),
-                section,  # type: ignore[arg-type]
+                section,
                 remedy="You need permission to set IAM policy on it (e.g. roles/resourcemanager."
                 "projectIamAdmin for the project, roles/pubsub.admin, roles/storage.admin).",
             )
@@ -209,7 +211,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                 ),
                 section,
                 probe=listing,
-                found=lambda out, index=index: any(index.matches(i) for i in listed_indexes(out)),
+                found=partial(_index_listed, index=index),
             )
         )
 
@@ -474,7 +476,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                     "--format=json",
                     proj,
                 ),
-                found=lambda out, prefix=prefix: _has_notification(out, topic_path, prefix),
+                found=partial(_has_notification, topic_path=topic_path, prefix=prefix),
             )
         )
 
@@ -558,6 +560,10 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
             "so a second run converges. Grants (add-iam-policy-binding) are idempotent as they are.",
         ),
     )
+
+
+def _index_listed(stdout: str, index: CompositeIndex) -> bool:
+    return any(index.matches(listed) for listed in listed_indexes(stdout))
 
 
 def _sink_writer(member: object) -> bool:

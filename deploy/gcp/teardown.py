@@ -8,6 +8,7 @@ Firestore database; the APIs stay enabled.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 from deploy.gcp import iam
 from deploy.gcp.config import load_deploy_config
@@ -115,8 +116,8 @@ def teardown_plan(target: Target) -> Plan:
                 f"remove {holder}'s {role} on the project",
                 iam.bind(resource, member, role, n, remove=True),
                 section,
-                probe=policy,  # type: ignore[arg-type]
-                found=lambda out, m=member, role=role: _policy_has(out, str(m), role),
+                probe=policy,
+                found=partial(_policy_has, member=str(member), role=role),
                 if_found=iam.bind(resource, member, role, n, remove=True),
                 run_if_missing=False,
             )
@@ -182,12 +183,12 @@ def teardown_plan(target: Target) -> Plan:
             )
         )
     if target.delete_data:
-        where = (f"--database={DATABASE}", proj)
+        database = (f"--database={DATABASE}", proj)
         gone(
             f"delete the Firestore database {DATABASE} (run and dataset records)",
-            ("gcloud", "firestore", "databases", "delete", *where),
+            ("gcloud", "firestore", "databases", "delete", *database),
             section,
-            ("gcloud", "firestore", "databases", "describe", *where),
+            ("gcloud", "firestore", "databases", "describe", *database),
         )
 
     kept = [] if target.delete_data else ["the Firestore database (run records; --delete-data deletes it)"]

@@ -11,7 +11,7 @@ class ConfigError(ValueError):
     """A configuration file or control request is malformed; the message says what was expected."""
 
 
-def read_document(path: Path) -> dict:
+def read_document(path: Path) -> dict[str, object]:
     """A JSON (`.json`) or TOML (`.toml`) file as a dict."""
     try:
         text = path.read_text()
@@ -34,7 +34,7 @@ def load_images(path: Path) -> dict[str, tuple[str, ...]]:
     entrypoint listed here) runs as a local process. An empty list means the spec must give a command.
     """
     data = read_document(path)
-    images = {}
+    images: dict[str, tuple[str, ...]] = {}
     for image, entrypoint in data.items():
         if not isinstance(entrypoint, list) or not all(isinstance(word, str) for word in entrypoint):
             raise ConfigError(

@@ -16,22 +16,37 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import grpc
+
+if TYPE_CHECKING:
+    from deploy.vertex_emulator.faults import FaultPlan, FaultRules
 
 SERVICE = "landfall.vertex_emulator.v1.FaultControl"
 CALL_TIMEOUT_SECONDS = 10.0
 
+Document = dict[str, object]
+"""A JSON object, as the control calls send and answer them."""
 
-def _encode(document: dict) -> bytes:
+
+def _encode(document: Mapping[str, object]) -> bytes:
     return json.dumps(document).encode()
 
 
-def _decode(data: bytes) -> dict:
+def _decode(data: bytes) -> object:
+    """Any JSON value: the receiving side checks that it is an object (see _document)."""
     return json.loads(data.decode() or "{}")
 
 
-def plan_as_dict(rules) -> dict:
+def _document(value: object, what: str) -> Document:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what}: expected a JSON object, found {value!r}")
+    return value
+
+
+def plan_as_dict(rules: FaultRules) -> Document:
     """FaultRules as the JSON document SetFaults accepts (empty parts left out)."""
     document = dataclasses.asdict(rules)
     document = {key: value for key, value in document.items() if value}
@@ -41,25 +56,31 @@ def plan_as_dict(rules) -> dict:
     return document
 
 
-def control_handler(faults) -> grpc.GenericRpcHandler:
+def control_handler(faults: FaultPlan) -> grpc.GenericRpcHandler:
     """The server side, bound to the emulator's FaultPlan."""
     from deploy.vertex_emulator.config import ConfigError
 
-    def set_faults(request: dict, context: grpc.ServicerContext) -> dict:
+    def set_faults(request: object, context: grpc.ServicerContext) -> Document:
+        if not isinstance(request, dict):
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"Invalid fault plan: expected a JSON object, found {request!r}."
+            )
         try:
             rules = faults.replace(request)
         except ConfigError as error:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Invalid fault plan: {error}")
         return {"ok": True, "plan": plan_as_dict(rules)}
 
-    def get_faults(_request: dict, _context: grpc.ServicerContext) -> dict:
+    def get_faults(_request: object, _context: grpc.ServicerContext) -> Document:
         return {
             "ok": True,
             "plan": plan_as_dict(faults.current()),
             "unavailable_calls_left": faults.remaining_unavailable(),
         }
 
-    def handler(method):
+    def handler(
+        method: Callable[[object, grpc.ServicerContext], Document],
+    ) -> grpc.RpcMethodHandler[object, Document]:
         return grpc.unary_unary_rpc_method_handler(method, request_deserializer=_decode, response_serializer=_encode)
 
     return grpc.method_handlers_generic_handler(
@@ -67,17 +88,17 @@ def control_handler(faults) -> grpc.GenericRpcHandler:
     )
 
 
-def _call(address: str, method: str, document: dict) -> dict:
+def _call(address: str, method: str, document: Mapping[str, object]) -> Document:
     with grpc.insecure_channel(address) as channel:
         call = channel.unary_unary(f"/{SERVICE}/{method}", request_serializer=_encode, response_deserializer=_decode)
-        return call(document, timeout=CALL_TIMEOUT_SECONDS)
+        return _document(call(document, timeout=CALL_TIMEOUT_SECONDS), f"the answer to {method}")
 
 
-def set_faults(address: str, plan: dict) -> dict:
+def set_faults(address: str, plan: Mapping[str, object]) -> Document:
     """Replace the fault plan of the emulator at host:port; returns the plan now in force."""
-    return _call(address, "SetFaults", plan)["plan"]
+    return _document(_call(address, "SetFaults", plan)["plan"], "the plan SetFaults answered")
 
 
-def get_faults(address: str) -> dict:
+def get_faults(address: str) -> Document:
     """The emulator's fault plan and how many UNAVAILABLE answers are still to come."""
     return _call(address, "GetFaults", {})

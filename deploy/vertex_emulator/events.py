@@ -16,6 +16,10 @@ import threading
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from google.cloud import pubsub_v1
 
 # Service lines Vertex writes (vertex.md, "Completion signal").
 PROVISIONING = "Waiting for job to be provisioned."
@@ -49,7 +53,7 @@ class ServiceLine:
     severity: str = "INFO"
 
 
-def log_entry(project: str, line: ServiceLine, moment: datetime) -> dict:
+def log_entry(project: str, line: ServiceLine, moment: datetime) -> dict[str, Any]:
     """The Cloud Logging LogEntry (JSON form) for a service line of an `ml_job`."""
     stamp = rfc3339(moment)
     return {
@@ -75,8 +79,8 @@ class EventPublisher:
     def __init__(self, project: str, topic: str | None) -> None:
         self._project = project
         self._topic = topic
-        self._queue: queue.Queue[dict | None] = queue.Queue()
-        self._client = None
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._client: pubsub_v1.PublisherClient | None = None
         self._thread = threading.Thread(target=self._run, name="vertex-emulator-events", daemon=True)
         if topic:
             self._thread.start()
@@ -96,21 +100,24 @@ class EventPublisher:
             self._queue.put(None)
             self._thread.join(timeout)
 
-    def _publisher(self):
+    def _publisher(self, topic_path: str) -> pubsub_v1.PublisherClient:
         if self._client is None:
             from google.api_core.exceptions import AlreadyExists
             from google.cloud import pubsub_v1
 
             self._client = pubsub_v1.PublisherClient()
             with contextlib.suppress(AlreadyExists):
-                self._client.create_topic(name=self.topic_path)
+                self._client.create_topic(name=topic_path)
         return self._client
 
     def _run(self) -> None:
+        topic_path = self.topic_path
+        if topic_path is None:  # never: the thread starts only with a topic
+            return
         while (entry := self._queue.get()) is not None:
             try:
-                future = self._publisher().publish(
-                    self.topic_path,
+                future = self._publisher(topic_path).publish(
+                    topic_path,
                     json.dumps(entry).encode(),
                     **{"logging.googleapis.com/timestamp": entry["timestamp"]},
                 )
@@ -118,7 +125,7 @@ class EventPublisher:
             except Exception as error:  # the job goes on; the lost event is reported on stderr
                 print(
                     f"vertex emulator: could not publish job event {entry['textPayload']!r} for job "
-                    f"{entry['resource']['labels']['job_id']} to {self.topic_path}: {error}. "
+                    f"{entry['resource']['labels']['job_id']} to {topic_path}: {error}. "
                     "Check that the Pub/Sub emulator named by PUBSUB_EMULATOR_HOST is running.",
                     file=sys.stderr,
                     flush=True,

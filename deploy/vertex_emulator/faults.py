@@ -29,10 +29,15 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from deploy.vertex_emulator.config import ConfigError, read_document
+
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1.types import CustomJobSpec
 
 SPOT_RESTART_LIMIT = 6
 CPU = "CPU"
@@ -80,7 +85,11 @@ class FaultRules:
     spot_preemption: SpotPreemption | None = None
 
 
-def _fields(where: str, entry: object, allowed: dict[str, type | tuple[type, ...]], required: tuple[str, ...] = ()):
+def _fields(
+    where: str, entry: object, allowed: Mapping[str, type | tuple[type, ...]], required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """entry, checked to be an object holding only allowed keys (the required ones among them), each value of its
+    key's type: the keyword arguments of the record named by where."""
     if not isinstance(entry, dict):
         raise ConfigError(f"{where} must be an object with keys {', '.join(allowed)}; found {entry!r}.")
     unknown = set(entry) - set(allowed)
@@ -95,7 +104,7 @@ def _fields(where: str, entry: object, allowed: dict[str, type | tuple[type, ...
     return entry
 
 
-def parse_rules(data: dict) -> FaultRules:
+def parse_rules(data: Mapping[str, object]) -> FaultRules:
     """Check a fault plan document and turn it into FaultRules; ConfigError names the offending key."""
     unknown = set(data) - set(_PLAN_KEYS)
     if unknown:
@@ -114,12 +123,13 @@ def parse_rules(data: dict) -> FaultRules:
     machines = data.get("unsupported_machine_type", [])
     if not isinstance(machines, list):
         raise ConfigError(f"unsupported_machine_type must be a list of objects, found {machines!r}.")
-    spot = data.get("spot_preemption")
-    if spot is not None:
+    spot_entry = data.get("spot_preemption")
+    spot = None
+    if spot_entry is not None:
         spot = SpotPreemption(
             **_fields(
                 "spot_preemption",
-                spot,
+                spot_entry,
                 {"after_seconds": (int, float), "times": int, "grace_seconds": (int, float)},
                 required=("after_seconds",),
             )
@@ -184,7 +194,7 @@ class FaultPlan:
         self._rules = rules
         self._unavailable_left = rules.unavailable_calls
 
-    def replace(self, data: dict) -> FaultRules:
+    def replace(self, data: Mapping[str, object]) -> FaultRules:
         """Install a new plan (the control call); raises ConfigError and keeps the old plan when it is bad."""
         rules = parse_rules(data)
         with self._lock:
@@ -229,7 +239,7 @@ def unsupported_message(machine_type: str) -> str:
     return f'Machine type "{machine_type}" is not supported.'
 
 
-def job_accelerators(job_spec) -> frozenset[str]:
+def job_accelerators(job_spec: CustomJobSpec) -> frozenset[str]:
     """GPU kinds the job's used pools ask for; "CPU" stands for a pool without accelerators."""
     kinds = set()
     for spec in job_spec.worker_pool_specs:
@@ -239,20 +249,20 @@ def job_accelerators(job_spec) -> frozenset[str]:
     return frozenset(kinds)
 
 
-def is_preemptible(job_spec) -> bool:
+def is_preemptible(job_spec: CustomJobSpec) -> bool:
     """SPOT and FLEX_START jobs use preemptible quota."""
     return job_spec.scheduling.strategy.name in ("SPOT", "FLEX_START")
 
 
-def create_refusal(rules: FaultRules, job_spec, region: str) -> tuple[str, str] | None:
+def create_refusal(rules: FaultRules, job_spec: CustomJobSpec, region: str) -> tuple[str, str] | None:
     """("INVALID_ARGUMENT" | "RESOURCE_EXHAUSTED", message) when a fault makes CreateCustomJob refuse the job."""
     from deploy.vertex_emulator.catalog import load_catalog
 
-    for rule in rules.unsupported_machine_type:
-        if rule.region in (None, region):
+    for refused in rules.unsupported_machine_type:
+        if refused.region in (None, region):
             for spec in job_spec.worker_pool_specs:
-                if spec.machine_spec.machine_type == rule.machine_type:
-                    return "INVALID_ARGUMENT", unsupported_message(rule.machine_type)
+                if spec.machine_spec.machine_type == refused.machine_type:
+                    return "INVALID_ARGUMENT", unsupported_message(refused.machine_type)
     kinds = job_accelerators(job_spec)
     for rule in rules.quota_exhausted:
         if rule.hits(kinds, region):
@@ -263,7 +273,7 @@ def create_refusal(rules: FaultRules, job_spec, region: str) -> tuple[str, str] 
     return None
 
 
-def stockout_hit(rules: FaultRules, job_spec, region: str) -> bool:
+def stockout_hit(rules: FaultRules, job_spec: CustomJobSpec, region: str) -> bool:
     """True when a stockout fault matches the job: it will FAIL instead of running."""
     kinds = job_accelerators(job_spec)
     return any(rule.hits(kinds, region) for rule in rules.stockout)

@@ -22,6 +22,8 @@ from fnmatch import fnmatchcase
 
 from google.cloud.aiplatform_v1.types import CustomJob, JobState
 
+from deploy.vertex_emulator.wellknown import time_of
+
 Predicate = Callable[[CustomJob], bool]
 
 FIELD_OPERATORS = {
@@ -41,14 +43,15 @@ class FilterError(ValueError):
 
 
 def _tokenize(text: str) -> list[tuple[str, str]]:
-    tokens, position = [], 0
+    tokens: list[tuple[str, str]] = []
+    position = 0
     while position < len(text):
         if text[position:].strip() == "":
             break
         match = _TOKEN.match(text, position)
-        if match is None or match.end() == position:
+        kind = match.lastgroup if match is not None else None  # every alternative is a named group
+        if match is None or kind is None or match.end() == position:
             raise FilterError(f'Unexpected character at position {position} of filter "{text}".')
-        kind = match.lastgroup
         value = match.group(kind)
         if kind == "string":
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
@@ -78,8 +81,9 @@ class _Parser:
 
     def parse(self) -> Predicate:
         predicate = self.conjunction()
-        if self.peek() is not None:
-            raise FilterError(f'Unexpected "{self.peek()[1]}" in filter "{self.text}".')
+        left = self.peek()
+        if left is not None:
+            raise FilterError(f'Unexpected "{left[1]}" in filter "{self.text}".')
         return predicate
 
     def conjunction(self) -> Predicate:
@@ -166,7 +170,12 @@ def _create_time(_key: str, operator: str, value: str) -> Predicate:
     if moment.tzinfo is None:
         raise FilterError(f'create_time "{value}" has no time zone; end it with "Z" or an offset such as "+00:00".')
     compare = _TIME_OPS[operator]
-    return lambda job: compare(job.create_time, moment)
+
+    def matches(job: CustomJob) -> bool:
+        created = time_of(job.create_time)
+        return created is not None and compare(created, moment)
+
+    return matches
 
 
 def _labels(key: str, operator: str, value: str) -> Predicate:

@@ -61,7 +61,7 @@ def is_reduction_server(pool: int, spec: WorkerPoolSpec) -> bool:
 
 def replica_slots(job_spec: CustomJobSpec) -> list[ReplicaSlot]:
     """Every replica of the job, pool by pool."""
-    slots = []
+    slots: list[ReplicaSlot] = []
     for pool, spec in enumerate(job_spec.worker_pool_specs):
         if is_empty_pool(spec):
             continue

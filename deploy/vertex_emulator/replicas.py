@@ -16,8 +16,9 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 WAIT_STEP_SECONDS = 0.02
@@ -132,7 +133,7 @@ def _stat_fields(pid: int) -> list[str]:
     return [head.split(" ", 1)[0], "", *tail.split()]
 
 
-def _pids_where(predicate) -> list[int]:
+def _pids_where(predicate: Callable[[list[str]], bool]) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -154,6 +155,11 @@ def record_processes(path: Path, processes: Sequence[ReplicaProcess]) -> None:
     path.write_text(json.dumps({name: ident for name, ident in records.items() if ident}))
 
 
+def _in_session(fields: list[str], session: int) -> bool:
+    """Whether the process whose /proc/PID/stat fields these are belongs to the session led by pid `session`."""
+    return int(fields[5]) == session
+
+
 def kill_leftovers(path: Path) -> list[int]:
     """Kill what is left of replica groups recorded in `path` by an emulator that died; return the pids killed.
 
@@ -162,11 +168,15 @@ def kill_leftovers(path: Path) -> list[int]:
     """
     if not path.is_file():
         return []
-    killed = []
-    for identity in json.loads(path.read_text()).values():
+    recorded = json.loads(path.read_text())
+    identities = [i for i in recorded.values() if isinstance(i, str)] if isinstance(recorded, dict) else None
+    if identities is None or len(identities) != len(recorded):
+        raise ValueError(f"{path}: expected an object of replica name -> process identity, as record_processes writes")
+    killed: list[int] = []
+    for identity in identities:
         leader = int(identity.split(":", 1)[0])
         alive_leader = process_identity(leader) == identity
-        members = _pids_where(lambda fields, sid=leader: int(fields[5]) == sid)
+        members = _pids_where(partial(_in_session, session=leader))
         if alive_leader or members:
             _signal_group(leader, signal.SIGKILL)
             for pid in members:

@@ -31,6 +31,7 @@ from deploy.vertex_emulator.launch import LaunchError, ReplicaSlot, replica_comm
 from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir, replica_log_path
 from deploy.vertex_emulator.replicas import ReplicaLaunch, ReplicaProcess, record_processes, stop_all
 from deploy.vertex_emulator.store import JobStore
+from deploy.vertex_emulator.wellknown import duration_of, timestamp
 
 TERMINAL_STATES = frozenset(
     {JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED, JobState.JOB_STATE_EXPIRED}
@@ -62,7 +63,7 @@ def free_port() -> int:
     """A TCP port that was free a moment ago on 127.0.0.1."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,8 @@ class JobRunner:
     def _watch(self) -> Outcome | None:
         """Poll the replicas until the job has an outcome (None: the emulator is shutting down)."""
         job = self._store.get(self.job_id)
-        timeout = job.job_spec.scheduling.timeout.total_seconds() if job and job.job_spec.scheduling.timeout else 0
+        limit = duration_of(job.job_spec.scheduling.timeout) if job else None
+        timeout = limit.total_seconds() if limit else 0
         spot = job.job_spec.scheduling.strategy.name == "SPOT" if job else False
         started = last_start = time.monotonic()
         preemptions = 0
@@ -295,11 +297,11 @@ class JobRunner:
             if job.state == JobState.JOB_STATE_CANCELLING and state not in TERMINAL_STATES:
                 return False
             job.state = state
-            job.update_time = moment
+            job.update_time = timestamp(moment)
             if start:
-                job.start_time = moment
+                job.start_time = timestamp(moment)
             if end:
-                job.end_time = moment
+                job.end_time = timestamp(moment)
             if error is not None:
                 job.error = error
             moved = True

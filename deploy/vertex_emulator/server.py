@@ -8,12 +8,15 @@ location is accepted: the client decides the region through the parent it sends.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
+import proto
 from google.cloud.aiplatform_v1.types import (
     CancelCustomJobRequest,
     CreateCustomJobRequest,
@@ -37,8 +40,9 @@ from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir
 from deploy.vertex_emulator.paging import PageTokenError, page
 from deploy.vertex_emulator.replicas import kill_leftovers
 from deploy.vertex_emulator.runner import TERMINAL_STATES, JobRunner, RunnerSettings
-from deploy.vertex_emulator.store import JobStore, job_id_of
+from deploy.vertex_emulator.store import JobStore, copy_job, job_id_of
 from deploy.vertex_emulator.validation import format_errors, validate_custom_job
+from deploy.vertex_emulator.wellknown import timestamp
 
 SERVICE = "google.cloud.aiplatform.v1.JobService"
 OUTPUT_ONLY_FIELDS = ("error", "start_time", "end_time", "web_access_uris")
@@ -125,8 +129,8 @@ class JobService:
             def change(stored: CustomJob, moment: datetime = moment) -> None:
                 stored.state = JobState.JOB_STATE_FAILED
                 stored.error = status_pb2.Status(code=code_pb2.ABORTED, message=RESTART_MESSAGE)
-                stored.end_time = moment
-                stored.update_time = moment
+                stored.end_time = timestamp(moment)
+                stored.update_time = timestamp(moment)
 
             self._store.update(job_id, change)
             self._publisher.emit(events.ServiceLine(job_id, RESTART_MESSAGE, "ERROR"))
@@ -150,7 +154,7 @@ class JobService:
 
     def create_custom_job(self, request: CreateCustomJobRequest) -> CustomJob:
         project, location = _parse_parent(request.parent)
-        job = CustomJob.deserialize(CustomJob.serialize(request.custom_job))
+        job = copy_job(request.custom_job)
         errors = validate_custom_job(job)
         if errors:
             raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, format_errors(errors))
@@ -163,8 +167,8 @@ class JobService:
             job.__delattr__(output_only)
         job.name = f"projects/{project}/locations/{location}/customJobs/{job_id}"
         job.state = JobState.JOB_STATE_PENDING
-        job.create_time = moment
-        job.update_time = moment
+        job.create_time = timestamp(moment)
+        job.update_time = timestamp(moment)
         self._store.put(job)
         self._publisher.emit(events.ServiceLine(job_id, events.PROVISIONING))
         runner = JobRunner(
@@ -212,7 +216,7 @@ class JobService:
             if stored.state in TERMINAL_STATES:
                 return False
             stored.state = JobState.JOB_STATE_CANCELLING
-            stored.update_time = moment
+            stored.update_time = timestamp(moment)
             return True
 
         self._store.update(job_id, change)
@@ -255,8 +259,23 @@ class JobService:
 UNAVAILABLE_MESSAGE = "The service is currently unavailable."
 
 
-def _unary(service: JobService, method, request_type, response_serializer):
-    def handle(request, context: grpc.ServicerContext):
+_Request = TypeVar("_Request", bound=proto.Message)
+_Response = TypeVar("_Response")
+
+
+def _unary(
+    service: JobService,
+    method: Callable[[_Request], _Response],
+    request_type: type[_Request],
+    response_serializer: Callable[[_Response], bytes],
+) -> grpc.RpcMethodHandler[_Request, _Response]:
+    def deserialize(payload: bytes) -> _Request:
+        request = request_type.deserialize(payload)  # proto-plus annotates it as returning any Message
+        if not isinstance(request, request_type):
+            raise TypeError(f"expected a {request_type.__name__}, got {type(request).__name__}")
+        return request
+
+    def handle(request: _Request, context: grpc.ServicerContext) -> _Response:
         if service.faults.take_unavailable():
             context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_MESSAGE)
         try:
@@ -265,7 +284,7 @@ def _unary(service: JobService, method, request_type, response_serializer):
             context.abort(error.code, error.message)
 
     return grpc.unary_unary_rpc_method_handler(
-        handle, request_deserializer=request_type.deserialize, response_serializer=response_serializer
+        handle, request_deserializer=deserialize, response_serializer=response_serializer
     )
 
 
@@ -274,16 +293,17 @@ def build_server(service: JobService, host: str, port: int) -> tuple[grpc.Server
     # so_reuseport off: a second emulator on a taken port must fail instead of silently sharing it.
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[("grpc.so_reuseport", 0)])
 
-    def unary(method, request_type, response_serializer):
-        return _unary(service, method, request_type, response_serializer)
-
-    handlers = {
-        "CreateCustomJob": unary(service.create_custom_job, CreateCustomJobRequest, CustomJob.serialize),
-        "GetCustomJob": unary(service.get_custom_job, GetCustomJobRequest, CustomJob.serialize),
-        "ListCustomJobs": unary(service.list_custom_jobs, ListCustomJobsRequest, ListCustomJobsResponse.serialize),
-        "CancelCustomJob": unary(service.cancel_custom_job, CancelCustomJobRequest, empty_pb2.Empty.SerializeToString),
-        "DeleteCustomJob": unary(
-            service.delete_custom_job, DeleteCustomJobRequest, operations_pb2.Operation.SerializeToString
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        "CreateCustomJob": _unary(service, service.create_custom_job, CreateCustomJobRequest, CustomJob.serialize),
+        "GetCustomJob": _unary(service, service.get_custom_job, GetCustomJobRequest, CustomJob.serialize),
+        "ListCustomJobs": _unary(
+            service, service.list_custom_jobs, ListCustomJobsRequest, ListCustomJobsResponse.serialize
+        ),
+        "CancelCustomJob": _unary(
+            service, service.cancel_custom_job, CancelCustomJobRequest, empty_pb2.Empty.SerializeToString
+        ),
+        "DeleteCustomJob": _unary(
+            service, service.delete_custom_job, DeleteCustomJobRequest, operations_pb2.Operation.SerializeToString
         ),
     }
     server.add_generic_rpc_handlers(

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from google.cloud.aiplatform_v1.types import CustomJob
 
@@ -20,7 +21,8 @@ from deploy.vertex_emulator.logs import JOB_FILE, job_dir
 
 def copy_job(job: CustomJob) -> CustomJob:
     """A deep copy of a job message."""
-    return CustomJob.deserialize(CustomJob.serialize(job))
+    # proto-plus annotates deserialize as returning Message; it returns an instance of the class it is called on.
+    return cast(CustomJob, CustomJob.deserialize(CustomJob.serialize(job)))
 
 
 def job_id_of(name: str) -> str:
@@ -45,7 +47,8 @@ class JobStore:
 
     def _load(self) -> None:
         for path in sorted((self._state_dir / "jobs").glob(f"*/{JOB_FILE}")):
-            job = CustomJob.from_json(path.read_text(), ignore_unknown_fields=True)
+            # proto-plus annotates from_json as returning Message; it returns a CustomJob.
+            job = cast(CustomJob, CustomJob.from_json(path.read_text(), ignore_unknown_fields=True))
             job_id = job_id_of(job.name)
             self._jobs[job_id] = job
             self._last_id = max(self._last_id, int(job_id))

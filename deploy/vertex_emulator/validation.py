@@ -15,6 +15,7 @@ from google.cloud.aiplatform_v1.types import CustomJob, WorkerPoolSpec
 from deploy.vertex_emulator.catalog import MachineCatalog, load_catalog
 from deploy.vertex_emulator.faults import unsupported_message
 from deploy.vertex_emulator.launch import is_empty_pool, is_reduction_server
+from deploy.vertex_emulator.wellknown import duration_of
 
 MAX_DISPLAY_NAME = 128
 MAX_LABELS = 64
@@ -174,7 +175,8 @@ def check_pool(index: int, spec: WorkerPoolSpec, catalog: MachineCatalog) -> lis
 def check_scheduling(job: CustomJob) -> list[FieldError]:
     scheduling = job.job_spec.scheduling
     errors = []
-    timeout = scheduling.timeout.total_seconds() if scheduling.timeout else None
+    limit = duration_of(scheduling.timeout)
+    timeout = limit.total_seconds() if limit else None
     if timeout is not None and timeout <= 0:
         errors.append(FieldError("job_spec.scheduling.timeout", "The timeout must be positive."))
     if scheduling.strategy.name == "FLEX_START":

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import cast
 
 import torch
 
@@ -26,6 +25,13 @@ from trainer.errors import DataError
 _CHUNK = 1024
 MAX_CLASSES = 10_000
 """More distinct labels than this is almost surely a wrong --label-column (an id, a measurement)."""
+
+
+def _class_of(label: float | ClassLabel) -> ClassLabel:
+    """A classification row's label, which read_rows gives as a class label (an int or text), never a float."""
+    if isinstance(label, float):
+        raise TypeError(f"expected a class label (an integer or text), got the number {label!r}")
+    return label
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class TabularCorpus:
         assert self.spec is not None
         x = torch.tensor(xs, dtype=torch.float32)
         if self.classification:
-            return x, torch.tensor([self._class_ids[cast(ClassLabel, y)] for y in ys], dtype=torch.int64)
+            return x, torch.tensor([self._class_ids[_class_of(y)] for y in ys], dtype=torch.int64)
         y = (torch.tensor(ys, dtype=torch.float64) - self.spec.label_mean) / self.spec.label_std
         return x, y.to(torch.float32)
 
@@ -115,7 +121,7 @@ class TabularCorpus:
             rows: list[list[float]] = []
             for index, (line, features, label) in enumerate(read_rows(uri, fmt, self.schema)):
                 if self.classification:
-                    labels.add(cast(ClassLabel, label), uri, line)
+                    labels.add(_class_of(label), uri, line)
                 unit = self.plan.unit(shard, index)
                 if is_validation(shard, index, self.val_fraction):
                     val[unit] += 1

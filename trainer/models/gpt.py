@@ -27,7 +27,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(d, dim=2)
         q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).contiguous().view(b, t, d))
+        out: torch.Tensor = self.proj(y.transpose(1, 2).contiguous().view(b, t, d))  # Module.__call__ is untyped
+        return out
 
 
 class Block(nn.Module):
@@ -42,7 +43,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
+        out: torch.Tensor = x + self.mlp(self.ln_2(x))  # Module.__call__ is untyped
+        return out
 
 
 class GPT(nn.Module):

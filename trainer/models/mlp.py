@@ -14,6 +14,9 @@ class TabularMLP(nn.Module):
     Takes raw feature values: (x - feature_mean) / feature_std happens inside, from buffers saved with the weights.
     """
 
+    feature_mean: torch.Tensor
+    feature_std: torch.Tensor
+
     def __init__(
         self,
         n_features: int,
@@ -36,4 +39,6 @@ class TabularMLP(nn.Module):
         self.head = nn.Linear(width, n_outputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body((x - self.feature_mean) / self.feature_std))
+        # nn.Module's __call__ is typed as returning Any; a Linear head returns a tensor.
+        out: torch.Tensor = self.head(self.body((x - self.feature_mean) / self.feature_std))
+        return out
