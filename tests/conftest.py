@@ -17,6 +17,30 @@ import pytest
 from deploy.local import processes, services
 
 PROJECT = "landfall-local"
+STACK_GROUP = "e2e-stack"
+"""The pytest-xdist group of every test on the shared local stack (tests/e2e/conftest.py): one worker runs them all,
+one after the other, on one stack, while the other worker runs everything else."""
+ALONE = "alone"
+"""Marker of a test that must not run beside another stack (the default ports): `make test` runs it after the
+parallel pass, by itself."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group tests for `make test`'s `-n 2 --dist loadgroup` (pytest-xdist; ignored in a plain run).
+
+    Each worker is a process of its own: its own session emulators (free ports), its own tmp dirs and environment.
+    What must stay together is grouped: the tests of the shared local stack (one stack, in one worker: two stacks
+    would fight for two cores), and each integration module, so its module-scoped fixtures and the session
+    emulators start once in one worker instead of once per test's worker. Unit tests spread one by one.
+    """
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if "local_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(STACK_GROUP))
+        elif item.nodeid.startswith(("tests/integration/", "tests/e2e/")):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @dataclass(frozen=True)
