@@ -26,17 +26,34 @@ ALONE = "alone"
 parallel pass, by itself."""
 
 
+SHARED_STAGE = frozenset(
+    {
+        "tests/unit/test_deploy_plan.py",
+        "tests/unit/test_deploy_cli.py",
+        "tests/unit/test_deploy_execute.py",
+        "tests/unit/test_deploy_bundles.py",
+        "tests/integration/test_deploy_gcloud.py",
+        "tests/integration/test_deploy_bundle.py",
+    }
+)
+"""Modules whose tests may stage bundles under the repository's .landfall/deploy/ (deploy/gcp/bundles.py's
+STAGE_DIR, relative to the working directory): one worker runs them, one at a time (two at once raced)."""
+
+
 def work_unit(nodeid: str) -> str:
     """The tests one pytest-xdist worker runs together under `make test` (`-n 2 --dist loadgroup`).
 
     Each worker is a process of its own: its own session emulators (free ports), its own tmp dirs and environment.
     What must stay together is one unit: the tests of tests/e2e, on the shared local stack (one stack in one worker:
-    two stacks would fight for two cores), except test_stack_lifecycle.py (its own stack, its own unit); each
-    integration module, so that its module fixtures start once. Every unit test is a unit by itself.
+    two stacks would fight for two cores), except test_stack_lifecycle.py (its own stack, its own unit); the modules
+    that stage under .landfall/deploy/; each integration module, so that its module fixtures start once. Every other
+    unit test is a unit by itself.
     """
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/e2e/") and path != "tests/e2e/test_stack_lifecycle.py":
         return STACK_GROUP
+    if path in SHARED_STAGE:
+        return "deploy-stage"
     if path.startswith(("tests/integration/", "tests/e2e/")):
         return path
     return nodeid
