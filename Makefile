@@ -4,35 +4,49 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration test-e2e lint bench load campaign fuzz up down status clean
+.PHONY: install lock demo test test-unit test-integration test-e2e lint bench load campaign fuzz up down status clean
 
-# Install with uv (pinned, bootstrapped into the venv by pip: seconds instead of a minute), the same pinned
-# requirements; pip does it when uv cannot be had or fails. uv reads no pip.conf: scripts/uv_sources.py passes it
-# pip's find-links, indexes and constraints (else it would pull a multi-GB CUDA torch instead of the local CPU one).
+# Install requirements.lock (every transitive pin, with hashes; `make lock` writes it from requirements.txt) with uv
+# (pinned, bootstrapped into the venv by pip: seconds instead of a minute); pip installs the same lock when uv cannot
+# be had or fails. uv reads no pip.conf: scripts/uv_sources.py passes it pip's find-links, indexes and constraints
+# (else it would pull a multi-GB CUDA torch instead of the local CPU one).
 UV_VERSION := 0.13.9
 PIP := $(PY) -m pip install -q --disable-pip-version-check
 
-$(STAMP): requirements.txt functions/requirements.txt trainer/requirements.txt pyproject.toml
+$(STAMP): requirements.lock requirements.txt functions/requirements.txt trainer/requirements.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@if $(PIP) uv==$(UV_VERSION) 2>/dev/null && UV_SOURCES="$$($(PY) scripts/uv_sources.py)" && \
-	    $(VENV)/bin/uv pip install -q --python $(PY) $$UV_SOURCES -r requirements.txt && \
+	    $(VENV)/bin/uv pip install -q --python $(PY) $$UV_SOURCES -r requirements.lock && \
 	    $(VENV)/bin/uv pip install -q --python $(PY) $$UV_SOURCES --no-deps -e . ; then \
-	  echo "installed with uv $(UV_VERSION)"; \
+	  echo "installed requirements.lock with uv $(UV_VERSION)"; \
 	else \
-	  echo "uv $(UV_VERSION) unavailable or failed: installing with pip"; \
-	  $(PIP) -r requirements.txt && $(PIP) --no-deps -e . ; \
+	  echo "uv $(UV_VERSION) unavailable or failed: installing requirements.lock with pip"; \
+	  $(PIP) -r requirements.lock && $(PIP) --no-deps -e . ; \
 	fi
 	@touch $(STAMP)
 
 install: $(STAMP)
 
+## make lock: requirements.lock from requirements.txt (which includes functions/ and trainer/requirements.txt): every
+## transitive distribution pinned with its hashes, so a fresh clone installs exactly what CI tested. Run it after
+## changing a requirements file; tests/unit/test_requirements.py fails while the lock disagrees with them.
+lock:
+	@test -x $(VENV)/bin/uv || { test -x $(PY) || python3 -m venv $(VENV); $(PIP) uv==$(UV_VERSION); }
+	$(VENV)/bin/uv pip compile -q $$($(PY) scripts/uv_sources.py) --python-version 3.11 --generate-hashes \
+	  --custom-compile-command "make lock" requirements.txt -o requirements.lock
+
 ## make demo: virtual environment, install, local stack, then data dropped -> run SUCCEEDED with metrics.
 demo: $(STAMP)
 	$(VENV)/bin/landfall demo
 
-## make test: the whole suite (unit, integration against the emulators, end to end).
+## make test: the whole suite (unit, integration against the emulators, end to end) on TEST_WORKERS pytest-xdist
+## workers (one runs the tests of the shared local stack, the others the rest: docs/testing.md), then the tests marked
+## `alone` (the default ports) by themselves; branch coverage of functions, schemas, trainer, deploy and landfall,
+## their subprocesses included ([tool.coverage] in pyproject.toml), printed at the end. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone" --cov --cov-report= --durations=15
+	$(PY) -m pytest tests/e2e -m alone --cov --cov-append --cov-report=term
 
 ## Tests climb in cost: unit (pure logic, starts no process), integration (emulators and real processes), e2e.
 test-unit: $(STAMP)

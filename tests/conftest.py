@@ -11,12 +11,69 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deploy.local import processes, services
 
 PROJECT = "landfall-local"
+STACK_GROUP = "e2e-stack"
+"""The pytest-xdist work unit of every test on the shared local stack (tests/e2e/conftest.py): one worker runs them
+all, one after the other, on one stack, while the other worker runs everything else."""
+ALONE = "alone"
+"""Marker of a test that must not run beside another stack (the default ports): `make test` runs it after the
+parallel pass, by itself."""
+
+
+SHARED_STAGE = frozenset(
+    {
+        "tests/unit/test_deploy_plan.py",
+        "tests/unit/test_deploy_cli.py",
+        "tests/unit/test_deploy_execute.py",
+        "tests/unit/test_deploy_bundles.py",
+        "tests/integration/test_deploy_gcloud.py",
+        "tests/integration/test_deploy_bundle.py",
+    }
+)
+"""Modules whose tests may stage bundles under the repository's .landfall/deploy/ (deploy/gcp/bundles.py's
+STAGE_DIR, relative to the working directory): one worker runs them, one at a time (two at once raced)."""
+
+
+def work_unit(nodeid: str) -> str:
+    """The tests one pytest-xdist worker runs together under `make test` (`-n 2 --dist loadgroup`).
+
+    Each worker is a process of its own: its own session emulators (free ports), its own tmp dirs and environment.
+    What must stay together is one unit: the tests of tests/e2e, on the shared local stack (one stack in one worker:
+    two stacks would fight for two cores), except test_stack_lifecycle.py (its own stack, its own unit); the modules
+    that stage under .landfall/deploy/; each integration module, so that its module fixtures start once. Every other
+    unit test is a unit by itself.
+    """
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/e2e/") and path != "tests/e2e/test_stack_lifecycle.py":
+        return STACK_GROUP
+    if path in SHARED_STAGE:
+        return "deploy-stage"
+    if path.startswith(("tests/integration/", "tests/e2e/")):
+        return path
+    return nodeid
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` with the units of work_unit. xdist's own loadgroup reads `xdist_group` marks through a
+    node id suffix that pytest 9 no longer lets a plugin set, so it would spread the stack's tests over both workers
+    (a stack each); this scheduler groups by path instead. Biggest unit first (xdist's --loadscope-reorder): the
+    stack's tests start at once and the unit tests fill the gaps."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnits(config, log)
 
 
 @dataclass(frozen=True)

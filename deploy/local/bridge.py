@@ -7,6 +7,7 @@ pull subscription, created with the topology's dead-letter policy, and this proc
 
 - pull, POST the push request Google sends ({"message": ..., "subscription": ..., "deliveryAttempt": N}) to the
   function, and acknowledge only once it answers 102, 200, 201, 202 or 204: nothing is acknowledged unprocessed;
+  each acknowledgement is a line of the log (ACKNOWLEDGED: what tests wait on to know a message will not return);
 - on any other answer, or none within the ack deadline, leave the message unacknowledged for the back-off of
   `retry_delay` (the emulator redelivers it when that deadline passes, counting one more delivery attempt);
 - after the last allowed attempt, nack it at once: the emulator publishes it to the dead-letter topic with the
@@ -40,6 +41,9 @@ from deploy.topology import FunctionRoute, RetryPolicy, load_topology
 
 READY_LINE = "landfall delivery bridge ready"
 """Printed once every subscription was found; the local stack waits for it (processes.ServiceSpec.ready_log_line)."""
+ACKNOWLEDGED = "{function}: message {message_id} attempt {attempt} acknowledged"
+"""The log line of a delivery the function answered with an ACK_STATUSES code and Pub/Sub took the ack of (then
+` (HTTP <status>)`): that message is not delivered again. A failed attempt's line says `attempt N of M failed`."""
 ACK_STATUSES = frozenset({102, 200, 201, 202, 204})
 """The HTTP answers Pub/Sub push takes as an acknowledgement; any other one, or none, is a failed delivery."""
 PULL_WAIT_S = 2.0
@@ -242,7 +246,9 @@ class Pump:
             route.endpoint, push_body(received.message, route.subscription, attempt), route.ack_deadline_seconds
         )
         if status in ACK_STATUSES:
-            self._settle("acknowledge", received.ack_id, None, message_id)
+            if self._settle("acknowledge", received.ack_id, None, message_id):
+                acknowledged = ACKNOWLEDGED.format(function=route.function, message_id=message_id, attempt=attempt)
+                self._say(f"{acknowledged} (HTTP {status})")
             return
         answer = f"HTTP {status}" if status is not None else f"no answer ({why})"
         if time.monotonic() - started >= route.ack_deadline_seconds:
@@ -265,7 +271,8 @@ class Pump:
         )
         self._settle("modify_ack_deadline", received.ack_id, delay, message_id)
 
-    def _settle(self, how: str, ack_id: str, seconds: int | None, message_id: str) -> None:
+    def _settle(self, how: str, ack_id: str, seconds: int | None, message_id: str) -> bool:
+        """Acknowledge, or set the ack deadline (0: dead-letter or redeliver now); False (and said) if it failed."""
         from google.api_core import exceptions as gexc
 
         request: dict[str, Any] = {"subscription": self.route.subscription, "ack_ids": [ack_id]}
@@ -278,6 +285,8 @@ class Pump:
                 f"{self.route.function}: {how} of message {message_id} failed ({exc.__class__.__name__}: "
                 f"{exc.message}); Pub/Sub redelivers it when its ack deadline passes"
             )
+            return False
+        return True
 
 
 class Bridge:

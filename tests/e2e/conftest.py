@@ -1,4 +1,8 @@
-"""One whole local stack (every service on a free port) shared by the end-to-end tests of a session."""
+"""One whole local stack (every service on a free port) shared by the end-to-end tests of a session.
+
+Package-scoped: it stops (and gives the environment back) once the last test of tests/e2e that uses it is done, so
+a pytest-xdist worker that goes on to other tests runs them without the stack's variables. Under `make test`
+(`--dist loadgroup`) every test using it is in one group (tests/conftest.py), run by one worker."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 import pytest
 
 from deploy.local import stack
+from deploy.local.bridge import ACKNOWLEDGED
 from trainer.fault_hooks import OOM_VARIABLE
 
 ROUTES_FILE = Path(__file__).with_name("routes.toml")
@@ -19,7 +24,7 @@ OOM_MARKER = "/e2e-oom/"
 """A dataset under a prefix holding this runs out of memory in the trainer (its test hook, off elsewhere)."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.StackInfo]:
     ports = {name: 0 for name in stack.SERVICE_ORDER}
     state_dir = tmp_path_factory.mktemp("stack")
@@ -51,17 +56,41 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
         clear_function_caches()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def firestore_runs(local_stack: stack.StackInfo) -> Any:
     from google.cloud import firestore
 
     return firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"]).collection("runs")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def landing_bucket(local_stack: stack.StackInfo) -> Any:
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
     client = storage.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"], credentials=AnonymousCredentials())
     return client.bucket(local_stack.env["LANDFALL_LANDING_BUCKET"])
+
+
+def delivery_record(info: stack.StackInfo, function: str, message_id: str) -> list[str]:
+    """What the delivery bridge logged about one message to one function: a line per attempt that failed or was
+    acknowledged (deploy/local/bridge.py), oldest first."""
+    mark = f"{function}: message {message_id} attempt "
+    log = info.state_dir / "logs" / "bridge.log"
+    return [line for line in log.read_text(errors="replace").splitlines() if mark in line]
+
+
+def acknowledged_once(info: stack.StackInfo, function: str, message_id: str, timeout_s: float = 30) -> None:
+    """Wait until the bridge says `function` acknowledged message_id, and check it took exactly one delivery: the
+    message is settled (Pub/Sub does not deliver an acknowledged message again), so no test waits out a back-off
+    to see whether it comes back."""
+    from tests.polling import wait_for
+
+    done = ACKNOWLEDGED.format(function=function, message_id=message_id, attempt=1)
+    wait_for(
+        lambda: any(done in line for line in delivery_record(info, function, message_id)),
+        timeout_s,
+        f"the bridge to log {done!r}",
+    )
+    record = delivery_record(info, function, message_id)
+    assert len(record) == 1, f"message {message_id} to {function} took more than one delivery: {record}"

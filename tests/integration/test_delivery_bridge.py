@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from deploy.local import processes, services
-from deploy.local.bridge import Bridge, Route, retry_delay
+from deploy.local.bridge import ACKNOWLEDGED, Bridge, Route, retry_delay
 from deploy.topology import RetryPolicy
 from tests.conftest import PROJECT, Emulator
 from tests.polling import wait_for
@@ -177,6 +177,10 @@ def test_four_failed_deliveries_are_retried_on_the_back_off_and_a_fifth_failure_
     wait_for(lambda: len(wiring.deliveries(never)) == MAX_ATTEMPTS, 1, "settling")
     assert len(wiring.deliveries(recovers)) == 5
     assert wiring.pull_dead_letters() == []
+    # ... and the bridge's log says so, the record e2e tests wait on instead of a back-off.
+    acknowledged = ACKNOWLEDGED.format(function="flaky", message_id=recovers, attempt=5)
+    wait_for(lambda: any(acknowledged in line for line in wiring.reports), 5, f"the bridge to log {acknowledged!r}")
+    assert not [line for line in wiring.reports if f"message {never} attempt" in line and "acknowledged" in line]
 
 
 def test_a_function_that_was_down_gets_the_message_once_it_is_back(wiring: Wiring, serve: Callable[[], None]) -> None:

@@ -165,3 +165,33 @@ def test_everything_the_repository_imports_is_installed_by_the_root_file() -> No
     imports = imported_modules(("functions", "trainer", "schemas", "deploy", "landfall", "tests", "bench", "scripts"))
     missing = {f"{m} ({where})" for m, where in imports.items() if not distributions_of(m) & provided}
     assert not missing, f"requirements.txt does not provide: {sorted(missing)}"
+
+
+def locked() -> dict[str, tuple[str, int]]:
+    """requirements.lock: canonical name -> (exact version, number of --hash values), continuation lines joined."""
+    text = (ROOT / "requirements.lock").read_text().replace("\\\n", " ")
+    found: dict[str, tuple[str, int]] = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        requirement, *options = line.split(" --hash=")
+        parsed = Requirement(requirement.strip())
+        (spec,) = parsed.specifier
+        assert spec.operator == "==", f"requirements.lock: {line!r} is not an exact pin"
+        found[canonicalize_name(parsed.name)] = (spec.version, len(options))
+    return found
+
+
+@pytest.mark.parametrize("file", ["requirements.txt", *(file for file, _, _ in UNITS.values())])
+def test_the_lock_pins_what_each_requirements_file_pins(file: str) -> None:
+    """`make install` installs requirements.lock: it must hold each pin of requirements.txt and of both units (a
+    local build such as torch's 2.13.0+cpu satisfies ==2.13.0), each with its hashes. After editing a requirements
+    file, `make lock` writes the lock again."""
+    lock = locked()
+    for name, version in pins(ROOT / file).items():
+        assert name in lock, f"{file} pins {name}=={version}, requirements.lock lacks it: run `make lock`"
+        assert Requirement(f"{name}=={version}").specifier.contains(lock[name][0]), (
+            f"{file} pins {name}=={version}, requirements.lock has {lock[name][0]}: run `make lock`"
+        )
+    assert all(hashes for _, hashes in lock.values()), "requirements.lock holds a pin without --hash: run `make lock`"
