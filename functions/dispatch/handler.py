@@ -184,7 +184,14 @@ def _submit(
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
                 plan = next((a.plan for a in attempts if a.region == region), run.plan)
                 outcome = _record_submitted(run_id, found, plan, attempts, owner, deps)
-                return "recovered" if outcome == "submitted" else f"recovered:{outcome}"
+                if outcome != KNOWN:
+                    return "recovered" if outcome == "submitted" else f"recovered:{outcome}"
+                log.warning(
+                    "run %s: job %s was recorded as ended or superseded since this delivery read the run (its "
+                    "creator cancelled it); submitting a new job instead of adopting it",
+                    run_id,
+                    found.name,
+                )
     recorded = claim.outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].outcome == "pending"
     for plan in attempt_rules.candidates(run):
         if recorded:  # the claim's own write recorded this first attempt, under a lease it has just granted
@@ -337,6 +344,11 @@ def _record_submitted(
     return outcome
 
 
+KNOWN = "known"
+"""The outcome of adopting a job the run already records as ended or superseded: a recovering delivery read the run
+before the job's creator, whose claim it took over, cancelled that job (found by `make test`: the recovered run was
+recorded SUBMITTED with the cancelled job and ended CANCELLED). It is not adopted; a new job is submitted."""
+
 SUPERSEDED = "superseded"
 """The JobAttempt reason of a second job a delivery created after its claim was taken over (not in any round)."""
 
@@ -348,6 +360,8 @@ def _submitted_step(
         if cur is None:
             return None, "gone"
         if cur.submission.owner == owner:
+            if job.name in attempt_rules.known_jobs(cur):
+                return None, KNOWN
             new = transitioned(cur, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}", change=change)
             return new, "submitted" if new is not None else f"unchanged:{cur.state}"
         if (cur.vertex is not None and cur.vertex.job_name == job.name) or job.name in attempt_rules.known_jobs(cur):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as gexc
 
+from functions.dispatch import handler
 from functions.dispatch.job_spec import RUN_LABEL
 from functions.errors import PermanentError, TransientError
 from functions.gcp.vertex import JobView
@@ -392,6 +393,42 @@ def test_a_delivery_that_outlived_its_lease_leaves_its_job_to_the_delivery_that_
     (job_name,) = w.vertex.jobs
     assert run.vertex is not None and run.vertex.job_name == job_name and not run.submission.jobs
     assert w.vertex.cancelled == [] and run.state == RunState.SUBMITTED
+
+
+def test_a_recovering_delivery_does_not_adopt_a_job_its_creator_cancelled_as_superseded_meanwhile() -> None:
+    """make test (e2e, ten datasets while the dispatcher is killed): a delivery whose claim was taken over recorded its
+    late job as superseded and cancelled it after the recovering delivery had read the run but before it recorded
+    the job it found by label; the recovering delivery adopted the cancelled job and the run ended CANCELLED."""
+    w = World()
+    real_create, real_find = w.vertex.create, w.vertex.find_by_run
+    answers: list[str] = []
+
+    def find_then_superseded(region: str, run_id: str) -> JobView | None:
+        found = real_find(region, run_id)
+        assert found is not None, "the slow delivery's job carries the run label"
+        # What the slow delivery's transaction does once its CreateCustomJob returns: record and cancel its job.
+        w.runs.apply(run_id, handler._submitted_step(found, "the-slow-delivery", w.clock.now, lambda r: r))
+        w.vertex.cancel(found.name)
+        return found
+
+    def slow_create(region: str, custom_job: dict[str, Any]) -> JobView:
+        w.vertex.create = real_create  # type: ignore[method-assign]
+        job = real_create(region, custom_job)
+        w.clock.now = NOW + LEASE + timedelta(seconds=1)
+        w.vertex.find_by_run = find_then_superseded  # type: ignore[method-assign]
+        answers.append(w.deliver(message_id="m-2"))
+        w.vertex.find_by_run = real_find  # type: ignore[method-assign]
+        return job
+
+    w.vertex.create = slow_create  # type: ignore[method-assign]
+    assert w.deliver() == "adopted", "the slow delivery finds its job recorded (as superseded) and records nothing"
+    assert answers == ["submitted"], "the recovering delivery submitted a new job instead of adopting the cancelled one"
+    run = w.run()
+    (superseded,) = run.submission.jobs or ()
+    assert superseded.reason == "superseded" and superseded.job_name in w.vertex.cancelled
+    assert run.vertex is not None and run.vertex.job_name != superseded.job_name
+    assert run.vertex.job_name not in w.vertex.cancelled and len(w.vertex.jobs) == 2
+    assert run.state == RunState.SUBMITTED
 
 
 def test_a_delivery_whose_claim_was_taken_over_while_a_plan_was_refused_creates_no_job_on_the_next() -> None:
