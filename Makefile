@@ -40,13 +40,13 @@ demo: $(STAMP)
 	$(VENV)/bin/landfall demo
 
 ## make test: the whole suite (unit, integration against the emulators, end to end) on TEST_WORKERS pytest-xdist
-## workers (one runs the tests of the shared local stack, the others the rest: docs/testing.md), then the tests marked
+## workers (one runs the tests of the shared local stack, the others the rest: docs/testing.md), after the tests marked
 ## `alone` (the default ports) by themselves; branch coverage of functions, schemas, trainer, deploy and landfall,
 ## their subprocesses included ([tool.coverage] in pyproject.toml), printed at the end. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone" --cov --cov-report= --durations=15
-	$(PY) -m pytest tests/e2e -m alone --cov --cov-append --cov-report=term
+	$(PY) -m pytest tests/e2e -m alone --cov --cov-report=
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone" --cov --cov-append --cov-report=term --durations=15
 
 ## Tests climb in cost: unit (pure logic, starts no process), integration (emulators and real processes), e2e.
 test-unit: $(STAMP)
