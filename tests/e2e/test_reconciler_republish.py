@@ -15,6 +15,8 @@ import pytest
 
 from deploy.local import provision, stack
 from landfall import cli
+from schemas.dataset_record import dataset_id_for
+from schemas.dataset_version import parse_dataset_version
 from schemas.run_record import TERMINAL_STATES, RunState
 from schemas.times import format_timestamp
 from schemas.training_request import parse_training_request
@@ -43,12 +45,21 @@ def test_a_lost_request_is_republished_by_the_reconciler_and_makes_one_run(
     )
     versions = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"]).collection("dataset_versions")
     an_hour_ago = format_timestamp(datetime.now(UTC) - timedelta(hours=1))
-    versions.document(request.run_id).set(
+    bucket = local_stack.env["LANDFALL_LANDING_BUCKET"]
+    prefix = f"ingest-only/e2e-lost-{tag}/"
+    # Written through the schema, as ingest writes it: a document missing a field ingest always writes would be
+    # logged as unreadable and skipped by the reconciler, not republished.
+    lost = parse_dataset_version(
         {
             "schema_version": 1,
             "run_id": request.run_id,
             "idempotency_key": request.idempotency_key,
+            "dataset_id": dataset_id_for(bucket, prefix),
             "uri": uri,
+            "route": "ingest-only",
+            "kind": "marker",
+            "completed_by": f"{uri}_SUCCESS",
+            "generation": "1",
             "status": "PUBLISHED",
             "message_id": "lost",
             "request": request.to_dict(),
@@ -60,6 +71,7 @@ def test_a_lost_request_is_republished_by_the_reconciler_and_makes_one_run(
             "owner": "ingest",
         }
     )
+    versions.document(request.run_id).set(lost.to_dict())
     assert cli.main(["reconcile"]) == 0  # the scheduler ticks every second on this stack as well
 
     def ended() -> dict[str, Any] | None:

@@ -83,3 +83,20 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     with refusing_processes_and_sockets(item.nodeid):
         return (yield)
+
+
+# What the integration and e2e fixtures point at: the emulators' standard variables and the Vertex endpoint. Under
+# pytest-xdist a worker runs unit tests after integration modules whose session fixtures set these (make test found
+# `landfall logs` taking a unit test's "Google Cloud" run for a local-stack one); a unit test starts without them.
+STACK_VARIABLES = (
+    "PUBSUB_EMULATOR_HOST",
+    "FIRESTORE_EMULATOR_HOST",
+    "STORAGE_EMULATOR_HOST",
+    "LANDFALL_VERTEX_ENDPOINT",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_stack_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in STACK_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
