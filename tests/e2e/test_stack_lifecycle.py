@@ -99,6 +99,9 @@ def own_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnStack]:
         "LANDFALL_ROUTES_FILE": str(ROUTES_FILE),
         "LANDFALL_SUBMISSION_LEASE_SECONDS": "10",
         "LANDFALL_STATE_DIR": str(state_dir),
+        # The scheduler ticks the sweep and the reconciler every second, not every minute: a REJECTED run is
+        # announced (settled) within seconds, and the tests wait for that rather than for the next minute's tick.
+        "LANDFALL_SWEEP_EVERY_SECONDS": "1",
     }
     saved = dict(os.environ)
     os.environ.update(settings)
@@ -137,7 +140,7 @@ def terminal(own: OwnStack, run_id: str, timeout_s: float) -> dict[str, Any]:
 
 def settled(own: OwnStack, run_id: str, timeout_s: float) -> dict[str, Any]:
     """The run once it has ended and its RunFinished is out (the last write a run gets: the reconciler announces a
-    REJECTED run on its next tick, within a minute here), so a snapshot taken now is the one that must survive."""
+    REJECTED run on its next tick, within seconds here), so a snapshot taken now is the one that must survive."""
     runs = own.firestore().collection("runs")
 
     def done() -> dict[str, Any] | None:
