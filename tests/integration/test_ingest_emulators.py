@@ -125,8 +125,11 @@ def test_paged_listing_measures_the_whole_prefix_and_fifty_concurrent_deliveries
         redelivered = [deliver(0) for _ in range(retries)]
         outcomes += redelivered
         retries = redelivered.count("retry")
+    # Exactly one request on the topic is the property. The delivery that published may still answer "retry" (under
+    # load, its write of the dataset document after the publish timed out): a redelivery then finds the version
+    # PUBLISHED and repairs the dataset document, publishing nothing (CI: "did not show version ...; written now").
     (request,) = drain(requests_topic[1])
-    assert sum(o.startswith("published:") for o in outcomes) == 1
+    assert sum(o.startswith("published:") for o in outcomes) <= 1
     assert (request.dataset.object_count, request.dataset.total_bytes) == (60, sum(sizes))
     assert request.idempotency_key == f"gcs:{bucket.name}/datasets/shards/:{marker.generation}"
     version = deps.datasets.version(request.run_id)
