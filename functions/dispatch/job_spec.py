@@ -110,7 +110,7 @@ def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
     if plan.accelerator_type and plan.accelerator_count:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
-    container = {"image_uri": settings.trainer_image, "args": trainer_args(request, plan)}
+    container = {"image_uri": settings.trainer_image_for(plan.region), "args": trainer_args(request, plan)}
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [
         {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": container}
