@@ -2,7 +2,9 @@
 
 Exactly once: the run id comes from the request's idempotency key (create-if-absent), submission is claimed
 under a lease in a transaction, every CreateCustomJob attempt is recorded before it is made, and a delivery that
-finds an expired claim looks for the labelled job before submitting again.
+finds an expired claim looks for the labelled job before submitting again. A delivery that fails before it calls
+CreateCustomJob gives the claim back at once; one that finds a cancel recorded (in the claim's transaction, or
+before a further plan) ends the run CANCELLED without creating, and cancels at once a job it created meanwhile.
 """
 
 from __future__ import annotations
