@@ -429,7 +429,9 @@ def new_run(
     detail: str = "",
     error: RunError | None = None,
 ) -> RunRecord:
-    """The record of a run as first stored: one history entry, created now."""
+    """The record of a run as first stored: one history entry, created now. A run stored already ended (a request
+    REJECTED before it could be read) has its RunFinished still to publish, as every ended run does
+    (`results_published` False: the reconciler's `unannounced` look finds it)."""
     stamp = format_timestamp(now)
     return RunRecord(
         run_id=run_id,
@@ -440,6 +442,7 @@ def new_run(
         history=(StateChange(state, stamp, detail),),
         error=error,
         timings=Timings(created_at=stamp),
+        submission=Submission(results_published=False) if state.terminal else Submission(),
     )
 
 
