@@ -139,20 +139,18 @@ def open_read(uri: str) -> IO[bytes]:
 
 def _require_generation(blob: storage.Blob, uri: str, generation: str) -> None:
     """Fails with a DataError naming the object when that generation no longer exists (it was rewritten or deleted
-    and the bucket keeps no old generations)."""
-    from google.api_core.exceptions import NotFound
-
+    and the bucket keeps no old generations). exists(), not reload(): a reloaded Blob downloads through its
+    mediaLink, which fake-gcs-server writes without the generation (Cloud Storage's has it), so it would read the
+    live generation."""
     from trainer.errors import DataError
 
-    try:
-        blob.reload()
-    except NotFound as exc:
+    if not blob.exists():
         raise DataError(
             f"{uri}#{generation}",
             "this generation no longer exists: the object was rewritten or deleted after its dataset version was "
             "cut, and the run reads only what its version recorded. Land the dataset again (a new _SUCCESS) to "
             "train what is there now",
-        ) from exc
+        )
 
 
 def exists(uri: str) -> bool:
