@@ -7,9 +7,9 @@ reading `name` at `generation` is the object the version measured, whatever land
 
 The list's digest (`objects_digest`) is SHA-256 over one JSON line `[name, generation, size]` per object, in name
 order (the order Cloud Storage lists names in). The list itself travels with the request while its compact JSON is
-at most INLINE_LIST_BYTES (about 700 objects with names like `part-00000.csv`); past that the request carries the
-digest alone and the trainer re-lists the folder, keeping the run only if what it finds has the same digest (see
-docs/ingest.md "A dataset version is a snapshot"). Pure: no I/O.
+at most INLINE_LIST_BYTES (1,365 objects named like `part-00000.csv`, 728 with Spark-style partition names); past
+that the request carries the digest alone and the trainer re-lists the folder, keeping the run only if what it finds
+has the same digest (see docs/ingest.md "A dataset version is a snapshot"). Pure: no I/O.
 """
 
 from __future__ import annotations
