@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from schemas.data_objects import DataRead
 from trainer import collectives
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
@@ -62,6 +63,8 @@ class Session:
     data_spec: dict[str, Any]
     evaluation: Evaluation
     """Which split the epoch figures are measured on, and its size."""
+    data_read: DataRead | None = None
+    """The dataset version's objects this run reads (metrics.json `data`)."""
     progress: Progress = field(default_factory=Progress)
     train_seconds: float = 0.0
     samples_trained: int = 0

@@ -3,7 +3,8 @@
 metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps",
 "final": {"loss", "accuracy", "perplexity"}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"}],
 "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second", "tokens_per_second",
-"wall_time_seconds", "mfu"}.
+"wall_time_seconds", "mfu", "data": {"object_count", "total_bytes", "objects_digest", "source", "objects"}} (`data`: the
+dataset version's objects read, schemas/data_objects.py DataRead).
 Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction) at the end of each epoch,
 or on the training batches when nothing is held out; `evaluation` says which and how many samples. Regression loss
 is the MSE of the standardised target.
@@ -15,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.data_objects import DataRead
 from schemas.gpus import load_gpus
 from schemas.model_presets import GptPreset, MlpPreset
 
@@ -106,6 +108,7 @@ def metrics_document(
     mfu: float | None,
     evaluation: Evaluation | None = None,
     batch: dict[str, int] | None = None,
+    data: DataRead | None = None,
 ) -> dict[str, Any]:
     """metrics.json; `final` repeats the last epoch's figures; `batch` says how each optimizer step's global batch
     was split (micro-batch x processes x accumulation steps)."""
@@ -127,4 +130,5 @@ def metrics_document(
         "wall_time_seconds": wall_time_seconds,
         "mfu": mfu,
         **({"batch": batch} if batch else {}),
+        **({"data": data.to_dict()} if data else {}),
     }

@@ -89,7 +89,14 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
 
 def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[str, str]) -> Session:
     precision = detect_precision(config.precision)
-    corpus = build_corpus(config, env.world_size)
+    corpus, data_read = build_corpus(config, env.world_size)
+    log(
+        "dataset version read",
+        source=data_read.source,
+        object_count=data_read.object_count,
+        total_bytes=data_read.total_bytes,
+        objects_digest=data_read.objects_digest,
+    )
     counts = corpus.scan(env.rank, device)
     spec = corpus.spec
     data_spec: dict[str, Any] = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else dict(spec or {})
@@ -134,6 +141,7 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
         events=events,
         data_spec=data_spec,
         evaluation=evaluation,
+        data_read=data_read,
     )
     if store is not None:
         _resume(session, store)
@@ -213,6 +221,7 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         mfu=mfu,
         evaluation=s.evaluation,
         batch=s.config.batch_split(s.env.world_size).to_dict(),
+        data=s.data_read,
     )
 
 
