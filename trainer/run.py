@@ -97,6 +97,8 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
         total_bytes=data_read.total_bytes,
         objects_digest=data_read.objects_digest,
     )
+    # Reading every shard once can take minutes on large data: say so, so that a watcher sees what the trainer does.
+    log("reading the dataset", data_uri=config.data_uri, files=len(corpus.files))
     counts = corpus.scan(env.rank, device)
     spec = corpus.spec
     data_spec: dict[str, Any] = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else dict(spec or {})

@@ -1,10 +1,11 @@
 """`landfall watch RUN_ID`: follow a run until it ends, printing each state change and, on the local stack, the
-trainer's progress (its last `training` / `epoch finished` log record: epoch, step of total, loss)."""
+trainer's progress from its log records (trainer/loop.py): the step of the planned total with an ETA, the training
+loss of the last `training` record and the held-out loss of the last `epoch finished`, labelled; and, when the last
+record is neither (reading the dataset, saving a checkpoint), what the trainer is doing and since when."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -13,8 +14,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from landfall.commands.logs import replica_logs
-from landfall.commands.runs import read_run, read_run_document
+from landfall.commands.runs import read_run, read_run_document, run_id_argument
 from landfall.errors import CommandError, client_boundary
+from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time
 from schemas.dataset_version import DatasetVersion, parse_dataset_version
 from schemas.errors import SchemaError
 from schemas.run_record import RunRecord
@@ -23,28 +25,90 @@ POLL_S = 1.0
 RECORD_WAIT_S = 120.0
 """How long watch waits for the dispatcher to record a run that ingest has requested (`landfall drop` prints the
 run id as soon as the request is published)."""
-PROGRESS_MESSAGES = frozenset({"training", "epoch finished"})
-"""The trainer's log records (trainer/loop.py) that say how far it got."""
+STEP_MESSAGE = "training"
+"""The trainer's record of a step (trainer/loop.py): step, total_steps, epoch, the training batch's loss."""
+EPOCH_MESSAGE = "epoch finished"
+"""Its record of an epoch's evaluation: loss (and accuracy) on `evaluated_on`, the held-out split when there is one."""
+START_MESSAGES = frozenset({"training started", "resumed from checkpoint"})
+"""Records after which steps are timed afresh (a replica restarted, or resumed from a checkpoint)."""
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m" if hours else (f"{minutes}m {secs:02d}s" if minutes else f"{secs}s")
+
+
+def _loss(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, int | float) else "?"
+
+
+def _eta(step_records: list[dict[str, Any]], total: int | None) -> str:
+    """The time left at the pace of the steps timed so far (steps per second between the first and last step
+    record since training (re)started), or "" when it cannot be told yet."""
+    if not total or len(step_records) < 2:
+        return ""
+    first, last = step_records[0], step_records[-1]
+    began, now = record_time(first), record_time(last)
+    steps = last.get("step", 0) - first.get("step", 0) if isinstance(last.get("step"), int) else 0
+    if began is None or now is None or steps <= 0 or now <= began:
+        return ""
+    rate = steps / (now - began).total_seconds()
+    return f"ETA {_duration((total - last['step']) / rate)}"
+
+
+def _doing(record: dict[str, Any]) -> str:
+    """What the trainer says it is doing (a record that is not a step): its message, since when, its fields."""
+    fields = "  ".join(
+        f"{k}={v}" for k, v in record.items() if k not in CONTEXT_FIELDS and not isinstance(v, dict | list)
+    )
+    since = record_time(record)
+    at = f" (since {since.strftime('%H:%M:%S')} UTC)" if since else ""
+    return f"trainer: {record['message']}{at}" + (f"  {fields}" if fields else "")
 
 
 def progress_line(lines: Iterable[str]) -> str | None:
-    """The last progress record among a replica's log lines as `epoch E  step S/T  loss L`, or None."""
-    last: dict[str, Any] | None = None
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("message") in PROGRESS_MESSAGES:
-            last = record
-    if last is None:
+    """The trainer's progress from a replica's log lines, or None before it logged anything: e.g.
+    `epoch 2  step 30/40 (75%)  train loss 0.41  held-out loss 0.39 (epoch 1)  ETA 12s`, and a second line
+    `trainer: MESSAGE (since 12:00:03 UTC)  FIELDS` when its last record is not a step."""
+    records = [r for r in map(parse_record, lines) if r is not None]
+    if not records:
         return None
-    parts = [
-        f"epoch {last['epoch']}" if "epoch" in last else "",
-        f"step {last.get('step')}" + (f"/{last['total_steps']}" if last.get("total_steps") else ""),
-        f"loss {last['loss']:.4g}" if isinstance(last.get("loss"), int | float) else "",
-    ]
-    return "  ".join(p for p in parts if p)
+    steps: list[dict[str, Any]] = []
+    last_step = last_epoch = latest = None
+    total: int | None = None
+    for record in records:
+        message = record["message"]
+        if isinstance(record.get("total_steps"), int):
+            total = record["total_steps"]
+        if message in START_MESSAGES:
+            steps = []
+        elif message == STEP_MESSAGE:
+            steps.append(record)
+            last_step = latest = record
+        elif message == EPOCH_MESSAGE:
+            last_epoch = latest = record
+    parts: list[str] = []
+    if latest is not None:
+        if "epoch" in latest:
+            parts.append(f"epoch {latest['epoch']}")
+        step = latest.get("step")
+        if isinstance(step, int):
+            share = f" ({100 * step // total}%)" if total else ""
+            parts.append(f"step {step}" + (f"/{total}{share}" if total else ""))
+    if last_step is not None:
+        parts.append(f"train loss {_loss(last_step.get('loss'))}")
+    if last_epoch is not None:
+        split = last_epoch.get("evaluated_on") or "held-out"
+        parts.append(f"{split} loss {_loss(last_epoch.get('loss'))} (epoch {last_epoch.get('epoch', '?')})")
+    eta = _eta(steps, total)
+    if eta and records[-1]["message"] in (STEP_MESSAGE, EPOCH_MESSAGE):
+        parts.append(eta)
+    lines_out = ["  ".join(parts)] if parts else []
+    if records[-1]["message"] not in (STEP_MESSAGE, EPOCH_MESSAGE):
+        lines_out.append(_doing(records[-1]))
+    return "\n".join(lines_out) or None
 
 
 class Watcher:
@@ -60,7 +124,8 @@ class Watcher:
             self.out.write(f"{change.at}  {change.state:<10} {change.detail}\n")
         self.changes = len(run.history)
         if progress and progress != self.progress and not run.state.terminal:
-            self.out.write(f"{'':<27} {'':<10} {progress}\n")
+            for line in progress.splitlines():
+                self.out.write(f"{'':<27} {'':<10} {line}\n")
             self.progress = progress
         self.out.flush()
 
@@ -68,9 +133,13 @@ class Watcher:
 def summary(run: RunRecord) -> str:
     if run.error is not None:
         return f"run {run.run_id} ended {run.state}: {run.error.message} ({run.error.code})"
-    final = (run.metrics or {}).get("final") or {}
+    metrics = run.metrics or {}
+    final = metrics.get("final") or {}
+    evaluation = metrics.get("evaluation")
+    split = evaluation.get("split") if isinstance(evaluation, dict) else None
     figures = ", ".join(f"{k} {v:.4g}" for k, v in final.items() if isinstance(v, int | float))
-    return f"run {run.run_id} ended {run.state}" + (f": {figures}" if figures else "")
+    on = f" (on the {split} split)" if split and figures else ""
+    return f"run {run.run_id} ended {run.state}" + (f": {figures}{on}" if figures else "")
 
 
 def watch(
@@ -171,8 +240,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "watch",
         help="follow a run until it ends: state changes and training progress",
         description="Prints each state change of the run as it is recorded and, on the local stack, "
-        "the trainer's progress (epoch, step, loss) until the run ends; exit 0 when it "
-        "SUCCEEDED, 1 otherwise.",
+        "the trainer's progress until the run ends: epoch, step of the planned total, ETA, training "
+        "and held-out loss (labelled), and what the trainer is doing when it is not stepping; exit 0 when "
+        "it SUCCEEDED, 1 otherwise.",
     )
-    p.add_argument("run_id", metavar="RUN_ID", help="the run id (see `landfall runs`)")
+    p.add_argument("run_id", type=run_id_argument, metavar="RUN_ID", help="the run id (see `landfall runs`)")
     p.set_defaults(func=cmd_watch)

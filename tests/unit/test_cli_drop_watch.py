@@ -74,20 +74,53 @@ def test_drop_gives_up_after_the_wait() -> None:
     assert drop.wait_for(lambda: None, "7", 3, sleep=lambda _: None, clock=lambda: float(next(clock))) is None
 
 
-def _line(message: str, **fields: object) -> str:
-    return json.dumps({"severity": "INFO", "message": message, **fields})
+def _line(message: str, at: str = "2026-11-22T12:00:00.000000Z", **fields: object) -> str:
+    return json.dumps({"severity": "INFO", "message": message, "time": at, "rank": 0, **fields})
 
 
-def test_progress_is_the_last_training_record() -> None:
+def _at(second: int) -> str:
+    return f"2026-11-22T12:{second // 60:02d}:{second % 60:02d}.000000Z"
+
+
+def test_progress_labels_training_and_held_out_loss_with_the_planned_steps_and_an_eta() -> None:
     lines = [
-        _line("training", step=10, total_steps=40, epoch=1, loss=0.91234),
+        _line("training started", _at(0), total_steps=40, steps_per_epoch=20),
+        _line("training", _at(10), step=10, total_steps=40, epoch=1, loss=0.91234),
         "not json",
-        _line("epoch finished", step=20, epoch=1, loss=0.5),
-        _line("checkpoint saved", step=20),
+        _line("training", _at(20), step=20, total_steps=40, epoch=1, loss=0.6),
+        _line("epoch finished", _at(21), step=20, epoch=1, loss=0.5, accuracy=0.8, evaluated_on="held-out"),
     ]
-    assert watch.progress_line(lines) == "epoch 1  step 20  loss 0.5"
-    assert watch.progress_line(lines[:1]) == "epoch 1  step 10/40  loss 0.9123"
-    assert watch.progress_line([_line("resumed from checkpoint", step=3)]) is None
+    # 10 steps in 10 s: the 20 steps left take 20 s
+    assert watch.progress_line(lines) == (
+        "epoch 1  step 20/40 (50%)  train loss 0.6  held-out loss 0.5 (epoch 1)  ETA 20s"
+    )
+    assert watch.progress_line(lines[:2]) == "epoch 1  step 10/40 (25%)  train loss 0.9123"  # no pace yet
+    no_held_out = _line("epoch finished", _at(21), step=20, epoch=1, loss=0.7, evaluated_on="training")
+    assert "training loss 0.7 (epoch 1)" in (watch.progress_line([*lines[:4], no_held_out]) or "")
+
+
+def test_progress_says_what_the_trainer_does_when_it_is_not_stepping() -> None:
+    reading = _line("reading the dataset", _at(5), data_uri="gs://b/d/", files=3)
+    said = "trainer: reading the dataset (since 12:00:05 UTC)  data_uri=gs://b/d/  files=3"
+    assert watch.progress_line([reading]) == said
+    stepped = [_line("training", _at(10), step=10, total_steps=40, epoch=1, loss=0.9)]
+    saving = _line("checkpoint saved", _at(70), step=10, uri="gs://b/ck/10/")
+    assert watch.progress_line([reading, *stepped, saving]) == (
+        "epoch 1  step 10/40 (25%)  train loss 0.9\n"
+        "trainer: checkpoint saved (since 12:01:10 UTC)  step=10  uri=gs://b/ck/10/"
+    )
+    assert watch.progress_line(["a traceback line", "not json"]) is None
+
+
+def test_eta_restarts_its_pace_after_a_resume() -> None:
+    lines = [
+        _line("training", _at(0), step=1, total_steps=100, epoch=1, loss=1.0),
+        _line("training", _at(1), step=50, total_steps=100, epoch=1, loss=1.0),
+        _line("resumed from checkpoint", _at(100), step=50),
+        _line("training", _at(110), step=60, total_steps=100, epoch=1, loss=1.0),
+        _line("training", _at(120), step=70, total_steps=100, epoch=1, loss=1.0),
+    ]
+    assert watch.progress_line(lines) == "epoch 1  step 70/100 (70%)  train loss 1  ETA 30s"
 
 
 def test_watch_prints_each_change_once_and_stops_at_the_end() -> None:
