@@ -36,8 +36,10 @@ lock:
 	  --custom-compile-command "make lock" requirements.txt -o requirements.lock
 
 ## make demo: virtual environment, install, local stack, then data dropped -> run SUCCEEDED with metrics.
+## PORTS=free starts the stack on free ports (LANDFALL_PORTS, also read by `landfall up`); PORTS=default on
+## deploy/topology.toml's; unset, a stack reuses the ports the last one used (.landfall/ports.json).
 demo: $(STAMP)
-	$(VENV)/bin/landfall demo
+	$(if $(PORTS),LANDFALL_PORTS=$(PORTS) )$(VENV)/bin/landfall demo
 
 ## make test: the whole suite (unit, integration against the emulators, end to end) on TEST_WORKERS pytest-xdist
 ## workers (one runs the tests of the shared local stack, the others the rest: docs/testing.md), after the tests marked
@@ -94,7 +96,7 @@ campaign: $(STAMP)
 	$(PY) -m tests.campaign --trials $(TRIALS) --first $(FIRST) --batch $(BATCH) $(if $(SEED),--seed $(SEED))
 
 up: $(STAMP)
-	$(VENV)/bin/landfall up
+	$(if $(PORTS),LANDFALL_PORTS=$(PORTS) )$(VENV)/bin/landfall up
 
 down:
 	$(VENV)/bin/landfall down

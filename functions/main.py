@@ -56,13 +56,18 @@ def _age(cloud_event: Any) -> timedelta:
     return datetime.now(UTC) - published
 
 
+def _message_id(cloud_event: Any) -> str:
+    """The event's id: for a Pub/Sub push, the message id that publishing it returned."""
+    try:
+        return str(cloud_event["id"])
+    except (KeyError, TypeError):
+        return "?"
+
+
 def _event_id(cloud_event: Any) -> str:
     """The event's id (for a Pub/Sub push, the message id) and, for a Pub/Sub message, the digest of its body:
     a dead-lettered message gets a new id, so `landfall dead-letters` finds these lines by the digest."""
-    try:
-        ident = str(cloud_event["id"])
-    except (KeyError, TypeError):
-        ident = "?"
+    ident = _message_id(cloud_event)
     data = getattr(cloud_event, "data", None)
     message = data.get("message") if isinstance(data, Mapping) else None
     if not isinstance(message, Mapping):
@@ -94,7 +99,8 @@ def _run(name: str, cloud_event: Any, work: Callable[[], str]) -> None:
             return
         log.exception("%s: message %s: unexpected error; will be retried", name, _event_id(cloud_event))
         raise
-    log.info("%s: %s", name, outcome)
+    # The message id closes the line, so that `landfall reconcile` finds the summary of the pass its tick started.
+    log.info("%s: %s (message %s)", name, outcome, _message_id(cloud_event))
 
 
 @functions_framework.cloud_event

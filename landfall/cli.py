@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 # Modules with a register(subparsers) function, in the order their commands appear in --help.
 COMMAND_MODULES = (
@@ -33,7 +34,7 @@ STACK_NEEDS = {
     "dataset": ("firestore",),
     "sweep": ("pubsub",),
     "retrain": ("firestore", "storage", "pubsub"),
-    "submit": ("pubsub",),
+    "submit": ("firestore", "pubsub"),
     "drop": ("storage", "firestore"),
     "watch": ("firestore",),
     "reconcile": ("pubsub",),
@@ -51,6 +52,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (`{self.prog} --help` shows the options)\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A value that is not one of the choices (a mistyped command, `wacth`) is refused with the nearest choices
+        (difflib), not the whole list."""
+        choices = action.choices
+        if choices is not None and isinstance(value, str) and value not in choices:
+            names = [str(c) for c in choices]
+            close = difflib.get_close_matches(value, names, n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}?" if close else f"the choices are: {', '.join(names)}"
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}; {hint}")
+        super()._check_value(action, value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +83,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command's exit status. Output piped into a reader that stops early (`landfall runs | head`) ends the
+    command quietly, as `cat` does, instead of a BrokenPipeError traceback."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # inside the guard (--help too): a pipe closed early fails here, not at exit
+    except BrokenPipeError:
+        # Python's documented recipe (library/signal.html, "Note on SIGPIPE"): point stdout at devnull so that the
+        # interpreter's last flush does not fail again, and exit non-zero.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

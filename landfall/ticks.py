@@ -3,7 +3,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
+
+POLL_S = 0.5
 
 
 def fed_by_schedule(schedule_name: str) -> str:
@@ -14,9 +21,9 @@ def fed_by_schedule(schedule_name: str) -> str:
     return topology.fed_by(topology.schedule(schedule_name).topic).name
 
 
-def publish_schedule_tick(schedule_name: str) -> str:
-    """Publish one tick of the named schedule to its topic; returns the line to print. Raises CommandError when the
-    topic does not exist or Pub/Sub cannot be reached."""
+def publish_schedule_tick(schedule_name: str) -> tuple[str, str]:
+    """Publish one tick of the named schedule to its topic; returns the line to print and the message id. Raises
+    CommandError when the topic does not exist or Pub/Sub cannot be reached."""
     from google.api_core.exceptions import NotFound
     from google.cloud import pubsub_v1
 
@@ -36,4 +43,64 @@ def publish_schedule_tick(schedule_name: str) -> str:
                 f"topic {topic} does not exist: `landfall up` creates it on the local stack, "
                 "the deployer in Google Cloud"
             ) from exc
-    return f"published one {schedule.name} tick to {topic}: message id {message_id}"
+    return f"published one {schedule.name} tick to {topic}: message id {message_id}", str(message_id)
+
+
+def pass_log(function: str) -> Path | None:
+    """The local stack's log of the named function (<state dir>/logs/), or None when the CLI is not aimed at a
+    local stack that runs it (in Google Cloud the function logs to Cloud Logging)."""
+    from deploy.local import provision, record
+
+    pubsub = os.environ.get("PUBSUB_EMULATOR_HOST")
+    current = record.read(provision.default_state_dir()) if pubsub else None
+    if current is None or current.env.get("PUBSUB_EMULATOR_HOST") != pubsub:
+        return None  # not aimed at the stack recorded in the state folder (another stack, or Google Cloud)
+    service = current.service(function)
+    return None if service is None else service.log_path
+
+
+def answer_in(lines: list[str], function: str, message_id: str) -> str | None:
+    """The function's answer to the message in its log lines (functions/main.py): the outcome it logged for it,
+    `failed: REASON` when it acknowledged it without retry, `will be retried: REASON`; None when there is none."""
+    done_suffix = f" (message {message_id})"
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        text = record.get("message") if isinstance(record, dict) else None
+        if not isinstance(text, str) or not text.startswith(f"{function}: "):
+            continue
+        body = text.removeprefix(f"{function}: ")
+        if body.endswith(done_suffix):
+            return body.removesuffix(done_suffix)
+        for said, label in (("acknowledged without retry: ", "failed"), ("will be retried: ", "will be retried")):
+            head = f"message {message_id} "
+            if body.startswith(head) and said in body:
+                return f"{label}: {body.split(said, 1)[1]}"
+    return None
+
+
+def tick_outcome(
+    log: Path,
+    function: str,
+    message_id: str,
+    timeout_s: float,
+    *,
+    start: int = 0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str | None:
+    """Wait for the function's answer to the tick (answer_in) in its log file, read from byte `start` on; None when
+    timeout_s passed first."""
+    deadline = clock() + timeout_s
+    while True:
+        lines = []
+        if log.exists():
+            with log.open("rb") as fh:
+                fh.seek(start)
+                lines = fh.read().decode("utf-8", errors="replace").splitlines()
+        outcome = answer_in(lines, function, message_id)
+        if outcome is not None or clock() >= deadline:
+            return outcome
+        sleep(POLL_S)

@@ -29,6 +29,14 @@ PORTLESS_SERVICES = frozenset({"bridge", "scheduler"})
 """Services that listen on no port: `--port NAME=0` is accepted for them (nothing to pick), any other port refused."""
 SWEEP_EVERY_ENV = "LANDFALL_SWEEP_EVERY_SECONDS"
 """Overrides every schedule's every_seconds on the local stack (tests tick every second)."""
+PORTS_ENV = "LANDFALL_PORTS"
+"""Which ports `up` (and `landfall demo`, `make demo PORTS=free`) gives a stack it starts: "free" (a free port for
+every service), "default" (deploy/topology.toml [local.ports]); unset: the ports the last stack in this state folder
+used (ports.json), else the topology's. `--port NAME=PORT` wins over all of them."""
+PORT_MODES = ("free", "default")
+PORTS_FILE = "ports.json"
+"""<state dir>/ports.json: the ports the last stack started here used, kept across `down` (and `down --wipe`), so
+the next `up` gives clients the same addresses."""
 VERTEX_IMAGES_ENV = "LANDFALL_VERTEX_IMAGES"
 """A JSON file the Vertex emulator reads as its --images map (container image URI -> local entrypoint), e.g. the
 trainer image mapped to a no-op by the load test (bench/local_stack); unset: the emulator runs the real trainer."""
@@ -62,6 +70,52 @@ def resolve_ports(topology: Topology, overrides: dict[str, int] | None = None) -
         if port == 0:
             ports[name] = processes.free_port()
     return ports
+
+
+def ports_mode(environ: Mapping[str, str], flag: str | None = None) -> str | None:
+    """The port choice: the flag's, else LANDFALL_PORTS (free or default), else None (the remembered ports)."""
+    raw = (flag or environ.get(PORTS_ENV, "")).strip().lower()
+    if raw and raw not in PORT_MODES:
+        raise StackError(
+            f"{PORTS_ENV} must be one of {', '.join(PORT_MODES)}, got {raw!r}: free picks a free port for every "
+            "service, default uses deploy/topology.toml [local.ports]; unset it to reuse the last stack's ports"
+        )
+    return raw or None
+
+
+def remembered_ports(state_dir: Path) -> tuple[dict[str, int], frozenset[str]] | None:
+    """The ports the last stack in state_dir used and the services whose port was picked free; None when none is
+    kept."""
+    import json
+
+    try:
+        raw = json.loads((state_dir / PORTS_FILE).read_text())
+        return {str(k): int(v) for k, v in raw["ports"].items()}, frozenset(map(str, raw.get("picked_free", ())))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def remember_ports(state_dir: Path, ports: Mapping[str, int], picked_free: frozenset[str]) -> None:
+    import json
+
+    tmp = state_dir / f"{PORTS_FILE}.tmp"
+    tmp.write_text(json.dumps({"ports": dict(ports), "picked_free": sorted(picked_free)}, indent=2))
+    tmp.replace(state_dir / PORTS_FILE)
+
+
+def base_ports(topology: Topology, state_dir: Path, mode: str | None) -> dict[str, int]:
+    """The ports a stack starts from before any --port (0: a free port is picked): every one free, the topology's,
+    or the last stack's here (a port it had picked free that is taken now is picked afresh; one that was chosen is
+    kept, and `up` says when it is in use)."""
+    if mode == "free":
+        return {name: 0 for name in topology.local_ports}
+    last = None if mode == "default" else remembered_ports(state_dir)
+    if last is None or set(last[0]) != set(topology.local_ports):
+        return dict(topology.local_ports)
+    ports, picked_free = last
+    return {
+        name: 0 if name in picked_free and not processes.port_is_free(port) else port for name, port in ports.items()
+    }
 
 
 def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
@@ -181,14 +235,19 @@ def _client_env(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def up(state_dir: Path | None = None, port_overrides: dict[str, int] | None = None) -> StackInfo:
+def up(
+    state_dir: Path | None = None, port_overrides: dict[str, int] | None = None, *, ports: str | None = None
+) -> StackInfo:
     """Start every service, provision topics/subscriptions/bucket, write <state dir>/env. On a running stack, start
-    again (on their ports, logs appended) the services that are down; a stack that is wholly up is left as it is."""
+    again (on their ports, logs appended) the services that are down; a stack that is wholly up is left as it is.
+
+    ports: "free", "default" or None (LANDFALL_PORTS, else the last stack's ports: base_ports); port_overrides win."""
     state_dir = state_dir or provision.default_state_dir()
+    mode = ports_mode(os.environ, ports)
     with record.locked(state_dir):
         current = record.read(state_dir)
         if current is None:
-            current = _start(state_dir, port_overrides)
+            current = _start(state_dir, port_overrides, mode)
             restarted: tuple[str, ...] = ()
         else:
             down_now = [s.name for s in current.services if not processes.is_alive(s.pid)]
@@ -202,9 +261,16 @@ def up(state_dir: Path | None = None, port_overrides: dict[str, int] | None = No
     return StackInfo(state_dir, current.env, current.services, restarted)
 
 
-def _start(state_dir: Path, port_overrides: dict[str, int] | None) -> StackRecord:
+def _start(state_dir: Path, port_overrides: dict[str, int] | None, mode: str | None = None) -> StackRecord:
     topology = load_topology()
-    ports = resolve_ports(topology, port_overrides)
+    wanted = {**base_ports(topology, state_dir, mode), **(port_overrides or {})}
+    last = remembered_ports(state_dir) if mode is None else None
+    last_ports, last_free = last if last is not None else ({}, frozenset())
+    # picked free: now (0), or by the last stack and kept (so that the next `up` may pick again if it is taken)
+    picked_free = frozenset(
+        name for name, port in wanted.items() if port == 0 or (name in last_free and port == last_ports.get(name))
+    )
+    ports = resolve_ports(topology, wanted)
     env = stack_env(topology, ports)
     current = StackRecord(
         services=(),
@@ -227,6 +293,7 @@ def _start(state_dir: Path, port_overrides: dict[str, int] | None) -> StackRecor
         processes.stop_all(running)
         record.remove(state_dir)
         raise
+    remember_ports(state_dir, ports, picked_free & set(ports))
     return current
 
 

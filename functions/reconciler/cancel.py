@@ -30,7 +30,7 @@ def cancel_step(by: str, now: datetime) -> Step[tuple[str, RunRecord | None]]:
             return replace(r, submission=replace(r.submission, cancel=request))
 
         if cur.vertex is None and cur.state != RunState.SUBMITTING:
-            message = f"cancelled by {request.by} at {request.at}, before a job was submitted"
+            message = f"cancelled by {request.by} at {request.at}, {_no_job_now(cur)}"
             new = transitioned(
                 cur,
                 RunState.CANCELLED,
@@ -45,6 +45,22 @@ def cancel_step(by: str, now: datetime) -> Step[tuple[str, RunRecord | None]]:
     return step
 
 
+def _no_job_now(run: RunRecord) -> str:
+    """Where a run with no job stood when it was cancelled: before any submission, or waiting for capacity after
+    its jobs ended (submission.jobs) or its CreateCustomJob calls were refused (submission.attempts)."""
+    if run.state != RunState.WAITING:
+        return "before a job was submitted"
+    ended, tried = run.submission.jobs or (), run.submission.attempts or ()
+    if ended:
+        return (
+            f"while it waited for capacity ({len(ended)} job(s) ended, the last for {ended[-1].reason} in "
+            f"{ended[-1].region}); no job was running"
+        )
+    if tried:
+        return f"while it waited for capacity ({len(tried)} submission(s) refused); no job was running"
+    return "before a job was submitted"
+
+
 def cancel_run(run_id: str, *, by: str, store: RunsRules, vertex: VertexJobs, now: datetime) -> str:
     """What happened, in one line for a person."""
     outcome, run = store.apply(run_id, cancel_step(by, now))
@@ -52,6 +68,8 @@ def cancel_run(run_id: str, *, by: str, store: RunsRules, vertex: VertexJobs, no
         return f"no run {run_id}"
     if outcome == "ended" and run is not None:
         return f"run {run_id} already ended {run.state}; nothing changed"
+    if outcome == "stopped" and run is not None and len(run.history) > 1 and run.history[-2].state == RunState.WAITING:
+        return f"run {run_id} CANCELLED while it waited for capacity (no job was running)"
     if outcome == "stopped":
         return f"run {run_id} CANCELLED before submission"
     if run is None or run.vertex is None:

@@ -14,7 +14,14 @@ from typing import Any
 from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from landfall.ticks import fed_by_schedule
-from schemas.dataset_record import DATASET_FIELDS, DatasetRecord, DatasetStatus, dataset_id_for, parse_dataset_record
+from schemas.dataset_record import (
+    DATASET_FIELDS,
+    DatasetRecord,
+    DatasetStatus,
+    VersionStatus,
+    dataset_id_for,
+    parse_dataset_record,
+)
 from schemas.errors import SchemaError
 
 REASON_WIDTH = 80
@@ -83,13 +90,20 @@ def read_dataset(doc: Mapping[str, Any]) -> StoredDataset:
     return StoredDataset(parse_dataset_record(doc), {k: v for k, v in doc.items() if k not in DATASET_FIELDS})
 
 
+def started_run(record: DatasetRecord) -> str:
+    """The run the dataset's version started, or "": a version's run_id is only the id its request would give, and
+    a run exists only once the request was published (a REFUSED, WAITING or DUPLICATE version published none)."""
+    version = record.version
+    return version.run_id if version is not None and version.status == VersionStatus.PUBLISHED else ""
+
+
 def table_rows(records: list[DatasetRecord]) -> list[list[str]]:
     return [
         [
             r.uri,
             r.route,
             r.status.value,
-            "" if r.version is None else r.version.run_id,
+            started_run(r),
             r.updated_at,
             short(r.reason),
         ]
@@ -105,6 +119,8 @@ def describe_dataset(record: DatasetRecord, extra: Mapping[str, Any] | None = No
     """A dataset record as a person reads it: where it stands, why, its version, what to do next; then any field
     the schema does not name (`extra`), so nothing in the stored document is hidden."""
     version = {} if record.version is None else record.version.to_dict()
+    if not started_run(record):
+        version.pop("run_id", None)  # no request was published, so no run of that id exists
     lines = [
         f"dataset   {record.uri}",
         f"id        {record.dataset_id}",
@@ -276,7 +292,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from landfall.ticks import publish_schedule_tick
 
-    print(publish_schedule_tick(SWEEP_SCHEDULE))
+    print(publish_schedule_tick(SWEEP_SCHEDULE)[0])
     return 0
 
 

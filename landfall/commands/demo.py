@@ -62,7 +62,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.quiet:
         print("starting the local stack (if it is not up)...", flush=True)
     try:
-        info = stack.up()
+        info = stack.up(ports="free" if args.free_ports else None)
     except StackError as exc:
         print(f"landfall demo: {exc}", file=sys.stderr)
         return 1
@@ -101,4 +101,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--rows", type=int, default=250, help="rows per shard (default 250)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the run to end (default 600)")
     p.add_argument("--quiet", action="store_true", help="print only the final record")
+    p.add_argument(
+        "--free-ports",
+        action="store_true",
+        help="start the stack (if it is not up) on free ports; LANDFALL_PORTS=free, or `make demo PORTS=free`, "
+        "does the same",
+    )
     p.set_defaults(func=cmd_demo)

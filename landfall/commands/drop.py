@@ -2,18 +2,21 @@
 
 It uploads every file of DIR under the prefix (a progress bar over the bytes, silenced by --quiet), then the
 `_SUCCESS` marker last (docs/ingest.md: the marker says the dataset is complete now), then waits for ingest to
-record the version that marker completed and prints the dataset's status and the run it started.
+record the version that marker completed and prints the dataset's status and the run it started. A folder that no
+route covers is refused before anything is uploaded, naming the routes' prefixes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from deploy.routes import Route
 from landfall.commands.datasets import DatasetUriError, StoredDataset, describe_dataset, parse_dataset_uri, read_dataset
 from landfall.errors import CommandError, client_boundary
 from schemas.dataset_layout import MARKER
@@ -21,6 +24,8 @@ from schemas.dataset_record import DatasetRecord, DatasetStatus, dataset_id_for
 from schemas.errors import SchemaError
 
 POLL_S = 1.0
+ROUTES_FILE_ENV = "LANDFALL_ROUTES_FILE"
+"""The routes file the functions read instead of deploy/routes.toml (functions/settings.py routes_file)."""
 
 
 def files_to_upload(folder: Path, prefix: str) -> list[tuple[Path, str]]:
@@ -32,6 +37,34 @@ def files_to_upload(folder: Path, prefix: str) -> list[tuple[Path, str]]:
     if not files:
         raise CommandError(f"{str(folder)!r} holds no files to upload; put the dataset's files in it first")
     return [(p, prefix + p.relative_to(folder).as_posix()) for p in files]
+
+
+def ingest_routes() -> tuple[Route, ...]:
+    """The routes ingest applies: LANDFALL_ROUTES_FILE when set here or given to the local stack's functions (its
+    stack record), else the shipped deploy/routes.toml (functions/ingest/routes.py reads the same)."""
+    from deploy.local import provision, record
+    from deploy.routes import ROUTES_FILE, RouteError, read_routes
+
+    path, storage = os.environ.get(ROUTES_FILE_ENV, ""), os.environ.get("STORAGE_EMULATOR_HOST")
+    if not path and storage:
+        current = record.read(provision.default_state_dir())
+        if current is not None and current.env.get("STORAGE_EMULATOR_HOST") == storage:
+            path = current.service_env.get(ROUTES_FILE_ENV, "")
+    try:
+        return read_routes(Path(path)) if path else read_routes(ROUTES_FILE)
+    except (OSError, RouteError) as exc:
+        raise CommandError(f"cannot read the routes ingest applies ({path or ROUTES_FILE}): {exc}") from exc
+
+
+def check_routed(bucket: str, prefix: str, routes: tuple[Route, ...]) -> None:
+    """Refuse, before anything is uploaded, a folder no route covers: ingest would ignore its objects."""
+    if any(route.matches(bucket, prefix) for route in routes):
+        return
+    covered = ", ".join(f"gs://{route.bucket}/{route.prefix}" for route in routes)
+    raise CommandError(
+        f"no route covers gs://{bucket}/{prefix}, so ingest would ignore what lands there; nothing was uploaded. "
+        f"Drop it under a routed prefix ({covered}; `*` is any allowed bucket), or add a route (docs/ingest.md)"
+    )
 
 
 def settled(record: DatasetRecord | None, generation: str) -> bool:
@@ -89,6 +122,7 @@ def cmd_drop(args: argparse.Namespace) -> int:
     except DatasetUriError as exc:
         raise CommandError(str(exc)) from exc
     files = files_to_upload(Path(args.dir), prefix)
+    check_routed(bucket_name, prefix, ingest_routes())
     uri = f"gs://{bucket_name}/{prefix}"
     with client_boundary(f"upload to {uri}"):
         bucket = storage_client().bucket(bucket_name)

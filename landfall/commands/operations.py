@@ -6,6 +6,7 @@ import argparse
 import getpass
 from datetime import UTC, datetime
 
+from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError, client_boundary
 from landfall.ticks import fed_by_schedule
 
@@ -14,10 +15,28 @@ RECONCILE_SCHEDULE = "reconcile"
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from landfall.ticks import publish_schedule_tick
+    from landfall.ticks import pass_log, publish_schedule_tick, tick_outcome
 
-    print(publish_schedule_tick(RECONCILE_SCHEDULE))
-    return 0
+    function = fed_by_schedule(RECONCILE_SCHEDULE)
+    log = pass_log(function)
+    start = log.stat().st_size if log is not None and log.exists() else 0  # the answer is logged after this
+    said, message_id = publish_schedule_tick(RECONCILE_SCHEDULE)
+    if log is None or args.no_wait:
+        print(said)
+        if log is None:
+            print(
+                f"the pass's summary is {function}'s log line `{function}: SUMMARY (message {message_id})` "
+                f"(in Google Cloud: `gcloud functions logs read` for {function}, or Cloud Logging)"
+            )
+        return 0
+    outcome = tick_outcome(log, function, message_id, args.wait, start=start)
+    if outcome is None:
+        raise CommandError(
+            f"{said}, but {function} logged no answer to it within {args.wait:g}s; see {log}, and "
+            "`landfall status` for whether the stack's functions are up"
+        )
+    print(f"reconcile pass (message {message_id}): {outcome}")
+    return 0 if not outcome.startswith(("failed:", "will be retried:")) else 1
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -34,14 +53,34 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 1 if said.startswith("no run ") else 0
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "reconcile",
         help="run the reconciler now: publish one tick to its topic",
         description=f"Publish one tick of the {RECONCILE_SCHEDULE} schedule, as `gcloud scheduler jobs run` "
         f"would: {fed_by_schedule(RECONCILE_SCHEDULE)} records ended jobs, takes over stuck submissions and "
-        "resubmits runs waiting for capacity. Prints the message id.",
+        "resubmits runs waiting for capacity. On the local stack it waits for that pass and prints its "
+        "summary (e.g. `long-wait=1 orphan=1 unchanged=4`); in Google Cloud it prints the message id and "
+        "where the summary is logged.",
     )
+    p.add_argument(
+        "--wait",
+        type=_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for the pass's summary on the local stack (default 120)",
+    )
+    p.add_argument("--no-wait", action="store_true", help="publish the tick and print its message id only")
     p.set_defaults(func=cmd_reconcile)
     p = sub.add_parser(
         "cancel",
@@ -50,7 +89,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "with who asked and when. A run with no job yet is stopped before submission; "
         "an ended run is left as it is.",
     )
-    p.add_argument("run_id", metavar="RUN_ID", help="the run (see `landfall runs`)")
+    p.add_argument("run_id", type=run_id_argument, metavar="RUN_ID", help="the run (see `landfall runs`)")
     p.add_argument("--by", default=getpass.getuser(), help="who asks (default: your user name)")
     p.set_defaults(func=cmd_cancel)
 

@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError, client_boundary
 
 
@@ -90,7 +91,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "one `retry_of`. A run is retried once: a second call names the run that retries "
         "it. Prints the new run id.",
     )
-    p.add_argument("run_id", metavar="RUN_ID", help="a FAILED or CANCELLED run (see `landfall runs --state FAILED`)")
+    p.add_argument(
+        "run_id",
+        type=run_id_argument,
+        metavar="RUN_ID",
+        help="a FAILED or CANCELLED run (see `landfall runs --state FAILED`)",
+    )
     p.add_argument(
         "--json",
         action="store_true",

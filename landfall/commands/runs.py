@@ -106,6 +106,28 @@ def state_argument(text: str) -> RunState:
         raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: {', '.join(RunState)}") from exc
 
 
+MAX_RUN_ID_BYTES = 1500
+"""Firestore's limit on a document id (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields)."""
+
+
+def run_id_argument(text: str) -> str:
+    """RUN_ID's type: a run id is a Firestore document id in the runs collection, so it holds no '/', is not '.' or
+    '..' and does not look like __name__ (the documented constraints on document ids); anything else is refused in
+    one line here, before a client library raises on the path."""
+    if (
+        not text
+        or "/" in text
+        or text in (".", "..")
+        or (text.startswith("__") and text.endswith("__"))
+        or len(text.encode("utf-8", errors="replace")) > MAX_RUN_ID_BYTES
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a run id: a run id is one name such as run-3f2a9c01d4e5b6a7c8d9, with no '/' "
+            "(`landfall runs` lists them)"
+        )
+    return text
+
+
 def positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
@@ -157,11 +179,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
             r.plan.machine_type if r.plan else "",
             _gpu(r.plan),
             _fmt(_final(r).get("accuracy")),
+            _reason(r),
         ]
         for r in _readable(docs)
     ]
     if rows:
-        print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY"], rows))
+        print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY", "REASON"], rows))
     else:
         filters = run_filters(args.state, args.dataset, args.since)
         print(
@@ -170,6 +193,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
             else "no runs yet"
         )
     return 0
+
+
+def _reason(run: RunRecord) -> str:
+    """Why a run ended without succeeding, in a word of schemas/vocabulary.py FAILURE_REASONS (user-code, stockout,
+    ...; its error code where an older run has no reason); "" for a run that has not failed."""
+    if run.error is None:
+        return ""
+    return run.error.reason or run.error.code
 
 
 def _fmt(value: Any) -> str:
@@ -273,10 +304,17 @@ def _waits(run: RunRecord) -> list[str]:
     return lines
 
 
+EPOCH_COLUMNS = ("epoch", "loss", "accuracy", "perplexity")
+"""The first columns of `landfall run --metrics`, in this order (trainer/metrics.py EpochResult); other figures an
+epoch has follow, by name."""
+
+
 def epoch_table(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """metrics.json's per-epoch figures as (headers, rows): a column per figure any epoch has (epoch first)."""
     epochs = [e for e in metrics.get("epochs") or [] if isinstance(e, dict)]
-    keys = ["epoch", *dict.fromkeys(k for e in epochs for k in e if k != "epoch")]
+    # A stored map's keys come back in no promised order: the columns are in EPOCH_COLUMNS' order, then by name.
+    found = {k for e in epochs for k in e}
+    keys = [k for k in EPOCH_COLUMNS if k in found] + sorted(found - set(EPOCH_COLUMNS))
     keys = [k for k in keys if any(e.get(k) is not None for e in epochs)]
     return [k.upper().replace("_", " ") for k in keys], [[_fmt(e.get(k)) for k in keys] for e in epochs]
 
@@ -358,7 +396,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "runs",
         help="list runs, newest first",
-        description="One row per run, newest first: state, dataset, machine, GPUs, final accuracy.",
+        description="One row per run, newest first: state, dataset, machine, GPUs, final accuracy and, for a "
+        "run that ended without succeeding, its reason (user-code, bad-data, stockout, ...: README, run states).",
     )
     p.add_argument("--limit", type=positive, default=50, metavar="N", help="show at most N runs (default 50)")
     p.add_argument(
@@ -379,7 +418,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="One run as a person reads it; --metrics shows its per-epoch figures (from the "
         "trainer's metrics.json) and where its TensorBoard files are.",
     )
-    p.add_argument("run_id", help="the run id (see `landfall runs`)")
+    p.add_argument("run_id", type=run_id_argument, metavar="RUN_ID", help="the run id (see `landfall runs`)")
     p.add_argument("--metrics", action="store_true", help="print the per-epoch metrics table")
     p.add_argument("--json", action="store_true", help="print the record (with --metrics: the epochs) as JSON")
     p.set_defaults(func=cmd_run)

@@ -22,15 +22,16 @@ def _ports(values: list[str]) -> dict[str, int]:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    if args.port and stack.status():
+    mode = "free" if args.free_ports else "default" if args.default_ports else None
+    if (args.port or mode) and stack.status():
         print(
-            "landfall up: the local stack is already up, and --port applies only when it starts (`landfall status` "
-            "shows its ports): run `landfall down` first, then `landfall up --port ...`",
+            "landfall up: the local stack is already up, and --port, --free-ports and --default-ports apply only "
+            "when it starts (`landfall status` shows its ports): run `landfall down` first, then `landfall up ...`",
             file=sys.stderr,
         )
         return 1
     try:
-        info = stack.up(port_overrides=_ports(args.port))
+        info = stack.up(port_overrides=_ports(args.port), ports=mode)
     except StackError as exc:
         print(f"landfall up: {exc}", file=sys.stderr)
         return 1
@@ -104,9 +105,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "up",
         help="start the local stack (emulators, functions, Vertex emulator, scheduler) and print its env",
-        description="Start every local stand-in and write .landfall/env. The scheduler ticks each "
-        f"[schedules.*] topic every every_seconds; {stack.SWEEP_EVERY_ENV}=N makes it "
-        "every N seconds.",
+        description="Start every local stand-in and write .landfall/env. Ports: --port NAME=PORT, else "
+        f"--free-ports / --default-ports / {stack.PORTS_ENV}=free|default, else the ports the last stack "
+        "in this state folder used (kept in .landfall/ports.json across `down`), else deploy/topology.toml's. "
+        f"The scheduler ticks each [schedules.*] topic every every_seconds; {stack.SWEEP_EVERY_ENV}=N makes "
+        "it every N seconds.",
     )
     ported = [name for name in stack.SERVICE_ORDER if name not in stack.PORTLESS_SERVICES]
     p.add_argument(
@@ -115,6 +118,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=[],
         metavar="NAME=PORT",
         help=f"use PORT for service NAME ({', '.join(ported)}); repeatable; 0 picks a free port",
+    )
+    choice = p.add_mutually_exclusive_group()
+    choice.add_argument(
+        "--free-ports",
+        action="store_true",
+        help=f"a free port for every service ({stack.PORTS_ENV}=free does the same, also for `landfall demo`); "
+        "without it `up` reuses the ports the last stack here used",
+    )
+    choice.add_argument(
+        "--default-ports",
+        action="store_true",
+        help="the ports of deploy/topology.toml [local.ports], whatever the last stack here used",
     )
     p.set_defaults(func=cmd_up)
     p = sub.add_parser(

@@ -9,6 +9,7 @@ from typing import Any
 
 from landfall.errors import CommandError, client_boundary
 from schemas.errors import SchemaError
+from schemas.run_record import RunRecord, RunState, parse_run_record
 from schemas.training_request import TrainingRequest, parse_training_request
 
 PUBLISH_TIMEOUT_S = 30.0
@@ -21,11 +22,18 @@ def load_request(path: str) -> TrainingRequest:
     from schemas.proto import message_class
 
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise CommandError(
             f"cannot read {path}: {exc.strerror}; pass a TrainingRequest JSON file "
             "(schemas/examples/training_request.json shows every field)"
+        ) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CommandError(
+            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): a TrainingRequest is "
+            "JSON, which the requests topic takes as UTF-8; save the file as UTF-8 and submit it again"
         ) from exc
     try:
         request = parse_training_request(text)
@@ -56,13 +64,61 @@ def publish(data: bytes) -> str:
             ) from exc
 
 
+def already_ran(request: TrainingRequest, run: RunRecord) -> str:
+    """What to say when the request's run exists: its key names that run, so publishing it again starts nothing."""
+    key = request.idempotency_key
+    how = (
+        "its content is the same as that run's request (no idempotency_key: the key is a hash of the content)"
+        if key.startswith("content:")
+        else f"its idempotency_key {key!r} is that run's"
+    )
+    again = (
+        f"`landfall retry {run.run_id}` runs it again as a new run"
+        if run.state in (RunState.FAILED, RunState.CANCELLED)
+        else "to run it again on purpose, give the request an idempotency_key of its own and submit it"
+    )
+    return (
+        f"run {run.run_id} already exists ({run.state}): {how}, so nothing was published; {again}; "
+        f"`landfall run {run.run_id}` shows it"
+    )
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
+    from landfall.commands.runs import read_run_document
+
     request = load_request(args.request)
+    existing = read_run_document(request.run_id)
+    if existing is not None:
+        try:
+            run = parse_run_record(existing)
+        except SchemaError as exc:
+            raise CommandError(
+                f"run {request.run_id} already exists but does not fit the run record schema ({exc}); nothing "
+                f"was published; `landfall run {request.run_id} --json` shows it as stored"
+            ) from exc
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "run_id": run.run_id,
+                        "idempotency_key": request.idempotency_key,
+                        "message_id": None,
+                        "already_exists": True,
+                        "state": str(run.state),
+                    },
+                    indent=2,
+                )
+            )
+        else:
+            print(already_ran(request, run))
+        return 0
     message_id = publish(Path(args.request).read_bytes())
     result: dict[str, Any] = {
         "run_id": request.run_id,
         "idempotency_key": request.idempotency_key,
         "message_id": message_id,
+        "already_exists": False,
+        "state": None,
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -80,8 +136,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="check a TrainingRequest JSON file, publish it, print its run id",
         description="Checks REQUEST.json here (the bad field is named), publishes it on the requests "
         "topic, and prints the id of the run it will start. Only dataset.uri, task and "
-        "model.preset are required.",
+        "model.preset are required. A request whose run already exists (the same content, or the same "
+        "idempotency_key) is not published again: the command names the run, its state and how to run "
+        "it again on purpose.",
     )
     p.add_argument("request", metavar="REQUEST.json", help="a TrainingRequest as JSON")
-    p.add_argument("--json", action="store_true", help="print run id, idempotency key and message id as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print run_id, idempotency_key, message_id, already_exists and state as JSON",
+    )
     p.set_defaults(func=cmd_submit)

@@ -130,21 +130,38 @@ def write_logs(state_dir: Path, replicas: dict[str, str]) -> None:
         (folder / f"{replica}.log").write_text(text)
 
 
-def test_logs_prints_the_replica_log_of_a_local_job(
+STARTING = '{"severity": "INFO", "message": "trainer starting", "time": "2026-11-22T12:00:01.250000Z", "rank": 0}'
+FAILED_LINE = (
+    '{"severity": "ERROR", "message": "no label column", "time": "2026-11-22T12:00:03.000000Z", "rank": 0, '
+    '"error": "DataError", "exit_code": 3}'
+)
+
+
+def test_logs_print_time_replica_and_message_as_text_and_json_prints_the_records(
     stored: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stored[RUN_ID] = document()
-    write_logs(tmp_path, {"workerpool0-0": '{"message": "trainer starting"}\n{"message": "model written"}'})
+    write_logs(tmp_path, {"workerpool0-0": f"{STARTING}\nTraceback (most recent call last):\n{FAILED_LINE}"})
     code, out, _ = landfall(["logs", RUN_ID], capsys)
-    assert code == 0 and out == '{"message": "trainer starting"}\n{"message": "model written"}\n'
+    assert code == 0 and out.splitlines() == [
+        "2026-11-22T12:00:01.250  workerpool0-0  trainer starting",
+        "                         workerpool0-0  Traceback (most recent call last):",
+        "2026-11-22T12:00:03.000  workerpool0-0  ERROR no label column  error=DataError  exit_code=3",
+    ]
+    code, out, _ = landfall(["logs", RUN_ID, "--json"], capsys)
+    assert code == 0 and out == f"{STARTING}\nTraceback (most recent call last):\n{FAILED_LINE}\n"
 
 
-def test_logs_of_several_replicas_are_prefixed_in_replica_order(
+def test_logs_of_several_replicas_name_each_replica_in_replica_order(
     stored: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stored[RUN_ID] = document()
-    write_logs(tmp_path, {"workerpool1-0": "b\n", "workerpool0-0": "a\n"})
-    assert landfall(["logs", RUN_ID], capsys)[1] == "[workerpool0-0] a\n[workerpool1-0] b\n"
+    write_logs(tmp_path, {"workerpool1-0": "b\n", "workerpool0-0": f"{STARTING}\n"})
+    assert landfall(["logs", RUN_ID], capsys)[1].splitlines() == [
+        "2026-11-22T12:00:01.250  workerpool0-0  trainer starting",
+        "                         workerpool1-0  b",
+    ]
+    assert landfall(["logs", RUN_ID, "--json"], capsys)[1] == f"[workerpool0-0] {STARTING}\n[workerpool1-0] b\n"
 
 
 def test_logs_say_when_there_are_none_yet_or_no_job_ever_ran(
@@ -185,5 +202,49 @@ def test_follow_prints_lines_as_they_come_and_stops_once_the_run_ended(tmp_path:
         with log.open("a") as fh:
             fh.write(next(growth))
 
-    logs.follow(lambda: {"workerpool0-0": log}, lambda: next(ended), out, sleep=sleep)
+    logs.follow(lambda: {"workerpool0-0": log}, lambda: next(ended), out, sleep=sleep, raw=True)
     assert out.getvalue() == "one\ntwo\nthree\nfour (no newline at the end)\n"
+
+
+def test_logs_follow_waits_for_the_job_as_tail_f_waits_for_the_file(
+    stored: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--follow on a run with no job yet waits for it (the old command refused at once), then prints as text."""
+    submitting = document(state="SUBMITTING", vertex=None)
+    ended = document(state="SUCCEEDED")
+    reads = iter([submitting, submitting, ended, ended, ended])
+    monkeypatch.setattr(runs, "read_run_document", lambda _run_id: next(reads))
+    monkeypatch.setattr(logs, "FOLLOW_POLL_S", 0.0)
+    write_logs(tmp_path, {"workerpool0-0": f"{STARTING}\n"})
+    code, out, err = landfall(["logs", RUN_ID, "--follow"], capsys)
+    assert code == 0 and "is SUBMITTING; waiting for its Vertex job" in err
+    assert out == "2026-11-22T12:00:01.250  workerpool0-0  trainer starting\n"
+
+
+def test_run_metrics_columns_keep_one_order_whatever_the_stored_key_order() -> None:
+    """Firestore hands a map's keys back in no promised order: the table's columns do not follow it."""
+    one = [{"perplexity": None, "accuracy": 0.5, "zeta": 1, "loss": 0.9, "epoch": 1, "alpha": 2}]
+    other = [{"alpha": 2, "epoch": 1, "zeta": 1, "loss": 0.9, "accuracy": 0.5}]
+    assert runs.epoch_table({"epochs": one}) == runs.epoch_table({"epochs": other})
+    assert runs.epoch_table({"epochs": one})[0] == ["EPOCH", "LOSS", "ACCURACY", "ALPHA", "ZETA"]
+
+
+@pytest.mark.parametrize("command", ["run", "logs", "watch", "retry", "cancel"])
+@pytest.mark.parametrize("run_id", ["runs/x", "../x", "..", "__x__"])
+def test_a_run_id_that_cannot_name_a_run_is_one_line(
+    command: str, run_id: str, stored: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, run_id])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"landfall {command}: argument RUN_ID: {run_id!r} is not a run id: ")
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("wacth", "watch"), ("rnus", "runs"), ("reconcle", "reconcile")])
+def test_a_mistyped_command_gets_did_you_mean(typed: str, meant: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([typed])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and f"invalid choice: {typed!r}; did you mean {meant}" in err
+    assert err.count("\n") == 1 and "choose from" not in err
