@@ -82,6 +82,13 @@ def test_dropped_dataset_ends_as_succeeded_run_with_metrics(
     printed = [line.split()[1] for line in lines if not line.startswith((" ", "run "))]
     assert printed == [h.state for h in parse_run_record(doc).history]
     assert lines[-1].startswith(f"run {run_id} ended SUCCEEDED: ") and "accuracy" in lines[-1]
+    assert lines[-1].endswith("(on the held-out split)")
+    # progress, where a poll caught the trainer: losses labelled (training or held-out), steps of the planned total
+    progress = [line.strip() for line in lines if line.startswith(" ")]
+    assert all(
+        re.search(r"(train|held-out) loss", line) for line in progress if "loss" in line and "trainer:" not in line
+    )
+    assert all(re.search(r"step \d+/\d+ \(\d+%\)", line) for line in progress if "train loss" in line), progress
 
     assert [h["state"] for h in doc["history"]] == [
         "RECEIVED",

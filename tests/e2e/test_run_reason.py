@@ -3,6 +3,7 @@ Vertex's "exited with a non-zero status of 3"), and `landfall logs` prints what 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -38,7 +39,11 @@ def test_a_run_the_trainer_refuses_carries_its_reason_and_its_logs(
     monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
     capsys.readouterr()
     assert cli.main(["logs", run_id]) == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().out  # as text: time, replica, message, the record's fields
+    assert re.search(r"^\S+  workerpool0-0  trainer starting", printed, re.M), printed
+    assert re.search(r"^\S+  workerpool0-0  ERROR .*error=DataError", printed, re.M), printed
+    assert cli.main(["logs", run_id, "--json"]) == 0
+    printed = capsys.readouterr().out  # the records as the replica wrote them
     assert '"message": "trainer starting"' in printed and '"error": "DataError"' in printed
     assert cli.main(["run", run_id]) == 0
     assert f"error     job-failed: {error['message']}" in capsys.readouterr().out

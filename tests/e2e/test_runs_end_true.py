@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 import uuid
@@ -155,7 +156,11 @@ def test_a_stockout_after_submission_is_resubmitted_and_succeeds_with_both_attem
 
 
 def test_a_job_that_ends_while_the_listener_is_stopped_is_recorded_by_a_reconcile_pass(
-    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, cli_env: None
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    cli_env: None,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     run_id = _drop(landing_bucket, "datasets/e2e-listener-down/")
     _job(run_id, ("JOB_STATE_PENDING", "JOB_STATE_RUNNING"))
@@ -165,7 +170,12 @@ def test_a_job_that_ends_while_the_listener_is_stopped_is_recorded_by_a_reconcil
         assert not any(j.state in ENDED for j in _jobs_of(run_id)), "the job ended before the listener stopped"
         ended = _job(run_id, ENDED, timeout_s=90)
         assert ended.state == "JOB_STATE_SUCCEEDED"
+        capsys.readouterr()
         assert cli.main(["reconcile"]) == 0
+        # it waited for the pass its tick started and printed that pass's summary (the scheduler may have run one
+        # first, so the counts are not pinned)
+        said = capsys.readouterr().out
+        assert re.fullmatch(r"reconcile pass \(message \d+\): \S.*\n", said), said
         doc = _terminal(firestore_runs, run_id, timeout_s=60)
         assert doc["state"] == "SUCCEEDED" and doc["vertex"]["job_name"] == ended.name
         assert doc["metrics"], doc

@@ -227,3 +227,24 @@ def test_sweep_to_a_missing_topic_says_how_to_create_it(
         "topic projects/landfall-no-topics/topics/landfall-ingest-sweep does not exist: `landfall up` creates"
         in str(refused.value)
     )
+
+
+def test_a_refused_dataset_names_no_run(settings_env: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28 item 9: a REFUSED version published no request, so the run id its request would have had names no
+    run; neither the table nor `landfall dataset` shows it."""
+    doc = dataset_doc("datasets/refused/", "REFUSED", "2026-11-22T09:30:00Z", reason="0 data objects")
+    doc["version"] = {
+        "idempotency_key": f"gcs:{BUCKET}/datasets/refused/:17",
+        "run_id": "run-00000000000000000017",
+        "completed_by": "marker",
+        "generation": "17",
+        "kind": "marker",
+        "status": "REFUSED",
+    }
+    write(doc)
+    code, out, _ = run(["datasets"], capsys)
+    assert code == 0 and "run-00000000000000000017" not in out
+    code, out, _ = run(["dataset", doc["uri"]], capsys)
+    assert code == 0 and "run-00000000000000000017" not in out and "status    REFUSED" in out
+    code, out, _ = run(["datasets", "--json"], capsys)
+    assert json.loads(out)[0]["version"]["run_id"] == "run-00000000000000000017"  # the stored record, unchanged

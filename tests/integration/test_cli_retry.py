@@ -165,3 +165,61 @@ def test_cancel_before_submission_then_retry(requests_tap: Any, capsys: pytest.C
     with pytest.raises(CommandError, match="only FAILED or CANCELLED"):
         store_run("run-done", "SUCCEEDED")
         landfall(["retry", "run-done"], capsys)
+
+
+def test_cancel_of_a_run_waiting_after_its_jobs_ended_says_so(
+    requests_tap: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 9: a WAITING run whose job ended for capacity was said to be cancelled "before a job was
+    submitted"."""
+    from schemas.run_record import JobAttempt, RunState, StateChange, Waiting
+
+    base = parse_run_record(run_doc("run-waiting", "WAITING", "2026-11-20T10:00:00.000000Z", "gs://b/churn/"))
+    ended = JobAttempt(
+        job_name="projects/p/locations/us-central1/customJobs/7",
+        region="us-central1",
+        machine_type="g2-standard-8",
+        reason="stockout",
+        message="no L4 in us-central1",
+        at="2026-11-20T10:05:00.000000Z",
+    )
+    submission = replace(
+        base.submission,
+        jobs=(ended,),
+        waiting=Waiting("no capacity left in any plan", "2026-11-20T10:10:00.000000Z", "2026-11-20T10:06:00.000000Z"),
+    )
+    history = (*base.history[:3], StateChange(RunState.WAITING, "2026-11-20T10:06:00.000000Z", "stockout"))
+    store_run("run-waiting", "WAITING", vertex=None, submission=submission, history=history)
+    code, out = landfall(["cancel", "run-waiting", "--by", "ops"], capsys)
+    assert code == 0 and "run run-waiting CANCELLED while it waited for capacity (no job was running)" in out
+    run = read_run("run-waiting")
+    assert run.state == "CANCELLED" and "before a job was submitted" not in run.error.message
+    assert "1 job(s) ended, the last for stockout in us-central1" in run.error.message
+
+
+def test_submitting_content_that_already_ran_names_the_run_its_state_and_how_to_run_it_again(
+    requests_tap: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 8: the same content again used to say its run "will be" RUN; the run exists, so nothing is
+    published, and the command says which run, in what state, and how to run it again on purpose."""
+    body = {"dataset": {"uri": "gs://b/churn/"}, "task": "tabular-classification", "model": {"preset": "mlp-small"}}
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(body))
+    request = parse_training_request(path.read_text())
+    assert request.idempotency_key.startswith("content:")
+    store_run(request.run_id, "SUCCEEDED", request=request.to_dict())
+    code, out = landfall(["submit", str(path)], capsys)
+    assert code == 0 and f"run {request.run_id} already exists (SUCCEEDED)" in out
+    assert "nothing was published" in out and "idempotency_key of its own" in out and "will be" not in out
+    assert published(requests_tap, wait_s=2) == []
+    code, out = landfall(["submit", str(path), "--json"], capsys)
+    assert json.loads(out) | {"idempotency_key": None} == {
+        "run_id": request.run_id,
+        "idempotency_key": None,
+        "message_id": None,
+        "already_exists": True,
+        "state": "SUCCEEDED",
+    }
+    store_run(request.run_id, "FAILED", request=request.to_dict())
+    code, out = landfall(["submit", str(path)], capsys)
+    assert "already exists (FAILED)" in out and f"`landfall retry {request.run_id}` runs it again" in out

@@ -174,3 +174,24 @@ def test_the_readme_run_document_queries_run_as_written(three_runs: None, capsys
     assert ids(names["churn"]) == _ids(landfall(["runs", "--dataset", "gs://b/churn/", "--json"], capsys)[1])
     assert ids(names["one_day"]) == ["run-c"]
     assert ids(names["recent_failures"]) == ["run-b"]
+
+
+def test_runs_table_gives_the_reason_a_run_failed(three_runs: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28 item 9: `landfall runs` had no column saying why a run failed."""
+    from dataclasses import replace
+
+    from google.cloud import firestore
+
+    from schemas.run_record import RunError
+
+    failed = parse_run_record(run_doc("run-b", "FAILED", "2026-11-21T10:00:00.000000Z", "gs://b/churn/"))
+    failed = replace(failed, error=RunError("job-failed", "no label column", reason="bad-data"))
+    firestore.Client(project=PROJECT).collection(load_topology().runs_collection).document("run-b").set(
+        failed.to_document()
+    )
+    code, table = landfall(["runs"], capsys)
+    header, _, *rows = table.splitlines()
+    assert code == 0 and header.split()[-1] == "REASON"
+    by_run = {row.split()[0]: row for row in rows}
+    assert by_run["run-b"].rstrip().endswith("bad-data")
+    assert not by_run["run-a"].rstrip().endswith("bad-data")

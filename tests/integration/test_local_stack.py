@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from deploy.local import processes, stack
 from deploy.local.processes import StackError
+from deploy.topology import load_topology
 
 
 def test_busy_port_gives_a_clear_error_and_starts_nothing(tmp_path: Path) -> None:
@@ -48,3 +52,33 @@ def test_down_stops_exactly_what_up_started(tmp_path: Path) -> None:
     for service in info.services:
         assert not processes.group_alive(service.pid), f"{service.name} (pgid {service.pid}) left processes behind"
     assert stack.status(tmp_path) == []
+
+
+def test_free_ports_by_one_switch_are_kept_across_down_and_up(tmp_path: Path) -> None:
+    """Issue 28 item 10: `landfall up --free-ports` (LANDFALL_PORTS=free, `make demo PORTS=free`) instead of a
+    --port flag per service, and the next `up` after `down` reuses the ports the stack had, so a shell that sourced
+    .landfall/env keeps reaching it."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "LANDFALL_STATE_DIR": str(tmp_path)}
+    env.pop(stack.PORTS_ENV, None)
+
+    def landfall(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "landfall.cli", *argv]
+        return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+
+    defaults = load_topology().local_ports
+    try:
+        up = landfall("up", "--free-ports")
+        assert up.returncode == 0, up.stderr
+        first = {s.name: s.port for s in stack.read_state(tmp_path) if s.port is not None}
+        assert set(first) == set(defaults) and all(first[name] != defaults[name] for name in defaults), first
+        env_file = (tmp_path / "env").read_text()
+        assert landfall("down").returncode == 0
+        up = landfall("up")
+        assert up.returncode == 0, up.stderr
+        assert {s.name: s.port for s in stack.read_state(tmp_path) if s.port is not None} == first
+        assert (tmp_path / "env").read_text() == env_file
+    finally:
+        landfall("down", "--wipe")
+    dry = subprocess.run(["make", "-n", "demo", "PORTS=free"], cwd=repo, capture_output=True, text=True, check=True)
+    assert f"{stack.PORTS_ENV}=free " in dry.stdout.splitlines()[-1]

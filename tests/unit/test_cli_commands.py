@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +118,38 @@ def test_a_uri_that_is_not_a_dataset_folder_is_refused(uri: str, capsys: pytest.
         f"expected a dataset folder gs://BUCKET/PREFIX/ (e.g. gs://landfall-landing/datasets/mydata/), got {uri!r}"
         in err
     )
+
+
+def test_reconcile_finds_the_answer_to_its_own_tick_in_the_functions_log(tmp_path: Path) -> None:
+    """`landfall reconcile` waits for the pass its tick started: functions/main.py ends the outcome line with the
+    message id; another tick's line (the scheduler's) is not taken for it."""
+    from landfall.ticks import answer_in, tick_outcome
+
+    def line(message: str) -> str:
+        return json.dumps({"severity": "INFO", "message": message, "logger": "landfall"})
+
+    lines = [
+        line("reconcile_runs: unchanged=3 (message 41)"),
+        "a line that is not JSON",
+        line("reconcile_runs: long-wait=1 orphan=1 unchanged=4 (message 42)"),
+    ]
+    assert answer_in(lines, "reconcile_runs", "42") == "long-wait=1 orphan=1 unchanged=4"
+    assert answer_in(lines, "reconcile_runs", "43") is None
+    refused = line("reconcile_runs: message 44 (body sha256:ab) acknowledged without retry: bad tick")
+    assert answer_in([refused], "reconcile_runs", "44") == "failed: bad tick"
+    log = tmp_path / "reconcile_runs.log"
+    log.write_text("\n".join(lines) + "\n")
+    clock = iter(range(100))
+    assert (
+        tick_outcome(
+            log,
+            "reconcile_runs",
+            "41",
+            5,
+            start=len(lines[0]) + 1,
+            sleep=lambda _s: None,
+            clock=lambda: float(next(clock)),
+        )
+        is None
+    )  # before `start`: an older pass's line
+    assert tick_outcome(log, "reconcile_runs", "42", 5, sleep=lambda _s: None) == "long-wait=1 orphan=1 unchanged=4"

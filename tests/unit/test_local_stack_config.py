@@ -114,3 +114,27 @@ def test_the_vertex_emulator_gets_the_images_map_named_by_landfall_vertex_images
     current = StackRecord((), stack.stack_env(topology, ports), ports, service_env)
     argv = stack._Plan(topology, tmp_path, current).spec("vertex").argv
     assert (argv[argv.index("--images") + 1] if "--images" in argv else None) == images
+
+
+def test_the_ports_a_stack_starts_from_free_default_or_the_last_stacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28 item 10: one switch for free ports (LANDFALL_PORTS=free, `landfall up --free-ports`), and the ports
+    of the last stack in the state folder reused by the next `up`; a port it had picked free that is taken now is
+    picked afresh, one that was chosen is kept."""
+    from deploy.local import processes
+
+    topology = load_topology()
+    defaults = dict(topology.local_ports)
+    assert stack.ports_mode({}) is None and stack.ports_mode({stack.PORTS_ENV: "FREE"}) == "free"
+    assert stack.ports_mode({stack.PORTS_ENV: "free"}, "default") == "default"  # the flag wins
+    with pytest.raises(StackError, match="LANDFALL_PORTS must be one of free, default, got 'any'"):
+        stack.ports_mode({stack.PORTS_ENV: "any"})
+    assert stack.base_ports(topology, tmp_path, None) == defaults  # nothing kept yet
+    assert stack.base_ports(topology, tmp_path, "free") == dict.fromkeys(defaults, 0)
+    last = {name: 40000 + i for i, name in enumerate(defaults)}
+    stack.remember_ports(tmp_path, last, frozenset({"pubsub"}))
+    taken = {last["pubsub"], last["firestore"]}
+    monkeypatch.setattr(processes, "port_is_free", lambda port, host="127.0.0.1": port not in taken)
+    assert stack.base_ports(topology, tmp_path, None) == last | {"pubsub": 0}  # firestore's was chosen: kept
+    assert stack.base_ports(topology, tmp_path, "default") == defaults
