@@ -59,10 +59,16 @@ def pass_log(function: str) -> Path | None:
     return None if service is None else service.log_path
 
 
+RETRIED = "will be retried: "
+"""How answer_in labels a delivery that failed and will be delivered again (not the pass's last word)."""
+
+
 def answer_in(lines: list[str], function: str, message_id: str) -> str | None:
     """The function's answer to the message in its log lines (functions/main.py): the outcome it logged for it,
-    `failed: REASON` when it acknowledged it without retry, `will be retried: REASON`; None when there is none."""
+    `failed: REASON` when it acknowledged it without retry, else `will be retried: REASON` when a delivery failed
+    and another will come; None when there is none."""
     done_suffix = f" (message {message_id})"
+    retried = None
     for line in lines:
         try:
             record = json.loads(line)
@@ -74,11 +80,13 @@ def answer_in(lines: list[str], function: str, message_id: str) -> str | None:
         body = text.removeprefix(f"{function}: ")
         if body.endswith(done_suffix):
             return body.removesuffix(done_suffix)
-        for said, label in (("acknowledged without retry: ", "failed"), ("will be retried: ", "will be retried")):
-            head = f"message {message_id} "
-            if body.startswith(head) and said in body:
-                return f"{label}: {body.split(said, 1)[1]}"
-    return None
+        if not body.startswith(f"message {message_id} "):
+            continue
+        if "acknowledged without retry: " in body:
+            return "failed: " + body.split("acknowledged without retry: ", 1)[1]
+        if "will be retried: " in body:
+            retried = RETRIED + body.split("will be retried: ", 1)[1]
+    return retried
 
 
 def tick_outcome(
@@ -91,8 +99,9 @@ def tick_outcome(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> str | None:
-    """Wait for the function's answer to the tick (answer_in) in its log file, read from byte `start` on; None when
-    timeout_s passed first."""
+    """Wait for the function's last word on the tick (answer_in) in its log file, read from byte `start` on: its
+    outcome, or its refusal; a failed delivery is waited past (the bridge delivers it again) and returned only when
+    timeout_s passed first. None when there is no answer at all within timeout_s."""
     deadline = clock() + timeout_s
     while True:
         lines = []
@@ -101,6 +110,6 @@ def tick_outcome(
                 fh.seek(start)
                 lines = fh.read().decode("utf-8", errors="replace").splitlines()
         outcome = answer_in(lines, function, message_id)
-        if outcome is not None or clock() >= deadline:
+        if (outcome is not None and not outcome.startswith(RETRIED)) or clock() >= deadline:
             return outcome
         sleep(POLL_S)

@@ -163,7 +163,8 @@ def cmd_drop(args: argparse.Namespace) -> int:
     return 1 if record.status == DatasetStatus.REFUSED else 0
 
 
-def _seconds(text: str) -> float:
+def seconds_argument(text: str) -> float:
+    """--wait's type: a number of seconds > 0."""
     try:
         value = float(text)
     except ValueError:
@@ -186,7 +187,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument(
         "--wait",
-        type=_seconds,
+        type=seconds_argument,
         default=120.0,
         metavar="SECONDS",
         help="how long to wait for ingest to record the dataset (default 120)",

@@ -6,6 +6,7 @@ import argparse
 import getpass
 from datetime import UTC, datetime
 
+from landfall.commands.drop import seconds_argument
 from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError, client_boundary
 from landfall.ticks import fed_by_schedule
@@ -36,7 +37,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
             "`landfall status` for whether the stack's functions are up"
         )
     print(f"reconcile pass (message {message_id}): {outcome}")
-    return 0 if not outcome.startswith(("failed:", "will be retried:")) else 1
+    return 1 if outcome.startswith(("failed:", "will be retried:")) else 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -53,16 +54,6 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 1 if said.startswith("no run ") else 0
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "reconcile",
@@ -75,7 +66,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--wait",
-        type=_seconds,
+        type=seconds_argument,
         default=120.0,
         metavar="SECONDS",
         help="how long to wait for the pass's summary on the local stack (default 120)",

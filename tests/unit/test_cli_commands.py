@@ -137,6 +137,11 @@ def test_reconcile_finds_the_answer_to_its_own_tick_in_the_functions_log(tmp_pat
     assert answer_in(lines, "reconcile_runs", "43") is None
     refused = line("reconcile_runs: message 44 (body sha256:ab) acknowledged without retry: bad tick")
     assert answer_in([refused], "reconcile_runs", "44") == "failed: bad tick"
+    retried = line("reconcile_runs: message 45 (body sha256:cd) will be retried: Firestore unavailable")
+    assert answer_in([retried], "reconcile_runs", "45") == "will be retried: Firestore unavailable"
+    assert answer_in([retried, line("reconcile_runs: unchanged=1 (message 45)")], "reconcile_runs", "45") == (
+        "unchanged=1"
+    )  # the redelivery's pass is the last word
     log = tmp_path / "reconcile_runs.log"
     log.write_text("\n".join(lines) + "\n")
     clock = iter(range(100))
