@@ -99,7 +99,8 @@ def test_a_run_cancelled_before_submission_is_announced_by_the_reconciler() -> N
         stockout(w, name)
         name = w.job_name() if w.run().vertex else name
     said = cancel_run(w.run().run_id, by="ada", store=w.runs, vertex=w.vertex, now=NOW)  # type: ignore[arg-type]
-    assert said.endswith("CANCELLED before submission") and w.run().submission.results_published is False
+    assert said.endswith("CANCELLED while it waited for capacity (no job was running)")
+    assert w.run().submission.results_published is False
     topic = Topic()
     deps = replace(
         reconciler(w),

@@ -258,13 +258,18 @@ def test_cancel_a_running_job_ends_the_run_cancelled_with_who_and_when() -> None
     assert "already ended CANCELLED; nothing changed" in again and w.run() == run
 
 
-def test_cancel_a_waiting_run_stops_it_before_submission() -> None:
+def test_cancel_a_waiting_run_stops_it_and_says_it_waited_after_its_jobs_ended() -> None:
     w, name = submitted()
     for _ in range(3):
         stockout(w, name)
         name = w.job_name() if w.run().vertex else name
     said = cancel_run(w.run().run_id, by="ada", store=w.runs, vertex=w.vertex, now=NOW)  # type: ignore[arg-type]
-    assert said.endswith("CANCELLED before submission") and w.run().state == RunState.CANCELLED
+    # issue 28 item 9: its three jobs had ended for capacity; it was not "before submission"
+    assert said.endswith("CANCELLED while it waited for capacity (no job was running)"), said
+    run = w.run()
+    assert run.state == RunState.CANCELLED and run.error is not None
+    assert "3 job(s) ended, the last for stockout in" in run.error.message
+    assert "before a job was submitted" not in run.error.message
     w.clock.now = NOW + timedelta(hours=1)
     assert reconcile(reconciler(w)) == "no open runs"
 
