@@ -160,7 +160,7 @@ def _service_env(environ: Mapping[str, str], stack_vars: Mapping[str, str]) -> d
     return {
         k: v
         for k, v in environ.items()
-        if k.startswith("LANDFALL_") and k not in stack_vars and k != provision.STATE_DIR_ENV
+        if k.startswith("LANDFALL_") and k not in stack_vars and k not in (provision.STATE_DIR_ENV, PORTS_ENV)
     }
 
 
