@@ -34,12 +34,22 @@ def record_time(record: dict[str, Any]) -> datetime | None:
         return None
 
 
+SHORT_VALUE = 48
+"""Characters of a field's value `landfall watch` shows (a digest or an environment is cut with '...')."""
+
+
 def _value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, str):
         return value if value and " " not in value else json.dumps(value)
     return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def short_value(value: Any, width: int = SHORT_VALUE) -> str:
+    """A field's value as text (floats to 4 significant digits), cut to width characters."""
+    text = _value(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def text_line(replica: str, line: str) -> str:

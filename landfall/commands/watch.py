@@ -10,13 +10,14 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from landfall.commands.logs import replica_logs
 from landfall.commands.runs import read_run, read_run_document, run_id_argument
 from landfall.errors import CommandError, client_boundary
-from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time
+from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time, short_value
 from schemas.dataset_version import DatasetVersion, parse_dataset_version
 from schemas.errors import SchemaError
 from schemas.run_record import RunRecord
@@ -44,28 +45,35 @@ def _loss(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, int | float) else "?"
 
 
-def _eta(step_records: list[dict[str, Any]], total: int | None) -> str:
-    """The time left at the pace of the steps timed so far (steps per second between the first and last step
-    record since training (re)started), or "" when it cannot be told yet."""
-    if not total or len(step_records) < 2:
+def _eta(points: list[tuple[datetime, int]], total: int | None) -> str:
+    """The time left at the pace since training (re)started: steps per second between the first and the last
+    (time, step) the trainer logged, or "" when it cannot be told yet."""
+    if not total or len(points) < 2:
         return ""
-    first, last = step_records[0], step_records[-1]
-    began, now = record_time(first), record_time(last)
-    steps = last.get("step", 0) - first.get("step", 0) if isinstance(last.get("step"), int) else 0
-    if began is None or now is None or steps <= 0 or now <= began:
+    (began, first), (now, last) = points[0], points[-1]
+    if last <= first or now <= began:
         return ""
-    rate = steps / (now - began).total_seconds()
-    return f"ETA {_duration((total - last['step']) / rate)}"
+    rate = (last - first) / (now - began).total_seconds()
+    return f"ETA {_duration((total - last) / rate)}"
 
 
 def _doing(record: dict[str, Any]) -> str:
     """What the trainer says it is doing (a record that is not a step): its message, since when, its fields."""
     fields = "  ".join(
-        f"{k}={v}" for k, v in record.items() if k not in CONTEXT_FIELDS and not isinstance(v, dict | list)
+        f"{k}={short_value(v)}" for k, v in record.items() if k not in CONTEXT_FIELDS and not isinstance(v, dict | list)
     )
     since = record_time(record)
     at = f" (since {since.strftime('%H:%M:%S')} UTC)" if since else ""
     return f"trainer: {record['message']}{at}" + (f"  {fields}" if fields else "")
+
+
+def _step_at(record: dict[str, Any]) -> tuple[datetime, int] | None:
+    """(time, step) of a record that says how far training got; a (re)start counts from the step it resumed at."""
+    when = record_time(record)
+    step = record.get("step")
+    if record["message"] == "training started":
+        step = record.get("resumed_from") or 0
+    return (when, step) if when is not None and isinstance(step, int) else None
 
 
 def progress_line(lines: Iterable[str]) -> str | None:
@@ -75,7 +83,7 @@ def progress_line(lines: Iterable[str]) -> str | None:
     records = [r for r in map(parse_record, lines) if r is not None]
     if not records:
         return None
-    steps: list[dict[str, Any]] = []
+    points: list[tuple[datetime, int]] = []
     last_step = last_epoch = latest = None
     total: int | None = None
     for record in records:
@@ -83,9 +91,11 @@ def progress_line(lines: Iterable[str]) -> str | None:
         if isinstance(record.get("total_steps"), int):
             total = record["total_steps"]
         if message in START_MESSAGES:
-            steps = []
-        elif message == STEP_MESSAGE:
-            steps.append(record)
+            points = []
+        if message in START_MESSAGES or message in (STEP_MESSAGE, EPOCH_MESSAGE):
+            point = _step_at(record)
+            points += [point] if point else []
+        if message == STEP_MESSAGE:
             last_step = latest = record
         elif message == EPOCH_MESSAGE:
             last_epoch = latest = record
@@ -102,7 +112,7 @@ def progress_line(lines: Iterable[str]) -> str | None:
     if last_epoch is not None:
         split = last_epoch.get("evaluated_on") or "held-out"
         parts.append(f"{split} loss {_loss(last_epoch.get('loss'))} (epoch {last_epoch.get('epoch', '?')})")
-    eta = _eta(steps, total)
+    eta = _eta(points, total)
     if eta and records[-1]["message"] in (STEP_MESSAGE, EPOCH_MESSAGE):
         parts.append(eta)
     lines_out = ["  ".join(parts)] if parts else []
@@ -124,8 +134,10 @@ class Watcher:
             self.out.write(f"{change.at}  {change.state:<10} {change.detail}\n")
         self.changes = len(run.history)
         if progress and progress != self.progress and not run.state.terminal:
+            shown = (self.progress or "").splitlines()
             for line in progress.splitlines():
-                self.out.write(f"{'':<27} {'':<10} {line}\n")
+                if line not in shown:  # the step line once, while what the trainer does next changes
+                    self.out.write(f"{'':<27} {'':<10} {line}\n")
             self.progress = progress
         self.out.flush()
 

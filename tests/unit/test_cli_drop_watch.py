@@ -90,11 +90,12 @@ def test_progress_labels_training_and_held_out_loss_with_the_planned_steps_and_a
         _line("training", _at(20), step=20, total_steps=40, epoch=1, loss=0.6),
         _line("epoch finished", _at(21), step=20, epoch=1, loss=0.5, accuracy=0.8, evaluated_on="held-out"),
     ]
-    # 10 steps in 10 s: the 20 steps left take 20 s
+    # 20 steps in the 21 s since training started: the 20 steps left take 21 s
     assert watch.progress_line(lines) == (
-        "epoch 1  step 20/40 (50%)  train loss 0.6  held-out loss 0.5 (epoch 1)  ETA 20s"
+        "epoch 1  step 20/40 (50%)  train loss 0.6  held-out loss 0.5 (epoch 1)  ETA 21s"
     )
-    assert watch.progress_line(lines[:2]) == "epoch 1  step 10/40 (25%)  train loss 0.9123"  # no pace yet
+    assert watch.progress_line(lines[:2]) == "epoch 1  step 10/40 (25%)  train loss 0.9123  ETA 30s"
+    assert watch.progress_line(lines[1:2]) == "epoch 1  step 10/40 (25%)  train loss 0.9123"  # no pace yet
     no_held_out = _line("epoch finished", _at(21), step=20, epoch=1, loss=0.7, evaluated_on="training")
     assert "training loss 0.7 (epoch 1)" in (watch.progress_line([*lines[:4], no_held_out]) or "")
 
@@ -141,3 +142,17 @@ def test_watch_prints_each_change_once_and_stops_at_the_end() -> None:
     assert [line.split()[1] for line in lines if not line.startswith(" ")] == ["RECEIVED", "RUNNING", "FAILED"]
     assert [line.strip() for line in lines if line.startswith(" ")] == ["step 1/4"]  # once; none after the end
     assert watch.summary(end) == "run run-1 ended FAILED: out of memory (job-failed)"
+
+
+def test_watch_prints_the_step_line_once_while_what_the_trainer_does_changes() -> None:
+    run = new_run("run-1", {}, now=NOW)
+    ended = replace(run, state=RunState.SUCCEEDED, history=(*run.history, StateChange(RunState.SUCCEEDED, "t", "")))
+    reads = iter([run, run, run, ended])
+    progress = iter(["step 4/4", "step 4/4\ntrainer: training finished", "step 4/4\ntrainer: model written", None])
+    out = io.StringIO()
+    watch.watch(lambda: next(reads), lambda _run: next(progress), out, sleep=lambda _: None)
+    assert [line.strip() for line in out.getvalue().splitlines() if line.startswith(" ")] == [
+        "step 4/4",
+        "trainer: training finished",
+        "trainer: model written",
+    ]
