@@ -98,12 +98,17 @@ def test_dropped_dataset_ends_as_succeeded_run_with_metrics(
         "RUNNING",
         "SUCCEEDED",
     ] or doc["history"][-1]["state"] == "SUCCEEDED"
+    shards = sorted(landing_bucket.list_blobs(prefix=f"{prefix}part/"), key=lambda b: b.name)
+    recorded = [{"name": b.name.removeprefix(prefix), "generation": str(b.generation), "size": b.size} for b in shards]
     assert doc["request"]["dataset"] == {
         "uri": uri,
         "object_count": 3,
-        "total_bytes": doc["request"]["dataset"]["total_bytes"],
+        "total_bytes": sum(b.size for b in shards),
         "formats": ["csv"],
+        "objects": recorded,  # the version is a snapshot (issue 28): the objects and generations it measured
+        "objects_digest": doc["request"]["dataset"]["objects_digest"],
     }
+    assert doc["data_read"]["objects"] == recorded
     assert doc["plan"]["machine_type"]
     assert doc["vertex"]["job_name"].startswith(f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/locations/")
     assert doc["vertex"]["state"] == "JOB_STATE_SUCCEEDED"
