@@ -34,15 +34,17 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from deploy.routes import read_routes  # noqa: E402
 from functions.dispatch.job_spec import trainer_args  # noqa: E402
 from functions.ingest.readiness import Completion, Scan, template  # noqa: E402
-from functions.ingest.routes import ROUTES_FILE, load_routes, route_for  # noqa: E402
+from functions.ingest.routes import ROUTES_FILE, route_for  # noqa: E402
 from schemas.plan import Plan, parse_plan  # noqa: E402
 from schemas.training_request import TrainingRequest  # noqa: E402
 from trainer.config import parse_args  # noqa: E402
@@ -103,10 +105,10 @@ def load_tables() -> list[Table]:
     return out
 
 
-def route_args(table: Table, routes_file: Path) -> list[str]:
+def route_args(table: Table, routes_file: Traversable) -> list[str]:
     """The trainer command line a dataset landing at gs://BENCH/<route prefix>/NAME/ gets from its route."""
     dataset = table.name
-    route = route_for(BUCKET, f"{table.folder}{dataset}/part-0.csv", load_routes(routes_file))
+    route = route_for(BUCKET, f"{table.folder}{dataset}/part-0.csv", read_routes(routes_file))
     assert route is not None, f"{routes_file} has no route for {table.folder}"
     completion = Completion(
         bucket=BUCKET,
@@ -177,7 +179,7 @@ def figure(table: Table, held_out: list[int], predicted: list[Any]) -> float:
     """Accuracy, or R² of the held-out targets about their own mean."""
     truth = [table.labels[i] for i in held_out]
     if not table.regression:
-        return sum(p == t for p, t in zip(predicted, truth, strict=True)) / len(truth)
+        return sum(bool(p == t) for p, t in zip(predicted, truth, strict=True)) / len(truth)
     return r2_of([float(t) for t in truth], [float(p) for p in predicted])
 
 
@@ -207,7 +209,7 @@ def baseline_predictions(table: Table, train: list[int], held_out: list[int]) ->
     return list(model.predict([table.rows[i] for i in held_out]))
 
 
-def bench_table(table: Table, splits: int, workdir: Path, routes_file: Path) -> dict[str, Any]:
+def bench_table(table: Table, splits: int, workdir: Path, routes_file: Traversable) -> dict[str, Any]:
     args = route_args(table, routes_file)
     assert parse_args(args).task == ("tabular-regression" if table.regression else "tabular-classification")
     results, pooled_truth = [], []
