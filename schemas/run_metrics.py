@@ -18,20 +18,12 @@ from types import MappingProxyType
 from typing import Any
 
 from schemas.errors import SchemaError
+from schemas.vocabulary import TASK_FIGURES
 
 RUN_WARNING_CODES: Mapping[str, str] = MappingProxyType(
     {"small-held-out": "the held-out set is too small for its figures to be trusted (hparam min_held_out)"}
 )
 """Every warning the trainer may put on a run, with what it means."""
-
-TASK_FIGURES: Mapping[str, tuple[tuple[str, str], ...]] = MappingProxyType(
-    {
-        "tabular-classification": (("accuracy", "accuracy"),),
-        "tabular-regression": (("r2", "R²"), ("rmse", "RMSE")),
-        "causal-lm": (("perplexity", "perplexity"),),
-    }
-)
-"""Each task's own figures in metrics.json's `final`, as (key, label): what `landfall runs` shows."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +56,8 @@ def run_warnings(metrics: Mapping[str, Any] | None) -> tuple[RunWarning, ...]:
 
 
 def task_figures(task: str, metrics: Mapping[str, Any] | None) -> list[tuple[str, float]]:
-    """The task's own final figures as (label, value), those the metrics hold (empty without metrics)."""
+    """The task's own final figures (schemas/vocabulary.py, Task.figures) as (label, value), those the metrics hold
+    (empty without metrics)."""
     final = (metrics or {}).get("final")
     if not isinstance(final, dict):
         return []

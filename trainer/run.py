@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from schemas.model_presets import GptPreset, Preset, get_preset
+from schemas.vocabulary import FSDP_STRATEGIES
 from trainer import collectives, storage
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
@@ -130,7 +131,7 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     )
     # early stopping keeps a copy of the best weights, which only strategies that hold the whole model on every
     # rank have (ddp, zero1)
-    stops = tabular and bool(held_out) and config.strategy in ("ddp", "zero1")
+    stops = tabular and bool(held_out) and config.strategy not in FSDP_STRATEGIES
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
     checkpoint_dir = environ.get("AIP_CHECKPOINT_DIR")
     store = CheckpointStore(checkpoint_dir, config.hparams.keep_checkpoints) if checkpoint_dir else None
