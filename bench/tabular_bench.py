@@ -193,7 +193,12 @@ def loaded_predictions(table: Table, held_out: list[int], model_dir: Path) -> li
     from trainer.model_io import load_model
 
     predicted = load_model(str(model_dir)).predict([table.rows[i] for i in held_out])
-    return predicted if isinstance(predicted, list) else [float(v) for v in predicted.tolist()]
+    if isinstance(predicted, list):  # text labels
+        return predicted
+    if table.regression:
+        return [float(v) for v in predicted.tolist()]
+    # integer labels (digits' "0".."9" read back as integers): compared as the text the CSV held
+    return [str(int(v)) for v in predicted.tolist()]
 
 
 def baseline_predictions(table: Table, train: list[int], held_out: list[int]) -> list[Any]:
@@ -236,6 +241,11 @@ def bench_table(table: Table, splits: int, workdir: Path, routes_file: Traversab
         pooled["landfall"] += landfall
         pooled["baseline"] += baseline
         pooled_truth += held
+        print(
+            f"{table.name} split {split}: landfall {stated:.4f}, baseline {figure(table, held, baseline):.4f}",
+            file=sys.stderr,
+            flush=True,
+        )
         results.append(
             {
                 "split": split,
