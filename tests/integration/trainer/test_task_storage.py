@@ -26,6 +26,7 @@ METRIC_KEYS = {
     "wall_time_seconds",
     "mfu",
     "batch",
+    "warnings",
 }
 
 
