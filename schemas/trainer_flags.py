@@ -46,6 +46,21 @@ class HparamValues:
     val_fraction: float = _flag(
         0.1, "Share of rows (tabular) or lines (text) held out for evaluation, chosen by a hash of their position."
     )
+    min_held_out: int = _flag(
+        30,
+        "Tabular: hold out at least this many rows; on a small table the held-out share grows from val_fraction up "
+        "to 0.3 to reach it (0 keeps val_fraction as given). Fewer held-out rows than this puts a warning on the run.",
+    )
+    min_steps: int = _flag(
+        300,
+        "Tabular: train at least this many optimizer steps; on a small table the epochs are raised until the run "
+        "has them (0 trains exactly --epochs). --max-steps still caps the run.",
+    )
+    early_stopping_patience: int = _flag(
+        10,
+        "Tabular, with rows held out: stop once the held-out loss has not improved for this many epochs, and keep "
+        "the weights of the best epoch (0 trains every epoch and keeps the last weights).",
+    )
     shuffle_window: int = _flag(
         4096, "Samples permuted together; the order is a function of the seed and the epoch only."
     )

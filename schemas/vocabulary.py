@@ -35,6 +35,9 @@ class Task(Term):
 
     model_family: str = ""
     """The family of model presets (schemas/data/model_presets.json) that can learn this task."""
+    figures: tuple[tuple[str, str], ...] = ()
+    """The task's own figures in metrics.json's `final`, as (key, label): what `landfall runs` shows
+    (schemas/run_metrics.py)."""
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,19 @@ TASK_TERMS: tuple[Task, ...] = (
         "tabular-classification",
         "Predict a class id (the label column) from numeric feature columns.",
         model_family="mlp",
+        figures=(("accuracy", "accuracy"),),
     ),
-    Task("tabular-regression", "Predict a number (the label column) from numeric feature columns.", model_family="mlp"),
+    Task(
+        "tabular-regression",
+        "Predict a number (the label column) from numeric feature columns.",
+        model_family="mlp",
+        figures=(("r2", "R²"), ("rmse", "RMSE")),
+    ),
     Task(
         "causal-lm",
         "Predict the next byte of UTF-8 text (byte-level vocabulary, nothing downloaded).",
         model_family="gpt",
+        figures=(("perplexity", "perplexity"),),
     ),
 )
 
@@ -164,6 +174,7 @@ def describe(terms: tuple[Term, ...]) -> str:
 
 TASKS = names(TASK_TERMS)
 TASK_MODEL_FAMILY: Mapping[str, str] = MappingProxyType({t.name: t.model_family for t in TASK_TERMS})
+TASK_FIGURES: Mapping[str, tuple[tuple[str, str], ...]] = MappingProxyType({t.name: t.figures for t in TASK_TERMS})
 
 STRATEGIES = names(STRATEGY_TERMS)
 STRATEGY_INDEX = index(STRATEGIES)

@@ -62,7 +62,11 @@ def trainer_args(
     seed: int = 7,
     strategy: str = "ddp",
     extra: tuple[str, ...] = (),
+    adaptive: bool = False,
 ) -> list[str]:
+    """The trainer's command line. adaptive=False trains exactly `epochs` on val_fraction's rows (the size
+    adaptation of trainer/sizing.py off), so that tests of other things keep their exact step counts."""
+    fixed = () if adaptive else ("--hparam", "min_steps=0", "min_held_out=0", "early_stopping_patience=0")
     return [
         f"--data-uri={data_uri}",
         f"--task={task}",
@@ -73,6 +77,7 @@ def trainer_args(
         f"--seed={seed}",
         f"--strategy={strategy}",
         "--precision=auto",
+        *fixed,
         *extra,
     ]
 

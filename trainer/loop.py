@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from schemas.data_objects import DataRead
+from schemas.run_metrics import RunWarning
 from trainer import collectives
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
@@ -29,6 +30,7 @@ from trainer.objectives import score, training_loss
 from trainer.parallel import Wrapped, full_state, gradient_sync
 from trainer.precision import Precision
 from trainer.preemption import PreemptionWatch
+from trainer.sizing import EarlyStopping
 
 
 @dataclass
@@ -65,6 +67,12 @@ class Session:
     """Which split the epoch figures are measured on, and its size."""
     data_read: DataRead | None = None
     """The dataset version's objects this run reads (metrics.json `data`)."""
+    early: EarlyStopping = field(default_factory=lambda: EarlyStopping(patience=0))
+    """The best held-out loss so far (trainer/sizing.py); patience 0 = train every epoch, keep the last weights."""
+    warnings: list[RunWarning] = field(default_factory=list)
+    """What metrics.json warns about the run (schemas/run_metrics.py)."""
+    best_weights: dict[str, torch.Tensor] | None = None
+    """A copy of the model's state at early.best_epoch (only while early stopping is on)."""
     progress: Progress = field(default_factory=Progress)
     train_seconds: float = 0.0
     samples_trained: int = 0
@@ -107,6 +115,8 @@ def checkpoint_state(s: Session) -> dict[str, Any] | None:
         "config": s.config.to_dict(),
         "world_size": s.env.world_size,
         "data_spec": s.data_spec,
+        "early_stopping": s.early.to_dict(),
+        "best_weights": s.best_weights,
     }
 
 
@@ -138,6 +148,16 @@ def restore(s: Session, state: dict[str, Any]) -> None:
         epoch_sums=list(mine["epoch_sums"]),
     )
     s.last_checkpoint_step = state["step"]
+    saved = state["early_stopping"]
+    s.early = EarlyStopping(
+        patience=int(saved["patience"]),
+        min_steps=int(saved["min_steps"]),
+        best_loss=float(saved["best_loss"]),
+        best_epoch=int(saved["best_epoch"]),
+        stale=int(saved["stale"]),
+        stopped_epoch=int(saved["stopped_epoch"]),
+    )
+    s.best_weights = state["best_weights"]
 
 
 def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -172,10 +192,11 @@ def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def evaluate(s: Session) -> torch.Tensor:
-    """[loss sum, correct, items] over every rank's held-out records (all ranks run the same batch count)."""
+    """[loss sum, correct, items, target sum, target sum of squares] over every rank's held-out records (all ranks
+    run the same batch count); the target sums (regression, standardised) give R²."""
     micro = s.config.batch_split(s.env.world_size).micro_batch  # what fits in memory, without gradients even more
     needed = eval_batches_needed(s.corpus, s.counts, micro)
-    totals = torch.zeros(3, dtype=torch.float64, device=s.device)
+    totals = torch.zeros(5, dtype=torch.float64, device=s.device)
     s.wrapped.model.eval()
     try:
         for (x, y), real in eval_batches(s.corpus, s.env.rank, micro, needed):
@@ -183,7 +204,10 @@ def evaluate(s: Session) -> torch.Tensor:
             with s.precision.autocast():
                 output = s.wrapped.model(x)
             if real:
-                totals += score(s.config.task, output, y)
+                totals[:3] += score(s.config.task, output, y)
+                if s.config.task == "tabular-regression":
+                    target = y.double()
+                    totals[3:] += torch.stack([target.sum(), (target * target).sum()])
     finally:
         s.wrapped.model.train()
     return collectives.all_reduce(totals, s.device)
@@ -193,13 +217,20 @@ def epoch_result(s: Session, epoch: int) -> EpochResult:
     """Held-out figures for the epoch, or the training batches' figures when nothing is held out."""
     totals = evaluate(s).cpu()
     if totals[2] == 0:
-        totals = collectives.all_reduce(torch.tensor(s.progress.epoch_sums, dtype=torch.float64), s.device)
+        sums = collectives.all_reduce(torch.tensor(s.progress.epoch_sums, dtype=torch.float64), s.device).cpu()
+        # training batches: the target was standardised on the training rows, so its variance there is 1
+        totals = torch.cat([sums, torch.tensor([0.0, float(sums[2])], dtype=torch.float64)])
     items = max(float(totals[2]), 1.0)
     loss = float(totals[0]) / items
     task = s.config.task
     accuracy = float(totals[1]) / items if task == "tabular-classification" else None
     perplexity = math.exp(min(loss, 700.0)) if task == "causal-lm" else None
-    return EpochResult(epoch=epoch + 1, loss=loss, accuracy=accuracy, perplexity=perplexity)
+    r2 = rmse = None
+    if task == "tabular-regression":
+        spread = float(totals[4]) - float(totals[3]) ** 2 / items  # sum of squares about the held-out mean
+        r2 = 1.0 - float(totals[0]) / spread if spread > 0 else None
+        rmse = math.sqrt(loss) * float(s.data_spec.get("label_std", 1.0))
+    return EpochResult(epoch=epoch + 1, loss=loss, accuracy=accuracy, perplexity=perplexity, r2=r2, rmse=rmse)
 
 
 def run_loop(s: Session, watch: PreemptionWatch) -> None:
@@ -208,7 +239,7 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
     split = config.batch_split(s.env.world_size)
     window = torch.zeros(2, dtype=torch.float64, device=s.device)  # [sum of batch mean losses, steps]
     ended_inside_epoch = False
-    for epoch in range(p.epoch, config.epochs):
+    for epoch in range(p.epoch, len(s.steps_per_epoch)):
         if epoch != p.epoch:
             if p.step >= s.total_steps:
                 break
@@ -250,13 +281,29 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             ended_inside_epoch = True  # --max-steps stopped the run part-way through this epoch
             break
         _finish_epoch(s, epoch)
+        if epoch + 1 < len(s.steps_per_epoch) and s.early.should_stop(p.step):
+            s.early.stopped_epoch = epoch + 1
+            if s.env.is_main:
+                log(
+                    "early stopping",
+                    step=p.step,
+                    epoch=epoch + 1,
+                    best_epoch=s.early.best_epoch,
+                    best_loss=s.early.best_loss,
+                    patience=s.early.patience,
+                )
+            break
     if ended_inside_epoch or not p.epochs:
         _finish_epoch(s, p.epoch)
+    if s.best_weights is not None and s.early.best_epoch != p.epochs[-1].epoch:
+        s.wrapped.model.load_state_dict(s.best_weights)  # every rank holds the same copy (ddp, zero1)
 
 
 def _finish_epoch(s: Session, epoch: int) -> None:
     result = epoch_result(s, epoch)
     s.progress.epochs.append(result)
+    if s.early.patience > 0 and s.early.record(result.epoch, result.loss):
+        s.best_weights = {k: v.detach().clone() for k, v in s.wrapped.model.state_dict().items()}
     if s.env.is_main:
         log(
             "epoch finished",

@@ -1,13 +1,16 @@
 """The run's figures: model FLOPs and MFU, and the metrics.json document the listener records.
 
 metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps",
-"final": {"loss", "accuracy", "perplexity"}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"}],
-"evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second", "tokens_per_second",
-"wall_time_seconds", "mfu", "data": {"object_count", "total_bytes", "objects_digest", "source", "objects"}} (`data`: the
-dataset version's objects read, schemas/data_objects.py DataRead).
-Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction) at the end of each epoch,
-or on the training batches when nothing is held out; `evaluation` says which and how many samples. Regression loss
-is the MSE of the standardised target.
+"final": {"loss", "accuracy", "perplexity"[, "r2", "rmse"]}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"
+[, "r2", "rmse"]}], "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second",
+"tokens_per_second", "wall_time_seconds", "mfu", ["early_stopping": {"min_steps", "patience", "best_loss",
+"best_epoch", "stale", "stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count", "total_bytes",
+"objects_digest", "source", "objects"}} (schemas/run_metrics.py reads the warnings and each task's figures; `data`:
+the dataset version's objects read, schemas/data_objects.py DataRead).
+Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction, grown on small tables by
+min_held_out: `evaluation.val_fraction` is the share used) at the end of each epoch, or on the training batches when
+nothing is held out; `evaluation` says which and how many samples. Regression loss is the MSE of the standardised
+target; r2 and rmse (in the target's units) are regression's own figures.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from schemas.data_objects import DataRead
 from schemas.gpus import load_gpus
 from schemas.model_presets import GptPreset, MlpPreset
+from schemas.run_metrics import RunWarning
 
 METRICS_FILE = "metrics.json"
 METRICS_VERSION = 1
@@ -66,9 +70,22 @@ class EpochResult:
     loss: float
     accuracy: float | None
     perplexity: float | None
+    r2: float | None = None
+    """Regression: coefficient of determination of the held-out targets (1 - SSE / their sum of squares about
+    their mean)."""
+    rmse: float | None = None
+    """Regression: root mean squared error in the target's own units."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "loss": self.loss, "accuracy": self.accuracy, "perplexity": self.perplexity}
+        out: dict[str, Any] = {
+            "epoch": self.epoch,
+            "loss": self.loss,
+            "accuracy": self.accuracy,
+            "perplexity": self.perplexity,
+        }
+        if self.r2 is not None or self.rmse is not None:
+            out |= {"r2": self.r2, "rmse": self.rmse}
+        return out
 
 
 @dataclass(frozen=True)
@@ -109,11 +126,15 @@ def metrics_document(
     evaluation: Evaluation | None = None,
     batch: dict[str, int] | None = None,
     data: DataRead | None = None,
+    kept_epoch: int | None = None,
+    early_stopping: dict[str, Any] | None = None,
+    warnings: list[RunWarning] | None = None,
 ) -> dict[str, Any]:
-    """metrics.json; `final` repeats the last epoch's figures; `batch` says how each optimizer step's global batch
-    was split (micro-batch x processes x accumulation steps)."""
-    last = epochs[-1] if epochs else None
-    final = last.to_dict() if last else {"loss": None, "accuracy": None, "perplexity": None}
+    """metrics.json; `final` repeats the figures of the epoch whose weights were saved (kept_epoch, 1-based: the
+    best held-out loss under early stopping; by default the last); `batch` says how each optimizer step's global
+    batch was split (micro-batch x processes x accumulation steps)."""
+    kept = next((e for e in epochs if e.epoch == kept_epoch), None) or (epochs[-1] if epochs else None)
+    final = kept.to_dict() if kept else {"loss": None, "accuracy": None, "perplexity": None}
     final.pop("epoch", None)
     return {
         "schema_version": METRICS_VERSION,
@@ -131,4 +152,6 @@ def metrics_document(
         "mfu": mfu,
         **({"batch": batch} if batch else {}),
         **({"data": data.to_dict()} if data else {}),
+        **({"early_stopping": early_stopping} if early_stopping else {}),
+        "warnings": [w.to_dict() for w in warnings or []],
     }

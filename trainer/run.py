@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from schemas.model_presets import GptPreset, Preset, get_preset
+from schemas.vocabulary import FSDP_STRATEGIES
 from trainer import collectives, storage
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
@@ -44,6 +45,7 @@ from trainer.parallel import local_weights_digest, model_weights, wrap
 from trainer.precision import detect_precision
 from trainer.preemption import PreemptionWatch
 from trainer.schedule import lr_multiplier
+from trainer.sizing import EarlyStopping, held_out_fraction, held_out_warnings, planned_steps
 from trainer.vertex_env import required_model_dir
 
 # Resuming is exact only when these match the checkpoint's run.
@@ -69,6 +71,9 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
                 device=device,
                 total_steps=session.total_steps,
                 steps_per_epoch=session.steps_per_epoch[0],
+                epochs=len(session.steps_per_epoch),
+                early_stopping_patience=session.early.patience,
+                warnings=[w.to_dict() for w in session.warnings],
                 resumed_from=session.last_checkpoint_step,
                 evaluation=session.evaluation.to_dict(),
             )
@@ -100,6 +105,12 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     # Reading every shard once can take minutes on large data: say so, so that a watcher sees what the trainer does.
     log("reading the dataset", data_uri=config.data_uri, files=len(corpus.files))
     counts = corpus.scan(env.rank, device)
+    hp, tabular = config.hparams, config.task != "causal-lm"
+    if tabular:  # a small table holds out more rows than val_fraction alone would (trainer/sizing.py)
+        fraction = held_out_fraction(sum(counts.train) + sum(counts.val), hp.val_fraction, hp.min_held_out)
+        if fraction != corpus.val_fraction:
+            corpus.val_fraction = fraction
+            counts = corpus.scan(env.rank, device)
     spec = corpus.spec
     data_spec: dict[str, Any] = dataclasses.asdict(spec) if dataclasses.is_dataclass(spec) else dict(spec or {})
     random.seed(config.seed)
@@ -107,7 +118,11 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     split = config.batch_split(env.world_size)
     model = build_model(config.model, config.task, data_spec, config.activation_checkpointing)
     wrapped = wrap(model, config.strategy, device, config.learning_rate, config.hparams.weight_decay)
-    steps = [steps_in_epoch(corpus, counts, config.seed, e, split.per_process) for e in range(config.epochs)]
+    steps = planned_steps(
+        lambda e: steps_in_epoch(corpus, counts, config.seed, e, split.per_process),
+        config.epochs,
+        hp.min_steps if tabular else 0,
+    )
     if min(steps) == 0:
         raise DataError(
             config.data_uri,
@@ -121,8 +136,11 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
         split="held-out" if held_out else "training",
         samples=held_out or steps[-1] * split.global_batch,
         train_samples=corpus.samples(sum(counts.train)),
-        val_fraction=config.hparams.val_fraction,
+        val_fraction=corpus.val_fraction,
     )
+    # early stopping keeps a copy of the best weights, which only strategies that hold the whole model on every
+    # rank have (ddp, zero1)
+    stops = tabular and bool(held_out) and config.strategy not in FSDP_STRATEGIES
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
     checkpoint_dir = environ.get("AIP_CHECKPOINT_DIR")
     store = CheckpointStore(checkpoint_dir, config.hparams.keep_checkpoints) if checkpoint_dir else None
@@ -144,6 +162,8 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
         data_spec=data_spec,
         evaluation=evaluation,
         data_read=data_read,
+        early=EarlyStopping(patience=hp.early_stopping_patience if stops else 0, min_steps=hp.min_steps),
+        warnings=held_out_warnings(held_out, hp.min_held_out, config.task) if tabular else [],
     )
     if store is not None:
         _resume(session, store)
@@ -224,6 +244,9 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         evaluation=s.evaluation,
         batch=s.config.batch_split(s.env.world_size).to_dict(),
         data=s.data_read,
+        kept_epoch=s.early.best_epoch if s.best_weights is not None else None,
+        early_stopping=s.early.to_dict() if s.early.patience else None,
+        warnings=s.warnings,
     )
 
 

@@ -12,6 +12,7 @@ from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from schemas.errors import SchemaError
 from schemas.plan import Plan
+from schemas.run_metrics import run_warnings, task_figures
 from schemas.run_record import RunRecord, RunState, parse_run_record, parse_state
 
 if TYPE_CHECKING:
@@ -178,13 +179,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
             _dataset(r).get("uri"),
             r.plan.machine_type if r.plan else "",
             _gpu(r.plan),
-            _fmt(_final(r).get("accuracy")),
+            _figures(r),
             _reason(r),
         ]
         for r in _readable(docs)
     ]
     if rows:
-        print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "ACCURACY", "REASON"], rows))
+        print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "METRIC", "REASON"], rows))
     else:
         filters = run_filters(args.state, args.dataset, args.since)
         print(
@@ -205,6 +206,18 @@ def _reason(run: RunRecord) -> str:
 
 def _fmt(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else ("" if value is None else str(value))
+
+
+def _figures(run: RunRecord) -> str:
+    """The run's own figures for its task (schemas/run_metrics.py): accuracy, R² and RMSE, or perplexity; a '!' when
+    the trainer put a warning on the run (`landfall run` says what)."""
+    task = run.request.get("task")
+    try:
+        warned = bool(run_warnings(run.metrics))
+    except SchemaError:
+        warned = True
+    text = ", ".join(f"{label} {_fmt(value)}" for label, value in task_figures(str(task), run.metrics))
+    return f"{text} !" if warned and text else text
 
 
 def describe(run: RunRecord) -> str:
@@ -234,11 +247,18 @@ def describe(run: RunRecord) -> str:
         lines.append(f"{key:<9} {value}")
     if final:
         metrics = run.metrics or {}
+        figures = "".join(
+            f", {label} {_fmt(value)}" for label, value in task_figures(str(request.get("task")), metrics)
+        )
         lines.append(
-            f"metrics   loss {_fmt(final.get('loss'))}, accuracy {_fmt(final.get('accuracy'))}, "
+            f"metrics   loss {_fmt(final.get('loss'))}{figures}, "
             f"{_fmt(metrics.get('samples_per_second'))} samples/s, "
             f"wall {_fmt(metrics.get('wall_time_seconds'))} s"
         )
+        try:
+            lines += [f"warning   {w.code}: {w.message}" for w in run_warnings(metrics)]
+        except SchemaError as exc:
+            lines.append(f"warning   the run's metrics.json warnings do not fit the schema: {exc}")
     if run.cost.to_dict():
         lines.append(f"cost      estimated ${_fmt(run.cost.estimated_usd)}, actual ${_fmt(run.cost.actual_usd)}")
     if run.artifacts is not None:

@@ -1,5 +1,7 @@
 """End to end, as docs/ingest.md tells a user to do it: a dataset with a `landfall.json` override and text class
-labels ends SUCCEEDED (issue 15: the trainer read landfall.json as a shard, and text labels failed)."""
+labels ends SUCCEEDED (issue 15: the trainer read landfall.json as a shard, and text labels failed). The table is
+small (80 rows): the trainer's size adaptation (issue 28 item 4) trains it for min_steps optimizer steps, not the 3
+epochs asked for, and the run record carries the warning that its held-out set is too small to trust."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ from typing import Any
 import pytest
 
 from deploy.local import stack
-from schemas.run_record import TERMINAL_STATES, RunState
+from landfall.commands.runs import describe
+from schemas.run_metrics import run_warnings
+from schemas.run_record import TERMINAL_STATES, RunState, parse_run_record
+from schemas.trainer_flags import HparamValues
 from schemas.training_request import run_id_for
 from tests.polling import wait_for
 
@@ -32,8 +37,11 @@ def test_override_and_text_labels_end_succeeded(
 ) -> None:
     prefix = "datasets/e2e-override-text-labels/"
     for i in range(2):
-        landing_bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(_csv(300, seed=i), content_type="text/csv")
-    overrides = {"hyperparameters": {"epochs": 3}, "model": {"label_column": "diagnosis"}}
+        landing_bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(_csv(40, seed=i), content_type="text/csv")
+    # the trainer's own defaults (the e2e route turns its size adaptation off: tests/e2e/routes.toml), and a batch
+    # that 53 training rows can fill
+    hyperparameters = {"epochs": 3, "batch_size": 16, "extra": {}}
+    overrides = {"hyperparameters": hyperparameters, "model": {"label_column": "diagnosis"}}
     landing_bucket.blob(f"{prefix}landfall.json").upload_from_string(json.dumps(overrides))
     marker = landing_bucket.blob(f"{prefix}_SUCCESS")
     marker.upload_from_string(b"")
@@ -61,9 +69,18 @@ def test_override_and_text_labels_end_succeeded(
     assert doc["request"]["dataset"]["objects"] == recorded
     assert doc["data_read"]["source"] == "request" and doc["data_read"]["objects"] == recorded
     assert doc["data_read"]["objects_digest"] == doc["request"]["dataset"]["objects_digest"]
-    metrics = doc["metrics"]
-    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
-    assert metrics["evaluation"]["split"] == "held-out" and metrics["evaluation"]["samples"] > 0
+    metrics, defaults = doc["metrics"], HparamValues()
+    # 53 training rows are 3 steps an epoch: 3 epochs were 9 steps; the trainer added epochs up to min_steps
+    assert metrics["steps"] >= defaults.min_steps and len(metrics["epochs"]) > 3
+    # 80 rows: the held-out share grew to its cap (0.3), still under min_held_out rows, and the run says so
+    evaluation = metrics["evaluation"]
+    assert evaluation["split"] == "held-out" and evaluation["val_fraction"] == 0.3
+    assert 0 < evaluation["samples"] < defaults.min_held_out
+    (warning,) = run_warnings(metrics)
+    assert warning.code == "small-held-out"
+    assert f"warning   small-held-out: the held-out figures are measured on {evaluation['samples']} rows" in describe(
+        parse_run_record(doc)
+    )
     assert metrics["final"]["accuracy"] >= 0.9
 
     from trainer.model_io import load_model

@@ -193,6 +193,8 @@ gcloud pubsub subscriptions add-iam-policy-binding landfall-reconcile-reconciler
 # --- Bucket notification: OBJECT_FINALIZE of the routed prefixes to the object-events topic
 # notify landfall-object-events of objects finalized under gs://landfall-sample-landfall-landing/datasets/
 gcloud storage buckets notifications create gs://landfall-sample-landfall-landing --topic=projects/landfall-sample/topics/landfall-object-events --event-types=OBJECT_FINALIZE --payload-format=json --object-prefix=datasets/ --skip-topic-setup --project=landfall-sample
+# notify landfall-object-events of objects finalized under gs://landfall-sample-landfall-landing/regression/
+gcloud storage buckets notifications create gs://landfall-sample-landfall-landing --topic=projects/landfall-sample/topics/landfall-object-events --event-types=OBJECT_FINALIZE --payload-format=json --object-prefix=regression/ --skip-topic-setup --project=landfall-sample
 # notify landfall-object-events of objects finalized under gs://landfall-sample-landfall-landing/exports/
 gcloud storage buckets notifications create gs://landfall-sample-landfall-landing --topic=projects/landfall-sample/topics/landfall-object-events --event-types=OBJECT_FINALIZE --payload-format=json --object-prefix=exports/ --skip-topic-setup --project=landfall-sample
 

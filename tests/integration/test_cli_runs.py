@@ -195,3 +195,32 @@ def test_runs_table_gives_the_reason_a_run_failed(three_runs: None, capsys: pyte
     by_run = {row.split()[0]: row for row in rows}
     assert by_run["run-b"].rstrip().endswith("bad-data")
     assert not by_run["run-a"].rstrip().endswith("bad-data")
+
+
+def test_runs_shows_each_tasks_own_figures_and_flags_a_warned_run(
+    settings_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28 item 5: a regression run reads R² and RMSE in `landfall runs` (its accuracy column was empty), a
+    classification run its accuracy; a run the trainer warned about is flagged, and `landfall run` says why."""
+    from google.cloud import firestore
+
+    collection = firestore.Client(project=PROJECT).collection(load_topology().runs_collection)
+    regression = run_doc("run-reg", "SUCCEEDED", "2026-11-23T10:00:00.000000Z", "gs://b/regression/houses/")
+    regression["request"]["task"] = "tabular-regression"
+    regression["metrics"] = {
+        "final": {"loss": 0.42, "accuracy": None, "perplexity": None, "r2": 0.58, "rmse": 53.1},
+        "epochs": [{"epoch": 1, "loss": 0.42, "accuracy": None, "perplexity": None, "r2": 0.58, "rmse": 53.1}],
+        "warnings": [{"code": "small-held-out", "message": "the held-out figures are measured on 24 rows"}],
+    }
+    classification = run_doc("run-cls", "SUCCEEDED", "2026-11-22T10:00:00.000000Z", "gs://b/datasets/churn/")
+    classification["metrics"] = {"final": {"loss": 0.1, "accuracy": 0.975, "perplexity": None}, "epochs": EPOCHS}
+    for doc in (regression, classification):
+        collection.document(doc["run_id"]).set(parse_run_record(doc).to_document())
+    code, table = landfall(["runs"], capsys)
+    lines = table.splitlines()
+    assert code == 0 and "METRIC" in lines[0]
+    assert next(line for line in lines if "run-reg" in line).rstrip().endswith("R² 0.58, RMSE 53.1 !")
+    assert next(line for line in lines if "run-cls" in line).rstrip().endswith("accuracy 0.975")
+    code, text = landfall(["run", "run-reg"], capsys)
+    assert "metrics   loss 0.42, R² 0.58, RMSE 53.1," in text
+    assert "warning   small-held-out: the held-out figures are measured on 24 rows" in text

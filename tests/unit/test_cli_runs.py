@@ -248,3 +248,25 @@ def test_a_mistyped_command_gets_did_you_mean(typed: str, meant: str, capsys: py
     err = capsys.readouterr().err
     assert exited.value.code == 2 and f"invalid choice: {typed!r}; did you mean {meant}" in err
     assert err.count("\n") == 1 and "choose from" not in err
+
+
+REGRESSION = {
+    **TABULAR,
+    "final": {"loss": 0.42, "accuracy": None, "perplexity": None, "r2": 0.58, "rmse": 53.1},
+    "warnings": [{"code": "small-held-out", "message": "the held-out figures are measured on 24 rows, fewer than 30"}],
+}
+
+
+def test_each_task_shows_its_own_figures_and_the_runs_warnings() -> None:
+    """Issue 28 item 5: a regression run shows R² and RMSE (it had an empty accuracy column), a classification run
+    its accuracy; a warning the trainer recorded is flagged in `landfall runs` and spelled out by `landfall run`."""
+    request = copy.deepcopy(GOLDEN["request"]) | {"task": "tabular-regression"}
+    regression = parse_run_record(document(request=request, metrics=REGRESSION))
+    assert runs._figures(regression) == "R² 0.58, RMSE 53.1 !"
+    text = runs.describe(regression)
+    assert "metrics   loss 0.42, R² 0.58, RMSE 53.1, " in text
+    assert "warning   small-held-out: the held-out figures are measured on 24 rows, fewer than 30" in text
+    classification = parse_run_record(document(metrics=TABULAR))
+    assert runs._figures(classification) == "accuracy 0.975"
+    assert "metrics   loss 0.081, accuracy 0.975, " in runs.describe(classification)
+    assert "warning" not in runs.describe(classification)

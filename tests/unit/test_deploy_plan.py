@@ -388,7 +388,7 @@ def test_buckets_are_private_with_uniform_access(deployed: list[list[str]]) -> N
 
 def test_the_notification_carries_finalized_objects_of_routed_prefixes_only(deployed: list[list[str]]) -> None:
     notifications = [flags(argv) for argv in deployed if argv[1:5] == ["storage", "buckets", "notifications", "create"]]
-    assert sorted(f["object-prefix"] for f in notifications) == ["datasets/", "exports/"]
+    assert sorted(f["object-prefix"] for f in notifications) == ["datasets/", "exports/", "regression/"]
     assert all(f["event-types"] == "OBJECT_FINALIZE" and f["payload-format"] == "json" for f in notifications)
     assert all(f["topic"] == f"projects/{P}/topics/landfall-object-events" for f in notifications)
 

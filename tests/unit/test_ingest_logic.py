@@ -470,6 +470,27 @@ def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
     )
 
 
+def test_regression_by_dropping_a_folder_under_the_shipped_routes() -> None:
+    """Issue 28 item 5: a folder under regression/, or a landfall.json asking for it under datasets/, trains a
+    regression model; before, only `landfall submit` could."""
+    from functions.ingest.routes import ROUTES_FILE, load_routes
+
+    w = World(load_routes(ROUTES_FILE))  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
+    w.upload("regression/houses/part-0.csv", b"rooms,area,label\n3,80,250000\n")
+    w.upload("regression/houses/_SUCCESS", b"")
+    w.upload("datasets/prices/part-0.csv", b"rooms,area,label\n3,80,250000\n")
+    w.upload("datasets/prices/landfall.json", json.dumps({"task": "tabular-regression"}).encode())
+    w.upload("datasets/prices/_SUCCESS", b"")
+    w.upload("datasets/churn/part-0.csv")
+    w.upload("datasets/churn/_SUCCESS", b"")
+    tasks = {r.dataset.uri.split("/")[-2]: (r.task, r.labels["landfall-route"]) for r in w.requests()}
+    assert tasks == {
+        "houses": ("tabular-regression", "regression"),
+        "prices": ("tabular-regression", "default-tabular"),
+        "churn": ("tabular-classification", "default-tabular"),
+    }
+
+
 class _Died(BaseException):
     """The delivery's process died (no handler catches it)."""
 

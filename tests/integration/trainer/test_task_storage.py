@@ -27,6 +27,7 @@ METRIC_KEYS = {
     "mfu",
     "batch",
     "data",
+    "warnings",
 }
 
 
