@@ -1,3 +1,5 @@
 """Imports a package its request did not list in trainer.requirements."""
 
-import landfall_example_package_that_does_not_exist  # noqa: F401
+import importlib
+
+importlib.import_module("landfall_example_package_that_does_not_exist")
