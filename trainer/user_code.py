@@ -20,8 +20,10 @@ import hashlib
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,15 +166,31 @@ def install(code: UserCode, packages: list[Path], cache: Path) -> str:
                 [sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)],
                 [str(python), "-m", "pip", "install", "--disable-pip-version-check", *what],
             ]
-        for step in steps:
+        for i, step in enumerate(steps):
             done = subprocess.run(step, capture_output=True, text=True, check=False)
             sys.stderr.write(done.stdout + done.stderr)
             if done.returncode != 0:
                 lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
                 tail = "\n".join(lines[-INSTALL_TAIL_LINES:])
                 raise InstallError(f"installing {' '.join(what)} failed:\n{tail}")
+            if i == 0:
+                _see_this_environment(python)
         ready.write_text("ok")
     return str(python)
+
+
+def _see_this_environment(python: Path) -> None:
+    """Make the new environment see this interpreter's packages (torch and the rest of the image) after its own:
+    --system-site-packages reaches the base interpreter only, and the image's packages may live in a venv."""
+    found = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    own = Path(found.stdout.strip())
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (own / "landfall-image-packages.pth").write_text("".join(f"{p}\n" for p in ours if Path(p).is_dir()))
 
 
 @dataclass(frozen=True)
