@@ -71,3 +71,19 @@ def test_the_dispatcher_rejects_an_empty_dataset_without_planning_or_a_job() -> 
     fresh = request(idempotency_key="k-2")
     assert world.deliver(fresh.to_json(), message_id="m-2") != "rejected:empty-dataset"
     assert world.planned == [fresh.run_id]
+
+
+def test_own_code_breaking_a_rule_is_rejected_by_the_dispatcher_with_no_plan_and_no_job() -> None:
+    world = World()
+    cases = {
+        "image": {"trainer": {"image_uri": "docker.io/someone/miner:1"}, "workload": {"parameters": 10}},
+        "script": {"trainer": {"script": "gs://elsewhere/train.py"}, "workload": {"parameters": 10}},
+        "size": {"trainer": {"script": f"gs://{SETTINGS.code_bucket}/train.py"}},
+    }
+    rules = {"image": "not under an allowed image prefix", "script": "outside the code bucket", "size": "four ways"}
+    for name, changes in cases.items():
+        req = request(idempotency_key=f"own-{name}", model={}, **changes)
+        assert world.deliver(req.to_json(), message_id=name) == "rejected:invalid-request"
+        run = world.run(req.run_id)
+        assert run.state == RunState.REJECTED and run.error is not None and rules[name] in run.error.message
+    assert world.planned == [] and world.vertex.create_calls == []
