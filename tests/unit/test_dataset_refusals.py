@@ -75,7 +75,7 @@ def test_the_dispatcher_rejects_an_empty_dataset_without_planning_or_a_job() -> 
 
 def test_own_code_breaking_a_rule_is_rejected_by_the_dispatcher_with_no_plan_and_no_job() -> None:
     world = World()
-    cases = {
+    cases: dict[str, dict[str, Any]] = {
         "image": {"trainer": {"image_uri": "docker.io/someone/miner:1"}, "workload": {"parameters": 10}},
         "script": {"trainer": {"script": "gs://elsewhere/train.py"}, "workload": {"parameters": 10}},
         "size": {"trainer": {"script": f"gs://{SETTINGS.code_bucket}/train.py"}},
