@@ -46,14 +46,22 @@ class Refusal:
 def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: Settings) -> Refusal | None:
     """The reason the dataset cannot train this request, or None. Writes the listing for a container's run."""
     bucket, prefix = request.dataset.bucket, request.dataset.prefix
-    data = [o for o in objects.list(bucket, prefix) if is_data_object(o.name[len(prefix) :])]
+    tabular = request.trainer.builtin and request.task.startswith("tabular")
+    data: list[ObjectInfo] = []
+    for o in objects.list(bucket, prefix):  # in name order, as Cloud Storage lists
+        if is_data_object(o.name[len(prefix) :]):
+            data.append(o)
+            # Enough: one data object (and, for a tabular table, its first CSV shard), unless a container needs the
+            # whole listing.
+            if not request.trainer.image_uri and (not tabular or o.name.lower().endswith(".csv")):
+                break
     if not data:
         return Refusal(
             "empty-dataset",
             f"dataset.uri: {request.dataset.uri} holds no data objects (control files such as _SUCCESS and names "
             "starting with _ or . do not count); upload the data, then the marker",
         )
-    if request.trainer.builtin and request.task.startswith("tabular"):
+    if tabular:
         refusal = _label_refusal(request, objects, sorted(data, key=lambda o: o.name))
         if refusal is not None:
             return refusal
