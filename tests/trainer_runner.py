@@ -1,4 +1,5 @@
-"""Running `python -m trainer.task` as a user (or Vertex) would: a subprocess with the documented flags and env."""
+"""Running the trainer as Vertex does (the image's entrypoint, `python -m trainer.launcher`, which starts `python -m
+trainer.task` once per process): a subprocess with the documented flags and env."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ class TrainerRun:
     def records(self) -> list[dict[str, Any]]:
         """The JSON log records (every stdout line must be one)."""
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+    def trainer_error(self) -> dict[str, Any]:
+        """The training process's own error record (the launcher logs its own lines after it)."""
+        return [r for r in self.records() if r.get("severity") == "ERROR" and r.get("error")][-1]
 
     def messages(self, message: str) -> list[dict[str, Any]]:
         return [r for r in self.records() if r.get("message") == message]
@@ -79,7 +84,7 @@ def trainer_args(
 
 def run_trainer(args: list[str], env: dict[str, str], timeout: float = 120) -> TrainerRun:
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *args],
+        [sys.executable, "-m", "trainer.launcher", *args],
         env=env,
         cwd=REPO,
         capture_output=True,
@@ -99,7 +104,7 @@ def run_until(args: list[str], env: dict[str, str], trigger, signal_number: int,
     import threading
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.task", *args],
+        [sys.executable, "-m", "trainer.launcher", *args],
         env=env,
         cwd=REPO,
         text=True,

@@ -62,3 +62,27 @@ def test_a_submitted_script_trains_on_two_nodes_of_two_processes_and_a_running_o
     assert args.func(args) == 0
     ended = terminal_run(firestore_runs, running, timeout_s=120)
     assert ended["state"] == RunState.CANCELLED.value, ended.get("error")
+
+
+def test_failing_scripts_end_failed_with_their_reason_and_line_on_the_run(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    landing_bucket.blob("byoc/failing/part-0.csv").upload_from_string("a,y\n1,2\n", content_type="text/csv")
+    data = f"gs://{landing_bucket.name}/byoc/failing/"
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("landfall-no-such-package-anywhere==9.9.9\n")
+    failing = EXAMPLES / "failing"
+    cases = {
+        "out-of-memory": (failing / "exhaust_memory.py", (), "CUDA out of memory"),
+        "user-code": (failing / "exit_one.py", (), "loss went to nan"),
+        "bad-config": (failing / "exit_one.py", ("--requirements", str(requirements)), "landfall-no-such-package"),
+    }
+    runs = {
+        reason: submit(capsys, "--script", str(script), "--data", data, "--params", "10", *extra)
+        for reason, (script, extra, _) in cases.items()
+    }
+    for reason, run_id in runs.items():
+        doc = terminal_run(firestore_runs, run_id, timeout_s=300)
+        assert doc["state"] == "FAILED", doc
+        assert doc["error"]["reason"] == reason and cases[reason][2] in doc["error"]["message"], doc["error"]
