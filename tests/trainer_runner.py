@@ -97,10 +97,11 @@ def run_trainer(args: list[str], env: dict[str, str], timeout: float = 120) -> T
 def run_until(args: list[str], env: dict[str, str], trigger, signal_number: int, timeout: float = 120) -> TrainerRun:
     """Start the trainer, send signal_number once a log record satisfies trigger, and collect the rest.
 
-    The signal goes to the process we started (with several processes per node: the launcher, which forwards
-    SIGTERM to its children, as Vertex's SIGTERM to a replica does).
+    SIGTERM goes to the process we started, the launcher, which forwards it to its children, as Vertex's SIGTERM to
+    a replica's first process does. SIGKILL goes to the whole process group, as a machine lost (or a container
+    killed) takes every process of the replica with it.
     """
-    import signal as _signal  # noqa: F401 - documents that signal_number is a signal.Signals value
+    import signal as _signal
     import threading
 
     proc = subprocess.Popen(
@@ -110,6 +111,7 @@ def run_until(args: list[str], env: dict[str, str], trigger, signal_number: int,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
@@ -120,7 +122,10 @@ def run_until(args: list[str], env: dict[str, str], trigger, signal_number: int,
         for line in proc.stdout:
             lines.append(line)
             if not signalled and line.startswith("{") and trigger(json.loads(line)):
-                proc.send_signal(signal_number)
+                if signal_number == _signal.SIGKILL:
+                    os.killpg(proc.pid, signal_number)
+                else:
+                    proc.send_signal(signal_number)
                 signalled = True
         stderr = proc.stderr.read() if proc.stderr else ""
         proc.wait()
