@@ -84,13 +84,13 @@ def trainer_image_uri(project: str, region: str, tag: str | None = None) -> str:
 
 @cache
 def trainer_entrypoint(root: Path = REPO_ROOT) -> tuple[str, ...]:
-    """The exec-form ENTRYPOINT of the trainer's Dockerfile, e.g. ("python", "-m", "trainer.task")."""
+    """The exec-form ENTRYPOINT of the trainer's Dockerfile, e.g. ("python", "-m", "trainer.launcher")."""
     dockerfile = root / trainer_image().dockerfile
     found = _ENTRYPOINT.findall(dockerfile.read_text())
     if len(found) != 1:
         raise ImageError(
             f"{dockerfile} must hold exactly one exec-form ENTRYPOINT line such as "
-            f'ENTRYPOINT ["python", "-m", "trainer.task"]; found {len(found)}'
+            f'ENTRYPOINT ["python", "-m", "trainer.launcher"]; found {len(found)}'
         )
     words = json.loads(found[0])
     if not words or not all(isinstance(word, str) for word in words):

@@ -16,7 +16,9 @@ from importlib.resources.abc import Traversable
 from typing import Any
 
 from schemas.errors import SchemaError
+from schemas.fields import Reader
 from schemas.model_presets import get_preset
+from schemas.trainer_spec import TrainerSpec, WorkloadSpec, parse_trainer, parse_workload
 from schemas.training_request import Constraints, Hyperparameters
 from schemas.vocabulary import TASKS
 
@@ -43,6 +45,23 @@ OVERRIDABLE_FIELDS = (
     "constraints.max_gpus",
     "constraints.spot",
     "labels",
+    "trainer.script",
+    "trainer.requirements",
+    "trainer.package_uris",
+    "trainer.python_module",
+    "trainer.image_uri",
+    "trainer.command",
+    "trainer.args",
+    "trainer.env",
+    "trainer.launch",
+    "workload.parameters",
+    "workload.layers",
+    "workload.hidden_size",
+    "workload.seq_len",
+    "workload.samples_per_epoch",
+    "workload.tokens_per_epoch",
+    "workload.memory_gib_per_gpu",
+    "workload.step_seconds",
 )
 
 
@@ -74,6 +93,19 @@ class Route:
     """Request fields (from OVERRIDABLE_FIELDS, globs allowed) a landfall.json in the dataset may set."""
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     constraints: dict[str, Any] = field(default_factory=dict)
+    trainer: dict[str, Any] = field(default_factory=dict)
+    """[routes.trainer]: the team's own training code for datasets landing here (TrainingRequest `trainer`);
+    empty = the built-in trainer. With a trainer, `task` and `model_preset` may be ""."""
+    workload: dict[str, Any] = field(default_factory=dict)
+    """[routes.workload]: the size of that code's work, for the planner (TrainingRequest `workload`)."""
+
+    @property
+    def trainer_spec(self) -> TrainerSpec:
+        return parse_trainer(Reader(self.trainer, "trainer"))
+
+    @property
+    def workload_spec(self) -> WorkloadSpec:
+        return parse_workload(Reader(self.workload, "workload"))
 
     def matches(self, bucket: str, name: str) -> bool:
         """Whether an object name (or dataset prefix) in bucket falls under this route."""
@@ -93,7 +125,13 @@ def _route(entry: dict[str, Any], where: str) -> Route:
     except TypeError as exc:
         raise RouteError(f"{where} is malformed: {exc}") from exc
     name = f"route {route.name!r}"
-    if route.task not in TASKS:
+    try:
+        own_trainer = not route.trainer_spec.builtin
+        _ = route.workload_spec  # read for its SchemaError
+    except SchemaError as exc:
+        raise RouteError(f"{name}: [routes.trainer] or [routes.workload]: {exc}") from exc
+    # With its own trainer a route may leave task out: the team's code decides what it learns.
+    if route.task not in TASKS and not (own_trainer and not route.task):
         raise RouteError(f"{name}: task {route.task!r} is not one of {', '.join(TASKS)}")
     if not route.prefix.endswith("/"):
         raise RouteError(f"{name}: prefix {route.prefix!r} must end in '/' (a folder)")
@@ -113,7 +151,8 @@ def _route(entry: dict[str, Any], where: str) -> Route:
                 f"choose from {', '.join(OVERRIDABLE_FIELDS)}"
             )
     try:
-        get_preset(route.model_preset)
+        if route.model_preset or not own_trainer:
+            get_preset(route.model_preset)
     except SchemaError as exc:
         raise RouteError(f"{name}: {exc}") from exc
     try:

@@ -78,6 +78,7 @@ class Topology:
     project_id: str
     default_region: str
     bucket: str
+    code_bucket: str
     dataset_prefix: str
     runs_prefix: str
     notification_topic: str
@@ -209,6 +210,7 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
         project_id=str(get("project", "local_id")),
         default_region=str(get("project", "default_region")),
         bucket=str(get("bucket", "name")),
+        code_bucket=str(get("bucket", "code_name")),
         dataset_prefix=str(get("bucket", "dataset_prefix")),
         runs_prefix=str(get("bucket", "runs_prefix")),
         notification_topic=str(get("bucket", "notification", "topic")),

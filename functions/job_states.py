@@ -29,6 +29,7 @@ from schemas.job_view import JobView
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
+from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
 from schemas.vocabulary import CAPACITY_REASONS
 
 log = logging.getLogger("landfall.job_events")
@@ -193,6 +194,10 @@ def _metrics(run: RunRecord, deps: JobStateDeps) -> tuple[dict[str, Any] | None,
     uri = f"{run.artifacts.model_dir}metrics.json"
     text = deps.read_text(uri)
     if text is None:
+        # A team's container runs without Landfall's launcher: its metrics lines are the file to read.
+        lines = deps.read_text(f"{run.artifacts.model_dir}{METRICS_LINES_FILE}")
+        if lines is not None:
+            return metrics_document(lines, form="image"), ""
         return None, f"the job succeeded but wrote no {uri}"
     try:
         metrics = json_text.loads(text)

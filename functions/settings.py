@@ -89,6 +89,13 @@ class Settings:
     timeout_margin: float | None = None
     """LANDFALL_TIMEOUT_MARGIN: scheduling.timeout = the plan's estimate x this (>= 1); None = the catalog's."""
     run_results_topic: str = ""
+    code_bucket: str = ""
+    """LANDFALL_CODE_BUCKET (default: topology bucket.code_name): the only bucket a request's trainer.script and
+    trainer.package_uris may name."""
+    allowed_image_prefixes: tuple[str, ...] = ()
+    """LANDFALL_ALLOWED_IMAGE_PREFIXES (comma-separated): a request's trainer.image_uri must start with one of these.
+    Default: the deployment's own Artifact Registry repository (where the trainer image lives) and Vertex AI's
+    prebuilt training images (PREBUILT_TRAINING_IMAGE_PREFIXES)."""
     """LANDFALL_RUN_RESULTS_TOPIC: where RunFinished messages go (default: topology topics.run_results)."""
 
     @property
@@ -111,6 +118,22 @@ class Settings:
     @property
     def run_results_topic_path(self) -> str:
         return f"projects/{self.project}/topics/{self.run_results_topic}"
+
+
+PREBUILT_TRAINING_IMAGE_PREFIXES = (
+    "us-docker.pkg.dev/vertex-ai/training/",
+    "europe-docker.pkg.dev/vertex-ai/training/",
+    "asia-docker.pkg.dev/vertex-ai/training/",
+)
+"""Where Vertex AI's prebuilt training containers live, one Artifact Registry repository per multi-region
+(https://cloud.google.com/vertex-ai/docs/training/pre-built-containers)."""
+
+
+def default_image_prefixes(trainer_image: str) -> tuple[str, ...]:
+    """The deployment's own repository (the trainer image's URI up to its repository) and Vertex's prebuilt ones."""
+    parts = trainer_image.split("/")
+    own = "/".join(parts[:3]) + "/" if len(parts) >= 4 else ""
+    return tuple(p for p in (own, *PREBUILT_TRAINING_IMAGE_PREFIXES) if p)
 
 
 def settings_from_env(env: Mapping[str, str]) -> Settings:
@@ -139,6 +162,10 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
             raise SettingsError(f"{name} must be a whole number from 1 to {upper}, got {raw!r}")
         return value
 
+    image = env.get("LANDFALL_TRAINER_IMAGE") or trainer_image_uri(
+        need("GOOGLE_CLOUD_PROJECT"), env.get("LANDFALL_DEFAULT_REGION", topology.default_region)
+    )
+    prefixes = tuple(p.strip() for p in env.get("LANDFALL_ALLOWED_IMAGE_PREFIXES", "").split(",") if p.strip())
     return Settings(
         project=need("GOOGLE_CLOUD_PROJECT"),
         landing_bucket=landing,
@@ -175,8 +202,9 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),
-        trainer_image=env.get("LANDFALL_TRAINER_IMAGE")
-        or trainer_image_uri(need("GOOGLE_CLOUD_PROJECT"), env.get("LANDFALL_DEFAULT_REGION", topology.default_region)),
+        trainer_image=image,
+        code_bucket=env.get("LANDFALL_CODE_BUCKET") or topology.code_bucket,
+        allowed_image_prefixes=prefixes or default_image_prefixes(image),
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
         artifact_buckets=_region_buckets(env.get("LANDFALL_ARTIFACT_BUCKETS", "")),
         quota_overrides=_quota_overrides(env),

@@ -105,7 +105,14 @@ def ingest_deps() -> IngestDeps:
 def dispatch_deps() -> DispatchDeps:
     from functions.dispatch.handler import DispatchDeps
 
-    return DispatchDeps(settings=get_settings(), store=runs_store(), vertex=vertex_jobs(), plan=_plan, now=utc_now)
+    return DispatchDeps(
+        settings=get_settings(),
+        store=runs_store(),
+        vertex=vertex_jobs(),
+        plan=_plan,
+        now=utc_now,
+        objects=gcs_objects(),
+    )
 
 
 def listener_deps() -> ListenerDeps:

@@ -18,6 +18,7 @@ from schemas import json_text
 from schemas.data_objects import DataObject, objects_digest, parse_data_objects, read_digest
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.trainer_spec import TrainerSpec, WorkloadSpec, parse_trainer, parse_workload
 from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS
 
 SCHEMA_VERSION = 1
@@ -59,7 +60,8 @@ class DatasetRef:
 @dataclass(frozen=True)
 class ModelSpec:
     preset: str
-    """A name from schemas/data/model_presets.json, e.g. "mlp-small" or "gpt-124m"."""
+    """A name from schemas/data/model_presets.json, e.g. "mlp-small" or "gpt-124m". With an own trainer it is
+    optional and names a shape to plan for, not weights ("my model is shaped like gpt-1.3b")."""
     label_column: str = "label"
     """Tabular tasks: the column holding the target. Ignored for causal-lm."""
 
@@ -124,7 +126,7 @@ class TrainingRequest:
     the same key are the same run: redeliveries are no-ops."""
     dataset: DatasetRef
     task: str
-    """One of vocabulary.TASKS."""
+    """One of vocabulary.TASKS; "" allowed with an own trainer (the team's code decides what it learns)."""
     model: ModelSpec
     hyperparameters: Hyperparameters = field(default_factory=Hyperparameters)
     constraints: Constraints = field(default_factory=Constraints)
@@ -136,6 +138,10 @@ class TrainingRequest:
     schema_version: int = SCHEMA_VERSION
     retry_of: str = ""
     """The run this request retries (`landfall retry`: its key is retry_key of that run's key); "" for a first run."""
+    trainer: TrainerSpec = field(default_factory=TrainerSpec)
+    """The team's own training code (schemas/trainer_spec.py); empty = Landfall's built-in trainer."""
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    """The size of an own trainer's work, for the planner; all zero = not given."""
 
     @property
     def run_id(self) -> str:
@@ -143,9 +149,13 @@ class TrainingRequest:
         return run_id_for(self.idempotency_key)
 
     def to_dict(self) -> dict[str, Any]:
-        """The canonical JSON form: every field present, defaults applied."""
+        """The canonical JSON form: every field present, defaults applied; `trainer` and `workload` only when set
+        (a built-in request reads as it did before they existed)."""
         data = asdict(self)
         _lists(data)
+        for name, empty in (("trainer", TrainerSpec()), ("workload", WorkloadSpec())):
+            if getattr(self, name) == empty:
+                del data[name]
         return data
 
     def to_json(self) -> bytes:
@@ -233,8 +243,14 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
                 "does not match dataset.objects; send the list ingest cut with its digest, or neither",
                 field="dataset.objects_digest",
             )
-    m = r.obj("model")
-    model = ModelSpec(preset=m.string("preset", max_len=128), label_column=m.string("label_column", "label"))
+    trainer = parse_trainer(r.optional_obj("trainer"))
+    if trainer.builtin:
+        m = r.obj("model")
+        preset = m.string("preset", max_len=128)
+    else:  # an own trainer: the preset only names a shape to plan for
+        m = r.obj("model", {})
+        preset = m.string("preset", "", max_len=128)
+    model = ModelSpec(preset=preset, label_column=m.string("label_column", "label"))
     h = r.obj("hyperparameters", {})
     hyper = Hyperparameters(
         epochs=h.integer("epochs", 5, minimum=1),
@@ -270,7 +286,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
     request = TrainingRequest(
         idempotency_key=key,
         dataset=dataset,
-        task=r.string("task", choices=TASKS),
+        task=r.string("task", choices=TASKS) if trainer.builtin else r.string("task", "", choices=("", *TASKS)),
         model=model,
         hyperparameters=hyper,
         constraints=constraints,
@@ -278,6 +294,8 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         created_at=r.timestamp("created_at", "", allow_empty=True),
         labels=r.string_map("labels", {}),
         retry_of=r.string("retry_of", "", max_len=64),
+        trainer=trainer,
+        workload=parse_workload(r.optional_obj("workload")),
     )
     return request if key else replace(request, idempotency_key=content_key(request))
 

@@ -116,6 +116,25 @@ FLEX_START_TERMS: tuple[Term, ...] = (
 )
 
 
+LAUNCH_TERMS: tuple[Term, ...] = (
+    Term(
+        "per-gpu",
+        "Landfall starts one process per GPU on each node (one on a CPU machine), with torchrun's variables, so a "
+        "script written for torchrun runs unchanged.",
+    ),
+    Term("per-node", "Landfall starts one process per node; the code starts its own workers."),
+)
+"""How a team's own trainer (TrainingRequest trainer.launch) is started on each node; the first is the default."""
+
+TRAINER_FORM_TERMS: tuple[Term, ...] = (
+    Term("built-in", "Landfall's own trainer (trainer/): no `trainer` object on the request."),
+    Term("script", "One Python file from the code bucket (trainer.script), run under Landfall's trainer image."),
+    Term("package", "Python packages from the code bucket (trainer.package_uris) and the module to run."),
+    Term("image", "The team's own container image (trainer.image_uri), from an allowed registry prefix."),
+)
+"""What runs a request's training: Vertex's script_path, pythonPackageSpec and containerSpec, and Landfall's own."""
+
+
 @dataclass(frozen=True)
 class FailureReason(Term):
     """Why a job ended, as a run's error records it (`error.reason`, schemas/run_record.py)."""
@@ -191,6 +210,9 @@ PRECISION_POLICIES = (AUTO_PRECISION.name, FP32)
 
 SPOT_POLICIES = names(SPOT_TERMS)
 FLEX_START_POLICIES = names(FLEX_START_TERMS)
+
+LAUNCH_MODES = names(LAUNCH_TERMS)
+TRAINER_FORMS = names(TRAINER_FORM_TERMS)
 
 FAILURE_REASONS = names(FAILURE_REASON_TERMS)
 CAPACITY_REASONS = frozenset(t.name for t in FAILURE_REASON_TERMS if t.capacity)

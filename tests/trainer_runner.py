@@ -1,4 +1,5 @@
-"""Running `python -m trainer.task` as a user (or Vertex) would: a subprocess with the documented flags and env."""
+"""Running the trainer as Vertex does (the image's entrypoint, `python -m trainer.launcher`, which starts `python -m
+trainer.task` once per process): a subprocess with the documented flags and env."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ class TrainerRun:
     def records(self) -> list[dict[str, Any]]:
         """The JSON log records (every stdout line must be one)."""
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+    def trainer_error(self) -> dict[str, Any]:
+        """The training process's own error record (the launcher logs its own lines after it)."""
+        return [r for r in self.records() if r.get("severity") == "ERROR" and r.get("error")][-1]
 
     def messages(self, message: str) -> list[dict[str, Any]]:
         return [r for r in self.records() if r.get("message") == message]
@@ -84,7 +89,7 @@ def trainer_args(
 
 def run_trainer(args: list[str], env: dict[str, str], timeout: float = 120) -> TrainerRun:
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *args],
+        [sys.executable, "-m", "trainer.launcher", *args],
         env=env,
         cwd=REPO,
         capture_output=True,
@@ -97,19 +102,21 @@ def run_trainer(args: list[str], env: dict[str, str], timeout: float = 120) -> T
 def run_until(args: list[str], env: dict[str, str], trigger, signal_number: int, timeout: float = 120) -> TrainerRun:
     """Start the trainer, send signal_number once a log record satisfies trigger, and collect the rest.
 
-    The signal goes to the process we started (with several processes per node: the launcher, which forwards
-    SIGTERM to its children, as Vertex's SIGTERM to a replica does).
+    SIGTERM goes to the process we started, the launcher, which forwards it to its children, as Vertex's SIGTERM to
+    a replica's first process does. SIGKILL goes to the whole process group, as a machine lost (or a container
+    killed) takes every process of the replica with it.
     """
-    import signal as _signal  # noqa: F401 - documents that signal_number is a signal.Signals value
+    import signal as _signal
     import threading
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.task", *args],
+        [sys.executable, "-m", "trainer.launcher", *args],
         env=env,
         cwd=REPO,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
@@ -120,7 +127,10 @@ def run_until(args: list[str], env: dict[str, str], trigger, signal_number: int,
         for line in proc.stdout:
             lines.append(line)
             if not signalled and line.startswith("{") and trigger(json.loads(line)):
-                proc.send_signal(signal_number)
+                if signal_number == _signal.SIGKILL:
+                    os.killpg(proc.pid, signal_number)
+                else:
+                    proc.send_signal(signal_number)
                 signalled = True
         stderr = proc.stderr.read() if proc.stderr else ""
         proc.wait()

@@ -1,7 +1,9 @@
 """Entry point: `python -m trainer.task --data-uri=... --task=... --model=... ...` (see trainer/config.py).
 
-On Vertex this runs once per replica (node): it starts one training process per GPU (LANDFALL_NPROC_PER_NODE on
-CPU) and waits for them; under torchrun, or with one process per node, it trains in this process. The exit
+On Vertex the image's entrypoint is the launcher (trainer/launcher.py), which starts this once per GPU with
+torchrun's variables, exactly as it starts a team's own script (docs/trainer-contract.md). Run by hand without
+LOCAL_RANK it still fans out per GPU itself (LANDFALL_NPROC_PER_NODE on CPU); under torchrun, or with one process per
+node, it trains in this process. The exit
 status is what Vertex judges the replica by: 0 success, 2 bad configuration, 3 bad data, 4 out of memory,
 143 stopped by SIGTERM after checkpointing. Before exiting non-zero (but for 143) a process writes its reason to
 AIP_MODEL_DIR/failure.json (trainer/failure.py), which the completion listener puts on the run's error.

@@ -128,6 +128,7 @@ def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
         "STORAGE_EMULATOR_HOST": storage,
         "LANDFALL_VERTEX_ENDPOINT": f"{services.HOST}:{ports['vertex']}",
         "LANDFALL_LANDING_BUCKET": topology.bucket,
+        "LANDFALL_CODE_BUCKET": topology.code_bucket,
         # So that `gcloud storage cp FILE gs://...` reaches fake-gcs-server and `gcloud pubsub ...` (publish, pull the
         # dead letters) the Pub/Sub emulator, without credentials.
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{storage}/storage/v1/",
@@ -218,6 +219,7 @@ class _Plan:
                 provision.create_subscriptions(self.topology, project)
             elif name == "storage":
                 provision.create_bucket(self.topology.bucket, project)
+                provision.create_bucket(self.topology.code_bucket, project)
 
 
 @contextmanager

@@ -39,7 +39,7 @@ def load_images(path: Path) -> dict[str, tuple[str, ...]]:
         if not isinstance(entrypoint, list) or not all(isinstance(word, str) for word in entrypoint):
             raise ConfigError(
                 f'{path}: the entrypoint for image "{image}" must be a list of strings such as '
-                f'["python", "-m", "trainer.task"], found {entrypoint!r}.'
+                f'["python", "-m", "trainer.launcher"], found {entrypoint!r}.'
             )
         images[image] = tuple(entrypoint)
     return images

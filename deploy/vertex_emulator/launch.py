@@ -206,4 +206,18 @@ def replica_command(spec: WorkerPoolSpec, images: Mapping[str, Sequence[str]] | 
         )
     if command[0] in ("python", "python3"):
         command[0] = sys.executable
-    return [*command, *spec.container_spec.args]
+    stand_in = [sys.executable, "-m", GCS_STAND_IN, "--"] if _wants_gcs_mount(spec) else []
+    return [*stand_in, *command, *spec.container_spec.args]
+
+
+GCS_STAND_IN = "trainer.gcs_stand_in"
+"""Stands in for Vertex's Cloud Storage FUSE mount (/gcs/) around a team's container command: stages the dataset
+and the model folder locally and copies the model back when the command ends."""
+
+
+def _wants_gcs_mount(spec: WorkerPoolSpec) -> bool:
+    """A team's own image run by Landfall: its contract paths are FUSE paths, which no local machine has."""
+    env = {entry.name: entry.value for entry in spec.container_spec.env}
+    return env.get("LANDFALL_DATA_DIR", "").startswith("/gcs/") and not trainer_image().matches(
+        spec.container_spec.image_uri
+    )

@@ -59,6 +59,9 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+CODE_ENV_CACHE = "LANDFALL_CODE_ENV_CACHE"
+
+
 def free_port() -> int:
     """A TCP port that was free a moment ago on 127.0.0.1."""
     with socket.socket() as sock:
@@ -188,7 +191,8 @@ class JobRunner:
 
     def _launch(self, job: CustomJob, slot: ReplicaSlot, ports: Mapping[str, int]) -> ReplicaLaunch:
         spec = job.job_spec.worker_pool_specs[slot.pool]
-        env = dict(self._settings.base_env)
+        # Environments of teams' code, cached by content for the whole host (trainer/user_code.py).
+        env = {CODE_ENV_CACHE: str(self._store.state_dir / "code-envs"), **self._settings.base_env}
         env.update(
             replica_environment(
                 job,

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from functions.dispatch import job_spec
+from functions.dispatch.dataset_check import DatasetObjects, check_dataset
 from functions.dispatch.request_rules import request_problems
 from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
@@ -73,6 +74,8 @@ class DispatchDeps:
     vertex: VertexJobs
     plan: Callable[[TrainingRequest], OutcomeLike]
     now: Callable[[], datetime]
+    objects: DatasetObjects | None = None
+    """The dataset's objects, checked before planning (dataset_check); None skips the check (unit tests)."""
 
 
 def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
@@ -114,6 +117,9 @@ def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) 
     problems = request_problems(request, deps.settings, deps.now())
     if problems:
         return _reject(run_id, "invalid-request", "; ".join(problems), deps)
+    refusal = check_dataset(request, deps.objects, deps.settings) if deps.objects is not None else None
+    if refusal is not None:
+        return _reject(run_id, refusal.code, refusal.reason, deps)
     outcome = deps.plan(request)
     if outcome.plan is None:
         return _reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)

@@ -1,8 +1,16 @@
 """Builds the Vertex AI CustomJob (as a plain dict the SDK accepts) for a planned run. Pure: no I/O.
 
-Every replica runs the trainer image (settings.trainer_image, built from trainer/Dockerfile) through container_spec:
-the image's ENTRYPOINT is `python -m trainer.task` and the spec passes only the trainer's arguments. Vertex's
-prebuilt PyTorch images (python_package_spec) stop at Python 3.10 and torch 2.4, which the trainer does not run on.
+Every replica runs through container_spec (Vertex's containerSpec: image_uri, command, args, env,
+https://cloud.google.com/vertex-ai/docs/training/configure-container-settings), with the contract's environment
+(docs/trainer-contract.md: the run id, the data, the batch split, strategy and precision):
+
+- the built-in trainer and a team's script or package: the trainer image (settings.trainer_image, built from
+  trainer/Dockerfile), whose ENTRYPOINT `python -m trainer.launcher` fetches and installs the team's code
+  (LANDFALL_TRAINER_* variables) or runs `python -m trainer.task` with the trainer's arguments. One path for both.
+  Not python_package_spec: its executor must be one of Vertex's prebuilt images, which stop at Python 3.10 and
+  torch 2.4, and the launcher (torchrun-style processes, failure classification, metrics) would not run there;
+- a team's container image: that image with its own command and args, the contract's variables in env, and the
+  local paths as Cloud Storage FUSE paths (/gcs/BUCKET/...).
 
 The job is a translation of the Plan, nothing decided here: the batch split (--batch-size is the global batch,
 --micro-batch-size and --gradient-accumulation-steps what each process does), activation checkpointing, the
@@ -12,6 +20,7 @@ is looked up, for the job's region (schemas/data/vertex_jobs.json).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -20,6 +29,7 @@ from schemas.data_objects import encode_objects
 from schemas.job_view import RUN_LABEL
 from schemas.plan import Plan
 from schemas.training_request import TrainingRequest
+from schemas.user_metrics import METRICS_LINES_FILE
 from schemas.vertex_jobs import load_vertex_jobs
 
 _LABEL_OK = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -84,6 +94,64 @@ def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
     return args
 
 
+DATA_FILES_NAME = "data-files.jsonl"
+"""The dataset version's objects (JSON lines: name, generation, size), in the run's output folder."""
+FUSE_ROOT = "/gcs/"
+"""Vertex mounts Cloud Storage at /gcs/BUCKET/ in every replica (Cloud Storage FUSE)."""
+
+
+def contract_env(request: TrainingRequest, plan: Plan, run_id: str) -> dict[str, str]:
+    """The plan as environment variables, for every form (docs/trainer-contract.md)."""
+    return {
+        "LANDFALL_RUN_ID": run_id,
+        "LANDFALL_DATA_URI": request.dataset.uri,
+        "LANDFALL_GLOBAL_BATCH_SIZE": str(plan.global_batch_size),
+        "LANDFALL_MICRO_BATCH_SIZE": str(plan.micro_batch_size),
+        "LANDFALL_GRADIENT_ACCUMULATION_STEPS": str(plan.gradient_accumulation_steps),
+        "LANDFALL_STRATEGY": plan.strategy,
+        "LANDFALL_PRECISION": plan.precision,
+    }
+
+
+def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
+    """The container_spec of the training pools for the request's trainer form."""
+    t = request.trainer
+    env = contract_env(request, plan, run_id)
+    if t.builtin:
+        spec: dict[str, Any] = {
+            "image_uri": settings.trainer_image_for(plan.region),
+            "args": trainer_args(request, plan),
+        }
+    elif t.image_uri:
+        fuse = FUSE_ROOT + request.dataset.uri.removeprefix("gs://")
+        model = FUSE_ROOT + artifacts(settings, run_id, plan.region)["model_dir"].removeprefix("gs://")
+        base = FUSE_ROOT + output_dir(settings, run_id, plan.region).removeprefix("gs://")
+        env |= {
+            "LANDFALL_LAUNCH": t.launch,
+            "LANDFALL_DATA_DIR": fuse,
+            "LANDFALL_MODEL_DIR": model,
+            "LANDFALL_METRICS_FILE": model + METRICS_LINES_FILE,
+            # Written by the dispatcher before the job is created (it lists the dataset first).
+            "LANDFALL_DATA_FILES": base + DATA_FILES_NAME,
+        }
+        spec = {"image_uri": t.image_uri, "args": list(t.args)}
+        if t.command:
+            spec["command"] = list(t.command)
+    else:
+        env |= {"LANDFALL_TRAINER_FORM": t.form, "LANDFALL_LAUNCH": t.launch}
+        if t.script:
+            env["LANDFALL_TRAINER_SCRIPT"] = t.script
+        else:
+            env["LANDFALL_TRAINER_PACKAGES"] = json.dumps(list(t.package_uris))
+            env["LANDFALL_TRAINER_MODULE"] = t.python_module
+        if t.requirements:
+            env["LANDFALL_TRAINER_REQUIREMENTS"] = json.dumps(list(t.requirements))
+        spec = {"image_uri": settings.trainer_image_for(plan.region), "args": list(t.args)}
+    env |= t.env
+    spec["env"] = [{"name": name, "value": value} for name, value in env.items()]
+    return spec
+
+
 def job_labels(request: TrainingRequest, run_id: str) -> dict[str, str]:
     """Landfall's own labels plus the request's labels that satisfy Vertex's label rules (others are skipped)."""
     labels = {k: v for k, v in request.labels.items() if _LABEL_OK.match(k) and _LABEL_VALUE_OK.match(v)}
@@ -115,10 +183,10 @@ def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
     if plan.accelerator_type and plan.accelerator_count:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
-    container = {"image_uri": settings.trainer_image_for(plan.region), "args": trainer_args(request, plan)}
+    training = container(request, plan, settings, run_id)
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [
-        {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": container}
+        {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": training}
     ]
     if plan.replica_count > 1 or plan.reduction_server_replicas:
         pools.append(
@@ -126,7 +194,7 @@ def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
                 "machine_spec": machine,
                 "replica_count": plan.replica_count - 1,
                 "disk_spec": disk,
-                "container_spec": container,
+                "container_spec": training,
             }
             if plan.replica_count > 1
             else {}

@@ -17,12 +17,12 @@ def request_problems(request: TrainingRequest, settings: Settings, now: datetime
     """Every reason the request cannot be run as asked (empty when it can)."""
     problems: list[str] = []
     try:
-        preset = get_preset(request.model.preset)
+        preset = get_preset(request.model.preset) if request.model.preset or request.trainer.builtin else None
     except SchemaError as exc:
         problems.append(str(exc))
     else:
-        family = TASK_MODEL_FAMILY[request.task]
-        if preset.family != family:
+        family = TASK_MODEL_FAMILY.get(request.task, "")
+        if preset is not None and family and preset.family != family:
             problems.append(
                 f"model.preset: {request.model.preset!r} is a {preset.family} preset but task "
                 f"{request.task!r} needs a {family} preset"
@@ -42,8 +42,11 @@ def request_problems(request: TrainingRequest, settings: Settings, now: datetime
                 f"constraints.deadline: {request.constraints.deadline} is already past "
                 f"(now {now.isoformat(timespec='seconds')}); give a future time or none"
             )
-    # Each extra becomes `--hparam KEY=VALUE` (job_spec.trainer_args): refused here, not after a machine starts.
-    problems += extra_problems(request.hyperparameters.extra)
+    if request.trainer.builtin:
+        # Each extra becomes `--hparam KEY=VALUE` (job_spec.trainer_args): refused here, not after a machine starts.
+        problems += extra_problems(request.hyperparameters.extra)
+    else:
+        problems += trainer_problems(request, settings)
     problems += pinned_shape_problems(request)
     return problems
 
@@ -66,3 +69,48 @@ def pinned_shape_problems(request: TrainingRequest) -> list[str]:
             f"constraints.machine_type: the pinned shape cannot be checked until the request can be planned ({exc})"
         ]
     return pin_problems(planned, load_catalog())
+
+
+WORKLOAD_WAYS = (
+    "model.preset (a preset's shape, e.g. gpt-1.3b)",
+    "workload.parameters (with optional workload.layers, hidden_size, seq_len)",
+    "workload.memory_gib_per_gpu with workload.step_seconds (measured)",
+    "constraints.machine_type with accelerator_count and replica_count (a pinned machine)",
+)
+"""The four ways an own trainer says how big its work is, in the order the planner checks them."""
+
+
+def workload_given(request: TrainingRequest) -> bool:
+    """Whether the planner can size an own trainer's work (WORKLOAD_WAYS)."""
+    w, c = request.workload, request.constraints
+    pinned = bool(c.machine_type and c.replica_count and (c.accelerator_count or not c.machine_type.startswith("n1-")))
+    return bool(request.model.preset or w.parameters or w.measured or pinned)
+
+
+def trainer_problems(request: TrainingRequest, settings: Settings) -> list[str]:
+    """Who may run what: scripts and packages from the code bucket, images from the allowed prefixes; and a
+    workload the planner can size."""
+    t = request.trainer
+    problems: list[str] = []
+    for name, uris in (("trainer.script", (t.script,) if t.script else ()), ("trainer.package_uris", t.package_uris)):
+        for uri in uris:
+            bucket = uri.removeprefix("gs://").split("/", 1)[0]
+            if not settings.code_bucket:
+                problems.append(f"{name}: {uri} cannot be run: no code bucket is configured (set LANDFALL_CODE_BUCKET)")
+            elif bucket != settings.code_bucket:
+                problems.append(
+                    f"{name}: {uri} is outside the code bucket; scripts and packages run only from "
+                    f"gs://{settings.code_bucket}/ (LANDFALL_CODE_BUCKET): copy it there (`landfall submit --script` "
+                    "does) and name that URI"
+                )
+    if t.image_uri and not t.image_uri.startswith(settings.allowed_image_prefixes):
+        problems.append(
+            f"trainer.image_uri: {t.image_uri} is not under an allowed image prefix; allowed: "
+            f"{', '.join(settings.allowed_image_prefixes)} (LANDFALL_ALLOWED_IMAGE_PREFIXES)"
+        )
+    if not workload_given(request):
+        problems.append(
+            "workload: Landfall cannot size code it did not write; say how big the work is in one of four ways: "
+            + "; ".join(WORKLOAD_WAYS)
+        )
+    return problems

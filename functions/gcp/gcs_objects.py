@@ -58,6 +58,13 @@ class GcsObjects:
             raise as_transient(exc, f"Cloud Storage: reading gs://{bucket}/{name}") from exc
         return _info(blob) if blob is not None else None
 
+    def write(self, bucket: str, name: str, data: bytes, content_type: str) -> None:
+        """Write a whole object (the dispatcher's dataset listing for a run)."""
+        try:
+            self._client.bucket(bucket).blob(name).upload_from_string(data, content_type=content_type)
+        except Exception as exc:
+            raise as_transient(exc, f"Cloud Storage: writing gs://{bucket}/{name}") from exc
+
     def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
         """The content of that generation of the object, or None when it is gone. Larger than max_bytes: TooLarge
         (only max_bytes + 1 bytes are ever downloaded)."""

@@ -15,7 +15,7 @@ from deploy.routes import OVERRIDABLE_FIELDS, Route
 from schemas import json_text
 
 MAX_OVERRIDES_BYTES = 64 * 1024
-_LEAF_MAPS = ("hyperparameters.extra", "labels")
+_LEAF_MAPS = ("hyperparameters.extra", "labels", "trainer.env")
 _SHOWN = 5
 """Refused fields named in one reason; the rest are counted."""
 

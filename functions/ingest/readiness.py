@@ -253,4 +253,6 @@ def template(c: Completion, scan: Scan, now: datetime) -> TrainingRequest:
         ),
         created_at=format_timestamp(now),
         labels={"landfall-route": route.name},
+        trainer=route.trainer_spec,
+        workload=route.workload_spec,
     )

@@ -65,6 +65,18 @@ class PlanInput:
     """Pinned GPUs per machine; 0 = free."""
     replica_count: int = 0
     """Pinned machines (nodes); 0 = free."""
+    samples: int | None = None
+    """Samples per epoch, when the dataset's size does not say it (an own trainer's workload.samples_per_epoch)."""
+    layers: int | None = None
+    """Transformer blocks of code Landfall did not write (workload.layers); None = from the preset or the count."""
+    hidden_size: int | None = None
+    """Its width (workload.hidden_size)."""
+    memory_gib_per_gpu: float = 0.0
+    """Measured GiB one process needs (workload.memory_gib_per_gpu); 0 = the memory model decides."""
+    step_seconds: float = 0.0
+    """Measured seconds per optimizer step of the global batch on one GPU (workload.step_seconds); 0 = modelled."""
+    basis: str = ""
+    """How an own trainer's size was given (one of the request rules' WORKLOAD_WAYS, shortened); "" = built-in."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -77,7 +89,7 @@ class PlanInput:
         for name in ("dataset_bytes", "dataset_objects", "max_steps", "max_gpus", "accelerator_count", "replica_count"):
             if getattr(self, name) < 0:
                 raise PlanInputError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("parameters", "tokens", "seq_len", "n_features", "n_outputs"):
+        for name in ("parameters", "tokens", "seq_len", "n_features", "n_outputs", "samples", "layers", "hidden_size"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise PlanInputError(f"{name} must be >= 1 when given, got {value}")
@@ -133,11 +145,61 @@ def _get(obj: Any, dotted: str, default: Any = None) -> Any:
     return obj
 
 
+NOMINAL_PARAMETERS = 1_000_000
+"""The parameter count planned for own code that pins its machine and says nothing else of its size: the pinned
+shape decides, time and cost are only as good as this guess (the plan's workload says so)."""
+
+
+def _own_workload(request: Any) -> dict[str, Any]:
+    """The PlanInput fields for a team's own trainer (request.trainer set), from model.preset, workload.parameters,
+    workload's measured memory and step time, or a pinned machine, checked in that order."""
+    preset = _get(request, "model.preset", "") or ""
+    w = lambda name: _get(request, f"workload.{name}", 0) or 0  # noqa: E731
+    parameters, layers, seq_len = int(w("parameters")), int(w("layers")), int(w("seq_len"))
+    memory, step = float(w("memory_gib_per_gpu")), float(w("step_seconds"))
+    task = _get(request, "task", "") or ""
+    if not task:
+        shaped_like_transformer = preset.startswith("gpt") or bool(layers or seq_len or w("tokens_per_epoch"))
+        task = "causal-lm" if shaped_like_transformer else "tabular-regression"
+    if preset:
+        basis = f"model.preset {preset} (its shape)"
+    elif parameters:
+        basis = "workload.parameters"
+    elif memory and step:
+        basis = "measured workload.memory_gib_per_gpu and step_seconds"
+    else:
+        basis = "the pinned machine (size unknown: time and cost assume a nominal 1M-parameter model)"
+    if not preset and not parameters:
+        parameters = NOMINAL_PARAMETERS
+    return {
+        "task": task,
+        "preset": preset,
+        "parameters": parameters or None,
+        "seq_len": seq_len or None,
+        "layers": layers or None,
+        "hidden_size": int(w("hidden_size")) or None,
+        "samples": int(w("samples_per_epoch")) or None,
+        "tokens": int(w("tokens_per_epoch")) or None,
+        "memory_gib_per_gpu": memory if memory and step else 0.0,
+        "step_seconds": step if memory and step else 0.0,
+        "basis": basis,
+    }
+
+
 def plan_input_from_request(request: Any) -> PlanInput:
     """Read a TrainingRequest (or a dict of the same JSON shape) into a PlanInput, attribute by attribute."""
+    own = (
+        _get(request, "trainer.script", "")
+        or _get(request, "trainer.package_uris", ())
+        or _get(request, "trainer.image_uri", "")
+    )
+    sized = (
+        _own_workload(request)
+        if own
+        else {"task": _get(request, "task", ""), "preset": _get(request, "model.preset", "")}
+    )
     return PlanInput(
-        task=_get(request, "task", ""),
-        preset=_get(request, "model.preset", ""),
+        **sized,
         dataset_bytes=int(_get(request, "dataset.total_bytes", 0) or 0),
         dataset_objects=int(_get(request, "dataset.object_count", 0) or 0),
         epochs=int(_get(request, "hyperparameters.epochs", 1) or 1),

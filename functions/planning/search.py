@@ -270,6 +270,10 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     accumulation = np.maximum(per_process // micro, 1)
     acts = sample_bytes * micro
     mem_total = fixed + acts
+    if work.measured_memory_bytes > 0:  # the team measured it: that figure, not the model, decides what fits
+        mem_total = np.full(np.shape(mem_total), work.measured_memory_bytes)
+        # Measured per GPU: a CPU-only machine has no GPU memory to hold it.
+        fits = (mem_total <= usable) & np.broadcast_to(divisible, np.shape(mem_total)) & ~space.is_cpu
 
     recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing.astype(np.float64)
     compute = work.flops_per_sample * per_process / mode.effective_flops * recompute
@@ -282,6 +286,8 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
             space.step_overhead * accumulation,
         )
     )
+    if work.measured_step_seconds > 0:  # measured for the whole global batch on one GPU: each process does its share
+        step = np.asarray(np.broadcast_to(work.measured_step_seconds * per_process / batch, np.shape(step)), float)
     hours = np.asarray(
         run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
     )

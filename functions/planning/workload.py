@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from functions.planning.assumptions import Assumptions
 from functions.planning.errors import PlanInputError
@@ -41,6 +41,10 @@ class Workload:
     d_model: int = 0
     n_head: int = 0
     seq_len: int = 0
+    measured_memory_bytes: float = 0.0
+    """Measured bytes one process needs (an own trainer's workload.memory_gib_per_gpu); 0 = the memory model."""
+    measured_step_seconds: float = 0.0
+    """Measured seconds per optimizer step of the global batch on one GPU; 0 = the time model."""
 
 
 def _generic_gpt_shape(parameters: int) -> tuple[int, int, int]:
@@ -64,6 +68,10 @@ def _gpt(inp: PlanInput, a: Assumptions, preset: GptPreset | None) -> Workload:
     else:
         assert inp.parameters is not None
         n_layer, d_model, n_head = _generic_gpt_shape(inp.parameters)
+        if inp.layers:
+            n_layer = inp.layers
+        if inp.hidden_size:
+            d_model, n_head = inp.hidden_size, max(1, inp.hidden_size // 128)
         vocab, seq_len, parameters, name = 256, inp.seq_len or 2048, inp.parameters, "generic transformer"
     non_embedding = n_layer * (12 * d_model * d_model + 13 * d_model)
     if inp.parameters:
@@ -75,7 +83,7 @@ def _gpt(inp: PlanInput, a: Assumptions, preset: GptPreset | None) -> Workload:
     kept = a.memory.checkpoint_kept_bytes_per_token_per_hidden
     checkpointed = seq_len * (n_layer * kept * d_model + act * d_model + 10 * vocab + 4 * d_model)
     tokens = inp.tokens or max(1, round(inp.dataset_bytes * a.tokens_per_byte))
-    samples = max(1, math.ceil(tokens / seq_len))
+    samples = inp.samples or max(1, math.ceil(tokens / seq_len))
     return Workload(
         family="gpt",
         description=f"{name}: {parameters / 1e6:,.0f}M parameters, {n_layer} layers x {d_model}, "
@@ -103,7 +111,7 @@ def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
     widths = [features, *hidden, outputs]
     parameters = inp.parameters or sum(x * y + y for x, y in itertools.pairwise(widths))
     largest = max(x * y + y for x, y in itertools.pairwise(widths))
-    rows = max(1, inp.dataset_bytes // ((features + 1) * a.tabular.bytes_per_value))
+    rows = inp.samples or max(1, inp.dataset_bytes // ((features + 1) * a.tabular.bytes_per_value))
     name = preset.name if preset is not None else "generic MLP"
     return Workload(
         family="mlp",
@@ -121,7 +129,22 @@ def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
 
 
 def build_workload(inp: PlanInput, assumptions: Assumptions) -> Workload:
-    """Resolve the preset and size the work; an unknown preset or a preset of the wrong family is a PlanInputError."""
+    """Resolve the preset and size the work; an unknown preset or a preset of the wrong family is a PlanInputError.
+    An own trainer's measured memory and step time ride along (functions/planning/search.py applies them) and its
+    basis leads the description, so `landfall plan` says how the size was known."""
+    work = _build_workload(inp, assumptions)
+    if not inp.basis:
+        return work
+    measured = f"; measured {inp.memory_gib_per_gpu:g} GiB/GPU, {inp.step_seconds:g} s/step" if inp.step_seconds else ""
+    return replace(
+        work,
+        description=f"own code sized by {inp.basis}: {work.description}{measured}",
+        measured_memory_bytes=inp.memory_gib_per_gpu * 2**30,
+        measured_step_seconds=inp.step_seconds,
+    )
+
+
+def _build_workload(inp: PlanInput, assumptions: Assumptions) -> Workload:
     preset = None
     if inp.preset:
         try:

@@ -207,7 +207,7 @@ def dispatcher_settings(args: argparse.Namespace) -> Settings:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from functions.dispatch.planner_config import planner_config
-    from functions.dispatch.request_rules import pinned_shape_problems
+    from functions.dispatch.request_rules import pinned_shape_problems, trainer_problems
     from functions.planning import CatalogError, PlanInputError, plan_input_from_request, plan_request
     from functions.planning.catalog import load_catalog
     from functions.settings import SettingsError
@@ -219,7 +219,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         now = datetime.fromisoformat(args.now).astimezone(UTC) if args.now else None
         settings = dispatcher_settings(args)
         config = planner_config(settings, memory_margin=args.memory_margin, timeout_margin=args.timeout_margin)
-        refused = extra_problems(request.hyperparameters.extra) + pinned_shape_problems(request)
+        refused = (
+            extra_problems(request.hyperparameters.extra)
+            if request.trainer.builtin
+            else trainer_problems(request, settings)
+        ) + pinned_shape_problems(request)
         outcome = None if refused else plan_request(plan_input_from_request(request), config, now=now)
     except OSError as exc:
         return _fail(f"cannot read {args.request}: {exc.strerror or exc}")

@@ -1,9 +1,15 @@
-"""`landfall submit REQUEST.json`: check a TrainingRequest here, publish it on the requests topic, print its run id."""
+"""`landfall submit REQUEST.json`: check a TrainingRequest here, publish it on the requests topic, print its run id.
+
+`landfall submit --script train.py --data gs://BUCKET/PREFIX/` (or `--package DIST`, `--image URI`) builds the request
+for a team's own code: the script or distribution is uploaded to the code bucket (LANDFALL_CODE_BUCKET) under its
+content hash, so the same file is one object, and the request names it (docs/trainer-contract.md)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +17,7 @@ from landfall.errors import CommandError, client_boundary
 from schemas.errors import SchemaError
 from schemas.run_record import RunRecord, RunState, parse_run_record
 from schemas.training_request import TrainingRequest, parse_training_request
+from schemas.vocabulary import LAUNCH_MODES, LAUNCH_TERMS, describe
 
 PUBLISH_TIMEOUT_S = 30.0
 
@@ -83,9 +90,102 @@ def already_ran(request: TrainingRequest, run: RunRecord) -> str:
     )
 
 
+def read_requirements(path: str) -> list[str]:
+    """pip requirement lines of a requirements file (comments and blank lines left out)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise CommandError(f"cannot read --requirements {path}: {exc.strerror}") from exc
+    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    return [line for line in lines if line]
+
+
+def upload_code(path: str, kind: str) -> str:
+    """Copy a local file to gs://CODE_BUCKET/KIND/<sha256 prefix>/<name>; its URI."""
+    from functions.gcp.clients import storage_client
+    from functions.settings import get_settings
+
+    local = Path(path)
+    try:
+        data = local.read_bytes()
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
+    bucket = get_settings().code_bucket
+    name = f"{kind}/{hashlib.sha256(data).hexdigest()[:16]}/{local.name}"
+    with client_boundary(f"upload {path} to the code bucket gs://{bucket}/"):
+        storage_client().bucket(bucket).blob(name).upload_from_string(data)
+    return f"gs://{bucket}/{name}"
+
+
+def code_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The TrainingRequest for --script / --package / --image, with the code uploaded where it must be."""
+    if not args.data:
+        raise CommandError("--data gs://BUCKET/PREFIX/ is required with --script, --package or --image")
+    trainer: dict[str, Any] = {"args": list(args.arg), "launch": args.launch}
+    if args.script:
+        trainer["script"] = upload_code(args.script, "scripts")
+    elif args.package:
+        if not args.module:
+            raise CommandError("--package needs --module, the module to run (python -m MODULE)")
+        trainer |= {"package_uris": [upload_code(args.package, "packages")], "python_module": args.module}
+    else:
+        trainer["image_uri"] = args.image
+        if args.command:
+            trainer["command"] = list(args.command)
+    if args.requirements:
+        trainer["requirements"] = read_requirements(args.requirements)
+    if args.env:
+        trainer["env"] = dict(kv.split("=", 1) for kv in args.env)
+    request: dict[str, Any] = {
+        "idempotency_key": args.key or f"submit:{time.time_ns()}",
+        "dataset": {"uri": args.data},
+        "trainer": trainer,
+        "hyperparameters": {"batch_size": args.batch_size},
+    }
+    workload = {
+        k: v
+        for k, v in (
+            ("parameters", args.params),
+            ("memory_gib_per_gpu", args.memory_gib),
+            ("step_seconds", args.step_seconds),
+            ("samples_per_epoch", args.samples),
+        )
+        if v
+    }
+    if workload:
+        request["workload"] = workload
+    if args.preset:
+        request["model"] = {"preset": args.preset}
+    pins = {
+        k: v
+        for k, v in (
+            ("machine_type", args.machine_type),
+            ("accelerator_count", args.gpus),
+            ("replica_count", args.nodes),
+        )
+        if v
+    }
+    if pins:
+        request["constraints"] = pins
+    return request
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from landfall.commands.runs import read_run_document
 
+    forms = [f for f in ("script", "package", "image") if getattr(args, f)]
+    if bool(args.request) == bool(forms) or len(forms) > 1:
+        raise CommandError(
+            "give a REQUEST.json, or exactly one of --script FILE, --package DIST, --image URI (with --data)"
+        )
+    if forms:
+        data = json.dumps(code_request(args)).encode()
+        try:
+            request = parse_training_request(data)
+        except SchemaError as exc:
+            raise CommandError(f"the request would be refused: {exc}") from exc
+        message_id = publish(data)
+        return _report(args, request, message_id, forms[0])
     request = load_request(args.request)
     existing = read_run_document(request.run_id)
     if existing is not None:
@@ -113,6 +213,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
             print(already_ran(request, run))
         return 0
     message_id = publish(Path(args.request).read_bytes())
+    return _report(args, request, message_id, args.request)
+
+
+def _report(args: argparse.Namespace, request: TrainingRequest, message_id: str, what: str) -> int:
     result: dict[str, Any] = {
         "run_id": request.run_id,
         "idempotency_key": request.idempotency_key,
@@ -124,7 +228,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         print(
-            f"published {args.request} (message {message_id}); its run will be {request.run_id}: "
+            f"published {what} (message {message_id}); its run will be {request.run_id}: "
             f"`landfall watch {request.run_id}` follows it"
         )
     return 0
@@ -133,14 +237,36 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "submit",
-        help="check a TrainingRequest JSON file, publish it, print its run id",
+        help="publish a TrainingRequest (a JSON file, or your own --script/--package/--image), print its run id",
         description="Checks REQUEST.json here (the bad field is named), publishes it on the requests "
         "topic, and prints the id of the run it will start. Only dataset.uri, task and "
         "model.preset are required. A request whose run already exists (the same content, or the same "
         "idempotency_key) is not published again: the command names the run, its state and how to run "
         "it again on purpose.",
     )
-    p.add_argument("request", metavar="REQUEST.json", help="a TrainingRequest as JSON")
+    p.add_argument("request", metavar="REQUEST.json", nargs="?", help="a TrainingRequest as JSON")
+    code = p.add_argument_group("your own training code (instead of REQUEST.json; docs/trainer-contract.md)")
+    code.add_argument("--script", metavar="FILE", help="a Python file: uploaded to the code bucket and run")
+    code.add_argument("--package", metavar="DIST", help="an sdist or wheel: uploaded and installed, then --module runs")
+    code.add_argument("--module", metavar="MODULE", help="with --package: the module to run (python -m MODULE)")
+    code.add_argument("--image", metavar="URI", help="a container image from an allowed registry prefix")
+    code.add_argument("--command", nargs="+", metavar="WORD", help="with --image: the command replacing ENTRYPOINT")
+    code.add_argument("--data", metavar="gs://BUCKET/PREFIX/", help="the dataset the code trains on")
+    code.add_argument("--requirements", metavar="FILE", help="a requirements.txt installed before the code runs")
+    code.add_argument("--arg", action="append", default=[], metavar="A", help="an argument for the code (repeat)")
+    code.add_argument("--env", action="append", default=[], metavar="K=V", help="an environment variable (repeat)")
+    code.add_argument("--launch", choices=LAUNCH_MODES, default=LAUNCH_MODES[0], help=describe(LAUNCH_TERMS))
+    code.add_argument("--key", help="idempotency key (default: a new one per submit, so each submit is a new run)")
+    code.add_argument("--batch-size", type=int, default=64, help="global batch size the plan splits (default 64)")
+    size = p.add_argument_group("how big the work is (one of these, for the planner)")
+    size.add_argument("--preset", help="a model preset whose shape the code has, e.g. gpt-124m")
+    size.add_argument("--params", type=int, help="the model's parameter count")
+    size.add_argument("--samples", type=int, help="samples per epoch, when the dataset's size does not say it")
+    size.add_argument("--memory-gib", type=float, help="measured GiB per GPU (with --step-seconds)")
+    size.add_argument("--step-seconds", type=float, help="measured seconds per step of the global batch on one GPU")
+    size.add_argument("--machine-type", help="pin the machine type (with --gpus and --nodes)")
+    size.add_argument("--gpus", type=int, help="pin GPUs per machine")
+    size.add_argument("--nodes", type=int, help="pin the number of machines")
     p.add_argument(
         "--json",
         action="store_true",

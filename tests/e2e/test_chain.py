@@ -128,7 +128,7 @@ def test_dropped_dataset_ends_as_succeeded_run_with_metrics(
             assert pool.container_spec.image_uri == expected
             assert not pool.container_spec.command, "the image's ENTRYPOINT runs, as in a real container"
             assert not pool.python_package_spec.python_module
-    assert trainer_entrypoint() == ("python", "-m", "trainer.task")
+    assert trainer_entrypoint() == ("python", "-m", "trainer.launcher")
 
     # The same marker notification again (a redelivery) makes no second run or job.
     from google.cloud import pubsub_v1

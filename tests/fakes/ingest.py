@@ -72,6 +72,9 @@ class FakeObjects:
     def stat(self, bucket: str, name: str) -> ObjectInfo | None:
         return self.objects.get(name)
 
+    def write(self, bucket: str, name: str, data: bytes, content_type: str) -> None:
+        self.put(name, data)
+
     def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
         info = self.objects.get(name)
         if info is None or info.generation != generation:

@@ -23,6 +23,7 @@ ENV = {
     "GOOGLE_CLOUD_PROJECT": PROJECT,
     "LANDFALL_LANDING_BUCKET": f"{PROJECT}-landfall-landing",
     "LANDFALL_TRAINER_IMAGE": f"us-central1-docker.pkg.dev/{PROJECT}/landfall/trainer:3f2a9c1e0b7d4e6f",
+    "LANDFALL_CODE_BUCKET": f"{PROJECT}-landfall-code",
     "LANDFALL_TRAINING_SERVICE_ACCOUNT": f"landfall-training@{PROJECT}.iam.gserviceaccount.com",
     "LANDFALL_ARTIFACT_BUCKETS": (
         f"us-central1={PROJECT}-landfall-artifacts-us-central1,europe-west4={PROJECT}-landfall-artifacts-europe-west4"
@@ -38,6 +39,9 @@ CASES = (
     "spot",
     "flex_start",
     "pinned_a3_highgpu_2g",
+    "own_script_two_nodes",
+    "own_package",
+    "own_image",
 )
 
 

@@ -78,7 +78,7 @@ def test_the_gcloud_config_yaml_reads_back_as_a_custom_job_spec_refusing_unknown
         json_format.ParseDict(spec, CustomJobSpec.pb()(), ignore_unknown_fields=False)
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [c for c in CASES if not c.startswith("own_")])
 def test_the_trainer_takes_the_arguments_and_splits_the_global_batch_exactly(case: str) -> None:
     body = golden(case)
     request = parse_training_request(request_path(case).read_text())
@@ -157,3 +157,56 @@ def test_a_pinned_a3_highgpu_2g_keeps_its_shape_and_accumulates() -> None:
         "acceleratorCount": 2,
     }
     assert {"--batch-size=64", "--micro-batch-size=16", "--gradient-accumulation-steps=2"} <= set(args_of(body))
+
+
+def env_of(pool: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in pool["containerSpec"].get("env", [])}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_form_carries_the_contract_s_plan_variables(case: str) -> None:
+    body = golden(case)
+    request = parse_training_request(request_path(case).read_text())
+    training = [p for p in pools(body) if p and "reductionserver" not in p["containerSpec"]["imageUri"]]
+    processes = sum(p["replicaCount"] * (p["machineSpec"].get("acceleratorCount") or 1) for p in training)
+    for pool in training:
+        env = env_of(pool)
+        assert env["LANDFALL_DATA_URI"] == request.dataset.uri and env["LANDFALL_RUN_ID"] == request.run_id
+        micro, accumulation = int(env["LANDFALL_MICRO_BATCH_SIZE"]), int(env["LANDFALL_GRADIENT_ACCUMULATION_STEPS"])
+        assert micro * accumulation * processes == int(env["LANDFALL_GLOBAL_BATCH_SIZE"])
+        assert {"LANDFALL_STRATEGY", "LANDFALL_PRECISION"} <= set(env)
+
+
+def test_a_script_runs_under_the_trainer_image_through_the_launcher_with_its_requirements() -> None:
+    body = golden("own_script_two_nodes")
+    primary, workers = pools(body)[:2]
+    assert primary["containerSpec"] == workers["containerSpec"] and workers["replicaCount"] == 1
+    spec = primary["containerSpec"]
+    assert spec["imageUri"] == ENV["LANDFALL_TRAINER_IMAGE"] and "command" not in spec  # the image's launcher
+    assert spec["args"] == ["--lr", "3e-4"]
+    env = env_of(primary)
+    assert env["LANDFALL_TRAINER_FORM"] == "script" and env["LANDFALL_LAUNCH"] == "per-gpu"
+    assert env["LANDFALL_TRAINER_SCRIPT"] == "gs://acme-ml-landfall-code/teams/nlp/train.py"
+    assert json.loads(env["LANDFALL_TRAINER_REQUIREMENTS"]) == ["sentencepiece==0.2.0"]
+    assert env["WANDB_MODE"] == "offline"
+
+
+def test_a_package_names_its_wheels_and_module_and_launches_per_node() -> None:
+    env = env_of(pools(golden("own_package"))[0])
+    assert env["LANDFALL_TRAINER_FORM"] == "package" and env["LANDFALL_LAUNCH"] == "per-node"
+    assert env["LANDFALL_TRAINER_MODULE"] == "nlp_trainer.task"
+    assert json.loads(env["LANDFALL_TRAINER_PACKAGES"]) == [
+        "gs://acme-ml-landfall-code/teams/nlp/trainer-0.3.0-py3-none-any.whl"
+    ]
+
+
+def test_an_image_runs_as_given_with_the_contract_paths_on_the_fuse_mount() -> None:
+    (pool,) = pools(golden("own_image"))
+    spec = pool["containerSpec"]
+    assert spec["imageUri"] == "us-central1-docker.pkg.dev/acme-ml/landfall/team-nlp:2.1"
+    assert (spec["command"], spec["args"]) == (["python", "-m", "team.train"], ["--epochs", "2"])
+    env = env_of(pool)
+    assert env["LANDFALL_DATA_DIR"] == "/gcs/acme-ml-landfall-landing/datasets/web-small/"
+    assert env["LANDFALL_MODEL_DIR"].startswith("/gcs/acme-ml-landfall-artifacts-us-central1/runs/")
+    assert env["LANDFALL_METRICS_FILE"] == env["LANDFALL_MODEL_DIR"] + "metrics.jsonl"
+    assert "LANDFALL_TRAINER_FORM" not in env

@@ -115,7 +115,7 @@ def test_the_base_image_is_the_official_pytorch_image_of_the_tested_torch() -> N
 
 
 def test_the_emulator_runs_the_dockerfile_entrypoint_for_the_trainer_image() -> None:
-    assert trainer_entrypoint() == ("python", "-m", "trainer.task")
+    assert trainer_entrypoint() == ("python", "-m", "trainer.launcher")
     for uri in (
         "us-central1-docker.pkg.dev/landfall-local/landfall/trainer:local",
         "europe-west4-docker.pkg.dev/other-project/landfall/trainer:0123abcd",

@@ -19,7 +19,7 @@ def test_bad_data_leaves_a_data_error_record_with_the_trainers_message(tmp_path:
     assert run.returncode == 3
     record = parse_trainer_failure((tmp_path / "model" / FAILURE_FILE).read_text())
     assert (record.kind, record.exit_code) == ("DataError", 3)
-    assert record.message == run.records()[-1]["message"] and f"{data / 'part-001.csv'} line 3" in record.message
+    assert record.message == run.trainer_error()["message"] and f"{data / 'part-001.csv'} line 3" in record.message
 
 
 def test_with_two_processes_the_failing_ranks_reason_is_recorded(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ def test_bad_data_fails_fast_with_file_and_line_and_exit_code_3(tmp_path: Path) 
     (data / "part-001.csv").write_text("a,b,c,label\n1,2,3,0\n4,5,6\n")
     run = run_trainer(trainer_args(str(data)), trainer_env(AIP_MODEL_DIR=str(tmp_path / "model")))
     assert run.returncode == 3
-    error = run.records()[-1]
+    error = run.trainer_error()
     assert error["severity"] == "ERROR" and error["error"] == "DataError"
     assert f"{data / 'part-001.csv'} line 3" in error["message"] and "ragged" in error["message"]
     assert [p.name for p in (tmp_path / "model").iterdir()] == ["failure.json"]  # no model, only the reason
@@ -23,9 +23,9 @@ def test_bad_data_fails_fast_with_file_and_line_and_exit_code_3(tmp_path: Path) 
 def test_missing_model_dir_and_wrong_preset_family_are_config_errors(tmp_path: Path) -> None:
     data = datagen.write_csv_shards(tmp_path / "data", shards=1, rows_per_shard=50)
     run = run_trainer(trainer_args(str(data)), trainer_env())
-    assert run.returncode == 2 and "AIP_MODEL_DIR is not set" in run.records()[-1]["message"]
+    assert run.returncode == 2 and "AIP_MODEL_DIR is not set" in run.trainer_error()["message"]
     run = run_trainer(trainer_args(str(data), model="gpt-tiny"), trainer_env(AIP_MODEL_DIR=str(tmp_path / "m")))
-    assert run.returncode == 2 and "needs an mlp-* one" in run.records()[-1]["message"]
+    assert run.returncode == 2 and "needs an mlp-* one" in run.trainer_error()["message"]
 
 
 def test_one_failing_process_fails_the_node(tmp_path: Path) -> None:

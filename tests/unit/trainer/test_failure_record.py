@@ -96,7 +96,8 @@ def test_a_process_killed_by_a_signal_is_recorded_by_the_launcher(tmp_path: Path
     child = SimpleNamespace(pid=4242, returncode=-signal.SIGKILL)
     launcher._record_killed(child, {"AIP_MODEL_DIR": str(tmp_path)})  # type: ignore[arg-type]
     record = stored(tmp_path)
-    assert (record.kind, record.exit_code) == ("Killed", 137)
+    # SIGKILL is what the kernel's OOM killer sends: out-of-memory (trainer contract), not a crash.
+    assert (record.kind, record.exit_code) == ("OutOfMemory", 137)
     assert record.message.startswith(
-        "a training process (pid 4242) was killed by SIGKILL: most often the host ran out of memory"
+        "a training process (pid 4242) was killed by SIGKILL: most often the kernel's OOM killer"
     )

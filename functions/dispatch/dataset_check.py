@@ -1,0 +1,96 @@
+"""Refuse before paying: what the dispatcher checks in the dataset itself before any CreateCustomJob.
+
+- A dataset with no data objects (control files such as _SUCCESS and names starting with _ or . do not count) is
+  REJECTED: a job on an empty prefix would start machines only to fail.
+- For the built-in trainer's tabular tasks, the first CSV shard's header must hold model.label_column; if not, the
+  request is REJECTED naming the columns it has (Parquet and JSON lines shards are checked by the trainer).
+
+Also, for a team's container (which runs without Landfall's launcher), the dataset version's listing is written to
+the run's folder (job_spec.DATA_FILES_NAME) so its LANDFALL_DATA_FILES exists when the job starts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from functions.dispatch.job_spec import DATA_FILES_NAME
+from functions.gcp.gcs_objects import ObjectInfo
+from functions.settings import Settings
+from schemas.dataset_layout import is_data_object
+from schemas.training_request import TrainingRequest
+
+HEADER_BYTES = 64 * 1024
+"""Bytes of the first CSV shard read for its header."""
+
+
+class DatasetObjects(Protocol):
+    """What the check needs of Cloud Storage (functions/gcp/gcs_objects.GcsObjects)."""
+
+    def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]: ...
+    def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None: ...
+    def write(self, bucket: str, name: str, data: bytes, content_type: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: str
+    """empty-dataset | missing-label-column."""
+    reason: str
+
+
+def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: Settings) -> Refusal | None:
+    """The reason the dataset cannot train this request, or None. Writes the listing for a container's run."""
+    bucket, prefix = request.dataset.bucket, request.dataset.prefix
+    tabular = request.trainer.builtin and request.task.startswith("tabular")
+    data: list[ObjectInfo] = []
+    for o in objects.list(bucket, prefix):  # in name order, as Cloud Storage lists
+        if is_data_object(o.name[len(prefix) :]):
+            data.append(o)
+            # Enough: one data object (and, for a tabular table, its first CSV shard), unless a container needs the
+            # whole listing.
+            if not request.trainer.image_uri and (not tabular or o.name.lower().endswith(".csv")):
+                break
+    if not data:
+        return Refusal(
+            "empty-dataset",
+            f"dataset.uri: {request.dataset.uri} holds no data objects (control files such as _SUCCESS and names "
+            "starting with _ or . do not count); upload the data, then the marker",
+        )
+    if tabular:
+        refusal = _label_refusal(request, objects, sorted(data, key=lambda o: o.name))
+        if refusal is not None:
+            return refusal
+    if request.trainer.image_uri:
+        listing = "".join(
+            json.dumps({"name": o.name[len(prefix) :], "generation": o.generation, "size": o.size}, sort_keys=True)
+            + "\n"
+            for o in data
+        )
+        name = f"{settings.runs_prefix}{request.run_id}/{DATA_FILES_NAME}"
+        objects.write(settings.output_bucket, name, listing.encode(), "application/x-ndjson")
+    return None
+
+
+def _label_refusal(request: TrainingRequest, objects: DatasetObjects, data: list[ObjectInfo]) -> Refusal | None:
+    first = next((o for o in data if o.name.lower().endswith(".csv")), None)
+    if first is None:
+        return None
+    raw = objects.read(request.dataset.bucket, first.name, first.generation, HEADER_BYTES) if first.size else b""
+    if raw is None:
+        return None  # replaced since it was listed: the trainer reads what is there
+    line = raw.decode("utf-8", errors="replace").splitlines()[0] if raw.strip() else ""
+    columns = [c.strip() for c in next(csv.reader(io.StringIO(line)), [])]
+    label = request.model.label_column
+    if label in columns:
+        return None
+    return Refusal(
+        "missing-label-column",
+        f"model.label_column: {label!r} is not a column of gs://{request.dataset.bucket}/{first.name}; its columns "
+        f"are {', '.join(repr(c) for c in columns) or 'none (empty header)'}: set model.label_column (landfall.json "
+        "where the route allows it) or rename the column",
+    )

@@ -1,0 +1,208 @@
+"""A TrainingRequest's `trainer` and `workload` objects: the team's own training code, and how big its work is.
+
+`trainer` absent (or {}) means Landfall's built-in trainer (trainer/). Otherwise exactly one form:
+
+- script:  `script` (gs:// URI of one Python file, Vertex's `script_path`) with optional `requirements`;
+- package: `package_uris` (gs:// sdists or wheels) with `python_module` (Vertex's pythonPackageSpec), optional
+  `requirements`;
+- image:   `image_uri` with optional `command` (Vertex's containerSpec).
+
+`args` and `env` go to every form; `launch` (vocabulary.LAUNCH_MODES) says whether Landfall starts one process per
+GPU (torchrun style) or one per node. docs/trainer-contract.md is what the code gets when it runs.
+
+`workload` tells the planner the size of code Landfall did not write (functions/planning/inputs.py reads it).
+Structural checks only: which buckets and images are allowed is the dispatcher's (functions/dispatch/request_rules.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from schemas.errors import SchemaError
+from schemas.fields import Reader
+from schemas.vocabulary import LAUNCH_MODES
+
+CONTRACT_ENV_PREFIXES = ("LANDFALL_", "AIP_", "CLOUD_ML_")
+"""trainer.env may not set variables the contract sets (docs/trainer-contract.md)."""
+CONTRACT_ENV_NAMES = frozenset(
+    {
+        "CLUSTER_SPEC",
+        "TF_CONFIG",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+    }
+)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MAX_ENV = 64
+"""Vertex takes at most 100 env entries per pool; the contract uses the rest."""
+
+
+@dataclass(frozen=True)
+class TrainerSpec:
+    """The team's training code; every field empty = Landfall's built-in trainer."""
+
+    script: str = ""
+    """gs://CODE_BUCKET/.../train.py: one Python file, run as `python train.py ARGS` (Vertex's script_path)."""
+    requirements: tuple[str, ...] = ()
+    """pip requirement strings installed before the script or package runs (e.g. "pandas==2.2.3")."""
+    package_uris: tuple[str, ...] = ()
+    """gs://CODE_BUCKET/... sdists or wheels installed before python_module runs (Vertex's pythonPackageSpec)."""
+    python_module: str = ""
+    """The module run as `python -m MODULE ARGS` once package_uris are installed."""
+    image_uri: str = ""
+    """The team's container image (Vertex's containerSpec.imageUri), from LANDFALL_ALLOWED_IMAGE_PREFIXES."""
+    command: tuple[str, ...] = ()
+    """Image form: the command replacing the image's ENTRYPOINT; empty = the image's own."""
+    args: tuple[str, ...] = ()
+    """Arguments given to the script, module or image command."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables for every process (not the contract's own names)."""
+    launch: str = ""
+    """per-gpu (default for an own trainer) or per-node (vocabulary.LAUNCH_MODES); "" for the built-in trainer."""
+
+    @property
+    def form(self) -> str:
+        """One of vocabulary.TRAINER_FORMS."""
+        if self.script:
+            return "script"
+        if self.package_uris:
+            return "package"
+        if self.image_uri:
+            return "image"
+        return "built-in"
+
+    @property
+    def builtin(self) -> bool:
+        return self.form == "built-in"
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """The size of the work, for code the planner cannot read (all zero = not given)."""
+
+    parameters: int = 0
+    """Trainable parameters of the model."""
+    layers: int = 0
+    """Transformer blocks (with hidden_size and seq_len the planner sizes it as a transformer; else 6 x parameters
+    FLOPs per sample, like an MLP)."""
+    hidden_size: int = 0
+    """Width of the model (d_model)."""
+    seq_len: int = 0
+    """Tokens per sample (sequence length)."""
+    samples_per_epoch: int = 0
+    """Samples one epoch reads, when the dataset's size does not say it."""
+    tokens_per_epoch: int = 0
+    """Tokens one epoch reads (sequence models), when the dataset's size does not say it."""
+    memory_gib_per_gpu: float = 0.0
+    """Measured: GiB of accelerator memory one process needs at the planned micro-batch (overrides the model)."""
+    step_seconds: float = 0.0
+    """Measured: seconds per optimizer step of the global batch on one GPU of the pinned or cheapest kind (overrides
+    the time model)."""
+
+    @property
+    def given(self) -> bool:
+        return self != WorkloadSpec()
+
+    @property
+    def measured(self) -> bool:
+        return self.memory_gib_per_gpu > 0 and self.step_seconds > 0
+
+
+def parse_trainer(r: Reader | None) -> TrainerSpec:
+    """Read `trainer` (None or {} = built-in); SchemaError names the field and the forms it may take."""
+    if r is None or not r.data:
+        return TrainerSpec()
+    spec = TrainerSpec(
+        script=r.string("script", "", max_len=1100),
+        requirements=r.strings("requirements", ()),
+        package_uris=r.strings("package_uris", ()),
+        python_module=r.string("python_module", "", max_len=256),
+        image_uri=r.string("image_uri", "", max_len=1024),
+        command=r.strings("command", ()),
+        args=r.strings("args", ()),
+        env=r.string_map("env", {}),
+        launch=r.string("launch", "", choices=("", *LAUNCH_MODES)),
+    )
+    if spec == TrainerSpec():  # the canonical form of a built-in request: every field empty
+        return spec
+    forms = [
+        name
+        for name, given in (
+            ("trainer.script", bool(spec.script)),
+            ("trainer.package_uris + trainer.python_module", bool(spec.package_uris or spec.python_module)),
+            ("trainer.image_uri", bool(spec.image_uri)),
+        )
+        if given
+    ]
+    if len(forms) != 1:
+        found = " and ".join(forms) if forms else "none of them"
+        raise SchemaError(
+            "give exactly one of trainer.script (a gs:// Python file), trainer.package_uris with "
+            f"trainer.python_module (gs:// sdists or wheels and the module to run), or trainer.image_uri (a "
+            f"container); found {found}. Leave `trainer` out for Landfall's built-in trainer",
+            field="trainer",
+        )
+    if not spec.launch:
+        spec = replace(spec, launch=LAUNCH_MODES[0])
+    if spec.package_uris and not spec.python_module:
+        raise SchemaError(
+            "is required with trainer.package_uris: the module to run, e.g. 'trainer.task'",
+            field="trainer.python_module",
+        )
+    if spec.python_module and not spec.package_uris:
+        raise SchemaError(
+            "is required with trainer.python_module: gs:// URIs of the sdists or wheels to install",
+            field="trainer.package_uris",
+        )
+    if spec.python_module and not _MODULE.match(spec.python_module):
+        raise SchemaError(f"{spec.python_module!r} is not a dotted Python module name", field="trainer.python_module")
+    for name, uris in (
+        ("trainer.script", (spec.script,) if spec.script else ()),
+        ("trainer.package_uris", spec.package_uris),
+    ):
+        for uri in uris:
+            if not uri.startswith("gs://") or "/" not in uri.removeprefix("gs://").strip("/"):
+                raise SchemaError(f"{uri!r} is not a gs://BUCKET/PATH object URI", field=name)
+    if spec.script and not spec.script.endswith(".py"):
+        raise SchemaError(f"{spec.script!r} must name a Python file (.py)", field="trainer.script")
+    if spec.requirements and spec.image_uri:
+        raise SchemaError(
+            "applies to a script or package; a container image holds its own dependencies", field="trainer.requirements"
+        )
+    if spec.command and not spec.image_uri:
+        raise SchemaError(
+            "applies to trainer.image_uri only; a script or module runs with trainer.args", field="trainer.command"
+        )
+    if len(spec.env) > MAX_ENV:
+        raise SchemaError(f"has {len(spec.env)} entries; at most {MAX_ENV}", field="trainer.env")
+    for key in spec.env:
+        if not _ENV_NAME.match(key):
+            raise SchemaError(f"{key!r} is not an environment variable name", field="trainer.env")
+        if key in CONTRACT_ENV_NAMES or key.startswith(CONTRACT_ENV_PREFIXES):
+            raise SchemaError(
+                f"{key!r} is set by Landfall's trainer contract (docs/trainer-contract.md); choose another name",
+                field="trainer.env",
+            )
+    return spec
+
+
+def parse_workload(r: Reader | None) -> WorkloadSpec:
+    if r is None:
+        return WorkloadSpec()
+    return WorkloadSpec(
+        parameters=r.integer("parameters", 0, minimum=0),
+        layers=r.integer("layers", 0, minimum=0),
+        hidden_size=r.integer("hidden_size", 0, minimum=0),
+        seq_len=r.integer("seq_len", 0, minimum=0),
+        samples_per_epoch=r.integer("samples_per_epoch", 0, minimum=0),
+        tokens_per_epoch=r.integer("tokens_per_epoch", 0, minimum=0),
+        memory_gib_per_gpu=r.number("memory_gib_per_gpu", 0.0, minimum=0.0),
+        step_seconds=r.number("step_seconds", 0.0, minimum=0.0),
+    )

@@ -1,0 +1,88 @@
+"""Bring your own training code through the whole local stack (issue 22): a torchrun-style script that knows
+nothing of Landfall, dropped with `landfall submit --script`, runs on 2 nodes x 2 processes and ends SUCCEEDED with
+its metrics on the run and its model in the run's model folder; a running script is cancelled."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.local import stack
+from landfall.cli import build_parser
+from schemas.run_record import RunState
+from tests.polling import wait_for
+
+from .test_chain import terminal_run
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PREFIX = "byoc/lines/"  # under no route: only the submitted request trains on it
+
+
+def submit(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    args: argparse.Namespace = build_parser().parse_args(["submit", *argv, "--json"])
+    assert args.func(args) == 0
+    return str(json.loads(capsys.readouterr().out)["run_id"])
+
+
+def test_a_submitted_script_trains_on_two_nodes_of_two_processes_and_a_running_one_is_cancelled(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = "".join(f"{i},{i % 7},{2 * i - 3}\n" for i in range(80))
+    landing_bucket.blob(PREFIX + "part-0.csv").upload_from_string("a,b,y\n" + rows, content_type="text/csv")
+    data = f"gs://{landing_bucket.name}/{PREFIX}"
+    pins = ("--params", "10", "--machine-type", "g2-standard-24", "--gpus", "2", "--nodes", "2", "--batch-size", "8")
+    run_id = submit(capsys, "--script", str(EXAMPLES / "ddp_script" / "train.py"), "--data", data, *pins,
+                    "--arg=--epochs", "--arg=3")  # fmt: skip
+    doc = terminal_run(firestore_runs, run_id, timeout_s=420)
+    assert doc["state"] == "SUCCEEDED", doc.get("error")
+    assert doc["request"]["trainer"]["script"].startswith(f"gs://{local_stack.env['LANDFALL_CODE_BUCKET']}/scripts/")
+    metrics = doc["metrics"]
+    assert (metrics["trainer"], metrics["world_size"], metrics["final"]["world_size"], metrics["steps"]) == (
+        "script",
+        4,
+        4,
+        3,
+    )
+    assert [p["step"] for p in metrics["loss_curve"]] == [1, 2, 3]
+    model = doc["artifacts"]["model_dir"].removeprefix(f"gs://{landing_bucket.name}/") + "model.pt"
+    assert landing_bucket.blob(model).exists()
+
+    running = submit(capsys, "--script", str(EXAMPLES / "failing" / "sleeps.py"), "--data", data, "--params", "10")
+
+    def state() -> str | None:
+        snap = firestore_runs.document(running).get()
+        return snap.to_dict()["state"] if snap.exists and snap.to_dict()["state"] == "RUNNING" else None
+
+    wait_for(state, 240, f"run {running} to be RUNNING")
+    args = build_parser().parse_args(["cancel", running])
+    assert args.func(args) == 0
+    ended = terminal_run(firestore_runs, running, timeout_s=120)
+    assert ended["state"] == RunState.CANCELLED.value, ended.get("error")
+
+
+def test_failing_scripts_end_failed_with_their_reason_and_line_on_the_run(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    landing_bucket.blob("byoc/failing/part-0.csv").upload_from_string("a,y\n1,2\n", content_type="text/csv")
+    data = f"gs://{landing_bucket.name}/byoc/failing/"
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("landfall-no-such-package-anywhere==9.9.9\n")
+    failing = EXAMPLES / "failing"
+    cases = {
+        "out-of-memory": (failing / "exhaust_memory.py", (), "CUDA out of memory"),
+        "user-code": (failing / "exit_one.py", (), "loss went to nan"),
+        "bad-config": (failing / "exit_one.py", ("--requirements", str(requirements)), "landfall-no-such-package"),
+    }
+    runs = {
+        reason: submit(capsys, "--script", str(script), "--data", data, "--params", "10", *extra)
+        for reason, (script, extra, _) in cases.items()
+    }
+    for reason, run_id in runs.items():
+        doc = terminal_run(firestore_runs, run_id, timeout_s=300)
+        assert doc["state"] == "FAILED", doc
+        assert doc["error"]["reason"] == reason and cases[reason][2] in doc["error"]["message"], doc["error"]

@@ -1,0 +1,102 @@
+"""The trainer image's launcher running a team's own script on this machine, as a Vertex replica would: fetched,
+installed, given the contract's variables, run torchrun style, its metrics and model kept, its failures classified."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from schemas.trainer_failure import parse_trainer_failure
+from schemas.vocabulary import REASON_FOR_TRAINER_KIND
+from tests.trainer_runner import REPO, trainer_env
+
+EXAMPLES = REPO / "examples"
+
+
+def dataset(root: Path) -> Path:
+    data = root / "data"
+    data.mkdir()
+    (data / "part-0.csv").write_text("a,b,y\n" + "".join(f"{i},{i % 3},{2 * i + 1}\n" for i in range(40)))
+    (data / "_SUCCESS").write_text("")
+    return data
+
+
+def launch(tmp_path: Path, script: Path, *args: str, nproc: int = 1, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = trainer_env(
+        LANDFALL_TRAINER_FORM="script",
+        LANDFALL_TRAINER_SCRIPT=str(script),
+        LANDFALL_DATA_URI=str(dataset(tmp_path)) + "/",
+        AIP_MODEL_DIR=str(tmp_path / "out" / "model") + "/",
+        LANDFALL_NPROC_PER_NODE=str(nproc),
+        LANDFALL_CODE_ENV_CACHE=str(tmp_path / "envs"),
+        LANDFALL_WORK_DIR=str(tmp_path),
+        **extra,
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "trainer.launcher", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def reason(tmp_path: Path) -> tuple[str, str]:
+    failure = parse_trainer_failure((tmp_path / "out" / "model" / "failure.json").read_text())
+    return REASON_FOR_TRAINER_KIND.get(failure.kind, "user-code"), failure.message
+
+
+def test_a_torchrun_script_trains_on_two_processes_and_leaves_model_and_metrics(tmp_path: Path) -> None:
+    done = launch(tmp_path, EXAMPLES / "ddp_script" / "train.py", "--epochs", "4", nproc=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    model = tmp_path / "out" / "model"
+    assert (model / "model.pt").stat().st_size > 0
+    metrics = json.loads((model / "metrics.json").read_text())
+    assert metrics["trainer"] == "script" and metrics["world_size"] == 2 and metrics["steps"] == 4
+    assert [p["step"] for p in metrics["loss_curve"]] == [1, 2, 3, 4]
+    assert metrics["final"]["world_size"] == 2 and metrics["final"]["loss"] == metrics["loss_curve"][-1]["loss"]
+    listing = [
+        json.loads(line)
+        for line in (tmp_path / next(tmp_path.glob("landfall-node-*")).name / "data-files.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    assert [(o["name"], o["size"]) for o in listing] == [
+        ("part-0.csv", (tmp_path / "data" / "part-0.csv").stat().st_size)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("script", "expected", "line"),
+    [
+        ("exhaust_memory.py", "out-of-memory", "CUDA out of memory"),
+        ("exit_one.py", "user-code", "loss went to nan"),
+        ("missing_module.py", "bad-config", "No module named 'landfall_example_package_that_does_not_exist'"),
+    ],
+)
+def test_a_failing_script_ends_with_its_classified_reason_and_the_line_a_user_needs(
+    tmp_path: Path, script: str, expected: str, line: str
+) -> None:
+    done = launch(tmp_path, EXAMPLES / "failing" / script)
+    assert done.returncode != 0
+    got, message = reason(tmp_path)
+    assert got == expected and line in message, message
+    assert line in done.stderr  # passed through to the replica's log as well
+
+
+def test_a_requirement_that_cannot_be_installed_is_bad_config_naming_it(tmp_path: Path) -> None:
+    done = launch(
+        tmp_path,
+        EXAMPLES / "failing" / "exit_one.py",
+        LANDFALL_TRAINER_REQUIREMENTS=json.dumps(["landfall-no-such-package-anywhere==9.9.9"]),
+        UV_OFFLINE="1",
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    got, message = reason(tmp_path)
+    assert got == "bad-config" and "landfall-no-such-package-anywhere" in message, message

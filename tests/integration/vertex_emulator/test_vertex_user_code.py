@@ -1,0 +1,122 @@
+"""A team's own code run by the Vertex emulator as Vertex would (issue 22): the CustomJob the dispatcher builds for a
+script (2 nodes x 2 processes), a package and a mapped container image, with the code fetched from the code bucket on
+fake-gcs-server, the dataset read through the contract's local folder, and the model and metrics left in the run's
+model folder; and a failing script's classified reason."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.cloud.aiplatform_v1 import CustomJob, JobState
+
+from functions.dispatch.job_spec import artifacts, custom_job
+from functions.planning import plan_input_from_request, plan_request
+from functions.records.failure_reasons import classify
+from functions.settings import Settings, settings_from_env
+from schemas.trainer_failure import parse_trainer_failure
+from schemas.training_request import TrainingRequest, parse_training_request
+
+from .harness import PARENT, PROJECT, REPO_ROOT, EmulatorProcess
+
+EXAMPLES = REPO_ROOT / "examples"
+IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/ddp-example:1"
+
+
+@pytest.fixture()
+def world(gcs_emulator: Any, start_emulator: Callable[..., EmulatorProcess]) -> Iterator[dict[str, Any]]:
+    """Buckets for data and code on fake-gcs-server, a dataset in one, and an emulator that maps the example image."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project=PROJECT, credentials=AnonymousCredentials())
+    suffix = uuid.uuid4().hex[:8]
+    data, code = client.create_bucket(f"landing-{suffix}"), client.create_bucket(f"code-{suffix}")
+    rows = "".join(f"{i},{i % 5},{3 * i + 1}\n" for i in range(60))
+    data.blob("datasets/lines/part-0.csv").upload_from_string("a,b,y\n" + rows)
+    data.blob("datasets/lines/_SUCCESS").upload_from_string("")
+    settings = settings_from_env(
+        {"GOOGLE_CLOUD_PROJECT": PROJECT, "LANDFALL_LANDING_BUCKET": data.name, "LANDFALL_CODE_BUCKET": code.name}
+    )
+    vertex = start_emulator("--images", str(EXAMPLES / "container" / "images.json"))
+    yield {"data": data, "code": code, "settings": settings, "vertex": vertex}
+
+
+def run_job(world: dict[str, Any], trainer: dict[str, Any], **pins: int | str) -> tuple[Any, TrainingRequest]:
+    settings: Settings = world["settings"]
+    request = parse_training_request(
+        {
+            "idempotency_key": uuid.uuid4().hex,
+            "dataset": {"uri": f"gs://{settings.landing_bucket}/datasets/lines/"},
+            "trainer": trainer,
+            "workload": {"parameters": 3},
+            "hyperparameters": {"batch_size": 8},
+            "constraints": {"spot": "never", **pins},
+        }
+    )
+    outcome = plan_request(plan_input_from_request(request))
+    assert outcome.plan is not None, outcome.rejection
+    body = custom_job(request, outcome.plan, settings, request.run_id)
+    vertex: EmulatorProcess = world["vertex"]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=CustomJob(body))
+    return vertex.wait_terminal(job.name, timeout=300), request
+
+
+def upload(world: dict[str, Any], path: Path) -> str:
+    blob = world["code"].blob(f"team/{path.name}")
+    blob.upload_from_filename(str(path))
+    return f"gs://{world['code'].name}/{blob.name}"
+
+
+def model_folder(world: dict[str, Any], request: TrainingRequest) -> dict[str, bytes]:
+    model_dir = artifacts(world["settings"], request.run_id)["model_dir"]
+    prefix = model_dir.removeprefix(f"gs://{world['data'].name}/")
+    return {b.name[len(prefix) :]: b.download_as_bytes() for b in world["data"].list_blobs(prefix=prefix)}
+
+
+def assert_trained(world: dict[str, Any], job: Any, request: TrainingRequest, world_size: int, form: str) -> None:
+    assert job.state == JobState.JOB_STATE_SUCCEEDED, job.error.message
+    files = model_folder(world, request)
+    assert len(files["model.pt"]) > 0
+    metrics = json.loads(files["metrics.json"])
+    assert (metrics["trainer"], metrics["final"]["world_size"], metrics["steps"]) == (form, world_size, 3)
+    assert len(metrics["loss_curve"]) == 3
+
+
+def test_a_torchrun_script_runs_on_two_nodes_of_two_processes(world: dict[str, Any]) -> None:
+    trainer = {"script": upload(world, EXAMPLES / "ddp_script" / "train.py"), "args": ["--epochs", "3"]}
+    job, request = run_job(world, trainer, machine_type="g2-standard-24", accelerator_count=2, replica_count=2)
+    assert_trained(world, job, request, world_size=4, form="script")
+
+
+def test_an_installable_package_runs_its_module(world: dict[str, Any], tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
+        cwd=EXAMPLES / "ddp_package",
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("ddp_example-*.whl")
+    trainer = {"package_uris": [upload(world, wheel)], "python_module": "ddp_example.train", "args": ["--epochs", "3"]}
+    job, request = run_job(world, trainer, machine_type="g2-standard-24", accelerator_count=2, replica_count=1)
+    assert_trained(world, job, request, world_size=2, form="package")
+
+
+def test_a_mapped_container_image_runs_once_per_node_with_the_mount_stood_in_for(world: dict[str, Any]) -> None:
+    trainer = {"image_uri": IMAGE, "args": ["--epochs", "3"]}
+    job, request = run_job(world, trainer, machine_type="g2-standard-24", accelerator_count=2, replica_count=2)
+    assert_trained(world, job, request, world_size=2, form="image")
+
+
+def test_a_script_that_exits_1_fails_as_user_code_with_its_line(world: dict[str, Any]) -> None:
+    job, request = run_job(world, {"script": upload(world, EXAMPLES / "failing" / "exit_one.py")})
+    assert job.state == JobState.JOB_STATE_FAILED
+    failure = parse_trainer_failure(model_folder(world, request)["failure.json"].decode())
+    verdict = classify(failure.kind, job.error.message, job.error.code, exit_code=failure.exit_code)
+    assert verdict.reason == "user-code" and "loss went to nan" in failure.message

@@ -1,0 +1,89 @@
+"""Refuse before paying (issue 22): an empty dataset, and a tabular dataset without its label column, are REJECTED
+by the dispatcher before any plan or CreateCustomJob; a container's run gets the dataset's listing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from functions.dispatch.dataset_check import check_dataset
+from schemas.run_record import RunState
+from schemas.training_request import parse_training_request
+from tests.fakes.ingest import SETTINGS, FakeObjects
+from tests.fakes.world import World
+
+PREFIX = "datasets/churn/"
+
+
+def request(**changes: Any) -> Any:
+    data: dict[str, Any] = {
+        "idempotency_key": "k-1",
+        "dataset": {"uri": f"gs://landfall-landing/{PREFIX}"},
+        "task": "tabular-classification",
+        "model": {"preset": "mlp-small", "label_column": "churned"},
+        **changes,
+    }
+    return parse_training_request(data)
+
+
+def test_a_prefix_with_only_control_files_is_an_empty_dataset() -> None:
+    objects = FakeObjects()
+    objects.put(PREFIX + "_SUCCESS", b"")
+    objects.put(PREFIX + "_temporary/part-0.csv", b"a,churned\n1,0\n")
+    refusal = check_dataset(request(), objects, SETTINGS)
+    assert refusal is not None and refusal.code == "empty-dataset" and "holds no data objects" in refusal.reason
+
+
+def test_a_missing_label_column_is_refused_naming_the_columns() -> None:
+    objects = FakeObjects()
+    objects.put(PREFIX + "part-1.csv", b"tenure,plan,label\n1,a,0\n")
+    objects.put(PREFIX + "part-0.csv", b"tenure,plan,label\n3,b,1\n")
+    refusal = check_dataset(request(), objects, SETTINGS)
+    assert refusal is not None and refusal.code == "missing-label-column"
+    assert "'churned' is not a column of gs://landfall-landing/datasets/churn/part-0.csv" in refusal.reason
+    assert "'tenure', 'plan', 'label'" in refusal.reason
+    objects.put(PREFIX + "part-0.csv", b"tenure,plan,churned\n3,b,1\n")
+    assert check_dataset(request(), objects, SETTINGS) is None
+
+
+def test_own_code_is_not_held_to_a_label_column_and_a_container_gets_the_listing() -> None:
+    objects = FakeObjects()
+    info = objects.put(PREFIX + "part-0.csv", b"x,y\n1,2\n")
+    image = {"image_uri": SETTINGS.allowed_image_prefixes[0] + "team:1"}
+    own = request(trainer=image, workload={"parameters": 1000})
+    assert check_dataset(own, objects, SETTINGS) is None
+    listing = objects.content[f"runs/{own.run_id}/data-files.jsonl"].decode().splitlines()
+    assert [json.loads(line) for line in listing] == [
+        {"name": "part-0.csv", "generation": info.generation, "size": info.size}
+    ]
+
+
+def test_the_dispatcher_rejects_an_empty_dataset_without_planning_or_a_job() -> None:
+    world = World()
+    objects = FakeObjects()
+    world.dispatch_deps = replace(world.dispatch_deps, objects=objects)
+    assert world.deliver(request().to_json()) == "rejected:empty-dataset"
+    run = world.run(request().run_id)
+    assert run.state == RunState.REJECTED and run.error is not None and run.error.code == "empty-dataset"
+    assert world.planned == [] and world.vertex.create_calls == []
+    objects.put(PREFIX + "part-0.csv", b"tenure,churned\n1,0\n")  # the same request once data is there is planned
+    fresh = request(idempotency_key="k-2")
+    assert world.deliver(fresh.to_json(), message_id="m-2") != "rejected:empty-dataset"
+    assert world.planned == [fresh.run_id]
+
+
+def test_own_code_breaking_a_rule_is_rejected_by_the_dispatcher_with_no_plan_and_no_job() -> None:
+    world = World()
+    cases: dict[str, dict[str, Any]] = {
+        "image": {"trainer": {"image_uri": "docker.io/someone/miner:1"}, "workload": {"parameters": 10}},
+        "script": {"trainer": {"script": "gs://elsewhere/train.py"}, "workload": {"parameters": 10}},
+        "size": {"trainer": {"script": f"gs://{SETTINGS.code_bucket}/train.py"}},
+    }
+    rules = {"image": "not under an allowed image prefix", "script": "outside the code bucket", "size": "four ways"}
+    for name, changes in cases.items():
+        req = request(idempotency_key=f"own-{name}", model={}, **changes)
+        assert world.deliver(req.to_json(), message_id=name) == "rejected:invalid-request"
+        run = world.run(req.run_id)
+        assert run.state == RunState.REJECTED and run.error is not None and rules[name] in run.error.message
+    assert world.planned == [] and world.vertex.create_calls == []

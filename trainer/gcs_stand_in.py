@@ -1,0 +1,59 @@
+"""`python -m trainer.gcs_stand_in -- COMMAND ...`: what the Vertex emulator runs around a team's container command,
+standing in for Vertex's Cloud Storage FUSE mount (/gcs/), which no local machine has.
+
+It downloads the dataset's data objects into a local folder, points LANDFALL_DATA_DIR, LANDFALL_MODEL_DIR,
+LANDFALL_DATA_FILES and LANDFALL_METRICS_FILE at local paths, runs the command (forwarding SIGTERM/SIGINT), and when
+it exits 0 copies the model folder to AIP_MODEL_DIR and writes metrics.json from the metrics lines, as the listener
+would find them on Vertex. It exits with the command's status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from schemas.user_metrics import metrics_document
+from trainer import storage
+from trainer.logs import log
+from trainer.user_code import new_workdir, publish_model, stage
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[1:] if argv[:1] == ["--"] else argv
+    if not command:
+        print("usage: python -m trainer.gcs_stand_in -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    environ = dict(os.environ)
+    workdir = new_workdir(environ)
+    paths = stage(environ, workdir, mount="/nonexistent-gcs-mount")
+    env = {
+        **environ,
+        "LANDFALL_DATA_DIR": paths.data_dir,
+        "LANDFALL_MODEL_DIR": paths.model_dir,
+        "LANDFALL_DATA_FILES": paths.data_files,
+        "LANDFALL_METRICS_FILE": paths.metrics_file,
+    }
+    child = subprocess.Popen(command, env=env)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+    status = child.wait()
+    model_uri = environ.get("AIP_MODEL_DIR", "")
+    if status == 0 and model_uri:
+        publish_model(paths, model_uri)
+        text = Path(paths.metrics_file).read_text(errors="replace")
+        if text.strip() and environ.get("RANK", "0") in ("", "0"):
+            document = metrics_document(text, form="image", world_size=int(environ.get("WORLD_SIZE", "1") or 1))
+            storage.write_bytes(
+                storage.join(model_uri, "metrics.json"), json.dumps(document, indent=2).encode(), "application/json"
+            )
+    log("container command ended", exit_code=status)
+    return status if status >= 0 else 128 - status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

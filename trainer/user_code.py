@@ -1,0 +1,270 @@
+"""A team's own training code on one node: what to run (from the job's environment), fetched from the code bucket
+and installed with its requirements, with the contract's local paths around it (docs/trainer-contract.md).
+
+The CustomJob (functions/dispatch/job_spec.py) runs Landfall's trainer image with these variables:
+
+- LANDFALL_TRAINER_FORM: built-in | script | package (vocabulary.TRAINER_FORMS; an image never reaches here);
+- LANDFALL_TRAINER_SCRIPT (gs://), LANDFALL_TRAINER_PACKAGES and LANDFALL_TRAINER_REQUIREMENTS (JSON lists),
+  LANDFALL_TRAINER_MODULE, LANDFALL_LAUNCH (per-gpu | per-node).
+
+Requirements and packages are installed into a virtual environment that sees the image's own packages (torch)
+and is keyed by the hash of what it holds, under LANDFALL_CODE_ENV_CACHE (the Vertex emulator sets one cache for the
+host, so the second run of the same code starts in seconds; on Vertex it is a fresh folder on the replica's disk).
+uv installs when it is on PATH or beside the interpreter; else pip.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from schemas.dataset_layout import is_data_object
+from trainer import storage
+from trainer.errors import ConfigError
+
+FORM_ENV = "LANDFALL_TRAINER_FORM"
+SCRIPT_ENV = "LANDFALL_TRAINER_SCRIPT"
+PACKAGES_ENV = "LANDFALL_TRAINER_PACKAGES"
+MODULE_ENV = "LANDFALL_TRAINER_MODULE"
+REQUIREMENTS_ENV = "LANDFALL_TRAINER_REQUIREMENTS"
+LAUNCH_ENV = "LANDFALL_LAUNCH"
+ENV_CACHE_ENV = "LANDFALL_CODE_ENV_CACHE"
+GCS_MOUNT = "/gcs"
+"""Vertex's Cloud Storage FUSE mount: gs://B/P is /gcs/B/P inside a replica."""
+INSTALL_TAIL_LINES = 8
+
+
+@dataclass(frozen=True)
+class UserCode:
+    """What this node runs."""
+
+    form: str
+    """built-in | script | package."""
+    launch: str = "per-gpu"
+    script: str = ""
+    packages: tuple[str, ...] = ()
+    module: str = ""
+    requirements: tuple[str, ...] = ()
+
+    @property
+    def builtin(self) -> bool:
+        return self.form == "built-in"
+
+
+def _json_list(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
+    raw = environ.get(name, "")
+    if not raw:
+        return ()
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r}: expected a JSON list of strings ({exc})") from exc
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{name}={raw!r}: expected a JSON list of strings")
+    return tuple(value)
+
+
+def user_code_from_env(environ: Mapping[str, str]) -> UserCode:
+    """The code this node runs; the built-in trainer when LANDFALL_TRAINER_FORM is unset."""
+    form = environ.get(FORM_ENV, "built-in") or "built-in"
+    code = UserCode(
+        form=form,
+        launch=environ.get(LAUNCH_ENV, "per-gpu") or "per-gpu",
+        script=environ.get(SCRIPT_ENV, ""),
+        packages=_json_list(environ, PACKAGES_ENV),
+        module=environ.get(MODULE_ENV, ""),
+        requirements=_json_list(environ, REQUIREMENTS_ENV),
+    )
+    if form not in ("built-in", "script", "package"):
+        raise ConfigError(f"{FORM_ENV}={form!r}: expected built-in, script or package")
+    if code.launch not in ("per-gpu", "per-node"):
+        raise ConfigError(f"{LAUNCH_ENV}={code.launch!r}: expected per-gpu or per-node")
+    if form == "script" and not code.script:
+        raise ConfigError(f"{FORM_ENV}=script needs {SCRIPT_ENV} (the gs:// URI of the Python file)")
+    if form == "package" and not (code.packages and code.module):
+        raise ConfigError(f"{FORM_ENV}=package needs {PACKAGES_ENV} and {MODULE_ENV}")
+    return code
+
+
+class InstallError(ConfigError):
+    """A requirement or package could not be installed: the run's reason is bad-config."""
+
+
+def fetch(code: UserCode, workdir: Path) -> tuple[Path | None, list[Path]]:
+    """Download the script and the packages into workdir/code; (script path, package paths)."""
+    target = workdir / "code"
+    target.mkdir(parents=True, exist_ok=True)
+    script = None
+    if code.script:
+        script = target / code.script.rsplit("/", 1)[-1]
+        _download(code.script, script)
+    packages = []
+    for uri in code.packages:
+        path = target / uri.rsplit("/", 1)[-1]
+        _download(uri, path)
+        packages.append(path)
+    return script, packages
+
+
+def _download(uri: str, path: Path) -> None:
+    try:
+        storage.download_file(uri, str(path))
+    except Exception as exc:  # NotFound, Forbidden, a local path missing: the request named code that is not there
+        raise ConfigError(f"cannot fetch {uri}: {exc}; upload it to the code bucket (landfall submit does)") from exc
+
+
+def _uv() -> str | None:
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.is_file() else shutil.which("uv")
+
+
+def environment_key(code: UserCode, packages: list[Path]) -> str:
+    """Content hash of what the environment holds: the interpreter, the requirements and each package's bytes."""
+    digest = hashlib.sha256(sys.version.encode())
+    for requirement in sorted(code.requirements):
+        digest.update(b"r\0" + requirement.encode())
+    for path in packages:
+        digest.update(b"p\0" + path.name.encode() + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:24]
+
+
+def install(code: UserCode, packages: list[Path], cache: Path) -> str:
+    """The interpreter to run the code with: this one when nothing needs installing, else the cached environment's
+    (built once per content, under a lock, so replicas on one host share it). InstallError carries the installer's
+    last lines."""
+    if not code.requirements and not packages:
+        return sys.executable
+    env_dir = cache / environment_key(code, packages)
+    python = env_dir / "bin" / "python"
+    ready = env_dir / ".landfall-ready"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{env_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.is_file():
+            return str(python)
+        shutil.rmtree(env_dir, ignore_errors=True)
+        uv = _uv()
+        what = [*code.requirements, *(str(p) for p in packages)]
+        if uv:
+            steps = [
+                [uv, "venv", "--system-site-packages", "--python", sys.executable, str(env_dir)],
+                [uv, "pip", "install", "--python", str(python), *what],
+            ]
+        else:
+            steps = [
+                [sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)],
+                [str(python), "-m", "pip", "install", "--disable-pip-version-check", *what],
+            ]
+        for i, step in enumerate(steps):
+            done = subprocess.run(step, capture_output=True, text=True, check=False)
+            sys.stderr.write(done.stdout + done.stderr)
+            if done.returncode != 0:
+                lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+                tail = "\n".join(lines[-INSTALL_TAIL_LINES:])
+                raise InstallError(f"installing {' '.join(what)} failed:\n{tail}")
+            if i == 0:
+                _see_this_environment(python)
+        ready.write_text("ok")
+    return str(python)
+
+
+def _see_this_environment(python: Path) -> None:
+    """Make the new environment see this interpreter's packages (torch and the rest of the image) after its own:
+    --system-site-packages reaches the base interpreter only, and the image's packages may live in a venv."""
+    found = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    own = Path(found.stdout.strip())
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (own / "landfall-image-packages.pth").write_text("".join(f"{p}\n" for p in ours if Path(p).is_dir()))
+
+
+@dataclass(frozen=True)
+class LocalPaths:
+    """The contract's local paths on this node."""
+
+    data_dir: str
+    model_dir: str
+    data_files: str
+    metrics_file: str
+    staged_model: bool
+    """True where no FUSE mount is: the launcher copies model_dir to AIP_MODEL_DIR after the code ends."""
+
+
+def fuse_path(uri: str, mount: str = GCS_MOUNT) -> str:
+    """gs://B/P as the FUSE path /gcs/B/P; a local path unchanged."""
+    return f"{mount}/{uri.removeprefix('gs://')}" if uri.startswith("gs://") else uri
+
+
+def stage(environ: Mapping[str, str], workdir: Path, mount: str = GCS_MOUNT) -> LocalPaths:
+    """Local paths for the dataset and the model. On Vertex the FUSE mount already shows both; elsewhere (the Vertex
+    emulator, a laptop) the dataset's data objects are downloaded and the model folder is staged, standing in for
+    the mount. Writes LANDFALL_DATA_FILES (JSON lines: name, generation, size) either way."""
+    data_uri = environ.get("LANDFALL_DATA_URI", "")
+    model_uri = environ.get("AIP_MODEL_DIR", "")
+    objects = list_dataset(data_uri) if data_uri else []
+    data_files = workdir / "data-files.jsonl"
+    data_files.write_text("".join(json.dumps(o, sort_keys=True) + "\n" for o in objects))
+    metrics = workdir / "metrics.jsonl"
+    metrics.touch()
+    mounted = os.path.isdir(mount) and data_uri.startswith("gs://")
+    if mounted:
+        return LocalPaths(fuse_path(data_uri, mount), fuse_path(model_uri, mount), str(data_files), str(metrics), False)
+    data_dir, model_dir = workdir / "data", workdir / "model"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for obj in objects:
+        path = data_dir / str(obj["name"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        storage.download_file(storage.join(data_uri, str(obj["name"])), str(path))
+    return LocalPaths(str(data_dir), str(model_dir), str(data_files), str(metrics), bool(model_uri))
+
+
+def list_dataset(data_uri: str) -> list[dict[str, object]]:
+    """The dataset's data objects (control files and _/. names left out): name relative to the dataset, generation
+    (Cloud Storage's, "" for a local file) and size in bytes."""
+    uri = storage.resolve(data_uri)
+    if storage.is_gcs(uri):
+        bucket, prefix = storage.split_gcs(uri)
+        blobs = storage.client().list_blobs(bucket, prefix=prefix)
+        found = [(b.name[len(prefix) :], str(b.generation or ""), int(b.size or 0)) for b in blobs]
+    else:
+        root = Path(uri)
+        found = [(str(p.relative_to(root)), "", p.stat().st_size) for p in root.rglob("*") if p.is_file()]
+    return [
+        {"name": name, "generation": generation, "size": size}
+        for name, generation, size in sorted(found)
+        if is_data_object(name)
+    ]
+
+
+def publish_model(paths: LocalPaths, model_uri: str) -> list[str]:
+    """Copy what the code wrote to LANDFALL_MODEL_DIR to AIP_MODEL_DIR (where no FUSE mount did it already)."""
+    if not paths.staged_model:
+        return []
+    root = Path(paths.model_dir)
+    written = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        uri = storage.join(model_uri, str(path.relative_to(root)))
+        storage.upload_file(str(path), uri)
+        written.append(uri)
+    return written
+
+
+def new_workdir(environ: Mapping[str, str]) -> Path:
+    """A fresh folder for this node's code, data and metrics."""
+    return Path(tempfile.mkdtemp(prefix="landfall-node-", dir=environ.get("LANDFALL_WORK_DIR") or None))
