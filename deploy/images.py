@@ -44,6 +44,13 @@ class TrainerImage:
         """`<region>-docker.pkg.dev/<project>/<repository>/<name>:<tag>` (Artifact Registry's Docker format)."""
         return f"{region}-docker.pkg.dev/{project}/{self.repository}/{self.name}:{tag or self.local_tag}"
 
+    def in_region(self, uri: str, region: str) -> str:
+        """This image's uri moved to region's repository (same project, repository, name and tag); any other
+        image is returned as it is. A deployment pushes the image to every job region's repository."""
+        if not self.matches(uri):
+            return uri
+        return f"{region}-docker.pkg.dev/" + uri.split("/", 1)[1]
+
     def matches(self, uri: str) -> bool:
         """True for this image in any region, project and tag (or digest)."""
         pattern = rf"[a-z0-9-]+-docker\.pkg\.dev/[^/]+/{re.escape(self.repository)}/{re.escape(self.name)}[:@].+"

@@ -22,7 +22,9 @@ from functions.records.attempts import AttemptPolicy, capacity_ended
 from functions.records.failure_reasons import classify
 from functions.records.long_waits import long_wait_closed
 from schemas import json_text
+from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
+from schemas.fields import Reader
 from schemas.job_view import JobView
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
@@ -90,10 +92,12 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         error = _with_reason(error, job, run)
         if target == RunState.FAILED and error.reason in CAPACITY_REASONS:
             return _capacity_failure(run, job, error, deps)
+    data: DataRead | None = None
     if target == RunState.SUCCEEDED:
         metrics, problem = _metrics(run, deps)
         if problem:
             error = RunError("metrics-missing", problem)
+        metrics, data = _data_read(run, metrics)
 
     now = deps.now()
 
@@ -101,7 +105,7 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         out = _with_job(r, job, ended=target.terminal, now=now)
         if error is not None:
             out = replace(out, error=error)
-        return replace(out, metrics=metrics) if target == RunState.SUCCEEDED else out
+        return replace(out, metrics=metrics, data_read=data) if target == RunState.SUCCEEDED else out
 
     detail = job.error_message or f"Vertex job {job.state}"
     _, changed = deps.store.transition(run.run_id, target, now=now, detail=detail, change=change)
@@ -195,6 +199,19 @@ def _metrics(run: RunRecord, deps: JobStateDeps) -> tuple[dict[str, Any] | None,
     except json_text.JsonTextError as exc:
         return None, f"{uri} is not JSON ({exc})"
     return (metrics, "") if isinstance(metrics, dict) else (None, f"{uri} is not a JSON object")
+
+
+def _data_read(run: RunRecord, metrics: dict[str, Any] | None) -> tuple[dict[str, Any] | None, DataRead | None]:
+    """metrics.json without its `data` section, and that section as the run record's typed data_read (kept in the
+    metrics, with a warning, when it does not fit its schema)."""
+    if metrics is None or metrics.get("data") is None:
+        return metrics, None
+    try:
+        data = parse_data_read(Reader(metrics["data"], "metrics.data"))
+    except SchemaError as exc:
+        log.warning("run %s: metrics.json's data section does not fit its schema: %s", run.run_id, exc)
+        return metrics, None
+    return {k: v for k, v in metrics.items() if k != "data"}, data
 
 
 def read_gcs_text(client: Any) -> Callable[[str], str | None]:

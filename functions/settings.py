@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from deploy.images import trainer_image_uri
+from deploy.images import trainer_image, trainer_image_uri
 from deploy.topology import load_topology
 
 
@@ -100,6 +100,13 @@ class Settings:
         """Regions Landfall's jobs may run in, as configured: the default region and every region with an
         artifacts bucket (LANDFALL_ARTIFACT_BUCKETS; a deployment lists each --job-region there)."""
         return tuple(dict.fromkeys((self.default_region, *(region for region, _ in self.artifact_buckets))))
+
+    def trainer_image_for(self, region: str) -> str:
+        """The image a job in region runs: Landfall's trainer image from that region's repository when region is a
+        job region (`landfall deploy` pushes it to each, so that no job pulls across regions), else trainer_image."""
+        if region in self.job_regions:
+            return trainer_image().in_region(self.trainer_image, region)
+        return self.trainer_image
 
     @property
     def run_results_topic_path(self) -> str:

@@ -66,24 +66,35 @@ def gcloud_config(body: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def gcloud_command(body: dict[str, Any], region: str, config_file: str = "config.yaml") -> str:
-    """The gcloud command line that submits `config_file` with this job's display name and labels."""
+def gcloud_command(
+    body: dict[str, Any], region: str, config_file: str = "config.yaml", project: str | None = None
+) -> str:
+    """The gcloud command line that submits `config_file` with this job's display name and labels (in project,
+    when given; else in gcloud's configured project)."""
     labels = ",".join(f"{k}={v}" for k, v in sorted(body.get("labels", {}).items()))
     words = ["gcloud", "ai", "custom-jobs", "create", f"--region={region}", f"--display-name={body['displayName']}"]
+    if project:
+        words.append(f"--project={project}")
     if labels:
         words.append(f"--labels={labels}")
     words.append(f"--config={config_file}")
     return shlex.join(words)
 
 
-def render(body: dict[str, Any], region: str, fmt: str) -> str:
-    """`json`: the REST body; `yaml`: the gcloud config.yaml, headed by the command that submits it."""
+def render(body: dict[str, Any], region: str, fmt: str, project: str | None = None) -> str:
+    """`json`: the REST body; `yaml`: the gcloud config.yaml, headed by the command that submits it (with
+    --project when project is given: the job as that project's deployed dispatcher would submit it)."""
     if fmt == "json":
         return json.dumps(body, indent=2) + "\n"
     import yaml
 
+    origin = (
+        f"\n# As the dispatcher deployed in {project} would submit it (settings `landfall deploy` recorded)."
+        if project
+        else ""
+    )
     head = (
         "# Vertex AI CustomJobSpec for `gcloud ai custom-jobs create --config` (written by landfall plan "
-        "--custom-job).\n# Submit it with:\n#   " + gcloud_command(body, region) + "\n"
+        f"--custom-job).{origin}\n# Submit it with:\n#   " + gcloud_command(body, region, project=project) + "\n"
     )
     return head + yaml.safe_dump(gcloud_config(body), sort_keys=False, default_flow_style=False)

@@ -18,6 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.plan import Plan, parse_plan
@@ -388,6 +389,9 @@ class RunRecord:
     """The FAILED or CANCELLED run whose request this run retries."""
     retried_by: str | None = None
     """The run that retries this one (set once, in a transaction: a second `landfall retry` names it)."""
+    data_read: DataRead | None = None
+    """What the trainer read (metrics.json `data`, once the job succeeded): the dataset version's objects, their
+    count, bytes and digest. Absent from the document when None."""
 
     @property
     def run_state(self) -> RunState:
@@ -417,6 +421,7 @@ class RunRecord:
             "cost": self.cost.to_dict(),
             "submission": self.submission.to_dict(),
             **_present({"retry_of": self.retry_of, "retried_by": self.retried_by}),
+            **({} if self.data_read is None else {"data_read": self.data_read.to_dict()}),
         }
 
 
@@ -429,7 +434,9 @@ def new_run(
     detail: str = "",
     error: RunError | None = None,
 ) -> RunRecord:
-    """The record of a run as first stored: one history entry, created now."""
+    """The record of a run as first stored: one history entry, created now. A run stored already ended (a request
+    REJECTED before it could be read) has its RunFinished still to publish, as every ended run does
+    (`results_published` False: the reconciler's `unannounced` look finds it)."""
     stamp = format_timestamp(now)
     return RunRecord(
         run_id=run_id,
@@ -440,6 +447,7 @@ def new_run(
         history=(StateChange(state, stamp, detail),),
         error=error,
         timings=Timings(created_at=stamp),
+        submission=Submission(results_published=False) if state.terminal else Submission(),
     )
 
 
@@ -542,6 +550,7 @@ def parse_run_record(data: object) -> RunRecord:
     metrics = r.optional_obj("metrics")
     timings = r.optional_obj("timings")
     cost = r.optional_obj("cost")
+    data_read = r.optional_obj("data_read")
     return RunRecord(
         run_id=r.string("run_id"),
         state=parse_state(r.string("state"), "run.state"),
@@ -598,6 +607,7 @@ def parse_run_record(data: object) -> RunRecord:
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
         retry_of=_optional_string(r, "retry_of"),
         retried_by=_optional_string(r, "retried_by"),
+        data_read=None if data_read is None else parse_data_read(data_read),
     )
 
 

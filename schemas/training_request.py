@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from schemas import json_text
+from schemas.data_objects import DataObject, objects_digest, parse_data_objects, read_digest
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS
@@ -38,6 +39,12 @@ class DatasetRef:
     """Sum of their sizes in bytes; 0 when unknown."""
     formats: tuple[str, ...] = ()
     """File formats seen, e.g. ("csv",)."""
+    objects: tuple[DataObject, ...] = ()
+    """The version's data objects (names relative to uri, generations, sizes) as ingest measured them: the trainer
+    reads exactly these, at these generations. Empty when the list is past INLINE_LIST_BYTES (objects_digest then
+    names it) or the publisher sent none (the trainer reads the folder as it finds it)."""
+    objects_digest: str = ""
+    """schemas/data_objects.py objects_digest() of the version's list; "" when the publisher sent none."""
 
     @property
     def bucket(self) -> str:
@@ -212,7 +219,20 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         object_count=d.integer("object_count", 0, minimum=0),
         total_bytes=d.integer("total_bytes", 0, minimum=0),
         formats=d.strings("formats", ()),
+        objects=parse_data_objects(d, "objects"),
+        objects_digest=read_digest(d, "objects_digest"),
     )
+    if dataset.objects:
+        if not dataset.objects_digest:
+            raise SchemaError(
+                "is required with dataset.objects: the digest of the list (schemas/data_objects.py)",
+                field="dataset.objects_digest",
+            )
+        if objects_digest(dataset.objects) != dataset.objects_digest:
+            raise SchemaError(
+                "does not match dataset.objects; send the list ingest cut with its digest, or neither",
+                field="dataset.objects_digest",
+            )
     m = r.obj("model")
     model = ModelSpec(preset=m.string("preset", max_len=128), label_column=m.string("label_column", "label"))
     h = r.obj("hyperparameters", {})
@@ -267,4 +287,7 @@ def content_key(request: TrainingRequest) -> str:
     data = replace(request, idempotency_key="").to_dict()
     if not data["retry_of"]:  # fields added later count only when set, so a content's key never changes
         del data["retry_of"]
+    for later in ("objects", "objects_digest"):
+        if not data["dataset"][later]:
+            del data["dataset"][later]
     return "content:" + hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]

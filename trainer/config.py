@@ -17,6 +17,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.data_objects import DIGEST_CHARS, DataObject, decode_objects, objects_digest
+from schemas.errors import SchemaError
 from schemas.trainer_flags import HPARAM_FLAGS, HPARAMS, HparamValues, unknown_key_message
 from schemas.vocabulary import REQUESTED_PRECISIONS, STRATEGIES, TASKS
 from trainer.errors import ConfigError
@@ -117,6 +119,12 @@ class TrainConfig:
     activation_checkpointing: bool = False
     """Recompute each transformer block's activations in the backward pass (gpt-* models): less memory, about a
     third more compute."""
+    data_objects: tuple[DataObject, ...] = ()
+    """The dataset version's data objects (names relative to data_uri, generations, sizes): read exactly these, at
+    these generations (--data-objects, from the request's dataset.objects). Empty: the files under data_uri."""
+    data_digest: str = ""
+    """The version's objects digest (--data-digest, the request's dataset.objects_digest); without data_objects the
+    files under data_uri must have it."""
 
     def batch_split(self, processes: int) -> BatchSplit:
         """The global batch over `processes`; a ConfigError saying which batches would split when it does not."""
@@ -165,6 +173,10 @@ class TrainConfig:
             raise ConfigError(f"--max-steps={self.max_steps}: expected an integer >= 1 or no flag")
         if not self.learning_rate > 0:
             raise ConfigError(f"--learning-rate={self.learning_rate}: expected a positive number")
+        if self.data_digest and (len(self.data_digest) != DIGEST_CHARS or not self.data_digest.isalnum()):
+            raise ConfigError(f"--data-digest={self.data_digest!r}: expected {DIGEST_CHARS} hex characters (SHA-256)")
+        if self.data_objects and self.data_digest and objects_digest(self.data_objects) != self.data_digest:
+            raise ConfigError("--data-objects does not have --data-digest: pass the pair the request carries")
         if not self.data_uri:
             raise ConfigError("--data-uri is empty: expected gs://BUCKET/PREFIX/, a /gcs/ path or a local path")
         self.hparams.validate()
@@ -209,6 +221,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strategy", default="ddp", choices=STRATEGIES)
     parser.add_argument("--precision", default="auto", choices=REQUESTED_PRECISIONS)
     parser.add_argument("--label-column", default="label")
+    parser.add_argument(
+        "--data-objects",
+        default="",
+        help="the dataset version's objects as JSON [[name, generation, size], ...] (names relative to --data-uri): "
+        "read exactly these, at these generations",
+    )
+    parser.add_argument(
+        "--data-digest",
+        default="",
+        help="the dataset version's objects digest (SHA-256, schemas/data_objects.py); without --data-objects the "
+        "files under --data-uri must have it",
+    )
     parser.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument(
@@ -258,6 +282,17 @@ def parse_args(argv: list[str]) -> TrainConfig:
         micro_batch_size=ns.micro_batch_size,
         gradient_accumulation_steps=ns.gradient_accumulation_steps,
         activation_checkpointing=ns.activation_checkpointing,
+        data_objects=_data_objects(ns.data_objects),
+        data_digest=ns.data_digest,
     )
     config.validate()
     return config
+
+
+def _data_objects(text: str) -> tuple[DataObject, ...]:
+    if not text:
+        return ()
+    try:
+        return decode_objects(text)
+    except SchemaError as exc:
+        raise ConfigError(str(exc)) from exc

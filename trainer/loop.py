@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from schemas.data_objects import DataRead
 from schemas.run_metrics import RunWarning
 from trainer import collectives
 from trainer.checkpoint import CheckpointStore
@@ -70,6 +71,8 @@ class Session:
     """What metrics.json warns about the run (schemas/run_metrics.py)."""
     best_weights: dict[str, torch.Tensor] | None = None
     """A copy of the model's state at early.best_epoch (only while early stopping is on)."""
+    data_read: DataRead | None = None
+    """The dataset version's objects this run reads (metrics.json `data`)."""
     progress: Progress = field(default_factory=Progress)
     train_seconds: float = 0.0
     samples_trained: int = 0

@@ -94,7 +94,14 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
 
 def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[str, str]) -> Session:
     precision = detect_precision(config.precision)
-    corpus = build_corpus(config, env.world_size)
+    corpus, data_read = build_corpus(config, env.world_size)
+    log(
+        "dataset version read",
+        source=data_read.source,
+        object_count=data_read.object_count,
+        total_bytes=data_read.total_bytes,
+        objects_digest=data_read.objects_digest,
+    )
     counts = corpus.scan(env.rank, device)
     hp, tabular = config.hparams, config.task != "causal-lm"
     if tabular:  # a small table holds out more rows than val_fraction alone would (trainer/sizing.py)
@@ -154,6 +161,7 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
         evaluation=evaluation,
         early=EarlyStopping(patience=hp.early_stopping_patience if stops else 0, min_steps=hp.min_steps),
         warnings=held_out_warnings(held_out, hp.min_held_out, config.task) if tabular else [],
+        data_read=data_read,
     )
     if store is not None:
         _resume(session, store)
@@ -236,6 +244,7 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         kept_epoch=s.early.best_epoch if s.best_weights is not None else None,
         early_stopping=s.early.to_dict() if s.early.patience else None,
         warnings=s.warnings,
+        data=s.data_read,
     )
 
 

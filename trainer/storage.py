@@ -69,10 +69,44 @@ def _client_for(emulator_host: str, project: str) -> storage.Client:
     return storage.Client(project=project or None)
 
 
-def _blob(uri: str) -> storage.Blob:
+def _blob(uri: str, generation: str = "") -> storage.Blob:
     bucket, name = split_gcs(uri)
-    blob: storage.Blob = client().bucket(bucket).blob(name)  # google-cloud-storage ships no types
+    # google-cloud-storage ships no types; a Blob with a generation reads that generation's bytes only.
+    blob: storage.Blob = client().bucket(bucket).blob(name, generation=int(generation) if generation else None)
     return blob
+
+
+def versioned(uri: str, generation: str) -> str:
+    """gs://B/NAME#GENERATION (gcloud's form of one generation of an object) for a gs:// URI and a generation;
+    the URI unchanged otherwise. open_read reads exactly that generation."""
+    return f"{uri}#{generation}" if generation and is_gcs(uri) else uri
+
+
+def split_version(uri: str) -> tuple[str, str]:
+    """versioned()'s parts: (URI, generation), the generation "" when uri names no generation. Only gs:// URIs
+    ending in `#DIGITS` name one (the trainer's data files always do, so an object named `x#12` is read as
+    `x#12#GENERATION`)."""
+    base, mark, generation = uri.rpartition("#")
+    if mark and generation.isdigit() and is_gcs(base):
+        return base, generation
+    return uri, ""
+
+
+def list_objects(uri: str) -> list[tuple[str, str, int]]:
+    """(URI, generation, size) of every file at or under uri, sorted by URI; the generation is "" for local files.
+    One listing: what it returns is what later reads at those generations get, whatever lands afterwards."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        bucket, prefix = split_gcs(uri)
+        found = [
+            (b.name, str(b.generation or ""), int(b.size or 0))
+            for b in client().list_blobs(bucket, prefix=prefix)
+            if not b.name.endswith("/")
+        ]
+        if prefix and not prefix.endswith("/"):
+            found = [f for f in found if f[0] == prefix or f[0].startswith(prefix + "/")]
+        return sorted((f"gs://{bucket}/{name}", generation, size) for name, generation, size in found)
+    return [(path, "", os.path.getsize(path)) for path in list_files(uri)]
 
 
 def list_files(uri: str) -> list[str]:
@@ -92,12 +126,31 @@ def list_files(uri: str) -> list[str]:
 
 def open_read(uri: str) -> IO[bytes]:
     """A binary, seekable stream that reads in chunks (the whole object is never held in memory)."""
-    uri = resolve(uri)
+    uri, generation = split_version(resolve(uri))
     if is_gcs(uri):
+        blob = _blob(uri, generation)
+        if generation:
+            _require_generation(blob, uri, generation)
         # google-cloud-storage ships no types; Blob.open("rb") returns a BlobReader, a binary seekable stream.
-        stream: IO[bytes] = _blob(uri).open("rb", chunk_size=_READ_CHUNK)
+        stream: IO[bytes] = blob.open("rb", chunk_size=_READ_CHUNK)
         return stream
     return open(uri, "rb")
+
+
+def _require_generation(blob: storage.Blob, uri: str, generation: str) -> None:
+    """Fails with a DataError naming the object when that generation no longer exists (it was rewritten or deleted
+    and the bucket keeps no old generations). exists(), not reload(): a reloaded Blob downloads through its
+    mediaLink, which fake-gcs-server writes without the generation (Cloud Storage's has it), so it would read the
+    live generation."""
+    from trainer.errors import DataError
+
+    if not blob.exists():
+        raise DataError(
+            f"{uri}#{generation}",
+            "this generation no longer exists: the object was rewritten or deleted after its dataset version was "
+            "cut, and the run reads only what its version recorded. Land the dataset again (a new _SUCCESS) to "
+            "train what is there now",
+        )
 
 
 def exists(uri: str) -> bool:

@@ -134,7 +134,7 @@ def stage_function(
     (folder / "requirements.txt").write_text(function_requirements(root))
     (folder / ".gcloudignore").write_text(GCLOUDIGNORE)
     env_file = base / "functions" / f"{name}.env.yaml"
-    env_file.write_text("".join(f"{key}: {json.dumps(value)}\n" for key, value in env.items()))
+    env_file.write_text(env_yaml(env))
     return FunctionBundle(name, _relative(folder, root), _relative(env_file, root))
 
 
@@ -149,6 +149,70 @@ def stage_trainer(root: Path = REPO_ROOT, out: Path | None = None) -> tuple[Path
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return _relative(folder, root), digest.hexdigest()[:16]
+
+
+BUILD_CONFIG = "trainer.cloudbuild.json"
+"""The Cloud Build config beside the trainer context (outside it, so that it does not move the content hash)."""
+DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
+
+
+def build_config(image_uris: tuple[str, ...]) -> dict[str, object]:
+    """One docker build tagged with every URI, and `images` listing them all: Cloud Build pushes each when the
+    build succeeds. Build logs go to Cloud Logging only, as a build run by a user-specified service account needs
+    (cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts)."""
+    tags = [word for uri in image_uris for word in ("--tag", uri)]
+    return {
+        "steps": [{"name": DOCKER_BUILDER, "args": ["build", *tags, "."]}],
+        "images": list(image_uris),
+        "options": {"logging": "CLOUD_LOGGING_ONLY"},
+    }
+
+
+def stage_build_config(image_uris: tuple[str, ...], root: Path = REPO_ROOT, out: Path | None = None) -> Path:
+    """Write the trainer's Cloud Build config; returns its path relative to root."""
+    base = out or root / STAGE_DIR
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / BUILD_CONFIG
+    path.write_text(json.dumps(build_config(image_uris), indent=2) + "\n")
+    return _relative(path, root)
+
+
+SETTINGS_DIR = STAGE_DIR / "projects"
+"""`<project>.env.yaml` here: the functions' environment as `landfall deploy --project <project>` last rendered it
+(the deployed dispatcher's settings), which `landfall plan --custom-job --project` reads."""
+
+
+def env_yaml(env: Mapping[str, str]) -> str:
+    """An --env-vars-file: one `KEY: "value"` a line (a JSON string is a YAML string)."""
+    return "".join(f"{key}: {json.dumps(value)}\n" for key, value in env.items())
+
+
+def read_env_yaml(text: str) -> dict[str, str]:
+    """What env_yaml wrote, read back."""
+    env = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep:
+            env[key] = str(json.loads(value))
+    return env
+
+
+def settings_file(project: str, root: Path = REPO_ROOT) -> Path:
+    return root / SETTINGS_DIR / f"{project}.env.yaml"
+
+
+def record_settings(project: str, env: Mapping[str, str], root: Path = REPO_ROOT) -> Path:
+    """Keep the functions' environment for project (one file per project, so deploying another keeps it)."""
+    path = settings_file(project, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(env_yaml(env))
+    return path
+
+
+def recorded_settings(project: str, root: Path = REPO_ROOT) -> dict[str, str] | None:
+    """The functions' environment `landfall deploy --project project` recorded in this checkout, or None."""
+    path = settings_file(project, root)
+    return read_env_yaml(path.read_text()) if path.is_file() else None
 
 
 def _relative(path: Path, root: Path) -> Path:

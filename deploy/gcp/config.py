@@ -40,11 +40,29 @@ class DeployConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class Condition:
+    """An IAM condition a project-level grant carries ([gcp.conditions.*]): expression is a CEL template over
+    {project} and {database}."""
+
+    key: str
+    title: str
+    description: str
+    expression: str
+
+    def flag(self, project: str, database: str) -> str:
+        """The value of gcloud's --condition flag for this project (title and description name it in the policy)."""
+        expression = self.expression.format(project=project, database=database)
+        return f"expression={expression},title={self.title},description={self.description}"
+
+
+@dataclass(frozen=True)
 class Grant:
-    """One role on one resource. on: `project`, `bucket:landing`, `topic:job_events`, `functions`, ..."""
+    """One role on one resource. on: `project`, `bucket:landing`, `topic:job_events`, `functions`, ...
+    condition: the key of a [gcp.conditions.*] table narrowing a project-level grant ("" = none)."""
 
     role: str
     on: str
+    condition: str = ""
 
     @property
     def kind(self) -> str:
@@ -119,6 +137,17 @@ class DeployConfig:
     functions: tuple[FunctionSpec, ...]
     service_accounts: tuple[ServiceAccount, ...]
     service_agents: tuple[ServiceAgent, ...]
+    conditions: tuple[Condition, ...] = ()
+    build_account: str = "builder"
+    """The [gcp.service_accounts.*] key of the identity Cloud Build runs as (the image build and every function's)."""
+    build_timeout: str = "3600s"
+    """How long Cloud Build may take over the trainer image (its CUDA base alone is several GB to pull and push)."""
+
+    def condition(self, key: str) -> Condition:
+        for condition in self.conditions:
+            if condition.key == key:
+                return condition
+        raise DeployConfigError(f"no [gcp.conditions.{key}]; known: {[c.key for c in self.conditions]}")
 
     def function(self, name: str) -> FunctionSpec:
         for spec in self.functions:
@@ -183,7 +212,15 @@ def _grants(where: str, raw: object) -> tuple[Grant, ...]:
             or not isinstance(entry.get("on"), str)
         ):
             raise DeployConfigError(f"{where}.grants: each entry needs a role and an on, found {entry!r}")
-        grant = Grant(entry["role"], entry["on"])
+        condition = entry.get("condition", "")
+        if not isinstance(condition, str):
+            raise DeployConfigError(f"{where}.grants: condition must name a [gcp.conditions.*] table, found {entry!r}")
+        grant = Grant(entry["role"], entry["on"], condition)
+        if grant.condition and grant.kind != "project":
+            raise DeployConfigError(
+                f"{where}: {grant.role} on {grant.on!r} carries condition {grant.condition!r}; only a grant "
+                'on = "project" takes one (the narrower resources are granted on directly)'
+            )
         if grant.role in BASIC_ROLES:
             raise DeployConfigError(
                 f"{where}: {grant.role} is a basic role; grant the predefined role the account "
@@ -219,6 +256,14 @@ def _check_targets(config: DeployConfig, topology: Topology, topics: Mapping[str
             if known is not None and grant.target not in known:
                 raise DeployConfigError(
                     f"topology.toml {where}: {grant.on!r} names no {grant.kind}; known: {', '.join(sorted(known))}"
+                )
+    conditions = {condition.key for condition in config.conditions}
+    for where, grants in holders:
+        for grant in grants:
+            if grant.condition and grant.condition not in conditions:
+                raise DeployConfigError(
+                    f"topology.toml {where}: condition {grant.condition!r} is no [gcp.conditions.*]; "
+                    f"known: {', '.join(sorted(conditions))}"
                 )
     for spec in config.functions:
         if spec.service_account not in accounts:
@@ -298,6 +343,24 @@ def load_deploy_config(path: Path = TOPOLOGY_FILE) -> DeployConfig:
         )
         for key, table in gcp.get("service_agents", {}).items()
     )
+    conditions = tuple(
+        Condition(
+            key,
+            get(table, f"gcp.conditions.{key}", "title", str),
+            get(table, f"gcp.conditions.{key}", "description", str),
+            get(table, f"gcp.conditions.{key}", "expression", str),
+        )
+        for key, table in gcp.get("conditions", {}).items()
+    )
+    build_account = get(gcp, "gcp", "build_service_account", str)
+    if build_account not in {account.key for account in accounts}:
+        raise DeployConfigError(
+            f"{path.name}: gcp.build_service_account {build_account!r} is no [gcp.service_accounts.*]; "
+            f"known: {', '.join(a.key for a in accounts)}"
+        )
+    build_timeout = get(gcp, "gcp", "build_timeout", str)
+    if not _DURATION.match(build_timeout):
+        raise DeployConfigError(f"{path.name}: gcp.build_timeout must look like 3600s or 2h, found {build_timeout!r}")
     retention = get(gcp, "gcp", "dead_letter_retention", str)
     if not _DURATION.match(retention):
         raise DeployConfigError(f"{path.name}: gcp.dead_letter_retention must look like 7d or 12h, found {retention!r}")
@@ -313,6 +376,9 @@ def load_deploy_config(path: Path = TOPOLOGY_FILE) -> DeployConfig:
         functions=tuple(functions),
         service_accounts=accounts,
         service_agents=agents,
+        conditions=conditions,
+        build_account=build_account,
+        build_timeout=build_timeout,
     )
     if "{region}" not in config.artifacts_bucket:
         raise DeployConfigError(f"{path.name}: gcp.artifacts_bucket must contain {{region}} (one bucket per region)")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from deploy.gcp.steps import Argv, Fact, Plan, Step, resolve
+from deploy.gcp.steps import ITEM, Argv, Fact, Plan, Step, resolve
 
 OUTPUT_TAIL = 1500
 LOCAL_STACK_VARIABLES = (
@@ -99,15 +99,18 @@ class Executor:
         return resolve(args, {name: self.fact(name) for name in names})
 
     def run_step(self, index: int, step: Step) -> Outcome:
-        total = len(self.plan.steps)
         if step.guard is not None:
             checked = self.gcloud(step.guard.argv)
             if checked.returncode == 0 and step.guard.refuse(checked.stdout):
                 return Outcome(step, "kept", step.guard.message)
+        if step.for_each:
+            return self.run_each(index, step)
         exists = None
         if step.probe:
             probed = self.gcloud(self.argv(step.probe))
             exists = probed.returncode == 0 and (step.found is None or step.found(probed.stdout))
+            for probe in step.also_probe if exists else ():
+                exists = exists and self.gcloud(self.argv(probe)).returncode == 0
         if exists:
             if step.if_found is None:
                 return Outcome(step, "unchanged")
@@ -119,13 +122,30 @@ class Executor:
         argv = self.argv(command)
         result = self.gcloud(argv)
         if result.returncode != 0:
-            remedy = f" {step.remedy}" if step.remedy else ""
-            raise StepError(
-                f"step {index}/{total} failed: {step.name}.\n  command: {shlex.join(argv)}\n  exit status "
-                f"{result.returncode}: {_tail(result.stderr or result.stdout)}\n  What to do: fix the cause above, "
-                f"then run the same command again: steps already done are found and left as they are.{remedy}"
-            )
+            raise self.failure(index, step, argv, result)
         return Outcome(step, action)
+
+    def run_each(self, index: int, step: Step) -> Outcome:
+        """Run step.command once for every item its probe lists."""
+        listing = self.argv(step.probe)
+        listed = self.gcloud(listing)
+        if listed.returncode != 0:
+            raise self.failure(index, step, listing, listed)
+        items = [line.strip() for line in listed.stdout.splitlines() if line.strip()]
+        for item in items:
+            argv = [arg.replace(ITEM, item) for arg in self.argv(step.command)]
+            result = self.gcloud(argv)
+            if result.returncode != 0:
+                raise self.failure(index, step, argv, result)
+        return Outcome(step, "done", ", ".join(items)) if items else Outcome(step, "skipped", "none listed")
+
+    def failure(self, index: int, step: Step, argv: Sequence[str], result: Result) -> StepError:
+        remedy = f" {step.remedy}" if step.remedy else ""
+        return StepError(
+            f"step {index}/{len(self.plan.steps)} failed: {step.name}.\n  command: {shlex.join(argv)}\n  exit status "
+            f"{result.returncode}: {_tail(result.stderr or result.stdout)}\n  What to do: fix the cause above, "
+            f"then run the same command again: steps already done are found and left as they are.{remedy}"
+        )
 
     def run(self) -> list[Outcome]:
         outcomes = []

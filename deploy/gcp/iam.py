@@ -21,6 +21,12 @@ class Resource:
 
     kind: str
     name: str
+    condition: str = ""
+    """For a project: the --condition value narrowing the grant ("" = the plain binding, --condition=None)."""
+
+
+DATABASE = "(default)"
+"""Landfall's Firestore database: the one a project's clients use unless told otherwise."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,8 @@ def bind(resource: Resource, member: Arg, role: str, names: Names, remove: bool 
     project = f"--project={names.project}"
     if resource.kind == "project":
         # --condition=None: add the plain binding even where the policy already holds conditional ones.
-        return ("gcloud", "projects", verb, resource.name, who, f"--role={role}", "--condition=None")
+        condition = f"--condition={resource.condition or 'None'}"
+        return ("gcloud", "projects", verb, resource.name, who, f"--role={role}", condition)
     if resource.kind == "bucket":
         return ("gcloud", "storage", "buckets", verb, f"gs://{resource.name}", who, f"--role={role}", project)
     if resource.kind == "topic":
@@ -97,14 +104,22 @@ def grants_on(kinds: frozenset[str], config: DeployConfig, names: Names) -> list
     """(holder, member, role, resource) of every grant whose resource kind is in kinds: service accounts first,
     then service agents, each in topology order."""
     rows: list[tuple[str, Arg, str, Resource]] = []
+
+    def resolved(grant: Grant) -> tuple[Resource, ...]:
+        found = targets(grant, names)
+        if not grant.condition:
+            return found
+        flag = config.condition(grant.condition).flag(names.project, DATABASE)
+        return tuple(Resource(r.kind, r.name, flag) for r in found)
+
     for account in config.service_accounts:
         member: Arg = account_member(names.accounts[account.key])
         for grant in account.grants:
-            rows += [(account.key, member, grant.role, r) for r in targets(grant, names) if r.kind in kinds]
+            rows += [(account.key, member, grant.role, r) for r in resolved(grant) if r.kind in kinds]
     for agent in config.service_agents:
         member = Later(agent.member) if "{" in agent.member else agent.member
         for grant in agent.grants:
-            rows += [(agent.key, member, grant.role, r) for r in targets(grant, names) if r.kind in kinds]
+            rows += [(agent.key, member, grant.role, r) for r in resolved(grant) if r.kind in kinds]
     return rows
 
 

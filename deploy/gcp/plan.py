@@ -16,22 +16,29 @@ from functools import partial
 from pathlib import Path
 
 from deploy.gcp import iam
-from deploy.gcp.bundles import REPO_ROOT, FunctionBundle, stage_function, stage_trainer
+from deploy.gcp.bundles import (
+    REPO_ROOT,
+    FunctionBundle,
+    record_settings,
+    stage_build_config,
+    stage_function,
+    stage_trainer,
+)
 from deploy.gcp.config import DeployConfig, delivery_policy, job_events_log_filter, load_deploy_config
 from deploy.gcp.firestore import CompositeIndex, listed_indexes, load_indexes
-from deploy.gcp.iam import Names, Resource
+from deploy.gcp.iam import DATABASE, Names, Resource
 from deploy.gcp.steps import Arg, Argv, Fact, Later, Plan, Step
 from deploy.images import trainer_image
 from deploy.topology import Topology, load_topology
 
-DATABASE = "(default)"
 BEFORE_FUNCTIONS = frozenset({"project", "bucket", "topic", "service_account"})
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where to deploy. project_number: needed for the Google-managed identities' names (a dry run must be given
-    it; a deployment looks it up). job_regions: regions besides `region` that Vertex jobs may run in."""
+    """Where to deploy. project_number: in the Google-managed identities' names (a dry run without it prints the
+    placeholder PROJECT_NUMBER; a deployment looks it up). job_regions: regions besides `region` that Vertex jobs
+    may run in."""
 
     project: str
     region: str
@@ -52,6 +59,11 @@ class Prepared:
     trainer_context: Path
     image_uri: str
     env: dict[str, str] = field(default_factory=dict)
+    image_uris: dict[str, str] = field(default_factory=dict)
+    """Job region -> the trainer image in that region's repository (the build pushes every one: a job pulls from
+    its own region)."""
+    build_config: Path = Path()
+    """The staged Cloud Build config that builds the image once and pushes it to every job region."""
 
 
 def names(target: Target, topology: Topology | None = None, config: DeployConfig | None = None) -> Names:
@@ -75,27 +87,33 @@ def function_env(n: Names, image_uri: str) -> dict[str, str]:
 
 
 def prepare(target: Target, root: Path = REPO_ROOT) -> Prepared:
-    """Stage the trainer context and every function bundle (with its environment) under .landfall/deploy/."""
+    """Stage the trainer context and every function bundle (with its environment) under .landfall/deploy/, and
+    record that environment as the project's settings (.landfall/deploy/projects/<project>.env.yaml)."""
     context, digest = stage_trainer(root)
-    n = names(target)
-    image_uri = trainer_image().uri(target.project, target.region, target.image_tag or digest)
+    config = load_deploy_config()
+    n = names(target, config=config)
+    image_uris = {r: trainer_image().uri(target.project, r, target.image_tag or digest) for r in n.job_regions}
+    image_uri = image_uris[target.region]
     env = function_env(n, image_uri)
     bundles = {route.name: stage_function(route.name, env, root) for route in load_topology().functions}
-    return Prepared(bundles, context, image_uri, env)
+    build_config = stage_build_config(tuple(image_uris.values()), root)
+    record_settings(target.project, env, root)
+    return Prepared(bundles, context, image_uri, env, image_uris, build_config)
 
 
 def facts(target: Target, n: Names, config: DeployConfig) -> tuple[Fact, ...]:
     p = target.project
+    number = target.project_number or "PROJECT_NUMBER"
     found = [
         Fact(
             "project_number",
-            target.project_number or "PROJECT_NUMBER",
+            number,
             ("gcloud", "projects", "describe", p, "--format=value(projectNumber)"),
             "the project number",
         ),
         Fact(
             "sink_writer",
-            f"serviceAccount:service-{target.project_number}@gcp-sa-logging.iam.gserviceaccount.com",
+            f"serviceAccount:service-{number}@gcp-sa-logging.iam.gserviceaccount.com",
             (
                 "gcloud",
                 "logging",
@@ -338,40 +356,59 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
         "Grants on the project, buckets, topics and accounts (the sink's writer comes later)",
     )
 
-    section = "The trainer image: trainer/Dockerfile built by Cloud Build into Artifact Registry"
+    section = "The trainer image: built once by Cloud Build, pushed to a repository in every job region"
     image = trainer_image()
-    steps.append(
-        _exists_step(
-            f"create the Docker repository {image.repository} in {r}",
-            (
-                "gcloud",
-                "artifacts",
-                "repositories",
-                "create",
-                image.repository,
-                "--repository-format=docker",
-                f"--location={r}",
-                "--description=Landfall trainer images",
-                proj,
-            ),
-            section,
-            probe=("gcloud", "artifacts", "repositories", "describe", image.repository, f"--location={r}", proj),
+    builder = n.accounts[config.build_account]
+    build_identity = f"projects/{p}/serviceAccounts/{builder}"
+    for region in n.job_regions:
+        steps.append(
+            _exists_step(
+                f"create the Docker repository {image.repository} in {region}",
+                (
+                    "gcloud",
+                    "artifacts",
+                    "repositories",
+                    "create",
+                    image.repository,
+                    "--repository-format=docker",
+                    f"--location={region}",
+                    "--description=Landfall trainer images",
+                    proj,
+                ),
+                section,
+                probe=(
+                    "gcloud",
+                    "artifacts",
+                    "repositories",
+                    "describe",
+                    image.repository,
+                    f"--location={region}",
+                    proj,
+                ),
+            )
         )
+    pushed = ", ".join(prepared.image_uris.values())
+    image_probes = tuple(
+        ("gcloud", "artifacts", "docker", "images", "describe", uri, proj) for uri in prepared.image_uris.values()
     )
     steps.append(
-        _exists_step(
-            f"build {prepared.image_uri} (the tag is the hash of the staged context: unchanged code is not rebuilt)",
+        Step(
+            f"build the trainer image and push {pushed} (the tag is the hash of the staged context: unchanged "
+            "code is not rebuilt)",
             (
                 "gcloud",
                 "builds",
                 "submit",
                 str(prepared.trainer_context),
-                f"--tag={prepared.image_uri}",
+                f"--config={prepared.build_config}",
+                f"--service-account={build_identity}",
+                f"--timeout={config.build_timeout}",
                 f"--region={r}",
                 proj,
             ),
             section,
-            probe=("gcloud", "artifacts", "docker", "images", "describe", prepared.image_uri, proj),
+            probe=image_probes[0],
+            also_probe=image_probes[1:],
             remedy="Read the build log it names; a base image whose Python or torch differs fails its version check.",
         )
     )
@@ -396,6 +433,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                     "--trigger-http",
                     "--no-allow-unauthenticated",
                     f"--service-account={n.accounts[spec.service_account]}",
+                    f"--build-service-account={build_identity}",
                     f"--memory={spec.memory}",
                     f"--cpu={spec.cpu}",
                     f"--timeout={route.ack_deadline_seconds}s",

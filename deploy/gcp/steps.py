@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Formatter
 
+ITEM = "ITEM"
+"""In a for_each step's command: where each listed item goes."""
+
 
 @dataclass(frozen=True)
 class Later:
@@ -60,9 +63,12 @@ class Step:
     """One gcloud command and how to converge it.
 
     name: what the step does, as failures name it. section: the heading it is printed under.
-    probe: exit status 0 (and `found(stdout)` when given) means the resource exists.
+    probe: exit status 0 (and `found(stdout)` when given) means the resource exists; also_probe: more probes that
+    must all answer 0 as well (one resource in several places, e.g. an image in each region's repository).
     if_found: what runs when it exists (None: leave it alone). run_if_missing: False for teardown steps.
     guard: a check that can refuse the step. remedy: what to do when the step fails.
+    for_each: the probe lists items, one a line; `command` runs once for each, with ITEM replaced by it (nothing
+    runs when the list is empty). The dry run prints the command with ITEM and names the listing.
     """
 
     name: str
@@ -70,14 +76,16 @@ class Step:
     section: str = ""
     probe: Argv = ()
     found: Callable[[str], bool] | None = field(default=None, compare=False)
+    also_probe: tuple[Argv, ...] = ()
     if_found: Argv | None = None
     run_if_missing: bool = True
     guard: Guard | None = None
     remedy: str = ""
+    for_each: bool = False
 
     def argvs(self) -> tuple[Argv, ...]:
         """Every gcloud command this step may run (command, probe, update), for checks of their syntax."""
-        return tuple(a for a in (self.command, self.probe, self.if_found) if a)
+        return tuple(a for a in (self.command, self.probe, *self.also_probe, self.if_found) if a)
 
 
 @dataclass(frozen=True)
@@ -120,5 +128,7 @@ def dry_run_text(plan: Plan) -> str:
             section = step.section
             lines += ["", f"# --- {section}"]
         lines.append(f"# {step.name}")
+        if step.for_each:
+            lines.append(f"# for each {ITEM} that `{shlex.join(resolve(step.probe, facts))}` lists:")
         lines.append(shlex.join(resolve(step.command, facts)))
     return "\n".join(lines) + "\n"

@@ -13,11 +13,13 @@ from functools import partial
 from deploy.gcp import iam
 from deploy.gcp.config import load_deploy_config
 from deploy.gcp.plan import DATABASE, Target, facts, names, scheduler_job
-from deploy.gcp.steps import Argv, Guard, Plan, Step
+from deploy.gcp.steps import ITEM, Argv, Guard, Plan, Step
 from deploy.images import trainer_image
 from deploy.topology import load_topology
 
 PROJECT_ONLY = frozenset({"project"})
+OPEN_JOB_STATES = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING")
+"""Vertex AI CustomJob states that are (or are about to be) billed: teardown cancels Landfall's jobs in them."""
 
 
 def teardown_plan(target: Target) -> Plan:
@@ -85,6 +87,29 @@ def teardown_plan(target: Target) -> Plan:
             ("gcloud", "functions", "describe", *where),
         )
 
+    section = "Vertex AI jobs still queued or running, cancelled once no function can submit another"
+    for region in n.job_regions:
+        in_region = (f"--region={region}", proj)
+        steps.append(
+            Step(
+                f"cancel Landfall's jobs still queued, pending or running in {region} (they bill until they end)",
+                ("gcloud", "ai", "custom-jobs", "cancel", ITEM, *in_region),
+                section,
+                probe=(
+                    "gcloud",
+                    "ai",
+                    "custom-jobs",
+                    "list",
+                    *in_region,
+                    f"--filter=labels.landfall=run AND state:({' '.join(OPEN_JOB_STATES)})",
+                    "--format=value(name.basename())",
+                ),
+                for_each=True,
+                remedy="Cancelling a job needs roles/aiplatform.user; `gcloud ai custom-jobs list --region=R` shows "
+                "them. A job the teardown cannot cancel keeps billing until it ends.",
+            )
+        )
+
     section = "Pub/Sub: dead-letter holds, topics, the schema"
     for hold in (topology.dead_letter_subscription,):
         gone(
@@ -117,7 +142,7 @@ def teardown_plan(target: Target) -> Plan:
                 iam.bind(resource, member, role, n, remove=True),
                 section,
                 probe=policy,
-                found=partial(_policy_has, member=str(member), role=role),
+                found=partial(_policy_has, member=str(member), role=role, condition=resource.condition),
                 if_found=iam.bind(resource, member, role, n, remove=True),
                 run_if_missing=False,
             )
@@ -131,15 +156,16 @@ def teardown_plan(target: Target) -> Plan:
             ("gcloud", "iam", "service-accounts", "describe", email, proj),
         )
 
-    section = "The trainer images"
+    section = "The trainer images: the repository in each job region"
     repository = trainer_image().repository
-    where = (repository, f"--location={r}", proj)
-    gone(
-        f"delete the Docker repository {repository} and its images",
-        ("gcloud", "artifacts", "repositories", "delete", *where),
-        section,
-        ("gcloud", "artifacts", "repositories", "describe", *where),
-    )
+    for region in n.job_regions:
+        where = (repository, f"--location={region}", proj)
+        gone(
+            f"delete the Docker repository {repository} in {region} and its images",
+            ("gcloud", "artifacts", "repositories", "delete", *where),
+            section,
+            ("gcloud", "artifacts", "repositories", "describe", *where),
+        )
 
     section = (
         "Data: buckets and the Firestore database, deleted with their contents (--delete-data)"
@@ -203,9 +229,17 @@ def teardown_plan(target: Target) -> Plan:
     )
 
 
-def _policy_has(stdout: str, member: str, role: str) -> bool:
+def _policy_has(stdout: str, member: str, role: str, condition: str = "") -> bool:
+    """Whether the project's policy binds member to role, under the condition the grant carried (its expression; ""
+    for the plain binding)."""
     try:
         policy = json.loads(stdout or "{}")
     except json.JSONDecodeError:
         return False
-    return any(b.get("role") == role and member in b.get("members", []) for b in policy.get("bindings", []))
+    expression = condition.partition(",title=")[0].removeprefix("expression=")
+    return any(
+        b.get("role") == role
+        and member in b.get("members", [])
+        and (b.get("condition") or {}).get("expression", "") == expression
+        for b in policy.get("bindings", [])
+    )

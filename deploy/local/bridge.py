@@ -289,13 +289,31 @@ class Pump:
         return True
 
 
+MESSAGE_LENGTH_OPTIONS = (("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1))
+"""The gRPC channel options Google's own Pub/Sub transport opens its channel with (no size limit: the service holds
+messages to 10 MB, https://cloud.google.com/pubsub/quotas#resource_limits). The client library opens its channel to
+the emulator without them, so gRPC's default 4 MB receive limit made a pull holding a 9 MB message fail every time
+(RESOURCE_EXHAUSTED) and the subscription delivered nothing (issue 28)."""
+
+
+def emulator_subscriber(host: str) -> Any:
+    """A SubscriberClient for the Pub/Sub emulator at host that takes every message Pub/Sub takes."""
+    import grpc
+    from google.cloud import pubsub_v1
+    from google.pubsub_v1.services.subscriber.transports.grpc import SubscriberGrpcTransport
+
+    channel = grpc.insecure_channel(host, options=MESSAGE_LENGTH_OPTIONS)
+    return pubsub_v1.SubscriberClient(transport=SubscriberGrpcTransport(channel=channel))
+
+
 class Bridge:
     """Every route's pump, started and stopped together."""
 
     def __init__(self, routes: Sequence[Route], max_outstanding: int = MAX_OUTSTANDING, report: Report = _say) -> None:
         from google.cloud import pubsub_v1
 
-        self._subscriber = pubsub_v1.SubscriberClient()
+        host = os.environ.get("PUBSUB_EMULATOR_HOST")
+        self._subscriber = emulator_subscriber(host) if host else pubsub_v1.SubscriberClient()
         self._stopping = threading.Event()
         self.pumps = [Pump(route, self._subscriber, self._stopping, report, max_outstanding) for route in routes]
 

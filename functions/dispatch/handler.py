@@ -2,7 +2,9 @@
 
 Exactly once: the run id comes from the request's idempotency key (create-if-absent), submission is claimed
 under a lease in a transaction, every CreateCustomJob attempt is recorded before it is made, and a delivery that
-finds an expired claim looks for the labelled job before submitting again.
+finds an expired claim looks for the labelled job before submitting again. A delivery that fails before it calls
+CreateCustomJob gives the claim back at once; one that finds a cancel recorded (in the claim's transaction, or
+before a further plan) ends the run CANCELLED without creating, and cancels at once a job it created meanwhile.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from schemas.plan import Plan
 from schemas.run_record import (
     TERMINAL_STATES,
     Artifacts,
+    CancelRequest,
     JobAttempt,
     RunError,
     RunRecord,
@@ -101,28 +104,34 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"
     if run.state == RunState.RECEIVED:
-        problems = request_problems(request, deps.settings, now)
-        if problems:
-            return _reject(run_id, "invalid-request", "; ".join(problems), deps)
-        outcome = deps.plan(request)
-        if outcome.plan is None:
-            return _reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
-        plan, fallbacks = outcome.plan, tuple(outcome.fallbacks[:FALLBACKS_KEPT])
-        fault_point("dispatch.after_plan")
-        # Recorded with the claim, in its transaction (one write instead of two on the way to CreateCustomJob).
-        planned = run_rules.transition(
-            RunState.PLANNED,
-            now=deps.now(),
-            detail=_plan_summary(plan),
-            change=lambda r: replace(
-                r,
-                plan=plan,
-                cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
-                submission=replace(r.submission, fallbacks=fallbacks, attempts=()),
-            ),
-        )
-        return _submit(run_id, request, deps, planned=planned)
+        return _plan_and_submit(run_id, request, deps)
     return _submit(run_id, request, deps)
+
+
+def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
+    """Check and plan a RECEIVED run, then claim and submit it (a delivery, or the reconciler taking over a run whose
+    delivery died after recording it)."""
+    problems = request_problems(request, deps.settings, deps.now())
+    if problems:
+        return _reject(run_id, "invalid-request", "; ".join(problems), deps)
+    outcome = deps.plan(request)
+    if outcome.plan is None:
+        return _reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
+    plan, fallbacks = outcome.plan, tuple(outcome.fallbacks[:FALLBACKS_KEPT])
+    fault_point("dispatch.after_plan")
+    # Recorded with the claim, in its transaction (one write instead of two on the way to CreateCustomJob).
+    planned = run_rules.transition(
+        RunState.PLANNED,
+        now=deps.now(),
+        detail=_plan_summary(plan),
+        change=lambda r: replace(
+            r,
+            plan=plan,
+            cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
+            submission=replace(r.submission, fallbacks=fallbacks, attempts=()),
+        ),
+    )
+    return _submit(run_id, request, deps, planned=planned)
 
 
 def _pending_attempt(plan: Plan, at: str) -> SubmissionAttempt:
@@ -151,7 +160,11 @@ def _submit(
     run_id: str, request: TrainingRequest, deps: DispatchDeps, planned: run_rules.Step[object] | None = None
 ) -> str:
     """Claim the run's submission (after `planned`, the move to PLANNED, in the same transaction) and make its
-    CreateCustomJob attempts. A fresh claim records the first attempt with the claim itself."""
+    CreateCustomJob attempts. A fresh claim records the first attempt with the claim itself.
+
+    A delivery that fails before it has called CreateCustomJob gives the claim back at once: it created nothing, so
+    its redelivery (or the reconciler) need not wait out the lease (issue 28: Vertex answering UNAVAILABLE to the
+    recovering delivery's look for an earlier job kept the run unsubmitted for the 120 s lease)."""
     owner = uuid.uuid4().hex
     now = deps.now()
     claim = deps.store.claim_submission(
@@ -168,40 +181,89 @@ def _submit(
         return f"duplicate:{claim.doc.state}"
     if claim.outcome == ClaimOutcome.NOT_READY:
         raise TransientError(f"run {run_id} is not planned yet")
+    creating = _Creating()
+    try:
+        return _submit_claimed(run_id, request, claim.outcome, claim.doc, owner, deps, creating)
+    except Exception as exc:
+        if not creating.called:
+            _give_back(run_id, owner, exc, deps)
+        raise
+
+
+@dataclass
+class _Creating:
+    """Whether this delivery has called CreateCustomJob yet (from then on a job may exist that it must account for)."""
+
+    called: bool = False
+
+
+def _give_back(run_id: str, owner: str, exc: Exception, deps: DispatchDeps) -> None:
+    """End this delivery's lease now, while it still holds it (nothing written otherwise): it created nothing."""
+    released = format_timestamp(deps.now())
+    try:
+        given = _owned_merge(
+            run_id,
+            owner,
+            lambda r: replace(r, submission=replace(r.submission, lease_until=released)),
+            deps,
+        )
+    except Exception as lost:  # the store failing too: the lease then lapses by itself
+        log.warning("run %s: the submission claim could not be given back (%s); it lapses by itself", run_id, lost)
+        return
+    if given:
+        log.info("run %s: failed before creating a job (%s); submission claim given back", run_id, exc)
+
+
+def _submit_claimed(
+    run_id: str,
+    request: TrainingRequest,
+    outcome: ClaimOutcome,
+    run: RunRecord,
+    owner: str,
+    deps: DispatchDeps,
+    creating: _Creating,
+) -> str:
+    """The claimed part of _submit: adopt an earlier attempt's job (RECOVER), else stop for a recorded cancel, else
+    make the CreateCustomJob attempts."""
     fault_point("dispatch.after_claim")
-    run = claim.doc
     if run.plan is None:
         raise PermanentError(
             f"run {run_id} is {run.state} but its record has no plan (edited by hand?); delete "
             "the run document and publish the request again"
         )
     attempts = list(run.submission.attempts or ())
-    if claim.outcome == ClaimOutcome.RECOVER:
+    if outcome == ClaimOutcome.RECOVER:
         earlier = attempt_rules.known_jobs(run)
         for region in sorted({a.region for a in attempts}):
             found = deps.vertex.find_by_run(region, run_id)
             if found is not None and found.name not in earlier:
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
                 plan = next((a.plan for a in attempts if a.region == region), run.plan)
-                outcome = _record_submitted(run_id, found, plan, attempts, owner, deps)
-                if outcome != KNOWN:
-                    return "recovered" if outcome == "submitted" else f"recovered:{outcome}"
+                said = _record_submitted(run_id, found, plan, attempts, owner, deps)
+                if said != KNOWN:
+                    return "recovered" if said == "submitted" else f"recovered:{said}"
                 log.warning(
                     "run %s: job %s was recorded as ended or superseded since this delivery read the run (its "
                     "creator cancelled it); submitting a new job instead of adopting it",
                     run_id,
                     found.name,
                 )
-    recorded = claim.outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].outcome == "pending"
+    if run.submission.cancel is not None:  # read in the claim's transaction
+        return _cancelled_before_create(run_id, owner, attempts, run.submission.cancel, deps)
+    recorded = outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].outcome == "pending"
     for plan in attempt_rules.candidates(run):
         if recorded:  # the claim's own write recorded this first attempt, under a lease it has just granted
             recorded = False
         else:
             attempts.append(_pending_attempt(plan, format_timestamp(deps.now())))
             renewed = format_timestamp(deps.now() + timedelta(seconds=deps.settings.submission_lease_seconds))
-            if not _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=renewed), deps):
+            held = deps.store.apply(run_id, _next_attempt_step(owner, deps.now(), attempts, renewed))
+            if isinstance(held, CancelRequest):
+                return _cancelled_before_create(run_id, owner, attempts[:-1], held, deps)
+            if not held:
                 return _lost_claim(run_id, "before creating its job")
         fault_point("dispatch.after_record_attempt")
+        creating.called = True
         try:
             job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id))
         except CapacityError as exc:
@@ -224,15 +286,60 @@ def _submit(
             return "failed:submit-refused"
         fault_point("dispatch.after_create_job")
         attempts[-1] = replace(attempts[-1], outcome="created")
-        outcome = _record_submitted(run_id, job, plan, attempts, owner, deps)
+        said = _record_submitted(run_id, job, plan, attempts, owner, deps)
         fault_point("dispatch.after_record_submission")
-        return outcome
+        return said
     if not _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), deps):
         return _lost_claim(run_id, "after every plan was refused for capacity")
     reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))
     why = f"every planned shape was refused for capacity: {reasons}. Allow more regions or GPU kinds, or raise quota."
     state = deps.store.apply(run_id, _wait_step(why, deps.now(), attempt_policy(deps.settings)))
     return f"{'failed:no-capacity' if state == RunState.FAILED else 'waiting:no-capacity'}"
+
+
+def _next_attempt_step(
+    owner: str, now: datetime, attempts: list[SubmissionAttempt], lease_until: str
+) -> run_rules.Step[bool | CancelRequest]:
+    """Record the next attempt, pending, and renew the lease, while this delivery holds the claim; result: True, False
+    (the claim was taken over: nothing written) or the cancel request recorded meanwhile (nothing written)."""
+    change = _with_attempts(attempts, lease_until=lease_until)
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool | CancelRequest]:
+        if cur is None or cur.submission.owner != owner or cur.state != RunState.SUBMITTING:
+            return None, False
+        if cur.submission.cancel is not None:
+            return None, cur.submission.cancel
+        return transitioned(cur, cur.state, now=now, change=change), True
+
+    return step
+
+
+def _cancelled_before_create(
+    run_id: str, owner: str, attempts: list[SubmissionAttempt], cancel: CancelRequest, deps: DispatchDeps
+) -> str:
+    """A cancel was recorded while the run was being submitted: end it CANCELLED, creating no job (issue 28: the
+    next delivery created the job anyway and the run ended SUCCEEDED with the cancel request on it)."""
+    message = f"cancelled by {cancel.by} at {cancel.at}, while it was being submitted; no job was created"
+    stamp = format_timestamp(deps.now())
+    with_attempts = _with_attempts(attempts, lease_until=stamp)
+    now = deps.now()
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None or cur.submission.owner != owner or cur.state != RunState.SUBMITTING:
+            return None, False
+        new = transitioned(
+            cur,
+            RunState.CANCELLED,
+            now=now,
+            detail=message,
+            change=lambda r: replace(with_attempts(r), error=RunError("cancelled", message, reason="cancelled")),
+        )
+        return new, new is not None
+
+    if not deps.store.apply(run_id, step):
+        return _lost_claim(run_id, "while ending it for its cancel request")
+    log.info("run %s: %s", run_id, message)
+    return "cancelled:before-create"
 
 
 def _owned_merge(run_id: str, owner: str, change: Callable[[RunRecord], RunRecord], deps: DispatchDeps) -> bool:
@@ -274,11 +381,21 @@ def _wait_step(
 
 
 def resubmit(run_id: str, deps: DispatchDeps) -> str:
-    """Submit a run that was put back in SUBMITTING (a new attempt or round) through the exactly-once path."""
+    """Submit a run that was put back in SUBMITTING (a new attempt or round), or take over one whose delivery died
+    (RECEIVED: planned first, from the request kept on the run), through the exactly-once path."""
     run = deps.store.get(run_id)
     if run is None:
         raise PermanentError(f"run {run_id} does not exist")
-    return _submit(run_id, parse_training_request(json.dumps(run.request).encode()), deps)
+    try:
+        request = parse_training_request(json.dumps(run.request).encode())
+    except SchemaError as exc:
+        raise PermanentError(
+            f"run {run_id}: the request kept on it cannot be read ({exc}); publish the request again under a new "
+            "idempotency key"
+        ) from exc
+    if run.state == RunState.RECEIVED:
+        return _plan_and_submit(run_id, request, deps)
+    return _submit(run_id, request, deps)
 
 
 def _with_attempts(
@@ -328,6 +445,8 @@ def _record_submitted(
             ),
         ),
     )
+    if outcome == CANCEL_AT_ONCE:
+        return _cancel_at_once(run_id, job, deps)
     if outcome == "superseded":
         log.warning(
             "run %s: its submission claim was taken over while job %s was being created; the run has "
@@ -343,6 +462,21 @@ def _record_submitted(
             )
     return outcome
 
+
+def _cancel_at_once(run_id: str, job: JobView, deps: DispatchDeps) -> str:
+    """The job was created while a cancel was being recorded on the run: cancel it now, not at the next reconcile
+    pass (the listener records CANCELLED when it stops; should Vertex not answer, the reconciler asks again)."""
+    try:
+        asked = deps.vertex.cancel(job.name)
+    except (TransientError, PermanentError) as exc:
+        log.warning("run %s: cancelling job %s failed (%s); the reconciler asks again", run_id, job.name, exc)
+        return "submitted:cancel-pending"
+    log.info("run %s: cancel recorded while job %s was being created; Vertex asked to cancel it", run_id, job.name)
+    return "submitted:cancel-requested" if asked else "submitted:job-ended"
+
+
+CANCEL_AT_ONCE = "submitted-cancel"
+"""The outcome of recording a job on a run whose cancel was recorded while the job was being created."""
 
 KNOWN = "known"
 """The outcome of adopting a job the run already records as ended or superseded: a recovering delivery read the run
@@ -363,7 +497,9 @@ def _submitted_step(
             if job.name in attempt_rules.known_jobs(cur):
                 return None, KNOWN
             new = transitioned(cur, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}", change=change)
-            return new, "submitted" if new is not None else f"unchanged:{cur.state}"
+            if new is None:
+                return None, f"unchanged:{cur.state}"
+            return new, "submitted" if cur.submission.cancel is None else CANCEL_AT_ONCE
         if (cur.vertex is not None and cur.vertex.job_name == job.name) or job.name in attempt_rules.known_jobs(cur):
             return None, "adopted"
         stamp = format_timestamp(now)
@@ -432,12 +568,19 @@ def _reject_unreadable(message: PubSubMessage, reason: str, deps: DispatchDeps) 
     return "rejected:invalid-request"
 
 
+KEPT_FIELD_CHARS = 16_000
+"""The largest field of an invalid request a REJECTED run keeps as sent (as JSON text); a larger one is kept cut.
+Twenty such fields stay far below Firestore's 1 MiB document, which a message of up to Pub/Sub's 10 MB could pass:
+the write then failed, and the message was retried until dead-lettered instead of acknowledged with its reason."""
+
+
 def _storable(value: object) -> object:
-    """A field of an invalid request as the run record keeps it: as sent where Firestore can hold it, else its JSON
-    text, cut (integers past 64 bits and nesting past Firestore's 20 levels make the whole write fail)."""
-    if _fits_firestore(value, depth=1):
-        return value
+    """A field of an invalid request as the run record keeps it: as sent where Firestore can hold it and it is not
+    large, else its JSON text, cut (integers past 64 bits and nesting past Firestore's 20 levels make the whole write
+    fail, and so does a document past 1 MiB)."""
     text = json.dumps(value, default=str)
+    if _fits_firestore(value, depth=1) and len(text) <= KEPT_FIELD_CHARS:
+        return value
     return text if len(text) <= 1000 else f"{text[:1000]}... ({len(text)} characters)"
 
 

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from functions.settings import Settings
+from schemas.data_objects import encode_objects
 from schemas.job_view import RUN_LABEL
 from schemas.plan import Plan
 from schemas.training_request import TrainingRequest
@@ -68,6 +69,10 @@ def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
         f"--precision={plan.precision}",
         f"--label-column={request.model.label_column}",
     ]
+    if request.dataset.objects_digest:  # the version's snapshot: the trainer reads exactly these objects
+        args.append(f"--data-digest={request.dataset.objects_digest}")
+    if request.dataset.objects:
+        args.append(f"--data-objects={encode_objects(request.dataset.objects)}")
     if plan.activation_checkpointing:
         args.append("--activation-checkpointing")
     if h.checkpoint_every_steps:
@@ -110,7 +115,7 @@ def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
     if plan.accelerator_type and plan.accelerator_count:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
-    container = {"image_uri": settings.trainer_image, "args": trainer_args(request, plan)}
+    container = {"image_uri": settings.trainer_image_for(plan.region), "args": trainer_args(request, plan)}
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [
         {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": container}

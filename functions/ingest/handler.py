@@ -144,8 +144,11 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
 
 
 def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
-    """A data object: it may be the one a waiting manifest needs, or keep a quiet-period dataset open."""
-    manifest_prefixes = ancestor_prefixes(event.name, route) if "manifest" in route.readiness else []
+    """A data object: it may be the one a waiting manifest or marker needs, or keep a quiet-period dataset open."""
+    # A waiting version (a manifest's objects still landing, or a marker that landed before its data) is evaluated
+    # again when a data object lands in its folder.
+    waits = "manifest" in route.readiness or "marker" in route.readiness
+    manifest_prefixes = ancestor_prefixes(event.name, route) if waits else []
     quiet = quiet_dataset_prefix(event.name, route) if "quiet-period" in route.readiness else None
     prefixes = [*manifest_prefixes, *([quiet] if quiet else [])]
     if not prefixes:

@@ -13,9 +13,10 @@ from typing import Any
 
 from deploy.routes import Route
 from functions.gcp.gcs_objects import ObjectInfo, TooLarge
-from functions.ingest.dataset_names import MANIFEST, OVERRIDES, Role, format_of, role_of
+from functions.ingest.dataset_names import MANIFEST, MARKER, OVERRIDES, Role, format_of, role_of
 from functions.ingest.manifest import MAX_MANIFEST_BYTES, Entry, ManifestError, manifest_problems, parse_manifest
 from functions.ingest.overrides import MAX_OVERRIDES_BYTES, OverrideError, apply_overrides, parse_overrides
+from schemas.data_objects import INLINE_LIST_BYTES, DataObject, ListDigest, entry_bytes
 from schemas.errors import SchemaError
 from schemas.times import format_timestamp
 from schemas.training_request import (
@@ -45,6 +46,13 @@ class Scan:
     manifest: ObjectInfo | None = None
     present: dict[str, ObjectInfo] = field(default_factory=dict)
     """Objects whose relative names were asked for (the manifest's entries)."""
+    objects: list[DataObject] | None = field(default_factory=list)
+    """The data objects (relative names, generations, sizes) while their list fits INLINE_LIST_BYTES; None past it
+    (the digest then names them)."""
+    list_bytes: int = 2
+    """What `objects` takes as compact JSON (schemas/data_objects.py encode_objects)."""
+    objects_digest: ListDigest = field(default_factory=ListDigest)
+    """The digest of every data object's name, generation and size, in listing (name) order."""
     content: Any = field(default_factory=hashlib.sha256)
     """Running SHA-256 over what is trained: each data object's and landfall.json's relative name, size and crc32c
     (its generation where the listing has no crc32c), in listing order (Cloud Storage lists names in order)."""
@@ -53,6 +61,16 @@ class Scan:
     def content_digest(self) -> str:
         """The dataset's content as 32 hex characters: the same objects, the same digest, whatever marked them."""
         return str(self.content.hexdigest()[:32])
+
+    def add_object(self, obj: DataObject) -> None:
+        self.objects_digest.add(obj)
+        if self.objects is None:
+            return
+        self.list_bytes += entry_bytes(obj) + (1 if self.objects else 0)
+        if self.list_bytes > INLINE_LIST_BYTES:
+            self.objects = None
+        else:
+            self.objects.append(obj)
 
     def add_content(self, relative: str, obj: ObjectInfo) -> None:
         checksum = obj.crc32c or f"generation:{obj.generation}"
@@ -74,6 +92,7 @@ def scan_prefix(objects: Iterable[ObjectInfo], prefix: str, wanted: frozenset[st
         if role_of(relative) != Role.DATA:
             continue
         scan.add_content(relative, obj)
+        scan.add_object(DataObject(relative, obj.generation, obj.size))
         scan.count += 1
         scan.total_bytes += obj.size
         scan.formats.add(format_of(obj.name) or NO_FORMAT)
@@ -159,6 +178,15 @@ def evaluate(c: Completion, scan: Scan, read: ReadObject, entries: tuple[Entry, 
                 waiting=True,
             )
     if scan.count < max(route.min_objects, 1):
+        if c.kind == "marker":
+            # The marker landed before its data (gcloud uploads files in parallel): wait for the data rather than
+            # refuse. A data object landing in the folder, or the next sweep tick, evaluates the version again.
+            return Verdict(
+                reason=f"{c.uri}{MARKER} landed while the folder held {scan.count} data object(s); route "
+                f"{route.name!r} needs at least {max(route.min_objects, 1)}. Waiting for data: the version is "
+                "cut when a data object lands. Upload the marker last (docs/ingest.md)",
+                waiting=True,
+            )
         return Verdict(
             reason=f"{c.uri} holds {scan.count} data object(s); route {route.name!r} needs at least "
             f"{max(route.min_objects, 1)} (markers, manifests, landfall.json and _/. files do not count)"
@@ -210,6 +238,8 @@ def template(c: Completion, scan: Scan, now: datetime) -> TrainingRequest:
             object_count=scan.count,
             total_bytes=scan.total_bytes,
             formats=tuple(sorted(scan.formats - {NO_FORMAT})),
+            objects=tuple(scan.objects or ()),
+            objects_digest=scan.objects_digest.hexdigest(),
         ),
         task=route.task,
         model=ModelSpec(preset=route.model_preset, label_column=route.label_column),

@@ -1,6 +1,9 @@
 """Cancel a run on request (`landfall cancel RUN_ID`): who asked and when go on the run in a transaction, then
 Vertex is asked to cancel its job; the listener (or the reconciler) records CANCELLED when the job has stopped.
-A run with no job yet is CANCELLED at once, so the dispatcher never submits it; an ended run is left as it is."""
+A run with no job yet is CANCELLED at once, so the dispatcher never submits it; a run being submitted (SUBMITTING)
+keeps the request, which the delivery holding its claim reads before CreateCustomJob (then it ends CANCELLED with no
+job) or, when the job was being created meanwhile, right after recording the job (then it cancels that job at
+once); an ended run is left as it is."""
 
 from __future__ import annotations
 
@@ -53,8 +56,8 @@ def cancel_run(run_id: str, *, by: str, store: RunsRules, vertex: VertexJobs, no
         return f"run {run_id} CANCELLED before submission"
     if run is None or run.vertex is None:
         return (
-            f"run {run_id} is being submitted; the cancel request is recorded and the job will be cancelled "
-            "once it is known (the reconciler does it)"
+            f"run {run_id} is being submitted; the cancel request is recorded: the delivery submitting it ends it "
+            "CANCELLED before creating a job, or cancels at once the job it has just created"
         )
     if vertex.cancel(run.vertex.job_name):
         return f"run {run_id}: asked Vertex to cancel job {run.vertex.job_name}; the run ends CANCELLED when it stops"

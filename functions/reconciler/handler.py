@@ -2,7 +2,10 @@
 have not ended and bring each in line with what is true.
 
 - SUBMITTED / RUNNING: re-read the job; an ended job is recorded as the listener would (record_job_state).
-- PLANNED or SUBMITTING past its lease: the dispatcher's exactly-once path takes it over (adopting the labelled
+- RECEIVED or PLANNED a lease's time after its last change, or SUBMITTING past its lease: the delivery that
+  recorded it died (a dispatcher failing every delivery after recording the run dead-letters its message, and its
+  dataset version, already answered, is not republished), so the dispatcher's exactly-once path takes it over from
+  the request kept on the run: planning a RECEIVED run, then claiming it as a delivery would (adopting the labelled
   job when one exists, else submitting).
 - WAITING: at retry_at the next round starts (or the run FAILS when it has waited long enough).
 - A job QUEUED or PENDING longer than LANDFALL_LONG_WAIT_SECONDS: why it waits is noted on the run (`long_wait`,
@@ -46,7 +49,14 @@ ENDED_JOB_STATES = frozenset(
         "JOB_STATE_PARTIALLY_SUCCEEDED",
     }
 )
-OPEN_STATES = (RunState.PLANNED, RunState.SUBMITTING, RunState.SUBMITTED, RunState.RUNNING, RunState.WAITING)
+OPEN_STATES = (
+    RunState.RECEIVED,
+    RunState.PLANNED,
+    RunState.SUBMITTING,
+    RunState.SUBMITTED,
+    RunState.RUNNING,
+    RunState.WAITING,
+)
 
 
 @dataclass(frozen=True)
@@ -143,8 +153,8 @@ def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
             if outcome == "resubmit"
             else ("unchanged" if outcome in ("not-yet", "not-waiting") else outcome)
         )
-    if run.state in (RunState.PLANNED, RunState.SUBMITTING):
-        if _lease_live(run, now) or (run.state == RunState.PLANNED and _younger_than_lease(run, now, deps)):
+    if run.state in (RunState.RECEIVED, RunState.PLANNED, RunState.SUBMITTING):
+        if _lease_live(run, now) or (run.state != RunState.SUBMITTING and _younger_than_lease(run, now, deps)):
             return "unchanged"
         return f"resubmitted:{deps.resubmit(run.run_id)}"
     if run.vertex is None:
@@ -178,7 +188,7 @@ def _lease_live(run: RunRecord, now: datetime) -> bool:
 
 
 def _younger_than_lease(run: RunRecord, now: datetime, deps: ReconcilerDeps) -> bool:
-    """A PLANNED run is the dispatcher's for one lease's time after it was planned."""
+    """A RECEIVED or PLANNED run is its delivery's for one lease's time after it was recorded or planned."""
     return (now - parse_timestamp(run.updated_at, field="updated_at")).total_seconds() < deps.lease_seconds
 
 

@@ -30,12 +30,6 @@ def _target(args: argparse.Namespace) -> Target:
         )
     if args.project_number and not args.project_number.isdigit():
         raise UsageError(f"--project-number must be digits, got {args.project_number!r}")
-    if args.dry_run and not args.project_number:
-        raise UsageError(
-            "a dry run prints the Google-managed identities by name, which contain the project number: "
-            f"pass --project-number (`gcloud projects describe {args.project} "
-            "--format='value(projectNumber)'` prints it)"
-        )
     from deploy.topology import load_topology
 
     return Target(
@@ -119,7 +113,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--project-number",
         default="",
         metavar="N",
-        help="the project number (looked up when deploying; required with --dry-run)",
+        help="the project number, in the Google-managed identities' names (default: looked up when deploying; "
+        "a dry run prints PROJECT_NUMBER in its place)",
     )
     p.add_argument(
         "--job-region",

@@ -53,7 +53,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--project",
-        help="with --custom-job: the project the job runs in (default $GOOGLE_CLOUD_PROJECT, else the local stack's)",
+        help="with --custom-job: the Google Cloud project to print the job for, as its deployed dispatcher would "
+        "submit it: image, output bucket, service account and regions from the settings `landfall deploy "
+        "--project P` recorded (.landfall/deploy/projects/P.env.yaml); without it, the local stack's job",
     )
     p.add_argument(
         "--trainer-image",
@@ -152,13 +154,46 @@ def read_request(path: str) -> TrainingRequest:
     return parse_training_request(Path(path).read_text())
 
 
+DEPLOYED_SETTINGS = (
+    "LANDFALL_TRAINER_IMAGE",
+    "LANDFALL_TRAINING_SERVICE_ACCOUNT",
+    "LANDFALL_OUTPUT_BUCKET",
+    "LANDFALL_ARTIFACT_BUCKETS",
+    "LANDFALL_DEFAULT_REGION",
+)
+"""What a job in a project takes from its deployed dispatcher's settings, beyond the project itself."""
+
+
+def deployed_env(project: str) -> dict[str, str]:
+    """The dispatcher's environment as `landfall deploy --project project` recorded it in this checkout; a
+    SettingsError naming the file and the settings when there is none."""
+    from deploy.gcp.bundles import REPO_ROOT, recorded_settings, settings_file
+    from functions.settings import SettingsError
+
+    recorded = recorded_settings(project)
+    missing = [name for name in DEPLOYED_SETTINGS if not (recorded or {}).get(name)]
+    if recorded is None or missing:
+        where = settings_file(project).relative_to(REPO_ROOT)
+        found = "has no" if recorded is None else f"lacks {', '.join(missing)} in"
+        raise SettingsError(
+            f"this checkout {found} the settings `landfall deploy --project {project}` records ({where}): "
+            f"{', '.join(DEPLOYED_SETTINGS)}. Run `landfall deploy --project {project} --region REGION` (or the "
+            "same with --dry-run, which deploys nothing) with the region and --job-region flags the project was "
+            "deployed with, then plan again"
+        )
+    return recorded
+
+
 def dispatcher_settings(args: argparse.Namespace) -> Settings:
-    """The settings the dispatcher would have: the environment (the local stack's when one runs), with the flags'
-    project, trainer image and service account over it."""
+    """The settings the dispatcher would have: with --custom-job --project, those the project's deployed dispatcher
+    has (recorded by `landfall deploy`); otherwise the environment (the local stack's when one runs). The flags'
+    trainer image and service account go over either."""
     from deploy.topology import load_topology
     from functions.settings import settings_from_env
 
     env = dict(os.environ)
+    if getattr(args, "custom_job", False) and getattr(args, "project", None):
+        env.update(deployed_env(args.project))
     env.setdefault("GOOGLE_CLOUD_PROJECT", load_topology().project_id)
     for flag, name in (
         ("project", "GOOGLE_CLOUD_PROJECT"),
@@ -196,7 +231,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps({"rejection": rejection}, indent=2) if args.json else f"REJECTED: {rejection}")
         return 1
     if args.custom_job:
-        return _print_custom_job(request, outcome, settings, args.format)
+        return _print_custom_job(request, outcome, settings, args.format, deployed=bool(args.project))
     if args.json:
         if outcome.plan is not None:
             print(json.dumps(outcome.plan.to_dict(), indent=2))
@@ -268,8 +303,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_custom_job(request: TrainingRequest, outcome: PlanOutcome, settings: Settings, fmt: str) -> int:
-    """The CustomJob for the chosen plan (REJECTED and exit 1 when there is none; nothing is submitted)."""
+def _print_custom_job(
+    request: TrainingRequest, outcome: PlanOutcome, settings: Settings, fmt: str, deployed: bool = False
+) -> int:
+    """The CustomJob for the chosen plan (REJECTED and exit 1 when there is none; nothing is submitted). deployed:
+    the settings are a project's deployed dispatcher's, and the gcloud line names the project."""
     from functions.dispatch.job_spec import custom_job
     from landfall.custom_job import render, rest_body
 
@@ -277,7 +315,8 @@ def _print_custom_job(request: TrainingRequest, outcome: PlanOutcome, settings: 
         print(f"REJECTED: {outcome.rejection}", file=sys.stderr)
         return 1
     body = rest_body(custom_job(request, outcome.plan, settings, request.run_id))
-    sys.stdout.write(render(body, outcome.plan.region, fmt))
+    project = settings.project if deployed else None
+    sys.stdout.write(render(body, outcome.plan.region, fmt, project=project))
     return 0
 
 

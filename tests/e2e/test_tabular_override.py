@@ -63,6 +63,12 @@ def test_override_and_text_labels_end_succeeded(
     assert doc["request"]["hyperparameters"]["epochs"] == 3
     assert doc["request"]["model"]["label_column"] == "diagnosis"
     assert doc["request"]["dataset"]["object_count"] == 2  # landfall.json and _SUCCESS are not data
+    # Issue 28: the version is a snapshot; the run trained on, and names, exactly the objects it recorded.
+    parts = sorted((b.name.removeprefix(prefix), b) for b in landing_bucket.list_blobs(prefix=prefix + "part-"))
+    recorded = [{"name": name, "generation": str(b.generation), "size": b.size} for name, b in parts]
+    assert doc["request"]["dataset"]["objects"] == recorded
+    assert doc["data_read"]["source"] == "request" and doc["data_read"]["objects"] == recorded
+    assert doc["data_read"]["objects_digest"] == doc["request"]["dataset"]["objects_digest"]
     metrics, defaults = doc["metrics"], HparamValues()
     # 53 training rows are 3 steps an epoch: 3 epochs were 9 steps; the trainer added epochs up to min_steps
     assert metrics["steps"] >= defaults.min_steps and len(metrics["epochs"]) > 3

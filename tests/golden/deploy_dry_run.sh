@@ -12,7 +12,7 @@
 
 # --- APIs
 # enable the APIs Landfall uses
-gcloud services enable serviceusage.googleapis.com iam.googleapis.com cloudresourcemanager.googleapis.com cloudfunctions.googleapis.com run.googleapis.com cloudbuild.googleapis.com artifactregistry.googleapis.com pubsub.googleapis.com storage.googleapis.com firestore.googleapis.com aiplatform.googleapis.com logging.googleapis.com cloudscheduler.googleapis.com --project=landfall-sample
+gcloud services enable serviceusage.googleapis.com iam.googleapis.com cloudresourcemanager.googleapis.com cloudfunctions.googleapis.com run.googleapis.com cloudbuild.googleapis.com artifactregistry.googleapis.com pubsub.googleapis.com storage.googleapis.com firestore.googleapis.com aiplatform.googleapis.com logging.googleapis.com cloudscheduler.googleapis.com compute.googleapis.com --project=landfall-sample
 
 # --- Firestore (native mode) and the composite indexes the CLI's queries need
 # create the Firestore database (default) in us-central1
@@ -39,6 +39,8 @@ gcloud iam service-accounts create landfall-listener '--display-name=Landfall li
 gcloud iam service-accounts create landfall-reconciler '--display-name=Landfall reconciler' '--description=Runs reconcile_runs: records jobs that ended unheard, adopts stuck runs, retries waiting ones, cancels jobs and orphans, republishes lost requests.' --project=landfall-sample
 # create the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-trainer '--display-name=Landfall trainer' '--description=Identity of the Vertex AI training replicas: reads datasets, writes checkpoints and models.' --project=landfall-sample
+# create the service account landfall-builder@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts create landfall-builder '--display-name=Landfall builder' '--description=Runs the Cloud Build builds: the trainer image and every function'"'"'s container.' --project=landfall-sample
 # create the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-invoker '--display-name=Landfall invoker' '--description=The identity Pub/Sub push subscriptions present (OIDC) to invoke the functions.' --project=landfall-sample
 
@@ -78,21 +80,21 @@ gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-land
 # grant ingest roles/pubsub.publisher on topic landfall-training-requests
 gcloud pubsub topics add-iam-policy-binding landfall-training-requests --member=serviceAccount:landfall-ingest@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant ingest roles/datastore.user on project landfall-sample
-gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ingest@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ingest@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # grant sweeper roles/storage.objectViewer on bucket landfall-sample-landfall-landing
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-landing --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant sweeper roles/pubsub.publisher on topic landfall-training-requests
 gcloud pubsub topics add-iam-policy-binding landfall-training-requests --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant sweeper roles/datastore.user on project landfall-sample
-gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # grant dispatch roles/datastore.user on project landfall-sample
-gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # grant dispatch roles/aiplatform.user on project landfall-sample
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
 # grant dispatch roles/iam.serviceAccountUser on service_account landfall-trainer@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts add-iam-policy-binding landfall-trainer@landfall-sample.iam.gserviceaccount.com --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/iam.serviceAccountUser --project=landfall-sample
 # grant listener roles/datastore.user on project landfall-sample
-gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # grant listener roles/aiplatform.user on project landfall-sample
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
 # grant listener roles/iam.serviceAccountUser on service_account landfall-trainer@landfall-sample.iam.gserviceaccount.com
@@ -104,7 +106,7 @@ gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-arti
 # grant listener roles/pubsub.publisher on topic landfall-run-results
 gcloud pubsub topics add-iam-policy-binding landfall-run-results --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant reconciler roles/datastore.user on project landfall-sample
-gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # grant reconciler roles/aiplatform.user on project landfall-sample
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
 # grant reconciler roles/iam.serviceAccountUser on service_account landfall-trainer@landfall-sample.iam.gserviceaccount.com
@@ -123,6 +125,12 @@ gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-land
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-us-central1 --member=serviceAccount:landfall-trainer@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectUser --project=landfall-sample
 # grant trainer roles/storage.objectUser on bucket landfall-sample-landfall-artifacts-europe-west4
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-europe-west4 --member=serviceAccount:landfall-trainer@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectUser --project=landfall-sample
+# grant builder roles/logging.logWriter on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/logging.logWriter --condition=None
+# grant builder roles/artifactregistry.writer on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/artifactregistry.writer --condition=None
+# grant builder roles/storage.objectViewer on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer '--condition=expression=resource.name.startsWith("projects/_/buckets/landfall-sample_cloudbuild") || resource.name.startsWith("projects/_/buckets/gcf-v2-sources-"),title=landfall-build-sources,description=Only the buckets Cloud Build reads uploaded sources from'
 # grant storage roles/pubsub.publisher on topic landfall-object-events
 gcloud pubsub topics add-iam-policy-binding landfall-object-events --member=serviceAccount:service-123456789012@gs-project-accounts.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant pubsub roles/pubsub.publisher on topic landfall-dead-letter
@@ -130,23 +138,25 @@ gcloud pubsub topics add-iam-policy-binding landfall-dead-letter --member=servic
 # grant pubsub roles/iam.serviceAccountTokenCreator on service_account landfall-invoker@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts add-iam-policy-binding landfall-invoker@landfall-sample.iam.gserviceaccount.com --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/iam.serviceAccountTokenCreator --project=landfall-sample
 
-# --- The trainer image: trainer/Dockerfile built by Cloud Build into Artifact Registry
+# --- The trainer image: built once by Cloud Build, pushed to a repository in every job region
 # create the Docker repository landfall in us-central1
 gcloud artifacts repositories create landfall --repository-format=docker --location=us-central1 '--description=Landfall trainer images' --project=landfall-sample
-# build us-central1-docker.pkg.dev/landfall-sample/landfall/trainer:golden (the tag is the hash of the staged context: unchanged code is not rebuilt)
-gcloud builds submit .landfall/deploy/trainer --tag=us-central1-docker.pkg.dev/landfall-sample/landfall/trainer:golden --region=us-central1 --project=landfall-sample
+# create the Docker repository landfall in europe-west4
+gcloud artifacts repositories create landfall --repository-format=docker --location=europe-west4 '--description=Landfall trainer images' --project=landfall-sample
+# build the trainer image and push us-central1-docker.pkg.dev/landfall-sample/landfall/trainer:golden, europe-west4-docker.pkg.dev/landfall-sample/landfall/trainer:golden (the tag is the hash of the staged context: unchanged code is not rebuilt)
+gcloud builds submit .landfall/deploy/trainer --config=.landfall/deploy/trainer.cloudbuild.json --service-account=projects/landfall-sample/serviceAccounts/landfall-builder@landfall-sample.iam.gserviceaccount.com --timeout=3600s --region=us-central1 --project=landfall-sample
 
 # --- Functions: HTTP functions that only the invoker account may call
 # deploy landfall-on-object-finalized (entry point on_object_finalized) from .landfall/deploy/functions/on_object_finalized
-gcloud functions deploy landfall-on-object-finalized --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/on_object_finalized --entry-point=on_object_finalized --trigger-http --no-allow-unauthenticated --service-account=landfall-ingest@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=60s --min-instances=0 --max-instances=20 --concurrency=8 --env-vars-file=.landfall/deploy/functions/on_object_finalized.env.yaml --project=landfall-sample
+gcloud functions deploy landfall-on-object-finalized --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/on_object_finalized --entry-point=on_object_finalized --trigger-http --no-allow-unauthenticated --service-account=landfall-ingest@landfall-sample.iam.gserviceaccount.com --build-service-account=projects/landfall-sample/serviceAccounts/landfall-builder@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=60s --min-instances=0 --max-instances=20 --concurrency=8 --env-vars-file=.landfall/deploy/functions/on_object_finalized.env.yaml --project=landfall-sample
 # deploy landfall-dispatch (entry point dispatch) from .landfall/deploy/functions/dispatch
-gcloud functions deploy landfall-dispatch --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/dispatch --entry-point=dispatch --trigger-http --no-allow-unauthenticated --service-account=landfall-dispatch@landfall-sample.iam.gserviceaccount.com --memory=1Gi --cpu=1 --timeout=120s --min-instances=0 --max-instances=10 --concurrency=1 --env-vars-file=.landfall/deploy/functions/dispatch.env.yaml --project=landfall-sample
+gcloud functions deploy landfall-dispatch --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/dispatch --entry-point=dispatch --trigger-http --no-allow-unauthenticated --service-account=landfall-dispatch@landfall-sample.iam.gserviceaccount.com --build-service-account=projects/landfall-sample/serviceAccounts/landfall-builder@landfall-sample.iam.gserviceaccount.com --memory=1Gi --cpu=1 --timeout=120s --min-instances=0 --max-instances=10 --concurrency=1 --env-vars-file=.landfall/deploy/functions/dispatch.env.yaml --project=landfall-sample
 # deploy landfall-on-job-event (entry point on_job_event) from .landfall/deploy/functions/on_job_event
-gcloud functions deploy landfall-on-job-event --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/on_job_event --entry-point=on_job_event --trigger-http --no-allow-unauthenticated --service-account=landfall-listener@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=60s --min-instances=0 --max-instances=10 --concurrency=4 --env-vars-file=.landfall/deploy/functions/on_job_event.env.yaml --project=landfall-sample
+gcloud functions deploy landfall-on-job-event --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/on_job_event --entry-point=on_job_event --trigger-http --no-allow-unauthenticated --service-account=landfall-listener@landfall-sample.iam.gserviceaccount.com --build-service-account=projects/landfall-sample/serviceAccounts/landfall-builder@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=60s --min-instances=0 --max-instances=10 --concurrency=4 --env-vars-file=.landfall/deploy/functions/on_job_event.env.yaml --project=landfall-sample
 # deploy landfall-sweep-datasets (entry point sweep_datasets) from .landfall/deploy/functions/sweep_datasets
-gcloud functions deploy landfall-sweep-datasets --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/sweep_datasets --entry-point=sweep_datasets --trigger-http --no-allow-unauthenticated --service-account=landfall-sweeper@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=300s --min-instances=0 --max-instances=1 --concurrency=1 --env-vars-file=.landfall/deploy/functions/sweep_datasets.env.yaml --project=landfall-sample
+gcloud functions deploy landfall-sweep-datasets --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/sweep_datasets --entry-point=sweep_datasets --trigger-http --no-allow-unauthenticated --service-account=landfall-sweeper@landfall-sample.iam.gserviceaccount.com --build-service-account=projects/landfall-sample/serviceAccounts/landfall-builder@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=300s --min-instances=0 --max-instances=1 --concurrency=1 --env-vars-file=.landfall/deploy/functions/sweep_datasets.env.yaml --project=landfall-sample
 # deploy landfall-reconcile-runs (entry point reconcile_runs) from .landfall/deploy/functions/reconcile_runs
-gcloud functions deploy landfall-reconcile-runs --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/reconcile_runs --entry-point=reconcile_runs --trigger-http --no-allow-unauthenticated --service-account=landfall-reconciler@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=300s --min-instances=0 --max-instances=1 --concurrency=1 --env-vars-file=.landfall/deploy/functions/reconcile_runs.env.yaml --project=landfall-sample
+gcloud functions deploy landfall-reconcile-runs --gen2 --region=us-central1 --runtime=python313 --source=.landfall/deploy/functions/reconcile_runs --entry-point=reconcile_runs --trigger-http --no-allow-unauthenticated --service-account=landfall-reconciler@landfall-sample.iam.gserviceaccount.com --build-service-account=projects/landfall-sample/serviceAccounts/landfall-builder@landfall-sample.iam.gserviceaccount.com --memory=512Mi --cpu=1 --timeout=300s --min-instances=0 --max-instances=1 --concurrency=1 --env-vars-file=.landfall/deploy/functions/reconcile_runs.env.yaml --project=landfall-sample
 # grant invoker roles/run.invoker on function landfall-on-object-finalized
 gcloud functions add-invoker-policy-binding landfall-on-object-finalized --region=us-central1 --member=serviceAccount:landfall-invoker@landfall-sample.iam.gserviceaccount.com --project=landfall-sample
 # grant invoker roles/run.invoker on function landfall-dispatch

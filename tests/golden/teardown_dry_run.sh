@@ -34,6 +34,14 @@ gcloud functions delete landfall-sweep-datasets --region=us-central1 --project=l
 # delete the function landfall-reconcile-runs
 gcloud functions delete landfall-reconcile-runs --region=us-central1 --project=landfall-sample --quiet
 
+# --- Vertex AI jobs still queued or running, cancelled once no function can submit another
+# cancel Landfall's jobs still queued, pending or running in us-central1 (they bill until they end)
+# for each ITEM that `gcloud ai custom-jobs list --region=us-central1 --project=landfall-sample '--filter=labels.landfall=run AND state:(JOB_STATE_QUEUED JOB_STATE_PENDING JOB_STATE_RUNNING)' '--format=value(name.basename())'` lists:
+gcloud ai custom-jobs cancel ITEM --region=us-central1 --project=landfall-sample
+# cancel Landfall's jobs still queued, pending or running in europe-west4 (they bill until they end)
+# for each ITEM that `gcloud ai custom-jobs list --region=europe-west4 --project=landfall-sample '--filter=labels.landfall=run AND state:(JOB_STATE_QUEUED JOB_STATE_PENDING JOB_STATE_RUNNING)' '--format=value(name.basename())'` lists:
+gcloud ai custom-jobs cancel ITEM --region=europe-west4 --project=landfall-sample
+
 # --- Pub/Sub: dead-letter holds, topics, the schema
 # delete the subscription landfall-dead-letter-hold
 gcloud pubsub subscriptions delete landfall-dead-letter-hold --project=landfall-sample --quiet
@@ -56,21 +64,27 @@ gcloud pubsub schemas delete landfall-training-request-v2 --project=landfall-sam
 
 # --- Project-level grants, then the service accounts
 # remove ingest's roles/datastore.user on the project
-gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ingest@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ingest@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # remove sweeper's roles/datastore.user on the project
-gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # remove dispatch's roles/datastore.user on the project
-gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # remove dispatch's roles/aiplatform.user on the project
 gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
 # remove listener's roles/datastore.user on the project
-gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # remove listener's roles/aiplatform.user on the project
 gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
 # remove reconciler's roles/datastore.user on the project
-gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user --condition=None
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # remove reconciler's roles/aiplatform.user on the project
 gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
+# remove builder's roles/logging.logWriter on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/logging.logWriter --condition=None
+# remove builder's roles/artifactregistry.writer on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/artifactregistry.writer --condition=None
+# remove builder's roles/storage.objectViewer on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer '--condition=expression=resource.name.startsWith("projects/_/buckets/landfall-sample_cloudbuild") || resource.name.startsWith("projects/_/buckets/gcf-v2-sources-"),title=landfall-build-sources,description=Only the buckets Cloud Build reads uploaded sources from'
 # delete the service account landfall-ingest@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts delete landfall-ingest@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-sweeper@landfall-sample.iam.gserviceaccount.com
@@ -83,12 +97,16 @@ gcloud iam service-accounts delete landfall-listener@landfall-sample.iam.gservic
 gcloud iam service-accounts delete landfall-reconciler@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts delete landfall-trainer@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+# delete the service account landfall-builder@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-builder@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts delete landfall-invoker@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 
-# --- The trainer images
-# delete the Docker repository landfall and its images
+# --- The trainer images: the repository in each job region
+# delete the Docker repository landfall in us-central1 and its images
 gcloud artifacts repositories delete landfall --location=us-central1 --project=landfall-sample --quiet
+# delete the Docker repository landfall in europe-west4 and its images
+gcloud artifacts repositories delete landfall --location=europe-west4 --project=landfall-sample --quiet
 
 # --- Data: empty buckets are deleted; a bucket that holds objects is kept
 # delete gs://landfall-sample-landfall-artifacts-us-central1 if it is empty

@@ -194,3 +194,19 @@ def test_a_function_that_was_down_gets_the_message_once_it_is_back(wiring: Wirin
     assert json.loads(delivery["data"]) == {"hello": 1}
     assert delivery["attributes"] == {"source": "test"}
     assert delivery["publish_time"].endswith("Z")
+
+
+def test_a_nine_megabyte_message_is_delivered_and_the_messages_after_it_too(
+    wiring: Wiring, serve: Callable[[], None]
+) -> None:
+    """Issue 28 item 13: Pub/Sub takes messages to 10 MB; the bridge's pull of a 9 MB one failed on gRPC's 4 MB
+    receive limit, every time, and nothing on the subscription was delivered again."""
+    serve()
+    large = wiring.publish(b"x" * (9 * 1024 * 1024), size="9MB")
+    small = wiring.publish(b"after the large one", kind="small")
+    said = [ACKNOWLEDGED.format(function="flaky", message_id=m, attempt=1) for m in (large, small)]
+    wait_for(lambda: all(any(a in line for line in wiring.reports) for a in said), 60, f"the bridge to log {said}")
+    (delivery,) = wiring.deliveries(large)
+    assert len(delivery["data"]) == 9 * 1024 * 1024 and delivery["attributes"] == {"size": "9MB"}
+    assert [d["data"] for d in wiring.deliveries(small)] == ["after the large one"]
+    assert not [line for line in wiring.reports if "pull from" in line and "failed" in line], wiring.reports

@@ -247,10 +247,29 @@ def test_staged_files_the_commands_name_exist(plans: list[Plan]) -> None:
         arg.split("=", 1)[1]
         for argv in printed_commands(plans[0])
         for arg in argv
-        if arg.startswith(("--source=", "--env-vars-file=", "--definition-file="))
+        if arg.startswith(("--source=", "--env-vars-file=", "--definition-file=", "--config="))
     ]
     named += [argv[3] for argv in printed_commands(plans[0]) if argv[1:3] == ("builds", "submit")]
     assert len(named) >= 10
     missing = [path for path in named if not (REPO_ROOT / path).exists()]
     assert not missing, f"commands name files that are not there: {missing}"
     assert all(not Path(path).is_absolute() for path in named)
+
+
+def test_the_custom_job_printed_for_a_deployed_project_is_a_command_gcloud_accepts(
+    plans: list[Plan], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`landfall plan --custom-job --project P` (after the deploy staged by `plans` recorded P's settings) prints a
+    config.yaml headed by the gcloud line that submits it in P; that line, with the file, gets as far as credentials."""
+    from landfall.cli import main
+
+    request = REPO_ROOT / "schemas/examples/training_request.json"
+    assert main(["plan", str(request), "--custom-job", "--project", TARGET.project]) == 0
+    out = capsys.readouterr().out
+    config = tmp_path / "config.yaml"
+    config.write_text(out)
+    line = next(line for line in out.splitlines() if line.startswith("#   gcloud ai custom-jobs create "))
+    argv = tuple(arg.replace("config.yaml", str(config)) for arg in shlex.split(line.removeprefix("#   ")))
+    assert f"--project={TARGET.project}" in argv and ":local" not in out
+    verdict = gcloud_one_in_batch(argv)
+    assert verdict.credentials_only, verdict.explain()

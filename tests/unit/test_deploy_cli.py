@@ -35,7 +35,6 @@ def test_teardown_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["deploy", "--project", "landfall-sample", "--dry-run"], "pass --project-number"),
         (["teardown", "--project", "Bad_Project", "--project-number", "1", "--dry-run"], "is not a project id"),
         (["deploy", "--project", "landfall-sample", "--project-number", "12ab", "--dry-run"], "must be digits"),
     ],
@@ -46,6 +45,16 @@ def test_a_dry_run_without_what_it_needs_says_what_to_pass(
     assert main(args) == 2
     out, err = capsys.readouterr()
     assert out == "" and says in err
+
+
+def test_a_dry_run_needs_no_project_number(capsys: pytest.CaptureFixture[str]) -> None:
+    """The Google-managed identities are printed with PROJECT_NUMBER; the number is looked up only when deploying."""
+    args = ["--project", SAMPLE.project, "--region", SAMPLE.region, "--job-region", "europe-west4"]
+    assert main(["deploy", *args, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "--member=serviceAccount:service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com" in out
+    assert "service-123456789012" not in out
+    assert out.replace("PROJECT_NUMBER", SAMPLE.project_number) == (GOLDEN_DIR / "deploy_dry_run.sh").read_text()
 
 
 def test_a_dry_run_from_a_fresh_shell_needs_no_function_settings(

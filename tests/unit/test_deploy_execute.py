@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from deploy.gcp.bundles import REPO_ROOT
 from deploy.gcp.execute import Executor, Result, StepError
 from deploy.gcp.plan import Target, deploy_plan, prepare
 from deploy.gcp.steps import Plan, dry_run_text
@@ -27,6 +28,8 @@ class FakeProject:
         self.calls: list[list[str]] = []
         self.fail_on: str | None = None
         self.objects_in: set[str] = set()
+        self.open_jobs: dict[str, list[str]] = {}
+        """region -> ids of Landfall's jobs that are queued or running there."""
 
     @staticmethod
     def key(argv: Sequence[str]) -> str:
@@ -37,12 +40,13 @@ class FakeProject:
         group = " ".join(words[:at])
         rest = [w for w in words[at + 1 :] if w != "pubsub"][:1]  # `scheduler jobs create pubsub NAME`
         rest = [w.split("@")[0] for w in rest]  # a service account: created by id, described by email
-        if words[:2] == ["builds", "submit"]:
-            return "image " + next(a.split("=", 1)[1] for a in argv if a.startswith("--tag="))
         if words[:3] == ["artifacts", "docker", "images"]:
             return "image " + rest[0]
         if words[:2] == ["functions", "deploy"]:
             group = "functions"
+        if words[:2] == ["artifacts", "repositories"]:  # one repository per region, by the same name
+            rest = [*rest, *(a for a in argv if a.startswith("--location="))]
+            return f"{group} {' '.join(rest)}"
         if group.endswith("notifications"):
             return group
         if words[:2] == ["firestore", "indexes"]:
@@ -66,6 +70,17 @@ class FakeProject:
             return Result(0, "datasets/a/part-0.csv\n" if bucket in self.objects_in else "", "")
         if argv[1:3] == ["projects", "get-iam-policy"]:
             return Result(0, json.dumps({"bindings": []}), "")
+        if argv[1:4] == ["ai", "custom-jobs", "list"]:
+            region = next(a.split("=", 1)[1] for a in argv if a.startswith("--region="))
+            return Result(0, "".join(f"{job}\n" for job in self.open_jobs.get(region, [])), "")
+        if argv[1:4] == ["ai", "custom-jobs", "cancel"]:
+            region = next(a.split("=", 1)[1] for a in argv if a.startswith("--region="))
+            self.open_jobs[region].remove(argv[4])
+            return Result(0, "", "")
+        if argv[1:3] == ["builds", "submit"]:
+            config = next(a.split("=", 1)[1] for a in argv if a.startswith("--config="))
+            self.existing |= {f"image {uri}" for uri in json.loads((REPO_ROOT / config).read_text())["images"]}
+            return Result(0, "", "")
         key = self.key(argv)
         verb = next(
             a
@@ -172,7 +187,37 @@ def test_teardown_removes_what_exists_skips_what_is_gone_and_keeps_a_bucket_with
 def test_a_dry_run_needs_no_gcloud_and_says_how_a_rerun_converges(plan: Plan) -> None:
     text = dry_run_text(plan)
     assert "describes each resource first" in text
-    assert "PROJECT_NUMBER" in text  # no number given: the dry run says so rather than guess (the CLI refuses it)
+    assert "PROJECT_NUMBER" in text  # no number given: the dry run prints the placeholder rather than guess
+
+
+def test_teardown_cancels_landfalls_running_jobs_before_deleting_what_they_use(plan: Plan) -> None:
+    project = FakeProject()
+    run(plan, project)
+    project.open_jobs = {"us-central1": ["111", "222"], "europe-west4": ["333"]}
+    outcomes = Executor(teardown_plan(SAMPLE), project, report=lambda _: None).run()
+    assert project.open_jobs == {"us-central1": [], "europe-west4": []}, "every listed job is cancelled"
+    cancelled = [o.detail for o in outcomes if o.step.name.startswith("cancel Landfall's jobs")]
+    assert cancelled == ["111, 222", "333"]
+    lines = [shlex.join(c) for c in project.calls]
+    first_cancel = next(i for i, line in enumerate(lines) if " ai custom-jobs cancel " in line)
+    assert lines[first_cancel] == "gcloud ai custom-jobs cancel 111 --region=us-central1 --project=landfall-sample"
+    assert first_cancel < next(i for i, line in enumerate(lines) if " iam service-accounts delete " in line)
+    again = Executor(teardown_plan(SAMPLE), project, report=lambda _: None).run()
+    assert [o.detail for o in again if o.step.name.startswith("cancel Landfall's jobs")] == ["none listed"] * 2
+
+
+def test_a_teardown_that_cannot_list_jobs_stops_before_deleting_anything_they_use(plan: Plan) -> None:
+    project = FakeProject()
+    run(plan, project)
+
+    def vertex_refuses(argv: Sequence[str]) -> Result:
+        if list(argv[1:4]) == ["ai", "custom-jobs", "list"]:
+            return Result(1, "", "ERROR: PERMISSION_DENIED: aiplatform.customJobs.list")
+        return project(argv)
+
+    with pytest.raises(StepError, match=r"(?s)cancel Landfall's jobs.*PERMISSION_DENIED.*keeps billing"):
+        Executor(teardown_plan(SAMPLE), vertex_refuses, report=lambda _: None).run()
+    assert not any(c[1:4] == ["iam", "service-accounts", "delete"] for c in project.calls)
 
 
 def test_a_fact_that_cannot_be_read_says_what_to_check(plan: Plan) -> None:

@@ -7,6 +7,7 @@ a wrong rendering cannot vouch for itself.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections import defaultdict
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from deploy.gcp.config import BASIC_ROLES, load_deploy_config
-from deploy.gcp.plan import Target, function_env, names
+from deploy.gcp.plan import Target, deploy_plan, function_env, names, prepare
 from deploy.gcp.steps import dry_run_text
 from deploy.gcp.teardown import teardown_plan
 from functions.settings import settings_from_env
@@ -41,34 +42,42 @@ SUBSCRIPTIONS = (
     "landfall-reconcile-reconciler",
 )
 DEAD_LETTERS = ("landfall-dead-letter",)  # one for every subscription, as [functions.*] dead_letter names it
+DATABASE_ONLY = f'{P} if resource.name=="projects/{P}/databases/(default)"'
+"""Firestore's documented per-database condition (cloud.google.com/firestore/docs/manage-databases)."""
+BUILD_SOURCES_ONLY = (
+    f'{P} if resource.name.startsWith("projects/_/buckets/{P}_cloudbuild") || '
+    'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-")'
+)
+BUILDER = f"landfall-builder@{P}.iam.gserviceaccount.com"
+JOB_REGIONS = ("us-central1", "europe-west4")
 
 # What each identity may do, written out by hand for review: (role, resource kind, resource name).
 EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
     SA("landfall-ingest"): {
         ("roles/storage.objectViewer", "bucket", LANDING),
         ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
-        ("roles/datastore.user", "project", P),
+        ("roles/datastore.user", "project", DATABASE_ONLY),
     },
     SA("landfall-sweeper"): {
         ("roles/storage.objectViewer", "bucket", LANDING),
         ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
-        ("roles/datastore.user", "project", P),
+        ("roles/datastore.user", "project", DATABASE_ONLY),
     },
     SA("landfall-dispatch"): {
-        ("roles/datastore.user", "project", P),
+        ("roles/datastore.user", "project", DATABASE_ONLY),
         ("roles/aiplatform.user", "project", P),
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
     },
     # The listener resubmits a job that ended for capacity: it submits jobs that run as the trainer account.
     SA("landfall-listener"): {
-        ("roles/datastore.user", "project", P),
+        ("roles/datastore.user", "project", DATABASE_ONLY),
         ("roles/aiplatform.user", "project", P),
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
         *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
         ("roles/pubsub.publisher", "topic", "landfall-run-results"),
     },
     SA("landfall-reconciler"): {
-        ("roles/datastore.user", "project", P),
+        ("roles/datastore.user", "project", DATABASE_ONLY),
         ("roles/aiplatform.user", "project", P),
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
         *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
@@ -79,6 +88,12 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
     SA("landfall-trainer"): {
         ("roles/storage.objectViewer", "bucket", LANDING),
         *(("roles/storage.objectUser", "bucket", b) for b in ARTIFACTS),
+    },
+    # Cloud Build's identity for the image and every function (cloud.google.com/functions/docs/securing/build-custom-sa)
+    SA("landfall-builder"): {
+        ("roles/logging.logWriter", "project", P),
+        ("roles/artifactregistry.writer", "project", P),
+        ("roles/storage.objectViewer", "project", BUILD_SOURCES_ONLY),
     },
     SA("landfall-invoker"): {("roles/run.invoker", "function", f) for f in FUNCTIONS},
     f"serviceAccount:service-{N}@gs-project-accounts.iam.gserviceaccount.com": {
@@ -156,7 +171,7 @@ def created(argv: list[str]) -> set[str]:
     if words[:3] == ("storage", "buckets", "create"):
         return {f"bucket:{argv[4].removeprefix('gs://')}"}
     if words[:3] == ("artifacts", "repositories", "create"):
-        return {f"repository:{argv[4]}"}
+        return {f"repository:{flags(argv)['location']}/{argv[4]}"}
     if words[:2] == ("functions", "deploy"):
         return {f"function:{argv[3]}"}
     if words[:3] == ("logging", "sinks", "create"):
@@ -164,10 +179,18 @@ def created(argv: list[str]) -> set[str]:
     if words[:3] == ("firestore", "databases", "create"):
         return {"firestore:(default)"}
     if words[:2] == ("builds", "submit"):
-        return {f"image:{flags(argv)['tag']}"}
+        return {f"image:{uri}" for uri in built_images(argv)}
     if words[:2] == ("services", "enable"):
         return {f"api:{a}" for a in argv[3:] if not a.startswith("--")}
     return set()
+
+
+def built_images(argv: list[str]) -> list[str]:
+    """The images a `gcloud builds submit --config=FILE` pushes: its staged config's `images`."""
+    config = json.loads((GOLDEN_DIR.parents[1] / flags(argv)["config"]).read_text())
+    images = config["images"]
+    assert isinstance(images, list)
+    return [str(uri) for uri in images]
 
 
 def referred(argv: list[str]) -> set[str]:
@@ -180,14 +203,14 @@ def referred(argv: list[str]) -> set[str]:
             refs.add(f"topic:{f[key].rsplit('/', 1)[-1]}")
     if "schema" in f:
         refs.add(f"schema:{f['schema']}")
-    for key in ("member", "service-account", "push-auth-service-account"):
-        email = f.get(key, "").removeprefix("serviceAccount:")
+    for key in ("member", "service-account", "push-auth-service-account", "build-service-account"):
+        email = f.get(key, "").removeprefix("serviceAccount:").rsplit("/", 1)[-1]
         if email.endswith(f"@{P}.iam.gserviceaccount.com"):
             refs.add(f"sa:{email}")
     if "push-endpoint" in f:
         refs.add(f"function:{f['push-endpoint'].rsplit('/', 1)[-1]}")
     if argv[1:3] == ["builds", "submit"]:
-        refs.add(f"repository:{f['tag'].split('/')[2]}")
+        refs |= {f"repository:{uri.split('-docker.pkg.dev')[0]}/{uri.split('/')[2]}" for uri in built_images(argv)}
     if argv[1:4] in (["pubsub", "topics", "add-iam-policy-binding"], ["pubsub", "topics", "update"]):
         refs.add(f"topic:{argv[4]}")
     if argv[1:4] in (["pubsub", "subscriptions", "add-iam-policy-binding"], ["pubsub", "subscriptions", "update"]):
@@ -267,7 +290,7 @@ def test_teardown_deletes_what_refers_before_what_is_referred_to(deployed: list[
         still = names_used & deleted
         assert not still, f"{shlex.join(argv)} names {still}, deleted earlier"
         deleted |= gone
-    assert len(deleted) == 7 + 7 + 3  # topics (4, the reconcile tick, run results, dead letters), accounts, buckets
+    assert len(deleted) == 7 + 8 + 3  # topics (4, the reconcile tick, run results, dead letters), accounts, buckets
 
 
 # --- IAM -------------------------------------------------------------------------------------------------------
@@ -278,7 +301,11 @@ def grants(deployed: list[list[str]]) -> dict[str, set[tuple[str, str, str]]]:
     for argv in deployed:
         f = flags(argv)
         if argv[1:3] == ["projects", "add-iam-policy-binding"]:
-            held[f["member"]].add((f["role"], "project", argv[3]))
+            condition = f["condition"]
+            expression = condition.partition(",title=")[0].removeprefix("expression=")
+            held[f["member"]].add(
+                (f["role"], "project", argv[3] if condition == "None" else f"{argv[3]} if {expression}")
+            )
         elif argv[1:3] == ["functions", "add-invoker-policy-binding"]:
             held[f["member"]].add(("roles/run.invoker", "function", argv[3]))
         elif "add-iam-policy-binding" in argv[3:5]:
@@ -405,3 +432,81 @@ def test_staged_paths_are_relative_to_the_repository_root(deployed: list[list[st
         for n in ("on_object_finalized", "dispatch", "on_job_event", "sweep_datasets", "reconcile_runs")
     ]
     assert not any(Path(s).is_absolute() for s in staged)
+
+
+# --- issue 28: the build identity, the APIs, images where jobs run, Firestore scoped, running jobs cancelled ------
+
+
+def test_firestore_access_is_scoped_to_landfalls_database(deployed: list[list[str]]) -> None:
+    """roles/datastore.user is granted under the documented per-database condition, never project-wide."""
+    holders = {
+        member: roles
+        for member, roles in grants(deployed).items()
+        if any(r[0] == "roles/datastore.user" for r in roles)
+    }
+    assert len(holders) == 5
+    for member, roles in holders.items():
+        assert {r[2] for r in roles if r[0] == "roles/datastore.user"} == {DATABASE_ONLY}, member
+
+
+def test_builds_run_as_a_builder_account_holding_the_documented_roles(deployed: list[list[str]]) -> None:
+    """Since 2024 a new project's default build identity may lack what builds need: every build names its own."""
+    identity = f"projects/{P}/serviceAccounts/{BUILDER}"
+    builds = [flags(argv) for argv in deployed if argv[1:3] == ["builds", "submit"]]
+    functions = [flags(argv) for argv in deployed if argv[1:3] == ["functions", "deploy"]]
+    assert [b["service-account"] for b in builds] == [identity]
+    assert [f["build-service-account"] for f in functions] == [identity] * len(FUNCTIONS)
+    assert {role for role, _, _ in grants(deployed)[f"serviceAccount:{BUILDER}"]} == {
+        "roles/logging.logWriter",
+        "roles/artifactregistry.writer",
+        "roles/storage.objectViewer",
+    }
+
+
+def test_compute_is_enabled_and_the_image_build_has_time_for_a_cuda_image(deployed: list[list[str]]) -> None:
+    enabled = deployed[0][3:]
+    assert "compute.googleapis.com" in enabled
+    timeout = flags(next(argv for argv in deployed if argv[1:3] == ["builds", "submit"]))["timeout"]
+    assert timeout.endswith("s") and int(timeout[:-1]) >= 1800, "Cloud Build's default 10 minutes is too short"
+
+
+def test_the_image_is_pushed_to_a_repository_in_every_job_region(deployed: list[list[str]]) -> None:
+    repositories = {
+        flags(argv)["location"] for argv in deployed if argv[1:4] == ["artifacts", "repositories", "create"]
+    }
+    assert repositories == set(JOB_REGIONS)
+    build = next(argv for argv in deployed if argv[1:3] == ["builds", "submit"])
+    assert built_images(build) == [f"{r}-docker.pkg.dev/{P}/landfall/trainer:golden" for r in JOB_REGIONS]
+    config = json.loads((GOLDEN_DIR.parents[1] / flags(build)["config"]).read_text())
+    assert config["options"]["logging"] == "CLOUD_LOGGING_ONLY", "a user-specified build account needs it"
+    teardown = commands(GOLDEN["teardown_dry_run.sh"]())
+    deleted = {flags(a)["location"] for a in teardown if a[1:4] == ["artifacts", "repositories", "delete"]}
+    assert deleted == set(JOB_REGIONS)
+
+
+def test_a_job_in_another_job_region_runs_the_image_from_its_own_region() -> None:
+    """The dispatcher names the image in the job's region, which the build pushed: no pull across regions."""
+    image = f"us-central1-docker.pkg.dev/{P}/landfall/trainer:golden"
+    settings = settings_from_env(function_env(names(SAMPLE), image))
+    assert settings.trainer_image_for("europe-west4") == f"europe-west4-docker.pkg.dev/{P}/landfall/trainer:golden"
+    assert settings.trainer_image_for("us-central1") == image
+    assert settings.trainer_image_for("asia-east1") == image, "no repository there: the image as configured"
+
+
+def test_teardown_cancels_landfalls_open_jobs_in_every_job_region_before_deleting_accounts() -> None:
+    text = dry_run_text(teardown_plan(SAMPLE))
+    lines = [shlex.split(line) for line in text.splitlines() if line and not line.startswith("#")]
+    cancels = [i for i, argv in enumerate(lines) if argv[1:4] == ["ai", "custom-jobs", "cancel"]]
+    assert sorted(flags(lines[i])["region"] for i in cancels) == sorted(JOB_REGIONS)
+    first_account_deleted = min(i for i, a in enumerate(lines) if a[1:4] == ["iam", "service-accounts", "delete"])
+    last_function_deleted = max(i for i, a in enumerate(lines) if a[1:3] == ["functions", "delete"])
+    assert last_function_deleted < min(cancels) and max(cancels) < first_account_deleted
+    assert "labels.landfall=run AND state:(JOB_STATE_QUEUED JOB_STATE_PENDING JOB_STATE_RUNNING)" in text
+
+
+def test_a_dry_run_without_the_project_number_prints_a_placeholder() -> None:
+    target = Target(P, "us-central1", "", ("europe-west4",), "golden")
+    text = dry_run_text(deploy_plan(target, prepare(target)))
+    assert "serviceAccount:service-PROJECT_NUMBER@gs-project-accounts.iam.gserviceaccount.com" in text
+    assert "serviceAccount:service-PROJECT_NUMBER@gcp-sa-logging.iam.gserviceaccount.com here" in text
+    assert "gcloud projects describe landfall-sample '--format=value(projectNumber)'" in text

@@ -18,6 +18,7 @@ from functions.errors import TransientError
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.ingest.dataset_names import Role, ancestor_prefixes, name_problem, quiet_dataset_prefix, role_of
 from functions.ingest.readiness import scan_prefix
+from schemas.data_objects import DataObject, objects_digest
 from schemas.dataset_record import DatasetRecord, DatasetStatus
 from schemas.training_request import run_id_for
 from tests.fakes.ingest import BUCKET, T0, World, fake_deps, version_stub
@@ -64,6 +65,53 @@ def test_marker_publishes_one_request_with_the_measured_stats() -> None:
     assert request.labels["landfall-route"] == "marked"
     doc = w.dataset("datasets/a/")
     assert (doc["status"], doc["version"]["run_id"]) == ("REQUESTED", request.run_id)
+    # The version is a snapshot: the objects it measured, by name, generation and size, and their digest.
+    parts = [w.objects.objects[f"datasets/a/part-{i}.csv"] for i in range(2)]
+    assert request.dataset.objects == tuple(
+        DataObject(f"part-{i}.csv", parts[i].generation, size) for i, size in enumerate((100, 50))
+    )
+    assert request.dataset.objects_digest == objects_digest(request.dataset.objects)
+
+
+@pytest.mark.parametrize("early", [{}, {"datasets/a/_temporary/part-0.csv": 5}])
+def test_a_marker_that_lands_before_its_data_waits_and_the_version_holds_what_it_measured(early: dict) -> None:
+    """gcloud uploads files in parallel, so `gcloud storage cp part-0.csv _SUCCESS gs://...` can land the marker
+    first: the version waits for data (it was REFUSED as "0 data objects"), is cut when a data object lands, and
+    records exactly the objects it measured; an object landing after the cut belongs to the next version."""
+    w = World(ROUTES)
+    for name, data in early.items():
+        w.objects.put(name, data)
+    outcome = w.upload("datasets/a/_SUCCESS", b"")
+    assert outcome.startswith("waiting:"), outcome
+    assert w.published == []
+    doc = w.dataset("datasets/a/")
+    assert doc["status"] == DatasetStatus.WAITING
+    assert "landed while the folder held 0 data object(s)" in doc["reason"]
+    assert "Upload the marker last" in doc["reason"]
+    assert w.upload("datasets/a/part-0.csv", 182).startswith("published:")
+    (request,) = w.requests()
+    part = w.objects.objects["datasets/a/part-0.csv"]
+    assert (request.dataset.object_count, request.dataset.total_bytes) == (1, 182)
+    assert request.dataset.objects == (DataObject("part-0.csv", part.generation, 182),)
+    assert request.source.kind == "gcs-marker"
+    # A second object landing after the cut is not in this version: nothing more is published, and the request
+    # (kept in the version outbox for republishing) still names one object.
+    assert w.upload("datasets/a/part-1.csv", 330_000) == "data"
+    assert len(w.published) == 1
+    assert w.dataset("datasets/a/")["status"] == DatasetStatus.REQUESTED
+    # A new marker cuts the next version, with both objects.
+    assert w.upload("datasets/a/_SUCCESS", b"").startswith("published:")
+    names = [o.name for o in w.requests()[-1].dataset.objects]
+    assert names == ["part-0.csv", "part-1.csv"]
+
+
+def test_a_marker_version_waiting_for_data_is_cut_by_the_sweep_too() -> None:
+    w = World(ROUTES)
+    assert w.upload("datasets/a/_SUCCESS", b"").startswith("waiting:")
+    w.objects.put("datasets/a/part-0.csv", 10)  # its notification was lost
+    assert w.sweep().startswith("swept:")
+    (request,) = w.requests()
+    assert [o.name for o in request.dataset.objects] == ["part-0.csv"]
 
 
 def test_redelivered_marker_is_a_duplicate_and_a_new_generation_is_a_new_version() -> None:
@@ -157,8 +205,6 @@ def test_events_that_publish_nothing(name: str, kind: str, bucket: str, outcome:
 @pytest.mark.parametrize(
     ("objects", "reason"),
     [
-        ({}, "holds 0 data object(s); route 'marked' needs at least 1"),
-        ({"datasets/a/_temporary/part-0.csv": 5}, "holds 0 data object(s)"),
         ({"datasets/a/part-0.csv": b""}, "holds 0 bytes of data; route 'marked' needs at least 1"),
         ({"datasets/a/part-0.csv": 5, "datasets/a/notes.txt": 5}, "format(s) txt; route 'marked' accepts csv, parquet"),
         ({"datasets/a/README": 5}, "format(s) (none)"),
@@ -304,6 +350,10 @@ def test_scan_of_a_100000_object_prefix_streams_in_constant_memory() -> None:
     assert scan.total_bytes == sum(1000 + i % 7 for i in range(100_000))
     assert scan.newest is not None and scan.newest.name.endswith("part-099999.parquet")
     assert peak < 1_000_000, f"scan held {peak} bytes; it must not keep the listing"
+    # Too many objects to carry inline: the request names them by digest alone.
+    assert scan.objects is None
+    everything = [DataObject(f"part-{i:06d}.parquet", str(10**6 + i), 1000 + i % 7) for i in range(100_000)]
+    assert scan.objects_digest.hexdigest() == objects_digest(everything)
 
 
 @pytest.mark.parametrize(

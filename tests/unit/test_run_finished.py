@@ -157,3 +157,39 @@ def test_a_copy_of_an_event_already_recorded_and_announced_opens_no_transaction(
     w.runs.apply = no_transaction  # type: ignore[method-assign]
     assert w.job_event(job_id(name)) == "duplicate:SUCCEEDED"
     assert len(topic.messages) == 1
+
+
+def _unreadable(change: dict[str, object]) -> bytes:
+    from tests.fakes.world import REQUEST_JSON
+
+    raw = json.loads(REQUEST_JSON)
+    for key, value in change.items():
+        if key == "learning_rate":
+            raw["hyperparameters"]["learning_rate"] = value
+        else:
+            raw[key] = value
+    return json.dumps(raw).encode()  # json.dumps writes NaN as the bare NaN token, as a hand-written message may
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"learning_rate": float("nan")}, {"idempotency_key": "k" * 10_000}],
+    ids=["nan-learning-rate", "10kb-key"],
+)
+def test_a_run_rejected_because_its_request_could_not_be_read_is_announced(change: dict[str, object]) -> None:
+    """Issue 28 item 15: a run stored REJECTED straight away (its request unreadable) had no results_published
+    flag, so the reconciler's look for unannounced runs never found it and no RunFinished ever went out."""
+    w = World()
+    assert w.deliver(_unreadable(change), message_id="m-bad") == "rejected:invalid-request"
+    (run,) = (w.run(run_id) for run_id in w.runs.docs)
+    assert run.state == RunState.REJECTED and run.submission.results_published is False
+    topic = Topic()
+    deps = replace(
+        reconciler(w),
+        unannounced=w.runs.unannounced,
+        announce=lambda run_id: announce(run_id, w.runs, topic.publish, now=lambda: NOW),
+    )
+    assert reconcile(deps) == "announced=1" and reconcile(deps) == "no open runs"
+    [message] = topic.messages
+    assert (message.run_id, message.state, message.reason) == (run.run_id, "REJECTED", "invalid-request")
+    assert message.message and w.run(run.run_id).submission.results_published is True

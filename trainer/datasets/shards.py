@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from schemas.data_objects import DataObject, DataRead, data_read, objects_digest
 from schemas.dataset_layout import is_data_object
 from trainer import storage
 from trainer.errors import DataError
@@ -21,18 +22,53 @@ from trainer.errors import DataError
 _MASK = (1 << 64) - 1
 
 
+@dataclass(frozen=True)
+class DataFiles:
+    """The files a run reads (gs:// ones as gs://B/NAME#GENERATION: exactly that generation) and what they are."""
+
+    files: list[str]
+    read: DataRead
+
+
 def data_files(uri: str) -> list[str]:
-    """The data files under uri, sorted, by the rule ingest also applies (schemas/dataset_layout.py): _SUCCESS,
-    _MANIFEST.json, landfall.json and any name with a segment starting with '_' or '.' are not data."""
-    files = [f for f in storage.list_files(uri) if is_data_object(relative_name(uri, f))]
-    if not files:
+    """The data files under uri as listed now, sorted (see dataset_files)."""
+    return dataset_files(uri).files
+
+
+def dataset_files(uri: str, objects: tuple[DataObject, ...] = (), digest: str = "") -> DataFiles:
+    """The data files of the dataset version at uri: with `objects` (the request's snapshot) exactly those, at their
+    generations; with only a digest, the folder listed now when its data objects have that digest (a DataError
+    when the folder changed since the version was cut); with neither, the folder listed now. Data is what ingest
+    counts as data (schemas/dataset_layout.py): _SUCCESS, _MANIFEST.json, landfall.json and any name with a segment
+    starting with '_' or '.' are not."""
+    if objects:
+        ordered = tuple(sorted(objects, key=lambda o: o.name))
+        if digest and objects_digest(ordered) != digest:
+            raise DataError(uri, f"--data-objects does not have --data-digest={digest}; pass the request's pair")
+        files = [storage.versioned(storage.join(uri, o.name), o.generation) for o in ordered]
+        return DataFiles(files, data_read(ordered, "request"))
+    listed = [
+        (file, DataObject(relative_name(uri, file), generation, size))
+        for file, generation, size in storage.list_objects(uri)
+    ]
+    found = [(storage.versioned(file, obj.generation), obj) for file, obj in listed if is_data_object(obj.name)]
+    if not found:
         raise DataError(
             uri,
             "no data files found; expected CSV, Parquet, JSONL or text shards under this prefix "
             "(_SUCCESS, _MANIFEST.json, landfall.json and names starting with '_' or '.' are not "
             "data). Check --data-uri.",
         )
-    return files
+    read = data_read(tuple(obj for _, obj in found), "digest" if digest else "listing")
+    if digest and read.objects_digest != digest:
+        raise DataError(
+            uri,
+            f"the folder changed since its dataset version was cut: it holds {read.object_count} data object(s), "
+            f"{read.total_bytes} bytes, whose list has digest {read.objects_digest}; the version recorded "
+            f"{digest}. The run trains only what its version recorded: land the dataset again (a new _SUCCESS) "
+            "to train what is there now",
+        )
+    return DataFiles([file for file, _ in found], read)
 
 
 def relative_name(uri: str, listed: str) -> str:
@@ -103,7 +139,7 @@ def detect_format(uri: str, forced: str) -> str:
     """The reader for a file: forced unless 'auto', else by extension."""
     if forced != "auto":
         return forced
-    name = posixpath.basename(uri).lower()
+    name = posixpath.basename(storage.split_version(uri)[0]).lower()
     for ext in (".gz", ".bz2"):
         if name.endswith(ext):
             raise DataError(uri, f"compressed shards ({ext}) are not supported; store them uncompressed")

@@ -27,6 +27,7 @@ METRIC_KEYS = {
     "mfu",
     "batch",
     "warnings",
+    "data",
 }
 
 
@@ -74,6 +75,14 @@ def test_trains_from_gcs_and_writes_model_and_metrics_to_gcs(gcs_bucket) -> None
     metrics = json.loads(gcs_bucket.blob("run/model/metrics.json").download_as_bytes())
     _check_metrics(metrics, epochs=3)
     assert metrics["final"]["accuracy"] >= 0.95
+    # No snapshot in the arguments: the folder as listed, each object at the generation listed (_MANIFEST.json is
+    # not data).
+    listed = {b.name: b for b in gcs_bucket.list_blobs(prefix="data/")}
+    assert metrics["data"]["source"] == "listing"
+    assert metrics["data"]["objects"] == [
+        {"name": n, "generation": str(listed[f"data/{n}"].generation), "size": listed[f"data/{n}"].size}
+        for n in ("part-0.csv", "part-1.parquet")
+    ]
     names = {b.name for b in gcs_bucket.list_blobs(prefix="run/")}
     assert {"run/model/model.pt", "run/model/config.json"} <= names
     assert any(n.startswith("run/logs/events.out.tfevents.") for n in names)
