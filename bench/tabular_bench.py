@@ -119,7 +119,10 @@ def route_args(table: Table, routes_file: Traversable) -> list[str]:
         generation="1",
     )
     request = template(completion, Scan(count=1, total_bytes=1, formats={"csv"}), datetime.now(UTC))
-    return trainer_args(request, one_process_plan(request))
+    # the bench writes its own local files: the version's object list (--data-objects / --data-digest, which the
+    # listing above did not fill) is left out, so the trainer reads the folder it is pointed at
+    args = trainer_args(request, one_process_plan(request))
+    return [a for a in args if not a.startswith(("--data-digest=", "--data-objects="))]
 
 
 def one_process_plan(request: TrainingRequest) -> Plan:

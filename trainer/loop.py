@@ -65,14 +65,14 @@ class Session:
     data_spec: dict[str, Any]
     evaluation: Evaluation
     """Which split the epoch figures are measured on, and its size."""
-    data_read: DataRead | None = None
-    """The dataset version's objects this run reads (metrics.json `data`)."""
     early: EarlyStopping = field(default_factory=lambda: EarlyStopping(patience=0))
     """The best held-out loss so far (trainer/sizing.py); patience 0 = train every epoch, keep the last weights."""
     warnings: list[RunWarning] = field(default_factory=list)
     """What metrics.json warns about the run (schemas/run_metrics.py)."""
     best_weights: dict[str, torch.Tensor] | None = None
     """A copy of the model's state at early.best_epoch (only while early stopping is on)."""
+    data_read: DataRead | None = None
+    """The dataset version's objects this run reads (metrics.json `data`)."""
     progress: Progress = field(default_factory=Progress)
     train_seconds: float = 0.0
     samples_trained: int = 0

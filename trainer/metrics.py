@@ -4,9 +4,9 @@ metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy",
 "final": {"loss", "accuracy", "perplexity"[, "r2", "rmse"]}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"
 [, "r2", "rmse"]}], "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second",
 "tokens_per_second", "wall_time_seconds", "mfu", ["early_stopping": {"min_steps", "patience", "best_loss",
-"best_epoch", "stale", "stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count", "total_bytes",
-"objects_digest", "source", "objects"}} (schemas/run_metrics.py reads the warnings and each task's figures; `data`:
-the dataset version's objects read, schemas/data_objects.py DataRead).
+"best_epoch", "stale", "stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count",
+"total_bytes", "objects_digest", "source", "objects"}} (`data`: the dataset version's objects read,
+schemas/data_objects.py DataRead; schemas/run_metrics.py reads the warnings and each task's figures).
 Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction, grown on small tables by
 min_held_out: `evaluation.val_fraction` is the share used) at the end of each epoch, or on the training batches when
 nothing is held out; `evaluation` says which and how many samples. Regression loss is the MSE of the standardised
@@ -125,10 +125,10 @@ def metrics_document(
     mfu: float | None,
     evaluation: Evaluation | None = None,
     batch: dict[str, int] | None = None,
-    data: DataRead | None = None,
     kept_epoch: int | None = None,
     early_stopping: dict[str, Any] | None = None,
     warnings: list[RunWarning] | None = None,
+    data: DataRead | None = None,
 ) -> dict[str, Any]:
     """metrics.json; `final` repeats the figures of the epoch whose weights were saved (kept_epoch, 1-based: the
     best held-out loss under early stopping; by default the last); `batch` says how each optimizer step's global
@@ -151,7 +151,7 @@ def metrics_document(
         "wall_time_seconds": wall_time_seconds,
         "mfu": mfu,
         **({"batch": batch} if batch else {}),
-        **({"data": data.to_dict()} if data else {}),
         **({"early_stopping": early_stopping} if early_stopping else {}),
         "warnings": [w.to_dict() for w in warnings or []],
+        **({"data": data.to_dict()} if data else {}),
     }

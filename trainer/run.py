@@ -161,9 +161,9 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
         events=events,
         data_spec=data_spec,
         evaluation=evaluation,
-        data_read=data_read,
         early=EarlyStopping(patience=hp.early_stopping_patience if stops else 0, min_steps=hp.min_steps),
         warnings=held_out_warnings(held_out, hp.min_held_out, config.task) if tabular else [],
+        data_read=data_read,
     )
     if store is not None:
         _resume(session, store)
@@ -243,10 +243,10 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         mfu=mfu,
         evaluation=s.evaluation,
         batch=s.config.batch_split(s.env.world_size).to_dict(),
-        data=s.data_read,
         kept_epoch=s.early.best_epoch if s.best_weights is not None else None,
         early_stopping=s.early.to_dict() if s.early.patience else None,
         warnings=s.warnings,
+        data=s.data_read,
     )
 
 

@@ -26,8 +26,8 @@ METRIC_KEYS = {
     "wall_time_seconds",
     "mfu",
     "batch",
-    "data",
     "warnings",
+    "data",
 }
 
 
