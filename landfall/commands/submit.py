@@ -130,8 +130,8 @@ def code_request(args: argparse.Namespace) -> dict[str, Any]:
         trainer |= {"package_uris": [upload_code(args.package, "packages")], "python_module": args.module}
     else:
         trainer["image_uri"] = args.image
-        if args.command:
-            trainer["command"] = list(args.command)
+        if args.image_command:
+            trainer["command"] = list(args.image_command)
     if args.requirements:
         trainer["requirements"] = read_requirements(args.requirements)
     if args.env:
@@ -250,7 +250,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     code.add_argument("--package", metavar="DIST", help="an sdist or wheel: uploaded and installed, then --module runs")
     code.add_argument("--module", metavar="MODULE", help="with --package: the module to run (python -m MODULE)")
     code.add_argument("--image", metavar="URI", help="a container image from an allowed registry prefix")
-    code.add_argument("--command", nargs="+", metavar="WORD", help="with --image: the command replacing ENTRYPOINT")
+    code.add_argument(
+        "--command",
+        dest="image_command",  # not `command`: the CLI's subcommand is args.command
+        nargs="+",
+        metavar="WORD",
+        help="with --image: the command replacing ENTRYPOINT",
+    )
     code.add_argument("--data", metavar="gs://BUCKET/PREFIX/", help="the dataset the code trains on")
     code.add_argument("--requirements", metavar="FILE", help="a requirements.txt installed before the code runs")
     code.add_argument("--arg", action="append", default=[], metavar="A", help="an argument for the code (repeat)")

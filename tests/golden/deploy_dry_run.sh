@@ -32,11 +32,11 @@ gcloud iam service-accounts create landfall-ingest '--display-name=Landfall inge
 # create the service account landfall-sweeper@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-sweeper '--display-name=Landfall sweeper' '--description=Runs sweep_datasets: closes quiet-period datasets, as ingest does.' --project=landfall-sample
 # create the service account landfall-dispatch@landfall-sample.iam.gserviceaccount.com
-gcloud iam service-accounts create landfall-dispatch '--display-name=Landfall dispatch' '--description=Runs dispatch: records runs, submits Vertex AI CustomJobs that run as the trainer account.' --project=landfall-sample
+gcloud iam service-accounts create landfall-dispatch '--display-name=Landfall dispatch' '--description=Runs dispatch: records runs, checks the dataset holds data (and its label column), submits Vertex AI CustomJobs that run as the trainer account.' --project=landfall-sample
 # create the service account landfall-listener@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-listener '--display-name=Landfall listener' '--description=Runs on_job_event: re-reads jobs, records their state and the metrics the trainer wrote; resubmits on capacity.' --project=landfall-sample
 # create the service account landfall-reconciler@landfall-sample.iam.gserviceaccount.com
-gcloud iam service-accounts create landfall-reconciler '--display-name=Landfall reconciler' '--description=Runs reconcile_runs: records jobs that ended unheard, adopts stuck runs, retries waiting ones, cancels jobs and orphans, republishes lost requests.' --project=landfall-sample
+gcloud iam service-accounts create landfall-reconciler '--display-name=Landfall reconciler' '--description=Runs reconcile_runs: records jobs that ended unheard, adopts stuck runs (checking their dataset as dispatch does), retries waiting ones, cancels jobs and orphans, republishes lost requests.' --project=landfall-sample
 # create the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-trainer '--display-name=Landfall trainer' '--description=Identity of the Vertex AI training replicas: reads datasets, writes checkpoints and models.' --project=landfall-sample
 # create the service account landfall-builder@landfall-sample.iam.gserviceaccount.com
@@ -87,6 +87,8 @@ gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-land
 gcloud pubsub topics add-iam-policy-binding landfall-training-requests --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant sweeper roles/datastore.user on project landfall-sample
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
+# grant dispatch roles/storage.objectViewer on bucket landfall-sample-landfall-landing
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-landing --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant dispatch roles/datastore.user on project landfall-sample
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # grant dispatch roles/aiplatform.user on project landfall-sample
@@ -105,6 +107,8 @@ gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-arti
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-europe-west4 --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant listener roles/pubsub.publisher on topic landfall-run-results
 gcloud pubsub topics add-iam-policy-binding landfall-run-results --member=serviceAccount:landfall-listener@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
+# grant reconciler roles/storage.objectViewer on bucket landfall-sample-landfall-landing
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-landing --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant reconciler roles/datastore.user on project landfall-sample
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # grant reconciler roles/aiplatform.user on project landfall-sample

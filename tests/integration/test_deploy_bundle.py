@@ -89,6 +89,7 @@ def vertex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess
 def served(
     bundle: tuple[Path, dict[str, str]],
     firestore_emulator: Emulator,
+    gcs_emulator: Emulator,
     vertex: EmulatorProcess,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
@@ -102,6 +103,7 @@ def served(
         "HOME": os.environ.get("HOME", "/tmp"),
         **env,
         "FIRESTORE_EMULATOR_HOST": firestore_emulator.host,
+        "STORAGE_EMULATOR_HOST": f"http://{gcs_emulator.host}",  # the dispatcher lists the dataset before it plans
         "LANDFALL_VERTEX_ENDPOINT": vertex.address,
         "PYTHONUNBUFFERED": "1",
     }
@@ -177,6 +179,21 @@ def golden_request(landing_bucket: str) -> dict[str, Any]:
     return moved.to_dict()
 
 
+def land_dataset(request: dict[str, Any]) -> None:
+    """The request's dataset in the landing bucket (fake-gcs-server): a CSV shard with the request's label column,
+    which the dispatcher checks before it plans."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from tests import datagen
+
+    bucket_name, prefix = request["dataset"]["uri"].removeprefix("gs://").split("/", 1)
+    client = storage.Client(project=TARGET.project, credentials=AnonymousCredentials())
+    bucket = client.lookup_bucket(bucket_name) or client.create_bucket(bucket_name)
+    label = request["model"].get("label_column", "label")
+    bucket.blob(f"{prefix}part-0.csv").upload_from_string(datagen.csv_text(datagen.separable_rows(64, 0), label))
+
+
 def push(url: str, data: bytes, subscription: str) -> int:
     """POST a message as a Pub/Sub push subscription does (the wrapped JSON body)."""
     body = {
@@ -208,6 +225,7 @@ def test_the_staged_dispatch_bundle_records_the_run_and_submits_the_deployed_ima
 
     _, env = bundle
     request = golden_request(env["LANDFALL_LANDING_BUCKET"])
+    land_dataset(request)
     status = push(
         served,
         json.dumps(request).encode(),

@@ -65,5 +65,12 @@ def test_down_stops_exactly_what_up_started_and_the_next_up_reuses_its_free_port
         assert again.env == info.env
     finally:
         stack.down(tmp_path, wipe=True)
-    dry = subprocess.run(["make", "-n", "demo", "PORTS=free"], cwd=REPO, capture_output=True, text=True, check=True)
+    # --no-print-directory: under `make test` this make is a sub-make, which would print "Leaving directory" last
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "demo", "PORTS=free"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert f"{stack.PORTS_ENV}=free " in dry.stdout.splitlines()[-1]

@@ -63,7 +63,9 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
         ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
         ("roles/datastore.user", "project", DATABASE_ONLY),
     },
+    # Dispatch (and the reconciler, taking over a run whose delivery died) list the dataset before planning.
     SA("landfall-dispatch"): {
+        ("roles/storage.objectViewer", "bucket", LANDING),
         ("roles/datastore.user", "project", DATABASE_ONLY),
         ("roles/aiplatform.user", "project", P),
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
@@ -77,6 +79,7 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
         ("roles/pubsub.publisher", "topic", "landfall-run-results"),
     },
     SA("landfall-reconciler"): {
+        ("roles/storage.objectViewer", "bucket", LANDING),
         ("roles/datastore.user", "project", DATABASE_ONLY),
         ("roles/aiplatform.user", "project", P),
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
