@@ -27,7 +27,11 @@ PARENT = f"projects/{PROJECT}/locations/{REGION}"
 PROBE_MODULE = "tests.integration.vertex_emulator.probe_job"
 PROBE_IMAGE = "local/landfall-probe:latest"
 """A container image the module emulator maps (--images) to `python -m tests.integration.vertex_emulator.probe_job`."""
-STARTUP_TIMEOUT_SECONDS = 30.0
+STARTUP_TIMEOUT_SECONDS = 120.0
+"""A bound on failure only (a ready emulator is seen at once): under `make test` on two cores, with coverage in every
+subprocess and the stack beside it, importing the emulator (aiplatform's types) took over 30 s once (a fresh-clone
+.ci/run: four errors "timed out after 30s waiting for the emulator to listen"). The local stack allows 60 s a
+service on its own (deploy/local/processes.py)."""
 TERMINAL = (
     aiplatform_v1.JobState.JOB_STATE_SUCCEEDED,
     aiplatform_v1.JobState.JOB_STATE_FAILED,
