@@ -159,7 +159,7 @@ def install(code: UserCode, packages: list[Path], cache: Path) -> str:
         if uv:
             steps = [
                 [uv, "venv", "--system-site-packages", "--python", sys.executable, str(env_dir)],
-                [uv, "pip", "install", "--python", str(python), *what],
+                [uv, "pip", "install", "--compile-bytecode", "--python", str(python), *what],
             ]
         else:
             steps = [

@@ -49,7 +49,7 @@ def bundle_venv(requirements: Path) -> Path:
     version = subprocess.run(
         [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True
     ).stdout
-    key = hashlib.sha256(requirements.read_bytes() + version.encode()).hexdigest()[:16]
+    key = hashlib.sha256(requirements.read_bytes() + version.encode() + b"compiled").hexdigest()[:16]
     venv = CACHE / f"bundle-venv-{key}"
     done = venv / ".installed"
     if done.exists():
@@ -62,7 +62,8 @@ def bundle_venv(requirements: Path) -> Path:
         sources = subprocess.run(
             [sys.executable, str(REPO_ROOT / "scripts" / "uv_sources.py")], capture_output=True, text=True, check=True
         ).stdout
-        install = [str(uv), "pip", "install", "-q", "--python", target, *shlex.split(sources), "-r", str(requirements)]
+        install = [str(uv), "pip", "install", "-q", "--compile-bytecode", "--python", target, *shlex.split(sources)]
+        install += ["-r", str(requirements)]
     else:
         install = [target, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(requirements)]
     subprocess.run(install, check=True, timeout=PIP_TIMEOUT_S)
