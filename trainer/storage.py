@@ -213,9 +213,13 @@ def upload_file(path: str, uri: str) -> None:
 
 
 def download_file(uri: str, path: str) -> None:
-    uri = resolve(uri)
+    """Copy uri (gs://B/NAME#GENERATION: exactly that generation, or a DataError naming it) to a local file."""
+    uri, generation = split_version(resolve(uri))
     if is_gcs(uri):
-        _blob(uri).download_to_filename(path)
+        blob = _blob(uri, generation)
+        if generation:
+            _require_generation(blob, uri, generation)
+        blob.download_to_filename(path)
     else:
         shutil.copyfile(uri, path)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from schemas.dataset_layout import is_data_object
 from trainer import storage
-from trainer.errors import ConfigError
+from trainer.errors import ConfigError, DataError
 
 FORM_ENV = "LANDFALL_TRAINER_FORM"
 SCRIPT_ENV = "LANDFALL_TRAINER_SCRIPT"
@@ -213,10 +213,11 @@ def fuse_path(uri: str, mount: str = GCS_MOUNT) -> str:
 def stage(environ: Mapping[str, str], workdir: Path, mount: str = GCS_MOUNT) -> LocalPaths:
     """Local paths for the dataset and the model. On Vertex the FUSE mount already shows both; elsewhere (the Vertex
     emulator, a laptop) the dataset's data objects are downloaded and the model folder is staged, standing in for
-    the mount. Writes LANDFALL_DATA_FILES (JSON lines: name, generation, size) either way."""
+    the mount. Writes LANDFALL_DATA_FILES (JSON lines: name, generation, size) either way: the dataset version the
+    dispatcher wrote for the run (version_objects), each object downloaded at its generation."""
     data_uri = environ.get("LANDFALL_DATA_URI", "")
     model_uri = environ.get("AIP_MODEL_DIR", "")
-    objects = list_dataset(data_uri) if data_uri else []
+    objects = version_objects(environ, data_uri)
     data_files = workdir / "data-files.jsonl"
     data_files.write_text("".join(json.dumps(o, sort_keys=True) + "\n" for o in objects))
     metrics = workdir / "metrics.jsonl"
@@ -230,8 +231,40 @@ def stage(environ: Mapping[str, str], workdir: Path, mount: str = GCS_MOUNT) -> 
     for obj in objects:
         path = data_dir / str(obj["name"])
         path.parent.mkdir(parents=True, exist_ok=True)
-        storage.download_file(storage.join(data_uri, str(obj["name"])), str(path))
+        uri = storage.versioned(storage.join(data_uri, str(obj["name"])), str(obj.get("generation") or ""))
+        storage.download_file(uri, str(path))
     return LocalPaths(str(data_dir), str(model_dir), str(data_files), str(metrics), bool(model_uri))
+
+
+def version_objects(environ: Mapping[str, str], data_uri: str) -> list[dict[str, object]]:
+    """The run's dataset version: the listing at LANDFALL_DATA_FILES as the dispatcher wrote it before creating the
+    job (from the request's snapshot, dataset.objects), read through the FUSE path where the mount is and from the
+    object that path stands for where it is not. Without the variable (the launcher run by hand), a listing of the
+    dataset now. DataError when the variable names a listing that cannot be read."""
+    where = environ.get("LANDFALL_DATA_FILES", "")
+    if not where:
+        return list_dataset(data_uri) if data_uri else []
+    from google.api_core.exceptions import GoogleAPIError
+
+    uri = where if os.path.isfile(where) else "gs://" + where.removeprefix(GCS_MOUNT + "/")
+    try:
+        with storage.open_read(uri) as f:
+            text = f.read().decode("utf-8")
+    except (OSError, ValueError, GoogleAPIError) as exc:
+        raise DataError(uri, f"the dataset version's listing cannot be read ({exc}); the dispatcher writes it "
+                        "before it creates the job: retry the run (`landfall retry RUN_ID`)") from exc  # fmt: skip
+    objects: list[dict[str, object]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            objects.append(
+                {"name": str(item["name"]), "generation": str(item["generation"]), "size": int(item["size"])}
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(uri, f"expected a JSON line with name, generation and size ({exc})", line=number) from exc
+    return objects
 
 
 def list_dataset(data_uri: str) -> list[dict[str, object]]:

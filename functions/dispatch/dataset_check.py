@@ -5,8 +5,10 @@
 - For the built-in trainer's tabular tasks, the first CSV shard's header must hold model.label_column; if not, the
   request is REJECTED naming the columns it has (Parquet and JSON lines shards are checked by the trainer).
 
-Also, for a team's container (which runs without Landfall's launcher), the dataset version's listing is written to
-the run's folder (job_spec.DATA_FILES_NAME) so its LANDFALL_DATA_FILES exists when the job starts.
+Also, for a team's code (script, package or container), the dataset version's listing is written to the run's
+folder (job_spec.DATA_FILES_NAME) so its LANDFALL_DATA_FILES exists when the job starts: the request's snapshot
+(dataset.objects, what ingest measured when it cut the version), or, where the request carries none (a request
+published by hand, or one whose list was too long to travel inline), the listing taken here.
 """
 
 from __future__ import annotations
@@ -47,13 +49,15 @@ def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: S
     """The reason the dataset cannot train this request, or None. Writes the listing for a container's run."""
     bucket, prefix = request.dataset.bucket, request.dataset.prefix
     tabular = request.trainer.builtin and request.task.startswith("tabular")
+    snapshot = request.dataset.objects
+    whole = not request.trainer.builtin and not snapshot  # the listing written for the code is the one taken here
     data: list[ObjectInfo] = []
     for o in objects.list(bucket, prefix):  # in name order, as Cloud Storage lists
         if is_data_object(o.name[len(prefix) :]):
             data.append(o)
-            # Enough: one data object (and, for a tabular table, its first CSV shard), unless a container needs the
-            # whole listing.
-            if not request.trainer.image_uri and (not tabular or o.name.lower().endswith(".csv")):
+            # Enough: one data object (and, for a tabular table, its first CSV shard), unless the code's listing is
+            # this one.
+            if not whole and (not tabular or o.name.lower().endswith(".csv")):
                 break
     if not data:
         return Refusal(
@@ -65,11 +69,15 @@ def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: S
         refusal = _label_refusal(request, objects, sorted(data, key=lambda o: o.name))
         if refusal is not None:
             return refusal
-    if request.trainer.image_uri:
+    if not request.trainer.builtin:
+        rows = (
+            [(o.name, o.generation, o.size) for o in snapshot]
+            if snapshot
+            else [(o.name[len(prefix) :], o.generation, o.size) for o in data]
+        )
         listing = "".join(
-            json.dumps({"name": o.name[len(prefix) :], "generation": o.generation, "size": o.size}, sort_keys=True)
-            + "\n"
-            for o in data
+            json.dumps({"name": name, "generation": generation, "size": size}, sort_keys=True) + "\n"
+            for name, generation, size in rows
         )
         name = f"{settings.runs_prefix}{request.run_id}/{DATA_FILES_NAME}"
         objects.write(settings.output_bucket, name, listing.encode(), "application/x-ndjson")

@@ -138,7 +138,14 @@ def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: 
         if t.command:
             spec["command"] = list(t.command)
     else:
-        env |= {"LANDFALL_TRAINER_FORM": t.form, "LANDFALL_LAUNCH": t.launch}
+        base = FUSE_ROOT + output_dir(settings, run_id, plan.region).removeprefix("gs://")
+        env |= {
+            "LANDFALL_TRAINER_FORM": t.form,
+            "LANDFALL_LAUNCH": t.launch,
+            # Written by the dispatcher before the job is created; the launcher reads it through the mount (or the
+            # object it stands for) and points the variable at a local copy.
+            "LANDFALL_DATA_FILES": base + DATA_FILES_NAME,
+        }
         if t.script:
             env["LANDFALL_TRAINER_SCRIPT"] = t.script
         else:

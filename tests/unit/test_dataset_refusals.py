@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from functions.dispatch.dataset_check import check_dataset
+from schemas.data_objects import DataObject, objects_digest
 from schemas.run_record import RunState
 from schemas.training_request import parse_training_request
 from tests.fakes.ingest import SETTINGS, FakeObjects
@@ -57,6 +58,20 @@ def test_own_code_is_not_held_to_a_label_column_and_a_container_gets_the_listing
     assert [json.loads(line) for line in listing] == [
         {"name": "part-0.csv", "generation": info.generation, "size": info.size}
     ]
+
+
+def test_a_script_gets_the_version_its_request_carries_not_what_landed_after_the_cut() -> None:
+    objects = FakeObjects()
+    cut = objects.put(PREFIX + "part-0.csv", b"x,y\n1,2\n")
+    objects.put(PREFIX + "part-1.csv", b"x,y\n3,4\n")  # landed after the version was cut: the next version's
+    snapshot = {"name": "part-0.csv", "generation": cut.generation, "size": cut.size}
+    script = {"script": f"gs://{SETTINGS.code_bucket}/scripts/train.py"}
+    digest = objects_digest([DataObject("part-0.csv", cut.generation, cut.size)])
+    dataset = {"uri": f"gs://landfall-landing/{PREFIX}", "objects": [snapshot], "objects_digest": digest}
+    own = request(trainer=script, workload={"parameters": 1000}, dataset=dataset)
+    assert check_dataset(own, objects, SETTINGS) is None
+    listing = objects.content[f"runs/{own.run_id}/data-files.jsonl"].decode().splitlines()
+    assert [json.loads(line) for line in listing] == [snapshot]
 
 
 def test_the_dispatcher_rejects_an_empty_dataset_without_planning_or_a_job() -> None:

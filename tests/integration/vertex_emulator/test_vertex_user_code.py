@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 from google.cloud.aiplatform_v1 import CustomJob, JobState
 
+from functions.dispatch.dataset_check import check_dataset
 from functions.dispatch.job_spec import artifacts, custom_job
+from functions.gcp.gcs_objects import GcsObjects
 from functions.planning import plan_input_from_request, plan_request
 from functions.records.failure_reasons import classify
 from functions.settings import Settings, settings_from_env
@@ -48,7 +50,9 @@ def world(gcs_emulator: Any, start_emulator: Callable[..., EmulatorProcess]) -> 
     yield {"data": data, "code": code, "settings": settings, "vertex": vertex}
 
 
-def run_job(world: dict[str, Any], trainer: dict[str, Any], **pins: int | str) -> tuple[Any, TrainingRequest]:
+def run_job(
+    world: dict[str, Any], trainer: dict[str, Any], landed_after: Callable[[], None] | None = None, **pins: int | str
+) -> tuple[Any, TrainingRequest]:
     settings: Settings = world["settings"]
     request = parse_training_request(
         {
@@ -62,6 +66,10 @@ def run_job(world: dict[str, Any], trainer: dict[str, Any], **pins: int | str) -
     )
     outcome = plan_request(plan_input_from_request(request))
     assert outcome.plan is not None, outcome.rejection
+    # What the dispatcher does before CreateCustomJob: check the dataset and write the version's listing.
+    assert check_dataset(request, GcsObjects(world["data"].client), settings) is None
+    if landed_after is not None:
+        landed_after()
     body = custom_job(request, outcome.plan, settings, request.run_id)
     vertex: EmulatorProcess = world["vertex"]
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=CustomJob(body))
@@ -110,8 +118,18 @@ def test_an_installable_package_runs_its_module(world: dict[str, Any], tmp_path:
 
 def test_a_mapped_container_image_runs_once_per_node_with_the_mount_stood_in_for(world: dict[str, Any]) -> None:
     trainer = {"image_uri": IMAGE, "args": ["--epochs", "3"]}
-    job, request = run_job(world, trainer, machine_type="g2-standard-24", accelerator_count=2, replica_count=2)
+    part = world["data"].get_blob("datasets/lines/part-0.csv")
+
+    def landed_after() -> None:  # after the dispatcher's check: the next version's, not this run's
+        world["data"].blob("datasets/lines/part-1.csv").upload_from_string("a,b,y\n1,2,3\n")
+
+    pins: dict[str, Any] = {"machine_type": "g2-standard-24", "accelerator_count": 2, "replica_count": 2}
+    job, request = run_job(world, trainer, landed_after, **pins)
     assert_trained(world, job, request, world_size=2, form="image")
+    listing = world["data"].blob(f"runs/{request.run_id}/data-files.jsonl").download_as_text().splitlines()
+    assert [json.loads(line) for line in listing] == [
+        {"name": "part-0.csv", "generation": str(part.generation), "size": part.size}
+    ]
 
 
 def test_a_script_that_exits_1_fails_as_user_code_with_its_line(world: dict[str, Any]) -> None:
