@@ -29,7 +29,7 @@ TARGET_KINDS = (
     "subscriptions",
 )
 """What a grant's `on` may name (see the comment above [gcp.service_accounts] in topology.toml)."""
-BUCKET_TARGETS = ("landing", "artifacts")
+BUCKET_TARGETS = ("landing", "artifacts", "code")
 _MEMORY = re.compile(r"^\d+(Mi|Gi)$")
 _DURATION = re.compile(r"^\d+[smhd]$")
 _T = TypeVar("_T")
@@ -130,6 +130,8 @@ class DeployConfig:
     apis: tuple[str, ...]
     landing_bucket: str
     artifacts_bucket: str
+    code_bucket: str
+    """Teams' scripts and packages (LANDFALL_CODE_BUCKET); {project} and {region} are filled in."""
     job_regions: tuple[str, ...]
     log_sink: str
     dead_letter_retention: str
@@ -369,6 +371,7 @@ def load_deploy_config(path: Path = TOPOLOGY_FILE) -> DeployConfig:
         apis=tuple(get(gcp, "gcp", "apis", list)),
         landing_bucket=get(gcp, "gcp", "landing_bucket", str),
         artifacts_bucket=get(gcp, "gcp", "artifacts_bucket", str),
+        code_bucket=get(gcp, "gcp", "code_bucket", str),
         job_regions=tuple(gcp.get("job_regions", [])),
         log_sink=get(gcp, "gcp", "log_sink", str),
         dead_letter_retention=retention,

@@ -39,6 +39,7 @@ class Names:
     job_regions: tuple[str, ...]
     artifact_buckets: tuple[str, ...]
     """One per job region, in the same order."""
+    code_bucket: str
     topics: dict[str, str]
     """[topics] key -> topic id."""
     dead_letter_topics: tuple[str, ...]
@@ -54,7 +55,7 @@ def targets(grant: Grant, names: Names) -> tuple[Resource, ...]:
     if kind == "project":
         return (Resource("project", names.project),)
     if kind == "bucket":
-        buckets = (names.landing_bucket,) if target == "landing" else names.artifact_buckets
+        buckets = {"landing": (names.landing_bucket,), "code": (names.code_bucket,)}.get(target, names.artifact_buckets)
         return tuple(Resource("bucket", b) for b in buckets)
     if kind == "topic":
         return (Resource("topic", names.topics[target]),)
@@ -133,6 +134,7 @@ def names_for(
         landing_bucket=config.landing_bucket.format(project=project, region=region),
         job_regions=job_regions,
         artifact_buckets=tuple(config.artifacts_bucket.format(project=project, region=r) for r in job_regions),
+        code_bucket=config.code_bucket.format(project=project, region=region),
         topics=topic_names(),
         dead_letter_topics=tuple(
             dict.fromkeys(delivery_policy(route.name).dead_letter_topic for route in topology.functions)

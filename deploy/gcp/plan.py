@@ -83,6 +83,7 @@ def function_env(n: Names, image_uri: str) -> dict[str, str]:
         "LANDFALL_ARTIFACT_BUCKETS": ",".join(f"{r}={b}" for r, b in artifacts.items()),
         "LANDFALL_TRAINER_IMAGE": image_uri,
         "LANDFALL_TRAINING_SERVICE_ACCOUNT": n.accounts["trainer"],
+        "LANDFALL_CODE_BUCKET": n.code_bucket,
     }
 
 
@@ -254,8 +255,8 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
             )
         )
 
-    section = "Buckets: landing, and artifacts in each job region (uniform access, no public access)"
-    buckets = [(n.landing_bucket, r), *zip(n.artifact_buckets, target.regions(config), strict=True)]
+    section = "Buckets: landing, teams' code, and artifacts in each job region (uniform access, no public access)"
+    buckets = [(n.landing_bucket, r), (n.code_bucket, r), *zip(n.artifact_buckets, target.regions(config), strict=True)]
     for bucket, location in buckets:
         steps.append(
             _exists_step(
@@ -284,7 +285,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                     proj,
                 ),
                 remedy="Bucket names are global: if another project holds this one, set other names in "
-                "deploy/topology.toml [gcp] landing_bucket / artifacts_bucket.",
+                "deploy/topology.toml [gcp] landing_bucket / code_bucket / artifacts_bucket.",
             )
         )
     steps.append(

@@ -172,7 +172,7 @@ def teardown_plan(target: Target) -> Plan:
         if target.delete_data
         else "Data: empty buckets are deleted; a bucket that holds objects is kept"
     )
-    for bucket in (*n.artifact_buckets, n.landing_bucket):
+    for bucket in (*n.artifact_buckets, n.code_bucket, n.landing_bucket):
         probe = ("gcloud", "storage", "buckets", "describe", f"gs://{bucket}", proj, "--format=value(name)")
         if target.delete_data:
             gone(

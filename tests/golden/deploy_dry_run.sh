@@ -38,15 +38,17 @@ gcloud iam service-accounts create landfall-listener '--display-name=Landfall li
 # create the service account landfall-reconciler@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-reconciler '--display-name=Landfall reconciler' '--description=Runs reconcile_runs: records jobs that ended unheard, adopts stuck runs (checking their dataset as dispatch does), retries waiting ones, cancels jobs and orphans, republishes lost requests.' --project=landfall-sample
 # create the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
-gcloud iam service-accounts create landfall-trainer '--display-name=Landfall trainer' '--description=Identity of the Vertex AI training replicas: reads datasets, writes checkpoints and models.' --project=landfall-sample
+gcloud iam service-accounts create landfall-trainer '--display-name=Landfall trainer' '--description=Identity of the Vertex AI training replicas: reads datasets and the code bucket, writes checkpoints and models.' --project=landfall-sample
 # create the service account landfall-builder@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-builder '--display-name=Landfall builder' '--description=Runs the Cloud Build builds: the trainer image and every function'"'"'s container.' --project=landfall-sample
 # create the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-invoker '--display-name=Landfall invoker' '--description=The identity Pub/Sub push subscriptions present (OIDC) to invoke the functions.' --project=landfall-sample
 
-# --- Buckets: landing, and artifacts in each job region (uniform access, no public access)
+# --- Buckets: landing, teams' code, and artifacts in each job region (uniform access, no public access)
 # create the bucket gs://landfall-sample-landfall-landing in us-central1
 gcloud storage buckets create gs://landfall-sample-landfall-landing --location=us-central1 --uniform-bucket-level-access --public-access-prevention --project=landfall-sample
+# create the bucket gs://landfall-sample-landfall-code in us-central1
+gcloud storage buckets create gs://landfall-sample-landfall-code --location=us-central1 --uniform-bucket-level-access --public-access-prevention --project=landfall-sample
 # create the bucket gs://landfall-sample-landfall-artifacts-us-central1 in us-central1
 gcloud storage buckets create gs://landfall-sample-landfall-artifacts-us-central1 --location=us-central1 --uniform-bucket-level-access --public-access-prevention --project=landfall-sample
 # create the bucket gs://landfall-sample-landfall-artifacts-europe-west4 in europe-west4
@@ -125,6 +127,8 @@ gcloud pubsub topics add-iam-policy-binding landfall-run-results --member=servic
 gcloud pubsub topics add-iam-policy-binding landfall-training-requests --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant trainer roles/storage.objectViewer on bucket landfall-sample-landfall-landing
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-landing --member=serviceAccount:landfall-trainer@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
+# grant trainer roles/storage.objectViewer on bucket landfall-sample-landfall-code
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-code --member=serviceAccount:landfall-trainer@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant trainer roles/storage.objectUser on bucket landfall-sample-landfall-artifacts-us-central1
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-us-central1 --member=serviceAccount:landfall-trainer@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectUser --project=landfall-sample
 # grant trainer roles/storage.objectUser on bucket landfall-sample-landfall-artifacts-europe-west4

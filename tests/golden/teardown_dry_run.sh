@@ -113,5 +113,7 @@ gcloud artifacts repositories delete landfall --location=europe-west4 --project=
 gcloud storage buckets delete gs://landfall-sample-landfall-artifacts-us-central1 --project=landfall-sample --quiet
 # delete gs://landfall-sample-landfall-artifacts-europe-west4 if it is empty
 gcloud storage buckets delete gs://landfall-sample-landfall-artifacts-europe-west4 --project=landfall-sample --quiet
+# delete gs://landfall-sample-landfall-code if it is empty
+gcloud storage buckets delete gs://landfall-sample-landfall-code --project=landfall-sample --quiet
 # delete gs://landfall-sample-landfall-landing if it is empty
 gcloud storage buckets delete gs://landfall-sample-landfall-landing --project=landfall-sample --quiet

@@ -26,6 +26,7 @@ P = SAMPLE.project
 N = SAMPLE.project_number
 SA = "serviceAccount:{}@landfall-sample.iam.gserviceaccount.com".format
 LANDING = "landfall-sample-landfall-landing"
+CODE = "landfall-sample-landfall-code"
 ARTIFACTS = ("landfall-sample-landfall-artifacts-us-central1", "landfall-sample-landfall-artifacts-europe-west4")
 FUNCTIONS = (
     "landfall-on-object-finalized",
@@ -90,6 +91,7 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
     },
     SA("landfall-trainer"): {
         ("roles/storage.objectViewer", "bucket", LANDING),
+        ("roles/storage.objectViewer", "bucket", CODE),  # teams' scripts and packages (issue 22)
         *(("roles/storage.objectUser", "bucket", b) for b in ARTIFACTS),
     },
     # Cloud Build's identity for the image and every function (cloud.google.com/functions/docs/securing/build-custom-sa)
@@ -293,7 +295,7 @@ def test_teardown_deletes_what_refers_before_what_is_referred_to(deployed: list[
         still = names_used & deleted
         assert not still, f"{shlex.join(argv)} names {still}, deleted earlier"
         deleted |= gone
-    assert len(deleted) == 7 + 8 + 3  # topics (4, the reconcile tick, run results, dead letters), accounts, buckets
+    assert len(deleted) == 7 + 8 + 4  # topics (4, the reconcile tick, run results, dead letters), accounts, buckets
 
 
 # --- IAM -------------------------------------------------------------------------------------------------------
@@ -384,7 +386,7 @@ def test_functions_refuse_unauthenticated_calls_and_time_out_with_their_ack_dead
 
 def test_buckets_are_private_with_uniform_access(deployed: list[list[str]]) -> None:
     buckets = {argv[4]: flags(argv) for argv in deployed if argv[1:4] == ["storage", "buckets", "create"]}
-    assert sorted(buckets) == sorted(f"gs://{b}" for b in (LANDING, *ARTIFACTS))
+    assert sorted(buckets) == sorted(f"gs://{b}" for b in (LANDING, CODE, *ARTIFACTS))
     assert all("uniform-bucket-level-access" in f and "public-access-prevention" in f for f in buckets.values())
     assert buckets[f"gs://{ARTIFACTS[1]}"]["location"] == "europe-west4"
 
@@ -415,15 +417,17 @@ def test_function_env_is_read_by_the_settings_record_as_deployed() -> None:
     assert dict(settings.artifact_buckets) == {"us-central1": ARTIFACTS[0], "europe-west4": ARTIFACTS[1]}
     assert settings.trainer_image == image
     assert settings.training_service_account == f"landfall-trainer@{P}.iam.gserviceaccount.com"
+    # the code bucket the deployment made (and the trainer account reads) is the one scripts must come from
+    assert settings.code_bucket == CODE
     assert settings.output_bucket != settings.landing_bucket, "artifacts in the landing bucket would fire ingest"
 
 
 def test_teardown_keeps_data_unless_told_and_then_deletes_it() -> None:
     kept = dry_run_text(teardown_plan(SAMPLE))
     assert "gcloud storage rm" not in kept and "firestore databases delete" not in kept
-    assert kept.count("gcloud storage buckets delete") == 3
+    assert kept.count("gcloud storage buckets delete") == 4
     every = dry_run_text(teardown_plan(Target(P, "us-central1", N, ("europe-west4",), delete_data=True)))
-    assert every.count("gcloud storage rm --recursive") == 3
+    assert every.count("gcloud storage rm --recursive") == 4
     assert "gcloud firestore databases delete '--database=(default)'" in every
     assert all(line.endswith("--quiet") for line in every.splitlines() if " delete " in line and "gcloud" in line)
 
