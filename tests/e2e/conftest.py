@@ -6,7 +6,9 @@ a pytest-xdist worker that goes on to other tests runs them without the stack's 
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ from trainer.fault_hooks import OOM_VARIABLE
 ROUTES_FILE = Path(__file__).with_name("routes.toml")
 # A second bucket Landfall accepts but fake-gcs does not notify about: events for it are sent by hand (CloudEvents).
 EXTRA_BUCKET = "landfall-e2e-events"
+OWN_IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/e2e-own:1"
+"""The own-image route's container (routes.toml), run by the Vertex emulator as tests/e2e/own_image_trainer.py."""
 OOM_MARKER = "/e2e-oom/"
 """A dataset under a prefix holding this runs out of memory in the trainer (its test hook, off elsewhere)."""
 
@@ -28,11 +32,14 @@ OOM_MARKER = "/e2e-oom/"
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.StackInfo]:
     ports = {name: 0 for name in stack.SERVICE_ORDER}
     state_dir = tmp_path_factory.mktemp("stack")
+    images = state_dir / "images.json"
+    images.write_text(json.dumps({OWN_IMAGE: [sys.executable, str(Path(__file__).with_name("own_image_trainer.py"))]}))
     saved = dict(os.environ)
     # Inherited by every function process: test routes, a one-second sweep schedule, the extra bucket.
     # The reconciler (ticking every second too) leaves a job that ended to the listener for 5 s, not a minute, and a
     # run refused capacity everywhere waits 2 s before its next round, not a minute.
     # The trainer's test hook (trainer/fault_hooks.py) runs out of memory on datasets whose URI holds OOM_MARKER.
+    # The Vertex emulator runs OWN_IMAGE as own_image_trainer.py (LANDFALL_VERTEX_IMAGES, the emulator's --images).
     os.environ.update(
         {
             "LANDFALL_ROUTES_FILE": str(ROUTES_FILE),
@@ -41,6 +48,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
             "LANDFALL_RECONCILE_GRACE_SECONDS": "5",
             "LANDFALL_WAIT_BACKOFF_SECONDS": "2",
             OOM_VARIABLE: OOM_MARKER,
+            stack.VERTEX_IMAGES_ENV: str(images),
         }
     )
     from tests.caches import clear_function_caches

@@ -3,7 +3,12 @@ A stockout after submission is resubmitted on the next plan; a job that ends whi
 by a reconcile pass; `landfall cancel` stops a running job; ten datasets in flight when the dispatcher is killed all
 succeed with one job each; job events duplicated and out of order leave the record right; an out-of-memory exit ends
 with its reason and the trainer's message; capacity refused everywhere waits, then succeeds once it is back. Each
-test is bounded (about 90 s on a quiet machine; the ten, 240 s)."""
+test is bounded (about 90 s on a quiet machine; the ten, 240 s).
+
+The killed dispatcher, the stopped listener and the replayed job events run a team's own container (the own-image
+route of routes.toml, issue 22): exactly-once submission and the reconciler hold for user code as for the built-in
+trainer (whose own exactly-once proof under a restarted dispatcher is test_stack_lifecycle.py), and no training
+is paid for where nobody checks it."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from landfall.synthetic import separable_csv_shards
 from schemas.run_finished import RunFinished, parse_run_finished
 from schemas.run_record import TERMINAL_STATES, RunState
 from schemas.training_request import run_id_for
+from tests.e2e.conftest import OWN_IMAGE
 from tests.polling import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -91,11 +97,16 @@ def _finished(run_results: Any, run_id: str, timeout_s: float = 30, linger_s: fl
     return seen
 
 
-def _drop(bucket: Any, prefix: str, *, epochs: int | None = None) -> str:
+def _drop(bucket: Any, prefix: str, *, epochs: int | None = None, seconds: float | None = None) -> str:
+    """Two CSV shards and the marker under prefix; epochs (the built-in trainer's) or seconds (own_image_trainer's
+    run time, under own-image/) in a landfall.json."""
     for i, text in enumerate(separable_csv_shards(shards=2, rows_per_shard=100)):
         bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(text, content_type="text/csv")
     if epochs is not None:
         bucket.blob(f"{prefix}landfall.json").upload_from_string(json.dumps({"hyperparameters": {"epochs": epochs}}))
+    if seconds is not None:
+        overrides = {"trainer": {"args": ["--seconds", str(seconds)]}}
+        bucket.blob(f"{prefix}landfall.json").upload_from_string(json.dumps(overrides))
     marker = bucket.blob(f"{prefix}_SUCCESS")
     marker.upload_from_string(b"")
     return run_id_for(f"gcs:{bucket.name}/{prefix}:{marker.generation}")
@@ -162,7 +173,7 @@ def test_a_job_that_ends_while_the_listener_is_stopped_is_recorded_by_a_reconcil
     cli_env: None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    run_id = _drop(landing_bucket, "datasets/e2e-listener-down/")
+    run_id = _drop(landing_bucket, "own-image/e2e-listener-down/", seconds=6)
     _job(run_id, ("JOB_STATE_PENDING", "JOB_STATE_RUNNING"))
     listener = next(s for s in stack.read_state(local_stack.state_dir) if s.name == "on_job_event")
     processes.stop(listener)
@@ -178,7 +189,7 @@ def test_a_job_that_ends_while_the_listener_is_stopped_is_recorded_by_a_reconcil
         assert re.fullmatch(r"reconcile pass \(message \d+\): \S.*\n", said), said
         doc = _terminal(firestore_runs, run_id, timeout_s=60)
         assert doc["state"] == "SUCCEEDED" and doc["vertex"]["job_name"] == ended.name
-        assert doc["metrics"], doc
+        assert (doc["metrics"]["trainer"], doc["metrics"]["steps"]) == ("image", 2), doc
     finally:
         stack.restart("on_job_event", state_dir=local_stack.state_dir)
     history = [step["state"] for step in doc["history"]]
@@ -218,7 +229,7 @@ def test_ten_datasets_in_flight_when_the_dispatcher_is_killed_all_succeed_with_o
     short_lease = {"LANDFALL_SUBMISSION_LEASE_SECONDS": "15"}
     stack.restart("dispatch", state_dir=local_stack.state_dir, extra_env=short_lease)
     try:
-        run_ids = [_drop(landing_bucket, f"datasets/e2e-kill-{i}/", epochs=1) for i in range(10)]
+        run_ids = [_drop(landing_bucket, f"own-image/e2e-kill-{i}/") for i in range(10)]
         wait_for(lambda: any(_doc(firestore_runs, r) for r in run_ids), 60, "the first run recorded", step=0.05)
         os.killpg(_service(local_stack, "dispatch").pid, signal.SIGKILL)
         in_flight = [
@@ -237,6 +248,9 @@ def test_ten_datasets_in_flight_when_the_dispatcher_is_killed_all_succeed_with_o
     jobs = {r: [j.name for j in _jobs_of(r)] for r in run_ids}
     assert all(len(names) == 1 for names in jobs.values()), jobs
     assert all(docs[r]["vertex"]["job_name"] == jobs[r][0] for r in run_ids)
+    # the team's container ran, and each run's listing named the version it was made for
+    assert all(docs[r]["request"]["trainer"]["image_uri"] == OWN_IMAGE for r in run_ids)
+    assert all(docs[r]["metrics"]["final"]["objects"] == 2 for r in run_ids), [docs[r]["metrics"] for r in run_ids]
 
 
 def _log_tails(local_stack: stack.StackInfo, names: tuple[str, ...], lines: int = 25) -> str:
@@ -264,7 +278,7 @@ def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_s
     subscriber, tap = job_events
     publisher = pubsub_v1.PublisherClient()
     topic = f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/topics/landfall-job-events"
-    run_id = _drop(landing_bucket, "datasets/e2e-event-replay/", epochs=1)
+    run_id = _drop(landing_bucket, "own-image/e2e-event-replay/")
     job_id = _job(run_id, ("JOB_STATE_PENDING", "JOB_STATE_RUNNING", *ENDED)).job_id
     seen: list[bytes] = []
 
