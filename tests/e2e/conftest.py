@@ -20,6 +20,8 @@ from deploy.local.bridge import ACKNOWLEDGED
 from trainer.fault_hooks import OOM_VARIABLE
 
 ROUTES_FILE = Path(__file__).with_name("routes.toml")
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_IMAGES = REPO / "examples" / "container" / "images.json"
 # A second bucket Landfall accepts but fake-gcs does not notify about: events for it are sent by hand (CloudEvents).
 EXTRA_BUCKET = "landfall-e2e-events"
 OWN_IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/e2e-own:1"
@@ -33,7 +35,10 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     ports = {name: 0 for name in stack.SERVICE_ORDER}
     state_dir = tmp_path_factory.mktemp("stack")
     images = state_dir / "images.json"
-    images.write_text(json.dumps({OWN_IMAGE: [sys.executable, str(Path(__file__).with_name("own_image_trainer.py"))]}))
+    example = json.loads((EXAMPLE_IMAGES).read_text())  # examples/container: the example image -> its script
+    mapped = {image: [sys.executable, str(REPO / command[-1])] for image, command in example.items()}
+    mapped[OWN_IMAGE] = [sys.executable, str(Path(__file__).with_name("own_image_trainer.py"))]
+    images.write_text(json.dumps(mapped))
     saved = dict(os.environ)
     # Inherited by every function process: test routes, a one-second sweep schedule, the extra bucket.
     # The reconciler (ticking every second too) leaves a job that ended to the listener for 5 s, not a minute, and a

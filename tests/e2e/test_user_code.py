@@ -1,11 +1,16 @@
 """Bring your own training code through the whole local stack (issue 22): a torchrun-style script that knows
 nothing of Landfall, dropped with `landfall submit --script`, runs on 2 nodes x 2 processes and ends SUCCEEDED with
-its metrics on the run and its model in the run's model folder; a running script is cancelled."""
+its metrics on the run and its model in the run's model folder; a running script is cancelled. The same script as an
+installable package (`--package`) and in the example container (`--image`, mapped by the stack's Vertex emulator as
+examples/container/images.json says); failing scripts end FAILED with their reason, and `landfall retry` makes a
+new run of the same code."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +69,44 @@ def test_a_submitted_script_trains_on_two_nodes_of_two_processes_and_a_running_o
     assert ended["state"] == RunState.CANCELLED.value, ended.get("error")
 
 
+def lines_dataset(landing_bucket: Any, prefix: str) -> str:
+    rows = "".join(f"{i},{i % 7},{2 * i - 3}\n" for i in range(80))
+    landing_bucket.blob(prefix + "part-0.csv").upload_from_string("a,b,y\n" + rows, content_type="text/csv")
+    return f"gs://{landing_bucket.name}/{prefix}"
+
+
+def assert_trained(doc: dict[str, Any], landing_bucket: Any, form: str, world_size: int) -> None:
+    assert doc["state"] == "SUCCEEDED", doc.get("error")
+    metrics = doc["metrics"]
+    assert (metrics["trainer"], metrics["final"]["world_size"], metrics["steps"]) == (form, world_size, 3), metrics
+    assert [p["step"] for p in metrics["loss_curve"]] == [1, 2, 3]
+    model = doc["artifacts"]["model_dir"].removeprefix(f"gs://{landing_bucket.name}/") + "model.pt"
+    assert landing_bucket.blob(model).exists()
+
+
+def test_the_same_script_as_a_package_and_in_a_container_trains_through_the_stack(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    data = lines_dataset(landing_bucket, "byoc/forms/")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
+        cwd=EXAMPLES / "ddp_package", check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("ddp_example-*.whl")
+    pins = ("--params", "10", "--machine-type", "g2-standard-24", "--gpus", "2", "--nodes", "2", "--batch-size", "8")
+    epochs = ("--arg=--epochs", "--arg=3")
+    package = submit(capsys, "--package", str(wheel), "--module", "ddp_example.train", "--data", data, *pins, *epochs)
+    (image,) = json.loads((EXAMPLES / "container" / "images.json").read_text())
+    container = submit(capsys, "--image", image, "--data", data, *pins, *epochs)
+    doc = terminal_run(firestore_runs, package, timeout_s=420)
+    assert_trained(doc, landing_bucket, "package", world_size=4)  # 2 nodes x 2 processes, started by the launcher
+    assert doc["request"]["trainer"]["package_uris"][0].startswith(f"gs://{local_stack.env['LANDFALL_CODE_BUCKET']}/")
+    doc = terminal_run(firestore_runs, container, timeout_s=420)
+    assert_trained(doc, landing_bucket, "image", world_size=2)  # the container runs once per node, as Vertex runs it
+    assert doc["request"]["trainer"]["image_uri"] == image
+
+
 def test_failing_scripts_end_failed_with_their_reason_and_line_on_the_run(
     local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
@@ -86,3 +129,14 @@ def test_failing_scripts_end_failed_with_their_reason_and_line_on_the_run(
         doc = terminal_run(firestore_runs, run_id, timeout_s=300)
         assert doc["state"] == "FAILED", doc
         assert doc["error"]["reason"] == reason and cases[reason][2] in doc["error"]["message"], doc["error"]
+    # `landfall retry` of a failed run of user code: one new run of the same code (a second retry starts nothing)
+    args = build_parser().parse_args(["retry", runs["user-code"], "--json"])
+    assert args.func(args) == 0
+    retried = json.loads(capsys.readouterr().out)
+    assert retried["retry_of"] == runs["user-code"] and retried["run_id"] != runs["user-code"]
+    args = build_parser().parse_args(["retry", runs["user-code"], "--json"])
+    assert args.func(args) == 0 and json.loads(capsys.readouterr().out)["already_retried"] is True
+    again = terminal_run(firestore_runs, retried["run_id"], timeout_s=300)
+    first = firestore_runs.document(runs["user-code"]).get().to_dict()
+    assert again["request"]["trainer"] == first["request"]["trainer"]
+    assert (again["state"], again["error"]["reason"]) == ("FAILED", "user-code"), again.get("error")
