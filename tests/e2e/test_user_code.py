@@ -140,3 +140,55 @@ def test_failing_scripts_end_failed_with_their_reason_and_line_on_the_run(
     first = firestore_runs.document(runs["user-code"]).get().to_dict()
     assert again["request"]["trainer"] == first["request"]["trainer"]
     assert (again["state"], again["error"]["reason"]) == ("FAILED", "user-code"), again.get("error")
+
+
+def published(local_stack: stack.StackInfo, request: dict[str, Any]) -> str:
+    """request published on the requests topic as a team would (no CLI in between); its run id."""
+    from google.cloud import pubsub_v1
+
+    from schemas.training_request import parse_training_request
+
+    topic = f"projects/{local_stack.env['GOOGLE_CLOUD_PROJECT']}/topics/landfall-training-requests"
+    pubsub_v1.PublisherClient().publish(topic, json.dumps(request).encode()).result(timeout=30)
+    return parse_training_request(request).run_id
+
+
+def test_code_breaking_a_rule_and_datasets_that_cannot_train_are_rejected_without_a_job(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any
+) -> None:
+    from functions.gcp.vertex import RUN_LABEL
+    from functions.planning.catalog import load_catalog
+    from functions.wiring import vertex_jobs
+
+    data = lines_dataset(landing_bucket, "byoc/refused/")
+    landing_bucket.blob("byoc/empty/_SUCCESS").upload_from_string(b"")  # a marker, no data
+    landing_bucket.blob("byoc/table/part-0.csv").upload_from_string("tenure,plan\n1,a\n2,b\n")
+    code = local_stack.env["LANDFALL_CODE_BUCKET"]
+    size = {"workload": {"parameters": 10}}
+    cases = {  # reason code -> (request, what error.message must say)
+        "image": ({"trainer": {"image_uri": "docker.io/someone/miner:1"}, **size}, "not under an allowed image prefix"),
+        "script": ({"trainer": {"script": f"gs://{landing_bucket.name}/x/t.py"}, **size}, "outside the code bucket"),
+        "size": ({"trainer": {"script": f"gs://{code}/scripts/train.py"}}, "four ways"),
+        "empty-dataset": (
+            {"dataset": {"uri": f"gs://{landing_bucket.name}/byoc/empty/"}, "trainer": {"script": f"gs://{code}/t.py"},
+             **size},
+            "holds no data objects",
+        ),
+        "missing-label-column": (
+            {"dataset": {"uri": f"gs://{landing_bucket.name}/byoc/table/"}, "task": "tabular-classification",
+             "model": {"preset": "mlp-small", "label_column": "churned"}},
+            "'tenure', 'plan'",
+        ),
+    }  # fmt: skip
+    runs = {
+        case: published(local_stack, {"idempotency_key": f"refused-{case}", "dataset": {"uri": data}, **request})
+        for case, (request, _) in cases.items()
+    }
+    for case, run_id in runs.items():
+        doc = terminal_run(firestore_runs, run_id, timeout_s=120)
+        assert doc["state"] == RunState.REJECTED.value, (case, doc)
+        assert cases[case][1] in doc["error"]["message"], (case, doc["error"])
+        assert not doc.get("vertex") and not (doc.get("submission") or {}).get("jobs"), (case, doc)
+    refused = set(runs.values())
+    labelled = [j for r in load_catalog().regions for j in vertex_jobs().list_labelled(r)]
+    assert not [j.name for j in labelled if j.labels.get(RUN_LABEL) in refused]
