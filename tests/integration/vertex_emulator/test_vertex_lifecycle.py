@@ -79,7 +79,9 @@ def test_replica_environment_follows_vertex(vertex, tmp_path: Path):
 
 def test_failing_replica_fails_the_job_with_vertex_error(vertex, job_events, tmp_path: Path):
     out = tmp_path / "out"
-    pools = [probe_pool(out, "--sleep", "30"), probe_pool(out, "--exit", "7", "--exit-replica", "workerpool1-0")]
+    # the worker fails once the primary has started (else, under load, the job may fail before the primary runs)
+    failing = probe_pool(out, "--exit", "7", "--exit-replica", "workerpool1-0", "--await-replica", "workerpool0-0")
+    pools = [probe_pool(out, "--sleep", "30"), failing]
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
     done = vertex.wait_terminal(job.name)
     assert done.state == JobState.JOB_STATE_FAILED
