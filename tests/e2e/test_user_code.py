@@ -103,7 +103,8 @@ def test_the_same_script_as_a_package_and_in_a_container_trains_through_the_stac
     assert_trained(doc, landing_bucket, "package", world_size=4)  # 2 nodes x 2 processes, started by the launcher
     assert doc["request"]["trainer"]["package_uris"][0].startswith(f"gs://{local_stack.env['LANDFALL_CODE_BUCKET']}/")
     doc = terminal_run(firestore_runs, container, timeout_s=420)
-    assert_trained(doc, landing_bucket, "image", world_size=2)  # the container runs once per node, as Vertex runs it
+    # Vertex starts the container once per node, and its entrypoint starts torchrun there: 2 nodes x 2 processes
+    assert_trained(doc, landing_bucket, "image", world_size=4)
     assert doc["request"]["trainer"]["image_uri"] == image
 
 

@@ -116,7 +116,7 @@ def test_an_installable_package_runs_its_module(world: dict[str, Any], tmp_path:
     assert_trained(world, job, request, world_size=2, form="package")
 
 
-def test_a_mapped_container_image_runs_once_per_node_with_the_mount_stood_in_for(world: dict[str, Any]) -> None:
+def test_a_mapped_container_image_runs_torchrun_on_each_node_with_the_mount_stood_in_for(world: dict[str, Any]) -> None:
     trainer = {"image_uri": IMAGE, "args": ["--epochs", "3"]}
     part = world["data"].get_blob("datasets/lines/part-0.csv")
 
@@ -125,7 +125,8 @@ def test_a_mapped_container_image_runs_once_per_node_with_the_mount_stood_in_for
 
     pins: dict[str, Any] = {"machine_type": "g2-standard-24", "accelerator_count": 2, "replica_count": 2}
     job, request = run_job(world, trainer, landed_after, **pins)
-    assert_trained(world, job, request, world_size=2, form="image")
+    # Vertex starts the container once per node; its entrypoint starts torchrun there, 2 processes per node
+    assert_trained(world, job, request, world_size=4, form="image")
     listing = world["data"].blob(f"runs/{request.run_id}/data-files.jsonl").download_as_text().splitlines()
     assert [json.loads(line) for line in listing] == [
         {"name": "part-0.csv", "generation": str(part.generation), "size": part.size}
