@@ -86,6 +86,10 @@ class Topology:
     datasets_collection: str
     dataset_versions_collection: str
     orphans_collection: str
+    rate_limits_collection: str
+    """One document per (Vertex AI call, region): the submission rate limiter's buckets."""
+    vertex_create_per_minute: int
+    """vertex.rate_limits.create_custom_job_per_minute: the default of LANDFALL_VERTEX_CREATE_PER_MINUTE."""
     object_events_topic: str
     requests_topic: str
     requests_schema_id: str
@@ -218,6 +222,8 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
         datasets_collection=str(get("firestore", "datasets_collection")),
         dataset_versions_collection=str(get("firestore", "dataset_versions_collection")),
         orphans_collection=str(get("firestore", "orphans_collection")),
+        rate_limits_collection=str(get("firestore", "rate_limits_collection")),
+        vertex_create_per_minute=whole("vertex", "rate_limits", "create_custom_job_per_minute", within=(1, 100_000)),
         object_events_topic=str(get("topics", "object_events", "name")),
         requests_topic=str(get("topics", "training_requests", "name")),
         requests_schema_id=str(get("topics", "training_requests", "schema_id")),

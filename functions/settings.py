@@ -97,6 +97,12 @@ class Settings:
     Default: the deployment's own Artifact Registry repository (where the trainer image lives) and Vertex AI's
     prebuilt training images (PREBUILT_TRAINING_IMAGE_PREFIXES)."""
     """LANDFALL_RUN_RESULTS_TOPIC: where RunFinished messages go (default: topology topics.run_results)."""
+    rate_limits_collection: str = "rate_limits"
+    """LANDFALL_RATE_LIMITS_COLLECTION (default: topology firestore.rate_limits_collection): the limiter's buckets."""
+    vertex_create_per_minute: int = 0
+    """LANDFALL_VERTEX_CREATE_PER_MINUTE (default: topology vertex.rate_limits.create_custom_job_per_minute): the
+    CreateCustomJob calls per region and minute the dispatcher makes at most (its submission rate limiter), under
+    Google's per-region quota; 0 (only when built by hand, as unit tests do) = no limiter."""
 
     @property
     def requests_topic_path(self) -> str:
@@ -210,6 +216,10 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         quota_overrides=_quota_overrides(env),
         memory_margin=_fraction(env, "LANDFALL_MEMORY_MARGIN", low=0.0, high=1.0, high_open=True),
         timeout_margin=_fraction(env, "LANDFALL_TIMEOUT_MARGIN", low=1.0, high=100.0),
+        rate_limits_collection=env.get("LANDFALL_RATE_LIMITS_COLLECTION", topology.rate_limits_collection),
+        vertex_create_per_minute=positive(
+            "LANDFALL_VERTEX_CREATE_PER_MINUTE", topology.vertex_create_per_minute, upper=100_000
+        ),
     )
 
 

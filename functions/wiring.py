@@ -112,6 +112,7 @@ def dispatch_deps() -> DispatchDeps:
         plan=_plan,
         now=utc_now,
         objects=gcs_objects(),
+        limiter=rate_limits_store(),
     )
 
 
@@ -182,4 +183,15 @@ def reconciler_deps() -> Any:
         long_wait_seconds=settings.long_wait_seconds,
         orphans=orphans,
         republish=republish,
+    )
+
+
+@cache
+def rate_limits_store() -> Any:
+    """The dispatcher's per-region CreateCustomJob limiter (LANDFALL_VERTEX_CREATE_PER_MINUTE)."""
+    from functions.gcp.rate_limits_store import RateLimitsStore
+
+    settings = get_settings()
+    return RateLimitsStore(
+        clients.firestore_client(), settings.rate_limits_collection, settings.vertex_create_per_minute
     )

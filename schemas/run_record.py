@@ -23,6 +23,7 @@ from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.plan import Plan, parse_plan
 from schemas.times import format_timestamp, parse_timestamp
+from schemas.vocabulary import QUEUE_REASONS
 
 SCHEMA_VERSION = 1
 
@@ -275,6 +276,34 @@ class Waiting:
 
 
 @dataclass(frozen=True)
+class Queued:
+    """Why the run's CreateCustomJob is held back by a rate limit (issue 26), on the same plan: it stays SUBMITTING
+    and is tried again at retry_at. Kept after the job is created, with over_at set, so the run still says it was
+    queued and for how long."""
+
+    reason: str
+    """One of QUEUE_REASONS (schemas/vocabulary.py): submit-rate (Landfall's own limiter) or vertex-rate-limit."""
+    region: str
+    """The region whose limit held the submission back."""
+    since: str
+    """RFC 3339: when the submission was first held back."""
+    retry_at: str
+    """RFC 3339: the earliest the submission is tried again (the end of the submission lease until then)."""
+    tries: int = 1
+    """How many times it has been held back so far."""
+    message: str = ""
+    """For a person: the limit, or Vertex's answer with its quota metric."""
+    reserved: bool = False
+    """submit-rate: the run holds the limiter's slot at retry_at, so its next try calls without asking again; set
+    False in the write that records that call's attempt."""
+    over_at: str | None = None
+    """RFC 3339: when the job was created at last; None while the run is queued."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _present({**asdict(self), "reserved": self.reserved or None})
+
+
+@dataclass(frozen=True)
 class LongWait:
     """Why the run's job has not started: noted by the reconciler once the job has been QUEUED or PENDING longer
     than LANDFALL_LONG_WAIT_SECONDS, rewritten only when what it says changes, and closed (`over_at`) when the job
@@ -344,6 +373,8 @@ class Submission:
     results_lease_until: str | None = None
     """RFC 3339 end of the lease of the delivery publishing RunFinished (functions/records/results.py): two
     deliveries that see a run end at once publish it once."""
+    queued: Queued | None = None
+    """Set while (and after) a rate limit held the submission back on its plan; absent when none ever did."""
 
     def to_dict(self) -> dict[str, Any]:
         return _present(
@@ -359,6 +390,7 @@ class Submission:
                 "cancel": None if self.cancel is None else self.cancel.to_dict(),
                 "results_published": self.results_published,
                 "results_lease_until": self.results_lease_until,
+                "queued": None if self.queued is None else self.queued.to_dict(),
             }
         )
 
@@ -500,6 +532,7 @@ def _submission(r: Reader | None) -> Submission:
     jobs = _list(r, "jobs")
     waiting = r.optional_obj("waiting")
     cancel = r.optional_obj("cancel")
+    queued = r.optional_obj("queued")
     return Submission(
         owner=_optional_string(r, "owner"),
         lease_until=_optional_string(r, "lease_until"),
@@ -524,6 +557,20 @@ def _submission(r: Reader | None) -> Submission:
         else CancelRequest(by=cancel.string("by", max_len=200), at=cancel.string("at", max_len=64)),
         results_published=None if r.data.get("results_published") is None else bool(r.data["results_published"]),
         results_lease_until=_optional_string(r, "results_lease_until"),
+        queued=None if queued is None else _queued(queued),
+    )
+
+
+def _queued(q: Reader) -> Queued:
+    return Queued(
+        reason=q.string("reason", choices=QUEUE_REASONS),
+        region=q.string("region"),
+        since=q.string("since", max_len=64),
+        retry_at=q.string("retry_at", max_len=64),
+        tries=q.integer("tries", 1, minimum=1),
+        message=q.string("message", "", max_len=_TEXT),
+        reserved=bool(q.data.get("reserved", False)),
+        over_at=_optional_string(q, "over_at"),
     )
 
 

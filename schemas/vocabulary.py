@@ -157,6 +157,21 @@ FAILURE_REASON_TERMS: tuple[FailureReason, ...] = (
 )
 """Classified by functions/records/failure_reasons.py: the trainer's kind first, then Vertex's text and code."""
 
+QUEUE_REASON_TERMS: tuple[Term, ...] = (
+    Term(
+        "submit-rate",
+        "Landfall's own limiter of CreateCustomJob calls per region (LANDFALL_VERTEX_CREATE_PER_MINUTE) has no room "
+        "this minute: the run is submitted on the same plan once it has.",
+    ),
+    Term(
+        "vertex-rate-limit",
+        "Vertex AI answered RESOURCE_EXHAUSTED for a per-minute request quota (not GPUs): nothing was created, and "
+        "the run is submitted again on the same plan, never moved to a fallback for it.",
+    ),
+)
+"""Why a run being submitted is queued (`submission.queued.reason`, schemas/run_record.py): rate limits, which
+delay a submission; capacity refusals move it to the next plan instead (FAILURE_REASON_TERMS, Waiting)."""
+
 
 @dataclass(frozen=True)
 class TrainerFailureKind(Term):
@@ -215,6 +230,8 @@ LAUNCH_MODES = names(LAUNCH_TERMS)
 TRAINER_FORMS = names(TRAINER_FORM_TERMS)
 
 FAILURE_REASONS = names(FAILURE_REASON_TERMS)
+QUEUE_REASONS = names(QUEUE_REASON_TERMS)
+SUBMIT_RATE, VERTEX_RATE_LIMIT = QUEUE_REASONS
 CAPACITY_REASONS = frozenset(t.name for t in FAILURE_REASON_TERMS if t.capacity)
 TRAINER_FAILURE_KINDS = names(TRAINER_FAILURE_KIND_TERMS)
 REASON_FOR_TRAINER_KIND: Mapping[str, str] = MappingProxyType({k.name: k.reason for k in TRAINER_FAILURE_KIND_TERMS})

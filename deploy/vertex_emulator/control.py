@@ -6,7 +6,8 @@ messages are JSON documents (UTF-8 bytes) rather than protos, so any gRPC client
     SetFaults(plan JSON) -> {"ok": true, "plan": <plan>}     replaces the plan (see faults.py for its shape);
                                                             an invalid plan answers INVALID_ARGUMENT and the
                                                             old plan stays
-    GetFaults({})        -> {"ok": true, "plan": <plan>, "unavailable_calls_left": N}
+    GetFaults({})        -> {"ok": true, "plan": <plan>, "unavailable_calls_left": N,
+                             "calls": {"METHOD REGION": {"calls": N, "refused": N}, ...}}  (rate-limit counts)
 
 From Python: `set_faults("127.0.0.1:PORT", {"unavailable_calls": 2})`. The control calls never count as one
 of the `unavailable_calls`.
@@ -50,7 +51,7 @@ def plan_as_dict(rules: FaultRules) -> Document:
     """FaultRules as the JSON document SetFaults accepts (empty parts left out)."""
     document = dataclasses.asdict(rules)
     document = {key: value for key, value in document.items() if value}
-    for key in ("quota_exhausted", "stockout", "unsupported_machine_type"):
+    for key in ("quota_exhausted", "stockout", "unsupported_machine_type", "rate_limits"):
         if key in document:
             document[key] = [{k: v for k, v in entry.items() if v is not None} for entry in document[key]]
     return document
@@ -76,6 +77,7 @@ def control_handler(faults: FaultPlan) -> grpc.GenericRpcHandler:
             "ok": True,
             "plan": plan_as_dict(faults.current()),
             "unavailable_calls_left": faults.remaining_unavailable(),
+            "calls": faults.counts(),
         }
 
     def handler(
@@ -100,5 +102,6 @@ def set_faults(address: str, plan: Mapping[str, object]) -> Document:
 
 
 def get_faults(address: str) -> Document:
-    """The emulator's fault plan and how many UNAVAILABLE answers are still to come."""
+    """The emulator's fault plan, how many UNAVAILABLE answers are still to come, and the calls per method and region
+    it let through and refused for a rate limit."""
     return _call(address, "GetFaults", {})

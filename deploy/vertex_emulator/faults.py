@@ -21,6 +21,17 @@ A fault plan is a JSON or TOML document (every key optional):
     times = 1                        # preemptions per job; past 6 the job FAILS with the stockout message
     grace_seconds = 1.0              # SIGTERM-to-SIGKILL grace, like a spot VM's shutdown notice
 
+    [[rate_limits]]                  # Vertex's per-minute request quotas, per region and method (none by default)
+    method = "CreateCustomJob"       # a JobService method: CreateCustomJob, GetCustomJob, ListCustomJobs, ...
+    limit = 60                       # calls allowed in any window_seconds (a refused call does not count)
+    region = "us-central1"           # leave out for every region (each region still counts on its own)
+    window_seconds = 60              # leave out for a minute; tests shorten it
+
+A call over a rate limit answers RESOURCE_EXHAUSTED as Vertex does: "Quota exceeded for quota metric '...' and limit
+'... per minute per region' of service 'aiplatform.googleapis.com' ...", with google.rpc.ErrorInfo (reason
+RATE_LIMIT_EXCEEDED, metadata quota_metric, quota_limit, quota_limit_value, quota_location) and google.rpc.QuotaFailure
+in the status details. GetFaults reports the calls each (method, region) made and had refused.
+
 The plan comes from the --faults file (read at start and again whenever the file changes) and can be replaced
 at any time with the control call (control.py); the last one applied wins.
 """
@@ -29,6 +40,8 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +54,43 @@ if TYPE_CHECKING:
 
 SPOT_RESTART_LIMIT = 6
 CPU = "CPU"
-_PLAN_KEYS = ("unavailable_calls", "quota_exhausted", "stockout", "unsupported_machine_type", "spot_preemption")
+_PLAN_KEYS = (
+    "unavailable_calls",
+    "quota_exhausted",
+    "stockout",
+    "unsupported_machine_type",
+    "spot_preemption",
+    "rate_limits",
+)
+JOB_SERVICE_METHODS = ("CreateCustomJob", "GetCustomJob", "ListCustomJobs", "CancelCustomJob", "DeleteCustomJob")
+SERVICE_NAME = "aiplatform.googleapis.com"
+
+
+@dataclass(frozen=True)
+class RateQuota:
+    """The Vertex AI rate quota a JobService method counts against (Google's quota page names the two: "Job or LRO
+    submission requests per minute per region", 60 by default, and "Resource management (CRUD) requests per minute
+    per region", 600: https://cloud.google.com/vertex-ai/docs/quotas). The metric ids are the emulator's spelling."""
+
+    metric: str
+    metric_title: str
+    limit_name: str
+
+
+SUBMISSION_QUOTA = RateQuota(
+    f"{SERVICE_NAME}/job_submission_requests",
+    "Job or LRO submission requests",
+    "JobSubmissionRequestsPerMinutePerProjectPerRegion",
+)
+CRUD_QUOTA = RateQuota(
+    f"{SERVICE_NAME}/resource_management_requests",
+    "Resource management (CRUD) requests",
+    "ResourceManagementRequestsPerMinutePerProjectPerRegion",
+)
+
+
+def rate_quota(method: str) -> RateQuota:
+    return SUBMISSION_QUOTA if method == "CreateCustomJob" else CRUD_QUOTA
 
 
 @dataclass(frozen=True)
@@ -75,6 +124,16 @@ class SpotPreemption:
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """At most `limit` calls of `method` per region in any window_seconds (region None: every region, each apart)."""
+
+    method: str
+    limit: int
+    region: str | None = None
+    window_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
 class FaultRules:
     """One parsed fault plan."""
 
@@ -83,6 +142,7 @@ class FaultRules:
     stockout: tuple[Match, ...] = ()
     unsupported_machine_type: tuple[MachineMatch, ...] = ()
     spot_preemption: SpotPreemption | None = None
+    rate_limits: tuple[RateLimit, ...] = ()
 
 
 def _fields(
@@ -136,7 +196,29 @@ def parse_rules(data: Mapping[str, object]) -> FaultRules:
         )
         if spot.after_seconds < 0 or spot.times < 0 or spot.grace_seconds < 0:
             raise ConfigError(f"spot_preemption values must not be negative, found {spot}.")
+    limits = data.get("rate_limits", [])
+    if not isinstance(limits, list):
+        raise ConfigError(f"rate_limits must be a list of objects, found {limits!r}.")
+    rate_limits = tuple(
+        RateLimit(
+            **_fields(
+                f"rate_limits[{i}]",
+                e,
+                {"method": str, "limit": int, "region": str, "window_seconds": (int, float)},
+                required=("method", "limit"),
+            )
+        )
+        for i, e in enumerate(limits)
+    )
+    for i, rule in enumerate(rate_limits):
+        if rule.method not in JOB_SERVICE_METHODS:
+            raise ConfigError(
+                f"rate_limits[{i}].method: expected one of {', '.join(JOB_SERVICE_METHODS)}, found {rule.method!r}."
+            )
+        if rule.limit < 1 or rule.window_seconds <= 0:
+            raise ConfigError(f"rate_limits[{i}]: limit must be >= 1 and window_seconds > 0, found {rule}.")
     return FaultRules(
+        rate_limits=rate_limits,
         unavailable_calls=calls,
         quota_exhausted=matches("quota_exhausted"),
         stockout=matches("stockout"),
@@ -164,6 +246,10 @@ class FaultPlan:
         self._mtime: tuple[int, int] | None = None
         self._rules = FaultRules()
         self._unavailable_left = 0
+        self._calls: dict[tuple[str, str], deque[float]] = {}
+        """(method, region): monotonic times of the calls let through, within the longest window."""
+        self.call_counts: Counter[tuple[str, str]] = Counter()
+        self.refused_counts: Counter[tuple[str, str]] = Counter()
         if path is not None:
             self._reload_if_changed()
 
@@ -193,6 +279,7 @@ class FaultPlan:
     def _apply(self, rules: FaultRules) -> None:
         self._rules = rules
         self._unavailable_left = rules.unavailable_calls
+        self._calls.clear()  # a new plan's windows start empty
 
     def replace(self, data: Mapping[str, object]) -> FaultRules:
         """Install a new plan (the control call); raises ConfigError and keeps the old plan when it is bad."""
@@ -220,6 +307,38 @@ class FaultPlan:
         with self._lock:
             return self._unavailable_left
 
+    def take_rate(self, method: str, region: str, now: float | None = None) -> RateLimit | None:
+        """The rate limit this call passes (it is refused and not counted), else None (the call is counted)."""
+        moment = time.monotonic() if now is None else now
+        with self._lock:
+            self._reload_if_changed()
+            key = (method, region)
+            rules = [r for r in self._rules.rate_limits if r.method == method and r.region in (None, region)]
+            calls = self._calls.setdefault(key, deque())
+            longest = max((r.window_seconds for r in rules), default=0.0)
+            while calls and calls[0] <= moment - longest:
+                calls.popleft()
+            for rule in rules:
+                if sum(1 for t in calls if t > moment - rule.window_seconds) >= rule.limit:
+                    self.refused_counts[key] += 1
+                    return rule
+            if rules:
+                calls.append(moment)
+            self.call_counts[key] += 1
+            return None
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Calls let through and refused for a rate limit, per "method region", since the emulator started."""
+        with self._lock:
+            keys = sorted(set(self.call_counts) | set(self.refused_counts))
+            return {
+                f"{method} {region}": {
+                    "calls": self.call_counts[(method, region)],
+                    "refused": self.refused_counts[(method, region)],
+                }
+                for method, region in keys
+            }
+
 
 # -- what the faults do to a job ------------------------------------------------------------------------
 
@@ -227,6 +346,15 @@ class FaultPlan:
 def quota_message(metric: str) -> str:
     """Vertex's RESOURCE_EXHAUSTED message for a quota over its limit."""
     return f"The following quota metrics exceed quota limits: {metric}"
+
+
+def rate_limit_message(rule: RateLimit, project: str) -> str:
+    """Google's RESOURCE_EXHAUSTED message for a rate quota over its limit."""
+    quota = rate_quota(rule.method)
+    return (
+        f"Quota exceeded for quota metric '{quota.metric_title}' and limit '{quota.metric_title} per minute per "
+        f"region' of service '{SERVICE_NAME}' for consumer 'projects/{project}'."
+    )
 
 
 def stockout_message(region: str) -> str:

@@ -30,11 +30,18 @@ from google.cloud.aiplatform_v1.types import (
 )
 from google.longrunning import operations_pb2
 from google.protobuf import any_pb2, empty_pb2
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from deploy.vertex_emulator import events
 from deploy.vertex_emulator.control import control_handler
-from deploy.vertex_emulator.faults import FaultPlan, create_refusal
+from deploy.vertex_emulator.faults import (
+    SERVICE_NAME,
+    FaultPlan,
+    RateLimit,
+    create_refusal,
+    rate_limit_message,
+    rate_quota,
+)
 from deploy.vertex_emulator.filters import FilterError, parse_filter
 from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir
 from deploy.vertex_emulator.paging import PageTokenError, page
@@ -257,14 +264,65 @@ class JobService:
 
 
 UNAVAILABLE_MESSAGE = "The service is currently unavailable."
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+"""The trailer carrying a google.rpc.Status (with its details), which google-api-core reads into the exception."""
 
 
 _Request = TypeVar("_Request", bound=proto.Message)
 _Response = TypeVar("_Response")
 
 
+def _request_place(request: object) -> tuple[str, str]:
+    """(project, region) a JobService request names through its parent or job name; ("", "") when unreadable."""
+    path = str(getattr(request, "parent", "") or getattr(request, "name", ""))
+    parts = path.split("/")
+    if len(parts) >= 4 and parts[0] == "projects" and parts[2] == "locations":
+        return parts[1], parts[3]
+    return "", ""
+
+
+def rate_limit_status(rule: RateLimit, project: str, region: str) -> status_pb2.Status:
+    """RESOURCE_EXHAUSTED as Google answers a rate quota over its limit: the message, google.rpc.ErrorInfo (reason
+    RATE_LIMIT_EXCEEDED, the quota metric and limit in its metadata) and google.rpc.QuotaFailure."""
+    quota = rate_quota(rule.method)
+    info = error_details_pb2.ErrorInfo(
+        reason="RATE_LIMIT_EXCEEDED",
+        domain="googleapis.com",
+        metadata={
+            "service": SERVICE_NAME,
+            "consumer": f"projects/{project}",
+            "quota_metric": quota.metric,
+            "quota_limit": quota.limit_name,
+            "quota_limit_value": str(rule.limit),
+            "quota_location": region,
+        },
+    )
+    failure = error_details_pb2.QuotaFailure(
+        violations=[
+            error_details_pb2.QuotaFailure.Violation(
+                subject=f"projects/{project}",
+                description=f"{quota.metric_title} per minute per region: limit {rule.limit}",
+                api_service=SERVICE_NAME,
+                quota_metric=quota.metric,
+                quota_id=quota.limit_name,
+                quota_dimensions={"region": region},
+                quota_value=rule.limit,
+            )
+        ]
+    )
+    details = []
+    for detail in (info, failure):
+        packed = any_pb2.Any()
+        packed.Pack(detail)
+        details.append(packed)
+    return status_pb2.Status(
+        code=code_pb2.RESOURCE_EXHAUSTED, message=rate_limit_message(rule, project), details=details
+    )
+
+
 def _unary(
     service: JobService,
+    name: str,
     method: Callable[[_Request], _Response],
     request_type: type[_Request],
     response_serializer: Callable[[_Response], bytes],
@@ -278,6 +336,13 @@ def _unary(
     def handle(request: _Request, context: grpc.ServicerContext) -> _Response:
         if service.faults.take_unavailable():
             context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_MESSAGE)
+        project, region = _request_place(request)
+        limited = service.faults.take_rate(name, region)
+        if limited is not None:
+            status = rate_limit_status(limited, project, region)
+            # The rich status rides in the trailer gRPC reserves for it, as grpc_status.rpc_status.to_status sends it.
+            context.set_trailing_metadata(((STATUS_DETAILS_KEY, status.SerializeToString()),))
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, status.message)
         try:
             return method(request)
         except RpcError as error:
@@ -294,16 +359,28 @@ def build_server(service: JobService, host: str, port: int) -> tuple[grpc.Server
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[("grpc.so_reuseport", 0)])
 
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-        "CreateCustomJob": _unary(service, service.create_custom_job, CreateCustomJobRequest, CustomJob.serialize),
-        "GetCustomJob": _unary(service, service.get_custom_job, GetCustomJobRequest, CustomJob.serialize),
+        "CreateCustomJob": _unary(
+            service, "CreateCustomJob", service.create_custom_job, CreateCustomJobRequest, CustomJob.serialize
+        ),
+        "GetCustomJob": _unary(
+            service, "GetCustomJob", service.get_custom_job, GetCustomJobRequest, CustomJob.serialize
+        ),
         "ListCustomJobs": _unary(
-            service, service.list_custom_jobs, ListCustomJobsRequest, ListCustomJobsResponse.serialize
+            service, "ListCustomJobs", service.list_custom_jobs, ListCustomJobsRequest, ListCustomJobsResponse.serialize
         ),
         "CancelCustomJob": _unary(
-            service, service.cancel_custom_job, CancelCustomJobRequest, empty_pb2.Empty.SerializeToString
+            service,
+            "CancelCustomJob",
+            service.cancel_custom_job,
+            CancelCustomJobRequest,
+            empty_pb2.Empty.SerializeToString,
         ),
         "DeleteCustomJob": _unary(
-            service, service.delete_custom_job, DeleteCustomJobRequest, operations_pb2.Operation.SerializeToString
+            service,
+            "DeleteCustomJob",
+            service.delete_custom_job,
+            DeleteCustomJobRequest,
+            operations_pb2.Operation.SerializeToString,
         ),
     }
     server.add_generic_rpc_handlers(

@@ -5,12 +5,20 @@ under a lease in a transaction, every CreateCustomJob attempt is recorded before
 finds an expired claim looks for the labelled job before submitting again. A delivery that fails before it calls
 CreateCustomJob gives the claim back at once; one that finds a cancel recorded (in the claim's transaction, or
 before a further plan) ends the run CANCELLED without creating, and cancels at once a job it created meanwhile.
+
+Rate limits are not capacity (issue 26): every CreateCustomJob first takes a slot from the region's limiter
+(LANDFALL_VERTEX_CREATE_PER_MINUTE, functions/records/rate_limits.py); a slot more than QUEUE_SLEEP_MAX_SECONDS
+away, or Vertex answering RESOURCE_EXHAUSTED for a per-minute request quota, queues the run on the same plan
+(`submission.queued`, the lease held until its retry time, when the reconciler takes it over); it never moves to a
+fallback plan for it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,7 +32,7 @@ from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
 from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
-from functions.gcp.vertex import CapacityError, JobView, VertexJobs
+from functions.gcp.vertex import CapacityError, JobView, RateLimitedError, VertexJobs
 from functions.records import attempts as attempt_rules
 from functions.records import run_rules
 from functions.records.leases import ClaimOutcome
@@ -39,6 +47,7 @@ from schemas.run_record import (
     Artifacts,
     CancelRequest,
     JobAttempt,
+    Queued,
     RunError,
     RunRecord,
     RunState,
@@ -48,11 +57,23 @@ from schemas.run_record import (
 )
 from schemas.times import format_timestamp
 from schemas.training_request import TrainingRequest, parse_training_request, run_id_for
+from schemas.vocabulary import SUBMIT_RATE, VERTEX_RATE_LIMIT
 
 log = logging.getLogger("landfall.dispatch")
 
 # How many next-best plans a run keeps to fall back on when a region refuses the chosen one for capacity.
 FALLBACKS_KEPT = 3
+
+_REFUSED_OUTCOMES = ("capacity", "rate-limited")
+"""Outcomes of CreateCustomJob attempts Vertex refused: no job exists for them."""
+
+QUEUE_SLEEP_MAX_SECONDS = 10.0
+"""A limiter slot at most this far away is waited for in the delivery (holding its claim); a later one queues the
+run until then, and the delivery is acknowledged."""
+
+RATE_LIMIT_BACKOFF_SECONDS = (5, 10, 20, 40, 60)
+"""After Vertex answers a rate limit, the run is tried again this long later (by its n-th time, the last value from
+then on), plus up to 20 % jitter: the quota refills each minute."""
 
 
 class OutcomeLike(Protocol):
@@ -76,6 +97,23 @@ class DispatchDeps:
     now: Callable[[], datetime]
     objects: DatasetObjects | None = None
     """The dataset's objects, checked before planning (dataset_check); None skips the check (unit tests)."""
+    limiter: SubmitLimiter | None = None
+    """The per-region CreateCustomJob limiter (functions/gcp/rate_limits_store.py); None = none (unit tests)."""
+    sleep: Callable[[float], None] = time.sleep
+    """How the delivery waits for a limiter slot a few seconds away (tests pass their clock's)."""
+
+
+class SubmitLimiter(Protocol):
+    """Hands out CreateCustomJob slots per region (functions/records/rate_limits.py)."""
+
+    @property
+    def per_minute(self) -> int:
+        """The calls per region and minute it allows."""
+        ...
+
+    def take(self, region: str, now: datetime) -> datetime:
+        """Reserve the next slot in region: now, or the later moment this call may be made."""
+        ...
 
 
 def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
@@ -240,7 +278,8 @@ def _submit_claimed(
     attempts = list(run.submission.attempts or ())
     if outcome == ClaimOutcome.RECOVER:
         earlier = attempt_rules.known_jobs(run)
-        for region in sorted({a.region for a in attempts}):
+        # Only an attempt still pending may have made a job: one refused for capacity or a rate limit created none.
+        for region in sorted({a.region for a in attempts if not a.outcome.startswith(_REFUSED_OUTCOMES)}):
             found = deps.vertex.find_by_run(region, run_id)
             if found is not None and found.name not in earlier:
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
@@ -258,6 +297,16 @@ def _submit_claimed(
         return _cancelled_before_create(run_id, owner, attempts, run.submission.cancel, deps)
     recorded = outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].outcome == "pending"
     for plan in attempt_rules.candidates(run):
+        if not _reserved(run.submission.queued, plan.region) and deps.limiter is not None:
+            slot = deps.limiter.take(plan.region, deps.now())
+            wait = (slot - deps.now()).total_seconds()
+            if wait > QUEUE_SLEEP_MAX_SECONDS:
+                before = attempts[:-1] if recorded else attempts  # the claim's pending attempt: not made
+                limit = deps.limiter.per_minute
+                why = f"{plan.region} allows {limit} CreateCustomJob calls a minute (LANDFALL_VERTEX_CREATE_PER_MINUTE)"
+                return _queue(run_id, owner, before, plan.region, SUBMIT_RATE, why, slot, deps, reserved=True)
+            if wait > 0:
+                deps.sleep(wait)
         if recorded:  # the claim's own write recorded this first attempt, under a lease it has just granted
             recorded = False
         else:
@@ -276,6 +325,12 @@ def _submit_claimed(
             attempts[-1] = replace(attempts[-1], outcome=f"capacity: {exc}")
             log.warning("run %s: %s; trying the next plan", run_id, exc)
             continue
+        except RateLimitedError as exc:  # before TransientError, which it is: queued on this same plan
+            attempts[-1] = replace(attempts[-1], outcome=f"rate-limited: {exc}")
+            tries = _queued_tries(run.submission.queued)
+            delay = RATE_LIMIT_BACKOFF_SECONDS[min(tries, len(RATE_LIMIT_BACKOFF_SECONDS) - 1)]
+            retry_at = deps.now() + timedelta(seconds=delay * (1 + random.uniform(0, 0.2)))
+            return _queue(run_id, owner, attempts, plan.region, VERTEX_RATE_LIMIT, str(exc), retry_at, deps)
         except TransientError:
             released = format_timestamp(deps.now())
             _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=released), deps)
@@ -308,7 +363,15 @@ def _next_attempt_step(
 ) -> run_rules.Step[bool | CancelRequest]:
     """Record the next attempt, pending, and renew the lease, while this delivery holds the claim; result: True, False
     (the claim was taken over: nothing written) or the cancel request recorded meanwhile (nothing written)."""
-    change = _with_attempts(attempts, lease_until=lease_until)
+    with_attempts = _with_attempts(attempts, lease_until=lease_until)
+
+    def change(r: RunRecord) -> RunRecord:
+        new = with_attempts(r)
+        queued = new.submission.queued
+        if queued is None or not queued.reserved:
+            return new
+        # the call about to be made uses the run's limiter slot: a later try takes a new one
+        return replace(new, submission=replace(new.submission, queued=replace(queued, reserved=False)))
 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool | CancelRequest]:
         if cur is None or cur.submission.owner != owner or cur.state != RunState.SUBMITTING:
@@ -368,6 +431,61 @@ def _lost_claim(run_id: str, when: str) -> str:
         "run %s: the submission claim was taken over by another delivery %s; leaving the run to it", run_id, when
     )
     return "lost-claim"
+
+
+def _reserved(queued: Queued | None, region: str) -> bool:
+    """Whether the run holds a limiter slot for region, taken when it was queued and not used yet."""
+    return queued is not None and queued.reserved and queued.over_at is None and queued.region == region
+
+
+def _queued_tries(queued: Queued | None) -> int:
+    """How many times the run's current queueing has held it back (0: it is not queued now)."""
+    return 0 if queued is None or queued.over_at is not None else queued.tries
+
+
+def _queue_over(queued: Queued | None, stamp: str) -> Queued | None:
+    return queued if queued is None or queued.over_at is not None else replace(queued, over_at=stamp, reserved=False)
+
+
+def _queue(
+    run_id: str,
+    owner: str,
+    attempts: list[SubmissionAttempt],
+    region: str,
+    reason: str,
+    message: str,
+    retry_at: datetime,
+    deps: DispatchDeps,
+    *,
+    reserved: bool = False,
+) -> str:
+    """Hold the run's submission back for a rate limit, on the same plan: it stays SUBMITTING, says why in
+    `submission.queued`, and keeps its lease until retry_at, when the reconciler takes it over (a redelivery meanwhile
+    finds the lease live). The delivery is acknowledged: nothing was created, and nothing is lost."""
+    now = deps.now()
+    stamp = format_timestamp(now)
+    until = format_timestamp(retry_at)
+    with_attempts = _with_attempts(attempts, lease_until=until)
+
+    def change(r: RunRecord) -> RunRecord:
+        new = with_attempts(r)
+        prev = r.submission.queued
+        going_on = prev is not None and prev.over_at is None
+        queued = Queued(
+            reason=reason,
+            region=region,
+            since=prev.since if prev is not None and going_on else stamp,
+            retry_at=until,
+            tries=prev.tries + 1 if prev is not None and going_on else 1,
+            message=message,
+            reserved=reserved,
+        )
+        return replace(new, submission=replace(new.submission, queued=queued))
+
+    if not _owned_merge(run_id, owner, change, deps):
+        return _lost_claim(run_id, "while queueing it for a rate limit")
+    log.info("run %s queued until %s (%s): %s", run_id, until, reason, message)
+    return f"queued:{reason}"
 
 
 def attempt_policy(settings: Settings) -> attempt_rules.AttemptPolicy:
@@ -448,6 +566,7 @@ def _record_submitted(
                 vertex=vertex,
                 artifacts=artifacts,
                 timings=replace(r.timings, submitted_at=stamp),
+                submission=replace(with_attempts(r).submission, queued=_queue_over(r.submission.queued, stamp)),
             ),
         ),
     )

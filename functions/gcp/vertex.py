@@ -15,6 +15,62 @@ class CapacityError(Exception):
     """The region cannot run this shape now (quota exhausted, shape not offered, stockout): try another plan."""
 
 
+class RateLimitedError(TransientError):
+    """Vertex refused the call for a per-minute request quota (RESOURCE_EXHAUSTED naming a rate quota metric, or
+    reason RATE_LIMIT_EXCEEDED): nothing was created, and the same call on the same plan succeeds once the minute's
+    quota refills. Never a reason to try another plan (issue 26: every rate limit used to send runs to costlier
+    fallbacks)."""
+
+    def __init__(self, message: str, *, region: str = "", quota_metric: str = "") -> None:
+        super().__init__(message)
+        self.region = region
+        self.quota_metric = quota_metric
+
+
+RATE_LIMIT_REASON = "RATE_LIMIT_EXCEEDED"
+"""google.rpc.ErrorInfo.reason of a rate quota over its limit (Google's API error model, AIP-193)."""
+
+CAPACITY_QUOTA_PREFIX = "aiplatform.googleapis.com/custom_model_training_"
+"""Quota metrics of resources in use (GPUs, CPUs, disk of training jobs): over them, the region cannot run the shape
+now, so another plan may; e.g. aiplatform.googleapis.com/custom_model_training_nvidia_h100_gpus."""
+
+_METRIC_IN_TEXT = re.compile(r"aiplatform\.googleapis\.com/[A-Za-z0-9_./-]+")
+_QUOTED_METRIC = re.compile(r"[Qq]uota exceeded for quota metric '([^']+)'")
+
+
+def quota_metric(exc: Exception) -> str:
+    """The quota metric a RESOURCE_EXHAUSTED names: ErrorInfo.metadata["quota_metric"], else a QuotaFailure
+    violation's quota_metric (or subject), else the metric written in the message ("" when none)."""
+    details = list(getattr(exc, "details", None) or ())
+    metadata = getattr(exc, "metadata", None) or {}
+    if metadata.get("quota_metric"):
+        return str(metadata["quota_metric"])
+    for detail in details:
+        for violation in getattr(detail, "violations", ()):
+            metric = getattr(violation, "quota_metric", "") or getattr(violation, "subject", "")
+            if metric:
+                return str(metric)
+    message = str(getattr(exc, "message", "") or exc)
+    found = _METRIC_IN_TEXT.search(message) or _QUOTED_METRIC.search(message)
+    if found is None:
+        return ""
+    return found.group(1) if found.re is _QUOTED_METRIC else found.group(0)
+
+
+def is_rate_limit(exc: Exception) -> bool:
+    """Whether a RESOURCE_EXHAUSTED is a per-minute request quota (retry the same call later) rather than a resource
+    quota or stockout (capacity: another plan). ErrorInfo's reason decides when present; otherwise the metric: the
+    training resource quotas (custom_model_training_*) are capacity, any other metric naming requests, or a message
+    of a limit "per minute", is a rate."""
+    if getattr(exc, "reason", None) == RATE_LIMIT_REASON:
+        return True
+    metric = quota_metric(exc)
+    if metric.startswith(CAPACITY_QUOTA_PREFIX):
+        return False
+    message = str(getattr(exc, "message", "") or exc).lower()
+    return "request" in metric.lower() or "per minute" in message
+
+
 def _ts(value: Any) -> str:
     """A proto Timestamp field as RFC 3339 text; "" when unset (the epoch) or unreadable."""
     if value is None:
@@ -54,12 +110,21 @@ def offered_nowhere_here(message: str) -> bool:
     return all(_MACHINE_NOT_OFFERED.fullmatch(problem.strip()) for problem in problems)
 
 
-def translate_error(exc: Exception, what: str) -> Exception:
-    """A JobService client error as Landfall's kind: CapacityError (try another plan), TransientError (retry) or
-    PermanentError (record and acknowledge); anything else passes unchanged."""
+def translate_error(exc: Exception, what: str, region: str = "") -> Exception:
+    """A JobService client error as Landfall's kind: RateLimitedError (retry the same call later), CapacityError
+    (try another plan), TransientError (retry) or PermanentError (record and acknowledge); anything else passes
+    unchanged."""
     from google.api_core import exceptions as gexc
 
     if isinstance(exc, gexc.ResourceExhausted):
+        metric = quota_metric(exc)
+        if is_rate_limit(exc):
+            return RateLimitedError(
+                f"{what}: rate limit {metric or 'of Vertex AI requests'} reached; will retry the same plan "
+                f"({exc.message})",
+                region=region,
+                quota_metric=metric,
+            )
         return CapacityError(f"{what}: quota exhausted: {exc.message}")
     if isinstance(exc, gexc.InvalidArgument) and offered_nowhere_here(str(exc.message)):
         return CapacityError(f"{what}: {exc.message}")
@@ -89,7 +154,7 @@ class VertexJobs:
         try:
             job = self._client(region).create_custom_job(parent=self.parent(region), custom_job=custom_job)
         except Exception as exc:
-            raise translate_error(exc, f"CreateCustomJob in {region}") from exc
+            raise translate_error(exc, f"CreateCustomJob in {region}", region) from exc
         return view(job)
 
     def get(self, name: str) -> JobView:
@@ -97,7 +162,7 @@ class VertexJobs:
         try:
             return view(self._client(region).get_custom_job(name=name))
         except Exception as exc:
-            raise translate_error(exc, f"GetCustomJob {name}") from exc
+            raise translate_error(exc, f"GetCustomJob {name}", region) from exc
 
     def cancel(self, name: str) -> bool:
         """Ask Vertex to cancel the job (best effort: it goes CANCELLING, then CANCELLED); False when it had ended
@@ -110,7 +175,7 @@ class VertexJobs:
         except gexc.FailedPrecondition:
             return False
         except Exception as exc:
-            raise translate_error(exc, f"CancelCustomJob {name}") from exc
+            raise translate_error(exc, f"CancelCustomJob {name}", region) from exc
         return True
 
     def list_labelled(self, region: str, *, page_size: int = 100) -> list[JobView]:
@@ -121,7 +186,7 @@ class VertexJobs:
             )
             return [view(job) for job in pager]
         except Exception as exc:
-            raise translate_error(exc, f"ListCustomJobs in {region}") from exc
+            raise translate_error(exc, f"ListCustomJobs in {region}", region) from exc
 
     def find_by_run(self, region: str, run_id: str) -> JobView | None:
         """The job labelled with run_id in region, if one was created (the dedupe behind exactly-once submit)."""
@@ -131,5 +196,5 @@ class VertexJobs:
             )
             jobs = [view(job) for job in pager]
         except Exception as exc:
-            raise translate_error(exc, f"ListCustomJobs in {region}") from exc
+            raise translate_error(exc, f"ListCustomJobs in {region}", region) from exc
         return jobs[0] if jobs else None

@@ -98,7 +98,7 @@ class FakeVertex:
             if isinstance(refusal, Crash) and not refusal.after_creating:
                 raise refusal
             if refusal is not None and not isinstance(refusal, Crash):
-                raise translate_error(refusal, f"CreateCustomJob in {region}") from refusal  # type: ignore[arg-type]
+                raise translate_error(refusal, f"CreateCustomJob in {region}", region) from refusal  # type: ignore[arg-type]
             job = aiplatform_v1.CustomJob(custom_job)
             job.name = f"{self.parent(region)}/customJobs/{next(self._ids)}"
             job.state = job_state("JOB_STATE_PENDING")

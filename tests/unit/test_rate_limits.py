@@ -1,0 +1,139 @@
+"""Issue 26 items 1 and 7 in the pure parts: Vertex's rate-limit answers told apart from capacity, the limiter's
+slots, the run queued on its plan (never moved to a fallback for a rate limit), and the emulator's rate-limit rules."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from google.api_core import exceptions as gexc
+from google.rpc import error_details_pb2
+
+from deploy.vertex_emulator.config import ConfigError
+from deploy.vertex_emulator.faults import FaultPlan, parse_rules, rate_limit_message
+from functions.dispatch import handler
+from functions.gcp.vertex import CapacityError, RateLimitedError, quota_metric, translate_error
+from functions.records.rate_limits import take_slot
+from schemas.run_record import RunState, parse_run_record
+from schemas.times import parse_timestamp
+from schemas.training_request import run_id_for
+from schemas.vocabulary import SUBMIT_RATE, VERTEX_RATE_LIMIT
+from tests.fakes.rate_limits import FakeRateLimits
+from tests.fakes.world import NOW, PLAN, REQUEST, World
+
+SUBMISSIONS = "aiplatform.googleapis.com/job_submission_requests"
+RATE_MESSAGE = (
+    "Quota exceeded for quota metric 'Job or LRO submission requests' and limit 'Job or LRO submission requests per "
+    "minute per region' of service 'aiplatform.googleapis.com' for consumer 'projects/landfall-local'."
+)
+GPU_QUOTA = (
+    "The following quota metrics exceed quota limits: aiplatform.googleapis.com/custom_model_training_nvidia_h100_gpus"
+)
+
+
+def as_bytes(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode()
+
+
+def rate_limited(message: str = RATE_MESSAGE, *, with_info: bool = True) -> gexc.ResourceExhausted:
+    info = error_details_pb2.ErrorInfo(
+        reason="RATE_LIMIT_EXCEEDED", domain="googleapis.com", metadata={"quota_metric": SUBMISSIONS}
+    )
+    return gexc.ResourceExhausted(message, details=[info] if with_info else [], error_info=info if with_info else None)
+
+
+def test_a_rate_quota_is_not_capacity_and_names_its_metric() -> None:
+    error = translate_error(rate_limited(), "CreateCustomJob in us-central1", "us-central1")
+    assert isinstance(error, RateLimitedError) and not isinstance(error, CapacityError)
+    assert (error.region, error.quota_metric) == ("us-central1", SUBMISSIONS)
+    assert SUBMISSIONS in str(error)
+
+
+def test_the_message_alone_tells_a_per_minute_quota_from_a_gpu_quota() -> None:
+    assert isinstance(translate_error(rate_limited(with_info=False), "create"), RateLimitedError)
+    gpus = translate_error(gexc.ResourceExhausted(GPU_QUOTA), "create")
+    assert isinstance(gpus, CapacityError)
+    assert quota_metric(gexc.ResourceExhausted(GPU_QUOTA)).endswith("custom_model_training_nvidia_h100_gpus")
+    # a GPU quota stays capacity even should its answer carry reason-less details
+    assert isinstance(translate_error(gexc.ResourceExhausted("no quota in us-central1"), "create"), CapacityError)
+
+
+def test_slots_keep_any_minute_under_the_limit() -> None:
+    bucket = None
+    slots = []
+    for _ in range(25):
+        bucket, slot = take_slot("create-custom-job", "us-central1", per_minute=10, now=NOW)(bucket)
+        slots.append(slot)
+    assert slots[0] == NOW and slots == sorted(slots)
+    for start in slots:
+        assert sum(1 for s in slots if start <= s < start + timedelta(minutes=1)) <= 10
+    # an idle bucket gives the present, not a slot in the past
+    later = NOW + timedelta(hours=1)
+    assert take_slot("create-custom-job", "us-central1", per_minute=10, now=later)(bucket)[1] == later
+
+
+def test_a_rate_limited_create_queues_the_run_on_its_plan_not_a_fallback() -> None:
+    w = World()
+    w.vertex.refuse(PLAN.region, rate_limited())
+    assert w.deliver() == f"queued:{VERTEX_RATE_LIMIT}"
+    run = w.run()
+    assert run.state == RunState.SUBMITTING and w.vertex.create_calls == [PLAN.region]
+    queued = run.submission.queued
+    assert queued is not None and (queued.reason, queued.region, queued.tries) == (VERTEX_RATE_LIMIT, PLAN.region, 1)
+    assert SUBMISSIONS in queued.message and queued.over_at is None
+    (attempt,) = run.submission.attempts or ()
+    assert attempt.region == PLAN.region and attempt.outcome.startswith("rate-limited")
+    assert run.submission.lease_until == queued.retry_at and parse_timestamp(queued.retry_at) > NOW
+    assert parse_run_record(json.loads(json.dumps(run.to_dict()))) == run, "the queued note round-trips"
+    # a redelivery before retry_at finds the lease held; the reconciler's takeover after it creates on the same plan
+    with pytest.raises(handler.TransientError):
+        w.deliver(message_id="m-2")
+    w.clock.now = parse_timestamp(queued.retry_at) + timedelta(seconds=1)
+    assert handler.resubmit(run.run_id, w.dispatch_deps) == "submitted"
+    run = w.run()
+    assert run.state == RunState.SUBMITTED and run.vertex is not None and run.vertex.region == PLAN.region
+    assert w.vertex.create_calls == [PLAN.region, PLAN.region] and len(w.vertex.jobs) == 1
+    assert run.submission.queued is not None and run.submission.queued.over_at == run.timings.submitted_at
+
+
+def test_the_limiter_queues_a_burst_with_reserved_slots_and_asks_once_per_run() -> None:
+    w = World()
+    limiter = FakeRateLimits(per_minute=3)
+    slept: list[float] = []
+    w.dispatch_deps = replace(w.dispatch_deps, limiter=limiter, sleep=slept.append)
+    keys = [f"burst-{i}" for i in range(4)]
+    said = [w.deliver(as_bytes(replace(REQUEST, idempotency_key=key).to_json()), key) for key in keys]
+    assert said == ["submitted"] + [f"queued:{SUBMIT_RATE}"] * 3
+    assert w.vertex.create_calls == [PLAN.region] and slept == []
+    runs = [w.run(run_id_for(key)) for key in keys]
+    queued = runs[1:]
+    assert [q.submission.queued.reason for q in queued if q.submission.queued] == [SUBMIT_RATE] * 3
+    assert all(q.submission.queued and q.submission.queued.reserved for q in queued)
+    assert all(not q.submission.attempts for q in queued), "a queued run records no attempt it did not make"
+    retry = [parse_timestamp(q.submission.queued.retry_at) for q in queued if q.submission.queued]
+    assert retry == [NOW + timedelta(seconds=20 * i) for i in (1, 2, 3)]
+    for run, at in zip(queued, retry, strict=True):
+        w.clock.now = at
+        assert handler.resubmit(run.run_id, w.dispatch_deps) == "submitted"
+    assert len(limiter.slots) == 4, "a run queued with a slot uses it, without taking another"
+    assert w.vertex.create_calls == [PLAN.region] * 4 and len(w.vertex.jobs) == 4
+
+
+def test_the_emulator_rate_limit_rule_counts_per_region_and_refuses_without_counting() -> None:
+    plan = FaultPlan()
+    plan.replace({"rate_limits": [{"method": "CreateCustomJob", "limit": 2, "window_seconds": 10}]})
+    assert [plan.take_rate("CreateCustomJob", "us-central1", now=t) for t in (0.0, 1.0)] == [None, None]
+    refused = plan.take_rate("CreateCustomJob", "us-central1", now=2.0)
+    assert refused is not None and refused.limit == 2
+    assert plan.take_rate("CreateCustomJob", "europe-west4", now=2.0) is None, "each region counts on its own"
+    assert plan.take_rate("ListCustomJobs", "us-central1", now=2.0) is None, "other methods are not limited"
+    assert plan.take_rate("CreateCustomJob", "us-central1", now=10.5) is None, "the window slides"
+    assert plan.counts()["CreateCustomJob us-central1"] == {"calls": 3, "refused": 1}
+    assert "per minute per region" in rate_limit_message(refused, "p")
+    with pytest.raises(ConfigError, match="method"):
+        parse_rules({"rate_limits": [{"method": "CreateJob", "limit": 1}]})
+    with pytest.raises(ConfigError, match="limit"):
+        parse_rules({"rate_limits": [{"method": "CreateCustomJob", "limit": 0}]})
+    assert parse_rules({}).rate_limits == (), "off by default"
