@@ -7,7 +7,7 @@ messages are JSON documents (UTF-8 bytes) rather than protos, so any gRPC client
                                                             an invalid plan answers INVALID_ARGUMENT and the
                                                             old plan stays
     GetFaults({})        -> {"ok": true, "plan": <plan>, "unavailable_calls_left": N,
-                             "calls": {"METHOD REGION": {"calls": N, "refused": N}, ...}}  (rate-limit counts)
+                             "calls": {"METHOD REGION": {"calls": N, "refused": N}, ...}}  (since the plan was set)
 
 From Python: `set_faults("127.0.0.1:PORT", {"unavailable_calls": 2})`. The control calls never count as one
 of the `unavailable_calls`.

@@ -279,7 +279,9 @@ class FaultPlan:
     def _apply(self, rules: FaultRules) -> None:
         self._rules = rules
         self._unavailable_left = rules.unavailable_calls
-        self._calls.clear()  # a new plan's windows start empty
+        self._calls.clear()  # a new plan's windows and counts start empty
+        self.call_counts.clear()
+        self.refused_counts.clear()
 
     def replace(self, data: Mapping[str, object]) -> FaultRules:
         """Install a new plan (the control call); raises ConfigError and keeps the old plan when it is bad."""
@@ -328,7 +330,7 @@ class FaultPlan:
             return None
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """Calls let through and refused for a rate limit, per "method region", since the emulator started."""
+        """Calls let through and refused for a rate limit, per "method region", since the plan was set."""
         with self._lock:
             keys = sorted(set(self.call_counts) | set(self.refused_counts))
             return {

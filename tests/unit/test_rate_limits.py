@@ -33,10 +33,6 @@ GPU_QUOTA = (
 )
 
 
-def as_bytes(text: str | bytes) -> bytes:
-    return text if isinstance(text, bytes) else text.encode()
-
-
 def rate_limited(message: str = RATE_MESSAGE, *, with_info: bool = True) -> gexc.ResourceExhausted:
     info = error_details_pb2.ErrorInfo(
         reason="RATE_LIMIT_EXCEEDED", domain="googleapis.com", metadata={"quota_metric": SUBMISSIONS}
@@ -104,7 +100,7 @@ def test_the_limiter_queues_a_burst_with_reserved_slots_and_asks_once_per_run() 
     slept: list[float] = []
     w.dispatch_deps = replace(w.dispatch_deps, limiter=limiter, sleep=slept.append)
     keys = [f"burst-{i}" for i in range(4)]
-    said = [w.deliver(as_bytes(replace(REQUEST, idempotency_key=key).to_json()), key) for key in keys]
+    said = [w.deliver(replace(REQUEST, idempotency_key=key).to_json(), key) for key in keys]
     assert said == ["submitted"] + [f"queued:{SUBMIT_RATE}"] * 3
     assert w.vertex.create_calls == [PLAN.region] and slept == []
     runs = [w.run(run_id_for(key)) for key in keys]

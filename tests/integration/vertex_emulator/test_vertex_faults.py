@@ -143,3 +143,39 @@ def test_bad_faults_file_stops_the_emulator_with_a_clear_error(tmp_path):
     plan.write_text('{"spot_preemption": {"after": 1}}')
     with pytest.raises(AssertionError, match="spot_preemption: unknown key"):
         launch_emulator(tmp_path / "state", tmp_path / "emulator.log", ["--faults", str(plan)])
+
+
+def test_rate_limits_answer_resource_exhausted_with_the_quota_metric_per_region_and_method(vertex, tmp_path):
+    """Issue 26 item 7: a JobService method over its per-minute limit in a region answers as Vertex does, with
+    ErrorInfo and QuotaFailure in the status details, which Landfall reads as a rate limit, not capacity."""
+    from functions.gcp.vertex import RateLimitedError, translate_error
+
+    control.set_faults(
+        vertex.address,
+        {"rate_limits": [{"method": "ListCustomJobs", "limit": 2, "region": "us-central1", "window_seconds": 60}]},
+    )
+    for _ in range(2):
+        vertex.client.list_custom_jobs(parent=PARENT)
+    with pytest.raises(ResourceExhausted) as refused:
+        vertex.client.list_custom_jobs(parent=PARENT)
+    error = refused.value
+    assert error.message.startswith("Quota exceeded for quota metric 'Resource management (CRUD) requests'")
+    assert error.reason == "RATE_LIMIT_EXCEEDED" and error.domain == "googleapis.com"
+    assert error.metadata["quota_metric"] == "aiplatform.googleapis.com/resource_management_requests"
+    assert error.metadata["quota_location"] == "us-central1" and error.metadata["quota_limit_value"] == "2"
+    assert any(getattr(d, "violations", None) for d in error.details), "a QuotaFailure rides along"
+    assert isinstance(translate_error(error, "ListCustomJobs", "us-central1"), RateLimitedError)
+    vertex.client.list_custom_jobs(parent=f"projects/{PROJECT}/locations/europe-west4")  # another region: its own
+    counts = control.get_faults(vertex.address)["calls"]
+    assert counts["ListCustomJobs us-central1"] == {"calls": 2, "refused": 1}
+
+
+def test_a_create_rate_limit_refuses_creation_and_creates_nothing(vertex, tmp_path):
+    control.set_faults(vertex.address, {"rate_limits": [{"method": "CreateCustomJob", "limit": 1}]})
+    first = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([probe_pool(tmp_path / "a")]))
+    with pytest.raises(ResourceExhausted) as refused:
+        vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([probe_pool(tmp_path / "b")]))
+    assert refused.value.metadata["quota_metric"] == "aiplatform.googleapis.com/job_submission_requests"
+    names = {job.name for job in vertex.client.list_custom_jobs(parent=PARENT)}
+    assert first.name in names and not (tmp_path / "b").exists()
+    assert vertex.wait_terminal(first.name).state == JobState.JOB_STATE_SUCCEEDED
