@@ -167,7 +167,7 @@ def test_rate_limits_answer_resource_exhausted_with_the_quota_metric_per_region_
     assert isinstance(translate_error(error, "ListCustomJobs", "us-central1"), RateLimitedError)
     vertex.client.list_custom_jobs(parent=f"projects/{PROJECT}/locations/europe-west4")  # another region: its own
     counts = control.get_faults(vertex.address)["calls"]
-    assert counts["ListCustomJobs us-central1"] == {"calls": 2, "refused": 1}
+    assert isinstance(counts, dict) and counts["ListCustomJobs us-central1"] == {"calls": 2, "refused": 1}
 
 
 def test_a_create_rate_limit_refuses_creation_and_creates_nothing(vertex, tmp_path):
