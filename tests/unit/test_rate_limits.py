@@ -133,3 +133,17 @@ def test_the_emulator_rate_limit_rule_counts_per_region_and_refuses_without_coun
     with pytest.raises(ConfigError, match="limit"):
         parse_rules({"rate_limits": [{"method": "CreateCustomJob", "limit": 0}]})
     assert parse_rules({}).rate_limits == (), "off by default"
+
+
+def test_the_limit_is_the_deployment_s_from_the_topology_or_the_environment() -> None:
+    from deploy.topology import load_topology
+    from functions.settings import SettingsError, settings_from_env
+
+    base = {"GOOGLE_CLOUD_PROJECT": "p"}
+    topology = load_topology()
+    assert settings_from_env(base).vertex_create_per_minute == topology.vertex_create_per_minute
+    assert 0 < topology.vertex_create_per_minute <= 60, "under Google's default 60 a minute per region"
+    assert settings_from_env({**base, "LANDFALL_VERTEX_CREATE_PER_MINUTE": "120"}).vertex_create_per_minute == 120
+    with pytest.raises(SettingsError, match="LANDFALL_VERTEX_CREATE_PER_MINUTE must be a whole number"):
+        settings_from_env({**base, "LANDFALL_VERTEX_CREATE_PER_MINUTE": "lots"})
+    assert settings_from_env(base).rate_limits_collection == topology.rate_limits_collection
