@@ -102,7 +102,7 @@ class Settings:
     vertex_create_per_minute: int = 0
     """LANDFALL_VERTEX_CREATE_PER_MINUTE (default: topology vertex.rate_limits.create_custom_job_per_minute): the
     CreateCustomJob calls per region and minute the dispatcher makes at most (its submission rate limiter), under
-    Google's per-region quota; 0 (only when built by hand, as unit tests do) = no limiter."""
+    Google's per-region quota; 0 = no limiter (Vertex's own rate-limit answers are still retried on the same plan)."""
 
     @property
     def requests_topic_path(self) -> str:
@@ -217,9 +217,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         memory_margin=_fraction(env, "LANDFALL_MEMORY_MARGIN", low=0.0, high=1.0, high_open=True),
         timeout_margin=_fraction(env, "LANDFALL_TIMEOUT_MARGIN", low=1.0, high=100.0),
         rate_limits_collection=env.get("LANDFALL_RATE_LIMITS_COLLECTION", topology.rate_limits_collection),
-        vertex_create_per_minute=positive(
-            "LANDFALL_VERTEX_CREATE_PER_MINUTE", topology.vertex_create_per_minute, upper=100_000
-        ),
+        vertex_create_per_minute=_per_minute(env, topology.vertex_create_per_minute),
     )
 
 
@@ -247,6 +245,22 @@ def _quota_overrides(env: Mapping[str, str]) -> str:
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise SettingsError(f"{name} must be a JSON object of regions, each an object with cpus and/or gpus")
     return json.dumps(data, sort_keys=True)
+
+
+def _per_minute(env: Mapping[str, str], default: int) -> int:
+    """LANDFALL_VERTEX_CREATE_PER_MINUTE: a whole number from 0 (no limiter) to 100000."""
+    name = "LANDFALL_VERTEX_CREATE_PER_MINUTE"
+    raw = env.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 100_000:
+        raise SettingsError(
+            f"{name} must be a whole number from 0 (no limiter) to 100000 CreateCustomJob calls per region and "
+            f"minute, got {raw!r}; keep it under the project's Vertex AI quota (60 by default)"
+        )
+    return value
 
 
 def _fraction(env: Mapping[str, str], name: str, *, low: float, high: float, high_open: bool = False) -> float | None:

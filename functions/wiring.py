@@ -192,6 +192,8 @@ def rate_limits_store() -> Any:
     from functions.gcp.rate_limits_store import RateLimitsStore
 
     settings = get_settings()
+    if settings.vertex_create_per_minute == 0:
+        return None
     return RateLimitsStore(
         clients.firestore_client(), settings.rate_limits_collection, settings.vertex_create_per_minute
     )

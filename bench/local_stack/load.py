@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -130,7 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="upload threads (default 16)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for every run (3600)")
     parser.add_argument("--out", type=Path, default=Path("load.json"), help="JSON results (default load.json)")
+    parser.add_argument(
+        "--create-per-minute",
+        type=int,
+        default=0,
+        help="the dispatcher's CreateCustomJob limit per region and minute (LANDFALL_VERTEX_CREATE_PER_MINUTE); "
+        "default 0: no limiter, as before issue 26, so figures stay comparable",
+    )
     args = parser.parse_args(argv)
+    os.environ["LANDFALL_VERTEX_CREATE_PER_MINUTE"] = str(args.create_per_minute)  # inherited by the functions
     if args.datasets < 1 or args.concurrency < 1:
         parser.error("--datasets and --concurrency must be at least 1")
     with noop_stack() as s:

@@ -68,8 +68,8 @@ _REFUSED_OUTCOMES = ("capacity", "rate-limited")
 """Outcomes of CreateCustomJob attempts Vertex refused: no job exists for them."""
 
 QUEUE_SLEEP_MAX_SECONDS = 10.0
-"""A limiter slot at most this far away is waited for in the delivery (holding its claim); a later one queues the
-run until then, and the delivery is acknowledged."""
+"""A limiter slot at most this far away (and at most a quarter of the submission lease) is waited for in the
+delivery, holding its claim; a later one queues the run until then, and the delivery is acknowledged."""
 
 RATE_LIMIT_BACKOFF_SECONDS = (5, 10, 20, 40, 60)
 """After Vertex answers a rate limit, the run is tried again this long later (by its n-th time, the last value from
@@ -300,7 +300,7 @@ def _submit_claimed(
         if not _reserved(run.submission.queued, plan.region) and deps.limiter is not None:
             slot = deps.limiter.take(plan.region, deps.now())
             wait = (slot - deps.now()).total_seconds()
-            if wait > QUEUE_SLEEP_MAX_SECONDS:
+            if wait > min(QUEUE_SLEEP_MAX_SECONDS, deps.settings.submission_lease_seconds / 4):
                 before = attempts[:-1] if recorded else attempts  # the claim's pending attempt: not made
                 limit = deps.limiter.per_minute
                 why = f"{plan.region} allows {limit} CreateCustomJob calls a minute (LANDFALL_VERTEX_CREATE_PER_MINUTE)"

@@ -144,6 +144,7 @@ def test_the_limit_is_the_deployment_s_from_the_topology_or_the_environment() ->
     assert settings_from_env(base).vertex_create_per_minute == topology.vertex_create_per_minute
     assert 0 < topology.vertex_create_per_minute <= 60, "under Google's default 60 a minute per region"
     assert settings_from_env({**base, "LANDFALL_VERTEX_CREATE_PER_MINUTE": "120"}).vertex_create_per_minute == 120
-    with pytest.raises(SettingsError, match="LANDFALL_VERTEX_CREATE_PER_MINUTE must be a whole number"):
+    with pytest.raises(SettingsError, match="LANDFALL_VERTEX_CREATE_PER_MINUTE must be a whole number from 0"):
         settings_from_env({**base, "LANDFALL_VERTEX_CREATE_PER_MINUTE": "lots"})
+    assert settings_from_env({**base, "LANDFALL_VERTEX_CREATE_PER_MINUTE": "0"}).vertex_create_per_minute == 0
     assert settings_from_env(base).rate_limits_collection == topology.rate_limits_collection
