@@ -20,8 +20,9 @@ from google.api_core import exceptions as gexc
 from functions.errors import PermanentError, TransientError
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.orphans_store import OrphansStore
+from functions.gcp.rate_limits_store import RateLimitsStore
 from functions.gcp.runs_store import RunsStore
-from functions.gcp.vertex import RUN_LABEL, CapacityError, VertexJobs
+from functions.gcp.vertex import RUN_LABEL, CapacityError, RateLimitedError, VertexJobs
 from functions.records.dataset_versions import VersionOutcome
 from functions.records.leases import Claim, ClaimOutcome
 from schemas.content_record import ContentRecord, parse_content_record
@@ -41,6 +42,7 @@ from schemas.times import format_timestamp, parse_timestamp
 from tests.conftest import PROJECT
 from tests.fakes.ingest import FakeDatasets
 from tests.fakes.orphans import FakeOrphans
+from tests.fakes.rate_limits import FakeRateLimits
 from tests.fakes.runs import FakeRuns
 from tests.fakes.vertex import FakeVertex
 
@@ -494,6 +496,8 @@ class Vertex:
 
     jobs: VertexJobs | FakeVertex
     exhaust_quota: Callable[[str], object]
+    limit_rate: Callable[[str], object]
+    """Make the next CreateCustomJob in a region fail for a per-minute request quota (issue 26)."""
     emulated: bool = False
     """True on the Vertex emulator, where a job's replicas are real processes."""
 
@@ -512,7 +516,11 @@ def vertex_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def vertex(request: pytest.FixtureRequest) -> Iterator[Vertex]:
     if request.param == "fake":
         fake = FakeVertex(PROJECT)
-        yield Vertex(fake, lambda region: fake.refuse(region, gexc.ResourceExhausted("quota exhausted")))
+        yield Vertex(
+            fake,
+            lambda region: fake.refuse(region, gexc.ResourceExhausted("quota exhausted")),
+            lambda region: fake.refuse(region, _rate_limited(region)),
+        )
         return
     from deploy.vertex_emulator import control
 
@@ -521,9 +529,30 @@ def vertex(request: pytest.FixtureRequest) -> Iterator[Vertex]:
     yield Vertex(
         VertexJobs(PROJECT, lambda region: emulator.client),
         lambda region: control.set_faults(emulator.address, {"quota_exhausted": [{"region": region}]}),
+        # a limit of 1 a minute in the region: once one CreateCustomJob has used it, the next is refused
+        lambda region: control.set_faults(
+            emulator.address, {"rate_limits": [{"method": "CreateCustomJob", "limit": 1, "region": region}]}
+        ),
         emulated=True,
     )
     control.set_faults(emulator.address, {})
+
+
+def _rate_limited(region: str) -> gexc.ResourceExhausted:
+    """What Vertex answers a call over a per-minute request quota (as the emulator's rate_limits fault does)."""
+    from google.rpc import error_details_pb2
+
+    info = error_details_pb2.ErrorInfo(
+        reason="RATE_LIMIT_EXCEEDED",
+        domain="googleapis.com",
+        metadata={"quota_metric": "aiplatform.googleapis.com/job_submission_requests", "quota_location": region},
+    )
+    return gexc.ResourceExhausted(
+        "Quota exceeded for quota metric 'Job or LRO submission requests' and limit 'Job or LRO submission requests "
+        f"per minute per region' of service 'aiplatform.googleapis.com' for consumer 'projects/{PROJECT}'.",
+        details=[info],
+        error_info=info,
+    )
 
 
 def _probe_job(run_id: str, out: Path) -> dict[str, Any]:
@@ -561,6 +590,19 @@ def test_vertex_capacity_and_refusals(vertex: Vertex, tmp_path: Path) -> None:
     name = f"projects/{PROJECT}/locations/us-central1/customJobs/999999999"
     with pytest.raises(PermanentError, match="NotFound"):
         vertex.jobs.get(name)
+
+
+def test_vertex_a_rate_limit_is_not_capacity_and_creates_nothing(vertex: Vertex, tmp_path: Path) -> None:
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    vertex.limit_rate("asia-east1")
+    if vertex.emulated:  # the emulator's limit is 1 a minute: the first call uses it up
+        vertex.jobs.create("asia-east1", _probe_job(f"{run_id}-first", tmp_path / "first"))
+    with pytest.raises(RateLimitedError) as refused:
+        vertex.jobs.create("asia-east1", _probe_job(run_id, tmp_path / "limited"))
+    assert not isinstance(refused.value, CapacityError) and isinstance(refused.value, TransientError)
+    assert refused.value.region == "asia-east1"
+    assert refused.value.quota_metric == "aiplatform.googleapis.com/job_submission_requests"
+    assert vertex.jobs.find_by_run("asia-east1", run_id) is None, "a rate-limited create made no job"
 
 
 def _ended(vertex: Vertex, name: str, timeout: float = 60.0) -> Any:
@@ -609,3 +651,23 @@ def test_vertex_list_labelled_pages_through_landfall_jobs_of_one_region(vertex: 
         assert all(RUN_LABEL in j.labels and j.region == "asia-east1" for j in listed)
     for job in (*labelled, stranger, elsewhere) if vertex.emulated else ():  # the fake's jobs never run
         _ended(vertex, job.name)
+
+
+# The submission rate limiter (issue 26) ----------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["fake", "firestore"])
+def limiter(request: pytest.FixtureRequest) -> RateLimitsStore | FakeRateLimits:
+    if request.param == "fake":
+        return FakeRateLimits(per_minute=6)
+    request.getfixturevalue("clean_firestore")
+    return RateLimitsStore(_firestore(), "rate_limits", per_minute=6)
+
+
+def test_limiter_slots_are_spaced_per_region_and_never_in_the_past(limiter: RateLimitsStore | FakeRateLimits) -> None:
+    slots = [limiter.take("us-central1", T0) for _ in range(3)]
+    assert slots == [T0, T0 + timedelta(seconds=10), T0 + timedelta(seconds=20)]
+    assert limiter.take("europe-west4", T0) == T0, "each region has its own bucket"
+    later = T0 + timedelta(minutes=5)
+    assert limiter.take("us-central1", later) == later
+    assert limiter.take("us-central1", later) == later + timedelta(seconds=10)
