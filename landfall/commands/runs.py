@@ -308,12 +308,21 @@ def describe(run: RunRecord) -> str:
 
 
 def _waits(run: RunRecord) -> list[str]:
-    """Why the run waits: for capacity (WAITING, submission.waiting) and, noted by the reconciler, for its job to
-    start (long_wait: open while the job is queued or pending, then kept with when it started)."""
+    """Why the run waits: for capacity (WAITING, submission.waiting), for a rate limit on its plan (SUBMITTING,
+    submission.queued, kept with when its job was created) and, noted by the reconciler, for its job to start
+    (long_wait: open while the job is queued or pending, then kept with when it started)."""
     lines = []
     if run.state == RunState.WAITING and run.submission.waiting is not None:
         wait = run.submission.waiting
         lines.append(f"waiting   {wait.reason}; next try at {wait.retry_at} (try {wait.tries}, since {wait.since})")
+    queued = run.submission.queued
+    if queued is not None and queued.over_at is None and run.state == RunState.SUBMITTING:
+        lines.append(
+            f"queued    {queued.reason} in {queued.region}; next try at {queued.retry_at} (try {queued.tries}, "
+            f"since {queued.since}): {queued.message}"
+        )
+    elif queued is not None and queued.over_at is not None:
+        lines.append(f"queued    {queued.reason} in {queued.region} from {queued.since} to {queued.over_at}")
     note = run.long_wait
     if note is not None and note.over_at is None:
         lines.append(f"waiting   {note.reason} (job {note.job_state} since {note.since}; noted {note.noted_at})")

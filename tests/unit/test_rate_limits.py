@@ -16,6 +16,7 @@ from deploy.vertex_emulator.faults import FaultPlan, parse_rules, rate_limit_mes
 from functions.dispatch import handler
 from functions.gcp.vertex import CapacityError, RateLimitedError, quota_metric, translate_error
 from functions.records.rate_limits import take_slot
+from landfall.commands.runs import describe
 from schemas.run_record import RunState, parse_run_record
 from schemas.times import parse_timestamp
 from schemas.training_request import run_id_for
@@ -82,6 +83,7 @@ def test_a_rate_limited_create_queues_the_run_on_its_plan_not_a_fallback() -> No
     (attempt,) = run.submission.attempts or ()
     assert attempt.region == PLAN.region and attempt.outcome.startswith("rate-limited")
     assert run.submission.lease_until == queued.retry_at and parse_timestamp(queued.retry_at) > NOW
+    assert f"queued    {VERTEX_RATE_LIMIT} in {PLAN.region}; next try at {queued.retry_at}" in describe(run)
     assert parse_run_record(json.loads(json.dumps(run.to_dict()))) == run, "the queued note round-trips"
     # a redelivery before retry_at finds the lease held; the reconciler's takeover after it creates on the same plan
     with pytest.raises(handler.TransientError):
@@ -92,6 +94,7 @@ def test_a_rate_limited_create_queues_the_run_on_its_plan_not_a_fallback() -> No
     assert run.state == RunState.SUBMITTED and run.vertex is not None and run.vertex.region == PLAN.region
     assert w.vertex.create_calls == [PLAN.region, PLAN.region] and len(w.vertex.jobs) == 1
     assert run.submission.queued is not None and run.submission.queued.over_at == run.timings.submitted_at
+    assert f"queued    {VERTEX_RATE_LIMIT} in {PLAN.region} from {queued.since} to " in describe(run)
 
 
 def test_the_limiter_queues_a_burst_with_reserved_slots_and_asks_once_per_run() -> None:
