@@ -40,6 +40,9 @@ the next `up` gives clients the same addresses."""
 VERTEX_IMAGES_ENV = "LANDFALL_VERTEX_IMAGES"
 """A JSON file the Vertex emulator reads as its --images map (container image URI -> local entrypoint), e.g. the
 trainer image mapped to a no-op by the load test (bench/local_stack); unset: the emulator runs the real trainer."""
+VERTEX_FAULTS_ENV = "LANDFALL_VERTEX_FAULTS"
+"""A fault plan file (JSON or TOML, docs/vertex_emulator.md) the Vertex emulator reads as its --faults, e.g. Vertex's
+rate limits for a load test (`[[rate_limits]]`); unset: no faults until a control call sets some."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,7 @@ class _Plan:
             )
         if name == "vertex":
             images = self.current.service_env.get(VERTEX_IMAGES_ENV)
+            faults = self.current.service_env.get(VERTEX_FAULTS_ENV)
             return services.vertex(
                 ports[name],
                 project=project,
@@ -201,6 +205,7 @@ class _Plan:
                 state_dir=persistence.vertex_dir(state_dir),
                 env=env,
                 images_file=Path(images) if images else None,
+                faults_file=Path(faults) if faults else None,
             )
         if name == "bridge":
             endpoints = {f.name: f"http://{services.HOST}:{ports[f.name]}/" for f in topology.functions}

@@ -116,6 +116,21 @@ def test_the_vertex_emulator_gets_the_images_map_named_by_landfall_vertex_images
     assert (argv[argv.index("--images") + 1] if "--images" in argv else None) == images
 
 
+@pytest.mark.parametrize("faults", ["/tmp/rate-limits.toml", None])
+def test_the_vertex_emulator_gets_the_fault_plan_named_by_landfall_vertex_faults(
+    tmp_path: Path, faults: str | None
+) -> None:
+    """Issue 26 item 7: Vertex's rate limits (or any fault plan) on a whole local stack, from `up` on."""
+    from deploy.local.record import StackRecord
+
+    topology = load_topology()
+    ports = stack.resolve_ports(topology, {name: 1 for name in topology.local_ports})
+    service_env = {stack.VERTEX_FAULTS_ENV: faults} if faults else {}
+    current = StackRecord((), stack.stack_env(topology, ports), ports, service_env)
+    argv = stack._Plan(topology, tmp_path, current).spec("vertex").argv
+    assert (argv[argv.index("--faults") + 1] if "--faults" in argv else None) == faults
+
+
 def test_the_ports_a_stack_starts_from_free_default_or_the_last_stacks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
