@@ -327,6 +327,11 @@ def _submit_claimed(
             continue
         except RateLimitedError as exc:  # before TransientError, which it is: queued on this same plan
             attempts[-1] = replace(attempts[-1], outcome=f"rate-limited: {exc}")
+            # one rate-limited attempt per plan is kept (the latest): `queued.tries` counts them, and the record stays
+            # bounded however long Vertex keeps refusing
+            same = (plan.region, plan.machine_type)
+            kept = [a for a in attempts[:-1] if not (_rate_limited(a) and (a.region, a.machine_type) == same)]
+            attempts = [*kept, attempts[-1]]
             tries = _queued_tries(run.submission.queued)
             delay = RATE_LIMIT_BACKOFF_SECONDS[min(tries, len(RATE_LIMIT_BACKOFF_SECONDS) - 1)]
             retry_at = deps.now() + timedelta(seconds=delay * (1 + random.uniform(0, 0.2)))
@@ -431,6 +436,10 @@ def _lost_claim(run_id: str, when: str) -> str:
         "run %s: the submission claim was taken over by another delivery %s; leaving the run to it", run_id, when
     )
     return "lost-claim"
+
+
+def _rate_limited(attempt: SubmissionAttempt) -> bool:
+    return attempt.outcome.startswith("rate-limited")
 
 
 def _reserved(queued: Queued | None, region: str) -> bool:

@@ -22,7 +22,7 @@ from schemas.times import parse_timestamp
 from schemas.training_request import run_id_for
 from schemas.vocabulary import SUBMIT_RATE, VERTEX_RATE_LIMIT
 from tests.fakes.rate_limits import FakeRateLimits
-from tests.fakes.world import NOW, PLAN, REQUEST, World
+from tests.fakes.world import NOW, PLAN, REQUEST, RUN_ID, World
 
 SUBMISSIONS = "aiplatform.googleapis.com/job_submission_requests"
 RATE_MESSAGE = (
@@ -151,3 +151,22 @@ def test_the_limit_is_the_deployment_s_from_the_topology_or_the_environment() ->
         settings_from_env({**base, "LANDFALL_VERTEX_CREATE_PER_MINUTE": "lots"})
     assert settings_from_env({**base, "LANDFALL_VERTEX_CREATE_PER_MINUTE": "0"}).vertex_create_per_minute == 0
     assert settings_from_env(base).rate_limits_collection == topology.rate_limits_collection
+
+
+def test_a_run_rate_limited_again_keeps_one_attempt_and_counts_the_tries() -> None:
+    w = World()
+    w.vertex.refuse(PLAN.region, rate_limited(), rate_limited())
+    assert w.deliver() == f"queued:{VERTEX_RATE_LIMIT}"
+    first = w.run().submission.queued
+    assert first is not None
+    w.clock.now = parse_timestamp(first.retry_at) + timedelta(seconds=1)
+    assert handler.resubmit(RUN_ID, w.dispatch_deps) == f"queued:{VERTEX_RATE_LIMIT}"
+    run = w.run()
+    queued = run.submission.queued
+    assert queued is not None and (queued.tries, queued.since) == (2, first.since)
+    assert parse_timestamp(queued.retry_at) - w.clock.now >= timedelta(seconds=10), "the back-off grows"
+    outcomes = [a.outcome for a in run.submission.attempts or ()]
+    assert len(outcomes) == 1 and outcomes[0].startswith("rate-limited"), outcomes
+    assert w.vertex.create_calls == [PLAN.region, PLAN.region]
+    w.clock.now = parse_timestamp(queued.retry_at) + timedelta(seconds=1)
+    assert handler.resubmit(RUN_ID, w.dispatch_deps) == "submitted" and len(w.vertex.jobs) == 1
