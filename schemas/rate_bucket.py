@@ -2,8 +2,8 @@
 Firestore collection `rate_limits` (topology firestore.rate_limits_collection), keyed by `bucket_id(call, region)`.
 
 The limiter hands out slots (functions/records/rate_limits.py): each CreateCustomJob in the region takes the next
-free one, `next_slot`, and moves it on by 60 / per_minute seconds, so no 60 seconds hold more than per_minute calls.
-Written as `RateBucket.to_document()`, read with `parse_rate_bucket`.
+free one, `next_slot_us`, and moves it on by 60 / per_minute seconds, so no 60 seconds hold more than per_minute calls.
+Written with atomic field transforms (functions/gcp/rate_limits_store.py), read with `parse_rate_bucket`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ class RateBucket:
     """Which Vertex AI call it limits: create-custom-job."""
     region: str
     per_minute: int
-    """The limit the slots were handed out under (a changed setting takes effect from the next slot)."""
-    next_slot: str
-    """RFC 3339: the earliest moment the next call may be made."""
+    """The limit of the last take (a changed setting takes effect from the next slot)."""
+    next_slot_us: int
+    """Microseconds since the Unix epoch (UTC): the earliest moment the next call may be made."""
     schema_version: int = SCHEMA_VERSION
 
     def to_document(self) -> dict[str, Any]:
@@ -45,6 +45,6 @@ def parse_rate_bucket(data: object) -> RateBucket:
         call=r.string("call"),
         region=r.string("region"),
         per_minute=r.integer("per_minute", minimum=1),
-        next_slot=r.string("next_slot", max_len=64),
+        next_slot_us=r.integer("next_slot_us", minimum=0),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
     )

@@ -55,7 +55,7 @@ from schemas.run_record import (
     VertexJobRef,
     new_run,
 )
-from schemas.times import format_timestamp
+from schemas.times import format_timestamp, parse_timestamp
 from schemas.training_request import TrainingRequest, parse_training_request, run_id_for
 from schemas.vocabulary import SUBMIT_RATE, VERTEX_RATE_LIMIT
 
@@ -307,10 +307,14 @@ def _submit_claimed(
                 return _queue(run_id, owner, before, plan.region, SUBMIT_RATE, why, slot, deps, reserved=True)
             if wait > 0:
                 deps.sleep(wait)
-        if recorded:  # the claim's own write recorded this first attempt, under a lease it has just granted
-            recorded = False
-        else:
+        # The claim's own write recorded the first attempt under the lease it granted; a wait for the limiter since
+        # then (or a slow take) may have used that lease up, so the claim is checked and renewed before the call (a
+        # takeover meanwhile would otherwise make a second job: found by the e2e test killing the dispatcher).
+        renew = not recorded or _lease_used(run.submission.lease_until, deps)
+        if not recorded:
             attempts.append(_pending_attempt(plan, format_timestamp(deps.now())))
+        recorded = False
+        if renew:
             renewed = format_timestamp(deps.now() + timedelta(seconds=deps.settings.submission_lease_seconds))
             held = deps.store.apply(run_id, _next_attempt_step(owner, deps.now(), attempts, renewed))
             if isinstance(held, CancelRequest):
@@ -436,6 +440,14 @@ def _lost_claim(run_id: str, when: str) -> str:
         "run %s: the submission claim was taken over by another delivery %s; leaving the run to it", run_id, when
     )
     return "lost-claim"
+
+
+def _lease_used(lease_until: str | None, deps: DispatchDeps) -> bool:
+    """Whether a quarter or more of the lease the claim granted (ending lease_until) has gone by."""
+    if not lease_until:
+        return True
+    left = parse_timestamp(lease_until, field="submission.lease_until") - deps.now()
+    return left < timedelta(seconds=deps.settings.submission_lease_seconds * 3 / 4)
 
 
 def _rate_limited(attempt: SubmissionAttempt) -> bool:

@@ -1,15 +1,15 @@
-"""Firestore adapter for the submission rate limiter (schemas/rate_bucket.py, functions/records/rate_limits.py): one
-transaction on the (call, region) bucket per slot taken."""
+"""Firestore adapter for the submission rate limiter (schemas/rate_bucket.py, functions/records/rate_limits.py): a take
+is two single-document writes with atomic field transforms (Maximum, then Increment, whose result is the answer), no
+transaction, so a burst of deliveries does not collide on the bucket."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from functions.gcp.firestore_tx import in_transaction
-from functions.records.rate_limits import take_slot
-from functions.records.run_rules import Doc
-from schemas.rate_bucket import CREATE_CUSTOM_JOB, bucket_id, parse_rate_bucket
+from functions.errors import TransientError, as_transient
+from functions.records.rate_limits import interval_us, slot_of, to_us
+from schemas.rate_bucket import CREATE_CUSTOM_JOB, SCHEMA_VERSION, bucket_id
 
 
 class RateLimitsStore:
@@ -22,12 +22,21 @@ class RateLimitsStore:
 
     def take(self, region: str, now: datetime) -> datetime:
         """Reserve the next CreateCustomJob slot in region: now, or the later moment the call may be made."""
-        step = take_slot(CREATE_CUSTOM_JOB, region, per_minute=self.per_minute, now=now)
+        from google.cloud import firestore
+
         ref = self._client.collection(self._collection).document(bucket_id(CREATE_CUSTOM_JOB, region))
-
-        def change(cur: Doc | None) -> tuple[Doc | None, datetime]:
-            bucket, slot = step(None if cur is None else parse_rate_bucket(cur))
-            return bucket.to_document(), slot
-
-        result: datetime = in_transaction(self._client, ref, change)
-        return result
+        fields = {
+            "call": CREATE_CUSTOM_JOB,
+            "region": region,
+            "per_minute": self.per_minute,
+            "schema_version": SCHEMA_VERSION,
+        }
+        try:
+            ref.set({**fields, "next_slot_us": firestore.Maximum(to_us(now))}, merge=True)
+            result = ref.update({"next_slot_us": firestore.Increment(interval_us(self.per_minute))})
+        except Exception as exc:
+            raise as_transient(exc, f"Firestore write of {ref.path}") from exc
+        answers = list(getattr(result, "transform_results", None) or ())
+        if not answers:
+            raise TransientError(f"Firestore answered no value for the increment of {ref.path}; will retry")
+        return slot_of(int(answers[0].integer_value), self.per_minute)

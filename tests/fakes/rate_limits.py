@@ -1,4 +1,4 @@
-"""In-memory stand-in for functions/gcp/rate_limits_store.RateLimitsStore: the same pure rule under a lock, and the
+"""In-memory stand-in for functions/gcp/rate_limits_store.RateLimitsStore: the same two steps under a lock, and the
 slots it handed out (for tests to check the spacing)."""
 
 from __future__ import annotations
@@ -6,22 +6,20 @@ from __future__ import annotations
 import threading
 from datetime import datetime
 
-from functions.records.rate_limits import take_slot
-from schemas.rate_bucket import CREATE_CUSTOM_JOB, RateBucket
+from functions.records.rate_limits import interval_us, raised, slot_of
 
 
 class FakeRateLimits:
     def __init__(self, per_minute: int) -> None:
         self.per_minute = per_minute
-        self.buckets: dict[str, RateBucket] = {}
+        self.next_slot_us: dict[str, int] = {}
         self.slots: list[tuple[str, datetime]] = []
         self._lock = threading.Lock()
 
     def take(self, region: str, now: datetime) -> datetime:
         with self._lock:
-            bucket, slot = take_slot(CREATE_CUSTOM_JOB, region, per_minute=self.per_minute, now=now)(
-                self.buckets.get(region)
-            )
-            self.buckets[region] = bucket
+            after = raised(self.next_slot_us.get(region), now) + interval_us(self.per_minute)
+            self.next_slot_us[region] = after
+            slot = slot_of(after, self.per_minute)
             self.slots.append((region, slot))
             return slot

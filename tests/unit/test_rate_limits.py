@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from itertools import pairwise
 
 import pytest
 from google.api_core import exceptions as gexc
@@ -15,14 +16,14 @@ from deploy.vertex_emulator.config import ConfigError
 from deploy.vertex_emulator.faults import FaultPlan, parse_rules, rate_limit_message
 from functions.dispatch import handler
 from functions.gcp.vertex import CapacityError, RateLimitedError, quota_metric, translate_error
-from functions.records.rate_limits import take_slot
+from functions.records.rate_limits import interval_us, raised, slot_of, to_us
 from landfall.commands.runs import describe
 from schemas.run_record import RunState, parse_run_record
 from schemas.times import parse_timestamp
 from schemas.training_request import run_id_for
 from schemas.vocabulary import SUBMIT_RATE, VERTEX_RATE_LIMIT
 from tests.fakes.rate_limits import FakeRateLimits
-from tests.fakes.world import NOW, PLAN, REQUEST, RUN_ID, World
+from tests.fakes.world import NOW, PLAN, REQUEST, RUN_ID, SETTINGS, World
 
 SUBMISSIONS = "aiplatform.googleapis.com/job_submission_requests"
 RATE_MESSAGE = (
@@ -57,18 +58,29 @@ def test_the_message_alone_tells_a_per_minute_quota_from_a_gpu_quota() -> None:
     assert isinstance(translate_error(gexc.ResourceExhausted("no quota in us-central1"), "create"), CapacityError)
 
 
-def test_slots_keep_any_minute_under_the_limit() -> None:
-    bucket = None
-    slots = []
-    for _ in range(25):
-        bucket, slot = take_slot("create-custom-job", "us-central1", per_minute=10, now=NOW)(bucket)
-        slots.append(slot)
-    assert slots[0] == NOW and slots == sorted(slots)
+def test_slots_keep_any_minute_under_the_limit_however_two_takes_interleave() -> None:
+    limiter = FakeRateLimits(per_minute=10)
+    slots = [limiter.take("us-central1", NOW) for _ in range(25)]
+    assert slots[0] == NOW and all(b - a == timedelta(seconds=6) for a, b in pairwise(slots))
     for start in slots:
         assert sum(1 for s in slots if start <= s < start + timedelta(minutes=1)) <= 10
-    # an idle bucket gives the present, not a slot in the past
     later = NOW + timedelta(hours=1)
-    assert take_slot("create-custom-job", "us-central1", per_minute=10, now=later)(bucket)[1] == later
+    assert limiter.take("us-central1", later) == later, "an idle bucket gives the present, not a slot in the past"
+    # The store's two steps (raise to now, then add an interval) from two takes interleaved in every order: the slots
+    # stay an interval apart and none is before its own now.
+    step = interval_us(10)
+    for order in ("AABB", "ABAB", "ABBA", "BAAB", "BABA", "BBAA"):
+        value, nows, got = to_us(NOW), {"A": NOW, "B": NOW + timedelta(seconds=2)}, {}
+        done: set[str] = set()
+        for who in order:
+            if who not in done:
+                value = raised(value, nows[who])
+                done.add(who)
+            else:
+                value += step
+                got[who] = slot_of(value, 10)
+        assert abs(got["A"] - got["B"]) >= timedelta(seconds=6), (order, got)
+        assert got["A"] >= nows["A"] and got["B"] >= nows["B"], (order, got)
 
 
 def test_a_rate_limited_create_queues_the_run_on_its_plan_not_a_fallback() -> None:
@@ -170,3 +182,20 @@ def test_a_run_rate_limited_again_keeps_one_attempt_and_counts_the_tries() -> No
     assert w.vertex.create_calls == [PLAN.region, PLAN.region]
     w.clock.now = parse_timestamp(queued.retry_at) + timedelta(seconds=1)
     assert handler.resubmit(RUN_ID, w.dispatch_deps) == "submitted" and len(w.vertex.jobs) == 1
+
+
+def test_a_delivery_whose_lease_lapsed_while_it_waited_for_the_limiter_creates_nothing() -> None:
+    """Found by the e2e test that kills the dispatcher: a take that outlasted the claim's lease, and another delivery
+    took the run over meanwhile; the first must not go on to CreateCustomJob (that made a second job)."""
+    w = World()
+
+    class SlowLimiter(FakeRateLimits):
+        def take(self, region: str, now: datetime) -> datetime:
+            slot = super().take(region, now)
+            w.clock.now += timedelta(seconds=SETTINGS.submission_lease_seconds + 1)
+            w.runs.claim_submission(RUN_ID, owner="another", now=w.clock.now, lease_seconds=60)
+            return slot
+
+    w.dispatch_deps = replace(w.dispatch_deps, limiter=SlowLimiter(per_minute=60))
+    assert w.deliver() == "lost-claim"
+    assert w.vertex.create_calls == [] and w.run().submission.owner == "another"
