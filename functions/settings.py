@@ -75,6 +75,10 @@ class Settings:
     """LANDFALL_TRAINER_IMAGE: the container image jobs run (container_spec). Default: the trainer image's URI for
     this project and the default region with the local tag (deploy/images.py), which the Vertex emulator maps to the
     local trainer; a deployment sets the image it built."""
+    trainer_images: tuple[tuple[str, str], ...] = ()
+    """LANDFALL_TRAINER_IMAGES: `build=uri,...`, the image of each trainer build (deploy/topology.toml
+    [[trainer_image.builds]], e.g. `trainer-cu130=...`) where it is not trainer_image renamed to that build (the
+    default: `landfall deploy` pushes every build with the same tag beside trainer_image)."""
     training_service_account: str = ""
     """LANDFALL_TRAINING_SERVICE_ACCOUNT: the email jobs run as ("" = Vertex's default identity)."""
     artifact_buckets: tuple[tuple[str, str], ...] = ()
@@ -108,12 +112,18 @@ class Settings:
         artifacts bucket (LANDFALL_ARTIFACT_BUCKETS; a deployment lists each --job-region there)."""
         return tuple(dict.fromkeys((self.default_region, *(region for region, _ in self.artifact_buckets))))
 
-    def trainer_image_for(self, region: str) -> str:
-        """The image a job in region runs: Landfall's trainer image from that region's repository when region is a
-        job region (`landfall deploy` pushes it to each, so that no job pulls across regions), else trainer_image."""
+    def trainer_image_for(self, region: str, build: str = "") -> str:
+        """The image a job in region runs: Landfall's trainer image (the named build, else the default one) from
+        that region's repository when region is a job region (`landfall deploy` pushes each to every job region, so
+        that no job pulls across regions), else as configured."""
+        image = self.trainer_image
+        if build:
+            image = dict(self.trainer_images).get(build) or trainer_image().as_build(
+                image, trainer_image().build_named(build)
+            )
         if region in self.job_regions:
-            return trainer_image().in_region(self.trainer_image, region)
-        return self.trainer_image
+            return trainer_image().in_region(image, region)
+        return image
 
     @property
     def run_results_topic_path(self) -> str:
@@ -203,6 +213,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),
         trainer_image=image,
+        trainer_images=_trainer_images(env.get("LANDFALL_TRAINER_IMAGES", "")),
         code_bucket=env.get("LANDFALL_CODE_BUCKET") or topology.code_bucket,
         allowed_image_prefixes=prefixes or default_image_prefixes(image),
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
@@ -263,6 +274,23 @@ def _region_buckets(raw: str) -> tuple[tuple[str, str], ...]:
         if not region.strip() or not bucket.strip():
             raise SettingsError(f"LANDFALL_ARTIFACT_BUCKETS entries must be REGION=BUCKET, got {entry!r}")
         pairs.append((region.strip(), bucket.strip()))
+    return tuple(pairs)
+
+
+def _trainer_images(raw: str) -> tuple[tuple[str, str], ...]:
+    """`trainer-cu130=URI,...` as ((build, uri), ...); an entry that is not BUILD=URI or names no build fails."""
+    builds = {b.name for b in trainer_image().builds}
+    pairs = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        build, _, uri = entry.partition("=")
+        if build.strip() not in builds or not uri.strip():
+            raise SettingsError(
+                f"LANDFALL_TRAINER_IMAGES entries must be BUILD=IMAGE_URI with BUILD one of {', '.join(sorted(builds))}"
+                f" (deploy/topology.toml [[trainer_image.builds]]), got {entry!r}"
+            )
+        pairs.append((build.strip(), uri.strip()))
     return tuple(pairs)
 
 

@@ -4,9 +4,10 @@ Every replica runs through container_spec (Vertex's containerSpec: image_uri, co
 https://cloud.google.com/vertex-ai/docs/training/configure-container-settings), with the contract's environment
 (docs/trainer-contract.md: the run id, the data, the batch split, strategy and precision):
 
-- the built-in trainer and a team's script or package: the trainer image (settings.trainer_image, built from
-  trainer/Dockerfile), whose ENTRYPOINT `python -m trainer.launcher` fetches and installs the team's code
-  (LANDFALL_TRAINER_* variables) or runs `python -m trainer.task` with the trainer's arguments. One path for both.
+- the built-in trainer and a team's script or package: the trainer image built for the plan's GPU (one build per
+  CUDA line, deploy/topology.toml [[trainer_image.builds]]: `trainer` for CUDA 12, `trainer-cu130` for B200),
+  whose ENTRYPOINT `python -m trainer.launcher` fetches and installs the team's code (LANDFALL_TRAINER_* variables)
+  or runs `python -m trainer.task` with the trainer's arguments. One path for both.
   Not python_package_spec: its executor must be one of Vertex's prebuilt images, which stop at Python 3.10 and
   torch 2.4, and the launcher (torchrun-style processes, failure classification, metrics) would not run there;
 - a team's container image: that image with its own command and args, the contract's variables in env, and the
@@ -24,8 +25,10 @@ import json
 import re
 from typing import Any
 
+from deploy.images import trainer_image
 from functions.settings import Settings
 from schemas.data_objects import encode_objects
+from schemas.gpus import load_gpus, sm_name
 from schemas.job_view import RUN_LABEL
 from schemas.plan import Plan
 from schemas.training_request import TrainingRequest
@@ -113,13 +116,29 @@ def contract_env(request: TrainingRequest, plan: Plan, run_id: str) -> dict[str,
     }
 
 
+def image_build(plan: Plan) -> str:
+    """The trainer build a plan runs on: the first whose kernels run on the plan's GPU (the default build for a
+    CPU-only plan). ValueError where none does: the planner never chooses such a GPU for Landfall's images."""
+    image = trainer_image()
+    if not plan.accelerator_type:
+        return image.builds[0].name
+    capability = load_gpus().kinds[plan.accelerator_type].compute_capability
+    build = image.build_for(capability)
+    if build is None:
+        raise ValueError(
+            f"no trainer image build carries kernels for {plan.accelerator_type} ({sm_name(capability)}); builds: "
+            + ", ".join(f"{b.describe()}: {', '.join(map(sm_name, b.compute_capabilities))}" for b in image.builds)
+        )
+    return build.name
+
+
 def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
     """The container_spec of the training pools for the request's trainer form."""
     t = request.trainer
     env = contract_env(request, plan, run_id)
     if t.builtin:
         spec: dict[str, Any] = {
-            "image_uri": settings.trainer_image_for(plan.region),
+            "image_uri": settings.trainer_image_for(plan.region, image_build(plan)),
             "args": trainer_args(request, plan),
         }
     elif t.image_uri:
@@ -153,7 +172,7 @@ def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: 
             env["LANDFALL_TRAINER_MODULE"] = t.python_module
         if t.requirements:
             env["LANDFALL_TRAINER_REQUIREMENTS"] = json.dumps(list(t.requirements))
-        spec = {"image_uri": settings.trainer_image_for(plan.region), "args": list(t.args)}
+        spec = {"image_uri": settings.trainer_image_for(plan.region, image_build(plan)), "args": list(t.args)}
     env |= t.env
     spec["env"] = [{"name": name, "value": value} for name, value in env.items()]
     return spec

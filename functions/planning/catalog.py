@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -40,6 +40,8 @@ class MachineShape:
     cpu_gflops_per_vcpu: float
     """Peak fp32 GFLOP/s per vCPU; used for CPU-only shapes."""
     counts_cpu_quota: bool
+    network_note: str = ""
+    """Why network_gbps is below the VM's documented bandwidth (a GPUDirect stack a custom job cannot set up)."""
 
     @property
     def is_cpu_only(self) -> bool:
@@ -206,6 +208,7 @@ def _parse_shapes(raw: dict[str, Any], gpus: Mapping[str, GpuSpec]) -> list[Mach
                 counts_cpu_quota=True,
             )
         )
+    shapes = _gpudirect(raw, shapes)
     seen: set[tuple[str, str | None, int]] = set()
     for shape in shapes:
         key = (shape.machine_type, shape.accelerator_type, shape.accelerator_count)
@@ -213,6 +216,33 @@ def _parse_shapes(raw: dict[str, Any], gpus: Mapping[str, GpuSpec]) -> list[Mach
             raise CatalogError(f"machines.json: shape {key} is listed twice")
         seen.add(key)
     return shapes
+
+
+def _gpudirect(raw: dict, shapes: list[MachineShape]) -> list[MachineShape]:
+    """Shapes whose GPUDirect stack a Vertex custom job cannot set up, at the bandwidth a custom job gets."""
+    where = "machines.json: gpudirect"
+    table = _need(raw, "gpudirect", dict, "machines.json")
+    plain = _positive(table, "custom_job_gbps", where)
+    entries = _need(table, "shapes", dict, where)
+    known = {s.machine_type for s in shapes}
+    stray = sorted(set(entries) - known)
+    if stray:
+        raise CatalogError(f"{where}.shapes: {', '.join(stray)} are not machine shapes in fixed_shapes")
+    out = []
+    for shape in shapes:
+        entry = entries.get(shape.machine_type)
+        if entry is not None:
+            ewhere = f"{where}.shapes.{shape.machine_type}"
+            stack, needs = _need(entry, "stack", str, ewhere), _need(entry, "needs", str, ewhere)
+            if not _need(entry, "custom_job", bool, ewhere) and plain < shape.network_gbps:
+                note = (
+                    f"network: {shape.machine_type} across machines at {plain:g} Gbps (its primary NIC), not "
+                    f"{stack}'s {shape.network_gbps:g} Gbps: {stack} needs {needs}, which a Vertex custom job "
+                    "cannot attach (docs/deploy.md, GPUDirect)"
+                )
+                shape = replace(shape, network_gbps=plain, network_note=note)
+        out.append(shape)
+    return out
 
 
 def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumptions_raw: dict) -> Catalog:

@@ -89,6 +89,13 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         if shape.is_cpu_only:
             return "CPU-only machine, but gpu_allowlist asks for GPUs"
         return f"{shape.accelerator_type} is not in gpu_allowlist"
+    if code == CODE["image"]:
+        image = limits.image
+        if not shape.is_cpu_only and not image.supports(space.catalog.gpus[shape.gpu_kind].compute_capability):
+            return f"{image.missing(space.catalog.gpus[shape.gpu_kind].compute_capability)} ({shape.accelerator_type})"
+        return (
+            f"Reduction Server needs Google's NCCL plugin in the training image; {image.label} is not known to have it"
+        )
     if code == CODE["max_gpus"]:
         return f"{cfg.gpus} GPUs exceed max_gpus {limits.max_gpus}"
     if code == CODE["end_of_support"]:

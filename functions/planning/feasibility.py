@@ -21,10 +21,12 @@ from functions.planning.quotas import QuotaTable
 from functions.planning.search import CODE, REASONS, Evaluation, evaluate
 from functions.planning.space import NO_PIN, VARIANT_STRATEGY, space_for
 from functions.planning.workload import build_workload
+from schemas.gpus import sm_name
 from schemas.vocabulary import STRATEGIES, STRATEGY_TITLES
 
 LABELS = {
     "gpu_not_allowed": "not in the GPU allowlist",
+    "image": "GPUs the run's image has no kernels for",
     "max_gpus": "over max_gpus",
     "end_of_support": "past end of support",
     "spot_policy": "against the Spot policy",
@@ -188,6 +190,15 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
         if pick:
             kind = relaxed.space.configs[pick[0]].shape.accelerator_type or "CPU-only machines"
             fixes.append(f"allowing {kind}: {_summary(relaxed, pick)}")
+    if inp.image_uri and "image" in blocked:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, image_uri="", gpu_capabilities=()), now, max_job_hours)
+        pick = relaxed.best()
+        if pick and relaxed.space.configs[pick[0]].shape.accelerator_type:
+            gpu = relaxed.space.catalog.gpus[relaxed.space.configs[pick[0]].shape.gpu_kind]
+            fixes.append(
+                f"an image with kernels for {sm_name(gpu.compute_capability)} ({gpu.display}; declared in "
+                f"trainer.gpu_capabilities): {_summary(relaxed, pick)}"
+            )
     if inp.regions and "region" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, regions=()), now, max_job_hours)
         pick = relaxed.best()

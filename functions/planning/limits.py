@@ -6,6 +6,7 @@ from datetime import datetime
 
 import numpy as np
 
+from functions.planning.images import image_support, kinds_supported
 from functions.planning.inputs import PlanInput
 from functions.planning.search import Limits
 from functions.planning.space import Space
@@ -22,6 +23,8 @@ def build_limits(
     kind_ok = np.array([not allow or k in allow for k in space.kinds] + [not allow])
     spot_allowed = np.array([inp.spot != "required", inp.spot != "never" and inp.checkpointing])
     a = space.catalog.assumptions
+    image = image_support(inp.image_uri, inp.gpu_capabilities)
+    capabilities = tuple(space.catalog.gpus[k].compute_capability for k in space.kinds)
     job_hours = a.job.max_job_hours if max_job_hours is None else max_job_hours
     return Limits(
         region_mask=region_mask,
@@ -35,4 +38,6 @@ def build_limits(
         fastest=inp.deadline is None and inp.budget_usd > 0,
         fp32_only=inp.precision == "fp32",
         memory_margin=a.memory.safety_margin_fraction if memory_margin is None else memory_margin,
+        image=image,
+        image_ok=kinds_supported(image, capabilities)[space.kind],
     )

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from functions.planning.explain import precision_of
 from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import JobPolicy, job_choices
+from functions.planning.plan_notes import image_note, network_note, reducer_note
 from functions.planning.search import Evaluation, Limits
 from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import Plan, PlanAlternative, PlanMemory
@@ -102,6 +103,8 @@ def build_plan(
     acts = round(float(ev.activations[c, v]))
     total = round(float(ev.memory_total[c, v]))
     notes, estimated = _assumptions(ev, c, bool(s), region, server)
+    extra = (image_note(ev, c), network_note(ev, c), reducer_note(ev, c, v, s))
+    notes = [*notes, *(note for note in extra if note)]
     job = job_choices(ev, pick, region, hours, hourly, policy)
     rs_machine = space.catalog.assumptions.reduction_server.machine_type
     return Plan(

@@ -10,15 +10,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from functions.planning.images import ImageSupport
 from functions.planning.memory import total_bytes, usable_bytes
 from functions.planning.performance import run_hours, step_seconds
-from functions.planning.space import STATIC_CODES, STATIC_PASS, Space
+from functions.planning.space import STATIC_CODES, STATIC_PASS, VARIANT_SERVER, Space
 from functions.planning.workload import Workload
 
 REASONS = (
     "feasible",
     "invalid",
     "gpu_not_allowed",
+    "image",
     "max_gpus",
     "end_of_support",
     "spot_policy",
@@ -60,6 +62,10 @@ class Limits:
     fp32_only: bool
     memory_margin: float
     """Share of each GPU's memory kept free."""
+    image: ImageSupport
+    """The run's image: which GPUs it runs on, whether it has Reduction Server's plugin."""
+    image_ok: np.ndarray
+    """[config]: the image carries kernels for the machine's GPU (always for CPU-only)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -301,8 +307,12 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     config_code = np.minimum(config_code, failing(space.end_of_support <= limits.today, CODE["end_of_support"]))
     if limits.max_gpus > 0:
         config_code = np.minimum(config_code, failing(space.gpu_total > limits.max_gpus, CODE["max_gpus"]))
+    config_code = np.minimum(config_code, failing(~limits.image_ok, CODE["image"]))
     config_code = np.minimum(config_code, failing(~limits.config_allowed, CODE["gpu_not_allowed"]))
     code = np.minimum(view.static_code, config_code)
+    if not limits.image.reduction_server:  # reducers need the plugin in the training image
+        server = VARIANT_SERVER == 1
+        code[:, server] = np.minimum(code[:, server], CODE["image"])
     code = np.minimum(code, failing(~fits, CODE["memory"]))
     code = np.minimum(code, failing(~limits.spot_allowed, CODE["spot_policy"])[:, None, None])
     if limits.budget_usd > 0:

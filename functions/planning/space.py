@@ -27,8 +27,8 @@ VARIANT_STRATEGY = np.array([v[0] for v in VARIANTS])
 VARIANT_SERVER = np.array([v[1] for v in VARIANTS], dtype=np.int64)
 NO_END_OF_SUPPORT = 10**9
 # Reason codes the space decides alone; they must equal search.CODE's (checked in search.py).
-STATIC_CODES = {"invalid": 1, "region": 6, "quota": 7}
-STATIC_PASS = 14
+STATIC_CODES = {"invalid": 1, "region": 7, "quota": 8}
+STATIC_PASS = 15
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,8 @@ class Space:
     """date.toordinal() of end of support, NO_END_OF_SUPPORT when none."""
     server_replicas: np.ndarray
     variant_valid: np.ndarray
-    """[config, variant]: sharding needs >= 2 processes; a Reduction Server needs >= 2 nodes of GPUs."""
+    """[config, variant]: sharding needs >= 2 processes; a Reduction Server needs >= 3 nodes of GPUs (it shortens
+    nothing on 2)."""
     price: np.ndarray
     """[config, region, spot, server] USD/h for the whole job; inf where the region does not offer the shape."""
     offered: np.ndarray
@@ -234,7 +235,9 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     valid = np.ones((c, len(VARIANTS)), dtype=bool)
     world = np.where(is_cpu, 1, per_node * nodes)
     valid[:, VARIANT_STRATEGY != DDP] = (world > 1)[:, None]
-    valid[:, VARIANT_SERVER == 1] = ((nodes > 1) & ~is_cpu)[:, None]
+    # Reducers only where they can shorten the step: with 2 machines a ring all-reduce already moves each gradient
+    # byte once per machine (2(n-1)/n = 1), as the reducers would (performance.comm_seconds).
+    valid[:, VARIANT_SERVER == 1] = ((nodes > 2) & ~is_cpu)[:, None]
 
     book = catalog.prices
     shape_price: dict[tuple[str, str | None, int], np.ndarray] = {}

@@ -174,7 +174,9 @@ def test_no_bf16_on_t4_and_v100():
 def test_large_models_shard_and_the_plan_is_deterministic():
     inp = PlanInput(task="causal-lm", preset="gpt-70b", dataset_bytes=10**9, batch_size=64)
     first, second = plan_request(inp, now=NOW), plan_request(inp, now=NOW)
-    assert chosen(first).strategy in {"zero2", "fsdp"} and chosen(first).gpu_count >= 16
+    # 70B does not fit one GPU: sharded over 8 B200 (one machine), where machines past one talk over the 200 Gbps
+    # primary NIC a custom job gets (machines.json gpudirect)
+    assert chosen(first).strategy in {"zero2", "fsdp"} and chosen(first).gpu_count >= 8
     assert json.dumps(chosen(first).to_dict()) == json.dumps(chosen(second).to_dict())
 
 
