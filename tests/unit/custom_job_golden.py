@@ -42,6 +42,9 @@ CASES = (
     "own_script_two_nodes",
     "own_package",
     "own_image",
+    "b200_one_node",
+    "four_nodes_a3_mega",
+    "own_image_four_nodes",
 )
 
 

@@ -18,10 +18,12 @@ import yaml
 from google.cloud.aiplatform_v1 import CustomJob, CustomJobSpec
 from google.protobuf import json_format
 
+from deploy.images import trainer_image
 from functions.dispatch.job_spec import custom_job
 from functions.planning import plan_input_from_request, plan_request
 from functions.settings import settings_from_env
 from landfall.custom_job import gcloud_config, rest_body
+from schemas.plan import Plan
 from schemas.training_request import parse_training_request
 from tests.unit.custom_job_golden import CASES, ENV, NOW, export, golden_path, request_path
 from trainer.config import parse_args
@@ -210,3 +212,54 @@ def test_an_image_runs_as_given_with_the_contract_paths_on_the_fuse_mount() -> N
     assert env["LANDFALL_MODEL_DIR"].startswith("/gcs/acme-ml-landfall-artifacts-us-central1/runs/")
     assert env["LANDFALL_METRICS_FILE"] == env["LANDFALL_MODEL_DIR"] + "metrics.jsonl"
     assert "LANDFALL_TRAINER_FORM" not in env
+
+
+def _plan_of(case: str) -> Plan:
+    from datetime import datetime
+
+    request = parse_training_request(request_path(case).read_text())
+    plan = plan_request(plan_input_from_request(request), now=datetime.fromisoformat(NOW)).plan
+    assert plan is not None
+    return plan
+
+
+def test_a_b200_plan_runs_the_image_built_for_cuda_13() -> None:
+    (pool,) = pools(golden("b200_one_node"))
+    assert pool["machineSpec"]["acceleratorType"] == "NVIDIA_B200"
+    image = pool["containerSpec"]["imageUri"]
+    assert image == ENV["LANDFALL_TRAINER_IMAGE"].replace("/trainer:", "/trainer-cu130:")
+    build = trainer_image().build_named("trainer-cu130")
+    assert build.cuda.startswith("13.") and build.supports("10.0")
+    assert not trainer_image().builds[0].supports("10.0"), "the CUDA 12.6 build has no sm_100 kernels"
+
+
+@pytest.mark.parametrize("case", ["four_nodes_reduction_server_europe", "four_nodes_a3_mega"])
+def test_a_reduction_server_plan_runs_reducers_on_google_s_image_and_workers_on_an_image_with_the_plugin(
+    case: str,
+) -> None:
+    primary, workers, reducers = pools(golden(case))
+    assert reducers["containerSpec"]["imageUri"].endswith(
+        "-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+    )
+    assert reducers["machineSpec"] == {"machineType": "n1-highcpu-16"}
+    for pool in (primary, workers):
+        name = pool["containerSpec"]["imageUri"].rsplit("/", 1)[1].split(":")[0]
+        build = trainer_image().build_named(name)
+        assert build.reduction_server, f"{build.name} must carry google-reduction-server"
+
+
+def test_a_team_image_without_the_plugin_gets_no_reducers() -> None:
+    body = golden("own_image_four_nodes")
+    assert [p["replicaCount"] for p in pools(body)] == [1, 3], "no Reduction Server pool"
+    assert "Reduction Server: not used: " in " ".join(_plan_of("own_image_four_nodes").assumptions)
+
+
+def test_a_multi_node_a3_job_sets_up_no_gpudirect_it_cannot_have_and_its_plan_assumes_the_primary_nic() -> None:
+    """A Vertex CustomJob can attach neither the GPU NICs nor the RxDM sidecar GPUDirect-TCPXO needs: the job carries
+    no TCPXO plugin settings, and the plan was made at the 200 Gbps the VM's primary NIC gives."""
+    body = golden("four_nodes_a3_mega")
+    for pool in pools(body)[:2]:
+        names = {e["name"] for e in pool["containerSpec"]["env"]}
+        assert not {n for n in names if n.startswith(("NCCL_FASTRAK", "NCCL_GPUDIRECTTCPX", "NCCL_NET"))}
+    (line,) = [a for a in _plan_of("four_nodes_a3_mega").assumptions if a.startswith("network: ")]
+    assert "at 200 Gbps (its primary NIC), not GPUDirect-TCPXO's 1600 Gbps" in line
