@@ -160,9 +160,9 @@ def _builds(raw: object, name: str, path: Path) -> tuple[ImageBuild, ...]:
             raise ImageError(f"{where}.compute_capabilities: expected a non-empty list such as ['8.0', '9.0']")
         for cap in caps:
             try:
-                parse_capability(cap, "compute_capabilities")
+                parse_capability(cap, f"{where}.compute_capabilities")
             except ValueError as exc:
-                raise ImageError(f"{where}.compute_capabilities: {exc}") from exc
+                raise ImageError(str(exc)) from exc
         server = entry.get("reduction_server")
         if not isinstance(server, bool):
             raise ImageError(f"{where}.reduction_server: expected true or false, got {server!r}")

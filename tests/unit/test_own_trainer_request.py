@@ -3,6 +3,7 @@ and how the planner sizes code Landfall did not write."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -85,6 +86,9 @@ def test_the_built_in_trainer_still_needs_task_and_preset_and_keeps_its_content_
         ({"script": "gs://c/t.py", "env": {"LANDFALL_RUN_ID": "x"}}, "trainer contract"),
         ({"script": "gs://c/t.py", "env": {"RANK": "1"}}, "trainer contract"),
         ({"script": "gs://c/t.py", "launch": "per-rack"}, "per-gpu"),
+        ({"script": "gs://c/t.py", "gpu_capabilities": ["9.0"]}, "Landfall's trainer images, which declare"),
+        ({"image_uri": "x/y:1", "gpu_capabilities": ["sm_90"]}, r"trainer.gpu_capabilities: expected a CUDA"),
+        ({"image_uri": "x/y:1", "gpu_capabilities": [9.0]}, "trainer.gpu_capabilities"),
     ],
 )
 def test_a_malformed_trainer_is_refused_naming_the_field(trainer: dict[str, Any], match: str) -> None:
@@ -179,3 +183,22 @@ parameters = 1000000
     routes.write_text(routes.read_text().replace('requirements = ["numpy"]', 'image_uri = "x/y:1"'))
     with pytest.raises(RouteError, match=r"exactly one of trainer\.script"):
         read_routes(routes)
+
+
+def test_a_team_image_declares_its_gpus_and_the_planner_keeps_to_them() -> None:
+    """trainer.gpu_capabilities reaches the planner through the request: an image with H100 kernels only (sm_90) is
+    planned on H100 or H200, never on the cheaper GPUs it cannot run on."""
+    image = {"image_uri": SETTINGS.trainer_image.rsplit("/", 1)[0] + "/team-image:1", "gpu_capabilities": ["9.0"]}
+    big = {"parameters": 1_300_000_000, "layers": 24, "hidden_size": 2048, "seq_len": 2048, "samples_per_epoch": 10**6}
+    request = parse_training_request(own(image, workload=big))
+    assert request.trainer.gpu_capabilities == ("9.0",)
+    inp = plan_input_from_request(request)
+    assert inp.gpu_capabilities == ("9.0",) and inp.image_uri == image["image_uri"]
+    plan = plan_request(inp, now=NOW).plan
+    assert plan is not None and plan.accelerator_type in {
+        "NVIDIA_H100_80GB",
+        "NVIDIA_H100_MEGA_80GB",
+        "NVIDIA_H200_141GB",
+    }
+    anywhere = plan_request(dataclasses.replace(inp, image_uri="", gpu_capabilities=()), now=NOW).plan
+    assert anywhere is not None and anywhere.accelerator_type != plan.accelerator_type, "the declaration decided"
