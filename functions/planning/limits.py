@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
-from functions.planning.images import image_support, kinds_supported
+from functions.planning.images import ImageSupport, image_support, kinds_supported
 from functions.planning.inputs import PlanInput
 from functions.planning.search import Limits
 from functions.planning.space import Space
+
+
+@lru_cache(maxsize=256)
+def image_mask(space: Space, image: ImageSupport) -> np.ndarray:
+    """[config]: the image runs the machine's GPU (CPU-only always); cached per space and image."""
+    capabilities = tuple(space.catalog.gpus[k].compute_capability for k in space.kinds)
+    mask: np.ndarray = kinds_supported(image, capabilities)[space.kind]
+    mask.setflags(write=False)
+    return mask
 
 
 def build_limits(
@@ -24,7 +34,6 @@ def build_limits(
     spot_allowed = np.array([inp.spot != "required", inp.spot != "never" and inp.checkpointing])
     a = space.catalog.assumptions
     image = image_support(inp.image_uri, inp.gpu_capabilities)
-    capabilities = tuple(space.catalog.gpus[k].compute_capability for k in space.kinds)
     job_hours = a.job.max_job_hours if max_job_hours is None else max_job_hours
     return Limits(
         region_mask=region_mask,
@@ -39,5 +48,5 @@ def build_limits(
         fp32_only=inp.precision == "fp32",
         memory_margin=a.memory.safety_margin_fraction if memory_margin is None else memory_margin,
         image=image,
-        image_ok=kinds_supported(image, capabilities)[space.kind],
+        image_ok=image_mask(space, image),
     )

@@ -7,10 +7,12 @@ reducers were used and what they change in the step time.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from deploy.images import trainer_image
-from functions.planning.images import landfall_images
+from functions.planning.images import ImageSupport, landfall_images
 from functions.planning.search import Evaluation
-from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
+from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY, Space
 from schemas.gpus import sm_name
 from schemas.vocabulary import STRATEGY_INDEX
 
@@ -19,7 +21,11 @@ _DDP = STRATEGY_INDEX["ddp"]
 
 def image_note(ev: Evaluation, c: int) -> str:
     """Which image runs the plan; for a team's image, also what it was assumed to carry and the GPUs it leaves out."""
-    space, image = ev.space, ev.limits.image
+    return _image_note(ev.space, ev.limits.image, c)
+
+
+@lru_cache(maxsize=4096)
+def _image_note(space: Space, image: ImageSupport, c: int) -> str:
     shape = space.configs[c].shape
     if image == landfall_images():
         capability = space.catalog.gpus[shape.gpu_kind].compute_capability if not shape.is_cpu_only else ""
