@@ -202,3 +202,13 @@ def test_a_team_image_declares_its_gpus_and_the_planner_keeps_to_them() -> None:
     }
     anywhere = plan_request(dataclasses.replace(inp, image_uri="", gpu_capabilities=()), now=NOW).plan
     assert anywhere is not None and anywhere.accelerator_type != plan.accelerator_type, "the declaration decided"
+
+
+def test_the_topic_schema_carries_gpu_capabilities() -> None:
+    from google.protobuf import json_format
+
+    from schemas.proto import message_class
+
+    body = own({"image_uri": "x/y:1", "gpu_capabilities": ["8.0", "9.0"]}, **SIZED)
+    message = json_format.Parse(json.dumps(body), message_class()())
+    assert list(message.trainer.gpu_capabilities) == ["8.0", "9.0"]
