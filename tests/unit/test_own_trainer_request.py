@@ -183,6 +183,16 @@ parameters = 1000000
     routes.write_text(routes.read_text().replace('requirements = ["numpy"]', 'image_uri = "x/y:1"'))
     with pytest.raises(RouteError, match=r"exactly one of trainer\.script"):
         read_routes(routes)
+    # A route of a team's image declares the GPUs the image runs on, as a request would.
+    routes.write_text(
+        routes.read_text()
+        .replace('script = "gs://landfall-code/team-a/train.py"\n', "")
+        .replace('image_uri = "x/y:1"', 'image_uri = "x/y:1"\ngpu_capabilities = ["9.0"]')
+    )
+    (route,) = read_routes(routes)
+    request = parse_training_request(own(route.trainer, workload=route.workload))
+    assert request.trainer.gpu_capabilities == ("9.0",)
+    assert plan_input_from_request(request).gpu_capabilities == ("9.0",)
 
 
 def test_a_team_image_declares_its_gpus_and_the_planner_keeps_to_them() -> None:
