@@ -1,4 +1,5 @@
-"""The plan's lines about its image, its network across machines and its Reduction Server choice.
+"""The plan's lines about its image and its Reduction Server choice (in its reasons) and its network across
+machines (in its assumptions).
 
 Each says what was chosen and why, in words a reviewer can check: which image build runs the plan (and which GPUs the
 run's image leaves out), the bandwidth multi-node plans assume where a GPUDirect stack cannot be set up, and whether

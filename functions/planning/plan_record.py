@@ -103,8 +103,10 @@ def build_plan(
     acts = round(float(ev.activations[c, v]))
     total = round(float(ev.memory_total[c, v]))
     notes, estimated = _assumptions(ev, c, bool(s), region, server)
-    extra = (image_note(ev, c), network_note(ev, c), reducer_note(ev, c, v, s))
-    notes = [*notes, *(note for note in extra if note)]
+    network = network_note(ev, c)
+    notes = [*notes, network] if network else notes
+    # The image and the reducers are choices: they join the job's reasons (`landfall plan` prints them).
+    chosen = (image_note(ev, c), reducer_note(ev, c, v, s))
     job = job_choices(ev, pick, region, hours, hourly, policy)
     rs_machine = space.catalog.assumptions.reduction_server.machine_type
     return Plan(
@@ -146,5 +148,5 @@ def build_plan(
         timeout_seconds=job.timeout_seconds,
         boot_disk_type=job.boot_disk.type,
         boot_disk_size_gb=job.boot_disk.size_gb,
-        reasons=job.reasons,
+        reasons=(*job.reasons, *(reason for reason in chosen if reason)),
     )

@@ -251,7 +251,7 @@ def test_a_reduction_server_plan_runs_reducers_on_google_s_image_and_workers_on_
 def test_a_team_image_without_the_plugin_gets_no_reducers() -> None:
     body = golden("own_image_four_nodes")
     assert [p["replicaCount"] for p in pools(body)] == [1, 3], "no Reduction Server pool"
-    assert "Reduction Server: not used: " in " ".join(_plan_of("own_image_four_nodes").assumptions)
+    assert "Reduction Server: not used: " in " ".join(_plan_of("own_image_four_nodes").reasons)
 
 
 def test_a_multi_node_a3_job_sets_up_no_gpudirect_it_cannot_have_and_its_plan_assumes_the_primary_nic() -> None:

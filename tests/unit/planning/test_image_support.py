@@ -107,7 +107,7 @@ def test_the_image_filter_changes_the_decision_and_the_plan_says_why() -> None:
     ours = plan_request(inp, now=NOW).plan
     assert ours is not None and ours.accelerator_type == "NVIDIA_B200"
     assert any(
-        a.startswith("image: trainer-cu130 (CUDA 13.0), the build with kernels for sm_100") for a in ours.assumptions
+        a.startswith("image: trainer-cu130 (CUDA 13.0), the build with kernels for sm_100") for a in ours.reasons
     )
     team = dataclasses.replace(inp, image_uri=TEAM_IMAGES[0][0])
     outcome = plan_request(team, now=NOW)
@@ -116,7 +116,7 @@ def test_the_image_filter_changes_the_decision_and_the_plan_says_why() -> None:
     assert "an image with kernels for sm_100" in outcome.rejection, "the fix is named"
     free = plan_request(dataclasses.replace(team, gpu_allowlist=()), now=NOW).plan
     assert free is not None and free.accelerator_type != "NVIDIA_B200"
-    (line,) = [a for a in free.assumptions if a.startswith("image: ")]
+    (line,) = [a for a in free.reasons if a.startswith("image: ")]
     assert "names CUDA 12: assumed to carry" in line and "not planned on B200 (sm_100)" in line
 
 
@@ -132,12 +132,12 @@ def test_reducers_are_chosen_only_where_they_shorten_the_step_and_the_plan_says_
     )
     four = plan_request(dataclasses.replace(base, replica_count=4), now=NOW).plan
     assert four is not None and four.reduction_server_replicas == 25  # 4 x 200 Gbps / ~32 Gbps each
-    (line,) = [a for a in four.assumptions if a.startswith("Reduction Server: 25 x")]
+    (line,) = [a for a in four.reasons if a.startswith("Reduction Server: 25 x")]
     assert "step" in line and "->" in line
     two = plan_request(dataclasses.replace(base, replica_count=2), now=NOW).plan
     assert two is not None and two.reduction_server_replicas == 0
     assert "Reduction Server: not used: with 2 machines a ring all-reduce already sends each gradient once" in (
-        two.assumptions
+        two.reasons
     )
 
 
