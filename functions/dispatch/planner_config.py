@@ -1,6 +1,7 @@
 """The PlannerConfig the dispatcher plans with, from its settings: the default region (ties on price go to it), the
 project's quota overrides over the packaged quotas.json, and the memory and timeout margins. `landfall plan` builds
-the same one, so the CLI plans what the dispatcher would."""
+the same one, so the CLI plans what the dispatcher would; and the reservations jobs may consume
+(LANDFALL_RESERVATIONS)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def planner_config(
     # Imported here: the planner (numpy) loads only where a request is planned.
     from functions.planning import PlannerConfig
     from functions.planning.quotas import load_quotas
+    from functions.planning.reservations import parse_reservations
 
     quotas = load_quotas()
     if settings.quota_overrides:
@@ -29,4 +31,6 @@ def planner_config(
         quotas=quotas,
         memory_margin=settings.memory_margin if memory_margin is None else memory_margin,
         timeout_margin=settings.timeout_margin if timeout_margin is None else timeout_margin,
+        reservations=parse_reservations(settings.reservations),
+        project=settings.project,
     )

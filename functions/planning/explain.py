@@ -98,8 +98,12 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         if s == 1 and limits.spot_allowed[0]:
             return "Spot not allowed (spot: never, or the trainer does not checkpoint)"
         return "on demand, but the request requires Spot" if s == 0 else "Spot not allowed"
+    if code == CODE["reservation"]:
+        return _reservation_text(ev, c)
     if code == CODE["region"]:
         return f"not offered in the allowed regions (offered in {', '.join(shape.regions)})"
+    if code == CODE["not_sold"]:
+        return not_sold_text(ev, c, v, s)
     if code == CODE["quota"]:
         return _quota_text(ev, c, s)
     if code == CODE["batch"]:
@@ -126,6 +130,31 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == CODE["budget"]:
         return f"over budget: costs {usd(ev.cost[c, v, s])}, budget {usd(limits.budget_usd)}"
     return "not a valid combination"
+
+
+def not_sold_text(ev: Evaluation, c: int, v: int, s: int) -> str:
+    """Why Google sells no way of buying this candidate that the request allows."""
+    shape = ev.space.configs[c].shape
+    rule = ev.space.catalog.consumption.rule(shape.machine_type)
+    mode = "as Spot" if s else "on demand"
+    text = f"{shape.machine_type} is not sold {mode} (Google: {rule.sources[0]}); {rule.describe()}"
+    flex_sold = bool(ev.space.sold[c, :, 2].any())
+    if not s and flex_sold:
+        if not ev.limits.flex_allowed:
+            text += "; constraints.flex_start: allowed lets it wait for Flex-start capacity"
+        elif VARIANT_SERVER[v]:
+            text += "; Flex-start takes no Reduction Server pool (one machine configuration in every pool)"
+    return text
+
+
+def _reservation_text(ev: Evaluation, c: int) -> str:
+    cfg = ev.space.configs[c]
+    reservation = ev.limits.reservation
+    if reservation is None:
+        return "not on the reservation the request names"
+    if reservation.matches(cfg.shape) and cfg.nodes > reservation.count:
+        return f"needs {cfg.nodes} machines; the named reservation {reservation.describe()} holds {reservation.count}"
+    return f"not on the named reservation {reservation.describe()}"
 
 
 def nearest_batches(batch: int, world: int) -> tuple[int, ...]:
