@@ -357,7 +357,10 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         selected = select_shapes(catalog, args.gpu, args.region, args.min_gpus)
     except ValueError as exc:
         return _fail(str(exc))
-    shapes = [shape.to_json(catalog.gpus) for shape in selected]
+    shapes = [
+        {**shape.to_json(catalog.gpus), "sold_as": sorted(catalog.consumption.rule(shape.machine_type).modes)}
+        for shape in selected
+    ]
     if args.json:
         print(json.dumps(shapes, indent=2))
         return 0 if shapes else 1
@@ -380,11 +383,22 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                 f"{item['memory_gb']:g}",
                 f"{hourly:,.4f}",
                 len(item["regions"]),
+                catalog.consumption.rule(shape.machine_type).describe(),
             ]
         )
     print(
         render_table(
-            ["MACHINE", "ACCELERATOR", "COUNT", "GPU GB", "VCPUS", "RAM GB", f"$/H ({book.base_region})", "REGIONS"],
+            [
+                "MACHINE",
+                "ACCELERATOR",
+                "COUNT",
+                "GPU GB",
+                "VCPUS",
+                "RAM GB",
+                f"$/H ({book.base_region})",
+                "REGIONS",
+                "SOLD (data/consumption.json)",
+            ],
             rows,
         )
     )
