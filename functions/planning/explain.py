@@ -176,10 +176,12 @@ def _quota_text(ev: Evaluation, c: int, s: int) -> str:
     cfg = space.configs[c]
     regions = [r for j, r in enumerate(space.regions) if space.offered[c, j] and limits.region_mask[j]]
     kind = cfg.shape.accelerator_type
+    # Spot, and Flex-start (the only way to buy some shapes without Spot), draw on preemptible quota.
+    preemptible = bool(s) or not any(space.sold[c, space.regions.index(r), 0] for r in regions)
     if kind is not None:
-        best = max(space.quotas.gpu_limit(r, kind, bool(s)) for r in regions)
+        best = max(space.quotas.gpu_limit(r, kind, preemptible) for r in regions)
         if cfg.gpus > best:
-            pool = "preemptible " if s else ""
+            pool = "preemptible " if preemptible else ""
             return f"over quota: needs {cfg.gpus} {pool}{kind} GPUs, the allowed regions allow at most {best}"
     best_cpu = max(space.quotas.cpu_limit(r) for r in regions)
     return f"over quota: needs {cfg.nodes * cfg.shape.vcpus} vCPUs, the allowed regions allow at most {best_cpu}"

@@ -113,6 +113,9 @@ def test_malformed_reservations_say_what_was_expected(text: str, message: str) -
 def test_the_setting_is_read_checked_and_reaches_the_planner_and_the_job() -> None:
     with pytest.raises(SettingsError, match="LANDFALL_RESERVATIONS is not JSON"):
         settings_from_env({**ENV, "LANDFALL_RESERVATIONS": "h100s"})
+    bad = settings_from_env({**ENV, "LANDFALL_RESERVATIONS": '{"r": {"machine_type": "a3-highgpu-8g"}}'})
+    with pytest.raises(SettingsError, match=r"LANDFALL_RESERVATIONS\.r\.zone: expected a zone"):
+        planner_config(bad)
     settings = settings_from_env({**ENV, "LANDFALL_RESERVATIONS": json.dumps(H100S)})
     config = planner_config(settings)
     assert config.reservations == CONFIG.reservations and config.project == "acme-ml"
