@@ -33,6 +33,8 @@ class Candidate:
     feasible: bool
     chosen: bool
     reason: str
+    bought: str = "on-demand"
+    """How its machines would be bought: spot, on-demand, flex-start (not sold on demand there) or reserved."""
 
     @property
     def gpu_count(self) -> int:
@@ -289,6 +291,16 @@ def _columns(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int,
     )
 
 
+def _bought(ev: Evaluation, c: int, v: int, s: int, region: int) -> str:
+    if s:
+        return "spot"
+    if ev.reserved[c, v, s]:
+        return "reserved"
+    if region >= 0 and not ev.space.sold[c, region, 0]:
+        return "flex-start"
+    return "on-demand"
+
+
 def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None) -> list[Candidate]:
     if not picks:
         return []
@@ -316,6 +328,7 @@ def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[in
                 feasible=col.code[i] == 0,
                 chosen=best == (c, v, s),
                 reason=col.reasons[i],
+                bought=_bought(ev, c, v, s, col.region[i]),
             )
         )
     return out

@@ -104,8 +104,6 @@ class Evaluation:
     """Index into space.regions; -1 where no allowed region has the shape within quota."""
     reserved: np.ndarray
     """[config, variant, spot] runs on limits.reservation (no machine cost)."""
-    flex_only: np.ndarray
-    """[config, variant, spot] sold without Spot only as Flex-start where it is planned: the job must be FLEX_START."""
     reason: np.ndarray
     primary: np.ndarray
     """The objective (cost, or hours when fastest); >= INFEASIBLE where infeasible."""
@@ -351,7 +349,6 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         hourly=view.hourly.transpose(t),
         region=view.region.transpose(t),
         reserved=view.reserved.transpose(t),
-        flex_only=view.flex_only.transpose(t),
         reason=reason.transpose(t),
         primary=primary.transpose(t),
         secondary=secondary.transpose(t),

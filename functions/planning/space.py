@@ -2,9 +2,10 @@
 
 A hardware configuration is one machine shape repeated over `nodes` machines: every shape on one node, and shapes
 marked scale_out on each node count in assumptions.json. On each configuration the planner weighs five parallel
-variants (DDP, DDP + Reduction Server, ZeRO-1, ZeRO-2, FSDP), on demand or Spot, in every region that offers the
-shape; everything that does not depend on the request (prices per region, quota checks, host sizes, bandwidths)
-is computed here into numpy arrays indexed [config], [config, region, spot] or [config, region, spot, server].
+variants (DDP, DDP + Reduction Server, ZeRO-1, ZeRO-2, FSDP), without Spot (on demand, Flex-start or a reservation)
+or Spot, in every region that offers the shape in a way Google sells it (data/consumption.json); everything that
+does not depend on the request (prices per region, quota checks, how each shape is sold, host sizes, bandwidths) is
+computed here into numpy arrays indexed [config], [config, region, spot] or [config, region, spot, server].
 """
 
 from __future__ import annotations
@@ -114,8 +115,6 @@ class RegionView:
     way, quota), or search.PASS."""
     reserved: np.ndarray
     """[spot, variant, config]: runs on the reservation (its machines already paid for)."""
-    flex_only: np.ndarray
-    """[spot, variant, config]: the cheapest way to buy it without Spot is Flex-start (not sold on demand there)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,11 +207,6 @@ class Space:
             masked = np.where(allowed, self.price, np.inf)
             best = np.argmin(masked, axis=1)  # [config, spot, server]
             price = np.take_along_axis(masked, best[:, None], axis=1)[:, 0]
-            flex_only = np.zeros(price.shape, dtype=bool)
-            if flex:
-                plain = in_region[:, :, None] & self.sold[:, :, 0, None] & self.quota_ok[:, :, 0, :]
-                od_best = np.take_along_axis(plain, best[:, None, 0, :], axis=1)[:, 0]  # [config, server]
-                flex_only[:, 0, :] = np.isfinite(price[:, 0, :]) & ~od_best
             reserved = np.zeros(price.shape, dtype=bool)
             if reservation is not None:
                 j = self.regions.index(reservation.region) if reservation.region in self.regions else -1
@@ -226,7 +220,6 @@ class Space:
                         price[ok, 0, server] = server * self.server_replicas[ok] * self.server_price[j]
                         best[ok, 0, server] = j
                         reserved[ok, 0, server] = True
-                        flex_only[ok, 0, server] = False
             hourly = np.ascontiguousarray(price[:, :, VARIANT_SERVER].transpose(1, 2, 0))  # [spot, variant, config]
             region = np.ascontiguousarray(best[:, :, VARIANT_SERVER].transpose(1, 2, 0))
             not_offered = ~in_region.any(axis=1)
@@ -250,7 +243,6 @@ class Space:
                 not_offered=not_offered,
                 static_code=static,
                 reserved=np.ascontiguousarray(reserved[:, :, VARIANT_SERVER].transpose(1, 2, 0)),
-                flex_only=np.ascontiguousarray(flex_only[:, :, VARIANT_SERVER].transpose(1, 2, 0)),
             )
             if len(self._views) > 256:
                 self._views.clear()

@@ -254,7 +254,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             row.strategy,
             row.precision,
             row.region or "-",
-            "spot" if row.spot else "on-demand",
+            row.bought,
             _hours(row.estimated_hours),
             _money(row.estimated_cost_usd),
             f"{row.memory_total_bytes / 1e9:,.1f}",
@@ -298,7 +298,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(
         f"\nplan: {plan.machine_type} x{plan.replica_count} "
         f"({_gpus(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
-        f"{plan.precision}, {plan.region}{' spot' if plan.spot else ''}{server}: "
+        f"{plan.precision}, {plan.region}, {plan.scheduling_strategy}{' on a reservation' if plan.reservation else ''}"
+        f"{server}: "
         f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
         f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
     )

@@ -99,6 +99,8 @@ def test_shapes_sold_only_as_spot_or_flex_start_are_not_planned_on_demand() -> N
     plan = plan_request(PlanInput(**{**vars(inp), "flex_start": "allowed"}), now=NOW).plan
     assert plan is not None and plan.machine_type == "a3-highgpu-1g" and plan.scheduling_strategy == "FLEX_START"
     assert any("Google does not sell a3-highgpu-1g on demand" in reason for reason in plan.reasons)
+    outcome = plan_request(PlanInput(**{**vars(inp), "flex_start": "allowed"}), now=NOW)
+    assert [row.bought for row in outcome.candidates if row.chosen] == ["flex-start"]  # `landfall plan`'s PRICING
 
 
 def test_b200_without_spot_or_flex_start_is_a_rejected_alternative_that_says_why() -> None:

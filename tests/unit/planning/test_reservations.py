@@ -52,6 +52,8 @@ def test_a_declared_reservation_is_preferred_counted_as_paid_for_and_explained()
         for reason in plan.reasons
     )
     assert "scheduling: STANDARD on a reservation" in " ".join(plan.reasons)
+    rows = plan_request(LM, CONFIG, now=NOW).candidates
+    assert [row.bought for row in rows if row.chosen] == ["reserved"]
     assert parse_plan(plan.to_dict()) == plan
 
 
