@@ -7,7 +7,7 @@ from datetime import datetime
 import numpy as np
 
 from functions.planning.inputs import PlanInput
-from functions.planning.reservations import Reservation
+from functions.planning.reservations import Reservation, reservation_problems
 from functions.planning.search import Limits
 from functions.planning.space import Space
 
@@ -24,6 +24,8 @@ def pick_reservation(
     for reservation in reservations:
         shapes = [cfg.shape for cfg in space.configs if reservation.matches(cfg.shape)]
         if not shapes or (inp.regions and reservation.region not in inp.regions):
+            continue
+        if reservation_problems(reservation, space.catalog):  # a machine or region no plan can use it on
             continue
         if inp.gpu_allowlist and shapes[0].accelerator_type not in inp.gpu_allowlist:
             continue

@@ -146,3 +146,13 @@ def test_a_plan_on_a_reservation_is_neither_spot_nor_flex_start() -> None:
     with pytest.raises(SchemaError, match="projects/PROJECT/zones/ZONE/reservations/NAME"):
         parse_plan({**data, "reservation": "h100s"})
     assert "reservation" not in chosen(LM, PlannerConfig()).to_dict()  # written only when set
+
+
+def test_a_declared_reservation_no_plan_can_use_is_passed_over_for_the_next() -> None:
+    declared = {
+        "small": {"machine_type": "a3-highgpu-1g", "zone": "us-central1-a", "count": 4},  # not sold reserved
+        **H100S,
+    }
+    config = PlannerConfig(reservations=parse_reservations(json.dumps(declared)), project="acme-ml")
+    plan = chosen(LM, config)
+    assert plan.reservation.endswith("/reservations/h100s")
