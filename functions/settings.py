@@ -92,6 +92,11 @@ class Settings:
     """LANDFALL_MEMORY_MARGIN: share of each GPU's memory plans keep free, in [0, 1); None = the catalog's (10 %)."""
     timeout_margin: float | None = None
     """LANDFALL_TIMEOUT_MARGIN: scheduling.timeout = the plan's estimate x this (>= 1); None = the catalog's."""
+    reservations: str = ""
+    """LANDFALL_RESERVATIONS (a JSON object): Compute Engine reservations jobs may consume, by name, e.g.
+    `{"my-h100s": {"machine_type": "a3-highgpu-8g", "zone": "us-central1-a", "count": 2}}` (optional: project for a
+    shared reservation, accelerator_type and accelerator_count for N1); "" = none. Its shape is checked here, its
+    machines against the catalog by the planner."""
     run_results_topic: str = ""
     code_bucket: str = ""
     """LANDFALL_CODE_BUCKET (default: topology bucket.code_name): the only bucket a request's trainer.script and
@@ -219,9 +224,24 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
         artifact_buckets=_region_buckets(env.get("LANDFALL_ARTIFACT_BUCKETS", "")),
         quota_overrides=_quota_overrides(env),
+        reservations=_reservations(env.get("LANDFALL_RESERVATIONS", "")),
         memory_margin=_fraction(env, "LANDFALL_MEMORY_MARGIN", low=0.0, high=1.0, high_open=True),
         timeout_margin=_fraction(env, "LANDFALL_TIMEOUT_MARGIN", low=1.0, high=100.0),
     )
+
+
+def _reservations(text: str) -> str:
+    """LANDFALL_RESERVATIONS normalised: a JSON object of name -> object; SettingsError naming what was expected."""
+    if not text.strip():
+        return ""
+    example = '{"my-h100s": {"machine_type": "a3-highgpu-8g", "zone": "us-central1-a", "count": 2}}'
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"LANDFALL_RESERVATIONS is not JSON ({exc}); expected e.g. {example}") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise SettingsError(f"LANDFALL_RESERVATIONS must be a JSON object of name -> reservation, e.g. {example}")
+    return json.dumps(data, sort_keys=True)
 
 
 def _quota_overrides(env: Mapping[str, str]) -> str:

@@ -104,6 +104,10 @@ class Constraints:
     """Pin the GPUs per machine; 0 = the planner chooses (fixed by the machine type except on N1)."""
     replica_count: int = 0
     """Pin the number of machines (nodes); 0 = the planner chooses."""
+    reservation: str = ""
+    """Run on this Compute Engine reservation (a name the deployment declares in LANDFALL_RESERVATIONS): its machines
+    count as already paid for and the job consumes it through reservationAffinity; "" = none named (a declared
+    reservation the request can use is still preferred)."""
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         machine_type=c.string("machine_type", "", max_len=64),
         accelerator_count=c.integer("accelerator_count", 0, minimum=0),
         replica_count=c.integer("replica_count", 0, minimum=0),
+        reservation=c.string("reservation", "", max_len=64),
     )
     s = r.obj("source", {})
     source = RequestSource(
@@ -308,4 +313,6 @@ def content_key(request: TrainingRequest) -> str:
     for later in ("objects", "objects_digest"):
         if not data["dataset"][later]:
             del data["dataset"][later]
+    if not data["constraints"]["reservation"]:
+        del data["constraints"]["reservation"]
     return "content:" + hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]

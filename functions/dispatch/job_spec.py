@@ -15,7 +15,8 @@ https://cloud.google.com/vertex-ai/docs/training/configure-container-settings), 
 
 The job is a translation of the Plan, nothing decided here: the batch split (--batch-size is the global batch,
 --micro-batch-size and --gradient-accumulation-steps what each process does), activation checkpointing, the
-scheduling strategy, timeout and wait, restarts for multi-node jobs, the boot disk. Only the Reduction Server image
+scheduling strategy, timeout and wait, restarts for multi-node jobs, the boot disk, the reservation the training
+pools consume (machine_spec.reservation_affinity). Only the Reduction Server image
 is looked up, for the job's region (schemas/data/vertex_jobs.json).
 """
 
@@ -203,12 +204,24 @@ def scheduling(plan: Plan) -> dict[str, Any]:
     return spec
 
 
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+"""ReservationAffinity.key that targets a SPECIFIC_RESERVATION by name (Vertex API reference, MachineSpec)."""
+
+
+def reservation_affinity(resource_name: str) -> dict[str, Any]:
+    """MachineSpec.reservation_affinity consuming exactly this reservation (projects/P/zones/Z/reservations/NAME):
+    SPECIFIC_RESERVATION, keyed by name, the value the reservation's full resource name."""
+    return {"reservation_affinity_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY, "values": [resource_name]}
+
+
 def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
     """The CustomJob for plan: pool 0 the primary, pool 1 the other nodes, pool 2 Reduction Server when planned."""
     rules = load_vertex_jobs()
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
     if plan.accelerator_type and plan.accelerator_count:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
+    if plan.reservation:  # the training pools consume the reservation; a Reduction Server pool runs on demand
+        machine["reservation_affinity"] = reservation_affinity(plan.reservation)
     training = container(request, plan, settings, run_id)
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [

@@ -33,6 +33,8 @@ class Candidate:
     feasible: bool
     chosen: bool
     reason: str
+    bought: str = "on-demand"
+    """How its machines would be bought: spot, on-demand, flex-start (not sold on demand there) or reserved."""
 
     @property
     def gpu_count(self) -> int:
@@ -105,8 +107,12 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         if s == 1 and limits.spot_allowed[0]:
             return "Spot not allowed (spot: never, or the trainer does not checkpoint)"
         return "on demand, but the request requires Spot" if s == 0 else "Spot not allowed"
+    if code == CODE["reservation"]:
+        return _reservation_text(ev, c)
     if code == CODE["region"]:
         return f"not offered in the allowed regions (offered in {', '.join(shape.regions)})"
+    if code == CODE["not_sold"]:
+        return not_sold_text(ev, c, v, s)
     if code == CODE["quota"]:
         return _quota_text(ev, c, s)
     if code == CODE["batch"]:
@@ -135,6 +141,31 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     return "not a valid combination"
 
 
+def not_sold_text(ev: Evaluation, c: int, v: int, s: int) -> str:
+    """Why Google sells no way of buying this candidate that the request allows."""
+    shape = ev.space.configs[c].shape
+    rule = ev.space.catalog.consumption.rule(shape.machine_type)
+    mode = "as Spot" if s else "on demand"
+    text = f"{shape.machine_type} is not sold {mode} (Google: {rule.sources[0]}); {rule.describe()}"
+    flex_sold = bool(ev.space.sold[c, :, 2].any())
+    if not s and flex_sold:
+        if not ev.limits.flex_allowed:
+            text += "; constraints.flex_start: allowed lets it wait for Flex-start capacity"
+        elif VARIANT_SERVER[v]:
+            text += "; Flex-start takes no Reduction Server pool (one machine configuration in every pool)"
+    return text
+
+
+def _reservation_text(ev: Evaluation, c: int) -> str:
+    cfg = ev.space.configs[c]
+    reservation = ev.limits.reservation
+    if reservation is None:
+        return "not on the reservation the request names"
+    if reservation.matches(cfg.shape) and cfg.nodes > reservation.count:
+        return f"needs {cfg.nodes} machines; the named reservation {reservation.describe()} holds {reservation.count}"
+    return f"not on the named reservation {reservation.describe()}"
+
+
 def nearest_batches(batch: int, world: int) -> tuple[int, ...]:
     """The global batches nearest `batch` that `world` processes split evenly."""
     lower = batch - batch % world
@@ -154,10 +185,12 @@ def _quota_text(ev: Evaluation, c: int, s: int) -> str:
     cfg = space.configs[c]
     regions = [r for j, r in enumerate(space.regions) if space.offered[c, j] and limits.region_mask[j]]
     kind = cfg.shape.accelerator_type
+    # Spot, and Flex-start (the only way to buy some shapes without Spot), draw on preemptible quota.
+    preemptible = bool(s) or not any(space.sold[c, space.regions.index(r), 0] for r in regions)
     if kind is not None:
-        best = max(space.quotas.gpu_limit(r, kind, bool(s)) for r in regions)
+        best = max(space.quotas.gpu_limit(r, kind, preemptible) for r in regions)
         if cfg.gpus > best:
-            pool = "preemptible " if s else ""
+            pool = "preemptible " if preemptible else ""
             return f"over quota: needs {cfg.gpus} {pool}{kind} GPUs, the allowed regions allow at most {best}"
     best_cpu = max(space.quotas.cpu_limit(r) for r in regions)
     return f"over quota: needs {cfg.nodes * cfg.shape.vcpus} vCPUs, the allowed regions allow at most {best_cpu}"
@@ -265,6 +298,16 @@ def _columns(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int,
     )
 
 
+def _bought(ev: Evaluation, c: int, v: int, s: int, region: int) -> str:
+    if s:
+        return "spot"
+    if ev.reserved[c, v, s]:
+        return "reserved"
+    if region >= 0 and not ev.space.sold[c, region, 0]:
+        return "flex-start"
+    return "on-demand"
+
+
 def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None) -> list[Candidate]:
     if not picks:
         return []
@@ -292,6 +335,7 @@ def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[in
                 feasible=col.code[i] == 0,
                 chosen=best == (c, v, s),
                 reason=col.reasons[i],
+                bought=_bought(ev, c, v, s, col.region[i]),
             )
         )
     return out

@@ -61,6 +61,9 @@ class PlanInput:
     """One of vocabulary.PRECISION_POLICIES: auto (16-bit mixed precision where the GPU has it) or fp32."""
     flex_start: str = "never"
     """One of vocabulary.FLEX_START_POLICIES: whether an on-demand plan may wait for capacity (FLEX_START)."""
+    reservation: str = ""
+    """A reservation (by name, one of the planner's configured reservations) the plan must run on; "" = none named
+    (a configured reservation the request can use is still preferred)."""
     machine_type: str = ""
     """Pinned machine type; "" = free."""
     accelerator_count: int = 0
@@ -229,6 +232,7 @@ def plan_input_from_request(request: Any) -> PlanInput:
         max_gpus=int(_get(request, "constraints.max_gpus", 0) or 0),
         spot=_get(request, "constraints.spot", "allowed") or "allowed",
         flex_start=_get(request, "constraints.flex_start", "never") or "never",
+        reservation=_get(request, "constraints.reservation", "") or "",
         machine_type=_get(request, "constraints.machine_type", "") or "",
         accelerator_count=int(_get(request, "constraints.accelerator_count", 0) or 0),
         replica_count=int(_get(request, "constraints.replica_count", 0) or 0),

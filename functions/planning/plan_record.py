@@ -98,6 +98,8 @@ def build_plan(
     server = bool(VARIANT_SERVER[v])
     region = space.regions[region_index]
     hourly = float(space.price[c, region_index, s, int(server)])
+    if ev.reserved[c, v, s] and region_index == ev.region[c, v, s]:
+        hourly = float(ev.hourly[c, v, s])  # the reservation's machines are paid for: only a server pool costs
     hours = float(ev.hours[c, v, s])
     states = round(float(ev.states[c, v]))
     acts = round(float(ev.activations[c, v]))
@@ -149,4 +151,5 @@ def build_plan(
         boot_disk_type=job.boot_disk.type,
         boot_disk_size_gb=job.boot_disk.size_gb,
         reasons=(*job.reasons, *(reason for reason in chosen if reason)),
+        reservation=job.reservation,
     )

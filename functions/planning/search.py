@@ -13,6 +13,7 @@ import numpy as np
 from functions.planning.images import ImageSupport
 from functions.planning.memory import total_bytes, usable_bytes
 from functions.planning.performance import run_hours, step_seconds
+from functions.planning.reservations import Reservation
 from functions.planning.space import STATIC_CODES, STATIC_PASS, VARIANT_SERVER, Space
 from functions.planning.workload import Workload
 
@@ -24,7 +25,9 @@ REASONS = (
     "max_gpus",
     "end_of_support",
     "spot_policy",
+    "reservation",
     "region",
+    "not_sold",
     "quota",
     "batch",
     "host",
@@ -66,6 +69,12 @@ class Limits:
     """The run's image: which GPUs it runs on, whether it has Reduction Server's plugin."""
     image_ok: np.ndarray
     """[config]: the image carries kernels for the machine's GPU (always for CPU-only)."""
+    flex_allowed: bool = False
+    """The request lets a job wait for capacity (FLEX_START): shapes sold only as Flex-start become plannable."""
+    reservation: Reservation | None = None
+    """The reservation the plan may run on (the request's, else the settings' one the request can use)."""
+    reservation_required: bool = False
+    """The request names the reservation: only candidates on it are plans."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,6 +108,8 @@ class Evaluation:
     hourly: np.ndarray
     region: np.ndarray
     """Index into space.regions; -1 where no allowed region has the shape within quota."""
+    reserved: np.ndarray
+    """[config, variant, spot] runs on limits.reservation (no machine cost)."""
     reason: np.ndarray
     primary: np.ndarray
     """The objective (cost, or hours when fastest); >= INFEASIBLE where infeasible."""
@@ -297,7 +308,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     hours = np.asarray(
         run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
     )
-    view = space.region_view(limits.region_mask)
+    view = space.region_view(limits.region_mask, limits.flex_allowed, limits.reservation)
     cost = hours * view.hourly
 
     # The reason is the first check (in REASONS order) a candidate fails: the least code over all failing checks.
@@ -315,6 +326,8 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         code[:, server] = np.minimum(code[:, server], CODE["image"])
     code = np.minimum(code, failing(~fits, CODE["memory"]))
     code = np.minimum(code, failing(~limits.spot_allowed, CODE["spot_policy"])[:, None, None])
+    if limits.reservation_required:
+        code = np.minimum(code, failing(~view.reserved, CODE["reservation"]))
     if limits.budget_usd > 0:
         code = np.minimum(code, failing(cost > limits.budget_usd, CODE["budget"]))
     if limits.deadline_hours is not None:
@@ -345,6 +358,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         cost=cost.transpose(t),
         hourly=view.hourly.transpose(t),
         region=view.region.transpose(t),
+        reserved=view.reserved.transpose(t),
         reason=reason.transpose(t),
         primary=primary.transpose(t),
         secondary=secondary.transpose(t),

@@ -254,7 +254,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             row.strategy,
             row.precision,
             row.region or "-",
-            "spot" if row.spot else "on-demand",
+            row.bought,
             _hours(row.estimated_hours),
             _money(row.estimated_cost_usd),
             f"{row.memory_total_bytes / 1e9:,.1f}",
@@ -298,7 +298,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(
         f"\nplan: {plan.machine_type} x{plan.replica_count} "
         f"({_gpus(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
-        f"{plan.precision}, {plan.region}{' spot' if plan.spot else ''}{server}: "
+        f"{plan.precision}, {plan.region}, {plan.scheduling_strategy}{' on a reservation' if plan.reservation else ''}"
+        f"{server}: "
         f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
         f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
     )
@@ -357,7 +358,10 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         selected = select_shapes(catalog, args.gpu, args.region, args.min_gpus)
     except ValueError as exc:
         return _fail(str(exc))
-    shapes = [shape.to_json(catalog.gpus) for shape in selected]
+    shapes = [
+        {**shape.to_json(catalog.gpus), "sold_as": sorted(catalog.consumption.rule(shape.machine_type).modes)}
+        for shape in selected
+    ]
     if args.json:
         print(json.dumps(shapes, indent=2))
         return 0 if shapes else 1
@@ -380,11 +384,22 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                 f"{item['memory_gb']:g}",
                 f"{hourly:,.4f}",
                 len(item["regions"]),
+                catalog.consumption.rule(shape.machine_type).describe(),
             ]
         )
     print(
         render_table(
-            ["MACHINE", "ACCELERATOR", "COUNT", "GPU GB", "VCPUS", "RAM GB", f"$/H ({book.base_region})", "REGIONS"],
+            [
+                "MACHINE",
+                "ACCELERATOR",
+                "COUNT",
+                "GPU GB",
+                "VCPUS",
+                "RAM GB",
+                f"$/H ({book.base_region})",
+                "REGIONS",
+                "SOLD (data/consumption.json)",
+            ],
             rows,
         )
     )

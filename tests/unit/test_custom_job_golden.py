@@ -20,12 +20,13 @@ from google.protobuf import json_format
 
 from deploy.images import trainer_image
 from functions.dispatch.job_spec import custom_job
+from functions.dispatch.planner_config import planner_config
 from functions.planning import plan_input_from_request, plan_request
 from functions.settings import settings_from_env
 from landfall.custom_job import gcloud_config, rest_body
 from schemas.plan import Plan
 from schemas.training_request import parse_training_request
-from tests.unit.custom_job_golden import CASES, ENV, NOW, export, golden_path, request_path
+from tests.unit.custom_job_golden import CASES, ENV, NOW, env_for, export, golden_path, request_path
 from trainer.config import parse_args
 
 
@@ -59,9 +60,12 @@ def test_the_golden_round_trips_through_the_sdk_type_and_is_what_the_dispatcher_
     from datetime import datetime
 
     request = parse_training_request(request_path(case).read_text())
-    plan = plan_request(plan_input_from_request(request), now=datetime.fromisoformat(NOW)).plan
+    settings = settings_from_env(env_for(case))
+    plan = plan_request(
+        plan_input_from_request(request), planner_config(settings), now=datetime.fromisoformat(NOW)
+    ).plan
     assert plan is not None
-    built = CustomJob(custom_job(request, plan, settings_from_env(ENV), request.run_id))
+    built = CustomJob(custom_job(request, plan, settings, request.run_id))
     assert CustomJob.pb(built) == message
 
 
@@ -109,6 +113,8 @@ def test_cpu_only_has_no_accelerator_one_pool_and_the_standard_strategy() -> Non
 
 
 def test_one_gpu_and_eight_gpus_on_one_node_are_one_pool() -> None:
+    # a3-highgpu-1g is sold as Spot or Flex-start only (consumption.json): without Spot it waits as FLEX_START
+    assert golden("one_gpu")["jobSpec"]["scheduling"]["strategy"] == "FLEX_START"
     (one,) = pools(golden("one_gpu"))
     assert one["machineSpec"] == {
         "machineType": "a3-highgpu-1g",
@@ -159,6 +165,25 @@ def test_a_pinned_a3_highgpu_2g_keeps_its_shape_and_accumulates() -> None:
         "acceleratorCount": 2,
     }
     assert {"--batch-size=64", "--micro-batch-size=16", "--gradient-accumulation-steps=2"} <= set(args_of(body))
+
+
+def test_a_reservation_plan_consumes_the_named_reservation_in_every_training_pool() -> None:
+    body = golden("reservation")
+    training = [p for p in pools(body) if p and "reductionserver" not in p["containerSpec"]["imageUri"]]
+    assert sum(p["replicaCount"] for p in training) <= 2  # the reservation holds 2 machines
+    for pool in training:
+        assert pool["machineSpec"]["machineType"] == "a3-highgpu-8g"
+        assert pool["machineSpec"]["reservationAffinity"] == {
+            "reservationAffinityType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": ["projects/acme-ml/zones/us-central1-a/reservations/acme-h100s"],
+        }
+    for pool in pools(body):
+        if pool and "reductionserver" in pool["containerSpec"]["imageUri"]:
+            assert "reservationAffinity" not in pool["machineSpec"]
+    assert body["jobSpec"]["scheduling"]["strategy"] == "STANDARD"
+    # the other goldens run without a reservation
+    assert all("reservationAffinity" not in p.get("machineSpec", {}) for p in pools(golden("eight_gpus_one_node")))
 
 
 def env_of(pool: dict[str, Any]) -> dict[str, str]:

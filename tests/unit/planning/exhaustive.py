@@ -19,6 +19,7 @@ from functions.planning.performance import GBIT, comm_seconds, compute_seconds, 
 from functions.planning.quotas import QuotaTable
 from functions.planning.space import VARIANTS, Space
 from functions.planning.workload import build_workload
+from schemas.vertex_jobs import load_vertex_jobs
 
 _QUOTES: dict[tuple[int, str, str, bool], float] = {}
 
@@ -61,6 +62,8 @@ def exhaustive_best(
         if gpu is not None and host_need > shape.memory_bytes:
             continue
         regions = [r for r in shape.regions if not inp.regions or r in inp.regions]
+        rule = catalog.consumption.rule(shape.machine_type)
+        flex_ok = inp.flex_start == "allowed" and load_vertex_jobs().flex_start_offered(shape.accelerator_type)
         if not regions:
             continue
         fp32 = gpu is None or gpu.mixed_precision() == "fp32" or inp.precision == "fp32"
@@ -122,7 +125,18 @@ def exhaustive_best(
                 if deadline_hours is not None and hours > deadline_hours:
                     continue
                 for region in regions:
-                    if gpu is not None and cfg.gpus > quotas.gpu_limit(region, gpu.accelerator_type, spot):
+                    # How Google sells the shape there (consumption.json): Spot as Spot; otherwise on demand, or
+                    # Flex-start when the request allows waiting (on Vertex's FLEX_START kinds, no server pool),
+                    # which draws on preemptible quota.
+                    if spot:
+                        ways = [True] if rule.sold("spot", region) else []
+                    else:
+                        ways = [False] if rule.sold("on_demand", region) else []
+                        if flex_ok and not server and rule.sold("flex_start", region):
+                            ways.append(True)
+                    if gpu is not None:
+                        ways = [w for w in ways if cfg.gpus <= quotas.gpu_limit(region, gpu.accelerator_type, w)]
+                    if not ways:
                         continue
                     cpus = (cfg.nodes * shape.vcpus if shape.counts_cpu_quota else 0) + servers * rs.vcpus
                     if cpus > quotas.cpu_limit(region):

@@ -56,11 +56,16 @@ def test_catalog_json_prints_one_object_per_shape(capsys):
     assert cpu["accelerator_type"] is None and cpu["gpu_memory_gb"] is None and "us-central1" in cpu["regions"]
     h100 = next(s for s in shapes if s["machine_type"] == "a3-highgpu-8g")
     assert (h100["accelerator_type"], h100["accelerator_count"], h100["gpu_memory_gb"]) == ("NVIDIA_H100_80GB", 8, 80)
+    assert h100["sold_as"] == ["flex_start", "on_demand", "reservation", "spot"]
+    small = next(s for s in shapes if s["machine_type"] == "a3-highgpu-1g")
+    assert small["sold_as"] == ["flex_start", "spot"]  # not on demand (Google's consumption options)
 
 
 def test_catalog_table(capsys):
     code, out = run(["catalog"], capsys)
     assert code == 0 and "a4-highgpu-8g" in out.out and "NVIDIA_B200" in out.out
+    b200 = next(line for line in out.out.splitlines() if line.startswith("a4-highgpu-8g"))
+    assert b200.endswith("Spot, Flex-start or a reservation only")
 
 
 def test_plan_table_marks_the_chosen_row(capsys):

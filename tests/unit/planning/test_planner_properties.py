@@ -88,6 +88,7 @@ def requests(draw) -> PlanInput:
         spot=draw(st.sampled_from(["never", "allowed", "required"])),
         checkpointing=draw(st.booleans()),
         precision=draw(st.sampled_from(["auto", "auto", "fp32"])),
+        flex_start=draw(st.sampled_from(["never", "allowed"])),
     )
 
 
@@ -105,6 +106,9 @@ def check_constraints(plan: Plan, inp: PlanInput) -> None:
         == (plan.machine_type, plan.accelerator_type, plan.accelerator_count)
     )
     assert plan.region in shape.regions
+    mode = "spot" if plan.spot else "flex_start" if plan.flex_start else "on_demand"
+    assert catalog.consumption.rule(plan.machine_type).sold(mode, plan.region), (plan.machine_type, mode)
+    assert not plan.flex_start or inp.flex_start == "allowed"
     assert not inp.gpu_allowlist or plan.accelerator_type in inp.gpu_allowlist
     assert not inp.max_gpus or plan.gpu_count <= inp.max_gpus
     assert plan.spot is not (inp.spot == "never" or not inp.checkpointing) or not plan.spot
