@@ -147,7 +147,8 @@ def test_a_b200_plan_runs_the_cuda_13_trainer_image_which_the_emulator_runs_as_t
     """Issue 23: a plan on B200 (sm_100) names the trainer image built for CUDA 13 (`trainer-cu130`), and the emulator
     runs that image as Landfall's trainer (its launcher fetches the script), as Vertex would run the container."""
     trainer = {"script": upload(world, EXAMPLES / "ddp_script" / "train.py"), "args": ["--epochs", "3"]}
-    job, request = run_job(world, {**trainer, "launch": "per-node"}, machine_type="a4-highgpu-8g", replica_count=1)
+    pins: dict[str, Any] = {"machine_type": "a4-highgpu-8g", "replica_count": 1, "flex_start": "allowed"}
+    job, request = run_job(world, {**trainer, "launch": "per-node"}, **pins)  # A4: not sold on demand
     (pool,) = job.job_spec.worker_pool_specs
     assert pool.machine_spec.accelerator_type.name == "NVIDIA_B200"
     assert pool.container_spec.image_uri.startswith(f"us-central1-docker.pkg.dev/{PROJECT}/landfall/trainer-cu130:")
