@@ -9,13 +9,14 @@ import numpy as np
 from functions.planning.inputs import PlanInput
 from functions.planning.search import Limits
 from functions.planning.space import Space
+from schemas.vocabulary import parse_prefer
 
 
 def build_limits(
     space: Space, inp: PlanInput, now: datetime, max_job_hours: float | None, memory_margin: float | None = None
 ) -> Limits:
-    """Masks for regions, machine kinds and Spot, plus the deadline in hours from `now`, the objective and the share
-    of GPU memory kept free (None = assumptions.json)."""
+    """Masks for regions, machine kinds and Spot, plus the deadline in hours from `now`, the objective
+    (constraints.prefer) and the share of GPU memory kept free (None = assumptions.json)."""
     region_mask = np.array([not inp.regions or r in inp.regions for r in space.regions])
     allow = set(inp.gpu_allowlist)
     # kinds in space order, then CPU-only last (space.kind is -1 there); CPU-only only when no allowlist is given
@@ -23,6 +24,8 @@ def build_limits(
     spot_allowed = np.array([inp.spot != "required", inp.spot != "never" and inp.checkpointing])
     a = space.catalog.assumptions
     job_hours = a.job.max_job_hours if max_job_hours is None else max_job_hours
+    goal = parse_prefer(inp.prefer)  # checked by PlanInput already
+    default = float(a.objective.value_of_time_usd_per_hour)
     return Limits(
         region_mask=region_mask,
         config_allowed=kind_ok[space.kind],
@@ -32,7 +35,9 @@ def build_limits(
         deadline_hours=None if inp.deadline is None else (inp.deadline - now).total_seconds() / 3600.0,
         budget_usd=inp.budget_usd,
         max_hours=job_hours,
-        fastest=inp.deadline is None and inp.budget_usd > 0,
+        fastest=goal == "fastest",
+        value_of_time=goal if isinstance(goal, float) else default if goal == "" else 0.0,
+        value_is_default=goal == "",
         fp32_only=inp.precision == "fp32",
         memory_margin=a.memory.safety_margin_fraction if memory_margin is None else memory_margin,
     )

@@ -66,7 +66,11 @@ def test_catalog_table(capsys):
 def test_plan_table_marks_the_chosen_row(capsys):
     code, out = run(["plan", str(EXAMPLE), "--now", NOW.isoformat()], capsys)
     lines = out.out.splitlines()
-    assert code == 0 and lines[0] == "objective: cheapest plan (no deadline, no budget)"
+    assert (
+        code == 0
+        and lines[0]
+        == "objective: least cost + $50/h x wall hours (the default value of time) (no deadline, no budget)"
+    )
     marked = [line for line in lines if line.startswith("*")]
     assert len(marked) == 1 and "chosen" in marked[0] and "cpu" in marked[0] and "us-central1" in marked[0]
     assert "more candidates (--all lists them)" in out.out
