@@ -165,7 +165,7 @@ def test_code_breaking_a_rule_and_datasets_that_cannot_train_are_rejected_withou
     landing_bucket.blob("byoc/table/part-0.csv").upload_from_string("tenure,plan\n1,a\n2,b\n")
     code = local_stack.env["LANDFALL_CODE_BUCKET"]
     size = {"workload": {"parameters": 10}}
-    cases = {  # reason code -> (request, what error.message must say)
+    cases: dict[str, tuple[dict[str, Any], str]] = {  # reason code -> (request, what error.message must say)
         "image": ({"trainer": {"image_uri": "docker.io/someone/miner:1"}, **size}, "not under an allowed image prefix"),
         "script": ({"trainer": {"script": f"gs://{landing_bucket.name}/x/t.py"}, **size}, "outside the code bucket"),
         "size": ({"trainer": {"script": f"gs://{code}/scripts/train.py"}}, "four ways"),
