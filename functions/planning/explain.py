@@ -56,7 +56,7 @@ def _loss_text(limits: Limits, slower_hours: float, extra_usd: float, best_usd: 
         return f"slower by {slower_hours:,.2f} h"
     value = limits.value_of_time
     if not limits.fastest and value > 0:
-        at = f"not worth it at ${value:,.2f}".removesuffix(".00") + "/h"
+        at = f"not worth it at {limits.value_text}/h"
         if slower_hours < 0 and extra_usd > 0:  # faster but dearer: the time saved is worth less than it costs
             pct = f"+{100 * extra_usd / best_usd:.0f} % (+{usd(extra_usd)})" if best_usd > 0 else f"+{usd(extra_usd)}"
             return f"saves {duration(-slower_hours)} for {pct}: {at}"

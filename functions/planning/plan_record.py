@@ -19,7 +19,7 @@ def objective_text(inp: PlanInput, limits: Limits) -> str:
     if limits.fastest:
         goal = "fastest plan (prefer: fastest)"
     elif limits.value_of_time > 0:
-        v = f"${limits.value_of_time:,.2f}".removesuffix(".00")
+        v = limits.value_text
         why = "the default value of time" if limits.value_is_default else f"prefer: {inp.prefer}"
         goal = f"least cost + {v}/h x wall hours ({why})"
     else:

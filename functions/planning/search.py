@@ -7,6 +7,7 @@ in the order of REASONS below, a duration, a cost (in the cheapest allowed regio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,11 @@ class Limits:
     max_hours: float
     fastest: bool
     """Objective: the shortest run (constraints.prefer fastest); False: value_of_time decides."""
+
+    @cached_property
+    def value_text(self) -> str:
+        """The value of time as the explanations write it: "$50", "$12.50"."""
+        return f"${self.value_of_time:,.2f}".removesuffix(".00")
 
     def score(self, hours: Any, cost: Any) -> tuple[Any, Any]:
         """(objective, tiebreak) of candidates with these hours and costs (arrays or numbers): hours then cost when

@@ -78,6 +78,16 @@ def test_plan_table_marks_the_chosen_row(capsys):
     assert "more candidates" not in out.out and out.out.count("\n") > 600
 
 
+def test_plan_prefer_replans_the_request_under_another_objective(capsys):
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "cheapest", "--now", NOW.isoformat()], capsys)
+    first = out.out.splitlines()[0]
+    assert code == 0 and first == "objective: cheapest plan (prefer: cheapest) (no deadline, no budget)"
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "25", "--json", "--now", NOW.isoformat()], capsys)
+    assert code == 0 and json.loads(out.out)["objective"].startswith("least cost + $25/h x wall hours (prefer: 25)")
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "soon", "--now", NOW.isoformat()], capsys)
+    assert code == 2 and "'soon' is not an objective: write cheapest, fastest, or a value of time" in out.err
+
+
 def test_plan_json_prints_the_plan(capsys):
     code, out = run(["plan", str(EXAMPLE), "--json", "--now", NOW.isoformat()], capsys)
     plan = json.loads(out.out)
