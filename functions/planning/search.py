@@ -59,6 +59,13 @@ class Limits:
     max_hours: float
     fastest: bool
     """Objective: the shortest run (constraints.prefer fastest); False: value_of_time decides."""
+    fp32_only: bool
+    memory_margin: float
+    """Share of each GPU's memory kept free."""
+    value_of_time: float = 0.0
+    """US dollars an hour sooner is worth: the objective is cost + this x hours (0: the cheapest; prefer cheapest)."""
+    value_is_default: bool = False
+    """value_of_time is assumptions.json's default (constraints.prefer left out)."""
 
     @cached_property
     def value_text(self) -> str:
@@ -73,14 +80,6 @@ class Limits:
         if self.value_of_time > 0:
             return cost + self.value_of_time * hours, hours
         return cost, hours
-
-    fp32_only: bool
-    memory_margin: float
-    """Share of each GPU's memory kept free."""
-    value_of_time: float = 0.0
-    """US dollars an hour sooner is worth: the objective is cost + this x hours (0: the cheapest; prefer cheapest)."""
-    value_is_default: bool = False
-    """value_of_time is assumptions.json's default (constraints.prefer left out)."""
 
 
 @dataclass(frozen=True, eq=False)
