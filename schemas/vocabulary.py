@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
 
 
@@ -220,6 +221,7 @@ FLEX_START_POLICIES = names(FLEX_START_TERMS)
 PREFER_OBJECTIVES = names(PREFER_TERMS)
 
 
+@lru_cache(maxsize=256)
 def parse_prefer(text: str) -> str | float:
     """constraints.prefer: "" (the default value of time), "cheapest", "fastest", or a value of time in US dollars
     per hour as a decimal string ("25", "12.5"). Raises ValueError saying what was expected."""

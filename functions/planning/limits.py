@@ -26,6 +26,7 @@ def build_limits(
     job_hours = a.job.max_job_hours if max_job_hours is None else max_job_hours
     goal = parse_prefer(inp.prefer)  # checked by PlanInput already
     default = float(a.objective.value_of_time_usd_per_hour)
+    value = goal if isinstance(goal, float) else default if goal == "" else 0.0
     return Limits(
         region_mask=region_mask,
         config_allowed=kind_ok[space.kind],
@@ -36,8 +37,9 @@ def build_limits(
         budget_usd=inp.budget_usd,
         max_hours=job_hours,
         fastest=goal == "fastest",
-        value_of_time=goal if isinstance(goal, float) else default if goal == "" else 0.0,
+        value_of_time=value,
         value_is_default=goal == "",
+        value_text=f"${value:,.2f}".removesuffix(".00"),
         fp32_only=inp.precision == "fp32",
         memory_margin=a.memory.safety_margin_fraction if memory_margin is None else memory_margin,
     )

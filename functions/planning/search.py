@@ -7,7 +7,6 @@ in the order of REASONS below, a duration, a cost (in the cheapest allowed regio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -66,11 +65,8 @@ class Limits:
     """US dollars an hour sooner is worth: the objective is cost + this x hours (0: the cheapest; prefer cheapest)."""
     value_is_default: bool = False
     """value_of_time is assumptions.json's default (constraints.prefer left out)."""
-
-    @cached_property
-    def value_text(self) -> str:
-        """The value of time as the explanations write it: "$50", "$12.50"."""
-        return f"${self.value_of_time:,.2f}".removesuffix(".00")
+    value_text: str = ""
+    """value_of_time as the explanations write it: "$50", "$12.50"."""
 
     def score(self, hours: Any, cost: Any) -> tuple[Any, Any]:
         """(objective, tiebreak) of candidates with these hours and costs (arrays or numbers): hours then cost when
@@ -78,6 +74,10 @@ class Limits:
         if self.fastest:
             return hours, cost
         if self.value_of_time > 0:
+            if isinstance(hours, np.ndarray):  # one temporary, not two: this runs on every candidate of a request
+                objective = hours * self.value_of_time
+                objective += cost
+                return objective, hours
             return cost + self.value_of_time * hours, hours
         return cost, hours
 
