@@ -18,7 +18,7 @@ from functions.planning.explain import duration
 @dataclass(frozen=True)
 class CheckpointInterval:
     every_steps: int
-    """Optimizer steps between checkpoints (>= 1, at most the run's steps)."""
+    """Optimizer steps between checkpoints (>= 1; more than the run's steps when it is shorter than the target)."""
     reason: str
     """Why, for the Plan's reasons."""
 
@@ -50,7 +50,7 @@ def _interval(
     stretched = least_seconds > target_minutes * 60.0
     seconds = least_seconds if stretched else target_minutes * 60.0
     step = max(step_seconds, 1e-9)
-    every = max(1, min(steps, math.floor(seconds / step)))
+    every = max(1, math.floor(seconds / step))  # about time, not the run's length: estimates of steps can be off
     risk = "a Spot preemption" if spot else "a failure"
     text = (
         f"checkpoint every {every:,} steps (~{duration(every * step / 3600)} at the planned {step_seconds:.3g} s "
@@ -61,6 +61,6 @@ def _interval(
             f", stretched because writing one ({write_bytes / 1e9:,.1f} GB at {rules.write_gbytes_per_second:g} "
             f"GB/s, ~{write_seconds:,.0f} s) may take at most {rules.max_write_overhead_fraction:.0%} of the run"
         )
-    if every == steps:
-        text += "; the run is shorter than that: it checkpoints at the end (and on SIGTERM)"
+    if every >= steps:
+        text += f"; the planned run ({steps:,} steps) is shorter than that: it checkpoints only on SIGTERM"
     return CheckpointInterval(every_steps=every, reason=text)
