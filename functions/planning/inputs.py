@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from functions.planning.errors import PlanInputError
-from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS
+from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,9 @@ class PlanInput:
     """Measured seconds per optimizer step of the global batch on one GPU (workload.step_seconds); 0 = modelled."""
     basis: str = ""
     """How an own trainer's size was given (one of the request rules' WORKLOAD_WAYS, shortened); "" = built-in."""
+    prefer: str = ""
+    """The objective (constraints.prefer): "cheapest", "fastest", a value of time in US dollars per hour ("25");
+    "" = the default value of time (assumptions.json objective)."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -106,6 +109,10 @@ class PlanInput:
             )
         if self.precision not in PRECISION_POLICIES:
             raise PlanInputError(f"precision {self.precision!r} is not one of {', '.join(PRECISION_POLICIES)}")
+        try:
+            parse_prefer(self.prefer)
+        except ValueError as exc:
+            raise PlanInputError(f"prefer: {exc}") from exc
         if self.deadline is not None and self.deadline.tzinfo is None:
             raise PlanInputError("deadline must carry a timezone (RFC 3339, e.g. 2026-12-01T00:00:00Z)")
 
@@ -219,4 +226,5 @@ def plan_input_from_request(request: Any) -> PlanInput:
         machine_type=_get(request, "constraints.machine_type", "") or "",
         accelerator_count=int(_get(request, "constraints.accelerator_count", 0) or 0),
         replica_count=int(_get(request, "constraints.replica_count", 0) or 0),
+        prefer=str(_get(request, "constraints.prefer", "") or ""),
     )
