@@ -19,7 +19,7 @@ from schemas.data_objects import DataObject, objects_digest, parse_data_objects,
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.trainer_spec import TrainerSpec, WorkloadSpec, parse_trainer, parse_workload
-from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS
+from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
 
 SCHEMA_VERSION = 1
 SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "retrain", "retry", "direct")
@@ -108,6 +108,10 @@ class Constraints:
     """Run on this Compute Engine reservation (a name the deployment declares in LANDFALL_RESERVATIONS): its machines
     count as already paid for and the job consumes it through reservationAffinity; "" = none named (a declared
     reservation the request can use is still preferred)."""
+    prefer: str = ""
+    """The objective among plans that meet every limit above: "cheapest", "fastest", or a value of time in US
+    dollars per hour as a string ("25": least cost + $25 x wall hours, start-up included); "" = the default value
+    of time (functions/planning/data/assumptions.json, README "How the objective is chosen")."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,8 @@ class TrainingRequest:
         for name, empty in (("trainer", TrainerSpec()), ("workload", WorkloadSpec())):
             if getattr(self, name) == empty:
                 del data[name]
+        if not self.constraints.prefer:  # the default objective: absent, as before the field existed
+            del data["constraints"]["prefer"]
         return data
 
     def to_json(self) -> bytes:
@@ -280,6 +286,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         accelerator_count=c.integer("accelerator_count", 0, minimum=0),
         replica_count=c.integer("replica_count", 0, minimum=0),
         reservation=c.string("reservation", "", max_len=64),
+        prefer=_prefer(c),
     )
     s = r.obj("source", {})
     source = RequestSource(
@@ -303,6 +310,22 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         workload=parse_workload(r.optional_obj("workload")),
     )
     return request if key else replace(request, idempotency_key=content_key(request))
+
+
+def _prefer(c: Reader) -> str:
+    raw = c.data.get("prefer", "")
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        raise SchemaError(
+            f'write a value of time as a string, e.g. "{raw:g}" (dollars per hour): the topic\'s schema types '
+            "constraints.prefer as a string, so it also holds cheapest or fastest",
+            field="constraints.prefer",
+        )
+    text = c.string("prefer", "", max_len=32).strip()
+    try:
+        parse_prefer(text)
+    except ValueError as exc:
+        raise SchemaError(str(exc), field="constraints.prefer") from exc
+    return text
 
 
 def content_key(request: TrainingRequest) -> str:

@@ -61,6 +61,12 @@ def artifacts(settings: Settings, run_id: str, region: str | None = None) -> dic
     }
 
 
+def checkpoint_every(request: TrainingRequest, plan: Plan) -> int:
+    """Steps between checkpoints: the request's hyperparameters.checkpoint_every_steps when set, else the plan's
+    (from its step time and Spot risk); 0 = neither says (the trainer's default)."""
+    return request.hyperparameters.checkpoint_every_steps or plan.checkpoint_every_steps
+
+
 def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
     """The trainer's command line (trainer/config.py) for this request as planned."""
     h = request.hyperparameters
@@ -89,8 +95,9 @@ def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
         args.append(f"--data-objects={encode_objects(request.dataset.objects)}")
     if plan.activation_checkpointing:
         args.append("--activation-checkpointing")
-    if h.checkpoint_every_steps:
-        args.append(f"--checkpoint-every={h.checkpoint_every_steps}")
+    every = checkpoint_every(request, plan)
+    if every:
+        args.append(f"--checkpoint-every={every}")
     if h.max_steps:
         args.append(f"--max-steps={h.max_steps}")
     for key, value in sorted(h.extra.items()):
@@ -106,7 +113,7 @@ FUSE_ROOT = "/gcs/"
 
 def contract_env(request: TrainingRequest, plan: Plan, run_id: str) -> dict[str, str]:
     """The plan as environment variables, for every form (docs/trainer-contract.md)."""
-    return {
+    env = {
         "LANDFALL_RUN_ID": run_id,
         "LANDFALL_DATA_URI": request.dataset.uri,
         "LANDFALL_GLOBAL_BATCH_SIZE": str(plan.global_batch_size),
@@ -115,6 +122,10 @@ def contract_env(request: TrainingRequest, plan: Plan, run_id: str) -> dict[str,
         "LANDFALL_STRATEGY": plan.strategy,
         "LANDFALL_PRECISION": plan.precision,
     }
+    every = checkpoint_every(request, plan)
+    if every:
+        env["LANDFALL_CHECKPOINT_EVERY_STEPS"] = str(every)
+    return env
 
 
 def image_build(plan: Plan) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from functions.planning.search import CODE, INFEASIBLE, Evaluation
+from functions.planning.search import CODE, INFEASIBLE, Evaluation, Limits
 from functions.planning.space import FP32_INDEX, VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import PlanAlternative
 from schemas.vocabulary import FP32, PRECISIONS, STRATEGIES, STRATEGY_TITLES
@@ -41,13 +41,33 @@ class Candidate:
         return self.accelerator_count * self.replica_count
 
 
-def _loss_text(fastest: bool, slower_hours: float, extra_usd: float, best_usd: float) -> str:
-    """Why a feasible candidate lost to the chosen one."""
-    if fastest and slower_hours > 0:
+def duration(hours: float) -> str:
+    """A time span as people say it: seconds under a minute, minutes under an hour, else hours."""
+    if hours < 1 / 60:
+        return f"{hours * 3600:,.0f} s"
+    return f"{hours * 60:,.0f} min" if hours < 1 else f"{hours:,.1f} h"
+
+
+def _pct(extra_usd: float, best_usd: float) -> str:
+    return f" ({100 * extra_usd / best_usd:+.0f}%)" if best_usd > 0 else ""
+
+
+def _loss_text(limits: Limits, slower_hours: float, extra_usd: float, best_usd: float) -> str:
+    """Why a feasible candidate lost to the chosen one, in the terms of the objective that chose it."""
+    if limits.fastest and slower_hours > 0:
         return f"slower by {slower_hours:,.2f} h"
+    value = limits.value_of_time
+    if not limits.fastest and value > 0:
+        at = f"not worth it at {limits.value_text}/h"
+        if slower_hours < 0 and extra_usd > 0:  # faster but dearer: the time saved is worth less than it costs
+            pct = f"+{100 * extra_usd / best_usd:.0f} % (+{usd(extra_usd)})" if best_usd > 0 else f"+{usd(extra_usd)}"
+            return f"saves {duration(-slower_hours)} for {pct}: {at}"
+        if slower_hours > 0 and extra_usd < 0:  # cheaper but slower: the money saved is worth less than the time
+            return f"saves {usd(-extra_usd)}{_pct(extra_usd, best_usd)} but takes {duration(slower_hours)} longer: {at}"
+        if slower_hours > 0 and extra_usd > 0:
+            return f"costlier by {usd(extra_usd)}{_pct(extra_usd, best_usd)} and slower by {duration(slower_hours)}"
     if extra_usd > 0:
-        pct = f" (+{100 * extra_usd / best_usd:.0f}%)" if best_usd > 0 else ""
-        return f"costlier by {usd(extra_usd)}{pct}"
+        return f"costlier by {usd(extra_usd)}{_pct(extra_usd, best_usd)}"
     return f"same cost, slower by {max(slower_hours, 0.0):,.2f} h"
 
 
@@ -82,7 +102,7 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         if best is None or (c, v, s) == best:
             return "chosen"
         return _loss_text(
-            limits.fastest,
+            limits,
             float(ev.hours[c, v, s] - ev.hours[best]),
             float(ev.cost[c, v, s] - ev.cost[best]),
             float(ev.cost[best]),
@@ -277,9 +297,8 @@ def _columns(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int,
     code = ev.reason[cs, vs, ss].tolist()
     best_cost = float(ev.cost[best]) if best is not None else 0.0
     best_hours = float(ev.hours[best]) if best is not None else 0.0
-    fastest = ev.limits.fastest
     reasons = [
-        _loss_text(fastest, hours[i] - best_hours, cost[i] - best_cost, best_cost)
+        _loss_text(ev.limits, hours[i] - best_hours, cost[i] - best_cost, best_cost)
         if code[i] == 0 and best is not None and pick != best
         else reason_text(ev, *pick, best)
         for i, pick in enumerate(picks)

@@ -14,7 +14,7 @@ from typing import Any
 from functions.planning.errors import PlanInputError
 from schemas.errors import SchemaError
 from schemas.gpus import parse_capability
-from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS
+from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,9 @@ class PlanInput:
     gpu_capabilities: tuple[str, ...] = ()
     """The compute capabilities ("X.Y") the team's image carries kernels for (trainer.gpu_capabilities); () = assumed
     from the CUDA line its reference names (functions/planning/images.py)."""
+    prefer: str = ""
+    """The objective (constraints.prefer): "cheapest", "fastest", a value of time in US dollars per hour ("25");
+    "" = the default value of time (assumptions.json objective)."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -123,6 +126,10 @@ class PlanInput:
                 "gpu_capabilities describe a team's container image: give it with image_uri (Landfall's own images "
                 "declare theirs in deploy/topology.toml)"
             )
+        try:
+            parse_prefer(self.prefer)
+        except ValueError as exc:
+            raise PlanInputError(f"prefer: {exc}") from exc
         if self.deadline is not None and self.deadline.tzinfo is None:
             raise PlanInputError("deadline must carry a timezone (RFC 3339, e.g. 2026-12-01T00:00:00Z)")
 
@@ -238,4 +245,5 @@ def plan_input_from_request(request: Any) -> PlanInput:
         replica_count=int(_get(request, "constraints.replica_count", 0) or 0),
         image_uri=_get(request, "trainer.image_uri", "") or "",
         gpu_capabilities=tuple(_get(request, "trainer.gpu_capabilities", ()) or ()),
+        prefer=str(_get(request, "constraints.prefer", "") or ""),
     )

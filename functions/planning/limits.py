@@ -12,6 +12,7 @@ from functions.planning.inputs import PlanInput
 from functions.planning.reservations import Reservation, reservation_problems
 from functions.planning.search import Limits
 from functions.planning.space import Space
+from schemas.vocabulary import parse_prefer
 
 
 @lru_cache(maxsize=256)
@@ -52,8 +53,9 @@ def build_limits(
     memory_margin: float | None = None,
     reservations: tuple[Reservation, ...] = (),
 ) -> Limits:
-    """Masks for regions, machine kinds and Spot, plus the deadline in hours from `now`, the objective, the share
-    of GPU memory kept free (None = assumptions.json), Flex-start and the reservation."""
+    """Masks for regions, machine kinds and Spot, plus the deadline in hours from `now`, the objective
+    (constraints.prefer), the share of GPU memory kept free (None = assumptions.json), Flex-start and the
+    reservation."""
     region_mask = np.array([not inp.regions or r in inp.regions for r in space.regions])
     allow = set(inp.gpu_allowlist)
     # kinds in space order, then CPU-only last (space.kind is -1 there); CPU-only only when no allowlist is given
@@ -63,6 +65,9 @@ def build_limits(
     image = image_support(inp.image_uri, inp.gpu_capabilities)
     job_hours = a.job.max_job_hours if max_job_hours is None else max_job_hours
     reservation, required = pick_reservation(space, inp, reservations)
+    goal = parse_prefer(inp.prefer)  # checked by PlanInput already
+    default = float(a.objective.value_of_time_usd_per_hour)
+    value = goal if isinstance(goal, float) else default if goal == "" else 0.0
     return Limits(
         region_mask=region_mask,
         config_allowed=kind_ok[space.kind],
@@ -72,7 +77,10 @@ def build_limits(
         deadline_hours=None if inp.deadline is None else (inp.deadline - now).total_seconds() / 3600.0,
         budget_usd=inp.budget_usd,
         max_hours=job_hours,
-        fastest=inp.deadline is None and inp.budget_usd > 0,
+        fastest=goal == "fastest",
+        value_of_time=value,
+        value_is_default=goal == "",
+        value_text=f"${value:,.2f}".removesuffix(".00"),
         fp32_only=inp.precision == "fp32",
         memory_margin=a.memory.safety_margin_fraction if memory_margin is None else memory_margin,
         image=image,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from functions.planning.checkpoints import checkpoint_interval
 from functions.planning.explain import precision_of
 from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import JobPolicy, job_choices
@@ -15,14 +16,21 @@ from schemas.vocabulary import STRATEGIES
 
 
 def objective_text(inp: PlanInput, limits: Limits) -> str:
+    """Which objective chose the plan (constraints.prefer) and the limits it met."""
+    if limits.fastest:
+        goal = "fastest plan (prefer: fastest)"
+    elif limits.value_of_time > 0:
+        v = limits.value_text
+        why = "the default value of time" if limits.value_is_default else f"prefer: {inp.prefer}"
+        goal = f"least cost + {v}/h x wall hours ({why})"
+    else:
+        goal = "cheapest plan" + ("" if inp.prefer == "" else f" (prefer: {inp.prefer})")
     budget = f"${inp.budget_usd:,.2f}"
+    within = f" within the {budget} budget" if inp.budget_usd > 0 else ""
     if inp.deadline is not None:
         end = inp.deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
-        within = f" within the {budget} budget" if inp.budget_usd > 0 else ""
-        return f"cheapest plan that ends by {end} ({limits.deadline_hours:,.1f} h from now){within}"
-    if inp.budget_usd > 0:
-        return f"fastest plan within the {budget} budget (no deadline)"
-    return "cheapest plan (no deadline, no budget)"
+        return f"{goal} that ends by {end} ({limits.deadline_hours:,.1f} h from now){within}"
+    return f"{goal}{within}" if within else f"{goal} (no deadline, no budget)"
 
 
 def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[list[str], bool]:
@@ -110,6 +118,9 @@ def build_plan(
     # The image and the reducers are choices: they join the job's reasons (`landfall plan` prints them).
     chosen = (image_note(ev, c), reducer_note(ev, c, v, s))
     job = job_choices(ev, pick, region, hours, hourly, policy)
+    every = checkpoint_interval(
+        float(ev.step[c, v]), ev.workload.steps, ev.workload.parameters, bool(s), space.catalog.assumptions.checkpoints
+    )
     rs_machine = space.catalog.assumptions.reduction_server.machine_type
     return Plan(
         strategy=STRATEGIES[int(VARIANT_STRATEGY[v])],
@@ -150,6 +161,7 @@ def build_plan(
         timeout_seconds=job.timeout_seconds,
         boot_disk_type=job.boot_disk.type,
         boot_disk_size_gb=job.boot_disk.size_gb,
-        reasons=(*job.reasons, *(reason for reason in chosen if reason)),
+        reasons=(*job.reasons, *(reason for reason in chosen if reason), every.reason),
         reservation=job.reservation,
+        checkpoint_every_steps=every.every_steps,
     )

@@ -1,4 +1,5 @@
-"""plan_request: the cheapest configuration that fits and meets the deadline (or the fastest within a budget), the
+"""plan_request: the configuration that fits, meets the deadline and budget, and is best by the request's objective
+(constraints.prefer: the least cost + a value of time x hours by default, the cheapest or the fastest), the
 next-best ones to fall back on, and every candidate with the reason it lost.
 
 Pure: apart from the cached catalog and quota loads, it reads nothing and writes nothing. `now` is a parameter so
@@ -116,7 +117,7 @@ def _fallbacks(
         cost = hours * float(space.price[bc, j, bs, server])
         if limits.budget_usd > 0 and cost > limits.budget_usd:
             continue
-        options.append((*((hours, cost) if limits.fastest else (cost, hours)), bc, bv, bs, j))
+        options.append((*limits.score(hours, cost), bc, bv, bs, j))
     options.sort(key=lambda o: (o[0], o[1]))
     picked: list[tuple[int, int, int, int]] = []
     per_shape: dict[str, int] = {}

@@ -7,6 +7,7 @@ in the order of REASONS below, a duration, a cost (in the cheapest allowed regio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ class Limits:
     budget_usd: float
     max_hours: float
     fastest: bool
-    """Objective: fastest within budget (True) or cheapest (False)."""
+    """Objective: the shortest run (constraints.prefer fastest); False: value_of_time decides."""
     fp32_only: bool
     memory_margin: float
     """Share of each GPU's memory kept free."""
@@ -75,6 +76,25 @@ class Limits:
     """The reservation the plan may run on (the request's, else the settings' one the request can use)."""
     reservation_required: bool = False
     """The request names the reservation: only candidates on it are plans."""
+    value_of_time: float = 0.0
+    """US dollars an hour sooner is worth: the objective is cost + this x hours (0: the cheapest; prefer cheapest)."""
+    value_is_default: bool = False
+    """value_of_time is assumptions.json's default (constraints.prefer left out)."""
+    value_text: str = ""
+    """value_of_time as the explanations write it: "$50", "$12.50"."""
+
+    def score(self, hours: Any, cost: Any) -> tuple[Any, Any]:
+        """(objective, tiebreak) of candidates with these hours and costs (arrays or numbers): hours then cost when
+        fastest; else cost + value_of_time x hours, then hours (the cheapest when the value is 0)."""
+        if self.fastest:
+            return hours, cost
+        if self.value_of_time > 0:
+            if isinstance(hours, np.ndarray):  # one temporary, not two: this runs on every candidate of a request
+                objective = hours * self.value_of_time
+                objective += cost
+                return objective, hours
+            return cost + self.value_of_time * hours, hours
+        return cost, hours
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,7 +132,8 @@ class Evaluation:
     """[config, variant, spot] runs on limits.reservation (no machine cost)."""
     reason: np.ndarray
     primary: np.ndarray
-    """The objective (cost, or hours when fastest); >= INFEASIBLE where infeasible."""
+    """The objective (Limits.score: cost + value of time x hours, cost, or hours when fastest); >= INFEASIBLE where
+    infeasible."""
     secondary: np.ndarray
     reason_svc: np.ndarray
     objective_svc: np.ndarray
@@ -336,7 +357,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         code = np.minimum(code, failing(hours > limits.max_hours, CODE["timeout"]))
     reason = code * (code != PASS)  # PASS -> 0 (feasible)
 
-    objective, tiebreak = (hours, cost) if limits.fastest else (cost, hours)
+    objective, tiebreak = limits.score(hours, cost)
     penalty = INFEASIBLE * (reason != 0)
     primary, secondary = objective + penalty, tiebreak + penalty
     t = (2, 1, 0)

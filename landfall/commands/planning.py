@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,6 +79,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         metavar="FACTOR",
         help="scheduling.timeout = the estimate x this (default $LANDFALL_TIMEOUT_MARGIN, else 1.5)",
+    )
+    p.add_argument(
+        "--prefer",
+        metavar="OBJECTIVE",
+        help="plan as if the request said constraints.prefer: cheapest, fastest, or a value of time in dollars per "
+        "hour (e.g. 25); the default is the request's (README: how the objective is chosen)",
     )
     p.set_defaults(func=cmd_plan)
 
@@ -213,9 +220,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from functions.settings import SettingsError
     from schemas.errors import SchemaError
     from schemas.trainer_flags import extra_problems
+    from schemas.vocabulary import parse_prefer
 
     try:
         request = read_request(args.request)
+        if args.prefer is not None:  # what-if: the same request under another objective
+            parse_prefer(args.prefer)
+            request = replace(request, constraints=replace(request.constraints, prefer=args.prefer.strip()))
         now = datetime.fromisoformat(args.now).astimezone(UTC) if args.now else None
         settings = dispatcher_settings(args)
         config = planner_config(settings, memory_margin=args.memory_margin, timeout_margin=args.timeout_margin)

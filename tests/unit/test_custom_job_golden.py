@@ -202,6 +202,10 @@ def test_every_form_carries_the_contract_s_plan_variables(case: str) -> None:
         micro, accumulation = int(env["LANDFALL_MICRO_BATCH_SIZE"]), int(env["LANDFALL_GRADIENT_ACCUMULATION_STEPS"])
         assert micro * accumulation * processes == int(env["LANDFALL_GLOBAL_BATCH_SIZE"])
         assert {"LANDFALL_STRATEGY", "LANDFALL_PRECISION"} <= set(env)
+        every = int(env["LANDFALL_CHECKPOINT_EVERY_STEPS"])  # the plan's interval, for every form
+        assert every >= 1
+        if request.trainer.builtin:
+            assert parse_args(pool["containerSpec"]["args"]).checkpoint_every == every
 
 
 def test_a_script_runs_under_the_trainer_image_through_the_launcher_with_its_requirements() -> None:

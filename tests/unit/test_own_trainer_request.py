@@ -137,7 +137,9 @@ def test_each_of_the_four_ways_sizes_the_work(sizing: dict[str, Any]) -> None:
 
 def test_measured_memory_and_step_time_override_the_models() -> None:
     def plan(workload: dict[str, Any]) -> Any:
-        request = parse_training_request(own(SCRIPT, workload=workload, hyperparameters={"batch_size": 32}))
+        request = parse_training_request(
+            own(SCRIPT, workload=workload, hyperparameters={"batch_size": 32}, constraints={"prefer": "cheapest"})
+        )
         outcome = plan_request(plan_input_from_request(request), now=NOW)
         assert outcome.plan is not None
         return outcome.plan

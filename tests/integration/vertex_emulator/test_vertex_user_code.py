@@ -101,6 +101,11 @@ def test_a_torchrun_script_runs_on_two_nodes_of_two_processes(world: dict[str, A
     trainer = {"script": upload(world, EXAMPLES / "ddp_script" / "train.py"), "args": ["--epochs", "3"]}
     job, request = run_job(world, trainer, machine_type="g2-standard-24", accelerator_count=2, replica_count=2)
     assert_trained(world, job, request, world_size=4, form="script")
+    # The plan's checkpoint interval reached the team's code through the contract's environment.
+    env = {e.name: e.value for e in job.job_spec.worker_pool_specs[0].container_spec.env}
+    every = int(env["LANDFALL_CHECKPOINT_EVERY_STEPS"])
+    assert every >= 1
+    assert json.loads(model_folder(world, request)["metrics.json"])["final"]["checkpoint_every_steps"] == every
 
 
 def test_an_installable_package_runs_its_module(world: dict[str, Any], tmp_path: Path) -> None:

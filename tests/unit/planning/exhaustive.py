@@ -31,6 +31,15 @@ def _quote(catalog: Catalog, item: str, region: str, spot: bool) -> float:
     return _QUOTES[key]
 
 
+def objective_key(inp: PlanInput, hours: float, cost: float, default_value: float) -> tuple[float, float]:
+    """(objective, tiebreak) by constraints.prefer, written out: fastest = hours then cost; cheapest = cost then
+    hours; a value of time V (the default when unset) = cost + V x hours, then hours."""
+    if inp.prefer == "fastest":
+        return hours, cost
+    value = 0.0 if inp.prefer == "cheapest" else float(inp.prefer) if inp.prefer else default_value
+    return cost + value * hours, hours
+
+
 def exhaustive_best(
     space: Space, inp: PlanInput, now: datetime, quotas: QuotaTable
 ) -> tuple[float, float, tuple[int, int, bool, str]] | None:
@@ -39,7 +48,6 @@ def exhaustive_best(
     a = catalog.assumptions
     work = build_workload(inp, a)
     p = work.parameters
-    fastest = inp.deadline is None and inp.budget_usd > 0
     deadline_hours = None if inp.deadline is None else (inp.deadline - now).total_seconds() / 3600
     rs = a.reduction_server
     best = None
@@ -148,7 +156,7 @@ def exhaustive_best(
                     cost = hours * hourly
                     if inp.budget_usd and cost > inp.budget_usd:
                         continue
-                    key = (hours, cost) if fastest else (cost, hours)
+                    key = objective_key(inp, hours, cost, a.objective.value_of_time_usd_per_hour)
                     if best is None or key < best[:2]:
                         best = (*key, (ci, vi, spot, region))
     return best

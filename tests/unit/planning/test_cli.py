@@ -71,12 +71,26 @@ def test_catalog_table(capsys):
 def test_plan_table_marks_the_chosen_row(capsys):
     code, out = run(["plan", str(EXAMPLE), "--now", NOW.isoformat()], capsys)
     lines = out.out.splitlines()
-    assert code == 0 and lines[0] == "objective: cheapest plan (no deadline, no budget)"
+    assert (
+        code == 0
+        and lines[0]
+        == "objective: least cost + $50/h x wall hours (the default value of time) (no deadline, no budget)"
+    )
     marked = [line for line in lines if line.startswith("*")]
     assert len(marked) == 1 and "chosen" in marked[0] and "cpu" in marked[0] and "us-central1" in marked[0]
     assert "more candidates (--all lists them)" in out.out
     code, out = run(["plan", str(EXAMPLE), "--all", "--now", NOW.isoformat()], capsys)
     assert "more candidates" not in out.out and out.out.count("\n") > 600
+
+
+def test_plan_prefer_replans_the_request_under_another_objective(capsys):
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "cheapest", "--now", NOW.isoformat()], capsys)
+    first = out.out.splitlines()[0]
+    assert code == 0 and first == "objective: cheapest plan (prefer: cheapest) (no deadline, no budget)"
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "25", "--json", "--now", NOW.isoformat()], capsys)
+    assert code == 0 and json.loads(out.out)["objective"].startswith("least cost + $25/h x wall hours (prefer: 25)")
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "soon", "--now", NOW.isoformat()], capsys)
+    assert code == 2 and "'soon' is not an objective: write cheapest, fastest, or a value of time" in out.err
 
 
 def test_plan_json_prints_the_plan(capsys):
