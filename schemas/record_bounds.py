@@ -16,7 +16,7 @@ most recent ones, and the rest as counts (docs/records.md says what is kept and 
 - A history entry names the round and the count of its refusals, and refers to `submission.attempts` for the
   messages, instead of copying them; a refusal's text is cut at TEXT_KEPT characters.
 - A plan stored on the run keeps its ALTERNATIVES_KEPT best alternatives (`alternatives_considered` still counts
-  all; `landfall plan` lists them all again).
+  all; `landfall plan` lists the planner's full list again).
 """
 
 from __future__ import annotations

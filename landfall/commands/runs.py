@@ -12,7 +12,7 @@ from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from schemas.errors import SchemaError
 from schemas.plan import Plan
-from schemas.record_bounds import HISTORY_HEAD
+from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
 from schemas.run_metrics import run_warnings, task_figures
 from schemas.run_record import RunRecord, RunState, parse_run_record, parse_state
 
@@ -279,8 +279,8 @@ def describe(run: RunRecord) -> str:
     lines.append("history   " + " -> ".join(_states(run)))
     if plan is not None and plan.alternatives:
         listed = (
-            f"; the best {len(plan.alternatives)} kept on the run, `landfall plan` lists them all"
-            if plan.alternatives_considered > len(plan.alternatives) + 1
+            f"; the best {len(plan.alternatives)} kept on the run, `landfall plan` lists the planner's full list"
+            if len(plan.alternatives) >= ALTERNATIVES_KEPT and plan.alternatives_considered > len(plan.alternatives) + 1
             else ""
         )
         lines += [

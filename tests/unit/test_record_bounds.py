@@ -233,4 +233,6 @@ def test_a_plan_stored_on_the_run_keeps_its_best_alternatives() -> None:
     assert run.plan.alternatives_considered == 26
     assert all(len(p.alternatives) == ALTERNATIVES_KEPT for p in run.submission.fallbacks or ())
     assert stored_plan(PLAN) is PLAN
-    assert "26 considered in all; the best 5 kept on the run, `landfall plan` lists them all" in describe(run)
+    assert "26 considered in all; the best 5 kept on the run, `landfall plan` lists the planner's full list" in (
+        describe(run)
+    )
