@@ -18,6 +18,7 @@ from google.api_core import exceptions as gexc
 from deploy.routes import Route
 from deploy.topology import load_topology
 from functions.dispatch.handler import attempt_policy, resubmit
+from functions.reconciler.cancel import cancel_run
 from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps, _reconcile
 from functions.reconciler.orphans import OrphanDeps
 from functions.records.attempts import waited
@@ -148,6 +149,12 @@ def test_200_rounds_of_refusals_keep_every_document_under_its_bound() -> None:
         shown
     )
     assert f"{run.history_omitted} entries left out" in shown and f"... {run.history_omitted} more ..." in shown
+
+    said = cancel_run(run_id, by="ops@example.com", store=w.runs, vertex=w.vertex, now=w.clock.now)  # type: ignore[arg-type]
+    assert said == f"run {run_id} CANCELLED while it waited for capacity (no job was running)"
+    ended = w.run(run_id)
+    assert ended.error is not None and f"({3 * (ROUNDS + 1)} submission(s) refused)" in ended.error.message
+    assert document_size(f"runs/{run_id}", w.runs.docs[run_id]) < DOCUMENT_BOUND_BYTES
 
 
 def test_watch_goes_on_printing_new_entries_once_the_history_is_cut() -> None:
