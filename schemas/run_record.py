@@ -85,7 +85,8 @@ def parse_state(value: object, field_name: str = "state") -> RunState:
 
 
 _TEXT = 1 << 20
-"""Free text (details, error messages, attempt outcomes) is bounded only by Firestore's 1 MiB document."""
+"""The longest free text (details, error messages, attempt outcomes) the parser reads. Landfall writes less: a
+refusal's or job's message is cut at schemas/record_bounds.py TEXT_KEPT; older documents may hold more."""
 
 
 TIME_FIELDS = (
@@ -367,7 +368,8 @@ class CancelRequest:
 
 @dataclass(frozen=True)
 class Submission:
-    """The dispatcher's claim on submitting the run's job, and every attempt. All absent until the run is planned."""
+    """The dispatcher's claim on submitting the run's job, and its attempts: the first and the last ones in full,
+    every refusal counted in `refusals` (schemas/record_bounds.py). All absent until the run is planned."""
 
     owner: str | None = None
     """The delivery holding the submission lease."""
@@ -376,8 +378,9 @@ class Submission:
     fallbacks: tuple[Plan, ...] | None = None
     """The next-best plans, tried in order when a region refuses the plan for capacity."""
     attempts: tuple[SubmissionAttempt, ...] | None = None
+    """The first CreateCustomJob attempt and the last ATTEMPTS_KEPT, oldest first."""
     jobs: tuple[JobAttempt, ...] | None = None
-    """Jobs of earlier attempts that ended for capacity, oldest first."""
+    """The last JOBS_KEPT jobs of earlier attempts that ended for capacity, oldest first."""
     job_ids: tuple[str, ...] | None = None
     """The numeric ids of those jobs (the listener finds a run by an earlier job's id with array-contains)."""
     round: int | None = None
