@@ -368,3 +368,5 @@ def test_capacity_refused_everywhere_waits_then_succeeds_once_the_fault_is_clear
     states = [h["state"] for h in doc["history"]]
     assert states.index("WAITING") < len(states) - 1 - states[::-1].index("SUBMITTED"), states
     assert len(_jobs_of(run_id)) == 1
+    refusals = doc["submission"]["refusals"]  # every round that ended WAITING, counted (docs/records.md)
+    assert refusals["rounds"] >= 1 and sum(refusals["by_reason"].values()) == refusals["refused"] >= 1, refusals
