@@ -54,6 +54,7 @@ OVERRIDABLE_FIELDS = (
     "trainer.args",
     "trainer.env",
     "trainer.launch",
+    "trainer.gpu_capabilities",
     "workload.parameters",
     "workload.layers",
     "workload.hidden_size",

@@ -75,6 +75,10 @@ class Settings:
     """LANDFALL_TRAINER_IMAGE: the container image jobs run (container_spec). Default: the trainer image's URI for
     this project and the default region with the local tag (deploy/images.py), which the Vertex emulator maps to the
     local trainer; a deployment sets the image it built."""
+    trainer_images: tuple[tuple[str, str], ...] = ()
+    """LANDFALL_TRAINER_IMAGES: `build=uri,...`, the image of each trainer build (deploy/topology.toml
+    [[trainer_image.builds]], e.g. `trainer-cu130=...`) where it is not trainer_image renamed to that build (the
+    default: `landfall deploy` pushes every build with the same tag beside trainer_image)."""
     training_service_account: str = ""
     """LANDFALL_TRAINING_SERVICE_ACCOUNT: the email jobs run as ("" = Vertex's default identity)."""
     artifact_buckets: tuple[tuple[str, str], ...] = ()
@@ -88,6 +92,11 @@ class Settings:
     """LANDFALL_MEMORY_MARGIN: share of each GPU's memory plans keep free, in [0, 1); None = the catalog's (10 %)."""
     timeout_margin: float | None = None
     """LANDFALL_TIMEOUT_MARGIN: scheduling.timeout = the plan's estimate x this (>= 1); None = the catalog's."""
+    reservations: str = ""
+    """LANDFALL_RESERVATIONS (a JSON object): Compute Engine reservations jobs may consume, by name, e.g.
+    `{"my-h100s": {"machine_type": "a3-highgpu-8g", "zone": "us-central1-a", "count": 2}}` (optional: project for a
+    shared reservation, accelerator_type and accelerator_count for N1); "" = none. Its shape is checked here, its
+    machines against the catalog by the planner."""
     run_results_topic: str = ""
     code_bucket: str = ""
     """LANDFALL_CODE_BUCKET (default: topology bucket.code_name): the only bucket a request's trainer.script and
@@ -114,12 +123,18 @@ class Settings:
         artifacts bucket (LANDFALL_ARTIFACT_BUCKETS; a deployment lists each --job-region there)."""
         return tuple(dict.fromkeys((self.default_region, *(region for region, _ in self.artifact_buckets))))
 
-    def trainer_image_for(self, region: str) -> str:
-        """The image a job in region runs: Landfall's trainer image from that region's repository when region is a
-        job region (`landfall deploy` pushes it to each, so that no job pulls across regions), else trainer_image."""
+    def trainer_image_for(self, region: str, build: str = "") -> str:
+        """The image a job in region runs: Landfall's trainer image (the named build, else the default one) from
+        that region's repository when region is a job region (`landfall deploy` pushes each to every job region, so
+        that no job pulls across regions), else as configured."""
+        image = self.trainer_image
+        if build:
+            image = dict(self.trainer_images).get(build) or trainer_image().as_build(
+                image, trainer_image().build_named(build)
+            )
         if region in self.job_regions:
-            return trainer_image().in_region(self.trainer_image, region)
-        return self.trainer_image
+            return trainer_image().in_region(image, region)
+        return image
 
     @property
     def run_results_topic_path(self) -> str:
@@ -209,16 +224,32 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),
         trainer_image=image,
+        trainer_images=_trainer_images(env.get("LANDFALL_TRAINER_IMAGES", "")),
         code_bucket=env.get("LANDFALL_CODE_BUCKET") or topology.code_bucket,
         allowed_image_prefixes=prefixes or default_image_prefixes(image),
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
         artifact_buckets=_region_buckets(env.get("LANDFALL_ARTIFACT_BUCKETS", "")),
         quota_overrides=_quota_overrides(env),
+        reservations=_reservations(env.get("LANDFALL_RESERVATIONS", "")),
         memory_margin=_fraction(env, "LANDFALL_MEMORY_MARGIN", low=0.0, high=1.0, high_open=True),
         timeout_margin=_fraction(env, "LANDFALL_TIMEOUT_MARGIN", low=1.0, high=100.0),
         rate_limits_collection=env.get("LANDFALL_RATE_LIMITS_COLLECTION", topology.rate_limits_collection),
         vertex_create_per_minute=_per_minute(env, topology.vertex_create_per_minute),
     )
+
+
+def _reservations(text: str) -> str:
+    """LANDFALL_RESERVATIONS normalised: a JSON object of name -> object; SettingsError naming what was expected."""
+    if not text.strip():
+        return ""
+    example = '{"my-h100s": {"machine_type": "a3-highgpu-8g", "zone": "us-central1-a", "count": 2}}'
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"LANDFALL_RESERVATIONS is not JSON ({exc}); expected e.g. {example}") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise SettingsError(f"LANDFALL_RESERVATIONS must be a JSON object of name -> reservation, e.g. {example}")
+    return json.dumps(data, sort_keys=True)
 
 
 def _quota_overrides(env: Mapping[str, str]) -> str:
@@ -287,6 +318,23 @@ def _region_buckets(raw: str) -> tuple[tuple[str, str], ...]:
         if not region.strip() or not bucket.strip():
             raise SettingsError(f"LANDFALL_ARTIFACT_BUCKETS entries must be REGION=BUCKET, got {entry!r}")
         pairs.append((region.strip(), bucket.strip()))
+    return tuple(pairs)
+
+
+def _trainer_images(raw: str) -> tuple[tuple[str, str], ...]:
+    """`trainer-cu130=URI,...` as ((build, uri), ...); an entry that is not BUILD=URI or names no build fails."""
+    builds = {b.name for b in trainer_image().builds}
+    pairs = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        build, _, uri = entry.partition("=")
+        if build.strip() not in builds or not uri.strip():
+            raise SettingsError(
+                f"LANDFALL_TRAINER_IMAGES entries must be BUILD=IMAGE_URI with BUILD one of {', '.join(sorted(builds))}"
+                f" (deploy/topology.toml [[trainer_image.builds]]), got {entry!r}"
+            )
+        pairs.append((build.strip(), uri.strip()))
     return tuple(pairs)
 
 

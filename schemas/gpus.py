@@ -8,7 +8,8 @@ fails with a SchemaError naming the GPU kind and field.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from functools import cache
@@ -43,6 +44,8 @@ class GpuSpec:
     assumed_mfu: float
     """The model-FLOPs utilisation the planner assumes for this kind, in (0, 1]."""
     end_of_support: date | None
+    compute_capability: str = ""
+    """CUDA compute capability "X.Y" (sm_XY): which trainer image carries kernels for it (runs_on)."""
 
     @property
     def model(self) -> str:
@@ -119,7 +122,40 @@ def _gpu(name: str, r: Reader) -> GpuSpec:
         pcie_gbytes_per_s=_positive(r, "pcie_gbytes_per_s"),
         assumed_mfu=mfu,
         end_of_support=end_of_support,
+        compute_capability=_capability(r),
     )
+
+
+_CAPABILITY = re.compile(r"^[1-9][0-9]?\.[0-9]$")
+
+
+def _capability(r: Reader) -> str:
+    value = r.string("compute_capability")
+    if not _CAPABILITY.match(value):
+        raise SchemaError(
+            f"expected a CUDA compute capability such as '9.0', got {value!r}", field=f"{r.path}.compute_capability"
+        )
+    return value
+
+
+def parse_capability(value: object, field: str) -> tuple[int, int]:
+    """ "X.Y" -> (X, Y); SchemaError naming field otherwise."""
+    if not isinstance(value, str) or not _CAPABILITY.match(value):
+        raise SchemaError(f"expected a CUDA compute capability such as '9.0' (sm_90), got {value!r}", field=field)
+    major, minor = value.split(".")
+    return int(major), int(minor)
+
+
+def runs_on(gpu_capability: str, carried: Iterable[str]) -> bool:
+    """Whether code built with kernels for the `carried` capabilities runs on a GPU of `gpu_capability`: a kernel
+    built for X.Y runs on X.Z for Z >= Y (CUDA binary compatibility within a major version), never across majors."""
+    major, minor = (int(part) for part in gpu_capability.split("."))
+    return any(int(c.split(".")[0]) == major and int(c.split(".")[1]) <= minor for c in carried)
+
+
+def sm_name(capability: str) -> str:
+    """ "10.0" -> "sm_100"."""
+    return "sm_" + capability.replace(".", "")
 
 
 def parse_gpus(raw: object) -> GpuTable:

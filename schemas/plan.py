@@ -10,6 +10,7 @@ and `reduction_server_machine_type: null`. Memory figures are bytes per GPU (per
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from schemas.vertex_jobs import DISK_TYPES
 from schemas.vocabulary import PRECISIONS, STRATEGIES
 
 SCHEMA_VERSION = 1
+_RESERVATION_NAME = re.compile(r"^projects/[^/]+/zones/[a-z0-9-]+/reservations/[^/]+$")
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,12 @@ class Plan:
     boot_disk_size_gb: int = 100
     reasons: tuple[str, ...] = ()
     """Why the plan is shaped as it is: the batch split, activation checkpointing, scheduling, disks."""
+    reservation: str = ""
+    """The Compute Engine reservation the job consumes (projects/P/zones/Z/reservations/NAME), through every training
+    pool's machineSpec.reservationAffinity; "" = none. Written to the dict only when set."""
+    checkpoint_every_steps: int = 0
+    """Optimizer steps between checkpoints, from the planned step time and the Spot risk (the trainer's
+    --checkpoint-every, a team's LANDFALL_CHECKPOINT_EVERY_STEPS); 0 = not planned (the trainer's default)."""
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -128,7 +136,8 @@ class Plan:
         return "FLEX_START" if self.flex_start else "SPOT" if self.spot else "STANDARD"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON- and Firestore-safe: dicts, lists, str, int, float, bool and None only."""
+        """JSON- and Firestore-safe: dicts, lists, str, int, float, bool and None only; checkpoint_every_steps only
+        when planned (a record written before it existed reads back the same)."""
         return {
             "schema_version": self.schema_version,
             "strategy": self.strategy,
@@ -163,7 +172,10 @@ class Plan:
             "boot_disk_type": self.boot_disk_type,
             "boot_disk_size_gb": self.boot_disk_size_gb,
             "reasons": list(self.reasons),
-        }
+        } | (
+            ({"reservation": self.reservation} if self.reservation else {})
+            | ({"checkpoint_every_steps": self.checkpoint_every_steps} if self.checkpoint_every_steps else {})
+        )
 
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
@@ -278,9 +290,18 @@ def parse_plan(data: object) -> Plan:
         boot_disk_type=r.string("boot_disk_type", "pd-ssd", choices=DISK_TYPES),
         boot_disk_size_gb=r.integer("boot_disk_size_gb", 100, minimum=10),
         reasons=r.strings("reasons", ()),
+        reservation=r.string("reservation", "", max_len=512),
+        checkpoint_every_steps=r.integer("checkpoint_every_steps", 0, minimum=0),
     )
     if plan.flex_start and plan.spot:
         raise SchemaError("a plan is FLEX_START or Spot, not both", field="plan.flex_start")
+    if plan.reservation and (plan.spot or plan.flex_start):
+        raise SchemaError("a plan on a reservation is neither Spot nor FLEX_START", field="plan.reservation")
+    if plan.reservation and not _RESERVATION_NAME.match(plan.reservation):
+        raise SchemaError(
+            f"expected projects/PROJECT/zones/ZONE/reservations/NAME, got {plan.reservation!r}",
+            field="plan.reservation",
+        )
     if plan.micro_batch_size * plan.processes * plan.gradient_accumulation_steps != plan.global_batch_size:
         raise SchemaError(
             f"micro_batch_size {plan.micro_batch_size} x {plan.processes} processes x "

@@ -86,7 +86,8 @@ def parse_state(value: object, field_name: str = "state") -> RunState:
 
 
 _TEXT = 1 << 20
-"""Free text (details, error messages, attempt outcomes) is bounded only by Firestore's 1 MiB document."""
+"""The longest free text (details, error messages, attempt outcomes) the parser reads. Landfall writes less: a
+refusal's or job's message is cut at schemas/record_bounds.py TEXT_KEPT; older documents may hold more."""
 
 
 TIME_FIELDS = (
@@ -230,6 +231,8 @@ class SubmissionAttempt:
     outcome: str
     """pending (not known: the call may have created a job), created, "capacity: ..." or "refused: ..."."""
     plan: Plan
+    round: int | None = None
+    """The round of plans it belonged to (absent from attempts recorded before rounds were noted on them)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -238,6 +241,7 @@ class SubmissionAttempt:
             "at": self.at,
             "outcome": self.outcome,
             "plan": self.plan.to_dict(),
+            **_present({"round": self.round}),
         }
 
 
@@ -304,6 +308,49 @@ class Queued:
 
 
 @dataclass(frozen=True)
+class Refusals:
+    """What every round of a long wait for capacity was refused, counted: kept for the whole run, while only the
+    last attempts and jobs are kept in full (schemas/record_bounds.py). Absent until a round ends in WAITING."""
+
+    rounds: int
+    """Rounds of plans that ended with every plan refused (the run then waited)."""
+    refused: int
+    """Refusals in all: CreateCustomJob attempts refused for capacity, and jobs that ended for capacity."""
+    first_at: str
+    """RFC 3339 text, also in the stored document (a summary for people: no query compares it)."""
+    first: str
+    """The first refusal, as its attempt or job recorded it."""
+    last_at: str
+    last: str
+    by_reason: dict[str, int] = field(default_factory=dict)
+    """Refusals counted by reason (e.g. "capacity: quota exhausted", "job: stockout")."""
+    attempts_omitted: int = 0
+    """Attempts left out of `submission.attempts` (the first and the last ones are kept)."""
+    jobs_omitted: int = 0
+    """Jobs left out of `submission.jobs` (the last ones are kept)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "by_reason": dict(self.by_reason)}
+
+
+def _refusals(r: Reader | None) -> Refusals | None:
+    if r is None:
+        return None
+    counts = r.obj("by_reason")
+    return Refusals(
+        rounds=r.integer("rounds", minimum=0),
+        refused=r.integer("refused", minimum=0),
+        first_at=r.string("first_at", max_len=64),
+        first=r.string("first", max_len=_TEXT),
+        last_at=r.string("last_at", max_len=64),
+        last=r.string("last", max_len=_TEXT),
+        by_reason={str(k): counts.integer(str(k), minimum=0) for k in counts.data},
+        attempts_omitted=r.integer("attempts_omitted", 0, minimum=0),
+        jobs_omitted=r.integer("jobs_omitted", 0, minimum=0),
+    )
+
+
+@dataclass(frozen=True)
 class LongWait:
     """Why the run's job has not started: noted by the reconciler once the job has been QUEUED or PENDING longer
     than LANDFALL_LONG_WAIT_SECONDS, rewritten only when what it says changes, and closed (`over_at`) when the job
@@ -350,7 +397,8 @@ class CancelRequest:
 
 @dataclass(frozen=True)
 class Submission:
-    """The dispatcher's claim on submitting the run's job, and every attempt. All absent until the run is planned."""
+    """The dispatcher's claim on submitting the run's job, and its attempts: the first and the last ones in full,
+    every refusal counted in `refusals` (schemas/record_bounds.py). All absent until the run is planned."""
 
     owner: str | None = None
     """The delivery holding the submission lease."""
@@ -359,13 +407,16 @@ class Submission:
     fallbacks: tuple[Plan, ...] | None = None
     """The next-best plans, tried in order when a region refuses the plan for capacity."""
     attempts: tuple[SubmissionAttempt, ...] | None = None
+    """The first CreateCustomJob attempt and the last ATTEMPTS_KEPT, oldest first."""
     jobs: tuple[JobAttempt, ...] | None = None
-    """Jobs of earlier attempts that ended for capacity, oldest first."""
+    """The last JOBS_KEPT jobs of earlier attempts that ended for capacity, oldest first."""
     job_ids: tuple[str, ...] | None = None
     """The numeric ids of those jobs (the listener finds a run by an earlier job's id with array-contains)."""
     round: int | None = None
     """The current round of plans (None = 0)."""
     waiting: Waiting | None = None
+    refusals: Refusals | None = None
+    """Every refusal of the run's rounds, counted (absent until a round ends in WAITING)."""
     cancel: CancelRequest | None = None
     """Who asked to cancel the run, and when."""
     results_published: bool | None = None
@@ -387,6 +438,7 @@ class Submission:
                 "job_ids": None if self.job_ids is None else list(self.job_ids),
                 "round": self.round,
                 "waiting": None if self.waiting is None else self.waiting.to_dict(),
+                "refusals": None if self.refusals is None else self.refusals.to_dict(),
                 "cancel": None if self.cancel is None else self.cancel.to_dict(),
                 "results_published": self.results_published,
                 "results_lease_until": self.results_lease_until,
@@ -404,6 +456,9 @@ class RunRecord:
     created_at: str
     updated_at: str
     history: tuple[StateChange, ...] = ()
+    history_omitted: int | None = None
+    """History entries left out between the first and the last ones kept (schemas/record_bounds.py); absent when
+    none was."""
     plan: Plan | None = None
     vertex: VertexJobRef | None = None
     long_wait: LongWait | None = None
@@ -443,6 +498,7 @@ class RunRecord:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "history": [h.to_dict() for h in self.history],
+            **_present({"history_omitted": self.history_omitted}),
             "plan": None if self.plan is None else self.plan.to_dict(),
             "vertex": None if self.vertex is None else asdict(self.vertex),
             **({} if self.long_wait is None else {"long_wait": self.long_wait.to_dict()}),
@@ -521,6 +577,7 @@ def _attempt(a: Reader) -> SubmissionAttempt:
         at=a.string("at", max_len=64),
         outcome=a.string("outcome", max_len=_TEXT),
         plan=parse_plan(a.data.get("plan")),
+        round=None if a.data.get("round") is None else a.integer("round"),
     )
 
 
@@ -552,6 +609,7 @@ def _submission(r: Reader | None) -> Submission:
             tries=waiting.integer("tries", 1),
             note=None if waiting.data.get("note") is None else waiting.string("note", max_len=_TEXT),
         ),
+        refusals=_refusals(r.optional_obj("refusals")),
         cancel=None
         if cancel is None
         else CancelRequest(by=cancel.string("by", max_len=200), at=cancel.string("at", max_len=64)),
@@ -605,6 +663,7 @@ def parse_run_record(data: object) -> RunRecord:
         created_at=r.string("created_at", max_len=64),
         updated_at=r.string("updated_at", max_len=64),
         history=_history(r),
+        history_omitted=None if r.data.get("history_omitted") is None else r.integer("history_omitted", minimum=0),
         plan=None if plan is None else parse_plan(plan),
         vertex=None
         if vertex is None
@@ -667,6 +726,7 @@ __all__ = [
     "Cost",
     "JobAttempt",
     "LongWait",
+    "Refusals",
     "RunError",
     "RunRecord",
     "RunState",

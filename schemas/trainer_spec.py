@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.gpus import parse_capability
 from schemas.vocabulary import LAUNCH_MODES
 
 CONTRACT_ENV_PREFIXES = ("LANDFALL_", "AIP_", "CLOUD_ML_")
@@ -66,6 +67,10 @@ class TrainerSpec:
     """Extra environment variables for every process (not the contract's own names)."""
     launch: str = ""
     """per-gpu (default for an own trainer) or per-node (vocabulary.LAUNCH_MODES); "" for the built-in trainer."""
+    gpu_capabilities: tuple[str, ...] = ()
+    """Image form: the CUDA compute capabilities ("X.Y", e.g. "9.0" for sm_90) the image carries kernels for; the
+    planner plans only GPUs it runs on. Empty = assumed from the CUDA version its reference names (else CUDA 12's),
+    stated in the plan. A script or package runs on Landfall's images, which declare their own."""
 
     @property
     def form(self) -> str:
@@ -129,6 +134,7 @@ def parse_trainer(r: Reader | None) -> TrainerSpec:
         args=r.strings("args", ()),
         env=r.string_map("env", {}),
         launch=r.string("launch", "", choices=("", *LAUNCH_MODES)),
+        gpu_capabilities=r.strings("gpu_capabilities", ()),
     )
     if spec == TrainerSpec():  # the canonical form of a built-in request: every field empty
         return spec
@@ -176,6 +182,14 @@ def parse_trainer(r: Reader | None) -> TrainerSpec:
         raise SchemaError(
             "applies to a script or package; a container image holds its own dependencies", field="trainer.requirements"
         )
+    if spec.gpu_capabilities and not spec.image_uri:
+        raise SchemaError(
+            "applies to trainer.image_uri only; a script or package runs on Landfall's trainer images, which declare "
+            "their own (deploy/topology.toml)",
+            field="trainer.gpu_capabilities",
+        )
+    for value in spec.gpu_capabilities:
+        parse_capability(value, "trainer.gpu_capabilities")
     if spec.command and not spec.image_uri:
         raise SchemaError(
             "applies to trainer.image_uri only; a script or module runs with trainer.args", field="trainer.command"

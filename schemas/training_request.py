@@ -19,7 +19,7 @@ from schemas.data_objects import DataObject, objects_digest, parse_data_objects,
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.trainer_spec import TrainerSpec, WorkloadSpec, parse_trainer, parse_workload
-from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS
+from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
 
 SCHEMA_VERSION = 1
 SOURCE_KINDS = ("gcs-marker", "gcs-manifest", "quiet-period", "retrain", "retry", "direct")
@@ -104,6 +104,14 @@ class Constraints:
     """Pin the GPUs per machine; 0 = the planner chooses (fixed by the machine type except on N1)."""
     replica_count: int = 0
     """Pin the number of machines (nodes); 0 = the planner chooses."""
+    reservation: str = ""
+    """Run on this Compute Engine reservation (a name the deployment declares in LANDFALL_RESERVATIONS): its machines
+    count as already paid for and the job consumes it through reservationAffinity; "" = none named (a declared
+    reservation the request can use is still preferred)."""
+    prefer: str = ""
+    """The objective among plans that meet every limit above: "cheapest", "fastest", or a value of time in US
+    dollars per hour as a string ("25": least cost + $25 x wall hours, start-up included); "" = the default value
+    of time (functions/planning/data/assumptions.json, README "How the objective is chosen")."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +164,8 @@ class TrainingRequest:
         for name, empty in (("trainer", TrainerSpec()), ("workload", WorkloadSpec())):
             if getattr(self, name) == empty:
                 del data[name]
+        if not self.constraints.prefer:  # the default objective: absent, as before the field existed
+            del data["constraints"]["prefer"]
         return data
 
     def to_json(self) -> bytes:
@@ -275,6 +285,8 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         machine_type=c.string("machine_type", "", max_len=64),
         accelerator_count=c.integer("accelerator_count", 0, minimum=0),
         replica_count=c.integer("replica_count", 0, minimum=0),
+        reservation=c.string("reservation", "", max_len=64),
+        prefer=_prefer(c),
     )
     s = r.obj("source", {})
     source = RequestSource(
@@ -300,6 +312,22 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
     return request if key else replace(request, idempotency_key=content_key(request))
 
 
+def _prefer(c: Reader) -> str:
+    raw = c.data.get("prefer", "")
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        raise SchemaError(
+            f'write a value of time as a string, e.g. "{raw:g}" (dollars per hour): the topic\'s schema types '
+            "constraints.prefer as a string, so it also holds cheapest or fastest",
+            field="constraints.prefer",
+        )
+    text = c.string("prefer", "", max_len=32).strip()
+    try:
+        parse_prefer(text)
+    except ValueError as exc:
+        raise SchemaError(str(exc), field="constraints.prefer") from exc
+    return text
+
+
 def content_key(request: TrainingRequest) -> str:
     """The idempotency key of a request published without one: a hash of its content with defaults applied."""
     data = replace(request, idempotency_key="").to_dict()
@@ -308,4 +336,6 @@ def content_key(request: TrainingRequest) -> str:
     for later in ("objects", "objects_digest"):
         if not data["dataset"][later]:
             del data["dataset"][later]
+    if not data["constraints"]["reservation"]:
+        del data["constraints"]["reservation"]
     return "content:" + hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]

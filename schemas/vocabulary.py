@@ -8,8 +8,10 @@ PRECISIONS by position.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
 
 
@@ -104,6 +106,12 @@ SPOT_TERMS: tuple[Term, ...] = (
     Term("allowed", "Spot when cheaper, counting the expected preemption overhead."),
     Term("required", "Spot machines only (the trainer must checkpoint)."),
 )
+
+PREFER_TERMS: tuple[Term, ...] = (
+    Term("cheapest", "The least cost, whatever the wait (ties: the shorter run)."),
+    Term("fastest", "The shortest run, whatever it costs within the budget (ties: the cheaper)."),
+)
+"""constraints.prefer's named objectives; any other value is a value of time in US dollars per hour ("25")."""
 
 
 FLEX_START_TERMS: tuple[Term, ...] = (
@@ -225,6 +233,27 @@ PRECISION_POLICIES = (AUTO_PRECISION.name, FP32)
 
 SPOT_POLICIES = names(SPOT_TERMS)
 FLEX_START_POLICIES = names(FLEX_START_TERMS)
+PREFER_OBJECTIVES = names(PREFER_TERMS)
+
+
+@lru_cache(maxsize=256)
+def parse_prefer(text: str) -> str | float:
+    """constraints.prefer: "" (the default value of time), "cheapest", "fastest", or a value of time in US dollars
+    per hour as a decimal string ("25", "12.5"). Raises ValueError saying what was expected."""
+    value = text.strip().lower().removeprefix("$").removesuffix("/h")
+    if value in ("", *PREFER_OBJECTIVES):
+        return value
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(
+            f"{text!r} is not an objective: write cheapest, fastest, or a value of time in US dollars per hour as "
+            'a string (e.g. "25": an hour sooner is worth $25), or leave it out for the default'
+        )
+    return number
+
 
 LAUNCH_MODES = names(LAUNCH_TERMS)
 TRAINER_FORMS = names(TRAINER_FORM_TERMS)

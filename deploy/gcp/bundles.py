@@ -156,24 +156,42 @@ BUILD_CONFIG = "trainer.cloudbuild.json"
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 
 
-def build_config(image_uris: tuple[str, ...]) -> dict[str, object]:
-    """One docker build tagged with every URI, and `images` listing them all: Cloud Build pushes each when the
-    build succeeds. Build logs go to Cloud Logging only, as a build run by a user-specified service account needs
+def build_config(build_uris: Mapping[str, tuple[str, ...]]) -> dict[str, object]:
+    """One docker build per image build (deploy/topology.toml [[trainer_image.builds]]: its base image and the
+    compute capabilities its torch must carry, as build arguments), each tagged with its URI in every job region, and
+    `images` listing them all: Cloud Build pushes each when every build succeeds. Build logs go to Cloud Logging
+    only, as a build run by a user-specified service account needs
     (cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts)."""
-    tags = [word for uri in image_uris for word in ("--tag", uri)]
+    steps: list[dict[str, object]] = []
+    for build in trainer_image().builds:
+        uris = build_uris.get(build.name, ())
+        if not uris:
+            continue
+        tags = [word for uri in uris for word in ("--tag", uri)]
+        arguments = [
+            "--build-arg",
+            f"BASE_IMAGE={build.base_image}",
+            "--build-arg",
+            f"COMPUTE_CAPABILITIES={' '.join(build.compute_capabilities)}",
+            "--build-arg",
+            f"REDUCTION_SERVER={'1' if build.reduction_server else '0'}",
+        ]
+        steps.append({"id": build.name, "name": DOCKER_BUILDER, "args": ["build", *arguments, *tags, "."]})
     return {
-        "steps": [{"name": DOCKER_BUILDER, "args": ["build", *tags, "."]}],
-        "images": list(image_uris),
+        "steps": steps,
+        "images": [uri for uris in build_uris.values() for uri in uris],
         "options": {"logging": "CLOUD_LOGGING_ONLY"},
     }
 
 
-def stage_build_config(image_uris: tuple[str, ...], root: Path = REPO_ROOT, out: Path | None = None) -> Path:
+def stage_build_config(
+    build_uris: Mapping[str, tuple[str, ...]], root: Path = REPO_ROOT, out: Path | None = None
+) -> Path:
     """Write the trainer's Cloud Build config; returns its path relative to root."""
     base = out or root / STAGE_DIR
     base.mkdir(parents=True, exist_ok=True)
     path = base / BUILD_CONFIG
-    path.write_text(json.dumps(build_config(image_uris), indent=2) + "\n")
+    path.write_text(json.dumps(build_config(build_uris), indent=2) + "\n")
     return _relative(path, root)
 
 

@@ -30,6 +30,7 @@ from deploy.gcp.iam import DATABASE, Names, Resource
 from deploy.gcp.steps import Arg, Argv, Fact, Later, Plan, Step
 from deploy.images import trainer_image
 from deploy.topology import Topology, load_topology
+from schemas.gpus import sm_name
 
 BEFORE_FUNCTIONS = frozenset({"project", "bucket", "topic", "service_account"})
 
@@ -63,7 +64,9 @@ class Prepared:
     """Job region -> the trainer image in that region's repository (the build pushes every one: a job pulls from
     its own region)."""
     build_config: Path = Path()
-    """The staged Cloud Build config that builds the image once and pushes it to every job region."""
+    """The staged Cloud Build config that builds each image build once and pushes it to every job region."""
+    build_uris: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Image build (deploy/topology.toml [[trainer_image.builds]]) -> its URI in every job region."""
 
 
 def names(target: Target, topology: Topology | None = None, config: DeployConfig | None = None) -> Names:
@@ -71,9 +74,11 @@ def names(target: Target, topology: Topology | None = None, config: DeployConfig
     return iam.names_for(topology or load_topology(), config, target.project, target.region, target.regions(config))
 
 
-def function_env(n: Names, image_uri: str) -> dict[str, str]:
-    """Every function's environment: the settings record's variables (functions/settings.py) for this project."""
+def function_env(n: Names, image_uri: str, build_uris: dict[str, str] | None = None) -> dict[str, str]:
+    """Every function's environment: the settings record's variables (functions/settings.py) for this project;
+    build_uris: the other image builds' URIs in the default region (LANDFALL_TRAINER_IMAGES)."""
     artifacts = dict(zip(n.job_regions, n.artifact_buckets, strict=True))
+    others = ",".join(f"{build}={uri}" for build, uri in (build_uris or {}).items() if uri != image_uri)
     return {
         "GOOGLE_CLOUD_PROJECT": n.project,
         "LANDFALL_LANDING_BUCKET": n.landing_bucket,
@@ -82,6 +87,7 @@ def function_env(n: Names, image_uri: str) -> dict[str, str]:
         "LANDFALL_OUTPUT_BUCKET": artifacts[n.region],
         "LANDFALL_ARTIFACT_BUCKETS": ",".join(f"{r}={b}" for r, b in artifacts.items()),
         "LANDFALL_TRAINER_IMAGE": image_uri,
+        **({"LANDFALL_TRAINER_IMAGES": others} if others else {}),
         "LANDFALL_TRAINING_SERVICE_ACCOUNT": n.accounts["trainer"],
         "LANDFALL_CODE_BUCKET": n.code_bucket,
     }
@@ -93,13 +99,16 @@ def prepare(target: Target, root: Path = REPO_ROOT) -> Prepared:
     context, digest = stage_trainer(root)
     config = load_deploy_config()
     n = names(target, config=config)
-    image_uris = {r: trainer_image().uri(target.project, r, target.image_tag or digest) for r in n.job_regions}
+    image = trainer_image()
+    tag = target.image_tag or digest
+    image_uris = {r: image.uri(target.project, r, tag) for r in n.job_regions}
+    build_uris = {b.name: tuple(image.as_build(uri, b) for uri in image_uris.values()) for b in image.builds}
     image_uri = image_uris[target.region]
-    env = function_env(n, image_uri)
+    env = function_env(n, image_uri, {b.name: image.as_build(image_uri, b) for b in image.builds})
     bundles = {route.name: stage_function(route.name, env, root) for route in load_topology().functions}
-    build_config = stage_build_config(tuple(image_uris.values()), root)
+    build_config = stage_build_config(build_uris, root)
     record_settings(target.project, env, root)
-    return Prepared(bundles, context, image_uri, env, image_uris, build_config)
+    return Prepared(bundles, context, image_uri, env, image_uris, build_config, build_uris)
 
 
 def facts(target: Target, n: Names, config: DeployConfig) -> tuple[Fact, ...]:
@@ -357,7 +366,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
         "Grants on the project, buckets, topics and accounts (the sink's writer comes later)",
     )
 
-    section = "The trainer image: built once by Cloud Build, pushed to a repository in every job region"
+    section = "The trainer images: one per CUDA line, built by Cloud Build, pushed to a repository in every job region"
     image = trainer_image()
     builder = n.accounts[config.build_account]
     build_identity = f"projects/{p}/serviceAccounts/{builder}"
@@ -388,14 +397,17 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                 ),
             )
         )
-    pushed = ", ".join(prepared.image_uris.values())
-    image_probes = tuple(
-        ("gcloud", "artifacts", "docker", "images", "describe", uri, proj) for uri in prepared.image_uris.values()
+    every = [
+        uri for uris in (prepared.build_uris or {"": tuple(prepared.image_uris.values())}).values() for uri in uris
+    ]
+    builds = ", ".join(
+        f"{b.describe()} for {', '.join(sm_name(c) for c in b.compute_capabilities)}" for b in image.builds
     )
+    image_probes = tuple(("gcloud", "artifacts", "docker", "images", "describe", uri, proj) for uri in every)
     steps.append(
         Step(
-            f"build the trainer image and push {pushed} (the tag is the hash of the staged context: unchanged "
-            "code is not rebuilt)",
+            f"build the trainer images ({builds}; Google's Reduction Server plugin in each) and push "
+            f"{', '.join(every)} (the tag is the hash of the staged context: unchanged code is not rebuilt)",
             (
                 "gcloud",
                 "builds",

@@ -4,7 +4,8 @@ Run it with torchrun on your laptop (`torchrun --nproc-per-node=2 train.py --epo
 LANDFALL_MODEL_DIR and LANDFALL_METRICS_FILE pointing at local paths), or hand it to Landfall
 (`landfall submit --script train.py --data gs://BUCKET/PREFIX/`): it reads only the trainer contract's variables
 (docs/trainer-contract.md): torch.distributed's (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), the data
-folder (CSV files with a header; the last column is the target), the model folder and the metrics file.
+folder (CSV files with a header; the last column is the target), the model folder, the metrics file and the
+plan's checkpoint interval.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def main() -> None:
         model = DistributedDataParallel(torch.nn.Linear(x.shape[1], 1))
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
         metrics = Path(os.environ["LANDFALL_METRICS_FILE"])
+        # The plan's checkpoint interval (docs/trainer-contract.md): a script whose runs last hours saves its state
+        # every that many steps; this one trains for seconds and only reports it.
+        checkpoint_every = int(os.environ.get("LANDFALL_CHECKPOINT_EVERY_STEPS", "0"))
         for epoch in range(1, args.epochs + 1):
             optimizer.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -58,7 +62,8 @@ def main() -> None:
             dist.all_reduce(mean)
             if rank == 0:
                 with metrics.open("a") as fh:
-                    fh.write(json.dumps({"step": epoch, "loss": mean.item() / world, "world_size": world}) + "\n")
+                    line = {"step": epoch, "loss": mean.item() / world, "world_size": world}
+                    fh.write(json.dumps(line | {"checkpoint_every_steps": checkpoint_every}) + "\n")
         if rank == 0:
             model_dir = Path(os.environ["LANDFALL_MODEL_DIR"])
             model_dir.mkdir(parents=True, exist_ok=True)

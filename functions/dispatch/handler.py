@@ -35,6 +35,7 @@ from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, RateLimitedError, VertexJobs
 from functions.records import attempts as attempt_rules
 from functions.records import run_rules
+from functions.records.bounds import stored_plan
 from functions.records.leases import ClaimOutcome
 from functions.records.run_rules import submission_lease, transitioned
 from functions.settings import Settings
@@ -42,6 +43,7 @@ from schemas import json_text
 from schemas.errors import SchemaError
 from schemas.fields import INT64_MAX, INT64_MIN
 from schemas.plan import Plan
+from schemas.record_bounds import cut
 from schemas.run_record import (
     TERMINAL_STATES,
     Artifacts,
@@ -161,7 +163,8 @@ def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) 
     outcome = deps.plan(request)
     if outcome.plan is None:
         return _reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
-    plan, fallbacks = outcome.plan, tuple(outcome.fallbacks[:FALLBACKS_KEPT])
+    # The run keeps each plan with its best few alternatives (schemas/record_bounds.py); `landfall plan` lists all.
+    plan, fallbacks = stored_plan(outcome.plan), tuple(stored_plan(p) for p in outcome.fallbacks[:FALLBACKS_KEPT])
     fault_point("dispatch.after_plan")
     # Recorded with the claim, in its transaction (one write instead of two on the way to CreateCustomJob).
     planned = run_rules.transition(
@@ -178,14 +181,21 @@ def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) 
     return _submit(run_id, request, deps, planned=planned)
 
 
-def _pending_attempt(plan: Plan, at: str) -> SubmissionAttempt:
-    return SubmissionAttempt(region=plan.region, machine_type=plan.machine_type, at=at, outcome="pending", plan=plan)
+def _pending_attempt(plan: Plan, at: str, round_number: int | None) -> SubmissionAttempt:
+    return SubmissionAttempt(
+        region=plan.region,
+        machine_type=plan.machine_type,
+        at=at,
+        outcome="pending",
+        plan=plan,
+        round=round_number or 0,
+    )
 
 
 def _first_attempt(at: str) -> run_rules.FirstAttempt:
     def first(run: RunRecord) -> SubmissionAttempt | None:
         plans = attempt_rules.candidates(run)
-        return _pending_attempt(plans[0], at) if plans else None
+        return _pending_attempt(plans[0], at, run.submission.round) if plans else None
 
     return first
 
@@ -277,11 +287,10 @@ def _submit_claimed(
         )
     attempts = list(run.submission.attempts or ())
     if outcome == ClaimOutcome.RECOVER:
-        earlier = attempt_rules.known_jobs(run)
         # Only an attempt still pending may have made a job: one refused for capacity or a rate limit created none.
         for region in sorted({a.region for a in attempts if not a.outcome.startswith(_REFUSED_OUTCOMES)}):
             found = deps.vertex.find_by_run(region, run_id)
-            if found is not None and found.name not in earlier:
+            if found is not None and not attempt_rules.is_earlier_job(run, found.name):
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
                 plan = next((a.plan for a in attempts if a.region == region), run.plan)
                 said = _record_submitted(run_id, found, plan, attempts, owner, deps)
@@ -312,7 +321,7 @@ def _submit_claimed(
         # takeover meanwhile would otherwise make a second job: found by the e2e test killing the dispatcher).
         renew = not recorded or _lease_used(run.submission.lease_until, deps)
         if not recorded:
-            attempts.append(_pending_attempt(plan, format_timestamp(deps.now())))
+            attempts.append(_pending_attempt(plan, format_timestamp(deps.now()), run.submission.round))
         recorded = False
         if renew:
             renewed = format_timestamp(deps.now() + timedelta(seconds=deps.settings.submission_lease_seconds))
@@ -326,11 +335,11 @@ def _submit_claimed(
         try:
             job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id))
         except CapacityError as exc:
-            attempts[-1] = replace(attempts[-1], outcome=f"capacity: {exc}")
+            attempts[-1] = replace(attempts[-1], outcome=f"capacity: {cut(str(exc))}")
             log.warning("run %s: %s; trying the next plan", run_id, exc)
             continue
         except RateLimitedError as exc:  # before TransientError, which it is: queued on this same plan
-            attempts[-1] = replace(attempts[-1], outcome=f"rate-limited: {exc}")
+            attempts[-1] = replace(attempts[-1], outcome=f"rate-limited: {cut(str(exc))}")
             # one rate-limited attempt per plan is kept (the latest): `queued.tries` counts them, and the record stays
             # bounded however long Vertex keeps refusing
             same = (plan.region, plan.machine_type)
@@ -339,13 +348,13 @@ def _submit_claimed(
             tries = _queued_tries(run.submission.queued)
             delay = RATE_LIMIT_BACKOFF_SECONDS[min(tries, len(RATE_LIMIT_BACKOFF_SECONDS) - 1)]
             retry_at = deps.now() + timedelta(seconds=delay * (1 + random.uniform(0, 0.2)))
-            return _queue(run_id, owner, attempts, plan.region, VERTEX_RATE_LIMIT, str(exc), retry_at, deps)
+            return _queue(run_id, owner, attempts, plan.region, VERTEX_RATE_LIMIT, cut(str(exc)), retry_at, deps)
         except TransientError:
             released = format_timestamp(deps.now())
             _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=released), deps)
             raise
         except PermanentError as exc:
-            attempts[-1] = replace(attempts[-1], outcome=f"refused: {exc}")
+            attempts[-1] = replace(attempts[-1], outcome=f"refused: {cut(str(exc))}")
             deps.store.transition(
                 run_id,
                 RunState.FAILED,
@@ -361,8 +370,12 @@ def _submit_claimed(
         return said
     if not _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), deps):
         return _lost_claim(run_id, "after every plan was refused for capacity")
-    reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity"))
-    why = f"every planned shape was refused for capacity: {reasons}. Allow more regions or GPU kinds, or raise quota."
+    this_round = run.submission.round or 0
+    reasons = "; ".join(a.outcome for a in attempts if a.outcome.startswith("capacity") and a.round == this_round)
+    why = (
+        f"every planned shape was refused for capacity in round {this_round}: {reasons}. Allow more regions or GPU "
+        "kinds, or raise quota."
+    )
     state = deps.store.apply(run_id, _wait_step(why, deps.now(), attempt_policy(deps.settings)))
     return f"{'failed:no-capacity' if state == RunState.FAILED else 'waiting:no-capacity'}"
 
@@ -640,13 +653,13 @@ def _submitted_step(
         if cur is None:
             return None, "gone"
         if cur.submission.owner == owner:
-            if job.name in attempt_rules.known_jobs(cur):
+            if attempt_rules.is_earlier_job(cur, job.name):
                 return None, KNOWN
             new = transitioned(cur, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}", change=change)
             if new is None:
                 return None, f"unchanged:{cur.state}"
             return new, "submitted" if cur.submission.cancel is None else CANCEL_AT_ONCE
-        if (cur.vertex is not None and cur.vertex.job_name == job.name) or job.name in attempt_rules.known_jobs(cur):
+        if (cur.vertex is not None and cur.vertex.job_name == job.name) or attempt_rules.is_earlier_job(cur, job.name):
             return None, "adopted"
         stamp = format_timestamp(now)
         superseded = JobAttempt(

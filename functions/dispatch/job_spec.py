@@ -4,9 +4,10 @@ Every replica runs through container_spec (Vertex's containerSpec: image_uri, co
 https://cloud.google.com/vertex-ai/docs/training/configure-container-settings), with the contract's environment
 (docs/trainer-contract.md: the run id, the data, the batch split, strategy and precision):
 
-- the built-in trainer and a team's script or package: the trainer image (settings.trainer_image, built from
-  trainer/Dockerfile), whose ENTRYPOINT `python -m trainer.launcher` fetches and installs the team's code
-  (LANDFALL_TRAINER_* variables) or runs `python -m trainer.task` with the trainer's arguments. One path for both.
+- the built-in trainer and a team's script or package: the trainer image built for the plan's GPU (one build per
+  CUDA line, deploy/topology.toml [[trainer_image.builds]]: `trainer` for CUDA 12, `trainer-cu130` for B200),
+  whose ENTRYPOINT `python -m trainer.launcher` fetches and installs the team's code (LANDFALL_TRAINER_* variables)
+  or runs `python -m trainer.task` with the trainer's arguments. One path for both.
   Not python_package_spec: its executor must be one of Vertex's prebuilt images, which stop at Python 3.10 and
   torch 2.4, and the launcher (torchrun-style processes, failure classification, metrics) would not run there;
 - a team's container image: that image with its own command and args, the contract's variables in env, and the
@@ -14,7 +15,8 @@ https://cloud.google.com/vertex-ai/docs/training/configure-container-settings), 
 
 The job is a translation of the Plan, nothing decided here: the batch split (--batch-size is the global batch,
 --micro-batch-size and --gradient-accumulation-steps what each process does), activation checkpointing, the
-scheduling strategy, timeout and wait, restarts for multi-node jobs, the boot disk. Only the Reduction Server image
+scheduling strategy, timeout and wait, restarts for multi-node jobs, the boot disk, the reservation the training
+pools consume (machine_spec.reservation_affinity). Only the Reduction Server image
 is looked up, for the job's region (schemas/data/vertex_jobs.json).
 """
 
@@ -24,8 +26,10 @@ import json
 import re
 from typing import Any
 
+from deploy.images import trainer_image
 from functions.settings import Settings
 from schemas.data_objects import encode_objects
+from schemas.gpus import load_gpus, sm_name
 from schemas.job_view import RUN_LABEL
 from schemas.plan import Plan
 from schemas.training_request import TrainingRequest
@@ -57,6 +61,12 @@ def artifacts(settings: Settings, run_id: str, region: str | None = None) -> dic
     }
 
 
+def checkpoint_every(request: TrainingRequest, plan: Plan) -> int:
+    """Steps between checkpoints: the request's hyperparameters.checkpoint_every_steps when set, else the plan's
+    (from its step time and Spot risk); 0 = neither says (the trainer's default)."""
+    return request.hyperparameters.checkpoint_every_steps or plan.checkpoint_every_steps
+
+
 def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
     """The trainer's command line (trainer/config.py) for this request as planned."""
     h = request.hyperparameters
@@ -85,8 +95,9 @@ def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
         args.append(f"--data-objects={encode_objects(request.dataset.objects)}")
     if plan.activation_checkpointing:
         args.append("--activation-checkpointing")
-    if h.checkpoint_every_steps:
-        args.append(f"--checkpoint-every={h.checkpoint_every_steps}")
+    every = checkpoint_every(request, plan)
+    if every:
+        args.append(f"--checkpoint-every={every}")
     if h.max_steps:
         args.append(f"--max-steps={h.max_steps}")
     for key, value in sorted(h.extra.items()):
@@ -102,7 +113,7 @@ FUSE_ROOT = "/gcs/"
 
 def contract_env(request: TrainingRequest, plan: Plan, run_id: str) -> dict[str, str]:
     """The plan as environment variables, for every form (docs/trainer-contract.md)."""
-    return {
+    env = {
         "LANDFALL_RUN_ID": run_id,
         "LANDFALL_DATA_URI": request.dataset.uri,
         "LANDFALL_GLOBAL_BATCH_SIZE": str(plan.global_batch_size),
@@ -111,6 +122,26 @@ def contract_env(request: TrainingRequest, plan: Plan, run_id: str) -> dict[str,
         "LANDFALL_STRATEGY": plan.strategy,
         "LANDFALL_PRECISION": plan.precision,
     }
+    every = checkpoint_every(request, plan)
+    if every:
+        env["LANDFALL_CHECKPOINT_EVERY_STEPS"] = str(every)
+    return env
+
+
+def image_build(plan: Plan) -> str:
+    """The trainer build a plan runs on: the first whose kernels run on the plan's GPU (the default build for a
+    CPU-only plan). ValueError where none does: the planner never chooses such a GPU for Landfall's images."""
+    image = trainer_image()
+    if not plan.accelerator_type:
+        return image.builds[0].name
+    capability = load_gpus().kinds[plan.accelerator_type].compute_capability
+    build = image.build_for(capability)
+    if build is None:
+        raise ValueError(
+            f"no trainer image build carries kernels for {plan.accelerator_type} ({sm_name(capability)}); builds: "
+            + ", ".join(f"{b.describe()}: {', '.join(map(sm_name, b.compute_capabilities))}" for b in image.builds)
+        )
+    return build.name
 
 
 def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
@@ -119,7 +150,7 @@ def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: 
     env = contract_env(request, plan, run_id)
     if t.builtin:
         spec: dict[str, Any] = {
-            "image_uri": settings.trainer_image_for(plan.region),
+            "image_uri": settings.trainer_image_for(plan.region, image_build(plan)),
             "args": trainer_args(request, plan),
         }
     elif t.image_uri:
@@ -153,7 +184,7 @@ def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: 
             env["LANDFALL_TRAINER_MODULE"] = t.python_module
         if t.requirements:
             env["LANDFALL_TRAINER_REQUIREMENTS"] = json.dumps(list(t.requirements))
-        spec = {"image_uri": settings.trainer_image_for(plan.region), "args": list(t.args)}
+        spec = {"image_uri": settings.trainer_image_for(plan.region, image_build(plan)), "args": list(t.args)}
     env |= t.env
     spec["env"] = [{"name": name, "value": value} for name, value in env.items()]
     return spec
@@ -184,12 +215,24 @@ def scheduling(plan: Plan) -> dict[str, Any]:
     return spec
 
 
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+"""ReservationAffinity.key that targets a SPECIFIC_RESERVATION by name (Vertex API reference, MachineSpec)."""
+
+
+def reservation_affinity(resource_name: str) -> dict[str, Any]:
+    """MachineSpec.reservation_affinity consuming exactly this reservation (projects/P/zones/Z/reservations/NAME):
+    SPECIFIC_RESERVATION, keyed by name, the value the reservation's full resource name."""
+    return {"reservation_affinity_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY, "values": [resource_name]}
+
+
 def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
     """The CustomJob for plan: pool 0 the primary, pool 1 the other nodes, pool 2 Reduction Server when planned."""
     rules = load_vertex_jobs()
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
     if plan.accelerator_type and plan.accelerator_count:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
+    if plan.reservation:  # the training pools consume the reservation; a Reduction Server pool runs on demand
+        machine["reservation_affinity"] = reservation_affinity(plan.reservation)
     training = container(request, plan, settings, run_id)
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [

@@ -1,13 +1,14 @@
 """The PlannerConfig the dispatcher plans with, from its settings: the default region (ties on price go to it), the
 project's quota overrides over the packaged quotas.json, and the memory and timeout margins. `landfall plan` builds
-the same one, so the CLI plans what the dispatcher would."""
+the same one, so the CLI plans what the dispatcher would; and the reservations jobs may consume
+(LANDFALL_RESERVATIONS)."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
 
-from functions.settings import Settings
+from functions.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from functions.planning import PlannerConfig
@@ -18,9 +19,14 @@ def planner_config(
 ) -> PlannerConfig:
     """A functions.planning.PlannerConfig; explicit margins win over the settings' (the CLI's flags)."""
     # Imported here: the planner (numpy) loads only where a request is planned.
-    from functions.planning import PlannerConfig
+    from functions.planning import PlanInputError, PlannerConfig
     from functions.planning.quotas import load_quotas
+    from functions.planning.reservations import parse_reservations
 
+    try:
+        reservations = parse_reservations(settings.reservations)
+    except PlanInputError as exc:  # the deployment's setting, not the request, is wrong
+        raise SettingsError(str(exc)) from exc
     quotas = load_quotas()
     if settings.quota_overrides:
         quotas = quotas.with_overrides(json.loads(settings.quota_overrides))
@@ -29,4 +35,6 @@ def planner_config(
         quotas=quotas,
         memory_margin=settings.memory_margin if memory_margin is None else memory_margin,
         timeout_margin=settings.timeout_margin if timeout_margin is None else timeout_margin,
+        reservations=reservations,
+        project=settings.project,
     )

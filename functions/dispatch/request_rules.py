@@ -48,7 +48,28 @@ def request_problems(request: TrainingRequest, settings: Settings, now: datetime
     else:
         problems += trainer_problems(request, settings)
     problems += pinned_shape_problems(request)
+    problems += reservation_problems(request, settings)
     return problems
+
+
+def reservation_problems(request: TrainingRequest, settings: Settings) -> list[str]:
+    """A named reservation the deployment does not declare (LANDFALL_RESERVATIONS), or one on a machine Google does
+    not sell through reservations: refused before anything is planned."""
+    if not request.constraints.reservation:
+        return []
+    # Imported here: the planner (numpy) loads only when a request names a reservation or is planned.
+    from functions.planning import PlanInputError
+    from functions.planning.catalog import load_catalog
+    from functions.planning.inputs import plan_input_from_request
+    from functions.planning.planner import reservation_input_problems
+    from functions.planning.reservations import parse_reservations
+
+    try:
+        reservations = parse_reservations(settings.reservations)
+        planned = plan_input_from_request(request)
+    except PlanInputError as exc:
+        return [f"constraints.reservation: {request.constraints.reservation!r} cannot be checked ({exc})"]
+    return reservation_input_problems(planned, load_catalog(), reservations)
 
 
 def pinned_shape_problems(request: TrainingRequest) -> list[str]:

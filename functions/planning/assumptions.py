@@ -64,6 +64,27 @@ class ReductionServerAssumptions:
 
 
 @dataclass(frozen=True)
+class ObjectiveAssumptions:
+    value_of_time_usd_per_hour: float = 50.0
+    """The default of constraints.prefer: an hour sooner is worth this many US dollars."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CheckpointAssumptions:
+    max_lost_minutes: float = 30.0
+    """Most minutes of steps a job may lose when it dies without its SIGTERM checkpoint (on demand)."""
+    spot_max_lost_minutes: float = 10.0
+    """The same on Spot, which Google preempts."""
+    bytes_per_parameter: float = 12.0
+    """What one checkpoint holds per parameter: fp32 weights and Adam's two moments."""
+    write_gbytes_per_second: float = 0.5
+    max_write_overhead_fraction: float = 0.05
+    """Checkpoints no more often than writing them takes this share of the run."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class TabularAssumptions:
     bytes_per_value: int
     default_features: int
@@ -80,6 +101,8 @@ class Assumptions:
     tabular: TabularAssumptions
     tokens_per_byte: float
     scale_out_nodes: tuple[int, ...]
+    objective: ObjectiveAssumptions = ObjectiveAssumptions()
+    checkpoints: CheckpointAssumptions = CheckpointAssumptions()
 
 
 def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
@@ -112,6 +135,10 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
     mem, comp, job = _section(raw, "memory"), _section(raw, "compute"), _section(raw, "job")
     host, rs, tab = _section(raw, "host"), _section(raw, "reduction_server"), _section(raw, "tabular")
     lm = _section(raw, "language_model")
+    goal, ck = _section(raw, "objective"), _section(raw, "checkpoints")
+    for key in ("write_gbytes_per_second", "max_write_overhead_fraction"):
+        if not _num(ck, key, "checkpoints") > 0:
+            raise CatalogError(f"assumptions.json: checkpoints.{key}: expected a number > 0, got {ck[key]!r}")
     nodes = raw.get("scale_out_nodes")
     if not isinstance(nodes, list) or not nodes or any(not isinstance(n, int) or n < 2 for n in nodes):
         raise CatalogError(f"assumptions.json: scale_out_nodes: expected a list of integers >= 2, got {nodes!r}")
@@ -168,4 +195,16 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
         ),
         tokens_per_byte=_num(lm, "tokens_per_byte", "language_model"),
         scale_out_nodes=tuple(sorted(set(nodes))),
+        objective=ObjectiveAssumptions(
+            value_of_time_usd_per_hour=_num(goal, "value_of_time_usd_per_hour", "objective"),
+            note=str(goal.get("note", "")),
+        ),
+        checkpoints=CheckpointAssumptions(
+            max_lost_minutes=_num(ck, "max_lost_minutes", "checkpoints"),
+            spot_max_lost_minutes=_num(ck, "spot_max_lost_minutes", "checkpoints"),
+            bytes_per_parameter=_num(ck, "bytes_per_parameter", "checkpoints"),
+            write_gbytes_per_second=_num(ck, "write_gbytes_per_second", "checkpoints"),
+            max_write_overhead_fraction=_num(ck, "max_write_overhead_fraction", "checkpoints", fraction=True),
+            note=str(ck.get("note", "")),
+        ),
     )

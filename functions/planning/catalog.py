@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -40,6 +40,8 @@ class MachineShape:
     cpu_gflops_per_vcpu: float
     """Peak fp32 GFLOP/s per vCPU; used for CPU-only shapes."""
     counts_cpu_quota: bool
+    network_note: str = ""
+    """Why network_gbps is below the VM's documented bandwidth (a GPUDirect stack a custom job cannot set up)."""
 
     @property
     def is_cpu_only(self) -> bool:
@@ -51,6 +53,11 @@ class MachineShape:
         if self.accelerator_type is None:
             raise ValueError(f"{self.machine_type} is a CPU-only shape: it has no accelerator type")
         return self.accelerator_type
+
+    @property
+    def family_name(self) -> str:
+        """The machine type without its size suffix: a3-highgpu-8g -> a3-highgpu (consumption rules by family)."""
+        return self.machine_type.rsplit("-", 1)[0]
 
     @property
     def memory_bytes(self) -> int:
@@ -71,6 +78,82 @@ class MachineShape:
         }
 
 
+CONSUMPTION_FILE = "consumption.json"
+MODES = ("on_demand", "spot", "flex_start", "reservation")
+"""Consumption modes: Vertex scheduling STANDARD, SPOT, FLEX_START, and a reservation (reservationAffinity)."""
+MODE_TITLES = {"on_demand": "on demand", "spot": "as Spot", "flex_start": "as Flex-start", "reservation": "reserved"}
+
+
+@dataclass(frozen=True)
+class SalesRule:
+    """The modes Google sells one machine type (or family) in, with the pages that say so."""
+
+    modes: frozenset[str]
+    """The subset of MODES sold."""
+    sources: tuple[str, ...]
+    """URLs (with what each page says)."""
+    note: str
+    region_modes: Mapping[str, frozenset[str]]
+    """Region -> the modes sold there, where a page says a region differs."""
+
+    def sold(self, mode: str, region: str | None = None) -> bool:
+        return mode in self.region_modes.get(region or "", self.modes)
+
+    def describe(self) -> str:
+        """ "Spot or Flex-start only"; "on demand, Spot, Flex-start or a reservation"."""
+        names = {"on_demand": "on demand", "spot": "Spot", "flex_start": "Flex-start", "reservation": "a reservation"}
+        sold = [names[m] for m in MODES if m in self.modes]
+        if not sold:
+            return "not sold"
+        text = sold[0] if len(sold) == 1 else ", ".join(sold[:-1]) + " or " + sold[-1]
+        return text + (" only" if len(sold) < len(MODES) else "")
+
+
+@dataclass(frozen=True)
+class Consumption:
+    """data/consumption.json, validated: rules by exact machine type, then by family, then the default."""
+
+    rules: Mapping[str, SalesRule]
+    default: SalesRule
+    version: int
+
+    def rule(self, machine_type: str) -> SalesRule:
+        return self.rules.get(machine_type) or self.rules.get(machine_type.rsplit("-", 1)[0]) or self.default
+
+
+def _sales_rule(spec: Any, sources: dict[str, Any], where: str) -> SalesRule:
+    if not isinstance(spec, dict):
+        raise CatalogError(f"{where}: expected an object, got {type(spec).__name__}")
+    modes = frozenset(m for m in MODES if _need(spec, m, bool, where))
+    refs = _need(spec, "sources", list, where)
+    unknown = [ref for ref in refs if ref not in sources]
+    if not refs or unknown:
+        raise CatalogError(f"{where}.sources: expected keys of sources ({', '.join(sorted(sources))}), got {refs!r}")
+    regions: dict[str, frozenset[str]] = {}
+    for region, override in dict(spec.get("regions", {})).items():
+        rwhere = f"{where}.regions.{region}"
+        if not isinstance(override, dict) or set(override) - set(MODES):
+            raise CatalogError(f"{rwhere}: expected an object of {', '.join(MODES)} -> true/false")
+        regions[region] = frozenset(m for m in MODES if override.get(m, m in modes))
+    return SalesRule(
+        modes=modes,
+        sources=tuple(str(sources[ref]) for ref in refs),
+        note=_need(spec, "note", str, where),
+        region_modes=regions,
+    )
+
+
+def parse_consumption(raw: dict[str, Any]) -> Consumption:
+    """Validate data/consumption.json; a broken rule fails naming the entry and what was expected."""
+    sources = _need(raw, "sources", dict, CONSUMPTION_FILE)
+    rules = _need(raw, "rules", dict, CONSUMPTION_FILE)
+    return Consumption(
+        rules={name: _sales_rule(spec, sources, f"{CONSUMPTION_FILE}: rules.{name}") for name, spec in rules.items()},
+        default=_sales_rule(_need(raw, "default", dict, CONSUMPTION_FILE), sources, f"{CONSUMPTION_FILE}: default"),
+        version=int(_need(raw, "version", int, CONSUMPTION_FILE)),
+    )
+
+
 @dataclass(frozen=True)
 class Catalog:
     """Everything the planner knows about hardware and prices, validated."""
@@ -83,6 +166,8 @@ class Catalog:
     assumptions: Assumptions
     fingerprint: str
     """Versions of the data files; changes whenever a file's version changes."""
+    consumption: Consumption
+    """How Google sells each shape (data/consumption.json)."""
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -206,6 +291,7 @@ def _parse_shapes(raw: dict[str, Any], gpus: Mapping[str, GpuSpec]) -> list[Mach
                 counts_cpu_quota=True,
             )
         )
+    shapes = _gpudirect(raw, shapes)
     seen: set[tuple[str, str | None, int]] = set()
     for shape in shapes:
         key = (shape.machine_type, shape.accelerator_type, shape.accelerator_count)
@@ -215,8 +301,38 @@ def _parse_shapes(raw: dict[str, Any], gpus: Mapping[str, GpuSpec]) -> list[Mach
     return shapes
 
 
-def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumptions_raw: dict) -> Catalog:
-    """Validate raw file contents into a Catalog (tests feed altered copies through here)."""
+def _gpudirect(raw: dict, shapes: list[MachineShape]) -> list[MachineShape]:
+    """Shapes whose GPUDirect stack a Vertex custom job cannot set up, at the bandwidth a custom job gets."""
+    where = "machines.json: gpudirect"
+    table = _need(raw, "gpudirect", dict, "machines.json")
+    plain = _positive(table, "custom_job_gbps", where)
+    entries = _need(table, "shapes", dict, where)
+    known = {s.machine_type for s in shapes}
+    stray = sorted(set(entries) - known)
+    if stray:
+        raise CatalogError(f"{where}.shapes: {', '.join(stray)} are not machine shapes in fixed_shapes")
+    out = []
+    for shape in shapes:
+        entry = entries.get(shape.machine_type)
+        if entry is not None:
+            ewhere = f"{where}.shapes.{shape.machine_type}"
+            stack, needs = _need(entry, "stack", str, ewhere), _need(entry, "needs", str, ewhere)
+            if not _need(entry, "custom_job", bool, ewhere) and plain < shape.network_gbps:
+                note = (
+                    f"network: {shape.machine_type} across machines at {plain:g} Gbps (its primary NIC), not "
+                    f"{stack}'s {shape.network_gbps:g} Gbps: {stack} needs {needs}, which a Vertex custom job "
+                    "cannot attach (docs/deploy.md, GPUDirect)"
+                )
+                shape = replace(shape, network_gbps=plain, network_note=note)
+        out.append(shape)
+    return out
+
+
+def build_catalog(
+    gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumptions_raw: dict, consumption_raw: dict | None = None
+) -> Catalog:
+    """Validate raw file contents into a Catalog (tests feed altered copies through here); consumption_raw None =
+    the packaged data/consumption.json."""
     try:
         gpus = parse_gpus(gpus_raw).kinds
     except SchemaError as exc:
@@ -241,8 +357,14 @@ def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumpti
         raise CatalogError(
             f"prices.json: no price for the Reduction Server machine {assumptions.reduction_server.machine_type!r}"
         )
+    consumption = parse_consumption(_read(CONSUMPTION_FILE) if consumption_raw is None else consumption_raw)
+    stray_rules = sorted(
+        name for name in consumption.rules if not any(name in (s.machine_type, s.family_name) for s in shapes)
+    )
+    if stray_rules:
+        raise CatalogError(f"{CONSUMPTION_FILE}: rules name no machine type or family of the catalog: {stray_rules}")
     raws = (gpus_raw, machines_raw, prices_raw, assumptions_raw)
-    fingerprint = "-".join(str(raw.get("version", "?")) for raw in raws)
+    fingerprint = "-".join(str(raw.get("version", "?")) for raw in raws) + f"-c{consumption.version}"
     return Catalog(
         gpus=gpus,
         shapes=tuple(shapes),
@@ -250,6 +372,7 @@ def build_catalog(gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumpti
         prices=prices,
         assumptions=assumptions,
         fingerprint=fingerprint,
+        consumption=consumption,
     )
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from functions.planning.search import CODE, INFEASIBLE, Evaluation
+from functions.planning.search import CODE, INFEASIBLE, Evaluation, Limits
 from functions.planning.space import FP32_INDEX, VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import PlanAlternative
 from schemas.vocabulary import FP32, PRECISIONS, STRATEGIES, STRATEGY_TITLES
@@ -33,19 +33,41 @@ class Candidate:
     feasible: bool
     chosen: bool
     reason: str
+    bought: str = "on-demand"
+    """How its machines would be bought: spot, on-demand, flex-start (not sold on demand there) or reserved."""
 
     @property
     def gpu_count(self) -> int:
         return self.accelerator_count * self.replica_count
 
 
-def _loss_text(fastest: bool, slower_hours: float, extra_usd: float, best_usd: float) -> str:
-    """Why a feasible candidate lost to the chosen one."""
-    if fastest and slower_hours > 0:
+def duration(hours: float) -> str:
+    """A time span as people say it: seconds under a minute, minutes under an hour, else hours."""
+    if hours < 1 / 60:
+        return f"{hours * 3600:,.0f} s"
+    return f"{hours * 60:,.0f} min" if hours < 1 else f"{hours:,.1f} h"
+
+
+def _pct(extra_usd: float, best_usd: float) -> str:
+    return f" ({100 * extra_usd / best_usd:+.0f}%)" if best_usd > 0 else ""
+
+
+def _loss_text(limits: Limits, slower_hours: float, extra_usd: float, best_usd: float) -> str:
+    """Why a feasible candidate lost to the chosen one, in the terms of the objective that chose it."""
+    if limits.fastest and slower_hours > 0:
         return f"slower by {slower_hours:,.2f} h"
+    value = limits.value_of_time
+    if not limits.fastest and value > 0:
+        at = f"not worth it at {limits.value_text}/h"
+        if slower_hours < 0 and extra_usd > 0:  # faster but dearer: the time saved is worth less than it costs
+            pct = f"+{100 * extra_usd / best_usd:.0f} % (+{usd(extra_usd)})" if best_usd > 0 else f"+{usd(extra_usd)}"
+            return f"saves {duration(-slower_hours)} for {pct}: {at}"
+        if slower_hours > 0 and extra_usd < 0:  # cheaper but slower: the money saved is worth less than the time
+            return f"saves {usd(-extra_usd)}{_pct(extra_usd, best_usd)} but takes {duration(slower_hours)} longer: {at}"
+        if slower_hours > 0 and extra_usd > 0:
+            return f"costlier by {usd(extra_usd)}{_pct(extra_usd, best_usd)} and slower by {duration(slower_hours)}"
     if extra_usd > 0:
-        pct = f" (+{100 * extra_usd / best_usd:.0f}%)" if best_usd > 0 else ""
-        return f"costlier by {usd(extra_usd)}{pct}"
+        return f"costlier by {usd(extra_usd)}{_pct(extra_usd, best_usd)}"
     return f"same cost, slower by {max(slower_hours, 0.0):,.2f} h"
 
 
@@ -80,7 +102,7 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         if best is None or (c, v, s) == best:
             return "chosen"
         return _loss_text(
-            limits.fastest,
+            limits,
             float(ev.hours[c, v, s] - ev.hours[best]),
             float(ev.cost[c, v, s] - ev.cost[best]),
             float(ev.cost[best]),
@@ -89,6 +111,13 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         if shape.is_cpu_only:
             return "CPU-only machine, but gpu_allowlist asks for GPUs"
         return f"{shape.accelerator_type} is not in gpu_allowlist"
+    if code == CODE["image"]:
+        image = limits.image
+        if not shape.is_cpu_only and not image.supports(space.catalog.gpus[shape.gpu_kind].compute_capability):
+            return f"{image.missing(space.catalog.gpus[shape.gpu_kind].compute_capability)} ({shape.accelerator_type})"
+        return (
+            f"Reduction Server needs Google's NCCL plugin in the training image; {image.label} is not known to have it"
+        )
     if code == CODE["max_gpus"]:
         return f"{cfg.gpus} GPUs exceed max_gpus {limits.max_gpus}"
     if code == CODE["end_of_support"]:
@@ -98,8 +127,12 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         if s == 1 and limits.spot_allowed[0]:
             return "Spot not allowed (spot: never, or the trainer does not checkpoint)"
         return "on demand, but the request requires Spot" if s == 0 else "Spot not allowed"
+    if code == CODE["reservation"]:
+        return _reservation_text(ev, c)
     if code == CODE["region"]:
         return f"not offered in the allowed regions (offered in {', '.join(shape.regions)})"
+    if code == CODE["not_sold"]:
+        return not_sold_text(ev, c, v, s)
     if code == CODE["quota"]:
         return _quota_text(ev, c, s)
     if code == CODE["batch"]:
@@ -128,6 +161,31 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     return "not a valid combination"
 
 
+def not_sold_text(ev: Evaluation, c: int, v: int, s: int) -> str:
+    """Why Google sells no way of buying this candidate that the request allows."""
+    shape = ev.space.configs[c].shape
+    rule = ev.space.catalog.consumption.rule(shape.machine_type)
+    mode = "as Spot" if s else "on demand"
+    text = f"{shape.machine_type} is not sold {mode} (Google: {rule.sources[0]}); {rule.describe()}"
+    flex_sold = bool(ev.space.sold[c, :, 2].any())
+    if not s and flex_sold:
+        if not ev.limits.flex_allowed:
+            text += "; constraints.flex_start: allowed lets it wait for Flex-start capacity"
+        elif VARIANT_SERVER[v]:
+            text += "; Flex-start takes no Reduction Server pool (one machine configuration in every pool)"
+    return text
+
+
+def _reservation_text(ev: Evaluation, c: int) -> str:
+    cfg = ev.space.configs[c]
+    reservation = ev.limits.reservation
+    if reservation is None:
+        return "not on the reservation the request names"
+    if reservation.matches(cfg.shape) and cfg.nodes > reservation.count:
+        return f"needs {cfg.nodes} machines; the named reservation {reservation.describe()} holds {reservation.count}"
+    return f"not on the named reservation {reservation.describe()}"
+
+
 def nearest_batches(batch: int, world: int) -> tuple[int, ...]:
     """The global batches nearest `batch` that `world` processes split evenly."""
     lower = batch - batch % world
@@ -147,10 +205,12 @@ def _quota_text(ev: Evaluation, c: int, s: int) -> str:
     cfg = space.configs[c]
     regions = [r for j, r in enumerate(space.regions) if space.offered[c, j] and limits.region_mask[j]]
     kind = cfg.shape.accelerator_type
+    # Spot, and Flex-start (the only way to buy some shapes without Spot), draw on preemptible quota.
+    preemptible = bool(s) or not any(space.sold[c, space.regions.index(r), 0] for r in regions)
     if kind is not None:
-        best = max(space.quotas.gpu_limit(r, kind, bool(s)) for r in regions)
+        best = max(space.quotas.gpu_limit(r, kind, preemptible) for r in regions)
         if cfg.gpus > best:
-            pool = "preemptible " if s else ""
+            pool = "preemptible " if preemptible else ""
             return f"over quota: needs {cfg.gpus} {pool}{kind} GPUs, the allowed regions allow at most {best}"
     best_cpu = max(space.quotas.cpu_limit(r) for r in regions)
     return f"over quota: needs {cfg.nodes * cfg.shape.vcpus} vCPUs, the allowed regions allow at most {best_cpu}"
@@ -237,9 +297,8 @@ def _columns(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int,
     code = ev.reason[cs, vs, ss].tolist()
     best_cost = float(ev.cost[best]) if best is not None else 0.0
     best_hours = float(ev.hours[best]) if best is not None else 0.0
-    fastest = ev.limits.fastest
     reasons = [
-        _loss_text(fastest, hours[i] - best_hours, cost[i] - best_cost, best_cost)
+        _loss_text(ev.limits, hours[i] - best_hours, cost[i] - best_cost, best_cost)
         if code[i] == 0 and best is not None and pick != best
         else reason_text(ev, *pick, best)
         for i, pick in enumerate(picks)
@@ -256,6 +315,16 @@ def _columns(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int,
         precision=np.where(ev.fp32[cs], FP32_INDEX, space.mixed_precision[cs]).tolist(),
         reasons=reasons,
     )
+
+
+def _bought(ev: Evaluation, c: int, v: int, s: int, region: int) -> str:
+    if s:
+        return "spot"
+    if ev.reserved[c, v, s]:
+        return "reserved"
+    if region >= 0 and not ev.space.sold[c, region, 0]:
+        return "flex-start"
+    return "on-demand"
 
 
 def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None) -> list[Candidate]:
@@ -285,6 +354,7 @@ def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[in
                 feasible=col.code[i] == 0,
                 chosen=best == (c, v, s),
                 reason=col.reasons[i],
+                bought=_bought(ev, c, v, s, col.region[i]),
             )
         )
     return out

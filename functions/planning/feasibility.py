@@ -21,14 +21,18 @@ from functions.planning.quotas import QuotaTable
 from functions.planning.search import CODE, REASONS, Evaluation, evaluate
 from functions.planning.space import NO_PIN, VARIANT_STRATEGY, space_for
 from functions.planning.workload import build_workload
+from schemas.gpus import sm_name
 from schemas.vocabulary import STRATEGIES, STRATEGY_TITLES
 
 LABELS = {
     "gpu_not_allowed": "not in the GPU allowlist",
+    "image": "GPUs the run's image has no kernels for",
     "max_gpus": "over max_gpus",
     "end_of_support": "past end of support",
     "spot_policy": "against the Spot policy",
+    "reservation": "not on the named reservation",
     "region": "not offered in the allowed regions",
+    "not_sold": "not sold by Google in a way the request allows",
     "quota": "over quota",
     "batch": "a global batch that does not split evenly over the processes",
     "host": "host machine too small",
@@ -75,7 +79,11 @@ def _reevaluate(
     work = ev.workload
     if inp.batch_size != work.global_batch:
         work = build_workload(inp, space.catalog.assumptions)
-    return evaluate(space, work, build_limits(space, inp, now, max_job_hours, ev.limits.memory_margin))
+    limits = build_limits(space, inp, now, max_job_hours, ev.limits.memory_margin)
+    limits = dataclasses.replace(
+        limits, reservation=ev.limits.reservation, reservation_required=ev.limits.reservation_required
+    )
+    return evaluate(space, work, limits)
 
 
 def _memory_hint(ev: Evaluation, closest: int) -> str:
@@ -142,6 +150,11 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
     # Lifting one constraint can only rescue a candidate whose first failed check is that constraint.
     blocked = {REASONS[i] for i, n in enumerate(np.bincount(ev.reason.ravel(), minlength=len(REASONS))) if n}
     parts = [f"no plan meets the request: of {len(rows)} machine configurations, {summary}"]
+    if limits.reservation_required and limits.reservation is not None:
+        parts.append(
+            f"the request names reservation {limits.reservation.describe()}: a plan must run on it, within its "
+            f"{limits.reservation.count} machine{'s' if limits.reservation.count > 1 else ''}"
+        )
     unknown_regions = [r for r in inp.regions if r not in space.regions]
     if unknown_regions:
         parts.append(f"regions not in the catalog: {', '.join(unknown_regions)} (known: {', '.join(space.regions)})")
@@ -188,6 +201,15 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
         if pick:
             kind = relaxed.space.configs[pick[0]].shape.accelerator_type or "CPU-only machines"
             fixes.append(f"allowing {kind}: {_summary(relaxed, pick)}")
+    if inp.image_uri and "image" in blocked:
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, image_uri="", gpu_capabilities=()), now, max_job_hours)
+        pick = relaxed.best()
+        if pick and relaxed.space.configs[pick[0]].shape.accelerator_type:
+            gpu = relaxed.space.catalog.gpus[relaxed.space.configs[pick[0]].shape.gpu_kind]
+            fixes.append(
+                f"an image with kernels for {sm_name(gpu.compute_capability)} ({gpu.display}; declared in "
+                f"trainer.gpu_capabilities): {_summary(relaxed, pick)}"
+            )
     if inp.regions and "region" in blocked:
         relaxed = _reevaluate(ev, dataclasses.replace(inp, regions=()), now, max_job_hours)
         pick = relaxed.best()
@@ -200,6 +222,11 @@ def rejection_text(ev: Evaluation, inp: PlanInput, now: datetime, max_job_hours:
         pick = relaxed.best()
         if pick:
             fixes.append(f"spot: allowed (with a checkpointing trainer): {_summary(relaxed, pick)}")
+    if "not_sold" in blocked and inp.flex_start != "allowed":
+        relaxed = _reevaluate(ev, dataclasses.replace(inp, flex_start="allowed"), now, max_job_hours)
+        pick = relaxed.best()
+        if pick:
+            fixes.append(f"flex_start: allowed (wait for Flex-start capacity): {_summary(relaxed, pick)}")
     if "quota" in blocked:
         relaxed = _reevaluate(ev, inp, now, max_job_hours, quotas=UNLIMITED)
         pick = relaxed.best()

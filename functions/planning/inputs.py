@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from functions.planning.errors import PlanInputError
-from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS
+from schemas.errors import SchemaError
+from schemas.gpus import parse_capability
+from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class PlanInput:
     """One of vocabulary.PRECISION_POLICIES: auto (16-bit mixed precision where the GPU has it) or fp32."""
     flex_start: str = "never"
     """One of vocabulary.FLEX_START_POLICIES: whether an on-demand plan may wait for capacity (FLEX_START)."""
+    reservation: str = ""
+    """A reservation (by name, one of the planner's configured reservations) the plan must run on; "" = none named
+    (a configured reservation the request can use is still preferred)."""
     machine_type: str = ""
     """Pinned machine type; "" = free."""
     accelerator_count: int = 0
@@ -77,6 +82,14 @@ class PlanInput:
     """Measured seconds per optimizer step of the global batch on one GPU (workload.step_seconds); 0 = modelled."""
     basis: str = ""
     """How an own trainer's size was given (one of the request rules' WORKLOAD_WAYS, shortened); "" = built-in."""
+    image_uri: str = ""
+    """The team's container image (trainer.image_uri); "" = Landfall's trainer images (built-in, script, package)."""
+    gpu_capabilities: tuple[str, ...] = ()
+    """The compute capabilities ("X.Y") the team's image carries kernels for (trainer.gpu_capabilities); () = assumed
+    from the CUDA line its reference names (functions/planning/images.py)."""
+    prefer: str = ""
+    """The objective (constraints.prefer): "cheapest", "fastest", a value of time in US dollars per hour ("25");
+    "" = the default value of time (assumptions.json objective)."""
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -103,6 +116,20 @@ class PlanInput:
             )
         if self.precision not in PRECISION_POLICIES:
             raise PlanInputError(f"precision {self.precision!r} is not one of {', '.join(PRECISION_POLICIES)}")
+        for value in self.gpu_capabilities:
+            try:
+                parse_capability(value, "gpu_capabilities")
+            except SchemaError as exc:
+                raise PlanInputError(str(exc)) from exc
+        if self.gpu_capabilities and not self.image_uri:
+            raise PlanInputError(
+                "gpu_capabilities describe a team's container image: give it with image_uri (Landfall's own images "
+                "declare theirs in deploy/topology.toml)"
+            )
+        try:
+            parse_prefer(self.prefer)
+        except ValueError as exc:
+            raise PlanInputError(f"prefer: {exc}") from exc
         if self.deadline is not None and self.deadline.tzinfo is None:
             raise PlanInputError("deadline must carry a timezone (RFC 3339, e.g. 2026-12-01T00:00:00Z)")
 
@@ -212,7 +239,11 @@ def plan_input_from_request(request: Any) -> PlanInput:
         max_gpus=int(_get(request, "constraints.max_gpus", 0) or 0),
         spot=_get(request, "constraints.spot", "allowed") or "allowed",
         flex_start=_get(request, "constraints.flex_start", "never") or "never",
+        reservation=_get(request, "constraints.reservation", "") or "",
         machine_type=_get(request, "constraints.machine_type", "") or "",
         accelerator_count=int(_get(request, "constraints.accelerator_count", 0) or 0),
         replica_count=int(_get(request, "constraints.replica_count", 0) or 0),
+        image_uri=_get(request, "trainer.image_uri", "") or "",
+        gpu_capabilities=tuple(_get(request, "trainer.gpu_capabilities", ()) or ()),
+        prefer=str(_get(request, "constraints.prefer", "") or ""),
     )

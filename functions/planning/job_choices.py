@@ -27,6 +27,8 @@ class JobPolicy:
     min_timeout_seconds: float
     flex_allowed: bool
     """The request's constraints.flex_start is "allowed"."""
+    project: str = ""
+    """The project jobs run in (a reservation's resource name)."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class JobChoices:
     timeout_seconds: int
     boot_disk: BootDisk
     reasons: tuple[str, ...]
+    reservation: str = ""
+    """The reservation's resource name when the job runs on one."""
 
 
 def duration(seconds: float) -> str:
@@ -78,11 +82,25 @@ def batch_reasons(ev: Evaluation, c: int, v: int) -> list[str]:
     return reasons
 
 
-def _flex(ev: Evaluation, c: int, v: int, s: int, region: str, hours: float, policy: JobPolicy) -> tuple[int, str]:
-    """(max wait in seconds, or 0 for no FLEX_START; the reason either way)."""
+def _flex(
+    ev: Evaluation, c: int, v: int, s: int, region: str, hours: float, policy: JobPolicy, required: bool = False
+) -> tuple[int, str]:
+    """(max wait in seconds, or 0 for no FLEX_START; the reason either way). `required`: the shape is sold without
+    Spot only as Flex-start there (the search admitted it as such), so only the wait is chosen."""
     space, rules = ev.space, policy.rules
     cfg = space.configs[c]
     kind = cfg.shape.accelerator_type
+    if required:
+        rule = space.catalog.consumption.rule(cfg.shape.machine_type)
+        wait = float(rules.flex_default_max_wait_seconds)
+        if ev.limits.deadline_hours is not None:
+            wait = max(60.0, min(wait, (ev.limits.deadline_hours - hours) * 3600.0))
+        return int(wait), (
+            f"FLEX_START: Google does not sell {cfg.shape.machine_type} on demand ({rule.describe()}; "
+            f"{rule.sources[0]}); waits up to {duration(wait)} for all {cfg.nodes} machine"
+            f"{'s' if cfg.nodes > 1 else ''} at once (Dynamic Workload Scheduler), on preemptible quota; cost shown "
+            "at on-demand prices"
+        )
     if s:
         return 0, "flex-start not used: the plan runs on Spot, a scheduling strategy of its own"
     if kind is None or not rules.flex_start_offered(kind):
@@ -144,11 +162,24 @@ def job_choices(
     cfg = ev.space.configs[c]
     reasons = batch_reasons(ev, c, v)
     wait, flex_text = (0, "")
-    if policy.flex_allowed:
-        wait, flex_text = _flex(ev, c, v, s, region, hours, policy)
+    reserved = bool(ev.reserved[c, v, s]) and region == ev.space.regions[int(ev.region[c, v, s])]
+    reservation = ev.limits.reservation
+    if reserved and reservation is not None:
+        flex_text = (
+            f"reservation {reservation.describe()}: the job consumes it (reservationAffinity SPECIFIC_RESERVATION); "
+            f"its {cfg.nodes} machine{'s' if cfg.nodes > 1 else ''} of {reservation.count} reserved are already "
+            "paid for (Google bills a reservation whether or not it is used), so no machine cost is counted"
+        )
+    elif policy.flex_allowed:
+        j = ev.space.regions.index(region)
+        # not sold on demand there (or not within on-demand quota): the search admitted it as Flex-start
+        required = not s and not (ev.space.sold[c, j, 0] and ev.space.quota_ok[c, j, 0, int(VARIANT_SERVER[v])])
+        wait, flex_text = _flex(ev, c, v, s, region, hours, policy, required)
     limit = rules.flex_max_timeout_seconds if wait else rules.default_timeout_seconds
     timeout, timeout_text = _timeout(hours, hourly, ev.limits.budget_usd, limit, policy)
     strategy = "FLEX_START" if wait else "SPOT" if s else "STANDARD"
+    if reserved:
+        strategy += " on a reservation"
     reasons.append(f"scheduling: {strategy}; {timeout_text}")
     if flex_text:
         reasons.append(flex_text)
@@ -162,5 +193,10 @@ def job_choices(
     if disk.why:
         reasons.append(f"boot disk {disk.type} {disk.size_gb} GB: {disk.why}")
     return JobChoices(
-        flex_start=wait > 0, max_wait_seconds=wait, timeout_seconds=timeout, boot_disk=disk, reasons=tuple(reasons)
+        flex_start=wait > 0,
+        max_wait_seconds=wait,
+        timeout_seconds=timeout,
+        boot_disk=disk,
+        reasons=tuple(reasons),
+        reservation=reservation.resource_name(policy.project) if reserved and reservation is not None else "",
     )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from functions.planning.checkpoints import checkpoint_interval
 from functions.planning.explain import precision_of
 from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import JobPolicy, job_choices
+from functions.planning.plan_notes import image_note, network_note, reducer_note
 from functions.planning.search import Evaluation, Limits
 from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import Plan, PlanAlternative, PlanMemory
@@ -14,14 +16,21 @@ from schemas.vocabulary import STRATEGIES
 
 
 def objective_text(inp: PlanInput, limits: Limits) -> str:
+    """Which objective chose the plan (constraints.prefer) and the limits it met."""
+    if limits.fastest:
+        goal = "fastest plan (prefer: fastest)"
+    elif limits.value_of_time > 0:
+        v = limits.value_text
+        why = "the default value of time" if limits.value_is_default else f"prefer: {inp.prefer}"
+        goal = f"least cost + {v}/h x wall hours ({why})"
+    else:
+        goal = "cheapest plan" + ("" if inp.prefer == "" else f" (prefer: {inp.prefer})")
     budget = f"${inp.budget_usd:,.2f}"
+    within = f" within the {budget} budget" if inp.budget_usd > 0 else ""
     if inp.deadline is not None:
         end = inp.deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
-        within = f" within the {budget} budget" if inp.budget_usd > 0 else ""
-        return f"cheapest plan that ends by {end} ({limits.deadline_hours:,.1f} h from now){within}"
-    if inp.budget_usd > 0:
-        return f"fastest plan within the {budget} budget (no deadline)"
-    return "cheapest plan (no deadline, no budget)"
+        return f"{goal} that ends by {end} ({limits.deadline_hours:,.1f} h from now){within}"
+    return f"{goal}{within}" if within else f"{goal} (no deadline, no budget)"
 
 
 def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[list[str], bool]:
@@ -97,12 +106,21 @@ def build_plan(
     server = bool(VARIANT_SERVER[v])
     region = space.regions[region_index]
     hourly = float(space.price[c, region_index, s, int(server)])
+    if ev.reserved[c, v, s] and region_index == ev.region[c, v, s]:
+        hourly = float(ev.hourly[c, v, s])  # the reservation's machines are paid for: only a server pool costs
     hours = float(ev.hours[c, v, s])
     states = round(float(ev.states[c, v]))
     acts = round(float(ev.activations[c, v]))
     total = round(float(ev.memory_total[c, v]))
     notes, estimated = _assumptions(ev, c, bool(s), region, server)
+    network = network_note(ev, c)
+    notes = [*notes, network] if network else notes
+    # The image and the reducers are choices: they join the job's reasons (`landfall plan` prints them).
+    chosen = (image_note(ev, c), reducer_note(ev, c, v, s))
     job = job_choices(ev, pick, region, hours, hourly, policy)
+    every = checkpoint_interval(
+        float(ev.step[c, v]), ev.workload.steps, ev.workload.parameters, bool(s), space.catalog.assumptions.checkpoints
+    )
     rs_machine = space.catalog.assumptions.reduction_server.machine_type
     return Plan(
         strategy=STRATEGIES[int(VARIANT_STRATEGY[v])],
@@ -143,5 +161,7 @@ def build_plan(
         timeout_seconds=job.timeout_seconds,
         boot_disk_type=job.boot_disk.type,
         boot_disk_size_gb=job.boot_disk.size_gb,
-        reasons=job.reasons,
+        reasons=(*job.reasons, *(reason for reason in chosen if reason), every.reason),
+        reservation=job.reservation,
+        checkpoint_every_steps=every.every_steps,
     )

@@ -1,4 +1,5 @@
-"""plan_request: the cheapest configuration that fits and meets the deadline (or the fastest within a budget), the
+"""plan_request: the configuration that fits, meets the deadline and budget, and is best by the request's objective
+(constraints.prefer: the least cost + a value of time x hours by default, the cheapest or the fastest), the
 next-best ones to fall back on, and every candidate with the reason it lost.
 
 Pure: apart from the cached catalog and quota loads, it reads nothing and writes nothing. `now` is a parameter so
@@ -23,6 +24,7 @@ from functions.planning.limits import build_limits
 from functions.planning.pins import pin_of, pin_problems
 from functions.planning.plan_record import build_plan, objective_text
 from functions.planning.quotas import QuotaTable, load_quotas
+from functions.planning.reservations import Reservation, reservation_problems
 from functions.planning.search import Evaluation, evaluate
 from functions.planning.space import VARIANT_SERVER, space_for
 from functions.planning.workload import build_workload
@@ -49,11 +51,21 @@ class PlannerConfig:
     """Share of each GPU's memory kept free, in [0, 1); None = assumptions.json (10 %)."""
     timeout_margin: float | None = None
     """scheduling.timeout = the estimate x this (>= 1); None = assumptions.json."""
+    reservations: tuple[Reservation, ...] = ()
+    """Compute Engine reservations plans may run on (LANDFALL_RESERVATIONS); a request may name one."""
+    project: str = ""
+    """The project jobs run in: a reservation's resource name is projects/PROJECT/zones/ZONE/reservations/NAME."""
 
     def __post_init__(self) -> None:
         if self.memory_margin is not None and not 0 <= self.memory_margin < 1:
             raise PlanInputError(
                 f"memory margin must be in [0, 1) (a share of GPU memory kept free), got {self.memory_margin}"
+            )
+        unnamed = [r.name for r in self.reservations if not r.project]
+        if unnamed and not self.project:
+            raise PlanInputError(
+                f"reservations {', '.join(unnamed)} name no project and the planner has none: set the reservation's "
+                "project or GOOGLE_CLOUD_PROJECT"
             )
         if self.timeout_margin is not None and self.timeout_margin < 1:
             raise PlanInputError(
@@ -98,14 +110,14 @@ def _fallbacks(
             options.append((float(ev.primary[c, v, s]), float(ev.secondary[c, v, s]), c, v, s, int(ev.region[c, v, s])))
     server = int(VARIANT_SERVER[bv])
     hours = float(ev.hours[bc, bv, bs])
-    usable = limits.region_mask & space.offered[bc] & space.quota_ok[bc, :, bs, server]
+    usable = limits.region_mask & space.buyable(limits.flex_allowed)[bc, :, bs, server]
     for j in np.flatnonzero(usable).tolist():
         if j == ev.region[best]:
             continue
         cost = hours * float(space.price[bc, j, bs, server])
         if limits.budget_usd > 0 and cost > limits.budget_usd:
             continue
-        options.append((*((hours, cost) if limits.fastest else (cost, hours)), bc, bv, bs, j))
+        options.append((*limits.score(hours, cost), bc, bv, bs, j))
     options.sort(key=lambda o: (o[0], o[1]))
     picked: list[tuple[int, int, int, int]] = []
     per_shape: dict[str, int] = {}
@@ -119,6 +131,23 @@ def _fallbacks(
     return picked
 
 
+def reservation_input_problems(
+    request: PlanInput, catalog: Catalog, reservations: tuple[Reservation, ...]
+) -> list[str]:
+    """Why the reservation the request names cannot be planned on at all (unknown, or a machine Google does not
+    sell that way); [] when it names none or it can be."""
+    if not request.reservation:
+        return []
+    named = next((r for r in reservations if r.name == request.reservation), None)
+    if named is None:
+        known = ", ".join(r.name for r in reservations) or "none configured"
+        return [
+            f"constraints.reservation {request.reservation!r} is not a reservation Landfall knows (known: {known}); "
+            "declare it in LANDFALL_RESERVATIONS (name -> machine_type, zone, count) or leave the field empty"
+        ]
+    return reservation_problems(named, catalog)
+
+
 def plan_request(
     request: PlanInput, config: PlannerConfig | None = None, *, now: datetime | None = None
 ) -> PlanOutcome:
@@ -126,12 +155,12 @@ def plan_request(
     config = config or PlannerConfig()
     now = now or datetime.now(UTC)
     catalog = config.catalog or load_catalog()
-    problems = pin_problems(request, catalog)
+    problems = pin_problems(request, catalog) + reservation_input_problems(request, catalog, config.reservations)
     if problems:
         raise PlanInputError("; ".join(problems))
     space = space_for(catalog, config.quotas or load_quotas(), config.default_region, pin_of(request))
     work = build_workload(request, catalog.assumptions)
-    limits = build_limits(space, request, now, config.max_job_hours, config.memory_margin)
+    limits = build_limits(space, request, now, config.max_job_hours, config.memory_margin, config.reservations)
     ev = evaluate(space, work, limits)
     objective = objective_text(request, limits)
     best = ev.best()
@@ -149,6 +178,7 @@ def plan_request(
         timeout_margin=config.timeout_margin or a.timeout_margin,
         min_timeout_seconds=a.min_timeout_seconds,
         flex_allowed=request.flex_start == "allowed",
+        project=config.project,
     )
     head = max(config.max_alternatives, 3 * config.max_fallbacks) + 1
     ranked = [pick for pick in top_configs(ev, head) if pick[0] != best[0]]

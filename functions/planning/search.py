@@ -7,22 +7,28 @@ in the order of REASONS below, a duration, a cost (in the cheapest allowed regio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from functions.planning.images import ImageSupport
 from functions.planning.memory import total_bytes, usable_bytes
 from functions.planning.performance import run_hours, step_seconds
-from functions.planning.space import STATIC_CODES, STATIC_PASS, Space
+from functions.planning.reservations import Reservation
+from functions.planning.space import STATIC_CODES, STATIC_PASS, VARIANT_SERVER, Space
 from functions.planning.workload import Workload
 
 REASONS = (
     "feasible",
     "invalid",
     "gpu_not_allowed",
+    "image",
     "max_gpus",
     "end_of_support",
     "spot_policy",
+    "reservation",
     "region",
+    "not_sold",
     "quota",
     "batch",
     "host",
@@ -56,10 +62,39 @@ class Limits:
     budget_usd: float
     max_hours: float
     fastest: bool
-    """Objective: fastest within budget (True) or cheapest (False)."""
+    """Objective: the shortest run (constraints.prefer fastest); False: value_of_time decides."""
     fp32_only: bool
     memory_margin: float
     """Share of each GPU's memory kept free."""
+    image: ImageSupport
+    """The run's image: which GPUs it runs on, whether it has Reduction Server's plugin."""
+    image_ok: np.ndarray
+    """[config]: the image carries kernels for the machine's GPU (always for CPU-only)."""
+    flex_allowed: bool = False
+    """The request lets a job wait for capacity (FLEX_START): shapes sold only as Flex-start become plannable."""
+    reservation: Reservation | None = None
+    """The reservation the plan may run on (the request's, else the settings' one the request can use)."""
+    reservation_required: bool = False
+    """The request names the reservation: only candidates on it are plans."""
+    value_of_time: float = 0.0
+    """US dollars an hour sooner is worth: the objective is cost + this x hours (0: the cheapest; prefer cheapest)."""
+    value_is_default: bool = False
+    """value_of_time is assumptions.json's default (constraints.prefer left out)."""
+    value_text: str = ""
+    """value_of_time as the explanations write it: "$50", "$12.50"."""
+
+    def score(self, hours: Any, cost: Any) -> tuple[Any, Any]:
+        """(objective, tiebreak) of candidates with these hours and costs (arrays or numbers): hours then cost when
+        fastest; else cost + value_of_time x hours, then hours (the cheapest when the value is 0)."""
+        if self.fastest:
+            return hours, cost
+        if self.value_of_time > 0:
+            if isinstance(hours, np.ndarray):  # one temporary, not two: this runs on every candidate of a request
+                objective = hours * self.value_of_time
+                objective += cost
+                return objective, hours
+            return cost + self.value_of_time * hours, hours
+        return cost, hours
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,9 +128,12 @@ class Evaluation:
     hourly: np.ndarray
     region: np.ndarray
     """Index into space.regions; -1 where no allowed region has the shape within quota."""
+    reserved: np.ndarray
+    """[config, variant, spot] runs on limits.reservation (no machine cost)."""
     reason: np.ndarray
     primary: np.ndarray
-    """The objective (cost, or hours when fastest); >= INFEASIBLE where infeasible."""
+    """The objective (Limits.score: cost + value of time x hours, cost, or hours when fastest); >= INFEASIBLE where
+    infeasible."""
     secondary: np.ndarray
     reason_svc: np.ndarray
     objective_svc: np.ndarray
@@ -291,7 +329,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     hours = np.asarray(
         run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
     )
-    view = space.region_view(limits.region_mask)
+    view = space.region_view(limits.region_mask, limits.flex_allowed, limits.reservation)
     cost = hours * view.hourly
 
     # The reason is the first check (in REASONS order) a candidate fails: the least code over all failing checks.
@@ -301,10 +339,16 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     config_code = np.minimum(config_code, failing(space.end_of_support <= limits.today, CODE["end_of_support"]))
     if limits.max_gpus > 0:
         config_code = np.minimum(config_code, failing(space.gpu_total > limits.max_gpus, CODE["max_gpus"]))
+    config_code = np.minimum(config_code, failing(~limits.image_ok, CODE["image"]))
     config_code = np.minimum(config_code, failing(~limits.config_allowed, CODE["gpu_not_allowed"]))
     code = np.minimum(view.static_code, config_code)
+    if not limits.image.reduction_server:  # reducers need the plugin in the training image
+        server = VARIANT_SERVER == 1
+        code[:, server] = np.minimum(code[:, server], CODE["image"])
     code = np.minimum(code, failing(~fits, CODE["memory"]))
     code = np.minimum(code, failing(~limits.spot_allowed, CODE["spot_policy"])[:, None, None])
+    if limits.reservation_required:
+        code = np.minimum(code, failing(~view.reserved, CODE["reservation"]))
     if limits.budget_usd > 0:
         code = np.minimum(code, failing(cost > limits.budget_usd, CODE["budget"]))
     if limits.deadline_hours is not None:
@@ -313,7 +357,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         code = np.minimum(code, failing(hours > limits.max_hours, CODE["timeout"]))
     reason = code * (code != PASS)  # PASS -> 0 (feasible)
 
-    objective, tiebreak = (hours, cost) if limits.fastest else (cost, hours)
+    objective, tiebreak = limits.score(hours, cost)
     penalty = INFEASIBLE * (reason != 0)
     primary, secondary = objective + penalty, tiebreak + penalty
     t = (2, 1, 0)
@@ -335,6 +379,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         cost=cost.transpose(t),
         hourly=view.hourly.transpose(t),
         region=view.region.transpose(t),
+        reserved=view.reserved.transpose(t),
         reason=reason.transpose(t),
         primary=primary.transpose(t),
         secondary=secondary.transpose(t),

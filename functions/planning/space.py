@@ -2,9 +2,10 @@
 
 A hardware configuration is one machine shape repeated over `nodes` machines: every shape on one node, and shapes
 marked scale_out on each node count in assumptions.json. On each configuration the planner weighs five parallel
-variants (DDP, DDP + Reduction Server, ZeRO-1, ZeRO-2, FSDP), on demand or Spot, in every region that offers the
-shape; everything that does not depend on the request (prices per region, quota checks, host sizes, bandwidths)
-is computed here into numpy arrays indexed [config], [config, region, spot] or [config, region, spot, server].
+variants (DDP, DDP + Reduction Server, ZeRO-1, ZeRO-2, FSDP), without Spot (on demand, Flex-start or a reservation)
+or Spot, in every region that offers the shape in a way Google sells it (data/consumption.json); everything that
+does not depend on the request (prices per region, quota checks, how each shape is sold, host sizes, bandwidths) is
+computed here into numpy arrays indexed [config], [config, region, spot] or [config, region, spot, server].
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from functions.planning.catalog import Catalog, MachineShape
 from functions.planning.memory import gather_bytes, model_state_bytes
 from functions.planning.performance import GBIT, comm_seconds, reduction_server_replicas
 from functions.planning.quotas import QuotaTable
+from functions.planning.reservations import Reservation
+from schemas.vertex_jobs import load_vertex_jobs
 from schemas.vocabulary import FP32, PRECISION_INDEX, PRECISION_POLICIES, STRATEGIES, STRATEGY_INDEX
 
 DDP = STRATEGY_INDEX["ddp"]
@@ -27,8 +30,10 @@ VARIANT_STRATEGY = np.array([v[0] for v in VARIANTS])
 VARIANT_SERVER = np.array([v[1] for v in VARIANTS], dtype=np.int64)
 NO_END_OF_SUPPORT = 10**9
 # Reason codes the space decides alone; they must equal search.CODE's (checked in search.py).
-STATIC_CODES = {"invalid": 1, "region": 6, "quota": 7}
-STATIC_PASS = 14
+STATIC_CODES = {"invalid": 1, "region": 8, "not_sold": 9, "quota": 10}
+STATIC_PASS = 17
+SOLD_MODES = ("on_demand", "spot", "flex_start")
+"""The modes of Space.sold's last axis (reservations are per request: RegionView)."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +111,10 @@ class RegionView:
     not_offered: np.ndarray
     """[config] offered in no allowed region."""
     static_code: np.ndarray
-    """[spot, variant, config] int8: the request-independent reason code (invalid variant, region, quota), or
-    search.PASS."""
+    """[spot, variant, config] int8: the request-independent reason code (invalid variant, region, not sold that
+    way, quota), or search.PASS."""
+    reserved: np.ndarray
+    """[spot, variant, config]: runs on the reservation (its machines already paid for)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,7 +155,8 @@ class Space:
     """date.toordinal() of end of support, NO_END_OF_SUPPORT when none."""
     server_replicas: np.ndarray
     variant_valid: np.ndarray
-    """[config, variant]: sharding needs >= 2 processes; a Reduction Server needs >= 2 nodes of GPUs."""
+    """[config, variant]: sharding needs >= 2 processes; a Reduction Server needs >= 3 nodes of GPUs (it shortens
+    nothing on 2)."""
     price: np.ndarray
     """[config, region, spot, server] USD/h for the whole job; inf where the region does not offer the shape."""
     offered: np.ndarray
@@ -159,27 +167,74 @@ class Space:
     """[region] on-demand USD/h of one Reduction Server machine."""
     modes: dict[str, PrecisionArrays]
     """"auto" and "fp32"."""
-    _views: dict[bytes, RegionView] = field(default_factory=dict, repr=False)
+    sold: np.ndarray
+    """[config, region, mode] whether Google sells the shape there on demand, as Spot, as Flex-start (SOLD_MODES;
+    Flex-start also needs a GPU kind Vertex's FLEX_START takes), from data/consumption.json."""
+    reservable: np.ndarray
+    """[config, region] whether Google sells the shape through reservations there."""
+    _views: dict[tuple, RegionView] = field(default_factory=dict, repr=False)
+    _buyable: dict[bool, np.ndarray] = field(default_factory=dict, repr=False)
     notes: dict[tuple, tuple[tuple[str, ...], bool]] = field(default_factory=dict, repr=False)
     """Request-independent assumption notes per (config, spot, region, server, fp32, memory margin), filled by
     plan_record."""
 
-    def region_view(self, region_mask: np.ndarray) -> RegionView:
-        """Cheapest allowed region per candidate; cached per distinct mask (requests reuse a handful)."""
-        key = region_mask.tobytes()
+    def buyable(self, flex: bool) -> np.ndarray:
+        """[config, region, spot, server]: offered, sold that way (on demand, or Flex-start when `flex` and there is
+        no server pool: FLEX_START needs one machine configuration in every pool; Spot) and within the quota it
+        draws on (Flex-start uses preemptible quota)."""
+        out = self._buyable.get(flex)
+        if out is None:
+            on_demand = self.sold[:, :, 0, None] & self.quota_ok[:, :, 0, :]
+            if flex:
+                flex_ok = self.sold[:, :, 2, None] & self.quota_ok[:, :, 1, :]
+                flex_ok[:, :, 1] = False
+                on_demand = on_demand | flex_ok
+            spot = self.sold[:, :, 1, None] & self.quota_ok[:, :, 1, :]
+            out = self._buyable[flex] = np.stack([on_demand, spot], axis=2) & self.offered[:, :, None, None]
+        return out
+
+    def region_view(
+        self, region_mask: np.ndarray, flex: bool = False, reservation: Reservation | None = None
+    ) -> RegionView:
+        """Cheapest allowed region per candidate, in the modes Google sells it in (Flex-start only when the request
+        allows waiting), on the reservation where it holds the machines; cached per distinct mask, flex and
+        reservation (requests reuse a handful)."""
+        key = (region_mask.tobytes(), flex, reservation)
         view = self._views.get(key)
         if view is None:
             in_region = self.offered & region_mask[None, :]
-            allowed = in_region[:, :, None, None] & self.quota_ok
+            buyable = self.buyable(flex)
+            allowed = in_region[:, :, None, None] & buyable
             masked = np.where(allowed, self.price, np.inf)
             best = np.argmin(masked, axis=1)  # [config, spot, server]
             price = np.take_along_axis(masked, best[:, None], axis=1)[:, 0]
+            reserved = np.zeros(price.shape, dtype=bool)
+            if reservation is not None:
+                j = self.regions.index(reservation.region) if reservation.region in self.regions else -1
+                if j >= 0 and region_mask[j]:
+                    holds = np.array(
+                        [reservation.matches(x.shape) and x.nodes <= reservation.count for x in self.configs]
+                    )
+                    holds &= self.offered[:, j] & self.reservable[:, j] & ~self.is_cpu
+                    for server in (0, 1):
+                        ok = holds & self.quota_ok[:, j, 0, server]
+                        price[ok, 0, server] = server * self.server_replicas[ok] * self.server_price[j]
+                        best[ok, 0, server] = j
+                        reserved[ok, 0, server] = True
             hourly = np.ascontiguousarray(price[:, :, VARIANT_SERVER].transpose(1, 2, 0))  # [spot, variant, config]
             region = np.ascontiguousarray(best[:, :, VARIANT_SERVER].transpose(1, 2, 0))
             not_offered = ~in_region.any(axis=1)
+            ways = np.zeros((len(self.configs), len(self.regions), 2, 2), dtype=bool)  # [config, region, spot, server]
+            ways[:, :, 0, :] = self.sold[:, :, 0, None]
+            if flex:
+                ways[:, :, 0, 0] |= self.sold[:, :, 2]
+            ways[:, :, 1, :] = self.sold[:, :, 1, None]
+            never_sold = ~(in_region[:, :, None, None] & ways).any(axis=1) & ~reserved  # [config, spot, server]
+            never_sold = never_sold[:, :, VARIANT_SERVER].transpose(1, 2, 0)
             quota_blocked = ~np.isfinite(hourly) & ~not_offered
             static = np.full(hourly.shape, STATIC_PASS, dtype=np.int8)
             static[quota_blocked] = STATIC_CODES["quota"]
+            static[never_sold & ~not_offered] = STATIC_CODES["not_sold"]
             static[:, :, not_offered] = STATIC_CODES["region"]
             static[:, ~self.variant_valid.T] = STATIC_CODES["invalid"]
             view = RegionView(
@@ -188,6 +243,7 @@ class Space:
                 quota_blocked=quota_blocked,
                 not_offered=not_offered,
                 static_code=static,
+                reserved=np.ascontiguousarray(reserved[:, :, VARIANT_SERVER].transpose(1, 2, 0)),
             )
             if len(self._views) > 256:
                 self._views.clear()
@@ -234,7 +290,9 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     valid = np.ones((c, len(VARIANTS)), dtype=bool)
     world = np.where(is_cpu, 1, per_node * nodes)
     valid[:, VARIANT_STRATEGY != DDP] = (world > 1)[:, None]
-    valid[:, VARIANT_SERVER == 1] = ((nodes > 1) & ~is_cpu)[:, None]
+    # Reducers only where they can shorten the step: with 2 machines a ring all-reduce already moves each gradient
+    # byte once per machine (2(n-1)/n = 1), as the reducers would (performance.comm_seconds).
+    valid[:, VARIANT_SERVER == 1] = ((nodes > 2) & ~is_cpu)[:, None]
 
     book = catalog.prices
     shape_price: dict[tuple[str, str | None, int], np.ndarray] = {}
@@ -242,6 +300,15 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     offered = np.zeros((c, r), dtype=bool)
     quota_ok = np.zeros((c, r, 2, 2), dtype=bool)
     server_price = np.array([book.quote(a.reduction_server.machine_type, reg, False).usd_per_hour for reg in regions])
+    sold = np.zeros((c, r, len(SOLD_MODES)), dtype=bool)
+    reservable = np.zeros((c, r), dtype=bool)
+    vertex = load_vertex_jobs()
+    for i, cfg in enumerate(configs):
+        rule = catalog.consumption.rule(cfg.shape.machine_type)
+        flex_kind = vertex.flex_start_offered(cfg.shape.accelerator_type)
+        for j, reg in enumerate(regions):
+            sold[i, j] = [rule.sold(m, reg) and (m != "flex_start" or flex_kind) for m in SOLD_MODES]
+            reservable[i, j] = rule.sold("reservation", reg)
     for i, cfg in enumerate(configs):
         shape = cfg.shape
         key = (shape.machine_type, shape.accelerator_type, shape.accelerator_count)
@@ -345,6 +412,8 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
         offered=offered,
         quota_ok=quota_ok,
         server_price=server_price,
+        sold=sold,
+        reservable=reservable,
     )
 
 

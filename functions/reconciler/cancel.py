@@ -57,7 +57,9 @@ def _no_job_now(run: RunRecord) -> str:
             f"{ended[-1].region}); no job was running"
         )
     if tried:
-        return f"while it waited for capacity ({len(tried)} submission(s) refused); no job was running"
+        counted = run.submission.refusals
+        refused = counted.refused if counted is not None else len(tried)  # the attempts kept are the last ones only
+        return f"while it waited for capacity ({refused} submission(s) refused); no job was running"
     return "before a job was submitted"
 
 

@@ -5,7 +5,10 @@ A round is one pass over the run's stored plans (the first plan, then its fallba
 is recorded on `submission.jobs` with the round it belonged to; the next attempt skips the plans that failed in
 this round. When none is left, or the round has used `max_job_attempts` jobs, the run WAITS; when the wait is
 over, the reconciler starts the next round (every plan again), backing off each time, until the request's
-deadline or the give-up time, when the run FAILS naming every attempt.
+deadline or the give-up time, when the run FAILS naming its attempts.
+
+A round that ends in WAITING is counted in `submission.refusals`, and only the last attempts and jobs are kept in
+full (functions/records/bounds.py): a run that waits for days stays far below Firestore's 1 MiB document.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from functions.records.bounds import round_ended, round_line
 from functions.records.run_rules import Step, transitioned
 from schemas.plan import Plan
+from schemas.record_bounds import REASON_KEPT, cut
 from schemas.run_record import JobAttempt, RunError, RunRecord, RunState, Waiting
 from schemas.times import format_timestamp, parse_timestamp, parse_timestamp_or_none
 
@@ -56,8 +61,14 @@ def candidates(run: RunRecord) -> list[Plan]:
 
 
 def known_jobs(run: RunRecord) -> set[str]:
-    """Jobs of earlier attempts: a recovering dispatcher must not adopt them."""
+    """Jobs of earlier attempts kept in full on the run (`submission.jobs`)."""
     return {j.job_name for j in run.submission.jobs or ()}
+
+
+def is_earlier_job(run: RunRecord, job_name: str) -> bool:
+    """An earlier attempt's job (named on `submission.jobs`, or its id on `submission.job_ids`, which keeps more of
+    them): a recovering dispatcher must not adopt it."""
+    return job_name in known_jobs(run) or job_name.rsplit("/", 1)[-1] in (run.submission.job_ids or ())
 
 
 def attempts_summary(run: RunRecord) -> str:
@@ -65,6 +76,14 @@ def attempts_summary(run: RunRecord) -> str:
     refused = [a for a in run.submission.attempts or () if a.outcome.startswith("capacity")]
     parts = [f"{j.job_name.rsplit('/', 1)[-1]} in {j.region} ({j.machine_type}) {j.reason} at {j.at}" for j in jobs]
     parts += [f"{a.region} ({a.machine_type}) at {a.at}: {a.outcome}" for a in refused]
+    counted = run.submission.refusals
+    if counted is not None and (counted.attempts_omitted or counted.jobs_omitted):
+        reasons = ", ".join(f"{n} x {reason}" for reason, n in counted.by_reason.items())
+        parts.insert(
+            0,
+            f"{counted.refused} refusals in {counted.rounds} rounds ({reasons}), the first at {counted.first_at}; "
+            "the last ones",
+        )
     return "; ".join(parts) or "no attempt"
 
 
@@ -92,7 +111,8 @@ def gave_up_error(run: RunRecord, stop: str) -> RunError:
 
 
 def waited(run: RunRecord, reason: str, *, now: datetime, policy: AttemptPolicy) -> RunRecord | None:
-    """The run moved to WAITING (or FAILED when it has waited long enough), every attempt kept."""
+    """The run moved to WAITING (or FAILED when it has waited long enough). The round's refusals are counted and
+    the oldest attempts left out (bounds.round_ended); its history entry names the round and refers to them."""
     prior = run.submission.waiting
     since = prior.since if prior else format_timestamp(now)
     tries = (prior.tries + 1) if prior else 1
@@ -106,13 +126,15 @@ def waited(run: RunRecord, reason: str, *, now: datetime, policy: AttemptPolicy)
             detail="gave up waiting for capacity",
             change=lambda r: replace(r, error=error),
         )
-    delay = min(timedelta(seconds=policy.backoff_seconds * 2 ** (tries - 1)), MAX_BACKOFF)
-    wait = Waiting(reason=reason, retry_at=format_timestamp(now + delay), since=since, tries=tries)
+    # The doubling stops at MAX_BACKOFF: past some 35 rounds 2 ** tries seconds no longer fits a timedelta.
+    delay = min(timedelta(seconds=policy.backoff_seconds * 2 ** min(tries - 1, 32)), MAX_BACKOFF)
+    wait = Waiting(reason=cut(reason, REASON_KEPT), retry_at=format_timestamp(now + delay), since=since, tries=tries)
+    ended = run if run.state == RunState.WAITING else round_ended(run)
     return transitioned(
-        run,
+        ended,
         RunState.WAITING,
         now=now,
-        detail=f"waiting for capacity until {wait.retry_at}: {reason}",
+        detail=f"waiting for capacity until {wait.retry_at}: {round_line(run)}",
         change=lambda r: replace(r, submission=replace(r.submission, waiting=wait)),
     )
 
@@ -130,7 +152,7 @@ def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime, p
             region=cur.vertex.region,
             machine_type=cur.plan.machine_type if cur.plan else "",
             reason=reason,
-            message=message,
+            message=cut(message),
             at=stamp,
             round=_round(cur),
         )
@@ -203,6 +225,7 @@ __all__ = [
     "candidates",
     "capacity_ended",
     "gave_up_error",
+    "is_earlier_job",
     "known_jobs",
     "round_jobs",
     "wait_over",

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from functions.errors import TransientError
+from functions.records.bounds import bounded_history
 from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
 from schemas.run_record import RunRecord, RunState, StateChange, Submission, SubmissionAttempt, can_move
 from schemas.times import format_timestamp
@@ -33,14 +34,16 @@ def transitioned(
 ) -> RunRecord | None:
     """The record after moving to new_state, or None when that move is not allowed from its current state.
 
-    Moving to the state it is already in applies `change` without a new history entry (a repeated event).
+    Moving to the state it is already in applies `change` without a new history entry (a repeated event). The
+    history keeps its first and last entries (functions/records/bounds.py).
     """
     if run.state != new_state and not can_move(run.state, new_state):
         return None
     out = change(run) if change else run
     stamp = format_timestamp(now)
     if run.state != new_state:
-        out = replace(out, state=new_state, history=(*out.history, StateChange(new_state, stamp, detail)))
+        history, omitted = bounded_history((*out.history, StateChange(new_state, stamp, detail)), out.history_omitted)
+        out = replace(out, state=new_state, history=history, history_omitted=omitted)
         if new_state.terminal and out.submission.results_published is None:
             # RunFinished is still to be published: the flag is stored as False so that the reconciler can find it.
             out = replace(out, submission=replace(out.submission, results_published=False))

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,6 +79,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         metavar="FACTOR",
         help="scheduling.timeout = the estimate x this (default $LANDFALL_TIMEOUT_MARGIN, else 1.5)",
+    )
+    p.add_argument(
+        "--prefer",
+        metavar="OBJECTIVE",
+        help="plan as if the request said constraints.prefer: cheapest, fastest, or a value of time in dollars per "
+        "hour (e.g. 25); the default is the request's (README: how the objective is chosen)",
     )
     p.set_defaults(func=cmd_plan)
 
@@ -213,9 +220,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from functions.settings import SettingsError
     from schemas.errors import SchemaError
     from schemas.trainer_flags import extra_problems
+    from schemas.vocabulary import parse_prefer
 
     try:
         request = read_request(args.request)
+        if args.prefer is not None:  # what-if: the same request under another objective
+            parse_prefer(args.prefer)
+            request = replace(request, constraints=replace(request.constraints, prefer=args.prefer.strip()))
         now = datetime.fromisoformat(args.now).astimezone(UTC) if args.now else None
         settings = dispatcher_settings(args)
         config = planner_config(settings, memory_margin=args.memory_margin, timeout_margin=args.timeout_margin)
@@ -254,7 +265,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             row.strategy,
             row.precision,
             row.region or "-",
-            "spot" if row.spot else "on-demand",
+            row.bought,
             _hours(row.estimated_hours),
             _money(row.estimated_cost_usd),
             f"{row.memory_total_bytes / 1e9:,.1f}",
@@ -298,7 +309,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(
         f"\nplan: {plan.machine_type} x{plan.replica_count} "
         f"({_gpus(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
-        f"{plan.precision}, {plan.region}{' spot' if plan.spot else ''}{server}: "
+        f"{plan.precision}, {plan.region}, {plan.scheduling_strategy}{' on a reservation' if plan.reservation else ''}"
+        f"{server}: "
         f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
         f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
     )
@@ -357,7 +369,10 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         selected = select_shapes(catalog, args.gpu, args.region, args.min_gpus)
     except ValueError as exc:
         return _fail(str(exc))
-    shapes = [shape.to_json(catalog.gpus) for shape in selected]
+    shapes = [
+        {**shape.to_json(catalog.gpus), "sold_as": sorted(catalog.consumption.rule(shape.machine_type).modes)}
+        for shape in selected
+    ]
     if args.json:
         print(json.dumps(shapes, indent=2))
         return 0 if shapes else 1
@@ -380,11 +395,22 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                 f"{item['memory_gb']:g}",
                 f"{hourly:,.4f}",
                 len(item["regions"]),
+                catalog.consumption.rule(shape.machine_type).describe(),
             ]
         )
     print(
         render_table(
-            ["MACHINE", "ACCELERATOR", "COUNT", "GPU GB", "VCPUS", "RAM GB", f"$/H ({book.base_region})", "REGIONS"],
+            [
+                "MACHINE",
+                "ACCELERATOR",
+                "COUNT",
+                "GPU GB",
+                "VCPUS",
+                "RAM GB",
+                f"$/H ({book.base_region})",
+                "REGIONS",
+                "SOLD (data/consumption.json)",
+            ],
             rows,
         )
     )

@@ -12,6 +12,7 @@ from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from schemas.errors import SchemaError
 from schemas.plan import Plan
+from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
 from schemas.run_metrics import run_warnings, task_figures
 from schemas.run_record import RunRecord, RunState, parse_run_record, parse_state
 
@@ -275,11 +276,16 @@ def describe(run: RunRecord) -> str:
             lines.append(f"          Vertex: {run.error.job_message}")
         if run.vertex is not None:
             lines.append(f"          replica logs: `landfall logs {run.run_id}`")
-    lines.append("history   " + " -> ".join(h.state for h in run.history))
+    lines.append("history   " + " -> ".join(_states(run)))
     if plan is not None and plan.alternatives:
+        listed = (
+            f"; the best {len(plan.alternatives)} kept on the run, `landfall plan` lists the planner's full list"
+            if len(plan.alternatives) >= ALTERNATIVES_KEPT and plan.alternatives_considered > len(plan.alternatives) + 1
+            else ""
+        )
         lines += [
             "",
-            f"alternatives ({plan.alternatives_considered} considered in all):",
+            f"alternatives ({plan.alternatives_considered} considered in all{listed}):",
             render_table(
                 ["RANK", "MACHINE", "GPU", "REGION", "SPOT", "EST $", "WHY NOT"],
                 [
@@ -299,12 +305,46 @@ def describe(run: RunRecord) -> str:
     lines += [
         "",
         "timeline:",
-        render_table(["STATE", "AT", "DETAIL"], [[h.state, h.at, h.detail] for h in run.history]),
+        render_table(["STATE", "AT", "DETAIL"], _timeline(run)),
     ]
     curve = loss_curve(run.metrics or {})
     if curve:
         lines += ["", curve]
     return "\n".join(lines)
+
+
+def _omitted_line(run: RunRecord) -> str:
+    return f"({run.history_omitted} entries left out: the rounds are counted under `refusals`)"
+
+
+def _states(run: RunRecord) -> list[str]:
+    """The history's states, with how many were left out where they were (schemas/record_bounds.py)."""
+    states = [h.state.value for h in run.history]
+    if run.history_omitted:
+        states.insert(HISTORY_HEAD, f"... {run.history_omitted} more ...")
+    return states
+
+
+def _timeline(run: RunRecord) -> list[list[str]]:
+    rows = [[h.state.value, h.at, h.detail] for h in run.history]
+    if run.history_omitted:
+        rows.insert(HISTORY_HEAD, ["...", "", _omitted_line(run)])
+    return rows
+
+
+def _refusals(run: RunRecord) -> list[str]:
+    """A long wait's refusals, counted (submission.refusals), once a round has ended WAITING."""
+    counted = run.submission.refusals
+    if counted is None:
+        return []
+    reasons = ", ".join(f"{n} x {reason}" for reason, n in counted.by_reason.items()) or "none"
+    left_out = counted.attempts_omitted + counted.jobs_omitted
+    kept = f"; the last ones in full, {left_out} older ones counted only" if left_out else ""
+    return [
+        f"refusals  {counted.refused} in {counted.rounds} round(s): {reasons}{kept}",
+        f"          first at {counted.first_at}: {counted.first}",
+        f"          last at {counted.last_at}: {counted.last}",
+    ]
 
 
 def _waits(run: RunRecord) -> list[str]:
@@ -315,6 +355,7 @@ def _waits(run: RunRecord) -> list[str]:
     if run.state == RunState.WAITING and run.submission.waiting is not None:
         wait = run.submission.waiting
         lines.append(f"waiting   {wait.reason}; next try at {wait.retry_at} (try {wait.tries}, since {wait.since})")
+    lines += _refusals(run)
     queued = run.submission.queued
     if queued is not None and queued.over_at is None and run.state == RunState.SUBMITTING:
         lines.append(

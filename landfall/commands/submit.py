@@ -165,6 +165,8 @@ def code_request(args: argparse.Namespace) -> dict[str, Any]:
         )
         if v
     }
+    if args.prefer:
+        pins["prefer"] = args.prefer
     if pins:
         request["constraints"] = pins
     return request
@@ -273,6 +275,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     size.add_argument("--machine-type", help="pin the machine type (with --gpus and --nodes)")
     size.add_argument("--gpus", type=int, help="pin GPUs per machine")
     size.add_argument("--nodes", type=int, help="pin the number of machines")
+    code.add_argument(
+        "--prefer",
+        metavar="OBJECTIVE",
+        help="constraints.prefer: cheapest, fastest, or a value of time in dollars per hour (e.g. 25); "
+        "default $50/h (README: how the objective is chosen)",
+    )
     p.add_argument(
         "--json",
         action="store_true",

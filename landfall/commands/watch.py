@@ -20,6 +20,7 @@ from landfall.errors import CommandError, client_boundary
 from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time, short_value
 from schemas.dataset_version import DatasetVersion, parse_dataset_version
 from schemas.errors import SchemaError
+from schemas.record_bounds import HISTORY_HEAD
 from schemas.run_record import RunRecord
 
 POLL_S = 1.0
@@ -130,9 +131,17 @@ class Watcher:
         self.progress: str | None = None
 
     def show(self, run: RunRecord, progress: str | None) -> None:
-        for change in run.history[self.changes :]:
+        # `changes` counts every entry the run ever had: a long wait's record keeps its first and last entries
+        # only (schemas/record_bounds.py), so an entry's place is its index plus the entries left out before it.
+        omitted = run.history_omitted or 0
+        for index, change in enumerate(run.history):
+            place = index if index < HISTORY_HEAD or not omitted else index + omitted
+            if place < self.changes:
+                continue
+            if place > self.changes:
+                self.out.write(f"{'':<27} {'...':<10} {place - self.changes} entries left out of the record\n")
             self.out.write(f"{change.at}  {change.state:<10} {change.detail}\n")
-        self.changes = len(run.history)
+            self.changes = place + 1
         if progress and progress != self.progress and not run.state.terminal:
             shown = (self.progress or "").splitlines()
             for line in progress.splitlines():

@@ -246,7 +246,13 @@ def test_ten_datasets_in_flight_when_the_dispatcher_is_killed_all_succeed_with_o
         r: d.get("error") for r, d in docs.items()
     }
     jobs = {r: [j.name for j in _jobs_of(r)] for r in run_ids}
-    assert all(len(names) == 1 for names in jobs.values()), jobs
+    doubled = {r: names for r, names in jobs.items() if len(names) != 1}
+    # A run with two jobs was seen once under heavy load (not reproduced since): say everything needed to find why.
+    assert not doubled, (
+        f"runs with other than one job: {doubled}; their submissions: "
+        f"{ {r: docs[r].get('submission') for r in doubled} }\n"
+        + _log_tails(local_stack, ("dispatch", "reconcile_runs", "vertex"), lines=60)
+    )
     assert all(docs[r]["vertex"]["job_name"] == jobs[r][0] for r in run_ids)
     # the team's container ran, and each run's listing named the version it was made for
     assert all(docs[r]["request"]["trainer"]["image_uri"] == OWN_IMAGE for r in run_ids)
@@ -362,3 +368,5 @@ def test_capacity_refused_everywhere_waits_then_succeeds_once_the_fault_is_clear
     states = [h["state"] for h in doc["history"]]
     assert states.index("WAITING") < len(states) - 1 - states[::-1].index("SUBMITTED"), states
     assert len(_jobs_of(run_id)) == 1
+    refusals = doc["submission"]["refusals"]  # every round that ended WAITING, counted (docs/records.md)
+    assert refusals["rounds"] >= 1 and sum(refusals["by_reason"].values()) == refusals["refused"] >= 1, refusals

@@ -146,12 +146,12 @@ gcloud pubsub topics add-iam-policy-binding landfall-dead-letter --member=servic
 # grant pubsub roles/iam.serviceAccountTokenCreator on service_account landfall-invoker@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts add-iam-policy-binding landfall-invoker@landfall-sample.iam.gserviceaccount.com --member=serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com --role=roles/iam.serviceAccountTokenCreator --project=landfall-sample
 
-# --- The trainer image: built once by Cloud Build, pushed to a repository in every job region
+# --- The trainer images: one per CUDA line, built by Cloud Build, pushed to a repository in every job region
 # create the Docker repository landfall in us-central1
 gcloud artifacts repositories create landfall --repository-format=docker --location=us-central1 '--description=Landfall trainer images' --project=landfall-sample
 # create the Docker repository landfall in europe-west4
 gcloud artifacts repositories create landfall --repository-format=docker --location=europe-west4 '--description=Landfall trainer images' --project=landfall-sample
-# build the trainer image and push us-central1-docker.pkg.dev/landfall-sample/landfall/trainer:golden, europe-west4-docker.pkg.dev/landfall-sample/landfall/trainer:golden (the tag is the hash of the staged context: unchanged code is not rebuilt)
+# build the trainer images (trainer (CUDA 12.6) for sm_60, sm_70, sm_75, sm_80, sm_86, sm_90, trainer-cu130 (CUDA 13.0) for sm_75, sm_80, sm_86, sm_90, sm_100, sm_120; Google's Reduction Server plugin in each) and push us-central1-docker.pkg.dev/landfall-sample/landfall/trainer:golden, europe-west4-docker.pkg.dev/landfall-sample/landfall/trainer:golden, us-central1-docker.pkg.dev/landfall-sample/landfall/trainer-cu130:golden, europe-west4-docker.pkg.dev/landfall-sample/landfall/trainer-cu130:golden (the tag is the hash of the staged context: unchanged code is not rebuilt)
 gcloud builds submit .landfall/deploy/trainer --config=.landfall/deploy/trainer.cloudbuild.json --service-account=projects/landfall-sample/serviceAccounts/landfall-builder@landfall-sample.iam.gserviceaccount.com --timeout=3600s --region=us-central1 --project=landfall-sample
 
 # --- Functions: HTTP functions that only the invoker account may call

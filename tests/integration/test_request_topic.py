@@ -53,7 +53,13 @@ def _read_one(subscriber: Any) -> bytes:
     return data
 
 
-@pytest.mark.parametrize("body", [MINIMAL, json.loads(GOLDEN.read_text())], ids=["minimal", "golden"])
+VALUE_OF_TIME = MINIMAL | {"constraints": {"prefer": "25"}}
+"""A request naming its objective (constraints.prefer: a value of time in dollars per hour, as a string)."""
+
+
+@pytest.mark.parametrize(
+    "body", [MINIMAL, json.loads(GOLDEN.read_text()), VALUE_OF_TIME], ids=["minimal", "golden", "prefer"]
+)
 def test_stock_client_publishes_a_request_the_dispatcher_reads(topic: tuple[str, bool, Any], body: dict) -> None:
     from google.cloud import pubsub_v1
 
@@ -63,6 +69,7 @@ def test_stock_client_publishes_a_request_the_dispatcher_reads(topic: tuple[str,
     assert request.dataset.uri == body["dataset"]["uri"]
     if body is MINIMAL:
         assert request.hyperparameters.epochs == 5 and request.idempotency_key.startswith("content:")
+    assert request.constraints.prefer == body.get("constraints", {}).get("prefer", "")
 
 
 def test_provisioning_says_whether_the_schema_is_attached(topic: tuple[str, bool, Any]) -> None:

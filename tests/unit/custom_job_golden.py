@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,14 @@ ENV = {
     ),
 }
 """Everything the dispatcher's settings read that shapes a job; every other LANDFALL_ variable is left unset."""
+CASE_ENV = {
+    "reservation": {
+        "LANDFALL_RESERVATIONS": json.dumps(
+            {"acme-h100s": {"machine_type": "a3-highgpu-8g", "zone": "us-central1-a", "count": 2}}
+        )
+    },
+}
+"""Settings only some cases add (a declared reservation would be preferred by every plan that can use it)."""
 CASES = (
     "cpu_only",
     "one_gpu",
@@ -42,6 +51,10 @@ CASES = (
     "own_script_two_nodes",
     "own_package",
     "own_image",
+    "reservation",
+    "b200_one_node",
+    "four_nodes_a3_mega",
+    "own_image_four_nodes",
 )
 
 
@@ -53,11 +66,16 @@ def golden_path(case: str) -> Path:
     return GOLDEN / f"{case}.custom_job.json"
 
 
+def env_for(case: str) -> dict[str, str]:
+    """The dispatcher's environment for one case."""
+    return {**ENV, **CASE_ENV.get(case, {})}
+
+
 @contextlib.contextmanager
-def dispatcher_environment() -> Iterator[None]:
+def dispatcher_environment(case: str = "") -> Iterator[None]:
     """os.environ as a deployed dispatcher in project acme-ml would have it (nothing of the local stack's)."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith("LANDFALL_") and k != "GOOGLE_CLOUD_PROJECT"}
-    with mock.patch.dict(os.environ, {**kept, **ENV}, clear=True):
+    with mock.patch.dict(os.environ, {**kept, **env_for(case)}, clear=True):
         yield
 
 
@@ -67,7 +85,7 @@ def export(case: str, fmt: str) -> tuple[int, str, str]:
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["plan", str(request_path(case)), "--custom-job", "--format", fmt, "--now", NOW])
     out, err = io.StringIO(), io.StringIO()
-    with dispatcher_environment(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with dispatcher_environment(case), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = args.func(args)
     return code, out.getvalue(), err.getvalue()
 

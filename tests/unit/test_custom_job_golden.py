@@ -18,12 +18,15 @@ import yaml
 from google.cloud.aiplatform_v1 import CustomJob, CustomJobSpec
 from google.protobuf import json_format
 
+from deploy.images import trainer_image
 from functions.dispatch.job_spec import custom_job
+from functions.dispatch.planner_config import planner_config
 from functions.planning import plan_input_from_request, plan_request
 from functions.settings import settings_from_env
 from landfall.custom_job import gcloud_config, rest_body
+from schemas.plan import Plan
 from schemas.training_request import parse_training_request
-from tests.unit.custom_job_golden import CASES, ENV, NOW, export, golden_path, request_path
+from tests.unit.custom_job_golden import CASES, ENV, NOW, env_for, export, golden_path, request_path
 from trainer.config import parse_args
 
 
@@ -57,9 +60,12 @@ def test_the_golden_round_trips_through_the_sdk_type_and_is_what_the_dispatcher_
     from datetime import datetime
 
     request = parse_training_request(request_path(case).read_text())
-    plan = plan_request(plan_input_from_request(request), now=datetime.fromisoformat(NOW)).plan
+    settings = settings_from_env(env_for(case))
+    plan = plan_request(
+        plan_input_from_request(request), planner_config(settings), now=datetime.fromisoformat(NOW)
+    ).plan
     assert plan is not None
-    built = CustomJob(custom_job(request, plan, settings_from_env(ENV), request.run_id))
+    built = CustomJob(custom_job(request, plan, settings, request.run_id))
     assert CustomJob.pb(built) == message
 
 
@@ -107,6 +113,8 @@ def test_cpu_only_has_no_accelerator_one_pool_and_the_standard_strategy() -> Non
 
 
 def test_one_gpu_and_eight_gpus_on_one_node_are_one_pool() -> None:
+    # a3-highgpu-1g is sold as Spot or Flex-start only (consumption.json): without Spot it waits as FLEX_START
+    assert golden("one_gpu")["jobSpec"]["scheduling"]["strategy"] == "FLEX_START"
     (one,) = pools(golden("one_gpu"))
     assert one["machineSpec"] == {
         "machineType": "a3-highgpu-1g",
@@ -159,6 +167,25 @@ def test_a_pinned_a3_highgpu_2g_keeps_its_shape_and_accumulates() -> None:
     assert {"--batch-size=64", "--micro-batch-size=16", "--gradient-accumulation-steps=2"} <= set(args_of(body))
 
 
+def test_a_reservation_plan_consumes_the_named_reservation_in_every_training_pool() -> None:
+    body = golden("reservation")
+    training = [p for p in pools(body) if p and "reductionserver" not in p["containerSpec"]["imageUri"]]
+    assert sum(p["replicaCount"] for p in training) <= 2  # the reservation holds 2 machines
+    for pool in training:
+        assert pool["machineSpec"]["machineType"] == "a3-highgpu-8g"
+        assert pool["machineSpec"]["reservationAffinity"] == {
+            "reservationAffinityType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": ["projects/acme-ml/zones/us-central1-a/reservations/acme-h100s"],
+        }
+    for pool in pools(body):
+        if pool and "reductionserver" in pool["containerSpec"]["imageUri"]:
+            assert "reservationAffinity" not in pool["machineSpec"]
+    assert body["jobSpec"]["scheduling"]["strategy"] == "STANDARD"
+    # the other goldens run without a reservation
+    assert all("reservationAffinity" not in p.get("machineSpec", {}) for p in pools(golden("eight_gpus_one_node")))
+
+
 def env_of(pool: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in pool["containerSpec"].get("env", [])}
 
@@ -175,6 +202,10 @@ def test_every_form_carries_the_contract_s_plan_variables(case: str) -> None:
         micro, accumulation = int(env["LANDFALL_MICRO_BATCH_SIZE"]), int(env["LANDFALL_GRADIENT_ACCUMULATION_STEPS"])
         assert micro * accumulation * processes == int(env["LANDFALL_GLOBAL_BATCH_SIZE"])
         assert {"LANDFALL_STRATEGY", "LANDFALL_PRECISION"} <= set(env)
+        every = int(env["LANDFALL_CHECKPOINT_EVERY_STEPS"])  # the plan's interval, for every form
+        assert every >= 1
+        if request.trainer.builtin:
+            assert parse_args(pool["containerSpec"]["args"]).checkpoint_every == every
 
 
 def test_a_script_runs_under_the_trainer_image_through_the_launcher_with_its_requirements() -> None:
@@ -210,3 +241,54 @@ def test_an_image_runs_as_given_with_the_contract_paths_on_the_fuse_mount() -> N
     assert env["LANDFALL_MODEL_DIR"].startswith("/gcs/acme-ml-landfall-artifacts-us-central1/runs/")
     assert env["LANDFALL_METRICS_FILE"] == env["LANDFALL_MODEL_DIR"] + "metrics.jsonl"
     assert "LANDFALL_TRAINER_FORM" not in env
+
+
+def _plan_of(case: str) -> Plan:
+    from datetime import datetime
+
+    request = parse_training_request(request_path(case).read_text())
+    plan = plan_request(plan_input_from_request(request), now=datetime.fromisoformat(NOW)).plan
+    assert plan is not None
+    return plan
+
+
+def test_a_b200_plan_runs_the_image_built_for_cuda_13() -> None:
+    (pool,) = pools(golden("b200_one_node"))
+    assert pool["machineSpec"]["acceleratorType"] == "NVIDIA_B200"
+    image = pool["containerSpec"]["imageUri"]
+    assert image == ENV["LANDFALL_TRAINER_IMAGE"].replace("/trainer:", "/trainer-cu130:")
+    build = trainer_image().build_named("trainer-cu130")
+    assert build.cuda.startswith("13.") and build.supports("10.0")
+    assert not trainer_image().builds[0].supports("10.0"), "the CUDA 12.6 build has no sm_100 kernels"
+
+
+@pytest.mark.parametrize("case", ["four_nodes_reduction_server_europe", "four_nodes_a3_mega"])
+def test_a_reduction_server_plan_runs_reducers_on_google_s_image_and_workers_on_an_image_with_the_plugin(
+    case: str,
+) -> None:
+    primary, workers, reducers = pools(golden(case))
+    assert reducers["containerSpec"]["imageUri"].endswith(
+        "-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+    )
+    assert reducers["machineSpec"] == {"machineType": "n1-highcpu-16"}
+    for pool in (primary, workers):
+        name = pool["containerSpec"]["imageUri"].rsplit("/", 1)[1].split(":")[0]
+        build = trainer_image().build_named(name)
+        assert build.reduction_server, f"{build.name} must carry google-reduction-server"
+
+
+def test_a_team_image_without_the_plugin_gets_no_reducers() -> None:
+    body = golden("own_image_four_nodes")
+    assert [p["replicaCount"] for p in pools(body)] == [1, 3], "no Reduction Server pool"
+    assert "Reduction Server: not used: " in " ".join(_plan_of("own_image_four_nodes").reasons)
+
+
+def test_a_multi_node_a3_job_sets_up_no_gpudirect_it_cannot_have_and_its_plan_assumes_the_primary_nic() -> None:
+    """A Vertex CustomJob can attach neither the GPU NICs nor the RxDM sidecar GPUDirect-TCPXO needs: the job carries
+    no TCPXO plugin settings, and the plan was made at the 200 Gbps the VM's primary NIC gives."""
+    body = golden("four_nodes_a3_mega")
+    for pool in pools(body)[:2]:
+        names = {e["name"] for e in pool["containerSpec"]["env"]}
+        assert not {n for n in names if n.startswith(("NCCL_FASTRAK", "NCCL_GPUDIRECTTCPX", "NCCL_NET"))}
+    (line,) = [a for a in _plan_of("four_nodes_a3_mega").assumptions if a.startswith("network: ")]
+    assert "at 200 Gbps (its primary NIC), not GPUDirect-TCPXO's 1600 Gbps" in line

@@ -19,6 +19,7 @@ from deploy.gcp.config import BASIC_ROLES, load_deploy_config
 from deploy.gcp.plan import Target, deploy_plan, function_env, names, prepare
 from deploy.gcp.steps import dry_run_text
 from deploy.gcp.teardown import teardown_plan
+from deploy.images import trainer_image
 from functions.settings import settings_from_env
 from tests.golden.dry_runs import GOLDEN, GOLDEN_DIR, SAMPLE
 
@@ -483,9 +484,19 @@ def test_the_image_is_pushed_to_a_repository_in_every_job_region(deployed: list[
     }
     assert repositories == set(JOB_REGIONS)
     build = next(argv for argv in deployed if argv[1:3] == ["builds", "submit"])
-    assert built_images(build) == [f"{r}-docker.pkg.dev/{P}/landfall/trainer:golden" for r in JOB_REGIONS]
+    assert built_images(build) == [
+        f"{r}-docker.pkg.dev/{P}/landfall/{name}:golden" for name in ("trainer", "trainer-cu130") for r in JOB_REGIONS
+    ]
     config = json.loads((GOLDEN_DIR.parents[1] / flags(build)["config"]).read_text())
     assert config["options"]["logging"] == "CLOUD_LOGGING_ONLY", "a user-specified build account needs it"
+    # One docker build per CUDA line, from its manifest: the base image and the capabilities its torch must carry.
+    for step, build_spec in zip(config["steps"], trainer_image().builds, strict=True):
+        assert step["id"] == build_spec.name
+        assert f"BASE_IMAGE={build_spec.base_image}" in step["args"]
+        assert f"COMPUTE_CAPABILITIES={' '.join(build_spec.compute_capabilities)}" in step["args"]
+        assert [step["args"][i + 1] for i, a in enumerate(step["args"]) if a == "--tag"] == [
+            f"{r}-docker.pkg.dev/{P}/landfall/{build_spec.name}:golden" for r in JOB_REGIONS
+        ]
     teardown = commands(GOLDEN["teardown_dry_run.sh"]())
     deleted = {flags(a)["location"] for a in teardown if a[1:4] == ["artifacts", "repositories", "delete"]}
     assert deleted == set(JOB_REGIONS)
@@ -498,6 +509,11 @@ def test_a_job_in_another_job_region_runs_the_image_from_its_own_region() -> Non
     assert settings.trainer_image_for("europe-west4") == f"europe-west4-docker.pkg.dev/{P}/landfall/trainer:golden"
     assert settings.trainer_image_for("us-central1") == image
     assert settings.trainer_image_for("asia-east1") == image, "no repository there: the image as configured"
+    # The B200 build: its own image name, the same tag, in the job's region.
+    assert (
+        settings.trainer_image_for("europe-west4", "trainer-cu130")
+        == f"europe-west4-docker.pkg.dev/{P}/landfall/trainer-cu130:golden"
+    )
 
 
 def test_teardown_cancels_landfalls_open_jobs_in_every_job_region_before_deleting_accounts() -> None:

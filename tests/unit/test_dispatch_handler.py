@@ -109,7 +109,7 @@ def test_the_stored_document_keeps_its_shape_and_round_trips() -> None:
         "submission",
     }
     assert set(doc["submission"]) == {"owner", "lease_until", "fallbacks", "attempts"}
-    assert set(doc["submission"]["attempts"][0]) == {"region", "machine_type", "at", "outcome", "plan"}
+    assert set(doc["submission"]["attempts"][0]) == {"region", "machine_type", "at", "outcome", "plan", "round"}
     assert doc["timings"] == {"created_at": NOW, "submitted_at": NOW}  # Firestore timestamps, not text
     assert doc["created_at"] == doc["history"][0]["at"] == doc["submission"]["attempts"][0]["at"] == NOW
     assert doc["cost"] == {"estimated_usd": PLAN.estimated_cost_usd}

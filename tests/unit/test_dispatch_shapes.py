@@ -75,7 +75,14 @@ def test_the_planner_refuses_the_same_pins_and_names_a_shape_that_would_run_an_i
             PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**9, machine_type="a3-highgpu"), now=NOW
         )
     outcome = plan_request(
-        PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=10**9, batch_size=64, machine_type="a3-highgpu-1g"),
+        PlanInput(
+            task="causal-lm",
+            preset="gpt-7b",
+            dataset_bytes=10**9,
+            batch_size=64,
+            machine_type="a3-highgpu-1g",
+            prefer="cheapest",
+        ),
         now=NOW,
     )
     assert outcome.plan is None and outcome.rejection is not None

@@ -3,6 +3,7 @@ and how the planner sizes code Landfall did not write."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -85,6 +86,9 @@ def test_the_built_in_trainer_still_needs_task_and_preset_and_keeps_its_content_
         ({"script": "gs://c/t.py", "env": {"LANDFALL_RUN_ID": "x"}}, "trainer contract"),
         ({"script": "gs://c/t.py", "env": {"RANK": "1"}}, "trainer contract"),
         ({"script": "gs://c/t.py", "launch": "per-rack"}, "per-gpu"),
+        ({"script": "gs://c/t.py", "gpu_capabilities": ["9.0"]}, "Landfall's trainer images, which declare"),
+        ({"image_uri": "x/y:1", "gpu_capabilities": ["sm_90"]}, r"trainer.gpu_capabilities: expected a CUDA"),
+        ({"image_uri": "x/y:1", "gpu_capabilities": [9.0]}, "trainer.gpu_capabilities"),
     ],
 )
 def test_a_malformed_trainer_is_refused_naming_the_field(trainer: dict[str, Any], match: str) -> None:
@@ -133,7 +137,9 @@ def test_each_of_the_four_ways_sizes_the_work(sizing: dict[str, Any]) -> None:
 
 def test_measured_memory_and_step_time_override_the_models() -> None:
     def plan(workload: dict[str, Any]) -> Any:
-        request = parse_training_request(own(SCRIPT, workload=workload, hyperparameters={"batch_size": 32}))
+        request = parse_training_request(
+            own(SCRIPT, workload=workload, hyperparameters={"batch_size": 32}, constraints={"prefer": "cheapest"})
+        )
         outcome = plan_request(plan_input_from_request(request), now=NOW)
         assert outcome.plan is not None
         return outcome.plan
@@ -179,3 +185,42 @@ parameters = 1000000
     routes.write_text(routes.read_text().replace('requirements = ["numpy"]', 'image_uri = "x/y:1"'))
     with pytest.raises(RouteError, match=r"exactly one of trainer\.script"):
         read_routes(routes)
+    # A route of a team's image declares the GPUs the image runs on, as a request would.
+    routes.write_text(
+        routes.read_text()
+        .replace('script = "gs://landfall-code/team-a/train.py"\n', "")
+        .replace('image_uri = "x/y:1"', 'image_uri = "x/y:1"\ngpu_capabilities = ["9.0"]')
+    )
+    (route,) = read_routes(routes)
+    request = parse_training_request(own(route.trainer, workload=route.workload))
+    assert request.trainer.gpu_capabilities == ("9.0",)
+    assert plan_input_from_request(request).gpu_capabilities == ("9.0",)
+
+
+def test_a_team_image_declares_its_gpus_and_the_planner_keeps_to_them() -> None:
+    """trainer.gpu_capabilities reaches the planner through the request: an image with H100 kernels only (sm_90) is
+    planned on H100 or H200, never on the cheaper GPUs it cannot run on."""
+    image = {"image_uri": SETTINGS.trainer_image.rsplit("/", 1)[0] + "/team-image:1", "gpu_capabilities": ["9.0"]}
+    big = {"parameters": 1_300_000_000, "layers": 24, "hidden_size": 2048, "seq_len": 2048, "samples_per_epoch": 10**6}
+    request = parse_training_request(own(image, workload=big))
+    assert request.trainer.gpu_capabilities == ("9.0",)
+    inp = plan_input_from_request(request)
+    assert inp.gpu_capabilities == ("9.0",) and inp.image_uri == image["image_uri"]
+    plan = plan_request(inp, now=NOW).plan
+    assert plan is not None and plan.accelerator_type in {
+        "NVIDIA_H100_80GB",
+        "NVIDIA_H100_MEGA_80GB",
+        "NVIDIA_H200_141GB",
+    }
+    anywhere = plan_request(dataclasses.replace(inp, image_uri="", gpu_capabilities=()), now=NOW).plan
+    assert anywhere is not None and anywhere.accelerator_type != plan.accelerator_type, "the declaration decided"
+
+
+def test_the_topic_schema_carries_gpu_capabilities() -> None:
+    from google.protobuf import json_format
+
+    from schemas.proto import message_class
+
+    body = own({"image_uri": "x/y:1", "gpu_capabilities": ["8.0", "9.0"]}, **SIZED)
+    message = json_format.Parse(json.dumps(body), message_class()())
+    assert list(message.trainer.gpu_capabilities) == ["8.0", "9.0"]

@@ -112,7 +112,11 @@ def test_proto_schema_file_is_generated_from_the_classes() -> None:
     assert PROTO_PATH.read_text() == render(), "schemas/training_request.proto is stale: run `python -m schemas.proto`"
 
 
-@pytest.mark.parametrize("body", [MINIMAL, golden_request()], ids=["minimal", "golden"])
+@pytest.mark.parametrize(
+    "body",
+    [MINIMAL, golden_request(), MINIMAL | {"constraints": {"prefer": "25"}}],
+    ids=["minimal", "golden", "prefer"],
+)
 def test_topic_schema_takes_minimal_and_full_requests(body: dict) -> None:
     from google.protobuf import json_format
 
@@ -127,6 +131,8 @@ def test_topic_schema_takes_minimal_and_full_requests(body: dict) -> None:
         (("nope",), 1),
         (("model", "preset"), 3),
         (("labels",), ["a"]),
+        (("constraints", "prefer"), ["fastest"]),
+        (("constraints", "prefer"), 25),  # a value of time is a string: "25"
     ],
 )
 def test_topic_schema_refuses_malformed_json(path: tuple[str, ...], value: object) -> None:

@@ -105,6 +105,9 @@ def test_submit_script_uploads_the_code_and_builds_a_request_the_dispatcher_read
     assert parsed.trainer.script == "gs://c/s/train.py" and parsed.trainer.requirements == ("numpy==2.1.0", "scipy")
     assert parsed.trainer.args == ("--lr", "0.1") and parsed.trainer.env == {"WANDB_MODE": "offline"}
     assert parsed.workload.parameters == 1000 and parsed.dataset.uri == "gs://landfall-landing/d/"
+    assert parsed.constraints.prefer == ""
+    fast = submit.code_request(args(script=str(script), data="gs://landfall-landing/d/", params=1000, prefer="fastest"))
+    assert parse_training_request(fast).constraints.prefer == "fastest"
     with pytest.raises(CommandError, match="--module"):
         submit.code_request(args(package="dist/p.whl", data="gs://b/d/"))
     with pytest.raises(CommandError, match="exactly one of"):

@@ -101,6 +101,11 @@ def test_a_torchrun_script_runs_on_two_nodes_of_two_processes(world: dict[str, A
     trainer = {"script": upload(world, EXAMPLES / "ddp_script" / "train.py"), "args": ["--epochs", "3"]}
     job, request = run_job(world, trainer, machine_type="g2-standard-24", accelerator_count=2, replica_count=2)
     assert_trained(world, job, request, world_size=4, form="script")
+    # The plan's checkpoint interval reached the team's code through the contract's environment.
+    env = {e.name: e.value for e in job.job_spec.worker_pool_specs[0].container_spec.env}
+    every = int(env["LANDFALL_CHECKPOINT_EVERY_STEPS"])
+    assert every >= 1
+    assert json.loads(model_folder(world, request)["metrics.json"])["final"]["checkpoint_every_steps"] == every
 
 
 def test_an_installable_package_runs_its_module(world: dict[str, Any], tmp_path: Path) -> None:
@@ -139,3 +144,17 @@ def test_a_script_that_exits_1_fails_as_user_code_with_its_line(world: dict[str,
     failure = parse_trainer_failure(model_folder(world, request)["failure.json"].decode())
     verdict = classify(failure.kind, job.error.message, job.error.code, exit_code=failure.exit_code)
     assert verdict.reason == "user-code" and "loss went to nan" in failure.message
+
+
+def test_a_b200_plan_runs_the_cuda_13_trainer_image_which_the_emulator_runs_as_the_trainer(
+    world: dict[str, Any],
+) -> None:
+    """Issue 23: a plan on B200 (sm_100) names the trainer image built for CUDA 13 (`trainer-cu130`), and the emulator
+    runs that image as Landfall's trainer (its launcher fetches the script), as Vertex would run the container."""
+    trainer = {"script": upload(world, EXAMPLES / "ddp_script" / "train.py"), "args": ["--epochs", "3"]}
+    pins: dict[str, Any] = {"machine_type": "a4-highgpu-8g", "replica_count": 1, "flex_start": "allowed"}
+    job, request = run_job(world, {**trainer, "launch": "per-node"}, **pins)  # A4: not sold on demand
+    (pool,) = job.job_spec.worker_pool_specs
+    assert pool.machine_spec.accelerator_type.name == "NVIDIA_B200"
+    assert pool.container_spec.image_uri.startswith(f"us-central1-docker.pkg.dev/{PROJECT}/landfall/trainer-cu130:")
+    assert_trained(world, job, request, world_size=1, form="script")

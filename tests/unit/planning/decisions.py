@@ -79,6 +79,7 @@ def generated_requests(count: int = COUNT, seed: int = SEED) -> list[PlanInput]:
                 precision=rng.choice(["auto", "auto", "auto", "fp32"]),
                 checkpointing=rng.random() > 0.1,
                 flex_start=rng.choice(["never", "never", "allowed"]),
+                prefer=rng.choice(["", "", "", "cheapest", "fastest", "10", "200"]),
             )
         )
     return out

@@ -19,6 +19,7 @@ from functions.planning.performance import GBIT, comm_seconds, compute_seconds, 
 from functions.planning.quotas import QuotaTable
 from functions.planning.space import VARIANTS, Space
 from functions.planning.workload import build_workload
+from schemas.vertex_jobs import load_vertex_jobs
 
 _QUOTES: dict[tuple[int, str, str, bool], float] = {}
 
@@ -30,6 +31,15 @@ def _quote(catalog: Catalog, item: str, region: str, spot: bool) -> float:
     return _QUOTES[key]
 
 
+def objective_key(inp: PlanInput, hours: float, cost: float, default_value: float) -> tuple[float, float]:
+    """(objective, tiebreak) by constraints.prefer, written out: fastest = hours then cost; cheapest = cost then
+    hours; a value of time V (the default when unset) = cost + V x hours, then hours."""
+    if inp.prefer == "fastest":
+        return hours, cost
+    value = 0.0 if inp.prefer == "cheapest" else float(inp.prefer) if inp.prefer else default_value
+    return cost + value * hours, hours
+
+
 def exhaustive_best(
     space: Space, inp: PlanInput, now: datetime, quotas: QuotaTable
 ) -> tuple[float, float, tuple[int, int, bool, str]] | None:
@@ -38,7 +48,6 @@ def exhaustive_best(
     a = catalog.assumptions
     work = build_workload(inp, a)
     p = work.parameters
-    fastest = inp.deadline is None and inp.budget_usd > 0
     deadline_hours = None if inp.deadline is None else (inp.deadline - now).total_seconds() / 3600
     rs = a.reduction_server
     best = None
@@ -61,6 +70,8 @@ def exhaustive_best(
         if gpu is not None and host_need > shape.memory_bytes:
             continue
         regions = [r for r in shape.regions if not inp.regions or r in inp.regions]
+        rule = catalog.consumption.rule(shape.machine_type)
+        flex_ok = inp.flex_start == "allowed" and load_vertex_jobs().flex_start_offered(shape.accelerator_type)
         if not regions:
             continue
         fp32 = gpu is None or gpu.mixed_precision() == "fp32" or inp.precision == "fp32"
@@ -122,7 +133,18 @@ def exhaustive_best(
                 if deadline_hours is not None and hours > deadline_hours:
                     continue
                 for region in regions:
-                    if gpu is not None and cfg.gpus > quotas.gpu_limit(region, gpu.accelerator_type, spot):
+                    # How Google sells the shape there (consumption.json): Spot as Spot; otherwise on demand, or
+                    # Flex-start when the request allows waiting (on Vertex's FLEX_START kinds, no server pool),
+                    # which draws on preemptible quota.
+                    if spot:
+                        ways = [True] if rule.sold("spot", region) else []
+                    else:
+                        ways = [False] if rule.sold("on_demand", region) else []
+                        if flex_ok and not server and rule.sold("flex_start", region):
+                            ways.append(True)
+                    if gpu is not None:
+                        ways = [w for w in ways if cfg.gpus <= quotas.gpu_limit(region, gpu.accelerator_type, w)]
+                    if not ways:
                         continue
                     cpus = (cfg.nodes * shape.vcpus if shape.counts_cpu_quota else 0) + servers * rs.vcpus
                     if cpus > quotas.cpu_limit(region):
@@ -134,7 +156,7 @@ def exhaustive_best(
                     cost = hours * hourly
                     if inp.budget_usd and cost > inp.budget_usd:
                         continue
-                    key = (hours, cost) if fastest else (cost, hours)
+                    key = objective_key(inp, hours, cost, a.objective.value_of_time_usd_per_hour)
                     if best is None or key < best[:2]:
                         best = (*key, (ci, vi, spot, region))
     return best

@@ -56,22 +56,41 @@ def test_catalog_json_prints_one_object_per_shape(capsys):
     assert cpu["accelerator_type"] is None and cpu["gpu_memory_gb"] is None and "us-central1" in cpu["regions"]
     h100 = next(s for s in shapes if s["machine_type"] == "a3-highgpu-8g")
     assert (h100["accelerator_type"], h100["accelerator_count"], h100["gpu_memory_gb"]) == ("NVIDIA_H100_80GB", 8, 80)
+    assert h100["sold_as"] == ["flex_start", "on_demand", "reservation", "spot"]
+    small = next(s for s in shapes if s["machine_type"] == "a3-highgpu-1g")
+    assert small["sold_as"] == ["flex_start", "spot"]  # not on demand (Google's consumption options)
 
 
 def test_catalog_table(capsys):
     code, out = run(["catalog"], capsys)
     assert code == 0 and "a4-highgpu-8g" in out.out and "NVIDIA_B200" in out.out
+    b200 = next(line for line in out.out.splitlines() if line.startswith("a4-highgpu-8g"))
+    assert b200.endswith("Spot, Flex-start or a reservation only")
 
 
 def test_plan_table_marks_the_chosen_row(capsys):
     code, out = run(["plan", str(EXAMPLE), "--now", NOW.isoformat()], capsys)
     lines = out.out.splitlines()
-    assert code == 0 and lines[0] == "objective: cheapest plan (no deadline, no budget)"
+    assert (
+        code == 0
+        and lines[0]
+        == "objective: least cost + $50/h x wall hours (the default value of time) (no deadline, no budget)"
+    )
     marked = [line for line in lines if line.startswith("*")]
     assert len(marked) == 1 and "chosen" in marked[0] and "cpu" in marked[0] and "us-central1" in marked[0]
     assert "more candidates (--all lists them)" in out.out
     code, out = run(["plan", str(EXAMPLE), "--all", "--now", NOW.isoformat()], capsys)
     assert "more candidates" not in out.out and out.out.count("\n") > 600
+
+
+def test_plan_prefer_replans_the_request_under_another_objective(capsys):
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "cheapest", "--now", NOW.isoformat()], capsys)
+    first = out.out.splitlines()[0]
+    assert code == 0 and first == "objective: cheapest plan (prefer: cheapest) (no deadline, no budget)"
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "25", "--json", "--now", NOW.isoformat()], capsys)
+    assert code == 0 and json.loads(out.out)["objective"].startswith("least cost + $25/h x wall hours (prefer: 25)")
+    code, out = run(["plan", str(EXAMPLE), "--prefer", "soon", "--now", NOW.isoformat()], capsys)
+    assert code == 2 and "'soon' is not an objective: write cheapest, fastest, or a value of time" in out.err
 
 
 def test_plan_json_prints_the_plan(capsys):

@@ -17,7 +17,8 @@ from tests.unit.planning.outcomes import chosen, cost, hours, rejection
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 EXAMPLE = Path(__file__).parents[3] / "schemas/examples/training_request.json"
-LM = PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**9, epochs=1, batch_size=64)
+LM = PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**9, epochs=1, batch_size=64, prefer="cheapest")
+"""Ranked by cost alone, so the tests below can check orders by cost (the default objective: test_objective.py)."""
 
 
 def test_demo_request_gets_a_cheap_cpu_machine_in_the_default_region():
@@ -67,7 +68,7 @@ def test_plan_lists_ranked_alternatives_with_reasons():
     assert cost(plan.alternatives[0]) >= plan.estimated_cost_usd
 
 
-def test_deadline_buys_speed_and_budget_without_deadline_buys_the_fastest():
+def test_deadline_buys_speed_and_prefer_fastest_buys_the_fastest_within_the_budget():
     cheapest = chosen(plan_request(LM, now=NOW))
     rushed = chosen(
         plan_request(dataclasses.replace(LM, deadline=NOW + timedelta(hours=cheapest.estimated_hours / 3)), now=NOW)
@@ -75,10 +76,10 @@ def test_deadline_buys_speed_and_budget_without_deadline_buys_the_fastest():
     assert rushed.estimated_hours <= cheapest.estimated_hours / 3
     assert rushed.estimated_cost_usd >= cheapest.estimated_cost_usd
     budget = cheapest.estimated_cost_usd * 4
-    fastest = plan_request(dataclasses.replace(LM, budget_usd=budget), now=NOW)
+    fastest = plan_request(dataclasses.replace(LM, budget_usd=budget, prefer="fastest"), now=NOW)
     assert chosen(fastest).estimated_cost_usd <= budget
     assert chosen(fastest).estimated_hours < cheapest.estimated_hours
-    assert fastest.objective.startswith("fastest plan within")
+    assert fastest.objective == f"fastest plan (prefer: fastest) within the ${budget:,.2f} budget"
     others = [c for c in fastest.candidates if c.feasible and not c.chosen]
     assert all(hours(c) >= chosen(fastest).estimated_hours - 1e-9 for c in others)
 
@@ -174,7 +175,9 @@ def test_no_bf16_on_t4_and_v100():
 def test_large_models_shard_and_the_plan_is_deterministic():
     inp = PlanInput(task="causal-lm", preset="gpt-70b", dataset_bytes=10**9, batch_size=64)
     first, second = plan_request(inp, now=NOW), plan_request(inp, now=NOW)
-    assert chosen(first).strategy in {"zero2", "fsdp"} and chosen(first).gpu_count >= 16
+    # 70B does not fit one GPU: sharded over 8 B200 (one machine), where machines past one talk over the 200 Gbps
+    # primary NIC a custom job gets (machines.json gpudirect)
+    assert chosen(first).strategy in {"zero2", "fsdp"} and chosen(first).gpu_count >= 8
     assert json.dumps(chosen(first).to_dict()) == json.dumps(chosen(second).to_dict())
 
 

@@ -21,7 +21,7 @@ from functions.planning.catalog import load_catalog
 from functions.planning.quotas import load_quotas
 from functions.planning.space import space_for
 from schemas.plan import Plan
-from tests.unit.planning.exhaustive import exhaustive_best
+from tests.unit.planning.exhaustive import exhaustive_best, objective_key
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 REGIONS = ("us-central1", "us-east1", "us-east4", "us-west1", "europe-west4", "asia-southeast1")
@@ -88,6 +88,8 @@ def requests(draw) -> PlanInput:
         spot=draw(st.sampled_from(["never", "allowed", "required"])),
         checkpointing=draw(st.booleans()),
         precision=draw(st.sampled_from(["auto", "auto", "fp32"])),
+        flex_start=draw(st.sampled_from(["never", "allowed"])),
+        prefer=draw(st.sampled_from(["", "", "cheapest", "fastest", "0.5", "25", "1000"])),
     )
 
 
@@ -105,6 +107,9 @@ def check_constraints(plan: Plan, inp: PlanInput) -> None:
         == (plan.machine_type, plan.accelerator_type, plan.accelerator_count)
     )
     assert plan.region in shape.regions
+    mode = "spot" if plan.spot else "flex_start" if plan.flex_start else "on_demand"
+    assert catalog.consumption.rule(plan.machine_type).sold(mode, plan.region), (plan.machine_type, mode)
+    assert not plan.flex_start or inp.flex_start == "allowed"
     assert not inp.gpu_allowlist or plan.accelerator_type in inp.gpu_allowlist
     assert not inp.max_gpus or plan.gpu_count <= inp.max_gpus
     assert plan.spot is not (inp.spot == "never" or not inp.checkpointing) or not plan.spot
@@ -135,13 +140,13 @@ def test_plan_is_valid_within_constraints_and_the_best_feasible(inp: PlanInput):
         return
     assert outcome.plan is not None, f"exhaustive search found {reference}; planner said {outcome.rejection}"
     check_constraints(outcome.plan, inp)
-    fastest = inp.deadline is None and inp.budget_usd > 0
     ev = outcome.evaluation
     best = ev.best()
-    got = float(ev.hours[best]) if fastest else float(ev.cost[best])
+    default = load_catalog().assumptions.objective.value_of_time_usd_per_hour
+    got = objective_key(inp, float(ev.hours[best]), float(ev.cost[best]), default)[0]
     assert got <= reference[0] * (1 + 1e-9) + 1e-12
     assert got >= reference[0] * (1 - 1e-9) - 1e-12
-    chosen = outcome.plan.estimated_hours if fastest else outcome.plan.estimated_cost_usd
+    chosen = objective_key(inp, outcome.plan.estimated_hours, outcome.plan.estimated_cost_usd, default)[0]
     for fallback in outcome.fallbacks:
         check_constraints(fallback, inp)
-        assert (fallback.estimated_hours if fastest else fallback.estimated_cost_usd) >= chosen - 1e-6
+        assert objective_key(inp, fallback.estimated_hours, fallback.estimated_cost_usd, default)[0] >= chosen - 1e-6
