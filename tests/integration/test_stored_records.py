@@ -1,7 +1,7 @@
 """Every Firestore document Landfall writes, written through Landfall's own adapter (functions/gcp/*_store.py) into
 the Firestore emulator, read back with the stock google-cloud-firestore client and parsed by its schema in
-schemas/: runs, orphans, datasets, dataset versions and dataset contents. Each round trip ends at the golden
-example (schemas/examples/), so the stored shape, the schema and the example cannot drift apart; and every
+schemas/: runs, orphans, datasets, dataset versions, dataset contents and rate buckets. Each round trip ends at the
+golden example (schemas/examples/), so the stored shape, the schema and the example cannot drift apart; and every
 collection the topology names has a kind here, so a new collection cannot go untyped."""
 
 from __future__ import annotations
@@ -18,13 +18,16 @@ import pytest
 from deploy.topology import load_topology
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.orphans_store import OrphansStore
+from functions.gcp.rate_limits_store import RateLimitsStore
 from functions.gcp.runs_store import RunsStore
 from functions.records.dataset_versions import VersionOutcome
 from functions.records.leases import ClaimOutcome
+from functions.records.rate_limits import from_us
 from schemas.content_record import CONTENTS_SUBCOLLECTION, parse_content_record
 from schemas.dataset_record import DatasetStatus, VersionStatus, parse_dataset_record
 from schemas.dataset_version import DatasetVersion, parse_dataset_version
 from schemas.orphan_record import parse_orphan_record
+from schemas.rate_bucket import CREATE_CUSTOM_JOB, bucket_id, parse_rate_bucket
 from schemas.run_record import parse_run_record
 from schemas.times import parse_timestamp
 from tests.conftest import PROJECT, Emulator
@@ -39,6 +42,7 @@ STORED: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "datasets_collection": ("dataset_record", parse_dataset_record),
     "dataset_versions_collection": ("dataset_version", parse_dataset_version),
     f"datasets/*/{CONTENTS_SUBCOLLECTION}": ("content_record", parse_content_record),
+    "rate_limits_collection": ("rate_bucket", parse_rate_bucket),
 }
 
 
@@ -85,6 +89,16 @@ def test_an_orphan_reads_back_as_written(client: Any) -> None:
     doc = stored(client, f"{TOPOLOGY.orphans_collection}/{record.orphan_id}")
     assert doc == golden("orphan_record") and parse_orphan_record(doc) == record
     assert orphans.get(record.orphan_id) == record
+
+
+def test_a_rate_bucket_written_by_two_takes_reads_back_as_the_golden(client: Any) -> None:
+    expected = parse_rate_bucket(golden("rate_bucket"))
+    limits = RateLimitsStore(client, TOPOLOGY.rate_limits_collection, expected.per_minute)
+    now = from_us(expected.next_slot_us - 2 * 1_200_000)  # two slots (60 s / 50) before the golden's next slot
+    first, second = limits.take(expected.region, now), limits.take(expected.region, now)
+    assert (first, second) == (now, now + timedelta(seconds=1.2))  # the second take waits one interval
+    doc = stored(client, f"{TOPOLOGY.rate_limits_collection}/{bucket_id(CREATE_CUSTOM_JOB, expected.region)}")
+    assert doc == golden("rate_bucket") and parse_rate_bucket(doc) == expected
 
 
 def _datasets(client: Any) -> DatasetsStore:
