@@ -10,9 +10,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from functions.dispatch.handler import DispatchDeps, handle_training_request
+from functions.dispatch.handler import DispatchDeps, attempt_policy, handle_training_request, resubmit
 from functions.envelopes import PubSubMessage
 from functions.listener.handler import ListenerDeps, handle_job_event
+from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps
 from functions.settings import settings_from_env
 from schemas.plan import Plan, parse_plan
 from schemas.run_record import RunRecord
@@ -78,6 +79,18 @@ class World:
     def _plan(self, request: TrainingRequest) -> Outcome:
         self.planned.append(request.run_id)
         return self.outcome
+
+    def reconciler_deps(self) -> ReconcilerDeps:
+        """The reconciler wired to this world: its runs, Vertex, listener and dispatcher (a 120 s lease)."""
+        return ReconcilerDeps(
+            open_runs=lambda: self.runs.in_states(OPEN_STATES),
+            vertex=self.vertex,  # type: ignore[arg-type]
+            listener=self.listener_deps,
+            resubmit=lambda run_id: resubmit(run_id, self.dispatch_deps),
+            policy=attempt_policy(self.dispatch_deps.settings),
+            lease_seconds=120,
+            now=self.clock,
+        )
 
     def deliver(self, data: bytes = REQUEST_JSON, message_id: str = "m-1") -> str:
         """One delivery of a TrainingRequest message to the dispatcher."""

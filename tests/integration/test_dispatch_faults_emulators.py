@@ -42,12 +42,10 @@ ENDED = ("JOB_STATE_CANCELLED", "JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED")
 @pytest.fixture(scope="module")
 def vertex_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Vertex emulator whose trainer image runs a sleeper (the jobs here are cancelled, never trained)."""
-    from tests.integration.vertex_emulator.harness import launch_emulator
+    from tests.integration.vertex_emulator.harness import emulator_running
 
-    folder = tmp_path_factory.mktemp("vertex-dispatch-faults")
-    images = folder / "images.json"
-    images.write_text(json.dumps({SETTINGS.trainer_image: [sys.executable, "-c", "import time; time.sleep(300)"]}))
-    process = launch_emulator(folder / "state", folder / "emulator.log", ["--images", str(images)])
+    trainer = [sys.executable, "-c", "import time; time.sleep(300)"]
+    process = emulator_running(tmp_path_factory.mktemp("vertex-dispatch-faults"), {SETTINGS.trainer_image: trainer})
     yield process
     process.stop()
 

@@ -5,7 +5,6 @@ limit, none is lost and none has two jobs."""
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,12 +37,10 @@ REGIONS = (PLAN.region, FALLBACK_1.region)
 @pytest.fixture(scope="module")
 def vertex_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Vertex emulator whose trainer image exits at once (the jobs here only need to exist)."""
-    from tests.integration.vertex_emulator.harness import launch_emulator
+    from tests.integration.vertex_emulator.harness import emulator_running
 
-    folder = tmp_path_factory.mktemp("vertex-rate-limits")
-    images = folder / "images.json"
-    images.write_text(json.dumps({SETTINGS.trainer_image: [sys.executable, "-c", "pass"]}))
-    process = launch_emulator(folder / "state", folder / "emulator.log", ["--images", str(images)])
+    trainer = [sys.executable, "-c", "pass"]
+    process = emulator_running(tmp_path_factory.mktemp("vertex-rate-limits"), {SETTINGS.trainer_image: trainer})
     yield process
     process.stop()
 

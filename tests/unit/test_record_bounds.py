@@ -17,9 +17,9 @@ from google.api_core import exceptions as gexc
 
 from deploy.routes import Route
 from deploy.topology import load_topology
-from functions.dispatch.handler import attempt_policy, resubmit
+from functions.dispatch.handler import attempt_policy
 from functions.reconciler.cancel import cancel_run
-from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps, _reconcile
+from functions.reconciler.handler import ReconcilerDeps, _reconcile
 from functions.reconciler.orphans import OrphanDeps
 from functions.records.attempts import waited
 from functions.records.bounds import stored_plan
@@ -87,16 +87,8 @@ def refused_everywhere() -> tuple[World, ingest.World, FakeOrphans, ReconcilerDe
     assert w.deliver(landing.published[0]) == "waiting:no-capacity"
     (run_id,) = w.runs.docs
     orphans = FakeOrphans()
-    deps = ReconcilerDeps(
-        open_runs=lambda: w.runs.in_states(OPEN_STATES),
-        vertex=w.vertex,  # type: ignore[arg-type]
-        listener=w.listener_deps,
-        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
-        policy=attempt_policy(w.dispatch_deps.settings),
-        lease_seconds=120,
-        now=w.clock,
-        orphans=OrphanDeps(store=orphans, runs=w.runs.get_many, regions=REGIONS, cancel=True, grace_seconds=120),
-    )
+    orphan_deps = OrphanDeps(store=orphans, runs=w.runs.get_many, regions=REGIONS, cancel=True, grace_seconds=120)
+    deps = replace(w.reconciler_deps(), orphans=orphan_deps)
     return w, landing, orphans, deps, run_id
 
 

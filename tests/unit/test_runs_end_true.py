@@ -10,7 +10,7 @@ import pytest
 
 from functions.dispatch.handler import attempt_policy, resubmit
 from functions.reconciler.cancel import cancel_run
-from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps, reconcile
+from functions.reconciler.handler import ReconcilerDeps, reconcile
 from functions.records.failure_reasons import classify
 from schemas.run_record import RunState
 from schemas.times import format_timestamp
@@ -191,15 +191,7 @@ def test_a_run_preempted_on_every_plan_fails_preempted_with_the_trainers_line() 
 
 
 def reconciler(w: World) -> ReconcilerDeps:
-    return ReconcilerDeps(
-        open_runs=lambda: w.runs.in_states(OPEN_STATES),
-        vertex=w.vertex,  # type: ignore[arg-type]
-        listener=w.listener_deps,
-        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
-        policy=attempt_policy(w.dispatch_deps.settings),
-        lease_seconds=120,
-        now=w.clock,
-    )
+    return w.reconciler_deps()
 
 
 def test_the_reconciler_records_jobs_that_ended_while_the_listener_was_away() -> None:

@@ -119,6 +119,13 @@ def launch_emulator(state_dir: Path, log_path: Path, args: Sequence[str] = ()) -
     return EmulatorProcess(process, address, state_dir, log_path)
 
 
+def emulator_running(folder: Path, images: dict[str, list[str]]) -> EmulatorProcess:
+    """An emulator in folder whose --images map runs each image as the given local command (a sleeper, an exit)."""
+    mapping = folder / "images.json"
+    mapping.write_text(json.dumps(images))
+    return launch_emulator(folder / "state", folder / "emulator.log", ["--images", str(mapping)])
+
+
 class JobEvents:
     """Job events from the events topic, read through a pull subscription, grouped by job id."""
 
