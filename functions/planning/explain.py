@@ -59,12 +59,13 @@ def _loss_text(limits: Limits, slower_hours: float, extra_usd: float, best_usd: 
     value = limits.value_of_time
     if not limits.fastest and value > 0:
         at = f"not worth it at {limits.value_text}/h"
-        if slower_hours < 0 and extra_usd > 0:  # faster but dearer: the time saved is worth less than it costs
+        # A second or less either way is no difference in time: such a candidate lost on cost alone (below).
+        if slower_hours * 3600 <= -1 and extra_usd > 0:  # faster but dearer: the time saved is worth less
             pct = f"+{100 * extra_usd / best_usd:.0f} % (+{usd(extra_usd)})" if best_usd > 0 else f"+{usd(extra_usd)}"
             return f"saves {duration(-slower_hours)} for {pct}: {at}"
-        if slower_hours > 0 and extra_usd < 0:  # cheaper but slower: the money saved is worth less than the time
+        if slower_hours * 3600 >= 1 and extra_usd < 0:  # cheaper but slower: the money saved is worth less
             return f"saves {usd(-extra_usd)}{_pct(extra_usd, best_usd)} but takes {duration(slower_hours)} longer: {at}"
-        if slower_hours > 0 and extra_usd > 0:
+        if slower_hours * 3600 >= 1 and extra_usd > 0:
             return f"costlier by {usd(extra_usd)}{_pct(extra_usd, best_usd)} and slower by {duration(slower_hours)}"
     if extra_usd > 0:
         return f"costlier by {usd(extra_usd)}{_pct(extra_usd, best_usd)}"

@@ -149,3 +149,21 @@ def test_an_unset_prefer_keeps_the_content_key_and_a_set_one_changes_it():
     )
     # "35ccb204..." is the key this content had before constraints.prefer existed: redeliveries stay one run.
     assert plain.idempotency_key == "content:35ccb204edb90b619827bf2daebb4481"
+
+
+def test_a_candidate_as_fast_as_the_plan_lost_on_cost_not_on_a_saving_of_0_s() -> None:
+    """The demo's tabular table: CPU machines whose steps take the same second differ only in price."""
+    from functions.planning import plan_input_from_request
+
+    request = parse_training_request(
+        {
+            "dataset": {"uri": "gs://landfall-landing/datasets/demo/"},
+            "task": "tabular-classification",
+            "model": {"preset": "mlp-small", "label_column": "label"},
+        }
+    )
+    outcome = plan_request(plan_input_from_request(request))
+    assert outcome.plan is not None
+    reasons = [a.reason for a in outcome.plan.alternatives]
+    assert reasons and not [r for r in reasons if re.search(r"(saves|takes) 0 s", r)], reasons
+    assert any(r.startswith("costlier by") for r in reasons), reasons
