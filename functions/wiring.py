@@ -82,10 +82,48 @@ def _publish_result(message: Any) -> str:
         raise as_transient(exc, "Pub/Sub run results") from exc
 
 
+@cache
+def model_registry() -> Any:
+    """Vertex AI Model Registry in the deployment's default region (docs/models.md)."""
+    from functions.gcp.model_registry import ModelRegistry
+
+    settings = get_settings()
+    return ModelRegistry(settings.project, settings.default_region, clients.model_service_client)
+
+
+def _model_target(run: Any) -> Any:
+    from functions.ingest.routes import load_routes
+    from functions.records.model_registration import target_for
+
+    settings = get_settings()
+    return target_for(run, load_routes(), settings.trainer_image_for(settings.default_region))
+
+
+def _register_model(run_id: str) -> str:
+    from functions.records.model_registration import register_model
+
+    return register_model(run_id, runs_store(), model_registry(), _model_target, now=utc_now)
+
+
 def _announce(run_id: str) -> str:
+    """A SUCCEEDED run's model is registered first (functions/records/model_registration.py), so RunFinished names
+    its version; a registration that fails raises before anything is published, and the next delivery or reconcile
+    pass (which announces every ended run still unannounced) tries both again."""
+    import logging
+
+    from functions.errors import PermanentError
     from functions.records.results import announce
 
-    return announce(run_id, runs_store(), _publish_result, now=utc_now)
+    try:
+        registered = _register_model(run_id)
+    except PermanentError as exc:  # Vertex refused the upload: retrying cannot help, the run is announced without
+        registered = "refused"
+        logging.getLogger("landfall.models").error("run %s: model not registered: %s", run_id, exc)
+    said = announce(run_id, runs_store(), _publish_result, now=utc_now)
+    return said if registered in _NOTHING_TO_REGISTER else f"{said} model={registered}"
+
+
+_NOTHING_TO_REGISTER = ("not-succeeded", "already-registered")
 
 
 def _plan(request: Any) -> Any:
