@@ -91,12 +91,23 @@ def model_registry() -> Any:
     return ModelRegistry(settings.project, settings.default_region, clients.model_service_client)
 
 
-def _model_target(run: Any) -> Any:
+def _model_target(request: dict[str, Any]) -> Any:
     from functions.ingest.routes import load_routes
     from functions.records.model_registration import target_for
 
     settings = get_settings()
-    return target_for(run, load_routes(), settings.trainer_image_for(settings.default_region))
+    return target_for(request, load_routes(), settings.trainer_image_for(settings.default_region))
+
+
+def _champion_env(request: Any) -> dict[str, str]:
+    """The route's production model for the job to score (none without a promotion rule)."""
+    from functions.errors import PermanentError
+    from functions.records.model_registration import champion_env
+
+    try:
+        return champion_env(_model_target(request.to_dict()), model_registry())
+    except PermanentError:  # no ModelService here: the job runs without a champion, whose decision says so
+        return {}
 
 
 def _register_model(run_id: str) -> str:
@@ -151,6 +162,7 @@ def dispatch_deps() -> DispatchDeps:
         now=utc_now,
         objects=gcs_objects(),
         limiter=rate_limits_store(),
+        champion=_champion_env,
     )
 
 

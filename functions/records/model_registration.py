@@ -77,11 +77,10 @@ class Target:
     serving_image: str
 
 
-def target_for(run: RunRecord, routes: tuple[Route, ...], default_image: str) -> Target:
+def target_for(request: dict[str, Any], routes: tuple[Route, ...], default_image: str) -> Target:
     """The registry model of the run's route and dataset (the route from the request's `landfall-route` label; a
     run from no route is `direct`), its rule and its serving container: the route's serving_image, else the team's
     image, else default_image (Landfall's trainer image)."""
-    request = run.request
     labels = request.get("labels") or {}
     route_name = str(labels.get(ROUTE_LABEL, "")) if isinstance(labels, dict) else ""
     route = next((r for r in routes if r.name == route_name), None)
@@ -102,6 +101,24 @@ def target_for(run: RunRecord, routes: tuple[Route, ...], default_image: str) ->
         rule=route.promotion_rule if route is not None else None,
         serving_image=image,
     )
+
+
+CHAMPION_DIR_ENV = "LANDFALL_CHAMPION_MODEL_DIR"
+"""The job's variable naming the production model's folder (its artifact_uri) for the trainer to score on the new
+dataset version's held-out split (docs/trainer-contract.md)."""
+CHAMPION_VERSION_ENV = "LANDFALL_CHAMPION_MODEL_VERSION"
+"""The job's variable naming that version (MODEL@VERSION_ID), reported back beside its score."""
+
+
+def champion_env(where: Target, registry: Registry) -> dict[str, str]:
+    """The champion variables for a job of the target's route: none without a promotion rule (nothing to compare)
+    or without a production version yet."""
+    if where.rule is None:
+        return {}
+    champion = registry.get(f"{registry.model_name(where.model_id)}@{PRODUCTION_ALIAS}")
+    if champion is None or not champion.artifact_uri:
+        return {}
+    return {CHAMPION_DIR_ENV: champion.artifact_uri, CHAMPION_VERSION_ENV: champion.version_name}
 
 
 def claimed_registration(*, now: datetime) -> Step[tuple[str, RunRecord | None]]:
@@ -298,7 +315,7 @@ def register_model(
     run_id: str,
     store: RunsRules,
     registry: Registry,
-    target: Callable[[RunRecord], Target],
+    target: Callable[[dict[str, Any]], Target],
     *,
     now: Callable[[], datetime],
 ) -> str:
@@ -307,7 +324,7 @@ def register_model(
     if run is None:
         return outcome
     try:
-        where = target(run)
+        where = target(run.request)
         champion = registry.get(f"{registry.model_name(where.model_id)}@{PRODUCTION_ALIAS}")
         version = registry.find_by_run(where.model_id, run.run_id)
         adopted = version is not None
@@ -336,10 +353,13 @@ def _id(version: VersionView | None) -> str:
 
 
 __all__ = [
+    "CHAMPION_DIR_ENV",
+    "CHAMPION_VERSION_ENV",
     "DECISION_LABEL",
     "REGISTRATION_LEASE",
     "Registry",
     "Target",
+    "champion_env",
     "claimed_registration",
     "decide",
     "held_out_data",

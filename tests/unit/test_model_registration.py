@@ -16,8 +16,11 @@ import pytest
 from deploy.routes import RouteError, read_routes
 from functions.errors import TransientError
 from functions.records.model_registration import (
+    CHAMPION_DIR_ENV,
+    CHAMPION_VERSION_ENV,
     REGISTRATION_LEASE,
     Target,
+    champion_env,
     claimed_registration,
     register_model,
     target_for,
@@ -47,7 +50,7 @@ def succeeded(run_id: str, accuracy: float, champion: tuple[str, float] | None =
     return replace(parse_run_record(doc), run_id=run_id, metrics=metrics)
 
 
-def target(_: RunRecord) -> Target:
+def target(_: dict[str, Any]) -> Target:
     return Target(MODEL_ID, "promoted/iris", "promoted", "iris", RULE, "image:local")
 
 
@@ -153,7 +156,7 @@ def test_the_target_is_one_model_per_route_and_dataset_with_a_valid_id() -> None
     routes = read_routes()
     run = succeeded("run-1", 0.9)
     run = replace(run, request={**run.request, "labels": {"landfall-route": "default-tabular"}})
-    found = target_for(run, routes, "trainer:image")
+    found = target_for(run.request, routes, "trainer:image")
     assert found.model_id == "landfall-default-tabular-churn-2026-11-22" and found.serving_image == "trainer:image"
     assert found.rule is None
     long = model_id_for("r" * 50, "d" * 50)
@@ -179,3 +182,17 @@ def test_a_malformed_promotion_rule_is_refused_naming_what_to_write(tmp_path: Pa
     with pytest.raises(RouteError, match="promotion") as caught:
         read_routes(path)
     assert expected in str(caught.value)
+
+
+def test_a_job_of_a_route_with_a_rule_names_the_production_model_to_score() -> None:
+    runs, registry = FakeRuns(), FakeRegistry()
+    where = target({})
+    assert champion_env(where, registry) == {}, "no production version yet"
+    runs.put(succeeded("run-1", 0.9))
+    register(runs, registry, "run-1")
+    env = champion_env(where, registry)
+    assert env == {
+        CHAMPION_DIR_ENV: GOLDEN["artifacts"]["model_dir"],
+        CHAMPION_VERSION_ENV: f"{registry.model_name(MODEL_ID)}@1",
+    }
+    assert champion_env(replace(where, rule=None), registry) == {}, "no rule, nothing to compare"
