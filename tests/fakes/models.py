@@ -16,7 +16,7 @@ PARENT = "projects/p/locations/us-central1"
 
 class FakeRegistry:
     def __init__(self) -> None:
-        self.versions: dict[str, list[VersionView]] = {}
+        self.by_model: dict[str, list[VersionView]] = {}
         self.uploads: Counter[str] = Counter()
         """Uploads by run label."""
         self.fail_upload: BaseException | None = None
@@ -29,13 +29,13 @@ class FakeRegistry:
     def get(self, name: str) -> VersionView | None:
         model, _, ref = name.partition("@")
         with self._lock:
-            versions = self.versions.get(model, [])
+            versions = self.by_model.get(model, [])
             ref = ref or "default"
             return next((v for v in versions if v.version_id == ref or ref in v.aliases), None)
 
     def find_by_run(self, model_id: str, run_id: str) -> VersionView | None:
         with self._lock:
-            versions = self.versions.get(self.model_name(model_id), [])
+            versions = self.by_model.get(self.model_name(model_id), [])
             return next((v for v in versions if v.labels.get(RUN_LABEL) == label_value(run_id)), None)
 
     def upload(self, model_id: str, model: dict[str, Any]) -> VersionView:
@@ -43,7 +43,7 @@ class FakeRegistry:
             raise self.fail_upload
         name = self.model_name(model_id)
         with self._lock:
-            versions = self.versions.setdefault(name, [])
+            versions = self.by_model.setdefault(name, [])
             version = VersionView(
                 model=name,
                 version_id=str(len(versions) + 1),
@@ -63,7 +63,7 @@ class FakeRegistry:
             raise self.fail_alias
         model, _, version_id = version_name.partition("@")
         with self._lock:
-            versions = self.versions[model]
+            versions = self.by_model[model]
             for i, v in enumerate(versions):
                 others = tuple(a for a in v.aliases if a != alias)
                 versions[i] = replace(v, aliases=(*others, alias) if v.version_id == version_id else others)
@@ -73,3 +73,11 @@ class FakeRegistry:
         """The version id holding alias ("" when none does)."""
         found = self.get(f"{self.model_name(model_id)}@{alias}")
         return "" if found is None else found.version_id
+
+    def versions(self, model_id: str, *, label_filter: str = "") -> list[VersionView]:
+        with self._lock:
+            return list(self.by_model.get(self.model_name(model_id), []))
+
+    def models(self) -> list[VersionView]:
+        with self._lock:
+            return [versions[0] for versions in self.by_model.values() if versions]

@@ -3,6 +3,7 @@ deliveries see it succeed; the champion/challenger decision by the route's rule;
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import threading
@@ -25,6 +26,7 @@ from functions.records.model_registration import (
     register_model,
     target_for,
 )
+from landfall.errors import CommandError
 from schemas.model_version import RUN_LABEL, PromotionRule, label_value, model_id_for
 from schemas.run_finished import run_finished
 from schemas.run_record import RunRecord, parse_run_record
@@ -84,9 +86,9 @@ def test_first_model_becomes_production_then_a_worse_one_stays_and_a_better_one_
     runs.put(succeeded("run-3", 0.95, (champion_name(registry), 0.90)))
     assert register(runs, registry, "run-3").endswith(":promoted")
     assert registry.holder(MODEL_ID) == "3"
-    labels = [v.labels[RUN_LABEL] for v in registry.versions[registry.model_name(MODEL_ID)]]
+    labels = [v.labels[RUN_LABEL] for v in registry.versions(MODEL_ID)]
     assert labels == ["run-1", "run-2", "run-3"]
-    third = registry.versions[registry.model_name(MODEL_ID)][2]
+    third = registry.versions(MODEL_ID)[2]
     assert third.labels["landfall-decision"] == "promoted" and third.metadata["promotion"]["champion_version"] == "1"
     assert third.artifact_uri == GOLDEN["artifacts"]["model_dir"]
     message = run_finished(runs.get("run-3") or succeeded("x", 0))
@@ -196,3 +198,25 @@ def test_a_job_of_a_route_with_a_rule_names_the_production_model_to_score() -> N
         CHAMPION_VERSION_ENV: f"{registry.model_name(MODEL_ID)}@1",
     }
     assert champion_env(replace(where, rule=None), registry) == {}, "no rule, nothing to compare"
+
+
+def test_the_cli_lists_versions_with_decisions_and_rolls_production_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from landfall.commands import models
+
+    runs, registry = FakeRuns(), FakeRegistry()
+    runs.put(succeeded("run-1", 0.80))
+    register(runs, registry, "run-1")
+    runs.put(succeeded("run-2", 0.95, (champion_name(registry), 0.80)))
+    register(runs, registry, "run-2")
+    recorded: list[tuple[str, str]] = []
+    monkeypatch.setattr(models, "_registry", lambda: registry)
+    monkeypatch.setattr(models, "_record", lambda run_id, promotion: recorded.append((run_id, promotion.decision)))
+    models.cmd_models(argparse.Namespace(name="", json=False))
+    table = capsys.readouterr().out
+    assert "promoted" in table and "first" in table and "accuracy 0.9500" in table, table
+    models.cmd_rollback(argparse.Namespace(model=MODEL_ID))
+    assert registry.holder(MODEL_ID) == "1" and recorded == [("run-1", "manual-rollback")]
+    with pytest.raises(CommandError, match="nothing to roll back to"):
+        models.cmd_rollback(argparse.Namespace(model=MODEL_ID))
