@@ -23,7 +23,8 @@ SIGNAL_POLL_SECONDS = 0.2
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m deploy.vertex_emulator",
-        description="Serve Vertex AI's JobService (custom jobs) locally, running replicas as local processes.",
+        description="Serve Vertex AI's JobService (custom jobs, replicas run as local processes) and ModelService "
+        "(Model Registry) locally.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on; 0 picks a free one (default 0)")
@@ -36,7 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--events-topic",
         help="Pub/Sub topic (on PUBSUB_EMULATOR_HOST) receiving job log entries; leave out to publish nothing",
     )
-    parser.add_argument("--state-dir", type=Path, required=True, help="folder for the job table and replica logs")
+    parser.add_argument(
+        "--state-dir", type=Path, required=True, help="folder for the job table, replica logs and models"
+    )
     parser.add_argument("--faults", type=Path, help="JSON or TOML fault plan (see docs/vertex_emulator.md)")
     parser.add_argument(
         "--images", type=Path, help="JSON file mapping container image URIs to a local entrypoint (a list of words)"
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from deploy.vertex_emulator.config import ConfigError, load_images
     from deploy.vertex_emulator.faults import FaultPlan
+    from deploy.vertex_emulator.models import ModelService
     from deploy.vertex_emulator.runner import RunnerSettings
     from deploy.vertex_emulator.server import EmulatorConfig, JobService, build_server
 
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     service = JobService(config)
     try:
-        server, port = build_server(service, args.host, args.port)
+        server, port = build_server(service, args.host, args.port, models=ModelService(args.state_dir))
     except OSError as error:
         print(f"vertex emulator: {error}", file=sys.stderr)
         return 2
