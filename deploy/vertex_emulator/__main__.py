@@ -1,5 +1,5 @@
 """Command line: `python -m deploy.vertex_emulator --host 127.0.0.1 --port PORT --project PROJECT
---events-topic TOPIC --state-dir DIR [--faults FILE] [--images FILE]`.
+--events-topic TOPIC --state-dir DIR [--faults FILE] [--images FILE] [--tls-cert PEM --tls-key PEM]`.
 
 Parses flags, starts the server, prints "Vertex emulator listening on HOST:PORT" once it serves, and on
 SIGTERM or SIGINT stops every replica process before exiting.
@@ -55,7 +55,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--stop-grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL when stopping replicas"
     )
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        help="PEM certificate (chain) to also serve TLS on a second, free port, for clients that only speak TLS "
+        "such as aiplatform.init(api_endpoint=...); needs --tls-key",
+    )
+    parser.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     args = parser.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together: give both (PEM files) or neither")
     if args.max_nproc_per_node is not None and args.max_nproc_per_node < 1:
         parser.error(f"--max-nproc-per-node must be at least 1, found {args.max_nproc_per_node}")
     if not args.project:
@@ -74,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from deploy.vertex_emulator.faults import FaultPlan
     from deploy.vertex_emulator.models import ModelService
     from deploy.vertex_emulator.runner import RunnerSettings
-    from deploy.vertex_emulator.server import EmulatorConfig, JobService, build_server
+    from deploy.vertex_emulator.server import EmulatorConfig, JobService, add_tls_port, build_server
 
     try:
         images = load_images(args.images) if args.images else {}
@@ -94,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     service = JobService(config)
     try:
         server, port = build_server(service, args.host, args.port, models=ModelService(args.state_dir))
+        if args.tls_cert is not None:
+            tls_port = add_tls_port(server, args.host, args.tls_cert.read_bytes(), args.tls_key.read_bytes())
+            print(f"Vertex emulator listening with TLS on {args.host}:{tls_port}", flush=True)
     except OSError as error:
         print(f"vertex emulator: {error}", file=sys.stderr)
+        service.shutdown()
         return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

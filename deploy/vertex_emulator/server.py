@@ -444,3 +444,19 @@ def build_server(
             "Choose a free port (or --port 0 for any)."
         )
     return server, bound
+
+
+def add_tls_port(server: grpc.Server, host: str, certificate: bytes, private_key: bytes) -> int:
+    """Also listen with TLS (PEM certificate chain and key) on a free port; returns it.
+
+    The high-level SDK (`aiplatform.init(api_endpoint=...)`) always opens a TLS channel; a client trusting the
+    certificate (gRPC reads extra roots from GRPC_DEFAULT_SSL_ROOTS_FILE_PATH) reaches the emulator through it.
+    """
+    credentials = grpc.ssl_server_credentials([(private_key, certificate)])
+    try:
+        bound = server.add_secure_port(f"{host}:0", credentials)
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise OSError(f"Could not listen with TLS on {host}: check the address and the --tls-cert/--tls-key files.")
+    return bound

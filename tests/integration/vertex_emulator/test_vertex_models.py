@@ -3,6 +3,11 @@ versions with parent_model, aliases moved with MergeVersionAliases, label filter
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +19,11 @@ from google.cloud import aiplatform_v1
 from google.cloud.aiplatform_v1.services.model_service.transports import ModelServiceGrpcTransport
 from google.protobuf import struct_pb2
 
-from .harness import PROJECT, EmulatorProcess, launch_emulator
+from .harness import PROJECT, REPO_ROOT, EmulatorProcess, launch_emulator
 
 ModelClient = aiplatform_v1.ModelServiceClient
 PARENT = f"projects/{PROJECT}/locations/europe-west1"
+SAN = "subjectAltName=DNS:localhost,IP:127.0.0.1"
 SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/pytorch-cpu.2-4:latest"
 
 
@@ -26,11 +32,27 @@ def model_client(address: str) -> aiplatform_v1.ModelServiceClient:
     return aiplatform_v1.ModelServiceClient(transport=ModelServiceGrpcTransport(channel=grpc.insecure_channel(address)))
 
 
+def _certificate(folder: Path) -> tuple[Path, Path] | None:
+    """A self-signed certificate for 127.0.0.1 and localhost (cert, key), or None without the openssl command."""
+    if shutil.which("openssl") is None:
+        return None
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    names = ("-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *names, "-addext", SAN],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmulatorProcess, ModelClient]]:
-    """One emulator for this module (no events topic: models publish nothing)."""
+    """One emulator for this module (no events topic: models publish nothing), also serving TLS when it can."""
     folder = tmp_path_factory.mktemp("models")
-    process = launch_emulator(folder / "state", folder / "emulator.log")
+    tls = _certificate(folder)
+    args = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
+    process = launch_emulator(folder / "state", folder / "emulator.log", args)
     yield process, model_client(process.address)
     process.stop()
 
@@ -202,3 +224,31 @@ def test_models_survive_a_restart(tmp_path: Path):
         assert _upload(client, "s4", parent_model=name).model_version_id == "4"
     finally:
         second.stop()
+
+
+def test_high_level_sdk_model_works_through_the_tls_port(registry):
+    """aiplatform.init(api_endpoint=...) always opens a TLS channel: the SDK reaches the emulator's --tls-cert port."""
+    process, client = registry
+    prefix = "Vertex emulator listening with TLS on "
+    lines = [line for line in process.log_path.read_text().splitlines() if line.startswith(prefix)]
+    if not lines:
+        pytest.skip("no openssl command to make the emulator a certificate, so no TLS port for the SDK")
+    model_id = f"sdk-{uuid.uuid4().hex[:8]}"
+    arguments = (lines[0].removeprefix(prefix), PROJECT, "europe-west1", model_id)
+    probe = subprocess.run(
+        [sys.executable, "-m", "tests.integration.vertex_emulator.sdk_models_probe", *arguments],
+        cwd=REPO_ROOT,
+        env={**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(process.log_path.parent / "cert.pem")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    seen = json.loads(probe.stdout.strip().splitlines()[-1])
+    name = f"{PARENT}/models/{model_id}"
+    assert seen["first"] == [name, "1", ["default"]]
+    assert seen["second"] == [name, "2", ["candidate"]]
+    assert seen["versions"] == ["1", "2"]
+    assert seen["production"] == ["2", "sdk2", "gs://landfall-local/runs/sdk2/model"]
+    assert seen["listed"] == [[name, "1"]], "Model.list answers the model once, at its default version"
+    assert sorted(client.get_model(name=f"{name}@production").version_aliases) == ["candidate", "production"]
