@@ -267,12 +267,12 @@ class ModelService:
         return holder
 
     def _exact_version(self, name: str, method: str) -> tuple[_Ref, _Entry, Model]:
-        """The version a MergeVersionAliases or DeleteModelVersion name gives by id (Vertex asks for the id)."""
+        """The version a MergeVersionAliases or DeleteModelVersion name gives after "@": Vertex documents a version
+        id there, and the SDK's ModelRegistry also sends an alias (`delete_version("production")`), so both work."""
         ref = parse_model_name(name)
-        if not ref.version.isdigit():
+        if not ref.version:
             raise _invalid(
-                f'{method} needs the version id in the name, e.g. "{ref.model}@1"; found "{name}". '
-                "GetModel resolves an alias to its version_id."
+                f'{method} acts on one version: name it "{ref.model}@VERSION_ID" (or "@ALIAS"); found "{name}".'
             )
         entry = self._entry(ref, name)
         return ref, entry, self._version(entry, ref)
@@ -443,22 +443,21 @@ class ModelService:
             errors.append(FieldError("display_name", f"The display name must be 1 to {MAX_DISPLAY_NAME} characters."))
         if errors:
             raise _invalid(format_errors(errors))
+        aliases = list(dict.fromkeys(change.version_aliases))
+        for alias in aliases if "version_aliases" in paths else []:
+            _check_alias(alias)
         moment = _now()
         with self._lock:
             ref = parse_model_name(change.name)
             entry = self._entry(ref, change.name)
             version = self._version(entry, ref)
+            if "version_aliases" in paths and DEFAULT_ALIAS in version.version_aliases and DEFAULT_ALIAS not in aliases:
+                raise _invalid('The "default" alias cannot be removed: move it by giving another version "default".')
+            # Every check is done: nothing below can fail half way.
             for path in paths:
                 if path == "labels":
                     version.labels = dict(change.labels)
                 elif path == "version_aliases":
-                    aliases = list(dict.fromkeys(change.version_aliases))
-                    for alias in aliases:
-                        _check_alias(alias)
-                    if DEFAULT_ALIAS in version.version_aliases and DEFAULT_ALIAS not in aliases:
-                        raise _invalid(
-                            'The "default" alias cannot be removed: move it by giving another version "default".'
-                        )
                     version.version_aliases = []
                     self._move_aliases(entry, version, aliases, moment)
                 else:

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from google.api_core.exceptions import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from google.api_core.exceptions import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
 from google.cloud import aiplatform_v1
 from google.cloud.aiplatform_v1.services.model_service.transports import ModelServiceGrpcTransport
 from google.protobuf import struct_pb2
+
+from deploy.vertex_emulator import control
 
 from .harness import PROJECT, REPO_ROOT, EmulatorProcess, launch_emulator
 
@@ -189,14 +191,20 @@ def test_vertex_errors_say_what_to_do(registry):
         client.merge_version_aliases(name=f"{name}@1", version_aliases=["-default"])
     with pytest.raises(InvalidArgument, match="Invalid version alias"):
         client.merge_version_aliases(name=f"{name}@2", version_aliases=["7"])
-    with pytest.raises(InvalidArgument, match="version id in the name"):
-        client.merge_version_aliases(name=f"{name}@default", version_aliases=["production"])
+    with pytest.raises(InvalidArgument, match="acts on one version"):
+        client.merge_version_aliases(name=name, version_aliases=["production"])
+    with pytest.raises(InvalidArgument, match="version_aliases is empty"):
+        client.merge_version_aliases(name=f"{name}@1", version_aliases=[])
 
     client.merge_version_aliases(name=f"{name}@2", version_aliases=["production"])
     with pytest.raises(FailedPrecondition, match='move "default"'):
         client.delete_model_version(name=f"{name}@1")
     with pytest.raises(FailedPrecondition, match="production"):
         client.delete_model_version(name=f"{name}@2")
+    with pytest.raises(FailedPrecondition, match="only version"):
+        client.delete_model_version(name=f"{_upload(client, 'lone').model}@1")
+    client.merge_version_aliases(name=f"{name}@3", version_aliases=["doomed"])
+    client.merge_version_aliases(name=f"{name}@doomed", version_aliases=["-doomed"])
     client.delete_model_version(name=f"{name}@3").result(timeout=30)
     with pytest.raises(NotFound, match="no version 3"):
         client.get_model(name=f"{name}@3")
@@ -252,3 +260,44 @@ def test_high_level_sdk_model_works_through_the_tls_port(registry):
     assert seen["production"] == ["2", "sdk2", "gs://landfall-local/runs/sdk2/model"]
     assert seen["listed"] == [[name, "1"]], "Model.list answers the model once, at its default version"
     assert sorted(client.get_model(name=f"{name}@production").version_aliases) == ["candidate", "production"]
+
+
+def test_update_model_version_order_and_delete_model(registry):
+    _, client = registry
+    name = _upload(client, "u1", model_id=f"upd-{uuid.uuid4().hex[:8]}").model
+    _upload(client, "u2", parent_model=name)
+    change = {"name": f"{name}@2", "labels": {"run_id": "u2", "decision": "promoted"}, "version_description": "won"}
+    updated = client.update_model(model=change, update_mask={"paths": ["labels", "version_description"]})
+    assert updated.version_id == "2" and updated.labels["decision"] == "promoted"
+    assert updated.version_update_time > updated.version_create_time
+    assert client.get_model(name=f"{name}@1").version_description == "", "only the named version changes"
+    with pytest.raises(InvalidArgument, match="update_mask"):
+        client.update_model(model={"name": name, "artifact_uri": "gs://b/x"}, update_mask={"paths": ["artifact_uri"]})
+
+    newest = client.list_model_versions(request={"name": name, "order_by": "create_time desc", "page_size": 1})
+    assert [p.models[0].version_id for p in newest.pages] == ["2", "1"]
+    with pytest.raises(InvalidArgument, match="order_by"):
+        client.list_model_versions(request={"name": name, "order_by": "display_name"})
+    with pytest.raises(InvalidArgument, match="without"):
+        client.list_model_versions(request={"name": f"{name}@1"})
+
+    client.delete_model(name=name).result(timeout=30)
+    with pytest.raises(NotFound, match="does not exist"):
+        client.get_model(name=name)
+    assert name not in {m.name for m in client.list_models(parent=PARENT)}
+
+
+def test_fault_plan_reaches_model_service(registry):
+    process, client = registry
+    name = _upload(client, "f1").model
+    control.set_faults(process.address, {"rate_limits": [{"method": "UploadModel", "limit": 1, "window_seconds": 600}]})
+    try:
+        _upload(client, "f2", parent_model=name)
+        with pytest.raises(ResourceExhausted, match="Job or LRO submission requests"):
+            _upload(client, "f3", parent_model=name)
+        assert client.get_model(name=name).version_id == "1", "other methods are not limited"
+        calls = control.get_faults(process.address)["calls"]
+        assert isinstance(calls, dict) and calls["UploadModel europe-west1"] == {"calls": 1, "refused": 1}
+    finally:
+        control.set_faults(process.address, {})
+    assert [v.version_id for v in client.list_model_versions(name=name)] == ["1", "2"], "a refused upload adds nothing"
