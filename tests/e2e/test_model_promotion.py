@@ -64,7 +64,7 @@ def test_a_better_model_takes_production_and_a_worse_one_does_not(
 ) -> None:
     first = _registered(local_stack, firestore_runs, _land(landing_bucket, _csv(400, 1, lambda a, b: a > b)))
     second = _registered(
-        local_stack, firestore_runs, _land(landing_bucket, _csv(1600, 2, lambda a, b: a > b, shuffle=True))
+        local_stack, firestore_runs, _land(landing_bucket, _csv(800, 2, lambda a, b: a > b, shuffle=True))
     )
     third = _registered(local_stack, firestore_runs, _land(landing_bucket, _csv(400, 3, lambda a, b: a > 0.5)))
     decisions = [r.model.promotion for r in (first, second, third)]
