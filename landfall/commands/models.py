@@ -100,11 +100,15 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runs() -> Any:
+    from functions.wiring import runs_store
+
+    return runs_store()
+
+
 def _record(run_id: str, promotion: Any) -> None:
     """The hand-made move on the run whose version now holds production."""
     from dataclasses import replace
-
-    from functions.wiring import runs_store
 
     def step(cur: Any) -> tuple[Any, None]:
         if cur is None or cur.model is None:
@@ -112,7 +116,7 @@ def _record(run_id: str, promotion: Any) -> None:
         return replace(cur, model=replace(cur.model, promotion=promotion)), None
 
     with client_boundary(f"record the move on run {run_id}"):
-        runs_store().apply(run_id, step)
+        _runs().apply(run_id, step)
 
 
 def _move(version: Any, decision: str, why: str, previous: Any) -> None:

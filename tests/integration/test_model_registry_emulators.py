@@ -5,6 +5,7 @@ only for a better model; a stock ModelServiceClient reads back the versions, ali
 
 from __future__ import annotations
 
+import argparse
 import json
 import threading
 from collections.abc import Iterator
@@ -230,3 +231,36 @@ def _decision(stack: Stack, run_id: str) -> str:
     run = stack.runs.get(run_id)
     assert run is not None and run.model is not None and run.model.promotion is not None
     return run.model.promotion.decision
+
+
+def test_the_cli_lists_shows_rolls_back_and_promotes_against_the_emulator(
+    stack: Stack, vertex_emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from landfall.commands import models
+
+    champion = f"{stack.registry.model_name(stack.model_id)}@1"
+    for run_id, metrics in (("run-c1", _metrics(0.70)), ("run-c2", _metrics(0.99, (champion, 0.70)))):
+        job_id = stack.succeeded_job(vertex_emulator, run_id, tmp_path, metrics)
+        handle_job_event(PubSubMessage(data=job_event(job_id), message_id=run_id), stack.listener())
+    monkeypatch.setattr(models, "_registry", lambda: stack.registry)
+    monkeypatch.setattr(models, "_runs", lambda: stack.runs)
+    monkeypatch.setattr(models, "read_run", lambda run_id, command: stack.runs.get(run_id))
+
+    models.cmd_models(argparse.Namespace(name=stack.model_id, json=False))
+    table = capsys.readouterr().out
+    assert "run-c1" in table and "run-c2" in table and "promoted" in table and "production" in table, table
+    models.cmd_model(argparse.Namespace(version=f"{stack.model_id}@production", json=False))
+    shown = capsys.readouterr().out
+    assert "decision:  promoted" in shown and "run-c2" in shown and "accuracy 0.9900" in shown, shown
+
+    models.cmd_rollback(argparse.Namespace(model=stack.model_id))
+    assert _production(stack) == "1"
+    assert _decision(stack, "run-c1") == "manual-rollback"
+    models.cmd_promote(argparse.Namespace(run_id="run-c2"))
+    assert _production(stack) == "2"
+    assert _decision(stack, "run-c2") == "manual-promote"
+
+
+def _production(stack: Stack) -> str:
+    found = stack.registry.get(f"{stack.registry.model_name(stack.model_id)}@production")
+    return "" if found is None else found.version_id
