@@ -23,6 +23,8 @@ from functions.records.model_registration import (
     Target,
     champion_env,
     claimed_registration,
+    decide,
+    model_message,
     register_model,
     target_for,
 )
@@ -220,3 +222,23 @@ def test_the_cli_lists_versions_with_decisions_and_rolls_production_back(
     assert registry.holder(MODEL_ID) == "1" and recorded == [("run-1", "manual-rollback")]
     with pytest.raises(CommandError, match="nothing to roll back to"):
         models.cmd_rollback(argparse.Namespace(model=MODEL_ID))
+
+
+def test_the_deployment_grants_what_registration_needs_and_no_new_identity_or_act_as() -> None:
+    """docs/models.md "Permissions": the identities that register models (listener, reconciler) and read the champion
+    (dispatch) hold roles/aiplatform.user (aiplatform.models.upload/get/list/update); UploadModel sends no
+    serviceAccount, so no identity needs actAs for it (the trainer account's serviceAccountUser grants are for
+    CreateCustomJob); the trainer reads the champion's folder with its grant on the artifacts bucket."""
+    from deploy.gcp.config import Grant, load_deploy_config
+
+    config = load_deploy_config()
+    for key in ("listener", "reconciler", "dispatch"):
+        assert Grant("roles/aiplatform.user", "project") in config.account(key).grants, key
+    trainer = config.account("trainer").grants
+    assert any(g.on == "bucket:artifacts" and g.role in ("roles/storage.objectUser",) for g in trainer)
+    assert not any(g.role.startswith("roles/aiplatform") for g in trainer), "the trainer registers nothing"
+    assert "serviceAccount" not in model_message(succeeded("run-1", 0.9), target({}), decide_first())
+
+
+def decide_first() -> Any:
+    return decide(succeeded("run-1", 0.9), RULE, None, now=NOW)
