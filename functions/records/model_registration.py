@@ -226,8 +226,9 @@ def decide(run: RunRecord, rule: PromotionRule | None, champion: VersionView | N
     if challenger is None:
         return replace(base, reason=f"the run reports no final {rule.metric}: production stays")
     if champion_score is None or scored_version not in (champion.version_name, champion.version_id):
+        skipped = _obj((run.metrics or {}).get("champion")).get("skipped")
         what = (
-            "no score of the champion on this run's held-out data"
+            f"no score of the champion on this run's held-out data{f' ({skipped})' if skipped else ''}"
             if champion_score is None
             else f"the champion scored was {scored_version}, not {champion.version_name}, which holds production now"
         )

@@ -249,6 +249,9 @@ def test_the_cli_lists_shows_rolls_back_and_promotes_against_the_emulator(
     models.cmd_models(argparse.Namespace(name=stack.model_id, json=False))
     table = capsys.readouterr().out
     assert "run-c1" in table and "run-c2" in table and "promoted" in table and "production" in table, table
+    models.cmd_models(argparse.Namespace(name="", json=True))
+    listed = json.loads(capsys.readouterr().out)
+    assert {v["labels"]["landfall-run"] for v in listed if v["model"].endswith(stack.model_id)} == {"run-c1", "run-c2"}
     models.cmd_model(argparse.Namespace(version=f"{stack.model_id}@production", json=False))
     shown = capsys.readouterr().out
     assert "decision:  promoted" in shown and "run-c2" in shown and "accuracy 0.9900" in shown, shown

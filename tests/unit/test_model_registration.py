@@ -26,6 +26,7 @@ from functions.records.model_registration import (
     decide,
     model_message,
     register_model,
+    scores,
     target_for,
 )
 from landfall.errors import CommandError
@@ -105,6 +106,12 @@ def test_an_improvement_below_the_least_one_or_a_champion_scored_elsewhere_does_
     assert register(runs, registry, "run-2").endswith(":kept")
     runs.put(succeeded("run-3", 0.99))  # no champion score: a team's code that did not report it
     assert register(runs, registry, "run-3").endswith(":not-comparable")
+    skipped = succeeded("run-5", 0.99)
+    runs.put(replace(skipped, metrics={**(skipped.metrics or {}), "champion": {"skipped": "other feature columns"}}))
+    register(runs, registry, "run-5")
+    five = runs.get("run-5")
+    assert five is not None and five.model is not None and five.model.promotion is not None
+    assert "(other feature columns)" in five.model.promotion.reason, five.model.promotion.reason
     runs.put(succeeded("run-4", 0.99, (f"{registry.model_name(MODEL_ID)}@2", 0.5)))  # scored another version
     said = register(runs, registry, "run-4")
     assert said.endswith(":not-comparable")
@@ -242,3 +249,19 @@ def test_the_deployment_grants_what_registration_needs_and_no_new_identity_or_ac
 
 def decide_first() -> Any:
     return decide(succeeded("run-1", 0.9), RULE, None, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "expected"),
+    [
+        ({"final": {"accuracy": 0.9}, "champion": {"version": "m@1", "final": {"accuracy": 0.8}}}, (0.9, 0.8, "m@1")),
+        ({"final": {"accuracy": 0.9, "champion_accuracy": 0.7, "champion_version": "m@2"}}, (0.9, 0.7, "m@2")),
+        ({"final": {"accuracy": 0.9}, "champion": {"version": "m@1", "skipped": "other columns"}}, (0.9, None, "")),
+        ({"final": {"accuracy": True}}, (None, None, "")),
+        (None, (None, None, "")),
+    ],
+)
+def test_scores_read_the_built_in_champion_section_or_a_team_codes_metrics_lines(
+    metrics: dict[str, Any] | None, expected: tuple[float | None, float | None, str]
+) -> None:
+    assert scores(metrics, "accuracy") == expected
