@@ -1,6 +1,6 @@
 """Issue 25 end to end: three versions of one dataset land under a route with a promotion rule. Version 1's model
 becomes production; version 2 (its labels shuffled) trains a model no better than the champion on its held-out rows,
-and production stays; version 3 (the concept changed: the champion scores ~69 % on it) trains a better model, and
+and production stays; version 3 (the concept changed: the champion scores ~50 % on it) trains a better model, and
 production moves. Read back with a stock aiplatform_v1.ModelServiceClient: three versions, the alias on the third,
 labels naming each run; the run records and `landfall run` carry the decisions and both scores."""
 
@@ -66,7 +66,7 @@ def test_a_better_model_takes_production_and_a_worse_one_does_not(
     second = _registered(
         local_stack, firestore_runs, _land(landing_bucket, _csv(800, 2, lambda a, b: a > b, shuffle=True))
     )
-    third = _registered(local_stack, firestore_runs, _land(landing_bucket, _csv(400, 3, lambda a, b: a > 0.5)))
+    third = _registered(local_stack, firestore_runs, _land(landing_bucket, _csv(800, 3, lambda a, b: a + b > 0)))
     decisions = [r.model.promotion for r in (first, second, third)]
     assert all(p is not None for p in decisions)
     assert [p.decision for p in decisions] == ["first", "kept", "promoted"], [p.reason for p in decisions]
