@@ -23,8 +23,8 @@ from torch import nn
 from trainer.logs import log
 from trainer.loop import Session, evaluate, figures
 from trainer.model_io import load_model
+from trainer.user_code import CHAMPION_DIR_ENV
 
-CHAMPION_DIR_ENV = "LANDFALL_CHAMPION_MODEL_DIR"
 CHAMPION_VERSION_ENV = "LANDFALL_CHAMPION_MODEL_VERSION"
 
 

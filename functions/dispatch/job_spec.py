@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from deploy.images import trainer_image
+from functions.records.model_registration import CHAMPION_DIR_ENV
 from functions.settings import Settings
 from schemas.data_objects import encode_objects
 from schemas.gpus import load_gpus, sm_name
@@ -169,6 +170,8 @@ def container(
             # Written by the dispatcher before the job is created (it lists the dataset first).
             "LANDFALL_DATA_FILES": base + DATA_FILES_NAME,
         }
+        if env.get(CHAMPION_DIR_ENV, "").startswith("gs://"):  # through the mount, like the image's other folders
+            env[CHAMPION_DIR_ENV] = FUSE_ROOT + env[CHAMPION_DIR_ENV].removeprefix("gs://")
         spec = {"image_uri": t.image_uri, "args": list(t.args)}
         if t.command:
             spec["command"] = list(t.command)
