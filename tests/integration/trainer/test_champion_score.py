@@ -10,6 +10,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 from trainer.champion import CHAMPION_DIR_ENV, CHAMPION_VERSION_ENV
 
@@ -36,13 +38,20 @@ def _train(data: str, model_dir: Path, *extra: str, **env: str) -> dict[str, Any
     return dict(json.loads((model_dir / "metrics.json").read_text()))
 
 
-def test_the_champion_is_scored_on_the_challengers_held_out_rows(tmp_path: Path) -> None:
-    weak = _train(_table(tmp_path / "v1", 200, 1), tmp_path / "m1", "--max-steps=1")
+@pytest.fixture(scope="module")
+def weak_champion(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One step on columns a, b: the champion both tests score (one trainer run shared)."""
+    root = tmp_path_factory.mktemp("champion")
+    weak = _train(_table(root / "v1", 200, 1), root / "m1", "--max-steps=1")
     assert "champion" not in weak, "no champion named, none scored"
+    return root / "m1"
+
+
+def test_the_champion_is_scored_on_the_challengers_held_out_rows(tmp_path: Path, weak_champion: Path) -> None:
     metrics = _train(
         _table(tmp_path / "v2", 400, 2),
         tmp_path / "m2",
-        **{CHAMPION_DIR_ENV: str(tmp_path / "m1"), CHAMPION_VERSION_ENV: "projects/p/locations/l/models/m@1"},
+        **{CHAMPION_DIR_ENV: str(weak_champion), CHAMPION_VERSION_ENV: "projects/p/locations/l/models/m@1"},
     )
     champion = metrics["champion"]
     assert champion["version"] == "projects/p/locations/l/models/m@1"
@@ -50,8 +59,9 @@ def test_the_champion_is_scored_on_the_challengers_held_out_rows(tmp_path: Path)
     assert champion["final"]["accuracy"] < metrics["final"]["accuracy"], (champion, metrics["final"])
 
 
-def test_a_champion_reading_other_columns_is_skipped_with_the_reason(tmp_path: Path) -> None:
-    _train(_table(tmp_path / "v1", 120, 1, ("x", "y")), tmp_path / "m1")
-    metrics = _train(_table(tmp_path / "v2", 120, 2), tmp_path / "m2", **{CHAMPION_DIR_ENV: str(tmp_path / "m1")})
+def test_a_champion_reading_other_columns_is_skipped_with_the_reason(tmp_path: Path, weak_champion: Path) -> None:
+    metrics = _train(
+        _table(tmp_path / "v2", 120, 2, ("x", "y")), tmp_path / "m2", **{CHAMPION_DIR_ENV: str(weak_champion)}
+    )
     assert "other feature columns" in metrics["champion"]["skipped"]
     assert "final" not in metrics["champion"]
