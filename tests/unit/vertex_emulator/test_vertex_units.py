@@ -17,6 +17,7 @@ from deploy.vertex_emulator.config import ConfigError
 from deploy.vertex_emulator.faults import parse_rules, rate_quota
 from deploy.vertex_emulator.filters import JOB_FIELDS, MODEL_FIELDS, VERSION_FIELDS, FilterError, parse_filter
 from deploy.vertex_emulator.launch import ReplicaSlot, replica_environment
+from deploy.vertex_emulator.models import ALIAS
 from deploy.vertex_emulator.paging import PageTokenError, page, page_in_order
 from deploy.vertex_emulator.runner import exit_status
 from deploy.vertex_emulator.validation import check_machine
@@ -250,3 +251,11 @@ def test_rate_limits_take_model_service_methods():
     assert rate_quota("GetModel").metric_title == "Resource management (CRUD) requests"
     with pytest.raises(ConfigError, match="UploadModel"):
         parse_rules({"rate_limits": [{"method": "Predict", "limit": 1}]})
+
+
+@pytest.mark.parametrize(
+    ("alias", "valid"),
+    [("production", True), ("v2-candidate", True), ("aBc", True), ("aB", False), ("p", False), ("7", False), ("prod-", False)],
+)
+def test_alias_format_is_vertex_s(alias, valid):
+    assert (ALIAS.fullmatch(alias) is not None) == valid
