@@ -255,7 +255,15 @@ def test_rate_limits_take_model_service_methods():
 
 @pytest.mark.parametrize(
     ("alias", "valid"),
-    [("production", True), ("v2-candidate", True), ("aBc", True), ("aB", False), ("p", False), ("7", False), ("prod-", False)],
+    [
+        ("production", True),
+        ("v2-candidate", True),
+        ("aBc", True),
+        ("aB", False),
+        ("p", False),
+        ("7", False),
+        ("prod-", False),
+    ],
 )
 def test_alias_format_is_vertex_s(alias, valid):
     assert (ALIAS.fullmatch(alias) is not None) == valid
