@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -66,6 +67,8 @@ class FakeVertex:
         """JobService calls made through the adapter's interface, by method (ListCustomJobs counts its pages)."""
         self.page_size = 100
         """Jobs per ListCustomJobs page, as the adapter asks for them."""
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        """Vertex's clock: create, update and end times (a test sets its own)."""
         self.refuse_update_time = False
         """ListCustomJobs refuses a filter on update_time (INVALID_ARGUMENT), as a Vertex that does not support it
         would."""
@@ -93,7 +96,7 @@ class FakeVertex:
         with self._lock:
             job = self.jobs[name]
             job.state = job_state(state)
-            job.update_time = timestamp(datetime.now(UTC))
+            job.update_time = timestamp(self.now())
             if start is not None:
                 job.start_time = timestamp(start)
             if end is not None:
@@ -118,7 +121,7 @@ class FakeVertex:
             job = aiplatform_v1.CustomJob(custom_job)
             job.name = f"{self.parent(region)}/customJobs/{next(self._ids)}"
             job.state = job_state("JOB_STATE_PENDING")
-            job.create_time = timestamp(datetime.now(UTC))
+            job.create_time = timestamp(self.now())
             job.update_time = job.create_time
             self.jobs[job.name] = job
             if refusal is not None:
@@ -151,7 +154,7 @@ class FakeVertex:
                 return False
             job.state = job_state("JOB_STATE_CANCELLED")
             job.error = {"code": 1, "message": "CustomJob was cancelled."}
-            job.end_time = timestamp(datetime.now(UTC))
+            job.end_time = timestamp(self.now())
             job.update_time = job.end_time
             self.cancelled.append(name)
             return True
