@@ -26,6 +26,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -136,12 +137,15 @@ def _deps(prefix: str, client: Any, vertex: VertexJobs, *, watermarks: bool) -> 
 
 
 def _pass(service: Any, deps: ReconcilerDeps) -> tuple[Counter[str], str]:
+    """One pass: the Vertex calls it made by method, and its summary with its wall time."""
     service.faults.replace({})  # counts start empty
+    started = time.perf_counter()
     said = _reconcile(deps)
+    took = time.perf_counter() - started
     counted: Counter[str] = Counter()
     for key, seen in service.faults.counts().items():
         counted[key.split(" ")[0]] += seen["calls"]
-    return counted, said
+    return counted, f"{said} ({took:.1f} s)"
 
 
 def measure(n: int, history: int, client: Any, work: Path) -> dict[str, Counter[str]]:

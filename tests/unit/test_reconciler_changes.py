@@ -183,3 +183,38 @@ def test_shards_split_the_open_runs_and_each_pass_takes_the_oldest_shard() -> No
     said, calls = one_pass(w, d, timedelta(minutes=4))
     assert "shard-0-of-4=1" in said and calls == Counter({"ListCustomJobs": 1}), (said, calls)
     assert sorted(marks.docs) == [watermark_id(k, 4) for k in range(4)]
+
+
+def test_the_golden_watermark_round_trips_and_bad_fields_are_named() -> None:
+    import copy
+    import json
+    from pathlib import Path
+
+    from schemas.errors import SchemaError
+    from schemas.reconcile_watermark import parse_reconcile_watermark
+
+    golden = json.loads((Path(__file__).resolve().parents[2] / "schemas/examples/reconcile_watermark.json").read_text())
+    assert parse_reconcile_watermark(copy.deepcopy(golden)).to_document() == golden
+    for bad, field in (
+        ({"shard": 1}, "reconcile_watermark.shard"),
+        ({"regions": {"us-central1": "yesterday"}}, "reconcile_watermark.regions.us-central1"),
+        ({"passed_at": 5}, "reconcile_watermark.passed_at"),
+    ):
+        with pytest.raises(SchemaError) as caught:
+            parse_reconcile_watermark({**golden, **bad})
+        assert caught.value.field == field, (bad, caught.value)
+
+
+def test_the_reconcile_settings_are_read_and_a_window_inside_the_lease_is_refused() -> None:
+    from functions.settings import SettingsError, settings_from_env
+
+    base = {"GOOGLE_CLOUD_PROJECT": "landfall-local"}
+    default = settings_from_env(base)
+    assert (default.reconcile_shards, default.reconcile_overlap_seconds, default.orphan_window_seconds) == (1, 300, 3600)
+    assert default.reconciler_collection == "reconciler"
+    set_ = settings_from_env({**base, "LANDFALL_RECONCILE_SHARDS": "8", "LANDFALL_ORPHAN_WINDOW_SECONDS": "900"})
+    assert (set_.reconcile_shards, set_.orphan_window_seconds) == (8, 900)
+    with pytest.raises(SettingsError, match="LANDFALL_ORPHAN_WINDOW_SECONDS .* above LANDFALL_SUBMISSION_LEASE"):
+        settings_from_env({**base, "LANDFALL_ORPHAN_WINDOW_SECONDS": "60"})
+    with pytest.raises(SettingsError, match="LANDFALL_RECONCILE_SHARDS must be a whole number from 1 to 64"):
+        settings_from_env({**base, "LANDFALL_RECONCILE_SHARDS": "0"})
