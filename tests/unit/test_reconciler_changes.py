@@ -210,11 +210,12 @@ def test_the_reconcile_settings_are_read_and_a_window_inside_the_lease_is_refuse
 
     base = {"GOOGLE_CLOUD_PROJECT": "landfall-local"}
     default = settings_from_env(base)
-    assert (default.reconcile_shards, default.reconcile_overlap_seconds, default.orphan_window_seconds) == (1, 300, 3600)
+    defaults = (default.reconcile_shards, default.reconcile_overlap_seconds, default.orphan_window_seconds)
+    assert defaults == (1, 300, 3600)
     assert default.reconciler_collection == "reconciler"
     set_ = settings_from_env({**base, "LANDFALL_RECONCILE_SHARDS": "8", "LANDFALL_ORPHAN_WINDOW_SECONDS": "900"})
     assert (set_.reconcile_shards, set_.orphan_window_seconds) == (8, 900)
-    with pytest.raises(SettingsError, match="LANDFALL_ORPHAN_WINDOW_SECONDS .* above LANDFALL_SUBMISSION_LEASE"):
+    with pytest.raises(SettingsError, match=r"LANDFALL_ORPHAN_WINDOW_SECONDS .* above LANDFALL_SUBMISSION_LEASE"):
         settings_from_env({**base, "LANDFALL_ORPHAN_WINDOW_SECONDS": "60"})
     with pytest.raises(SettingsError, match="LANDFALL_RECONCILE_SHARDS must be a whole number from 1 to 64"):
         settings_from_env({**base, "LANDFALL_RECONCILE_SHARDS": "0"})
