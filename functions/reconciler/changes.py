@@ -7,13 +7,17 @@ updated since the shard's watermark less an overlap, or created within the orpha
 
 W is when the shard's last complete pass in that region began (schemas/reconcile_watermark.py, kept in Firestore).
 The listed jobs are matched to the open runs by job name; an open run whose job is not among them is not read,
-unless one of these holds, when its job is read with GetCustomJob as before:
+unless one of these holds:
 
 - the region has no watermark, or it is older than LANDFALL_RECONCILE_FULL_AFTER_SECONDS (first pass, reconciler
-  down for long, another shard count): a full pass, every job read, orphans looked for among every labelled job;
-- Vertex refused the update_time filter (INVALID_ARGUMENT): a full pass for that region, logged;
+  down for long, another shard count): a full pass. It lists every labelled job updated since the region's oldest
+  open run (of the shard) was recorded, less the overlap: every open run's job was created after its run, so each
+  is in that list with its current state (one still missing is read). The orphan look then judges every labelled
+  job in the region;
+- Vertex refused the update_time filter (INVALID_ARGUMENT): a full pass by reads, every open run's job read with
+  GetCustomJob as before, logged;
 - the run's record changed since W less the overlap (`updated_at`): a job submitted since, whose record the last
-  pass may not have seen, or a cancel asked for since, is read once;
+  pass may not have seen, or a cancel asked for since, is read once (GetCustomJob);
 - the job waits (QUEUED or PENDING) past LANDFALL_LONG_WAIT_SECONDS with no `long_wait` noted yet: read to note why.
 
 W moves to this pass's start only for a region where everything was seen: a region whose list failed, or where a run
@@ -34,6 +38,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Protocol
 
 from functions.errors import LandfallError, PermanentError
@@ -82,14 +87,27 @@ def pick_shard(deps: ChangeDeps) -> ReconcileWatermark:
     return min(stored.values(), key=lambda w: (w.passed_at, w.shard))
 
 
+class Mode(StrEnum):
+    """How one pass reads one region's jobs."""
+
+    CHANGES = "changes"
+    """Listed the jobs changed since the watermark (less the overlap) or created within the orphan window."""
+    FULL_LIST = "full-list"
+    """A full pass by list: every job updated since the region's oldest open run was recorded (less the overlap),
+    which holds every open run's job in its current state."""
+    FULL_GET = "full-get"
+    """A full pass by reads: Vertex refused the update_time filter, so every open run's job is read."""
+    NOT_LISTED = "not-listed"
+    """The list failed: nothing is read in the region this pass."""
+
+
 @dataclass
 class RegionLook:
     """What one pass knows about one region's jobs."""
 
-    full: bool
-    """Every open run's job is read (no usable watermark, or the update_time filter refused)."""
+    mode: Mode
     since: datetime | None = None
-    """The update_time the list started from (None on a full pass)."""
+    """The update_time the list started from (None when not listed)."""
     changed: dict[str, JobView] = field(default_factory=dict)
     """Jobs listed this pass, by name."""
     listed: list[JobView] | None = None
@@ -99,6 +117,10 @@ class RegionLook:
     hold: datetime | None = None
     """The watermark may not pass this (a job ended within the grace, left to the listener)."""
     rate_limited: bool = False
+
+    @property
+    def full(self) -> bool:
+        return self.mode in (Mode.FULL_LIST, Mode.FULL_GET)
 
     def keep_at_most(self, moment: datetime) -> None:
         self.hold = moment if self.hold is None else min(self.hold, moment)
@@ -112,38 +134,47 @@ class PassLook:
     watermark: ReconcileWatermark
     start: datetime
     regions: dict[str, RegionLook] = field(default_factory=dict)
+    oldest: dict[str, datetime] = field(default_factory=dict)
+    """Per region, when the oldest of the shard's open runs with a job was recorded (a full pass lists from it)."""
 
     def shard_runs(self, runs: Iterable[RunRecord]) -> list[RunRecord]:
-        return [r for r in runs if shard_of(r.run_id, self.deps.shards) == self.watermark.shard]
+        """The open runs of this pass's shard (read once, so the regions' oldest runs are known before listing)."""
+        mine = [r for r in runs if shard_of(r.run_id, self.deps.shards) == self.watermark.shard]
+        for run in mine:
+            created = parse_timestamp_or_none(run.created_at)
+            if run.vertex is not None and created is not None:
+                region = run.vertex.region
+                self.oldest[region] = min(created, self.oldest.get(region, created))
+        return mine
 
     def look(self, region: str, vertex: VertexJobs) -> RegionLook:
-        """List the region's changes (once per pass), or decide on a full pass."""
+        """List the region's changes (once per pass), or its full list when the watermark is missing or too old."""
         if region in self.regions:
             return self.regions[region]
         mark = parse_timestamp_or_none(self.watermark.regions.get(region, ""))
-        if mark is None or (self.start - mark).total_seconds() > self.deps.full_after_seconds:
+        full = mark is None or (self.start - mark).total_seconds() > self.deps.full_after_seconds
+        if mark is None or full:
             why = "no watermark" if mark is None else f"watermark {format_timestamp(mark)} older than the limit"
             log.info("region %s, shard %s: full pass (%s)", region, self.watermark.watermark_id, why)
-            look = self.regions[region] = RegionLook(full=True)
-            return look
-        since = mark - timedelta(seconds=self.deps.overlap_seconds)
-        created = mark - timedelta(seconds=self.deps.orphan_window_seconds)
+            oldest = self.oldest.get(region, self.start)
+            since = created = oldest - timedelta(seconds=self.deps.overlap_seconds)
+        else:
+            since = mark - timedelta(seconds=self.deps.overlap_seconds)
+            created = mark - timedelta(seconds=self.deps.orphan_window_seconds)
         try:
             jobs = vertex.list_changed(
                 region, updated_since=format_timestamp(since), created_since=format_timestamp(created)
             )
         except PermanentError as exc:
-            log.warning("region %s: Vertex refused the update_time filter, full pass: %s", region, exc)
-            look = self.regions[region] = RegionLook(full=True)
+            log.warning("region %s: Vertex refused the update_time filter, full pass by reads: %s", region, exc)
+            look = self.regions[region] = RegionLook(Mode.FULL_GET)
             return look
         except LandfallError as exc:
             log.warning("region %s: changes not listed this pass: %s", region, exc)
-            look = self.regions[region] = RegionLook(full=False, since=since, seen_all=False)
-            look.rate_limited = isinstance(exc, RateLimitedError)
+            look = self.regions[region] = RegionLook(Mode.NOT_LISTED, since=since, seen_all=False)
             return look
-        look = self.regions[region] = RegionLook(
-            full=False, since=since, changed={j.name: j for j in jobs}, listed=jobs
-        )
+        mode = Mode.FULL_LIST if full else Mode.CHANGES
+        look = self.regions[region] = RegionLook(mode, since=since, changed={j.name: j for j in jobs}, listed=jobs)
         return look
 
     def read_job(self, run: RunRecord, vertex: VertexJobs, *, now: datetime, long_wait_seconds: int) -> JobView | None:
@@ -153,13 +184,15 @@ class PassLook:
         if ref is None:
             return None
         look = self.look(ref.region, vertex)
-        if not look.full:
-            if ref.job_name in look.changed:
-                return look.changed[ref.job_name]
-            if look.listed is None:
-                return None  # the list failed: nothing is known of this region this pass
-            if not (_changed_since(run, look.since) or _long_wait_due(run, now, long_wait_seconds)):
-                return None
+        if look.mode == Mode.NOT_LISTED:
+            return None  # nothing is known of this region this pass
+        if ref.job_name in look.changed:
+            return look.changed[ref.job_name]
+        if look.mode == Mode.CHANGES and not (
+            _changed_since(run, look.since) or _long_wait_due(run, now, long_wait_seconds)
+        ):
+            return None
+        # FULL_GET; FULL_LIST missing the job (deleted, or a clock far off); a run changed since the watermark.
         if look.rate_limited:
             look.seen_all = False
             return None
@@ -174,6 +207,8 @@ class PassLook:
         """The jobs the orphan look judges in region: the list of changes and of jobs created within the orphan
         window, or on a full pass every labelled job; None when the region could not be listed."""
         look = self.look(region, vertex)
+        if look.mode == Mode.NOT_LISTED:
+            return None
         return vertex.list_labelled(region) if look.full else look.listed
 
     def failed(self, run: RunRecord) -> None:
@@ -216,4 +251,4 @@ def start_pass(deps: ChangeDeps, now: datetime) -> PassLook:
     return PassLook(deps=deps, watermark=pick_shard(deps), start=now)
 
 
-__all__ = ["ChangeDeps", "PassLook", "RegionLook", "Watermarks", "pick_shard", "shard_of", "start_pass"]
+__all__ = ["ChangeDeps", "Mode", "PassLook", "RegionLook", "Watermarks", "pick_shard", "shard_of", "start_pass"]

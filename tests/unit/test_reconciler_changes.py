@@ -78,13 +78,22 @@ def test_a_steady_pass_makes_one_list_whatever_the_number_of_open_runs(n: int) -
     w, marks = seeded(n), FakeWatermarks()
     d = deps(w, marks)
     first, full = one_pass(w, d, timedelta(0))
-    assert "vertex-full=1" in first and full["GetCustomJob"] == n, (first, full)  # no watermark yet: every job read
-    assert full["ListCustomJobs"] == -(-n // 100)  # the full orphan look: every labelled job, paged
+    # No watermark yet: a full pass, by list (every job changed since the oldest open run, a page per 100), and the
+    # orphan look over every labelled job (as many pages again here): no job read one by one.
+    assert "vertex-full=1" in first and full == Counter({"ListCustomJobs": 2 * -(-n // 100)}), (first, full)
     second, steady = one_pass(w, d, timedelta(minutes=1))
     assert steady == Counter({"ListCustomJobs": 1}), steady  # one list, no job read, for 10 as for 1,000 runs
     assert second == f"unchanged={n}", second
     mark = parse_reconcile_watermark(marks.docs[watermark_id(0, 1)])
     assert mark.regions == {REGION: format_timestamp(NOW + timedelta(minutes=1))}
+
+
+def test_a_full_pass_records_a_job_that_changed_long_ago_from_its_list() -> None:
+    w, marks = seeded(30), FakeWatermarks()
+    w.clock.now = SEEDED + timedelta(minutes=10)
+    w.vertex.set_state(job_of(w, "run-00011"), "JOB_STATE_SUCCEEDED", end=w.clock.now)
+    said, calls = one_pass(w, deps(w, marks), timedelta(0))
+    assert "recorded:SUCCEEDED=1" in said and calls["GetCustomJob"] == 0, (said, calls)
 
 
 def test_calls_per_steady_pass_are_the_same_for_10_and_1000_open_runs() -> None:
@@ -131,13 +140,14 @@ def test_a_run_recorded_after_its_job_changed_before_the_watermark_is_read_once(
 def test_a_missing_or_too_old_watermark_or_a_refused_filter_gives_a_full_pass() -> None:
     w, marks = seeded(20), FakeWatermarks()
     d = deps(w, marks, full_after_seconds=600)
-    assert one_pass(w, d, timedelta(0))[1]["GetCustomJob"] == 20  # missing
+    said, calls = one_pass(w, d, timedelta(0))  # missing
+    assert "vertex-full=1" in said and calls == Counter({"ListCustomJobs": 2}), (said, calls)
     assert one_pass(w, d, timedelta(minutes=5))[1] == Counter({"ListCustomJobs": 1})
     said, calls = one_pass(w, d, timedelta(minutes=20))  # 15 min since the last pass: older than 600 s
-    assert calls["GetCustomJob"] == 20 and "vertex-full=1" in said, (said, calls)
-    w.vertex.refuse_update_time = True
+    assert "vertex-full=1" in said and calls == Counter({"ListCustomJobs": 2}), (said, calls)
+    w.vertex.refuse_update_time = True  # a Vertex that does not take the filter: every job read, as before
     said, calls = one_pass(w, d, timedelta(minutes=21))
-    assert calls["GetCustomJob"] == 20 and "vertex-full=1" in said, (said, calls)
+    assert calls == Counter({"GetCustomJob": 20, "ListCustomJobs": 1}) and "vertex-full=1" in said, (said, calls)
 
 
 def test_a_job_ended_within_the_grace_is_listed_again_until_the_listener_or_the_reconciler_records_it() -> None:
@@ -172,6 +182,7 @@ def test_a_job_pending_past_the_long_wait_threshold_is_read_once_to_note_why() -
 
 def test_shards_split_the_open_runs_and_each_pass_takes_the_oldest_shard() -> None:
     w, marks = seeded(200), FakeWatermarks()
+    w.vertex.refuse_update_time = True  # full passes by reads show which runs each pass takes
     d = deps(w, marks, shards=4)
     sizes = Counter(shard_of(f"run-{i:05d}", 4) for i in range(200))
     reads = []
@@ -179,8 +190,12 @@ def test_shards_split_the_open_runs_and_each_pass_takes_the_oldest_shard() -> No
         said, calls = one_pass(w, d, timedelta(minutes=k))
         reads.append(calls["GetCustomJob"])
         assert f"shard-{k}-of-4=1" in said, said
-    assert reads == [sizes[k] for k in range(4)] and sum(reads) == 200  # each shard's first pass reads its runs
-    said, calls = one_pass(w, d, timedelta(minutes=4))
+    assert reads == [sizes[k] for k in range(4)] and sum(reads) == 200  # each pass read its own shard's runs
+    w.vertex.refuse_update_time = False
+    for k in range(4):
+        said, calls = one_pass(w, d, timedelta(minutes=4 + k))  # each shard now lists its changes: no read
+        assert f"shard-{k}-of-4=1" in said and calls["GetCustomJob"] == 0, (said, calls)
+    said, calls = one_pass(w, d, timedelta(minutes=8))
     assert "shard-0-of-4=1" in said and calls == Counter({"ListCustomJobs": 1}), (said, calls)
     assert sorted(marks.docs) == [watermark_id(k, 4) for k in range(4)]
 
