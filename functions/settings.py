@@ -119,8 +119,8 @@ class Settings:
     reconcile_shards: int = 1
     """LANDFALL_RECONCILE_SHARDS: open runs are split into this many shards by a hash of their id, and each reconcile
     pass takes one (the one whose last pass is oldest), so each run is looked at every N passes (1 to 64; default 1).
-    Raise it when a pass over every open run takes too long or, on a full pass, reads more jobs than Vertex's
-    per-minute read quota allows (functions/reconciler/changes.py)."""
+    Raise it when a pass over every open run takes too long or, where Vertex refuses the update_time filter, when a
+    pass would read more jobs than Vertex's per-minute read quota allows (functions/reconciler/changes.py)."""
     reconcile_overlap_seconds: int = 300
     """LANDFALL_RECONCILE_OVERLAP_SECONDS: a pass lists the jobs updated since its shard's last pass began less this
     much (clock skew between Vertex and the reconciler, jobs updated while a pass runs)."""

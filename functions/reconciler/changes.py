@@ -27,8 +27,8 @@ it. The overlap (LANDFALL_RECONCILE_OVERLAP_SECONDS) covers clock skew between V
 updated while a pass runs.
 
 Sharding (LANDFALL_RECONCILE_SHARDS = N, default 1): open runs are split by a hash of their id; each pass takes the
-shard whose last pass is oldest, so each run is looked at every N passes, a full pass reads 1/N of the jobs, and a
-pass writes and waits on 1/N of the runs. Each shard keeps its own watermark.
+shard whose last pass is oldest, so each run is looked at every N passes, a pass writes and waits on 1/N of the runs,
+and a full pass by reads reads 1/N of the jobs. Each shard keeps its own watermark.
 """
 
 from __future__ import annotations
