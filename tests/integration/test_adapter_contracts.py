@@ -600,6 +600,21 @@ def test_vertex_create_get_and_find_by_run(vertex: Vertex, tmp_path: Path) -> No
     assert vertex.jobs.find_by_run("europe-west4", "run-never-submitted") is None
 
 
+def test_vertex_list_changed_answers_jobs_updated_or_created_since(vertex: Vertex, tmp_path: Path) -> None:
+    """The reconciler's list: labelled jobs updated at or after one time, or created at or after another."""
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    created = vertex.jobs.create("me-west1", _probe_job(run_id, tmp_path))
+    stamp = format_timestamp
+    future = stamp(datetime.now(UTC) + timedelta(hours=1))
+    listed = vertex.jobs.list_changed("me-west1", updated_since=stamp(before), created_since=future)
+    assert [j.name for j in listed] == [created.name]
+    assert (
+        vertex.jobs.list_changed("me-west1", updated_since=future, created_since=stamp(before))[0].name == created.name
+    )
+    assert vertex.jobs.list_changed("me-west1", updated_since=future, created_since=future) == []
+
+
 def test_vertex_capacity_and_refusals(vertex: Vertex, tmp_path: Path) -> None:
     vertex.exhaust_quota("us-central1")
     with pytest.raises(CapacityError, match="CreateCustomJob in us-central1: quota exhausted"):

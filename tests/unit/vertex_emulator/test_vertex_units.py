@@ -31,6 +31,7 @@ def _job(
     state: str = "JOB_STATE_RUNNING",
     labels: dict | None = None,
     created: str = "2026-01-01T00:00:00+00:00",
+    updated: str | None = None,
 ) -> CustomJob:
     return CustomJob(
         name=f"projects/p/locations/l/customJobs/{number}",
@@ -38,12 +39,13 @@ def _job(
         state=job_state(state),
         labels=labels or {},
         create_time=datetime.fromisoformat(created),
+        update_time=datetime.fromisoformat(updated or created),
     )
 
 
 JOBS = [
     _job(1, name="alpha", labels={"a": "1"}),
-    _job(2, name="beta", state="JOB_STATE_FAILED", labels={"a": "2", "b": "x"}),
+    _job(2, name="beta", state="JOB_STATE_FAILED", labels={"a": "2", "b": "x"}, updated="2026-03-01T00:00:00+00:00"),
     _job(3, name='gamma "q"', labels={"b": "y"}, created="2026-02-01T00:00:00+00:00"),
 ]
 
@@ -63,6 +65,10 @@ JOBS = [
         ('display_name:"g?mma*"', []),
         ('create_time>="2026-02-01T00:00:00Z"', [3]),
         ('create_time!="2026-01-01T00:00:00Z"', [3]),
+        # update_time, in create_time's syntax: the reconciler's "changed since its last pass" (with OR: orphans).
+        ('update_time>="2026-02-15T00:00:00Z"', [2]),
+        ('labels.a:* AND (update_time>"2026-02-15T00:00:00+00:00" OR create_time>="2026-01-01T00:00:00Z")', [1, 2]),
+        ('update_time<"2026-02-01T00:00:01Z"', [1, 3]),
         ("   ", [1, 2, 3]),
     ],
 )
@@ -71,7 +77,20 @@ def test_filter_grammar(text, expected):
     assert [int(job.name.rsplit("/", 1)[-1]) for job in JOBS if matches(job)] == expected
 
 
-@pytest.mark.parametrize("text", ["labels.a=", "AND labels.a=1", 'labels.a="1")', "labels=1", "name=x", 'state:"x"'])
+BAD_FILTERS = [
+    "labels.a=",
+    "AND labels.a=1",
+    'labels.a="1")',
+    "labels=1",
+    "name=x",
+    'state:"x"',
+    "update_time>yesterday",
+    'update_time:"2026-01-01T00:00:00Z"',
+    'update_time>"2026-01-01T00:00:00"',
+]
+
+
+@pytest.mark.parametrize("text", BAD_FILTERS)
 def test_filter_errors(text):
     with pytest.raises(FilterError):
         parse_filter(text)
