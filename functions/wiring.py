@@ -201,6 +201,8 @@ def _republish_request(data: bytes) -> str:
 
 def reconciler_deps() -> Any:
     from functions.dispatch.handler import attempt_policy, resubmit
+    from functions.gcp.watermarks_store import WatermarksStore
+    from functions.reconciler.changes import ChangeDeps
     from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps
     from functions.reconciler.orphans import OrphanDeps
     from functions.reconciler.republish import RepublishDeps
@@ -233,6 +235,13 @@ def reconciler_deps() -> Any:
         long_wait_seconds=settings.long_wait_seconds,
         orphans=orphans,
         republish=republish,
+        changes=ChangeDeps(
+            watermarks=WatermarksStore(clients.firestore_client(), settings.reconciler_collection),
+            shards=settings.reconcile_shards,
+            overlap_seconds=settings.reconcile_overlap_seconds,
+            full_after_seconds=settings.reconcile_full_after_seconds,
+            orphan_window_seconds=settings.orphan_window_seconds,
+        ),
     )
 
 

@@ -6,6 +6,10 @@ Supported for custom jobs (JOB_FIELDS), exactly as Vertex documents it:
 - `display_name` with `=`, `!=` and `:` (wildcard match, `*` matches any run of characters)
 - `state` with `=`, `!=` (`JOB_STATE_RUNNING`, ...)
 - `create_time` with `=`, `!=`, `<`, `<=`, `>`, `>=` against an RFC 3339 timestamp
+- `update_time`, in the same syntax as `create_time`. ListCustomJobs' reference lists only create_time among the
+  times; ListPipelineJobs documents update_time (and end_time) with exactly these operators and format, and
+  Landfall's reconciler asks for jobs changed since its last pass with it (docs/deploy.md, "The reconciler's Vertex
+  calls", says what Landfall does if Vertex refuses it)
 - `labels.KEY=VALUE`, `labels.KEY!=VALUE`, `labels.KEY:*` (key exists), `labels.KEY:PATTERN`, `labels:KEY`
 - `AND`, `OR`, `NOT`, parentheses; terms side by side mean AND. As in Google's filter standard (AIP-160),
   OR binds tighter than AND: `a AND b OR c` is `a AND (b OR c)`.
@@ -171,22 +175,28 @@ _TIME_OPS: dict[str, Callable[[datetime, datetime], bool]] = {
 }
 
 
-def _create_time(_key: str, operator: str, value: str) -> Predicate:
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise FilterError(
-            f'create_time needs an RFC 3339 timestamp such as "2021-05-18T00:00:00Z"; found "{value}".'
-        ) from None
-    if moment.tzinfo is None:
-        raise FilterError(f'create_time "{value}" has no time zone; end it with "Z" or an offset such as "+00:00".')
-    compare = _TIME_OPS[operator]
+def _time_field(field: str) -> Callable[[str, str, str], Predicate]:
+    """The comparator of a timestamp field (create_time, update_time): the resource's time against an RFC 3339 value;
+    one without that time matches nothing."""
 
-    def matches(job: Any) -> bool:
-        created = time_of(job.create_time)
-        return created is not None and compare(created, moment)
+    def comparator(_key: str, operator: str, value: str) -> Predicate:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise FilterError(
+                f'{field} needs an RFC 3339 timestamp such as "2021-05-18T00:00:00Z"; found "{value}".'
+            ) from None
+        if moment.tzinfo is None:
+            raise FilterError(f'{field} "{value}" has no time zone; end it with "Z" or an offset such as "+00:00".')
+        compare = _TIME_OPS[operator]
 
-    return matches
+        def matches(job: Any) -> bool:
+            at = time_of(getattr(job, field))
+            return at is not None and compare(at, moment)
+
+        return matches
+
+    return comparator
 
 
 def _labels(key: str, operator: str, value: str) -> Predicate:
@@ -208,7 +218,8 @@ def _model(_key: str, operator: str, value: str) -> Predicate:
 JOB_FIELDS: Mapping[str, Field] = {
     "display_name": Field(("=", "!=", ":"), _display_name),
     "state": Field(("=", "!="), _state),
-    "create_time": Field(("=", "!=", "<", "<=", ">", ">="), _create_time),
+    "create_time": Field(("=", "!=", "<", "<=", ">", ">="), _time_field("create_time")),
+    "update_time": Field(("=", "!=", "<", "<=", ">", ">="), _time_field("update_time")),
     "labels": Field(("=", "!=", ":"), _labels),
 }
 MODEL_FIELDS: Mapping[str, Field] = {

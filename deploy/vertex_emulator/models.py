@@ -59,8 +59,9 @@ DEFAULT_ALIAS = "default"
 MODEL_ID = re.compile(r"[a-z_][a-z0-9_-]{0,62}")
 """UploadModelRequest.model_id: "up to 63 characters, and valid characters are [a-z0-9_-]. The first character
 cannot be a number or hyphen." """
-ALIAS = re.compile(r"[a-z][a-zA-Z0-9-]{0,126}[a-z0-9-]")
-"""MergeVersionAliasesRequest.version_aliases: at most 128 characters matching [a-z][a-zA-Z0-9-]{0,126}[a-z-0-9]."""
+ALIAS = re.compile(r"[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]")
+"""Model.version_aliases: "The format is [a-z][a-zA-Z0-9-]{0,126}[a-z0-9] to distinguish from version_id" (the
+MergeVersionAliasesRequest comment also allows a trailing "-"; the stricter Model rule is kept)."""
 MODEL_NAME = re.compile(r"projects/([^/@]+)/locations/([^/@]+)/models/([^/@]+)")
 OUTPUT_ONLY = (
     "name",
@@ -141,7 +142,7 @@ def _check_alias(alias: str) -> None:
     if ALIAS.fullmatch(alias) is None:
         raise _invalid(
             f'Invalid version alias "{alias}": an alias is 2 to 128 characters matching '
-            "[a-z][a-zA-Z0-9-]{0,126}[a-z0-9-] (it starts with a lowercase letter, so it is never a version id). "
+            "[a-z][a-zA-Z0-9-]{0,126}[a-z0-9] (it starts with a lowercase letter, so it is never a version id). "
             'Prefix it with "-" only in MergeVersionAliases, to remove it.'
         )
 

@@ -281,6 +281,11 @@ def test_update_model_version_order_and_delete_model(registry):
     with pytest.raises(InvalidArgument, match="without"):
         client.list_model_versions(request={"name": f"{name}@1"})
 
+    third = _model("u3", version_aliases=["default", "fresh"])
+    client.upload_model(request={"parent": PARENT, "parent_model": name, "model": third}).result(timeout=30)
+    assert client.get_model(name=name).version_id == "3", "an upload naming `default` takes it (SDK is_default_version)"
+    assert client.get_model(name=f"{name}@1").version_aliases == []
+
     client.delete_model(name=name).result(timeout=30)
     with pytest.raises(NotFound, match="does not exist"):
         client.get_model(name=name)
