@@ -15,10 +15,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from functions.canary_states import canary_job_ended, canary_model_dir, is_running_canary
 from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
 from functions.records.attempts import AttemptPolicy, capacity_ended
+from functions.records.canary import canary_cleared
 from functions.records.failure_reasons import classify
 from functions.records.long_waits import long_wait_closed
 from schemas import json_text
@@ -63,11 +65,21 @@ class JobStateDeps:
     announce: Callable[[str], str] | None = None
     """Publishes RunFinished for a run that has ended, once (functions.records.results.announce); None: left to the
     reconciler, which announces ended runs not marked published."""
+    canary_margin: float = 0.25
+    """LANDFALL_CANARY_MARGIN: how far a canary's figures may be off the plan before the run is planned again."""
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     """Bring the run in line with the job as Vertex reports it (also used by the reconciler); a run that has ended
     is announced (RunFinished) on the way out, also on a repeated delivery whose publish had failed."""
+    target = RUN_STATE_FOR_JOB_STATE.get(job.state)
+    if target is not None and target.terminal and is_running_canary(run, job):
+        error = _job_error(run, job, target, deps, model_dir=canary_model_dir(run))
+        if target == RunState.FAILED and error is not None and error.reason in CAPACITY_REASONS:
+            # the next plan gets a canary of its own
+            deps.store.apply(run.run_id, canary_cleared(job.name))
+            return _capacity_failure(run, job, error, deps)
+        return canary_job_ended(run, job, target, error, deps)
     outcome = _record_job_state(run, job, deps)
     fault_point("listener.after_record")
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
@@ -84,15 +96,10 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         now = deps.now()
         deps.store.merge(run.run_id, lambda r: _with_job(r, job, ended=False, now=now), now=now)
         return f"noted:{job.state}"
-    error: RunError | None = None
     metrics: dict[str, Any] | None = None
-    if target.terminal and (job.error_code or target != RunState.SUCCEEDED):
-        error = RunError("job-failed" if target == RunState.FAILED else "job-cancelled", job.error_message)
-        if target == RunState.FAILED:
-            error = _with_trainer_reason(error, run, deps)
-        error = _with_reason(error, job, run)
-        if target == RunState.FAILED and error.reason in CAPACITY_REASONS:
-            return _capacity_failure(run, job, error, deps)
+    error = _job_error(run, job, target, deps)
+    if error is not None and target == RunState.FAILED and error.reason in CAPACITY_REASONS:
+        return _capacity_failure(run, job, error, deps)
     data: DataRead | None = None
     if target == RunState.SUCCEEDED:
         metrics, problem = _metrics(run, deps)
@@ -111,6 +118,19 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     detail = job.error_message or f"Vertex job {job.state}"
     _, changed = deps.store.transition(run.run_id, target, now=now, detail=detail, change=change)
     return f"{'recorded' if changed else 'unchanged'}:{target}"
+
+
+def _job_error(
+    run: RunRecord, job: JobView, target: RunState, deps: JobStateDeps, model_dir: str | None = None
+) -> RunError | None:
+    """The error of an ended job, with the trainer's own reason (its failure.json in model_dir, by default the run's
+    model folder) and the classified reason; None for a job that succeeded cleanly or has not ended."""
+    if not (target.terminal and (job.error_code or target != RunState.SUCCEEDED)):
+        return None
+    error = RunError("job-failed" if target == RunState.FAILED else "job-cancelled", job.error_message)
+    if target == RunState.FAILED:
+        error = _with_trainer_reason(error, run, deps, model_dir)
+    return _with_reason(error, job, run)
 
 
 def _with_reason(error: RunError, job: JobView, run: RunRecord) -> RunError:
@@ -171,12 +191,12 @@ def _cost(run: RunRecord, timings: Timings) -> Cost:
     )
 
 
-def _with_trainer_reason(error: RunError, run: RunRecord, deps: JobStateDeps) -> RunError:
+def _with_trainer_reason(error: RunError, run: RunRecord, deps: JobStateDeps, model_dir: str | None = None) -> RunError:
     """The error with the trainer's own reason from its failure record, Vertex's message kept beside it; unchanged
     when the trainer left none (it crashed before it could, or never started)."""
     if run.artifacts is None:
         return error
-    uri = f"{run.artifacts.model_dir}{FAILURE_FILE}"
+    uri = f"{model_dir or run.artifacts.model_dir}{FAILURE_FILE}"
     text = deps.read_text(uri)
     if text is None:
         return error

@@ -94,6 +94,14 @@ def _plan(request: Any) -> Any:
     return plan_request(plan_input_from_request(request), dispatcher_planner_config())
 
 
+def _replan(request: Any, plan: Any, figures: Any) -> Any:
+    """The run planned again from its canary's figures (functions/dispatch/canary_replan.py)."""
+    from functions.dispatch.canary_replan import measured_input
+    from functions.planning import plan_input_from_request, plan_request
+
+    return plan_request(measured_input(plan_input_from_request(request), plan, figures), dispatcher_planner_config())
+
+
 def ingest_deps() -> IngestDeps:
     from functions.ingest.handler import IngestDeps
 
@@ -113,6 +121,7 @@ def dispatch_deps() -> DispatchDeps:
         now=utc_now,
         objects=gcs_objects(),
         limiter=rate_limits_store(),
+        replan=_replan,
     )
 
 
@@ -129,6 +138,7 @@ def listener_deps() -> ListenerDeps:
         resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
         policy=attempt_policy(get_settings()),
         announce=_announce,
+        canary_margin=get_settings().canary_margin,
     )
 
 

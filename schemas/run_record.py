@@ -18,6 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from schemas.canary import CanaryRecord, parse_canary_record
 from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
@@ -479,6 +480,8 @@ class RunRecord:
     data_read: DataRead | None = None
     """What the trainer read (metrics.json `data`, once the job succeeded): the dataset version's objects, their
     count, bytes and digest. Absent from the document when None."""
+    canary: CanaryRecord | None = None
+    """The canary job run before the long job (schemas/canary.py, docs/canary.md); absent when the run had none."""
 
     @property
     def run_state(self) -> RunState:
@@ -510,6 +513,7 @@ class RunRecord:
             "submission": self.submission.to_dict(),
             **_present({"retry_of": self.retry_of, "retried_by": self.retried_by}),
             **({} if self.data_read is None else {"data_read": self.data_read.to_dict()}),
+            **({} if self.canary is None else {"canary": self.canary.to_dict()}),
         }
 
 
@@ -714,6 +718,7 @@ def parse_run_record(data: object) -> RunRecord:
         retry_of=_optional_string(r, "retry_of"),
         retried_by=_optional_string(r, "retried_by"),
         data_read=None if data_read is None else parse_data_read(data_read),
+        canary=None if r.data.get("canary") is None else parse_canary_record(r.data["canary"]),
     )
 
 

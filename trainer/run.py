@@ -20,6 +20,7 @@ import torch
 from schemas.model_presets import GptPreset, Preset, get_preset
 from schemas.vocabulary import FSDP_STRATEGIES
 from trainer import collectives, storage
+from trainer.canary import canary_mode, finish_canary
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
 from trainer.datasets.factory import build_corpus
@@ -59,9 +60,12 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
     set_context(rank=env.rank, world_size=env.world_size)
     watch = PreemptionWatch()
     session: Session | None = None
+    canary = canary_mode(environ)
     try:
         with process_group(env) as device:
             session = _assemble(config, env, device, environ)
+            if canary is not None:  # a few steps at the planned micro-batch (trainer/canary.py)
+                session.total_steps = min(session.total_steps, canary.steps)
             log(
                 "training started",
                 task=config.task,
@@ -83,6 +87,9 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
             except torch.cuda.OutOfMemoryError as exc:
                 raise _oom(config, session, exc) from exc
             watch.drain()
+            if canary is not None:
+                finish_canary(session, canary, model_dir)
+                return None
             return _write_outputs(session, model_dir, time.monotonic() - started)
     except Exception as exc:
         if session is not None:  # the failure record (trainer/failure.py) says how far training got

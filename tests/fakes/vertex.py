@@ -19,7 +19,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import aiplatform_v1
 from google.protobuf import timestamp_pb2
 
-from functions.gcp.vertex import RUN_LABEL, JobView, translate_error, view
+from functions.gcp.vertex import RUN_LABEL, JobView, is_canary_job, translate_error, view
 
 PROJECT = "landfall-local"
 
@@ -141,12 +141,12 @@ class FakeVertex:
             prefix = f"{self.parent(region)}/customJobs/"
             return [view(j) for j in self.jobs.values() if j.name.startswith(prefix) and RUN_LABEL in j.labels]
 
-    def find_by_run(self, region: str, run_id: str) -> JobView | None:
+    def find_by_run(self, region: str, run_id: str, *, canary: bool = False) -> JobView | None:
         with self._lock:
             prefix = f"{self.parent(region)}/customJobs/"
             jobs = [
                 view(j)
                 for j in reversed(self.jobs.values())  # newest first, as ListCustomJobs answers
-                if j.name.startswith(prefix) and j.labels.get(RUN_LABEL) == run_id
+                if j.name.startswith(prefix) and j.labels.get(RUN_LABEL) == run_id and is_canary_job(view(j)) == canary
             ]
         return jobs[0] if jobs else None
