@@ -349,3 +349,36 @@ def test_the_record_field_round_trips_and_refuses_an_unknown_status() -> None:
 def test_deps_default_margin_is_the_settings_default() -> None:
     assert JobStateDeps.canary_margin == settings_from_env({"GOOGLE_CLOUD_PROJECT": "p"}).canary_margin
     assert DispatchDeps.replan is None
+
+
+# -- what people see
+
+
+def test_landfall_run_and_watch_show_the_canary_as_a_step_of_the_run() -> None:
+    import io
+
+    from landfall.commands.runs import describe
+    from landfall.commands.watch import Watcher
+
+    w = canary_world()
+    assert w.deliver() == "submitted"
+    figures = CanaryFigures(
+        steps=8,
+        step_seconds=STEP,
+        peak_memory_bytes=GIB,
+        memory_kind="cpu-rss",
+        allreduce_bytes=4 * PLAN.model_parameters,
+        allreduce_gbps=1.5,
+        processes=1,
+        checkpoint_ok=True,
+    )
+    end_canary(w, figures)
+    text = describe(w.run())
+    canary_id = jobs(w)[0][0].rsplit("/", 1)[-1]
+    assert f"canary    passed: job {canary_id} on {PLAN.machine_type} in {PLAN.region}" in text
+    assert "within 25% of the plan" in text
+    assert "measured: 8 steps" in text and "all-reduce 1.5 GB/s x 1" in text and "checkpoint read back" in text
+    out = io.StringIO()
+    Watcher(out).show(w.run(), None)
+    shown = out.getvalue()
+    assert f"SUBMITTED  canary job {jobs(w)[0][0]}" in shown and "SUBMITTING canary passed: within 25%" in shown
