@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from functions.canary_states import canary_job_ended, canary_model_dir, is_running_canary
 from functions.fault_points import fault_point
@@ -23,6 +23,7 @@ from functions.records.attempts import AttemptPolicy, capacity_ended
 from functions.records.canary import canary_cleared
 from functions.records.failure_reasons import classify
 from functions.records.long_waits import long_wait_closed
+from functions.records.run_rules import Step, merge, transition
 from schemas import json_text
 from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
@@ -94,7 +95,8 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
     if target is None:
         now = deps.now()
-        deps.store.merge(run.run_id, lambda r: _with_job(r, job, ended=False, now=now), now=now)
+        noted = merge(now=now, change=lambda r: _with_job(r, job, ended=False, now=now))
+        deps.store.apply(run.run_id, _while_current(job.name, noted, None))
         return f"noted:{job.state}"
     metrics: dict[str, Any] | None = None
     error = _job_error(run, job, target, deps)
@@ -116,8 +118,27 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         return replace(out, metrics=metrics, data_read=data) if target == RunState.SUCCEEDED else out
 
     detail = job.error_message or f"Vertex job {job.state}"
-    _, changed = deps.store.transition(run.run_id, target, now=now, detail=detail, change=change)
+    moved = transition(target, now=now, detail=detail, change=change)
+    unchanged: tuple[RunRecord | None, bool] = (None, False)
+    _, changed = deps.store.apply(run.run_id, _while_current(job.name, moved, unchanged))
     return f"{'recorded' if changed else 'unchanged'}:{target}"
+
+
+T = TypeVar("T")
+
+
+def _while_current(job_name: str, step: Step[T], stale: T) -> Step[T]:
+    """step, applied only while the job is still the run's current one: an event read before the run moved on to
+    another job (its canary handed back to the dispatcher, a job that ended for capacity) changes nothing. Found by
+    the canary's e2e test: the canary's RUNNING event, handled as the canary ended, moved the run RUNNING with no job,
+    and the long job was never recorded."""
+
+    def guarded(cur: RunRecord | None) -> tuple[RunRecord | None, T]:
+        if cur is not None and (cur.vertex is None or cur.vertex.job_name != job_name):
+            return None, stale
+        return step(cur)
+
+    return guarded
 
 
 def _job_error(

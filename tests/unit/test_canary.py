@@ -382,3 +382,17 @@ def test_landfall_run_and_watch_show_the_canary_as_a_step_of_the_run() -> None:
     Watcher(out).show(w.run(), None)
     shown = out.getvalue()
     assert f"SUBMITTED  canary job {jobs(w)[0][0]}" in shown and "SUBMITTING canary passed: within 25%" in shown
+
+
+def test_a_canary_event_read_before_the_hand_back_changes_nothing_after_it() -> None:
+    """Found by the e2e test: the canary's RUNNING event, handled as the canary ended, moved the run on with no job."""
+    from functions.job_states import record_job_state
+
+    w = canary_world()
+    assert w.deliver() == "submitted"
+    running = w.vertex.set_state(w.job_name(), "JOB_STATE_RUNNING", start=NOW)
+    stale = w.run()  # what a delivery of that event read
+    assert end_canary(w, CanaryFigures(steps=8, step_seconds=STEP)) == "canary-passed:resubmitted:submitted"
+    before = w.doc()
+    assert record_job_state(stale, running, w.listener_deps) == "unchanged:RUNNING"
+    assert w.doc() == before and w.run().state == RunState.SUBMITTED
