@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from functions.planning.assumptions import Assumptions
 from functions.planning.errors import PlanInputError
 from functions.planning.inputs import PlanInput
+from functions.planning.measured import Calibration
 from schemas.errors import SchemaError
 from schemas.model_presets import GptPreset, MlpPreset, get_preset
 
@@ -45,6 +46,9 @@ class Workload:
     """Measured bytes one process needs (an own trainer's workload.memory_gib_per_gpu); 0 = the memory model."""
     measured_step_seconds: float = 0.0
     """Measured seconds per optimizer step of the global batch on one GPU; 0 = the time model."""
+    calibration: Calibration | None = None
+    """Step times and start-ups measured by past runs and canaries (functions/planning/calibration.py); None = the
+    model's."""
 
 
 def _generic_gpt_shape(parameters: int) -> tuple[int, int, int]:
