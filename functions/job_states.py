@@ -63,6 +63,9 @@ class JobStateDeps:
     announce: Callable[[str], str] | None = None
     """Publishes RunFinished for a run that has ended, once (functions.records.results.announce); None: left to the
     reconciler, which announces ended runs not marked published."""
+    measure: Callable[[RunRecord], None] | None = None
+    """Records what a SUCCEEDED run measured in the `measurements` collection (idempotent: a repeated delivery
+    merges the same figures); None: not recorded."""
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
@@ -109,7 +112,9 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         return replace(out, metrics=metrics, data_read=data) if target == RunState.SUCCEEDED else out
 
     detail = job.error_message or f"Vertex job {job.state}"
-    _, changed = deps.store.transition(run.run_id, target, now=now, detail=detail, change=change)
+    after, changed = deps.store.transition(run.run_id, target, now=now, detail=detail, change=change)
+    if changed and after is not None and target == RunState.SUCCEEDED and deps.measure is not None:
+        deps.measure(after)  # what it measured, for the planner (functions/records/measurements.py)
     return f"{'recorded' if changed else 'unchanged'}:{target}"
 
 
@@ -146,7 +151,11 @@ def _with_job(run: RunRecord, job: JobView, *, ended: bool, now: datetime) -> Ru
         timings=timings,
         vertex=None if run.vertex is None else replace(run.vertex, state=job.state),
     )
-    return replace(out, cost=_cost(run, timings)) if ended else out
+    if not ended:
+        return out
+    if run.plan is not None:  # the estimate beside the actual time (and cost, below)
+        timings = replace(timings, estimated_seconds=round(run.plan.estimated_hours * 3600.0, 3))
+    return replace(out, timings=timings, cost=_cost(run, timings))
 
 
 def _timings(timings: Timings, job: JobView) -> Timings:
