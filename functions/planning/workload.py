@@ -58,8 +58,11 @@ def _generic_gpt_shape(parameters: int) -> tuple[int, int, int]:
     return n_layer, d_model, d_model // 128
 
 
-def _steps(samples: int, batch: int, epochs: int, max_steps: int) -> int:
-    steps = max(1, math.ceil(samples / batch)) * epochs
+def _steps(samples: int, batch: int, epochs: int, max_steps: int, min_steps: int = 0) -> int:
+    """Optimizer steps: whole epochs, raised (in whole epochs) to min_steps as the built-in trainer does
+    (trainer/sizing.py planned_steps), capped by max_steps."""
+    per_epoch = max(1, math.ceil(samples / batch))
+    steps = per_epoch * max(epochs, math.ceil(min_steps / per_epoch))
     return min(steps, max_steps) if max_steps else steps
 
 
@@ -127,7 +130,7 @@ def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
         largest_layer_parameters=min(largest, parameters),
         samples_per_epoch=rows,
         global_batch=inp.batch_size,
-        steps=_steps(rows, inp.batch_size, inp.epochs, inp.max_steps),
+        steps=_steps(rows, inp.batch_size, inp.epochs, inp.max_steps, inp.min_steps),
         tokens_per_sample=1,
     )
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from functions.planning import MeasuredFigures, PlanInput, PlanInputError, plan_request
+from functions.planning import MeasuredFigures, PlanInput, PlanInputError, plan_input_from_request, plan_request
 from schemas.plan import Plan
 from tests.unit.planning.outcomes import chosen
 
@@ -105,3 +105,24 @@ def test_bad_figures_are_refused_with_what_was_expected(change, words):
     base = {"workload": "wl", "machine_type": "n2-standard-8"}
     with pytest.raises(PlanInputError, match=words):
         MeasuredFigures(**{**base, **change})
+
+
+def _tabular(extra: dict[str, str] | None = None, task: str = "tabular-classification") -> dict[str, Any]:
+    return {
+        "task": task,
+        "model": {"preset": "mlp-small"},
+        "dataset": {"total_bytes": 48_213, "object_count": 4},
+        "hyperparameters": {"epochs": 10, "batch_size": 64, "extra": extra or {}},
+    }
+
+
+def test_the_built_in_trainers_min_steps_floor_is_planned_in_whole_epochs():
+    """The trainer adds epochs until a tabular run takes min_steps (trainer/sizing.py): the planner counts them, or
+    a measured step time would be multiplied by too few steps."""
+    assert plan_input_from_request(_tabular()).min_steps == 300  # the trainer's default (schemas/trainer_flags.py)
+    assert plan_input_from_request(_tabular({"min_steps": "0"})).min_steps == 0
+    assert plan_input_from_request(_tabular(task="causal-lm")).min_steps == 0
+    floor = plan_request(plan_input_from_request(_tabular()), now=NOW).evaluation.workload
+    plain = plan_request(plan_input_from_request(_tabular({"min_steps": "0"})), now=NOW).evaluation.workload
+    per_epoch = plain.steps // 10
+    assert plain.steps == 10 * per_epoch and floor.steps == per_epoch * -(-300 // per_epoch) >= 300
