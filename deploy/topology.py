@@ -88,6 +88,8 @@ class Topology:
     orphans_collection: str
     rate_limits_collection: str
     """One document per (Vertex AI call, region): the submission rate limiter's buckets."""
+    measurements_collection: str
+    """One document per (workload, machine shape, image): what runs measured (schemas/measurement.py)."""
     vertex_create_per_minute: int
     """vertex.rate_limits.create_custom_job_per_minute: the default of LANDFALL_VERTEX_CREATE_PER_MINUTE."""
     object_events_topic: str
@@ -223,6 +225,7 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
         dataset_versions_collection=str(get("firestore", "dataset_versions_collection")),
         orphans_collection=str(get("firestore", "orphans_collection")),
         rate_limits_collection=str(get("firestore", "rate_limits_collection")),
+        measurements_collection=str(get("firestore", "measurements_collection")),
         vertex_create_per_minute=whole("vertex", "rate_limits", "create_custom_job_per_minute", within=(1, 100_000)),
         object_events_topic=str(get("topics", "object_events", "name")),
         requests_topic=str(get("topics", "training_requests", "name")),

@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
+from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.records.canary import canary_ended, judge
 from schemas.canary import (
@@ -49,6 +50,8 @@ class CanaryDeps(Protocol):
     def announce(self) -> Callable[[str], str] | None: ...
     @property
     def canary_margin(self) -> float: ...
+    @property
+    def measure_canary(self) -> Callable[[RunRecord, CanaryFigures], None] | None: ...
 
 
 def is_running_canary(run: RunRecord, job: JobView) -> bool:
@@ -85,6 +88,11 @@ def canary_job_ended(run: RunRecord, job: JobView, target: RunState, error: RunE
         run.run_id, canary_ended(job.name, status, verdict=verdict, figures=figures, now=deps.now(), error=error)
     )
     log.info("run %s: canary %s %s: %s (%s)", run.run_id, job.name, status, verdict, outcome)
+    if outcome == "resubmit" and figures is not None and deps.measure_canary is not None:
+        try:  # for the planner, beside what finished runs measured (issue 24 item 2); the run goes on without it
+            deps.measure_canary(run, figures)
+        except (TransientError, PermanentError) as exc:
+            log.warning("run %s: the canary's measurement was not recorded (%s)", run.run_id, exc)
     if outcome == "resubmit" and deps.resubmit is not None:
         return f"canary-{status}:resubmitted:{deps.resubmit(run.run_id)}"
     if outcome in ("failed", "cancelled") and deps.announce is not None:

@@ -25,6 +25,7 @@ from functions.records.failure_reasons import classify
 from functions.records.long_waits import long_wait_closed
 from functions.records.run_rules import Step, merge, transition
 from schemas import json_text
+from schemas.canary import CanaryFigures
 from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
@@ -68,6 +69,11 @@ class JobStateDeps:
     reconciler, which announces ended runs not marked published."""
     canary_margin: float = 0.25
     """LANDFALL_CANARY_MARGIN: how far a canary's figures may be off the plan before the run is planned again."""
+    measure: Callable[[RunRecord], None] | None = None
+    """Records what a SUCCEEDED run measured in the `measurements` collection (idempotent: a repeated delivery
+    merges the same figures); None: not recorded."""
+    measure_canary: Callable[[RunRecord, CanaryFigures], None] | None = None
+    """Records what a run's canary measured in the `measurements` collection (docs/canary.md); None: not recorded."""
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
@@ -120,7 +126,9 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     detail = job.error_message or f"Vertex job {job.state}"
     moved = transition(target, now=now, detail=detail, change=change)
     unchanged: tuple[RunRecord | None, bool] = (None, False)
-    _, changed = deps.store.apply(run.run_id, _while_current(job.name, moved, unchanged))
+    after, changed = deps.store.apply(run.run_id, _while_current(job.name, moved, unchanged))
+    if changed and after is not None and target == RunState.SUCCEEDED and deps.measure is not None:
+        deps.measure(after)  # what it measured, for the planner (functions/records/measurements.py)
     return f"{'recorded' if changed else 'unchanged'}:{target}"
 
 
@@ -187,7 +195,11 @@ def _with_job(run: RunRecord, job: JobView, *, ended: bool, now: datetime) -> Ru
         timings=timings,
         vertex=None if run.vertex is None else replace(run.vertex, state=job.state),
     )
-    return replace(out, cost=_cost(run, timings)) if ended else out
+    if not ended:
+        return out
+    if run.plan is not None:  # the estimate beside the actual time (and cost, below)
+        timings = replace(timings, estimated_seconds=round(run.plan.estimated_hours * 3600.0, 3))
+    return replace(out, timings=timings, cost=_cost(run, timings))
 
 
 def _timings(timings: Timings, job: JobView) -> Timings:

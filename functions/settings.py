@@ -108,6 +108,8 @@ class Settings:
     """LANDFALL_RUN_RESULTS_TOPIC: where RunFinished messages go (default: topology topics.run_results)."""
     rate_limits_collection: str = "rate_limits"
     """LANDFALL_RATE_LIMITS_COLLECTION (default: topology firestore.rate_limits_collection): the limiter's buckets."""
+    measurements_collection: str = "measurements"
+    """LANDFALL_MEASUREMENTS_COLLECTION (default: topology firestore.measurements_collection): what runs measured."""
     vertex_create_per_minute: int = 0
     """LANDFALL_VERTEX_CREATE_PER_MINUTE (default: topology vertex.rate_limits.create_custom_job_per_minute): the
     CreateCustomJob calls per region and minute the dispatcher makes at most (its submission rate limiter), under
@@ -240,6 +242,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         memory_margin=_fraction(env, "LANDFALL_MEMORY_MARGIN", low=0.0, high=1.0, high_open=True),
         timeout_margin=_fraction(env, "LANDFALL_TIMEOUT_MARGIN", low=1.0, high=100.0),
         rate_limits_collection=env.get("LANDFALL_RATE_LIMITS_COLLECTION", topology.rate_limits_collection),
+        measurements_collection=env.get("LANDFALL_MEASUREMENTS_COLLECTION", topology.measurements_collection),
         vertex_create_per_minute=_per_minute(env, topology.vertex_create_per_minute),
         canary_min_hours=_or(_fraction(env, "LANDFALL_CANARY_MIN_HOURS", low=0.0, high=10_000.0), 2.0),
         canary_margin=_or(_fraction(env, "LANDFALL_CANARY_MARGIN", low=0.0, high=10.0), 0.25),

@@ -88,18 +88,65 @@ def _announce(run_id: str) -> str:
     return announce(run_id, runs_store(), _publish_result, now=utc_now)
 
 
+@cache
+def measurements_store() -> Any:
+    from functions.gcp.measurements_store import MeasurementsStore
+
+    return MeasurementsStore(clients.firestore_client(), get_settings().measurements_collection)
+
+
+def _measured(request: Any) -> list[Any]:
+    """What past runs and canaries of the request's workload measured, with its image (one equality query); none,
+    with a warning, when they cannot be read: the model plans alone rather than the request waiting."""
+    import logging
+
+    from functions.errors import TransientError
+    from functions.records.measurements import planner_figures
+    from schemas.errors import SchemaError
+    from schemas.measurement import image_of, workload_key
+
+    try:
+        found = measurements_store().for_workload(workload_key(request))
+    except (TransientError, SchemaError) as exc:
+        logging.getLogger("landfall.dispatch").warning("measurements not read, planning from the model: %s", exc)
+        return []
+    return planner_figures(found, image_of(request))
+
+
 def _plan(request: Any) -> Any:
     from functions.planning import plan_input_from_request, plan_request
 
-    return plan_request(plan_input_from_request(request), dispatcher_planner_config())
+    return plan_request(plan_input_from_request(request), dispatcher_planner_config(), measured=_measured(request))
+
+
+def _measure(run: Any) -> None:
+    """Record what a SUCCEEDED run measured (functions/records/measurements.py)."""
+    from functions.records.measurements import measurement_from_run
+
+    measurement = measurement_from_run(run)
+    if measurement is not None:
+        measurements_store().record(measurement)
 
 
 def _replan(request: Any, plan: Any, figures: Any) -> Any:
-    """The run planned again from its canary's figures (functions/dispatch/canary_replan.py)."""
-    from functions.dispatch.canary_replan import measured_input
+    """The run planned again from its canary's figures over what past runs measured
+    (functions/dispatch/canary_replan.py)."""
+    from functions.dispatch.canary_replan import canary_measured
     from functions.planning import plan_input_from_request, plan_request
+    from schemas.times import format_timestamp
 
-    return plan_request(measured_input(plan_input_from_request(request), plan, figures), dispatcher_planner_config())
+    measured = [*_measured(request), canary_measured(request, plan, figures, at=format_timestamp(utc_now()))]
+    return plan_request(plan_input_from_request(request), dispatcher_planner_config(), measured=measured)
+
+
+def _measure_canary(run: Any, figures: Any) -> None:
+    """Record what a run's canary measured (functions/records/measurements.py)."""
+    from functions.records.measurements import measurement_from_canary
+    from schemas.times import format_timestamp
+
+    measurement = measurement_from_canary(run, figures.to_dict(), format_timestamp(utc_now()))
+    if measurement is not None:
+        measurements_store().record(measurement)
 
 
 def ingest_deps() -> IngestDeps:
@@ -139,6 +186,8 @@ def listener_deps() -> ListenerDeps:
         policy=attempt_policy(get_settings()),
         announce=_announce,
         canary_margin=get_settings().canary_margin,
+        measure=_measure,
+        measure_canary=_measure_canary,
     )
 
 

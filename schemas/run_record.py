@@ -204,6 +204,8 @@ class Timings:
     ended_at: str | None = None
     run_seconds: float | None = None
     """ended_at - started_at, once both are known."""
+    estimated_seconds: float | None = None
+    """The plan's estimated duration (estimated_hours x 3600), kept beside run_seconds once the run has ended."""
 
     def to_dict(self) -> dict[str, Any]:
         return _present(asdict(self))
@@ -705,6 +707,7 @@ def parse_run_record(data: object) -> RunRecord:
         else Timings(
             **{k: _optional_string(timings, k) for k in ("created_at", "submitted_at", "started_at", "ended_at")},
             run_seconds=_optional_number(timings, "run_seconds"),
+            estimated_seconds=_optional_number(timings, "estimated_seconds"),
         ),
         cost=Cost()
         if cost is None

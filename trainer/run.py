@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import resource
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -234,6 +235,13 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
     rate = s.samples_trained / s.train_seconds if s.train_seconds > 0 else 0.0
     tokens = rate * preset.seq_len if isinstance(preset, GptPreset) else None
     mfu = None
+    global_batch = s.config.batch_split(s.env.world_size).global_batch
+    steps_here = s.samples_trained / global_batch if global_batch else 0
+    step_seconds = s.train_seconds / steps_here if steps_here else None
+    if s.device.startswith("cuda"):
+        peak_memory: int | None = int(torch.cuda.max_memory_allocated(s.device))
+    else:  # Linux reports ru_maxrss in KiB
+        peak_memory = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
     if s.device.startswith("cuda"):
         peak = peak_flops(torch.cuda.get_device_name(s.device), s.precision.name)
         mfu = model_flops_utilisation(rate, flops_per_sample(preset, parameters), peak, s.env.world_size)
@@ -254,6 +262,8 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         early_stopping=s.early.to_dict() if s.early.patience else None,
         warnings=s.warnings,
         data=s.data_read,
+        step_seconds=step_seconds,
+        peak_memory_bytes=peak_memory,
     )
 
 

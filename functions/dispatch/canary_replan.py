@@ -1,36 +1,47 @@
 """Planning a run again from its canary's figures (docs/canary.md): the one place where a canary's measurements
-become the planner's input, so that the planner's own input for measured figures (issue 24 item 2) replaces this
-with one edit.
+become the planner's input.
 
-Until then the planner's existing measured inputs carry them (docs/trainer-contract.md, "Planning"): the step time
-as `step_seconds`, one optimizer step of the global batch on one GPU (the canary's step time x its processes: each
-did its share), and a GPU peak as `memory_gib_per_gpu`. A CPU canary's resident set is not a GPU figure and is not
-passed on.
+They go in as the planner's measured figures (functions/planning/measured.py MeasuredFigures, source `canary`),
+beside what past runs of the same workload measured: measured on the plan's own shape, they replace the model's step
+time there and, scaled by the model's ratios, on every other shape (functions/planning/calibration.py), and the new
+plan says which figures are measured.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from schemas.canary import CanaryFigures
+from schemas.measurement import image_of, workload_key
 from schemas.plan import Plan
+from schemas.training_request import TrainingRequest
 
 if TYPE_CHECKING:
-    from functions.planning import PlanInput
+    from functions.planning import MeasuredFigures
 
-CANARY_BASIS = "the canary's measurements"
+GIB = 2**30
 
 
-def measured_input(inp: PlanInput, plan: Plan, figures: CanaryFigures) -> PlanInput:
-    """The run's plan input with the canary's figures as measured ones (those it measured; the rest as before)."""
-    step = figures.step_seconds * plan.processes if figures.step_seconds else inp.step_seconds
-    memory = figures.peak_memory_bytes / 2**30 if figures.peak_memory_bytes and figures.memory_kind == "gpu" else 0.0
-    return replace(
-        inp,
-        step_seconds=step,
-        memory_gib_per_gpu=memory or inp.memory_gib_per_gpu,
-        basis=inp.basis or CANARY_BASIS,
+def canary_measured(request: TrainingRequest, plan: Plan, figures: CanaryFigures, *, at: str) -> MeasuredFigures:
+    """The canary's figures as the planner takes them: one optimizer step of the global batch over every process
+    (the canary's step time), the peak memory of one process, on the plan's shape and the request's image."""
+    from functions.planning import MeasuredFigures
+
+    return MeasuredFigures(
+        workload=workload_key(request),
+        machine_type=plan.machine_type,
+        accelerator_type=plan.accelerator_type or "",
+        accelerator_count=plan.accelerator_count if plan.accelerator_type else 0,
+        nodes=plan.replica_count,
+        image=image_of(request),
+        micro_batch=plan.micro_batch_size,
+        step_seconds=figures.step_seconds or 0.0,
+        peak_memory_gib=(figures.peak_memory_bytes or 0) / GIB,
+        run_id=request.run_id,
+        source="canary",
+        global_batch=plan.global_batch_size,
+        strategy=plan.strategy,
+        measured_at=at,
     )
 
 
@@ -42,4 +53,4 @@ def replan_note(old: Plan, figures: CanaryFigures, verdict: str) -> str:
     )
 
 
-__all__ = ["CANARY_BASIS", "measured_input", "replan_note"]
+__all__ = ["canary_measured", "replan_note"]

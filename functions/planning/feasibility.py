@@ -78,7 +78,9 @@ def _reevaluate(
         space = space_for(space.catalog, quotas or space.quotas, space.regions[0], NO_PIN if unpinned else space.pin)
     work = ev.workload
     if inp.batch_size != work.global_batch:
-        work = build_workload(inp, space.catalog.assumptions)
+        work = dataclasses.replace(build_workload(inp, space.catalog.assumptions), calibration=work.calibration)
+    if work.calibration is not None and len(work.calibration.step_scale) != len(space.configs):
+        work = dataclasses.replace(work, calibration=None)  # another space (unpinned): its configs differ
     limits = build_limits(space, inp, now, max_job_hours, ev.limits.memory_margin)
     limits = dataclasses.replace(
         limits, reservation=ev.limits.reservation, reservation_required=ev.limits.reservation_required

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from functions.dispatch import handler as dispatch_handler
-from functions.dispatch.canary_replan import CANARY_BASIS, measured_input
+from functions.dispatch.canary_replan import canary_measured
 from functions.dispatch.handler import DispatchDeps
 from functions.dispatch.job_spec import canary_job, custom_job
 from functions.job_states import JobStateDeps
-from functions.planning import plan_input_from_request
+from functions.planning import plan_input_from_request, plan_request
 from functions.reconciler.handler import reconcile_run
 from functions.records.canary import CANARY_STEPS, canary_due, judge
 from functions.settings import SettingsError, settings_from_env
@@ -27,6 +27,7 @@ from schemas.canary import (
     parse_canary_record,
 )
 from schemas.job_view import RUN_LABEL
+from schemas.measurement import workload_key
 from schemas.plan import Plan
 from schemas.run_record import RunState, parse_run_record
 from schemas.trainer_failure import FAILURE_FILE
@@ -46,8 +47,11 @@ class CanaryWorld(World):
         self.replans: list[CanaryFigures] = []
         settings = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local", "LANDFALL_CANARY_MIN_HOURS": "0"})
         self.dispatch_deps = replace(self.dispatch_deps, settings=settings, replan=self._replan)
+        self.measured: list[tuple[str, CanaryFigures]] = []
         self.listener_deps = replace(
-            self.listener_deps, resubmit=lambda run_id: dispatch_handler.resubmit(run_id, self.dispatch_deps)
+            self.listener_deps,
+            resubmit=lambda run_id: dispatch_handler.resubmit(run_id, self.dispatch_deps),
+            measure_canary=lambda run, figures: self.measured.append((run.run_id, figures)),
         )
 
     def _replan(self, request: TrainingRequest, plan: Plan, figures: CanaryFigures) -> Outcome:
@@ -180,17 +184,25 @@ def test_the_canary_job_is_the_runs_job_with_a_step_limit_its_own_folder_and_lab
     assert "LANDFALL_CANARY" not in {e["name"] for e in long_pool["container_spec"]["env"]}
 
 
-def test_a_replan_passes_the_canarys_figures_to_the_planner_as_measured() -> None:
-    inp = plan_input_from_request(REQUEST)
-    gpu_plan = replace(PLAN, accelerator_type="NVIDIA_L4", accelerator_count=2, replica_count=2)
-    measured = measured_input(
-        inp, gpu_plan, CanaryFigures(steps=8, step_seconds=0.5, peak_memory_bytes=3 * GIB, memory_kind="gpu")
+def test_a_replan_plans_from_the_canarys_figures_as_measured_ones() -> None:
+    first = plan_request(plan_input_from_request(REQUEST)).plan
+    assert first is not None
+    slow = CanaryFigures(steps=8, step_seconds=first.estimated_step_time_seconds * 3, peak_memory_bytes=GIB)
+    figure = canary_measured(REQUEST, first, slow, at="2026-11-22T12:00:00Z")
+    assert (figure.source, figure.machine_type, figure.nodes, figure.peak_memory_gib) == (
+        "canary",
+        first.machine_type,
+        first.replica_count,
+        1.0,
     )
-    assert (measured.step_seconds, measured.memory_gib_per_gpu, measured.basis) == (2.0, 3.0, CANARY_BASIS)
-    cpu = measured_input(
-        inp, PLAN, CanaryFigures(steps=8, step_seconds=0.5, peak_memory_bytes=GIB, memory_kind="cpu-rss")
-    )
-    assert (cpu.step_seconds, cpu.memory_gib_per_gpu) == (0.5, 0.0)
+    assert figure.workload == workload_key(REQUEST) and figure.step_seconds == slow.step_seconds
+    again = plan_request(plan_input_from_request(REQUEST), measured=[figure]).plan
+    assert again is not None
+    # a CPU machine of 4 vCPUs is still the cheapest; its step time is now the measured one, and the plan says so
+    assert (again.machine_type, again.replica_count) == (first.machine_type, first.replica_count)
+    assert again.estimated_step_time_seconds == pytest.approx(slow.step_seconds, rel=0.01)
+    assert again.estimated_hours > first.estimated_hours
+    assert any(a.startswith("measured: step time") and "from canary" in a for a in again.assumptions)
 
 
 # -- a run through its canary
@@ -215,6 +227,7 @@ def test_a_canary_within_the_plan_is_followed_by_the_long_job_with_its_figures_o
     assert run.canary is not None and run.canary.status == "passed" and run.canary.figures == figures
     assert "within 25%" in run.canary.verdict and run.plan == PLAN
     assert canary_name.rsplit("/", 1)[-1] in (run.submission.job_ids or ())
+    assert w.measured == [(RUN_ID, figures)], "what it measured goes to the measurements collection"
     assert [h.state for h in run.history] == [
         "RECEIVED",
         "PLANNED",
