@@ -80,6 +80,8 @@ def record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     """Bring the run in line with the job as Vertex reports it (also used by the reconciler); a run that has ended
     is announced (RunFinished) on the way out, also on a repeated delivery whose publish had failed."""
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
+    if run.canary is not None and run.canary.job_name == job.name and run.canary.status != "running":
+        return f"ignored:canary-{run.canary.status}"  # its end is recorded (a repeated or late event of it)
     if target is not None and target.terminal and is_running_canary(run, job):
         error = _job_error(run, job, target, deps, model_dir=canary_model_dir(run))
         if target == RunState.FAILED and error is not None and error.reason in CAPACITY_REASONS:

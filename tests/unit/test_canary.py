@@ -285,6 +285,10 @@ def test_a_failing_canary_ends_the_run_with_its_classified_reason_and_no_long_jo
     assert run.error is not None and (run.error.code, run.error.reason) == ("canary-failed", "out-of-memory")
     assert "CUDA out of memory at step 2" in run.error.message
     assert run.canary is not None and run.canary.status == "failed" and "out-of-memory" in run.canary.verdict
+    # the canary's event again (a redelivery, the reconciler): its end is recorded, the run's error stays the canary's
+    before = w.doc()
+    assert w.job_event(w.job_name().rsplit("/", 1)[-1]) == "ignored:canary-failed"
+    assert w.doc() == before
 
 
 def test_a_canary_that_left_no_figures_fails_the_run() -> None:
