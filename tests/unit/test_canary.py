@@ -413,3 +413,17 @@ def test_a_canary_event_read_before_the_hand_back_changes_nothing_after_it() -> 
     before = w.doc()
     assert record_job_state(stale, running, w.listener_deps) == "unchanged:RUNNING"
     assert w.doc() == before and w.run().state == RunState.SUBMITTED
+
+
+def test_a_canary_that_ends_for_capacity_moves_the_run_to_its_next_plan_with_a_canary_of_its_own() -> None:
+    w = canary_world()
+    assert w.deliver() == "submitted"
+    first = w.job_name()
+    stockout = (8, "Resources are insufficient in region: us-central1. Please try a different region.")
+    said = end_canary(w, None, "JOB_STATE_FAILED", stockout)
+    assert said == "resubmitted:submitted", said
+    run = w.run()
+    assert [c for _, c in jobs(w)] == [True, True], "the next plan's job is a canary too"
+    assert run.canary is not None and run.canary.status == "running" and run.canary.job_name != first
+    assert run.canary.region == "europe-west4" and run.state == RunState.SUBMITTED
+    assert [(j.job_name, j.reason) for j in run.submission.jobs or ()] == [(first, "stockout")]
