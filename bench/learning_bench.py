@@ -155,6 +155,12 @@ def main() -> int:
                     return 1
                 text, error = _line(n, run)
                 print(text, flush=True)
+                metrics = run.metrics or {}
+                print(
+                    f"  trainer: {metrics.get('steps')} steps of {metrics.get('step_seconds') or 0:.4g} s, "
+                    f"load average {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
                 errors.append(error)
                 if n == 1:  # the listener records the figures after the run's SUCCEEDED: wait for them
 
