@@ -51,11 +51,12 @@ def estimate_check(run: RunRecord) -> EstimateCheck | None:
 
 
 def measurement_from_run(run: RunRecord) -> Measurement | None:
-    """What a SUCCEEDED run measured on its plan's shape; None when it has no plan, duration or metrics."""
+    """What a SUCCEEDED run measured on its plan's shape (without step figures in its metrics, only its estimate
+    beside its duration); None when it has no plan or duration."""
     check = estimate_check(run)
-    if run.state != RunState.SUCCEEDED or run.plan is None or check is None or not run.metrics:
+    if run.state != RunState.SUCCEEDED or run.plan is None or check is None:
         return None
-    plan, metrics = run.plan, run.metrics
+    plan, metrics = run.plan, run.metrics or {}
     rate = _figure(metrics, "samples_per_second")
     step = _figure(metrics, "step_seconds") or (plan.global_batch_size / rate if rate else 0.0)
     steps = _number(metrics.get("steps"))

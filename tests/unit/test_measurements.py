@@ -76,9 +76,13 @@ def test_a_step_time_comes_from_throughput_when_the_code_reports_only_that() -> 
     assert m is not None and m.step_seconds == pytest.approx(PLAN.global_batch_size / 32.0)
 
 
-def test_without_metrics_or_duration_nothing_is_measured() -> None:
+def test_without_step_figures_only_the_estimate_beside_the_duration_is_recorded() -> None:
     _, measured = succeeded({})
-    assert measurement_from_run(measured[0]) is None
+    m = measurement_from_run(measured[0])
+    assert m is not None and (m.step_seconds, m.startup_seconds, m.samples_per_second) == (0.0, 0.0, 0.0)
+    assert [e.actual_seconds for e in m.estimates] == [1800.0]
+    unfinished = dataclasses.replace(measured[0], timings=dataclasses.replace(measured[0].timings, run_seconds=None))
+    assert measurement_from_run(unfinished) is None
 
 
 def test_the_workload_key_ignores_the_dataset_but_not_the_batch_or_code() -> None:
