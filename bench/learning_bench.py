@@ -1,7 +1,7 @@
 """Plans that learn: a first run planned from the model, a second run of the same workload planned from what the first
 one measured, each one's estimate beside its actual duration.
 
-    .venv/bin/python bench/learning_bench.py [--rows 1000] [--shards 4] [--timeout 600]
+    .venv/bin/python bench/learning_bench.py [--rows 250] [--shards 16] [--timeout 600]
 
 Runs on a fresh local stack of its own (a temporary state folder, every service on a free port): the Pub/Sub,
 Firestore and GCS emulators, the functions, and the Vertex emulator running the built-in trainer on this machine's
@@ -52,6 +52,7 @@ def _wait(what: str, timeout: float, probe: Any) -> Any:
 
 def _run(firestore: Any, collection: str, run_id: str, timeout: float) -> RunRecord:
     ref = firestore.collection(collection).document(run_id)
+    _wait(f"run {run_id} to be recorded (see the stack's logs/dispatch.log)", 120, lambda: ref.get().exists or None)
 
     def ended() -> RunRecord | None:
         snap = ref.get()
@@ -97,8 +98,10 @@ def _line(n: int, run: RunRecord) -> tuple[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1000, help="rows per CSV shard (default 1000)")
-    parser.add_argument("--shards", type=int, default=4, help="CSV shards per dataset (default 4)")
+    parser.add_argument("--rows", type=int, default=250, help="rows per CSV shard (default 250, as `landfall demo`)")
+    parser.add_argument(
+        "--shards", type=int, default=16, help="CSV shards (default 16: 4,000 rows, a run of a few hundred steps)"
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds each run may take (default 600)")
     parser.add_argument(
         "--machine-type", default="e2-standard-4", help="the machine type both runs pin (default e2-standard-4)"

@@ -162,3 +162,11 @@ def test_landfall_plan_summary_says_how_far_past_estimates_were() -> None:
     assert lines[1] == "1 past run planned from measured figures: estimate off by 5% on average (worst -5%)"
     assert "r2: n2-standard-8 estimated 114 s, took 120 s (-5%; measured)" in lines[-1]
     assert estimate_summary([]) == []
+
+
+def test_landfall_run_shows_the_estimate_beside_the_actual_time() -> None:
+    from landfall.commands.runs import describe
+
+    w, _ = succeeded()
+    text = describe(w.run())
+    assert f"time      estimated {PLAN.estimated_hours * 3600:.4g} s, actual 1800 s (" in text
