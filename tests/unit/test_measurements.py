@@ -170,3 +170,15 @@ def test_landfall_run_shows_the_estimate_beside_the_actual_time() -> None:
     w, _ = succeeded()
     text = describe(w.run())
     assert f"time      estimated {PLAN.estimated_hours * 3600:.4g} s, actual 1800 s (" in text
+
+
+def test_the_run_records_its_steps_beside_the_models_and_the_planner_gets_both() -> None:
+    from functions.records.measurements import planner_steps
+
+    w, measured = succeeded()
+    modelled = planner_steps(w.run().request)
+    assert modelled > 0
+    m = measurement_from_run(measured[0], modelled)
+    assert m is not None and (m.steps, m.modelled_steps) == (1000, modelled)
+    (figures,) = planner_figures([m])
+    assert (figures.steps, figures.modelled_steps) == (1000, modelled)
