@@ -1,7 +1,7 @@
 """Plans that learn: a first run planned from the model, a second run of the same workload planned from what the first
 one measured, each one's estimate beside its actual duration.
 
-    .venv/bin/python bench/learning_bench.py [--rows 250] [--shards 4] [--timeout 600]
+    .venv/bin/python bench/learning_bench.py [--rows 250] [--shards 16] [--timeout 600]
 
 Runs on a fresh local stack of its own (a temporary state folder, every service on a free port): the Pub/Sub,
 Firestore and GCS emulators, the functions, and the Vertex emulator running the built-in trainer on this machine's
@@ -52,6 +52,7 @@ def _wait(what: str, timeout: float, probe: Any) -> Any:
 
 def _run(firestore: Any, collection: str, run_id: str, timeout: float) -> RunRecord:
     ref = firestore.collection(collection).document(run_id)
+    _wait(f"run {run_id} to be recorded (see the stack's logs/dispatch.log)", 120, lambda: ref.get().exists or None)
 
     def ended() -> RunRecord | None:
         snap = ref.get()
@@ -62,19 +63,22 @@ def _run(firestore: Any, collection: str, run_id: str, timeout: float) -> RunRec
     return record
 
 
-def _upload(storage: Any, bucket_name: str, prefix: str, shards: list[str]) -> None:
-    """The shards, outside every ingest route (no run is requested for them: the benchmark publishes its own)."""
+def _upload(storage: Any, bucket_name: str, prefix: str, shards: list[str]) -> int:
+    """The shards, outside every ingest route (no run is requested for them: the benchmark publishes its own);
+    their bytes."""
     bucket = storage.bucket(bucket_name)
     for i, text in enumerate(shards):
         bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(text, content_type="text/csv")
+    return sum(len(text.encode()) for text in shards)
 
 
-def _request(bucket: str, prefix: str, key: str, machine_type: str) -> dict[str, Any]:
-    """The default route's request (deploy/routes.toml) for the dataset, on one pinned machine type: the Vertex
-    emulator runs every machine type on this machine's CPU, so only the measured shape tells the truth here."""
+def _request(bucket: str, prefix: str, size: tuple[int, int], key: str, machine_type: str) -> dict[str, Any]:
+    """The default route's request (deploy/routes.toml) for the dataset (its bytes and objects, as ingest gives
+    them), on one pinned machine type: the Vertex emulator runs every machine type on this machine's CPU, so only the
+    measured shape tells the truth here."""
     return {
         "idempotency_key": key,
-        "dataset": {"uri": f"gs://{bucket}/{prefix}"},
+        "dataset": {"uri": f"gs://{bucket}/{prefix}", "total_bytes": size[0], "object_count": size[1]},
         "task": "tabular-classification",
         "model": {"preset": "mlp-small", "label_column": "label"},
         "hyperparameters": {"epochs": 10, "batch_size": 64, "learning_rate": 0.01},
@@ -98,7 +102,9 @@ def _line(n: int, run: RunRecord) -> tuple[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=250, help="rows per CSV shard (default 250, as `landfall demo`)")
-    parser.add_argument("--shards", type=int, default=4, help="CSV shards per dataset (default 4)")
+    parser.add_argument(
+        "--shards", type=int, default=16, help="CSV shards (default 16: 4,000 rows, a run of a few hundred steps)"
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds each run may take (default 600)")
     parser.add_argument(
         "--machine-type", default="e2-standard-4", help="the machine type both runs pin (default e2-standard-4)"
@@ -139,13 +145,14 @@ def main() -> int:
             from google.cloud import pubsub_v1
 
             prefix = "bench-learn/data/"
-            _upload(gcs, bucket, prefix, separable_csv_shards(shards=ns.shards, rows_per_shard=ns.rows))
+            shards = separable_csv_shards(shards=ns.shards, rows_per_shard=ns.rows)
+            size = (_upload(gcs, bucket, prefix, shards), len(shards))
             publisher = pubsub_v1.PublisherClient()
             topic = publisher.topic_path(topology.project_id, topology.requests_topic)
             errors: list[float] = []
             for n in (1, 2):
                 key = f"learning-bench-{time.time_ns()}-{n}"
-                body = json.dumps(_request(bucket, prefix, key, ns.machine_type)).encode()
+                body = json.dumps(_request(bucket, prefix, size, key, ns.machine_type)).encode()
                 publisher.publish(topic, body).result(timeout=60)
                 run = _run(fs, topology.runs_collection, run_id_for(key), ns.timeout)
                 run_id = run.run_id
@@ -155,6 +162,12 @@ def main() -> int:
                     return 1
                 text, error = _line(n, run)
                 print(text, flush=True)
+                metrics = run.metrics or {}
+                print(
+                    f"  trainer: {metrics.get('steps')} steps of {metrics.get('step_seconds') or 0:.4g} s, "
+                    f"load average {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
                 errors.append(error)
                 if n == 1:  # the listener records the figures after the run's SUCCEEDED: wait for them
 
@@ -166,7 +179,8 @@ def main() -> int:
                     (m,) = _wait("the first run's measurement", 60, measured)
                     print(
                         f"  measured: step {m.step_seconds:.4g} s, {m.samples_per_second:,.0f} samples/s, peak "
-                        f"{m.peak_memory_gib:.2f} GiB, start-up {m.startup_seconds:.1f} s",
+                        f"{m.peak_memory_gib:.2f} GiB, start-up {m.startup_seconds:.1f} s, {m.steps} steps where the "
+                        f"model counted {m.modelled_steps}",
                         flush=True,
                     )
                 else:

@@ -121,9 +121,9 @@ def _plan(request: Any) -> Any:
 
 def _measure(run: Any) -> None:
     """Record what a SUCCEEDED run measured (functions/records/measurements.py)."""
-    from functions.records.measurements import measurement_from_run
+    from functions.records.measurements import measurement_from_run, planner_steps
 
-    measurement = measurement_from_run(run)
+    measurement = measurement_from_run(run, planner_steps(run.request))
     if measurement is not None:
         measurements_store().record(measurement)
 

@@ -149,6 +149,10 @@ class Measurement:
     micro_batch: int = 0
     global_batch: int = 0
     strategy: str = ""
+    steps: int = 0
+    """Optimizer steps the run took (its metrics.json `steps`); 0 = not known (a canary)."""
+    modelled_steps: int = 0
+    """The steps the planner's model gives the same request (before any measurement); 0 = not known."""
     estimates: tuple[EstimateCheck, ...] = ()
     """The newest MAX_ESTIMATES finished runs' estimate checks on this shape, oldest first."""
     schema_version: int = SCHEMA_VERSION
@@ -170,7 +174,15 @@ class Measurement:
             return replace(self, estimates=checks)
         keep = {
             name: getattr(newer, name) or getattr(self, name)
-            for name in ("step_seconds", "peak_memory_gib", "samples_per_second", "startup_seconds", "micro_batch")
+            for name in (
+                "step_seconds",
+                "peak_memory_gib",
+                "samples_per_second",
+                "startup_seconds",
+                "micro_batch",
+                "steps",
+                "modelled_steps",
+            )
         }
         return replace(newer, **keep, estimates=checks, workload_label=newer.workload_label or self.workload_label)
 
@@ -194,6 +206,8 @@ class Measurement:
             "micro_batch": self.micro_batch,
             "global_batch": self.global_batch,
             "strategy": self.strategy,
+            "steps": self.steps,
+            "modelled_steps": self.modelled_steps,
             "estimates": [e.to_dict() for e in self.estimates],
         }
 
@@ -241,6 +255,8 @@ def parse_measurement(data: object) -> Measurement:
         micro_batch=r.integer("micro_batch", 0, minimum=0),
         global_batch=r.integer("global_batch", 0, minimum=0),
         strategy=r.string("strategy", "", max_len=32),
+        steps=r.integer("steps", 0, minimum=0),
+        modelled_steps=r.integer("modelled_steps", 0, minimum=0),
         estimates=tuple(checks),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
     )

@@ -47,6 +47,7 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
     space, work = ev.space, ev.workload
     index = {(cfg.shape.machine_type, cfg.shape.accelerator_count, cfg.nodes): c for c, cfg in enumerate(space.configs)}
     used: list[tuple[int, MeasuredFigures, float]] = []
+    counted = [f.steps / f.modelled_steps for f in figures if f.steps > 0 and f.modelled_steps > 0]
     for f in _newest([f for f in figures if f.step_seconds > 0 or f.startup_seconds > 0]):
         c = index.get(f.shape)
         if c is None:
@@ -55,7 +56,7 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         measured = f.step_seconds * (work.global_batch / f.global_batch if f.global_batch else 1.0)
         ratio = measured / modelled if f.step_seconds > 0 and modelled > 0 else 0.0
         used.append((c, f, ratio))
-    if not used:
+    if not used and not counted:
         return None
     n = len(space.configs)
     kinds = [cfg.shape.accelerator_type or "" for cfg in space.configs]
@@ -81,12 +82,15 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         startup_seconds=tuple(startup),
         measured_configs=frozenset(c for c, _, _ in used),
         figures=tuple(used),
+        steps_scale=geomean(counted),
     )
 
 
 def calibrated(work: Workload, calibration: Calibration) -> Workload:
-    """The workload planned with the measured step times and start-ups."""
-    return replace(work, calibration=calibration)
+    """The workload planned with the measured step times and start-ups, and the step count past runs of it took
+    (measured / modelled steps, times the model's count for this request's data)."""
+    steps = max(1, round(work.steps * calibration.steps_scale))
+    return replace(work, steps=steps, modelled_steps=work.steps, calibration=calibration)
 
 
 def measured_notes(ev: Evaluation, c: int) -> list[str]:
@@ -120,6 +124,13 @@ def measured_notes(ev: Evaluation, c: int) -> list[str]:
         lines.append(f"measured (mean of other machines): startup {startup:.4g} s")
     else:
         lines.append(f"modelled: startup {a.startup_seconds:g} s")
+    if abs(cal.steps_scale - 1.0) > 1e-9:
+        lines.append(
+            f"measured: steps {ev.workload.steps:,} = the model's {ev.workload.modelled_steps:,} x"
+            f"{cal.steps_scale:.3g}, the ratio past runs of this workload took"
+        )
+    else:
+        lines.append(f"modelled: steps ({ev.workload.steps:,})")
     peaks = [f for f, _ in own if f.peak_memory_gib > 0]
     if peaks:
         modelled = float(ev.memory_total[c].max()) / 2**30

@@ -57,6 +57,11 @@ class MeasuredFigures:
     """The plan's strategy the figures were measured under (ddp, fsdp...); "" = not known (read as DDP)."""
     measured_at: str = ""
     """When (RFC 3339); the newest figure for a shape wins."""
+    steps: int = 0
+    """Optimizer steps the run took; 0 = not known (a canary)."""
+    modelled_steps: int = 0
+    """Optimizer steps the model gives the same run (its dataset size, epochs and batch); with `steps`, how far the
+    model's step count is off for this workload's data (rows per byte, added epochs); 0 = not known."""
 
     def __post_init__(self) -> None:
         if not self.workload:
@@ -67,7 +72,7 @@ class MeasuredFigures:
             raise PlanInputError(
                 f"measured figures source {self.source!r} is not one of {', '.join(MEASUREMENT_SOURCES)}"
             )
-        for name in ("accelerator_count", "micro_batch", "global_batch"):
+        for name in ("accelerator_count", "micro_batch", "global_batch", "steps", "modelled_steps"):
             if getattr(self, name) < 0:
                 raise PlanInputError(f"measured figures {name} must be >= 0, got {getattr(self, name)}")
         if self.nodes < 1:
@@ -105,3 +110,5 @@ class Calibration:
     """Configurations a figure was measured on."""
     figures: tuple[tuple[int, MeasuredFigures, float], ...]
     """(config, figure, ratio) of every figure used."""
+    steps_scale: float = 1.0
+    """Measured / modelled optimizer steps of past runs of the workload (1.0 = the model's count)."""

@@ -46,6 +46,8 @@ class Workload:
     """Measured bytes one process needs (an own trainer's workload.memory_gib_per_gpu); 0 = the memory model."""
     measured_step_seconds: float = 0.0
     """Measured seconds per optimizer step of the global batch on one GPU; 0 = the time model."""
+    modelled_steps: int = 0
+    """The model's step count where measured figures changed `steps` (calibration.py); 0 = `steps` is the model's."""
     calibration: Calibration | None = None
     """Step times and start-ups measured by past runs and canaries (functions/planning/calibration.py); None = the
     model's."""

@@ -50,12 +50,14 @@ def estimate_check(run: RunRecord) -> EstimateCheck | None:
     )
 
 
-def measurement_from_run(run: RunRecord) -> Measurement | None:
-    """What a SUCCEEDED run measured on its plan's shape; None when it has no plan, duration or metrics."""
+def measurement_from_run(run: RunRecord, modelled_steps: int = 0) -> Measurement | None:
+    """What a SUCCEEDED run measured on its plan's shape (without step figures in its metrics, only its estimate
+    beside its duration); None when it has no plan or duration. modelled_steps: the steps the planner's model gives
+    the run's request (planner_steps), so that the next plan knows how far the model's count was off."""
     check = estimate_check(run)
-    if run.state != RunState.SUCCEEDED or run.plan is None or check is None or not run.metrics:
+    if run.state != RunState.SUCCEEDED or run.plan is None or check is None:
         return None
-    plan, metrics = run.plan, run.metrics
+    plan, metrics = run.plan, run.metrics or {}
     rate = _figure(metrics, "samples_per_second")
     step = _figure(metrics, "step_seconds") or (plan.global_batch_size / rate if rate else 0.0)
     steps = _number(metrics.get("steps"))
@@ -80,6 +82,8 @@ def measurement_from_run(run: RunRecord) -> Measurement | None:
         micro_batch=micro if isinstance(micro, int) and micro > 0 else plan.micro_batch_size,
         global_batch=plan.global_batch_size,
         strategy=plan.strategy,
+        steps=int(steps),
+        modelled_steps=modelled_steps if steps else 0,
         estimates=(check,),
     )
 
@@ -137,10 +141,26 @@ def planner_figures(measurements: Iterable[Measurement], image: str = "") -> lis
             global_batch=m.global_batch,
             strategy=m.strategy,
             measured_at=m.measured_at,
+            steps=m.steps,
+            modelled_steps=m.modelled_steps,
         )
         for m in measurements
         if not image or m.image == image
     ]
+
+
+def planner_steps(request: Mapping[str, Any]) -> int:
+    """The optimizer steps the planner's model gives a request (its dataset size, epochs, batch), before any
+    measurement; 0 when the request cannot be planned."""
+    from functions.planning.catalog import load_catalog
+    from functions.planning.errors import PlanInputError
+    from functions.planning.inputs import plan_input_from_request
+    from functions.planning.workload import build_workload
+
+    try:
+        return build_workload(plan_input_from_request(request), load_catalog().assumptions).steps
+    except PlanInputError:
+        return 0
 
 
 def estimate_errors(measurements: Iterable[Measurement]) -> list[tuple[Measurement, EstimateCheck]]:

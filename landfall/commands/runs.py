@@ -263,6 +263,12 @@ def describe(run: RunRecord) -> str:
             lines.append(f"warning   the run's metrics.json warnings do not fit the schema: {exc}")
     if run.cost.to_dict():
         lines.append(f"cost      estimated ${_fmt(run.cost.estimated_usd)}, actual ${_fmt(run.cost.actual_usd)}")
+    if run.timings.estimated_seconds is not None and run.timings.run_seconds:
+        error = (run.timings.estimated_seconds - run.timings.run_seconds) / run.timings.run_seconds
+        lines.append(
+            f"time      estimated {_fmt(run.timings.estimated_seconds)} s, actual {_fmt(run.timings.run_seconds)} s "
+            f"({error:+.0%})"
+        )
     if run.artifacts is not None:
         lines.append(f"model     {run.artifacts.model_dir}")
         lines.append(f"tensorboard {run.artifacts.tensorboard_dir} ({TENSORBOARD_HINT})")

@@ -76,9 +76,13 @@ def test_a_step_time_comes_from_throughput_when_the_code_reports_only_that() -> 
     assert m is not None and m.step_seconds == pytest.approx(PLAN.global_batch_size / 32.0)
 
 
-def test_without_metrics_or_duration_nothing_is_measured() -> None:
+def test_without_step_figures_only_the_estimate_beside_the_duration_is_recorded() -> None:
     _, measured = succeeded({})
-    assert measurement_from_run(measured[0]) is None
+    m = measurement_from_run(measured[0])
+    assert m is not None and (m.step_seconds, m.startup_seconds, m.samples_per_second) == (0.0, 0.0, 0.0)
+    assert [e.actual_seconds for e in m.estimates] == [1800.0]
+    unfinished = dataclasses.replace(measured[0], timings=dataclasses.replace(measured[0].timings, run_seconds=None))
+    assert measurement_from_run(unfinished) is None
 
 
 def test_the_workload_key_ignores_the_dataset_but_not_the_batch_or_code() -> None:
@@ -158,3 +162,23 @@ def test_landfall_plan_summary_says_how_far_past_estimates_were() -> None:
     assert lines[1] == "1 past run planned from measured figures: estimate off by 5% on average (worst -5%)"
     assert "r2: n2-standard-8 estimated 114 s, took 120 s (-5%; measured)" in lines[-1]
     assert estimate_summary([]) == []
+
+
+def test_landfall_run_shows_the_estimate_beside_the_actual_time() -> None:
+    from landfall.commands.runs import describe
+
+    w, _ = succeeded()
+    text = describe(w.run())
+    assert f"time      estimated {PLAN.estimated_hours * 3600:.4g} s, actual 1800 s (" in text
+
+
+def test_the_run_records_its_steps_beside_the_models_and_the_planner_gets_both() -> None:
+    from functions.records.measurements import planner_steps
+
+    w, measured = succeeded()
+    modelled = planner_steps(w.run().request)
+    assert modelled > 0
+    m = measurement_from_run(measured[0], modelled)
+    assert m is not None and (m.steps, m.modelled_steps) == (1000, modelled)
+    (figures,) = planner_figures([m])
+    assert (figures.steps, figures.modelled_steps) == (1000, modelled)

@@ -126,3 +126,16 @@ def test_the_built_in_trainers_min_steps_floor_is_planned_in_whole_epochs():
     plain = plan_request(plan_input_from_request(_tabular({"min_steps": "0"})), now=NOW).evaluation.workload
     per_epoch = plain.steps // 10
     assert plain.steps == 10 * per_epoch and floor.steps == per_epoch * -(-300 // per_epoch) >= 300
+
+
+def test_past_runs_step_counts_correct_the_models_count_for_the_workloads_data():
+    model = plan_request(LM, now=NOW)
+    plan = chosen(model)
+    counted = _on(plan, step_seconds=0.0, startup_seconds=0.0, steps=300, modelled_steps=200)
+    learned = plan_request(LM, now=NOW, measured=[counted])
+    work = learned.evaluation.workload
+    assert work.modelled_steps == model.evaluation.workload.steps
+    assert work.steps == round(model.evaluation.workload.steps * 1.5)
+    notes = "\n".join(chosen(learned).assumptions)
+    assert f"measured: steps {work.steps:,} = the model's {work.modelled_steps:,} x1.5" in notes
+    assert "modelled: step time" in notes
