@@ -19,6 +19,7 @@ from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
 from functions.records.canary import canary_ended, judge
 from schemas.canary import (
+    CANARY_FOLDER,
     CANARY_REPORT_FILE,
     CanaryFigures,
     figures_from_metric_lines,
@@ -31,8 +32,8 @@ from schemas.user_metrics import METRICS_LINES_FILE
 
 log = logging.getLogger("landfall.job_events")
 
-CANARY_MODEL_FOLDER = "canary/model/"
-"""The canary job's model folder, inside the run's output folder (functions/dispatch/job_spec.py canary_job)."""
+CANARY_MODEL_FOLDER = f"{CANARY_FOLDER}model/"
+"""The canary job's model folder (AIP_MODEL_DIR), inside the run's output folder."""
 
 
 class CanaryDeps(Protocol):

@@ -25,6 +25,13 @@ from schemas.fields import Reader
 CANARY_ENV = "LANDFALL_CANARY"
 CANARY_STEPS_ENV = "LANDFALL_CANARY_STEPS"
 CANARY_BUCKET_ENV = "LANDFALL_CANARY_BUCKET_BYTES"
+CANARY_STEPS = 8
+"""Optimizer steps a canary runs (LANDFALL_CANARY_STEPS; the first is warm-up)."""
+BUCKET_BYTES = 64 * 1024 * 1024
+"""The gradient bucket the all-reduce is timed at (LANDFALL_CANARY_BUCKET_BYTES): the built-in trainer's DDP bucket
+(trainer/parallel.py bucket_cap_mb=64), capped at the model's gradients (4 bytes a parameter)."""
+CANARY_FOLDER = "canary/"
+"""The canary job's output folder, inside the run's (its model folder holds canary.json or the metrics lines)."""
 CANARY_REPORT_FILE = "canary.json"
 """The built-in trainer's canary report, in the canary job's model folder."""
 CANARY_LABEL = "landfall-phase"
@@ -194,11 +201,14 @@ def parse_canary_record(data: object) -> CanaryRecord:
 
 
 __all__ = [
+    "BUCKET_BYTES",
     "CANARY_BUCKET_ENV",
     "CANARY_ENV",
+    "CANARY_FOLDER",
     "CANARY_LABEL",
     "CANARY_LABEL_VALUE",
     "CANARY_REPORT_FILE",
+    "CANARY_STEPS",
     "CANARY_STEPS_ENV",
     "MEMORY_KINDS",
     "STATUSES",

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 
 import torch
 
-from schemas.canary import CANARY_BUCKET_ENV, CANARY_ENV, CANARY_REPORT_FILE, CANARY_STEPS_ENV, CanaryFigures
+from schemas.canary import (
+    BUCKET_BYTES,
+    CANARY_BUCKET_ENV,
+    CANARY_ENV,
+    CANARY_REPORT_FILE,
+    CANARY_STEPS,
+    CANARY_STEPS_ENV,
+    CanaryFigures,
+)
 from trainer import collectives, storage
 from trainer.errors import ConfigError
 from trainer.logs import log
@@ -37,8 +45,8 @@ def canary_mode(environ: Mapping[str, str]) -> CanaryMode | None:
     if environ.get(CANARY_ENV, "") != "1":
         return None
     values = {}
-    for name, default in ((CANARY_STEPS_ENV, "8"), (CANARY_BUCKET_ENV, str(64 * 2**20))):
-        raw = environ.get(name, default)
+    for name, default in ((CANARY_STEPS_ENV, CANARY_STEPS), (CANARY_BUCKET_ENV, BUCKET_BYTES)):
+        raw = environ.get(name, str(default))
         try:
             values[name] = int(raw)
         except ValueError:

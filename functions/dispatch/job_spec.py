@@ -27,9 +27,17 @@ import re
 from typing import Any
 
 from deploy.images import trainer_image
-from functions.records.canary import CANARY_STEPS, CANARY_TIMEOUT_SECONDS, bucket_bytes
+from functions.records.canary import CANARY_TIMEOUT_SECONDS, bucket_bytes
 from functions.settings import Settings
-from schemas.canary import CANARY_BUCKET_ENV, CANARY_ENV, CANARY_LABEL, CANARY_LABEL_VALUE, CANARY_STEPS_ENV
+from schemas.canary import (
+    CANARY_BUCKET_ENV,
+    CANARY_ENV,
+    CANARY_FOLDER,
+    CANARY_LABEL,
+    CANARY_LABEL_VALUE,
+    CANARY_STEPS,
+    CANARY_STEPS_ENV,
+)
 from schemas.data_objects import encode_objects
 from schemas.gpus import load_gpus, sm_name
 from schemas.job_view import RUN_LABEL
@@ -270,10 +278,6 @@ def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
     if settings.training_service_account:
         job_spec["service_account"] = settings.training_service_account
     return {"display_name": f"landfall-{run_id}", "labels": job_labels(request, run_id), "job_spec": job_spec}
-
-
-CANARY_FOLDER = "canary/"
-"""The canary job's output folder, inside the run's (its model folder holds canary.json or the metrics lines)."""
 
 
 def canary_model_dir(settings: Settings, run_id: str, region: str | None = None) -> str:

@@ -15,16 +15,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from functions.records.run_rules import Step, transitioned
-from schemas.canary import CanaryFigures, CanaryRecord
+from schemas.canary import BUCKET_BYTES, CanaryFigures, CanaryRecord
 from schemas.plan import Plan
 from schemas.run_record import RunError, RunRecord, RunState
 from schemas.times import format_timestamp
 
-CANARY_STEPS = 8
-"""Optimizer steps a canary runs (the first is warm-up, left out of the mean step time)."""
-BUCKET_BYTES = 64 * 1024 * 1024
-"""The gradient bucket the all-reduce is timed at: the built-in trainer's DDP bucket (trainer/parallel.py
-bucket_cap_mb=64), capped at the model's gradients (4 bytes a parameter)."""
 CANARY_TIMEOUT_SECONDS = 1800
 """scheduling.timeout of a canary job: start-up, a few steps, one all-reduce and a checkpoint fit well inside."""
 
@@ -202,8 +197,6 @@ def replanned(plan: Plan, fallbacks: tuple[Plan, ...], note: str, *, owner: str,
 
 
 __all__ = [
-    "BUCKET_BYTES",
-    "CANARY_STEPS",
     "CANARY_TIMEOUT_SECONDS",
     "Verdict",
     "bucket_bytes",

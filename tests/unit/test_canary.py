@@ -18,10 +18,11 @@ from functions.dispatch.job_spec import canary_job, custom_job
 from functions.job_states import JobStateDeps
 from functions.planning import plan_input_from_request, plan_request
 from functions.reconciler.handler import reconcile_run
-from functions.records.canary import CANARY_STEPS, canary_due, judge
+from functions.records.canary import canary_due, judge
 from functions.settings import SettingsError, settings_from_env
 from schemas.canary import (
     CANARY_LABEL,
+    CANARY_STEPS,
     CanaryFigures,
     figures_from_metric_lines,
     parse_canary_record,
