@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock demo test test-unit test-integration test-e2e lint bench load campaign fuzz up down status clean
+.PHONY: install lock demo test test-unit test-integration test-e2e lint bench bench-learning load campaign fuzz up down status clean
 
 # Install requirements.lock (every transitive pin, with hashes; `make lock` writes it from requirements.txt) with uv
 # (pinned, bootstrapped into the venv by pip: seconds instead of a minute); pip installs the same lock when uv cannot
@@ -81,6 +81,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	@failed=""; for b in bench/*.py; do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "missed their target or failed:$$failed"; exit 1; fi
+
+## make bench-learning: plans that learn (issue 24): a run planned from the model, then the same workload planned from
+## what it measured, on a local stack of its own with the built-in CPU trainer; both estimate errors (docs/benchmarks.md).
+bench-learning: $(STAMP)
+	$(PY) bench/learning_bench.py
 
 ## make load: DATASETS (default 500) datasets dropped at once on a local stack of its own, the trainer a no-op; every
 ## run ended, none lost or doubled, latency percentiles, dispatcher requests/s and CPU ms per request (docs/benchmarks.md).

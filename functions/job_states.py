@@ -13,15 +13,19 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from functions.canary_states import canary_job_ended, canary_model_dir, is_running_canary
 from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
 from functions.records.attempts import AttemptPolicy, capacity_ended
+from functions.records.canary import canary_cleared
 from functions.records.failure_reasons import classify
 from functions.records.long_waits import long_wait_closed
+from functions.records.run_rules import Step, merge, transition
 from schemas import json_text
+from schemas.canary import CanaryFigures
 from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
@@ -63,11 +67,28 @@ class JobStateDeps:
     announce: Callable[[str], str] | None = None
     """Publishes RunFinished for a run that has ended, once (functions.records.results.announce); None: left to the
     reconciler, which announces ended runs not marked published."""
+    canary_margin: float = 0.25
+    """LANDFALL_CANARY_MARGIN: how far a canary's figures may be off the plan before the run is planned again."""
+    measure: Callable[[RunRecord], None] | None = None
+    """Records what a SUCCEEDED run measured in the `measurements` collection (idempotent: a repeated delivery
+    merges the same figures); None: not recorded."""
+    measure_canary: Callable[[RunRecord, CanaryFigures], None] | None = None
+    """Records what a run's canary measured in the `measurements` collection (docs/canary.md); None: not recorded."""
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     """Bring the run in line with the job as Vertex reports it (also used by the reconciler); a run that has ended
     is announced (RunFinished) on the way out, also on a repeated delivery whose publish had failed."""
+    target = RUN_STATE_FOR_JOB_STATE.get(job.state)
+    if run.canary is not None and run.canary.job_name == job.name and run.canary.status != "running":
+        return f"ignored:canary-{run.canary.status}"  # its end is recorded (a repeated or late event of it)
+    if target is not None and target.terminal and is_running_canary(run, job):
+        error = _job_error(run, job, target, deps, model_dir=canary_model_dir(run))
+        if target == RunState.FAILED and error is not None and error.reason in CAPACITY_REASONS:
+            # the next plan gets a canary of its own
+            deps.store.apply(run.run_id, canary_cleared(job.name))
+            return _capacity_failure(run, job, error, deps)
+        return canary_job_ended(run, job, target, error, deps)
     outcome = _record_job_state(run, job, deps)
     fault_point("listener.after_record")
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
@@ -82,17 +103,13 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
     if target is None:
         now = deps.now()
-        deps.store.merge(run.run_id, lambda r: _with_job(r, job, ended=False, now=now), now=now)
+        noted = merge(now=now, change=lambda r: _with_job(r, job, ended=False, now=now))
+        deps.store.apply(run.run_id, _while_current(job.name, noted, None))
         return f"noted:{job.state}"
-    error: RunError | None = None
     metrics: dict[str, Any] | None = None
-    if target.terminal and (job.error_code or target != RunState.SUCCEEDED):
-        error = RunError("job-failed" if target == RunState.FAILED else "job-cancelled", job.error_message)
-        if target == RunState.FAILED:
-            error = _with_trainer_reason(error, run, deps)
-        error = _with_reason(error, job, run)
-        if target == RunState.FAILED and error.reason in CAPACITY_REASONS:
-            return _capacity_failure(run, job, error, deps)
+    error = _job_error(run, job, target, deps)
+    if error is not None and target == RunState.FAILED and error.reason in CAPACITY_REASONS:
+        return _capacity_failure(run, job, error, deps)
     data: DataRead | None = None
     if target == RunState.SUCCEEDED:
         metrics, problem = _metrics(run, deps)
@@ -109,8 +126,42 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         return replace(out, metrics=metrics, data_read=data) if target == RunState.SUCCEEDED else out
 
     detail = job.error_message or f"Vertex job {job.state}"
-    _, changed = deps.store.transition(run.run_id, target, now=now, detail=detail, change=change)
+    moved = transition(target, now=now, detail=detail, change=change)
+    unchanged: tuple[RunRecord | None, bool] = (None, False)
+    after, changed = deps.store.apply(run.run_id, _while_current(job.name, moved, unchanged))
+    if changed and after is not None and target == RunState.SUCCEEDED and deps.measure is not None:
+        deps.measure(after)  # what it measured, for the planner (functions/records/measurements.py)
     return f"{'recorded' if changed else 'unchanged'}:{target}"
+
+
+T = TypeVar("T")
+
+
+def _while_current(job_name: str, step: Step[T], stale: T) -> Step[T]:
+    """step, applied only while the job is still the run's current one: an event read before the run moved on to
+    another job (its canary handed back to the dispatcher, a job that ended for capacity) changes nothing. Found by
+    the canary's e2e test: the canary's RUNNING event, handled as the canary ended, moved the run RUNNING with no job,
+    and the long job was never recorded."""
+
+    def guarded(cur: RunRecord | None) -> tuple[RunRecord | None, T]:
+        if cur is not None and (cur.vertex is None or cur.vertex.job_name != job_name):
+            return None, stale
+        return step(cur)
+
+    return guarded
+
+
+def _job_error(
+    run: RunRecord, job: JobView, target: RunState, deps: JobStateDeps, model_dir: str | None = None
+) -> RunError | None:
+    """The error of an ended job, with the trainer's own reason (its failure.json in model_dir, by default the run's
+    model folder) and the classified reason; None for a job that succeeded cleanly or has not ended."""
+    if not (target.terminal and (job.error_code or target != RunState.SUCCEEDED)):
+        return None
+    error = RunError("job-failed" if target == RunState.FAILED else "job-cancelled", job.error_message)
+    if target == RunState.FAILED:
+        error = _with_trainer_reason(error, run, deps, model_dir)
+    return _with_reason(error, job, run)
 
 
 def _with_reason(error: RunError, job: JobView, run: RunRecord) -> RunError:
@@ -146,7 +197,11 @@ def _with_job(run: RunRecord, job: JobView, *, ended: bool, now: datetime) -> Ru
         timings=timings,
         vertex=None if run.vertex is None else replace(run.vertex, state=job.state),
     )
-    return replace(out, cost=_cost(run, timings)) if ended else out
+    if not ended:
+        return out
+    if run.plan is not None:  # the estimate beside the actual time (and cost, below)
+        timings = replace(timings, estimated_seconds=round(run.plan.estimated_hours * 3600.0, 3))
+    return replace(out, timings=timings, cost=_cost(run, timings))
 
 
 def _timings(timings: Timings, job: JobView) -> Timings:
@@ -171,12 +226,12 @@ def _cost(run: RunRecord, timings: Timings) -> Cost:
     )
 
 
-def _with_trainer_reason(error: RunError, run: RunRecord, deps: JobStateDeps) -> RunError:
+def _with_trainer_reason(error: RunError, run: RunRecord, deps: JobStateDeps, model_dir: str | None = None) -> RunError:
     """The error with the trainer's own reason from its failure record, Vertex's message kept beside it; unchanged
     when the trainer left none (it crashed before it could, or never started)."""
     if run.artifacts is None:
         return error
-    uri = f"{run.artifacts.model_dir}{FAILURE_FILE}"
+    uri = f"{model_dir or run.artifacts.model_dir}{FAILURE_FILE}"
     text = deps.read_text(uri)
     if text is None:
         return error

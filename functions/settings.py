@@ -108,10 +108,18 @@ class Settings:
     """LANDFALL_RUN_RESULTS_TOPIC: where RunFinished messages go (default: topology topics.run_results)."""
     rate_limits_collection: str = "rate_limits"
     """LANDFALL_RATE_LIMITS_COLLECTION (default: topology firestore.rate_limits_collection): the limiter's buckets."""
+    measurements_collection: str = "measurements"
+    """LANDFALL_MEASUREMENTS_COLLECTION (default: topology firestore.measurements_collection): what runs measured."""
     vertex_create_per_minute: int = 0
     """LANDFALL_VERTEX_CREATE_PER_MINUTE (default: topology vertex.rate_limits.create_custom_job_per_minute): the
     CreateCustomJob calls per region and minute the dispatcher makes at most (its submission rate limiter), under
     Google's per-region quota; 0 = no limiter (Vertex's own rate-limit answers are still retried on the same plan)."""
+    canary_min_hours: float = 2.0
+    """LANDFALL_CANARY_MIN_HOURS: a run whose plan's estimate is longer than this runs a canary job first
+    (docs/canary.md)."""
+    canary_margin: float = 0.25
+    """LANDFALL_CANARY_MARGIN: how far (a share) the canary's step time or peak memory may be off the plan before the
+    run is planned again from the canary's figures."""
 
     reconciler_collection: str = "reconciler"
     """LANDFALL_RECONCILER_COLLECTION (default: topology firestore.reconciler_collection): the reconciler's
@@ -253,12 +261,15 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         memory_margin=_fraction(env, "LANDFALL_MEMORY_MARGIN", low=0.0, high=1.0, high_open=True),
         timeout_margin=_fraction(env, "LANDFALL_TIMEOUT_MARGIN", low=1.0, high=100.0),
         rate_limits_collection=env.get("LANDFALL_RATE_LIMITS_COLLECTION", topology.rate_limits_collection),
+        measurements_collection=env.get("LANDFALL_MEASUREMENTS_COLLECTION", topology.measurements_collection),
         vertex_create_per_minute=_per_minute(env, topology.vertex_create_per_minute),
         reconciler_collection=env.get("LANDFALL_RECONCILER_COLLECTION", topology.reconciler_collection),
         reconcile_shards=positive("LANDFALL_RECONCILE_SHARDS", 1, upper=64),
         reconcile_overlap_seconds=positive("LANDFALL_RECONCILE_OVERLAP_SECONDS", 300, upper=3600),
         reconcile_full_after_seconds=positive("LANDFALL_RECONCILE_FULL_AFTER_SECONDS", 3600, upper=7 * 86_400),
         orphan_window_seconds=_orphan_window(env, positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120)),
+        canary_min_hours=_or(_fraction(env, "LANDFALL_CANARY_MIN_HOURS", low=0.0, high=10_000.0), 2.0),
+        canary_margin=_or(_fraction(env, "LANDFALL_CANARY_MARGIN", low=0.0, high=10.0), 0.25),
     )
 
 
@@ -346,6 +357,10 @@ def _fraction(env: Mapping[str, str], name: str, *, low: float, high: float, hig
         bound = f"below {high:g}" if high_open else f"at most {high:g}"
         raise SettingsError(f"{name} must be a number from {low:g}, {bound}, got {raw!r}")
     return value
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _region_buckets(raw: str) -> tuple[tuple[str, str], ...]:

@@ -137,10 +137,65 @@ def _announce(run_id: str) -> str:
 _NOTHING_TO_REGISTER = ("not-succeeded", "already-registered")
 
 
+@cache
+def measurements_store() -> Any:
+    from functions.gcp.measurements_store import MeasurementsStore
+
+    return MeasurementsStore(clients.firestore_client(), get_settings().measurements_collection)
+
+
+def _measured(request: Any) -> list[Any]:
+    """What past runs and canaries of the request's workload measured, with its image (one equality query); none,
+    with a warning, when they cannot be read: the model plans alone rather than the request waiting."""
+    import logging
+
+    from functions.errors import TransientError
+    from functions.records.measurements import planner_figures
+    from schemas.errors import SchemaError
+    from schemas.measurement import image_of, workload_key
+
+    try:
+        found = measurements_store().for_workload(workload_key(request))
+    except (TransientError, SchemaError) as exc:
+        logging.getLogger("landfall.dispatch").warning("measurements not read, planning from the model: %s", exc)
+        return []
+    return planner_figures(found, image_of(request))
+
+
 def _plan(request: Any) -> Any:
     from functions.planning import plan_input_from_request, plan_request
 
-    return plan_request(plan_input_from_request(request), dispatcher_planner_config())
+    return plan_request(plan_input_from_request(request), dispatcher_planner_config(), measured=_measured(request))
+
+
+def _measure(run: Any) -> None:
+    """Record what a SUCCEEDED run measured (functions/records/measurements.py)."""
+    from functions.records.measurements import measurement_from_run, planner_steps
+
+    measurement = measurement_from_run(run, planner_steps(run.request))
+    if measurement is not None:
+        measurements_store().record(measurement)
+
+
+def _replan(request: Any, plan: Any, figures: Any) -> Any:
+    """The run planned again from its canary's figures over what past runs measured
+    (functions/dispatch/canary_replan.py)."""
+    from functions.dispatch.canary_replan import canary_measured
+    from functions.planning import plan_input_from_request, plan_request
+    from schemas.times import format_timestamp
+
+    measured = [*_measured(request), canary_measured(request, plan, figures, at=format_timestamp(utc_now()))]
+    return plan_request(plan_input_from_request(request), dispatcher_planner_config(), measured=measured)
+
+
+def _measure_canary(run: Any, figures: Any) -> None:
+    """Record what a run's canary measured (functions/records/measurements.py)."""
+    from functions.records.measurements import measurement_from_canary
+    from schemas.times import format_timestamp
+
+    measurement = measurement_from_canary(run, figures.to_dict(), format_timestamp(utc_now()))
+    if measurement is not None:
+        measurements_store().record(measurement)
 
 
 def ingest_deps() -> IngestDeps:
@@ -163,6 +218,7 @@ def dispatch_deps() -> DispatchDeps:
         objects=gcs_objects(),
         limiter=rate_limits_store(),
         champion=_champion_env,
+        replan=_replan,
     )
 
 
@@ -179,6 +235,9 @@ def listener_deps() -> ListenerDeps:
         resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
         policy=attempt_policy(get_settings()),
         announce=_announce,
+        canary_margin=get_settings().canary_margin,
+        measure=_measure,
+        measure_canary=_measure_canary,
     )
 
 

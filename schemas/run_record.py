@@ -18,6 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from schemas.canary import CanaryRecord, parse_canary_record
 from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
@@ -207,6 +208,8 @@ class Timings:
     ended_at: str | None = None
     run_seconds: float | None = None
     """ended_at - started_at, once both are known."""
+    estimated_seconds: float | None = None
+    """The plan's estimated duration (estimated_hours x 3600), kept beside run_seconds once the run has ended."""
 
     def to_dict(self) -> dict[str, Any]:
         return _present(asdict(self))
@@ -490,6 +493,8 @@ class RunRecord:
     model: ModelVersionRef | None = None
     """The Vertex AI Model Registry version holding the run's model and its promotion decision (docs/models.md),
     once a SUCCEEDED run's model is registered. Absent from the document when None."""
+    canary: CanaryRecord | None = None
+    """The canary job run before the long job (schemas/canary.py, docs/canary.md); absent when the run had none."""
 
     @property
     def run_state(self) -> RunState:
@@ -522,6 +527,7 @@ class RunRecord:
             **_present({"retry_of": self.retry_of, "retried_by": self.retried_by}),
             **({} if self.data_read is None else {"data_read": self.data_read.to_dict()}),
             **({} if self.model is None else {"model": self.model.to_dict()}),
+            **({} if self.canary is None else {"canary": self.canary.to_dict()}),
         }
 
 
@@ -715,6 +721,7 @@ def parse_run_record(data: object) -> RunRecord:
         else Timings(
             **{k: _optional_string(timings, k) for k in ("created_at", "submitted_at", "started_at", "ended_at")},
             run_seconds=_optional_number(timings, "run_seconds"),
+            estimated_seconds=_optional_number(timings, "estimated_seconds"),
         ),
         cost=Cost()
         if cost is None
@@ -729,6 +736,7 @@ def parse_run_record(data: object) -> RunRecord:
         retried_by=_optional_string(r, "retried_by"),
         data_read=None if data_read is None else parse_data_read(data_read),
         model=None if model is None else parse_model_version(model),
+        canary=None if r.data.get("canary") is None else parse_canary_record(r.data["canary"]),
     )
 
 

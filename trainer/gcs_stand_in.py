@@ -4,8 +4,8 @@ standing in for Vertex's Cloud Storage FUSE mount (/gcs/), which no local machin
 It downloads the dataset's data objects (and the route's champion model, LANDFALL_CHAMPION_MODEL_DIR, when the job
 names one) into local folders, points LANDFALL_DATA_DIR, LANDFALL_MODEL_DIR, LANDFALL_DATA_FILES,
 LANDFALL_METRICS_FILE and LANDFALL_CHAMPION_MODEL_DIR at local paths, runs the command (forwarding SIGTERM/SIGINT),
-and when it exits 0 copies the model folder to AIP_MODEL_DIR and writes metrics.json from the metrics lines, as the
-listener would find them on Vertex. It exits with the command's status.
+and when it exits 0 copies the model folder to AIP_MODEL_DIR and writes the metrics lines (metrics.jsonl) and
+metrics.json from them there, as the listener would find them on Vertex. It exits with the command's status.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from schemas.user_metrics import metrics_document
+from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
 from trainer import storage
 from trainer.logs import log
 from trainer.user_code import CHAMPION_DIR_ENV, new_workdir, publish_model, stage, stage_folder
@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
             storage.write_bytes(
                 storage.join(model_uri, "metrics.json"), json.dumps(document, indent=2).encode(), "application/json"
             )
+            # On Vertex LANDFALL_METRICS_FILE is METRICS_LINES_FILE in the mounted model folder: the lines are there too
+            # (a canary's figures are read from them, docs/canary.md).
+            storage.write_bytes(storage.join(model_uri, METRICS_LINES_FILE), text.encode(), "application/x-ndjson")
     log("container command ended", exit_code=status)
     return status if status >= 0 else 128 - status
 

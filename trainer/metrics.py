@@ -3,7 +3,8 @@
 metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps",
 "final": {"loss", "accuracy", "perplexity"[, "r2", "rmse"]}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"
 [, "r2", "rmse"]}], "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second",
-"tokens_per_second", "wall_time_seconds", "mfu", ["early_stopping": {"min_steps", "patience", "best_loss",
+"tokens_per_second", "wall_time_seconds", "mfu", "step_seconds", "peak_memory_bytes",
+["early_stopping": {"min_steps", "patience", "best_loss",
 "best_epoch", "stale", "stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count",
 "total_bytes", "objects_digest", "source", "objects"}} (`data`: the dataset version's objects read,
 schemas/data_objects.py DataRead; schemas/run_metrics.py reads the warnings and each task's figures).
@@ -129,10 +130,14 @@ def metrics_document(
     early_stopping: dict[str, Any] | None = None,
     warnings: list[RunWarning] | None = None,
     data: DataRead | None = None,
+    step_seconds: float | None = None,
+    peak_memory_bytes: int | None = None,
 ) -> dict[str, Any]:
     """metrics.json; `final` repeats the figures of the epoch whose weights were saved (kept_epoch, 1-based: the
     best held-out loss under early stopping; by default the last); `batch` says how each optimizer step's global
-    batch was split (micro-batch x processes x accumulation steps)."""
+    batch was split (micro-batch x processes x accumulation steps); `step_seconds` (training seconds per optimizer
+    step) and `peak_memory_bytes` (the most one process held: CUDA's peak allocation, or the process's peak resident
+    memory on CPU) are what the planner learns from (schemas/measurement.py)."""
     kept = next((e for e in epochs if e.epoch == kept_epoch), None) or (epochs[-1] if epochs else None)
     final = kept.to_dict() if kept else {"loss": None, "accuracy": None, "perplexity": None}
     final.pop("epoch", None)
@@ -150,6 +155,8 @@ def metrics_document(
         "tokens_per_second": tokens_per_second,
         "wall_time_seconds": wall_time_seconds,
         "mfu": mfu,
+        "step_seconds": step_seconds,
+        "peak_memory_bytes": peak_memory_bytes,
         **({"batch": batch} if batch else {}),
         **({"early_stopping": early_stopping} if early_stopping else {}),
         "warnings": [w.to_dict() for w in warnings or []],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import resource
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +21,7 @@ import torch
 from schemas.model_presets import GptPreset, Preset, get_preset
 from schemas.vocabulary import FSDP_STRATEGIES
 from trainer import collectives, storage
+from trainer.canary import canary_mode, finish_canary
 from trainer.champion import score_champion
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
@@ -60,9 +62,12 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
     set_context(rank=env.rank, world_size=env.world_size)
     watch = PreemptionWatch()
     session: Session | None = None
+    canary = canary_mode(environ)
     try:
         with process_group(env) as device:
             session = _assemble(config, env, device, environ)
+            if canary is not None:  # a few steps at the planned micro-batch (trainer/canary.py)
+                session.total_steps = min(session.total_steps, canary.steps)
             log(
                 "training started",
                 task=config.task,
@@ -84,6 +89,9 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
             except torch.cuda.OutOfMemoryError as exc:
                 raise _oom(config, session, exc) from exc
             watch.drain()
+            if canary is not None:
+                finish_canary(session, canary, model_dir)
+                return None
             return _write_outputs(session, model_dir, time.monotonic() - started, environ)
     except Exception as exc:
         if session is not None:  # the failure record (trainer/failure.py) says how far training got
@@ -234,6 +242,13 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
     rate = s.samples_trained / s.train_seconds if s.train_seconds > 0 else 0.0
     tokens = rate * preset.seq_len if isinstance(preset, GptPreset) else None
     mfu = None
+    global_batch = s.config.batch_split(s.env.world_size).global_batch
+    steps_here = s.samples_trained / global_batch if global_batch else 0
+    step_seconds = s.train_seconds / steps_here if steps_here else None
+    if s.device.startswith("cuda"):
+        peak_memory: int | None = int(torch.cuda.max_memory_allocated(s.device))
+    else:  # Linux reports ru_maxrss in KiB
+        peak_memory = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
     if s.device.startswith("cuda"):
         peak = peak_flops(torch.cuda.get_device_name(s.device), s.precision.name)
         mfu = model_flops_utilisation(rate, flops_per_sample(preset, parameters), peak, s.env.world_size)
@@ -254,6 +269,8 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         early_stopping=s.early.to_dict() if s.early.patience else None,
         warnings=s.warnings,
         data=s.data_read,
+        step_seconds=step_seconds,
+        peak_memory_bytes=peak_memory,
     )
 
 

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from functions.dispatch import job_spec
+from functions.dispatch.canary_replan import replan_note
 from functions.dispatch.dataset_check import DatasetObjects, check_dataset
 from functions.dispatch.request_rules import request_problems
 from functions.envelopes import PubSubMessage
@@ -34,12 +35,14 @@ from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import CapacityError, JobView, RateLimitedError, VertexJobs
 from functions.records import attempts as attempt_rules
+from functions.records import canary as canary_rules
 from functions.records import run_rules
 from functions.records.bounds import stored_plan
 from functions.records.leases import ClaimOutcome
 from functions.records.run_rules import submission_lease, transitioned
 from functions.settings import Settings
 from schemas import json_text
+from schemas.canary import CanaryFigures, CanaryRecord
 from schemas.errors import SchemaError
 from schemas.fields import INT64_MAX, INT64_MIN
 from schemas.plan import Plan
@@ -106,6 +109,8 @@ class DispatchDeps:
     champion: Callable[[TrainingRequest], dict[str, str]] | None = None
     """The job's variables naming the route's production model for the trainer to score on the new data
     (functions/records/model_registration.py champion_env); None or {}: no champion to score."""
+    replan: Callable[[TrainingRequest, Plan, CanaryFigures], OutcomeLike] | None = None
+    """Plans a run again from its canary's figures (functions/dispatch/canary_replan.py); None = `plan` (tests)."""
 
 
 class SubmitLimiter(Protocol):
@@ -289,14 +294,20 @@ def _submit_claimed(
             "the run document and publish the request again"
         )
     attempts = list(run.submission.attempts or ())
+    canary = canary_rules.canary_due(run, deps.settings.canary_min_hours)
     if outcome == ClaimOutcome.RECOVER:
         # Only an attempt still pending may have made a job: one refused for capacity or a rate limit created none.
         for region in sorted({a.region for a in attempts if not a.outcome.startswith(_REFUSED_OUTCOMES)}):
-            found = deps.vertex.find_by_run(region, run_id)
+            # the canary's job while the run is due one, else the long job (each by its labels)
+            found = (
+                deps.vertex.find_by_run(region, run_id, canary=True)
+                if canary
+                else deps.vertex.find_by_run(region, run_id)
+            )
             if found is not None and not attempt_rules.is_earlier_job(run, found.name):
                 log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
                 plan = next((a.plan for a in attempts if a.region == region), run.plan)
-                said = _record_submitted(run_id, found, plan, attempts, owner, deps)
+                said = _record_submitted(run_id, found, plan, attempts, owner, deps, canary=canary)
                 if said != KNOWN:
                     return "recovered" if said == "submitted" else f"recovered:{said}"
                 log.warning(
@@ -307,6 +318,11 @@ def _submit_claimed(
                 )
     if run.submission.cancel is not None:  # read in the claim's transaction
         return _cancelled_before_create(run_id, owner, attempts, run.submission.cancel, deps)
+    if run.canary is not None and run.canary.status == "replan":
+        replanned = _replan_from_canary(run_id, request, run, owner, deps)
+        if isinstance(replanned, str):
+            return replanned
+        run, attempts = replanned, []
     recorded = outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].outcome == "pending"
     for plan in attempt_rules.candidates(run):
         if not _reserved(run.submission.queued, plan.region) and deps.limiter is not None:
@@ -336,8 +352,12 @@ def _submit_claimed(
         fault_point("dispatch.after_record_attempt")
         creating.called = True
         try:
-            extra = deps.champion(request) if deps.champion is not None else None
-            job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id, extra))
+            if canary:
+                spec = job_spec.canary_job(request, plan, deps.settings, run_id)
+            else:
+                extra = deps.champion(request) if deps.champion is not None else None
+                spec = job_spec.custom_job(request, plan, deps.settings, run_id, extra)
+            job = deps.vertex.create(plan.region, spec)
         except CapacityError as exc:
             attempts[-1] = replace(attempts[-1], outcome=f"capacity: {cut(str(exc))}")
             log.warning("run %s: %s; trying the next plan", run_id, exc)
@@ -368,8 +388,8 @@ def _submit_claimed(
             )
             return "failed:submit-refused"
         fault_point("dispatch.after_create_job")
-        attempts[-1] = replace(attempts[-1], outcome="created")
-        said = _record_submitted(run_id, job, plan, attempts, owner, deps)
+        attempts[-1] = replace(attempts[-1], outcome="created canary" if canary else "created")
+        said = _record_submitted(run_id, job, plan, attempts, owner, deps, canary=canary)
         fault_point("dispatch.after_record_submission")
         return said
     if not _owned_merge(run_id, owner, _with_attempts(attempts, lease_until=format_timestamp(deps.now())), deps):
@@ -579,7 +599,14 @@ def _failed(code: str, message: str, attempts: list[SubmissionAttempt]) -> Calla
 
 
 def _record_submitted(
-    run_id: str, job: JobView, plan: Plan, attempts: list[SubmissionAttempt], owner: str, deps: DispatchDeps
+    run_id: str,
+    job: JobView,
+    plan: Plan,
+    attempts: list[SubmissionAttempt],
+    owner: str,
+    deps: DispatchDeps,
+    *,
+    canary: bool = False,
 ) -> str:
     """Record the job as the run's (SUBMITTED) while this delivery still holds the submission claim. A delivery that
     outlived its lease, and whose claim another delivery took over meanwhile, records nothing over the other's work:
@@ -592,6 +619,20 @@ def _record_submitted(
     )
     artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id, plan.region))
     with_attempts = _with_attempts(attempts, lease_until=stamp)
+    started = (
+        CanaryRecord(
+            status="running",
+            job_name=job.name,
+            job_id=job.job_id,
+            region=job.region,
+            machine_type=plan.machine_type,
+            submitted_at=stamp,
+            planned_step_seconds=plan.estimated_step_time_seconds,
+            planned_memory_bytes=plan.memory.total_bytes,
+        )
+        if canary
+        else None
+    )
     outcome = deps.store.apply(
         run_id,
         _submitted_step(
@@ -605,7 +646,9 @@ def _record_submitted(
                 artifacts=artifacts,
                 timings=replace(r.timings, submitted_at=stamp),
                 submission=replace(with_attempts(r).submission, queued=_queue_over(r.submission.queued, stamp)),
+                canary=started or r.canary,
             ),
+            canary=canary,
         ),
     )
     if outcome == CANCEL_AT_ONCE:
@@ -651,7 +694,7 @@ SUPERSEDED = "superseded"
 
 
 def _submitted_step(
-    job: JobView, owner: str, now: datetime, change: Callable[[RunRecord], RunRecord]
+    job: JobView, owner: str, now: datetime, change: Callable[[RunRecord], RunRecord], *, canary: bool = False
 ) -> Callable[[RunRecord | None], tuple[RunRecord | None, str]]:
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
         if cur is None:
@@ -659,7 +702,8 @@ def _submitted_step(
         if cur.submission.owner == owner:
             if attempt_rules.is_earlier_job(cur, job.name):
                 return None, KNOWN
-            new = transitioned(cur, RunState.SUBMITTED, now=now, detail=f"Vertex job {job.name}", change=change)
+            what = "canary job" if canary else "Vertex job"
+            new = transitioned(cur, RunState.SUBMITTED, now=now, detail=f"{what} {job.name}", change=change)
             if new is None:
                 return None, f"unchanged:{cur.state}"
             return new, "submitted" if cur.submission.cancel is None else CANCEL_AT_ONCE
@@ -690,6 +734,46 @@ def _submitted_step(
         return new, SUPERSEDED
 
     return step
+
+
+def _replan_from_canary(
+    run_id: str, request: TrainingRequest, run: RunRecord, owner: str, deps: DispatchDeps
+) -> RunRecord | str:
+    """Plan the run again from its canary's figures (canary.status replan), under this delivery's claim: the new plan
+    says so in its reasons, and the run goes on with it (no second canary). A run nothing fits any more FAILS naming
+    the canary's figures. Returns the run as now stored, or what happened when it did not go on."""
+    assert run.canary is not None and run.plan is not None
+    figures = run.canary.figures or CanaryFigures()
+    outcome = deps.replan(request, run.plan, figures) if deps.replan is not None else deps.plan(request)
+    if outcome.plan is None:
+        message = f"planned again from the canary's figures ({run.canary.verdict}), no shape fits: {outcome.rejection}"
+        now = deps.now()
+
+        def fail(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+            if cur is None or cur.submission.owner != owner or cur.state != RunState.SUBMITTING:
+                return None, False
+            new = transitioned(
+                cur,
+                RunState.FAILED,
+                now=now,
+                detail="no plan fits the canary's figures",
+                change=lambda r: replace(r, error=RunError("infeasible", cut(message))),
+            )
+            return new, new is not None
+
+        if not deps.store.apply(run_id, fail):
+            return _lost_claim(run_id, "while planning it again from its canary")
+        return "failed:canary-replan"
+    plan = stored_plan(outcome.plan)
+    fallbacks = tuple(stored_plan(p) for p in outcome.fallbacks[:FALLBACKS_KEPT])
+    note = replan_note(run.plan, figures, run.canary.verdict)
+    if not deps.store.apply(run_id, canary_rules.replanned(plan, fallbacks, cut(note), owner=owner, now=deps.now())):
+        return _lost_claim(run_id, "while planning it again from its canary")
+    log.info("run %s planned again from its canary: %s", run_id, _plan_summary(plan))
+    again = deps.store.get(run_id)
+    if again is None:
+        raise PermanentError(f"run {run_id} disappeared while it was planned again from its canary")
+    return again
 
 
 def _reject(run_id: str, code: str, reason: str, deps: DispatchDeps) -> str:

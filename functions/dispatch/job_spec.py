@@ -28,8 +28,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from deploy.images import trainer_image
+from functions.records.canary import CANARY_TIMEOUT_SECONDS, bucket_bytes
 from functions.records.model_registration import CHAMPION_DIR_ENV
 from functions.settings import Settings
+from schemas.canary import (
+    CANARY_BUCKET_ENV,
+    CANARY_ENV,
+    CANARY_FOLDER,
+    CANARY_LABEL,
+    CANARY_LABEL_VALUE,
+    CANARY_STEPS,
+    CANARY_STEPS_ENV,
+)
 from schemas.data_objects import encode_objects
 from schemas.gpus import load_gpus, sm_name
 from schemas.job_view import RUN_LABEL
@@ -277,3 +287,34 @@ def custom_job(
     if settings.training_service_account:
         job_spec["service_account"] = settings.training_service_account
     return {"display_name": f"landfall-{run_id}", "labels": job_labels(request, run_id), "job_spec": job_spec}
+
+
+def canary_model_dir(settings: Settings, run_id: str, region: str | None = None) -> str:
+    return f"{output_dir(settings, run_id, region)}{CANARY_FOLDER}model/"
+
+
+def canary_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
+    """The run's canary (docs/canary.md): the run's own job, image and code on the planned shape, with the canary's
+    variables (a step limit, the all-reduce size), its own output folder and label, and a short timeout."""
+    job = custom_job(request, plan, settings, run_id)
+    base = output_dir(settings, run_id, plan.region)
+    fuse_model = FUSE_ROOT + canary_model_dir(settings, run_id, plan.region).removeprefix("gs://")
+    extra = {
+        CANARY_ENV: "1",
+        CANARY_STEPS_ENV: str(CANARY_STEPS),
+        CANARY_BUCKET_ENV: str(bucket_bytes(plan)),
+    }
+    for pool in job["job_spec"]["worker_pool_specs"][:2]:  # the training pools (pool 2: Reduction Server)
+        spec = pool.get("container_spec")
+        if not spec:
+            continue
+        env = {e["name"]: e["value"] for e in spec["env"]} | extra
+        if "LANDFALL_MODEL_DIR" in env:  # a container image: its folders through the mount
+            env |= {"LANDFALL_MODEL_DIR": fuse_model, "LANDFALL_METRICS_FILE": fuse_model + METRICS_LINES_FILE}
+        spec["env"] = [{"name": name, "value": value} for name, value in env.items()]
+    job["job_spec"]["base_output_directory"] = {"output_uri_prefix": f"{base}{CANARY_FOLDER}"}
+    job["job_spec"]["scheduling"]["timeout"] = _seconds(CANARY_TIMEOUT_SECONDS)
+    job["job_spec"]["scheduling"].pop("restart_job_on_worker_restart", None)
+    job["display_name"] = f"landfall-{run_id}-canary"
+    job["labels"] = {**job["labels"], CANARY_LABEL: CANARY_LABEL_VALUE}
+    return job

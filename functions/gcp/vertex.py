@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from functions.errors import PermanentError, TransientError
+from schemas.canary import CANARY_LABEL, CANARY_LABEL_VALUE
 from schemas.job_view import RUN_LABEL, JobView
 from schemas.times import format_timestamp
 
@@ -142,6 +143,11 @@ def translate_error(exc: Exception, what: str, region: str = "") -> Exception:
     return exc
 
 
+def is_canary_job(job: JobView) -> bool:
+    """Whether job is a run's canary (docs/canary.md), by its label."""
+    return job.labels.get(CANARY_LABEL) == CANARY_LABEL_VALUE
+
+
 class VertexJobs:
     def __init__(self, project: str, client_for_region: Callable[[str], Any]) -> None:
         self._project = project
@@ -203,8 +209,9 @@ class VertexJobs:
         except Exception as exc:
             raise translate_error(exc, f"ListCustomJobs in {region}", region) from exc
 
-    def find_by_run(self, region: str, run_id: str) -> JobView | None:
-        """The job labelled with run_id in region, if one was created (the dedupe behind exactly-once submit)."""
+    def find_by_run(self, region: str, run_id: str, *, canary: bool = False) -> JobView | None:
+        """The job labelled with run_id in region, if one was created (the dedupe behind exactly-once submit): the
+        run's canary job (labelled CANARY_LABEL) when canary, else its long job."""
         try:
             pager = self._client(region).list_custom_jobs(
                 request={"parent": self.parent(region), "filter": f'labels.{RUN_LABEL}="{run_id}"'}
@@ -212,4 +219,5 @@ class VertexJobs:
             jobs = [view(job) for job in pager]
         except Exception as exc:
             raise translate_error(exc, f"ListCustomJobs in {region}", region) from exc
+        jobs = [j for j in jobs if is_canary_job(j) == canary]
         return jobs[0] if jobs else None

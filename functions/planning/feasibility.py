@@ -14,6 +14,7 @@ from datetime import datetime
 
 import numpy as np
 
+from functions.planning.calibration import calibrated
 from functions.planning.explain import gb, gpu_label, nearest_batches, reason_text, representatives, usd
 from functions.planning.inputs import PlanInput
 from functions.planning.limits import build_limits
@@ -78,7 +79,10 @@ def _reevaluate(
         space = space_for(space.catalog, quotas or space.quotas, space.regions[0], NO_PIN if unpinned else space.pin)
     work = ev.workload
     if inp.batch_size != work.global_batch:
-        work = build_workload(inp, space.catalog.assumptions)
+        rebuilt = build_workload(inp, space.catalog.assumptions)
+        work = rebuilt if work.calibration is None else calibrated(rebuilt, work.calibration)
+    if work.calibration is not None and len(work.calibration.step_scale) != len(space.configs):
+        work = dataclasses.replace(work, calibration=None)  # another space (unpinned): its configs differ
     limits = build_limits(space, inp, now, max_job_hours, ev.limits.memory_margin)
     limits = dataclasses.replace(
         limits, reservation=ev.limits.reservation, reservation_required=ev.limits.reservation_required

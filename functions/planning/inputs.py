@@ -14,6 +14,7 @@ from typing import Any
 from functions.planning.errors import PlanInputError
 from schemas.errors import SchemaError
 from schemas.gpus import parse_capability
+from schemas.trainer_flags import HPARAMS
 from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
 
 
@@ -33,6 +34,9 @@ class PlanInput:
     dataset_objects: int = 0
     max_steps: int = 0
     """Cap on optimizer steps; 0 = run every epoch."""
+    min_steps: int = 0
+    """Tabular, built-in trainer: whole epochs are added until the run takes this many optimizer steps (its
+    --hparam min_steps, schemas/trainer_flags.py); 0 = exactly `epochs`."""
     parameters: int | None = None
     """Overrides the preset's parameter count (what-if planning; `--params`)."""
     tokens: int | None = None
@@ -99,7 +103,15 @@ class PlanInput:
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise PlanInputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("dataset_bytes", "dataset_objects", "max_steps", "max_gpus", "accelerator_count", "replica_count"):
+        for name in (
+            "dataset_bytes",
+            "dataset_objects",
+            "max_steps",
+            "min_steps",
+            "max_gpus",
+            "accelerator_count",
+            "replica_count",
+        ):
             if getattr(self, name) < 0:
                 raise PlanInputError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("parameters", "tokens", "seq_len", "n_features", "n_outputs", "samples", "layers", "hidden_size"):
@@ -213,6 +225,21 @@ def _own_workload(request: Any) -> dict[str, Any]:
     }
 
 
+def _min_steps(request: Any) -> int:
+    """The built-in trainer's floor on a tabular run's optimizer steps: the request's --hparam min_steps, else the
+    trainer's default (a team's code and causal-lm runs have none)."""
+    task = _get(request, "task", "") or ""
+    if not task.startswith("tabular"):
+        return 0
+    flag = HPARAMS["min_steps"]
+    raw = (_get(request, "hyperparameters.extra", {}) or {}).get("min_steps")
+    try:
+        value = flag.parse(str(raw)) if raw is not None else flag.default
+    except ValueError:
+        return 0  # the dispatcher refuses the request (extra_problems); planning goes on without the floor
+    return max(0, int(value))
+
+
 def plan_input_from_request(request: Any) -> PlanInput:
     """Read a TrainingRequest (or a dict of the same JSON shape) into a PlanInput, attribute by attribute."""
     own = (
@@ -223,7 +250,11 @@ def plan_input_from_request(request: Any) -> PlanInput:
     sized = (
         _own_workload(request)
         if own
-        else {"task": _get(request, "task", ""), "preset": _get(request, "model.preset", "")}
+        else {
+            "task": _get(request, "task", ""),
+            "preset": _get(request, "model.preset", ""),
+            "min_steps": _min_steps(request),
+        }
     )
     return PlanInput(
         **sized,

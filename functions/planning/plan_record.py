@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from functions.planning.calibration import measured_notes
 from functions.planning.checkpoints import checkpoint_interval
 from functions.planning.explain import precision_of
 from functions.planning.inputs import PlanInput
@@ -40,7 +41,12 @@ def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) 
     if cached is None:
         cached = ev.space.notes[key] = _hardware_notes(ev, c, spot, region, server)
     work = ev.workload
-    return [f"workload: {work.description}; {work.steps:,} steps of {work.global_batch} samples", *cached[0]], cached[1]
+    measured = measured_notes(ev, c)
+    line = f"workload: {work.description}; {work.steps:,} steps of {work.global_batch} samples"
+    hardware = cached[0]
+    if work.calibration is not None:  # the measured start-up replaces the assumed one (said in `measured`)
+        hardware = tuple(n for n in hardware if not n.startswith("startup "))
+    return [line, *measured, *hardware], cached[1]
 
 
 def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[tuple[str, ...], bool]:

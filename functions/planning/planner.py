@@ -8,12 +8,14 @@ deadlines are testable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 
 import numpy as np
 
+from functions.planning.calibration import calibrate, calibrated
 from functions.planning.catalog import Catalog, load_catalog
 from functions.planning.errors import PlanInputError
 from functions.planning.explain import Candidate, alternatives, candidates, representatives, top_configs
@@ -21,6 +23,7 @@ from functions.planning.feasibility import rejection_text
 from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import JobPolicy
 from functions.planning.limits import build_limits
+from functions.planning.measured import MeasuredFigures
 from functions.planning.pins import pin_of, pin_problems
 from functions.planning.plan_record import build_plan, objective_text
 from functions.planning.quotas import QuotaTable, load_quotas
@@ -149,9 +152,17 @@ def reservation_input_problems(
 
 
 def plan_request(
-    request: PlanInput, config: PlannerConfig | None = None, *, now: datetime | None = None
+    request: PlanInput,
+    config: PlannerConfig | None = None,
+    *,
+    now: datetime | None = None,
+    measured: Sequence[MeasuredFigures] = (),
 ) -> PlanOutcome:
-    """Plan one request. Raises PlanInputError when the request itself cannot be planned (unknown preset...)."""
+    """Plan one request. Raises PlanInputError when the request itself cannot be planned (unknown preset...).
+
+    `measured`: what past runs and canaries of the same workload measured (functions/planning/measured.py); where
+    they apply, the plan's step times and start-up are the measured ones, scaled to other machines by the model's
+    ratios, and the plan says which figures are measured and which modelled. Empty: the model alone."""
     config = config or PlannerConfig()
     now = now or datetime.now(UTC)
     catalog = config.catalog or load_catalog()
@@ -162,6 +173,9 @@ def plan_request(
     work = build_workload(request, catalog.assumptions)
     limits = build_limits(space, request, now, config.max_job_hours, config.memory_margin, config.reservations)
     ev = evaluate(space, work, limits)
+    calibration = calibrate(ev, measured) if measured else None
+    if calibration is not None:
+        ev = evaluate(space, calibrated(work, calibration), limits)
     objective = objective_text(request, limits)
     best = ev.best()
     if best is None:

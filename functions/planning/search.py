@@ -326,9 +326,11 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     )
     if work.measured_step_seconds > 0:  # measured for the whole global batch on one GPU: each process does its share
         step = np.asarray(np.broadcast_to(work.measured_step_seconds * per_process / batch, np.shape(step)), float)
-    hours = np.asarray(
-        run_hours(work.steps, step, a.job.startup_seconds, SPOT[:, None, None], a.job.spot_overhead_fraction)
-    )
+    startup: float | np.ndarray = a.job.startup_seconds
+    if work.calibration is not None:  # measured by past runs: functions/planning/calibration.py
+        step = step * np.asarray(work.calibration.step_scale)
+        startup = np.asarray(work.calibration.startup_seconds)
+    hours = np.asarray(run_hours(work.steps, step, startup, SPOT[:, None, None], a.job.spot_overhead_fraction))
     view = space.region_view(limits.region_mask, limits.flex_allowed, limits.reservation)
     cost = hours * view.hourly
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from functions.planning.assumptions import Assumptions
 from functions.planning.errors import PlanInputError
 from functions.planning.inputs import PlanInput
+from functions.planning.measured import Calibration
 from schemas.errors import SchemaError
 from schemas.model_presets import GptPreset, MlpPreset, get_preset
 
@@ -45,6 +46,11 @@ class Workload:
     """Measured bytes one process needs (an own trainer's workload.memory_gib_per_gpu); 0 = the memory model."""
     measured_step_seconds: float = 0.0
     """Measured seconds per optimizer step of the global batch on one GPU; 0 = the time model."""
+    modelled_steps: int = 0
+    """The model's step count where measured figures changed `steps` (calibration.py); 0 = `steps` is the model's."""
+    calibration: Calibration | None = None
+    """Step times and start-ups measured by past runs and canaries (functions/planning/calibration.py); None = the
+    model's."""
 
 
 def _generic_gpt_shape(parameters: int) -> tuple[int, int, int]:
@@ -54,8 +60,11 @@ def _generic_gpt_shape(parameters: int) -> tuple[int, int, int]:
     return n_layer, d_model, d_model // 128
 
 
-def _steps(samples: int, batch: int, epochs: int, max_steps: int) -> int:
-    steps = max(1, math.ceil(samples / batch)) * epochs
+def _steps(samples: int, batch: int, epochs: int, max_steps: int, min_steps: int = 0) -> int:
+    """Optimizer steps: whole epochs, raised (in whole epochs) to min_steps as the built-in trainer does
+    (trainer/sizing.py planned_steps), capped by max_steps."""
+    per_epoch = max(1, math.ceil(samples / batch))
+    steps = per_epoch * max(epochs, math.ceil(min_steps / per_epoch))
     return min(steps, max_steps) if max_steps else steps
 
 
@@ -123,7 +132,7 @@ def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
         largest_layer_parameters=min(largest, parameters),
         samples_per_epoch=rows,
         global_batch=inp.batch_size,
-        steps=_steps(rows, inp.batch_size, inp.epochs, inp.max_steps),
+        steps=_steps(rows, inp.batch_size, inp.epochs, inp.max_steps, inp.min_steps),
         tokens_per_sample=1,
     )
 

@@ -17,10 +17,11 @@ from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from functions.planning import PlanOutcome
+    from functions.planning import MeasuredFigures, PlanOutcome
     from functions.planning.catalog import Catalog, MachineShape
     from functions.settings import Settings
     from schemas.gpus import GpuSpec
+    from schemas.measurement import Measurement
     from schemas.training_request import TrainingRequest
 
 DEFAULT_ROWS = 20
@@ -85,6 +86,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="OBJECTIVE",
         help="plan as if the request said constraints.prefer: cheapest, fastest, or a value of time in dollars per "
         "hour (e.g. 25); the default is the request's (README: how the objective is chosen)",
+    )
+    p.add_argument(
+        "--measured",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="plan from what past runs and canaries of the request's workload measured, as the dispatcher does, and "
+        "report how far past estimates were from actual durations: auto reads them from the local stack's Firestore "
+        "when it answers, on from the Firestore of $GOOGLE_CLOUD_PROJECT, off plans from the model alone "
+        "(default auto)",
     )
     p.set_defaults(func=cmd_plan)
 
@@ -235,7 +245,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
             if request.trainer.builtin
             else trainer_problems(request, settings)
         ) + pinned_shape_problems(request)
-        outcome = None if refused else plan_request(plan_input_from_request(request), config, now=now)
+        measurements = [] if refused else _measurements(request, args.measured, settings)
+        outcome = (
+            None
+            if refused
+            else plan_request(
+                plan_input_from_request(request), config, now=now, measured=_figures(request, measurements)
+            )
+        )
     except OSError as exc:
         return _fail(f"cannot read {args.request}: {exc.strerror or exc}")
     except (SchemaError, PlanInputError, CatalogError, SettingsError, ValueError) as exc:
@@ -316,7 +333,55 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     for reason in plan.reasons:
         print(f"  - {reason}")
+    figures = [a for a in plan.assumptions if a.startswith(("measured", "modelled"))]
+    if figures:
+        print("figures:")
+        for line in figures:
+            print(f"  - {line}")
+    past = _estimate_summary(measurements)
+    if past:
+        print("past estimates for this workload:")
+        for line in past:
+            print(f"  {line}")
     return 0
+
+
+def _measurements(request: TrainingRequest, mode: str, settings: Settings) -> list[Measurement]:
+    """The workload's measurements (schemas/measurement.py) as the dispatcher reads them; [] with mode off, or with
+    auto when no local Firestore answers."""
+    if mode == "off":
+        return []
+    if mode == "auto":
+        from landfall.reach import host_port, port_answers
+
+        where = host_port(os.environ.get("FIRESTORE_EMULATOR_HOST", ""))
+        if where is None or not port_answers(*where):
+            return []
+    from functions.errors import TransientError
+    from functions.gcp.clients import firestore_client
+    from functions.gcp.measurements_store import MeasurementsStore
+    from schemas.measurement import workload_key
+
+    try:
+        return MeasurementsStore(firestore_client(), settings.measurements_collection).for_workload(
+            workload_key(request)
+        )
+    except TransientError as exc:
+        print(f"measurements not read ({exc}): planned from the model alone", file=sys.stderr)
+        return []
+
+
+def _figures(request: TrainingRequest, measurements: list[Measurement]) -> list[MeasuredFigures]:
+    from functions.records.measurements import planner_figures
+    from schemas.measurement import image_of
+
+    return planner_figures(measurements, image_of(request))
+
+
+def _estimate_summary(measurements: list[Measurement]) -> list[str]:
+    from functions.records.measurements import estimate_summary
+
+    return estimate_summary(measurements)
 
 
 def _print_custom_job(

@@ -243,6 +243,7 @@ def describe(run: RunRecord) -> str:
         )
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
+    lines += _canary(run)
     lines += _waits(run)
     for key, value in run.timings.to_dict().items():
         lines.append(f"{key:<9} {value}")
@@ -262,6 +263,12 @@ def describe(run: RunRecord) -> str:
             lines.append(f"warning   the run's metrics.json warnings do not fit the schema: {exc}")
     if run.cost.to_dict():
         lines.append(f"cost      estimated ${_fmt(run.cost.estimated_usd)}, actual ${_fmt(run.cost.actual_usd)}")
+    if run.timings.estimated_seconds is not None and run.timings.run_seconds:
+        error = (run.timings.estimated_seconds - run.timings.run_seconds) / run.timings.run_seconds
+        lines.append(
+            f"time      estimated {_fmt(run.timings.estimated_seconds)} s, actual {_fmt(run.timings.run_seconds)} s "
+            f"({error:+.0%})"
+        )
     if run.artifacts is not None:
         lines.append(f"model     {run.artifacts.model_dir}")
         lines.append(f"tensorboard {run.artifacts.tensorboard_dir} ({TENSORBOARD_HINT})")
@@ -316,6 +323,29 @@ def describe(run: RunRecord) -> str:
     if curve:
         lines += ["", curve]
     return "\n".join(lines)
+
+
+def _canary(run: RunRecord) -> list[str]:
+    """The run's canary (docs/canary.md): its job, status and verdict, and what it measured."""
+    c = run.canary
+    if c is None:
+        return []
+    lines = [f"canary    {c.status}: job {c.job_name.rsplit('/', 1)[-1]} on {c.machine_type} in {c.region}"]
+    if c.verdict:
+        lines.append(f"          {c.verdict}")
+    f = c.figures
+    if f is not None:
+        measured = [f"{f.steps} steps"]
+        if f.step_seconds is not None:
+            measured.append(f"{f.step_seconds:.4g} s/step (planned {c.planned_step_seconds:.4g})")
+        if f.peak_memory_bytes is not None:
+            measured.append(f"peak {f.peak_memory_bytes / 1e9:.3g} GB {f.memory_kind or 'memory'}")
+        if f.allreduce_gbps is not None:
+            measured.append(f"all-reduce {f.allreduce_gbps:.3g} GB/s x {f.processes or 1}")
+        if f.checkpoint_ok is not None:
+            measured.append(f"checkpoint {'read back' if f.checkpoint_ok else 'read back DIFFERENT'}")
+        lines.append(f"          measured: {', '.join(measured)}")
+    return lines
 
 
 def _omitted_line(run: RunRecord) -> str:

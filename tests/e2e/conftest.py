@@ -49,6 +49,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     # The trainer's test hook (trainer/fault_hooks.py) runs out of memory on datasets whose URI holds OOM_MARKER.
     # The Vertex emulator runs OWN_IMAGE as own_image_trainer.py and PROMOTION_IMAGE as promotion_trainer.py
     # (LANDFALL_VERTEX_IMAGES, the emulator's --images).
+    # A run planned past an hour runs a canary first (the canary/ route's; every other route plans minutes).
     os.environ.update(
         {
             "LANDFALL_ROUTES_FILE": str(ROUTES_FILE),
@@ -56,6 +57,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
             "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}",
             "LANDFALL_RECONCILE_GRACE_SECONDS": "5",
             "LANDFALL_WAIT_BACKOFF_SECONDS": "2",
+            "LANDFALL_CANARY_MIN_HOURS": "1",
             OOM_VARIABLE: OOM_MARKER,
             stack.VERTEX_IMAGES_ENV: str(images),
         }

@@ -20,7 +20,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import aiplatform_v1
 from google.protobuf import timestamp_pb2
 
-from functions.gcp.vertex import RUN_LABEL, JobView, translate_error, view
+from functions.gcp.vertex import RUN_LABEL, JobView, is_canary_job, translate_error, view
 
 PROJECT = "landfall-local"
 
@@ -189,13 +189,13 @@ class FakeVertex:
                 ]
             )
 
-    def find_by_run(self, region: str, run_id: str) -> JobView | None:
+    def find_by_run(self, region: str, run_id: str, *, canary: bool = False) -> JobView | None:
         with self._lock:
             self.calls["ListCustomJobs"] += 1
             prefix = f"{self.parent(region)}/customJobs/"
             jobs = [
                 view(j)
                 for j in reversed(self.jobs.values())  # newest first, as ListCustomJobs answers
-                if j.name.startswith(prefix) and j.labels.get(RUN_LABEL) == run_id
+                if j.name.startswith(prefix) and j.labels.get(RUN_LABEL) == run_id and is_canary_job(view(j)) == canary
             ]
         return jobs[0] if jobs else None

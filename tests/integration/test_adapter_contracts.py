@@ -22,9 +22,10 @@ from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.orphans_store import OrphansStore
 from functions.gcp.rate_limits_store import RateLimitsStore
 from functions.gcp.runs_store import RunsStore
-from functions.gcp.vertex import RUN_LABEL, CapacityError, RateLimitedError, VertexJobs
+from functions.gcp.vertex import RUN_LABEL, CapacityError, RateLimitedError, VertexJobs, is_canary_job
 from functions.records.dataset_versions import VersionOutcome
 from functions.records.leases import Claim, ClaimOutcome
+from schemas.canary import CANARY_LABEL, CANARY_LABEL_VALUE
 from schemas.content_record import ContentRecord, parse_content_record
 from schemas.dataset_record import DatasetRecord, DatasetStatus, VersionStatus, parse_dataset_record
 from schemas.dataset_version import DatasetVersion, parse_dataset_version
@@ -613,6 +614,21 @@ def test_vertex_list_changed_answers_jobs_updated_or_created_since(vertex: Verte
         vertex.jobs.list_changed("me-west1", updated_since=future, created_since=stamp(before))[0].name == created.name
     )
     assert vertex.jobs.list_changed("me-west1", updated_since=future, created_since=future) == []
+
+
+def test_vertex_find_by_run_tells_a_runs_canary_from_its_long_job(vertex: Vertex, tmp_path: Path) -> None:
+    """docs/canary.md: a recovering dispatcher looks for the job of the phase the run is in, by its label."""
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    assert vertex.jobs.find_by_run("europe-west4", run_id, canary=True) is None
+    canary_spec = _probe_job(run_id, tmp_path / "canary")
+    canary_spec["labels"] = {**canary_spec["labels"], CANARY_LABEL: CANARY_LABEL_VALUE}
+    canary = vertex.jobs.create("europe-west4", canary_spec)
+    assert vertex.jobs.find_by_run("europe-west4", run_id) is None, "the canary is not the long job"
+    long = vertex.jobs.create("europe-west4", _probe_job(run_id, tmp_path / "long"))
+    found_canary = vertex.jobs.find_by_run("europe-west4", run_id, canary=True)
+    found_long = vertex.jobs.find_by_run("europe-west4", run_id)
+    assert found_canary is not None and found_canary.name == canary.name and is_canary_job(found_canary)
+    assert found_long is not None and found_long.name == long.name and not is_canary_job(found_long)
 
 
 def test_vertex_capacity_and_refusals(vertex: Vertex, tmp_path: Path) -> None:

@@ -190,11 +190,11 @@ def test_a_delivery_failing_before_create_gives_the_claim_back_so_the_redelivery
     find = w.vertex.find_by_run
     unavailable = [2]
 
-    def flaky_find(region: str, run_id: str) -> JobView | None:
+    def flaky_find(region: str, run_id: str, *, canary: bool = False) -> JobView | None:
         if unavailable[0]:
             unavailable[0] -= 1
             raise TransientError("ListCustomJobs: Vertex AI unavailable (ServiceUnavailable); will retry")
-        return find(region, run_id)
+        return find(region, run_id, canary=canary)
 
     w.vertex.find_by_run = flaky_find  # type: ignore[method-assign]
     for attempt in range(3):
@@ -217,7 +217,7 @@ def test_a_delivery_whose_claim_was_taken_over_gives_nothing_back() -> None:
         w.deliver()
     other_until = format_timestamp(NOW + 2 * LEASE)
 
-    def taken_over_then_unavailable(region: str, run_id: str) -> JobView | None:
+    def taken_over_then_unavailable(region: str, run_id: str, *, canary: bool = False) -> JobView | None:
         w.runs.merge(
             RUN_ID,
             lambda r: replace(r, submission=replace(r.submission, owner="other", lease_until=other_until)),

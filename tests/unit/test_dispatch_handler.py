@@ -403,8 +403,8 @@ def test_a_recovering_delivery_does_not_adopt_a_job_its_creator_cancelled_as_sup
     real_create, real_find = w.vertex.create, w.vertex.find_by_run
     answers: list[str] = []
 
-    def find_then_superseded(region: str, run_id: str) -> JobView | None:
-        found = real_find(region, run_id)
+    def find_then_superseded(region: str, run_id: str, *, canary: bool = False) -> JobView | None:
+        found = real_find(region, run_id, canary=canary)
         assert found is not None, "the slow delivery's job carries the run label"
         # What the slow delivery's transaction does once its CreateCustomJob returns: record and cancel its job.
         w.runs.apply(run_id, handler._submitted_step(found, "the-slow-delivery", w.clock.now, lambda r: r))

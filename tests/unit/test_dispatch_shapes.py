@@ -135,6 +135,7 @@ def test_quota_overrides_and_the_default_region_reach_the_dispatcher_s_planner(m
         }
     )
     monkeypatch.setattr(wiring, "get_settings", lambda: settings)
+    monkeypatch.setattr(wiring, "_measured", lambda request: [])  # no measurements: Firestore is not reached here
     wiring.dispatcher_planner_config.cache_clear()
     try:
         config = wiring.dispatcher_planner_config()

@@ -1,0 +1,143 @@
+"""Measured figures over the model: calibrate a workload's step time and start-up from what runs measured.
+
+For each hardware configuration a measurement was taken on, the model's step time there (for the measured strategy)
+is compared with the measured one: their ratio calibrates that configuration, so its planned step is the measured
+step. Configurations nobody measured take the model's own step scaled by the ratio measured on the same GPU kind
+(the geometric mean of those ratios), else by the ratio of every measurement: other GPU kinds and shapes keep the
+model's ratios to the measured one. Start-up is the measured start-up on the configuration, else the mean of the
+measured ones. Memory stays modelled (a measured peak only says what one micro-batch took, and the plan checks it
+against the model in its notes).
+
+Pure: reads the first evaluation, returns the calibrated workload and the notes that say what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from functions.planning.measured import Calibration, MeasuredFigures
+from functions.planning.search import Evaluation
+from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
+from functions.planning.workload import Workload
+from schemas.vocabulary import STRATEGY_INDEX
+
+
+def _variant(strategy: str) -> int:
+    s = STRATEGY_INDEX.get(strategy or "ddp", STRATEGY_INDEX["ddp"])
+    return int(np.flatnonzero((s == VARIANT_STRATEGY) & (VARIANT_SERVER == 0))[0])
+
+
+def _newest(figures: Sequence[MeasuredFigures]) -> list[MeasuredFigures]:
+    """One figure per shape: the newest (a finished run over a canary at the same time)."""
+    best: dict[tuple[str, int, int], MeasuredFigures] = {}
+    for f in figures:
+        held = best.get(f.shape)
+        if held is None or (f.measured_at, f.source == "run") > (held.measured_at, held.source == "run"):
+            best[f.shape] = f
+    return list(best.values())
+
+
+def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration | None:
+    """The calibration the figures give for this evaluation's space; None when none of them applies (no step time
+    measured, or measured on a shape the space does not have)."""
+    space, work = ev.space, ev.workload
+    index = {(cfg.shape.machine_type, cfg.shape.accelerator_count, cfg.nodes): c for c, cfg in enumerate(space.configs)}
+    used: list[tuple[int, MeasuredFigures, float]] = []
+    counted = [f.steps / f.modelled_steps for f in figures if f.steps > 0 and f.modelled_steps > 0]
+    for f in _newest([f for f in figures if f.step_seconds > 0 or f.startup_seconds > 0]):
+        c = index.get(f.shape)
+        if c is None:
+            continue
+        modelled = float(ev.step[c, _variant(f.strategy)])
+        measured = f.step_seconds * (work.global_batch / f.global_batch if f.global_batch else 1.0)
+        ratio = measured / modelled if f.step_seconds > 0 and modelled > 0 else 0.0
+        used.append((c, f, ratio))
+    if not used and not counted:
+        return None
+    n = len(space.configs)
+    kinds = [cfg.shape.accelerator_type or "" for cfg in space.configs]
+
+    def geomean(values: list[float]) -> float:
+        return math.exp(sum(math.log(x) for x in values) / len(values)) if values else 1.0
+
+    everywhere = geomean([r for _, _, r in used if r > 0])
+    per_kind = {
+        kind: geomean([r for c, _, r in used if r > 0 and kinds[c] == kind]) for kind in {kinds[c] for c, _, _ in used}
+    }
+    scale = [per_kind.get(kinds[c], everywhere) if per_kind.get(kinds[c]) else everywhere for c in range(n)]
+    startups = [f.startup_seconds for _, f, _ in used if f.startup_seconds > 0]
+    default_startup = sum(startups) / len(startups) if startups else space.catalog.assumptions.job.startup_seconds
+    startup = [default_startup] * n
+    for c, f, r in used:
+        if r > 0:
+            scale[c] = r
+        if f.startup_seconds > 0:
+            startup[c] = f.startup_seconds
+    return Calibration(
+        step_scale=tuple(scale),
+        startup_seconds=tuple(startup),
+        measured_configs=frozenset(c for c, _, _ in used),
+        figures=tuple(used),
+        steps_scale=geomean(counted),
+    )
+
+
+def calibrated(work: Workload, calibration: Calibration) -> Workload:
+    """The workload planned with the measured step times and start-ups, and the step count past runs of it took
+    (measured / modelled steps, times the model's count for this request's data)."""
+    steps = max(1, round(work.steps * calibration.steps_scale))
+    return replace(work, steps=steps, modelled_steps=work.steps, calibration=calibration)
+
+
+def measured_notes(ev: Evaluation, c: int) -> list[str]:
+    """What the plan for configuration c took from measurements and what it modelled; [] without measurements."""
+    cal = ev.workload.calibration
+    if cal is None:
+        return []
+    space = ev.space
+    a = space.catalog.assumptions.job
+    lines: list[str] = []
+    own = [(f, r) for cc, f, r in cal.figures if cc == c]
+    scale = cal.step_scale[c]
+    if own and own[0][1] > 0:
+        f, r = own[0]
+        lines.append(
+            f"measured: step time {f.step_seconds:.4g} s from {f.describe()} (the model said {f.step_seconds / r:.4g} "
+            f"s: x{r:.3g})"
+        )
+    elif abs(scale - 1.0) > 1e-12:
+        from_runs = ", ".join(f.describe() for _, f, r in cal.figures if r > 0)
+        lines.append(
+            f"measured (scaled): step time = the model's x{scale:.3g}, the ratio measured by {from_runs}; "
+            "other machines keep the model's ratios to the measured one"
+        )
+    else:
+        lines.append("modelled: step time (no measured step time applies)")
+    startup = cal.startup_seconds[c]
+    if own and own[0][0].startup_seconds > 0:
+        lines.append(f"measured: startup {startup:.4g} s from {own[0][0].describe()}")
+    elif startup != a.startup_seconds:
+        lines.append(f"measured (mean of other machines): startup {startup:.4g} s")
+    else:
+        lines.append(f"modelled: startup {a.startup_seconds:g} s")
+    if abs(cal.steps_scale - 1.0) > 1e-9:
+        lines.append(
+            f"measured: steps {ev.workload.steps:,} = the model's {ev.workload.modelled_steps:,} x"
+            f"{cal.steps_scale:.3g}, the ratio past runs of this workload took"
+        )
+    else:
+        lines.append(f"modelled: steps ({ev.workload.steps:,})")
+    peaks = [f for f, _ in own if f.peak_memory_gib > 0]
+    if peaks:
+        modelled = float(ev.memory_total[c].max()) / 2**30
+        lines.append(
+            f"modelled: memory (measured peak {peaks[0].peak_memory_gib:.3g} GiB per process at micro-batch "
+            f"{peaks[0].micro_batch or '?'}; the model says up to {modelled:.3g} GiB)"
+        )
+    else:
+        lines.append("modelled: memory")
+    return lines

@@ -1,0 +1,209 @@
+"""Pure rules for a run's canary (issue 24, docs/canary.md): whether a run needs one, what its figures say against
+the plan, and what its end does to the run (run_rules steps, so applied in one transaction).
+
+The canary is the run's current job while it runs (`vertex` names it, `canary.status` is `running`): the listener,
+the reconciler and `landfall cancel` treat it as they treat any job. When it ends, `canary_ended` records its
+figures and verdict and either fails the run (no long job) or puts the run back in SUBMITTING with the canary's job
+id on `submission.job_ids` (its late events are then ignored, and a recovering dispatcher never adopts it): the
+dispatcher, the only part that submits jobs, then submits the long job through its exactly-once claim, after
+planning the run again when the verdict is `replan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from functions.records.run_rules import Step, transitioned
+from schemas.canary import BUCKET_BYTES, CanaryFigures, CanaryRecord
+from schemas.plan import Plan
+from schemas.run_record import RunError, RunRecord, RunState
+from schemas.times import format_timestamp
+
+CANARY_TIMEOUT_SECONDS = 1800
+"""scheduling.timeout of a canary job: start-up, a few steps, one all-reduce and a checkpoint fit well inside."""
+
+
+def canary_due(run: RunRecord, min_hours: float) -> bool:
+    """Whether the run's next job is its canary: its plan's estimate is longer than min_hours
+    (LANDFALL_CANARY_MIN_HOURS) and it has had no canary (a canary that ended for capacity is cleared, so the next
+    plan gets one)."""
+    return run.canary is None and run.plan is not None and run.plan.estimated_hours > min_hours
+
+
+def bucket_bytes(plan: Plan) -> int:
+    return max(4, min(BUCKET_BYTES, 4 * plan.model_parameters))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    """passed, replan or failed (schemas/canary.py STATUSES)."""
+    message: str
+
+
+def _off(measured: float, planned: float) -> float:
+    return measured / planned - 1.0 if planned > 0 else 0.0
+
+
+def judge(plan: Plan, figures: CanaryFigures, margin: float) -> Verdict:
+    """What the canary's figures say: failed when something failed, replan when its step time or (GPU) peak memory
+    is off the plan's by more than margin (LANDFALL_CANARY_MARGIN) either way, else passed. Each figure is named
+    beside the plan's."""
+    if figures.failed:
+        return Verdict("failed", f"the canary failed: {figures.failed}")
+    if figures.checkpoint_ok is False:
+        return Verdict("failed", "the canary's checkpoint did not read back as written")
+    said: list[str] = []
+    off_by: list[str] = []
+    if figures.step_seconds is not None:
+        off = _off(figures.step_seconds, plan.estimated_step_time_seconds)
+        said.append(
+            f"step {figures.step_seconds:.3g} s vs planned {plan.estimated_step_time_seconds:.3g} s ({off:+.0%})"
+        )
+        if abs(off) > margin:
+            off_by.append("step time")
+    else:
+        said.append("step time not reported")
+    if figures.peak_memory_bytes is not None and figures.memory_kind == "gpu":
+        off = _off(figures.peak_memory_bytes, plan.memory.total_bytes)
+        said.append(
+            f"peak GPU memory {figures.peak_memory_bytes / 1e9:.3g} GB vs planned "
+            f"{plan.memory.total_bytes / 1e9:.3g} GB ({off:+.0%})"
+        )
+        if abs(off) > margin:
+            off_by.append("peak memory")
+    elif figures.peak_memory_bytes is not None:
+        said.append(f"peak memory {figures.peak_memory_bytes / 1e9:.3g} GB ({figures.memory_kind}, not compared)")
+    if figures.allreduce_gbps is not None:
+        said.append(f"all-reduce {figures.allreduce_gbps:.3g} GB/s over {figures.processes or 1} processes")
+    summary = "; ".join(said)
+    if off_by:
+        return Verdict(
+            "replan", f"{' and '.join(off_by)} off the plan by more than {margin:.0%}: {summary}; planned again"
+        )
+    return Verdict("passed", f"within {margin:.0%} of the plan: {summary}")
+
+
+def canary_started(record: CanaryRecord) -> Step[bool]:
+    """Record the canary job on the run (the dispatcher's write with the job)."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None:
+            return None, False
+        return replace(cur, canary=record), True
+
+    return step
+
+
+def canary_ended(
+    job_name: str,
+    status: str,
+    *,
+    verdict: str,
+    figures: CanaryFigures | None,
+    now: datetime,
+    error: RunError | None = None,
+) -> Step[str]:
+    """The run's canary job ended: record its figures and verdict, then FAILED (status failed, with error),
+    CANCELLED (status cancelled), or SUBMITTING for the long job (passed or replan; outcome "resubmit"). "stale"
+    when the job is not the run's running canary (an old or repeated event)."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
+        if (
+            cur is None
+            or cur.canary is None
+            or cur.canary.status != "running"
+            or cur.canary.job_name != job_name
+            or cur.state.terminal
+        ):
+            return None, "stale"
+        stamp = format_timestamp(now)
+        canary = cur.canary.ended(status, at=stamp, figures=figures, verdict=verdict)
+        if status in ("failed", "cancelled"):
+            state = RunState.FAILED if status == "failed" else RunState.CANCELLED
+            new = transitioned(
+                cur,
+                state,
+                now=now,
+                detail=f"canary {status}: {verdict}",
+                change=lambda r: replace(r, canary=canary, error=error if error is not None else r.error),
+            )
+            return new, status
+        vertex_id = cur.vertex.job_id if cur.vertex is not None and cur.vertex.job_name == job_name else ""
+        sub = cur.submission
+        handed_back = replace(
+            cur,
+            canary=canary,
+            vertex=None,
+            submission=replace(
+                sub,
+                owner="",
+                lease_until=stamp,
+                job_ids=(*(sub.job_ids or ()), *((vertex_id,) if vertex_id else ())),
+            ),
+        )
+        new = transitioned(
+            cur, RunState.SUBMITTING, now=now, detail=f"canary {status}: {verdict}", change=lambda r: handed_back
+        )
+        return new, "resubmit" if new is not None else f"unchanged:{cur.state}"
+
+    return step
+
+
+def canary_cleared(job_name: str) -> Step[bool]:
+    """The canary ended for capacity: forget it, so that the run's next plan gets a canary of its own (the capacity
+    rules then record the job and move the run on, functions/records/attempts.py)."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None or cur.canary is None or cur.canary.job_name != job_name:
+            return None, False
+        return replace(cur, canary=None), True
+
+    return step
+
+
+def replanned(plan: Plan, fallbacks: tuple[Plan, ...], note: str, *, owner: str, now: datetime) -> Step[bool]:
+    """The run planned again from its canary's figures: the new plan (its `reasons` say so), its fallbacks, the
+    attempts started afresh, the canary marked replanned. False (nothing written) unless the canary says replan and
+    `owner` still holds the submission claim."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if (
+            cur is None
+            or cur.canary is None
+            or cur.canary.status != "replan"
+            or cur.submission.owner != owner
+            or cur.state != RunState.SUBMITTING
+        ):
+            return None, False
+        noted = replace(plan, reasons=(note, *plan.reasons))
+        canary = replace(cur.canary, status="replanned")
+        new = transitioned(
+            cur,
+            cur.state,
+            now=now,
+            change=lambda r: replace(
+                r,
+                plan=noted,
+                canary=canary,
+                cost=replace(r.cost, estimated_usd=noted.estimated_cost_usd),
+                submission=replace(r.submission, fallbacks=fallbacks, attempts=()),
+            ),
+        )
+        return new, new is not None
+
+    return step
+
+
+__all__ = [
+    "CANARY_TIMEOUT_SECONDS",
+    "Verdict",
+    "bucket_bytes",
+    "canary_cleared",
+    "canary_due",
+    "canary_ended",
+    "canary_started",
+    "judge",
+    "replanned",
+]

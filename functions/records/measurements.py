@@ -1,0 +1,192 @@
+"""What a finished run (or a canary) measured, as the Measurement it adds to the `measurements` collection, and the
+measurements as the planner takes them (functions/planning/measured.py). Pure: the store writes and reads them.
+
+A run's figures come from its metrics.json (schemas/run_metrics.py; the built-in trainer writes `step_seconds`,
+`samples_per_second` and `peak_memory_bytes`, a team's code may log the same names on its metrics lines) and its
+timings: start-up is the job's duration less its steps x step time, which is exactly what the planner's start-up
+stands for (everything that is not training steps), so a second run of the same workload on the same shape is
+estimated from both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from functions.planning.measured import MeasuredFigures
+from schemas.measurement import EstimateCheck, Measurement, image_of, workload_key, workload_label
+from schemas.run_record import RunRecord, RunState
+
+GIB = 2**30
+MEASURED_NOTE = "measured"
+"""How a plan's assumptions start when its figures were measured (functions/planning/calibration.py)."""
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0.0
+
+
+def _figure(metrics: Mapping[str, Any], name: str) -> float:
+    """A figure from metrics.json, or from a team's code's metrics lines (`final`)."""
+    final = metrics.get("final")
+    return _number(metrics.get(name)) or (_number(final.get(name)) if isinstance(final, Mapping) else 0.0)
+
+
+def planned_from_measurements(run: RunRecord) -> bool:
+    """Whether the run's plan took its step time from measured figures."""
+    return run.plan is not None and any(a.startswith(MEASURED_NOTE) for a in run.plan.assumptions)
+
+
+def estimate_check(run: RunRecord) -> EstimateCheck | None:
+    """The run's plan estimate beside its actual duration, once it has ended with both known."""
+    if run.plan is None or run.timings.run_seconds is None or run.timings.run_seconds <= 0:
+        return None
+    return EstimateCheck(
+        run_id=run.run_id,
+        estimated_seconds=round(run.plan.estimated_hours * 3600.0, 3),
+        actual_seconds=run.timings.run_seconds,
+        from_measured=planned_from_measurements(run),
+        at=run.timings.ended_at or run.updated_at,
+    )
+
+
+def measurement_from_run(run: RunRecord, modelled_steps: int = 0) -> Measurement | None:
+    """What a SUCCEEDED run measured on its plan's shape (without step figures in its metrics, only its estimate
+    beside its duration); None when it has no plan or duration. modelled_steps: the steps the planner's model gives
+    the run's request (planner_steps), so that the next plan knows how far the model's count was off."""
+    check = estimate_check(run)
+    if run.state != RunState.SUCCEEDED or run.plan is None or check is None:
+        return None
+    plan, metrics = run.plan, run.metrics or {}
+    rate = _figure(metrics, "samples_per_second")
+    step = _figure(metrics, "step_seconds") or (plan.global_batch_size / rate if rate else 0.0)
+    steps = _number(metrics.get("steps"))
+    startup = max(0.0, check.actual_seconds - steps * step) if step and steps else 0.0
+    batch = metrics.get("batch")
+    micro = batch.get("micro_batch_size") if isinstance(batch, Mapping) else None
+    return Measurement(
+        workload=workload_key(run.request),
+        workload_label=workload_label(run.request),
+        machine_type=plan.machine_type,
+        accelerator_type=plan.accelerator_type or "",
+        accelerator_count=plan.accelerator_count,
+        nodes=plan.replica_count,
+        image=image_of(run.request),
+        run_id=run.run_id,
+        source="run",
+        measured_at=check.at,
+        step_seconds=round(step, 6),
+        peak_memory_gib=round(_figure(metrics, "peak_memory_bytes") / GIB, 4),
+        samples_per_second=round(rate, 4),
+        startup_seconds=round(startup, 3),
+        micro_batch=micro if isinstance(micro, int) and micro > 0 else plan.micro_batch_size,
+        global_batch=plan.global_batch_size,
+        strategy=plan.strategy,
+        steps=int(steps),
+        modelled_steps=modelled_steps if steps else 0,
+        estimates=(check,),
+    )
+
+
+def measurement_from_canary(run: RunRecord, figures: Mapping[str, Any], at: str) -> Measurement | None:
+    """What a run's canary measured on the run's planned shape: `figures` holds step_seconds, peak_memory_bytes (or
+    peak_memory_gib), samples_per_second and startup_seconds (time to its first step), any of them; None without a
+    plan or any figure. For the canary step (the run record's `canary`)."""
+    if run.plan is None:
+        return None
+    plan = run.plan
+    memory = _number(figures.get("peak_memory_gib")) or _number(figures.get("peak_memory_bytes")) / GIB
+    step, rate = _number(figures.get("step_seconds")), _number(figures.get("samples_per_second"))
+    if not (step or rate or memory):
+        return None
+    return Measurement(
+        workload=workload_key(run.request),
+        workload_label=workload_label(run.request),
+        machine_type=plan.machine_type,
+        accelerator_type=plan.accelerator_type or "",
+        accelerator_count=plan.accelerator_count,
+        nodes=plan.replica_count,
+        image=image_of(run.request),
+        run_id=run.run_id,
+        source="canary",
+        measured_at=at,
+        step_seconds=round(step or (plan.global_batch_size / rate if rate else 0.0), 6),
+        peak_memory_gib=round(memory, 4),
+        samples_per_second=round(rate, 4),
+        startup_seconds=round(_number(figures.get("startup_seconds")), 3),
+        micro_batch=int(_number(figures.get("micro_batch"))) or plan.micro_batch_size,
+        global_batch=plan.global_batch_size,
+        strategy=plan.strategy,
+    )
+
+
+def planner_figures(measurements: Iterable[Measurement], image: str = "") -> list[MeasuredFigures]:
+    """The measurements as the planner takes them; with `image`, only those measured with that image (a different
+    image is different code)."""
+    return [
+        MeasuredFigures(
+            workload=m.workload,
+            machine_type=m.machine_type,
+            accelerator_type=m.accelerator_type,
+            accelerator_count=m.accelerator_count,
+            nodes=m.nodes,
+            image=m.image,
+            micro_batch=m.micro_batch,
+            step_seconds=m.step_seconds,
+            peak_memory_gib=m.peak_memory_gib,
+            samples_per_second=m.samples_per_second,
+            startup_seconds=m.startup_seconds,
+            run_id=m.run_id,
+            source=m.source,
+            global_batch=m.global_batch,
+            strategy=m.strategy,
+            measured_at=m.measured_at,
+            steps=m.steps,
+            modelled_steps=m.modelled_steps,
+        )
+        for m in measurements
+        if not image or m.image == image
+    ]
+
+
+def planner_steps(request: Mapping[str, Any]) -> int:
+    """The optimizer steps the planner's model gives a request (its dataset size, epochs, batch), before any
+    measurement; 0 when the request cannot be planned."""
+    from functions.planning.catalog import load_catalog
+    from functions.planning.errors import PlanInputError
+    from functions.planning.inputs import plan_input_from_request
+    from functions.planning.workload import build_workload
+
+    try:
+        return build_workload(plan_input_from_request(request), load_catalog().assumptions).steps
+    except PlanInputError:
+        return 0
+
+
+def estimate_errors(measurements: Iterable[Measurement]) -> list[tuple[Measurement, EstimateCheck]]:
+    """Every past estimate check of these measurements, oldest first."""
+    checks = [(m, e) for m in measurements for e in m.estimates]
+    return sorted(checks, key=lambda pair: pair[1].at)
+
+
+def estimate_summary(measurements: Iterable[Measurement]) -> list[str]:
+    """Lines for `landfall plan`: how far past estimates were from actual durations for this workload, the model's
+    and the measured plans' apart; [] when no run of it has finished."""
+    checks = estimate_errors(measurements)
+    if not checks:
+        return []
+    lines = []
+    for measured, label in ((False, "from the model"), (True, "from measured figures")):
+        errors = [e.error for _, e in checks if e.from_measured == measured]
+        if errors:
+            mean_abs = sum(abs(x) for x in errors) / len(errors)
+            lines.append(
+                f"{len(errors)} past run{'s' if len(errors) > 1 else ''} planned {label}: estimate off by "
+                f"{mean_abs:.0%} on average (worst {max(errors, key=abs):+.0%})"
+            )
+    for m, e in checks[-5:]:
+        lines.append(
+            f"  {e.run_id}: {m.machine_type} estimated {e.estimated_seconds:,.0f} s, took {e.actual_seconds:,.0f} s "
+            f"({e.error:+.0%}; {'measured' if e.from_measured else 'modelled'})"
+        )
+    return lines

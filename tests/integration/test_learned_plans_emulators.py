@@ -1,0 +1,86 @@
+"""Plans that learn, against the Firestore emulator: a finished run's figures recorded the way the listener records
+them (functions/wiring.py _measure), the dispatcher's planner reading them back (wiring._plan: one query) and
+planning from them, and `landfall plan` showing which figures are measured and how far past estimates were."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from functions import wiring
+from functions.gcp import clients
+from functions.planning import plan_input_from_request, plan_request
+from landfall.cli import build_parser
+from schemas.run_record import RunState, Timings, parse_run_record
+from schemas.training_request import TrainingRequest, parse_training_request
+from tests.conftest import Emulator
+
+EXAMPLES = Path(__file__).parents[2] / "schemas/examples"
+REQUEST = EXAMPLES / "training_request.json"
+
+
+@pytest.fixture()
+def wired(clean_firestore: Emulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The functions' clients and stores made afresh against this emulator."""
+    for cached in (clients.firestore_client, wiring.measurements_store, wiring.dispatcher_planner_config):
+        cached.cache_clear()
+    yield
+    for cached in (clients.firestore_client, wiring.measurements_store, wiring.dispatcher_planner_config):
+        cached.cache_clear()
+
+
+def _finished_run(request: TrainingRequest, step_seconds: float, steps: int, run_seconds: float) -> object:
+    """The golden run record as a SUCCEEDED run of `request`, planned from the model, with these measurements."""
+    plan = plan_request(plan_input_from_request(request), wiring.dispatcher_planner_config()).plan
+    assert plan is not None
+    golden = parse_run_record(json.loads((EXAMPLES / "run_record.json").read_text()))
+    return replace(
+        golden,
+        run_id="run-learned-1",
+        state=RunState.SUCCEEDED,
+        request=json.loads(REQUEST.read_text()),
+        plan=plan,
+        metrics={"steps": steps, "step_seconds": step_seconds, "samples_per_second": 64 / step_seconds},
+        timings=Timings(started_at="2026-11-20T10:00:00Z", ended_at="2026-11-20T10:01:10Z", run_seconds=run_seconds),
+    )
+
+
+def test_a_finished_runs_figures_plan_the_next_run_of_its_workload_and_landfall_plan_says_so(
+    wired: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request = parse_training_request(REQUEST.read_text())
+    model = wiring._plan(request).plan  # nothing measured yet: the model's plan
+    assert model is not None and not any(a.startswith("measured") for a in model.assumptions)
+    steps = plan_request(plan_input_from_request(request), wiring.dispatcher_planner_config()).evaluation
+    planned_steps = steps.workload.steps
+    run = _finished_run(request, step_seconds=0.15, steps=planned_steps, run_seconds=26.0 + planned_steps * 0.15)
+    wiring._measure(run)  # what the listener does once the run is SUCCEEDED
+    wiring._measure(run)  # a repeated delivery: the same document
+
+    learned = wiring._plan(request).plan
+    assert learned is not None
+    notes = "\n".join(learned.assumptions)
+    # the measured step is ~100x the model's CPU step: the plan may move to a faster machine, scaled by the model
+    step_note = next(a for a in learned.assumptions if a.startswith("measured") and "step time" in a)
+    assert "run run-learned-1" in step_note
+    assert "startup 26" in notes and "modelled: memory" in notes
+    if learned.machine_type == model.machine_type:
+        assert step_note.startswith("measured: step time 0.15 s from run run-learned-1")
+        assert learned.estimated_hours * 3600 == pytest.approx(26.0 + planned_steps * 0.15, rel=1e-3)
+    else:
+        assert step_note.startswith("measured (scaled): step time = the model's x")
+
+    args: argparse.Namespace = build_parser().parse_args(["plan", str(REQUEST), "--measured", "auto"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "figures:\n  - measured" in out and "run-learned-1" in out
+    assert "past estimates for this workload:\n  1 past run planned from the model: estimate off by" in out
+    assert "run-learned-1" in out
+    args = build_parser().parse_args(["plan", str(REQUEST), "--measured", "off"])
+    assert args.func(args) == 0
+    assert "past estimates" not in capsys.readouterr().out
