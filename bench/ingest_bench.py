@@ -8,7 +8,8 @@ google-cloud-storage,
 google-cloud-firestore, google-cloud-pubsub) from a pool of worker threads, as a function instance with that much
 concurrency would. Three kinds of notification, timed separately:
 
-  data        a shard landing in a marker/manifest dataset (one Firestore batch read: is a manifest waiting on it?)
+  data        a shard landing in a marker/manifest dataset (acknowledged before any Firestore or listing call: issue
+              26 item 3; until then one Firestore batch read, "is a manifest waiting on it?")
   duplicate   the same `_SUCCESS` notification redelivered (outbox claim finds the version already published)
   complete    a `_SUCCESS` that completes a 10-object dataset (stat, claim, paged listing, publish, two writes)
 
@@ -90,7 +91,7 @@ def timed(
     p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
     print(
         f"{label:<10} {len(events):>6} notifications in {elapsed:6.2f} s = {len(events) / elapsed:8.1f} /s   "
-        f"latency p50 {statistics.median(ordered) * 1000:6.1f} ms  p99 {p99 * 1000:6.1f} ms"
+        f"latency p50 {statistics.median(ordered) * 1000:8.3f} ms  p99 {p99 * 1000:8.3f} ms"
     )
 
 

@@ -18,9 +18,10 @@ from typing import Any
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.model_presets import get_preset
+from schemas.model_version import PromotionRule, parse_promotion_rule
 from schemas.trainer_spec import TrainerSpec, WorkloadSpec, parse_trainer, parse_workload
 from schemas.training_request import Constraints, Hyperparameters
-from schemas.vocabulary import TASKS
+from schemas.vocabulary import TASK_FIGURES, TASKS
 
 ROUTES_FILE = resources.files("deploy").joinpath("routes.toml")
 READINESS = ("marker", "manifest", "quiet-period")
@@ -99,6 +100,16 @@ class Route:
     empty = the built-in trainer. With a trainer, `task` and `model_preset` may be ""."""
     workload: dict[str, Any] = field(default_factory=dict)
     """[routes.workload]: the size of that code's work, for the planner (TrainingRequest `workload`)."""
+    promotion: dict[str, Any] = field(default_factory=dict)
+    """[routes.promotion]: when a new model replaces the route's production model (metric, direction,
+    min_improvement; docs/models.md); empty = every model is registered, none promoted past the first."""
+    serving_image: str = ""
+    """The serving container registered with the route's models (Model.containerSpec.imageUri); "" = the image the
+    run trained with (docs/models.md says which)."""
+
+    @property
+    def promotion_rule(self) -> PromotionRule | None:
+        return parse_promotion_rule(self.promotion, "promotion") if self.promotion else None
 
     @property
     def trainer_spec(self) -> TrainerSpec:
@@ -131,6 +142,18 @@ def _route(entry: dict[str, Any], where: str) -> Route:
         _ = route.workload_spec  # read for its SchemaError
     except SchemaError as exc:
         raise RouteError(f"{name}: [routes.trainer] or [routes.workload]: {exc}") from exc
+    try:
+        rule = route.promotion_rule
+    except SchemaError as exc:
+        raise RouteError(
+            f'{name}: [routes.promotion]: {exc}; e.g. metric = "accuracy", direction = "higher", min_improvement = 0.01'
+        ) from exc
+    figures = dict(TASK_FIGURES.get(route.task, ())) | {"loss": "loss"}
+    if rule is not None and not own_trainer and rule.metric not in figures:
+        raise RouteError(
+            f"{name}: [routes.promotion] metric {rule.metric!r} is not a figure the built-in trainer reports for "
+            f"task {route.task!r}; choose one of {', '.join(sorted(figures))}"
+        )
     # With its own trainer a route may leave task out: the team's code decides what it learns.
     if route.task not in TASKS and not (own_trainer and not route.task):
         raise RouteError(f"{name}: task {route.task!r} is not one of {', '.join(TASKS)}")

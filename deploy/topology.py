@@ -90,6 +90,8 @@ class Topology:
     """One document per (Vertex AI call, region): the submission rate limiter's buckets."""
     measurements_collection: str
     """One document per (workload, machine shape, image): what runs measured (schemas/measurement.py)."""
+    reconciler_collection: str
+    """One document per reconciler shard: the watermarks of its passes (schemas/reconcile_watermark.py)."""
     vertex_create_per_minute: int
     """vertex.rate_limits.create_custom_job_per_minute: the default of LANDFALL_VERTEX_CREATE_PER_MINUTE."""
     object_events_topic: str
@@ -226,6 +228,7 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
         orphans_collection=str(get("firestore", "orphans_collection")),
         rate_limits_collection=str(get("firestore", "rate_limits_collection")),
         measurements_collection=str(get("firestore", "measurements_collection")),
+        reconciler_collection=str(get("firestore", "reconciler_collection")),
         vertex_create_per_minute=whole("vertex", "rate_limits", "create_custom_job_per_minute", within=(1, 100_000)),
         object_events_topic=str(get("topics", "object_events", "name")),
         requests_topic=str(get("topics", "training_requests", "name")),

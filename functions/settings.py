@@ -115,6 +115,25 @@ class Settings:
     CreateCustomJob calls per region and minute the dispatcher makes at most (its submission rate limiter), under
     Google's per-region quota; 0 = no limiter (Vertex's own rate-limit answers are still retried on the same plan)."""
 
+    reconciler_collection: str = "reconciler"
+    """LANDFALL_RECONCILER_COLLECTION (default: topology firestore.reconciler_collection): the reconciler's
+    watermarks, one document per shard."""
+    reconcile_shards: int = 1
+    """LANDFALL_RECONCILE_SHARDS: open runs are split into this many shards by a hash of their id, and each reconcile
+    pass takes one (the one whose last pass is oldest), so each run is looked at every N passes (1 to 64; default 1).
+    Raise it when a pass over every open run takes too long or, where Vertex refuses the update_time filter, when a
+    pass would read more jobs than Vertex's per-minute read quota allows (functions/reconciler/changes.py)."""
+    reconcile_overlap_seconds: int = 300
+    """LANDFALL_RECONCILE_OVERLAP_SECONDS: a pass lists the jobs updated since its shard's last pass began less this
+    much (clock skew between Vertex and the reconciler, jobs updated while a pass runs)."""
+    reconcile_full_after_seconds: int = 3600
+    """LANDFALL_RECONCILE_FULL_AFTER_SECONDS: a watermark older than this gives a full pass (every open run's job
+    read): the reconciler has not completed a pass in that region for that long."""
+    orphan_window_seconds: int = 3600
+    """LANDFALL_ORPHAN_WINDOW_SECONDS: besides the changed jobs, a pass judges as orphans the labelled jobs created
+    within this long before its watermark (more than the submission lease plus the reconcile interval, so that each
+    job is judged at least once past its grace)."""
+
     @property
     def requests_topic_path(self) -> str:
         return f"projects/{self.project}/topics/{self.requests_topic}"
@@ -238,7 +257,28 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         rate_limits_collection=env.get("LANDFALL_RATE_LIMITS_COLLECTION", topology.rate_limits_collection),
         measurements_collection=env.get("LANDFALL_MEASUREMENTS_COLLECTION", topology.measurements_collection),
         vertex_create_per_minute=_per_minute(env, topology.vertex_create_per_minute),
+        reconciler_collection=env.get("LANDFALL_RECONCILER_COLLECTION", topology.reconciler_collection),
+        reconcile_shards=positive("LANDFALL_RECONCILE_SHARDS", 1, upper=64),
+        reconcile_overlap_seconds=positive("LANDFALL_RECONCILE_OVERLAP_SECONDS", 300, upper=3600),
+        reconcile_full_after_seconds=positive("LANDFALL_RECONCILE_FULL_AFTER_SECONDS", 3600, upper=7 * 86_400),
+        orphan_window_seconds=_orphan_window(env, positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120)),
     )
+
+
+def _orphan_window(env: Mapping[str, str], lease_seconds: int) -> int:
+    """LANDFALL_ORPHAN_WINDOW_SECONDS (default 3600): must pass the submission lease (jobs younger than it are not
+    judged), or an orphan could leave the window before any pass may judge it."""
+    raw = env.get("LANDFALL_ORPHAN_WINDOW_SECONDS", "3600")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not lease_seconds < value <= 30 * 86_400:
+        raise SettingsError(
+            f"LANDFALL_ORPHAN_WINDOW_SECONDS must be a whole number of seconds above LANDFALL_SUBMISSION_LEASE_SECONDS "
+            f"({lease_seconds}; leave room for the reconcile interval too), at most {30 * 86_400}, got {raw!r}"
+        )
+    return value
 
 
 def _reservations(text: str) -> str:

@@ -82,10 +82,59 @@ def _publish_result(message: Any) -> str:
         raise as_transient(exc, "Pub/Sub run results") from exc
 
 
+@cache
+def model_registry() -> Any:
+    """Vertex AI Model Registry in the deployment's default region (docs/models.md)."""
+    from functions.gcp.model_registry import ModelRegistry
+
+    settings = get_settings()
+    return ModelRegistry(settings.project, settings.default_region, clients.model_service_client)
+
+
+def _model_target(request: dict[str, Any]) -> Any:
+    from functions.ingest.routes import load_routes
+    from functions.records.model_registration import target_for
+
+    settings = get_settings()
+    return target_for(request, load_routes(), settings.trainer_image_for(settings.default_region))
+
+
+def _champion_env(request: Any) -> dict[str, str]:
+    """The route's production model for the job to score (none without a promotion rule)."""
+    from functions.errors import PermanentError
+    from functions.records.model_registration import champion_env
+
+    try:
+        return champion_env(_model_target(request.to_dict()), model_registry())
+    except PermanentError:  # no ModelService here: the job runs without a champion, whose decision says so
+        return {}
+
+
+def _register_model(run_id: str) -> str:
+    from functions.records.model_registration import register_model
+
+    return register_model(run_id, runs_store(), model_registry(), _model_target, now=utc_now)
+
+
 def _announce(run_id: str) -> str:
+    """A SUCCEEDED run's model is registered first (functions/records/model_registration.py), so RunFinished names
+    its version; a registration that fails raises before anything is published, and the next delivery or reconcile
+    pass (which announces every ended run still unannounced) tries both again."""
+    import logging
+
+    from functions.errors import PermanentError
     from functions.records.results import announce
 
-    return announce(run_id, runs_store(), _publish_result, now=utc_now)
+    try:
+        registered = _register_model(run_id)
+    except PermanentError as exc:  # Vertex refused the upload: retrying cannot help, the run is announced without
+        registered = "refused"
+        logging.getLogger("landfall.models").error("run %s: model not registered: %s", run_id, exc)
+    said = announce(run_id, runs_store(), _publish_result, now=utc_now)
+    return said if registered in _NOTHING_TO_REGISTER else f"{said} model={registered}"
+
+
+_NOTHING_TO_REGISTER = ("not-succeeded", "already-registered")
 
 
 @cache
@@ -147,6 +196,7 @@ def dispatch_deps() -> DispatchDeps:
         now=utc_now,
         objects=gcs_objects(),
         limiter=rate_limits_store(),
+        champion=_champion_env,
     )
 
 
@@ -186,6 +236,8 @@ def _republish_request(data: bytes) -> str:
 
 def reconciler_deps() -> Any:
     from functions.dispatch.handler import attempt_policy, resubmit
+    from functions.gcp.watermarks_store import WatermarksStore
+    from functions.reconciler.changes import ChangeDeps
     from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps
     from functions.reconciler.orphans import OrphanDeps
     from functions.reconciler.republish import RepublishDeps
@@ -218,6 +270,13 @@ def reconciler_deps() -> Any:
         long_wait_seconds=settings.long_wait_seconds,
         orphans=orphans,
         republish=republish,
+        changes=ChangeDeps(
+            watermarks=WatermarksStore(clients.firestore_client(), settings.reconciler_collection),
+            shards=settings.reconcile_shards,
+            overlap_seconds=settings.reconcile_overlap_seconds,
+            full_after_seconds=settings.reconcile_full_after_seconds,
+            orphan_window_seconds=settings.orphan_window_seconds,
+        ),
     )
 
 

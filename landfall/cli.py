@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "datasets",
     "operations",
     "retry",
+    "models",
     "dead_letters",
     "planning",
     "deploy",
@@ -41,6 +42,10 @@ STACK_NEEDS = {
     "cancel": ("firestore", "vertex"),
     "retry": ("firestore", "pubsub"),
     "dead-letters": ("pubsub",),
+    "models": ("vertex",),
+    "model": ("vertex",),
+    "promote": ("firestore", "vertex"),
+    "rollback": ("firestore", "vertex"),
 }
 """The services each command reads or writes; they are checked (landfall/reach.py) before the command runs, so a
 stopped stack is one line at once, not a client retrying for minutes. Commands not named here need no stack or,

@@ -38,8 +38,8 @@ class DatasetStatus(StrEnum):
     COLLECTING = "COLLECTING"
     """Quiet-period route: objects are arriving; the sweep closes the dataset after the quiet period."""
     WAITING = "WAITING"
-    """A manifest landed but names objects that are missing or differ; `reason` lists them. It completes when
-    they land."""
+    """A manifest landed but names objects that are missing or differ, or a marker landed before any data;
+    `reason` says which. The ingest sweep's next tick after they land completes it."""
     REFUSED = "REFUSED"
     """The dataset was complete but broke a rule (route minimums, formats, landfall.json, manifest); `reason`
     says which and what to do. A new marker or manifest (a new version) tries again."""

@@ -7,7 +7,11 @@ itself delivers at least once: a consumer deduplicates on `run_id` (also the mes
 
     {"schema_version": 1, "run_id": "run-...", "state": "SUCCEEDED", "reason": "", "message": "",
      "finished_at": "2026-11-22T12:07:31Z", "metrics": {...}, "artifacts": {"model_dir": "gs://...", ...},
-     "cost": {"estimated_usd": 0.0044, "actual_usd": 0.0031, "actual_basis": "..."}}
+     "cost": {"estimated_usd": 0.0044, "actual_usd": 0.0031, "actual_basis": "..."},
+     "model": {"model": "projects/.../models/landfall-default-tabular-iris", "version_id": "3", "promotion": {...}}}
+
+`model` (schemas/model_version.py) names the Vertex AI Model Registry version of a SUCCEEDED run's model and its
+promotion decision; {} when the run registered none (it did not succeed, or ended before registration existed).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 from schemas import json_text
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.model_version import parse_model_version
 from schemas.run_record import TERMINAL_STATES, RunRecord, RunState
 
 SCHEMA_VERSION = 1
@@ -41,6 +46,9 @@ class RunFinished:
     """output_dir, model_dir, checkpoint_dir, tensorboard_dir (gs:// URIs); {} when the run had no job."""
     cost: dict[str, Any] = field(default_factory=dict)
     """estimated_usd, actual_usd, actual_basis, as far as known."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """The registry version holding the run's model and its promotion decision (ModelVersionRef.to_dict()); {}
+    when none was registered."""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,6 +75,7 @@ def run_finished(run: RunRecord) -> RunFinished:
         metrics=dict(run.metrics or {}) if run.state == RunState.SUCCEEDED else {},
         artifacts={} if run.artifacts is None else asdict(run.artifacts),
         cost=run.cost.to_dict(),
+        model={} if run.model is None else run.model.to_dict(),
     )
 
 
@@ -78,6 +87,7 @@ def parse_run_finished(data: bytes | str) -> RunFinished:
         raise SchemaError(f"is not JSON ({exc})", field="run_finished") from exc
     r = Reader(doc, "run_finished")
     metrics, artifacts, cost = r.optional_obj("metrics"), r.optional_obj("artifacts"), r.optional_obj("cost")
+    model = r.optional_obj("model")
     return RunFinished(
         run_id=r.string("run_id", max_len=200),
         state=r.string("state", choices=tuple(sorted(s.value for s in TERMINAL_STATES))),
@@ -87,6 +97,7 @@ def parse_run_finished(data: bytes | str) -> RunFinished:
         metrics={} if metrics is None else dict(metrics.data),
         artifacts={} if artifacts is None else r.string_map("artifacts"),
         cost={} if cost is None else dict(cost.data),
+        model={} if model is None or not model.data else parse_model_version(model).to_dict(),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
     )
 

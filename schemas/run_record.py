@@ -21,6 +21,7 @@ from typing import Any
 from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.model_version import ModelVersionRef, parse_model_version
 from schemas.plan import Plan, parse_plan
 from schemas.times import format_timestamp, parse_timestamp
 from schemas.vocabulary import QUEUE_REASONS
@@ -101,6 +102,9 @@ TIME_FIELDS = (
     "submission.lease_until",
     "submission.attempts[].at",
     "submission.results_lease_until",
+    "submission.model_lease_until",
+    "model.registered_at",
+    "model.promotion.at",
 )
 """The document's times (dotted paths; `[]` is every entry of a list): Firestore timestamps when stored."""
 
@@ -426,6 +430,9 @@ class Submission:
     results_lease_until: str | None = None
     """RFC 3339 end of the lease of the delivery publishing RunFinished (functions/records/results.py): two
     deliveries that see a run end at once publish it once."""
+    model_lease_until: str | None = None
+    """RFC 3339 end of the lease of the delivery registering the run's model in Vertex AI Model Registry
+    (functions/records/model_registration.py): deliveries that see a run succeed at once upload its model once."""
     queued: Queued | None = None
     """Set while (and after) a rate limit held the submission back on its plan; absent when none ever did."""
 
@@ -444,6 +451,7 @@ class Submission:
                 "cancel": None if self.cancel is None else self.cancel.to_dict(),
                 "results_published": self.results_published,
                 "results_lease_until": self.results_lease_until,
+                "model_lease_until": self.model_lease_until,
                 "queued": None if self.queued is None else self.queued.to_dict(),
             }
         )
@@ -481,6 +489,9 @@ class RunRecord:
     data_read: DataRead | None = None
     """What the trainer read (metrics.json `data`, once the job succeeded): the dataset version's objects, their
     count, bytes and digest. Absent from the document when None."""
+    model: ModelVersionRef | None = None
+    """The Vertex AI Model Registry version holding the run's model and its promotion decision (docs/models.md),
+    once a SUCCEEDED run's model is registered. Absent from the document when None."""
 
     @property
     def run_state(self) -> RunState:
@@ -512,6 +523,7 @@ class RunRecord:
             "submission": self.submission.to_dict(),
             **_present({"retry_of": self.retry_of, "retried_by": self.retried_by}),
             **({} if self.data_read is None else {"data_read": self.data_read.to_dict()}),
+            **({} if self.model is None else {"model": self.model.to_dict()}),
         }
 
 
@@ -617,6 +629,7 @@ def _submission(r: Reader | None) -> Submission:
         else CancelRequest(by=cancel.string("by", max_len=200), at=cancel.string("at", max_len=64)),
         results_published=None if r.data.get("results_published") is None else bool(r.data["results_published"]),
         results_lease_until=_optional_string(r, "results_lease_until"),
+        model_lease_until=_optional_string(r, "model_lease_until"),
         queued=None if queued is None else _queued(queued),
     )
 
@@ -658,6 +671,7 @@ def parse_run_record(data: object) -> RunRecord:
     timings = r.optional_obj("timings")
     cost = r.optional_obj("cost")
     data_read = r.optional_obj("data_read")
+    model = r.optional_obj("model")
     return RunRecord(
         run_id=r.string("run_id"),
         state=parse_state(r.string("state"), "run.state"),
@@ -717,6 +731,7 @@ def parse_run_record(data: object) -> RunRecord:
         retry_of=_optional_string(r, "retry_of"),
         retried_by=_optional_string(r, "retried_by"),
         data_read=None if data_read is None else parse_data_read(data_read),
+        model=None if model is None else parse_model_version(model),
     )
 
 

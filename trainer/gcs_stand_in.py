@@ -1,10 +1,11 @@
 """`python -m trainer.gcs_stand_in -- COMMAND ...`: what the Vertex emulator runs around a team's container command,
 standing in for Vertex's Cloud Storage FUSE mount (/gcs/), which no local machine has.
 
-It downloads the dataset's data objects into a local folder, points LANDFALL_DATA_DIR, LANDFALL_MODEL_DIR,
-LANDFALL_DATA_FILES and LANDFALL_METRICS_FILE at local paths, runs the command (forwarding SIGTERM/SIGINT), and when
-it exits 0 copies the model folder to AIP_MODEL_DIR and writes metrics.json from the metrics lines, as the listener
-would find them on Vertex. It exits with the command's status.
+It downloads the dataset's data objects (and the route's champion model, LANDFALL_CHAMPION_MODEL_DIR, when the job
+names one) into local folders, points LANDFALL_DATA_DIR, LANDFALL_MODEL_DIR, LANDFALL_DATA_FILES,
+LANDFALL_METRICS_FILE and LANDFALL_CHAMPION_MODEL_DIR at local paths, runs the command (forwarding SIGTERM/SIGINT),
+and when it exits 0 copies the model folder to AIP_MODEL_DIR and writes metrics.json from the metrics lines, as the
+listener would find them on Vertex. It exits with the command's status.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from pathlib import Path
 from schemas.user_metrics import metrics_document
 from trainer import storage
 from trainer.logs import log
-from trainer.user_code import new_workdir, publish_model, stage
+from trainer.user_code import CHAMPION_DIR_ENV, new_workdir, publish_model, stage, stage_folder
+
+NO_MOUNT = "/nonexistent-gcs-mount"
+"""No FUSE mount here: every folder the job names is staged."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     environ = dict(os.environ)
     workdir = new_workdir(environ)
-    paths = stage(environ, workdir, mount="/nonexistent-gcs-mount")
+    paths = stage(environ, workdir, mount=NO_MOUNT)
     env = {
         **environ,
         "LANDFALL_DATA_DIR": paths.data_dir,
@@ -38,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         "LANDFALL_DATA_FILES": paths.data_files,
         "LANDFALL_METRICS_FILE": paths.metrics_file,
     }
+    if environ.get(CHAMPION_DIR_ENV):  # the route's champion, read through the mount on Vertex
+        env[CHAMPION_DIR_ENV] = stage_folder(environ[CHAMPION_DIR_ENV], workdir / "champion", NO_MOUNT)
     child = subprocess.Popen(command, env=env)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: child.send_signal(signum))

@@ -191,18 +191,20 @@ def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(s: Session) -> torch.Tensor:
+def evaluate(s: Session, model: torch.nn.Module | None = None) -> torch.Tensor:
     """[loss sum, correct, items, target sum, target sum of squares] over every rank's held-out records (all ranks
-    run the same batch count); the target sums (regression, standardised) give R²."""
+    run the same batch count); the target sums (regression, standardised) give R². model: another module to score
+    on the same records (the route's champion, trainer/champion.py); default the one being trained."""
     micro = s.config.batch_split(s.env.world_size).micro_batch  # what fits in memory, without gradients even more
     needed = eval_batches_needed(s.corpus, s.counts, micro)
     totals = torch.zeros(5, dtype=torch.float64, device=s.device)
-    s.wrapped.model.eval()
+    scored = s.wrapped.model if model is None else model
+    scored.eval()
     try:
         for (x, y), real in eval_batches(s.corpus, s.env.rank, micro, needed):
             x, y = x.to(s.device), y.to(s.device)
             with s.precision.autocast():
-                output = s.wrapped.model(x)
+                output = scored(x)
             if real:
                 totals[:3] += score(s.config.task, output, y)
                 if s.config.task == "tabular-regression":
@@ -220,6 +222,11 @@ def epoch_result(s: Session, epoch: int) -> EpochResult:
         sums = collectives.all_reduce(torch.tensor(s.progress.epoch_sums, dtype=torch.float64), s.device).cpu()
         # training batches: the target was standardised on the training rows, so its variance there is 1
         totals = torch.cat([sums, torch.tensor([0.0, float(sums[2])], dtype=torch.float64)])
+    return figures(s, totals, epoch)
+
+
+def figures(s: Session, totals: torch.Tensor, epoch: int) -> EpochResult:
+    """The task's figures from evaluate()'s totals."""
     items = max(float(totals[2]), 1.0)
     loss = float(totals[0]) / items
     task = s.config.task

@@ -21,6 +21,7 @@ import torch
 from schemas.model_presets import GptPreset, Preset, get_preset
 from schemas.vocabulary import FSDP_STRATEGIES
 from trainer import collectives, storage
+from trainer.champion import score_champion
 from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
 from trainer.datasets.factory import build_corpus
@@ -84,7 +85,7 @@ def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict
             except torch.cuda.OutOfMemoryError as exc:
                 raise _oom(config, session, exc) from exc
             watch.drain()
-            return _write_outputs(session, model_dir, time.monotonic() - started)
+            return _write_outputs(session, model_dir, time.monotonic() - started, environ)
     except Exception as exc:
         if session is not None:  # the failure record (trainer/failure.py) says how far training got
             note_step(exc, session.progress.step)
@@ -196,8 +197,12 @@ def _resume(session: Session, store: CheckpointStore) -> None:
     )
 
 
-def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | None:
-    """Weights, config.json and metrics.json on rank 0; every rank logs its weights' digest. Collective."""
+def _write_outputs(
+    s: Session, model_dir: str, wall: float, environ: Mapping[str, str] | None = None
+) -> dict[str, Any] | None:
+    """Weights, config.json and metrics.json on rank 0 (with the champion's score on the same held-out split when
+    the job names one, trainer/champion.py); every rank logs its weights' digest. Collective."""
+    champion = score_champion(s, environ or {})
     weights = model_weights(s.wrapped)
     log("training finished", step=s.progress.step, weights_sha256=local_weights_digest(s.wrapped))
     document = None
@@ -207,6 +212,8 @@ def _write_outputs(s: Session, model_dir: str, wall: float) -> dict[str, Any] | 
             model_dir, weights, model_config(s.config.task, preset, s.data_spec, s.config.to_dict(), s.precision.name)
         )
         document = _metrics(s, preset, sum(t.numel() for t in weights.values()), wall)
+        if champion is not None:
+            document["champion"] = champion
         storage.write_bytes(
             storage.join(model_dir, METRICS_FILE), json.dumps(document, indent=2).encode(), "application/json"
         )

@@ -40,6 +40,8 @@ MODULE_ENV = "LANDFALL_TRAINER_MODULE"
 REQUIREMENTS_ENV = "LANDFALL_TRAINER_REQUIREMENTS"
 LAUNCH_ENV = "LANDFALL_LAUNCH"
 ENV_CACHE_ENV = "LANDFALL_CODE_ENV_CACHE"
+CHAMPION_DIR_ENV = "LANDFALL_CHAMPION_MODEL_DIR"
+"""The route's production model to score on this run's held-out rows (docs/trainer-contract.md)."""
 GCS_MOUNT = "/gcs"
 """Vertex's Cloud Storage FUSE mount: gs://B/P is /gcs/B/P inside a replica."""
 INSTALL_TAIL_LINES = 8
@@ -283,6 +285,22 @@ def list_dataset(data_uri: str) -> list[dict[str, object]]:
         for name, generation, size in sorted(found)
         if is_data_object(name)
     ]
+
+
+def stage_folder(where: str, local: Path, mount: str = GCS_MOUNT) -> str:
+    """A folder the job names by its FUSE path (/gcs/B/P) or gs:// URI, as a local path: the path itself where the
+    mount shows it, else a copy of its files downloaded into `local` (the route's champion for a team's image,
+    LANDFALL_CHAMPION_MODEL_DIR, where no mount is)."""
+    uri = "gs://" + where.removeprefix(GCS_MOUNT + "/") if where.startswith(GCS_MOUNT + "/") else where
+    if not uri.startswith("gs://") or os.path.isdir(mount):
+        return fuse_path(uri, mount)
+    base = uri.rstrip("/") + "/"
+    for file_uri in storage.list_files(base):
+        path = local / file_uri.removeprefix(base)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        storage.download_file(file_uri, str(path))
+    local.mkdir(parents=True, exist_ok=True)
+    return str(local)
 
 
 def publish_model(paths: LocalPaths, model_uri: str) -> list[str]:

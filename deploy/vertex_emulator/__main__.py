@@ -1,5 +1,5 @@
 """Command line: `python -m deploy.vertex_emulator --host 127.0.0.1 --port PORT --project PROJECT
---events-topic TOPIC --state-dir DIR [--faults FILE] [--images FILE]`.
+--events-topic TOPIC --state-dir DIR [--faults FILE] [--images FILE] [--tls-cert PEM --tls-key PEM]`.
 
 Parses flags, starts the server, prints "Vertex emulator listening on HOST:PORT" once it serves, and on
 SIGTERM or SIGINT stops every replica process before exiting.
@@ -23,7 +23,8 @@ SIGNAL_POLL_SECONDS = 0.2
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m deploy.vertex_emulator",
-        description="Serve Vertex AI's JobService (custom jobs) locally, running replicas as local processes.",
+        description="Serve Vertex AI's JobService (custom jobs, replicas run as local processes) and ModelService "
+        "(Model Registry) locally.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on; 0 picks a free one (default 0)")
@@ -36,7 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--events-topic",
         help="Pub/Sub topic (on PUBSUB_EMULATOR_HOST) receiving job log entries; leave out to publish nothing",
     )
-    parser.add_argument("--state-dir", type=Path, required=True, help="folder for the job table and replica logs")
+    parser.add_argument(
+        "--state-dir", type=Path, required=True, help="folder for the job table, replica logs and models"
+    )
     parser.add_argument("--faults", type=Path, help="JSON or TOML fault plan (see docs/vertex_emulator.md)")
     parser.add_argument(
         "--images", type=Path, help="JSON file mapping container image URIs to a local entrypoint (a list of words)"
@@ -52,7 +55,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--stop-grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL when stopping replicas"
     )
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        help="PEM certificate (chain) to also serve TLS on a second, free port, for clients that only speak TLS "
+        "such as aiplatform.init(api_endpoint=...); needs --tls-key",
+    )
+    parser.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     args = parser.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together: give both (PEM files) or neither")
     if args.max_nproc_per_node is not None and args.max_nproc_per_node < 1:
         parser.error(f"--max-nproc-per-node must be at least 1, found {args.max_nproc_per_node}")
     if not args.project:
@@ -69,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from deploy.vertex_emulator.config import ConfigError, load_images
     from deploy.vertex_emulator.faults import FaultPlan
+    from deploy.vertex_emulator.models import ModelService
     from deploy.vertex_emulator.runner import RunnerSettings
-    from deploy.vertex_emulator.server import EmulatorConfig, JobService, build_server
+    from deploy.vertex_emulator.server import EmulatorConfig, JobService, add_tls_port, build_server
 
     try:
         images = load_images(args.images) if args.images else {}
@@ -89,9 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     service = JobService(config)
     try:
-        server, port = build_server(service, args.host, args.port)
+        server, port = build_server(service, args.host, args.port, models=ModelService(args.state_dir))
+        if args.tls_cert is not None:
+            tls_port = add_tls_port(server, args.host, args.tls_cert.read_bytes(), args.tls_key.read_bytes())
+            print(f"Vertex emulator listening with TLS on {args.host}:{tls_port}", flush=True)
     except OSError as error:
         print(f"vertex emulator: {error}", file=sys.stderr)
+        service.shutdown()
         return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -22,7 +22,7 @@ A fault plan is a JSON or TOML document (every key optional):
     grace_seconds = 1.0              # SIGTERM-to-SIGKILL grace, like a spot VM's shutdown notice
 
     [[rate_limits]]                  # Vertex's per-minute request quotas, per region and method (none by default)
-    method = "CreateCustomJob"       # a JobService method: CreateCustomJob, GetCustomJob, ListCustomJobs, ...
+    method = "CreateCustomJob"       # a JobService or ModelService method: CreateCustomJob, UploadModel, GetModel, ...
     limit = 60                       # calls allowed in any window_seconds (a refused call does not count)
     region = "us-central1"           # leave out for every region (each region still counts on its own)
     window_seconds = 60              # leave out for a minute; tests shorten it
@@ -63,6 +63,19 @@ _PLAN_KEYS = (
     "rate_limits",
 )
 JOB_SERVICE_METHODS = ("CreateCustomJob", "GetCustomJob", "ListCustomJobs", "CancelCustomJob", "DeleteCustomJob")
+MODEL_SERVICE_METHODS = (
+    "UploadModel",
+    "GetModel",
+    "ListModels",
+    "ListModelVersions",
+    "MergeVersionAliases",
+    "UpdateModel",
+    "DeleteModelVersion",
+    "DeleteModel",
+)
+RATE_LIMITED_METHODS = JOB_SERVICE_METHODS + MODEL_SERVICE_METHODS
+SUBMISSION_METHODS = ("CreateCustomJob", "UploadModel")
+"""The calls that start work (a job, an upload operation): "Job or LRO submission requests"; the rest are CRUD."""
 SERVICE_NAME = "aiplatform.googleapis.com"
 
 
@@ -90,7 +103,7 @@ CRUD_QUOTA = RateQuota(
 
 
 def rate_quota(method: str) -> RateQuota:
-    return SUBMISSION_QUOTA if method == "CreateCustomJob" else CRUD_QUOTA
+    return SUBMISSION_QUOTA if method in SUBMISSION_METHODS else CRUD_QUOTA
 
 
 @dataclass(frozen=True)
@@ -211,9 +224,9 @@ def parse_rules(data: Mapping[str, object]) -> FaultRules:
         for i, e in enumerate(limits)
     )
     for i, rule in enumerate(rate_limits):
-        if rule.method not in JOB_SERVICE_METHODS:
+        if rule.method not in RATE_LIMITED_METHODS:
             raise ConfigError(
-                f"rate_limits[{i}].method: expected one of {', '.join(JOB_SERVICE_METHODS)}, found {rule.method!r}."
+                f"rate_limits[{i}].method: expected one of {', '.join(RATE_LIMITED_METHODS)}, found {rule.method!r}."
             )
         if rule.limit < 1 or rule.window_seconds <= 0:
             raise ConfigError(f"rate_limits[{i}]: limit must be >= 1 and window_seconds > 0, found {rule}.")

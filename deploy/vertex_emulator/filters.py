@@ -1,37 +1,51 @@
-"""The ListCustomJobs filter language, as documented for `ListCustomJobsRequest.filter`.
+"""The List* filter language, as documented for `ListCustomJobsRequest.filter`, `ListModelsRequest.filter` and
+`ListModelVersionsRequest.filter`.
 
-Supported, exactly as Vertex documents it:
+Supported for custom jobs (JOB_FIELDS), exactly as Vertex documents it:
 
 - `display_name` with `=`, `!=` and `:` (wildcard match, `*` matches any run of characters)
 - `state` with `=`, `!=` (`JOB_STATE_RUNNING`, ...)
 - `create_time` with `=`, `!=`, `<`, `<=`, `>`, `>=` against an RFC 3339 timestamp
+- `update_time`, in the same syntax as `create_time`. ListCustomJobs' reference lists only create_time among the
+  times; ListPipelineJobs documents update_time (and end_time) with exactly these operators and format, and
+  Landfall's reconciler asks for jobs changed since its last pass with it (docs/deploy.md, "The reconciler's Vertex
+  calls", says what Landfall does if Vertex refuses it)
 - `labels.KEY=VALUE`, `labels.KEY!=VALUE`, `labels.KEY:*` (key exists), `labels.KEY:PATTERN`, `labels:KEY`
 - `AND`, `OR`, `NOT`, parentheses; terms side by side mean AND. As in Google's filter standard (AIP-160),
   OR binds tighter than AND: `a AND b OR c` is `a AND (b OR c)`.
 
-Values may be quoted ("...") or bare words. Anything else is refused with FilterError naming what was
+For models (MODEL_FIELDS): `model` (the model id) and `display_name` with `=` and `!=`, and `labels` as above; for
+model versions (VERSION_FIELDS): `labels` only. Model filters take the camelCase spellings too (`displayName`), as
+Vertex documents. Values may be quoted ("...") or bare words. Anything else is refused with FilterError naming what was
 expected, which the server answers as INVALID_ARGUMENT.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
+from typing import Any
 
-from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from google.cloud.aiplatform_v1.types import JobState
 
 from deploy.vertex_emulator.wellknown import time_of
 
-Predicate = Callable[[CustomJob], bool]
+Predicate = Callable[[Any], bool]
+"""A test on one listed resource (a CustomJob or a Model): they share display_name, labels and create_time."""
 
-FIELD_OPERATORS = {
-    "display_name": ("=", "!=", ":"),
-    "state": ("=", "!="),
-    "create_time": ("=", "!=", "<", "<=", ">", ">="),
-    "labels": ("=", "!=", ":"),
-}
+
+@dataclass(frozen=True)
+class Field:
+    """One filterable field: the operators it takes and how a comparison on it becomes a predicate."""
+
+    operators: tuple[str, ...]
+    comparator: Callable[[str, str, str], Predicate]
+    """(label key or "", operator, value) -> predicate."""
+
+
 KEYWORDS = ("AND", "OR", "NOT")
 _TOKEN = re.compile(
     r'\s*(?:(?P<string>"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=|<|>|:)|(?P<paren>[()])|(?P<word>[^\s()=<>!:"]+))'
@@ -61,8 +75,10 @@ def _tokenize(text: str) -> list[tuple[str, str]]:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, fields: Mapping[str, Field], aliases: Mapping[str, str]) -> None:
         self.text = text
+        self.fields = fields
+        self.aliases = aliases
         self.tokens = _tokenize(text)
         self.position = 0
 
@@ -119,19 +135,18 @@ class _Parser:
         if kind != "word" or field in KEYWORDS:
             raise FilterError(f'Expected a field name in filter "{self.text}", found "{field}".')
         name, _, key = field.partition(".")
-        if name not in FIELD_OPERATORS or (key and name != "labels"):
-            raise FilterError(
-                f'Unsupported filter field "{field}". Supported: display_name, state, create_time, labels.KEY.'
-            )
+        name = self.aliases.get(name, name)
+        if name not in self.fields or (key and name != "labels"):
+            supported = ", ".join("labels.KEY" if known == "labels" else known for known in self.fields)
+            raise FilterError(f'Unsupported filter field "{field}". Supported: {supported}.')
+        operators = self.fields[name].operators
         kind, operator = self.take()
-        if kind != "op" or operator not in FIELD_OPERATORS[name]:
-            raise FilterError(
-                f'Field "{name}" supports the operators {", ".join(FIELD_OPERATORS[name])}; found "{operator}".'
-            )
+        if kind != "op" or operator not in operators:
+            raise FilterError(f'Field "{name}" supports the operators {", ".join(operators)}; found "{operator}".')
         kind, value = self.take()
         if kind not in ("word", "string"):
             raise FilterError(f'Expected a value after "{field}{operator}" in filter "{self.text}".')
-        return _COMPARATORS[name](key, operator, value)
+        return self.fields[name].comparator(key, operator, value)
 
 
 def _display_name(_key: str, operator: str, value: str) -> Predicate:
@@ -160,22 +175,28 @@ _TIME_OPS: dict[str, Callable[[datetime, datetime], bool]] = {
 }
 
 
-def _create_time(_key: str, operator: str, value: str) -> Predicate:
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise FilterError(
-            f'create_time needs an RFC 3339 timestamp such as "2021-05-18T00:00:00Z"; found "{value}".'
-        ) from None
-    if moment.tzinfo is None:
-        raise FilterError(f'create_time "{value}" has no time zone; end it with "Z" or an offset such as "+00:00".')
-    compare = _TIME_OPS[operator]
+def _time_field(field: str) -> Callable[[str, str, str], Predicate]:
+    """The comparator of a timestamp field (create_time, update_time): the resource's time against an RFC 3339 value;
+    one without that time matches nothing."""
 
-    def matches(job: CustomJob) -> bool:
-        created = time_of(job.create_time)
-        return created is not None and compare(created, moment)
+    def comparator(_key: str, operator: str, value: str) -> Predicate:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise FilterError(
+                f'{field} needs an RFC 3339 timestamp such as "2021-05-18T00:00:00Z"; found "{value}".'
+            ) from None
+        if moment.tzinfo is None:
+            raise FilterError(f'{field} "{value}" has no time zone; end it with "Z" or an offset such as "+00:00".')
+        compare = _TIME_OPS[operator]
 
-    return matches
+        def matches(job: Any) -> bool:
+            at = time_of(getattr(job, field))
+            return at is not None and compare(at, moment)
+
+        return matches
+
+    return comparator
 
 
 def _labels(key: str, operator: str, value: str) -> Predicate:
@@ -189,11 +210,31 @@ def _labels(key: str, operator: str, value: str) -> Predicate:
     return lambda job: (key in job.labels and job.labels[key] == value) == equal
 
 
-_COMPARATORS = {"display_name": _display_name, "state": _state, "create_time": _create_time, "labels": _labels}
+def _model(_key: str, operator: str, value: str) -> Predicate:
+    equal = operator == "="
+    return lambda model: (model.name.rsplit("/", 1)[-1] == value) == equal
 
 
-def parse_filter(text: str) -> Predicate:
-    """A predicate over CustomJob for a ListCustomJobs filter; an empty filter matches every job."""
+JOB_FIELDS: Mapping[str, Field] = {
+    "display_name": Field(("=", "!=", ":"), _display_name),
+    "state": Field(("=", "!="), _state),
+    "create_time": Field(("=", "!=", "<", "<=", ">", ">="), _time_field("create_time")),
+    "update_time": Field(("=", "!=", "<", "<=", ">", ">="), _time_field("update_time")),
+    "labels": Field(("=", "!=", ":"), _labels),
+}
+MODEL_FIELDS: Mapping[str, Field] = {
+    "model": Field(("=", "!="), _model),
+    "display_name": Field(("=", "!="), _display_name),
+    "labels": Field(("=", "!=", ":"), _labels),
+}
+VERSION_FIELDS: Mapping[str, Field] = {"labels": Field(("=", "!=", ":"), _labels)}
+CAMEL_CASE = {"displayName": "display_name", "createTime": "create_time"}
+"""ListModels and ListModelVersions take both spellings ("For field names both snake_case and camelCase are
+supported"); ListCustomJobs documents snake_case only."""
+
+
+def parse_filter(text: str, fields: Mapping[str, Field] = JOB_FIELDS) -> Predicate:
+    """A predicate for a List* filter over `fields` (ListCustomJobs' by default); an empty filter matches all."""
     if not text.strip():
-        return lambda job: True
-    return _Parser(text).parse()
+        return lambda item: True
+    return _Parser(text, fields, {} if fields is JOB_FIELDS else CAMEL_CASE).parse()

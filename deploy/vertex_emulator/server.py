@@ -1,4 +1,5 @@
-"""The gRPC face of the emulator: `google.cloud.aiplatform.v1.JobService` for custom jobs.
+"""The gRPC face of the emulator: `google.cloud.aiplatform.v1.JobService` for custom jobs, and (models.py)
+`google.cloud.aiplatform.v1.ModelService` with `google.longrunning.Operations.GetOperation` for its operations.
 
 The aiplatform package ships no servicer classes, so the service is registered with
 `grpc.method_handlers_generic_handler` and the SDK's own proto-plus types do the (de)serialization. Any
@@ -22,11 +23,22 @@ from google.cloud.aiplatform_v1.types import (
     CreateCustomJobRequest,
     CustomJob,
     DeleteCustomJobRequest,
+    DeleteModelRequest,
+    DeleteModelVersionRequest,
     DeleteOperationMetadata,
     GetCustomJobRequest,
+    GetModelRequest,
     JobState,
     ListCustomJobsRequest,
     ListCustomJobsResponse,
+    ListModelsRequest,
+    ListModelsResponse,
+    ListModelVersionsRequest,
+    ListModelVersionsResponse,
+    MergeVersionAliasesRequest,
+    Model,
+    UpdateModelRequest,
+    UploadModelRequest,
 )
 from google.longrunning import operations_pb2
 from google.protobuf import any_pb2, empty_pb2
@@ -44,28 +56,23 @@ from deploy.vertex_emulator.faults import (
 )
 from deploy.vertex_emulator.filters import FilterError, parse_filter
 from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir
+from deploy.vertex_emulator.models import SERVICE as MODEL_SERVICE
+from deploy.vertex_emulator.models import ModelService
 from deploy.vertex_emulator.paging import PageTokenError, page
 from deploy.vertex_emulator.replicas import kill_leftovers
+from deploy.vertex_emulator.rpc import RpcError, parse_parent
 from deploy.vertex_emulator.runner import TERMINAL_STATES, JobRunner, RunnerSettings
 from deploy.vertex_emulator.store import JobStore, copy_job, job_id_of
 from deploy.vertex_emulator.validation import format_errors, validate_custom_job
 from deploy.vertex_emulator.wellknown import timestamp
 
 SERVICE = "google.cloud.aiplatform.v1.JobService"
+OPERATIONS_SERVICE = "google.longrunning.Operations"
 OUTPUT_ONLY_FIELDS = ("error", "start_time", "end_time", "web_access_uris")
 RESTART_MESSAGE = (
     "The Vertex emulator stopped while this job was active, and the job's replica processes stopped with it. "
     "Submit the job again."
 )
-
-
-class RpcError(Exception):
-    """An error answered to the client with a gRPC status code."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -81,16 +88,6 @@ class EmulatorConfig:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _parse_parent(parent: str) -> tuple[str, str]:
-    parts = parent.split("/")
-    if len(parts) != 4 or parts[0] != "projects" or parts[2] != "locations" or not parts[1] or not parts[3]:
-        raise RpcError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f'Invalid parent "{parent}": expected "projects/{{project}}/locations/{{location}}".',
-        )
-    return parts[1], parts[3]
 
 
 def _parse_job_name(name: str) -> tuple[str, str, str]:
@@ -160,7 +157,7 @@ class JobService:
     # -- RPCs -------------------------------------------------------------------------------------------
 
     def create_custom_job(self, request: CreateCustomJobRequest) -> CustomJob:
-        project, location = _parse_parent(request.parent)
+        project, location = parse_parent(request.parent)
         job = copy_job(request.custom_job)
         errors = validate_custom_job(job)
         if errors:
@@ -197,7 +194,7 @@ class JobService:
         return self._existing(request.name)
 
     def list_custom_jobs(self, request: ListCustomJobsRequest) -> ListCustomJobsResponse:
-        project, location = _parse_parent(request.parent)
+        project, location = parse_parent(request.parent)
         prefix = f"projects/{project}/locations/{location}/customJobs/"
         try:
             matches = parse_filter(request.filter)
@@ -320,24 +317,30 @@ def rate_limit_status(rule: RateLimit, project: str, region: str) -> status_pb2.
     )
 
 
-def _unary(
-    service: JobService,
-    name: str,
-    method: Callable[[_Request], _Response],
-    request_type: type[_Request],
-    response_serializer: Callable[[_Response], bytes],
-) -> grpc.RpcMethodHandler[_Request, _Response]:
+def _proto_plus(request_type: type[_Request]) -> Callable[[bytes], _Request]:
+    """The request deserializer for one of the SDK's proto-plus request types."""
+
     def deserialize(payload: bytes) -> _Request:
         request = request_type.deserialize(payload)  # proto-plus annotates it as returning any Message
         if not isinstance(request, request_type):
             raise TypeError(f"expected a {request_type.__name__}, got {type(request).__name__}")
         return request
 
+    return deserialize
+
+
+def _unary(
+    faults: FaultPlan,
+    name: str,
+    method: Callable[[_Request], _Response],
+    deserialize: Callable[[bytes], _Request],
+    response_serializer: Callable[[_Response], bytes],
+) -> grpc.RpcMethodHandler[_Request, _Response]:
     def handle(request: _Request, context: grpc.ServicerContext) -> _Response:
-        if service.faults.take_unavailable():
+        if faults.take_unavailable():
             context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_MESSAGE)
         project, region = _request_place(request)
-        limited = service.faults.take_rate(name, region)
+        limited = faults.take_rate(name, region)
         if limited is not None:
             status = rate_limit_status(limited, project, region)
             # The rich status rides in the trailer gRPC reserves for it, as grpc_status.rpc_status.to_status sends it.
@@ -353,39 +356,84 @@ def _unary(
     )
 
 
-def build_server(service: JobService, host: str, port: int) -> tuple[grpc.Server, int]:
-    """A gRPC server with the JobService registered; returns it (not yet started) and the bound port."""
+def _model_handlers(faults: FaultPlan, models: ModelService) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """ModelService's methods (models.py)."""
+    operation = operations_pb2.Operation.SerializeToString
+    table: list[tuple[str, Callable[[Any], Any], type[proto.Message], Callable[[Any], bytes]]] = [
+        ("UploadModel", models.upload_model, UploadModelRequest, operation),
+        ("GetModel", models.get_model, GetModelRequest, Model.serialize),
+        ("ListModels", models.list_models, ListModelsRequest, ListModelsResponse.serialize),
+        (
+            "ListModelVersions",
+            models.list_model_versions,
+            ListModelVersionsRequest,
+            ListModelVersionsResponse.serialize,
+        ),
+        ("MergeVersionAliases", models.merge_version_aliases, MergeVersionAliasesRequest, Model.serialize),
+        ("UpdateModel", models.update_model, UpdateModelRequest, Model.serialize),
+        ("DeleteModelVersion", models.delete_model_version, DeleteModelVersionRequest, operation),
+        ("DeleteModel", models.delete_model, DeleteModelRequest, operation),
+    ]
+    return {
+        name: _unary(faults, name, method, _proto_plus(request_type), serialize)
+        for name, method, request_type, serialize in table
+    }
+
+
+def build_server(
+    service: JobService, host: str, port: int, models: ModelService | None = None
+) -> tuple[grpc.Server, int]:
+    """A gRPC server with the JobService (and, given one, the ModelService and google.longrunning.Operations)
+    registered; returns it (not yet started) and the bound port."""
     # so_reuseport off: a second emulator on a taken port must fail instead of silently sharing it.
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[("grpc.so_reuseport", 0)])
+    faults = service.faults
 
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "CreateCustomJob": _unary(
-            service, "CreateCustomJob", service.create_custom_job, CreateCustomJobRequest, CustomJob.serialize
+            faults,
+            "CreateCustomJob",
+            service.create_custom_job,
+            _proto_plus(CreateCustomJobRequest),
+            CustomJob.serialize,
         ),
         "GetCustomJob": _unary(
-            service, "GetCustomJob", service.get_custom_job, GetCustomJobRequest, CustomJob.serialize
+            faults, "GetCustomJob", service.get_custom_job, _proto_plus(GetCustomJobRequest), CustomJob.serialize
         ),
         "ListCustomJobs": _unary(
-            service, "ListCustomJobs", service.list_custom_jobs, ListCustomJobsRequest, ListCustomJobsResponse.serialize
+            faults,
+            "ListCustomJobs",
+            service.list_custom_jobs,
+            _proto_plus(ListCustomJobsRequest),
+            ListCustomJobsResponse.serialize,
         ),
         "CancelCustomJob": _unary(
-            service,
+            faults,
             "CancelCustomJob",
             service.cancel_custom_job,
-            CancelCustomJobRequest,
+            _proto_plus(CancelCustomJobRequest),
             empty_pb2.Empty.SerializeToString,
         ),
         "DeleteCustomJob": _unary(
-            service,
+            faults,
             "DeleteCustomJob",
             service.delete_custom_job,
-            DeleteCustomJobRequest,
+            _proto_plus(DeleteCustomJobRequest),
             operations_pb2.Operation.SerializeToString,
         ),
     }
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE, handlers), control_handler(service.faults))
-    )
+    generic = [grpc.method_handlers_generic_handler(SERVICE, handlers), control_handler(faults)]
+    if models is not None:
+        generic.append(grpc.method_handlers_generic_handler(MODEL_SERVICE, _model_handlers(faults, models)))
+        get_operation = _unary(
+            faults,
+            "GetOperation",
+            models.get_operation,
+            operations_pb2.GetOperationRequest.FromString,
+            operations_pb2.Operation.SerializeToString,
+        )
+        generic.append(grpc.method_handlers_generic_handler(OPERATIONS_SERVICE, {"GetOperation": get_operation}))
+    server.add_generic_rpc_handlers(generic)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError:
@@ -396,3 +444,19 @@ def build_server(service: JobService, host: str, port: int) -> tuple[grpc.Server
             "Choose a free port (or --port 0 for any)."
         )
     return server, bound
+
+
+def add_tls_port(server: grpc.Server, host: str, certificate: bytes, private_key: bytes) -> int:
+    """Also listen with TLS (PEM certificate chain and key) on a free port; returns it.
+
+    The high-level SDK (`aiplatform.init(api_endpoint=...)`) always opens a TLS channel; a client trusting the
+    certificate (gRPC reads extra roots from GRPC_DEFAULT_SSL_ROOTS_FILE_PATH) reaches the emulator through it.
+    """
+    credentials = grpc.ssl_server_credentials([(private_key, certificate)])
+    try:
+        bound = server.add_secure_port(f"{host}:0", credentials)
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise OSError(f"Could not listen with TLS on {host}: check the address and the --tls-cert/--tls-key files.")
+    return bound

@@ -103,6 +103,9 @@ class DispatchDeps:
     """The per-region CreateCustomJob limiter (functions/gcp/rate_limits_store.py); None = none (unit tests)."""
     sleep: Callable[[float], None] = time.sleep
     """How the delivery waits for a limiter slot a few seconds away (tests pass their clock's)."""
+    champion: Callable[[TrainingRequest], dict[str, str]] | None = None
+    """The job's variables naming the route's production model for the trainer to score on the new data
+    (functions/records/model_registration.py champion_env); None or {}: no champion to score."""
 
 
 class SubmitLimiter(Protocol):
@@ -333,7 +336,8 @@ def _submit_claimed(
         fault_point("dispatch.after_record_attempt")
         creating.called = True
         try:
-            job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id))
+            extra = deps.champion(request) if deps.champion is not None else None
+            job = deps.vertex.create(plan.region, job_spec.custom_job(request, plan, deps.settings, run_id, extra))
         except CapacityError as exc:
             attempts[-1] = replace(attempts[-1], outcome=f"capacity: {cut(str(exc))}")
             log.warning("run %s: %s; trying the next plan", run_id, exc)

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from deploy.images import trainer_image
+from functions.records.model_registration import CHAMPION_DIR_ENV
 from functions.settings import Settings
 from schemas.data_objects import encode_objects
 from schemas.gpus import load_gpus, sm_name
@@ -144,10 +146,13 @@ def image_build(plan: Plan) -> str:
     return build.name
 
 
-def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
-    """The container_spec of the training pools for the request's trainer form."""
+def container(
+    request: TrainingRequest, plan: Plan, settings: Settings, run_id: str, extra_env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The container_spec of the training pools for the request's trainer form; extra_env: further contract
+    variables (the route's champion to score, LANDFALL_CHAMPION_MODEL_DIR: docs/trainer-contract.md)."""
     t = request.trainer
-    env = contract_env(request, plan, run_id)
+    env = contract_env(request, plan, run_id) | dict(extra_env or {})
     if t.builtin:
         spec: dict[str, Any] = {
             "image_uri": settings.trainer_image_for(plan.region, image_build(plan)),
@@ -165,6 +170,8 @@ def container(request: TrainingRequest, plan: Plan, settings: Settings, run_id: 
             # Written by the dispatcher before the job is created (it lists the dataset first).
             "LANDFALL_DATA_FILES": base + DATA_FILES_NAME,
         }
+        if env.get(CHAMPION_DIR_ENV, "").startswith("gs://"):  # through the mount, like the image's other folders
+            env[CHAMPION_DIR_ENV] = FUSE_ROOT + env[CHAMPION_DIR_ENV].removeprefix("gs://")
         spec = {"image_uri": t.image_uri, "args": list(t.args)}
         if t.command:
             spec["command"] = list(t.command)
@@ -225,7 +232,9 @@ def reservation_affinity(resource_name: str) -> dict[str, Any]:
     return {"reservation_affinity_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY, "values": [resource_name]}
 
 
-def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
+def custom_job(
+    request: TrainingRequest, plan: Plan, settings: Settings, run_id: str, extra_env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The CustomJob for plan: pool 0 the primary, pool 1 the other nodes, pool 2 Reduction Server when planned."""
     rules = load_vertex_jobs()
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
@@ -233,7 +242,7 @@ def custom_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
     if plan.reservation:  # the training pools consume the reservation; a Reduction Server pool runs on demand
         machine["reservation_affinity"] = reservation_affinity(plan.reservation)
-    training = container(request, plan, settings, run_id)
+    training = container(request, plan, settings, run_id, extra_env)
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [
         {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": training}

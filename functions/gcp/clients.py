@@ -53,3 +53,18 @@ def job_service_client(region: str) -> Any:
 
         return JobServiceClient(transport=JobServiceGrpcTransport(channel=grpc.insecure_channel(endpoint)))
     return JobServiceClient(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+
+
+@cache
+def model_service_client(region: str) -> Any:
+    """A ModelServiceClient for region (Vertex AI Model Registry): Google's regional endpoint, or the Vertex emulator
+    when configured (the same setting as the JobService client's)."""
+    from google.cloud.aiplatform_v1.services.model_service import ModelServiceClient
+
+    endpoint = get_settings().vertex_endpoint
+    if endpoint:
+        import grpc
+        from google.cloud.aiplatform_v1.services.model_service.transports import ModelServiceGrpcTransport
+
+        return ModelServiceClient(transport=ModelServiceGrpcTransport(channel=grpc.insecure_channel(endpoint)))
+    return ModelServiceClient(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})

@@ -188,6 +188,21 @@ class VertexJobs:
         except Exception as exc:
             raise translate_error(exc, f"ListCustomJobs in {region}", region) from exc
 
+    def list_changed(
+        self, region: str, *, updated_since: str, created_since: str, page_size: int = 100
+    ) -> list[JobView]:
+        """The jobs carrying Landfall's run label that changed at or after updated_since, or were created at or after
+        created_since (both RFC 3339): the reconciler's one read per region and pass (functions/reconciler/
+        changes.py). Paged by the client's pager; a PermanentError here means Vertex refused the filter."""
+        text = f'labels.{RUN_LABEL}:* AND (update_time>="{updated_since}" OR create_time>="{created_since}")'
+        try:
+            pager = self._client(region).list_custom_jobs(
+                request={"parent": self.parent(region), "filter": text, "page_size": page_size}
+            )
+            return [view(job) for job in pager]
+        except Exception as exc:
+            raise translate_error(exc, f"ListCustomJobs in {region}", region) from exc
+
     def find_by_run(self, region: str, run_id: str) -> JobView | None:
         """The job labelled with run_id in region, if one was created (the dedupe behind exactly-once submit)."""
         try:

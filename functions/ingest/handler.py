@@ -144,38 +144,42 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
 
 
 def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
-    """A data object: it may be the one a waiting manifest or marker needs, or keep a quiet-period dataset open."""
-    # A waiting version (a manifest's objects still landing, or a marker that landed before its data) is evaluated
-    # again when a data object lands in its folder.
+    """A data object: it keeps a quiet-period dataset open; on a route completed only by a marker or a manifest it
+    completes nothing, and is acknowledged before any Firestore or listing work.
+
+    A sharded upload is thousands of these per dataset; each costing a Firestore read (to see whether a version
+    waits on it) queued the deliveries behind the instance ceiling and aged markers into the dead-letter topic. A
+    waiting version (a manifest's objects still landing, or a marker that landed before its data) is evaluated
+    again by the sweep's next tick (every minute, functions/ingest/sweep.py) or by the next marker or manifest; on a
+    quiet-period route, whose object events are read anyway, a data object wakes it at once."""
+    quiet = quiet_dataset_prefix(event.name, route) if "quiet-period" in route.readiness else None
+    if quiet is None:
+        return "data"
     waits = "manifest" in route.readiness or "marker" in route.readiness
     manifest_prefixes = ancestor_prefixes(event.name, route) if waits else []
-    quiet = quiet_dataset_prefix(event.name, route) if "quiet-period" in route.readiness else None
-    prefixes = [*manifest_prefixes, *([quiet] if quiet else [])]
-    if not prefixes:
-        return "data"
+    prefixes = [*manifest_prefixes, quiet]
     docs = deps.datasets.datasets(dataset_id_for(event.bucket, p) for p in prefixes)
     outcomes = []
     for prefix in manifest_prefixes:
         waiting = docs.get(dataset_id_for(event.bucket, prefix))
         if waiting is not None and waiting.status == DatasetStatus.WAITING and waiting.version is not None:
             outcomes.append(complete(completion_from(waiting, route, event.event_id), deps))
-    if quiet:
-        doc = docs.get(dataset_id_for(event.bucket, quiet))
-        reopen = doc is None or (doc.status != DatasetStatus.COLLECTING and int(event.generation or 0) > doc.generation)
-        if reopen and deps.datasets.mark_collecting(
-            dataset_doc(
-                event.bucket,
-                quiet,
-                route,
-                DatasetStatus.COLLECTING,
-                "",
-                None if doc is None else doc.version,
-                deps.now(),
-            )
-        ):
-            log.info("quiet-period dataset gs://%s/%s is collecting objects", event.bucket, quiet)
-        outcomes.append("collecting")
-    return ",".join(outcomes) or "data"
+    doc = docs.get(dataset_id_for(event.bucket, quiet))
+    reopen = doc is None or (doc.status != DatasetStatus.COLLECTING and int(event.generation or 0) > doc.generation)
+    if reopen and deps.datasets.mark_collecting(
+        dataset_doc(
+            event.bucket,
+            quiet,
+            route,
+            DatasetStatus.COLLECTING,
+            "",
+            None if doc is None else doc.version,
+            deps.now(),
+        )
+    ):
+        log.info("quiet-period dataset gs://%s/%s is collecting objects", event.bucket, quiet)
+    outcomes.append("collecting")
+    return ",".join(outcomes)
 
 
 def completion_from(doc: DatasetRecord, route: Route, event_id: str = "") -> Completion:

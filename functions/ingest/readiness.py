@@ -174,17 +174,19 @@ def evaluate(c: Completion, scan: Scan, read: ReadObject, entries: tuple[Entry, 
             return Verdict(
                 reason=f"{c.uri}{MANIFEST}: "
                 + "; ".join(problems)
-                + ". The dataset completes when the listed objects land as listed.",
+                + ". The dataset completes when the listed objects land as listed (checked by the ingest sweep "
+                "each minute, or at once by a new manifest).",
                 waiting=True,
             )
     if scan.count < max(route.min_objects, 1):
         if c.kind == "marker":
             # The marker landed before its data (gcloud uploads files in parallel): wait for the data rather than
-            # refuse. A data object landing in the folder, or the next sweep tick, evaluates the version again.
+            # refuse. The next sweep tick (or a new marker) evaluates the version again; data objects themselves are
+            # acknowledged unread (functions/ingest/handler.py _on_data).
             return Verdict(
                 reason=f"{c.uri}{MARKER} landed while the folder held {scan.count} data object(s); route "
-                f"{route.name!r} needs at least {max(route.min_objects, 1)}. Waiting for data: the version is "
-                "cut when a data object lands. Upload the marker last (docs/ingest.md)",
+                f"{route.name!r} needs at least {max(route.min_objects, 1)}. Waiting for data: the ingest "
+                "sweep cuts the version within a minute of the data landing. Upload the marker last (docs/ingest.md)",
                 waiting=True,
             )
         return Verdict(

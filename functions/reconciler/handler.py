@@ -13,6 +13,8 @@ have not ended and bring each in line with what is true.
 - Ended runs whose RunFinished was not marked published are announced (functions/records/results.py).
 - Labelled jobs no run accounts for are recorded as orphans, and cancelled when configured (orphans.py).
 - Dataset versions PUBLISHED whose run does not exist after a grace period are published again (republish.py).
+With `changes` set (as deployed), a pass reads from Vertex only what changed since the last one: one ListCustomJobs
+per region (changes.py says when a job is still read one by one, and how passes are sharded).
 Every change is one transaction on one record, claimed before any call it leads to, so two passes at once change
 nothing twice.
 """
@@ -30,6 +32,7 @@ from functions.errors import LandfallError
 from functions.fault_points import fault_point
 from functions.gcp.vertex import JobView, VertexJobs
 from functions.job_states import JobStateDeps, record_job_state
+from functions.reconciler.changes import ChangeDeps, PassLook, start_pass
 from functions.reconciler.orphans import OrphanDeps, find_orphans
 from functions.reconciler.republish import RepublishDeps, republish_unanswered
 from functions.records.attempts import AttemptPolicy, wait_over
@@ -82,6 +85,9 @@ class ReconcilerDeps:
     """Where and how to look for orphan jobs; None: not looked for."""
     republish: RepublishDeps | None = None
     """How to republish unanswered dataset versions; None: not looked for."""
+    changes: ChangeDeps | None = None
+    """Watermarks and shards (changes.py): a pass lists what changed since the last; None: every open run's job is
+    read and every labelled job listed, each pass."""
 
 
 _PASS = threading.Lock()
@@ -103,7 +109,9 @@ def reconcile(deps: ReconcilerDeps) -> str:
 def _reconcile(deps: ReconcilerDeps) -> str:
     counts: Counter[str] = Counter()
     regions: dict[str, None] = {}
-    for run in deps.open_runs():
+    look = None if deps.changes is None else start_pass(deps.changes, deps.now())
+    runs = deps.open_runs() if look is None else look.shard_runs(deps.open_runs())
+    for run in runs:
         regions.update(
             dict.fromkeys(
                 r for r in (run.vertex.region if run.vertex else "", run.plan.region if run.plan else "") if r
@@ -111,10 +119,12 @@ def _reconcile(deps: ReconcilerDeps) -> str:
         )
         fault_point("reconciler.after_read_runs")
         try:
-            outcome = reconcile_run(run, deps)
+            outcome = reconcile_run(run, deps, None if look is None else _job_of(look, deps))
         except LandfallError as exc:
             log.warning("run %s: not reconciled this pass: %s", run.run_id, exc)
             outcome = "error"
+            if look is not None:
+                look.failed(run)
         fault_point("reconciler.after_run")
         if outcome != "unchanged":
             log.info("run %s (%s): %s", run.run_id, run.state, outcome)
@@ -129,10 +139,48 @@ def _reconcile(deps: ReconcilerDeps) -> str:
             counts["announced" if said.startswith("announced") else said] += 1
     orphans, republish = deps.orphans, deps.republish
     if orphans is not None:
-        counts.update(_look("orphan", lambda: find_orphans(orphans, deps.vertex, now=deps.now(), also_regions=regions)))
+        jobs_in = None if look is None else (lambda region: look.jobs_for_orphans(region, deps.vertex))
+        counts.update(
+            _look(
+                "orphan",
+                lambda: find_orphans(orphans, deps.vertex, now=deps.now(), also_regions=regions, jobs_in=jobs_in),
+            )
+        )
     if republish is not None:
         counts.update(_look("republish", lambda: republish_unanswered(republish, now=deps.now())))
+    if look is not None:
+        counts.update(_finish(look))
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
+
+
+def _job_of(look: PassLook, deps: ReconcilerDeps) -> Callable[[RunRecord], JobView | None]:
+    """The pass's read of a run's job (changes.py); a job that ended within the grace holds its region's watermark
+    so that the next pass lists it again."""
+
+    def job_of(run: RunRecord) -> JobView | None:
+        now = deps.now()
+        job = look.read_job(run, deps.vertex, now=now, long_wait_seconds=deps.long_wait_seconds)
+        if job is not None and job.state in ENDED_JOB_STATES and _ended_within(job, now, deps.grace_seconds):
+            look.ended_within_grace(job)
+        return job
+
+    return job_of
+
+
+def _finish(look: PassLook) -> Counter[str]:
+    """Store the shard's watermark; counts the regions read in full (vertex-full) and the shard when sharded."""
+    counts: Counter[str] = Counter()
+    full = sum(1 for r in look.regions.values() if r.full)
+    if full:
+        counts["vertex-full"] = full
+    if look.deps.shards > 1:
+        counts[f"shard-{look.watermark.shard}-of-{look.deps.shards}"] = 1
+    try:
+        look.finish()
+    except LandfallError as exc:
+        log.warning("watermark %s not stored this pass: %s", look.watermark.watermark_id, exc)
+        counts["watermark-error"] += 1
+    return counts
 
 
 def _look(name: str, look: Callable[[], Counter[str]]) -> Counter[str]:
@@ -144,7 +192,11 @@ def _look(name: str, look: Callable[[], Counter[str]]) -> Counter[str]:
         return Counter({f"{name}-error": 1})
 
 
-def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
+def reconcile_run(
+    run: RunRecord, deps: ReconcilerDeps, job_of: Callable[[RunRecord], JobView | None] | None = None
+) -> str:
+    """One run brought in line; `job_of` reads its job (default GetCustomJob; None from it: the job did not change
+    since the last pass, so nothing is read or done)."""
     now = deps.now()
     if run.state == RunState.WAITING:
         outcome = deps.listener.store.apply(run.run_id, wait_over(now=now, policy=deps.policy))
@@ -159,7 +211,9 @@ def reconcile_run(run: RunRecord, deps: ReconcilerDeps) -> str:
         return f"resubmitted:{deps.resubmit(run.run_id)}"
     if run.vertex is None:
         return "unchanged"
-    job = deps.vertex.get(run.vertex.job_name)
+    job = deps.vertex.get(run.vertex.job_name) if job_of is None else job_of(run)
+    if job is None:
+        return "unchanged"
     if run.submission.cancel is not None and job.state not in ENDED_JOB_STATES and job.state != "JOB_STATE_CANCELLING":
         deps.vertex.cancel(job.name)
         return "cancel-requested"

@@ -52,15 +52,24 @@ class OrphanDeps:
 
 
 def find_orphans(
-    deps: OrphanDeps, vertex: VertexJobs, *, now: datetime, also_regions: Iterable[str] = ()
+    deps: OrphanDeps,
+    vertex: VertexJobs,
+    *,
+    now: datetime,
+    also_regions: Iterable[str] = (),
+    jobs_in: Callable[[str], list[JobView] | None] | None = None,
 ) -> Counter[str]:
-    """One look through every region; counts: orphan (newly recorded), orphan-cancelled, orphan-error."""
+    """One look through every region; counts: orphan (newly recorded), orphan-cancelled, orphan-error. `jobs_in`
+    says which jobs a region's look judges (None: skip the region this pass); by default every labelled job."""
     counts: Counter[str] = Counter()
     for region in dict.fromkeys((*deps.regions, *also_regions)):
         if not region:
             continue
         try:
-            jobs = vertex.list_labelled(region)
+            listed = vertex.list_labelled(region) if jobs_in is None else jobs_in(region)
+            if listed is None:
+                continue
+            jobs = listed
             runs = deps.runs({j.labels.get(RUN_LABEL, "") for j in jobs} - {""})
         except LandfallError as exc:
             log.warning("orphans in %s not looked for this pass: %s", region, exc)

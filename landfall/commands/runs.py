@@ -271,6 +271,11 @@ def describe(run: RunRecord) -> str:
     if run.artifacts is not None:
         lines.append(f"model     {run.artifacts.model_dir}")
         lines.append(f"tensorboard {run.artifacts.tensorboard_dir} ({TENSORBOARD_HINT})")
+    if run.model is not None:
+        promotion = run.model.promotion
+        lines.append(f"registry  {run.model.version_name} (`landfall model` shows its lineage)")
+        if promotion is not None:
+            lines.append(f"promotion {promotion.decision}: {promotion.reason}")
     if run.error is not None:
         lines.append(f"error     {run.error.code}: {run.error.message}")
         where = ", ".join(

@@ -26,6 +26,8 @@ EXAMPLE_IMAGES = REPO / "examples" / "container" / "images.json"
 EXTRA_BUCKET = "landfall-e2e-events"
 OWN_IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/e2e-own:1"
 """The own-image route's container (routes.toml), run by the Vertex emulator as tests/e2e/own_image_trainer.py."""
+PROMOTION_IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/e2e-promotion:1"
+"""The promoted route's container (routes.toml), run by the Vertex emulator as tests/e2e/promotion_trainer.py."""
 OOM_MARKER = "/e2e-oom/"
 """A dataset under a prefix holding this runs out of memory in the trainer (its test hook, off elsewhere)."""
 
@@ -38,13 +40,15 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     example = json.loads((EXAMPLE_IMAGES).read_text())  # examples/container: the example image -> its script
     mapped = {image: [sys.executable, str(REPO / command[-1])] for image, command in example.items()}
     mapped[OWN_IMAGE] = [sys.executable, str(Path(__file__).with_name("own_image_trainer.py"))]
+    mapped[PROMOTION_IMAGE] = [sys.executable, str(Path(__file__).with_name("promotion_trainer.py"))]
     images.write_text(json.dumps(mapped))
     saved = dict(os.environ)
     # Inherited by every function process: test routes, a one-second sweep schedule, the extra bucket.
     # The reconciler (ticking every second too) leaves a job that ended to the listener for 5 s, not a minute, and a
     # run refused capacity everywhere waits 2 s before its next round, not a minute.
     # The trainer's test hook (trainer/fault_hooks.py) runs out of memory on datasets whose URI holds OOM_MARKER.
-    # The Vertex emulator runs OWN_IMAGE as own_image_trainer.py (LANDFALL_VERTEX_IMAGES, the emulator's --images).
+    # The Vertex emulator runs OWN_IMAGE as own_image_trainer.py and PROMOTION_IMAGE as promotion_trainer.py
+    # (LANDFALL_VERTEX_IMAGES, the emulator's --images).
     os.environ.update(
         {
             "LANDFALL_ROUTES_FILE": str(ROUTES_FILE),

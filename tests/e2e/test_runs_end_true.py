@@ -112,6 +112,25 @@ def _drop(bucket: Any, prefix: str, *, epochs: int | None = None, seconds: float
     return run_id_for(f"gcs:{bucket.name}/{prefix}:{marker.generation}")
 
 
+def _model_versions(local_stack: stack.StackInfo, doc: dict[str, Any]) -> list[Any]:
+    """The Model Registry versions labelled with the run (stock ModelServiceClient against the Vertex emulator):
+    issue 25's registration must make exactly one, whichever deliveries and passes reached the run."""
+    import grpc
+    from google.cloud import aiplatform_v1
+    from google.cloud.aiplatform_v1.services.model_service.transports import ModelServiceGrpcTransport
+
+    from schemas.model_version import RUN_LABEL as MODEL_RUN_LABEL
+    from schemas.model_version import label_value
+
+    assert doc.get("model"), f"run {doc['run_id']} names no model version: {doc.get('model')}"
+    client = aiplatform_v1.ModelServiceClient(
+        transport=ModelServiceGrpcTransport(channel=grpc.insecure_channel(local_stack.env["LANDFALL_VERTEX_ENDPOINT"]))
+    )
+    wanted = f'labels.{MODEL_RUN_LABEL}="{label_value(doc["run_id"])}"'
+    request = aiplatform_v1.ListModelVersionsRequest(name=doc["model"]["model"], filter=wanted)
+    return list(client.list_model_versions(request=request))
+
+
 def _doc(runs: Any, run_id: str) -> dict[str, Any] | None:
     snap = runs.document(run_id).get()
     return snap.to_dict() if snap.exists else None
@@ -190,10 +209,19 @@ def test_a_job_that_ends_while_the_listener_is_stopped_is_recorded_by_a_reconcil
         doc = _terminal(firestore_runs, run_id, timeout_s=60)
         assert doc["state"] == "SUCCEEDED" and doc["vertex"]["job_name"] == ended.name
         assert (doc["metrics"]["trainer"], doc["metrics"]["steps"]) == ("image", 2), doc
+        registered = wait_for(lambda: (_doc(firestore_runs, run_id) or {}).get("model"), 60, "the model registered")
     finally:
         stack.restart("on_job_event", state_dir=local_stack.state_dir)
     history = [step["state"] for step in doc["history"]]
     assert len(history) == len(set(history)), history
+    # The restarted listener answers the job's events held while it was down, after the pass registered the model:
+    # still one version, and a second pass changes nothing (issue 25: each model uploaded once).
+    answered = _listener_deliveries(local_stack)
+    wait_for(lambda: _listener_deliveries(local_stack) > answered, 60, "the listener to answer the held job events")
+    assert cli.main(["reconcile"]) == 0
+    final = _doc(firestore_runs, run_id) or {}
+    assert final.get("model") == registered
+    assert [v.version_id for v in _model_versions(local_stack, final)] == [registered["version_id"]]
 
 
 def test_cancel_on_a_running_job_ends_job_and_run_cancelled(
@@ -328,6 +356,7 @@ def test_job_events_duplicated_and_out_of_order_leave_the_record_right_with_no_s
     history = [step["state"] for step in final["history"]]
     assert len(history) == len(set(history)), history
     assert final["history"] == doc["history"] and final["vertex"]["job_name"] == doc["vertex"]["job_name"]
+    assert len(_model_versions(local_stack, final)) == 1, "the replayed events uploaded the model again"
 
 
 def test_an_out_of_memory_exit_ends_failed_with_its_reason_and_the_trainers_message(

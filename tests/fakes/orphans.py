@@ -3,12 +3,12 @@ It applies the same steps (functions/records/orphans.py); tests/integration/test
 
 from __future__ import annotations
 
-import copy
 import threading
 from typing import Any
 
 from functions.records.orphans import OrphanStep
 from schemas.orphan_record import OrphanRecord, parse_orphan_record
+from tests.fakes.documents import copy_document
 
 
 class FakeOrphans:
@@ -26,7 +26,7 @@ class FakeOrphans:
     def apply(self, orphan_id: str, step: OrphanStep) -> bool:
         with self._lock:
             cur = self.docs.get(orphan_id)
-            new, written = step(None if cur is None else parse_orphan_record(copy.deepcopy(cur)))
+            new, written = step(None if cur is None else parse_orphan_record(copy_document(cur)))
             if new is not None:
                 self.docs[orphan_id] = new.to_document()
             return written
@@ -34,9 +34,9 @@ class FakeOrphans:
     def get(self, orphan_id: str) -> OrphanRecord | None:
         with self._lock:
             doc = self.docs.get(orphan_id)
-            return None if doc is None else parse_orphan_record(copy.deepcopy(doc))
+            return None if doc is None else parse_orphan_record(copy_document(doc))
 
     def list(self, limit: int = 100) -> list[OrphanRecord]:
         with self._lock:
             docs = sorted(self.docs.values(), key=lambda d: d["found_at"], reverse=True)[:limit]
-            return [parse_orphan_record(copy.deepcopy(d)) for d in docs]
+            return [parse_orphan_record(copy_document(d)) for d in docs]

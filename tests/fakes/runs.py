@@ -8,13 +8,13 @@ behaviours.
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from functions.records.run_rules import Doc, RunsRules, Step
 from schemas.run_record import RunRecord, parse_run_record
+from tests.fakes.documents import copy_document
 
 T = TypeVar("T")
 
@@ -27,7 +27,7 @@ class FakeRuns(RunsRules):
     def apply(self, run_id: str, step: Step[T]) -> T:
         with self._lock:
             cur = self.docs.get(run_id)
-            new, result = step(None if cur is None else parse_run_record(copy.deepcopy(cur)))
+            new, result = step(None if cur is None else parse_run_record(copy_document(cur)))
             if new is not None:
                 self.docs[run_id] = new.to_document()
             return result
@@ -40,28 +40,28 @@ class FakeRuns(RunsRules):
     def get(self, run_id: str) -> RunRecord | None:
         with self._lock:
             doc = self.docs.get(run_id)
-            return None if doc is None else parse_run_record(copy.deepcopy(doc))
+            return None if doc is None else parse_run_record(copy_document(doc))
 
     def get_many(self, run_ids: Iterable[str], *, batch: int = 100) -> dict[str, RunRecord]:
         with self._lock:
-            return {i: parse_run_record(copy.deepcopy(self.docs[i])) for i in dict.fromkeys(run_ids) if i in self.docs}
+            return {i: parse_run_record(copy_document(self.docs[i])) for i in dict.fromkeys(run_ids) if i in self.docs}
 
     def find_by_job_id(self, job_id: str) -> RunRecord | None:
         with self._lock:
             docs = [d for d in self.docs.values() if (d.get("vertex") or {}).get("job_id") == job_id]
             docs = docs or [d for d in self.docs.values() if job_id in d["submission"].get("job_ids", [])]
-            return parse_run_record(copy.deepcopy(docs[0])) if docs else None
+            return parse_run_record(copy_document(docs[0])) if docs else None
 
     def in_states(self, states: Iterable[str], *, page_size: int = 200) -> Iterator[RunRecord]:
         wanted = set(states)
         with self._lock:
-            docs = [copy.deepcopy(self.docs[k]) for k in sorted(self.docs) if self.docs[k]["state"] in wanted]
+            docs = [copy_document(self.docs[k]) for k in sorted(self.docs) if self.docs[k]["state"] in wanted]
         yield from (parse_run_record(d) for d in docs)
 
     def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
         with self._lock:
             docs = [
-                copy.deepcopy(self.docs[k])
+                copy_document(self.docs[k])
                 for k in sorted(self.docs)
                 if self.docs[k]["submission"].get("results_published") is False
             ]
@@ -70,4 +70,4 @@ class FakeRuns(RunsRules):
     def list(self, limit: int = 50) -> list[RunRecord]:
         with self._lock:
             docs = sorted(self.docs.values(), key=lambda d: d["created_at"], reverse=True)[:limit]
-            return [parse_run_record(copy.deepcopy(d)) for d in docs]
+            return [parse_run_record(copy_document(d)) for d in docs]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +38,13 @@ def timestamp(at: datetime) -> timestamp_pb2.Timestamp:
     return stamp
 
 
+def _at(field: timestamp_pb2.Timestamp) -> datetime:
+    """A CustomJob time field as proto-plus reads it (an aware datetime; typed as the Timestamp it is stored as)."""
+    value: object = field
+    assert isinstance(value, datetime), type(value)
+    return value
+
+
 class Crash(BaseException):
     """The delivery's process died (not an error any handler catches): its lease is left to run out."""
 
@@ -55,6 +63,15 @@ class FakeVertex:
         self._ids = itertools.count(7000000000000000001)
         self._lock = threading.Lock()
         self.cancelled: list[str] = []
+        self.calls: Counter[str] = Counter()
+        """JobService calls made through the adapter's interface, by method (ListCustomJobs counts its pages)."""
+        self.page_size = 100
+        """Jobs per ListCustomJobs page, as the adapter asks for them."""
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        """Vertex's clock: create, update and end times (a test sets its own)."""
+        self.refuse_update_time = False
+        """ListCustomJobs refuses a filter on update_time (INVALID_ARGUMENT), as a Vertex that does not support it
+        would."""
 
     # scripting ------------------------------------------------------------------------------------------------
     def refuse(self, region: str, *errors: BaseException) -> None:
@@ -79,6 +96,7 @@ class FakeVertex:
         with self._lock:
             job = self.jobs[name]
             job.state = job_state(state)
+            job.update_time = timestamp(self.now())
             if start is not None:
                 job.start_time = timestamp(start)
             if end is not None:
@@ -93,6 +111,7 @@ class FakeVertex:
 
     def create(self, region: str, custom_job: dict[str, Any]) -> JobView:
         with self._lock:
+            self.calls["CreateCustomJob"] += 1
             self.create_calls.append(region)
             refusal = self._refusals[region].pop(0) if self._refusals[region] else None
             if isinstance(refusal, Crash) and not refusal.after_creating:
@@ -102,7 +121,8 @@ class FakeVertex:
             job = aiplatform_v1.CustomJob(custom_job)
             job.name = f"{self.parent(region)}/customJobs/{next(self._ids)}"
             job.state = job_state("JOB_STATE_PENDING")
-            job.create_time = timestamp(datetime.now(UTC))
+            job.create_time = timestamp(self.now())
+            job.update_time = job.create_time
             self.jobs[job.name] = job
             if refusal is not None:
                 raise refusal
@@ -110,6 +130,7 @@ class FakeVertex:
 
     def get(self, name: str) -> JobView:
         with self._lock:
+            self.calls["GetCustomJob"] += 1
             job = self.jobs.get(name)
             if job is None:
                 missing = gexc.NotFound(f'The CustomJob "{name}" does not exist.')
@@ -119,6 +140,7 @@ class FakeVertex:
     def cancel(self, name: str) -> bool:
         """CancelCustomJob: the job goes CANCELLED at once with error code 1 (the emulator passes CANCELLING)."""
         with self._lock:
+            self.calls["CancelCustomJob"] += 1
             job = self.jobs.get(name)
             if job is None:
                 missing = gexc.NotFound(f'The CustomJob "{name}" does not exist.')
@@ -132,17 +154,44 @@ class FakeVertex:
                 return False
             job.state = job_state("JOB_STATE_CANCELLED")
             job.error = {"code": 1, "message": "CustomJob was cancelled."}
-            job.end_time = timestamp(datetime.now(UTC))
+            job.end_time = timestamp(self.now())
+            job.update_time = job.end_time
             self.cancelled.append(name)
             return True
+
+    def _listed(self, jobs: list[aiplatform_v1.CustomJob]) -> list[JobView]:
+        """One ListCustomJobs answer, counted a call per page (at least one)."""
+        self.calls["ListCustomJobs"] += max(1, -(-len(jobs) // self.page_size))
+        return [view(j) for j in jobs]
 
     def list_labelled(self, region: str, *, page_size: int = 100) -> list[JobView]:
         with self._lock:
             prefix = f"{self.parent(region)}/customJobs/"
-            return [view(j) for j in self.jobs.values() if j.name.startswith(prefix) and RUN_LABEL in j.labels]
+            return self._listed([j for j in self.jobs.values() if j.name.startswith(prefix) and RUN_LABEL in j.labels])
+
+    def list_changed(
+        self, region: str, *, updated_since: str, created_since: str, page_size: int = 100
+    ) -> list[JobView]:
+        """Labelled jobs updated at or after updated_since or created at or after created_since (RFC 3339)."""
+        if self.refuse_update_time:
+            refused = gexc.InvalidArgument('Unsupported filter field "update_time".')
+            raise translate_error(refused, f"ListCustomJobs in {region}", region) from refused
+        updated, created = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (updated_since, created_since))
+        with self._lock:
+            prefix = f"{self.parent(region)}/customJobs/"
+            return self._listed(
+                [
+                    j
+                    for j in self.jobs.values()
+                    if j.name.startswith(prefix)
+                    and RUN_LABEL in j.labels
+                    and (_at(j.update_time) >= updated or _at(j.create_time) >= created)
+                ]
+            )
 
     def find_by_run(self, region: str, run_id: str) -> JobView | None:
         with self._lock:
+            self.calls["ListCustomJobs"] += 1
             prefix = f"{self.parent(region)}/customJobs/"
             jobs = [
                 view(j)

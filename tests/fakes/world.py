@@ -3,7 +3,6 @@ can drive a run through its life one delivery at a time and read back the stored
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -18,6 +17,7 @@ from functions.settings import settings_from_env
 from schemas.plan import Plan, parse_plan
 from schemas.run_record import RunRecord
 from schemas.training_request import TrainingRequest, parse_training_request
+from tests.fakes.documents import copy_document
 from tests.fakes.ingest import Clock
 from tests.fakes.runs import FakeRuns
 from tests.fakes.vertex import FakeVertex
@@ -129,4 +129,4 @@ class World:
         return artifacts.model_dir
 
     def doc(self, run_id: str = RUN_ID) -> dict[str, Any]:
-        return copy.deepcopy(self.runs.docs[run_id])
+        return copy_document(self.runs.docs[run_id])

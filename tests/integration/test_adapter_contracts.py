@@ -89,6 +89,24 @@ def test_runs_store_every_part_of_a_record_as_it_was_written(runs: RunsStore | F
     assert runs.get(golden.run_id) == golden
 
 
+def test_runs_a_change_is_stored_exactly_fields_dropped_and_retyped_included(runs: RunsStore | FakeRuns) -> None:
+    """The adapter writes only the fields a change touched (functions/gcp/firestore_tx.py changed_fields): a field
+    the new record leaves out is deleted, and a value equal to the stored one but of another type (1 and 1.0, 1 and
+    True) is written again; the document read back with the stock client is the record's document."""
+    golden = parse_run_record(copy.deepcopy(GOLDEN_RUN))
+    runs.create_if_absent(golden)
+    later = T0 + timedelta(seconds=3)
+    runs.merge(golden.run_id, lambda r: replace(r, metrics={"loss": 1, "done": 1, "gone": 3}), now=later)
+    merged = runs.merge(
+        golden.run_id, lambda r: replace(r, metrics={"loss": 1.0, "done": True}, plan=None, retry_of=None), now=later
+    )
+    assert merged is not None and merged.plan is None and runs.get(golden.run_id) == merged
+    if isinstance(runs, RunsStore):
+        stored = _firestore().collection("runs").document(golden.run_id).get().to_dict()
+        assert stored == merged.to_document()
+        assert {k: type(v) for k, v in stored["metrics"].items()} == {"loss": float, "done": bool}
+
+
 def test_runs_transitions_only_move_forward(runs: RunsStore | FakeRuns) -> None:
     runs.create_if_absent(new_run("run-c1", {}, now=T0))
     later = T0 + timedelta(seconds=5)
@@ -580,6 +598,21 @@ def test_vertex_create_get_and_find_by_run(vertex: Vertex, tmp_path: Path) -> No
     assert found is not None and found.name == created.name
     assert vertex.jobs.find_by_run("us-central1", run_id) is None
     assert vertex.jobs.find_by_run("europe-west4", "run-never-submitted") is None
+
+
+def test_vertex_list_changed_answers_jobs_updated_or_created_since(vertex: Vertex, tmp_path: Path) -> None:
+    """The reconciler's list: labelled jobs updated at or after one time, or created at or after another."""
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    created = vertex.jobs.create("me-west1", _probe_job(run_id, tmp_path))
+    stamp = format_timestamp
+    future = stamp(datetime.now(UTC) + timedelta(hours=1))
+    listed = vertex.jobs.list_changed("me-west1", updated_since=stamp(before), created_since=future)
+    assert [j.name for j in listed] == [created.name]
+    assert (
+        vertex.jobs.list_changed("me-west1", updated_since=future, created_since=stamp(before))[0].name == created.name
+    )
+    assert vertex.jobs.list_changed("me-west1", updated_since=future, created_since=future) == []
 
 
 def test_vertex_capacity_and_refusals(vertex: Vertex, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from functions.gcp.measurements_store import MeasurementsStore
 from functions.gcp.orphans_store import OrphansStore
 from functions.gcp.rate_limits_store import RateLimitsStore
 from functions.gcp.runs_store import RunsStore
+from functions.gcp.watermarks_store import WatermarksStore
 from functions.records.dataset_versions import VersionOutcome
 from functions.records.leases import ClaimOutcome
 from functions.records.rate_limits import from_us
@@ -30,6 +31,7 @@ from schemas.dataset_version import DatasetVersion, parse_dataset_version
 from schemas.measurement import parse_measurement
 from schemas.orphan_record import parse_orphan_record
 from schemas.rate_bucket import CREATE_CUSTOM_JOB, bucket_id, parse_rate_bucket
+from schemas.reconcile_watermark import parse_reconcile_watermark
 from schemas.run_record import parse_run_record
 from schemas.times import parse_timestamp
 from tests.conftest import PROJECT, Emulator
@@ -46,6 +48,7 @@ STORED: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     f"datasets/*/{CONTENTS_SUBCOLLECTION}": ("content_record", parse_content_record),
     "rate_limits_collection": ("rate_bucket", parse_rate_bucket),
     "measurements_collection": ("measurement", parse_measurement),
+    "reconciler_collection": ("reconcile_watermark", parse_reconcile_watermark),
 }
 
 
@@ -126,6 +129,15 @@ def test_a_measurement_merged_from_two_runs_reads_back_as_the_golden(client: Any
     measurements.record(other)
     assert measurements.for_workload(expected.workload) == [expected]
     assert measurements.get(expected.measurement_id) == expected
+
+
+def test_a_reconcile_watermark_reads_back_as_the_golden(client: Any) -> None:
+    expected = parse_reconcile_watermark(golden("reconcile_watermark"))
+    marks = WatermarksStore(client, TOPOLOGY.reconciler_collection)
+    marks.put(expected)
+    doc = stored(client, f"{TOPOLOGY.reconciler_collection}/{expected.watermark_id}")
+    assert doc == golden("reconcile_watermark") and parse_reconcile_watermark(doc) == expected
+    assert marks.get_many([expected.watermark_id, "shard-1-of-2"]) == {expected.watermark_id: expected}
 
 
 def _datasets(client: Any) -> DatasetsStore:

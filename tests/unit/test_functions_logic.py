@@ -200,3 +200,44 @@ def test_a_transaction_that_keeps_colliding_is_transient() -> None:
     # Each attempt is its own transaction, after a random pause (full jitter) so colliding writers fall out of step.
     assert Client.calls == 6 and len(pauses) == 5
     assert all(0 <= p <= min(2.0, 0.05 * 2 ** (i + 1)) for i, p in enumerate(pauses)), pauses
+
+
+def test_a_transaction_writes_only_the_fields_that_changed() -> None:
+    """Unchanged fields are not encoded again, maps field by field; dropped ones are deleted; equal values of another
+    type are written."""
+    from google.cloud import firestore
+
+    from functions.gcp.firestore_tx import changed_fields
+
+    plan = {"machine": "a2-highgpu-1g", "alternatives": [{"gpus": 1, "cost": 2.5}]}
+    current = {
+        "state": "PLANNED",
+        "submission": {"fallbacks": [plan], "attempts": [], "lease": {"owner": "a"}},
+        "metrics": {"loss": 1, "seen": 2},
+        "flag": 1,
+        "retry_of": "r0",
+        "odd.key": 1,
+        "emptied": {"a": 1},
+    }
+    new = {
+        "state": "SUBMITTED",
+        "submission": {"fallbacks": [dict(plan)], "attempts": [{"n": 1}], "lease": {"owner": "a"}},
+        "metrics": {"loss": 1.0},
+        "flag": True,
+        "odd.key": 2,
+        "emptied": {},
+        "added": {"x": 1},
+    }
+    fields = changed_fields(current, new)
+    assert fields == {
+        "state": "SUBMITTED",
+        "submission.attempts": [{"n": 1}],
+        "metrics.loss": 1.0,
+        "metrics.seen": firestore.DELETE_FIELD,
+        "flag": True,
+        "`odd.key`": 2,
+        "emptied": {},
+        "added": {"x": 1},
+        "retry_of": firestore.DELETE_FIELD,
+    }
+    assert changed_fields(new, dict(new)) == {}

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any, cast
 
 import pytest
 
@@ -77,7 +78,8 @@ def test_marker_publishes_one_request_with_the_measured_stats() -> None:
 def test_a_marker_that_lands_before_its_data_waits_and_the_version_holds_what_it_measured(early: dict) -> None:
     """gcloud uploads files in parallel, so `gcloud storage cp part-0.csv _SUCCESS gs://...` can land the marker
     first: the version waits for data (it was REFUSED as "0 data objects"), is cut when a data object lands, and
-    records exactly the objects it measured; an object landing after the cut belongs to the next version."""
+    records exactly the objects it measured; an object landing after the cut belongs to the next version. The data
+    object's own event is acknowledged unread (issue 26 item 3); the sweep's next tick cuts the version."""
     w = World(ROUTES)
     for name, data in early.items():
         w.objects.put(name, data)
@@ -88,7 +90,9 @@ def test_a_marker_that_lands_before_its_data_waits_and_the_version_holds_what_it
     assert doc["status"] == DatasetStatus.WAITING
     assert "landed while the folder held 0 data object(s)" in doc["reason"]
     assert "Upload the marker last" in doc["reason"]
-    assert w.upload("datasets/a/part-0.csv", 182).startswith("published:")
+    assert w.upload("datasets/a/part-0.csv", 182) == "data"
+    assert w.published == []
+    assert w.sweep() == "swept: published=1"
     (request,) = w.requests()
     part = w.objects.objects["datasets/a/part-0.csv"]
     assert (request.dataset.object_count, request.dataset.total_bytes) == (1, 182)
@@ -236,9 +240,11 @@ def test_manifest_waits_for_a_missing_object_then_completes_when_it_lands() -> N
     doc = w.dataset("datasets/m/")
     assert doc["status"] == DatasetStatus.WAITING
     assert "1 listed object(s) missing: part-1.csv" in doc["reason"]
-    assert w.upload("datasets/m/part-1.csv", 19).startswith("waiting:")  # wrong size: still waiting
+    assert w.upload("datasets/m/part-1.csv", 19) == "data"  # acknowledged unread; the sweep evaluates the manifest
+    assert w.sweep() == "swept: waiting=1"  # wrong size: still waiting
     assert "part-1.csv is 19 bytes, manifest says 20" in w.dataset("datasets/m/")["reason"]
-    assert w.upload("datasets/m/part-1.csv", 20).startswith("published:")
+    assert w.upload("datasets/m/part-1.csv", 20) == "data"
+    assert w.sweep() == "swept: published=1"
     (request,) = w.requests()
     manifest_generation = w.objects.objects["datasets/m/_MANIFEST.json"].generation
     assert request.idempotency_key == f"gcs:{BUCKET}/datasets/m/:{manifest_generation}"
@@ -521,3 +527,23 @@ def test_a_delivery_that_died_after_marking_the_version_published_leaves_the_dat
         "PUBLISHED",
     )
     assert w.deliver("datasets/a/_SUCCESS", generation) == "duplicate:PUBLISHED" and len(w.published) == 1
+
+
+def test_a_data_object_on_a_marker_or_manifest_route_is_acknowledged_before_any_read() -> None:
+    """Issue 26 item 3: a shard's event cannot complete a dataset on a route completed by a marker or a manifest, so
+    it touches neither Firestore nor the bucket; on a quiet-period route it keeps its dataset open (one read)."""
+    w = World(ROUTES)
+
+    class Untouchable:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"a data object's event called {name}")
+
+    calm = w.deps
+    w.deps = replace(calm, datasets=cast(Any, Untouchable()), objects=cast(Any, Untouchable()))
+    w.objects.put("datasets/a/part-0.csv", 10)
+    assert w.deliver("datasets/a/part-0.csv", "1") == "data"
+    assert w.deliver("datasets/m/deep/part-0.csv", "2") == "data"
+    with pytest.raises(AssertionError, match="a data object's event called datasets"):
+        w.deliver("exports/e1/part-0.csv", "3")
+    w.deps = calm
+    assert w.upload("exports/e1/part-0.csv") == "collecting"

@@ -224,3 +224,22 @@ def test_the_topic_schema_carries_gpu_capabilities() -> None:
     body = own({"image_uri": "x/y:1", "gpu_capabilities": ["8.0", "9.0"]}, **SIZED)
     message = json_format.Parse(json.dumps(body), message_class()())
     assert list(message.trainer.gpu_capabilities) == ["8.0", "9.0"]
+
+
+def test_a_team_image_gets_the_champion_through_the_mount_and_the_stand_in_copies_it(tmp_path: Any) -> None:
+    """The route's champion (docs/trainer-contract.md) reaches a team's image as a /gcs/ path, like its other
+    folders; where no mount is (the Vertex emulator's Cloud Storage stand-in), the folder is copied to a local one."""
+    from functions.dispatch.job_spec import container
+    from trainer.user_code import CHAMPION_DIR_ENV, stage_folder
+
+    image = {"image_uri": SETTINGS.trainer_image.rsplit("/", 1)[0] + "/team-image:1"}
+    request = parse_training_request(own(image, **SIZED))
+    plan = plan_request(plan_input_from_request(request), now=NOW).plan
+    assert plan is not None
+    champion = {CHAMPION_DIR_ENV: "gs://landfall-artifacts/runs/r1/model/", "LANDFALL_CHAMPION_MODEL_VERSION": "m@1"}
+    env = {e["name"]: e["value"] for e in container(request, plan, SETTINGS, "run-2", champion)["env"]}
+    assert env[CHAMPION_DIR_ENV] == "/gcs/landfall-artifacts/runs/r1/model/"
+    assert env["LANDFALL_CHAMPION_MODEL_VERSION"] == "m@1"
+    local = tmp_path / "champion"
+    assert stage_folder(str(tmp_path), local, str(tmp_path / "no-mount")) == str(tmp_path), "a local path as is"
+    assert stage_folder(env[CHAMPION_DIR_ENV], local, str(tmp_path)) == f"{tmp_path}/landfall-artifacts/runs/r1/model/"

@@ -4,19 +4,21 @@ validation of machine shapes, fault plans and log paths."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 
 import pytest
-from google.cloud.aiplatform_v1.types import CustomJob, WorkerPoolSpec
+from google.cloud.aiplatform_v1.types import CustomJob, Model, WorkerPoolSpec
 
 from deploy.vertex_emulator import replica_log_paths
 from deploy.vertex_emulator.catalog import load_catalog
 from deploy.vertex_emulator.config import ConfigError
-from deploy.vertex_emulator.faults import parse_rules
-from deploy.vertex_emulator.filters import FilterError, parse_filter
+from deploy.vertex_emulator.faults import parse_rules, rate_quota
+from deploy.vertex_emulator.filters import JOB_FIELDS, MODEL_FIELDS, VERSION_FIELDS, FilterError, parse_filter
 from deploy.vertex_emulator.launch import ReplicaSlot, replica_environment
-from deploy.vertex_emulator.paging import PageTokenError, page
+from deploy.vertex_emulator.models import ALIAS
+from deploy.vertex_emulator.paging import PageTokenError, page, page_in_order
 from deploy.vertex_emulator.runner import exit_status
 from deploy.vertex_emulator.validation import check_machine
 from tests.fakes.vertex import job_state
@@ -29,6 +31,7 @@ def _job(
     state: str = "JOB_STATE_RUNNING",
     labels: dict | None = None,
     created: str = "2026-01-01T00:00:00+00:00",
+    updated: str | None = None,
 ) -> CustomJob:
     return CustomJob(
         name=f"projects/p/locations/l/customJobs/{number}",
@@ -36,12 +39,13 @@ def _job(
         state=job_state(state),
         labels=labels or {},
         create_time=datetime.fromisoformat(created),
+        update_time=datetime.fromisoformat(updated or created),
     )
 
 
 JOBS = [
     _job(1, name="alpha", labels={"a": "1"}),
-    _job(2, name="beta", state="JOB_STATE_FAILED", labels={"a": "2", "b": "x"}),
+    _job(2, name="beta", state="JOB_STATE_FAILED", labels={"a": "2", "b": "x"}, updated="2026-03-01T00:00:00+00:00"),
     _job(3, name='gamma "q"', labels={"b": "y"}, created="2026-02-01T00:00:00+00:00"),
 ]
 
@@ -61,6 +65,10 @@ JOBS = [
         ('display_name:"g?mma*"', []),
         ('create_time>="2026-02-01T00:00:00Z"', [3]),
         ('create_time!="2026-01-01T00:00:00Z"', [3]),
+        # update_time, in create_time's syntax: the reconciler's "changed since its last pass" (with OR: orphans).
+        ('update_time>="2026-02-15T00:00:00Z"', [2]),
+        ('labels.a:* AND (update_time>"2026-02-15T00:00:00+00:00" OR create_time>="2026-01-01T00:00:00Z")', [1, 2]),
+        ('update_time<"2026-02-01T00:00:01Z"', [1, 3]),
         ("   ", [1, 2, 3]),
     ],
 )
@@ -69,10 +77,75 @@ def test_filter_grammar(text, expected):
     assert [int(job.name.rsplit("/", 1)[-1]) for job in JOBS if matches(job)] == expected
 
 
-@pytest.mark.parametrize("text", ["labels.a=", "AND labels.a=1", 'labels.a="1")', "labels=1", "name=x", 'state:"x"'])
+BAD_FILTERS = [
+    "labels.a=",
+    "AND labels.a=1",
+    'labels.a="1")',
+    "labels=1",
+    "name=x",
+    'state:"x"',
+    "update_time>yesterday",
+    'update_time:"2026-01-01T00:00:00Z"',
+    'update_time>"2026-01-01T00:00:00"',
+]
+
+
+@pytest.mark.parametrize("text", BAD_FILTERS)
 def test_filter_errors(text):
     with pytest.raises(FilterError):
         parse_filter(text)
+
+
+MODELS = [
+    Model(name=f"projects/p/locations/l/models/{mid}", display_name=shown, labels=labels)
+    for mid, shown, labels in (
+        ("route-a", "route a", {"team": "vision"}),
+        ("route-b", "route b", {"team": "speech", "run_id": "r2"}),
+        ("123", "numbered", {}),
+    )
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model=route-a", ["route-a"]),
+        ('model!="route-a"', ["route-b", "123"]),
+        ('displayName="route b"', ["route-b"]),
+        ('display_name!="numbered" AND labels.team:*', ["route-a", "route-b"]),
+        ("labels:run_id", ["route-b"]),
+        ('labels.team="vision" OR model=123', ["route-a", "123"]),
+    ],
+)
+def test_model_filter_grammar(text, expected):
+    matches = parse_filter(text, MODEL_FIELDS)
+    assert [m.name.rsplit("/", 1)[-1] for m in MODELS if matches(m)] == expected
+
+
+@pytest.mark.parametrize(
+    ("fields", "text", "message"),
+    [
+        (MODEL_FIELDS, 'display_name:"route*"', "supports the operators =, !="),
+        (MODEL_FIELDS, 'state="JOB_STATE_FAILED"', "Supported: model, display_name, labels.KEY"),
+        (VERSION_FIELDS, "model=route-a", "Supported: labels.KEY"),
+        (JOB_FIELDS, 'displayName="x"', "Unsupported filter field"),
+    ],
+)
+def test_model_filter_errors(fields, text, message):
+    with pytest.raises(FilterError, match=re.escape(message)):
+        parse_filter(text, fields)
+
+
+def test_paging_in_order_walks_every_item_once_and_binds_its_token():
+    items = list(range(5))
+    first, token = page_in_order(items, request_text="f", page_size=2, page_token="", method="ListModels")
+    second, token2 = page_in_order(items, request_text="f", page_size=2, page_token=token, method="ListModels")
+    last, end = page_in_order(items, request_text="f", page_size=2, page_token=token2, method="ListModels")
+    assert (first, second, last, end) == ([0, 1], [2, 3], [4], "")
+    with pytest.raises(PageTokenError, match="different filter"):
+        page_in_order(items, request_text="g", page_size=2, page_token=token, method="ListModels")
+    with pytest.raises(PageTokenError, match="previous ListModels response"):
+        page_in_order(items, request_text="f", page_size=2, page_token="junk", method="ListModels")
 
 
 def test_paging_is_stable_when_jobs_are_added_between_pages():
@@ -188,3 +261,28 @@ def test_replica_log_paths_in_replica_order(tmp_path):
         (folder / f"{name}.log").write_text("")
     assert list(replica_log_paths(tmp_path, "42")) == ["workerpool0-0", "workerpool1-2", "workerpool1-10"]
     assert replica_log_paths(tmp_path, "43") == {}
+
+
+def test_rate_limits_take_model_service_methods():
+    rules = parse_rules({"rate_limits": [{"method": "UploadModel", "limit": 1}, {"method": "GetModel", "limit": 9}]})
+    assert [rule.method for rule in rules.rate_limits] == ["UploadModel", "GetModel"]
+    assert rate_quota("UploadModel").metric_title == "Job or LRO submission requests"
+    assert rate_quota("GetModel").metric_title == "Resource management (CRUD) requests"
+    with pytest.raises(ConfigError, match="UploadModel"):
+        parse_rules({"rate_limits": [{"method": "Predict", "limit": 1}]})
+
+
+@pytest.mark.parametrize(
+    ("alias", "valid"),
+    [
+        ("production", True),
+        ("v2-candidate", True),
+        ("aBc", True),
+        ("aB", False),
+        ("p", False),
+        ("7", False),
+        ("prod-", False),
+    ],
+)
+def test_alias_format_is_vertex_s(alias, valid):
+    assert (ALIAS.fullmatch(alias) is not None) == valid

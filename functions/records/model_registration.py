@@ -1,0 +1,374 @@
+"""A SUCCEEDED run's model into Vertex AI Model Registry, once, and the champion/challenger decision (docs/models.md).
+
+Whoever sees a run succeed (the listener, a reconcile pass announcing it) registers its model before RunFinished is
+published, so the message names the version. Exactly once:
+
+1. claim: a lease on the run (`submission.model_lease_until`, one transaction); a run that has its `model` already,
+   or whose lease another delivery holds, is left alone;
+2. look up: a version of the route's registry model labelled `landfall-run=<run id>` (ListModelVersions) is the
+   run's, uploaded by a delivery that died before recording it: it is adopted, not uploaded again;
+3. decide, then upload: the decision (schemas/model_version.py DECISIONS) is taken against the version holding the
+   `production` alias before the upload, and travels on the new version (labels, description, metadata), since
+   Model Registry keeps a version's labels as uploaded;
+4. move `production` to the new version when the decision says so, only from the champion the decision was taken
+   against (a later promotion is never undone by a retry);
+5. record `model` on the run and give the lease back (one transaction).
+
+A failure before 5 releases the lease and raises: the run stays unannounced, and the next delivery or reconcile pass
+(which announces ended runs still unannounced) registers it again from step 1, finding the version by its label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from deploy.routes import Route
+from functions.records.run_rules import RunsRules, Step
+from schemas.errors import SchemaError
+from schemas.fields import Reader
+from schemas.model_version import (
+    CONTENT_DIGEST_LABEL,
+    DATASET_VERSION_LABEL,
+    PRODUCTION_ALIAS,
+    ROUTE_LABEL,
+    RUN_LABEL,
+    ModelVersionRef,
+    Promotion,
+    PromotionRule,
+    VersionView,
+    label_value,
+    model_id_for,
+    parse_promotion,
+)
+from schemas.run_record import RunRecord, RunState
+from schemas.times import format_timestamp, parse_timestamp
+
+REGISTRATION_LEASE = timedelta(seconds=360)
+"""How long a delivery holds the right to upload a run's model (longer than the upload's own wait, 300 s)."""
+DECISION_LABEL = "landfall-decision"
+DIRECT_ROUTE = "direct"
+"""The route name of a run whose request came from no route (`landfall submit`)."""
+PROMOTING = ("first", "promoted")
+"""Decisions that move `production` to the new version."""
+
+
+class Registry(Protocol):
+    """What registration needs of Model Registry (functions/gcp/model_registry.py ModelRegistry)."""
+
+    def model_name(self, model_id: str) -> str: ...
+    def get(self, name: str) -> VersionView | None: ...
+    def find_by_run(self, model_id: str, run_id: str) -> VersionView | None: ...
+    def upload(self, model_id: str, model: dict[str, Any]) -> VersionView: ...
+    def set_alias(self, version_name: str, alias: str) -> VersionView: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a run's model goes and under which rule."""
+
+    model_id: str
+    display_name: str
+    route: str
+    dataset: str
+    rule: PromotionRule | None
+    serving_image: str
+
+
+def target_for(request: dict[str, Any], routes: tuple[Route, ...], default_image: str) -> Target:
+    """The registry model of the run's route and dataset (the route from the request's `landfall-route` label; a
+    run from no route is `direct`), its rule and its serving container: the route's serving_image, else the team's
+    image, else default_image (Landfall's trainer image)."""
+    labels = request.get("labels") or {}
+    route_name = str(labels.get(ROUTE_LABEL, "")) if isinstance(labels, dict) else ""
+    route = next((r for r in routes if r.name == route_name), None)
+    uri = str((request.get("dataset") or {}).get("uri", ""))
+    prefix = uri.removeprefix("gs://").split("/", 1)[1] if "/" in uri.removeprefix("gs://") else ""
+    if route is not None and prefix.startswith(route.prefix):
+        dataset = prefix[len(route.prefix) :].strip("/") or prefix.strip("/")
+    else:
+        dataset = prefix.strip("/").rsplit("/", 1)[-1]
+    name = route.name if route is not None else (route_name or DIRECT_ROUTE)
+    trainer = request.get("trainer") or {}
+    image = (route.serving_image if route else "") or str(trainer.get("image_uri", "") or "") or default_image
+    return Target(
+        model_id=model_id_for(name, dataset),
+        display_name=f"{name}/{dataset}"[:128],
+        route=name,
+        dataset=dataset,
+        rule=route.promotion_rule if route is not None else None,
+        serving_image=image,
+    )
+
+
+CHAMPION_DIR_ENV = "LANDFALL_CHAMPION_MODEL_DIR"
+"""The job's variable naming the production model's folder (its artifact_uri) for the trainer to score on the new
+dataset version's held-out split (docs/trainer-contract.md)."""
+CHAMPION_VERSION_ENV = "LANDFALL_CHAMPION_MODEL_VERSION"
+"""The job's variable naming that version (MODEL@VERSION_ID), reported back beside its score."""
+
+
+def champion_env(where: Target, registry: Registry) -> dict[str, str]:
+    """The champion variables for a job of the target's route: none without a promotion rule (nothing to compare)
+    or without a production version yet."""
+    if where.rule is None:
+        return {}
+    champion = registry.get(f"{registry.model_name(where.model_id)}@{PRODUCTION_ALIAS}")
+    if champion is None or not champion.artifact_uri:
+        return {}
+    return {CHAMPION_DIR_ENV: champion.artifact_uri, CHAMPION_VERSION_ENV: champion.version_name}
+
+
+def claimed_registration(*, now: datetime) -> Step[tuple[str, RunRecord | None]]:
+    """Take the registration lease of a SUCCEEDED run with no model yet; result: ("claimed", the run) or why not."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, tuple[str, RunRecord | None]]:
+        if cur is None or cur.state != RunState.SUCCEEDED:
+            return None, ("not-succeeded", None)
+        if cur.model is not None:
+            return None, ("already-registered", None)
+        until = cur.submission.model_lease_until
+        if until is not None and parse_timestamp(until, field="submission.model_lease_until") > now:
+            return None, ("registering-elsewhere", None)
+        lease = format_timestamp(now + REGISTRATION_LEASE)
+        claimed = replace(cur, submission=replace(cur.submission, model_lease_until=lease))
+        return claimed, ("claimed", claimed)
+
+    return step
+
+
+def released_registration(*, now: datetime) -> Step[None]:
+    """Give the lease back (the registration failed): the next delivery or reconcile pass may try at once."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, None]:
+        if cur is None or cur.model is not None:
+            return None, None
+        return replace(cur, submission=replace(cur.submission, model_lease_until=format_timestamp(now))), None
+
+    return step
+
+
+def recorded_model(ref: ModelVersionRef) -> Step[bool]:
+    """Record the version on the run and drop the lease; result: whether this call recorded it."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None or cur.model is not None:
+            return None, False
+        return replace(cur, model=ref, submission=replace(cur.submission, model_lease_until=None)), True
+
+    return step
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def scores(metrics: dict[str, Any] | None, metric: str) -> tuple[float | None, float | None, str]:
+    """(the challenger's score, the champion's score on the challenger's held-out data, the champion version that
+    score is of) from a run's metrics: the built-in trainer's `champion` section ({"version", "final", ...}), or a
+    team code's metrics lines `champion_<metric>` and `champion_version` (docs/trainer-contract.md)."""
+    metrics = metrics or {}
+    final = _obj(metrics.get("final"))
+    challenger = _number(final.get(metric))
+    champion = metrics.get("champion")
+    if isinstance(champion, dict) and isinstance(champion.get("final"), dict):
+        return challenger, _number(champion["final"].get(metric)), str(champion.get("version", ""))
+    return challenger, _number(final.get(f"champion_{metric}")), str(final.get("champion_version", ""))
+
+
+def held_out_data(run: RunRecord) -> str:
+    """What the run's figures were measured on: its evaluation split of its dataset version."""
+    metrics = run.metrics or {}
+    evaluation = _obj(metrics.get("evaluation"))
+    uri = str((run.request.get("dataset") or {}).get("uri", ""))
+    digest = (
+        run.data_read.objects_digest
+        if run.data_read
+        else str((run.request.get("dataset") or {}).get("objects_digest", ""))
+    )
+    split = evaluation.get("split", "held-out")
+    samples = evaluation.get("samples")
+    rows = f"{samples} rows, " if samples is not None else ""
+    return f"{split} split of {uri} ({rows}objects digest {digest[:16] or 'unknown'})"
+
+
+def decide(run: RunRecord, rule: PromotionRule | None, champion: VersionView | None, *, now: datetime) -> Promotion:
+    """The champion/challenger decision for the run's model (schemas/model_version.py DECISIONS)."""
+    at = format_timestamp(now)
+    if champion is None:
+        return Promotion("first", "the route's first model (no version holds production): it becomes production", at)
+    if rule is None:
+        return Promotion(
+            "no-rule",
+            f"the route declares no [routes.promotion] rule: production stays on version {champion.version_id}",
+            at,
+            champion_version=champion.version_id,
+        )
+    challenger, champion_score, scored_version = scores(run.metrics, rule.metric)
+    base = Promotion(
+        "not-comparable",
+        "",
+        at,
+        metric=rule.metric,
+        direction=rule.direction,
+        min_improvement=rule.min_improvement,
+        challenger_score=challenger,
+        champion_score=champion_score,
+        champion_version=champion.version_id,
+        data=held_out_data(run),
+    )
+    if challenger is None:
+        return replace(base, reason=f"the run reports no final {rule.metric}: production stays")
+    if champion_score is None or scored_version not in (champion.version_name, champion.version_id):
+        skipped = _obj((run.metrics or {}).get("champion")).get("skipped")
+        what = (
+            f"no score of the champion on this run's held-out data{f' ({skipped})' if skipped else ''}"
+            if champion_score is None
+            else f"the champion scored was {scored_version}, not {champion.version_name}, which holds production now"
+        )
+        return replace(base, reason=f"{what}: production stays on version {champion.version_id}")
+    margin = rule.better_by(challenger, champion_score)
+    line = (
+        f"{rule.metric} {challenger:.4f} vs the champion's {champion_score:.4f} (version {champion.version_id}, "
+        f"{rule.direction} is better): {'+' if margin >= 0 else ''}{margin:.4f}, least improvement "
+        f"{rule.min_improvement:g}"
+    )
+    if margin > 0 and margin >= rule.min_improvement:
+        return replace(base, decision="promoted", reason=f"{line}: production moves to this version")
+    return replace(base, decision="kept", reason=f"{line}: production stays")
+
+
+def lineage(run: RunRecord) -> dict[str, Any]:
+    """Which data, request, plan and code made the run's model (bounded: the object list only while short)."""
+    request = run.request
+    dataset = request.get("dataset") or {}
+    data = run.data_read.to_dict() if run.data_read else {}
+    if len(data.get("objects", [])) > 20:
+        data = {**data, "objects": data["objects"][:20], "objects_omitted": len(data["objects"]) - 20}
+    trainer = request.get("trainer") or {}
+    plan = run.plan
+    return {
+        "dataset": {
+            "uri": dataset.get("uri", ""),
+            "version_key": request.get("idempotency_key", ""),
+            "objects_digest": dataset.get("objects_digest", ""),
+            "read": data,
+        },
+        "request": {k: request.get(k) for k in ("task", "model", "hyperparameters", "source")},
+        "plan": None
+        if plan is None
+        else {
+            "region": plan.region,
+            "machine_type": plan.machine_type,
+            "accelerator_type": plan.accelerator_type,
+            "accelerator_count": plan.accelerator_count,
+            "replica_count": plan.replica_count,
+            "strategy": plan.strategy,
+        },
+        "code": {"trainer": trainer} if trainer else {"trainer": "built-in", "model": request.get("model")},
+        "job": None if run.vertex is None else run.vertex.job_name,
+    }
+
+
+def model_message(run: RunRecord, target: Target, promotion: Promotion) -> dict[str, Any]:
+    """The Model message (as a dict) UploadModel gets for the run."""
+    dataset = run.request.get("dataset") or {}
+    digest = run.data_read.objects_digest if run.data_read else str(dataset.get("objects_digest", ""))
+    final = (run.metrics or {}).get("final") or {}
+    labels = {
+        RUN_LABEL: label_value(run.run_id),
+        ROUTE_LABEL: label_value(target.route),
+        DATASET_VERSION_LABEL: label_value(str(run.request.get("idempotency_key", ""))),
+        DECISION_LABEL: promotion.decision,
+    }
+    if digest:
+        labels[CONTENT_DIGEST_LABEL] = label_value(digest)
+    return {
+        "display_name": target.display_name,
+        "artifact_uri": run.artifacts.model_dir if run.artifacts else "",
+        "container_spec": {"image_uri": target.serving_image},
+        "labels": labels,
+        "version_description": f"run {run.run_id}: {promotion.decision}: {promotion.reason}"[:2000],
+        "metadata": {
+            "run_id": run.run_id,
+            "final": {k: v for k, v in final.items() if _number(v) is not None},
+            "promotion": promotion.to_dict(),
+            "lineage": lineage(run),
+        },
+    }
+
+
+def _promotion_of(version: VersionView) -> Promotion | None:
+    raw = version.metadata.get("promotion")
+    try:
+        return parse_promotion(Reader(raw, "metadata.promotion")) if isinstance(raw, dict) else None
+    except SchemaError:
+        return None
+
+
+def register_model(
+    run_id: str,
+    store: RunsRules,
+    registry: Registry,
+    target: Callable[[dict[str, Any]], Target],
+    *,
+    now: Callable[[], datetime],
+) -> str:
+    """Register the SUCCEEDED run's model once and decide its promotion; says what happened."""
+    outcome, run = store.apply(run_id, claimed_registration(now=now()))
+    if run is None:
+        return outcome
+    try:
+        where = target(run.request)
+        champion = registry.get(f"{registry.model_name(where.model_id)}@{PRODUCTION_ALIAS}")
+        version = registry.find_by_run(where.model_id, run.run_id)
+        adopted = version is not None
+        promotion = (_promotion_of(version) if version is not None else None) or decide(
+            run, where.rule, champion if champion is None or champion.version_id != _id(version) else None, now=now()
+        )
+        if version is None:
+            version = registry.upload(where.model_id, model_message(run, where, promotion))
+        holder = champion.version_id if champion is not None else ""
+        if (
+            promotion.decision in PROMOTING
+            and PRODUCTION_ALIAS not in version.aliases
+            and holder == promotion.champion_version
+        ):
+            version = registry.set_alias(version.version_name, PRODUCTION_ALIAS)
+        ref = ModelVersionRef(version.model, version.version_id, format_timestamp(now()), promotion)
+    except BaseException:
+        store.apply(run_id, released_registration(now=now()))
+        raise
+    store.apply(run_id, recorded_model(ref))
+    return f"{'adopted' if adopted else 'registered'}:{version.version_name}:{promotion.decision}"
+
+
+def _id(version: VersionView | None) -> str:
+    return "" if version is None else version.version_id
+
+
+__all__ = [
+    "CHAMPION_DIR_ENV",
+    "CHAMPION_VERSION_ENV",
+    "DECISION_LABEL",
+    "REGISTRATION_LEASE",
+    "Registry",
+    "Target",
+    "champion_env",
+    "claimed_registration",
+    "decide",
+    "held_out_data",
+    "lineage",
+    "model_message",
+    "recorded_model",
+    "register_model",
+    "released_registration",
+    "scores",
+    "target_for",
+]

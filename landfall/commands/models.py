@@ -1,0 +1,201 @@
+"""`landfall models [NAME]`, `landfall model VERSION`, `landfall promote RUN_ID`, `landfall rollback MODEL`: the
+routes' models in Vertex AI Model Registry, their versions, aliases, scores and lineage, and moving `production` by
+hand (docs/models.md). A hand-made move is recorded on the run whose version gets the alias, as the rule's are."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from landfall.commands.runs import read_run, run_id_argument
+from landfall.errors import CommandError, client_boundary
+from landfall.tables import render_table
+
+
+def _registry() -> Any:
+    from functions.wiring import model_registry
+
+    return model_registry()
+
+
+def _model_id(text: str) -> str:
+    """A model id from NAME: an id (landfall-default-tabular-iris) or a full resource name."""
+    return text.split("@", 1)[0].rsplit("/", 1)[-1]
+
+
+def _score(metadata: dict[str, Any]) -> str:
+    promotion = metadata.get("promotion") or {}
+    metric = promotion.get("metric") or ""
+    final = metadata.get("final") or {}
+    if metric and final.get(metric) is not None:
+        return f"{metric} {float(final[metric]):.4f}"
+    return ", ".join(f"{k} {float(v):.4f}" for k, v in sorted(final.items())[:2])
+
+
+def _row(v: Any) -> list[object]:
+    promotion = v.metadata.get("promotion") or {}
+    return [
+        v.model_id,
+        v.version_id,
+        ",".join(v.aliases),
+        promotion.get("decision", v.labels.get("landfall-decision", "")),
+        _score(v.metadata),
+        v.labels.get("landfall-run", ""),
+    ]
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    registry = _registry()
+    with client_boundary("list Vertex AI Model Registry models"):
+        if args.name:
+            versions = registry.versions(_model_id(args.name))
+            if not versions:
+                raise CommandError(f"no registry model {args.name!r}; `landfall models` lists them")
+        else:
+            versions = [v for m in registry.models() for v in registry.versions(m.model_id)]
+    if args.json:
+        print(json.dumps([v.to_dict() for v in versions], indent=2))
+        return 0
+    if not versions:
+        print("no models yet: a SUCCEEDED run's model is registered when the run ends")
+        return 0
+    print(render_table(["MODEL", "VERSION", "ALIASES", "DECISION", "SCORE", "RUN"], [_row(v) for v in versions]))
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    registry = _registry()
+    name = args.version if args.version.startswith("projects/") else registry.model_name(args.version)
+    if "@" not in name:
+        raise CommandError(f"{args.version!r} names no version: write MODEL@VERSION_ID or MODEL@ALIAS")
+    with client_boundary(f"read {name}"):
+        version = registry.get(name)
+    if version is None:
+        raise CommandError(f"no model version {args.version!r}; `landfall models NAME` lists the versions")
+    if args.json:
+        print(json.dumps(version.to_dict(), indent=2))
+        return 0
+    metadata = version.metadata
+    promotion = metadata.get("promotion") or {}
+    lineage = metadata.get("lineage") or {}
+    dataset = lineage.get("dataset") or {}
+    read = dataset.get("read") or {}
+    print(f"{version.version_name}  aliases: {', '.join(version.aliases) or '-'}")
+    print(f"  run:       {version.labels.get('landfall-run', '')} (`landfall run` shows it)")
+    print(f"  artifacts: {version.artifact_uri}")
+    print(f"  dataset:   {dataset.get('uri', '')} version {dataset.get('version_key', '')}")
+    print(f"             {read.get('object_count', '?')} objects, digest {dataset.get('objects_digest', '')}")
+    for obj in (read.get("objects") or [])[:5]:
+        print(f"             {obj.get('name')} generation {obj.get('generation')}")
+    print(f"  request:   {json.dumps(lineage.get('request') or {}, sort_keys=True)[:300]}")
+    print(f"  plan:      {json.dumps(lineage.get('plan') or {}, sort_keys=True)}")
+    print(f"  code:      {json.dumps(lineage.get('code') or {}, sort_keys=True)[:300]}")
+    print(f"  scores:    {_score(metadata) or '-'}")
+    print(f"  decision:  {promotion.get('decision', '-')}: {promotion.get('reason', '')}")
+    if promotion.get("data"):
+        print(f"  measured:  {promotion['data']}")
+    return 0
+
+
+def _runs() -> Any:
+    from functions.wiring import runs_store
+
+    return runs_store()
+
+
+def _record(run_id: str, promotion: Any) -> None:
+    """The hand-made move on the run whose version now holds production."""
+    from dataclasses import replace
+
+    def step(cur: Any) -> tuple[Any, None]:
+        if cur is None or cur.model is None:
+            return None, None
+        return replace(cur, model=replace(cur.model, promotion=promotion)), None
+
+    with client_boundary(f"record the move on run {run_id}"):
+        _runs().apply(run_id, step)
+
+
+def _move(version: Any, decision: str, why: str, previous: Any) -> None:
+    from schemas.model_version import PRODUCTION_ALIAS, Promotion
+    from schemas.times import format_timestamp
+
+    registry = _registry()
+    with client_boundary(f"move {PRODUCTION_ALIAS} to {version.version_name}"):
+        registry.set_alias(version.version_name, PRODUCTION_ALIAS)
+    promotion = Promotion(
+        decision=decision,
+        reason=why,
+        at=format_timestamp(datetime.now(UTC)),
+        by=getpass.getuser(),
+        champion_version="" if previous is None else previous.version_id,
+    )
+    run_id = version.labels.get("landfall-run", "")
+    if run_id:
+        _record(run_id, promotion)
+    print(f"{PRODUCTION_ALIAS} -> {version.version_name} ({decision}; was version {promotion.champion_version or '-'})")
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from schemas.model_version import PRODUCTION_ALIAS
+
+    run = read_run(args.run_id, "promote")
+    if run.model is None:
+        raise CommandError(f"run {run.run_id} ({run.state}) has no registered model: only SUCCEEDED runs have one")
+    registry = _registry()
+    with client_boundary(f"read {run.model.version_name}"):
+        version = registry.get(run.model.version_name)
+        previous = registry.get(f"{run.model.model}@{PRODUCTION_ALIAS}")
+    if version is None:
+        raise CommandError(f"{run.model.version_name} is no longer in Model Registry")
+    if PRODUCTION_ALIAS in version.aliases:
+        print(f"{version.version_name} is production already")
+        return 0
+    _move(version, "manual-promote", f"promoted by hand from run {run.run_id}", previous)
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from schemas.model_version import PRODUCTION_ALIAS
+
+    registry = _registry()
+    model_id = _model_id(args.model)
+    with client_boundary(f"list the versions of {model_id}"):
+        versions = registry.versions(model_id)
+    current = next((v for v in versions if PRODUCTION_ALIAS in v.aliases), None)
+    if current is None:
+        raise CommandError(f"no version of {model_id!r} holds {PRODUCTION_ALIAS}; `landfall models` lists them")
+    earlier = [
+        v
+        for v in versions
+        if int(v.version_id) < int(current.version_id)
+        and (v.metadata.get("promotion") or {}).get("decision", v.labels.get("landfall-decision"))
+        in ("first", "promoted", "manual-promote", "manual-rollback")
+    ]
+    if not earlier:
+        raise CommandError(
+            f"{current.version_name} is the first production version of {model_id}: nothing to roll back to"
+        )
+    target = max(earlier, key=lambda v: int(v.version_id))
+    _move(target, "manual-rollback", f"rolled back by hand from version {current.version_id}", current)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("models", help="list the routes' models in Vertex AI Model Registry, with aliases and scores")
+    p.add_argument("name", nargs="?", default="", help="one model's id (e.g. landfall-default-tabular-iris)")
+    p.add_argument("--json", action="store_true", help="every version as JSON")
+    p.set_defaults(func=cmd_models)
+    p = sub.add_parser("model", help="one model version with its lineage and promotion decision")
+    p.add_argument("version", help="MODEL@VERSION_ID or MODEL@ALIAS (e.g. landfall-default-tabular-iris@production)")
+    p.add_argument("--json", action="store_true", help="the version as JSON")
+    p.set_defaults(func=cmd_model)
+    p = sub.add_parser("promote", help="move a route's production alias to a run's model version by hand")
+    p.add_argument("run_id", type=run_id_argument, metavar="RUN_ID")
+    p.set_defaults(func=cmd_promote)
+    p = sub.add_parser("rollback", help="move production back to the version that held it before")
+    p.add_argument("model", metavar="MODEL", help="the model's id")
+    p.set_defaults(func=cmd_rollback)
