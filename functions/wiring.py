@@ -169,12 +169,23 @@ def _plan(request: Any) -> Any:
 
 
 def _measure(run: Any) -> None:
-    """Record what a SUCCEEDED run measured (functions/records/measurements.py)."""
+    """Record what a SUCCEEDED run measured (functions/records/measurements.py). A transient error is raised (the
+    delivery is retried, the merge is idempotent); a stored document that no longer fits its schema is logged and
+    left alone, rather than holding the run's event back for ever."""
+    import logging
+
     from functions.records.measurements import measurement_from_run, planner_steps
+    from schemas.errors import SchemaError
 
     measurement = measurement_from_run(run, planner_steps(run.request))
-    if measurement is not None:
+    if measurement is None:
+        return
+    try:
         measurements_store().record(measurement)
+    except SchemaError as exc:
+        logging.getLogger("landfall.job_events").warning(
+            "run %s: measurement %s not recorded: %s", run.run_id, measurement.measurement_id, exc
+        )
 
 
 def _replan(request: Any, plan: Any, figures: Any) -> Any:

@@ -16,7 +16,7 @@ from functions import wiring
 from functions.gcp import clients
 from functions.planning import plan_input_from_request, plan_request
 from landfall.cli import build_parser
-from schemas.run_record import RunState, Timings, parse_run_record
+from schemas.run_record import RunRecord, RunState, Timings, parse_run_record
 from schemas.training_request import TrainingRequest, parse_training_request
 from tests.conftest import Emulator
 
@@ -34,7 +34,7 @@ def wired(clean_firestore: Emulator, monkeypatch: pytest.MonkeyPatch) -> Iterato
         cached.cache_clear()
 
 
-def _finished_run(request: TrainingRequest, step_seconds: float, steps: int, run_seconds: float) -> object:
+def _finished_run(request: TrainingRequest, step_seconds: float, steps: int, run_seconds: float) -> RunRecord:
     """The golden run record as a SUCCEEDED run of `request`, planned from the model, with these measurements."""
     plan = plan_request(plan_input_from_request(request), wiring.dispatcher_planner_config()).plan
     assert plan is not None
@@ -84,3 +84,26 @@ def test_a_finished_runs_figures_plan_the_next_run_of_its_workload_and_landfall_
     args = build_parser().parse_args(["plan", str(REQUEST), "--measured", "off"])
     assert args.func(args) == 0
     assert "past estimates" not in capsys.readouterr().out
+
+
+def test_a_stored_measurement_that_no_longer_fits_is_left_alone_and_the_dispatcher_plans_from_the_model(
+    wired: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    from google.cloud import firestore
+
+    from functions.records.measurements import measurement_from_run, planner_steps
+    from functions.settings import get_settings
+    from tests.conftest import PROJECT
+
+    request = parse_training_request(REQUEST.read_text())
+    planned = plan_request(plan_input_from_request(request), wiring.dispatcher_planner_config()).evaluation
+    run = _finished_run(request, step_seconds=0.15, steps=planned.workload.steps, run_seconds=70.0)
+    measurement = measurement_from_run(run, planner_steps(run.request))
+    assert measurement is not None
+    collection = firestore.Client(project=PROJECT).collection(get_settings().measurements_collection)
+    collection.document(measurement.measurement_id).set({**measurement.to_document(), "step_seconds": "fast"})
+    wiring._measure(run)  # logged, not raised: the run's event is not held back
+    assert "not recorded" in caplog.text and "step_seconds" in caplog.text
+    plan = wiring._plan(request).plan  # the query's document does not parse: planned from the model, with a warning
+    assert plan is not None and not any(a.startswith("measured") for a in plan.assumptions)
+    assert "planning from the model" in caplog.text
