@@ -20,12 +20,13 @@ from typing import Any
 import pytest
 
 from deploy.routes import Route
-from functions.envelopes import ObjectEvent
+from functions.envelopes import ObjectEvent, PubSubMessage
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.gcs_objects import GcsObjects
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
 from functions.ingest.handler import IngestDeps, handle_object_event
+from functions.ingest.sweep import handle_sweep
 from functions.job_states import JobStateDeps, read_gcs_text, record_job_state
 from functions.settings import settings_from_env
 from schemas.data_objects import DataObject, objects_digest
@@ -124,10 +125,11 @@ def test_a_marker_that_lands_first_gives_a_run_that_trains_only_what_its_version
     outcome = handle_object_event(upload(bucket, folder + "_SUCCESS", b""), deps)
     assert outcome.startswith("waiting:"), outcome
     assert drain(subscriber) == []
-    # The small object lands: the version is cut with it.
+    # The small object lands (its event acknowledged unread, issue 26 item 3): the sweep's tick cuts the version.
     small = datagen.csv_text(datagen.separable_rows(120, 0)).encode()
     small_event = upload(bucket, folder + "part-0.csv", small)
-    assert handle_object_event(small_event, deps).startswith("published:")
+    assert handle_object_event(small_event, deps) == "data"
+    assert handle_sweep(PubSubMessage(data=b"{}", message_id="tick-1"), deps) == "swept: published=1"
     # A large object lands after the cut, and the small one is rewritten: neither is in this version.
     large = datagen.csv_text(datagen.separable_rows(900, 1)).encode()
     assert handle_object_event(upload(bucket, folder + "part-1.csv", large), deps) == "data"

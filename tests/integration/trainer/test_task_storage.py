@@ -13,6 +13,8 @@ from tests.trainer_runner import run_trainer, trainer_args, trainer_env
 
 METRIC_KEYS = {
     "schema_version",
+    "step_seconds",
+    "peak_memory_bytes",
     "task",
     "model",
     "strategy",

@@ -78,7 +78,7 @@ def test_filter_by_display_name_and_create_time(emulator, listed_jobs):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('update_time>"2024-01-01T00:00:00Z"', "Unsupported filter field"),
+        ('encryption_spec="x"', "Unsupported filter field"),
         ('state>"JOB_STATE_FAILED"', "supports the operators"),
         ('state="RUNNING"', "Unknown state"),
         ('create_time>"yesterday"', "RFC 3339"),
