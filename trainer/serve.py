@@ -32,6 +32,9 @@ from trainer.logs import log
 from trainer.model_io import LoadedModel, load_model
 from trainer.prediction import MAX_REQUEST_BYTES, BadRequest, predict_body
 
+DISCARD_LIMIT = 64 << 20
+"""An oversized body up to this size is read and dropped before the 413; a larger one closes the connection."""
+
 
 @dataclass(frozen=True)
 class ServeSettings:
@@ -106,7 +109,7 @@ def handler_for(settings: ServeSettings, holder: ModelHolder) -> type[BaseHTTPRe
                 self._answer(411, {"error": "expected a Content-Length header with the JSON body's size"})
                 return
             if int(length) > MAX_REQUEST_BYTES:
-                self.close_connection = True  # the body stays unread
+                self._discard(int(length))
                 self._answer(413, {"error": f"the request is {length} bytes; at most {MAX_REQUEST_BYTES}"})
                 return
             body = self.rfile.read(int(length))
@@ -121,6 +124,17 @@ def handler_for(settings: ServeSettings, holder: ModelHolder) -> type[BaseHTTPRe
             except Exception as exc:  # a model failure answers 500 with its reason; the server keeps serving
                 log("prediction failed", severity="ERROR", error=repr(exc))
                 self._answer(500, {"error": f"the model failed: {exc!r}"})
+
+        def _discard(self, length: int) -> None:
+            """Read an oversized body away (so the caller, still sending, gets the 413), or hang up on a huge one."""
+            if length > DISCARD_LIMIT:
+                self.close_connection = True
+                return
+            while length > 0:
+                chunk = self.rfile.read(min(length, 1 << 16))
+                if not chunk:  # the caller hung up
+                    break
+                length -= len(chunk)
 
         def _answer(self, status: int, doc: dict[str, Any]) -> None:
             data = json.dumps(doc).encode()
