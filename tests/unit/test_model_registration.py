@@ -190,6 +190,9 @@ def test_a_built_in_model_is_registered_with_the_command_that_serves_it_and_a_te
         "predict_route": "/predict",
         "ports": [{"container_port": 8080}],
     }
+    from google.cloud import aiplatform_v1  # the field names are ModelContainerSpec's (proto-plus refuses others)
+
+    assert list(aiplatform_v1.ModelContainerSpec(**message["container_spec"]).command)[-1] == "trainer.serve"
     team = replace(run, request={**run.request, "trainer": {"image_uri": "team/serve:1"}})
     assert model_message(team, target_for(team.request, routes, "trainer:image"), decide(team, None, None, now=NOW))[
         "container_spec"
