@@ -127,6 +127,10 @@ def _announce(run_id: str) -> str:
 
     try:
         registered = _register_model(run_id)
+        # Another delivery holds the registration lease: it announces once its version exists (a reconcile pass
+        # does, after the lease, if it dies). Announcing now would publish RunFinished naming no model.
+        if registered == "registering-elsewhere":
+            return registered
     except PermanentError as exc:  # Vertex refused the upload: retrying cannot help, the run is announced without
         registered = "refused"
         logging.getLogger("landfall.models").error("run %s: model not registered: %s", run_id, exc)

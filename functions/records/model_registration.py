@@ -44,6 +44,7 @@ from schemas.model_version import (
     parse_promotion,
 )
 from schemas.run_record import RunRecord, RunState
+from schemas.serving import builtin_container_spec
 from schemas.times import format_timestamp, parse_timestamp
 
 REGISTRATION_LEASE = timedelta(seconds=360)
@@ -75,12 +76,15 @@ class Target:
     dataset: str
     rule: PromotionRule | None
     serving_image: str
+    builtin_serving: bool = False
+    """The built-in trainer's model in Landfall's trainer image: the container runs `python -m trainer.serve`
+    (schemas/serving.py); a route's serving_image or a team's image is registered as it is (their contract)."""
 
 
 def target_for(request: dict[str, Any], routes: tuple[Route, ...], default_image: str) -> Target:
     """The registry model of the run's route and dataset (the route from the request's `landfall-route` label; a
     run from no route is `direct`), its rule and its serving container: the route's serving_image, else the team's
-    image, else default_image (Landfall's trainer image)."""
+    image, else default_image (Landfall's trainer image, serving a built-in trainer model with trainer.serve)."""
     labels = request.get("labels") or {}
     route_name = str(labels.get(ROUTE_LABEL, "")) if isinstance(labels, dict) else ""
     route = next((r for r in routes if r.name == route_name), None)
@@ -92,7 +96,8 @@ def target_for(request: dict[str, Any], routes: tuple[Route, ...], default_image
         dataset = prefix.strip("/").rsplit("/", 1)[-1]
     name = route.name if route is not None else (route_name or DIRECT_ROUTE)
     trainer = request.get("trainer") or {}
-    image = (route.serving_image if route else "") or str(trainer.get("image_uri", "") or "") or default_image
+    serving_image = route.serving_image if route else ""
+    image = serving_image or str(trainer.get("image_uri", "") or "") or default_image
     return Target(
         model_id=model_id_for(name, dataset),
         display_name=f"{name}/{dataset}"[:128],
@@ -100,6 +105,7 @@ def target_for(request: dict[str, Any], routes: tuple[Route, ...], default_image
         dataset=dataset,
         rule=route.promotion_rule if route is not None else None,
         serving_image=image,
+        builtin_serving=not serving_image and not trainer,
     )
 
 
@@ -292,7 +298,9 @@ def model_message(run: RunRecord, target: Target, promotion: Promotion) -> dict[
     return {
         "display_name": target.display_name,
         "artifact_uri": run.artifacts.model_dir if run.artifacts else "",
-        "container_spec": {"image_uri": target.serving_image},
+        "container_spec": builtin_container_spec(target.serving_image)
+        if target.builtin_serving
+        else {"image_uri": target.serving_image},
         "labels": labels,
         "version_description": f"run {run.run_id}: {promotion.decision}: {promotion.reason}"[:2000],
         "metadata": {

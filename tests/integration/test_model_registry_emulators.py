@@ -72,9 +72,10 @@ class Stack:
         self.metrics: dict[str, dict[str, Any]] = {}
         self.published: list[RunFinished] = []
         self._lock = threading.Lock()
+        self.builtin_serving = True
 
     def target(self, request: dict[str, Any]) -> Target:
-        return Target(self.model_id, "promoted/iris", "promoted", "iris", RULE, "serving:image")
+        return Target(self.model_id, "promoted/iris", "promoted", "iris", RULE, "serving:image", self.builtin_serving)
 
     def publish(self, message: RunFinished) -> str:
         with self._lock:
@@ -83,7 +84,8 @@ class Stack:
 
     def announce(self, run_id: str) -> str:
         now = lambda: datetime.now(UTC)  # noqa: E731
-        register_model(run_id, self.runs, self.registry, self.target, now=now)
+        if register_model(run_id, self.runs, self.registry, self.target, now=now) == "registering-elsewhere":
+            return "registering-elsewhere"  # as functions/wiring.py _announce: the lease holder announces
         return announce(run_id, self.runs, self.publish, now=now)
 
     def read_text(self, uri: str) -> str | None:
@@ -222,6 +224,9 @@ def test_a_better_model_moves_production_and_a_worse_one_leaves_it(
     production = client.get_model(name=f"{stack.registry.model_name(stack.model_id)}@production")
     assert production.version_id == "3" and production.artifact_uri == "gs://landfall-local/runs/run-v3/model/"
     assert production.labels["landfall-decision"] == "promoted"
+    spec = production.container_spec
+    assert (spec.image_uri, list(spec.command)) == ("serving:image", ["python", "-m", "trainer.serve"])
+    assert (spec.health_route, spec.predict_route, spec.ports[0].container_port) == ("/health", "/predict", 8080)
     read = stack.registry.get(f"{stack.registry.model_name(stack.model_id)}@production")
     assert read is not None and read.metadata["promotion"]["champion_version"] == "1", "the evidence on the version"
     assert read.metadata["lineage"]["dataset"]["version_key"], "and its lineage"

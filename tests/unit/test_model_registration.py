@@ -175,6 +175,37 @@ def test_the_target_is_one_model_per_route_and_dataset_with_a_valid_id() -> None
     assert len(label_value("X" * 100)) == 63 and label_value("Run-A/b") == "run-a-b"
 
 
+def test_a_built_in_model_is_registered_with_the_command_that_serves_it_and_a_teams_container_as_it_is() -> None:
+    """The built-in trainer's model names `python -m trainer.serve` on the trainer image with its routes and port
+    (ModelContainerSpec command, health_route, predict_route, ports); a team's image or a route's serving_image is
+    their own container, registered with its image only."""
+    routes = read_routes()
+    run = succeeded("run-1", 0.9)
+    built_in = target_for(run.request, routes, "trainer:image")
+    message = model_message(run, built_in, decide(run, None, None, now=NOW))
+    assert message["container_spec"] == {
+        "image_uri": "trainer:image",
+        "command": ["python", "-m", "trainer.serve"],
+        "health_route": "/health",
+        "predict_route": "/predict",
+        "ports": [{"container_port": 8080}],
+    }
+    from google.cloud import aiplatform_v1  # the field names are ModelContainerSpec's (proto-plus refuses others)
+
+    assert list(aiplatform_v1.ModelContainerSpec(**message["container_spec"]).command)[-1] == "trainer.serve"
+    team = replace(run, request={**run.request, "trainer": {"image_uri": "team/serve:1"}})
+    assert model_message(team, target_for(team.request, routes, "trainer:image"), decide(team, None, None, now=NOW))[
+        "container_spec"
+    ] == {"image_uri": "team/serve:1"}
+    script = replace(run, request={**run.request, "trainer": {"script": "gs://code/train.py"}})
+    assert not target_for(script.request, routes, "trainer:image").builtin_serving
+    own = (replace(routes[0], serving_image="team/serving:2"),)
+    routed = replace(run, request={**run.request, "labels": {"landfall-route": routes[0].name}})
+    assert model_message(routed, target_for(routed.request, own, "t:i"), decide(routed, None, None, now=NOW))[
+        "container_spec"
+    ] == {"image_uri": "team/serving:2"}
+
+
 @pytest.mark.parametrize(
     ("table", "expected"),
     [
