@@ -2,7 +2,8 @@
 team's container (the canary/ route of routes.toml: planned 2.25 h by its measured step time, past the suite's
 LANDFALL_CANARY_MIN_HOURS of 1, which `landfall up`'s settings carry to the functions). A canary within the plan is
 followed by the long job, its figures on the run; one twice as slow makes the run planned again from what it
-measured; one that fails ends the run with its reason and no long job; `landfall cancel` in the canary step cancels
+measured; one that fails ends the run with its reason and no long job, and `landfall retry` of it makes one new run
+that runs its own canary; `landfall cancel` in the canary step cancels
 the canary job; a canary that ends while the listener is stopped is finished by the reconciler, which hands the run
 to the dispatcher for its long job. Each run costs seconds of a stdlib container."""
 
@@ -126,6 +127,20 @@ def test_a_canary_runs_first_and_the_run_goes_on_is_planned_again_or_fails_by_wh
     assert doc["state"] == "FAILED" and doc["error"]["code"] == "canary-failed", doc.get("error")
     assert doc["error"]["reason"] == "user-code" and doc["canary"]["status"] == "failed"
     assert [is_canary_job(j) for j in _jobs_of(failing)] == [True]
+
+    # `landfall retry` of the run its canary failed: one new run, which runs a canary of its own first (the same
+    # code fails it the same way: still no long job); a second retry starts nothing
+    capsys.readouterr()
+    assert cli.main(["retry", failing, "--json"]) == 0
+    retried = json.loads(capsys.readouterr().out)
+    assert retried["retry_of"] == failing and retried["run_id"] != failing
+    assert cli.main(["retry", failing, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["already_retried"] is True
+    again = _terminal(firestore_runs, retried["run_id"])
+    assert again["state"] == "FAILED" and again["error"]["code"] == "canary-failed", again.get("error")
+    assert again["canary"]["status"] == "failed" and again["canary"]["job_name"] != doc["canary"]["job_name"]
+    assert [is_canary_job(j) for j in _jobs_of(retried["run_id"])] == [True]
+    assert _doc(firestore_runs, failing)["retried_by"] == retried["run_id"]
 
 
 def test_cancel_and_the_reconciler_hold_for_a_run_in_its_canary_step(
