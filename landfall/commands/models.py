@@ -66,6 +66,18 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _whole(value: Any) -> Any:
+    """The lineage as Landfall wrote it: a version's metadata is a protobuf Value, whose numbers are all doubles, so
+    counts and sizes come back as 4.0 and 64.0; whole ones are shown as the integers they were."""
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     registry = _registry()
     name = args.version if args.version.startswith("projects/") else registry.model_name(args.version)
@@ -80,7 +92,7 @@ def cmd_model(args: argparse.Namespace) -> int:
         return 0
     metadata = version.metadata
     promotion = metadata.get("promotion") or {}
-    lineage = metadata.get("lineage") or {}
+    lineage = _whole(metadata.get("lineage") or {})
     dataset = lineage.get("dataset") or {}
     read = dataset.get("read") or {}
     print(f"{version.version_name}  aliases: {', '.join(version.aliases) or '-'}")
