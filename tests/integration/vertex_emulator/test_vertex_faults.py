@@ -76,9 +76,12 @@ def test_transient_unavailable_on_the_next_calls(vertex):
 
 
 def test_spot_preemption_restarts_replicas_with_the_same_environment(vertex, job_events, tmp_path):
-    control.set_faults(vertex.address, {"spot_preemption": {"after_seconds": 0.5, "times": 1, "grace_seconds": 0.5}})
+    # Preempted 2 s after it starts: under load (three busy test workers on two cores) a replica's interpreter and
+    # its child can take more than a second to start, and a replica preempted before it wrote its record leaves
+    # nothing to compare the restart with.
+    control.set_faults(vertex.address, {"spot_preemption": {"after_seconds": 2.0, "times": 1, "grace_seconds": 0.5}})
     out = tmp_path / "out"
-    pools = [probe_pool(out, "--sleep", "1.5", "--count-starts", "--spawn-child")]
+    pools = [probe_pool(out, "--sleep", "3.0", "--count-starts", "--spawn-child")]
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, scheduling={"strategy": "SPOT"}))
     done = vertex.wait_terminal(job.name)
     assert done.state == JobState.JOB_STATE_SUCCEEDED, done.error
