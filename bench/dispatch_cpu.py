@@ -13,6 +13,10 @@ It prints:
 - CPU per request (user + system of this process, `time.process_time`, around each call; the median and mean):
   the figure issue 26 item 6 sets at most 15 ms. The load test's figure (docs/benchmarks.md) also counts the
   functions-framework server that receives the push (HTTP, CloudEvent parsing), which this leaves out.
+- The floor itself, measured: the same fourteen calls (three document reads, a create, two transactions of begin,
+  read and commit, the slot's two single-document writes, a query, a listing and an object read from Cloud Storage,
+  CreateCustomJob) made straight through the same clients with documents of a few fields: what any dispatcher that
+  makes these calls spends, whatever it writes (`floor_pass`).
 - Where it goes, from a second pass under cProfile with a CPU clock: the share spent in Landfall's own code
   (functions/, schemas/), in the client libraries (google-cloud-*, google-api-core, grpc, proto-plus, protobuf,
   google-auth, requests, urllib3) and in the standard library they call. The client libraries' share, applied to
@@ -31,6 +35,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.latency import COLD_ENDED_WITHIN_S, one_drop  # noqa: E402
-from bench.local_stack.harness import noop_stack  # noqa: E402
+from bench.local_stack.harness import noop_stack, trainer_image  # noqa: E402
 from bench.local_stack.report import machine  # noqa: E402
 
 TARGET_MS = 15.0
@@ -84,10 +89,80 @@ def split(profile: cProfile.Profile) -> dict[str, float]:
     return totals
 
 
+def floor_pass(requests: int, region: str, bucket: str, image: str, by_call: dict[str, float]) -> list[float]:
+    """CPU ms per round of the dispatcher's fourteen calls made with tiny documents, through the same clients the
+    dispatcher uses (functions/gcp/clients.py), against the same emulators."""
+    from google.cloud import firestore
+    from google.cloud.firestore_v1.base_query import FieldFilter
+
+    from functions.gcp import clients
+
+    db = clients.firestore_client()
+    gcs = clients.storage_client()
+    jobs = clients.job_service_client(region)
+    parent = f"projects/{db.project}/locations/{region}"
+    floor = db.collection("bench_floor")
+    slot = floor.document("slot")
+    slot.set({"next_slot_us": 0})
+    custom_job = {
+        "display_name": "bench-floor",
+        "job_spec": {
+            "worker_pool_specs": [
+                {
+                    "machine_spec": {"machine_type": "n1-standard-4"},
+                    "replica_count": 1,
+                    "container_spec": {"image_uri": image, "args": ["--floor"]},
+                }
+            ]
+        },
+    }
+
+    def steps(i: int) -> Iterator[str]:
+        """Each call, named after it is made (the caller times the gaps)."""
+        ref = floor.document(f"run-{uuid.uuid4().hex[:16]}")
+        ref.get()
+        yield "run read (BatchGetDocuments)"
+        ref.create({"state": "RECEIVED", "n": i})
+        yield "run create (Commit)"
+        list(gcs.list_blobs(bucket, prefix="datasets/warm-000/", max_results=100))
+        yield "dataset listing (GCS JSON API)"
+        gcs.bucket(bucket).blob("datasets/warm-000/part-00000.csv").download_as_bytes()
+        yield "label object read (GCS JSON API)"
+        list(floor.where(filter=FieldFilter("n", "==", -1)).limit(20).stream())
+        yield "measurements query (RunQuery)"
+        for state in ("PLANNED", "SUBMITTED"):  # the two run transactions
+
+            @firestore.transactional
+            def change(transaction: Any, state: str = state) -> None:
+                ref.get(transaction=transaction)
+                transaction.update(ref, {"state": state})
+
+            change(db.transaction(max_attempts=1))
+            yield "run transaction (BeginTransaction, BatchGetDocuments, Commit)"
+        slot.set({"next_slot_us": firestore.Maximum(i)}, merge=True)
+        slot.set({"next_slot_us": firestore.Increment(1)}, merge=True)
+        yield "submission slot (two Commits)"
+        jobs.create_custom_job(parent=parent, custom_job=custom_job)
+        yield "CreateCustomJob"
+
+    for _ in steps(-1):  # channels open
+        pass
+    cpu_ms: list[float] = []
+    for i in range(requests):
+        start = last = time.process_time()
+        for name in steps(i):
+            now = time.process_time()
+            by_call[name] = by_call.get(name, 0.0) + (now - last) * 1000 / requests
+            last = now
+        cpu_ms.append((time.process_time() - start) * 1000)
+    return cpu_ms
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=60, help="requests measured (default 60)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--profile", type=Path, help="write the cProfile pass's stats here (pstats format)")
     args = parser.parse_args()
     if args.requests < 5:
         parser.error(f"--requests must be at least 5, got {args.requests}")
@@ -125,7 +200,12 @@ def main() -> int:
             profile.enable()
             handle_training_request(message, deps)
             profile.disable()
+        region = os.environ.get("LANDFALL_DEFAULT_REGION", s.topology.default_region)
+        by_call: dict[str, float] = {}
+        floor_ms = floor_pass(args.requests, region, s.topology.bucket, trainer_image(s.topology), by_call)
         after = machine()
+    if args.profile:
+        profile.dump_stats(args.profile)
     shares = split(profile)
     total = sum(shares.values())
     median = statistics.median(cpu_ms)
@@ -138,11 +218,18 @@ def main() -> int:
     for key, seconds in sorted(shares.items(), key=lambda kv: -kv[1]):
         print(f"  {key:34s} {100 * seconds / total:5.1f} %  ~{median * seconds / total:5.1f} ms")
     floor = median * shares.get("client libraries", 0.0) / total
+    measured_floor = statistics.median(floor_ms)
     met = median <= TARGET_MS
     print(
-        f"client libraries' floor for the same calls: ~{floor:.1f} ms; "
+        f"client libraries' share of these calls, with Landfall's documents: ~{floor:.1f} ms; "
         f"target <= {TARGET_MS:g} ms: {'met' if met else 'NOT met'}"
     )
+    print(
+        f"the floor, the same 14 calls with documents of a few fields (floor_pass): median {measured_floor:.1f} ms, "
+        f"min {min(floor_ms):.1f} ms; by call (mean ms per request):"
+    )
+    for name, ms in by_call.items():
+        print(f"  {name:66s} {ms:5.1f}")
     if args.out:
         args.out.write_text(
             json.dumps(
@@ -153,6 +240,9 @@ def main() -> int:
                     "cpu_ms": cpu_ms,
                     "shares": {k: v / total for k, v in shares.items()},
                     "library_floor_ms": floor,
+                    "floor_pass_ms_median": measured_floor,
+                    "floor_pass_ms": floor_ms,
+                    "floor_pass_by_call_ms": by_call,
                     "outcomes": outcomes,
                     "machine_before": before,
                     "machine_after": after,
