@@ -37,6 +37,7 @@ def _target(args: argparse.Namespace) -> Target:
 
     users = ui.parse_users(getattr(args, "ui_users", []))
     actions = ui.parse_actions(getattr(args, "ui_actions", []), load_deploy_config().ui)
+    ui.check(load_deploy_config(), users, actions)
     return Target(
         project=args.project,
         region=args.region or load_topology().default_region,
