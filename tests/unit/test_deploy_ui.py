@@ -71,6 +71,7 @@ def test_the_service_refuses_unauthenticated_calls_and_runs_as_its_own_account(d
     assert [argv[3] for argv in services] == [SERVICE]
     f = flags(services[0])
     assert "no-allow-unauthenticated" in f and "allow-unauthenticated" not in f
+    assert "invoker-iam-check" in f and "no-invoker-iam-check" not in f, "the check on, even if someone turned it off"
     assert f["service-account"] == UI_SA
     assert f["image"] == f"{SAMPLE.region}-docker.pkg.dev/{P}/landfall/ui:{SAMPLE.image_tag}"
     text = " ".join(shlex.join(argv) for argv in deployed)
