@@ -269,3 +269,12 @@ def test_the_missing_package_is_named_when_a_checkout_lacks_it(tmp_path: Path) -
     (tmp_path / spec.dockerfile).write_text((REPO_ROOT / spec.dockerfile).read_text())
     staged_ui = ui.stage_ui(spec, names(SAMPLE), {}, SAMPLE.ui_users, (), root=tmp_path)
     assert staged_ui.missing == ui.NEEDED
+
+
+def test_the_deployable_actions_are_the_ones_the_dashboard_knows() -> None:
+    """One list: [gcp.ui.actions.*] grants what each LANDFALL_UI_ACTIONS entry the dashboard accepts needs."""
+    source = pytest.importorskip("landfall.ui.source", reason="the dashboard's package is not in this checkout")
+    spec = load_deploy_config().ui
+    assert spec is not None
+    assert {a.name for a in spec.actions} == set(source.KNOWN_ACTIONS)
+    assert source.ACTIONS_ENV == ui.ACTIONS_ENV
