@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -38,18 +38,38 @@ READ_ONLY = {
 SAMPLE_ARGS = ["--project", P, "--region", SAMPLE.region, "--project-number", SAMPLE.project_number]
 
 
-def commands(target: Target) -> list[list[str]]:
+@dataclass(frozen=True)
+class Rendered:
+    """A target's dry run: its commands, and the staged files its dashboard commands name, read at once (a later
+    prepare() of another target stages over them)."""
+
+    argvs: list[list[str]]
+    files: dict[str, str]
+
+    def service(self) -> list[str]:
+        return next(argv for argv in self.argvs if argv[1:3] == ["run", "deploy"])
+
+    def env(self) -> dict[str, str]:
+        return read_env_yaml(self.files[flags(self.service())["env-vars-file"]])
+
+    def policy(self) -> object:
+        rule = next(argv for argv in self.argvs if argv[1:4] == ["run", "services", "set-iam-policy"])
+        return json.loads(self.files[rule[5]])
+
+
+def commands(target: Target) -> Rendered:
     text = dry_run_text(deploy_plan(target, prepare(target)))
-    return [shlex.split(line) for line in text.splitlines() if line and not line.startswith("#")]
+    argvs = [shlex.split(line) for line in text.splitlines() if line and not line.startswith("#")]
+    named = [
+        *(flags(argv)["env-vars-file"] for argv in argvs if argv[1:3] == ["run", "deploy"]),
+        *(argv[5] for argv in argvs if argv[1:4] == ["run", "services", "set-iam-policy"]),
+    ]
+    return Rendered(argvs, {path: (REPO_ROOT / path).read_text() for path in named})
 
 
 def flags(argv: list[str]) -> dict[str, str]:
     pairs = (arg[2:].partition("=") for arg in argv if arg.startswith("--"))
     return {key: value for key, _, value in pairs}
-
-
-def staged(path: str) -> Path:
-    return REPO_ROOT / path
 
 
 def ui_roles(deployed: list[list[str]]) -> set[tuple[str, str]]:
@@ -62,8 +82,13 @@ def ui_roles(deployed: list[list[str]]) -> set[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def deployed() -> list[list[str]]:
+def rendered() -> Rendered:
     return commands(SAMPLE)
+
+
+@pytest.fixture(scope="module")
+def deployed(rendered: Rendered) -> list[list[str]]:
+    return rendered.argvs
 
 
 def test_the_service_refuses_unauthenticated_calls_and_runs_as_its_own_account(deployed: list[list[str]]) -> None:
@@ -80,12 +105,12 @@ def test_the_service_refuses_unauthenticated_calls_and_runs_as_its_own_account(d
     assert not any("iap" in word for word in deployed[0]), "no IAP: the IAM invoker check needs no other API"
 
 
-def test_the_invoker_rule_names_exactly_the_configured_users(deployed: list[list[str]]) -> None:
+def test_the_invoker_rule_names_exactly_the_configured_users(rendered: Rendered) -> None:
     """The service's whole policy is set (not a binding added), so it holds the users given and no one else."""
+    deployed = rendered.argvs
     rules = [argv for argv in deployed if argv[1:4] == ["run", "services", "set-iam-policy"]]
     assert [argv[4] for argv in rules] == [SERVICE]
-    policy = json.loads(staged(rules[0][5]).read_text())
-    assert policy == {"bindings": [{"role": "roles/run.invoker", "members": sorted(SAMPLE.ui_users)}]}
+    assert rendered.policy() == {"bindings": [{"role": "roles/run.invoker", "members": sorted(SAMPLE.ui_users)}]}
     assert not any(argv[1:3] == ["run", "services"] and "add-iam-policy-binding" in argv for argv in deployed)
     # the rule comes after the service it is set on
     position = {argv[1:4].__repr__(): i for i, argv in enumerate(deployed) if argv[1:3] == ["run", "deploy"]}
@@ -94,19 +119,16 @@ def test_the_invoker_rule_names_exactly_the_configured_users(deployed: list[list
 
 def test_a_user_dropped_from_ui_users_loses_access_on_the_next_deploy() -> None:
     fewer = replace(SAMPLE, ui_users=("user:ana@example.com",))
-    rule = next(argv for argv in commands(fewer) if argv[1:4] == ["run", "services", "set-iam-policy"])
-    policy = json.loads(staged(rule[5]).read_text())
-    assert [b["members"] for b in policy["bindings"]] == [["user:ana@example.com"]]
+    assert commands(fewer).policy() == {
+        "bindings": [{"role": "roles/run.invoker", "members": ["user:ana@example.com"]}]
+    }
 
 
-def test_the_dashboards_account_only_reads_unless_actions_are_enabled(deployed: list[list[str]]) -> None:
-    roles = ui_roles(deployed)
+def test_the_dashboards_account_only_reads_unless_actions_are_enabled(rendered: Rendered) -> None:
+    roles = ui_roles(rendered.argvs)
     assert {role for role, _ in roles} == READ_ONLY
     assert all(role.lower().endswith("viewer") for role, _ in roles)
-    env = read_env_yaml(
-        staged(flags(next(a for a in deployed if a[1:3] == ["run", "deploy"]))["env-vars-file"]).read_text()
-    )
-    assert env[ui.ACTIONS_ENV] == "", "read-only: the dashboard offers no action"
+    assert rendered.env()[ui.ACTIONS_ENV] == "", "read-only: the dashboard offers no action"
 
 
 @pytest.mark.parametrize(
@@ -127,7 +149,8 @@ def test_the_dashboards_account_only_reads_unless_actions_are_enabled(deployed: 
 def test_each_enabled_action_adds_what_its_command_needs_and_nothing_more(
     deployed: list[list[str]], actions: tuple[str, ...], added: set[tuple[str, str]]
 ) -> None:
-    with_actions = commands(replace(SAMPLE, ui_actions=actions))
+    rendered = commands(replace(SAMPLE, ui_actions=actions))
+    with_actions = rendered.argvs
     assert ui_roles(with_actions) - ui_roles(deployed) == added
     writes = [
         a
@@ -135,14 +158,11 @@ def test_each_enabled_action_adds_what_its_command_needs_and_nothing_more(
         if flags(a).get("role") == "roles/datastore.user" and flags(a)["member"] == f"serviceAccount:{UI_SA}"
     ]
     assert len(writes) == 1 and "databases/(default)" in flags(writes[0])["condition"], "Landfall's database only"
-    service = next(a for a in with_actions if a[1:3] == ["run", "deploy"])
-    env = read_env_yaml(staged(flags(service)["env-vars-file"]).read_text())
-    assert env[ui.ACTIONS_ENV] == ",".join(actions)
+    assert rendered.env()[ui.ACTIONS_ENV] == ",".join(actions)
 
 
-def test_the_service_reads_the_settings_the_cli_reads(deployed: list[list[str]]) -> None:
-    service = next(a for a in deployed if a[1:3] == ["run", "deploy"])
-    env = read_env_yaml(staged(flags(service)["env-vars-file"]).read_text())
+def test_the_service_reads_the_settings_the_cli_reads(rendered: Rendered) -> None:
+    env = rendered.env()
     settings = settings_from_env(env)
     assert settings.project == P
     assert settings.landing_bucket == f"{P}-landfall-landing"
