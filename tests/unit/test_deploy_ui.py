@@ -245,6 +245,21 @@ def test_a_real_deploy_refuses_a_checkout_without_the_dashboards_package(
     assert "the dashboard's image needs landfall/ui/no-such-file.txt, which this checkout lacks" in err
 
 
+def test_a_deploy_with_the_dashboard_ends_by_saying_how_to_open_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import landfall.commands.deploy as command
+
+    monkeypatch.setattr(ui, "NEEDED", ())
+    monkeypatch.setattr(command, "_execute", lambda *_: [])  # what gcloud would do is tested above and in execute
+    assert main(["deploy", *SAMPLE_ARGS, "--ui-users", "group:ml-team@example.com"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"open the dashboard with `gcloud run services proxy {SERVICE} --region={SAMPLE.region} --project={P}`, "
+        "then open http://localhost:8080"
+    ) in err
+
+
 # --- the container -------------------------------------------------------------------------------------------------
 
 
