@@ -32,6 +32,7 @@ SHARED_STAGE = frozenset(
         "tests/unit/test_deploy_cli.py",
         "tests/unit/test_deploy_execute.py",
         "tests/unit/test_deploy_bundles.py",
+        "tests/unit/test_deploy_ui.py",
         "tests/unit/test_plan_custom_job_project.py",
         "tests/integration/test_deploy_gcloud.py",
         "tests/integration/test_deploy_bundle.py",

@@ -140,10 +140,18 @@ def stage_function(
 
 def stage_trainer(root: Path = REPO_ROOT, out: Path | None = None) -> tuple[Path, str]:
     """Stage the trainer's build context; returns (its folder relative to root, its content hash)."""
-    folder = _fresh((out or root / STAGE_DIR) / "trainer")
-    for relative in TRAINER_CONTEXT:
+    return stage_context("trainer", TRAINER_CONTEXT, trainer_image().dockerfile, root, out)
+
+
+def stage_context(
+    name: str, sources: Iterable[str], dockerfile: str, root: Path = REPO_ROOT, out: Path | None = None
+) -> tuple[Path, str]:
+    """Stage an image's build context in folder `name`: sources (files or folders, with the repository's layout, no
+    tests or caches) and the Dockerfile at its root; returns (the folder relative to root, its content hash)."""
+    folder = _fresh((out or root / STAGE_DIR) / name)
+    for relative in sources:
         _copy(root, relative, folder)
-    shutil.copy2(root / trainer_image().dockerfile, folder / "Dockerfile")
+    shutil.copy2(root / dockerfile, folder / "Dockerfile")
     (folder / ".gcloudignore").write_text(GCLOUDIGNORE)
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):

@@ -125,6 +125,44 @@ class DeliveryPolicy:
 
 
 @dataclass(frozen=True)
+class UiAction:
+    """An action the dashboard may offer (LANDFALL_UI_ACTIONS): what it does, and what its account then needs."""
+
+    name: str
+    about: str
+    grants: tuple[Grant, ...]
+
+
+@dataclass(frozen=True)
+class UiSpec:
+    """How the dashboard runs as a Cloud Run service ([gcp.ui]); deploy/gcp/ui.py renders it.
+
+    service_account: the [gcp.service_accounts.*] key it runs as (read-only grants); image_name: its image in the
+    trainer's Artifact Registry repository, built from dockerfile; actions: what each LANDFALL_UI_ACTIONS entry adds.
+    """
+
+    service_name: str
+    service_account: str
+    image_name: str
+    dockerfile: str
+    memory: str
+    cpu: str
+    min_instances: int
+    max_instances: int
+    concurrency: int
+    timeout: str
+    actions: tuple[UiAction, ...] = ()
+
+    def action(self, name: str) -> UiAction:
+        for action in self.actions:
+            if action.name == name:
+                return action
+        raise DeployConfigError(
+            f"the dashboard has no action {name!r}; it may offer {', '.join(a.name for a in self.actions)}"
+        )
+
+
+@dataclass(frozen=True)
 class DeployConfig:
     runtime: str
     apis: tuple[str, ...]
@@ -144,6 +182,8 @@ class DeployConfig:
     """The [gcp.service_accounts.*] key of the identity Cloud Build runs as (the image build and every function's)."""
     build_timeout: str = "3600s"
     """How long Cloud Build may take over the trainer image (its CUDA base alone is several GB to pull and push)."""
+    ui: UiSpec | None = None
+    """The dashboard's Cloud Run service ([gcp.ui]); None: the topology deploys none."""
 
     def condition(self, key: str) -> Condition:
         for condition in self.conditions:
@@ -246,6 +286,7 @@ def _check_targets(config: DeployConfig, topology: Topology, topics: Mapping[str
     holders: list[tuple[str, tuple[Grant, ...]]] = [
         *((f"gcp.service_accounts.{a.key}", a.grants) for a in config.service_accounts),
         *((f"gcp.service_agents.{a.key}", a.grants) for a in config.service_agents),
+        *((f"gcp.ui.actions.{a.name}", a.grants) for a in (config.ui.actions if config.ui else ())),
     ]
     for where, grants in holders:
         for grant in grants:
@@ -273,12 +314,61 @@ def _check_targets(config: DeployConfig, topology: Topology, topics: Mapping[str
                 f"topology.toml gcp.functions.{spec.name}.service_account {spec.service_account!r}"
                 f" is no [gcp.service_accounts.*]; known: {', '.join(sorted(accounts))}"
             )
+    if config.ui and config.ui.service_account not in accounts:
+        raise DeployConfigError(
+            f"topology.toml gcp.ui.service_account {config.ui.service_account!r} is no [gcp.service_accounts.*]; "
+            f"known: {', '.join(sorted(accounts))}"
+        )
     missing = functions - {spec.name for spec in config.functions}
     if missing:
         raise DeployConfigError(
             f"topology.toml: functions {sorted(missing)} have no [gcp.functions.*] table (memory, "
             "cpu, instances, concurrency, service account)"
         )
+
+
+def _ui(table: object, file: str) -> UiSpec | None:
+    """[gcp.ui], checked: None when the topology has no such table."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise DeployConfigError(f"{file}: gcp.ui must be a table (service_name, service_account, image_name, ...)")
+    text = {"service_name", "service_account", "image_name", "dockerfile", "memory", "cpu", "timeout"}
+    whole = {"min_instances", "max_instances", "concurrency"}
+    for key in sorted(text | whole):
+        value = table.get(key)
+        kind: type = str if key in text else int
+        if not isinstance(value, kind) or isinstance(value, bool) or value == "":
+            raise DeployConfigError(f"{file}: gcp.ui.{key} must be a {kind.__name__}, found {value!r}")
+    spec = UiSpec(
+        **{key: table[key] for key in text | whole},
+        actions=tuple(
+            UiAction(
+                name,
+                str(action.get("about", "")) if isinstance(action, dict) else "",
+                _grants(f"gcp.ui.actions.{name}", action.get("grants") if isinstance(action, dict) else None),
+            )
+            for name, action in (table.get("actions") or {}).items()
+        ),
+    )
+    if not re.fullmatch(r"[a-z]([-a-z0-9]{0,47}[a-z0-9])?", spec.service_name):
+        raise DeployConfigError(
+            f"{file}: gcp.ui.service_name {spec.service_name!r} is not a Cloud Run service name (lowercase letters, "
+            "digits and hyphens, starting with a letter, at most 49 characters)"
+        )
+    if not _MEMORY.match(spec.memory):
+        raise DeployConfigError(f"{file}: gcp.ui.memory must look like 512Mi or 2Gi, found {spec.memory!r}")
+    if not _DURATION.match(spec.timeout):
+        raise DeployConfigError(f"{file}: gcp.ui.timeout must look like 300s, found {spec.timeout!r}")
+    if not 0 <= spec.min_instances <= spec.max_instances or spec.max_instances < 1:
+        raise DeployConfigError(
+            f"{file}: gcp.ui needs 0 <= min_instances <= max_instances and max_instances >= 1, found "
+            f"{spec.min_instances} and {spec.max_instances}"
+        )
+    for action in spec.actions:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", action.name):
+            raise DeployConfigError(f"{file}: gcp.ui.actions.{action.name}: an action is a lowercase word")
+    return spec
 
 
 @cache
@@ -382,6 +472,7 @@ def load_deploy_config(path: Path = TOPOLOGY_FILE) -> DeployConfig:
         conditions=conditions,
         build_account=build_account,
         build_timeout=build_timeout,
+        ui=_ui(gcp.get("ui"), path.name),
     )
     if "{region}" not in config.artifacts_bucket:
         raise DeployConfigError(f"{path.name}: gcp.artifacts_bucket must contain {{region}} (one bucket per region)")

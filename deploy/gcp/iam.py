@@ -105,23 +105,24 @@ def grants_on(kinds: frozenset[str], config: DeployConfig, names: Names) -> list
     """(holder, member, role, resource) of every grant whose resource kind is in kinds: service accounts first,
     then service agents, each in topology order."""
     rows: list[tuple[str, Arg, str, Resource]] = []
-
-    def resolved(grant: Grant) -> tuple[Resource, ...]:
-        found = targets(grant, names)
-        if not grant.condition:
-            return found
-        flag = config.condition(grant.condition).flag(names.project, DATABASE)
-        return tuple(Resource(r.kind, r.name, flag) for r in found)
-
     for account in config.service_accounts:
         member: Arg = account_member(names.accounts[account.key])
         for grant in account.grants:
-            rows += [(account.key, member, grant.role, r) for r in resolved(grant) if r.kind in kinds]
+            rows += [(account.key, member, grant.role, r) for r in resolved(grant, config, names) if r.kind in kinds]
     for agent in config.service_agents:
         member = Later(agent.member) if "{" in agent.member else agent.member
         for grant in agent.grants:
-            rows += [(agent.key, member, grant.role, r) for r in resolved(grant) if r.kind in kinds]
+            rows += [(agent.key, member, grant.role, r) for r in resolved(grant, config, names) if r.kind in kinds]
     return rows
+
+
+def resolved(grant: Grant, config: DeployConfig, names: Names) -> tuple[Resource, ...]:
+    """The concrete resources of grant, a project carrying the --condition value of the grant's condition."""
+    found = targets(grant, names)
+    if not grant.condition:
+        return found
+    flag = config.condition(grant.condition).flag(names.project, DATABASE)
+    return tuple(Resource(r.kind, r.name, flag) for r in found)
 
 
 def names_for(

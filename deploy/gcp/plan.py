@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from deploy.gcp import iam
+from deploy.gcp import iam, ui
 from deploy.gcp.bundles import (
     REPO_ROOT,
     FunctionBundle,
@@ -28,6 +28,7 @@ from deploy.gcp.config import DeployConfig, delivery_policy, job_events_log_filt
 from deploy.gcp.firestore import CompositeIndex, listed_indexes, load_indexes
 from deploy.gcp.iam import DATABASE, Names, Resource
 from deploy.gcp.steps import Arg, Argv, Fact, Later, Plan, Step
+from deploy.gcp.ui import StagedUi
 from deploy.images import trainer_image
 from deploy.topology import Topology, load_topology
 from schemas.gpus import sm_name
@@ -47,6 +48,10 @@ class Target:
     job_regions: tuple[str, ...] = ()
     image_tag: str = ""
     delete_data: bool = False
+    ui_users: tuple[str, ...] = ()
+    """Principals (user:, group:, serviceAccount:, domain:) who may open the dashboard; none: it is not deployed."""
+    ui_actions: tuple[str, ...] = ()
+    """What the dashboard may do besides reading ([gcp.ui.actions.*]); none: read-only."""
 
     def regions(self, config: DeployConfig) -> tuple[str, ...]:
         return tuple(dict.fromkeys((self.region, *config.job_regions, *self.job_regions)))
@@ -67,6 +72,8 @@ class Prepared:
     """The staged Cloud Build config that builds each image build once and pushes it to every job region."""
     build_uris: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Image build (deploy/topology.toml [[trainer_image.builds]]) -> its URI in every job region."""
+    ui: StagedUi | None = None
+    """The dashboard's staged files and image (None: not deployed, no --ui-users)."""
 
 
 def names(target: Target, topology: Topology | None = None, config: DeployConfig | None = None) -> Names:
@@ -108,7 +115,13 @@ def prepare(target: Target, root: Path = REPO_ROOT) -> Prepared:
     bundles = {route.name: stage_function(route.name, env, root) for route in load_topology().functions}
     build_config = stage_build_config(build_uris, root)
     record_settings(target.project, env, root)
-    return Prepared(bundles, context, image_uri, env, image_uris, build_config, build_uris)
+    spec = ui.check(config, target.ui_users, target.ui_actions)
+    staged = (
+        ui.stage_ui(spec, n, env, target.ui_users, target.ui_actions, target.image_tag, root)
+        if spec is not None
+        else None
+    )
+    return Prepared(bundles, context, image_uri, env, image_uris, build_config, build_uris, staged)
 
 
 def facts(target: Target, n: Names, config: DeployConfig) -> tuple[Fact, ...]:
@@ -188,6 +201,8 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
     p, r = target.project, target.region
     proj = f"--project={p}"
     steps: list[Step] = []
+    dashboard = ui.check(config, target.ui_users, target.ui_actions)
+    idle = ui.idle_accounts(config, target.ui_users)
 
     section = "APIs"
     steps.append(
@@ -244,7 +259,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
         )
 
     section = "Service accounts: one per function, one for training jobs, one that invokes the functions"
-    for account in config.service_accounts:
+    for account in (a for a in config.service_accounts if a.key not in idle):
         email = n.accounts[account.key]
         steps.append(
             _exists_step(
@@ -361,7 +376,10 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
     )
 
     steps += _grant_steps(
-        [row for row in iam.grants_on(BEFORE_FUNCTIONS, config, n) if not _sink_writer(row[1])],
+        [
+            *(r for r in iam.grants_on(BEFORE_FUNCTIONS, config, n) if not _sink_writer(r[1]) and r[0] not in idle),
+            *ui.action_grants(BEFORE_FUNCTIONS, config, n, target.ui_actions),
+        ],
         n,
         "Grants on the project, buckets, topics and accounts (the sink's writer comes later)",
     )
@@ -601,6 +619,11 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
             )
         )
 
+    if dashboard is not None:
+        if prepared.ui is None:
+            raise ValueError("the dashboard is to be deployed but was not staged: prepare() the same target")
+        steps += ui.deploy_steps(dashboard, prepared.ui, config, n, target.ui_users)
+
     return Plan(
         title=f"landfall deploy --project={p} --region={r}: what runs on an empty project, in order.",
         steps=tuple(steps),
@@ -609,6 +632,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
             "Run from the repository root: --source, --env-vars-file and --definition-file name staged files.",
             "`landfall deploy` describes each resource first and updates it, or leaves it alone, when it exists;",
             "so a second run converges. Grants (add-iam-policy-binding) are idempotent as they are.",
+            *(() if dashboard is not None else ("", ui.not_deployed(config))),
         ),
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from functools import partial
 
-from deploy.gcp import iam
+from deploy.gcp import iam, ui
 from deploy.gcp.config import load_deploy_config
 from deploy.gcp.plan import DATABASE, Target, facts, names, scheduler_job
 from deploy.gcp.steps import ITEM, Argv, Guard, Plan, Step
@@ -87,6 +87,8 @@ def teardown_plan(target: Target) -> Plan:
             ("gcloud", "functions", "describe", *where),
         )
 
+    steps += ui.teardown_steps(config, n)
+
     section = "Vertex AI jobs still queued or running, cancelled once no function can submit another"
     for region in n.job_regions:
         in_region = (f"--region={region}", proj)
@@ -135,7 +137,12 @@ def teardown_plan(target: Target) -> Plan:
 
     section = "Project-level grants, then the service accounts"
     policy = ("gcloud", "projects", "get-iam-policy", p, "--format=json")
-    for holder, member, role, resource in iam.grants_on(PROJECT_ONLY, config, n):
+    every_action = [action.name for action in config.ui.actions] if config.ui else []
+    project_grants = iam.grants_on(PROJECT_ONLY, config, n)
+    project_grants += [
+        row for row in ui.action_grants(PROJECT_ONLY, config, n, every_action) if row not in project_grants
+    ]
+    for holder, member, role, resource in project_grants:
         steps.append(
             Step(
                 f"remove {holder}'s {role} on the project",

@@ -13,6 +13,7 @@ from deploy.gcp.execute import LOCAL_STACK_VARIABLES, Executor, StepError, run_g
 from deploy.gcp.plan import Target, deploy_plan, prepare
 from deploy.gcp.steps import dry_run_text
 from deploy.gcp.teardown import teardown_plan
+from deploy.gcp.ui import UiAccessError
 
 EXIT_KEPT = 3
 """teardown finished but kept a bucket that holds objects (run again with --delete-data to delete it)."""
@@ -30,8 +31,13 @@ def _target(args: argparse.Namespace) -> Target:
         )
     if args.project_number and not args.project_number.isdigit():
         raise UsageError(f"--project-number must be digits, got {args.project_number!r}")
+    from deploy.gcp import ui
+    from deploy.gcp.config import load_deploy_config
     from deploy.topology import load_topology
 
+    users = ui.parse_users(getattr(args, "ui_users", []))
+    actions = ui.parse_actions(getattr(args, "ui_actions", []), load_deploy_config().ui)
+    ui.check(load_deploy_config(), users, actions)
     return Target(
         project=args.project,
         region=args.region or load_topology().default_region,
@@ -39,6 +45,8 @@ def _target(args: argparse.Namespace) -> Target:
         job_regions=tuple(args.job_region),
         image_tag=getattr(args, "image_tag", "") or "",
         delete_data=getattr(args, "delete_data", False),
+        ui_users=users,
+        ui_actions=actions,
     )
 
 
@@ -62,26 +70,45 @@ def _execute(plan: Any, target: Target) -> list[Any]:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    from deploy.gcp import ui
+    from deploy.gcp.config import load_deploy_config
+    from deploy.gcp.plan import names
+
     try:
         target = _target(args)
         prepared = prepare(target)
         plan = deploy_plan(target, prepared)
+        dashboard = load_deploy_config().ui if prepared.ui else None
+        if prepared.ui is None:
+            print(f"# {ui.not_deployed(load_deploy_config())}", file=sys.stderr)
+        elif prepared.ui.missing:
+            missing = ", ".join(prepared.ui.missing)
+            if not args.dry_run:
+                raise UsageError(
+                    f"the dashboard's image needs {missing}, which this checkout lacks (package landfall/ui/); "
+                    "deploy a checkout that has it, or leave out --ui-users to deploy without the dashboard"
+                )
+            print(f"# this checkout lacks {missing}: the dashboard's image build would fail", file=sys.stderr)
         if args.dry_run:
             print(dry_run_text(plan), end="")
+            staged = " and the dashboard's context" if prepared.ui else ""
             print(
-                f"# staged {len(prepared.bundles)} function bundles and the trainer context under .landfall/deploy/",
+                f"# staged {len(prepared.bundles)} function bundles, the trainer context{staged} under "
+                ".landfall/deploy/",
                 file=sys.stderr,
             )
             return 0
         _execute(plan, target)
-    except (UsageError, StepError) as exc:
+    except (UsageError, StepError, UiAccessError) as exc:
         print(f"landfall deploy: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, UsageError) else 1
+        return 1 if isinstance(exc, StepError) else 2
     print(
         f"landfall deploy: done. Drop data with `gcloud storage cp FILES gs://{prepared.env['LANDFALL_LANDING_BUCKET']}"
         "/datasets/NAME/` and a _SUCCESS marker.",
         file=sys.stderr,
     )
+    if dashboard is not None:
+        print(f"landfall deploy: open the dashboard with {ui.how_to_open(dashboard, names(target))}.", file=sys.stderr)
     return 0
 
 
@@ -93,7 +120,7 @@ def cmd_teardown(args: argparse.Namespace) -> int:
             print(dry_run_text(plan), end="")
             return 0
         outcomes = _execute(plan, target)
-    except (UsageError, StepError) as exc:
+    except (UsageError, StepError, UiAccessError) as exc:
         print(f"landfall teardown: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
     kept = [o for o in outcomes if o.action == "kept"]
@@ -134,22 +161,41 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="deploy Landfall to a Google Cloud project (gcloud); converges when run again",
         description="Render deploy/topology.toml into the gcloud commands that create or update APIs, service "
         "accounts and grants, buckets, topics and subscriptions, the bucket notification, the trainer "
-        "image, the functions, the log sink, the schedules and Firestore, and run them in order. Each "
-        "resource is described first and updated or left alone when it exists. Function bundles and "
-        "the trainer's build context are staged under .landfall/deploy/.",
+        "image, the functions, the log sink, the schedules and Firestore, and the dashboard (a Cloud Run "
+        "service only --ui-users may invoke), and run them in order. Each resource is described first and "
+        "updated or left alone when it exists. Function bundles and the images' build contexts are staged "
+        "under .landfall/deploy/.",
     )
     _common(p)
     p.add_argument(
         "--image-tag",
         default="",
         metavar="TAG",
-        help="tag of the trainer image (default: the hash of its staged build context)",
+        help="tag of the trainer and dashboard images (default: the hash of each staged build context)",
+    )
+    p.add_argument(
+        "--ui-users",
+        action="append",
+        default=[],
+        metavar="PRINCIPAL",
+        help="who may open the dashboard (Cloud Run service landfall-ui, roles/run.invoker): user:EMAIL, "
+        "group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN; repeatable or a comma list. Without it the "
+        "dashboard is not deployed",
+    )
+    p.add_argument(
+        "--ui-actions",
+        action="append",
+        default=[],
+        metavar="ACTIONS",
+        help="what the dashboard may do besides reading, a comma list of cancel, retry (LANDFALL_UI_ACTIONS; "
+        "each adds the roles its command needs to the dashboard's account); default: read-only",
     )
     p.set_defaults(func=cmd_deploy)
     t = sub.add_parser(
         "teardown",
         help="remove what `landfall deploy` made; keeps buckets that hold objects",
-        description="Delete the schedules, log sink, notifications, subscriptions, functions, topics, service "
+        description="Delete the schedules, log sink, notifications, subscriptions, functions, the dashboard's "
+        "service, topics, service "
         "accounts and their project grants, the image repository and empty buckets. A bucket that "
         f"holds objects is kept (exit status {EXIT_KEPT}) unless --delete-data, which also deletes the "
         "Firestore database. APIs stay enabled.",

@@ -40,9 +40,11 @@ gcloud iam service-accounts create landfall-reconciler '--display-name=Landfall 
 # create the service account landfall-trainer@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-trainer '--display-name=Landfall trainer' '--description=Identity of the Vertex AI training replicas: reads datasets and the code bucket, writes checkpoints and models.' --project=landfall-sample
 # create the service account landfall-builder@landfall-sample.iam.gserviceaccount.com
-gcloud iam service-accounts create landfall-builder '--display-name=Landfall builder' '--description=Runs the Cloud Build builds: the trainer image and every function'"'"'s container.' --project=landfall-sample
+gcloud iam service-accounts create landfall-builder '--display-name=Landfall builder' '--description=Runs the Cloud Build builds: the trainer and dashboard images and every function'"'"'s container.' --project=landfall-sample
 # create the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-invoker '--display-name=Landfall invoker' '--description=The identity Pub/Sub push subscriptions present (OIDC) to invoke the functions.' --project=landfall-sample
+# create the service account landfall-ui@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts create landfall-ui '--display-name=Landfall ui' '--description=Runs the dashboard (Cloud Run service landfall-ui): reads Landfall'"'"'s records, Vertex jobs and models, artifacts, job logs.' --project=landfall-sample
 
 # --- Buckets: landing, teams' code, and artifacts in each job region (uniform access, no public access)
 # create the bucket gs://landfall-sample-landfall-landing in us-central1
@@ -139,6 +141,16 @@ gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:l
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/artifactregistry.writer --condition=None
 # grant builder roles/storage.objectViewer on project landfall-sample
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer '--condition=expression=resource.name.startsWith("projects/_/buckets/landfall-sample_cloudbuild") || resource.name.startsWith("projects/_/buckets/gcf-v2-sources-"),title=landfall-build-sources,description=Only the buckets Cloud Build reads uploaded sources from'
+# grant ui roles/datastore.viewer on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.viewer '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
+# grant ui roles/aiplatform.viewer on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.viewer --condition=None
+# grant ui roles/storage.objectViewer on bucket landfall-sample-landfall-artifacts-us-central1
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-us-central1 --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
+# grant ui roles/storage.objectViewer on bucket landfall-sample-landfall-artifacts-europe-west4
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-europe-west4 --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
+# grant ui roles/logging.viewer on project landfall-sample
+gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/logging.viewer --condition=None
 # grant storage roles/pubsub.publisher on topic landfall-object-events
 gcloud pubsub topics add-iam-policy-binding landfall-object-events --member=serviceAccount:service-123456789012@gs-project-accounts.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant pubsub roles/pubsub.publisher on topic landfall-dead-letter
@@ -217,3 +229,11 @@ gcloud pubsub topics add-iam-policy-binding landfall-job-events --member=service
 gcloud scheduler jobs create pubsub landfall-ingest-sweep --location=us-central1 '--schedule=* * * * *' --topic=projects/landfall-sample/topics/landfall-ingest-sweep '--message-body={"schedule":"ingest_sweep"}' --attributes=schedule=ingest_sweep --time-zone=Etc/UTC --project=landfall-sample
 # create the scheduler job landfall-reconcile (* * * * *) publishing to landfall-reconcile
 gcloud scheduler jobs create pubsub landfall-reconcile --location=us-central1 '--schedule=* * * * *' --topic=projects/landfall-sample/topics/landfall-reconcile '--message-body={"schedule":"reconcile"}' --attributes=schedule=reconcile --time-zone=Etc/UTC --project=landfall-sample
+
+# --- The dashboard: Cloud Run service landfall-ui, which only --ui-users may invoke (IAM check)
+# build the dashboard's image us-central1-docker.pkg.dev/landfall-sample/landfall/ui:golden (deploy/ui/Dockerfile; the tag is the hash of the staged context: an unchanged dashboard is not rebuilt)
+gcloud builds submit .landfall/deploy/ui --config=.landfall/deploy/ui.cloudbuild.json --service-account=projects/landfall-sample/serviceAccounts/landfall-builder@landfall-sample.iam.gserviceaccount.com --timeout=3600s --region=us-central1 --project=landfall-sample
+# deploy landfall-ui as landfall-ui@landfall-sample.iam.gserviceaccount.com, refusing unauthenticated calls, with the settings the CLI reads (.landfall/deploy/ui.env.yaml)
+gcloud run deploy landfall-ui --image=us-central1-docker.pkg.dev/landfall-sample/landfall/ui:golden --region=us-central1 --service-account=landfall-ui@landfall-sample.iam.gserviceaccount.com --no-allow-unauthenticated --invoker-iam-check --env-vars-file=.landfall/deploy/ui.env.yaml --memory=1Gi --cpu=1 --min-instances=0 --max-instances=3 --concurrency=40 --timeout=300s --project=landfall-sample
+# let exactly group:ml-team@example.com, user:ana@example.com invoke landfall-ui (roles/run.invoker; the policy in .landfall/deploy/ui.policy.json replaces the service's, so a principal dropped from --ui-users loses access)
+gcloud run services set-iam-policy landfall-ui .landfall/deploy/ui.policy.json --region=us-central1 --project=landfall-sample

@@ -21,8 +21,10 @@ SAMPLE = Target(
     project_number="123456789012",
     job_regions=("europe-west4",),
     image_tag="golden",
+    ui_users=("group:ml-team@example.com", "user:ana@example.com"),
 )
-"""A sample project with jobs in two regions; the image tag is fixed so that trainer changes do not move it."""
+"""A sample project with jobs in two regions and a read-only dashboard for a group and a user; the image tag is fixed
+so that trainer and dashboard changes do not move it."""
 
 
 def deploy_text() -> str:

@@ -34,6 +34,10 @@ gcloud functions delete landfall-sweep-datasets --region=us-central1 --project=l
 # delete the function landfall-reconcile-runs
 gcloud functions delete landfall-reconcile-runs --region=us-central1 --project=landfall-sample --quiet
 
+# --- The dashboard's Cloud Run service (its image goes with the repository, its account with the others)
+# delete the dashboard's Cloud Run service landfall-ui
+gcloud run services delete landfall-ui --region=us-central1 --project=landfall-sample --quiet
+
 # --- Vertex AI jobs still queued or running, cancelled once no function can submit another
 # cancel Landfall's jobs still queued, pending or running in us-central1 (they bill until they end)
 # for each ITEM that `gcloud ai custom-jobs list --region=us-central1 --project=landfall-sample '--filter=labels.landfall=run AND state:(JOB_STATE_QUEUED JOB_STATE_PENDING JOB_STATE_RUNNING)' '--format=value(name.basename())'` lists:
@@ -85,6 +89,16 @@ gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccoun
 gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/artifactregistry.writer --condition=None
 # remove builder's roles/storage.objectViewer on the project
 gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-builder@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer '--condition=expression=resource.name.startsWith("projects/_/buckets/landfall-sample_cloudbuild") || resource.name.startsWith("projects/_/buckets/gcf-v2-sources-"),title=landfall-build-sources,description=Only the buckets Cloud Build reads uploaded sources from'
+# remove ui's roles/datastore.viewer on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.viewer '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
+# remove ui's roles/aiplatform.viewer on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.viewer --condition=None
+# remove ui's roles/logging.viewer on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/logging.viewer --condition=None
+# remove ui's roles/datastore.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
+# remove ui's roles/aiplatform.user on the project
+gcloud projects remove-iam-policy-binding landfall-sample --member=serviceAccount:landfall-ui@landfall-sample.iam.gserviceaccount.com --role=roles/aiplatform.user --condition=None
 # delete the service account landfall-ingest@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts delete landfall-ingest@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-sweeper@landfall-sample.iam.gserviceaccount.com
@@ -101,6 +115,8 @@ gcloud iam service-accounts delete landfall-trainer@landfall-sample.iam.gservice
 gcloud iam service-accounts delete landfall-builder@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 # delete the service account landfall-invoker@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts delete landfall-invoker@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
+# delete the service account landfall-ui@landfall-sample.iam.gserviceaccount.com
+gcloud iam service-accounts delete landfall-ui@landfall-sample.iam.gserviceaccount.com --project=landfall-sample --quiet
 
 # --- The trainer images: the repository in each job region
 # delete the Docker repository landfall in us-central1 and its images

@@ -51,7 +51,17 @@ ARGUMENT_ERRORS = (
     "is not a valid",
     "expected one argument",
 )
-TARGET = Target("landfall-sample", "us-central1", "123456789012", ("europe-west4",), "golden")
+TARGET = Target(
+    "landfall-sample",
+    "us-central1",
+    "123456789012",
+    ("europe-west4",),
+    "golden",
+    ui_users=("group:ml-team@example.com", "user:ana@example.com"),
+    ui_actions=("cancel", "retry"),
+)
+"""The sample project with its dashboard and every action it may offer: each command shape `landfall deploy` can
+print goes through gcloud."""
 PER_COMMAND_TIMEOUT_S = 60
 BATCH_TIMEOUT_S = 600
 BATCH_RUNNER = Path(__file__).with_name("gcloud_batch.py")
@@ -250,6 +260,7 @@ def test_staged_files_the_commands_name_exist(plans: list[Plan]) -> None:
         if arg.startswith(("--source=", "--env-vars-file=", "--definition-file=", "--config="))
     ]
     named += [argv[3] for argv in printed_commands(plans[0]) if argv[1:3] == ("builds", "submit")]
+    named += [argv[5] for argv in printed_commands(plans[0]) if argv[1:4] == ("run", "services", "set-iam-policy")]
     assert len(named) >= 10
     missing = [path for path in named if not (REPO_ROOT / path).exists()]
     assert not missing, f"commands name files that are not there: {missing}"

@@ -18,13 +18,14 @@ SAMPLE_ARGS = [
     "--job-region",
     "europe-west4",
 ]
+UI_ARGS = ["--ui-users", "group:ml-team@example.com,user:ana@example.com"]
 
 
 def test_deploy_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["deploy", *SAMPLE_ARGS, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
+    assert main(["deploy", *SAMPLE_ARGS, *UI_ARGS, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
     out, err = capsys.readouterr()
     assert out == (GOLDEN_DIR / "deploy_dry_run.sh").read_text()
-    assert "staged 5 function bundles" in err
+    assert "staged 5 function bundles, the trainer context and the dashboard's context" in err
 
 
 def test_teardown_dry_run_prints_the_golden_script(capsys: pytest.CaptureFixture[str]) -> None:
@@ -49,7 +50,7 @@ def test_a_dry_run_without_what_it_needs_says_what_to_pass(
 
 def test_a_dry_run_needs_no_project_number(capsys: pytest.CaptureFixture[str]) -> None:
     """The Google-managed identities are printed with PROJECT_NUMBER; the number is looked up only when deploying."""
-    args = ["--project", SAMPLE.project, "--region", SAMPLE.region, "--job-region", "europe-west4"]
+    args = ["--project", SAMPLE.project, "--region", SAMPLE.region, "--job-region", "europe-west4", *UI_ARGS]
     assert main(["deploy", *args, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "--member=serviceAccount:service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com" in out
@@ -70,7 +71,7 @@ def test_a_dry_run_from_a_fresh_shell_needs_no_function_settings(
     get_settings.cache_clear()
     load_routes.cache_clear()
     try:
-        assert main(["deploy", *SAMPLE_ARGS, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
+        assert main(["deploy", *SAMPLE_ARGS, *UI_ARGS, "--image-tag", SAMPLE.image_tag, "--dry-run"]) == 0
         assert capsys.readouterr().out == (GOLDEN_DIR / "deploy_dry_run.sh").read_text()
     finally:
         get_settings.cache_clear()

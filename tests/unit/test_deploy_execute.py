@@ -44,6 +44,8 @@ class FakeProject:
             return "image " + rest[0]
         if words[:2] == ["functions", "deploy"]:
             group = "functions"
+        if words[:2] == ["run", "deploy"]:  # a Cloud Run service: deployed by `run deploy`, described as a service
+            group = "run services"
         if words[:2] == ["artifacts", "repositories"]:  # one repository per region, by the same name
             rest = [*rest, *(a for a in argv if a.startswith("--location="))]
             return f"{group} {' '.join(rest)}"
@@ -99,6 +101,7 @@ class FakeProject:
                 "add-iam-policy-binding",
                 "add-invoker-policy-binding",
                 "remove-iam-policy-binding",
+                "set-iam-policy",
             )
         )
         if verb in ("describe", "list"):
@@ -230,3 +233,24 @@ def test_a_fact_that_cannot_be_read_says_what_to_check(plan: Plan) -> None:
 
     with pytest.raises(StepError, match=r"(?s)could not read the project number.*gcloud auth list"):
         Executor(plan, no_account, report=lambda _: None).run()
+
+
+def test_the_dashboard_converges_and_teardown_removes_it() -> None:
+    """With --ui-users: the image is built once (its tag found by the second run), the service is deployed and its
+    policy set on every run (both converge by replacing), and teardown deletes the service."""
+    project = FakeProject()
+    target = Target(SAMPLE.project, SAMPLE.region, "", SAMPLE.job_regions, "golden", ui_users=SAMPLE.ui_users)
+    plan = deploy_plan(target, prepare(target))
+    run(plan, project)
+    image = f"image {SAMPLE.region}-docker.pkg.dev/{SAMPLE.project}/landfall/ui:golden"
+    assert {image, "run services landfall-ui"} <= project.existing
+    project.calls.clear()
+    run(plan, project)
+    dashboard = [
+        c[1:4] for c in project.calls if "landfall-ui" in c or "--config=.landfall/deploy/ui.cloudbuild.json" in c
+    ]
+    assert ["builds", "submit", ".landfall/deploy/ui"] not in dashboard, "an unchanged dashboard is not rebuilt"
+    assert ["run", "deploy", "landfall-ui"] in dashboard and ["run", "services", "set-iam-policy"] in dashboard
+    outcomes = Executor(teardown_plan(SAMPLE), project, report=lambda _: None).run()
+    assert "run services landfall-ui" not in project.existing
+    assert [o.action for o in outcomes if "landfall-ui" in o.step.name and "Cloud Run" in o.step.name] == ["deleted"]

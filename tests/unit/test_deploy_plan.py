@@ -52,6 +52,8 @@ BUILD_SOURCES_ONLY = (
 )
 BUILDER = f"landfall-builder@{P}.iam.gserviceaccount.com"
 JOB_REGIONS = ("us-central1", "europe-west4")
+UI_USERS = ("group:ml-team@example.com", "user:ana@example.com")
+"""Who may open the sample's dashboard (SAMPLE.ui_users)."""
 
 # What each identity may do, written out by hand for review: (role, resource kind, resource name).
 EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
@@ -102,6 +104,15 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
         ("roles/storage.objectViewer", "project", BUILD_SOURCES_ONLY),
     },
     SA("landfall-invoker"): {("roles/run.invoker", "function", f) for f in FUNCTIONS},
+    # The dashboard reads records, jobs and models, artifacts and job logs; it writes nothing (no --ui-actions).
+    SA("landfall-ui"): {
+        ("roles/datastore.viewer", "project", DATABASE_ONLY),
+        ("roles/aiplatform.viewer", "project", P),
+        *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
+        ("roles/logging.viewer", "project", P),
+    },
+    # The deployment's users, and no one else, may invoke the dashboard's service.
+    **{user: {("roles/run.invoker", "run_service", "landfall-ui")} for user in UI_USERS},
     f"serviceAccount:service-{N}@gs-project-accounts.iam.gserviceaccount.com": {
         ("roles/pubsub.publisher", "topic", "landfall-object-events")
     },
@@ -180,6 +191,8 @@ def created(argv: list[str]) -> set[str]:
         return {f"repository:{flags(argv)['location']}/{argv[4]}"}
     if words[:2] == ("functions", "deploy"):
         return {f"function:{argv[3]}"}
+    if words[:2] == ("run", "deploy"):
+        return {f"run_service:{argv[3]}"}
     if words[:3] == ("logging", "sinks", "create"):
         return {f"sink:{argv[4]}"}
     if words[:3] == ("firestore", "databases", "create"):
@@ -227,6 +240,10 @@ def referred(argv: list[str]) -> set[str]:
         refs.add(f"sa:{argv[4]}")
     if argv[1:3] == ["functions", "add-invoker-policy-binding"]:
         refs.add(f"function:{argv[3]}")
+    if argv[1:3] == ["run", "services"]:
+        refs.add(f"run_service:{argv[4]}")
+    if "image" in f:
+        refs.add(f"image:{f['image']}")
     if argv[1:3] == ["firestore", "indexes"]:
         refs.add("firestore:(default)")
     if argv[1:4] in (["logging", "sinks", "create"], ["logging", "sinks", "update"]):
@@ -257,6 +274,7 @@ def test_nothing_is_named_before_the_command_that_creates_it(deployed: list[list
         "function",
         "sink",
         "image",
+        "run_service",
         "firestore",
         "api",
     }
@@ -277,6 +295,7 @@ def test_teardown_deletes_what_refers_before_what_is_referred_to(deployed: list[
         if argv[1:4] == ["pubsub", "subscriptions", "create"]
     }
     uses |= {f"function:{argv[3]}": referred(argv) for argv in deployed if argv[1:3] == ["functions", "deploy"]}
+    uses |= {f"run_service:{argv[3]}": referred(argv) for argv in deployed if argv[1:3] == ["run", "deploy"]}
     deleted: set[str] = set()
     for argv in commands(GOLDEN["teardown_dry_run.sh"]()):
         gone = (
@@ -293,10 +312,12 @@ def test_teardown_deletes_what_refers_before_what_is_referred_to(deployed: list[
             names_used |= uses.get(f"subscription:{argv[4]}", set())
         if argv[1:3] == ["functions", "delete"]:
             names_used |= uses[f"function:{argv[3]}"]
+        if argv[1:4] == ["run", "services", "delete"]:
+            names_used |= uses[f"run_service:{argv[4]}"]
         still = names_used & deleted
         assert not still, f"{shlex.join(argv)} names {still}, deleted earlier"
         deleted |= gone
-    assert len(deleted) == 7 + 8 + 4  # topics (4, the reconcile tick, run results, dead letters), accounts, buckets
+    assert len(deleted) == 7 + 9 + 4  # topics (4, the reconcile tick, run results, dead letters), accounts, buckets
 
 
 # --- IAM -------------------------------------------------------------------------------------------------------
@@ -314,6 +335,11 @@ def grants(deployed: list[list[str]]) -> dict[str, set[tuple[str, str, str]]]:
             )
         elif argv[1:3] == ["functions", "add-invoker-policy-binding"]:
             held[f["member"]].add(("roles/run.invoker", "function", argv[3]))
+        elif argv[1:4] == ["run", "services", "set-iam-policy"]:
+            policy = json.loads((GOLDEN_DIR.parents[1] / argv[5]).read_text())
+            for binding in policy["bindings"]:
+                for member in binding["members"]:
+                    held[member].add((binding["role"], "run_service", argv[4]))
         elif "add-iam-policy-binding" in argv[3:5]:
             kind = {
                 "topics": "topic",
@@ -462,7 +488,7 @@ def test_builds_run_as_a_builder_account_holding_the_documented_roles(deployed: 
     identity = f"projects/{P}/serviceAccounts/{BUILDER}"
     builds = [flags(argv) for argv in deployed if argv[1:3] == ["builds", "submit"]]
     functions = [flags(argv) for argv in deployed if argv[1:3] == ["functions", "deploy"]]
-    assert [b["service-account"] for b in builds] == [identity]
+    assert [b["service-account"] for b in builds] == [identity] * 2, "the trainer images' build and the dashboard's"
     assert [f["build-service-account"] for f in functions] == [identity] * len(FUNCTIONS)
     assert {role for role, _, _ in grants(deployed)[f"serviceAccount:{BUILDER}"]} == {
         "roles/logging.logWriter",
