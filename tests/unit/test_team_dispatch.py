@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -117,7 +118,7 @@ def test_a_run_past_the_cap_waits_team_cap_and_goes_once_gpus_free() -> None:
     assert again.state == RunState.SUBMITTED and again.team is not None and again.team.held
 
 
-def _resubmit(w: World):  # type: ignore[no-untyped-def]
+def _resubmit(w: World) -> Callable[[str], str]:
     from functions.dispatch.handler import resubmit
 
     return lambda rid: resubmit(rid, w.dispatch_deps)
