@@ -27,6 +27,8 @@ SCHEMA_VERSION = 1
 ALL_GPUS = "all"
 """The [teams.gpu_cap] key that caps every GPU kind together."""
 UNOWNED_POLICIES = ("allow", "reject")
+REQUESTS_SUBSCRIPTION_SUFFIX = "-dispatch"
+"""A team's requests topic T reaches the dispatcher through the subscription T-dispatch."""
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _TEAM_KEYS = frozenset({"name", "owns", "priority", "monthly_budget_usd", "max_run_usd", "requests_topic", "gpu_cap"})
 
@@ -64,6 +66,12 @@ class Team:
     """The hard limit of one run's estimated cost (None: the monthly budget): above it a run is REJECTED."""
     requests_topic: str = ""
     """A Pub/Sub topic of the team's own for its TrainingRequests; "" = none (the shared topic only)."""
+
+    @property
+    def requests_subscription(self) -> str:
+        """The subscription delivering the team's topic to the dispatcher ("" without a topic): `landfall deploy`
+        creates it, and the dispatcher knows the team by it."""
+        return f"{self.requests_topic}{REQUESTS_SUBSCRIPTION_SUFFIX}" if self.requests_topic else ""
 
     @property
     def run_limit_usd(self) -> float:
@@ -107,6 +115,11 @@ class Teams:
         """The team whose own requests topic is `topic` (its short name), if any."""
         short = topic.rsplit("/", 1)[-1]
         return next((t for t in self.teams if t.requests_topic and t.requests_topic == short), None)
+
+    def by_subscription(self, subscription: str) -> Team | None:
+        """The team whose requests topic's dispatcher subscription is `subscription` (full or short name), if any."""
+        short = subscription.rsplit("/", 1)[-1]
+        return next((t for t in self.teams if t.requests_topic and t.requests_subscription == short), None)
 
 
 def _number(value: object, where: str, *, what: str) -> float:

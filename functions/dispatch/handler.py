@@ -62,6 +62,7 @@ from schemas.run_record import (
     VertexJobRef,
     new_run,
 )
+from schemas.team_ledger import RunCharge
 from schemas.times import format_timestamp, parse_timestamp
 from schemas.training_request import TrainingRequest, parse_training_request, run_id_for
 from schemas.vocabulary import SUBMIT_RATE, VERTEX_RATE_LIMIT
@@ -153,7 +154,11 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         (seen, False)
         if seen is not None
         else deps.store.create_if_absent(
-            replace(new_run(run_id, request.to_dict(), now=now), retry_of=request.retry_of or None)
+            replace(
+                new_run(run_id, request.to_dict(), now=now),
+                retry_of=request.retry_of or None,
+                team=_came_for_team(request, message, deps),
+            )
         )
     )
     fault_point("dispatch.after_record")
@@ -161,17 +166,17 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"
     if run.state == RunState.RECEIVED:
-        return _plan_and_submit(run_id, request, deps)
+        return _plan_and_submit(run_id, request, deps, subscription=message.subscription)
     return _submit(run_id, request, deps, team=run.team.name if run.team else None)
 
 
-def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
+def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps, *, subscription: str = "") -> str:
     """Check and plan a RECEIVED run, then claim and submit it (a delivery, or the reconciler taking over a run whose
-    delivery died after recording it)."""
+    delivery died after recording it: the subscription it came on is not known then, and the team is its data's)."""
     problems = request_problems(request, deps.settings, deps.now())
     if problems:
         return _reject(run_id, "invalid-request", "; ".join(problems), deps)
-    charge, refused = team_of(request, deps.teams)
+    charge, refused = team_of(request, deps.teams, subscription=subscription)
     if refused is not None:
         return _reject(run_id, refused.code, refused.reason, deps)
     refusal = check_dataset(request, deps.objects, deps.settings) if deps.objects is not None else None
@@ -617,8 +622,21 @@ def resubmit(run_id: str, deps: DispatchDeps) -> str:
             "idempotency key"
         ) from exc
     if run.state == RunState.RECEIVED:
-        return _plan_and_submit(run_id, request, deps)
+        # A request that came on a team's own topic keeps that team (recorded with the run) when taken over.
+        team = deps.teams.named(run.team.name) if deps.teams is not None and run.team is not None else None
+        topic = team is not None and run.team is not None and run.team.via == "topic"
+        return _plan_and_submit(
+            run_id, request, deps, subscription=team.requests_subscription if team is not None and topic else ""
+        )
     return _submit(run_id, request, deps, team=run.team.name if run.team else None)
+
+
+def _came_for_team(request: TrainingRequest, message: PubSubMessage, deps: DispatchDeps) -> RunCharge | None:
+    """The team whose own requests topic delivered the request, recorded with the new run (so a takeover knows it)."""
+    if not deps.teams or not message.subscription:
+        return None
+    team = deps.teams.by_subscription(message.subscription)
+    return RunCharge(team.name, via="topic") if team is not None else None
 
 
 def _with_attempts(

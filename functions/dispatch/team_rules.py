@@ -49,14 +49,16 @@ class TeamRefusal:
 
 
 def team_of(
-    request: TrainingRequest, teams: Teams | None, *, topic: str = ""
+    request: TrainingRequest, teams: Teams | None, *, topic: str = "", subscription: str = ""
 ) -> tuple[RunCharge | None, TeamRefusal | None]:
-    """The team the request counts against (None: no team), or why it is refused. `topic`: the topic it arrived on
-    ("" when not known, e.g. a run the reconciler takes over)."""
+    """The team the request counts against (None: no team), or why it is refused. `topic`, `subscription`: where it
+    arrived ("" when not known, e.g. a run the reconciler takes over)."""
     if not teams:
         return None, None
     bucket, prefix = request.dataset.bucket, request.dataset.prefix
-    by_topic = teams.by_topic(topic) if topic else None
+    by_topic = (teams.by_topic(topic) if topic else None) or (
+        teams.by_subscription(subscription) if subscription else None
+    )
     if by_topic is not None:
         if not by_topic.owns_data(bucket, prefix):
             owned = ", ".join(str(o) for o in by_topic.owns)

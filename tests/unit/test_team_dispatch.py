@@ -228,3 +228,27 @@ def test_a_run_over_its_own_budget_while_running_is_cancelled_once_with_that_rea
     assert ended.state == RunState.CANCELLED and ended.error is not None and ended.error.code == "budget-exceeded"
     assert "passed its constraints.budget_usd" in ended.error.message
     assert ended.team is not None and not ended.team.held
+
+
+def test_a_request_on_a_teams_topic_counts_for_it_and_data_outside_its_prefixes_is_rejected() -> None:
+    from functions.dispatch.handler import handle_training_request
+    from functions.envelopes import PubSubMessage
+
+    w, _ = world()
+    subscription = "projects/landfall-local/subscriptions/landfall-requests-churn-dispatch"
+    said = handle_training_request(
+        PubSubMessage(data=request(1), message_id="m-1", subscription=subscription), w.dispatch_deps
+    )
+    assert said == "submitted"
+    run = w.run(run_id(1))
+    assert run.team is not None and (run.team.name, run.team.via) == ("churn", "topic")
+    raw = json.loads(request(2))
+    raw["dataset"] = {"uri": "gs://landfall-landing/datasets/other/x/"}
+    outside = json.dumps(raw).encode()
+    said = handle_training_request(
+        PubSubMessage(data=outside, message_id="m-2", subscription=subscription), w.dispatch_deps
+    )
+    assert said == "rejected:team-prefix"
+    rejected = w.run(parse_training_request(outside).run_id)
+    assert rejected.state == RunState.REJECTED and rejected.error is not None and rejected.error.code == "team-prefix"
+    assert "team 'churn''s topic landfall-requests-churn" in rejected.error.message
