@@ -179,7 +179,7 @@ def _team(raw: object, where: str) -> Team:
     topic = raw.get("requests_topic", "")
     if not isinstance(topic, str) or (topic and not re.match(r"^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", topic)):
         raise TeamsError(f"{where}: requests_topic {topic!r} is not a Pub/Sub topic name (its short name)")
-    return Team(
+    team = Team(
         name=name,
         owns=tuple(_owned(o, f"{where}: owns[{i}]") for i, o in enumerate(owns)),
         monthly_budget_usd=_number(raw["monthly_budget_usd"], where, what="monthly_budget_usd"),
@@ -188,6 +188,12 @@ def _team(raw: object, where: str) -> Team:
         max_run_usd=None if raw.get("max_run_usd") is None else _number(raw["max_run_usd"], where, what="max_run_usd"),
         requests_topic=topic,
     )
+    if team.max_run_usd is not None and team.max_run_usd > team.monthly_budget_usd:
+        raise TeamsError(
+            f"{where}: max_run_usd {team.max_run_usd} is above monthly_budget_usd {team.monthly_budget_usd}: such a "
+            "run could never fit the month and would wait for ever; lower max_run_usd or raise the budget"
+        )
+    return team
 
 
 def parse_teams(raw: Mapping[str, Any], source: str = "teams.toml") -> Teams:
