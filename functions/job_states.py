@@ -110,6 +110,9 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     error = _job_error(run, job, target, deps)
     if error is not None and target == RunState.FAILED and error.reason in CAPACITY_REASONS:
         return _capacity_failure(run, job, error, deps)
+    stopped = _budget_stop(run, error) if target == RunState.FAILED else None
+    if stopped is not None:  # Vertex stopped it where its budget ran out: cancelled for its budget, as the
+        target, error = RunState.CANCELLED, stopped  # reconciler's cancel of a run over its budget ends
     data: DataRead | None = None
     if target == RunState.SUCCEEDED:
         metrics, problem = _metrics(run, deps)
@@ -174,6 +177,31 @@ def _with_reason(error: RunError, job: JobView, run: RunRecord) -> RunError:
         if cancel.by.startswith(f"{BUDGET_EXCEEDED}:"):  # the reconciler's cancel of a run over its own budget
             out = replace(out, code=BUDGET_EXCEEDED)
     return out
+
+
+def _budget_stop(run: RunRecord, error: RunError | None) -> RunError | None:
+    """The error of a job Vertex stopped at a timeout its budget set, as a cancel for the budget; None otherwise.
+
+    The planner caps a job's scheduling.timeout at what the request's constraints.budget_usd pays at the plan's
+    hourly price (functions/planning/job_choices.py), so Vertex itself stops a job about to pass its budget. Such a
+    stop is the same event as the reconciler's cancel of a run over its own budget (functions/reconciler/team_looks.py):
+    both end CANCELLED with error.code budget-exceeded, whichever came first."""
+    if error is None or error.reason != "timeout" or run.plan is None or not run.plan.timeout_seconds:
+        return None
+    budget = float(run.request.get("constraints", {}).get("budget_usd") or 0.0)
+    hourly = run.plan.hourly_cost_usd
+    if budget <= 0 or hourly <= 0 or run.plan.timeout_seconds < budget / hourly * 3600 - 1:
+        return None  # the timeout was the estimate's margin: an ordinary timeout, well inside the budget
+    return replace(
+        error,
+        code=BUDGET_EXCEEDED,
+        message=(
+            f"stopped at its constraints.budget_usd ${budget:,.4f}: Vertex ended the job at its "
+            f"{run.plan.timeout_seconds} s timeout, what the budget pays at ${hourly:,.4f}/h (the job ran longer than "
+            "its plan's estimate; raise the budget, or make the job faster)"
+        ),
+        job_message=error.job_message or error.message,
+    )
 
 
 def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: JobStateDeps) -> str:

@@ -5,10 +5,11 @@ team's first run holds its GPU, a run needing more GPUs than the cap alone is RE
 team WAITS team-budget, a request published on e2e-capped's own requests topic for the other team's data is REJECTED
 team-prefix, and `landfall teams --json` shows each team's use against its limits.
 
-A run over its own constraints.budget_usd while running is cancelled by the reconciler: that is shown through the
-real adapters in tests/integration/test_team_budget_emulators.py with the reconciler's clock moved on, since the
-planner only accepts a budget that covers the plan's estimate, start-up included (minutes), and an e2e test has
-seconds."""
+A run over its own constraints.budget_usd while running is cancelled by the reconciler, with that reason. The
+planner accepts only a budget that covers the plan's estimate, and its model's start-up alone is minutes; so the test
+seeds the workload's measured figures (as a finished run of it would have recorded them: seconds of start-up), plans
+the request as the dispatcher will, gives it a budget a few seconds above that estimate, and its container runs two
+minutes. tests/integration/test_team_budget_emulators.py shows the same with the reconciler's clock moved on."""
 
 from __future__ import annotations
 
@@ -114,3 +115,62 @@ def test_team_cap_budget_and_hard_limit_through_the_stack(
         return doc if doc is not None and not doc["gpus"] else None
 
     wait_for(released, 30, "team e2e-capped's GPU to be released")
+
+
+def test_a_run_over_its_own_budget_while_running_is_cancelled_with_that_reason(
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Any,
+) -> None:
+    from google.cloud import firestore
+
+    from deploy.topology import load_topology
+    from schemas.measurement import Measurement, workload_key, workload_label
+
+    stamp = datetime.now(UTC).strftime("%H%M%S%f")
+    data = _data(landing_bucket, f"own-image/over-budget/{stamp}/")
+    argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", "1000", "--arg=--seconds=120"]
+    argv += ["--machine-type", "g2-standard-4", "--gpus", "1", "--nodes", "1"]
+    request = code_request(build_parser().parse_args(argv))
+    # What a finished run of this workload on this shape would have recorded: 2 s of start-up, 2 short steps.
+    seeded = Measurement(
+        workload=workload_key(request),
+        workload_label=workload_label(request),
+        machine_type="g2-standard-4",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        nodes=1,
+        image=OWN_IMAGE,
+        run_id=f"seeded-{stamp}",
+        source="run",
+        measured_at=datetime.now(UTC).isoformat(),
+        step_seconds=0.01,
+        startup_seconds=2.0,
+        steps=2,
+    )
+    db = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"])
+    db.collection(load_topology().measurements_collection).document(seeded.measurement_id).set(seeded.to_document())
+    # Planned as the dispatcher will plan it (the measured figures read from the stack's Firestore).
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    code, out, err = landfall(capsys, "plan", str(path), "--json", "--measured", "auto")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["estimated_hours"] * 3600 < 60, f"the seeded figures were not used: {plan}"
+    # A budget the estimate fits in, which the job passes 3 s past its estimate, long before its two minutes.
+    budget = plan["estimated_cost_usd"] + plan["hourly_cost_usd"] * 3 / 3600
+    request["constraints"] = {**request.get("constraints", {}), "budget_usd": round(budget, 6)}
+    body = json.dumps(request).encode()
+    publish(body)
+    run_id = parse_training_request(body).run_id
+
+    # Whichever comes first ends it the same way: the reconciler's cancel (its cost so far passed the budget), or
+    # Vertex stopping the job at its timeout, which the plan set at what the budget pays.
+    ended = terminal_run(firestore_runs, run_id, timeout_s=100)
+    assert ended["state"] == "CANCELLED", (ended["state"], ended.get("error"))
+    assert ended["error"]["code"] == "budget-exceeded", ended.get("error")
+    assert "constraints.budget_usd" in ended["error"]["message"] + ended["submission"].get("cancel", {}).get("by", "")
+    assert ended["plan"]["estimated_cost_usd"] <= budget, "the planner accepted the budget it was given"
+    assert ended["plan"]["timeout_seconds"] <= budget / plan["hourly_cost_usd"] * 3600 + 1

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from deploy.teams import Teams, parse_teams
 from functions.dispatch.team_rules import team_of
 from functions.reconciler.handler import reconcile, reconcile_run
@@ -248,3 +250,25 @@ def test_a_request_on_a_teams_topic_counts_for_it_and_data_outside_its_prefixes_
     rejected = w.run(parse_training_request(outside).run_id)
     assert rejected.state == RunState.REJECTED and rejected.error is not None and rejected.error.code == "team-prefix"
     assert "team 'churn''s topic landfall-requests-churn" in rejected.error.message
+
+
+@pytest.mark.parametrize(
+    ("timeout_s", "state", "code"), [(3600, "CANCELLED", "budget-exceeded"), (1800, "FAILED", "job-failed")]
+)
+def test_a_job_vertex_stopped_at_the_timeout_its_budget_set_is_cancelled_for_its_budget(
+    timeout_s: int, state: str, code: str
+) -> None:
+    """The planner caps scheduling.timeout at what constraints.budget_usd pays: Vertex's timeout there is the budget
+    running out (CANCELLED, budget-exceeded, as the reconciler's cancel); a timeout short of it is an ordinary one."""
+    w, _ = world(plan=replace(GPU_PLAN, timeout_seconds=timeout_s))
+    assert w.deliver(request(1, budget_usd=GPU_PLAN.hourly_cost_usd)) == "submitted"  # pays one hour
+    name = w.job_name(run_id(1))
+    timed_out = f"The job ran longer than its scheduling timeout of {timeout_s} seconds and was stopped."
+    w.vertex.set_state(name, "JOB_STATE_FAILED", start=w.clock.now, end=w.clock.now, error=(4, timed_out))
+    assert w.job_event(name.rsplit("/", 1)[-1]) == f"recorded:{state}"
+    ended = w.run(run_id(1))
+    assert ended.state == state and ended.error is not None and ended.error.code == code
+    assert ended.error.reason == "timeout"
+    if state == "CANCELLED":
+        assert "stopped at its constraints.budget_usd" in ended.error.message and ended.error.job_message == timed_out
+    assert ended.team is not None and not ended.team.held
