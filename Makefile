@@ -15,7 +15,7 @@ STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 PIP := $(PY) -m pip install -q --disable-pip-version-check
 
-$(STAMP): requirements.lock requirements.txt functions/requirements.txt trainer/requirements.txt pyproject.toml
+$(STAMP): requirements.lock requirements.txt functions/requirements.txt trainer/requirements.txt landfall/ui/requirements.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@if $(PIP) uv==$(UV_VERSION) 2>/dev/null && UV_SOURCES="$$($(PY) scripts/uv_sources.py)" && \
 	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) $$UV_SOURCES -r requirements.lock && \
