@@ -29,6 +29,8 @@ HERE = Path(__file__).parent
 POLL_MS = 3000
 """How often an open page asks for what changed (the runs table, a run that has not ended)."""
 
+LIVE_SECTIONS = ("head", "timeline", "logs")
+"""The parts of a run's page that its poll replaces (templates run_NAME.html, elements #run-NAME)."""
 PAGES = (
     ("runs", "Runs"),
     ("datasets", "Datasets"),
@@ -85,6 +87,7 @@ def create_app(source: Source | None = None, actions: frozenset[str] | None = No
     offered = allowed_actions() if actions is None else actions
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(pages=PAGES, poll_ms=POLL_MS, actions=sorted(offered))
+    templates.env.filters["when"] = views.short_time
 
     def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
         return templates.TemplateResponse(request, name, context, status_code=status)
@@ -154,7 +157,9 @@ def create_app(source: Source | None = None, actions: frozenset[str] | None = No
             context = run_context(run_id)
         except CommandError as exc:
             return failed(request, "runs", exc, 404 if str(exc).startswith("no run ") else 502)
-        return page(request, "run.html", {"active": "runs", **context, "curves_json": json.dumps(context["curves"])})
+        # inside a <script> element: "</" written as "<\/" (still the same JSON) so no value can end the element
+        curves_json = json.dumps(context["curves"]).replace("</", "<\\/")
+        return page(request, "run.html", {"active": "runs", **context, "curves_json": curves_json})
 
     def run_live(request: Request) -> Response:
         """What changes on a run's page while it is open: its live sections as HTML, and the curves' data."""
@@ -162,9 +167,14 @@ def create_app(source: Source | None = None, actions: frozenset[str] | None = No
             context = run_context(request.path_params["run_id"])
         except CommandError as exc:
             return JSONResponse({"error": str(exc)}, status_code=502)
-        html = templates.get_template("run_live.html").render(context)
+        sections = {name: templates.get_template(f"run_{name}.html").render(context) for name in LIVE_SECTIONS}
         return JSONResponse(
-            {"open": context["open"], "state": context["run"].state.value, "html": html, "curves": context["curves"]}
+            {
+                "open": context["open"],
+                "state": context["run"].state.value,
+                "sections": sections,
+                "curves": context["curves"],
+            }
         )
 
     def confirm(request: Request) -> Response:
@@ -184,11 +194,11 @@ def create_app(source: Source | None = None, actions: frozenset[str] | None = No
     def datasets_page(request: Request) -> Response:
         from landfall.commands.datasets import read_dataset, started_run
 
+        rows, skipped, errors = [], [], []
         try:
             docs = source.datasets(200)
         except CommandError as exc:
-            return failed(request, "datasets", exc)
-        rows, skipped = [], []
+            docs, errors = [], [str(exc)]
         for doc in docs:
             try:
                 record = read_dataset(doc).record
@@ -209,15 +219,18 @@ def create_app(source: Source | None = None, actions: frozenset[str] | None = No
                     "runs_url": "/runs?" + urlencode({"dataset": record.uri}),
                 }
             )
-        return page(request, "datasets.html", {"active": "datasets", "rows": rows, "skipped": skipped})
+        return page(
+            request, "datasets.html", {"active": "datasets", "rows": rows, "skipped": skipped, "errors": errors}
+        )
 
     def models_page(request: Request) -> Response:
         from landfall.commands.models import _score
 
+        errors = []
         try:
             versions = source.models()
         except CommandError as exc:
-            return failed(request, "models", exc)
+            versions, errors = [], [str(exc)]
         rows = []
         for v in versions:
             promotion = v.metadata.get("promotion") or {}
@@ -232,14 +245,15 @@ def create_app(source: Source | None = None, actions: frozenset[str] | None = No
                     "run_id": v.labels.get("landfall-run", ""),
                 }
             )
-        return page(request, "models.html", {"active": "models", "rows": rows})
+        return page(request, "models.html", {"active": "models", "rows": rows, "errors": errors})
 
     def teams_page(request: Request) -> Response:
+        errors = []
         try:
             rows = source.teams()
         except CommandError as exc:
-            return failed(request, "teams", exc)
-        return page(request, "teams.html", {"active": "teams", "rows": rows})
+            rows, errors = [], [str(exc)]
+        return page(request, "teams.html", {"active": "teams", "rows": rows, "errors": errors})
 
     def dead_letters_page(request: Request) -> Response:
         errors: list[str] = []

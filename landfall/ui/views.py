@@ -104,7 +104,7 @@ def timeline(run: RunRecord) -> list[Event]:
         events.append(Event("", "wait", " ".join(line.split())))
     canary = _canary(run)
     if canary and run.canary is not None:
-        events.append(Event(run.canary.submitted_at, "canary", " ".join(" ".join(canary).split())))
+        events.append(Event(run.canary.submitted_at, "canary", "; ".join(" ".join(line.split()) for line in canary)))
     dated = sorted((e for e in events if e.at), key=lambda e: e.at)
     return dated + [e for e in events if not e.at]
 
@@ -343,3 +343,10 @@ def parse_since(text: str) -> datetime | None:
 
 
 STATES = [s.value for s in RunState]
+
+
+def short_time(text: str) -> str:
+    """A stored RFC 3339 time as a person reads it, to the second: 2026-11-22 12:00:05 UTC ("" stays "")."""
+    if len(text) >= 19 and text[10] == "T" and text.endswith("Z"):
+        return f"{text[:10]} {text[11:19]} UTC"
+    return text

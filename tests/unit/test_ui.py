@@ -33,7 +33,7 @@ def _line(message: str, second: int, **fields: object) -> str:
 def test_the_runs_table_shows_state_reason_team_machine_costs_and_times() -> None:
     page = client(FakeSource([succeeded(), failed()])).get("/runs").text
     assert "run-ui-succeeded" in page and "run-ui-failed" in page
-    assert "out-of-memory" in page and "speech" in page
+    assert "out-of-memory" in page and "research" in page
     assert "$0.05" in page and "$0.04" in page and "5m 00s" in page and "4m 00s" in page
 
 

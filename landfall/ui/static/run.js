@@ -1,8 +1,9 @@
 // A run's page: the curves drawn by uPlot (vendor/uplot) from the data the server gives, and, while the run has not
-// ended, its live sections (state, progress, failure, timeline, log tail) and curves asked for again every few seconds.
+// ended, its live sections (state, progress, failure, timeline, log tail: #run-head, #run-timeline, #run-logs) and
+// curves asked for again every few seconds.
 (function () {
   "use strict";
-  var live = document.getElementById("run-live");
+  var live = document.getElementById("run-head");
   var holder = document.getElementById("curves");
   var empty = document.getElementById("curves-empty");
   var every = Number(document.body.dataset.pollMs || 3000);
@@ -39,7 +40,10 @@
     fetch(live.dataset.liveUrl, { headers: { "Accept": "application/json" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (answer) {
-        live.innerHTML = answer.html;
+        Object.keys(answer.sections).forEach(function (name) {
+          var holder = document.getElementById("run-" + name);
+          if (holder) { holder.innerHTML = answer.sections[name]; }
+        });
         draw(answer.curves);
         if (answer.open) { setTimeout(poll, every); }
       })
