@@ -29,7 +29,7 @@ HERE = Path(__file__).parent
 POLL_MS = 3000
 """How often an open page asks for what changed (the runs table, a run that has not ended)."""
 
-LIVE_SECTIONS = ("head", "timeline", "logs")
+LIVE_SECTIONS = ("facts", "head", "timeline", "plan", "links", "logs")
 """The parts of a run's page that its poll replaces (templates run_NAME.html, elements #run-NAME)."""
 PAGES = (
     ("runs", "Runs"),

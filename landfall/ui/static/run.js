@@ -1,5 +1,5 @@
 // A run's page: the curves drawn by uPlot (vendor/uplot) from the data the server gives, and, while the run has not
-// ended, its live sections (state, progress, failure, timeline, log tail: #run-head, #run-timeline, #run-logs) and
+// ended, its live sections (#run-facts, #run-head, #run-timeline, #run-plan, #run-links, #run-logs) and
 // curves asked for again every few seconds.
 (function () {
   "use strict";
