@@ -28,6 +28,9 @@ class PubSubMessage:
     attributes: dict[str, str] = field(default_factory=dict)
     message_id: str = ""
     publish_time: str = ""
+    subscription: str = ""
+    """The subscription that delivered it (projects/P/subscriptions/S, from the push body), "" when not said: the
+    dispatcher knows a team's own requests topic by it (docs/teams.md)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ def pubsub_message(cloud_event: Any) -> PubSubMessage:
         attributes=dict(attributes),
         message_id=_text_field(message, "messageId", "message_id"),
         publish_time=_text_field(message, "publishTime", "publish_time"),
+        subscription=_text_field(data, "subscription"),
     )
 
 

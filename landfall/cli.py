@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "operations",
     "retry",
     "models",
+    "teams",
     "dead_letters",
     "ui",
     "planning",
@@ -47,6 +48,7 @@ STACK_NEEDS = {
     "model": ("vertex",),
     "promote": ("firestore", "vertex"),
     "rollback": ("firestore", "vertex"),
+    "teams": ("firestore",),
     "ui": ("firestore",),
 }
 """The services each command reads or writes; they are checked (landfall/reach.py) before the command runs, so a
