@@ -57,8 +57,8 @@ def read_run(run_id: str, command: str) -> RunRecord:
         ) from exc
 
 
-TEAM_FIELD = "request.team"
-"""Where a run names its team (deploy/teams.toml); the dashboard's team filter queries it."""
+TEAM_FIELD = "team.name"
+"""Where a run names the team it counts against (run record `team`, docs/teams.md); the dashboard filters on it."""
 
 
 def run_filters(

@@ -248,11 +248,30 @@ def create_app(source: Source | None = None, actions: frozenset[str] | None = No
         return page(request, "models.html", {"active": "models", "rows": rows, "errors": errors})
 
     def teams_page(request: Request) -> Response:
+        from landfall.commands.teams import _gpus
+
         errors = []
         try:
-            rows = source.teams()
+            uses = source.teams()
         except CommandError as exc:
-            rows, errors = [], [str(exc)]
+            uses, errors = [], [str(exc)]
+        rows = [
+            {
+                "team": u.team,
+                "priority": u.priority,
+                "gpus": _gpus(u.gpus, u.gpu_cap),
+                "spent": f"${u.spent_usd:.2f}",
+                "budget": f"${u.budget_usd:.2f}",
+                "share": f"{u.spent_usd / u.budget_usd:.0%}" if u.budget_usd else "",
+                "reserved": f"${u.reserved_usd:.2f}",
+                "settled": f"${u.settled_usd:.2f}",
+                "run_limit": f"${u.run_limit_usd:.2f}",
+                "runs": u.runs,
+                "over": "; ".join(u.over),
+                "month": u.month,
+            }
+            for u in uses
+        ]
         return page(request, "teams.html", {"active": "teams", "rows": rows, "errors": errors})
 
     def dead_letters_page(request: Request) -> Response:

@@ -11,10 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from landfall.errors import CommandError, client_boundary
 from schemas.run_record import RunRecord
+
+if TYPE_CHECKING:
+    from functions.records.team_ledger import TeamUse
 
 ACTIONS_ENV = "LANDFALL_UI_ACTIONS"
 """Comma list of the actions the dashboard offers (cancel, retry); unset or empty: read-only."""
@@ -53,7 +56,7 @@ class Source(Protocol):
     def models(self) -> list[Any]: ...
     def dead_letters(self) -> tuple[str, list[Any]]: ...
     def orphans(self, limit: int) -> list[dict[str, Any]]: ...
-    def teams(self) -> list[dict[str, Any]]: ...
+    def teams(self) -> list[TeamUse]: ...
     def cancel(self, run_id: str) -> str: ...
     def retry(self, run_id: str) -> str: ...
     def project(self) -> str: ...
@@ -119,8 +122,19 @@ class LandfallSource:
             query = collection.order_by("found_at", direction=firestore.Query.DESCENDING).limit(limit)
             return [doc for d in query.stream(timeout=20.0) if (doc := d.to_dict()) is not None]
 
-    def teams(self) -> list[dict[str, Any]]:
-        return []
+    def teams(self) -> list[TeamUse]:
+        """Each team's use against its limits: the function `landfall teams` calls."""
+        from deploy.teams import TeamsError
+        from functions.errors import LandfallError
+        from functions.wiring import team_usage
+
+        with client_boundary("read the team ledgers"):
+            try:
+                return team_usage()
+            except TeamsError as exc:
+                raise CommandError(str(exc)) from exc
+            except LandfallError as exc:
+                raise CommandError(f"cannot read the team ledgers: {exc}") from exc
 
     def cancel(self, run_id: str) -> str:
         from functions.errors import LandfallError

@@ -22,9 +22,8 @@ LOG_TAIL_LINES = 60
 
 
 def team_of(run: RunRecord) -> str:
-    """The team that sent the run (request.team, deploy/teams.toml), or "" for a run sent without one."""
-    team = run.request.get("team")
-    return team if isinstance(team, str) else ""
+    """The team the run counts against (run record `team`, docs/teams.md), or "" where no team owns it."""
+    return run.team.name if run.team is not None else ""
 
 
 def _money(value: float | None) -> str:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from functions.records.team_ledger import TeamUse
 from landfall.errors import CommandError
 from landfall.ui.source import RunsQuery
 from schemas.canary import CanaryFigures, CanaryRecord
@@ -24,6 +25,7 @@ from schemas.run_record import (
     new_run,
     parse_run_record,
 )
+from schemas.team_ledger import RunCharge
 from schemas.times import format_timestamp
 from tests.fakes.world import FALLBACK_1, NOW, PLAN
 
@@ -32,12 +34,8 @@ TEAMS = ("vision", "speech", "ads", "search", "maps")
 SEED_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.RUNNING, RunState.WAITING, RunState.CANCELLED)
 
 
-def _request(dataset: str = DATASET, team: str = "vision") -> dict[str, Any]:
-    return {
-        "dataset": {"uri": dataset, "object_count": 3, "total_bytes": 1200},
-        "task": "tabular-classification",
-        "team": team,
-    }
+def _request(dataset: str = DATASET) -> dict[str, Any]:
+    return {"dataset": {"uri": dataset, "object_count": 3, "total_bytes": 1200}, "task": "tabular-classification"}
 
 
 def _at(minutes: float) -> str:
@@ -45,7 +43,7 @@ def _at(minutes: float) -> str:
 
 
 def succeeded(run_id: str = "run-ui-succeeded") -> RunRecord:
-    run = new_run(run_id, _request(), now=NOW)
+    run = replace(new_run(run_id, _request(), now=NOW), team=RunCharge("vision"))
     epochs = [{"epoch": e, "loss": 1.0 / e, "accuracy": 0.5 + e / 20} for e in range(1, 6)]
     return replace(
         run,
@@ -71,7 +69,7 @@ def succeeded(run_id: str = "run-ui-succeeded") -> RunRecord:
 
 
 def failed(run_id: str = "run-ui-failed") -> RunRecord:
-    run = new_run(run_id, _request(team="research"), now=NOW)
+    run = replace(new_run(run_id, _request(), now=NOW), team=RunCharge("research"))
     return replace(
         run,
         state=RunState.FAILED,
@@ -91,7 +89,7 @@ def failed(run_id: str = "run-ui-failed") -> RunRecord:
 
 def canary_and_fallback(run_id: str = "run-ui-canary") -> RunRecord:
     """A run whose canary passed, whose first plan's job ended for a stockout, and that ran on its fallback."""
-    run = new_run(run_id, _request(team="ads"), now=NOW)
+    run = replace(new_run(run_id, _request(), now=NOW), team=RunCharge("ads"))
     job = "projects/p/locations/us-central1/customJobs/111"
     return replace(
         run,
@@ -129,18 +127,19 @@ def canary_and_fallback(run_id: str = "run-ui-canary") -> RunRecord:
     )
 
 
-SEED_FIELDS = ("schema_version", "run_id", "state", "request", "created_at", "updated_at")
-"""What a seeded run keeps of its record: the required fields (the rest are optional and empty for a new run), so
-that 10,000 of them are written to the emulator in seconds."""
+SEED_FIELDS = ("schema_version", "run_id", "state", "request", "created_at", "updated_at", "team")
+"""What a seeded run keeps of its record: the required fields and its team's name (the rest are optional, or their
+defaults), so that 10,000 of them are written to the emulator in seconds (it indexes every field)."""
 
 
 def seeded(index: int, start: datetime = NOW) -> dict[str, Any]:
     """A small, valid run document for paging and filtering: state, team and dataset cycle, one second apart."""
     at = start - timedelta(seconds=index)
     state = SEED_STATES[index % len(SEED_STATES)]
-    request = {"dataset": {"uri": f"gs://landfall-landing/datasets/seed-{index % 20}/"}, "team": TEAMS[index % 5]}
-    doc = new_run(f"run-seed-{index:05d}", request, now=at, state=state).to_document()
-    return {key: doc[key] for key in SEED_FIELDS}
+    request = {"dataset": {"uri": f"gs://landfall-landing/datasets/seed-{index % 20}/"}}
+    run = new_run(f"run-seed-{index:05d}", request, now=at, state=state)
+    doc = replace(run, team=RunCharge(TEAMS[index % len(TEAMS)])).to_document()
+    return {key: doc[key] for key in SEED_FIELDS} | {"team": {"name": doc["team"]["name"]}}  # the rest: defaults
 
 
 class FakeSource:
@@ -157,7 +156,7 @@ class FakeSource:
             for d in sorted(self.docs, key=lambda d: d["created_at"], reverse=True)
             if (query.state is None or d["state"] == query.state)
             and (query.dataset is None or d["request"]["dataset"]["uri"] == query.dataset)
-            and (query.team is None or d["request"].get("team") == query.team)
+            and (query.team is None or (d.get("team") or {}).get("name") == query.team)
             and (query.since is None or d["created_at"] >= format_timestamp(query.since))
         ]
         if query.after:
@@ -186,8 +185,22 @@ class FakeSource:
     def orphans(self, limit: int) -> list[dict[str, Any]]:
         return []
 
-    def teams(self) -> list[dict[str, Any]]:
-        return []
+    def teams(self) -> list[TeamUse]:
+        return [
+            TeamUse(
+                "vision",
+                1,
+                "2026-11",
+                {"NVIDIA_L4": 2},
+                {"all": 2},
+                40.0,
+                25.0,
+                100.0,
+                50.0,
+                runs=3,
+                over=("gpus all 2/2",),
+            )
+        ]
 
     def cancel(self, run_id: str) -> str:
         self.cancelled.append(run_id)

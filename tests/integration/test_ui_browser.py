@@ -7,10 +7,12 @@ curve drawn, is tests/e2e/test_ui_follow.py on the shared stack."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,13 +20,17 @@ import pytest
 from landfall.ui.app import create_app
 from landfall.ui.source import LandfallSource
 from schemas.run_record import RunState
+from schemas.team_ledger import RunCharge
 from schemas.times import format_timestamp
 from tests import browser
+from tests.caches import clear_function_caches
 from tests.conftest import PROJECT, Emulator
 from tests.fakes.ui import TEAMS, canary_and_fallback, failed, seeded, succeeded
 from tests.fakes.world import NOW
 from tests.polling import wait_for
 
+TEAMS_ENV = "LANDFALL_TEAMS_FILE"
+TEAMS_FILE = Path(__file__).parents[1] / "e2e" / "teams.toml"
 SEEDED = 10_000
 BATCH = 500
 """Documents per batched write (Firestore's limit on the writes of one commit)."""
@@ -55,11 +61,12 @@ def dashboard(firestore_emulator: Emulator) -> Iterator[tuple[str, Any]]:
     from google.cloud import firestore
 
     from deploy.topology import load_topology
-    from functions.settings import get_settings
 
     url = f"{firestore_emulator.endpoint}/emulator/v1/projects/{PROJECT}/databases/(default)/documents"
     urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
-    get_settings.cache_clear()
+    saved = os.environ.get(TEAMS_ENV)
+    os.environ[TEAMS_ENV] = str(TEAMS_FILE)  # the teams page lists them, at no use yet
+    clear_function_caches()
     client = firestore.Client(project=PROJECT)
     runs = client.collection(load_topology().runs_collection)
     began = time.perf_counter()
@@ -71,7 +78,11 @@ def dashboard(firestore_emulator: Emulator) -> Iterator[tuple[str, Any]]:
         # One query first: the emulator's first query of a collection (a JVM not yet warm) is not the dashboard's.
         urllib.request.urlopen(f"{base}/runs", timeout=30).close()
         yield base, runs
-    get_settings.cache_clear()
+    if saved is None:
+        os.environ.pop(TEAMS_ENV, None)
+    else:
+        os.environ[TEAMS_ENV] = saved
+    clear_function_caches()
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +159,12 @@ def test_the_runs_table_updates_without_a_reload(dashboard: tuple[str, Any], pag
     p, _ = page
     p.goto(f"{base}/runs?team=maps&state=RUNNING")
     p.evaluate("window.notReloaded = true")
-    newest = replace(canary_and_fallback("run-ui-live"), request={**canary_and_fallback().request, "team": "maps"})
-    newest = replace(newest, created_at=format_timestamp(SEEDED_FROM), state=RunState.RUNNING)
+    newest = replace(
+        canary_and_fallback("run-ui-live"),
+        team=RunCharge("maps"),
+        created_at=format_timestamp(SEEDED_FROM),
+        state=RunState.RUNNING,
+    )
     runs.document(newest.run_id).set(newest.to_document())
     p.locator("#runs-rows a", has_text="run-ui-live").wait_for(timeout=15_000)
     assert p.evaluate("window.notReloaded") is True
@@ -206,6 +221,9 @@ def test_every_page_loads_clean_and_is_reachable_by_keyboard(
         p.goto(f"{base}/{slug}")
         assert p.locator("h1").count() == 1
         browser.screenshot(p, slug)
+        if slug == "teams":
+            assert p.locator("tbody tr").all_inner_texts()[0].startswith("e2e-capped")
+            assert "all 0/1" in p.locator("tbody tr").first.inner_text()  # its GPU cap, none in flight
     p.goto(f"{base}/runs")
     p.keyboard.press("Tab")
     assert p.evaluate("document.activeElement.textContent") == "Skip to content"

@@ -141,6 +141,12 @@ def test_a_missing_run_is_a_404_that_says_so() -> None:
     assert answer.status_code == 404 and "no run &#39;run-nope&#39;" in answer.text
 
 
+def test_the_teams_page_shows_use_against_caps_and_budget() -> None:
+    page = client(FakeSource([])).get("/teams").text
+    assert "all 2/2" in page and "$65.00" in page and "$100.00" in page and "65%" in page
+    assert 'class="at-limit"' in page and 'href="/runs?team=vision"' in page
+
+
 def test_every_page_answers() -> None:
     c = client(FakeSource([succeeded()]))
     for path in ("/", "/datasets", "/models", "/teams", "/dead-letters", "/static/vendor/uplot/uPlot.iife.min.js"):
