@@ -77,8 +77,11 @@ def _filters(query: RunsQuery, request: Request) -> dict[str, str]:
     }
 
 
-def create_app(source: Source | None = None, actions: frozenset[str] | None = None) -> Starlette:
-    """The dashboard over `source` (default: the CLI's clients), offering `actions` (default: LANDFALL_UI_ACTIONS)."""
+def create_app(
+    source: Source | None = None, actions: frozenset[str] | None = None, *, poll_ms: int = POLL_MS
+) -> Starlette:
+    """The dashboard over `source` (default: the CLI's clients), offering `actions` (default: LANDFALL_UI_ACTIONS);
+    open pages ask for what changed every `poll_ms`."""
     from landfall.stack_env import load_stack_env
 
     if source is None:
@@ -86,7 +89,7 @@ def create_app(source: Source | None = None, actions: frozenset[str] | None = No
         source = LandfallSource()
     offered = allowed_actions() if actions is None else actions
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.globals.update(pages=PAGES, poll_ms=POLL_MS, actions=sorted(offered))
+    templates.env.globals.update(pages=PAGES, poll_ms=poll_ms, actions=sorted(offered))
     templates.env.filters["when"] = views.short_time
 
     def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:

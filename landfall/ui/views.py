@@ -4,6 +4,7 @@ where it has one (landfall/commands/runs.py, watch.py)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -209,6 +210,15 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+SPLIT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+"""A split's name as a series label (validation, test, held-out): what a log or metrics.json says only when it is a
+plain word, since the chart library writes labels into the page."""
+
+
+def _split(value: Any) -> str:
+    return value if isinstance(value, str) and SPLIT_NAME.fullmatch(value) else "held-out"
+
+
 def curves_from_logs(lines: list[str]) -> Curves:
     """While it trains: the training loss of each `training` record and, at the step of each `epoch finished`, the
     held-out loss and metric (trainer/loop.py's records, as `landfall watch` reads them)."""
@@ -220,7 +230,7 @@ def curves_from_logs(lines: list[str]) -> Curves:
         if record["message"] == STEP_MESSAGE and (loss := _number(record.get("loss"))) is not None:
             curves.add(step, "train loss", loss)
         elif record["message"] == EPOCH_MESSAGE:
-            split = record.get("evaluated_on") or "held-out"
+            split = _split(record.get("evaluated_on"))
             if (loss := _number(record.get("loss"))) is not None:
                 curves.add(step, f"{split} loss", loss)
             for metric in ("accuracy", "r2", "perplexity"):
@@ -233,7 +243,7 @@ def curves_from_metrics(metrics: dict[str, Any]) -> Curves:
     """Once it ended: metrics.json's per-epoch held-out loss and metric (the built-in trainer), or the training loss
     per step a team's code reported (`loss_curve`, schemas/user_metrics.py)."""
     evaluation = metrics.get("evaluation")
-    split = evaluation.get("split") if isinstance(evaluation, dict) and evaluation.get("split") else "held-out"
+    split = _split(evaluation.get("split") if isinstance(evaluation, dict) else None)
     epochs = [e for e in metrics.get("epochs") or [] if isinstance(e, dict)]
     if epochs:
         curves = Curves("epoch")

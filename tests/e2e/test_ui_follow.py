@@ -39,7 +39,10 @@ def test_a_dropped_run_is_followed_to_succeeded_with_its_curve_drawn(
     local_stack: stack.StackInfo, landing_bucket: Any, firestore_runs: Any
 ) -> None:
     console = browser.Console()
-    with browser.served(create_app(LandfallSource(local_stack.state_dir), frozenset())) as base, browser.browser() as b:
+    with (
+        browser.served(create_app(LandfallSource(local_stack.state_dir), frozenset(), poll_ms=1000)) as base,
+        browser.browser() as b,
+    ):
         page = console.watch(b.new_page(viewport={"width": 1400, "height": 900}))
         run_id = _drop(landing_bucket)  # the browser is up first: the page opens while the team's code runs
         wait_for(lambda: firestore_runs.document(run_id).get().exists, timeout=60, what=f"run {run_id} recorded")

@@ -31,6 +31,8 @@ from tests.polling import wait_for
 
 TEAMS_ENV = "LANDFALL_TEAMS_FILE"
 TEAMS_FILE = Path(__file__).parents[1] / "e2e" / "teams.toml"
+POLL_MS = 1000
+"""How often the open pages ask for what changed here (3 s by default): the live tests wait less."""
 SEEDED = 10_000
 BATCH = 500
 """Documents per batched write (Firestore's limit on the writes of one commit)."""
@@ -74,7 +76,7 @@ def dashboard(firestore_emulator: Emulator) -> Iterator[tuple[str, Any]]:
     print(f"seeded {SEEDED} runs in {time.perf_counter() - began:.1f} s")
     for record in (succeeded(), failed(), canary_and_fallback()):
         runs.document(record.run_id).set(record.to_document())
-    with browser.served(create_app(LandfallSource(), frozenset())) as base:
+    with browser.served(create_app(LandfallSource(), frozenset(), poll_ms=POLL_MS)) as base:
         # One query first: the emulator's first query of a collection (a JVM not yet warm) is not the dashboard's.
         urllib.request.urlopen(f"{base}/runs", timeout=30).close()
         yield base, runs

@@ -147,6 +147,13 @@ def test_the_teams_page_shows_use_against_caps_and_budget() -> None:
     assert 'class="at-limit"' in page and 'href="/runs?team=vision"' in page
 
 
+def test_a_split_name_that_is_not_a_word_is_not_written_into_the_page() -> None:
+    lines = [_line("epoch finished", 1, step=1, loss=0.5, evaluated_on="</script><script>alert(1)</script>")]
+    running = replace(succeeded(), state=RunState.RUNNING, metrics=None)
+    page = client(FakeSource([running], {running.run_id: lines})).get(f"/runs/{running.run_id}").text
+    assert "<script>alert" not in page and '"labels": ["held-out loss"]' in page  # text elsewhere is escaped
+
+
 def test_every_page_answers() -> None:
     c = client(FakeSource([succeeded()]))
     for path in ("/", "/datasets", "/models", "/teams", "/dead-letters", "/static/vendor/uplot/uPlot.iife.min.js"):
