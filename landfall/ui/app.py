@@ -280,12 +280,16 @@ def create_app(
     def dead_letters_page(request: Request) -> Response:
         errors: list[str] = []
         subscription, letters, orphans = "", list[Any](), list[OrphanRecord]()
+        letters_read = orphans_read = False
         try:
             subscription, letters = source.dead_letters()
+            letters_read = True
         except CommandError as exc:
             errors.append(str(exc))
         try:
-            for doc in source.orphans(200):
+            docs = source.orphans(200)
+            orphans_read = True
+            for doc in docs:
                 try:
                     orphans.append(parse_orphan_record(doc))
                 except SchemaError as exc:
@@ -301,6 +305,8 @@ def create_app(
                 "letters": letters,
                 "orphans": orphans,
                 "errors": errors,
+                "letters_read": letters_read,
+                "orphans_read": orphans_read,
             },
         )
 

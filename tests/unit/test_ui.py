@@ -154,6 +154,23 @@ def test_a_split_name_that_is_not_a_word_is_not_written_into_the_page() -> None:
     assert "<script>alert" not in page and '"labels": ["held-out loss"]' in page  # text elsewhere is escaped
 
 
+class Unreachable(FakeSource):
+    def models(self) -> list[object]:
+        raise CommandError("cannot reach Vertex AI")
+
+    def dead_letters(self) -> tuple[str, list[object]]:
+        raise CommandError("cannot reach Pub/Sub")
+
+
+def test_a_part_that_cannot_be_read_says_so_and_claims_no_emptiness() -> None:
+    c = client(Unreachable([]))
+    models = c.get("/models").text
+    assert "Could not read everything this page shows: cannot reach Vertex AI" in models
+    assert "No models yet" not in models and "Not read (above)." in models
+    letters = c.get("/dead-letters").text
+    assert "cannot reach Pub/Sub" in letters and "No dead letters." not in letters and "No orphan jobs." in letters
+
+
 def test_every_page_answers() -> None:
     c = client(FakeSource([succeeded()]))
     for path in ("/", "/datasets", "/models", "/teams", "/dead-letters", "/static/vendor/uplot/uPlot.iife.min.js"):
