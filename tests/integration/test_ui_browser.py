@@ -65,7 +65,7 @@ def dashboard(firestore_emulator: Emulator) -> Iterator[tuple[str, Any]]:
     from deploy.topology import load_topology
 
     url = f"{firestore_emulator.endpoint}/emulator/v1/projects/{PROJECT}/databases/(default)/documents"
-    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
+    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=60).close()
     saved = os.environ.get(TEAMS_ENV)
     os.environ[TEAMS_ENV] = str(TEAMS_FILE)  # the teams page lists them, at no use yet
     clear_function_caches()
@@ -78,7 +78,7 @@ def dashboard(firestore_emulator: Emulator) -> Iterator[tuple[str, Any]]:
         runs.document(record.run_id).set(record.to_document())
     with browser.served(create_app(LandfallSource(), frozenset(), poll_ms=POLL_MS)) as base:
         # One query first: the emulator's first query of a collection (a JVM not yet warm) is not the dashboard's.
-        urllib.request.urlopen(f"{base}/runs", timeout=30).close()
+        urllib.request.urlopen(f"{base}/runs", timeout=120).close()
         yield base, runs
     if saved is None:
         os.environ.pop(TEAMS_ENV, None)
