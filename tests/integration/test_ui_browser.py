@@ -239,3 +239,41 @@ def test_every_page_loads_clean_and_is_reachable_by_keyboard(
     )
     assert unlabelled == 0
     wait_for(lambda: p.locator("#updated").inner_text().startswith("updated"), timeout=15, what="a live update")
+
+
+def test_landfall_ui_prints_its_url_and_serves_the_runs(dashboard: tuple[str, Any], tmp_path: Path) -> None:
+    """The command as a person types it: `landfall ui --port N` prints the URL, which answers with the runs."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    from deploy.local import processes
+
+    port = processes.free_port()
+    env = {**os.environ, "LANDFALL_STATE_DIR": str(tmp_path)}  # no local stack's env file: the emulator's variables
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "landfall.cli", "ui", "--port", str(port)],
+        cwd=Path(__file__).parents[2],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"Landfall dashboard: http://127.0.0.1:{port}/"), (line, proc.stderr)
+
+        def answered() -> str | None:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/runs?state=FAILED&team=research", timeout=30
+                ) as r:
+                    return str(r.read().decode())
+            except OSError:
+                return None
+
+        assert "run-ui-failed" in wait_for(answered, timeout=60, what="landfall ui to answer")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
