@@ -232,6 +232,12 @@ def parse_teams(raw: Mapping[str, Any], source: str = "teams.toml") -> Teams:
     return Teams(teams=teams, unowned=str(unowned), source=source)
 
 
+def team_topics(env: Mapping[str, str]) -> tuple[Team, ...]:
+    """The teams with a requests topic of their own, from the teams file the environment names (LANDFALL_TEAMS_FILE,
+    else the shipped file): the local stack creates their topics and subscriptions as `landfall deploy` does."""
+    return tuple(t for t in read_teams(env.get("LANDFALL_TEAMS_FILE", "")).teams if t.requests_topic)
+
+
 def read_teams(path: Traversable | Path | str | None = None) -> Teams:
     """The teams in path (default, or "": the shipped teams.toml, which holds none), checked."""
     where: Traversable | Path = (
@@ -258,4 +264,5 @@ __all__ = [
     "TeamsError",
     "parse_teams",
     "read_teams",
+    "team_topics",
 ]

@@ -507,15 +507,18 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                 if_found=("gcloud", "pubsub", "subscriptions", "update", route.subscription, *settings),
             )
         )
-        for team in teams if route.topic == topology.requests_topic else ():  # the dispatcher knows it by this
-            sub = team.requests_subscription
+        for team in teams if route.topic == topology.requests_topic else ():
+            # Pushed to the function's path /projects/P/topics/T: functions-framework makes it the event's source,
+            # by which the dispatcher knows the team (docs/teams.md).
+            sub, path = team.requests_subscription, f"projects/{p}/topics/{team.requests_topic}"
+            own = (Later(f"--push-endpoint={{{_url_fact(route.name)}}}/{path}"), *settings[1:])
             steps.append(
                 _exists_step(
                     f"create the subscription {sub} pushing team {team.name}'s {team.requests_topic} to {route.name}",
-                    ("gcloud", "pubsub", "subscriptions", "create", sub, f"--topic={team.requests_topic}", *settings),
+                    ("gcloud", "pubsub", "subscriptions", "create", sub, f"--topic={team.requests_topic}", *own),
                     section,
                     probe=("gcloud", "pubsub", "subscriptions", "describe", sub, proj),
-                    if_found=("gcloud", "pubsub", "subscriptions", "update", sub, *settings),
+                    if_found=("gcloud", "pubsub", "subscriptions", "update", sub, *own),
                 )
             )
     steps += _grant_steps(iam.grants_on(frozenset({"subscription"}), config, n), n, section)

@@ -166,17 +166,19 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"
     if run.state == RunState.RECEIVED:
-        return _plan_and_submit(run_id, request, deps, subscription=message.subscription)
+        return _plan_and_submit(run_id, request, deps, topic=message.topic, subscription=message.subscription)
     return _submit(run_id, request, deps, team=run.team.name if run.team else None)
 
 
-def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps, *, subscription: str = "") -> str:
+def _plan_and_submit(
+    run_id: str, request: TrainingRequest, deps: DispatchDeps, *, topic: str = "", subscription: str = ""
+) -> str:
     """Check and plan a RECEIVED run, then claim and submit it (a delivery, or the reconciler taking over a run whose
     delivery died after recording it: the subscription it came on is not known then, and the team is its data's)."""
     problems = request_problems(request, deps.settings, deps.now())
     if problems:
         return _reject(run_id, "invalid-request", "; ".join(problems), deps)
-    charge, refused = team_of(request, deps.teams, subscription=subscription)
+    charge, refused = team_of(request, deps.teams, topic=topic, subscription=subscription)
     if refused is not None:
         return _reject(run_id, refused.code, refused.reason, deps)
     refusal = check_dataset(request, deps.objects, deps.settings) if deps.objects is not None else None
@@ -624,18 +626,20 @@ def resubmit(run_id: str, deps: DispatchDeps) -> str:
     if run.state == RunState.RECEIVED:
         # A request that came on a team's own topic keeps that team (recorded with the run) when taken over.
         team = deps.teams.named(run.team.name) if deps.teams is not None and run.team is not None else None
-        topic = team is not None and run.team is not None and run.team.via == "topic"
+        via_topic = team is not None and run.team is not None and run.team.via == "topic"
         return _plan_and_submit(
-            run_id, request, deps, subscription=team.requests_subscription if team is not None and topic else ""
+            run_id, request, deps, topic=team.requests_topic if team is not None and via_topic else ""
         )
     return _submit(run_id, request, deps, team=run.team.name if run.team else None)
 
 
 def _came_for_team(request: TrainingRequest, message: PubSubMessage, deps: DispatchDeps) -> RunCharge | None:
     """The team whose own requests topic delivered the request, recorded with the new run (so a takeover knows it)."""
-    if not deps.teams or not message.subscription:
+    if not deps.teams or not (message.topic or message.subscription):
         return None
-    team = deps.teams.by_subscription(message.subscription)
+    team = (deps.teams.by_topic(message.topic) if message.topic else None) or (
+        deps.teams.by_subscription(message.subscription) if message.subscription else None
+    )
     return RunCharge(team.name, via="topic") if team is not None else None
 
 

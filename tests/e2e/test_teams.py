@@ -2,7 +2,8 @@
 through LANDFALL_TEAMS_FILE) caps team e2e-capped at 1 GPU in flight and has team e2e-spent's month already spent.
 On the own-image route (a standard-library container: no training cost): a run past the cap WAITS team-cap while the
 team's first run holds its GPU, a run needing more GPUs than the cap alone is REJECTED team-limit, a run of the spent
-team WAITS team-budget, and `landfall teams --json` shows each team's use against its limits.
+team WAITS team-budget, a request published on e2e-capped's own requests topic for the other team's data is REJECTED
+team-prefix, and `landfall teams --json` shows each team's use against its limits.
 
 A run over its own constraints.budget_usd while running is cancelled by the reconciler: that is shown through the
 real adapters in tests/integration/test_team_budget_emulators.py with the reconciler's clock moved on, since the
@@ -32,13 +33,19 @@ def _data(landing_bucket: Any, prefix: str) -> str:
     return f"gs://{landing_bucket.name}/{prefix}"
 
 
-def _publish(data: str, *, gpus: int | None, seconds: int = 1) -> str:
-    """A request for the own image on `data` (1 or 2 L4 GPUs pinned, or a CPU machine), published; its run id."""
+def _publish(data: str, *, gpus: int | None, seconds: int = 1, topic: str = "") -> str:
+    """A request for the own image on `data` (1 or 2 L4 GPUs pinned, or a CPU machine), published (on the shared
+    requests topic, or `topic`); its run id."""
     argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", "1000", f"--arg=--seconds={seconds}"]
     if gpus:
         argv += ["--machine-type", "g2-standard-4" if gpus == 1 else "g2-standard-24", "--gpus", str(gpus)]
     body = json.dumps(code_request(build_parser().parse_args(argv))).encode()
-    publish(body)
+    if topic:
+        from google.cloud import pubsub_v1
+
+        pubsub_v1.PublisherClient().publish(topic, body).result(timeout=30)
+    else:
+        publish(body)
     return parse_training_request(body).run_id
 
 
@@ -72,6 +79,9 @@ def test_team_cap_budget_and_hard_limit_through_the_stack(
     over_cap = _publish(_data(landing_bucket, f"own-image/team-capped/{stamp}-b/"), gpus=1)
     too_big = _publish(_data(landing_bucket, f"own-image/team-capped/{stamp}-c/"), gpus=2)
     broke = _publish(_data(landing_bucket, f"own-image/team-spent/{stamp}-d/"), gpus=None)
+    project = local_stack.env["GOOGLE_CLOUD_PROJECT"]
+    own_topic = f"projects/{project}/topics/landfall-requests-e2e-capped"
+    trespass = _publish(_data(landing_bucket, f"own-image/team-spent/{stamp}-e/"), gpus=None, topic=own_topic)
 
     waiting = wait_for(lambda: _state(firestore_runs, over_cap, "WAITING"), 60, f"run {over_cap} to wait")
     assert waiting["submission"]["waiting"]["reason"] == "team-cap"
@@ -81,6 +91,9 @@ def test_team_cap_budget_and_hard_limit_through_the_stack(
     assert "cap of 1 GPUs (all)" in rejected["error"]["message"]
     spent = wait_for(lambda: _state(firestore_runs, broke, "WAITING"), 60, f"run {broke} to wait")
     assert spent["submission"]["waiting"]["reason"] == "team-budget"
+    refused = terminal_run(firestore_runs, trespass, timeout_s=60)
+    assert refused["state"] == "REJECTED" and refused["error"]["code"] == "team-prefix", refused.get("error")
+    assert "team 'e2e-capped''s topic landfall-requests-e2e-capped" in refused["error"]["message"]
 
     code, out, _ = landfall(capsys, "teams", "--json")
     uses = {u["team"]: u for u in json.loads(out)}

@@ -562,8 +562,23 @@ def test_a_teams_own_requests_topic_is_created_with_the_schema_and_pushed_to_the
         if a[1:4] == ["pubsub", "subscriptions", "create"] and a[4] == "landfall-training-requests-dispatch"
     )
     assert flags(sub)["topic"] == "landfall-requests-vision"
-    assert {k: v for k, v in flags(sub).items() if k != "topic"} == {
-        k: v for k, v in flags(shared).items() if k != "topic"
+    assert (
+        flags(sub)["push-endpoint"]
+        == f"{flags(shared)['push-endpoint']}/projects/landfall-sample/topics/landfall-requests-vision"
+    )
+    assert {k: v for k, v in flags(sub).items() if k not in ("topic", "push-endpoint")} == {
+        k: v for k, v in flags(shared).items() if k not in ("topic", "push-endpoint")
     }
     assert argvs.index(topic) < argvs.index(sub)
     assert teams.by_subscription(f"projects/p/subscriptions/{sub[4]}") is teams.teams[0]
+    from deploy.gcp import teardown as teardown_module
+
+    monkeypatch.setattr(teardown_module, "read_teams", lambda: teams)
+    gone = commands(dry_run_text(teardown_plan(SAMPLE)))
+    deleted_sub = gone.index(
+        ["gcloud", "pubsub", "subscriptions", "delete", sub[4], "--project=landfall-sample", "--quiet"]
+    )
+    deleted_topic = gone.index(
+        ["gcloud", "pubsub", "topics", "delete", topic[4], "--project=landfall-sample", "--quiet"]
+    )
+    assert deleted_sub < deleted_topic

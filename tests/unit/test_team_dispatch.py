@@ -235,19 +235,15 @@ def test_a_request_on_a_teams_topic_counts_for_it_and_data_outside_its_prefixes_
     from functions.envelopes import PubSubMessage
 
     w, _ = world()
-    subscription = "projects/landfall-local/subscriptions/landfall-requests-churn-dispatch"
-    said = handle_training_request(
-        PubSubMessage(data=request(1), message_id="m-1", subscription=subscription), w.dispatch_deps
-    )
+    topic = "projects/landfall-local/topics/landfall-requests-churn"
+    said = handle_training_request(PubSubMessage(data=request(1), message_id="m-1", topic=topic), w.dispatch_deps)
     assert said == "submitted"
     run = w.run(run_id(1))
     assert run.team is not None and (run.team.name, run.team.via) == ("churn", "topic")
     raw = json.loads(request(2))
     raw["dataset"] = {"uri": "gs://landfall-landing/datasets/other/x/"}
     outside = json.dumps(raw).encode()
-    said = handle_training_request(
-        PubSubMessage(data=outside, message_id="m-2", subscription=subscription), w.dispatch_deps
-    )
+    said = handle_training_request(PubSubMessage(data=outside, message_id="m-2", topic=topic), w.dispatch_deps)
     assert said == "rejected:team-prefix"
     rejected = w.run(parse_training_request(outside).run_id)
     assert rejected.state == RunState.REJECTED and rejected.error is not None and rejected.error.code == "team-prefix"
