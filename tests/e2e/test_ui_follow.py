@@ -1,7 +1,8 @@
 """The dashboard (landfall/ui/) following a run as a person would, in Debian's Chromium (tests/browser.py) on the
 shared local stack: a dataset dropped on the own-image route (a team's container that trains nothing, so the run
 costs seconds), its page opened while it runs, and the page, without a reload, shows it SUCCEEDED with its loss
-curve drawn; the runs table lists it; no console error. The pages' other behaviour, with 10,000 runs, is
+curve drawn; the runs table, the datasets page and the models page (its registered version) list it; no console
+error. The pages' other behaviour, with 10,000 runs, is
 tests/integration/test_ui_browser.py."""
 
 from __future__ import annotations
@@ -64,4 +65,11 @@ def test_a_dropped_run_is_followed_to_succeeded_with_its_curve_drawn(
         page.goto(f"{base}/runs?dataset=gs://{landing_bucket.name}/{PREFIX}")
         assert page.locator("#runs-rows a").all_inner_texts() == [run_id]
         browser.screenshot(page, "runs-local-stack")
+        page.goto(f"{base}/datasets")
+        dataset = page.locator("tbody tr", has_text=f"gs://{landing_bucket.name}/{PREFIX}")
+        assert run_id in dataset.inner_text()  # its version's run
+        browser.screenshot(page, "datasets-local-stack")
+        page.goto(f"{base}/models")  # the run's model, registered when it ended, read from the Vertex emulator
+        page.locator("tbody tr", has_text=run_id).wait_for(timeout=5_000)
+        browser.screenshot(page, "models-local-stack")
     assert console.errors == [], console.errors
