@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -188,6 +188,8 @@ def create_app(
             return failed(request, "runs", CommandError(_not_offered(action, offered)), 403)
         if request.method == "GET":
             return page(request, "confirm.html", {"active": "runs", "action": action, "run_id": run_id})
+        if not _same_origin(request):
+            return failed(request, "runs", CommandError("an action is taken only from this dashboard's own page"), 403)
         try:
             said = source.cancel(run_id) if action == "cancel" else source.retry(run_id)
         except CommandError as exc:
@@ -324,6 +326,16 @@ def create_app(
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     return Starlette(routes=routes)
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether a POST came from this dashboard's own page: a browser sends Sec-Fetch-Site and Origin with a form's
+    POST, so a page elsewhere cannot have a signed-in user's browser cancel a run (cross-site request forgery)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.url.netloc
 
 
 def _local() -> bool:

@@ -277,3 +277,26 @@ def test_landfall_ui_prints_its_url_and_serves_the_runs(dashboard: tuple[str, An
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_an_allowed_cancel_asks_first_then_cancels_through_the_clis_code(
+    dashboard: tuple[str, Any], page: tuple[Any, browser.Console]
+) -> None:
+    """LANDFALL_UI_ACTIONS=cancel: a WAITING run (no job) is cancelled from its page after a confirmation, by
+    `landfall cancel`'s own code, in Firestore; the read-only dashboard of the other tests offers no button."""
+    base, runs = dashboard
+    p, _ = page
+    run_id = "run-seed-00008"  # WAITING (tests/fakes/ui.py SEED_STATES), no Vertex job
+    p.goto(f"{base}/runs/{run_id}")
+    assert p.get_by_role("link", name="Cancel this run…").count() == 0
+    with browser.served(create_app(LandfallSource(), frozenset({"cancel"}))) as acting:
+        p.goto(f"{acting}/runs/{run_id}")
+        p.get_by_role("link", name="Cancel this run…").click()
+        assert runs.document(run_id).get().get("state") == "WAITING"  # asked, not done
+        browser.screenshot(p, "cancel-confirm")
+        p.get_by_role("button", name="Yes, cancel it").click()
+        assert "CANCELLED" in p.get_by_role("status").inner_text()  # what `landfall cancel` prints
+        assert runs.document(run_id).get().get("state") == "CANCELLED"
+        p.get_by_role("link", name="Back to the run").click()
+        assert p.locator("#run-state").inner_text() == "CANCELLED"
+        assert p.locator("#failure-reason").inner_text() == "cancelled"

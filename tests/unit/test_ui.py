@@ -127,6 +127,10 @@ def test_an_allowed_cancel_asks_first_then_calls_the_clis_cancel() -> None:
     assert "cancel requested" in c.post("/runs/run-ui-canary/cancel").text
     assert source.cancelled == ["run-ui-canary"]
     assert "Retry this run" not in c.get("/runs/run-ui-failed").text  # retry not allowed here
+    forged = c.post(
+        "/runs/run-ui-canary/cancel", headers={"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"}
+    )
+    assert forged.status_code == 403 and source.cancelled == ["run-ui-canary"]
 
 
 def test_the_actions_variable_names_known_actions_only() -> None:
