@@ -26,10 +26,10 @@ PREFIX = "own-image/e2e-ui-follow/"
 
 
 def _drop(bucket: Any) -> str:
-    """Two CSV shards, a landfall.json that keeps the team's trainer running 6 s, then the marker; the run id."""
+    """Two CSV shards, a landfall.json that keeps the team's trainer running 4 s, then the marker; the run id."""
     for i, text in enumerate(separable_csv_shards(shards=2, rows_per_shard=50)):
         bucket.blob(f"{PREFIX}part-{i:05d}.csv").upload_from_string(text, content_type="text/csv")
-    overrides = {"trainer": {"args": ["--seconds", "6"]}}
+    overrides = {"trainer": {"args": ["--seconds", "4"]}}
     bucket.blob(f"{PREFIX}landfall.json").upload_from_string(json.dumps(overrides))
     marker = bucket.blob(f"{PREFIX}_SUCCESS")
     marker.upload_from_string(b"")
