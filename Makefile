@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock demo test test-unit test-integration test-e2e lint bench bench-learning load campaign fuzz up down status clean
+.PHONY: install lock demo test test-unit test-integration test-e2e lint bench bench-learning bench-ui load campaign fuzz up down status clean
 
 # Install requirements.lock (every transitive pin, with hashes; `make lock` writes it from requirements.txt) with uv
 # (pinned, bootstrapped into the venv by pip: seconds instead of a minute); pip installs the same lock when uv cannot
@@ -15,7 +15,7 @@ STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 PIP := $(PY) -m pip install -q --disable-pip-version-check
 
-$(STAMP): requirements.lock requirements.txt functions/requirements.txt trainer/requirements.txt pyproject.toml
+$(STAMP): requirements.lock requirements.txt functions/requirements.txt trainer/requirements.txt landfall/ui/requirements.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@if $(PIP) uv==$(UV_VERSION) 2>/dev/null && UV_SOURCES="$$($(PY) scripts/uv_sources.py)" && \
 	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) $$UV_SOURCES -r requirements.lock && \
@@ -86,6 +86,11 @@ bench: $(STAMP)
 ## what it measured, on a local stack of its own with the built-in CPU trainer; both estimate errors (docs/benchmarks.md).
 bench-learning: $(STAMP)
 	$(PY) bench/learning_bench.py
+
+## make bench-ui: the dashboard's runs page with 10,000 runs (its own Firestore emulator): first load, next page and
+## each filter, median and slowest of 5 (target under 1 s; docs/benchmarks.md, docs/ui.md).
+bench-ui: $(STAMP)
+	$(PY) bench/ui_bench.py
 
 ## make load: DATASETS (default 500) datasets dropped at once on a local stack of its own, the trainer a no-op; every
 ## run ended, none lost or doubled, latency percentiles, dispatcher requests/s and CPU ms per request (docs/benchmarks.md).

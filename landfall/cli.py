@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "models",
     "teams",
     "dead_letters",
+    "ui",
     "planning",
     "deploy",
 )
@@ -48,6 +49,7 @@ STACK_NEEDS = {
     "promote": ("firestore", "vertex"),
     "rollback": ("firestore", "vertex"),
     "teams": ("firestore",),
+    "ui": ("firestore",),
 }
 """The services each command reads or writes; they are checked (landfall/reach.py) before the command runs, so a
 stopped stack is one line at once, not a client retrying for minutes. Commands not named here need no stack or,

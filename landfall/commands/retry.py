@@ -18,6 +18,14 @@ from landfall.errors import CommandError, client_boundary
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
+    result, said = retry_run(args.run_id)
+    print(json.dumps(result, indent=2) if args.json else said)
+    return 0
+
+
+def retry_run(run_id: str) -> tuple[dict[str, Any], str]:
+    """Retry an ended run (the module's docstring): (the result as `--json` prints it, the sentence that says what
+    happened). `landfall retry` and the dashboard's retry action both call this."""
     from functions.errors import LandfallError
     from functions.records.retries import RetryClaim, claim_retry, not_retryable_reason, retry_request
     from functions.wiring import runs_store
@@ -25,7 +33,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     from landfall.commands.submit import publish
     from schemas.errors import SchemaError
 
-    old = read_run(args.run_id, "retry")
+    old = read_run(run_id, "retry")
     why_not = not_retryable_reason(old)
     if why_not:
         raise CommandError(why_not)
@@ -62,24 +70,21 @@ def cmd_retry(args: argparse.Namespace) -> int:
         "already_retried": claim == RetryClaim.ALREADY,
         "state": None if retry_run is None else str(retry_run.state),
     }
-    if args.json:
-        print(json.dumps(result, indent=2))
-    elif claim == RetryClaim.CLAIMED:
-        print(
+    if claim == RetryClaim.CLAIMED:
+        said = (
             f"retrying run {old.run_id} ({old.state}) as run {request.run_id} (key {request.idempotency_key}, "
             f"message {message_id}): `landfall watch {request.run_id}` follows it"
         )
     elif retry_run is not None:
-        print(
+        said = (
             f"run {old.run_id} is already retried by run {retry_run.run_id} ({retry_run.state}); "
             f"`landfall retry {retry_run.run_id}` retries that one once it has ended"
         )
     else:
-        print(
-            f"run {old.run_id} is already retried by run {retried_by}, not recorded yet"
-            + (f"; its request was published again (message {message_id})" if message_id else "")
+        said = f"run {old.run_id} is already retried by run {retried_by}, not recorded yet" + (
+            f"; its request was published again (message {message_id})" if message_id else ""
         )
-    return 0
+    return result, said
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -57,28 +57,52 @@ def read_run(run_id: str, command: str) -> RunRecord:
         ) from exc
 
 
-def run_filters(state: str | None, dataset: str | None, since: datetime | None) -> list[tuple[str, str, Any]]:
-    """The Firestore filters of `landfall runs` as (field, operator, value), equalities first; the query orders by
-    created_at descending. Each combination needs a composite index of deploy/firestore.indexes.json (a unit test
-    checks that it is listed); the emulator needs none."""
-    filters = [("state", "==", state), ("request.dataset.uri", "==", dataset), ("created_at", ">=", since)]
+TEAM_FIELD = "team.name"
+"""Where a run names the team it counts against (run record `team`, docs/teams.md); the dashboard filters on it."""
+
+
+def run_filters(
+    state: str | None, dataset: str | None, since: datetime | None, team: str | None = None
+) -> list[tuple[str, str, Any]]:
+    """The Firestore filters of `landfall runs` (and the dashboard's runs page) as (field, operator, value),
+    equalities first; the query orders by created_at descending. Each combination needs a composite index of
+    deploy/firestore.indexes.json (a unit test checks that it is listed); the emulator needs none."""
+    filters = [
+        ("state", "==", state),
+        ("request.dataset.uri", "==", dataset),
+        (TEAM_FIELD, "==", team),
+        ("created_at", ">=", since),
+    ]
     return [(name, op, value) for name, op, value in filters if value]
 
 
 def recent_runs(
-    state: str | None, limit: int, dataset: str | None = None, since: datetime | None = None
+    state: str | None,
+    limit: int,
+    dataset: str | None = None,
+    since: datetime | None = None,
+    *,
+    team: str | None = None,
+    after: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The newest `limit` runs matching the filters (run_filters), newest first."""
+    """The newest `limit` runs matching the filters (run_filters), newest first; `after` (a run id, the last of the
+    previous page) pages on from that run with a Firestore cursor, so a page costs its own documents only."""
     from google.cloud import firestore
     from google.cloud.firestore_v1.base_query import FieldFilter
 
-    query: CollectionReference | Query = runs_collection()
+    collection = runs_collection()
+    query: CollectionReference | Query = collection
     with client_boundary("read runs from Firestore"):
-        for name, op, value in run_filters(state, dataset, since):
+        for name, op, value in run_filters(state, dataset, since, team):
             query = query.where(filter=FieldFilter(name, op, value))
-        query = query.order_by("created_at", direction=firestore.Query.DESCENDING).limit(limit)
+        query = query.order_by("created_at", direction=firestore.Query.DESCENDING)
+        if after:
+            cursor = collection.document(after).get(timeout=CALL_TIMEOUT_S)
+            if not cursor.exists:
+                raise CommandError(f"no run {after!r} to page on from; start again from the first page")
+            query = query.start_after(cursor)
         # a query yields only documents that exist: to_dict() is None only for a missing one
-        return [doc for d in query.stream(timeout=CALL_TIMEOUT_S) if (doc := d.to_dict()) is not None]
+        return [doc for d in query.limit(limit).stream(timeout=CALL_TIMEOUT_S) if (doc := d.to_dict()) is not None]
 
 
 def since_argument(text: str) -> datetime:

@@ -33,7 +33,7 @@ def stopped_stack_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("argv", [["runs"], ["run", "run-1"], ["datasets"], ["sweep"]], ids=lambda a: a[0])
+@pytest.mark.parametrize("argv", [["runs"], ["run", "run-1"], ["datasets"], ["sweep"], ["ui"]], ids=lambda a: a[0])
 def test_a_command_against_a_stopped_stack_answers_at_once_in_one_line(argv: list[str], tmp_path: Path) -> None:
     env = stopped_stack_env(tmp_path)
     began = time.monotonic()

@@ -164,14 +164,16 @@ def test_every_filtered_cli_query_has_its_composite_index(monkeypatch: pytest.Mo
     monkeypatch.setattr(runs, "runs_collection", lambda: RecordingQuery("runs", log))
     monkeypatch.setattr(datasets, "_collection", lambda: (RecordingQuery("datasets", log), "datasets"))
     since = runs.since_argument("2026-11-22T10:00:00Z")
-    for state, dataset, after in itertools.product((None, "RUNNING"), (None, "gs://b/p/"), (None, since)):
-        runs.recent_runs(state, 5, dataset, after)
+    for state, dataset, team, after in itertools.product(
+        (None, "RUNNING"), (None, "gs://b/p/"), (None, "vision"), (None, since)
+    ):
+        runs.recent_runs(state, 5, dataset, after, team=team)  # the dashboard's filters: landfall/ui
     datasets.list_datasets("WAITING", 5)
     datasets.list_datasets(None, 5)
     indexes = load_indexes(REPO_ROOT / load_deploy_config().firestore_indexes)
     assert all(q["ranges"] in ([], [q["order"][0]]) for q in log), "a range on a field other than the order"
     needed = [q for q in log if q["equals"] and q["order"]]
-    assert len(needed) == 7  # runs: state, dataset or both, each with and without since; datasets: status
+    assert len(needed) == 15  # runs: each non-empty set of state, dataset, team, with and without since; datasets
     for query in needed:
         field, direction = query["order"]
         wanted = (*((f, "ASCENDING") for f in query["equals"]), (field, direction))

@@ -41,6 +41,7 @@ UNITS = {
         {"torch"} | TEST_TOOLS,
     ),
     "trainer": ("trainer/requirements.txt", ("trainer", "schemas"), TEST_TOOLS),
+    "ui": ("landfall/ui/requirements.txt", ("landfall/ui",), {"torch"} | TEST_TOOLS),
 }
 
 

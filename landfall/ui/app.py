@@ -1,0 +1,360 @@
+"""The dashboard's ASGI app (Starlette, Jinja2 templates): read-only pages over the records the CLI reads, and the
+CLI's cancel and retry where LANDFALL_UI_ACTIONS allows them, each behind a confirmation page.
+
+`create_app()` builds it from the environment the CLI reads (the local stack's `.landfall/env` fills what is unset);
+nothing is read from a client until a page asks. `app` is the object an ASGI server loads (`landfall.ui.app:app`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from landfall.errors import CommandError
+from landfall.ui import views
+from landfall.ui.source import ACTIONS_ENV, KNOWN_ACTIONS, LandfallSource, RunsQuery, Source, allowed_actions, tail
+from schemas.errors import SchemaError
+from schemas.orphan_record import OrphanRecord, parse_orphan_record
+from schemas.run_record import RunState, parse_state
+
+HERE = Path(__file__).parent
+POLL_MS = 3000
+"""How often an open page asks for what changed (the runs table, a run that has not ended)."""
+
+LIVE_SECTIONS = ("facts", "head", "timeline", "plan", "links", "logs")
+"""The parts of a run's page that its poll replaces (templates run_NAME.html, elements #run-NAME)."""
+PAGES = (
+    ("runs", "Runs"),
+    ("datasets", "Datasets"),
+    ("models", "Models"),
+    ("teams", "Teams"),
+    ("dead-letters", "Dead letters and orphans"),
+)
+
+
+class BadFilter(ValueError):
+    """A filter the runs page cannot apply; its message says what was expected."""
+
+
+def _query(request: Request) -> RunsQuery:
+    params = request.query_params
+    state = params.get("state", "").strip().upper() or None
+    if state is not None:
+        try:
+            parse_state(state)
+        except SchemaError as exc:
+            raise BadFilter(f"state {state!r} is not a run state; the states are {', '.join(RunState)}") from exc
+    try:
+        since = views.parse_since(params.get("since", ""))
+    except SchemaError as exc:
+        raise BadFilter(
+            f"since {params.get('since')!r} is not a date (2026-11-22) or an RFC 3339 time with a zone "
+            "(2026-11-22T10:00:00Z)"
+        ) from exc
+    return RunsQuery(
+        state=state,
+        dataset=params.get("dataset", "").strip() or None,
+        team=params.get("team", "").strip() or None,
+        since=since,
+        after=params.get("after", "").strip() or None,
+    )
+
+
+def _filters(query: RunsQuery, request: Request) -> dict[str, str]:
+    return {
+        "state": query.state or "",
+        "dataset": query.dataset or "",
+        "team": query.team or "",
+        "since": request.query_params.get("since", ""),
+    }
+
+
+def create_app(
+    source: Source | None = None, actions: frozenset[str] | None = None, *, poll_ms: int = POLL_MS
+) -> Starlette:
+    """The dashboard over `source` (default: the CLI's clients), offering `actions` (default: LANDFALL_UI_ACTIONS);
+    open pages ask for what changed every `poll_ms`."""
+    from landfall.stack_env import load_stack_env
+
+    if source is None:
+        load_stack_env()
+        source = LandfallSource()
+    offered = allowed_actions() if actions is None else actions
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.globals.update(pages=PAGES, poll_ms=poll_ms, actions=sorted(offered))
+    templates.env.filters["when"] = views.short_time
+
+    def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+        return templates.TemplateResponse(request, name, context, status_code=status)
+
+    def failed(request: Request, active: str, exc: Exception, status: int = 502) -> Response:
+        return page(request, "error.html", {"active": active, "message": str(exc)}, status)
+
+    def runs_page_data(request: Request) -> dict[str, Any]:
+        query = _query(request)
+        docs = source.runs(query, views.PAGE_SIZE + 1)
+        runs, skipped = views.readable(docs[: views.PAGE_SIZE])
+        filters = _filters(query, request)
+        more = len(docs) > views.PAGE_SIZE
+        last = docs[views.PAGE_SIZE - 1].get("run_id") if more else None
+        return {
+            "rows": [views.run_row(r) for r in runs],
+            "skipped": skipped,
+            "filters": filters,
+            "states": views.STATES,
+            "paged": query.after is not None,
+            "first_url": "/runs?" + urlencode({k: v for k, v in filters.items() if v}),
+            "next_url": "/runs?" + urlencode({**{k: v for k, v in filters.items() if v}, "after": last})
+            if last
+            else "",
+            "rows_url": "/runs/rows?" + urlencode({k: v for k, v in request.query_params.items()}),
+        }
+
+    def runs_page(request: Request) -> Response:
+        try:
+            data = runs_page_data(request)
+        except BadFilter as exc:
+            return failed(request, "runs", exc, 400)
+        except CommandError as exc:
+            return failed(request, "runs", exc)
+        return page(request, "runs.html", {"active": "runs", **data})
+
+    def runs_rows(request: Request) -> Response:
+        """The table's rows alone: the page asks for them every POLL_MS, so it updates without a reload."""
+        try:
+            data = runs_page_data(request)
+        except (BadFilter, CommandError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400 if isinstance(exc, BadFilter) else 502)
+        return page(request, "runs_rows.html", data)
+
+    def run_context(run_id: str) -> dict[str, Any]:
+        run = source.run(run_id)
+        lines, where = source.log_lines(run)
+        curves = views.run_curves(run, lines)
+        return {
+            "run": run,
+            "row": views.run_row(run),
+            "timeline": views.timeline(run),
+            "plan_rows": views.plan_rows(run.plan),
+            "canary_rows": views.canary_rows(run),
+            "curves": curves.to_dict(),
+            "progress": views.progress(run, lines),
+            "failure": views.failure(run),
+            "log_tail": tail(lines, views.LOG_TAIL_LINES),
+            "log_where": where,
+            "open": views.is_open(run),
+            "console_url": views.vertex_console_url(run, source.project()) if not _local() else "",
+        }
+
+    def run_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            context = run_context(run_id)
+        except CommandError as exc:
+            return failed(request, "runs", exc, 404 if str(exc).startswith("no run ") else 502)
+        # inside a <script> element: "</" written as "<\/" (still the same JSON) so no value can end the element
+        curves_json = json.dumps(context["curves"]).replace("</", "<\\/")
+        return page(request, "run.html", {"active": "runs", **context, "curves_json": curves_json})
+
+    def run_live(request: Request) -> Response:
+        """What changes on a run's page while it is open: its live sections as HTML, and the curves' data."""
+        try:
+            context = run_context(request.path_params["run_id"])
+        except CommandError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=502)
+        sections = {name: templates.get_template(f"run_{name}.html").render(context) for name in LIVE_SECTIONS}
+        return JSONResponse(
+            {
+                "open": context["open"],
+                "state": context["run"].state.value,
+                "sections": sections,
+                "curves": context["curves"],
+            }
+        )
+
+    def confirm(request: Request) -> Response:
+        action, run_id = request.path_params["action"], request.path_params["run_id"]
+        if action not in KNOWN_ACTIONS:
+            return failed(request, "runs", CommandError(f"no page {request.url.path!r}"), 404)
+        if action not in offered:
+            return failed(request, "runs", CommandError(_not_offered(action, offered)), 403)
+        if request.method == "GET":
+            return page(request, "confirm.html", {"active": "runs", "action": action, "run_id": run_id})
+        if not _same_origin(request):
+            return failed(request, "runs", CommandError("an action is taken only from this dashboard's own page"), 403)
+        try:
+            said = source.cancel(run_id) if action == "cancel" else source.retry(run_id)
+        except CommandError as exc:
+            return failed(request, "runs", exc, 409)
+        return page(request, "done.html", {"active": "runs", "action": action, "run_id": run_id, "said": said})
+
+    def datasets_page(request: Request) -> Response:
+        from landfall.commands.datasets import read_dataset, started_run
+
+        rows, skipped, errors = [], [], []
+        try:
+            docs = source.datasets(200)
+        except CommandError as exc:
+            docs, errors = [], [str(exc)]
+        for doc in docs:
+            try:
+                record = read_dataset(doc).record
+            except SchemaError as exc:
+                skipped.append(f"{doc.get('uri', '?')}: {exc}")
+                continue
+            version = record.version
+            rows.append(
+                {
+                    "uri": record.uri,
+                    "route": record.route,
+                    "status": record.status.value,
+                    "reason": record.reason,
+                    "updated": record.updated_at,
+                    "version": "" if version is None else str(version.generation),
+                    "version_status": "" if version is None else version.status.value,
+                    "run_id": started_run(record),
+                    "runs_url": "/runs?" + urlencode({"dataset": record.uri}),
+                }
+            )
+        return page(
+            request, "datasets.html", {"active": "datasets", "rows": rows, "skipped": skipped, "errors": errors}
+        )
+
+    def models_page(request: Request) -> Response:
+        from landfall.commands.models import _score
+
+        errors = []
+        try:
+            versions = source.models()
+        except CommandError as exc:
+            versions, errors = [], [str(exc)]
+        rows = []
+        for v in versions:
+            promotion = v.metadata.get("promotion") or {}
+            rows.append(
+                {
+                    "model": v.model_id,
+                    "version": v.version_id,
+                    "aliases": ", ".join(v.aliases),
+                    "decision": promotion.get("decision", v.labels.get("landfall-decision", "")),
+                    "why": promotion.get("reason", ""),
+                    "score": _score(v.metadata),
+                    "run_id": v.labels.get("landfall-run", ""),
+                }
+            )
+        return page(request, "models.html", {"active": "models", "rows": rows, "errors": errors})
+
+    def teams_page(request: Request) -> Response:
+        from landfall.commands.teams import _gpus
+
+        errors = []
+        try:
+            uses = source.teams()
+        except CommandError as exc:
+            uses, errors = [], [str(exc)]
+        rows = [
+            {
+                "team": u.team,
+                "priority": u.priority,
+                "gpus": _gpus(u.gpus, u.gpu_cap),
+                "spent": f"${u.spent_usd:.2f}",
+                "budget": f"${u.budget_usd:.2f}",
+                "share": f"{u.spent_usd / u.budget_usd:.0%}" if u.budget_usd else "",
+                "reserved": f"${u.reserved_usd:.2f}",
+                "settled": f"${u.settled_usd:.2f}",
+                "run_limit": f"${u.run_limit_usd:.2f}",
+                "runs": u.runs,
+                "over": "; ".join(u.over),
+                "month": u.month,
+            }
+            for u in uses
+        ]
+        return page(request, "teams.html", {"active": "teams", "rows": rows, "errors": errors})
+
+    def dead_letters_page(request: Request) -> Response:
+        errors: list[str] = []
+        subscription, letters, orphans = "", list[Any](), list[OrphanRecord]()
+        letters_read = orphans_read = False
+        try:
+            subscription, letters = source.dead_letters()
+            letters_read = True
+        except CommandError as exc:
+            errors.append(str(exc))
+        try:
+            docs = source.orphans(200)
+            orphans_read = True
+            for doc in docs:
+                try:
+                    orphans.append(parse_orphan_record(doc))
+                except SchemaError as exc:
+                    errors.append(f"orphan {doc.get('job_id', '?')!r} does not fit schemas/orphan_record.py: {exc}")
+        except CommandError as exc:
+            errors.append(str(exc))
+        return page(
+            request,
+            "dead_letters.html",
+            {
+                "active": "dead-letters",
+                "subscription": subscription,
+                "letters": letters,
+                "orphans": orphans,
+                "errors": errors,
+                "letters_read": letters_read,
+                "orphans_read": orphans_read,
+            },
+        )
+
+    routes = [
+        Route("/", lambda request: RedirectResponse("/runs")),
+        Route("/runs", runs_page),
+        Route("/runs/rows", runs_rows),
+        Route("/runs/{run_id}", run_page),
+        Route("/api/runs/{run_id}", run_live),
+        Route("/runs/{run_id}/{action}", confirm, methods=["GET", "POST"]),
+        Route("/datasets", datasets_page),
+        Route("/models", models_page),
+        Route("/teams", teams_page),
+        Route("/dead-letters", dead_letters_page),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    return Starlette(routes=routes)
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether a POST came from this dashboard's own page: a browser sends Sec-Fetch-Site and Origin with a form's
+    POST, so a page elsewhere cannot have a signed-in user's browser cancel a run (cross-site request forgery)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.url.netloc
+
+
+def _local() -> bool:
+    import os
+
+    return bool(os.environ.get("LANDFALL_VERTEX_ENDPOINT"))
+
+
+def _not_offered(action: str, offered: frozenset[str]) -> str:
+    return (
+        f"this dashboard does not offer {action!r}: it offers what {ACTIONS_ENV} names (here: "
+        f"{', '.join(sorted(offered)) or 'nothing, it is read-only'}); `landfall {action} RUN_ID` does it from the CLI"
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """`app`, built on first use (`landfall.ui.app:app` for an ASGI server), so importing the module builds nothing."""
+    if name == "app":
+        built = create_app()
+        globals()["app"] = built
+        return built
+    raise AttributeError(name)

@@ -1,0 +1,181 @@
+"""The dashboard's pages (landfall/ui/) over a fake Source: what each shows, its filters and paging, and that cancel
+and retry are offered only where LANDFALL_UI_ACTIONS allows, behind a confirmation. The browser tests
+(tests/integration/test_ui_browser.py) show the same against the emulators."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import replace
+
+import pytest
+
+from landfall.errors import CommandError
+from landfall.ui import views
+from landfall.ui.app import create_app
+from landfall.ui.source import allowed_actions
+from schemas.run_record import RunState, parse_run_record
+from tests.fakes.ui import FakeSource, canary_and_fallback, failed, seeded, succeeded
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # starlette's notice that a later httpx is preferred
+    from starlette.testclient import TestClient
+
+
+def client(source: FakeSource, actions: frozenset[str] = frozenset()) -> TestClient:
+    return TestClient(create_app(source, actions))
+
+
+def _line(message: str, second: int, **fields: object) -> str:
+    return json.dumps({"message": message, "time": f"2026-11-22T12:00:{second:02d}.000000Z", **fields})
+
+
+def test_the_runs_table_shows_state_reason_team_machine_costs_and_times() -> None:
+    page = client(FakeSource([succeeded(), failed()])).get("/runs").text
+    assert "run-ui-succeeded" in page and "run-ui-failed" in page
+    assert "out-of-memory" in page and "research" in page
+    assert "$0.05" in page and "$0.04" in page and "5m 00s" in page and "4m 00s" in page
+
+
+def test_filters_reach_the_query_and_bad_ones_say_what_was_expected() -> None:
+    c = client(FakeSource([succeeded(), failed()]))
+    page = c.get("/runs", params={"state": "failed"}).text
+    assert "run-ui-failed" in page and "run-ui-succeeded" not in page
+    assert "run-ui-succeeded" in c.get("/runs", params={"team": "vision"}).text
+    assert "run-ui-failed" not in c.get("/runs", params={"team": "vision"}).text
+    bad = c.get("/runs", params={"state": "DONE"})
+    assert bad.status_code == 400 and "the states are" in bad.text
+    assert "RFC 3339" in c.get("/runs", params={"since": "yesterday"}).text
+
+
+def test_pages_follow_on_from_the_last_run_of_the_page() -> None:
+    runs = [parse_run_record(seeded(i)) for i in range(views.PAGE_SIZE + 5)]
+    c = client(FakeSource(runs))
+    first = c.get("/runs").text
+    assert "run-seed-00049" in first and "run-seed-00050" not in first
+    assert 'href="/runs?after=run-seed-00049"' in first
+    second = c.get("/runs", params={"after": "run-seed-00049"}).text
+    assert "run-seed-00050" in second and "run-seed-00054" in second and "run-seed-00049" not in second
+    assert "Next page" not in second
+    assert "run-seed-00000" in c.get("/runs/rows").text  # what the page polls for its live rows
+
+
+def test_a_failed_run_shows_its_reason_and_the_trainers_line() -> None:
+    page = client(FakeSource([failed()])).get("/runs/run-ui-failed").text
+    assert 'id="failure-reason">out-of-memory' in page
+    assert "OutOfMemoryError, at step 120" in page and "exit code 1" in page
+
+
+def test_the_timeline_shows_the_canary_the_ended_job_and_the_fallback() -> None:
+    events = views.timeline(canary_and_fallback())
+    kinds = [e.kind for e in events]
+    assert kinds.index("canary") < kinds.index("job ended") < kinds.index("fallback")
+    assert "europe-west4" in next(e.text for e in events if e.kind == "fallback")
+    rows = views.canary_rows(canary_and_fallback())
+    assert ("step time (s)", "0.25", "0.26") in rows
+
+
+def test_the_plan_table_marks_the_chosen_plan_and_says_why_each_alternative_lost() -> None:
+    run = succeeded()
+    assert run.plan is not None and run.plan.alternatives
+    rows = views.plan_rows(run.plan)
+    assert rows[0].chosen and len(rows) == len(run.plan.alternatives) + 1
+    assert [r.why for r in rows[1:]] == [a.reason for a in run.plan.alternatives]
+
+
+def test_curves_are_labelled_train_and_held_out_while_training_then_from_metrics() -> None:
+    lines = [
+        _line("training", 1, step=1, loss=0.9),
+        _line("training", 2, step=2, loss=0.7),
+        _line("epoch finished", 3, step=2, epoch=1, loss=0.75, accuracy=0.6, evaluated_on="validation"),
+    ]
+    live = views.curves_from_logs(lines).to_dict()
+    assert live["labels"] == ["train loss", "validation loss", "validation accuracy"]
+    assert live["data"] == [[1.0, 2.0], [0.9, 0.7], [None, 0.75], [None, 0.6]]
+    running = replace(succeeded(), state=RunState.RUNNING, metrics=None)
+    assert views.run_curves(running, lines).x_label == "step"
+    ended = views.run_curves(succeeded(), lines).to_dict()
+    assert ended["x_label"] == "epoch" and ended["labels"] == ["validation loss", "validation accuracy"]
+
+
+def test_throughput_and_eta_while_it_trains() -> None:
+    lines = [
+        _line("training started", 0, step=0, total_steps=10),
+        _line("training", 2, step=2, loss=0.9, total_steps=10),
+        _line("training", 4, step=4, loss=0.8, total_steps=10),
+    ]
+    running = replace(succeeded(), state=RunState.RUNNING)
+    assert "step 4/10" in views.progress(running, lines) and "ETA 6s" in views.progress(running, lines)
+    assert views.progress(succeeded(), []) == "samples/s 812.5, wall s 240"
+
+
+def test_a_read_only_dashboard_offers_no_action_and_refuses_one() -> None:
+    source = FakeSource([canary_and_fallback()])
+    c = client(source)
+    assert "Cancel this run" not in c.get("/runs/run-ui-canary").text
+    refused = c.post("/runs/run-ui-canary/cancel")
+    assert refused.status_code == 403 and "LANDFALL_UI_ACTIONS" in refused.text
+    assert source.cancelled == []
+
+
+def test_an_allowed_cancel_asks_first_then_calls_the_clis_cancel() -> None:
+    source = FakeSource([canary_and_fallback(), failed()])
+    c = client(source, frozenset({"cancel"}))
+    assert 'href="/runs/run-ui-canary/cancel"' in c.get("/runs/run-ui-canary").text
+    asked = c.get("/runs/run-ui-canary/cancel")
+    assert "Yes, cancel it" in asked.text and source.cancelled == []
+    assert "cancel requested" in c.post("/runs/run-ui-canary/cancel").text
+    assert source.cancelled == ["run-ui-canary"]
+    assert "Retry this run" not in c.get("/runs/run-ui-failed").text  # retry not allowed here
+    forged = c.post(
+        "/runs/run-ui-canary/cancel", headers={"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"}
+    )
+    assert forged.status_code == 403 and source.cancelled == ["run-ui-canary"]
+
+
+def test_the_actions_variable_names_known_actions_only() -> None:
+    assert allowed_actions({"LANDFALL_UI_ACTIONS": " Cancel, retry "}) == {"cancel", "retry"}
+    assert allowed_actions({}) == frozenset()
+    with pytest.raises(CommandError, match="the dashboard's actions are cancel, retry"):
+        allowed_actions({"LANDFALL_UI_ACTIONS": "delete"})
+
+
+def test_a_missing_run_is_a_404_that_says_so() -> None:
+    answer = client(FakeSource([])).get("/runs/run-nope")
+    assert answer.status_code == 404 and "no run &#39;run-nope&#39;" in answer.text
+
+
+def test_the_teams_page_shows_use_against_caps_and_budget() -> None:
+    page = client(FakeSource([])).get("/teams").text
+    assert "all 2/2" in page and "$65.00" in page and "$100.00" in page and "65%" in page
+    assert 'class="at-limit"' in page and 'href="/runs?team=vision"' in page
+
+
+def test_a_split_name_that_is_not_a_word_is_not_written_into_the_page() -> None:
+    lines = [_line("epoch finished", 1, step=1, loss=0.5, evaluated_on="</script><script>alert(1)</script>")]
+    running = replace(succeeded(), state=RunState.RUNNING, metrics=None)
+    page = client(FakeSource([running], {running.run_id: lines})).get(f"/runs/{running.run_id}").text
+    assert "<script>alert" not in page and '"labels": ["held-out loss"]' in page  # text elsewhere is escaped
+
+
+class Unreachable(FakeSource):
+    def models(self) -> list[object]:
+        raise CommandError("cannot reach Vertex AI")
+
+    def dead_letters(self) -> tuple[str, list[object]]:
+        raise CommandError("cannot reach Pub/Sub")
+
+
+def test_a_part_that_cannot_be_read_says_so_and_claims_no_emptiness() -> None:
+    c = client(Unreachable([]))
+    models = c.get("/models").text
+    assert "Could not read everything this page shows: cannot reach Vertex AI" in models
+    assert "No models yet" not in models and "Not read (above)." in models
+    letters = c.get("/dead-letters").text
+    assert "cannot reach Pub/Sub" in letters and "No dead letters." not in letters and "No orphan jobs." in letters
+
+
+def test_every_page_answers() -> None:
+    c = client(FakeSource([succeeded()]))
+    for path in ("/", "/datasets", "/models", "/teams", "/dead-letters", "/static/vendor/uplot/uPlot.iife.min.js"):
+        assert c.get(path).status_code == 200, path
