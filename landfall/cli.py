@@ -10,7 +10,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-# Modules with a register(subparsers) function, in the order their commands appear in --help.
+# Modules with a register(subparsers) function, in the order their commands appear in --help: a name is
+# landfall/commands/NAME.py, a dotted name a module of its own (the dashboard's command lives in its package, which
+# builds on the commands' read code: the import contracts in pyproject.toml put it above them).
 COMMAND_MODULES = (
     "stack",
     "demo",
@@ -25,7 +27,7 @@ COMMAND_MODULES = (
     "models",
     "teams",
     "dead_letters",
-    "ui",
+    "landfall.ui.command",
     "planning",
     "deploy",
 )
@@ -81,10 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
+        path = name if "." in name else f"landfall.commands.{name}"
         try:
-            module = importlib.import_module(f"landfall.commands.{name}")
+            module = importlib.import_module(path)
         except ModuleNotFoundError as exc:
-            if exc.name == f"landfall.commands.{name}":
+            if exc.name == path:
                 continue
             raise
         module.register(sub)

@@ -1,4 +1,4 @@
-"""`landfall ui [--port N]`: serve the dashboard (landfall/ui/, docs/ui.md) for the stack or project the CLI reads,
+"""`landfall ui [--port N]`: serve the dashboard (this package, docs/ui.md) for the stack or project the CLI reads,
 and print its URL."""
 
 from __future__ import annotations
