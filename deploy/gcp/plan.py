@@ -74,7 +74,7 @@ class Prepared:
     build_uris: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Image build (deploy/topology.toml [[trainer_image.builds]]) -> its URI in every job region."""
     ui: StagedUi | None = None
-    """The dashboard's staged files and image (None: not deployed, no --ui-users)."""
+    """The dashboard's staged files and image (None: not deployed, --no-ui)."""
 
 
 def names(target: Target, topology: Topology | None = None, config: DeployConfig | None = None) -> Names:

@@ -2,7 +2,8 @@
 
 Access is Cloud Run's IAM invoker check (docs/deploy.md "The dashboard" says why, not IAP): the service is deployed
 with --no-allow-unauthenticated, and its IAM policy grants roles/run.invoker to exactly the principals
-`landfall deploy --ui-users` names; no users, no dashboard (the dry run and the CLI say so). It runs as its own
+`landfall deploy --ui-users` names; without --ui-users, the account running the deploy (`gcloud config get-value
+account`), so a deployment always has a dashboard its deployer can open (`--no-ui` leaves it out). It runs as its own
 account with read-only roles ([gcp.service_accounts.ui]); each action of `--ui-actions` ([gcp.ui.actions.*]) adds
 the grants its CLI command needs and its name to LANDFALL_UI_ACTIONS, which the dashboard reads.
 
@@ -92,17 +93,33 @@ def check(config: DeployConfig, users: Sequence[str], actions: Sequence[str]) ->
         return None
     if config.ui is None:
         raise UiAccessError("--ui-users names the dashboard's users, but deploy/topology.toml has no [gcp.ui] table")
-    parse_users(users)
+    parse_users(u for u in users if u != DEPLOYER_PLACEHOLDER)  # a dry run's stand-in for the deploying account
     parse_actions(actions, config.ui)
     return config.ui
 
 
+DEPLOYER_PLACEHOLDER = "user:DEPLOYING_ACCOUNT"
+"""Who may open the dashboard in a dry run where gcloud names no account (a deployment looks it up, or refuses)."""
+
+
+def deployer_principal(account: str) -> str:
+    """The IAM principal of the account `gcloud config get-value account` names (a service account's email ends in
+    gserviceaccount.com)."""
+    kind = "serviceAccount" if account.endswith(".gserviceaccount.com") else "user"
+    return f"{kind}:{account}"
+
+
 def not_deployed(config: DeployConfig) -> str:
-    """What the dry run and the CLI say when no users are named."""
+    """What the dry run and the CLI say when --no-ui leaves the dashboard out."""
     name = config.ui.service_name if config.ui else "landfall-ui"
+    return f'The dashboard ({name}) is not deployed: --no-ui (docs/deploy.md "The dashboard").'
+
+
+def for_the_deployer(principal: str) -> str:
+    """What the dry run and the CLI say when no --ui-users are named."""
     return (
-        f"The dashboard ({name}) is not deployed: no --ui-users named who may open it "
-        '(e.g. --ui-users group:ml-team@example.com; docs/deploy.md "The dashboard").'
+        f"The dashboard is deployed for {principal} alone, the account running the deploy: name the deployment's "
+        "users with --ui-users (e.g. group:ml-team@example.com), or leave the dashboard out with --no-ui."
     )
 
 

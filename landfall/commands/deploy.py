@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 import shutil
+import subprocess
 import sys
 from typing import Any
 
@@ -36,6 +37,11 @@ def _target(args: argparse.Namespace) -> Target:
     from deploy.topology import load_topology
 
     users = ui.parse_users(getattr(args, "ui_users", []))
+    if getattr(args, "no_ui", False):
+        if users:
+            raise UsageError("--no-ui leaves the dashboard out, so it takes no --ui-users: pass one or the other")
+    elif not users and hasattr(args, "ui_users"):  # deploy (teardown removes the dashboard whoever it was for)
+        users = (_deployer(dry_run=args.dry_run),)
     actions = ui.parse_actions(getattr(args, "ui_actions", []), load_deploy_config().ui)
     ui.check(load_deploy_config(), users, actions)
     return Target(
@@ -48,6 +54,32 @@ def _target(args: argparse.Namespace) -> Target:
         ui_users=users,
         ui_actions=actions,
     )
+
+
+def _deployer(*, dry_run: bool) -> str:
+    """The principal of the account gcloud deploys as: who may open the dashboard when --ui-users names no one."""
+    from deploy.gcp import ui
+
+    account = ""
+    if shutil.which("gcloud") is not None:
+        try:
+            done = subprocess.run(
+                ["gcloud", "config", "get-value", "account"], capture_output=True, text=True, timeout=60, check=False
+            )
+            account = done.stdout.strip() if done.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired):
+            account = ""
+    if account and "@" in account:
+        principal = ui.deployer_principal(account)
+    elif dry_run:
+        principal = ui.DEPLOYER_PLACEHOLDER
+    else:
+        raise UsageError(
+            "no --ui-users, and gcloud names no account to let open the dashboard: `gcloud auth login`, name the "
+            "deployment's users with --ui-users (e.g. group:ml-team@example.com), or leave it out with --no-ui"
+        )
+    print(f"# {ui.for_the_deployer(principal)}", file=sys.stderr)
+    return principal
 
 
 def _execute(plan: Any, target: Target) -> list[Any]:
@@ -86,7 +118,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             if not args.dry_run:
                 raise UsageError(
                     f"the dashboard's image needs {missing}, which this checkout lacks (package landfall/ui/); "
-                    "deploy a checkout that has it, or leave out --ui-users to deploy without the dashboard"
+                    "deploy a checkout that has it, or pass --no-ui to deploy without the dashboard"
                 )
             print(f"# this checkout lacks {missing}: the dashboard's image build would fail", file=sys.stderr)
         if args.dry_run:
@@ -179,9 +211,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=[],
         metavar="PRINCIPAL",
         help="who may open the dashboard (Cloud Run service landfall-ui, roles/run.invoker): user:EMAIL, "
-        "group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN; repeatable or a comma list. Without it the "
-        "dashboard is not deployed",
+        "group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN; repeatable or a comma list. Default: the account "
+        "gcloud deploys as (`gcloud config get-value account`)",
     )
+    p.add_argument("--no-ui", action="store_true", help="deploy without the dashboard")
     p.add_argument(
         "--ui-actions",
         action="append",

@@ -173,10 +173,10 @@ def test_the_service_reads_the_settings_the_cli_reads(rendered: Rendered) -> Non
     assert {k: v for k, v in env.items() if k != ui.ACTIONS_ENV} == recorded, "the functions' settings, as recorded"
 
 
-def test_without_users_no_dashboard_is_deployed_and_the_dry_run_says_so() -> None:
+def test_with_no_ui_no_dashboard_is_deployed_and_the_dry_run_says_so() -> None:
     target = replace(SAMPLE, ui_users=())
     text = dry_run_text(deploy_plan(target, prepare(target)))
-    assert "The dashboard (landfall-ui) is not deployed: no --ui-users" in text
+    assert "The dashboard (landfall-ui) is not deployed: --no-ui" in text
     assert "gcloud run " not in text and UI_SA not in text, "no service, no account, no grant"
 
 
@@ -200,7 +200,8 @@ def test_teardown_removes_the_service_and_whatever_an_action_granted() -> None:
         (["--ui-users", "allUsers"], "would let anyone open the dashboard"),
         (["--ui-users", "allAuthenticatedUsers"], "would let anyone open the dashboard"),
         (["--ui-users", "ana@example.com"], "is not an IAM principal; expected user:EMAIL, group:EMAIL"),
-        (["--ui-actions", "cancel"], "names actions for a dashboard that is not deployed"),
+        (["--no-ui", "--ui-actions", "cancel"], "names actions for a dashboard that is not deployed"),
+        (["--no-ui", "--ui-users", "user:ana@example.com"], "--no-ui leaves the dashboard out"),
         (["--ui-users", "user:ana@example.com", "--ui-actions", "delete"], "known: cancel, retry"),
     ],
 )
@@ -222,13 +223,56 @@ def test_users_repeated_or_in_comma_lists_are_granted_once_each() -> None:
     )
 
 
-def test_a_deploy_without_users_says_on_stderr_that_it_leaves_the_dashboard_out(
+def test_a_deploy_with_no_ui_says_on_stderr_that_it_leaves_the_dashboard_out(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["deploy", *SAMPLE_ARGS, "--dry-run"]) == 0
+    assert main(["deploy", *SAMPLE_ARGS, "--no-ui", "--dry-run"]) == 0
     out, err = capsys.readouterr()
     assert "gcloud run deploy" not in out
-    assert "The dashboard (landfall-ui) is not deployed: no --ui-users named who may open it" in err
+    assert "The dashboard (landfall-ui) is not deployed: --no-ui" in err
+
+
+def _gcloud_account(monkeypatch: pytest.MonkeyPatch, account: str | None) -> None:
+    """What `gcloud config get-value account` prints (None: no gcloud on PATH)."""
+    import subprocess
+
+    import landfall.commands.deploy as command
+
+    monkeypatch.setattr(command.shutil, "which", lambda name: None if account is None else f"/usr/bin/{name}")
+    done = subprocess.CompletedProcess(["gcloud"], 0, stdout=f"{account}\n", stderr="")
+    monkeypatch.setattr(command.subprocess, "run", lambda *_a, **_k: done)
+
+
+@pytest.mark.parametrize(
+    ("account", "principal"),
+    [
+        ("ana@example.com", "user:ana@example.com"),
+        ("ci@p.iam.gserviceaccount.com", "serviceAccount:ci@p.iam.gserviceaccount.com"),
+        (None, ui.DEPLOYER_PLACEHOLDER),
+        ("", ui.DEPLOYER_PLACEHOLDER),
+    ],
+)
+def test_without_users_the_dashboard_is_for_the_deploying_account(
+    account: str | None, principal: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _gcloud_account(monkeypatch, account)
+    assert main(["deploy", *SAMPLE_ARGS, "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert "gcloud run deploy landfall-ui" in out and "--no-allow-unauthenticated" in out
+    assert f"The dashboard is deployed for {principal} alone, the account running the deploy" in err
+    policy = json.loads((REPO_ROOT / ".landfall/deploy" / ui.POLICY_FILE).read_text())
+    assert policy == {"bindings": [{"role": ui.INVOKER, "members": [principal]}]}
+
+
+def test_a_real_deploy_without_users_refuses_when_gcloud_names_no_account(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import landfall.commands.deploy as command
+
+    _gcloud_account(monkeypatch, "")
+    monkeypatch.setattr(command, "_execute", lambda *_: pytest.fail("gcloud must not run"))
+    assert main(["deploy", *SAMPLE_ARGS]) == 2
+    assert "gcloud names no account to let open the dashboard: `gcloud auth login`" in capsys.readouterr().err
 
 
 def test_a_real_deploy_refuses_a_checkout_without_the_dashboards_package(

@@ -35,7 +35,18 @@ def local_stack_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def deploy_dry_run(capsys: pytest.CaptureFixture[str], *extra: str) -> None:
-    args = ["deploy", "--project", P, "--region", SAMPLE.region, "--image-tag", SAMPLE.image_tag, "--dry-run", *extra]
+    args = [
+        "deploy",
+        "--project",
+        P,
+        "--region",
+        SAMPLE.region,
+        "--image-tag",
+        SAMPLE.image_tag,
+        "--dry-run",
+        "--no-ui",
+    ]
+    args += extra
     assert main(args) == 0
     capsys.readouterr()
 
