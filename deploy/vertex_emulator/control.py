@@ -12,9 +12,10 @@ messages are JSON documents (UTF-8 bytes) rather than protos, so any gRPC client
                                                                                          "refused": N}}}}
                                                             (both since the plan was set)
     GetJobsInFlight({})  -> {"ok": true, "jobs": [{"name": ..., "state": "JOB_STATE_RUNNING", "labels": {...},
-                             "gpus": N}, ...]}              read-only: the jobs not ended, with the GPUs of all their
-                                                            replicas (a load test samples it to check GPU caps
-                                                            without spending the CRUD quota it measures)
+                             "gpus": {"NVIDIA_TESLA_T4": N}}, ...]}
+                                                            read-only: the jobs not ended, with the GPUs of all their
+                                                            replicas by type (a load test samples it to check GPU
+                                                            caps without spending the CRUD quota it measures)
 
 From Python: `set_faults("127.0.0.1:PORT", {"unavailable_calls": 2})`. The control calls never count as one
 of the `unavailable_calls`.
@@ -126,7 +127,8 @@ def get_faults(address: str) -> Document:
 
 
 def get_jobs_in_flight(address: str) -> list[Document]:
-    """The jobs of the emulator at host:port that have not ended: name, state, labels and GPUs (all replicas)."""
+    """The jobs of the emulator at host:port that have not ended: name, state, labels and GPUs by type (all
+    replicas)."""
     jobs = _call(address, "GetJobsInFlight", {})["jobs"]
     if not isinstance(jobs, list):
         raise TypeError(f"the answer to GetJobsInFlight: expected a list of jobs, found {jobs!r}")

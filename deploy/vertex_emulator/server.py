@@ -207,14 +207,18 @@ class JobService:
         return ListCustomJobsResponse(custom_jobs=chosen, next_page_token=next_token)
 
     def jobs_in_flight(self) -> list[dict[str, object]]:
-        """The jobs not ended (the control call GetJobsInFlight): name, state, labels, GPUs of every replica."""
+        """The jobs not ended (the control call GetJobsInFlight): name, state, labels, and the GPUs of all their
+        replicas by accelerator type."""
 
         def look(job: CustomJob) -> dict[str, object] | None:
             if job.state in TERMINAL_STATES:
                 return None
-            pools = job.job_spec.worker_pool_specs
-            gpus = sum(p.machine_spec.accelerator_count * p.replica_count for p in pools)
-            return {"name": job.name, "state": job.state.name, "labels": dict(job.labels), "gpus": gpus}
+            kinds: dict[str, int] = {}
+            for pool in job.job_spec.worker_pool_specs:
+                if pool.machine_spec.accelerator_count:
+                    kind = pool.machine_spec.accelerator_type.name
+                    kinds[kind] = kinds.get(kind, 0) + pool.machine_spec.accelerator_count * pool.replica_count
+            return {"name": job.name, "state": job.state.name, "labels": dict(job.labels), "gpus": kinds}
 
         return self._store.scan(look)
 

@@ -194,7 +194,7 @@ def test_calls_per_minute_and_jobs_in_flight_are_read_without_counting(vertex, t
         vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([probe_pool(tmp_path / "b")]))
     for _ in range(3):
         flying = [j for j in control.get_jobs_in_flight(vertex.address) if j["labels"] == {"landfall-run-id": "r"}]
-    assert [(j["name"], j["gpus"]) for j in flying] == [(job.name, 4)]
+    assert [(j["name"], j["gpus"]) for j in flying] == [(job.name, {"NVIDIA_TESLA_T4": 4})]
     minutes = control.get_faults(vertex.address)["per_minute"]
     assert isinstance(minutes, dict) and set(minutes) == {"CreateCustomJob us-central1"}
     cells = minutes["CreateCustomJob us-central1"].values()
