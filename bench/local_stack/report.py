@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bench.local_stack.harness import percentile
+from bench.local_stack.limits import MethodMinutes
 
 QUANTILES = (50, 90, 99)
 
@@ -46,3 +47,20 @@ def machine() -> dict[str, object]:
     """The machine the figures came from: CPUs and load average (other work on it shows here)."""
     one, five, fifteen = os.getloadavg()
     return {"nproc": os.cpu_count(), "load_average": [round(one, 2), round(five, 2), round(fifteen, 2)]}
+
+
+def print_calls_per_minute(rows: Sequence[MethodMinutes], limits: Mapping[str, int]) -> None:
+    """The Vertex calls per minute by method (a row per minute of the test), each method's limit in its heading
+    ("-" where none is set) and "+N" for the calls refused for it in that minute."""
+    if not rows:
+        print("Vertex calls per minute: none counted")
+        return
+    heads = [f"{r.method} {r.region} (limit {limits.get(r.method, '-')})" for r in rows]
+    widths = [max(len(h), 9) for h in heads]
+    print("Vertex calls per minute by method (minute 0: the drops began; +N: refused for a rate limit)")
+    print("minute  " + "  ".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True)))
+    for i in range(len(rows[0].calls)):
+        cells = [f"{r.calls[i]}" + (f" +{r.refused[i]}" if r.refused[i] else "") for r in rows]
+        print(f"{i:>6}  " + "  ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)))
+    peaks = [f"{r.peak}" + (f" +{sum(r.refused)}" if sum(r.refused) else "") for r in rows]
+    print("  peak  " + "  ".join(f"{c:>{w}}" for c, w in zip(peaks, widths, strict=True)))
