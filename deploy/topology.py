@@ -92,6 +92,8 @@ class Topology:
     """One document per reconciler shard: the watermarks of its passes (schemas/reconcile_watermark.py)."""
     measurements_collection: str
     """One document per (workload, machine shape, image): what runs measured (schemas/measurement.py)."""
+    teams_collection: str
+    """One document per team: its ledger of GPUs in flight and the month's spend (schemas/team_ledger.py)."""
     vertex_create_per_minute: int
     """vertex.rate_limits.create_custom_job_per_minute: the default of LANDFALL_VERTEX_CREATE_PER_MINUTE."""
     object_events_topic: str
@@ -229,6 +231,7 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
         rate_limits_collection=str(get("firestore", "rate_limits_collection")),
         reconciler_collection=str(get("firestore", "reconciler_collection")),
         measurements_collection=str(get("firestore", "measurements_collection")),
+        teams_collection=str(get("firestore", "teams_collection")),
         vertex_create_per_minute=whole("vertex", "rate_limits", "create_custom_job_per_minute", within=(1, 100_000)),
         object_events_topic=str(get("topics", "object_events", "name")),
         requests_topic=str(get("topics", "training_requests", "name")),

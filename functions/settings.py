@@ -114,6 +114,11 @@ class Settings:
     """LANDFALL_VERTEX_CREATE_PER_MINUTE (default: topology vertex.rate_limits.create_custom_job_per_minute): the
     CreateCustomJob calls per region and minute the dispatcher makes at most (its submission rate limiter), under
     Google's per-region quota; 0 = no limiter (Vertex's own rate-limit answers are still retried on the same plan)."""
+    teams_file: str = ""
+    """LANDFALL_TEAMS_FILE: path of a teams TOML to use instead of the shipped deploy/teams.toml ("" = shipped, which
+    holds no teams: every run allowed)."""
+    teams_collection: str = "teams"
+    """LANDFALL_TEAMS_COLLECTION (default: topology firestore.teams_collection): one ledger document per team."""
     canary_min_hours: float = 2.0
     """LANDFALL_CANARY_MIN_HOURS: a run whose plan's estimate is longer than this runs a canary job first
     (docs/canary.md)."""
@@ -268,6 +273,8 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         reconcile_overlap_seconds=positive("LANDFALL_RECONCILE_OVERLAP_SECONDS", 300, upper=3600),
         reconcile_full_after_seconds=positive("LANDFALL_RECONCILE_FULL_AFTER_SECONDS", 3600, upper=7 * 86_400),
         orphan_window_seconds=_orphan_window(env, positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120)),
+        teams_file=env.get("LANDFALL_TEAMS_FILE", ""),
+        teams_collection=env.get("LANDFALL_TEAMS_COLLECTION", topology.teams_collection),
         canary_min_hours=_or(_fraction(env, "LANDFALL_CANARY_MIN_HOURS", low=0.0, high=10_000.0), 2.0),
         canary_margin=_or(_fraction(env, "LANDFALL_CANARY_MARGIN", low=0.0, high=10.0), 0.25),
     )

@@ -14,13 +14,16 @@ from functions.gcp import clients
 from functions.settings import get_settings
 
 if TYPE_CHECKING:
+    from deploy.teams import Teams
     from functions.dispatch.handler import DispatchDeps
     from functions.gcp.datasets_store import DatasetsStore
     from functions.gcp.gcs_objects import GcsObjects
     from functions.gcp.runs_store import RunsStore
+    from functions.gcp.team_ledger_store import TeamLedgerStore
     from functions.gcp.vertex import VertexJobs
     from functions.ingest.handler import IngestDeps
     from functions.listener.handler import ListenerDeps
+    from functions.records.team_ledger import TeamUse
 
 
 def utc_now() -> datetime:
@@ -32,6 +35,33 @@ def runs_store() -> RunsStore:
     from functions.gcp.runs_store import RunsStore
 
     return RunsStore(clients.firestore_client(), get_settings().runs_collection)
+
+
+@cache
+def teams() -> Teams:
+    """The teams of the settings' teams file (LANDFALL_TEAMS_FILE, else the shipped deploy/teams.toml), read once."""
+    from deploy.teams import read_teams
+
+    return read_teams(get_settings().teams_file)
+
+
+@cache
+def team_ledger_store() -> TeamLedgerStore:
+    from functions.gcp.team_ledger_store import TeamLedgerStore
+
+    settings = get_settings()
+    return TeamLedgerStore(clients.firestore_client(), settings.runs_collection, settings.teams_collection)
+
+
+def team_usage(now: datetime | None = None) -> list[TeamUse]:
+    """Each team's use against its limits now: GPUs in flight per kind, the month's reserved and settled spend, in
+    the teams file's order (what `landfall teams` and the dashboard's teams page show). Raises deploy.teams.TeamsError
+    for a bad teams file, and functions.errors' errors when Firestore does not answer."""
+    from functions.records.team_ledger import uses_of
+
+    known = teams()
+    ledgers = team_ledger_store().ledgers(t.name for t in known.teams)
+    return uses_of(known, ledgers, now or utc_now())
 
 
 @cache

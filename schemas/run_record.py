@@ -24,6 +24,7 @@ from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.model_version import ModelVersionRef, parse_model_version
 from schemas.plan import Plan, parse_plan
+from schemas.team_ledger import RunCharge, parse_run_charge
 from schemas.times import format_timestamp, parse_timestamp
 from schemas.vocabulary import QUEUE_REASONS
 
@@ -495,6 +496,9 @@ class RunRecord:
     once a SUCCEEDED run's model is registered. Absent from the document when None."""
     canary: CanaryRecord | None = None
     """The canary job run before the long job (schemas/canary.py, docs/canary.md); absent when the run had none."""
+    team: RunCharge | None = None
+    """The team the run counts against and what it holds in the team's ledger (schemas/team_ledger.py,
+    docs/teams.md); absent when no team owns it (or there are no teams)."""
 
     @property
     def run_state(self) -> RunState:
@@ -528,6 +532,7 @@ class RunRecord:
             **({} if self.data_read is None else {"data_read": self.data_read.to_dict()}),
             **({} if self.model is None else {"model": self.model.to_dict()}),
             **({} if self.canary is None else {"canary": self.canary.to_dict()}),
+            **({} if self.team is None else {"team": self.team.to_dict()}),
         }
 
 
@@ -737,6 +742,7 @@ def parse_run_record(data: object) -> RunRecord:
         data_read=None if data_read is None else parse_data_read(data_read),
         model=None if model is None else parse_model_version(model),
         canary=None if r.data.get("canary") is None else parse_canary_record(r.data["canary"]),
+        team=None if r.data.get("team") is None else parse_run_charge(r.data["team"]),
     )
 
 

@@ -181,6 +181,44 @@ QUEUE_REASON_TERMS: tuple[Term, ...] = (
 delay a submission; capacity refusals move it to the next plan instead (FAILURE_REASON_TERMS, Waiting)."""
 
 
+TEAM_WAIT_TERMS: tuple[Term, ...] = (
+    Term(
+        "team-cap",
+        "The run's team has its GPU cap (in all, or of this GPU kind) in flight: the run waits and is submitted when "
+        "the team's runs free GPUs (deploy/teams.toml, docs/teams.md).",
+    ),
+    Term(
+        "team-budget",
+        "The run's estimate would take its team past its monthly budget (reserved estimates plus settled costs): "
+        "the run waits until runs settle below their estimates, or the month ends.",
+    ),
+)
+"""Why a run WAITS for its team (`submission.waiting.reason`), beside capacity: retried by the reconciler, the
+team's priority deciding who gets freed room first."""
+
+TEAM_REFUSAL_TERMS: tuple[Term, ...] = (
+    Term(
+        "team-limit",
+        "The run alone passes its team's hard limit (more GPUs than a cap, or an estimate above max_run_usd or the "
+        "monthly budget): it can never run there, so it is REJECTED with what to change.",
+    ),
+    Term(
+        "team-prefix",
+        "The request came on a team's own requests topic for data outside the prefixes that team owns: REJECTED.",
+    ),
+    Term(
+        "team-unowned-data",
+        'The teams file says unowned = "reject" and no team owns the request\'s data: REJECTED.',
+    ),
+    Term(
+        "budget-exceeded",
+        "The run's cost while running (elapsed time x its plan's hourly price) passed its own constraints.budget_usd: "
+        "the reconciler cancelled its job (the run ends CANCELLED with this code).",
+    ),
+)
+"""The `error.code` of a run its team's limits or its own budget stopped (docs/teams.md)."""
+
+
 @dataclass(frozen=True)
 class TrainerFailureKind(Term):
     """A `kind` the trainer writes in its failure record (schemas/trainer_failure.py) that names a cause."""
@@ -261,6 +299,10 @@ TRAINER_FORMS = names(TRAINER_FORM_TERMS)
 FAILURE_REASONS = names(FAILURE_REASON_TERMS)
 QUEUE_REASONS = names(QUEUE_REASON_TERMS)
 SUBMIT_RATE, VERTEX_RATE_LIMIT = QUEUE_REASONS
+TEAM_WAIT_REASONS = names(TEAM_WAIT_TERMS)
+TEAM_CAP, TEAM_BUDGET = TEAM_WAIT_REASONS
+TEAM_REFUSALS = names(TEAM_REFUSAL_TERMS)
+TEAM_LIMIT, TEAM_PREFIX, TEAM_UNOWNED, BUDGET_EXCEEDED = TEAM_REFUSALS
 CAPACITY_REASONS = frozenset(t.name for t in FAILURE_REASON_TERMS if t.capacity)
 TRAINER_FAILURE_KINDS = names(TRAINER_FAILURE_KIND_TERMS)
 REASON_FOR_TRAINER_KIND: Mapping[str, str] = MappingProxyType({k.name: k.reason for k in TRAINER_FAILURE_KIND_TERMS})

@@ -1,0 +1,242 @@
+"""Teams from deploy/teams.toml: which datasets each team owns, its GPU caps, monthly budget, hard limit per run,
+priority and optional requests topic (docs/teams.md). Data apart from logic: this module only loads and checks the
+file; the dispatcher's ledger rules (functions/records/team_ledger.py) and `landfall teams` read teams through it.
+
+The shipped file is package data of deploy/ and holds no teams: every run is allowed, as before teams existed.
+LANDFALL_TEAMS_FILE (the settings' teams_file) points at another.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from schemas.gpus import load_gpus
+
+TEAMS_FILE = resources.files("deploy").joinpath("teams.toml")
+SCHEMA_VERSION = 1
+ALL_GPUS = "all"
+"""The [teams.gpu_cap] key that caps every GPU kind together."""
+UNOWNED_POLICIES = ("allow", "reject")
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+_TEAM_KEYS = frozenset({"name", "owns", "priority", "monthly_budget_usd", "max_run_usd", "requests_topic", "gpu_cap"})
+
+
+class TeamsError(ValueError):
+    """The teams file is malformed; the message says what was expected and what to do."""
+
+
+@dataclass(frozen=True)
+class Owned:
+    """Data a team owns: objects in a bucket matching `bucket` (a glob) whose names start with `prefix`."""
+
+    bucket: str
+    prefix: str
+    """"" (the whole bucket) or a folder ending in '/'."""
+
+    def covers(self, bucket: str, prefix: str) -> bool:
+        return fnmatch.fnmatchcase(bucket, self.bucket) and prefix.startswith(self.prefix)
+
+    def __str__(self) -> str:
+        return f"gs://{self.bucket}/{self.prefix}"
+
+
+@dataclass(frozen=True)
+class Team:
+    name: str
+    owns: tuple[Owned, ...]
+    monthly_budget_usd: float
+    """What the team's runs may cost per calendar month (UTC): reserved estimates plus settled actual costs."""
+    gpu_cap: Mapping[str, int] = field(default_factory=dict)
+    """GPUs in flight at once: ALL_GPUS for every kind together and/or per Vertex accelerator type; {} = no cap."""
+    priority: int = 0
+    """Higher first: among runs waiting for their team's room, which the reconciler retries first."""
+    max_run_usd: float | None = None
+    """The hard limit of one run's estimated cost (None: the monthly budget): above it a run is REJECTED."""
+    requests_topic: str = ""
+    """A Pub/Sub topic of the team's own for its TrainingRequests; "" = none (the shared topic only)."""
+
+    @property
+    def run_limit_usd(self) -> float:
+        """The most one run's estimate may be and still run some day (the hard limit)."""
+        return self.monthly_budget_usd if self.max_run_usd is None else self.max_run_usd
+
+    def owns_data(self, bucket: str, prefix: str) -> bool:
+        return any(o.covers(bucket, prefix) for o in self.owns)
+
+    def cap_for(self, kind: str) -> int | None:
+        """The cap on GPUs of `kind` alone (None: no cap for that kind)."""
+        return self.gpu_cap.get(kind)
+
+
+@dataclass(frozen=True)
+class Teams:
+    """The teams of one file, checked; empty = no teams (every run allowed, as before teams)."""
+
+    teams: tuple[Team, ...] = ()
+    unowned: str = "allow"
+    """A request for data no team owns: "allow" (runs, counted against no team) or "reject"."""
+    source: str = ""
+    """Where they were read from (for messages)."""
+
+    def __bool__(self) -> bool:
+        return bool(self.teams)
+
+    def named(self, name: str) -> Team | None:
+        return next((t for t in self.teams if t.name == name), None)
+
+    def owner_of(self, bucket: str, prefix: str) -> Team | None:
+        """The team owning the data at gs://bucket/prefix: the one whose matching `owns` prefix is longest."""
+        best: tuple[int, Team] | None = None
+        for team in self.teams:
+            for owned in team.owns:
+                if owned.covers(bucket, prefix) and (best is None or len(owned.prefix) > best[0]):
+                    best = (len(owned.prefix), team)
+        return None if best is None else best[1]
+
+    def by_topic(self, topic: str) -> Team | None:
+        """The team whose own requests topic is `topic` (its short name), if any."""
+        short = topic.rsplit("/", 1)[-1]
+        return next((t for t in self.teams if t.requests_topic and t.requests_topic == short), None)
+
+
+def _number(value: object, where: str, *, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise TeamsError(f"{where}: {what} must be a number of dollars >= 0, got {value!r}")
+    return float(value)
+
+
+def _owned(raw: object, where: str) -> Owned:
+    example = '{bucket = "*", prefix = "datasets/vision/"}'
+    if not isinstance(raw, dict) or set(raw) - {"bucket", "prefix"} or "prefix" not in raw:
+        raise TeamsError(f"{where}: expected a table like {example}, got {raw!r}")
+    bucket, prefix = raw.get("bucket", "*"), raw["prefix"]
+    if not isinstance(bucket, str) or not bucket or not isinstance(prefix, str):
+        raise TeamsError(f"{where}: bucket (a glob) and prefix must be text, e.g. {example}")
+    if (prefix and not prefix.endswith("/")) or prefix.startswith("/"):
+        raise TeamsError(f'{where}: prefix {prefix!r} must be a folder ending in "/" (or "" for the whole bucket)')
+    return Owned(bucket, prefix)
+
+
+def _gpu_cap(raw: object, where: str) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        raise TeamsError(f"{where}: expected a table of GPU counts, e.g. [teams.gpu_cap] all = 16")
+    kinds = load_gpus().kinds
+    cap: dict[str, int] = {}
+    for key, value in raw.items():
+        if key != ALL_GPUS and key not in kinds:
+            raise TeamsError(
+                f"{where}: {key!r} is not a GPU kind; use {ALL_GPUS!r} or a Vertex accelerator type: {', '.join(kinds)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise TeamsError(f"{where}.{key}: expected a whole number of GPUs >= 0, got {value!r}")
+        cap[key] = value
+    return cap
+
+
+def _team(raw: object, where: str) -> Team:
+    if not isinstance(raw, dict):
+        raise TeamsError(f"{where}: expected a [[teams]] table")
+    unknown = sorted(set(raw) - _TEAM_KEYS)
+    if unknown:
+        raise TeamsError(f"{where}: unknown keys {unknown}; a team has {', '.join(sorted(_TEAM_KEYS))}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise TeamsError(
+            f"{where}: name {name!r} must be lower-case letters, digits and '-', starting with a letter (at most 40)"
+        )
+    where = f"team {name!r}"
+    owns = raw.get("owns")
+    if not isinstance(owns, list) or not owns:
+        raise TeamsError(f'{where}: owns must list the data it owns, e.g. owns = [{{bucket = "*", prefix = "x/"}}]')
+    if "monthly_budget_usd" not in raw:
+        raise TeamsError(f"{where}: monthly_budget_usd is required (dollars per calendar month)")
+    priority = raw.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TeamsError(f"{where}: priority must be a whole number (higher first), got {priority!r}")
+    topic = raw.get("requests_topic", "")
+    if not isinstance(topic, str) or (topic and not re.match(r"^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", topic)):
+        raise TeamsError(f"{where}: requests_topic {topic!r} is not a Pub/Sub topic name (its short name)")
+    return Team(
+        name=name,
+        owns=tuple(_owned(o, f"{where}: owns[{i}]") for i, o in enumerate(owns)),
+        monthly_budget_usd=_number(raw["monthly_budget_usd"], where, what="monthly_budget_usd"),
+        gpu_cap=MappingProxyType(_gpu_cap(raw.get("gpu_cap", {}), f"{where}: [teams.gpu_cap]")),
+        priority=priority,
+        max_run_usd=None if raw.get("max_run_usd") is None else _number(raw["max_run_usd"], where, what="max_run_usd"),
+        requests_topic=topic,
+    )
+
+
+def parse_teams(raw: Mapping[str, Any], source: str = "teams.toml") -> Teams:
+    """The teams of a parsed file, checked; raises TeamsError naming the team and key that do not fit."""
+    version = raw.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise TeamsError(f"{source}: schema_version {version!r} is not {SCHEMA_VERSION}; see deploy/teams.toml")
+    unknown = sorted(set(raw) - {"schema_version", "unowned", "teams"})
+    if unknown:
+        raise TeamsError(f"{source}: unknown top-level keys {unknown}; expected schema_version, unowned, [[teams]]")
+    unowned = raw.get("unowned", "allow")
+    if unowned not in UNOWNED_POLICIES:
+        raise TeamsError(f"{source}: unowned {unowned!r} must be one of {', '.join(UNOWNED_POLICIES)}")
+    entries = raw.get("teams", [])
+    if not isinstance(entries, list):
+        raise TeamsError(f"{source}: teams must be [[teams]] tables")
+    try:
+        teams = tuple(_team(entry, f"{source}: teams[{i}]") for i, entry in enumerate(entries))
+    except TeamsError as exc:
+        raise TeamsError(f"{source}: {exc}" if not str(exc).startswith(source) else str(exc)) from exc
+    names = [t.name for t in teams]
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    if doubled:
+        raise TeamsError(f"{source}: team names must be unique; {doubled} appear more than once")
+    topics = [t.requests_topic for t in teams if t.requests_topic]
+    if len(set(topics)) != len(topics):
+        raise TeamsError(f"{source}: each team needs its own requests_topic; {topics} repeat one")
+    owned = [(o.bucket, o.prefix, t.name) for t in teams for o in t.owns]
+    for bucket, prefix, name in owned:
+        others = [n for b, p, n in owned if (b, p) == (bucket, prefix) and n != name]
+        if others:
+            raise TeamsError(
+                f"{source}: gs://{bucket}/{prefix} is owned by both {name!r} and {others[0]!r}; give it to one team "
+                "(a longer prefix inside it may belong to another)"
+            )
+    return Teams(teams=teams, unowned=str(unowned), source=source)
+
+
+def read_teams(path: Traversable | Path | str | None = None) -> Teams:
+    """The teams in path (default, or "": the shipped teams.toml, which holds none), checked."""
+    where: Traversable | Path = (
+        TEAMS_FILE if path is None or path == "" else Path(path) if isinstance(path, str) else path
+    )
+    try:
+        raw = tomllib.loads(where.read_text())
+    except FileNotFoundError as exc:
+        raise TeamsError(
+            f"teams file {where} does not exist; set LANDFALL_TEAMS_FILE to an existing file, or unset it for "
+            "deploy/teams.toml"
+        ) from exc
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TeamsError(f"cannot read teams from {where}: {exc}; fix the TOML (see deploy/teams.toml)") from exc
+    return parse_teams(raw, source=str(where))
+
+
+__all__ = [
+    "ALL_GPUS",
+    "TEAMS_FILE",
+    "Owned",
+    "Team",
+    "Teams",
+    "TeamsError",
+    "parse_teams",
+    "read_teams",
+]

@@ -1,0 +1,97 @@
+"""Firestore adapter for the team ledger (schemas/team_ledger.py): one document per team in the teams collection,
+changed only together with a run's own document, both read and written in one transaction. Two deliveries claiming
+runs of one team therefore serialize on the team's document (Firestore's optimistic transactions: the later commit
+is aborted and tried again on the fresh ledger), so no two can both pass a cap they only fit one at a time.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from functions.errors import TransientError, as_transient
+from functions.gcp.firestore_tx import ATTEMPTS, BACKOFF_CAP_S, changed_fields
+from schemas.run_record import RunRecord, parse_run_record
+from schemas.team_ledger import TeamLedger, parse_team_ledger
+
+T = TypeVar("T")
+
+PairStep = Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]]
+"""Given the run and its team's ledger as stored (None when absent): the run and the ledger to write (None: leave it
+as it is) and the operation's result."""
+
+
+class TeamLedgerStore:
+    def __init__(
+        self, client: Any, runs_collection: str, teams_collection: str, *, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self._client = client
+        self._runs = runs_collection
+        self._teams = teams_collection
+        self._sleep = sleep
+
+    def ledgers(self, names: Iterable[str]) -> dict[str, TeamLedger]:
+        """The stored ledgers of the named teams, by name (a team with none yet is left out)."""
+        refs = [self._client.collection(self._teams).document(n) for n in dict.fromkeys(names)]
+        if not refs:
+            return {}
+        try:
+            snapshots = list(self._client.get_all(refs))
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        return {s.id: parse_team_ledger(s.to_dict()) for s in snapshots if s.exists}
+
+    def apply(self, run_id: str, team: str, step: PairStep[T]) -> T:
+        """Run step on the run's and its team's documents in one transaction; write what it returns."""
+        from google.api_core import exceptions as gexc
+        from google.cloud import firestore
+
+        run_ref = self._client.collection(self._runs).document(run_id)
+        team_ref = self._client.collection(self._teams).document(team)
+
+        @firestore.transactional
+        def body(transaction: Any) -> T:
+            snapshots = {s.reference.path: s for s in transaction.get_all([run_ref, team_ref])}
+            run_snap, team_snap = snapshots.get(run_ref.path), snapshots.get(team_ref.path)
+            run_doc = run_snap.to_dict() if run_snap is not None and run_snap.exists else None
+            team_doc = team_snap.to_dict() if team_snap is not None and team_snap.exists else None
+            new_run, new_ledger, result = step(
+                None if run_doc is None else parse_run_record(run_doc),
+                None if team_doc is None else parse_team_ledger(team_doc),
+            )
+            for ref, old, new in (
+                (run_ref, run_doc, None if new_run is None else new_run.to_document()),
+                (team_ref, team_doc, None if new_ledger is None else new_ledger.to_document()),
+            ):
+                if new is not None and old is None:
+                    transaction.set(ref, new)
+                elif new is not None and old is not None:
+                    fields = changed_fields(old, new)
+                    if fields:
+                        transaction.update(ref, fields)
+            return result
+
+        last: Exception | None = None
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                self._sleep(random.uniform(0, min(BACKOFF_CAP_S, 0.05 * 2**attempt)))
+            try:
+                result: T = body(self._client.transaction(max_attempts=1))
+                return result
+            except ValueError as exc:
+                if "Failed to commit transaction" not in str(exc):
+                    raise
+                last = exc
+            except (gexc.Aborted, gexc.Conflict) as exc:
+                last = exc
+            except Exception as exc:
+                raise as_transient(exc, f"Firestore transaction on {run_ref.path} and {team_ref.path}") from exc
+        raise TransientError(
+            f"Firestore transaction on {run_ref.path} and {team_ref.path} kept colliding ({ATTEMPTS} attempts, last: "
+            f"{last}); will retry"
+        ) from last
+
+
+__all__ = ["PairStep", "TeamLedgerStore"]
