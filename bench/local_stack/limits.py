@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bench.local_stack.harness import seconds
+from deploy.teams import ALL_GPUS
 from deploy.vertex_emulator.faults import RATE_LIMITED_METHODS, SUBMISSION_METHODS
 from schemas.run_record import RunRecord, RunState, SubmissionAttempt
 
@@ -154,8 +155,8 @@ class Sample:
     jobs: tuple[tuple[str, Mapping[str, int]], ...]
 
 
-ALL_KINDS = "*"
-"""A cap over every GPU kind together (a cap key otherwise names one accelerator type)."""
+ALL_KINDS = ALL_GPUS
+"""A cap over every GPU kind together (a cap key otherwise names one accelerator type), as deploy/teams.toml says."""
 
 
 @dataclass(frozen=True)

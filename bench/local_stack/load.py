@@ -1,14 +1,29 @@
-"""`make load`: N datasets dropped at once on a local stack of the load test's own, every run followed to its end.
+"""`make load`: N datasets from 5 teams dropped at once on a local stack of the load test's own, with the Vertex
+emulator enforcing Google's rate limits, every run followed to its end (issue 26 Done-when 1).
 
-    .venv/bin/python -m bench.local_stack.load [--datasets 500] [--concurrency 16] [--out load.json]
+    .venv/bin/python -m bench.local_stack.load [--datasets 1000] [--rate-limits real|off] [--rate-scale 1]
+        [--create-per-minute N] [--teams-file F] [--concurrency 16] [--out load.json]
 
 The trainer image is mapped to a no-op by the Vertex emulator's --images (bench/local_stack/noop_trainer.py), so the
-machine runs every job. One dataset is dropped first to warm the functions (not counted); then N datasets (a tiny
-CSV shard, then `_SUCCESS`) are uploaded with google-cloud-storage from --concurrency threads. Once every run has
-ended (or --timeout passed) it checks, and prints:
+machine runs every job. The stack's routes are load_routes.toml (a prefix per team, one GPU per run) and its teams
+load_teams.toml (each owns its prefix, with a GPU cap that binds and a budget that does not). With --rate-limits real
+the emulator refuses calls past Google's per-minute quotas (bench/local_stack/limits.py: 60 CreateCustomJob and
+UploadModel, 600 of each other method, per region, times --rate-scale) and the dispatcher's CreateCustomJob limiter
+is set under them, as a deployment sets it (the topology's 50 a minute, times --rate-scale). One dataset is dropped
+first to warm the functions (not counted); then N datasets (a tiny CSV shard, then `_SUCCESS`), spread over the
+teams, are uploaded with google-cloud-storage from --concurrency threads, while a thread samples the emulator's jobs
+in flight every second (GetJobsInFlight, a control call no rate limit counts). Once every run has ended (or
+--timeout passed) it checks, and prints:
 
   - exactly one run per dataset, no dataset without a run (lost), no run with two jobs (doubled): the run records,
     and ListCustomJobs by the `landfall-run-id` label (one Vertex job per run);
+  - no run moved to another plan after a rate-limited attempt, and none WAITING for anything but its team's cap or
+    budget (no capacity faults are set, so any other wait is a rate limit taken for capacity);
+  - each team's GPUs in flight (the jobs sampled, by the team owning each run's dataset) never above its caps;
+  - the Vertex calls per minute by method and region (the emulator's GetFaults per_minute), against the limits, and
+    each quota's methods added up as Google counts them;
+  - the queueing time: submission.queued (since -> over_at) of the runs a rate limit held back, and from SUBMITTING
+    to CreateCustomJob answered for every run, p50/p90/p99/max;
   - p50/p90/p99 from the marker's finalize to CreateCustomJob answered (`timings.submitted_at`) and to the
     SUCCEEDED record;
   - sustained requests per second through the dispatcher: its deliveries (each logs one outcome line) over the time
@@ -16,7 +31,8 @@ ended (or --timeout passed) it checks, and prints:
   - the dispatcher's CPU milliseconds per request: user + system CPU of its processes (functions-framework and its
     gunicorn worker, /proc) over the whole test, divided by its deliveries.
 
-Exit status 1 when a run was lost, doubled or did not succeed.
+Exit status 1 when a run was lost, doubled, did not succeed, moved to a fallback or waited for a rate limit, or a team
+passed its cap.
 """
 
 from __future__ import annotations
@@ -53,7 +69,8 @@ from bench.local_stack.limits import (
 from bench.local_stack.report import machine, print_calls_per_minute, print_table, summary
 from bench.local_stack.sampler import JobsSampler
 from bench.local_stack.timeline import HOPS, timeline
-from deploy.routes import Route, read_routes
+from deploy.routes import read_routes
+from deploy.teams import Teams, read_teams
 from deploy.topology import load_topology
 from deploy.vertex_emulator.control import get_faults
 from schemas.job_view import RUN_LABEL
@@ -62,6 +79,8 @@ from schemas.run_record import TERMINAL_STATES, RunRecord, RunState
 PROGRESS_EVERY_S = 10.0
 LOAD_ROUTES = Path(__file__).with_name("load_routes.toml")
 """The load stack's routes (LANDFALL_ROUTES_FILE): one prefix per team, each training on one GPU."""
+LOAD_TEAMS = Path(__file__).with_name("load_teams.toml")
+"""The load stack's teams (LANDFALL_TEAMS_FILE): each owns one route's prefix, with a GPU cap."""
 
 
 @dataclass(frozen=True)
@@ -147,20 +166,20 @@ def submitting_to_created(run: RunRecord) -> float | None:
     return seconds(run.timings.submitted_at, first)
 
 
-def team_of_runs(runs: list[RunRecord], routes: tuple[Route, ...], bucket: str) -> dict[str, str]:
-    """run id -> the team (its route's name) whose prefix holds the run's dataset."""
+def team_of_runs(runs: list[RunRecord], teams: Teams, bucket: str) -> dict[str, str]:
+    """run id -> the team owning the run's dataset (the teams file's longest matching prefix)."""
     found = {}
     for run in runs:
         uri = str(run.request.get("dataset", {}).get("uri", ""))
-        route = next((r for r in routes if uri.startswith(f"gs://{bucket}/{r.prefix}")), None)
-        if route is not None:
-            found[run.run_id] = route.name
+        team = teams.owner_of(bucket, uri.removeprefix(f"gs://{bucket}/"))
+        if team is not None:
+            found[run.run_id] = team.name
     return found
 
 
-def team_caps(routes: tuple[Route, ...]) -> dict[str, dict[str, int]]:
-    """Each team's GPU caps (team -> {accelerator type or ALL_KINDS: GPUs}); none until the teams file lands."""
-    return {}
+def team_caps(teams: Teams) -> dict[str, dict[str, int]]:
+    """Each team's GPU caps: team -> {accelerator type, or ALL_KINDS for every kind together: GPUs}."""
+    return {team.name: dict(team.gpu_cap) for team in teams.teams}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -195,6 +214,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "default: the topology's (50, under Google's 60) times --rate-scale with --rate-limits real, 0 (no limiter, "
         "figures comparable with the runs before issue 26) with off",
     )
+    parser.add_argument(
+        "--teams-file",
+        type=Path,
+        default=LOAD_TEAMS,
+        help="the load stack's teams (LANDFALL_TEAMS_FILE; default bench/local_stack/load_teams.toml: 5 teams, one "
+        "per route of load_routes.toml, GPU caps that bind)",
+    )
     args = parser.parse_args(argv)
     if args.datasets < 1 or args.concurrency < 1:
         parser.error("--datasets and --concurrency must be at least 1")
@@ -213,10 +239,16 @@ def main(argv: list[str] | None = None) -> int:
         real = args.rate_limits == "real"
         limiter = limiter_per_minute(topology.vertex_create_per_minute, args.rate_scale) if real else 0
     routes = read_routes(LOAD_ROUTES)
-    env = {"LANDFALL_VERTEX_CREATE_PER_MINUTE": str(limiter), "LANDFALL_ROUTES_FILE": str(LOAD_ROUTES)}
+    teams = read_teams(args.teams_file)
+    env = {
+        "LANDFALL_VERTEX_CREATE_PER_MINUTE": str(limiter),
+        "LANDFALL_ROUTES_FILE": str(LOAD_ROUTES),
+        "LANDFALL_TEAMS_FILE": str(args.teams_file),
+    }
     print(
         f"rate limits {args.rate_limits} (x{args.rate_scale:g}): {limits or 'none'}; the dispatcher's CreateCustomJob "
-        f"limiter {limiter or 'off'} a minute; {len(routes)} teams: {', '.join(r.name for r in routes)}",
+        f"limiter {limiter or 'off'} a minute; teams ({args.teams_file}): "
+        + ", ".join(f"{t.name} (cap {dict(t.gpu_cap)})" for t in teams.teams),
         flush=True,
     )
     with noop_stack(faults=faults, env=env) as s:
@@ -301,13 +333,14 @@ def main(argv: list[str] | None = None) -> int:
         f"queueing: {len(queued)} of {len(counted)} runs queued by a rate limit "
         f"({', '.join(f'{k} {n}' for k, n in sorted(reasons.items())) or 'none'})",
         waits_s,
+        first_column="wait",
     )
     queueing = {"queued_runs": len(queued), "by_reason": dict(reasons), **waits_s}
 
     fallbacks = [f for r in counted if (f := fallback_after_rate_limit(r))]
     waits = [w for r in counted if (w := parked(r))]
-    team_of = team_of_runs(runs, routes, s.topology.bucket)
-    caps = cap_peaks(sampler.samples, team_of, team_caps(routes))
+    team_of = team_of_runs(runs, teams, s.topology.bucket)
+    caps = cap_peaks(sampler.samples, team_of, team_caps(teams))
     in_flight = Counter[str]()
     for sample in sampler.samples:
         for (team, kind), n in gpus_in_flight(sample, team_of).items():
@@ -323,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f", OVER {len(cap.over)} times" if cap.over else "")
         )
     if not caps:
-        print("  team GPU caps: not checked (the load stack has no teams file)")
+        print(f"  team GPU caps: none in {args.teams_file}")
     over_cap = [f"{c.team} {c.kind} cap {c.cap}: {list(c.over[:5])}" for c in caps if c.over]
     print(
         f"runs: {checks.runs} for {checks.datasets} datasets; Vertex jobs: {checks.jobs}; lost {len(checks.lost)}, "
