@@ -2,11 +2,12 @@
 emulator enforcing Google's rate limits, every run followed to its end (issue 26 Done-when 1).
 
     .venv/bin/python -m bench.local_stack.load [--datasets 1000] [--rate-limits real|off] [--rate-scale 1]
-        [--create-per-minute N] [--teams-file F] [--concurrency 16] [--out load.json]
+        [--create-per-minute N] [--teams-file F] [--job-seconds 10] [--concurrency 16] [--out load.json]
 
 The trainer image is mapped to a no-op by the Vertex emulator's --images (bench/local_stack/noop_trainer.py), so the
-machine runs every job. The stack's routes are load_routes.toml (a prefix per team, one GPU per run) and its teams
-load_teams.toml (each owns its prefix, with a GPU cap that binds and a budget that does not). With --rate-limits real
+machine runs every job; each waits --job-seconds before it ends, holding its GPU. The stack's routes are
+load_routes.toml (a prefix per team, one GPU per run) and its teams load_teams.toml (each owns its prefix, with a GPU
+cap that binds and a budget that does not). With --rate-limits real
 the emulator refuses calls past Google's per-minute quotas (bench/local_stack/limits.py: 60 CreateCustomJob and
 UploadModel, 600 of each other method, per region, times --rate-scale) and the dispatcher's CreateCustomJob limiter
 is set under them, as a deployment sets it (the topology's 50 a minute, times --rate-scale). One dataset is dropped
@@ -66,6 +67,7 @@ from bench.local_stack.limits import (
     rate_limit_plan,
     rate_limits,
 )
+from bench.local_stack.noop_trainer import SECONDS_ENV
 from bench.local_stack.report import machine, print_calls_per_minute, print_table, summary
 from bench.local_stack.sampler import JobsSampler
 from bench.local_stack.timeline import HOPS, timeline
@@ -215,6 +217,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "figures comparable with the runs before issue 26) with off",
     )
     parser.add_argument(
+        "--job-seconds",
+        type=float,
+        default=10.0,
+        help="how long each no-op job holds its GPUs (LANDFALL_NOOP_SECONDS, default 10: the teams' caps bind)",
+    )
+    parser.add_argument(
         "--teams-file",
         type=Path,
         default=LOAD_TEAMS,
@@ -224,6 +232,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.datasets < 1 or args.concurrency < 1:
         parser.error("--datasets and --concurrency must be at least 1")
+    if args.job_seconds < 0:
+        parser.error(f"--job-seconds must be 0 or more, found {args.job_seconds}")
     if not args.rate_scale > 0:
         parser.error(f"--rate-scale must be above 0 (1 = Google's figures), found {args.rate_scale}")
     return args
@@ -244,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         "LANDFALL_VERTEX_CREATE_PER_MINUTE": str(limiter),
         "LANDFALL_ROUTES_FILE": str(LOAD_ROUTES),
         "LANDFALL_TEAMS_FILE": str(args.teams_file),
+        SECONDS_ENV: str(args.job_seconds),
     }
     print(
         f"rate limits {args.rate_limits} (x{args.rate_scale:g}): {limits or 'none'}; the dispatcher's CreateCustomJob "
