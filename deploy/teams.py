@@ -27,6 +27,8 @@ SCHEMA_VERSION = 1
 ALL_GPUS = "all"
 """The [teams.gpu_cap] key that caps every GPU kind together."""
 UNOWNED_POLICIES = ("allow", "reject")
+REQUESTS_SUBSCRIPTION_SUFFIX = "-dispatch"
+"""A team's requests topic T reaches the dispatcher through the subscription T-dispatch."""
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _TEAM_KEYS = frozenset({"name", "owns", "priority", "monthly_budget_usd", "max_run_usd", "requests_topic", "gpu_cap"})
 
@@ -64,6 +66,12 @@ class Team:
     """The hard limit of one run's estimated cost (None: the monthly budget): above it a run is REJECTED."""
     requests_topic: str = ""
     """A Pub/Sub topic of the team's own for its TrainingRequests; "" = none (the shared topic only)."""
+
+    @property
+    def requests_subscription(self) -> str:
+        """The subscription delivering the team's topic to the dispatcher ("" without a topic): `landfall deploy`
+        creates it, and the dispatcher knows the team by it."""
+        return f"{self.requests_topic}{REQUESTS_SUBSCRIPTION_SUFFIX}" if self.requests_topic else ""
 
     @property
     def run_limit_usd(self) -> float:
@@ -107,6 +115,11 @@ class Teams:
         """The team whose own requests topic is `topic` (its short name), if any."""
         short = topic.rsplit("/", 1)[-1]
         return next((t for t in self.teams if t.requests_topic and t.requests_topic == short), None)
+
+    def by_subscription(self, subscription: str) -> Team | None:
+        """The team whose requests topic's dispatcher subscription is `subscription` (full or short name), if any."""
+        short = subscription.rsplit("/", 1)[-1]
+        return next((t for t in self.teams if t.requests_topic and t.requests_subscription == short), None)
 
 
 def _number(value: object, where: str, *, what: str) -> float:
@@ -166,7 +179,7 @@ def _team(raw: object, where: str) -> Team:
     topic = raw.get("requests_topic", "")
     if not isinstance(topic, str) or (topic and not re.match(r"^[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", topic)):
         raise TeamsError(f"{where}: requests_topic {topic!r} is not a Pub/Sub topic name (its short name)")
-    return Team(
+    team = Team(
         name=name,
         owns=tuple(_owned(o, f"{where}: owns[{i}]") for i, o in enumerate(owns)),
         monthly_budget_usd=_number(raw["monthly_budget_usd"], where, what="monthly_budget_usd"),
@@ -175,6 +188,12 @@ def _team(raw: object, where: str) -> Team:
         max_run_usd=None if raw.get("max_run_usd") is None else _number(raw["max_run_usd"], where, what="max_run_usd"),
         requests_topic=topic,
     )
+    if team.max_run_usd is not None and team.max_run_usd > team.monthly_budget_usd:
+        raise TeamsError(
+            f"{where}: max_run_usd {team.max_run_usd} is above monthly_budget_usd {team.monthly_budget_usd}: such a "
+            "run could never fit the month and would wait for ever; lower max_run_usd or raise the budget"
+        )
+    return team
 
 
 def parse_teams(raw: Mapping[str, Any], source: str = "teams.toml") -> Teams:
@@ -213,6 +232,12 @@ def parse_teams(raw: Mapping[str, Any], source: str = "teams.toml") -> Teams:
     return Teams(teams=teams, unowned=str(unowned), source=source)
 
 
+def team_topics(env: Mapping[str, str]) -> tuple[Team, ...]:
+    """The teams with a requests topic of their own, from the teams file the environment names (LANDFALL_TEAMS_FILE,
+    else the shipped file): the local stack creates their topics and subscriptions as `landfall deploy` does."""
+    return tuple(t for t in read_teams(env.get("LANDFALL_TEAMS_FILE", "")).teams if t.requests_topic)
+
+
 def read_teams(path: Traversable | Path | str | None = None) -> Teams:
     """The teams in path (default, or "": the shipped teams.toml, which holds none), checked."""
     where: Traversable | Path = (
@@ -239,4 +264,5 @@ __all__ = [
     "TeamsError",
     "parse_teams",
     "read_teams",
+    "team_topics",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,12 @@ class PubSubMessage:
     attributes: dict[str, str] = field(default_factory=dict)
     message_id: str = ""
     publish_time: str = ""
+    subscription: str = ""
+    """The subscription that delivered it (projects/P/subscriptions/S, in an Eventarc event's data); "" if not said."""
+    topic: str = ""
+    """The topic it was published on (projects/P/topics/T), "" when not said: a push whose endpoint path names the
+    topic gets it as the CloudEvent's source (functions-framework). The dispatcher knows a team's own requests topic
+    by it (docs/teams.md)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,22 @@ def pubsub_message(cloud_event: Any) -> PubSubMessage:
         attributes=dict(attributes),
         message_id=_text_field(message, "messageId", "message_id"),
         publish_time=_text_field(message, "publishTime", "publish_time"),
+        subscription=_text_field(data, "subscription"),
+        topic=_topic_of(cloud_event),
     )
+
+
+_TOPIC = re.compile(r"projects/[^/?]+/topics/[^/?]+")
+
+
+def _topic_of(cloud_event: Any) -> str:
+    """The topic a messagePublished event names in its source (//pubsub.googleapis.com/projects/P/topics/T)."""
+    try:
+        source = cloud_event["source"]
+    except (KeyError, TypeError):
+        return ""
+    found = _TOPIC.search(source) if isinstance(source, str) and len(source) <= MAX_MESSAGE_FIELD else None
+    return found.group(0) if found else ""
 
 
 def object_event(cloud_event: Any) -> ObjectEvent:

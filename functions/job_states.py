@@ -34,7 +34,7 @@ from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
 from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
-from schemas.vocabulary import CAPACITY_REASONS
+from schemas.vocabulary import BUDGET_EXCEEDED, CAPACITY_REASONS
 
 log = logging.getLogger("landfall.job_events")
 
@@ -171,6 +171,8 @@ def _with_reason(error: RunError, job: JobView, run: RunRecord) -> RunError:
     cancel = run.submission.cancel
     if found.reason == "cancelled" and cancel is not None:
         out = replace(out, message=f"cancelled by {cancel.by} at {cancel.at}", job_message=job.error_message or None)
+        if cancel.by.startswith(f"{BUDGET_EXCEEDED}:"):  # the reconciler's cancel of a run over its own budget
+            out = replace(out, code=BUDGET_EXCEEDED)
     return out
 
 

@@ -53,6 +53,17 @@ def team_ledger_store() -> TeamLedgerStore:
     return TeamLedgerStore(clients.firestore_client(), settings.runs_collection, settings.teams_collection)
 
 
+@cache
+def functions_runs_store() -> RunsStore:
+    """The runs store the dispatcher, listener and reconciler write through: with teams, one that settles a run's
+    team reservation when the run ends or waits (functions/gcp/team_ledger_store.py); else runs_store()."""
+    if not teams():
+        return runs_store()
+    from functions.gcp.team_ledger_store import SettlingRunsStore
+
+    return SettlingRunsStore(clients.firestore_client(), get_settings().runs_collection, team_ledger_store())
+
+
 def team_usage(now: datetime | None = None) -> list[TeamUse]:
     """Each team's use against its limits now: GPUs in flight per kind, the month's reserved and settled spend, in
     the teams file's order (what `landfall teams` and the dashboard's teams page show). Raises deploy.teams.TeamsError
@@ -254,9 +265,10 @@ def ingest_deps() -> IngestDeps:
 def dispatch_deps() -> DispatchDeps:
     from functions.dispatch.handler import DispatchDeps
 
+    known = teams()
     return DispatchDeps(
         settings=get_settings(),
-        store=runs_store(),
+        store=functions_runs_store(),
         vertex=vertex_jobs(),
         plan=_plan,
         now=utc_now,
@@ -264,6 +276,8 @@ def dispatch_deps() -> DispatchDeps:
         limiter=rate_limits_store(),
         champion=_champion_env,
         replan=_replan,
+        teams=known or None,
+        ledger=team_ledger_store() if known else None,
     )
 
 
@@ -273,7 +287,7 @@ def listener_deps() -> ListenerDeps:
     from functions.listener.handler import ListenerDeps
 
     return ListenerDeps(
-        store=runs_store(),
+        store=functions_runs_store(),
         vertex=vertex_jobs(),
         read_text=read_gcs_text(clients.storage_client()),
         now=utc_now,
@@ -346,6 +360,27 @@ def reconciler_deps() -> Any:
             full_after_seconds=settings.reconcile_full_after_seconds,
             orphan_window_seconds=settings.orphan_window_seconds,
         ),
+        teams=_team_looks(),
+    )
+
+
+def _team_looks() -> Any:
+    """The reconciler's team looks (functions/reconciler/team_looks.py); None without teams."""
+    known = teams()
+    if not known:
+        return None
+    from functions.reconciler.team_looks import TeamLooks
+
+    ledger = team_ledger_store()
+
+    def priority(name: str) -> int:
+        team = known.named(name)
+        return team.priority if team is not None else 0
+
+    return TeamLooks(
+        priority=priority,
+        held_to_settle=ledger.held_to_settle,
+        settle=lambda run: ledger.settle(run, utc_now()),
     )
 
 

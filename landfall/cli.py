@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "operations",
     "retry",
     "models",
+    "teams",
     "dead_letters",
     "planning",
     "deploy",
@@ -46,6 +47,7 @@ STACK_NEEDS = {
     "model": ("vertex",),
     "promote": ("firestore", "vertex"),
     "rollback": ("firestore", "vertex"),
+    "teams": ("firestore",),
 }
 """The services each command reads or writes; they are checked (landfall/reach.py) before the command runs, so a
 stopped stack is one line at once, not a client retrying for minutes. Commands not named here need no stack or,

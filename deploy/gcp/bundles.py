@@ -5,7 +5,7 @@ the function imports and reads, with the repository's layout:
 
 - functions/ and schemas/ without tests, caches or golden examples;
 - the deploy/ modules they import (found by reading their imports) and the data files those read
-  (topology.toml, routes.toml);
+  (topology.toml, routes.toml, teams.toml);
 - main.py at the root, re-exporting the entry point (Cloud Run functions load main.py);
 - requirements.txt: functions/requirements.txt, refused if it names torch or a test tool.
 
@@ -29,8 +29,8 @@ from deploy.images import trainer_image
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STAGE_DIR = Path(".landfall") / "deploy"
 """Relative to the repository root: the commands name staged paths this way, run from the root."""
-DEPLOY_DATA_FILES = ("deploy/topology.toml", "deploy/routes.toml")
-"""Data files the functions read through deploy/ modules (topology, routes)."""
+DEPLOY_DATA_FILES = ("deploy/topology.toml", "deploy/routes.toml", "deploy/teams.toml")
+"""Data files the functions read through deploy/ modules (topology, routes, teams)."""
 SKIP_DIRS = frozenset({"__pycache__", "tests", "examples", ".pytest_cache", ".ruff_cache"})
 SKIP_SUFFIXES = (".pyc", ".pyo")
 NOT_FOR_FUNCTIONS = ("torch", "pytest", "hypothesis", "ruff", "fake-gcs-server", "tensorboard", "pyarrow")

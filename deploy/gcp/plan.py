@@ -29,6 +29,7 @@ from deploy.gcp.firestore import CompositeIndex, listed_indexes, load_indexes
 from deploy.gcp.iam import DATABASE, Names, Resource
 from deploy.gcp.steps import Arg, Argv, Fact, Later, Plan, Step
 from deploy.images import trainer_image
+from deploy.teams import read_teams
 from deploy.topology import Topology, load_topology
 from schemas.gpus import sm_name
 
@@ -338,6 +339,19 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                 if_found=("gcloud", "pubsub", "topics", "update", topic, *schema, proj) if schema else None,
             )
         )
+    teams = [t for t in read_teams().teams if t.requests_topic]  # deploy/teams.toml, as the bundles ship it
+    for team in teams:  # each team's own requests topic: Pub/Sub IAM on it decides who may publish for the team
+        schema = (f"--schema={schema_id}", "--message-encoding=json")
+        steps.append(
+            _exists_step(
+                f"create team {team.name}'s requests topic {team.requests_topic}",
+                ("gcloud", "pubsub", "topics", "create", team.requests_topic, *schema, proj),
+                section,
+                probe=("gcloud", "pubsub", "topics", "describe", team.requests_topic, proj),
+                if_found=("gcloud", "pubsub", "topics", "update", team.requests_topic, *schema, proj),
+                remedy=f"Grant roles/pubsub.publisher on {team.requests_topic} to who may publish for {team.name}.",
+            )
+        )
     for dead in dict.fromkeys(delivery_policy(route.name).dead_letter_topic for route in topology.functions):
         if dead not in topology.topics:
             steps.append(
@@ -493,6 +507,20 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
                 if_found=("gcloud", "pubsub", "subscriptions", "update", route.subscription, *settings),
             )
         )
+        for team in teams if route.topic == topology.requests_topic else ():
+            # Pushed to the function's path /projects/P/topics/T: functions-framework makes it the event's source,
+            # by which the dispatcher knows the team (docs/teams.md).
+            sub, path = team.requests_subscription, f"projects/{p}/topics/{team.requests_topic}"
+            own = (Later(f"--push-endpoint={{{_url_fact(route.name)}}}/{path}"), *settings[1:])
+            steps.append(
+                _exists_step(
+                    f"create the subscription {sub} pushing team {team.name}'s {team.requests_topic} to {route.name}",
+                    ("gcloud", "pubsub", "subscriptions", "create", sub, f"--topic={team.requests_topic}", *own),
+                    section,
+                    probe=("gcloud", "pubsub", "subscriptions", "describe", sub, proj),
+                    if_found=("gcloud", "pubsub", "subscriptions", "update", sub, *own),
+                )
+            )
     steps += _grant_steps(iam.grants_on(frozenset({"subscription"}), config, n), n, section)
 
     section = "Bucket notification: OBJECT_FINALIZE of the routed prefixes to the object-events topic"

@@ -15,6 +15,7 @@ from deploy.gcp.config import load_deploy_config
 from deploy.gcp.plan import DATABASE, Target, facts, names, scheduler_job
 from deploy.gcp.steps import ITEM, Argv, Guard, Plan, Step
 from deploy.images import trainer_image
+from deploy.teams import read_teams
 from deploy.topology import load_topology
 
 PROJECT_ONLY = frozenset({"project"})
@@ -78,6 +79,14 @@ def teardown_plan(target: Target) -> Plan:
             section,
             ("gcloud", "pubsub", "subscriptions", "describe", route.subscription, proj),
         )
+    teams = [t for t in read_teams().teams if t.requests_topic]  # each team's own topic (docs/teams.md)
+    for team in teams:
+        gone(
+            f"delete the subscription {team.requests_subscription}",
+            ("gcloud", "pubsub", "subscriptions", "delete", team.requests_subscription, proj),
+            section,
+            ("gcloud", "pubsub", "subscriptions", "describe", team.requests_subscription, proj),
+        )
     for spec in config.functions:
         where = (spec.deployed_name, f"--region={r}", proj)
         gone(
@@ -118,7 +127,7 @@ def teardown_plan(target: Target) -> Plan:
             section,
             ("gcloud", "pubsub", "subscriptions", "describe", hold, proj),
         )
-    for topic in dict.fromkeys((*topology.topics, *n.dead_letter_topics)):
+    for topic in dict.fromkeys((*topology.topics, *n.dead_letter_topics, *(t.requests_topic for t in teams))):
         gone(
             f"delete the topic {topic}",
             ("gcloud", "pubsub", "topics", "delete", topic, proj),

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from deploy.teams import team_topics
 from deploy.topology import FunctionRoute, RetryPolicy, load_topology
 
 READY_LINE = "landfall delivery bridge ready"
@@ -68,8 +69,16 @@ class Route:
     max_delivery_attempts: int
 
 
-def routes_for(functions: Sequence[FunctionRoute], project: str, endpoints: Mapping[str, str]) -> list[Route]:
-    """A Route per function that has an endpoint; every endpoint must name a function of the topology."""
+def routes_for(
+    functions: Sequence[FunctionRoute],
+    project: str,
+    endpoints: Mapping[str, str],
+    also: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+) -> list[Route]:
+    """A Route per function that has an endpoint; every endpoint must name a function of the topology. `also`: more
+    (subscription, topic) a function is fed from (the teams' requests topics to the dispatcher, docs/teams.md),
+    pushed to the endpoint's path /projects/P/topics/T, as `landfall deploy` sets them: functions-framework makes the
+    topic the event's source."""
     known = {f.name: f for f in functions}
     unknown = sorted(set(endpoints) - set(known))
     if unknown:
@@ -85,6 +94,18 @@ def routes_for(functions: Sequence[FunctionRoute], project: str, endpoints: Mapp
         )
         for f in functions
         if f.name in endpoints
+    ] + [
+        Route(
+            function=f.name,
+            subscription=f"projects/{project}/subscriptions/{extra}",
+            endpoint=f"{endpoints[f.name].rstrip('/')}/projects/{project}/topics/{topic}",
+            ack_deadline_seconds=f.ack_deadline_seconds,
+            retry=f.retry,
+            max_delivery_attempts=f.dead_letter.max_delivery_attempts,
+        )
+        for f in functions
+        if f.name in endpoints
+        for extra, topic in (also or {}).get(f.name, ())
     ]
 
 
@@ -390,7 +411,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.max_outstanding < 1:
         parser.error(f"--max-outstanding must be >= 1, got {args.max_outstanding}")
     try:
-        routes = routes_for(load_topology().functions, args.project, _endpoints(args.endpoint))
+        topology = load_topology()
+        teams = [(t.requests_subscription, t.requests_topic) for t in team_topics(os.environ)]
+        also = {topology.fed_by(topology.requests_topic).name: teams}
+        routes = routes_for(topology.functions, args.project, _endpoints(args.endpoint), also)
     except ValueError as exc:
         parser.error(str(exc))
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # before the client starts its threads: they inherit it

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.local.services import REPO_ROOT
+from deploy.teams import team_topics
 from deploy.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -49,9 +50,10 @@ def create_topics(topology: Topology, project: str) -> bool:
     except Exception as exc:
         if not _already_exists(exc):
             raise
-    for topic in topology.topics:
+    teams = tuple(t.requests_topic for t in team_topics(os.environ))  # each team's own requests topic (docs/teams.md)
+    for topic in (*topology.topics, *teams):
         request: dict[str, Any] = {"name": f"projects/{project}/topics/{topic}"}
-        if topic == topology.requests_topic and attached:
+        if (topic == topology.requests_topic or topic in teams) and attached:
             request["schema_settings"] = {"schema": schema_path, "encoding": Encoding.JSON}
         try:
             publisher.create_topic(request=request)
@@ -76,6 +78,15 @@ def subscription_requests(topology: Topology, project: str) -> list[dict[str, An
             },
         }
         for route in topology.functions
+    ]
+    dispatch = topology.fed_by(topology.requests_topic)
+    requests += [  # a team's requests topic reaches the dispatcher through its own subscription, as in Google Cloud
+        {
+            **next(r for r in requests if r["name"].endswith(f"/{dispatch.subscription}")),
+            "name": f"projects/{project}/subscriptions/{team.requests_subscription}",
+            "topic": f"projects/{project}/topics/{team.requests_topic}",
+        }
+        for team in team_topics(os.environ)
     ]
     requests.append(
         {

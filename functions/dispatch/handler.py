@@ -25,10 +25,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from deploy.teams import Teams
 from functions.dispatch import job_spec
 from functions.dispatch.canary_replan import replan_note
 from functions.dispatch.dataset_check import DatasetObjects, check_dataset
 from functions.dispatch.request_rules import request_problems
+from functions.dispatch.team_rules import LedgerPort, admitted_claim, team_of, team_rejection
 from functions.envelopes import PubSubMessage
 from functions.errors import PermanentError, TransientError
 from functions.fault_points import fault_point
@@ -60,6 +62,7 @@ from schemas.run_record import (
     VertexJobRef,
     new_run,
 )
+from schemas.team_ledger import RunCharge
 from schemas.times import format_timestamp, parse_timestamp
 from schemas.training_request import TrainingRequest, parse_training_request, run_id_for
 from schemas.vocabulary import SUBMIT_RATE, VERTEX_RATE_LIMIT
@@ -111,6 +114,10 @@ class DispatchDeps:
     (functions/records/model_registration.py champion_env); None or {}: no champion to score."""
     replan: Callable[[TrainingRequest, Plan, CanaryFigures], OutcomeLike] | None = None
     """Plans a run again from its canary's figures (functions/dispatch/canary_replan.py); None = `plan` (tests)."""
+    teams: Teams | None = None
+    """The teams file (deploy/teams.py); None or no teams: every run allowed, no ledger (docs/teams.md)."""
+    ledger: LedgerPort | None = None
+    """The team ledger, changed in the claim's transaction (functions/gcp/team_ledger_store.py)."""
 
 
 class SubmitLimiter(Protocol):
@@ -147,7 +154,11 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         (seen, False)
         if seen is not None
         else deps.store.create_if_absent(
-            replace(new_run(run_id, request.to_dict(), now=now), retry_of=request.retry_of or None)
+            replace(
+                new_run(run_id, request.to_dict(), now=now),
+                retry_of=request.retry_of or None,
+                team=_came_for_team(request, message, deps),
+            )
         )
     )
     fault_point("dispatch.after_record")
@@ -155,16 +166,21 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"
     if run.state == RunState.RECEIVED:
-        return _plan_and_submit(run_id, request, deps)
-    return _submit(run_id, request, deps)
+        return _plan_and_submit(run_id, request, deps, topic=message.topic, subscription=message.subscription)
+    return _submit(run_id, request, deps, team=run.team.name if run.team else None)
 
 
-def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) -> str:
+def _plan_and_submit(
+    run_id: str, request: TrainingRequest, deps: DispatchDeps, *, topic: str = "", subscription: str = ""
+) -> str:
     """Check and plan a RECEIVED run, then claim and submit it (a delivery, or the reconciler taking over a run whose
-    delivery died after recording it)."""
+    delivery died after recording it: the subscription it came on is not known then, and the team is its data's)."""
     problems = request_problems(request, deps.settings, deps.now())
     if problems:
         return _reject(run_id, "invalid-request", "; ".join(problems), deps)
+    charge, refused = team_of(request, deps.teams, topic=topic, subscription=subscription)
+    if refused is not None:
+        return _reject(run_id, refused.code, refused.reason, deps)
     refusal = check_dataset(request, deps.objects, deps.settings) if deps.objects is not None else None
     if refusal is not None:
         return _reject(run_id, refusal.code, refusal.reason, deps)
@@ -173,6 +189,9 @@ def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) 
         return _reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
     # The run keeps each plan with its best few alternatives (schemas/record_bounds.py); `landfall plan` lists all.
     plan, fallbacks = stored_plan(outcome.plan), tuple(stored_plan(p) for p in outcome.fallbacks[:FALLBACKS_KEPT])
+    over = team_rejection(deps.teams, charge, plan, deps.now())
+    if over is not None:
+        return _reject(run_id, over.code, over.reason, deps)
     fault_point("dispatch.after_plan")
     # Recorded with the claim, in its transaction (one write instead of two on the way to CreateCustomJob).
     planned = run_rules.transition(
@@ -184,9 +203,10 @@ def _plan_and_submit(run_id: str, request: TrainingRequest, deps: DispatchDeps) 
             plan=plan,
             cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
             submission=replace(r.submission, fallbacks=fallbacks, attempts=()),
+            team=charge or r.team,
         ),
     )
-    return _submit(run_id, request, deps, planned=planned)
+    return _submit(run_id, request, deps, planned=planned, team=charge.name if charge else None)
 
 
 def _pending_attempt(plan: Plan, at: str, round_number: int | None) -> SubmissionAttempt:
@@ -219,7 +239,11 @@ def _settled(state: RunState) -> bool:
 
 
 def _submit(
-    run_id: str, request: TrainingRequest, deps: DispatchDeps, planned: run_rules.Step[object] | None = None
+    run_id: str,
+    request: TrainingRequest,
+    deps: DispatchDeps,
+    planned: run_rules.Step[object] | None = None,
+    team: str | None = None,
 ) -> str:
     """Claim the run's submission (after `planned`, the move to PLANNED, in the same transaction) and make its
     CreateCustomJob attempts. A fresh claim records the first attempt with the claim itself.
@@ -229,14 +253,38 @@ def _submit(
     recovering delivery's look for an earlier job kept the run unsubmitted for the 120 s lease)."""
     owner = uuid.uuid4().hex
     now = deps.now()
-    claim = deps.store.claim_submission(
-        run_id,
-        owner=owner,
-        now=now,
-        lease_seconds=deps.settings.submission_lease_seconds,
-        first_attempt=_first_attempt(format_timestamp(now)),
-        before=planned,
-    )
+    known = deps.teams.named(team) if deps.teams is not None and team is not None else None
+    if known is not None and deps.ledger is not None:
+        # The claim and the team's ledger in one transaction: two deliveries never both pass a cap (docs/teams.md).
+        claim, admission = deps.ledger.apply(
+            run_id,
+            known.name,
+            admitted_claim(
+                known,
+                run_rules.claim_submission(
+                    run_id,
+                    owner=owner,
+                    now=now,
+                    lease_seconds=deps.settings.submission_lease_seconds,
+                    first_attempt=_first_attempt(format_timestamp(now)),
+                ),
+                before=planned,
+                now=now,
+                wait_seconds=deps.settings.wait_backoff_seconds,
+            ),
+        )
+        if admission is not None and admission.verdict != "fits":
+            log.info("run %s: %s (%s)", run_id, admission.verdict, admission.message)
+            return f"{'waiting' if claim.doc.state == RunState.WAITING else 'failed'}:{admission.verdict}"
+    else:
+        claim = deps.store.claim_submission(
+            run_id,
+            owner=owner,
+            now=now,
+            lease_seconds=deps.settings.submission_lease_seconds,
+            first_attempt=_first_attempt(format_timestamp(now)),
+            before=planned,
+        )
     if claim.outcome == ClaimOutcome.BUSY:
         raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
     if claim.outcome == ClaimOutcome.DONE:
@@ -576,8 +624,23 @@ def resubmit(run_id: str, deps: DispatchDeps) -> str:
             "idempotency key"
         ) from exc
     if run.state == RunState.RECEIVED:
-        return _plan_and_submit(run_id, request, deps)
-    return _submit(run_id, request, deps)
+        # A request that came on a team's own topic keeps that team (recorded with the run) when taken over.
+        team = deps.teams.named(run.team.name) if deps.teams is not None and run.team is not None else None
+        via_topic = team is not None and run.team is not None and run.team.via == "topic"
+        return _plan_and_submit(
+            run_id, request, deps, topic=team.requests_topic if team is not None and via_topic else ""
+        )
+    return _submit(run_id, request, deps, team=run.team.name if run.team else None)
+
+
+def _came_for_team(request: TrainingRequest, message: PubSubMessage, deps: DispatchDeps) -> RunCharge | None:
+    """The team whose own requests topic delivered the request, recorded with the new run (so a takeover knows it)."""
+    if not deps.teams or not (message.topic or message.subscription):
+        return None
+    team = (deps.teams.by_topic(message.topic) if message.topic else None) or (
+        deps.teams.by_subscription(message.subscription) if message.subscription else None
+    )
+    return RunCharge(team.name, via="topic") if team is not None else None
 
 
 def _with_attempts(

@@ -6,17 +6,23 @@ is aborted and tried again on the fresh ledger), so no two can both pass a cap t
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from functions.errors import TransientError, as_transient
+from functions.errors import LandfallError, TransientError, as_transient
 from functions.gcp.firestore_tx import ATTEMPTS, BACKOFF_CAP_S, changed_fields
+from functions.gcp.runs_store import RunsStore
+from functions.records.run_rules import Step
+from functions.records.team_ledger import settle_step, settles
 from schemas.run_record import RunRecord, parse_run_record
 from schemas.team_ledger import TeamLedger, parse_team_ledger
 
 T = TypeVar("T")
+log = logging.getLogger("landfall.teams")
 
 PairStep = Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]]
 """Given the run and its team's ledger as stored (None when absent): the run and the ledger to write (None: leave it
@@ -93,5 +99,53 @@ class TeamLedgerStore:
             f"{last}); will retry"
         ) from last
 
+    def held_to_settle(self, *, limit: int = 500) -> list[RunRecord]:
+        """Runs still holding a reservation although they ended or wait (a settle that failed after the run's own
+        write): the reconciler settles them."""
+        from google.cloud.firestore_v1.base_query import FieldFilter
 
-__all__ = ["PairStep", "TeamLedgerStore"]
+        try:
+            query = self._client.collection(self._runs).where(filter=FieldFilter("team.held", "==", True))
+            docs = [d.to_dict() for d in query.limit(limit).stream()]
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        return [run for run in (parse_run_record(d) for d in docs) if settles(run)]
+
+    def settle(self, run: RunRecord, now: datetime) -> bool:
+        """Settle the run's held reservation (if still held, read again in the transaction); True when this call did."""
+        if run.team is None:
+            return False
+        return self.apply(run.run_id, run.team.name, settle_step(now=now))
+
+
+class SettlingRunsStore(RunsStore):
+    """The runs store of the functions when teams are configured: any write that ends a run holding a reservation,
+    or makes it wait, settles the reservation in the team's ledger right after, in a transaction of its own. Should
+    that fail, the run's charge stays held and the reconciler's pass settles it (TeamLedgerStore.held_to_settle):
+    the held flag, read in each settling transaction, makes it happen once."""
+
+    def __init__(
+        self, client: Any, collection: str, ledger: TeamLedgerStore, now: Callable[[], datetime] | None = None
+    ) -> None:
+        super().__init__(client, collection)
+        self.ledger = ledger
+        self._now = now or (lambda: datetime.now(UTC))
+
+    def apply(self, run_id: str, step: Step[T]) -> T:
+        written: list[RunRecord] = []
+
+        def capturing(cur: RunRecord | None) -> tuple[RunRecord | None, T]:
+            new, result = step(cur)
+            written[:] = [] if new is None else [new]
+            return new, result
+
+        result = super().apply(run_id, capturing)
+        if written and settles(written[0]):
+            try:
+                self.ledger.settle(written[0], self._now())
+            except LandfallError as exc:
+                log.warning("run %s: its team reservation is settled by the next reconcile pass (%s)", run_id, exc)
+        return result
+
+
+__all__ = ["PairStep", "SettlingRunsStore", "TeamLedgerStore"]

@@ -35,6 +35,7 @@ from functions.job_states import JobStateDeps, record_job_state
 from functions.reconciler.changes import ChangeDeps, PassLook, start_pass
 from functions.reconciler.orphans import OrphanDeps, find_orphans
 from functions.reconciler.republish import RepublishDeps, republish_unanswered
+from functions.reconciler.team_looks import TeamLooks, cancel_over_budget, in_pass_order, over_budget, settle_leftovers
 from functions.records.attempts import AttemptPolicy, wait_over
 from functions.records.long_waits import WAITING_JOB_STATES, long_wait_noted
 from functions.records.run_rules import submission_lease
@@ -88,6 +89,8 @@ class ReconcilerDeps:
     changes: ChangeDeps | None = None
     """Watermarks and shards (changes.py): a pass lists what changed since the last; None: every open run's job is
     read and every labelled job listed, each pass."""
+    teams: TeamLooks | None = None
+    """Team priorities and leftover reservations (team_looks.py); None: no teams."""
 
 
 _PASS = threading.Lock()
@@ -111,7 +114,7 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     regions: dict[str, None] = {}
     look = None if deps.changes is None else start_pass(deps.changes, deps.now())
     runs = deps.open_runs() if look is None else look.shard_runs(deps.open_runs())
-    for run in runs:
+    for run in in_pass_order(runs, deps.teams):
         regions.update(
             dict.fromkeys(
                 r for r in (run.vertex.region if run.vertex else "", run.plan.region if run.plan else "") if r
@@ -148,6 +151,9 @@ def _reconcile(deps: ReconcilerDeps) -> str:
         )
     if republish is not None:
         counts.update(_look("republish", lambda: republish_unanswered(republish, now=deps.now())))
+    teams = deps.teams
+    if teams is not None:
+        counts.update(_look("team", lambda: settle_leftovers(teams)))
     if look is not None:
         counts.update(_finish(look))
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
@@ -211,6 +217,9 @@ def reconcile_run(
         return f"resubmitted:{deps.resubmit(run.run_id)}"
     if run.vertex is None:
         return "unchanged"
+    over = over_budget(run, now) if run.submission.cancel is None else None
+    if over is not None:
+        return cancel_over_budget(run, over, deps.listener.store, deps.vertex, now)
     job = deps.vertex.get(run.vertex.job_name) if job_of is None else job_of(run)
     if job is None:
         return "unchanged"

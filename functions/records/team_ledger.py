@@ -10,16 +10,24 @@ the run's actual cost (elapsed time x the plan's hourly price when Vertex report
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from deploy.teams import ALL_GPUS, Team, Teams
+from functions.records.attempts import candidates
+from functions.records.leases import Claim, ClaimOutcome
+from functions.records.run_rules import Step, transitioned
 from schemas.plan import Plan
+from schemas.record_bounds import REASON_KEPT, cut
+from schemas.run_record import RunError, RunRecord, RunState, Waiting
 from schemas.team_ledger import MONTHS_KEPT, MonthSpend, RunCharge, TeamLedger
-from schemas.times import format_timestamp
+from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.vocabulary import TEAM_BUDGET, TEAM_CAP, TEAM_LIMIT
+
+T = TypeVar("T")
 
 
 def month_of(now: datetime) -> str:
@@ -252,11 +260,129 @@ __all__ = [
     "Admission",
     "TeamUse",
     "Verdict",
+    "actual_cost",
     "admit",
+    "claim_admitted",
     "month_of",
     "plan_gpus",
     "reserved",
+    "running_cost",
+    "settle_step",
     "settled",
+    "settles",
+    "team_waited",
     "use_of",
     "uses_of",
 ]
+
+
+# Steps over a run and its team's ledger, applied in one transaction (functions/gcp/team_ledger_store.py) ----------
+
+
+PairResult = tuple[RunRecord | None, TeamLedger | None, T]
+
+
+def claim_admitted(
+    team: Team, claim: Step[Claim[RunRecord]], *, now: datetime, wait_seconds: int
+) -> Callable[[RunRecord | None, TeamLedger | None], PairResult[tuple[Claim[RunRecord], Admission | None]]]:
+    """The submission claim with the team's ledger: a fresh claim (or a takeover) of a run holding no reservation
+    is admitted against the team's limits first. Fits: the claim is written with the run's estimate reserved and its
+    GPUs in flight, and the ledger with them. Over a cap or the budget: the run WAITS instead (reason team-cap or
+    team-budget, retried by the reconciler after `wait_seconds`, or sooner when the team has room; no claim is held).
+    Over a hard limit (the teams file changed since the run was planned): the run FAILS with the reason. The claim's
+    outcome is then DONE; the admission says why."""
+
+    def step(run: RunRecord | None, ledger: TeamLedger | None) -> PairResult[tuple[Claim[RunRecord], Admission | None]]:
+        new, result = claim(run)
+        taken = result.outcome in (ClaimOutcome.CLAIMED, ClaimOutcome.RECOVER)
+        if new is None or not taken or new.team is None or new.team.held:
+            return new, None, (result, None)
+        plans = candidates(new)
+        plan = plans[0] if plans else new.plan
+        gpus = plan_gpus(plan) if plan is not None else {}
+        estimate = plan.estimated_cost_usd if plan is not None else 0.0
+        admission = admit(team, ledger, gpus, estimate, now)
+        if admission.verdict == Verdict.FITS:
+            after, held = reserved(ledger, new.team, gpus, estimate, now)
+            claimed_run = replace(new, team=held)
+            return claimed_run, after, (Claim(result.outcome, claimed_run), admission)
+        if admission.verdict == Verdict.REJECT:
+            error = RunError(TEAM_LIMIT, cut(admission.message))
+            ended = transitioned(
+                _unclaimed(new, now), RunState.FAILED, now=now, detail=cut(admission.message), change=_with(error)
+            )
+            return ended, None, (Claim(ClaimOutcome.DONE, ended or new), admission)
+        waiting = team_waited(new, admission, now=now, wait_seconds=wait_seconds)
+        return waiting, None, (Claim(ClaimOutcome.DONE, waiting or new), admission)
+
+    return step
+
+
+def _with(error: RunError) -> Callable[[RunRecord], RunRecord]:
+    return lambda r: replace(r, error=error)
+
+
+def _unclaimed(run: RunRecord, now: datetime) -> RunRecord:
+    """The run without the claim's pending attempt and lease: nothing was tried."""
+    attempts = tuple(a for a in run.submission.attempts or () if a.outcome != "pending")
+    return replace(
+        run,
+        submission=replace(run.submission, attempts=attempts or None, owner="", lease_until=format_timestamp(now)),
+    )
+
+
+def team_waited(run: RunRecord, admission: Admission, *, now: datetime, wait_seconds: int) -> RunRecord | None:
+    """The run WAITING for its team's room (reason team-cap or team-budget): retried at retry_at by the reconciler
+    (the same WAITING machinery as capacity waits, and the same give-up time), or sooner when its team has room."""
+    prior = run.submission.waiting
+    going_on = prior is not None and run.state == RunState.WAITING
+    since = prior.since if prior is not None and going_on else format_timestamp(now)
+    wait = Waiting(
+        reason=str(admission.verdict),
+        retry_at=format_timestamp(now + timedelta(seconds=wait_seconds)),
+        since=since,
+        tries=(prior.tries + 1) if prior is not None and going_on else 1,
+        note=cut(admission.message, REASON_KEPT),
+    )
+    return transitioned(
+        _unclaimed(run, now),
+        RunState.WAITING,
+        now=now,
+        detail=f"waiting for its team ({admission.verdict}) until {wait.retry_at}: {cut(admission.message)}",
+        change=lambda r: replace(r, submission=replace(r.submission, waiting=wait)),
+    )
+
+
+def settles(run: RunRecord) -> bool:
+    """Whether the run's reservation is to be settled now: it holds one, and it ended or waits (no job in flight)."""
+    return run.team is not None and run.team.held and (run.state.terminal or run.state == RunState.WAITING)
+
+
+def actual_cost(run: RunRecord, now: datetime) -> float:
+    """What the run's held reservation turned into: its recorded actual cost, else its running time (started to
+    ended, or to now) x its plan's hourly price; 0 for a run that never started a job."""
+    if run.cost.actual_usd is not None:
+        return run.cost.actual_usd
+    return running_cost(run, now)
+
+
+def running_cost(run: RunRecord, now: datetime) -> float:
+    """The run's cost so far: time since its job started (until it ended) x its plan's hourly price."""
+    started = parse_timestamp_or_none(run.timings.started_at or "")
+    if started is None or run.plan is None:
+        return 0.0
+    ended = parse_timestamp_or_none(run.timings.ended_at or "") or now
+    return max((ended - started).total_seconds(), 0.0) / 3600 * run.plan.hourly_cost_usd
+
+
+def settle_step(*, now: datetime) -> Callable[[RunRecord | None, TeamLedger | None], PairResult[bool]]:
+    """Settle the run's reservation if it is still held and the run ended or waits: exactly once, whichever of the
+    listener, the reconciler or the dispatcher gets there first (the held flag is read in the same transaction)."""
+
+    def step(run: RunRecord | None, ledger: TeamLedger | None) -> PairResult[bool]:
+        if run is None or run.team is None or not settles(run):
+            return None, None, False
+        after, done = settled(ledger, run.team, actual_cost(run, now), now)
+        return replace(run, team=done), after, True
+
+    return step

@@ -43,7 +43,8 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     mapped[PROMOTION_IMAGE] = [sys.executable, str(Path(__file__).with_name("promotion_trainer.py"))]
     images.write_text(json.dumps(mapped))
     saved = dict(os.environ)
-    # Inherited by every function process: test routes, a one-second sweep schedule, the extra bucket.
+    # Inherited by every function process: test routes and teams (teams.toml: two teams under own-image/ only), a
+    # one-second sweep schedule, the extra bucket.
     # The reconciler (ticking every second too) leaves a job that ended to the listener for 5 s, not a minute, and a
     # run refused capacity everywhere waits 2 s before its next round, not a minute.
     # The trainer's test hook (trainer/fault_hooks.py) runs out of memory on datasets whose URI holds OOM_MARKER.
@@ -53,6 +54,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     os.environ.update(
         {
             "LANDFALL_ROUTES_FILE": str(ROUTES_FILE),
+            "LANDFALL_TEAMS_FILE": str(ROUTES_FILE.with_name("teams.toml")),
             "LANDFALL_SWEEP_EVERY_SECONDS": "1",
             "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}",
             "LANDFALL_RECONCILE_GRACE_SECONDS": "5",

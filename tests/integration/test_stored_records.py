@@ -21,6 +21,7 @@ from functions.gcp.measurements_store import MeasurementsStore
 from functions.gcp.orphans_store import OrphansStore
 from functions.gcp.rate_limits_store import RateLimitsStore
 from functions.gcp.runs_store import RunsStore
+from functions.gcp.team_ledger_store import TeamLedgerStore
 from functions.gcp.watermarks_store import WatermarksStore
 from functions.records.dataset_versions import VersionOutcome
 from functions.records.leases import ClaimOutcome
@@ -33,6 +34,7 @@ from schemas.orphan_record import parse_orphan_record
 from schemas.rate_bucket import CREATE_CUSTOM_JOB, bucket_id, parse_rate_bucket
 from schemas.reconcile_watermark import parse_reconcile_watermark
 from schemas.run_record import parse_run_record
+from schemas.team_ledger import parse_team_ledger
 from schemas.times import parse_timestamp
 from tests.conftest import PROJECT, Emulator
 
@@ -49,6 +51,7 @@ STORED: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "rate_limits_collection": ("rate_bucket", parse_rate_bucket),
     "reconciler_collection": ("reconcile_watermark", parse_reconcile_watermark),
     "measurements_collection": ("measurement", parse_measurement),
+    "teams_collection": ("team_ledger", parse_team_ledger),
 }
 
 
@@ -105,6 +108,15 @@ def test_a_rate_bucket_written_by_two_takes_reads_back_as_the_golden(client: Any
     assert (first, second) == (now, now + timedelta(seconds=1.2))  # the second take waits one interval
     doc = stored(client, f"{TOPOLOGY.rate_limits_collection}/{bucket_id(CREATE_CUSTOM_JOB, expected.region)}")
     assert doc == golden("rate_bucket") and parse_rate_bucket(doc) == expected
+
+
+def test_a_team_ledger_reads_back_as_the_golden(client: Any) -> None:
+    expected = parse_team_ledger(golden("team_ledger"))
+    ledger = TeamLedgerStore(client, TOPOLOGY.runs_collection, TOPOLOGY.teams_collection)
+    assert ledger.apply("no-such-run", expected.team, lambda run, cur: (None, expected, cur)) is None
+    doc = stored(client, f"{TOPOLOGY.teams_collection}/{expected.team}")
+    assert doc == golden("team_ledger") and parse_team_ledger(doc) == expected
+    assert ledger.ledgers([expected.team, "nobody"]) == {expected.team: expected}
 
 
 def test_a_reconcile_watermark_reads_back_as_the_golden(client: Any) -> None:

@@ -163,3 +163,37 @@ def test_bridge_routes_follow_the_topology_and_refuse_unknown_functions() -> Non
     ]
     with pytest.raises(ValueError, match=r"unknown functions \['dispach'\]"):
         routes_for(topology.functions, "proj", {"dispach": "http://127.0.0.1:1/"})
+
+
+def test_a_push_to_the_path_of_a_teams_topic_tells_the_function_the_topic(tmp_path: Path) -> None:
+    """A team's requests subscription pushes to the dispatcher's /projects/P/topics/T (`landfall deploy`, the local
+    bridge): functions-framework makes that the event's source, the message's `topic` (docs/teams.md)."""
+    import functions_framework
+
+    source = tmp_path / "team_push_target.py"
+    source.write_text(
+        "import functions_framework\n"
+        "from functions import envelopes\n"
+        "SEEN = []\n"
+        "@functions_framework.cloud_event\n"
+        "def target(event):\n"
+        "    SEEN.append(envelopes.pubsub_message(event))\n"
+    )
+    app = functions_framework.create_app("target", str(source), "cloudevent")
+    body = push_body(_message(data=b"payload"), "projects/p/subscriptions/landfall-requests-vision-dispatch", 1)
+    for path in ("/projects/p/topics/landfall-requests-vision", "/"):
+        response = app.test_client().post(path, data=json.dumps(body), content_type="application/json")
+        assert response.status_code == 200
+    team, shared = sys.modules["team_push_target"].SEEN
+    assert team.topic == "projects/p/topics/landfall-requests-vision" and shared.topic == ""
+    (route,) = [
+        r
+        for r in routes_for(
+            load_topology().functions,
+            "p",
+            {"dispatch": "http://127.0.0.1:1/"},
+            {"dispatch": [("landfall-requests-vision-dispatch", "landfall-requests-vision")]},
+        )
+        if r.subscription.endswith("vision-dispatch")
+    ]
+    assert route.endpoint == "http://127.0.0.1:1/projects/p/topics/landfall-requests-vision"

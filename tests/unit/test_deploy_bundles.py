@@ -41,8 +41,10 @@ def test_a_function_bundle_holds_its_package_schemas_deploy_data_main_and_requir
         "deploy/topology.py",
         "deploy/images.py",
         "deploy/routes.py",
+        "deploy/teams.py",
         "deploy/topology.toml",
         "deploy/routes.toml",
+        "deploy/teams.toml",
     }
     source = {
         p.relative_to(REPO_ROOT).as_posix()

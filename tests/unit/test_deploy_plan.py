@@ -533,3 +533,52 @@ def test_a_dry_run_without_the_project_number_prints_a_placeholder() -> None:
     assert "serviceAccount:service-PROJECT_NUMBER@gs-project-accounts.iam.gserviceaccount.com" in text
     assert "serviceAccount:service-PROJECT_NUMBER@gcp-sa-logging.iam.gserviceaccount.com here" in text
     assert "gcloud projects describe landfall-sample '--format=value(projectNumber)'" in text
+
+
+def test_a_teams_own_requests_topic_is_created_with_the_schema_and_pushed_to_the_dispatcher(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 26 item 4: each team's requests topic (deploy/teams.toml) gets the TrainingRequest schema and a push
+    subscription to the dispatcher with the shared topic's delivery settings; the dispatcher knows the team by it."""
+    import tomllib
+
+    from deploy.gcp import plan as deploy_plan_module
+    from deploy.teams import parse_teams
+
+    teams = parse_teams(
+        tomllib.loads(
+            '[[teams]]\nname = "vision"\nowns = [{prefix = "datasets/vision/"}]\nmonthly_budget_usd = 10\n'
+            'requests_topic = "landfall-requests-vision"\n'
+        )
+    )
+    monkeypatch.setattr(deploy_plan_module, "read_teams", lambda: teams)
+    argvs = commands(dry_run_text(deploy_plan(SAMPLE, prepare(SAMPLE))))
+    topic = next(a for a in argvs if a[1:4] == ["pubsub", "topics", "create"] and a[4] == "landfall-requests-vision")
+    assert flags(topic)["schema"] and flags(topic)["message-encoding"] == "json"
+    sub = next(a for a in argvs if a[1:4] == ["pubsub", "subscriptions", "create"] and a[4].endswith("vision-dispatch"))
+    shared = next(
+        a
+        for a in argvs
+        if a[1:4] == ["pubsub", "subscriptions", "create"] and a[4] == "landfall-training-requests-dispatch"
+    )
+    assert flags(sub)["topic"] == "landfall-requests-vision"
+    assert (
+        flags(sub)["push-endpoint"]
+        == f"{flags(shared)['push-endpoint']}/projects/landfall-sample/topics/landfall-requests-vision"
+    )
+    assert {k: v for k, v in flags(sub).items() if k not in ("topic", "push-endpoint")} == {
+        k: v for k, v in flags(shared).items() if k not in ("topic", "push-endpoint")
+    }
+    assert argvs.index(topic) < argvs.index(sub)
+    assert teams.by_subscription(f"projects/p/subscriptions/{sub[4]}") is teams.teams[0]
+    from deploy.gcp import teardown as teardown_module
+
+    monkeypatch.setattr(teardown_module, "read_teams", lambda: teams)
+    gone = commands(dry_run_text(teardown_plan(SAMPLE)))
+    deleted_sub = gone.index(
+        ["gcloud", "pubsub", "subscriptions", "delete", sub[4], "--project=landfall-sample", "--quiet"]
+    )
+    deleted_topic = gone.index(
+        ["gcloud", "pubsub", "topics", "delete", topic[4], "--project=landfall-sample", "--quiet"]
+    )
+    assert deleted_sub < deleted_topic

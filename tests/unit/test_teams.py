@@ -92,6 +92,10 @@ def test_a_file_is_read_with_its_teams_limits_and_owners(tmp_path: Path) -> None
         ),
         ('[[teams]]\nname = "v"\nowns = [{prefix = "a/"}]\nmonthly_budget_usd = 1\ncolour = "red"\n', "unknown keys"),
         (
+            '[[teams]]\nname = "v"\nowns = [{prefix = "a/"}]\nmonthly_budget_usd = 1\nmax_run_usd = 2\n',
+            "max_run_usd 2.0 is above monthly_budget_usd 1.0",
+        ),
+        (
             '[[teams]]\nname = "a"\nowns = [{prefix = "x/"}]\nmonthly_budget_usd = 1\n'
             '[[teams]]\nname = "b"\nowns = [{prefix = "x/"}]\nmonthly_budget_usd = 1\n',
             "gs://*/x/ is owned by both 'a' and 'b'",

@@ -1,0 +1,117 @@
+"""Which team a request counts against, and the team checks the dispatcher makes before and in the submission claim
+(docs/teams.md). Teams come from the teams file (deploy/teams.py); with none, every request is allowed as before.
+
+A request names its team by where it comes from: the team's own requests topic (Pub/Sub IAM decides who may publish
+there), else its dataset's location (the team owning the longest matching prefix). A request on a team's topic for
+data outside that team's prefixes is REJECTED (team-prefix); data no team owns runs as before, or is REJECTED when
+the file says unowned = "reject" (team-unowned-data). A run whose own GPUs or estimate pass a hard limit is REJECTED
+when planned (team-limit); the caps and the budget are checked in the claim's transaction
+(functions/records/team_ledger.py claim_admitted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+from deploy.teams import Team, Teams
+from functions.records.leases import Claim
+from functions.records.run_rules import Step, then
+from functions.records.team_ledger import Admission, Verdict, admit, claim_admitted, plan_gpus
+from schemas.plan import Plan
+from schemas.run_record import RunRecord
+from schemas.team_ledger import RunCharge, TeamLedger
+from schemas.training_request import TrainingRequest
+from schemas.vocabulary import TEAM_LIMIT, TEAM_PREFIX, TEAM_UNOWNED
+
+T = TypeVar("T")
+
+
+class LedgerPort(Protocol):
+    """The team ledger store (functions/gcp/team_ledger_store.py TeamLedgerStore; the tests' fake)."""
+
+    def apply(
+        self,
+        run_id: str,
+        team: str,
+        step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
+    ) -> T:
+        """Read the run and the team's ledger, run step, write what it returns, all in one transaction."""
+        ...
+
+
+@dataclass(frozen=True)
+class TeamRefusal:
+    code: str
+    reason: str
+
+
+def team_of(
+    request: TrainingRequest, teams: Teams | None, *, topic: str = "", subscription: str = ""
+) -> tuple[RunCharge | None, TeamRefusal | None]:
+    """The team the request counts against (None: no team), or why it is refused. `topic`, `subscription`: where it
+    arrived ("" when not known, e.g. a run the reconciler takes over)."""
+    if not teams:
+        return None, None
+    bucket, prefix = request.dataset.bucket, request.dataset.prefix
+    by_topic = (teams.by_topic(topic) if topic else None) or (
+        teams.by_subscription(subscription) if subscription else None
+    )
+    if by_topic is not None:
+        if not by_topic.owns_data(bucket, prefix):
+            owned = ", ".join(str(o) for o in by_topic.owns)
+            return None, TeamRefusal(
+                TEAM_PREFIX,
+                f"the request came on team {by_topic.name!r}'s topic {by_topic.requests_topic} but its data "
+                f"gs://{bucket}/{prefix} is outside the team's prefixes ({owned}); publish it for data the team owns, "
+                "or have the data's prefix given to the team in the teams file",
+            )
+        return RunCharge(by_topic.name, via="topic"), None
+    owner = teams.owner_of(bucket, prefix)
+    if owner is not None:
+        return RunCharge(owner.name, via="route"), None
+    if teams.unowned == "reject":
+        return None, TeamRefusal(
+            TEAM_UNOWNED,
+            f"no team owns gs://{bucket}/{prefix} and the teams file ({teams.source}) rejects data no team owns; "
+            "add the prefix to a team's `owns`",
+        )
+    return None, None
+
+
+def team_rejection(teams: Teams | None, charge: RunCharge | None, plan: Plan, now: datetime) -> TeamRefusal | None:
+    """Why a planned run can never run under its team's limits (its GPUs pass a cap alone, or its estimate the hard
+    limit per run), or None."""
+    team = teams.named(charge.name) if teams is not None and charge is not None else None
+    if team is None:
+        return None
+    admission = admit(team, None, plan_gpus(plan), plan.estimated_cost_usd, now)
+    return TeamRefusal(TEAM_LIMIT, admission.message) if admission.verdict == Verdict.REJECT else None
+
+
+def admitted_claim(
+    team: Team,
+    claim: Step[Claim[RunRecord]],
+    *,
+    before: Step[object] | None,
+    now: datetime,
+    wait_seconds: int,
+) -> Callable[
+    [RunRecord | None, TeamLedger | None],
+    tuple[RunRecord | None, TeamLedger | None, tuple[Claim[RunRecord], Admission | None]],
+]:
+    """The claim (after `before`, the move to PLANNED, in the same transaction) admitted against the team's ledger."""
+    if before is None:
+        return claim_admitted(team, claim, now=now, wait_seconds=wait_seconds)
+    both = then(before, claim)
+
+    def claimed(cur: RunRecord | None) -> tuple[RunRecord | None, Claim[RunRecord]]:
+        new, (_, result) = both(cur)
+        return new, result
+
+    return claim_admitted(team, claimed, now=now, wait_seconds=wait_seconds)
+
+
+__all__ = ["LedgerPort", "TeamRefusal", "admitted_claim", "team_of", "team_rejection"]

@@ -1,0 +1,100 @@
+"""The reconciler's looks for teams and budgets (docs/teams.md):
+
+- runs WAITING for their team's room (team-cap, team-budget) are retried after every other open run of the pass
+  (whose ended jobs free room first), the higher team priority first, then the longest waiting;
+- reservations still held by runs that ended or wait (a settle that failed after the run's own write) are settled;
+- a run whose cost while running (time since its job started x its plan's hourly price) passes its own
+  `constraints.budget_usd` is cancelled, with that reason (error code budget-exceeded). The reconciler, not the
+  listener: a running job sends no event while its cost grows, and every pass reads every open run's record anyway
+  (no Vertex call is needed: the record has the start time and the price). Exactly once: the cancel request is
+  recorded in a transaction that keeps the first one, and only then is Vertex asked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from functions.errors import LandfallError
+from functions.gcp.vertex import VertexJobs
+from functions.reconciler.cancel import cancel_step
+from functions.records.run_rules import RunsRules
+from functions.records.team_ledger import running_cost
+from schemas.run_record import RunRecord, RunState
+from schemas.vocabulary import BUDGET_EXCEEDED, TEAM_WAIT_REASONS
+
+
+@dataclass(frozen=True)
+class TeamLooks:
+    priority: Callable[[str], int]
+    """A team's priority by name (0 for a team the file no longer has)."""
+    held_to_settle: Callable[[], Iterable[RunRecord]]
+    settle: Callable[[RunRecord], bool]
+
+
+def waits_for_team(run: RunRecord) -> bool:
+    return (
+        run.state == RunState.WAITING
+        and run.submission.waiting is not None
+        and run.submission.waiting.reason in TEAM_WAIT_REASONS
+    )
+
+
+def in_pass_order(runs: Iterable[RunRecord], looks: TeamLooks | None) -> Iterator[RunRecord]:
+    """The pass's runs, those waiting for their team last, by priority (higher first) then time waited."""
+    if looks is None:
+        yield from runs
+        return
+    later: list[RunRecord] = []
+    for run in runs:
+        if waits_for_team(run):
+            later.append(run)
+        else:
+            yield run
+    later.sort(
+        key=lambda r: (
+            -looks.priority(r.team.name if r.team else ""),
+            r.submission.waiting.since if r.submission.waiting else "",
+        )
+    )
+    yield from later
+
+
+def settle_leftovers(looks: TeamLooks) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for run in looks.held_to_settle():
+        try:
+            counts["team-settled" if looks.settle(run) else "unchanged"] += 1
+        except LandfallError:
+            counts["team-settle-error"] += 1
+    return counts
+
+
+def over_budget(run: RunRecord, now: datetime) -> str | None:
+    """Why the run is over its own budget while running (cost so far above constraints.budget_usd), or None."""
+    budget = float(run.request.get("constraints", {}).get("budget_usd") or 0.0)
+    if budget <= 0 or run.state not in (RunState.SUBMITTED, RunState.RUNNING) or run.vertex is None:
+        return None
+    cost = running_cost(run, now)
+    if cost <= budget:
+        return None
+    return (
+        f"{BUDGET_EXCEEDED}: its cost while running (${cost:.6f}: time since its job started x the plan's "
+        f"${run.plan.hourly_cost_usd if run.plan else 0:.4f}/h) passed its constraints.budget_usd ${budget:.6f}"
+    )
+
+
+def cancel_over_budget(run: RunRecord, why: str, store: RunsRules, vertex: VertexJobs, now: datetime) -> str:
+    """Record the cancel (first request wins) and ask Vertex to cancel the job; the listener records CANCELLED."""
+    outcome, after = store.apply(run.run_id, cancel_step(why, now))
+    if outcome != "job" or after is None or after.vertex is None or after.submission.cancel is None:
+        return "unchanged"
+    if not after.submission.cancel.by.startswith(BUDGET_EXCEEDED):
+        return "unchanged"  # someone else's cancel came first: it stands
+    vertex.cancel(after.vertex.job_name)
+    return "budget-cancelled"
+
+
+__all__ = ["TeamLooks", "cancel_over_budget", "in_pass_order", "over_budget", "settle_leftovers", "waits_for_team"]

@@ -1,0 +1,72 @@
+"""`landfall teams`: each team's use against its limits (GPUs in flight per kind, the month's reserved and settled
+spend), from the teams file and the team ledgers (docs/teams.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from landfall.errors import CommandError, client_boundary
+from landfall.tables import render_table
+
+
+def _gpus(gpus: dict[str, int], cap: dict[str, int]) -> str:
+    """In flight against the caps: "all 6/16, NVIDIA_L4 2/8"; kinds in flight with no cap of their own as "N x KIND"."""
+    shown = [f"{kind} {sum(gpus.values()) if kind == 'all' else gpus.get(kind, 0)}/{n}" for kind, n in cap.items()]
+    shown += [f"{n} x {kind}" for kind, n in gpus.items() if kind not in cap]
+    return ", ".join(shown) or "0"
+
+
+def cmd_teams(args: argparse.Namespace) -> int:
+    from deploy.teams import TeamsError
+    from functions.errors import LandfallError
+    from functions.wiring import team_usage
+
+    with client_boundary("read the team ledgers"):
+        try:
+            uses = team_usage()
+        except TeamsError as exc:
+            raise CommandError(str(exc)) from exc
+        except LandfallError as exc:
+            raise CommandError(f"cannot read the team ledgers: {exc}") from exc
+    if args.json:
+        print(json.dumps([u.to_dict() for u in uses], indent=2))
+        return 0
+    if not uses:
+        print(
+            "no teams: every run is allowed (add [[teams]] to deploy/teams.toml, or point LANDFALL_TEAMS_FILE at a "
+            "teams file; docs/teams.md)"
+        )
+        return 0
+    rows = [
+        [
+            u.team,
+            u.priority,
+            _gpus(u.gpus, u.gpu_cap),
+            f"${u.spent_usd:.2f} / ${u.budget_usd:.2f}",
+            f"${u.reserved_usd:.2f}",
+            f"${u.settled_usd:.2f}",
+            u.runs,
+            "; ".join(u.over) or "-",
+        ]
+        for u in uses
+    ]
+    month = uses[0].month
+    print(
+        render_table(
+            ["TEAM", "PRIORITY", "GPUS IN FLIGHT", f"SPENT {month}", "RESERVED", "SETTLED", "RUNS", "AT LIMIT"], rows
+        )
+    )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "teams",
+        help="each team's use against its limits: GPUs in flight, the month's spend",
+        description="Each team of the teams file (LANDFALL_TEAMS_FILE, else deploy/teams.toml) with its GPUs in "
+        "flight against its caps and this month's spend (estimates reserved for runs in flight plus actual costs "
+        "settled) against its monthly budget, from the team ledgers the dispatcher keeps (docs/teams.md).",
+    )
+    p.add_argument("--json", action="store_true", help="print the teams' use as JSON")
+    p.set_defaults(func=cmd_teams)

@@ -1,0 +1,77 @@
+"""In-memory stand-ins for the team ledger store and the settling runs store (functions/gcp/team_ledger_store.py):
+the ledger documents beside a FakeRuns' run documents, changed under the same lock, so a pair step is as atomic as
+Firestore's transaction over both."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+from functions.records.run_rules import Step
+from functions.records.team_ledger import settle_step, settles
+from schemas.run_record import RunRecord, parse_run_record
+from schemas.team_ledger import TeamLedger, parse_team_ledger
+from tests.fakes.documents import copy_document
+from tests.fakes.runs import FakeRuns
+
+T = TypeVar("T")
+
+
+class FakeLedger:
+    def __init__(self, runs: FakeRuns, now: Callable[[], datetime]) -> None:
+        self.runs = runs
+        self.docs: dict[str, dict[str, object]] = {}
+        self.now = now
+
+    def apply(
+        self,
+        run_id: str,
+        team: str,
+        step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
+    ) -> T:
+        with self.runs._lock:
+            run_doc, team_doc = self.runs.docs.get(run_id), self.docs.get(team)
+            new_run, new_ledger, result = step(
+                None if run_doc is None else parse_run_record(copy_document(run_doc)),
+                None if team_doc is None else parse_team_ledger(copy_document(team_doc)),
+            )
+            if new_run is not None:
+                self.runs.docs[run_id] = new_run.to_document()
+            if new_ledger is not None:
+                self.docs[team] = new_ledger.to_document()
+            return result
+
+    def ledger(self, team: str) -> TeamLedger | None:
+        doc = self.docs.get(team)
+        return None if doc is None else parse_team_ledger(copy_document(doc))
+
+    def settle(self, run: RunRecord, now: datetime) -> bool:
+        return False if run.team is None else self.apply(run.run_id, run.team.name, settle_step(now=now))
+
+    def held_to_settle(self) -> list[RunRecord]:
+        runs = [parse_run_record(copy_document(d)) for d in list(self.runs.docs.values())]
+        return [r for r in runs if settles(r)]
+
+
+class FakeSettlingRuns(FakeRuns):
+    """FakeRuns that settles a run's team reservation after a write that ends it or makes it wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ledger: FakeLedger | None = None
+        self.fail_settle = False
+        """True: the settle after a write fails (as Firestore might), leaving it to the reconciler."""
+
+    def apply(self, run_id: str, step: Step[T]) -> T:
+        written: list[RunRecord] = []
+
+        def capturing(cur: RunRecord | None) -> tuple[RunRecord | None, T]:
+            new, result = step(cur)
+            written[:] = [] if new is None else [new]
+            return new, result
+
+        result = super().apply(run_id, capturing)
+        if written and settles(written[0]) and self.ledger is not None and not self.fail_settle:
+            self.ledger.settle(written[0], self.ledger.now())
+        return result

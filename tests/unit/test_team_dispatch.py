@@ -1,0 +1,250 @@
+"""Teams through the dispatcher, the listener and the reconciler, against the fakes (docs/teams.md): the claim and the
+team's ledger in one step, WAITING team-cap / team-budget, REJECTED above a hard limit, the reservation settled once
+when the run ends, waiting runs retried by priority, and a run over its own budget while running cancelled."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+
+from deploy.teams import Teams, parse_teams
+from functions.dispatch.team_rules import team_of
+from functions.reconciler.handler import reconcile, reconcile_run
+from functions.reconciler.team_looks import TeamLooks
+from schemas.plan import Plan
+from schemas.run_record import RunState
+from schemas.training_request import parse_training_request
+from tests.fakes.teams import FakeLedger, FakeSettlingRuns
+from tests.fakes.world import PLAN, REQUEST_JSON, Outcome, World
+
+
+def gpu_plan(gpus: int) -> Plan:
+    """The world's plan on `gpus` T4s (one process each)."""
+    return replace(
+        PLAN,
+        accelerator_type="NVIDIA_TESLA_T4",
+        accelerator_count=gpus,
+        replica_count=1,
+        micro_batch_size=PLAN.global_batch_size // gpus // PLAN.gradient_accumulation_steps,
+    )
+
+
+GPU_PLAN = gpu_plan(2)
+TEAMS = """
+[[teams]]
+name = "churn"
+owns = [{bucket = "landfall-landing", prefix = "datasets/churn/"}]
+priority = 5
+monthly_budget_usd = BUDGET
+requests_topic = "landfall-requests-churn"
+[teams.gpu_cap]
+NVIDIA_TESLA_T4 = 3
+
+[[teams]]
+name = "other"
+owns = [{prefix = "datasets/other/"}]
+monthly_budget_usd = 1000
+"""
+
+
+def _teams(budget: float = 100.0) -> Teams:
+    return parse_teams(tomllib.loads(TEAMS.replace("BUDGET", str(budget))))
+
+
+def request(n: int, *, budget_usd: float = 0.0) -> bytes:
+    raw = json.loads(REQUEST_JSON)
+    raw["idempotency_key"] = f"{raw['idempotency_key']}-{n}"
+    raw["constraints"]["budget_usd"] = budget_usd
+    return json.dumps(raw).encode()
+
+
+def run_id(n: int) -> str:
+    return parse_training_request(request(n)).run_id
+
+
+def world(budget: float = 100.0, plan: object = GPU_PLAN) -> tuple[World, FakeLedger]:
+    runs = FakeSettlingRuns()
+    w = World(outcome=Outcome(plan, ()), runs=runs)  # type: ignore[arg-type]
+    ledger = FakeLedger(runs, w.clock)
+    runs.ledger = ledger
+    w.dispatch_deps = replace(w.dispatch_deps, teams=_teams(budget), ledger=ledger)
+    return w, ledger
+
+
+def test_the_first_run_reserves_its_estimate_and_gpus_in_the_claim() -> None:
+    w, ledger = world()
+    assert w.deliver(request(1)) == "submitted"
+    run = w.run(run_id(1))
+    assert run.team is not None and run.team.name == "churn" and run.team.via == "route" and run.team.held
+    assert run.team.gpus == {"NVIDIA_TESLA_T4": 2} and run.team.reserved_usd == GPU_PLAN.estimated_cost_usd
+    stored = ledger.ledger("churn")
+    assert stored is not None and stored.gpus == {"NVIDIA_TESLA_T4": 2}
+    assert stored.month(run.team.month).reserved_usd == GPU_PLAN.estimated_cost_usd
+
+
+def test_a_run_past_the_cap_waits_team_cap_and_goes_once_gpus_free() -> None:
+    w, ledger = world()
+    assert w.deliver(request(1)) == "submitted"
+    assert w.deliver(request(2), message_id="m-2") == "waiting:team-cap"
+    second = w.run(run_id(2))
+    assert second.state == RunState.WAITING and second.submission.waiting is not None
+    assert second.submission.waiting.reason == "team-cap"
+    assert "has 2 of its 3 GPUs (NVIDIA_TESLA_T4) in flight" in (second.submission.waiting.note or "")
+    assert second.submission.owner == "" and second.vertex is None and len(w.vertex.jobs) == 1
+    assert second.team is not None and not second.team.held
+
+    # The first run's job ends: the listener records it, and its reservation is settled once (repeated events too).
+    name = w.job_name(run_id(1))
+    job_id = name.rsplit("/", 1)[-1]
+    started = w.clock.now
+    w.vertex.set_state(name, "JOB_STATE_SUCCEEDED", start=started, end=started + timedelta(hours=1))
+    w.clock.now = started + timedelta(hours=1)
+    assert w.job_event(job_id) == "recorded:SUCCEEDED"
+    assert w.job_event(job_id) == "recorded:SUCCEEDED"
+    after = ledger.ledger("churn")
+    first = w.run(run_id(1))
+    assert after is not None and after.gpus == {} and first.team is not None and not first.team.held
+    spend = after.month(first.team.month)
+    assert spend.reserved_usd == 0.0 and spend.settled_usd == first.cost.actual_usd == GPU_PLAN.hourly_cost_usd
+
+    # The reconciler retries the waiting run once its retry time has come; now it fits.
+    w.clock.now += timedelta(seconds=w.dispatch_deps.settings.wait_backoff_seconds)
+    deps = replace(w.reconciler_deps(), listener=replace(w.listener_deps), resubmit=_resubmit(w))
+    assert reconcile_run(w.run(run_id(2)), deps).startswith("resubmitted:")
+    again = w.run(run_id(2))
+    assert again.state == RunState.SUBMITTED and again.team is not None and again.team.held
+
+
+def _resubmit(w: World) -> Callable[[str], str]:
+    from functions.dispatch.handler import resubmit
+
+    return lambda rid: resubmit(rid, w.dispatch_deps)
+
+
+def test_a_run_past_the_monthly_budget_waits_team_budget() -> None:
+    w, _ = world(budget=GPU_PLAN.estimated_cost_usd * 1.5)
+    assert w.deliver(request(1)) == "submitted"
+    w.dispatch_deps = replace(w.dispatch_deps, teams=_teams(GPU_PLAN.estimated_cost_usd * 1.5))
+    cheap = gpu_plan(1)
+    w.outcome = Outcome(cheap, ())
+    assert w.deliver(request(2), message_id="m-2") == "waiting:team-budget"
+    waiting = w.run(run_id(2)).submission.waiting
+    assert waiting is not None and waiting.reason == "team-budget" and "monthly budget" in (waiting.note or "")
+
+
+def test_a_run_above_a_hard_limit_is_rejected_with_what_to_do() -> None:
+    w, ledger = world(plan=gpu_plan(4))
+    assert w.deliver(request(1)) == "rejected:team-limit"
+    run = w.run(run_id(1))
+    assert run.state == RunState.REJECTED and run.error is not None and run.error.code == "team-limit"
+    assert "above team 'churn''s cap of 3 GPUs" in run.error.message and "constraints.max_gpus" in run.error.message
+    assert ledger.ledger("churn") is None and not w.vertex.jobs
+    w2, _ = world(budget=GPU_PLAN.estimated_cost_usd / 2)
+    assert w2.deliver(request(1)) == "rejected:team-limit"
+    assert "hard limit" in (w2.run(run_id(1)).error or run.error).message
+
+
+def test_no_teams_is_todays_behaviour() -> None:
+    w = World(outcome=Outcome(GPU_PLAN, ()))
+    assert w.deliver(request(1)) == "submitted" and w.deliver(request(2), message_id="m-2") == "submitted"
+    assert w.run(run_id(1)).team is None
+
+
+def test_the_team_comes_from_the_topic_and_data_outside_its_prefixes_is_rejected() -> None:
+    teams = _teams()
+    churn = parse_training_request(request(1))
+    charge, refused = team_of(churn, teams, topic="projects/p/topics/landfall-requests-churn")
+    assert refused is None and charge is not None and (charge.name, charge.via) == ("churn", "topic")
+    raw = json.loads(request(3))
+    raw["dataset"] = {"uri": "gs://landfall-landing/datasets/other/x/"}
+    other = parse_training_request(json.dumps(raw).encode())
+    charge, refused = team_of(other, teams, topic="landfall-requests-churn")
+    assert charge is None and refused is not None and refused.code == "team-prefix"
+    assert "outside the team's prefixes (gs://landfall-landing/datasets/churn/)" in refused.reason
+    assert team_of(other, teams)[0] is not None and team_of(other, teams)[0].name == "other"  # type: ignore[union-attr]
+    raw["dataset"] = {"uri": "gs://landfall-landing/elsewhere/x/"}
+    nobody = parse_training_request(json.dumps(raw).encode())
+    assert team_of(nobody, teams) == (None, None)
+    strict = replace(teams, unowned="reject")
+    refused = team_of(nobody, strict)[1]
+    assert refused is not None and refused.code == "team-unowned-data"
+
+
+def test_waiting_team_runs_are_retried_by_priority_after_the_others() -> None:
+    from functions.reconciler.team_looks import in_pass_order
+
+    w, _ = world()
+    assert w.deliver(request(1)) == "submitted"
+    assert w.deliver(request(2), message_id="m-2") == "waiting:team-cap"
+    runs = [w.run(run_id(2)), w.run(run_id(1))]
+    looks = TeamLooks(priority=lambda n: 5, held_to_settle=list, settle=lambda r: False)
+    assert [r.run_id for r in in_pass_order(runs, looks)] == [run_id(1), run_id(2)]
+
+
+def test_a_settle_that_failed_is_done_by_the_reconciler_once() -> None:
+    w, ledger = world()
+    assert w.deliver(request(1)) == "submitted"
+    runs = w.runs
+    assert isinstance(runs, FakeSettlingRuns)
+    runs.fail_settle = True
+    name = w.job_name(run_id(1))
+    w.vertex.set_state(name, "JOB_STATE_FAILED", start=w.clock.now, end=w.clock.now, error=(3, "bad"))
+    w.clock.now += timedelta(minutes=5)
+    assert w.job_event(name.rsplit("/", 1)[-1]).startswith("recorded:FAILED")
+    assert ledger.ledger("churn") is not None and ledger.ledger("churn").gpus == {"NVIDIA_TESLA_T4": 2}  # type: ignore[union-attr]
+    looks = TeamLooks(
+        priority=lambda n: 0, held_to_settle=ledger.held_to_settle, settle=lambda r: ledger.settle(r, w.clock.now)
+    )
+    deps = replace(w.reconciler_deps(), teams=looks)
+    assert "team-settled=1" in reconcile(deps)
+    assert "team-settled" not in reconcile(deps)
+    assert ledger.ledger("churn").gpus == {}  # type: ignore[union-attr]
+
+
+def test_a_run_over_its_own_budget_while_running_is_cancelled_once_with_that_reason() -> None:
+    w, _ = world()
+    assert w.deliver(request(1, budget_usd=GPU_PLAN.hourly_cost_usd)) == "submitted"
+    name = w.job_name(run_id(1))
+    job_id = name.rsplit("/", 1)[-1]
+    started = w.clock.now
+    w.vertex.set_state(name, "JOB_STATE_RUNNING", start=started)
+    assert w.job_event(job_id) == "recorded:RUNNING"
+    deps = w.reconciler_deps()
+    w.clock.now = started + timedelta(minutes=30)
+    assert reconcile_run(w.run(run_id(1)), deps) != "budget-cancelled"  # half its budget so far
+    w.clock.now = started + timedelta(minutes=61)
+    assert reconcile_run(w.run(run_id(1)), deps) == "budget-cancelled"
+    run = w.run(run_id(1))
+    assert run.submission.cancel is not None and run.submission.cancel.by.startswith("budget-exceeded: ")
+    first = run.submission.cancel
+    assert reconcile_run(run, deps) != "budget-cancelled"  # asked once; the recorded request stands
+    assert w.run(run_id(1)).submission.cancel == first
+    w.vertex.set_state(name, "JOB_STATE_CANCELLED", end=w.clock.now, error=(1, "CANCELLED"))
+    assert w.job_event(job_id) == "recorded:CANCELLED"
+    ended = w.run(run_id(1))
+    assert ended.state == RunState.CANCELLED and ended.error is not None and ended.error.code == "budget-exceeded"
+    assert "passed its constraints.budget_usd" in ended.error.message
+    assert ended.team is not None and not ended.team.held
+
+
+def test_a_request_on_a_teams_topic_counts_for_it_and_data_outside_its_prefixes_is_rejected() -> None:
+    from functions.dispatch.handler import handle_training_request
+    from functions.envelopes import PubSubMessage
+
+    w, _ = world()
+    topic = "projects/landfall-local/topics/landfall-requests-churn"
+    said = handle_training_request(PubSubMessage(data=request(1), message_id="m-1", topic=topic), w.dispatch_deps)
+    assert said == "submitted"
+    run = w.run(run_id(1))
+    assert run.team is not None and (run.team.name, run.team.via) == ("churn", "topic")
+    raw = json.loads(request(2))
+    raw["dataset"] = {"uri": "gs://landfall-landing/datasets/other/x/"}
+    outside = json.dumps(raw).encode()
+    said = handle_training_request(PubSubMessage(data=outside, message_id="m-2", topic=topic), w.dispatch_deps)
+    assert said == "rejected:team-prefix"
+    rejected = w.run(parse_training_request(outside).run_id)
+    assert rejected.state == RunState.REJECTED and rejected.error is not None and rejected.error.code == "team-prefix"
+    assert "team 'churn''s topic landfall-requests-churn" in rejected.error.message
