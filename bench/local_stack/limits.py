@@ -134,6 +134,14 @@ def parked(run: RunRecord) -> str | None:
     return None
 
 
+def waited_for_team(run: RunRecord) -> bool:
+    """Whether the run was ever WAITING for its team's cap or budget."""
+    said = [c.detail for c in run.history if c.state == RunState.WAITING]
+    waiting = run.submission.waiting
+    said.append(waiting.reason if waiting is not None else "")
+    return any(reason in text for text in said for reason in TEAM_WAIT_REASONS)
+
+
 def queued_seconds(run: RunRecord) -> float | None:
     """How long a rate limit held the run's CreateCustomJob back (submission.queued: since -> over_at), None when it
     never was (or is still queued)."""

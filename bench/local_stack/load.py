@@ -66,6 +66,7 @@ from bench.local_stack.limits import (
     quota_peaks,
     rate_limit_plan,
     rate_limits,
+    waited_for_team,
 )
 from bench.local_stack.noop_trainer import SECONDS_ENV
 from bench.local_stack.report import machine, print_calls_per_minute, print_table, summary
@@ -79,6 +80,8 @@ from schemas.job_view import RUN_LABEL
 from schemas.run_record import TERMINAL_STATES, RunRecord, RunState
 
 PROGRESS_EVERY_S = 10.0
+AFTER_INGEST = ("delivery", "plan", "transactions", "create")
+"""The hops from the request published to CreateCustomJob answered: where a burst queues."""
 LOAD_ROUTES = Path(__file__).with_name("load_routes.toml")
 """The load stack's routes (LANDFALL_ROUTES_FILE): one prefix per team, each training on one GPU."""
 LOAD_TEAMS = Path(__file__).with_name("load_teams.toml")
@@ -336,17 +339,27 @@ def main(argv: list[str] | None = None) -> int:
 
     queued = [r for r in counted if r.submission.queued is not None]
     reasons = Counter(r.submission.queued.reason for r in queued if r.submission.queued is not None)
+    team_waited = [r for r in counted if waited_for_team(r)]
+    after_ingest = [
+        sum(v for h in AFTER_INGEST if (v := t.hops[h]) is not None)
+        if all(t.hops[h] is not None for h in AFTER_INGEST)
+        else None
+        for t in lines
+    ]
     waits_s = {
-        "queued (since -> over_at)": summary([queued_seconds(r) for r in queued]),
-        "SUBMITTING -> CreateCustomJob answered": summary([submitting_to_created(r) for r in counted]),
+        "request published -> CreateCustomJob answered": summary(after_ingest),
+        "  in Pub/Sub before the dispatcher (delivery)": summary([t.hops["delivery"] for t in lines]),
+        "  SUBMITTING -> CreateCustomJob answered": summary([submitting_to_created(r) for r in counted]),
+        "  queued by a rate limit (since -> over_at)": summary([queued_seconds(r) for r in queued]),
     }
     print_table(
         f"queueing: {len(queued)} of {len(counted)} runs queued by a rate limit "
-        f"({', '.join(f'{k} {n}' for k, n in sorted(reasons.items())) or 'none'})",
+        f"({', '.join(f'{k} {n}' for k, n in sorted(reasons.items())) or 'none'}), {len(team_waited)} WAITING for "
+        "their team's cap or budget",
         waits_s,
         first_column="wait",
     )
-    queueing = {"queued_runs": len(queued), "by_reason": dict(reasons), **waits_s}
+    queueing = {"queued_runs": len(queued), "by_reason": dict(reasons), "team_waited": len(team_waited), **waits_s}
 
     fallbacks = [f for r in counted if (f := fallback_after_rate_limit(r))]
     waits = [w for r in counted if (w := parked(r))]
