@@ -25,6 +25,7 @@ from bench.local_stack.limits import (
     quota_peaks,
     rate_limit_plan,
     rate_limits,
+    waited_for_team,
 )
 from bench.local_stack.load import check
 from bench.local_stack.noop_trainer import upload_url
@@ -129,6 +130,7 @@ def test_a_wait_for_anything_but_a_team_limit_is_reported() -> None:
     found = parked(capacity)
     assert found is not None and "no plan left" in found
     assert parked(team) is None and parked(run) is None
+    assert waited_for_team(team) and not waited_for_team(capacity) and not waited_for_team(run)
 
 
 def test_the_cap_sampler_catches_a_team_over_its_cap_and_only_in_the_samples_where_it_was() -> None:
