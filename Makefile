@@ -87,11 +87,11 @@ bench: $(STAMP)
 bench-learning: $(STAMP)
 	$(PY) bench/learning_bench.py
 
-## make load: DATASETS (default 1000, about 25-30 minutes: Vertex's 60 creations a minute) datasets from 5 teams dropped
-## at once on a local stack of its own, the trainer a no-op, the Vertex emulator enforcing Google's rate limits
-## (RATE_LIMITS=real|off, RATE_SCALE=1; DATASETS=200 RATE_SCALE=5 takes a few minutes); every run ended, none lost,
-## doubled or moved to a fallback by a rate limit, each team's GPU cap held, Vertex calls per minute by method, queueing
-## time, latency percentiles, dispatcher requests/s and CPU ms per request (docs/benchmarks.md).
+## make load: DATASETS (default 1000) datasets from 5 teams dropped at once on a local stack of its own, the trainer a
+## no-op, the Vertex emulator enforcing Google's rate limits (RATE_LIMITS=real|off, RATE_SCALE=1): every run ended,
+## none lost, doubled or moved to a fallback by a rate limit, each team's GPU cap held; Vertex calls per minute by
+## method, queueing time, latency, dispatcher requests/s and CPU ms per request (docs/benchmarks.md). Long: over 20
+## minutes at Vertex's 60 creations a minute, far longer while team waits pace it (DATASETS=200 took 45 minutes).
 DATASETS ?= 1000
 RATE_LIMITS ?= real
 RATE_SCALE ?= 1
