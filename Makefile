@@ -92,11 +92,17 @@ bench-learning: $(STAMP)
 bench-ui: $(STAMP)
 	$(PY) bench/ui_bench.py
 
-## make load: DATASETS (default 500) datasets dropped at once on a local stack of its own, the trainer a no-op; every
-## run ended, none lost or doubled, latency percentiles, dispatcher requests/s and CPU ms per request (docs/benchmarks.md).
-DATASETS ?= 500
+## make load: DATASETS (default 1000) datasets from 5 teams dropped at once on a local stack of its own, the trainer a
+## no-op, the Vertex emulator enforcing Google's rate limits (RATE_LIMITS=real|off, RATE_SCALE=1): every run ended,
+## none lost, doubled or moved to a fallback by a rate limit, each team's GPU cap held; Vertex calls per minute by
+## method, queueing time, latency, dispatcher requests/s and CPU ms per request (docs/benchmarks.md). Long: over 20
+## minutes at Vertex's 60 creations a minute, far longer while team waits pace it (DATASETS=200 took 45 minutes).
+DATASETS ?= 1000
+RATE_LIMITS ?= real
+RATE_SCALE ?= 1
 load: $(STAMP)
-	$(PY) -m bench.local_stack.load --datasets $(DATASETS) --out load.json
+	$(PY) -m bench.local_stack.load --datasets $(DATASETS) --rate-limits $(RATE_LIMITS) --rate-scale $(RATE_SCALE) \
+		--out load.json
 
 ## make campaign: the fault campaign (long, not part of `make test`): its own local stack, TRIALS trials (300) with
 ## faults drawn from SEED (default: the clock), BATCH at once; prints the counts and a replay command per violation,

@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -126,8 +126,11 @@ def _up_on_free_ports(state_dir: Path, topology: Topology) -> stack.StackInfo:
 
 
 @contextmanager
-def noop_stack(keep: Path | None = None) -> Iterator[Stack]:
-    """Start the stack (every port free, state in a temporary folder or keep), yield it, stop it."""
+def noop_stack(
+    keep: Path | None = None, faults: Mapping[str, object] | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[Stack]:
+    """Start the stack (every port free, state in a temporary folder or keep), yield it, stop it. faults: the Vertex
+    emulator's fault plan from the start (its --faults); env: more environment for every service (routes, limits)."""
     topology = load_topology()
     with tempfile.TemporaryDirectory(prefix="landfall-bench-") as tmp:
         state_dir = keep or Path(tmp)
@@ -136,6 +139,11 @@ def noop_stack(keep: Path | None = None) -> Iterator[Stack]:
         images.write_text(json.dumps({trainer_image(topology): list(NOOP_ENTRYPOINT)}))
         saved = dict(os.environ)
         os.environ[stack.VERTEX_IMAGES_ENV] = str(images)
+        if faults:
+            plan = state_dir / "faults.json"
+            plan.write_text(json.dumps(faults))
+            os.environ[stack.VERTEX_FAULTS_ENV] = str(plan)
+        os.environ.update(env or {})
         started = time.monotonic()
         try:
             info = _up_on_free_ports(state_dir, topology)

@@ -1,6 +1,7 @@
 """A trainer that trains nothing: the load test maps the trainer image to it (the Vertex emulator's --images), so a
 machine can run hundreds of jobs. It writes what the completion listener reads for a SUCCEEDED run, metrics.json in
-AIP_MODEL_DIR, and exits 0. Standard library only: it starts in tens of milliseconds.
+AIP_MODEL_DIR, and exits 0. Standard library only: it starts in tens of milliseconds. LANDFALL_NOOP_SECONDS (default 0)
+makes it wait that long first, so that each job holds its GPUs a while (the load test's team GPU caps then bind).
 
     python -m bench.local_stack.noop_trainer [trainer flags, ignored]
 """
@@ -10,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import urllib.parse
 import urllib.request
 
 METRICS = {"noop": True, "epochs_completed": 0}
 """What the no-op reports; the listener stores any JSON object as the run's metrics."""
+SECONDS_ENV = "LANDFALL_NOOP_SECONDS"
 
 
 def upload_url(storage_host: str, gcs_uri: str) -> str:
@@ -35,6 +38,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    time.sleep(float(os.environ.get(SECONDS_ENV) or 0))
     request = urllib.request.Request(
         upload_url(storage, f"{model_dir.rstrip('/')}/metrics.json"),
         data=json.dumps(METRICS).encode(),

@@ -7,7 +7,15 @@ messages are JSON documents (UTF-8 bytes) rather than protos, so any gRPC client
                                                             an invalid plan answers INVALID_ARGUMENT and the
                                                             old plan stays
     GetFaults({})        -> {"ok": true, "plan": <plan>, "unavailable_calls_left": N,
-                             "calls": {"METHOD REGION": {"calls": N, "refused": N}, ...}}  (since the plan was set)
+                             "calls": {"METHOD REGION": {"calls": N, "refused": N}, ...},
+                             "per_minute": {"METHOD REGION": {"<minute start, epoch s>": {"calls": N,
+                                                                                         "refused": N}}}}
+                                                            (both since the plan was set)
+    GetJobsInFlight({})  -> {"ok": true, "jobs": [{"name": ..., "state": "JOB_STATE_RUNNING", "labels": {...},
+                             "gpus": {"NVIDIA_TESLA_T4": N}}, ...]}
+                                                            read-only: the jobs not ended, with the GPUs of all their
+                                                            replicas by type (a load test samples it to check GPU
+                                                            caps without spending the CRUD quota it measures)
 
 From Python: `set_faults("127.0.0.1:PORT", {"unavailable_calls": 2})`. The control calls never count as one
 of the `unavailable_calls`.
@@ -57,8 +65,10 @@ def plan_as_dict(rules: FaultRules) -> Document:
     return document
 
 
-def control_handler(faults: FaultPlan) -> grpc.GenericRpcHandler:
-    """The server side, bound to the emulator's FaultPlan."""
+def control_handler(
+    faults: FaultPlan, jobs_in_flight: Callable[[], list[Document]] | None = None
+) -> grpc.GenericRpcHandler:
+    """The server side, bound to the emulator's FaultPlan (and its jobs in flight, when given)."""
     from deploy.vertex_emulator.config import ConfigError
 
     def set_faults(request: object, context: grpc.ServicerContext) -> Document:
@@ -78,7 +88,11 @@ def control_handler(faults: FaultPlan) -> grpc.GenericRpcHandler:
             "plan": plan_as_dict(faults.current()),
             "unavailable_calls_left": faults.remaining_unavailable(),
             "calls": faults.counts(),
+            "per_minute": faults.per_minute(),
         }
+
+    def get_jobs_in_flight(_request: object, _context: grpc.ServicerContext) -> Document:
+        return {"ok": True, "jobs": [] if jobs_in_flight is None else jobs_in_flight()}
 
     def handler(
         method: Callable[[object, grpc.ServicerContext], Document],
@@ -86,7 +100,12 @@ def control_handler(faults: FaultPlan) -> grpc.GenericRpcHandler:
         return grpc.unary_unary_rpc_method_handler(method, request_deserializer=_decode, response_serializer=_encode)
 
     return grpc.method_handlers_generic_handler(
-        SERVICE, {"SetFaults": handler(set_faults), "GetFaults": handler(get_faults)}
+        SERVICE,
+        {
+            "SetFaults": handler(set_faults),
+            "GetFaults": handler(get_faults),
+            "GetJobsInFlight": handler(get_jobs_in_flight),
+        },
     )
 
 
@@ -103,5 +122,14 @@ def set_faults(address: str, plan: Mapping[str, object]) -> Document:
 
 def get_faults(address: str) -> Document:
     """The emulator's fault plan, how many UNAVAILABLE answers are still to come, and the calls per method and region
-    it let through and refused for a rate limit."""
+    it let through and refused for a rate limit (in all, and per minute)."""
     return _call(address, "GetFaults", {})
+
+
+def get_jobs_in_flight(address: str) -> list[Document]:
+    """The jobs of the emulator at host:port that have not ended: name, state, labels and GPUs by type (all
+    replicas)."""
+    jobs = _call(address, "GetJobsInFlight", {})["jobs"]
+    if not isinstance(jobs, list):
+        raise TypeError(f"the answer to GetJobsInFlight: expected a list of jobs, found {jobs!r}")
+    return [_document(job, "a job GetJobsInFlight answered") for job in jobs]

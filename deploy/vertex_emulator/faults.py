@@ -30,7 +30,8 @@ A fault plan is a JSON or TOML document (every key optional):
 A call over a rate limit answers RESOURCE_EXHAUSTED as Vertex does: "Quota exceeded for quota metric '...' and limit
 '... per minute per region' of service 'aiplatform.googleapis.com' ...", with google.rpc.ErrorInfo (reason
 RATE_LIMIT_EXCEEDED, metadata quota_metric, quota_limit, quota_limit_value, quota_location) and google.rpc.QuotaFailure
-in the status details. GetFaults reports the calls each (method, region) made and had refused.
+in the status details. GetFaults reports the calls each (method, region) made and had refused, in all and per minute
+(the last MINUTES_KEPT minutes by the wall clock, for a load test's calls-per-minute table).
 
 The plan comes from the --faults file (read at start and again whenever the file changes) and can be replaced
 at any time with the control call (control.py); the last one applied wins.
@@ -77,6 +78,8 @@ RATE_LIMITED_METHODS = JOB_SERVICE_METHODS + MODEL_SERVICE_METHODS
 SUBMISSION_METHODS = ("CreateCustomJob", "UploadModel")
 """The calls that start work (a job, an upload operation): "Job or LRO submission requests"; the rest are CRUD."""
 SERVICE_NAME = "aiplatform.googleapis.com"
+MINUTES_KEPT = 180
+"""Per-minute call counts kept (the oldest minutes are dropped: a long-lived emulator's counts stay bounded)."""
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,8 @@ class FaultPlan:
         """(method, region): monotonic times of the calls let through, within the longest window."""
         self.call_counts: Counter[tuple[str, str]] = Counter()
         self.refused_counts: Counter[tuple[str, str]] = Counter()
+        self.minute_counts: Counter[tuple[str, str, int, bool]] = Counter()
+        """(method, region, minute since the epoch, refused): calls, over the last MINUTES_KEPT minutes."""
         if path is not None:
             self._reload_if_changed()
 
@@ -295,6 +300,7 @@ class FaultPlan:
         self._calls.clear()  # a new plan's windows and counts start empty
         self.call_counts.clear()
         self.refused_counts.clear()
+        self.minute_counts.clear()
 
     def replace(self, data: Mapping[str, object]) -> FaultRules:
         """Install a new plan (the control call); raises ConfigError and keeps the old plan when it is bad."""
@@ -322,9 +328,13 @@ class FaultPlan:
         with self._lock:
             return self._unavailable_left
 
-    def take_rate(self, method: str, region: str, now: float | None = None) -> RateLimit | None:
-        """The rate limit this call passes (it is refused and not counted), else None (the call is counted)."""
+    def take_rate(
+        self, method: str, region: str, now: float | None = None, wall: float | None = None
+    ) -> RateLimit | None:
+        """The rate limit this call passes (it is refused and not counted), else None (the call is counted).
+        now: time.monotonic() (the windows); wall: time.time() (the minute it is counted in)."""
         moment = time.monotonic() if now is None else now
+        minute = int((time.time() if wall is None else wall) // 60)
         with self._lock:
             self._reload_if_changed()
             key = (method, region)
@@ -336,11 +346,21 @@ class FaultPlan:
             for rule in rules:
                 if sum(1 for t in calls if t > moment - rule.window_seconds) >= rule.limit:
                     self.refused_counts[key] += 1
+                    self._count_minute(method, region, minute, refused=True)
                     return rule
             if rules:
                 calls.append(moment)
             self.call_counts[key] += 1
+            self._count_minute(method, region, minute, refused=False)
             return None
+
+    def _count_minute(self, method: str, region: str, minute: int, *, refused: bool) -> None:
+        """Count one call in its minute (under the lock); a minute's first call drops those past MINUTES_KEPT."""
+        key = (method, region, minute, refused)
+        if key not in self.minute_counts:
+            for old in [k for k in self.minute_counts if k[2] <= minute - MINUTES_KEPT]:
+                del self.minute_counts[old]
+        self.minute_counts[key] += 1
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Calls let through and refused for a rate limit, per "method region", since the plan was set."""
@@ -353,6 +373,18 @@ class FaultPlan:
                 }
                 for method, region in keys
             }
+
+    def per_minute(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Calls let through and refused per "method region" and minute: {"CreateCustomJob us-central1": {"<minute
+        start, seconds since the epoch>": {"calls": N, "refused": N}}}, minutes in order."""
+        with self._lock:
+            found: dict[str, dict[str, dict[str, int]]] = {}
+            for (method, region, minute, refused), n in sorted(self.minute_counts.items()):
+                cell = found.setdefault(f"{method} {region}", {}).setdefault(
+                    str(minute * 60), {"calls": 0, "refused": 0}
+                )
+                cell["refused" if refused else "calls"] += n
+            return found
 
 
 # -- what the faults do to a job ------------------------------------------------------------------------

@@ -206,6 +206,22 @@ class JobService:
             raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
         return ListCustomJobsResponse(custom_jobs=chosen, next_page_token=next_token)
 
+    def jobs_in_flight(self) -> list[dict[str, object]]:
+        """The jobs not ended (the control call GetJobsInFlight): name, state, labels, and the GPUs of all their
+        replicas by accelerator type."""
+
+        def look(job: CustomJob) -> dict[str, object] | None:
+            if job.state in TERMINAL_STATES:
+                return None
+            kinds: dict[str, int] = {}
+            for pool in job.job_spec.worker_pool_specs:
+                if pool.machine_spec.accelerator_count:
+                    kind = pool.machine_spec.accelerator_type.name
+                    kinds[kind] = kinds.get(kind, 0) + pool.machine_spec.accelerator_count * pool.replica_count
+            return {"name": job.name, "state": job.state.name, "labels": dict(job.labels), "gpus": kinds}
+
+        return self._store.scan(look)
+
     def cancel_custom_job(self, request: CancelCustomJobRequest) -> empty_pb2.Empty:
         job = self._existing(request.name)
         job_id = job_id_of(job.name)
@@ -422,7 +438,7 @@ def build_server(
             operations_pb2.Operation.SerializeToString,
         ),
     }
-    generic = [grpc.method_handlers_generic_handler(SERVICE, handlers), control_handler(faults)]
+    generic = [grpc.method_handlers_generic_handler(SERVICE, handlers), control_handler(faults, service.jobs_in_flight)]
     if models is not None:
         generic.append(grpc.method_handlers_generic_handler(MODEL_SERVICE, _model_handlers(faults, models)))
         get_operation = _unary(

@@ -12,11 +12,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 from google.cloud.aiplatform_v1.types import CustomJob
 
 from deploy.vertex_emulator.logs import JOB_FILE, job_dir
+
+T = TypeVar("T")
 
 
 def copy_job(job: CustomJob) -> CustomJob:
@@ -74,6 +76,14 @@ class JobStore:
         """Copies of every job, oldest first."""
         with self._lock:
             return [copy_job(self._jobs[key]) for key in sorted(self._jobs, key=int)]
+
+    def scan(self, look: Callable[[CustomJob], T | None]) -> list[T]:
+        """What look answers for each job, oldest first, None answers left out: look reads the stored job under the
+        lock (no copies: a read of every job, such as the jobs in flight a load test samples each second, stays
+        cheap) and must not keep or change it."""
+        with self._lock:
+            found = (look(self._jobs[key]) for key in sorted(self._jobs, key=int))
+            return [x for x in found if x is not None]
 
     def update(self, job_id: str, change: Callable[[CustomJob], bool | None]) -> CustomJob | None:
         """Apply `change` to the stored job under the lock and persist it; return a copy of the result.

@@ -1,19 +1,37 @@
 """The load test's and latency benchmark's pure parts (bench/local_stack): the no-op trainer's upload address, the
-percentiles, the hop-by-hop timeline, and the lost / doubled checks."""
+percentiles, the hop-by-hop timeline, the lost / doubled checks, and (issue 26) the rate limits, the calls per minute,
+the fallback-after-a-rate-limit and wait checks and the GPU caps sampled."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from bench.local_stack.harness import percentile
+from bench.local_stack.limits import (
+    ALL_KINDS,
+    Sample,
+    calls_per_minute,
+    cap_peaks,
+    fallback_after_rate_limit,
+    gpus_in_flight,
+    limiter_per_minute,
+    parked,
+    quota_peaks,
+    rate_limit_plan,
+    rate_limits,
+    waited_for_team,
+)
 from bench.local_stack.load import check
 from bench.local_stack.noop_trainer import upload_url
 from bench.local_stack.timeline import HOPS, timeline
-from schemas.run_record import RunState, StateChange, Timings, new_run
+from schemas.plan import parse_plan
+from schemas.run_record import RunRecord, RunState, StateChange, Submission, SubmissionAttempt, Timings, new_run
 from schemas.times import format_timestamp
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -77,3 +95,82 @@ def test_checks_find_lost_doubled_unfinished_and_orphan_runs() -> None:
     assert not found.ok
     clean = check(uris[:1], runs[:1], jobs[:1])
     assert clean.ok and (clean.runs, clean.jobs) == (1, 1)
+
+
+# -- issue 26 Done-when 1: the rate limits, the fallback and wait checks, the GPU caps sampled ----------------------
+
+PLAN = parse_plan(json.loads((Path(__file__).resolve().parents[2] / "schemas/examples/plan_cpu.json").read_text()))
+
+
+def attempt(machine_type: str, outcome: str, region: str = "us-central1") -> SubmissionAttempt:
+    return SubmissionAttempt(region, machine_type, at(0), outcome, PLAN)
+
+
+def with_attempts(*attempts: SubmissionAttempt) -> RunRecord:
+    run = new_run("run-1", {"dataset": {"uri": "gs://b/ads/a/"}}, now=T0)
+    return replace(run, submission=Submission(attempts=attempts))
+
+
+def test_a_rate_limited_attempt_followed_by_another_plan_is_a_fallback_the_same_plan_is_not() -> None:
+    limited = attempt("n1-standard-4", "rate-limited: Quota exceeded for quota metric 'Job or LRO submission requests'")
+    moved = with_attempts(limited, attempt("g2-standard-4", "created"))
+    elsewhere = with_attempts(limited, attempt("n1-standard-4", "created", region="europe-west4"))
+    found = fallback_after_rate_limit(moved)
+    assert found is not None and "g2-standard-4" in found and "n1-standard-4" in found
+    assert fallback_after_rate_limit(elsewhere) is not None
+    assert fallback_after_rate_limit(with_attempts(limited, attempt("n1-standard-4", "created"))) is None
+    capacity = attempt("n1-standard-4", "capacity: The following quota metrics exceed quota limits: ...")
+    assert fallback_after_rate_limit(with_attempts(capacity, attempt("g2-standard-4", "created"))) is None
+
+
+def test_a_wait_for_anything_but_a_team_limit_is_reported() -> None:
+    run = new_run("run-1", {"dataset": {"uri": "gs://b/ads/a/"}}, now=T0)
+    capacity = replace(run, history=(*run.history, StateChange(RunState.WAITING, at(5), "no plan left: capacity")))
+    team = replace(run, history=(*run.history, StateChange(RunState.WAITING, at(5), "team-cap: ads has 4 GPUs")))
+    found = parked(capacity)
+    assert found is not None and "no plan left" in found
+    assert parked(team) is None and parked(run) is None
+    assert waited_for_team(team) and not waited_for_team(capacity) and not waited_for_team(run)
+
+
+def test_the_cap_sampler_catches_a_team_over_its_cap_and_only_in_the_samples_where_it_was() -> None:
+    samples = [
+        Sample(1.0, (("r1", {"NVIDIA_TESLA_T4": 1}), ("r2", {"NVIDIA_L4": 1}), ("r9", {"NVIDIA_L4": 8}))),
+        Sample(2.0, (("r1", {"NVIDIA_TESLA_T4": 1}), ("r2", {"NVIDIA_L4": 1}), ("r3", {"NVIDIA_TESLA_T4": 1}))),
+        Sample(3.0, (("r3", {"NVIDIA_TESLA_T4": 1}), ("r4", {"NVIDIA_TESLA_T4": 2}))),
+    ]
+    team_of = {"r1": "ads", "r2": "ads", "r3": "ads", "r4": "fraud"}  # r9: a run of no team, not counted
+    caps = {"ads": {ALL_KINDS: 2, "NVIDIA_TESLA_T4": 2}, "fraud": {ALL_KINDS: 2}}
+    peaks = {(c.team, c.kind): c for c in cap_peaks(samples, team_of, caps)}
+    assert peaks[("ads", ALL_KINDS)].peak == 3 and peaks[("ads", ALL_KINDS)].over == ((2.0, 3),)
+    assert peaks[("ads", "NVIDIA_TESLA_T4")].peak == 2 and peaks[("ads", "NVIDIA_TESLA_T4")].over == ()
+    assert peaks[("fraud", ALL_KINDS)].peak == 2 and peaks[("fraud", ALL_KINDS)].over == ()
+    assert gpus_in_flight(samples[0], team_of) == {
+        ("ads", "NVIDIA_TESLA_T4"): 1,
+        ("ads", "NVIDIA_L4"): 1,
+        ("ads", ALL_KINDS): 2,
+    }
+
+
+def test_calls_per_minute_start_at_the_drops_and_quotas_add_their_methods_up() -> None:
+    m = 29_000_000 * 60
+    per_minute = {
+        "CreateCustomJob r1": {str(m - 60): {"calls": 9, "refused": 0}, str(m + 60): {"calls": 50, "refused": 2}},
+        "UploadModel r1": {str(m + 60): {"calls": 30, "refused": 0}},
+        "GetCustomJob r1": {str(m): {"calls": 7, "refused": 0}},
+    }
+    rows = calls_per_minute(per_minute, start=m + 10)
+    by_method = {r.method: r for r in rows}
+    assert by_method["CreateCustomJob"].calls == (0, 50) and by_method["CreateCustomJob"].refused == (0, 2)
+    assert by_method["GetCustomJob"].calls == (7, 0) and by_method["UploadModel"].peak == 30
+    assert quota_peaks(rows) == {("submission", "r1"): 80, ("crud", "r1"): 7}
+
+
+def test_rate_limits_are_google_s_figures_scaled_and_none_when_off() -> None:
+    limits = rate_limits("real", 0.5)
+    assert limits["CreateCustomJob"] == 30 and limits["UploadModel"] == 30 and limits["GetCustomJob"] == 300
+    assert rate_limit_plan({"CreateCustomJob": 30}) == {"rate_limits": [{"method": "CreateCustomJob", "limit": 30}]}
+    assert rate_limits("off", 1.0) == {} and rate_limit_plan({}) == {}
+    assert limiter_per_minute(50, 0.5) == 25
+    with pytest.raises(ValueError, match="real, off"):
+        rate_limits("google", 1.0)

@@ -182,3 +182,26 @@ def test_a_create_rate_limit_refuses_creation_and_creates_nothing(vertex, tmp_pa
     names = {job.name for job in vertex.client.list_custom_jobs(parent=PARENT)}
     assert first.name in names and not (tmp_path / "b").exists()
     assert vertex.wait_terminal(first.name).state == JobState.JOB_STATE_SUCCEEDED
+
+
+def test_calls_per_minute_and_jobs_in_flight_are_read_without_counting(vertex, tmp_path):
+    """Issue 26 Done-when 1 (`make load`): GetFaults counts each method's calls per minute, and GetJobsInFlight names
+    the jobs not ended with their GPUs (all replicas); neither control call counts against a rate limit."""
+    control.set_faults(vertex.address, {"rate_limits": [{"method": "CreateCustomJob", "limit": 1}]})
+    pools = [
+        probe_pool(tmp_path / "a", "--sleep", "30", accelerator=("NVIDIA_TESLA_T4", 2)),
+        probe_pool(tmp_path / "a", "--sleep", "30", replicas=2, accelerator=("NVIDIA_TESLA_T4", 1)),
+    ]
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, labels={"landfall-run-id": "r"}))
+    with pytest.raises(ResourceExhausted):
+        vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job([probe_pool(tmp_path / "b")]))
+    for _ in range(3):
+        flying = [j for j in control.get_jobs_in_flight(vertex.address) if j["labels"] == {"landfall-run-id": "r"}]
+    assert [(j["name"], j["gpus"]) for j in flying] == [(job.name, {"NVIDIA_TESLA_T4": 4})]
+    minutes = control.get_faults(vertex.address)["per_minute"]
+    assert isinstance(minutes, dict) and set(minutes) == {"CreateCustomJob us-central1"}
+    cells = minutes["CreateCustomJob us-central1"].values()
+    assert (sum(c["calls"] for c in cells), sum(c["refused"] for c in cells)) == (1, 1)
+    vertex.client.cancel_custom_job(name=job.name)
+    assert vertex.wait_terminal(job.name).state == JobState.JOB_STATE_CANCELLED
+    assert job.name not in {j["name"] for j in control.get_jobs_in_flight(vertex.address)}

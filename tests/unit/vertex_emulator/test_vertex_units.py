@@ -14,7 +14,7 @@ from google.cloud.aiplatform_v1.types import CustomJob, Model, WorkerPoolSpec
 from deploy.vertex_emulator import replica_log_paths
 from deploy.vertex_emulator.catalog import load_catalog
 from deploy.vertex_emulator.config import ConfigError
-from deploy.vertex_emulator.faults import parse_rules, rate_quota
+from deploy.vertex_emulator.faults import MINUTES_KEPT, FaultPlan, parse_rules, rate_quota
 from deploy.vertex_emulator.filters import JOB_FIELDS, MODEL_FIELDS, VERSION_FIELDS, FilterError, parse_filter
 from deploy.vertex_emulator.launch import ReplicaSlot, replica_environment
 from deploy.vertex_emulator.models import ALIAS
@@ -270,6 +270,22 @@ def test_rate_limits_take_model_service_methods():
     assert rate_quota("GetModel").metric_title == "Resource management (CRUD) requests"
     with pytest.raises(ConfigError, match="UploadModel"):
         parse_rules({"rate_limits": [{"method": "Predict", "limit": 1}]})
+
+
+def test_calls_are_counted_per_minute_refused_apart_and_old_minutes_dropped():
+    plan = FaultPlan()
+    plan.replace({"rate_limits": [{"method": "CreateCustomJob", "limit": 2}]})
+    minute = 29_000_000 * 60
+    for second in (0, 10, 20, 61):  # the third call in the window is refused; the fourth is in the next minute
+        plan.take_rate("CreateCustomJob", "r1", now=float(second), wall=minute + second)
+    plan.take_rate("GetCustomJob", "r1", now=62.0, wall=minute + 62)
+    assert plan.per_minute() == {
+        "CreateCustomJob r1": {str(minute): {"calls": 2, "refused": 1}, str(minute + 60): {"calls": 1, "refused": 0}},
+        "GetCustomJob r1": {str(minute + 60): {"calls": 1, "refused": 0}},
+    }
+    later = minute + (MINUTES_KEPT + 1) * 60  # both earlier minutes are past the last MINUTES_KEPT
+    plan.take_rate("GetCustomJob", "r1", now=1e6, wall=later)
+    assert plan.per_minute() == {"GetCustomJob r1": {str(later): {"calls": 1, "refused": 0}}}
 
 
 @pytest.mark.parametrize(
