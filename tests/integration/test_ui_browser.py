@@ -76,10 +76,15 @@ def dashboard(firestore_emulator: Emulator) -> Iterator[tuple[str, Any]]:
     print(f"seeded {SEEDED} runs in {time.perf_counter() - began:.1f} s")
     for record in (succeeded(), failed(), canary_and_fallback()):
         runs.document(record.run_id).set(record.to_document())
-    with browser.served(create_app(LandfallSource(), frozenset(), poll_ms=POLL_MS)) as base:
-        # One query first: the emulator's first query of a collection (a JVM not yet warm) is not the dashboard's.
-        urllib.request.urlopen(f"{base}/runs", timeout=120).close()
-        yield base, runs
+    try:
+        with browser.served(create_app(LandfallSource(), frozenset(), poll_ms=POLL_MS)) as base:
+            # One query first: the emulator's first query of a collection (a JVM not yet warm) is not the dashboard's.
+            urllib.request.urlopen(f"{base}/runs", timeout=120).close()
+            yield base, runs
+    finally:
+        # The emulator is the worker's for the whole session: 10,000 runs left in it, thousands of them open, made
+        # every later reconcile pass on this worker page through them (the suite took minutes longer).
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=120).close()
     if saved is None:
         os.environ.pop(TEAMS_ENV, None)
     else:
