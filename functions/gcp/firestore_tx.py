@@ -33,7 +33,6 @@ def in_transaction(
     again at once, so several deliveries writing one run (job events arriving together, a reconcile pass) collided
     in lockstep until every one had used its attempts. What still fails is raised, transient errors as such.
     """
-    from google.api_core import exceptions as gexc
     from google.cloud import firestore
 
     @firestore.transactional
@@ -41,21 +40,42 @@ def in_transaction(
         snapshot = ref.get(transaction=transaction)
         current = snapshot.to_dict() if snapshot.exists else None
         new, result = change(current)
-        if new is not None and current is None:
-            transaction.set(ref, new)
-        elif new is not None and current is not None:
-            fields = changed_fields(current, new)
-            if fields:
-                transaction.update(ref, fields)
+        write_successor(transaction, ref, current, new)
         return result
+
+    run: Callable[[Any], R] = body  # firestore.transactional is unannotated
+    return retried(client, run, ref.path, attempts=attempts, sleep=sleep)
+
+
+def write_successor(transaction: Any, ref: Any, current: Doc | None, new: Doc | None) -> None:
+    """In the transaction that read `current`: create `new`, or update the fields that changed (None: write nothing)."""
+    if new is not None and current is None:
+        transaction.set(ref, new)
+    elif new is not None and current is not None:
+        fields = changed_fields(current, new)
+        if fields:
+            transaction.update(ref, fields)
+
+
+def retried(
+    client: Any,
+    body: Callable[[Any], R],
+    what: str,
+    *,
+    attempts: int = ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> R:
+    """body(transaction) run in a fresh transaction per attempt (a `firestore.transactional` function); an attempt
+    that collides is tried again after a random pause that doubles up to BACKOFF_CAP_S; what still fails is raised,
+    transient errors as such. `what` names the documents for the error."""
+    from google.api_core import exceptions as gexc
 
     last: Exception | None = None
     for attempt in range(attempts):
         if attempt:
             sleep(random.uniform(0, min(BACKOFF_CAP_S, 0.05 * 2**attempt)))
         try:
-            result: R = body(client.transaction(max_attempts=1))  # firestore.transactional's call is unannotated
-            return result
+            return body(client.transaction(max_attempts=1))  # firestore.transactional's call is unannotated
         except ValueError as exc:
             if "Failed to commit transaction" not in str(exc):
                 raise
@@ -63,11 +83,11 @@ def in_transaction(
         except (gexc.Aborted, gexc.Conflict) as exc:
             last = exc
         except Exception as exc:
-            raise as_transient(exc, f"Firestore transaction on {ref.path}") from exc
+            raise as_transient(exc, f"Firestore transaction on {what}") from exc
     # Contention outlasted every attempt: another delivery is writing the same document, so this one is retried like
     # any other busy resource, never dropped as unexpected.
     raise TransientError(
-        f"Firestore transaction on {ref.path} kept colliding ({attempts} attempts, last: {last}); will retry"
+        f"Firestore transaction on {what} kept colliding ({attempts} attempts, last: {last}); will retry"
     ) from last
 
 

@@ -7,14 +7,13 @@ is aborted and tried again on the fresh ledger), so no two can both pass a cap t
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from functions.errors import LandfallError, TransientError, as_transient
-from functions.gcp.firestore_tx import ATTEMPTS, BACKOFF_CAP_S, changed_fields
+from functions.errors import LandfallError, as_transient
+from functions.gcp.firestore_tx import retried, write_successor
 from functions.gcp.runs_store import RunsStore
 from functions.records.run_rules import Step
 from functions.records.team_ledger import settle_step, settles
@@ -51,7 +50,6 @@ class TeamLedgerStore:
 
     def apply(self, run_id: str, team: str, step: PairStep[T]) -> T:
         """Run step on the run's and its team's documents in one transaction; write what it returns."""
-        from google.api_core import exceptions as gexc
         from google.cloud import firestore
 
         run_ref = self._client.collection(self._runs).document(run_id)
@@ -67,37 +65,12 @@ class TeamLedgerStore:
                 None if run_doc is None else parse_run_record(run_doc),
                 None if team_doc is None else parse_team_ledger(team_doc),
             )
-            for ref, old, new in (
-                (run_ref, run_doc, None if new_run is None else new_run.to_document()),
-                (team_ref, team_doc, None if new_ledger is None else new_ledger.to_document()),
-            ):
-                if new is not None and old is None:
-                    transaction.set(ref, new)
-                elif new is not None and old is not None:
-                    fields = changed_fields(old, new)
-                    if fields:
-                        transaction.update(ref, fields)
+            write_successor(transaction, run_ref, run_doc, None if new_run is None else new_run.to_document())
+            write_successor(transaction, team_ref, team_doc, None if new_ledger is None else new_ledger.to_document())
             return result
 
-        last: Exception | None = None
-        for attempt in range(ATTEMPTS):
-            if attempt:
-                self._sleep(random.uniform(0, min(BACKOFF_CAP_S, 0.05 * 2**attempt)))
-            try:
-                result: T = body(self._client.transaction(max_attempts=1))
-                return result
-            except ValueError as exc:
-                if "Failed to commit transaction" not in str(exc):
-                    raise
-                last = exc
-            except (gexc.Aborted, gexc.Conflict) as exc:
-                last = exc
-            except Exception as exc:
-                raise as_transient(exc, f"Firestore transaction on {run_ref.path} and {team_ref.path}") from exc
-        raise TransientError(
-            f"Firestore transaction on {run_ref.path} and {team_ref.path} kept colliding ({ATTEMPTS} attempts, last: "
-            f"{last}); will retry"
-        ) from last
+        run: Callable[[Any], T] = body  # firestore.transactional is unannotated
+        return retried(self._client, run, f"{run_ref.path} and {team_ref.path}", sleep=self._sleep)
 
     def held_to_settle(self, *, limit: int = 500) -> list[RunRecord]:
         """Runs still holding a reservation although they ended or wait (a settle that failed after the run's own
