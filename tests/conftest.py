@@ -132,7 +132,7 @@ def firestore_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emu
 def clean_firestore(firestore_emulator: Emulator) -> Emulator:
     """The Firestore emulator with every document deleted before the test."""
     url = f"{firestore_emulator.endpoint}/emulator/v1/projects/{PROJECT}/databases/(default)/documents"
-    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()
+    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=60).close()
     return firestore_emulator
 
 

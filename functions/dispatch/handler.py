@@ -141,30 +141,22 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
     except SchemaError as exc:
         return _reject_unreadable(message, str(exc), deps)
     run_id = request.run_id
-    # Duplicates are the common case under a redelivery storm: one plain read settles them, without the transaction
-    # that every copy would otherwise open on the same document (the fault campaign's storms made those collide until
-    # they were retried for minutes). States only move forward, so a stale read can only be behind.
-    seen = deps.store.get(run_id)
-    if seen is not None and _settled(seen.state):
-        log.info("run %s already %s: duplicate delivery of %s ignored", run_id, seen.state, message.message_id)
-        return f"duplicate:{seen.state}"
-    if seen is not None and seen.state == RunState.SUBMITTING and _lease_live(seen, now):
-        raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
-    run, created = (
-        (seen, False)
-        if seen is not None
-        else deps.store.create_if_absent(
-            replace(
-                new_run(run_id, request.to_dict(), now=now),
-                retry_of=request.retry_of or None,
-                team=_came_for_team(request, message, deps),
-            )
+    # The run is created first (Firestore create(): one delivery wins), which a first delivery, the common case,
+    # needs anyway; a duplicate learns from the create's refusal and one read what the run is. States only move
+    # forward, so a stale read can only be behind.
+    run, created = deps.store.create_if_absent(
+        replace(
+            new_run(run_id, request.to_dict(), now=now),
+            retry_of=request.retry_of or None,
+            team=_came_for_team(request, message, deps),
         )
     )
-    fault_point("dispatch.after_record")
     if not created and _settled(run.state):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"
+    if not created and run.state == RunState.SUBMITTING and _lease_live(run, now):
+        raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
+    fault_point("dispatch.after_record")
     if run.state == RunState.RECEIVED:
         return _plan_and_submit(run_id, request, deps, topic=message.topic, subscription=message.subscription)
     return _submit(run_id, request, deps, team=run.team.name if run.team else None)
@@ -273,6 +265,7 @@ def _submit(
                 wait_seconds=deps.settings.wait_backoff_seconds,
             ),
         )
+        deps.store.forget(run_id)  # written by the ledger's transaction, not this store
         if admission is not None and admission.verdict != "fits":
             log.info("run %s: %s (%s)", run_id, admission.verdict, admission.message)
             return f"{'waiting' if claim.doc.state == RunState.WAITING else 'failed'}:{admission.verdict}"

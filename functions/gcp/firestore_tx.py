@@ -25,8 +25,11 @@ def in_transaction(
     *,
     attempts: int = ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
+    stored: Callable[[Doc | None, Any], None] | None = None,
 ) -> R:
     """Run change(current document or None) in a transaction; it returns (document to write or None, result).
+    After the commit, `stored` (if given) is told the document as it now is and its update time (None, None when there
+    is none), for a later write_if_unchanged.
 
     Each attempt is one transaction; an attempt that collides (aborted, or the emulator's lock timeout) is tried
     again after a random pause that doubles up to BACKOFF_CAP_S ("full jitter"). The client's own retries start
@@ -35,16 +38,25 @@ def in_transaction(
     """
     from google.cloud import firestore
 
+    after: list[Any] = []  # the attempt that committed: its transaction, the document now and when it was read
+
     @firestore.transactional
     def body(transaction: Any) -> R:
         snapshot = ref.get(transaction=transaction)
         current = snapshot.to_dict() if snapshot.exists else None
         new, result = change(current)
         write_successor(transaction, ref, current, new)
+        after[:] = [transaction, current if new is None else new, snapshot.update_time]
         return result
 
     run: Callable[[Any], R] = body  # firestore.transactional is unannotated
-    return retried(client, run, ref.path, attempts=attempts, sleep=sleep)
+    result = retried(client, run, ref.path, attempts=attempts, sleep=sleep)
+    if stored is not None and after:
+        transaction, doc, read_at = after
+        written = getattr(transaction, "write_results", None) or ()
+        when = written[0].update_time if written else read_at
+        stored(doc if when is not None else None, when)
+    return result
 
 
 def write_successor(transaction: Any, ref: Any, current: Doc | None, new: Doc | None) -> None:
@@ -104,7 +116,51 @@ def create_if_absent(ref: Any, doc: Doc) -> bool:
     return True
 
 
+def created(client: Any, ref: Any, doc: Doc) -> Any | None:
+    """Create the document unless one exists (Firestore create(): one caller wins a race), encoded straight into
+    Firestore's messages (functions/gcp/firestore_writes.py); its update time, or None when it existed."""
+    from google.api_core.exceptions import Conflict
+
+    from functions.gcp import firestore_writes
+
+    try:
+        return firestore_writes.create(client, ref, doc)
+    except Conflict:
+        return None
+    except Exception as exc:
+        raise as_transient(exc, f"Firestore create of {ref.path}") from exc
+
+
+def write_if_unchanged(client: Any, ref: Any, current: Doc, update_time: Any, new: Doc) -> Any | None:
+    """Write `new` over `current` in one Commit, on the condition that the document is still the one last updated at
+    `update_time` (a precondition Firestore checks): the fields that changed, as write_successor writes them. Returns
+    the new update time; None when nothing was written, because the document changed (or went) since, or because
+    nothing differs. Equivalent to a transaction that read `current` and wrote `new`, in one call instead of three
+    (begin, read, commit): what the dispatcher does to a run it has just written itself."""
+    from google.api_core import exceptions as gexc
+
+    from functions.gcp import firestore_writes
+
+    paths = changed_paths(current, new)
+    if not paths:
+        return None
+    try:
+        return firestore_writes.update_if_unchanged(client, ref, paths, update_time)
+    except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted, gexc.Conflict):
+        return None
+    except Exception as exc:
+        raise as_transient(exc, f"Firestore write of {ref.path}") from exc
+
+
 def changed_fields(current: Doc, new: Doc) -> dict[str, Any]:
+    """changed_paths as the library's update takes them: each path as its API form (dotted, quoted where a key needs
+    it)."""
+    from google.cloud.firestore_v1.field_path import FieldPath
+
+    return {FieldPath(*path).to_api_repr(): value for path, value in changed_paths(current, new).items()}
+
+
+def changed_paths(current: Doc, new: Doc) -> dict[tuple[str, ...], Any]:
     """The fields of `new` that differ from `current`, as a Firestore update: a map present in both is compared field
     by field (its changed fields become dotted paths, quoted where a key needs it), a field `new` lacks is deleted.
 
@@ -115,22 +171,21 @@ def changed_fields(current: Doc, new: Doc) -> dict[str, Any]:
     it equals).
     """
     from google.cloud import firestore
-    from google.cloud.firestore_v1.field_path import FieldPath
 
-    fields: dict[str, Any] = {}
+    fields: dict[tuple[str, ...], Any] = {}
 
     def walk(old: Doc, now: Doc, prefix: tuple[str, ...]) -> None:
         for key, value in now.items():
             path = (*prefix, key)
             if key not in old:
-                fields[FieldPath(*path).to_api_repr()] = value
+                fields[path] = value
             elif isinstance(value, dict) and isinstance(old[key], dict) and value:
                 walk(old[key], value, path)
             elif not same_value(old[key], value):
-                fields[FieldPath(*path).to_api_repr()] = value
+                fields[path] = value
         for key in old:
             if key not in now:
-                fields[FieldPath(*prefix, key).to_api_repr()] = firestore.DELETE_FIELD
+                fields[(*prefix, key)] = firestore.DELETE_FIELD
 
     walk(current, new, ())
     return fields

@@ -7,17 +7,32 @@ operations are the pure rule steps of functions/records/run_rules.py (RunsRules)
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from functions.errors import as_transient
 from functions.gcp.firestore_paging import paged_documents
-from functions.gcp.firestore_tx import create_if_absent, in_transaction
+from functions.gcp.firestore_tx import created, in_transaction, write_if_unchanged
 from functions.records import run_rules
 from functions.records.run_rules import Doc, RunsRules, Step
 from schemas.run_record import RunRecord, parse_run_record
 
 T = TypeVar("T")
+
+KNOWN_FOR_S = 30.0
+"""How long a run this store wrote is remembered, as written, for the next change to it (write_if_unchanged)."""
+KNOWN_KEPT = 64
+"""How many such runs are remembered (the most recent)."""
+
+
+@dataclass(frozen=True)
+class _Known:
+    doc: Doc
+    update_time: Any
+    at: float
 
 
 def _record(doc: Doc | None) -> RunRecord | None:
@@ -28,23 +43,56 @@ class RunsStore(RunsRules):
     def __init__(self, client: Any, collection: str) -> None:
         self._client = client
         self._collection = collection
+        self._known: OrderedDict[str, _Known] = OrderedDict()
 
     def _ref(self, run_id: str) -> Any:
         return self._client.collection(self._collection).document(run_id)
 
     def apply(self, run_id: str, step: Step[T]) -> T:
-        """Run one rule step on the stored record inside a transaction; write what it returns."""
+        """Run one rule step on the stored record atomically; write what it returns.
+
+        A run this store wrote itself moments ago (the dispatcher's create, claim and job record follow each other)
+        is changed in one conditional Commit on the copy it wrote: the write holds only if the document is still
+        the one of that update time, which makes it the same as a transaction that read it. Otherwise (another
+        writer came between, the step writes nothing, or the copy is old) the step runs in a transaction on the
+        stored document: begin, read, commit."""
+        known = self._known.pop(run_id, None)
+        if known is not None and time.monotonic() - known.at < KNOWN_FOR_S:
+            new, result = step(parse_run_record(known.doc))
+            if new is not None:
+                doc = new.to_document()
+                when = write_if_unchanged(self._client, self._ref(run_id), known.doc, known.update_time, doc)
+                if when is not None:
+                    self._remember(run_id, doc, when)
+                    return result
 
         def change(cur: Doc | None) -> tuple[Doc | None, T]:
             new, result = step(_record(cur))
             return (None if new is None else new.to_document()), result
 
-        return in_transaction(self._client, self._ref(run_id), change)
+        return in_transaction(
+            self._client, self._ref(run_id), change, stored=lambda doc, when: self._remember(run_id, doc, when)
+        )
+
+    def _remember(self, run_id: str, doc: Doc | None, update_time: Any) -> None:
+        """Keep the run's document as it now stands (None: it has none), for the next apply."""
+        if doc is None or update_time is None:
+            self._known.pop(run_id, None)
+            return
+        self._known[run_id] = _Known(doc, update_time, time.monotonic())
+        while len(self._known) > KNOWN_KEPT:
+            self._known.popitem(last=False)
+
+    def forget(self, run_id: str) -> None:
+        self._known.pop(run_id, None)
 
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Firestore's create(): one caller wins a race, in one call instead of a transaction's three (begin, read,
         commit); a run that exists is read back, so every delivery but the first learns it was not the creator."""
-        if create_if_absent(self._ref(run.run_id), run.to_document()):
+        doc = run.to_document()
+        when = created(self._client, self._ref(run.run_id), doc)
+        if when is not None:
+            self._remember(run.run_id, doc, when)
             return run, True
         existing = self.get(run.run_id)
         if existing is None:  # deleted between the two calls: decide it in a transaction

@@ -114,6 +114,7 @@ class SettlingRunsStore(RunsStore):
 
         result = super().apply(run_id, capturing)
         if written and settles(written[0]):
+            self.forget(run_id)  # the settle's transaction writes the run too
             try:
                 self.ledger.settle(written[0], self._now())
             except LandfallError as exc:

@@ -164,6 +164,9 @@ class RunsRules(ABC):
     def apply(self, run_id: str, step: Step[T]) -> T:
         """Read run_id's record (None when absent), run step on it, write what it returns, all atomically."""
 
+    def forget(self, run_id: str) -> None:  # noqa: B027  (a hook: most stores keep nothing)
+        """Drop any copy of the run this store kept from its own last write (another store has just written it)."""
+
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Store run unless a run with its id exists; returns (the stored record, whether this call created it)."""
         return self.apply(run.run_id, create_if_absent(run))

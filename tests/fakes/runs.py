@@ -32,6 +32,15 @@ class FakeRuns(RunsRules):
                 self.docs[run_id] = new.to_document()
             return result
 
+    def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """As the adapter: one create() call that one caller wins, not a transaction (no apply)."""
+        with self._lock:
+            doc = self.docs.get(run.run_id)
+            if doc is not None:
+                return parse_run_record(copy_document(doc)), False
+            self.docs[run.run_id] = run.to_document()
+            return run, True
+
     def put(self, run: RunRecord) -> None:
         """Store a record as it is (a test's starting point)."""
         with self._lock:

@@ -65,6 +65,11 @@ class CountingRuns(FakeRuns):
         self.writes.append(self.get(run_id))
         return result
 
+    def create_if_absent(self, run):
+        result = super().create_if_absent(run)
+        self.writes.append(self.get(run.run_id))
+        return result
+
 
 def test_a_new_request_reaches_create_custom_job_after_two_writes_with_its_attempt_on_record() -> None:
     runs = CountingRuns()

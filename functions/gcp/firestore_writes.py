@@ -1,0 +1,123 @@
+"""Single-document writes in one Commit, encoded straight into Firestore's protobuf messages.
+
+The client library encodes every value of a document through proto-plus: a `Value` wrapper built and marshalled per
+field, which is most of a write's CPU (a run's claim carries some 700 values: the plan, its fallbacks, the attempts).
+Here each value is written in place into the underlying protobuf message (`Value.pb()`, the same message the library
+sends), and the Commit goes through the library's own Firestore API client with its own retry settings, database
+string and request metadata. The result on the wire is the library's: tests/unit/test_firestore_writes.py checks the
+encoding against `google.cloud.firestore_v1._helpers.encode_value` value by value, and
+tests/integration/test_runs_store_known.py checks the stored documents against the emulator.
+
+Only what Landfall's documents hold is encoded here (None, bool, int, float, str, dict, list and tuple); anything
+else (datetimes, bytes, the library's sentinels) is encoded by the library's own `encode_value`, so no type is
+encoded two ways.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
+
+Path = tuple[str, ...]
+
+
+@functools.cache
+def _types() -> SimpleNamespace:
+    """The protobuf message classes under the library's proto-plus types (imported on first use)."""
+    from google.cloud.firestore_v1.types import common, firestore, write
+
+    return SimpleNamespace(
+        Write=write.Write.pb(),
+        Precondition=common.Precondition.pb(),
+        CommitRequest=firestore.CommitRequest.pb(),
+        commit_request=firestore.CommitRequest,
+    )
+
+
+def fill(target: Any, value: Any) -> None:
+    """Encode value into the protobuf `Value` message target, in place."""
+    if value is None:
+        target.null_value = 0
+    elif value is True or value is False:
+        target.boolean_value = value
+    elif type(value) is int:
+        target.integer_value = value
+    elif type(value) is float:
+        target.double_value = value
+    elif type(value) is str:
+        target.string_value = value
+    elif isinstance(value, Mapping):
+        fill_map(target.map_value, value)
+    elif isinstance(value, list | tuple):
+        array = target.array_value
+        array.SetInParent()
+        for item in value:
+            fill(array.values.add(), item)
+    else:
+        from google.cloud.firestore_v1 import _helpers
+
+        target.CopyFrom(_helpers.encode_value(value)._pb)
+
+
+def fill_map(target: Any, values: Mapping[str, Any]) -> None:
+    """Encode a map into a protobuf message with a `fields` map (MapValue or Document), in place."""
+    target.SetInParent()
+    fields = target.fields
+    for key, value in values.items():
+        fill(fields[key], value)
+
+
+def create(client: Any, ref: Any, doc: Mapping[str, Any]) -> Any:
+    """Create the document (it must not exist): its update time, the protobuf Timestamp Firestore answered. Raises
+    the library's Conflict (AlreadyExists) when it exists."""
+    pb = _types()
+    write = pb.Write(current_document=pb.Precondition(exists=False))
+    write.update.name = ref._document_path
+    fill_map(write.update, doc)
+    return _commit(client, write)
+
+
+def update_if_unchanged(client: Any, ref: Any, fields: Mapping[Path, Any], update_time: Any) -> Any:
+    """Set each field path to its value (the library's DELETE_FIELD deletes it), on the condition that the document
+    was last updated at update_time (a protobuf Timestamp, or the library's datetime); its new update time. Raises
+    the library's FailedPrecondition when the document changed since (NotFound when it went)."""
+    from google.cloud.firestore_v1 import DELETE_FIELD
+    from google.cloud.firestore_v1.field_path import FieldPath
+
+    pb = _types()
+    write = pb.Write()
+    write.update.name = ref._document_path
+    write.update.SetInParent()
+    nested: dict[str, Any] = {}
+    for path, value in fields.items():
+        write.update_mask.field_paths.append(FieldPath(*path).to_api_repr())
+        if value is DELETE_FIELD:
+            continue
+        into = nested
+        for part in path[:-1]:
+            into = into.setdefault(part, {})
+        into[path[-1]] = value
+    write.update_mask.SetInParent()
+    fill_map(write.update, nested)
+    write.current_document.update_time.CopyFrom(_timestamp_pb(update_time))
+    return _commit(client, write)
+
+
+def _timestamp_pb(when: Any) -> Any:
+    """A protobuf Timestamp as given, or a datetime (the library's update times) as the library encodes it."""
+    if isinstance(when, datetime):
+        from google.cloud.firestore_v1 import _helpers
+
+        return _helpers.encode_value(when)._pb.timestamp_value
+    return when
+
+
+def _commit(client: Any, write: Any) -> Any:
+    pb = _types()
+    request = pb.CommitRequest(database=client._database_string)
+    request.writes.append(write)
+    response = client._firestore_api.commit(request=pb.commit_request.wrap(request), metadata=client._rpc_metadata)
+    return response._pb.write_results[0].update_time
