@@ -152,9 +152,14 @@ def _champion_env(request: Any) -> dict[str, str]:
 
 
 def _register_model(run_id: str) -> str:
+    """UploadModel takes its slot from the dispatcher's per-region limiter: Google counts it in the same "Job or LRO
+    submission requests" quota as CreateCustomJob (docs/deploy.md, "Vertex AI rate limits")."""
     from functions.records.model_registration import register_model
 
-    return register_model(run_id, runs_store(), model_registry(), _model_target, now=utc_now)
+    registry = model_registry()
+    return register_model(
+        run_id, runs_store(), registry, _model_target, now=utc_now, limiter=rate_limits_store(), region=registry.region
+    )
 
 
 def _announce(run_id: str) -> str:
@@ -164,13 +169,16 @@ def _announce(run_id: str) -> str:
     import logging
 
     from functions.errors import PermanentError
+    from functions.records.model_registration import QUEUED
     from functions.records.results import announce
 
     try:
         registered = _register_model(run_id)
         # Another delivery holds the registration lease: it announces once its version exists (a reconcile pass
         # does, after the lease, if it dies). Announcing now would publish RunFinished naming no model.
-        if registered == "registering-elsewhere":
+        # Likewise a registration whose limiter slot is further off than it waits: the reconcile pass after the slot
+        # uploads, then announces.
+        if registered in ("registering-elsewhere", QUEUED):
             return registered
     except PermanentError as exc:  # Vertex refused the upload: retrying cannot help, the run is announced without
         registered = "refused"
@@ -386,7 +394,7 @@ def _team_looks() -> Any:
 
 @cache
 def rate_limits_store() -> Any:
-    """The dispatcher's per-region CreateCustomJob limiter (LANDFALL_VERTEX_CREATE_PER_MINUTE)."""
+    """The per-region submission limiter (LANDFALL_VERTEX_CREATE_PER_MINUTE): CreateCustomJob, and UploadModel."""
     from functions.gcp.rate_limits_store import RateLimitsStore
 
     settings = get_settings()

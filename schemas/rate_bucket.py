@@ -16,7 +16,8 @@ from schemas.fields import Reader
 SCHEMA_VERSION = 1
 
 CREATE_CUSTOM_JOB = "create-custom-job"
-"""The one call limited so far (LANDFALL_VERTEX_CREATE_PER_MINUTE)."""
+"""The region's submission bucket (LANDFALL_VERTEX_CREATE_PER_MINUTE): CreateCustomJob and UploadModel, which Google
+counts in one quota, "Job or LRO submission requests" (docs/deploy.md); the id is kept from when it held jobs only."""
 
 
 def bucket_id(call: str, region: str) -> str:

@@ -435,6 +435,9 @@ class Submission:
     model_lease_until: str | None = None
     """RFC 3339 end of the lease of the delivery registering the run's model in Vertex AI Model Registry
     (functions/records/model_registration.py): deliveries that see a run succeed at once upload its model once."""
+    model_slot_at: str | None = None
+    """RFC 3339 time of the region's submission-limiter slot the run's UploadModel holds, taken by a registration
+    that found its slot too far off to wait for; the registration after it uploads then without taking another."""
     queued: Queued | None = None
     """Set while (and after) a rate limit held the submission back on its plan; absent when none ever did."""
 
@@ -454,6 +457,7 @@ class Submission:
                 "results_published": self.results_published,
                 "results_lease_until": self.results_lease_until,
                 "model_lease_until": self.model_lease_until,
+                "model_slot_at": self.model_slot_at,
                 "queued": None if self.queued is None else self.queued.to_dict(),
             }
         )
@@ -639,6 +643,7 @@ def _submission(r: Reader | None) -> Submission:
         results_published=None if r.data.get("results_published") is None else bool(r.data["results_published"]),
         results_lease_until=_optional_string(r, "results_lease_until"),
         model_lease_until=_optional_string(r, "model_lease_until"),
+        model_slot_at=_optional_string(r, "model_slot_at"),
         queued=None if queued is None else _queued(queued),
     )
 

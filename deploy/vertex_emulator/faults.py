@@ -76,7 +76,9 @@ MODEL_SERVICE_METHODS = (
 )
 RATE_LIMITED_METHODS = JOB_SERVICE_METHODS + MODEL_SERVICE_METHODS
 SUBMISSION_METHODS = ("CreateCustomJob", "UploadModel")
-"""The calls that start work (a job, an upload operation): "Job or LRO submission requests"; the rest are CRUD."""
+"""The calls that start work (a job; UploadModel, which starts a long-running operation): "Job or long-running
+operation (LRO) submission requests" on Google's quota page, as Landfall reads it (docs/deploy.md, "Model uploads take
+slots too"); the rest are CRUD. Each method is limited on its own here (Google counts a quota's methods together)."""
 SERVICE_NAME = "aiplatform.googleapis.com"
 MINUTES_KEPT = 180
 """Per-minute call counts kept (the oldest minutes are dropped: a long-lived emulator's counts stay bounded)."""

@@ -13,7 +13,8 @@ from schemas.rate_bucket import CREATE_CUSTOM_JOB, SCHEMA_VERSION, bucket_id
 
 
 class RateLimitsStore:
-    """CreateCustomJob slots per region, per_minute at most (LANDFALL_VERTEX_CREATE_PER_MINUTE)."""
+    """Submission slots per region (CreateCustomJob, UploadModel), per_minute at most
+    (LANDFALL_VERTEX_CREATE_PER_MINUTE)."""
 
     def __init__(self, client: Any, collection: str, per_minute: int) -> None:
         self._client = client
@@ -21,7 +22,7 @@ class RateLimitsStore:
         self.per_minute = per_minute
 
     def take(self, region: str, now: datetime) -> datetime:
-        """Reserve the next CreateCustomJob slot in region: now, or the later moment the call may be made."""
+        """Reserve the next submission slot in region: now, or the later moment the call may be made."""
         from google.cloud import firestore
 
         ref = self._client.collection(self._collection).document(bucket_id(CREATE_CUSTOM_JOB, region))

@@ -9,7 +9,12 @@ published, so the message names the version. Exactly once:
    run's, uploaded by a delivery that died before recording it: it is adopted, not uploaded again;
 3. decide, then upload: the decision (schemas/model_version.py DECISIONS) is taken against the version holding the
    `production` alias before the upload, and travels on the new version (labels, description, metadata), since
-   Model Registry keeps a version's labels as uploaded;
+   Model Registry keeps a version's labels as uploaded. UploadModel starts a long-running operation, which Google
+   counts in the region's "Job or LRO submission requests" quota beside CreateCustomJob (docs/deploy.md, "Vertex
+   AI rate limits"), so the upload first takes a slot from the dispatcher's per-region limiter: a slot at most
+   SLOT_WAIT away is waited for; a later one is kept on the run (`submission.model_slot_at`) with the lease held
+   until then, and the registration ends `registration-queued`; the reconcile pass after the slot (which
+   announces every ended run still unannounced) uploads with that slot without taking another;
 4. move `production` to the new version when the decision says so, only from the champion the decision was taken
    against (a later promotion is never undone by a retry);
 5. record `model` on the run and give the lease back (one transaction).
@@ -20,6 +25,7 @@ A failure before 5 releases the lease and raises: the run stays unannounced, and
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -54,6 +60,17 @@ DIRECT_ROUTE = "direct"
 """The route name of a run whose request came from no route (`landfall submit`)."""
 PROMOTING = ("first", "promoted")
 """Decisions that move `production` to the new version."""
+SLOT_WAIT = timedelta(seconds=10)
+"""A limiter slot at most this far away is waited for before UploadModel (the dispatcher's bound); a later one is
+kept on the run and used by the registration after it."""
+QUEUED = "registration-queued"
+"""What register_model says of a run whose upload waits for its limiter slot (nothing is announced yet)."""
+
+
+class SlotLimiter(Protocol):
+    """The per-region submission limiter (functions/gcp/rate_limits_store.py RateLimitsStore)."""
+
+    def take(self, region: str, now: datetime) -> datetime: ...
 
 
 class Registry(Protocol):
@@ -151,7 +168,8 @@ def released_registration(*, now: datetime) -> Step[None]:
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, None]:
         if cur is None or cur.model is not None:
             return None, None
-        return replace(cur, submission=replace(cur.submission, model_lease_until=format_timestamp(now))), None
+        submission = replace(cur.submission, model_lease_until=format_timestamp(now), model_slot_at=None)
+        return replace(cur, submission=submission), None
 
     return step
 
@@ -162,7 +180,21 @@ def recorded_model(ref: ModelVersionRef) -> Step[bool]:
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
         if cur is None or cur.model is not None:
             return None, False
-        return replace(cur, model=ref, submission=replace(cur.submission, model_lease_until=None)), True
+        submission = replace(cur.submission, model_lease_until=None, model_slot_at=None)
+        return replace(cur, model=ref, submission=submission), True
+
+    return step
+
+
+def deferred_registration(slot: datetime, *, holder: str) -> Step[bool]:
+    """Keep the run's UploadModel slot and hold the lease until it (the claim, `holder`, is still this delivery's);
+    result: whether it was kept."""
+    at = format_timestamp(slot)
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None or cur.model is not None or cur.submission.model_lease_until != holder:
+            return None, False
+        return replace(cur, submission=replace(cur.submission, model_lease_until=at, model_slot_at=at)), True
 
     return step
 
@@ -327,8 +359,12 @@ def register_model(
     target: Callable[[dict[str, Any]], Target],
     *,
     now: Callable[[], datetime],
+    limiter: SlotLimiter | None = None,
+    region: str = "",
+    sleep: Callable[[float], None] = time.sleep,
 ) -> str:
-    """Register the SUCCEEDED run's model once and decide its promotion; says what happened."""
+    """Register the SUCCEEDED run's model once and decide its promotion; says what happened. With a limiter, the
+    upload first takes a slot in region (the registry's): see the module's step 3."""
     outcome, run = store.apply(run_id, claimed_registration(now=now()))
     if run is None:
         return outcome
@@ -341,6 +377,13 @@ def register_model(
             run, where.rule, champion if champion is None or champion.version_id != _id(version) else None, now=now()
         )
         if version is None:
+            slot = _slot(run, limiter, region, now())
+            if slot is not None and slot - now() > SLOT_WAIT:
+                lease = run.submission.model_lease_until or ""
+                kept = store.apply(run_id, deferred_registration(slot, holder=lease))
+                return QUEUED if kept else "registering-elsewhere"
+            if slot is not None and slot > now():
+                sleep((slot - now()).total_seconds())
             version = registry.upload(where.model_id, model_message(run, where, promotion))
         holder = champion.version_id if champion is not None else ""
         if (
@@ -361,16 +404,29 @@ def _id(version: VersionView | None) -> str:
     return "" if version is None else version.version_id
 
 
+def _slot(run: RunRecord, limiter: SlotLimiter | None, region: str, now: datetime) -> datetime | None:
+    """The moment the run's UploadModel may be made: the slot it holds, else a new one from the limiter (None: no
+    limiter, at once)."""
+    held = run.submission.model_slot_at
+    if held is not None:
+        return parse_timestamp(held, field="submission.model_slot_at")
+    return None if limiter is None else limiter.take(region, now)
+
+
 __all__ = [
     "CHAMPION_DIR_ENV",
     "CHAMPION_VERSION_ENV",
     "DECISION_LABEL",
+    "QUEUED",
     "REGISTRATION_LEASE",
+    "SLOT_WAIT",
     "Registry",
+    "SlotLimiter",
     "Target",
     "champion_env",
     "claimed_registration",
     "decide",
+    "deferred_registration",
     "held_out_data",
     "lineage",
     "model_message",

@@ -26,7 +26,7 @@ def _model_id(text: str) -> str:
     return text.split("@", 1)[0].rsplit("/", 1)[-1]
 
 
-def _score(metadata: dict[str, Any]) -> str:
+def score_text(metadata: dict[str, Any]) -> str:
     promotion = metadata.get("promotion") or {}
     metric = promotion.get("metric") or ""
     final = metadata.get("final") or {}
@@ -42,7 +42,7 @@ def _row(v: Any) -> list[object]:
         v.version_id,
         ",".join(v.aliases),
         promotion.get("decision", v.labels.get("landfall-decision", "")),
-        _score(v.metadata),
+        score_text(v.metadata),
         v.labels.get("landfall-run", ""),
     ]
 
@@ -66,13 +66,13 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _whole(value: Any) -> Any:
+def whole_numbers(value: Any) -> Any:
     """The lineage as Landfall wrote it: a version's metadata is a protobuf Value, whose numbers are all doubles, so
     counts and sizes come back as 4.0 and 64.0; whole ones are shown as the integers they were."""
     if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
+        return {k: whole_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_whole(v) for v in value]
+        return [whole_numbers(v) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
@@ -92,7 +92,7 @@ def cmd_model(args: argparse.Namespace) -> int:
         return 0
     metadata = version.metadata
     promotion = metadata.get("promotion") or {}
-    lineage = _whole(metadata.get("lineage") or {})
+    lineage = whole_numbers(metadata.get("lineage") or {})
     dataset = lineage.get("dataset") or {}
     read = dataset.get("read") or {}
     print(f"{version.version_name}  aliases: {', '.join(version.aliases) or '-'}")
@@ -105,7 +105,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     print(f"  request:   {json.dumps(lineage.get('request') or {}, sort_keys=True)[:300]}")
     print(f"  plan:      {json.dumps(lineage.get('plan') or {}, sort_keys=True)}")
     print(f"  code:      {json.dumps(lineage.get('code') or {}, sort_keys=True)[:300]}")
-    print(f"  scores:    {_score(metadata) or '-'}")
+    print(f"  scores:    {score_text(metadata) or '-'}")
     print(f"  decision:  {promotion.get('decision', '-')}: {promotion.get('reason', '')}")
     if promotion.get("data"):
         print(f"  measured:  {promotion['data']}")

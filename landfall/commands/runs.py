@@ -8,10 +8,18 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from landfall.commands.run_text import (
+    canary_lines,
+    dataset_ref,
+    failure_reason,
+    figures_text,
+    fmt_value,
+    gpu_label,
+    wait_lines,
+)
 from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from schemas.errors import SchemaError
-from schemas.plan import Plan
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
 from schemas.run_metrics import run_warnings, task_figures
 from schemas.run_record import RunRecord, RunState, parse_run_record, parse_state
@@ -160,18 +168,6 @@ def positive(text: str) -> int:
     return int(text)
 
 
-def _gpu(plan: Plan | None) -> str:
-    if plan is None:
-        return ""
-    return f"{plan.accelerator_count}x{plan.accelerator_type}" if plan.accelerator_type else "cpu"
-
-
-def _dataset(run: RunRecord) -> dict[str, Any]:
-    """The request's dataset reference (a REJECTED run keeps whatever raw fields could be read)."""
-    dataset = run.request.get("dataset")
-    return dataset if isinstance(dataset, dict) else {}
-
-
 def _final(run: RunRecord) -> dict[str, Any]:
     final = (run.metrics or {}).get("final")
     return final if isinstance(final, dict) else {}
@@ -201,11 +197,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
             r.run_id,
             r.state,
             r.created_at,
-            _dataset(r).get("uri"),
+            dataset_ref(r).get("uri"),
             r.plan.machine_type if r.plan else "",
-            _gpu(r.plan),
-            _figures(r),
-            _reason(r),
+            gpu_label(r.plan),
+            figures_text(r),
+            failure_reason(r),
         ]
         for r in _readable(docs)
     ]
@@ -221,33 +217,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reason(run: RunRecord) -> str:
-    """Why a run ended without succeeding, in a word of schemas/vocabulary.py FAILURE_REASONS (user-code, stockout,
-    ...; its error code where an older run has no reason); "" for a run that has not failed."""
-    if run.error is None:
-        return ""
-    return run.error.reason or run.error.code
-
-
-def _fmt(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else ("" if value is None else str(value))
-
-
-def _figures(run: RunRecord) -> str:
-    """The run's own figures for its task (schemas/run_metrics.py): accuracy, R² and RMSE, or perplexity; a '!' when
-    the trainer put a warning on the run (`landfall run` says what)."""
-    task = run.request.get("task")
-    try:
-        warned = bool(run_warnings(run.metrics))
-    except SchemaError:
-        warned = True
-    text = ", ".join(f"{label} {_fmt(value)}" for label, value in task_figures(str(task), run.metrics))
-    return f"{text} !" if warned and text else text
-
-
 def describe(run: RunRecord) -> str:
     """A run record as a person reads it: state, dataset, plan, Vertex job, times, metrics, error."""
-    request, plan, dataset, final = run.request, run.plan, _dataset(run), _final(run)
+    request, plan, dataset, final = run.request, run.plan, dataset_ref(run), _final(run)
     model = request.get("model")
     lines = [
         f"run       {run.run_id}",
@@ -262,36 +234,38 @@ def describe(run: RunRecord) -> str:
         lines.append(f"retried   by {run.retried_by} (`landfall run {run.retried_by}`)")
     if plan is not None:
         lines.append(
-            f"plan      {plan.replica_count} x {plan.machine_type} ({_gpu(plan)}) in {plan.region}, "
-            f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${_fmt(plan.estimated_cost_usd)}"
+            f"plan      {plan.replica_count} x {plan.machine_type} ({gpu_label(plan)}) in {plan.region}, "
+            f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${fmt_value(plan.estimated_cost_usd)}"
         )
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
-    lines += _canary(run)
-    lines += _waits(run)
+    lines += canary_lines(run)
+    lines += wait_lines(run)
     for key, value in run.timings.to_dict().items():
         lines.append(f"{key:<9} {value}")
     if final:
         metrics = run.metrics or {}
         figures = "".join(
-            f", {label} {_fmt(value)}" for label, value in task_figures(str(request.get("task")), metrics)
+            f", {label} {fmt_value(value)}" for label, value in task_figures(str(request.get("task")), metrics)
         )
         lines.append(
-            f"metrics   loss {_fmt(final.get('loss'))}{figures}, "
-            f"{_fmt(metrics.get('samples_per_second'))} samples/s, "
-            f"wall {_fmt(metrics.get('wall_time_seconds'))} s"
+            f"metrics   loss {fmt_value(final.get('loss'))}{figures}, "
+            f"{fmt_value(metrics.get('samples_per_second'))} samples/s, "
+            f"wall {fmt_value(metrics.get('wall_time_seconds'))} s"
         )
         try:
             lines += [f"warning   {w.code}: {w.message}" for w in run_warnings(metrics)]
         except SchemaError as exc:
             lines.append(f"warning   the run's metrics.json warnings do not fit the schema: {exc}")
     if run.cost.to_dict():
-        lines.append(f"cost      estimated ${_fmt(run.cost.estimated_usd)}, actual ${_fmt(run.cost.actual_usd)}")
+        lines.append(
+            f"cost      estimated ${fmt_value(run.cost.estimated_usd)}, actual ${fmt_value(run.cost.actual_usd)}"
+        )
     if run.timings.estimated_seconds is not None and run.timings.run_seconds:
         error = (run.timings.estimated_seconds - run.timings.run_seconds) / run.timings.run_seconds
         lines.append(
-            f"time      estimated {_fmt(run.timings.estimated_seconds)} s, actual {_fmt(run.timings.run_seconds)} s "
-            f"({error:+.0%})"
+            f"time      estimated {fmt_value(run.timings.estimated_seconds)} s, "
+            f"actual {fmt_value(run.timings.run_seconds)} s ({error:+.0%})"
         )
     if run.artifacts is not None:
         lines.append(f"model     {run.artifacts.model_dir}")
@@ -331,7 +305,7 @@ def describe(run: RunRecord) -> str:
                         f"{a.accelerator_count}x{a.accelerator_type}" if a.accelerator_type else "cpu",
                         a.region or "-",
                         "yes" if a.spot else "no",
-                        _fmt(a.estimated_cost_usd),
+                        fmt_value(a.estimated_cost_usd),
                         a.reason,
                     ]
                     for a in plan.alternatives
@@ -347,29 +321,6 @@ def describe(run: RunRecord) -> str:
     if curve:
         lines += ["", curve]
     return "\n".join(lines)
-
-
-def _canary(run: RunRecord) -> list[str]:
-    """The run's canary (docs/canary.md): its job, status and verdict, and what it measured."""
-    c = run.canary
-    if c is None:
-        return []
-    lines = [f"canary    {c.status}: job {c.job_name.rsplit('/', 1)[-1]} on {c.machine_type} in {c.region}"]
-    if c.verdict:
-        lines.append(f"          {c.verdict}")
-    f = c.figures
-    if f is not None:
-        measured = [f"{f.steps} steps"]
-        if f.step_seconds is not None:
-            measured.append(f"{f.step_seconds:.4g} s/step (planned {c.planned_step_seconds:.4g})")
-        if f.peak_memory_bytes is not None:
-            measured.append(f"peak {f.peak_memory_bytes / 1e9:.3g} GB {f.memory_kind or 'memory'}")
-        if f.allreduce_gbps is not None:
-            measured.append(f"all-reduce {f.allreduce_gbps:.3g} GB/s x {f.processes or 1}")
-        if f.checkpoint_ok is not None:
-            measured.append(f"checkpoint {'read back' if f.checkpoint_ok else 'read back DIFFERENT'}")
-        lines.append(f"          measured: {', '.join(measured)}")
-    return lines
 
 
 def _omitted_line(run: RunRecord) -> str:
@@ -391,48 +342,6 @@ def _timeline(run: RunRecord) -> list[list[str]]:
     return rows
 
 
-def _refusals(run: RunRecord) -> list[str]:
-    """A long wait's refusals, counted (submission.refusals), once a round has ended WAITING."""
-    counted = run.submission.refusals
-    if counted is None:
-        return []
-    reasons = ", ".join(f"{n} x {reason}" for reason, n in counted.by_reason.items()) or "none"
-    left_out = counted.attempts_omitted + counted.jobs_omitted
-    kept = f"; the last ones in full, {left_out} older ones counted only" if left_out else ""
-    return [
-        f"refusals  {counted.refused} in {counted.rounds} round(s): {reasons}{kept}",
-        f"          first at {counted.first_at}: {counted.first}",
-        f"          last at {counted.last_at}: {counted.last}",
-    ]
-
-
-def _waits(run: RunRecord) -> list[str]:
-    """Why the run waits: for capacity (WAITING, submission.waiting), for a rate limit on its plan (SUBMITTING,
-    submission.queued, kept with when its job was created) and, noted by the reconciler, for its job to start
-    (long_wait: open while the job is queued or pending, then kept with when it started)."""
-    lines = []
-    if run.state == RunState.WAITING and run.submission.waiting is not None:
-        wait = run.submission.waiting
-        lines.append(f"waiting   {wait.reason}; next try at {wait.retry_at} (try {wait.tries}, since {wait.since})")
-    lines += _refusals(run)
-    queued = run.submission.queued
-    if queued is not None and queued.over_at is None and run.state == RunState.SUBMITTING:
-        lines.append(
-            f"queued    {queued.reason} in {queued.region}; next try at {queued.retry_at} (try {queued.tries}, "
-            f"since {queued.since}): {queued.message}"
-        )
-    elif queued is not None and queued.over_at is not None:
-        lines.append(f"queued    {queued.reason} in {queued.region} from {queued.since} to {queued.over_at}")
-    note = run.long_wait
-    if note is not None and note.over_at is None:
-        lines.append(f"waiting   {note.reason} (job {note.job_state} since {note.since}; noted {note.noted_at})")
-    elif note is not None:
-        lines.append(
-            f"waited    {note.reason} (job {note.job_name.rsplit('/', 1)[-1]}: {note.since} to {note.over_at})"
-        )
-    return lines
-
-
 EPOCH_COLUMNS = ("epoch", "loss", "accuracy", "perplexity")
 """The first columns of `landfall run --metrics`, in this order (trainer/metrics.py EpochResult); other figures an
 epoch has follow, by name."""
@@ -445,7 +354,7 @@ def epoch_table(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     found = {k for e in epochs for k in e}
     keys = [k for k in EPOCH_COLUMNS if k in found] + sorted(found - set(EPOCH_COLUMNS))
     keys = [k for k in keys if any(e.get(k) is not None for e in epochs)]
-    return [k.upper().replace("_", " ") for k in keys], [[_fmt(e.get(k)) for k in keys] for e in epochs]
+    return [k.upper().replace("_", " ") for k in keys], [[fmt_value(e.get(k)) for k in keys] for e in epochs]
 
 
 CURVE_SIZE = (72, 14)
@@ -484,7 +393,7 @@ def describe_metrics(run: RunRecord) -> str:
             f"({evaluation.get('train_samples', '?')} in the training split)"
         )
     figures = [
-        f"{label} {_fmt(metrics.get(key))}"
+        f"{label} {fmt_value(metrics.get(key))}"
         for key, label in (
             ("samples_per_second", "samples/s"),
             ("tokens_per_second", "tokens/s"),

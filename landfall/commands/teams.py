@@ -10,7 +10,7 @@ from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 
 
-def _gpus(gpus: dict[str, int], cap: dict[str, int]) -> str:
+def gpus_in_flight(gpus: dict[str, int], cap: dict[str, int]) -> str:
     """In flight against the caps: "all 6/16, NVIDIA_L4 2/8"; kinds in flight with no cap of their own as "N x KIND"."""
     shown = [f"{kind} {sum(gpus.values()) if kind == 'all' else gpus.get(kind, 0)}/{n}" for kind, n in cap.items()]
     shown += [f"{n} x {kind}" for kind, n in gpus.items() if kind not in cap]
@@ -42,7 +42,7 @@ def cmd_teams(args: argparse.Namespace) -> int:
         [
             u.team,
             u.priority,
-            _gpus(u.gpus, u.gpu_cap),
+            gpus_in_flight(u.gpus, u.gpu_cap),
             f"${u.spent_usd:.2f} / ${u.budget_usd:.2f}",
             f"${u.reserved_usd:.2f}",
             f"${u.settled_usd:.2f}",

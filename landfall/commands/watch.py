@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from landfall.commands.logs import replica_logs
+from landfall.commands.run_text import duration_text
 from landfall.commands.runs import read_run, read_run_document, run_id_argument
 from landfall.errors import CommandError, client_boundary
 from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time, short_value
@@ -35,13 +36,6 @@ START_MESSAGES = frozenset({"training started", "resumed from checkpoint"})
 """Records after which steps are timed afresh (a replica restarted, or resumed from a checkpoint)."""
 
 
-def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h {minutes:02d}m" if hours else (f"{minutes}m {secs:02d}s" if minutes else f"{secs}s")
-
-
 def _loss(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, int | float) else "?"
 
@@ -55,7 +49,7 @@ def _eta(points: list[tuple[datetime, int]], total: int | None) -> str:
     if last <= first or now <= began:
         return ""
     rate = (last - first) / (now - began).total_seconds()
-    return f"ETA {_duration((total - last) / rate)}"
+    return f"ETA {duration_text((total - last) / rate)}"
 
 
 def _doing(record: dict[str, Any]) -> str:

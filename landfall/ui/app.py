@@ -229,7 +229,7 @@ def create_app(
         )
 
     def models_page(request: Request) -> Response:
-        from landfall.commands.models import _score
+        from landfall.commands.models import score_text
 
         errors = []
         try:
@@ -246,14 +246,14 @@ def create_app(
                     "aliases": ", ".join(v.aliases),
                     "decision": promotion.get("decision", v.labels.get("landfall-decision", "")),
                     "why": promotion.get("reason", ""),
-                    "score": _score(v.metadata),
+                    "score": score_text(v.metadata),
                     "run_id": v.labels.get("landfall-run", ""),
                 }
             )
         return page(request, "models.html", {"active": "models", "rows": rows, "errors": errors})
 
     def teams_page(request: Request) -> Response:
-        from landfall.commands.teams import _gpus
+        from landfall.commands.teams import gpus_in_flight
 
         errors = []
         try:
@@ -264,7 +264,7 @@ def create_app(
             {
                 "team": u.team,
                 "priority": u.priority,
-                "gpus": _gpus(u.gpus, u.gpu_cap),
+                "gpus": gpus_in_flight(u.gpus, u.gpu_cap),
                 "spent": f"${u.spent_usd:.2f}",
                 "budget": f"${u.budget_usd:.2f}",
                 "share": f"{u.spent_usd / u.budget_usd:.0%}" if u.budget_usd else "",

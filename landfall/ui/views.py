@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from landfall.commands.runs import _canary, _dataset, _figures, _fmt, _gpu, _reason, _waits
+from landfall.commands.run_text import (
+    canary_lines,
+    dataset_ref,
+    duration_text,
+    failure_reason,
+    figures_text,
+    fmt_value,
+    gpu_label,
+    wait_lines,
+)
 from landfall.commands.watch import EPOCH_MESSAGE, STEP_MESSAGE, progress_line
 from landfall.trainer_log import parse_record
 from schemas.errors import SchemaError
@@ -32,28 +41,23 @@ def _money(value: float | None) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    if value is None:
-        return ""
-    value = max(0.0, value)
-    minutes, secs = divmod(round(value), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m" if hours else (f"{minutes}m {secs:02d}s" if minutes else f"{secs}s")
+    return "" if value is None else duration_text(value)
 
 
 def run_row(run: RunRecord) -> dict[str, str]:
     """One row of the runs table."""
     plan = run.plan
-    machine = f"{plan.replica_count} x {plan.machine_type} ({_gpu(plan)})" if plan else ""
+    machine = f"{plan.replica_count} x {plan.machine_type} ({gpu_label(plan)})" if plan else ""
     return {
         "run_id": run.run_id,
         "state": run.state.value,
-        "reason": _reason(run),
+        "reason": failure_reason(run),
         "created": run.created_at,
-        "dataset": str(_dataset(run).get("uri") or ""),
+        "dataset": str(dataset_ref(run).get("uri") or ""),
         "team": team_of(run),
         "machine": machine,
         "region": plan.region if plan else "",
-        "metric": _figures(run),
+        "metric": figures_text(run),
         "est_cost": _money(run.cost.estimated_usd),
         "cost": _money(run.cost.actual_usd),
         "est_time": _seconds(run.timings.estimated_seconds),
@@ -99,10 +103,10 @@ def timeline(run: RunRecord) -> list[Event]:
                 f"{job.reason}: {job.message}",
             )
         )
-    waits = _waits(run)
+    waits = wait_lines(run)
     for line in waits:
         events.append(Event("", "wait", " ".join(line.split())))
-    canary = _canary(run)
+    canary = canary_lines(run)
     if canary and run.canary is not None:
         events.append(Event(run.canary.submitted_at, "canary", "; ".join(" ".join(line.split()) for line in canary)))
     dated = sorted((e for e in events if e.at), key=lambda e: e.at)
@@ -130,11 +134,11 @@ def plan_rows(plan: Plan | None) -> list[PlanRow]:
         PlanRow(
             "1",
             f"{plan.replica_count} x {plan.machine_type}",
-            _gpu(plan),
+            gpu_label(plan),
             plan.region,
             "yes" if plan.spot else "no",
             _money(plan.estimated_cost_usd),
-            _fmt(plan.estimated_hours),
+            fmt_value(plan.estimated_hours),
             f"chosen (objective: {plan.objective})",
             chosen=True,
         )
@@ -148,7 +152,7 @@ def plan_rows(plan: Plan | None) -> list[PlanRow]:
                 a.region or "-",
                 "yes" if a.spot else "no",
                 _money(a.estimated_cost_usd),
-                _fmt(a.estimated_hours),
+                fmt_value(a.estimated_hours),
                 a.reason,
             )
         )
@@ -162,7 +166,8 @@ def canary_rows(run: RunRecord) -> list[tuple[str, str, str]]:
         return []
     f = c.figures
     rows = [("status", "", c.status + (f": {c.verdict}" if c.verdict else ""))]
-    rows.append(("step time (s)", _fmt(c.planned_step_seconds), _fmt(f.step_seconds) if f and f.step_seconds else ""))
+    measured_step = fmt_value(f.step_seconds) if f and f.step_seconds else ""
+    rows.append(("step time (s)", fmt_value(c.planned_step_seconds), measured_step))
     if f is not None:
         if f.peak_memory_bytes is not None:
             rows.append(
@@ -280,7 +285,7 @@ def progress(run: RunRecord, log_lines: list[str]) -> str:
         return progress_line(log_lines) or ""
     metrics = run.metrics or {}
     parts = [
-        f"{label} {_fmt(metrics.get(key))}"
+        f"{label} {fmt_value(metrics.get(key))}"
         for key, label in (
             ("samples_per_second", "samples/s"),
             ("tokens_per_second", "tokens/s"),

@@ -4,21 +4,16 @@ environment `landfall deploy` gives it, and handles a Pub/Sub push of the golden
 Firestore emulator and the Vertex emulator: the run document appears and the job runs the deployed trainer image
 through container_spec.
 
-The virtual environment is cached under .landfall/cache/, keyed by the bundle's requirements and the Python
-version, so only the first run pays for the install: uv (what `make install` uses, given pip's package sources by
-scripts/uv_sources.py) takes seconds, pip (the fallback where the venv has no uv) about a minute and a half.
+The virtual environment is cached under .landfall/cache/ (tests/isolated_venv.py), so only the first run pays for
+the install.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
-import shlex
-import shutil
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -34,41 +29,11 @@ from deploy.local.processes import free_port
 from schemas.training_request import parse_training_request
 from tests.conftest import Emulator
 from tests.integration.vertex_emulator.harness import EmulatorProcess, launch_emulator
+from tests.isolated_venv import requirements_venv, stop, wait_answering
 from tests.polling import wait_for
 
 TARGET = Target(project="landfall-local", region="us-central1")
 IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/trainer:0123456789abcdef"
-CACHE = REPO_ROOT / ".landfall" / "cache"
-PIP_TIMEOUT_S = 600
-
-
-def bundle_venv(requirements: Path) -> Path:
-    """A virtual environment holding exactly what requirements.txt installs (pip finds the pinned wheels through
-    its find-links configuration), created once per requirements content and Python version."""
-    python = shutil.which("python3") or sys.executable
-    version = subprocess.run(
-        [python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True, check=True
-    ).stdout
-    key = hashlib.sha256(requirements.read_bytes() + version.encode() + b"compiled").hexdigest()[:16]
-    venv = CACHE / f"bundle-venv-{key}"
-    done = venv / ".installed"
-    if done.exists():
-        return venv
-    shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
-    target = str(venv / "bin" / "python")
-    uv = Path(sys.executable).with_name("uv")
-    if uv.exists():
-        sources = subprocess.run(
-            [sys.executable, str(REPO_ROOT / "scripts" / "uv_sources.py")], capture_output=True, text=True, check=True
-        ).stdout
-        install = [str(uv), "pip", "install", "-q", "--compile-bytecode", "--python", target, *shlex.split(sources)]
-        install += ["-r", str(requirements)]
-    else:
-        install = [target, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(requirements)]
-    subprocess.run(install, check=True, timeout=PIP_TIMEOUT_S)
-    done.write_text(requirements.read_text())
-    return venv
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +62,7 @@ def served(
     """functions-framework from the bundle's own venv, in the bundle folder, with nothing of the repository on its
     path: only the deployed environment plus the emulator hosts."""
     source, env = bundle
-    venv = bundle_venv(source / "requirements.txt")
+    venv = requirements_venv([source / "requirements.txt"], name="bundle", compile_bytecode=True)
     port = free_port()
     process_env = {
         "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
@@ -143,28 +108,11 @@ def served(
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}/"
-
-    def answers() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"functions-framework exited {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-        except urllib.error.HTTPError:
-            return True
-        except OSError:
-            return False
-        return True
-
     try:
-        wait_for(answers, 60, "the bundle's functions-framework to answer")
+        wait_answering(process, url, log, 60, "the bundle's functions-framework")
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def golden_request(landing_bucket: str) -> dict[str, Any]:

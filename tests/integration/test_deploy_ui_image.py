@@ -10,14 +10,11 @@ it on $PORT. Skipped until the dashboard's package (landfall/ui/) is in the chec
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -31,7 +28,7 @@ from deploy.gcp.config import load_deploy_config
 from deploy.gcp.plan import Target, function_env, names
 from deploy.local.processes import free_port
 from tests.conftest import Emulator
-from tests.polling import wait_for
+from tests.isolated_venv import requirements_venv, stop, wait_answering
 
 pytestmark = [
     pytest.mark.slow,
@@ -43,8 +40,6 @@ pytestmark = [
 
 TARGET = Target(project="landfall-local", region="us-central1", ui_users=("group:ml-team@example.com",))
 IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/trainer:0123456789abcdef"
-CACHE = REPO_ROOT / ".landfall" / "cache"
-INSTALL_TIMEOUT_S = 600
 
 
 def dockerfile_install(context: Path) -> list[Path]:
@@ -63,40 +58,6 @@ def dockerfile_cmd(context: Path) -> list[str]:
     return [str(word) for word in words]
 
 
-def included(requirements: Path) -> list[Path]:
-    """The files a requirements file includes with `-r FILE` (relative to it)."""
-    lines = (line.split("#", 1)[0].strip() for line in requirements.read_text().splitlines())
-    return [requirements.parent / line[2:].strip() for line in lines if line.startswith("-r ")]
-
-
-def requirements_venv(files: list[Path]) -> Path:
-    """A virtual environment holding what `pip install -r FILE ...` installs, created once per content of those
-    files (and of the files they include) and Python version, with uv and pip's package sources as `make install`."""
-    python = shutil.which("python3") or sys.executable
-    version = subprocess.run([python, "-c", "import sys; print(sys.version)"], capture_output=True, text=True).stdout
-    digest = hashlib.sha256(version.encode())
-    for path in sorted({p.resolve() for f in files for p in (f, *included(f))}):
-        digest.update(path.read_bytes())
-    venv = CACHE / f"ui-venv-{digest.hexdigest()[:16]}"
-    if (venv / ".installed").exists():
-        return venv
-    shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
-    uv = Path(sys.executable).with_name("uv")
-    target = str(venv / "bin" / "python")
-    requirements = [word for f in files for word in ("-r", str(f))]
-    if uv.exists():
-        sources = subprocess.run(
-            [sys.executable, str(REPO_ROOT / "scripts" / "uv_sources.py")], capture_output=True, text=True, check=True
-        ).stdout
-        install = [str(uv), "pip", "install", "-q", "--python", target, *shlex.split(sources), *requirements]
-    else:
-        install = [target, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements]
-    subprocess.run(install, check=True, timeout=INSTALL_TIMEOUT_S)
-    (venv / ".installed").write_text("\n".join(str(f) for f in files))
-    return venv
-
-
 @pytest.fixture(scope="module")
 def served(
     firestore_emulator: Emulator, gcs_emulator: Emulator, tmp_path_factory: pytest.TempPathFactory
@@ -107,7 +68,7 @@ def served(
     stage = tmp_path_factory.mktemp("stage")
     staged = ui.stage_ui(spec, n, function_env(n, IMAGE), TARGET.ui_users, (), out=stage)
     context = staged.context if staged.context.is_absolute() else REPO_ROOT / staged.context
-    venv = requirements_venv(dockerfile_install(context))
+    venv = requirements_venv(dockerfile_install(context), name="ui")
     port = free_port()
     env = {
         "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
@@ -122,28 +83,11 @@ def served(
     with open(log, "wb") as out:
         process = subprocess.Popen(dockerfile_cmd(context), cwd=context, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
-
-    def answers() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"the dashboard exited {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-        except urllib.error.HTTPError:
-            return True
-        except OSError:
-            return False
-        return True
-
     try:
-        wait_for(answers, 90, "the staged dashboard to answer on $PORT")
+        wait_answering(process, url, log, 90, "the staged dashboard")
         yield url, log
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def test_the_staged_dashboard_serves_its_first_page_with_the_services_settings(served: tuple[str, Path]) -> None:

@@ -21,12 +21,13 @@ from google.cloud.aiplatform_v1.services.model_service.transports import ModelSe
 
 from functions.envelopes import PubSubMessage
 from functions.gcp.model_registry import ModelRegistry
+from functions.gcp.rate_limits_store import RateLimitsStore
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import RUN_LABEL, VertexJobs
 from functions.listener.handler import ListenerDeps, handle_job_event
 from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps, _reconcile
 from functions.records.attempts import AttemptPolicy
-from functions.records.model_registration import Target, register_model
+from functions.records.model_registration import QUEUED, Target, register_model
 from functions.records.results import announce
 from schemas.model_version import PromotionRule
 from schemas.run_finished import RunFinished
@@ -73,6 +74,7 @@ class Stack:
         self.published: list[RunFinished] = []
         self._lock = threading.Lock()
         self.builtin_serving = True
+        self.limiter: RateLimitsStore | None = None
 
     def target(self, request: dict[str, Any]) -> Target:
         return Target(self.model_id, "promoted/iris", "promoted", "iris", RULE, "serving:image", self.builtin_serving)
@@ -84,8 +86,11 @@ class Stack:
 
     def announce(self, run_id: str) -> str:
         now = lambda: datetime.now(UTC)  # noqa: E731
-        if register_model(run_id, self.runs, self.registry, self.target, now=now) == "registering-elsewhere":
-            return "registering-elsewhere"  # as functions/wiring.py _announce: the lease holder announces
+        said = register_model(
+            run_id, self.runs, self.registry, self.target, now=now, limiter=self.limiter, region=REGION
+        )
+        if said in ("registering-elsewhere", QUEUED):
+            return said  # as functions/wiring.py _announce: the lease holder, or the pass after the slot, announces
         return announce(run_id, self.runs, self.publish, now=now)
 
     def read_text(self, uri: str) -> str | None:
@@ -272,3 +277,41 @@ def test_the_cli_lists_shows_rolls_back_and_promotes_against_the_emulator(
 def _production(stack: Stack) -> str:
     found = stack.registry.get(f"{stack.registry.model_name(stack.model_id)}@production")
     return "" if found is None else found.version_id
+
+
+def test_with_the_submission_limiter_set_no_upload_is_refused_and_a_far_slot_is_uploaded_by_a_later_pass(
+    stack: Stack, vertex_emulator: Any, tmp_path: Path
+) -> None:
+    """UploadModel counts in Google's "Job or LRO submission requests" quota (docs/deploy.md, "Vertex AI rate
+    limits"): the emulator allows one upload in 10 s, the limiter hands out a slot every 12 s (5 a minute). Three
+    runs succeed at once: the first uploads at once, the others keep their slots (12 and 24 s on) and reconcile
+    passes after them upload; Vertex refuses none, and each run is announced once with its version."""
+    from google.cloud import firestore
+
+    from deploy.vertex_emulator import control
+    from tests.polling import wait_for
+
+    stack.limiter = RateLimitsStore(firestore.Client(project=PROJECT), "rate_limits", per_minute=5)
+    run_ids = [f"run-limited-{i}" for i in range(3)]
+    jobs = [stack.succeeded_job(vertex_emulator, run_id, tmp_path, _metrics(0.9)) for run_id in run_ids]
+    rule = {"method": "UploadModel", "limit": 1, "window_seconds": 10, "region": REGION}
+    control.set_faults(vertex_emulator.address, {"rate_limits": [rule]})
+    try:
+        said = [
+            handle_job_event(PubSubMessage(data=job_event(job_id), message_id=job_id), stack.listener())
+            for job_id in jobs
+        ]
+        queued = [stack.runs.get(run_id) for run_id in run_ids[1:]]
+        assert all(r is not None and r.model is None and r.submission.model_slot_at for r in queued), said
+
+        def registered() -> bool:
+            _reconcile(stack.reconciler())
+            return all((r := stack.runs.get(run_id)) is not None and r.model is not None for run_id in run_ids)
+
+        wait_for(registered, 90, "the queued uploads to be made by reconcile passes after their slots")
+        calls = control.get_faults(vertex_emulator.address)["calls"]
+        assert isinstance(calls, dict) and calls[f"UploadModel {REGION}"] == {"calls": 3, "refused": 0}, calls
+    finally:
+        control.set_faults(vertex_emulator.address, {})
+    assert sorted(m.run_id for m in stack.published) == run_ids, "each run announced once, with its version"
+    assert all(m.model and m.model["version_id"] for m in stack.published)

@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as gexc
 
-from functions.dispatch.handler import attempt_policy, resubmit
 from functions.errors import TransientError
 from functions.gcp.vertex import JobView
 from functions.reconciler.cancel import cancel_run
-from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps, _reconcile
+from functions.reconciler.handler import ReconcilerDeps, _reconcile
 from schemas.run_record import RunRecord, RunState, new_run
 from schemas.times import format_timestamp
 from tests.fakes.world import NOW, PLAN, REQUEST, RUN_ID, SETTINGS, World
@@ -30,15 +29,7 @@ def states(run: RunRecord) -> list[str]:
 
 
 def reconciler(w: World) -> ReconcilerDeps:
-    return ReconcilerDeps(
-        open_runs=lambda: w.runs.in_states(OPEN_STATES),
-        vertex=w.vertex,  # type: ignore[arg-type]
-        listener=w.listener_deps,
-        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
-        policy=attempt_policy(w.dispatch_deps.settings),
-        lease_seconds=int(LEASE.total_seconds()),
-        now=w.clock,
-    )
+    return replace(w.reconciler_deps(), lease_seconds=int(LEASE.total_seconds()))
 
 
 # Item 11: a run left RECEIVED ----------------------------------------------------------------------------------

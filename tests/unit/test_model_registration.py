@@ -301,13 +301,13 @@ def test_scores_read_the_built_in_champion_section_or_a_team_codes_metrics_lines
 def test_landfall_model_shows_the_lineage_counts_as_the_integers_landfall_wrote() -> None:
     """A version's metadata comes back through a protobuf Value, whose numbers are all doubles (seen in `landfall
     model` on the local stack: "4.0 objects", "epochs": 10.0); whole numbers are shown as integers again."""
-    from landfall.commands.models import _whole
+    from landfall.commands.models import whole_numbers
 
     lineage = {"dataset": {"read": {"object_count": 4.0}}, "plan": {"replica_count": 1.0}, "lr": [0.01, 64.0], "x": "7"}
-    assert _whole(lineage) == {
+    assert whole_numbers(lineage) == {
         "dataset": {"read": {"object_count": 4}},
         "plan": {"replica_count": 1},
         "lr": [0.01, 64],
         "x": "7",
     }
-    assert type(_whole(4.0)) is int and _whole(0.5) == 0.5
+    assert type(whole_numbers(4.0)) is int and whole_numbers(0.5) == 0.5

@@ -17,7 +17,7 @@ from deploy.routes import Route
 from functions.dispatch.handler import attempt_policy, resubmit
 from functions.errors import TransientError
 from functions.gcp.vertex import RUN_LABEL
-from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps, _reconcile
+from functions.reconciler.handler import ReconcilerDeps, _reconcile
 from functions.reconciler.orphans import OrphanDeps
 from functions.reconciler.republish import RepublishDeps
 from functions.records.long_waits import long_wait_closed, long_wait_noted
@@ -37,18 +37,8 @@ LONG_WAIT = 900
 def reconciler(
     w: World, *, orphans: OrphanDeps | None = None, republish: RepublishDeps | None = None
 ) -> ReconcilerDeps:
-    return ReconcilerDeps(
-        open_runs=lambda: w.runs.in_states(OPEN_STATES),
-        vertex=w.vertex,  # type: ignore[arg-type]
-        listener=w.listener_deps,
-        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
-        policy=attempt_policy(w.dispatch_deps.settings),
-        lease_seconds=LEASE,
-        now=w.clock,
-        long_wait_seconds=LONG_WAIT,
-        orphans=orphans,
-        republish=republish,
-    )
+    deps = w.reconciler_deps()
+    return replace(deps, lease_seconds=LEASE, long_wait_seconds=LONG_WAIT, orphans=orphans, republish=republish)
 
 
 def submitted(created_ago: timedelta = timedelta(0)) -> tuple[World, str]:
