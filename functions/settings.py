@@ -112,8 +112,9 @@ class Settings:
     """LANDFALL_MEASUREMENTS_COLLECTION (default: topology firestore.measurements_collection): what runs measured."""
     vertex_create_per_minute: int = 0
     """LANDFALL_VERTEX_CREATE_PER_MINUTE (default: topology vertex.rate_limits.create_custom_job_per_minute): the
-    CreateCustomJob calls per region and minute the dispatcher makes at most (its submission rate limiter), under
-    Google's per-region quota; 0 = no limiter (Vertex's own rate-limit answers are still retried on the same plan)."""
+    Vertex submissions per region and minute Landfall makes at most (its submission rate limiter: the dispatcher's
+    CreateCustomJob and the Model Registry's UploadModel, both long-running-operation submissions under Google's
+    per-region quota, docs/deploy.md); 0 = no limiter (Vertex's own rate-limit answers are still retried)."""
     teams_file: str = ""
     """LANDFALL_TEAMS_FILE: path of a teams TOML to use instead of the shipped deploy/teams.toml ("" = shipped, which
     holds no teams: every run allowed)."""
