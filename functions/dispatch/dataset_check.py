@@ -1,7 +1,9 @@
 """Refuse before paying: what the dispatcher checks in the dataset itself before any CreateCustomJob.
 
 - A dataset with no data objects (control files such as _SUCCESS and names starting with _ or . do not count) is
-  REJECTED: a job on an empty prefix would start machines only to fail.
+  REJECTED: a job on an empty prefix would start machines only to fail. A request that carries its version's list
+  (dataset.objects, what ingest listed when it cut the version) is checked on that list, without listing the bucket
+  again: the trainer reads exactly those objects.
 - For the built-in trainer's tabular tasks, the first CSV shard's header must hold model.label_column; if not, the
   request is REJECTED naming the columns it has (Parquet and JSON lines shards are checked by the trainer).
 
@@ -52,13 +54,20 @@ def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: S
     snapshot = request.dataset.objects
     whole = not request.trainer.builtin and not snapshot  # the listing written for the code is the one taken here
     data: list[ObjectInfo] = []
-    for o in objects.list(bucket, prefix):  # in name order, as Cloud Storage lists
-        if is_data_object(o.name[len(prefix) :]):
-            data.append(o)
-            # Enough: one data object (and, for a tabular table, its first CSV shard), unless the code's listing is
-            # this one.
-            if not whole and (not tabular or o.name.lower().endswith(".csv")):
-                break
+    if snapshot:  # what ingest listed when it cut the version (its digest checked when the request was read)
+        data = [
+            ObjectInfo(name=prefix + o.name, size=o.size, generation=o.generation)
+            for o in snapshot
+            if is_data_object(o.name)
+        ]
+    else:
+        for o in objects.list(bucket, prefix):  # in name order, as Cloud Storage lists
+            if is_data_object(o.name[len(prefix) :]):
+                data.append(o)
+                # Enough: one data object (and, for a tabular table, its first CSV shard), unless the code's listing
+                # is this one.
+                if not whole and (not tabular or o.name.lower().endswith(".csv")):
+                    break
     if not data:
         return Refusal(
             "empty-dataset",

@@ -192,7 +192,21 @@ def changed_paths(current: Doc, new: Doc) -> dict[tuple[str, ...], Any]:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """Equal and of the same kind all the way down (Firestore stores 1 and 1.0, and True and 1, apart)."""
+    """Equal and of the same kind all the way down (Firestore stores 1 and 1.0, and True and 1, apart).
+
+    Most values compared are unchanged: equal (compared in C), and written the same (their reprs, which tell 1, 1.0
+    and True apart, match) is settled at once; only what is equal but written differently (other kinds, another key
+    order, the library's datetimes) is walked."""
+    if a is b:
+        return True
+    if a != b:
+        return False
+    if type(a) is type(b) and repr(a) == repr(b):
+        return True
+    return _same_walked(a, b)
+
+
+def _same_walked(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):

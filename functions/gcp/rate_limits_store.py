@@ -1,6 +1,8 @@
 """Firestore adapter for the submission rate limiter (schemas/rate_bucket.py, functions/records/rate_limits.py): a take
-is two single-document writes with atomic field transforms (Maximum, then Increment, whose result is the answer), no
-transaction, so a burst of deliveries does not collide on the bucket."""
+is one Commit of two writes to the bucket with atomic field transforms (Maximum, then Increment, whose result is the
+answer; a Commit's writes are "always executed atomically and in order",
+https://cloud.google.com/firestore/docs/reference/rest/v1/projects.databases.documents/commit), no transaction, so a
+burst of deliveries does not collide on the bucket."""
 
 from __future__ import annotations
 
@@ -32,12 +34,14 @@ class RateLimitsStore:
             "per_minute": self.per_minute,
             "schema_version": SCHEMA_VERSION,
         }
+        batch = self._client.batch()
+        batch.set(ref, {**fields, "next_slot_us": firestore.Maximum(to_us(now))}, merge=True)
+        batch.update(ref, {"next_slot_us": firestore.Increment(interval_us(self.per_minute))})
         try:
-            ref.set({**fields, "next_slot_us": firestore.Maximum(to_us(now))}, merge=True)
-            result = ref.update({"next_slot_us": firestore.Increment(interval_us(self.per_minute))})
+            results = batch.commit()
         except Exception as exc:
             raise as_transient(exc, f"Firestore write of {ref.path}") from exc
-        answers = list(getattr(result, "transform_results", None) or ())
+        answers = list(getattr(results[-1], "transform_results", None) or ()) if results else []
         if not answers:
             raise TransientError(f"Firestore answered no value for the increment of {ref.path}; will retry")
         return slot_of(int(answers[0].integer_value), self.per_minute)

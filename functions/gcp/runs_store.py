@@ -33,6 +33,8 @@ class _Known:
     doc: Doc
     update_time: Any
     at: float
+    record: RunRecord | None = None
+    """The record the document was written from, when this store wrote it (else it is read from doc)."""
 
 
 def _record(doc: Doc | None) -> RunRecord | None:
@@ -58,12 +60,12 @@ class RunsStore(RunsRules):
         stored document: begin, read, commit."""
         known = self._known.pop(run_id, None)
         if known is not None and time.monotonic() - known.at < KNOWN_FOR_S:
-            new, result = step(parse_run_record(known.doc))
+            new, result = step(known.record or parse_run_record(known.doc))
             if new is not None:
                 doc = new.to_document()
                 when = write_if_unchanged(self._client, self._ref(run_id), known.doc, known.update_time, doc)
                 if when is not None:
-                    self._remember(run_id, doc, when)
+                    self._remember(run_id, doc, when, new)
                     return result
 
         def change(cur: Doc | None) -> tuple[Doc | None, T]:
@@ -74,12 +76,13 @@ class RunsStore(RunsRules):
             self._client, self._ref(run_id), change, stored=lambda doc, when: self._remember(run_id, doc, when)
         )
 
-    def _remember(self, run_id: str, doc: Doc | None, update_time: Any) -> None:
-        """Keep the run's document as it now stands (None: it has none), for the next apply."""
+    def _remember(self, run_id: str, doc: Doc | None, update_time: Any, record: RunRecord | None = None) -> None:
+        """Keep the run's document as it now stands (None: it has none), and the record it was written from, for the
+        next apply."""
         if doc is None or update_time is None:
             self._known.pop(run_id, None)
             return
-        self._known[run_id] = _Known(doc, update_time, time.monotonic())
+        self._known[run_id] = _Known(doc, update_time, time.monotonic(), record)
         while len(self._known) > KNOWN_KEPT:
             self._known.popitem(last=False)
 
@@ -92,7 +95,7 @@ class RunsStore(RunsRules):
         doc = run.to_document()
         when = created(self._client, self._ref(run.run_id), doc)
         if when is not None:
-            self._remember(run.run_id, doc, when)
+            self._remember(run.run_id, doc, when, run)
             return run, True
         existing = self.get(run.run_id)
         if existing is None:  # deleted between the two calls: decide it in a transaction

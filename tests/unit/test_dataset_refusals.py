@@ -102,3 +102,35 @@ def test_own_code_breaking_a_rule_is_rejected_by_the_dispatcher_with_no_plan_and
         run = world.run(req.run_id)
         assert run.state == RunState.REJECTED and run.error is not None and rules[name] in run.error.message
     assert world.planned == [] and world.vertex.create_calls == []
+
+
+class ListingCountingObjects(FakeObjects):
+    def __init__(self) -> None:
+        super().__init__()
+        self.listings = 0
+
+    def list(self, bucket: str, prefix: str) -> Any:
+        self.listings += 1
+        return super().list(bucket, prefix)
+
+
+def _carrying(*infos: Any) -> dict[str, Any]:
+    """A dataset as ingest publishes it: the version's list and its digest."""
+    listed = [DataObject(i.name[len(PREFIX) :], i.generation, i.size) for i in infos]
+    return {
+        "uri": f"gs://landfall-landing/{PREFIX}",
+        "objects": [{"name": o.name, "generation": o.generation, "size": o.size} for o in listed],
+        "objects_digest": objects_digest(listed),
+    }
+
+
+def test_a_request_carrying_its_versions_list_is_checked_on_that_list_without_listing_the_bucket() -> None:
+    objects = ListingCountingObjects()
+    first = objects.put(PREFIX + "part-0.csv", b"tenure,plan,label\n3,b,1\n")
+    second = objects.put(PREFIX + "part-1.csv", b"tenure,plan,churned\n1,a,0\n")
+    refusal = check_dataset(request(dataset=_carrying(second, first)), objects, SETTINGS)
+    assert refusal is not None and refusal.code == "missing-label-column", "the first shard by name, as listed"
+    assert "gs://landfall-landing/datasets/churn/part-0.csv" in refusal.reason
+    assert check_dataset(request(dataset=_carrying(second)), objects, SETTINGS) is None
+    assert objects.listings == 0
+    assert check_dataset(request(), objects, SETTINGS) is not None and objects.listings == 1, "no list: listed"
