@@ -8,6 +8,11 @@ string and request metadata. The result on the wire is the library's: tests/unit
 encoding against `google.cloud.firestore_v1._helpers.encode_value` value by value, and
 tests/integration/test_runs_store_known.py checks the stored documents against the emulator.
 
+It reads four attributes the library keeps private (the client's `_firestore_api`, `_database_string` and
+`_rpc_metadata`, a reference's `_document_path`), the same ones the library's own WriteBatch uses to commit: the
+library is pinned (functions/requirements.txt), and both tests above run the real calls, so an upgrade that moves
+them fails there, not in a deployment.
+
 Only what Landfall's documents hold is encoded here (None, bool, int, float, str, dict, list and tuple); anything
 else (datetimes, bytes, the library's sentinels) is encoded by the library's own `encode_value`, so no type is
 encoded two ways.
