@@ -40,6 +40,8 @@ class TeamLedgerStore:
         self.waker: Callable[[str], int] | None = None
         """Wakes a team's waiting runs that fit (functions/records/team_wakes.py TeamWaker.wake); set by the
         wiring. None: waiting runs are retried by the reconciler only."""
+        self.waits_on_read = 0
+        """Claims this store sent WAITING on a plain-read ledger (neither read nor written in their transaction)."""
         self._full: dict[str, bool] = {}
         """Per team: whether its last claim here went WAITING (its next claim is tried on a plain-read ledger)."""
 
@@ -118,6 +120,7 @@ class TeamLedgerStore:
         if done is not None:
             self._full[team] = bool(went_waiting and went_waiting[0])
             if self._full[team]:
+                self.waits_on_read += 1
                 self._recheck(team, before)
         return done
 
