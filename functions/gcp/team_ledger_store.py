@@ -24,6 +24,9 @@ from schemas.team_ledger import TeamLedger, parse_team_ledger
 T = TypeVar("T")
 log = logging.getLogger("landfall.teams")
 
+BUSY_SECONDS = 60.0
+"""How long after a claim of a team went WAITING its claims are first tried on a plain-read ledger."""
+
 PairStep = Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]]
 """Given the run and its team's ledger as stored (None when absent): the run and the ledger to write (None: leave it
 as it is) and the operation's result."""
@@ -42,8 +45,9 @@ class TeamLedgerStore:
         wiring. None: waiting runs are retried by the reconciler only."""
         self.waits_on_read = 0
         """Claims this store sent WAITING on a plain-read ledger (neither read nor written in their transaction)."""
-        self._full: dict[str, bool] = {}
-        """Per team: whether its last claim here went WAITING (its next claim is tried on a plain-read ledger)."""
+        self._waited_at: dict[str, float] = {}
+        """Per team: when a claim here last went WAITING (time.monotonic): for BUSY_SECONDS after, its claims are
+        tried on a plain-read ledger first."""
 
     def ledgers(self, names: Iterable[str]) -> dict[str, TeamLedger]:
         """The stored ledgers of the named teams, by name (a team with none yet is left out)."""
@@ -81,27 +85,43 @@ class TeamLedgerStore:
     def apply(self, run_id: str, team: str, step: PairStep[T]) -> T:
         """Run step on the run's and its team's documents in one transaction; write what it returns.
 
-        While the team's last claim here went WAITING (its cap or budget reached), a claim is first tried against a
-        plain read of the ledger, in a transaction over the run alone: a run that the ledger as read already puts
-        over the limit WAITS without the ledger being read or written in its transaction, so a burst of one team's
-        claims no longer collides on the team's document (docs/teams.md). Only a step that would write the ledger
-        (a run that fits, a settle) runs in the transaction over both; the ledger is never written from a plain
-        read, so the caps hold. A settle between the plain read and the WAITING write would find this run not yet
-        waiting and not wake it: the ledger is read again after the write, and if it changed meanwhile, the team's
-        waiting runs are woken from here (self.waker)."""
-        if self._full.get(team):
+        While the team's claims here go WAITING (one did within BUSY_SECONDS: its cap or budget binds), a claim is
+        first tried against a plain read of the ledger, in a transaction over the run alone: a run that the ledger
+        as read already puts over the limit WAITS without the ledger being read or written in its transaction, so
+        a burst of one team's claims no longer collides on the team's document (docs/teams.md). Only a step that
+        would write the ledger (a run that fits, a settle) runs in the transaction over both; the ledger is never
+        written from a plain read, so the caps hold. A settle between the plain read and the WAITING write would
+        find this run not yet waiting and not wake it: the ledger is read again after the write, and if it changed
+        meanwhile, the team's waiting runs are woken from here (self.waker)."""
+        if self._busy(team):
             done = self._apply_on_read_ledger(run_id, team, step)
             if done is not None:
                 return done[0]
         return self._apply_both(run_id, team, step)
 
+    def _busy(self, team: str) -> bool:
+        """A claim of the team went WAITING on this instance within BUSY_SECONDS: its cap or budget binds."""
+        at = self._waited_at.get(team)
+        return at is not None and time.monotonic() - at < BUSY_SECONDS
+
     def _apply_on_read_ledger(self, run_id: str, team: str, step: PairStep[T]) -> tuple[T] | None:
         """step over the run (in a transaction) and the ledger as plain-read; (result,) when it wrote no ledger,
-        None (nothing written) when it would: then it is to run in the transaction over both."""
+        None (nothing written) when it would: then it is to run in the transaction over both. A first look at both
+        documents as plain-read sends a run that fits straight to that transaction."""
         from google.cloud import firestore
 
-        before = self.ledger_of(team)
         run_ref = self._client.collection(self._runs).document(run_id)
+        team_ref = self._client.collection(self._teams).document(team)
+        try:
+            seen = {s.reference.path: s for s in self._client.get_all([run_ref, team_ref])}
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        run_seen, team_seen = seen.get(run_ref.path), seen.get(team_ref.path)
+        before = parse_team_ledger(team_seen.to_dict()) if team_seen is not None and team_seen.exists else None
+        if run_seen is not None and run_seen.exists:
+            _, would_write, _ = step(parse_run_record(run_seen.to_dict()), before)
+            if would_write is not None:
+                return None
         went_waiting: list[bool] = []
 
         @firestore.transactional
@@ -117,11 +137,10 @@ class TeamLedgerStore:
 
         run: Callable[[Any], tuple[T] | None] = body  # firestore.transactional is unannotated
         done = retried(self._client, run, run_ref.path, sleep=self._sleep)
-        if done is not None:
-            self._full[team] = bool(went_waiting and went_waiting[0])
-            if self._full[team]:
-                self.waits_on_read += 1
-                self._recheck(team, before)
+        if done is not None and went_waiting and went_waiting[0]:
+            self._waited_at[team] = time.monotonic()
+            self.waits_on_read += 1
+            self._recheck(team, before)
         return done
 
     def _recheck(self, team: str, before: TeamLedger | None) -> None:
@@ -160,7 +179,8 @@ class TeamLedgerStore:
         waits: list[bool] = []
         run: Callable[[Any], T] = body  # firestore.transactional is unannotated
         result = retried(self._client, run, f"{run_ref.path} and {team_ref.path}", sleep=self._sleep)
-        self._full[team] = bool(waits and waits[0])
+        if waits and waits[0]:
+            self._waited_at[team] = time.monotonic()
         return result
 
     def held_to_settle(self, *, limit: int = 500) -> list[RunRecord]:
