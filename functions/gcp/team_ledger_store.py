@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from functions.errors import LandfallError, as_transient
+from functions.errors import LandfallError, TransientError, as_transient
 from functions.gcp.firestore_tx import retried, write_successor
 from functions.gcp.runs_store import RunsStore
 from functions.records.run_rules import Step
@@ -100,7 +100,8 @@ class TeamLedgerStore:
         return self._apply_both(run_id, team, step)
 
     def _busy(self, team: str) -> bool:
-        """A claim of the team went WAITING on this instance within BUSY_SECONDS: its cap or budget binds."""
+        """A claim of the team went WAITING (its cap or budget binds), or a transaction on its ledger kept colliding,
+        on this instance within BUSY_SECONDS."""
         at = self._waited_at.get(team)
         return at is not None and time.monotonic() - at < BUSY_SECONDS
 
@@ -178,7 +179,13 @@ class TeamLedgerStore:
 
         waits: list[bool] = []
         run: Callable[[Any], T] = body  # firestore.transactional is unannotated
-        result = retried(self._client, run, f"{run_ref.path} and {team_ref.path}", sleep=self._sleep)
+        try:
+            result = retried(self._client, run, f"{run_ref.path} and {team_ref.path}", sleep=self._sleep)
+        except TransientError:
+            # Claims of the team are colliding on its ledger: the next ones look at it plain-read first (a team
+            # whose first claims of a burst all collided would otherwise never see one wait, and go on colliding).
+            self._waited_at[team] = time.monotonic()
+            raise
         if waits and waits[0]:
             self._waited_at[team] = time.monotonic()
         return result
