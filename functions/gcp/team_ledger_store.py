@@ -17,7 +17,7 @@ from functions.gcp.firestore_tx import retried, write_successor
 from functions.gcp.runs_store import RunsStore
 from functions.records.run_rules import Step
 from functions.records.team_ledger import settle_step, settles
-from functions.records.team_wakes import waits_for_team
+from functions.records.team_wakes import waits_for_team, writes_ledger
 from schemas.run_record import RunRecord, RunState, parse_run_record
 from schemas.team_ledger import TeamLedger, parse_team_ledger
 
@@ -119,10 +119,9 @@ class TeamLedgerStore:
             raise as_transient(exc, "Firestore") from exc
         run_seen, team_seen = seen.get(run_ref.path), seen.get(team_ref.path)
         before = parse_team_ledger(team_seen.to_dict()) if team_seen is not None and team_seen.exists else None
-        if run_seen is not None and run_seen.exists:
-            _, would_write, _ = step(parse_run_record(run_seen.to_dict()), before)
-            if would_write is not None:
-                return None
+        seen_run = parse_run_record(run_seen.to_dict()) if run_seen is not None and run_seen.exists else None
+        if writes_ledger(step, seen_run, before):
+            return None
         went_waiting: list[bool] = []
 
         @firestore.transactional

@@ -68,6 +68,21 @@ def to_wake(team: Team, ledger: TeamLedger | None, waiting: Iterable[RunRecord],
     return chosen
 
 
+def writes_ledger(
+    step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, object]],
+    run: RunRecord | None,
+    ledger: TeamLedger | None,
+) -> bool:
+    """Whether a pair step (a claim admitted against the ledger, a settle) would write the team's ledger given the
+    run and the ledger as plain-read: a claim that fits, a settle of a held run. One that would not (a run the ledger
+    puts over its team's cap or budget goes WAITING) is written in a transaction over the run alone
+    (functions/gcp/team_ledger_store.py); the steps are pure, so looking costs no write."""
+    if run is None:
+        return True
+    _, new_ledger, _ = step(run, ledger)
+    return new_ledger is not None
+
+
 def has_room(team: Team, ledger: TeamLedger | None, now: datetime) -> bool:
     """Whether a one-GPU run of the team (of any kind it caps) would fit now: no wake is worth a query otherwise. A
     team with a cap per kind only has room when any kind has room; the budget is checked by to_wake per run."""
@@ -168,4 +183,5 @@ __all__ = [
     "waits_for_team",
     "woken",
     "woken_lately",
+    "writes_ledger",
 ]

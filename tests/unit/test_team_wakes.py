@@ -11,10 +11,12 @@ from datetime import timedelta
 
 from deploy.teams import Teams
 from functions.dispatch.handler import resubmit
+from functions.dispatch.team_rules import admitted_claim
 from functions.reconciler.handler import reconcile, reconcile_run
 from functions.reconciler.team_looks import TeamLooks
-from functions.records.team_ledger import Admission, Verdict, team_waited
-from functions.records.team_wakes import TeamWaker, has_room, to_wake, woken, woken_lately
+from functions.records.run_rules import claim_submission
+from functions.records.team_ledger import Admission, Verdict, settle_step, team_waited
+from functions.records.team_wakes import TeamWaker, has_room, to_wake, woken, woken_lately, writes_ledger
 from schemas.run_record import RunRecord, RunState
 from schemas.team_ledger import TeamLedger
 from schemas.times import format_timestamp
@@ -182,3 +184,24 @@ def test_the_reconciler_leaves_a_woken_run_to_its_delivery_for_a_lease() -> None
     w.clock.now += timedelta(seconds=lease + 1)
     assert not woken_lately(run, w.clock.now, lease)
     assert reconcile_run(run, deps).startswith("resubmitted") and resubmitted == [run_id(4)]
+
+
+def test_a_claim_the_plain_read_ledger_puts_over_the_cap_is_decided_without_the_ledger() -> None:
+    w, ledger = _burst(4)
+    team = _teams().named("churn")
+    assert team is not None
+    assert w.runs.apply(run_id(4), woken(now=w.clock.now)) == "woken"
+    run = w.run(run_id(4))
+    claim = admitted_claim(
+        team,
+        claim_submission(run_id(4), owner="o", now=w.clock.now, lease_seconds=120),
+        before=None,
+        now=w.clock.now,
+        wait_seconds=60,
+    )
+    full = ledger.ledger("churn")
+    assert not writes_ledger(claim, run, full)  # waits: written in a transaction over the run alone
+    assert writes_ledger(claim, run, replace(full, gpus={"NVIDIA_TESLA_T4": 2}) if full else None)  # fits
+    ended = replace(w.run(run_id(1)), state=RunState.SUCCEEDED)
+    assert writes_ledger(settle_step(now=w.clock.now), ended, full)  # an ended run's settle
+    assert not writes_ledger(settle_step(now=w.clock.now), run, full)  # nothing held: nothing to settle
