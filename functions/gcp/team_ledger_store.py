@@ -7,6 +7,7 @@ is aborted and tried again on the fresh ledger), so no two can both pass a cap t
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -45,6 +46,8 @@ class TeamLedgerStore:
         wiring. None: waiting runs are retried by the reconciler only."""
         self.waits_on_read = 0
         """Claims this store sent WAITING on a plain-read ledger (neither read nor written in their transaction)."""
+        self._turns: dict[str, threading.Lock] = {}
+        self._turns_lock = threading.Lock()
         self._waited_at: dict[str, float] = {}
         """Per team: when a claim here last went WAITING (time.monotonic): for BUSY_SECONDS after, its claims are
         tried on a plain-read ledger first."""
@@ -97,7 +100,21 @@ class TeamLedgerStore:
             done = self._apply_on_read_ledger(run_id, team, step)
             if done is not None:
                 return done[0]
-        return self._apply_both(run_id, team, step)
+            # It would write the ledger: the instance's transactions on one team's ledger take turns (a lock per
+            # team), and each looks again first, so the deliveries that all saw the one free GPU do not all open
+            # transactions on the ledger at once (on the emulator such a pile-up queues on its locks until they time
+            # out); the look after the turn sends the losers to WAITING on the ledger as the winner left it.
+            with self._turn(team):
+                done = self._apply_on_read_ledger(run_id, team, step)
+                if done is not None:
+                    return done[0]
+                return self._apply_both(run_id, team, step)
+        with self._turn(team):
+            return self._apply_both(run_id, team, step)
+
+    def _turn(self, team: str) -> threading.Lock:
+        with self._turns_lock:
+            return self._turns.setdefault(team, threading.Lock())
 
     def _busy(self, team: str) -> bool:
         """A claim of the team went WAITING (its cap or budget binds), or a transaction on its ledger kept colliding,
