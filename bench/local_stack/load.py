@@ -30,7 +30,9 @@ in flight every second (GetJobsInFlight, a control call no rate limit counts). O
   - sustained requests per second through the dispatcher: its deliveries (each logs one outcome line) over the time
     from the first run RECEIVED to the last CreateCustomJob answered;
   - the dispatcher's CPU milliseconds per request: user + system CPU of its processes (functions-framework and its
-    gunicorn worker, /proc) over the whole test, divided by its deliveries.
+    gunicorn worker, /proc) over the whole test, divided by its deliveries;
+  - per function, the deliveries retried because a Firestore transaction kept colliding (those on a team's ledger
+    apart), and the reconcile ticks skipped because a pass was still running (their logs, `collisions_retried`).
 
 Exit status 1 when a run was lost, doubled, did not succeed, moved to a fallback or waited for a rate limit, or a team
 passed its cap.
