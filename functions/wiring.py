@@ -6,6 +6,7 @@ own handler's modules (cold start, bench/cold_start.py), never the other functio
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -48,9 +49,23 @@ def teams() -> Teams:
 @cache
 def team_ledger_store() -> TeamLedgerStore:
     from functions.gcp.team_ledger_store import TeamLedgerStore
+    from functions.records.team_wakes import TeamWaker
 
     settings = get_settings()
-    return TeamLedgerStore(clients.firestore_client(), settings.runs_collection, settings.teams_collection)
+    store = TeamLedgerStore(clients.firestore_client(), settings.runs_collection, settings.teams_collection)
+    known = teams()
+    if known:
+        # A settle wakes the team's waiting runs that now fit: each is handed to the dispatcher as a delivery of its
+        # request (docs/teams.md, "Waiting and priority").
+        store.waker = TeamWaker(
+            teams=known,
+            ledger_of=store.ledger_of,
+            waiting_of=store.waiting_of,
+            runs=runs_store(),
+            hand_over=lambda run: _republish_request(json.dumps(run.request).encode()),
+            now=utc_now,
+        ).wake
+    return store
 
 
 @cache
@@ -385,10 +400,14 @@ def _team_looks() -> Any:
         team = known.named(name)
         return team.priority if team is not None else 0
 
+    waker = ledger.waker
+
     return TeamLooks(
         priority=priority,
         held_to_settle=ledger.held_to_settle,
         settle=lambda run: ledger.settle(run, utc_now()),
+        wake=waker,
+        known=lambda name: known.named(name) is not None,
     )
 
 

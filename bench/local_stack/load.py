@@ -30,7 +30,9 @@ in flight every second (GetJobsInFlight, a control call no rate limit counts). O
   - sustained requests per second through the dispatcher: its deliveries (each logs one outcome line) over the time
     from the first run RECEIVED to the last CreateCustomJob answered;
   - the dispatcher's CPU milliseconds per request: user + system CPU of its processes (functions-framework and its
-    gunicorn worker, /proc) over the whole test, divided by its deliveries.
+    gunicorn worker, /proc) over the whole test, divided by its deliveries;
+  - per function, the deliveries retried because a Firestore transaction kept colliding (those on a team's ledger
+    apart), and the reconcile ticks skipped because a pass was still running (their logs, `collisions_retried`).
 
 Exit status 1 when a run was lost, doubled, did not succeed, moved to a fallback or waited for a rate limit, or a team
 passed its cap.
@@ -164,6 +166,25 @@ def dispatch_deliveries(s: Stack) -> int:
     return sum(1 for line in log_path.read_text().splitlines() if f'"message": "{name}: ' in line)
 
 
+def collisions_retried(s: Stack) -> dict[str, dict[str, int]]:
+    """Per function: deliveries retried because a Firestore transaction "kept colliding" (firestore_tx.py): all
+    of them and those on a team ledger (`teams/...`); and reconcile ticks skipped because a pass was running."""
+    out: dict[str, dict[str, int]] = {}
+    for service in s.info.services:
+        if not service.log_path.exists():
+            continue
+        lines = service.log_path.read_text(errors="replace").splitlines()
+        colliding = [x for x in lines if "will be retried" in x and "kept colliding" in x]
+        skipped = sum(1 for x in lines if "skipped: a pass is running" in x)
+        if colliding or skipped:
+            out[service.name] = {
+                "kept_colliding": len(colliding),
+                "on_team_ledger": sum(1 for x in colliding if "teams/" in x),
+                "passes_skipped": skipped,
+            }
+    return out
+
+
 def submitting_to_created(run: RunRecord) -> float | None:
     """From the run's first SUBMITTING to CreateCustomJob answered: the time the submission waited (the limiter, in
     the delivery or reserved, and Vertex's rate-limit answers) plus the call itself."""
@@ -283,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         counted_calls = get_faults(address)  # before this test's own ListCustomJobs below
         cpu = session_cpu_seconds(dispatcher_pid) - cpu_before
         deliveries = dispatch_deliveries(s) - deliveries_before
+        collided = collisions_retried(s)
         after = machine()
         runs = s.runs()
         versions = {v["run_id"]: v for v in s.versions()}
@@ -317,6 +339,18 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"dispatcher: {deliveries} deliveries in {window or 0:.1f} s (first RECEIVED -> last CreateCustomJob "
         f"answered) = {rate or 0:.1f} requests/s; {cpu_ms or 0:.1f} CPU ms per request"
+    )
+
+    print(
+        "Firestore transactions that kept colliding (deliveries retried): "
+        + (
+            "; ".join(
+                f"{name} {c['kept_colliding']} ({c['on_team_ledger']} on a team ledger)"
+                + (f", {c['passes_skipped']} reconcile ticks skipped (a pass running)" if c["passes_skipped"] else "")
+                for name, c in sorted(collided.items())
+            )
+            or "none"
+        )
     )
 
     per_minute = counted_calls.get("per_minute", {})
@@ -405,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_ms_per_request": cpu_ms,
             "cpu_s": cpu,
         },
+        "collisions_retried": collided,
         "vertex_calls_per_minute": {
             f"{c.method} {c.region}": {"calls": c.calls, "refused": c.refused, "limit": limits.get(c.method)}
             for c in calls

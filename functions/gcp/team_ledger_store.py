@@ -7,21 +7,26 @@ is aborted and tried again on the fresh ledger), so no two can both pass a cap t
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from functions.errors import LandfallError, as_transient
+from functions.errors import LandfallError, TransientError, as_transient
 from functions.gcp.firestore_tx import retried, write_successor
 from functions.gcp.runs_store import RunsStore
 from functions.records.run_rules import Step
 from functions.records.team_ledger import settle_step, settles
-from schemas.run_record import RunRecord, parse_run_record
+from functions.records.team_wakes import waits_for_team, writes_ledger
+from schemas.run_record import RunRecord, RunState, parse_run_record
 from schemas.team_ledger import TeamLedger, parse_team_ledger
 
 T = TypeVar("T")
 log = logging.getLogger("landfall.teams")
+
+BUSY_SECONDS = 60.0
+"""How long after a claim of a team went WAITING its claims are first tried on a plain-read ledger."""
 
 PairStep = Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]]
 """Given the run and its team's ledger as stored (None when absent): the run and the ledger to write (None: leave it
@@ -36,6 +41,16 @@ class TeamLedgerStore:
         self._runs = runs_collection
         self._teams = teams_collection
         self._sleep = sleep
+        self.waker: Callable[[str], int] | None = None
+        """Wakes a team's waiting runs that fit (functions/records/team_wakes.py TeamWaker.wake); set by the
+        wiring. None: waiting runs are retried by the reconciler only."""
+        self.waits_on_read = 0
+        """Claims this store sent WAITING on a plain-read ledger (neither read nor written in their transaction)."""
+        self._turns: dict[str, threading.Lock] = {}
+        self._turns_lock = threading.Lock()
+        self._waited_at: dict[str, float] = {}
+        """Per team: when a claim here last went WAITING (time.monotonic): for BUSY_SECONDS after, its claims are
+        tried on a plain-read ledger first."""
 
     def ledgers(self, names: Iterable[str]) -> dict[str, TeamLedger]:
         """The stored ledgers of the named teams, by name (a team with none yet is left out)."""
@@ -48,8 +63,116 @@ class TeamLedgerStore:
             raise as_transient(exc, "Firestore") from exc
         return {s.id: parse_team_ledger(s.to_dict()) for s in snapshots if s.exists}
 
+    def ledger_of(self, team: str) -> TeamLedger | None:
+        """The team's stored ledger, plain-read (None: none yet)."""
+        return self.ledgers([team]).get(team)
+
+    def waiting_of(self, team: str, limit: int) -> list[RunRecord]:
+        """Up to `limit` of the team's runs WAITING, longest waiting first (the composite index state, team.name,
+        submission.waiting.since in deploy/firestore.indexes.json)."""
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        try:
+            query = (
+                self._client.collection(self._runs)
+                .where(filter=FieldFilter("state", "==", RunState.WAITING.value))
+                .where(filter=FieldFilter("team.name", "==", team))
+                .order_by("submission.waiting.since")
+                .limit(limit)
+            )
+            docs = [d.to_dict() for d in query.stream()]
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        return [parse_run_record(d) for d in docs]
+
     def apply(self, run_id: str, team: str, step: PairStep[T]) -> T:
-        """Run step on the run's and its team's documents in one transaction; write what it returns."""
+        """Run step on the run's and its team's documents in one transaction; write what it returns.
+
+        While the team's claims here go WAITING (one did within BUSY_SECONDS: its cap or budget binds), a claim is
+        first tried against a plain read of the ledger, in a transaction over the run alone: a run that the ledger
+        as read already puts over the limit WAITS without the ledger being read or written in its transaction, so
+        a burst of one team's claims no longer collides on the team's document (docs/teams.md). Only a step that
+        would write the ledger (a run that fits, a settle) runs in the transaction over both; the ledger is never
+        written from a plain read, so the caps hold. A settle between the plain read and the WAITING write would
+        find this run not yet waiting and not wake it: the ledger is read again after the write, and if it changed
+        meanwhile, the team's waiting runs are woken from here (self.waker)."""
+        if self._busy(team):
+            done = self._apply_on_read_ledger(run_id, team, step)
+            if done is not None:
+                return done[0]
+            # It would write the ledger: the instance's transactions on one team's ledger take turns (a lock per
+            # team), and each looks again first, so the deliveries that all saw the one free GPU do not all open
+            # transactions on the ledger at once (on the emulator such a pile-up queues on its locks until they time
+            # out); the look after the turn sends the losers to WAITING on the ledger as the winner left it.
+            with self._turn(team):
+                done = self._apply_on_read_ledger(run_id, team, step)
+                if done is not None:
+                    return done[0]
+                return self._apply_both(run_id, team, step)
+        with self._turn(team):
+            return self._apply_both(run_id, team, step)
+
+    def _turn(self, team: str) -> threading.Lock:
+        with self._turns_lock:
+            return self._turns.setdefault(team, threading.Lock())
+
+    def _busy(self, team: str) -> bool:
+        """A claim of the team went WAITING (its cap or budget binds), or a transaction on its ledger kept colliding,
+        on this instance within BUSY_SECONDS."""
+        at = self._waited_at.get(team)
+        return at is not None and time.monotonic() - at < BUSY_SECONDS
+
+    def _apply_on_read_ledger(self, run_id: str, team: str, step: PairStep[T]) -> tuple[T] | None:
+        """step over the run (in a transaction) and the ledger as plain-read; (result,) when it wrote no ledger,
+        None (nothing written) when it would: then it is to run in the transaction over both. A first look at both
+        documents as plain-read sends a run that fits straight to that transaction."""
+        from google.cloud import firestore
+
+        run_ref = self._client.collection(self._runs).document(run_id)
+        team_ref = self._client.collection(self._teams).document(team)
+        try:
+            seen = {s.reference.path: s for s in self._client.get_all([run_ref, team_ref])}
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        run_seen, team_seen = seen.get(run_ref.path), seen.get(team_ref.path)
+        before = parse_team_ledger(team_seen.to_dict()) if team_seen is not None and team_seen.exists else None
+        seen_run = parse_run_record(run_seen.to_dict()) if run_seen is not None and run_seen.exists else None
+        if writes_ledger(step, seen_run, before):
+            return None
+        went_waiting: list[bool] = []
+
+        @firestore.transactional
+        def body(transaction: Any) -> tuple[T] | None:
+            snap = next(iter(transaction.get_all([run_ref])), None)
+            run_doc = snap.to_dict() if snap is not None and snap.exists else None
+            new_run, new_ledger, result = step(None if run_doc is None else parse_run_record(run_doc), before)
+            if new_ledger is not None:
+                return None
+            write_successor(transaction, run_ref, run_doc, None if new_run is None else new_run.to_document())
+            went_waiting[:] = [new_run is not None and waits_for_team(new_run)]
+            return (result,)
+
+        run: Callable[[Any], tuple[T] | None] = body  # firestore.transactional is unannotated
+        done = retried(self._client, run, run_ref.path, sleep=self._sleep)
+        if done is not None and went_waiting and went_waiting[0]:
+            self._waited_at[team] = time.monotonic()
+            self.waits_on_read += 1
+            self._recheck(team, before)
+        return done
+
+    def _recheck(self, team: str, before: TeamLedger | None) -> None:
+        """After a run went WAITING on a plain-read ledger: wake the team's waiting runs if the ledger changed."""
+        if self.waker is None:
+            return
+        try:
+            after = self.ledger_of(team)
+        except LandfallError as exc:
+            log.warning("team %s: ledger not read again after a wait (the reconciler's pass wakes it): %s", team, exc)
+            return
+        if (after.updated_at if after else "") != (before.updated_at if before else ""):
+            self.waker(team)
+
+    def _apply_both(self, run_id: str, team: str, step: PairStep[T]) -> T:
         from google.cloud import firestore
 
         run_ref = self._client.collection(self._runs).document(run_id)
@@ -67,10 +190,21 @@ class TeamLedgerStore:
             )
             write_successor(transaction, run_ref, run_doc, None if new_run is None else new_run.to_document())
             write_successor(transaction, team_ref, team_doc, None if new_ledger is None else new_ledger.to_document())
+            waits[:] = [new_ledger is None and new_run is not None and waits_for_team(new_run)]
             return result
 
+        waits: list[bool] = []
         run: Callable[[Any], T] = body  # firestore.transactional is unannotated
-        return retried(self._client, run, f"{run_ref.path} and {team_ref.path}", sleep=self._sleep)
+        try:
+            result = retried(self._client, run, f"{run_ref.path} and {team_ref.path}", sleep=self._sleep)
+        except TransientError:
+            # Claims of the team are colliding on its ledger: the next ones look at it plain-read first (a team
+            # whose first claims of a burst all collided would otherwise never see one wait, and go on colliding).
+            self._waited_at[team] = time.monotonic()
+            raise
+        if waits and waits[0]:
+            self._waited_at[team] = time.monotonic()
+        return result
 
     def held_to_settle(self, *, limit: int = 500) -> list[RunRecord]:
         """Runs still holding a reservation although they ended or wait (a settle that failed after the run's own
@@ -88,7 +222,15 @@ class TeamLedgerStore:
         """Settle the run's held reservation (if still held, read again in the transaction); True when this call did."""
         if run.team is None:
             return False
-        return self.apply(run.run_id, run.team.name, settle_step(now=now))
+        done = self.apply(run.run_id, run.team.name, settle_step(now=now))
+        if done:
+            self.wake(run.team.name)
+        return done
+
+    def wake(self, team: str) -> None:
+        """Wake the team's waiting runs that fit now (functions/records/team_wakes.py), if a waker is set."""
+        if self.waker is not None:
+            self.waker(team)
 
 
 class SettlingRunsStore(RunsStore):
@@ -116,7 +258,7 @@ class SettlingRunsStore(RunsStore):
         if written and settles(written[0]):
             self.forget(run_id)  # the settle's transaction writes the run too
             try:
-                self.ledger.settle(written[0], self._now())
+                self.ledger.settle(written[0], self._now())  # and wakes the team's waiting runs that now fit
             except LandfallError as exc:
                 log.warning("run %s: its team reservation is settled by the next reconcile pass (%s)", run_id, exc)
         return result

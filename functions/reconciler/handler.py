@@ -35,10 +35,19 @@ from functions.job_states import JobStateDeps, record_job_state
 from functions.reconciler.changes import ChangeDeps, PassLook, start_pass
 from functions.reconciler.orphans import OrphanDeps, find_orphans
 from functions.reconciler.republish import RepublishDeps, republish_unanswered
-from functions.reconciler.team_looks import TeamLooks, cancel_over_budget, in_pass_order, over_budget, settle_leftovers
-from functions.records.attempts import AttemptPolicy, wait_over
+from functions.reconciler.team_looks import (
+    TeamLooks,
+    cancel_over_budget,
+    in_pass_order,
+    over_budget,
+    settle_leftovers,
+    wake_teams,
+    woken_by_team,
+)
+from functions.records.attempts import AttemptPolicy, gives_up, wait_over
 from functions.records.long_waits import WAITING_JOB_STATES, long_wait_noted
 from functions.records.run_rules import submission_lease
+from functions.records.team_wakes import woken_lately
 from schemas.run_record import RunRecord, RunState
 from schemas.times import parse_timestamp, parse_timestamp_or_none
 
@@ -114,7 +123,13 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     regions: dict[str, None] = {}
     look = None if deps.changes is None else start_pass(deps.changes, deps.now())
     runs = deps.open_runs() if look is None else look.shard_runs(deps.open_runs())
+    to_wake: list[str] = []
     for run in in_pass_order(runs, deps.teams):
+        team = woken_by_team(run, deps.teams, lambda r: gives_up(r, deps.now(), deps.policy))
+        if team is not None:
+            to_wake.append(team)
+            counts["team-waiting"] += 1
+            continue
         regions.update(
             dict.fromkeys(
                 r for r in (run.vertex.region if run.vertex else "", run.plan.region if run.plan else "") if r
@@ -154,6 +169,7 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     teams = deps.teams
     if teams is not None:
         counts.update(_look("team", lambda: settle_leftovers(teams)))
+        counts.update(wake_teams(to_wake, teams))
     if look is not None:
         counts.update(_finish(look))
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
@@ -214,6 +230,8 @@ def reconcile_run(
     if run.state in (RunState.RECEIVED, RunState.PLANNED, RunState.SUBMITTING):
         if _lease_live(run, now) or (run.state != RunState.SUBMITTING and _younger_than_lease(run, now, deps)):
             return "unchanged"
+        if woken_lately(run, now, deps.lease_seconds):
+            return "unchanged"  # woken for its team's room: its request is on its way to the dispatcher
         return f"resubmitted:{deps.resubmit(run.run_id)}"
     if run.vertex is None:
         return "unchanged"

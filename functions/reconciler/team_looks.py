@@ -1,7 +1,8 @@
 """The reconciler's looks for teams and budgets (docs/teams.md):
 
 - runs WAITING for their team's room (team-cap, team-budget) are retried after every other open run of the pass
-  (whose ended jobs free room first), the higher team priority first, then the longest waiting;
+  (whose ended jobs free room first), the higher team priority first, then the longest waiting; with a waker, once
+  per team: what fits the team's ledger is woken (functions/records/team_wakes.py), the rest left waiting;
 - reservations still held by runs that ended or wait (a settle that failed after the run's own write) are settled;
 - a run whose cost while running (time since its job started x its plan's hourly price) passes its own
   `constraints.budget_usd` is cancelled, with that reason (error code budget-exceeded). The reconciler, not the
@@ -22,8 +23,9 @@ from functions.gcp.vertex import VertexJobs
 from functions.reconciler.cancel import cancel_step
 from functions.records.run_rules import RunsRules
 from functions.records.team_ledger import running_cost
+from functions.records.team_wakes import waits_for_team
 from schemas.run_record import RunRecord, RunState
-from schemas.vocabulary import BUDGET_EXCEEDED, TEAM_WAIT_REASONS
+from schemas.vocabulary import BUDGET_EXCEEDED
 
 
 @dataclass(frozen=True)
@@ -32,14 +34,36 @@ class TeamLooks:
     """A team's priority by name (0 for a team the file no longer has)."""
     held_to_settle: Callable[[], Iterable[RunRecord]]
     settle: Callable[[RunRecord], bool]
+    wake: Callable[[str], int] | None = None
+    """Wakes what fits of a team's waiting runs (functions/records/team_wakes.py TeamWaker.wake), returning how many;
+    None: each team wait is retried at its retry_at, one claim at a time."""
+    known: Callable[[str], bool] = lambda name: True
+    """Whether the teams file has the team (a wait of a team no longer there is retried the old way)."""
 
 
-def waits_for_team(run: RunRecord) -> bool:
-    return (
-        run.state == RunState.WAITING
-        and run.submission.waiting is not None
-        and run.submission.waiting.reason in TEAM_WAIT_REASONS
-    )
+def woken_by_team(run: RunRecord, looks: TeamLooks | None, gives_up: Callable[[RunRecord], bool]) -> str | None:
+    """The team whose wake stands for this run's retry in the pass (None: the run is reconciled one by one): a run
+    waiting for a known team's room is not retried alone at its retry_at; once per pass per team, after every other
+    run, the team's waiting runs that fit the ledger are woken (`wake_teams`). A pass thus claims no more runs than
+    the teams have room for, and never outlives its tick retrying waits that cannot fit. A run that has waited past
+    the give-up time is still ended one by one."""
+    if looks is None or looks.wake is None or not waits_for_team(run) or run.team is None:
+        return None
+    if not looks.known(run.team.name) or gives_up(run):
+        return None
+    return run.team.name
+
+
+def wake_teams(teams: Iterable[str], looks: TeamLooks) -> Counter[str]:
+    """Wake each team's waiting runs that fit, the higher priority first; counts team-woken."""
+    counts: Counter[str] = Counter()
+    if looks.wake is None:
+        return counts
+    for name in sorted(dict.fromkeys(teams), key=lambda n: -looks.priority(n)):
+        woke = looks.wake(name)
+        if woke:
+            counts["team-woken"] += woke
+    return counts
 
 
 def in_pass_order(runs: Iterable[RunRecord], looks: TeamLooks | None) -> Iterator[RunRecord]:
@@ -97,4 +121,13 @@ def cancel_over_budget(run: RunRecord, why: str, store: RunsRules, vertex: Verte
     return "budget-cancelled"
 
 
-__all__ = ["TeamLooks", "cancel_over_budget", "in_pass_order", "over_budget", "settle_leftovers", "waits_for_team"]
+__all__ = [
+    "TeamLooks",
+    "cancel_over_budget",
+    "in_pass_order",
+    "over_budget",
+    "settle_leftovers",
+    "waits_for_team",
+    "wake_teams",
+    "woken_by_team",
+]

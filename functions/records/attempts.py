@@ -97,6 +97,12 @@ def _gave_up(run: RunRecord, now: datetime, policy: AttemptPolicy, since: str) -
     return None
 
 
+def gives_up(run: RunRecord, now: datetime, policy: AttemptPolicy) -> bool:
+    """Whether a WAITING run has waited long enough (or its deadline passed): wait_over ends it FAILED."""
+    wait = run.submission.waiting
+    return wait is not None and _gave_up(run, now, policy, wait.since) is not None
+
+
 def gave_up_error(run: RunRecord, stop: str) -> RunError:
     """The error of a run that stopped waiting for capacity: the reason of its last job (a run whose spot jobs were
     preempted on every plan ends `preempted`, with the trainer's line), else `stockout` (every plan refused at
@@ -225,6 +231,7 @@ __all__ = [
     "candidates",
     "capacity_ended",
     "gave_up_error",
+    "gives_up",
     "is_earlier_job",
     "known_jobs",
     "round_jobs",

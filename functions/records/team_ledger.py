@@ -25,7 +25,7 @@ from schemas.record_bounds import REASON_KEPT, cut
 from schemas.run_record import RunError, RunRecord, RunState, Waiting
 from schemas.team_ledger import MONTHS_KEPT, MonthSpend, RunCharge, TeamLedger
 from schemas.times import format_timestamp, parse_timestamp_or_none
-from schemas.vocabulary import TEAM_BUDGET, TEAM_CAP, TEAM_LIMIT
+from schemas.vocabulary import TEAM_BUDGET, TEAM_CAP, TEAM_LIMIT, TEAM_WAIT_REASONS
 
 T = TypeVar("T")
 
@@ -335,7 +335,11 @@ def team_waited(run: RunRecord, admission: Admission, *, now: datetime, wait_sec
     """The run WAITING for its team's room (reason team-cap or team-budget): retried at retry_at by the reconciler
     (the same WAITING machinery as capacity waits, and the same give-up time), or sooner when its team has room."""
     prior = run.submission.waiting
-    going_on = prior is not None and run.state == RunState.WAITING
+    # A run woken (functions/records/team_wakes.py) that finds no room after all waits on: it keeps when it first
+    # waited, so the longest waiting stays first.
+    going_on = prior is not None and (
+        run.state == RunState.WAITING or (prior.reason in TEAM_WAIT_REASONS and run.vertex is None)
+    )
     since = prior.since if prior is not None and going_on else format_timestamp(now)
     wait = Waiting(
         reason=str(admission.verdict),

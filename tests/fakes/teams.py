@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from functions.records.run_rules import Step
 from functions.records.team_ledger import settle_step, settles
-from schemas.run_record import RunRecord, parse_run_record
+from schemas.run_record import RunRecord, RunState, parse_run_record
 from schemas.team_ledger import TeamLedger, parse_team_ledger
 from tests.fakes.documents import copy_document
 from tests.fakes.runs import FakeRuns
@@ -23,6 +23,8 @@ class FakeLedger:
         self.runs = runs
         self.docs: dict[str, dict[str, object]] = {}
         self.now = now
+        self.waker: Callable[[str], int] | None = None
+        """As TeamLedgerStore.waker: called with the team after a settle."""
 
     def apply(
         self,
@@ -47,7 +49,16 @@ class FakeLedger:
         return None if doc is None else parse_team_ledger(copy_document(doc))
 
     def settle(self, run: RunRecord, now: datetime) -> bool:
-        return False if run.team is None else self.apply(run.run_id, run.team.name, settle_step(now=now))
+        done = False if run.team is None else self.apply(run.run_id, run.team.name, settle_step(now=now))
+        if done and run.team is not None and self.waker is not None:
+            self.waker(run.team.name)
+        return done
+
+    def waiting_of(self, team: str, limit: int) -> list[RunRecord]:
+        """The team's runs WAITING, longest waiting first (the Firestore store's query)."""
+        runs = [parse_run_record(copy_document(d)) for d in list(self.runs.docs.values())]
+        waiting = [r for r in runs if r.state == RunState.WAITING and r.team is not None and r.team.name == team]
+        return sorted(waiting, key=lambda r: r.submission.waiting.since if r.submission.waiting else "")[:limit]
 
     def held_to_settle(self) -> list[RunRecord]:
         runs = [parse_run_record(copy_document(d)) for d in list(self.runs.docs.values())]

@@ -31,6 +31,8 @@ gcloud firestore indexes composite create --collection-group=runs --query-scope=
 gcloud firestore indexes composite create --collection-group=runs --query-scope=collection --field-config=field-path=request.dataset.uri,order=ascending --field-config=field-path=team.name,order=ascending --field-config=field-path=created_at,order=descending '--database=(default)' --async --project=landfall-sample
 # create the composite index on runs (state ascending, request.dataset.uri ascending, team.name ascending, created_at descending)
 gcloud firestore indexes composite create --collection-group=runs --query-scope=collection --field-config=field-path=state,order=ascending --field-config=field-path=request.dataset.uri,order=ascending --field-config=field-path=team.name,order=ascending --field-config=field-path=created_at,order=descending '--database=(default)' --async --project=landfall-sample
+# create the composite index on runs (state ascending, team.name ascending, submission.waiting.since ascending)
+gcloud firestore indexes composite create --collection-group=runs --query-scope=collection --field-config=field-path=state,order=ascending --field-config=field-path=team.name,order=ascending --field-config=field-path=submission.waiting.since,order=ascending '--database=(default)' --async --project=landfall-sample
 # create the composite index on datasets (status ascending, updated_at descending)
 gcloud firestore indexes composite create --collection-group=datasets --query-scope=collection --field-config=field-path=status,order=ascending --field-config=field-path=updated_at,order=descending '--database=(default)' --async --project=landfall-sample
 
