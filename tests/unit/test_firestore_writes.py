@@ -51,7 +51,8 @@ def test_every_value_is_encoded_as_the_library_encodes_it(value: Any) -> None:
 
 
 def test_empty_containers_and_nan_and_the_int64_bounds_are_encoded_as_the_library_does() -> None:
-    for value in ({}, [], (), {"a": {}}, {"a": []}, float("nan"), float("inf"), 2**63 - 1, -(2**63), 0.0, -0.0):
+    edges: list[Any] = [{}, [], (), {"a": {}}, {"a": []}, float("nan"), float("inf"), 2**63 - 1, -(2**63), 0.0, -0.0]
+    for value in edges:
         assert _filled(value).SerializeToString() == _helpers.encode_value(value)._pb.SerializeToString(), value
 
 
