@@ -52,7 +52,7 @@ def work_unit(nodeid: str) -> str:
     unit test is a unit by itself.
     """
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/e2e/") and path != "tests/e2e/test_stack_lifecycle.py":
+    if path.startswith("tests/e2e/") and path != OWN_STACK:
         return STACK_GROUP
     if path in SHARED_STAGE:
         return "deploy-stage"
@@ -61,19 +61,50 @@ def work_unit(nodeid: str) -> str:
     return nodeid
 
 
+OWN_STACK = "tests/e2e/test_stack_lifecycle.py"
+"""The e2e module that starts stacks of its own (its own unit: minutes, whatever its count of tests)."""
+
+
+def unit_order(unit: str, tests: int) -> tuple[int, int]:
+    """Which unit a free worker takes first: the shared stack's (the longest: it starts at once), then the module
+    with stacks of its own, then the units that start emulators or processes (integration modules, the deploy
+    stage), most tests first, and the unit tests (each well under a second) last, so that they fill the end and
+    both workers finish together. xdist's own order (most tests first) put one-test integration modules of a minute
+    behind the unit tests, at the end, with the other worker idle."""
+    if unit == STACK_GROUP:
+        return (0, -tests)
+    if unit == OWN_STACK:
+        return (1, -tests)
+    if unit.startswith(("tests/integration/", "tests/e2e/")) or unit == "deploy-stage":
+        return (2, -tests)
+    return (3, -tests)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup` with the units of work_unit. xdist's own loadgroup reads `xdist_group` marks through a
-    node id suffix that pytest 9 no longer lets a plugin set, so it would spread the stack's tests over both workers
-    (a stack each); this scheduler groups by path instead. Biggest unit first (xdist's --loadscope-reorder): the
-    stack's tests start at once and the unit tests fill the gaps."""
+    """`--dist loadgroup` with the units of work_unit, handed out in unit_order. xdist's own loadgroup reads
+    `xdist_group` marks through a node id suffix that pytest 9 no longer lets a plugin set, so it would spread the
+    stack's tests over both workers (a stack each); this scheduler groups by path instead."""
     if config.getvalue("dist") != "loadgroup":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling
 
     class WorkUnits(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the queue is complete once the first unit is handed out
+                queue: OrderedDict[str, dict[str, bool]] = self.workqueue
+                units = sorted(queue.items(), key=lambda item: unit_order(item[0], len(item[1])))
+                queue.clear()
+                queue.update(units)
+                self.ordered = True
+            super()._assign_work_unit(node)
 
     return WorkUnits(config, log)
 
