@@ -4,10 +4,13 @@ Firestore's transaction over both."""
 
 from __future__ import annotations
 
+import json
+import tomllib
 from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
+from deploy.teams import Teams, parse_teams
 from functions.records.run_rules import Step
 from functions.records.team_ledger import settle_step, settles
 from schemas.run_record import RunRecord, RunState, parse_run_record
@@ -16,6 +19,29 @@ from tests.fakes.documents import copy_document
 from tests.fakes.runs import FakeRuns
 
 T = TypeVar("T")
+
+
+def churn_team(gpu_cap: str) -> Teams:
+    """One team, churn, owning gs://landfall-landing/datasets/ (the fake world's requests), a $1,000 monthly budget,
+    and `gpu_cap`, the body of its [teams.gpu_cap] table (e.g. "all = 2")."""
+    return parse_teams(
+        tomllib.loads(
+            "[[teams]]\n"
+            'name = "churn"\n'
+            'owns = [{bucket = "landfall-landing", prefix = "datasets/"}]\n'
+            "monthly_budget_usd = 1000\n"
+            f"[teams.gpu_cap]\n{gpu_cap}\n"
+        )
+    )
+
+
+def numbered_request(n: int, tag: str) -> bytes:
+    """The fake world's request, its own run: idempotency key suffixed with tag and n."""
+    from tests.fakes.world import REQUEST_JSON
+
+    raw = json.loads(REQUEST_JSON)
+    raw["idempotency_key"] = f"{raw['idempotency_key']}-{tag}-{n}"
+    return json.dumps(raw).encode()
 
 
 class FakeLedger:

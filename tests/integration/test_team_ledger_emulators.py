@@ -5,14 +5,11 @@ GPUs of the submitted runs, and a run's end settles its reservation once, howeve
 
 from __future__ import annotations
 
-import json
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from deploy.teams import parse_teams
 from functions.dispatch.handler import DispatchDeps, handle_training_request
 from functions.envelopes import PubSubMessage
 from functions.gcp.team_ledger_store import SettlingRunsStore, TeamLedgerStore
@@ -21,30 +18,18 @@ from schemas.run_record import RunState
 from schemas.training_request import parse_training_request
 from tests.conftest import PROJECT, Emulator
 from tests.fakes.ingest import Clock
+from tests.fakes.teams import churn_team, numbered_request
 from tests.fakes.vertex import FakeVertex
-from tests.fakes.world import NOW, PLAN, REQUEST_JSON, SETTINGS, Outcome, job_event
+from tests.fakes.world import NOW, PLAN, SETTINGS, Outcome, job_event
 
 BURST = 8
 CAP = 3
-TEAMS = parse_teams(
-    tomllib.loads(
-        f"""
-[[teams]]
-name = "churn"
-owns = [{{bucket = "landfall-landing", prefix = "datasets/"}}]
-monthly_budget_usd = 1000
-[teams.gpu_cap]
-NVIDIA_TESLA_T4 = {CAP}
-"""
-    )
-)
+TEAMS = churn_team(f"NVIDIA_TESLA_T4 = {CAP}")
 ONE_GPU = replace(PLAN, accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1, replica_count=1)
 
 
 def _request(n: int) -> bytes:
-    raw = json.loads(REQUEST_JSON)
-    raw["idempotency_key"] = f"{raw['idempotency_key']}-burst-{n}"
-    return json.dumps(raw).encode()
+    return numbered_request(n, "burst")
 
 
 def test_the_cap_holds_under_concurrent_claims_and_settles_once(clean_firestore: Emulator) -> None:

@@ -8,7 +8,6 @@ with no reconcile pass; the other run still waits, and the ledger counts the cap
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -16,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from deploy.teams import parse_teams
 from functions.dispatch.handler import DispatchDeps, handle_training_request
 from functions.envelopes import PubSubMessage
 from functions.gcp.runs_store import RunsStore
@@ -27,23 +25,13 @@ from schemas.run_record import RunState
 from schemas.training_request import parse_training_request
 from tests.conftest import PROJECT, Emulator
 from tests.fakes.ingest import Clock
+from tests.fakes.teams import churn_team, numbered_request
 from tests.fakes.vertex import FakeVertex
-from tests.fakes.world import NOW, PLAN, REQUEST_JSON, SETTINGS, Outcome, job_event
+from tests.fakes.world import NOW, PLAN, SETTINGS, Outcome, job_event
 
 pytestmark = pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated:DeprecationWarning")
 CAP = 2
-TEAMS = parse_teams(
-    tomllib.loads(
-        f"""
-[[teams]]
-name = "churn"
-owns = [{{bucket = "landfall-landing", prefix = "datasets/"}}]
-monthly_budget_usd = 1000
-[teams.gpu_cap]
-all = {CAP}
-"""
-    )
-)
+TEAMS = churn_team(f"all = {CAP}")
 ONE_GPU = replace(PLAN, accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1, replica_count=1)
 TOPIC = f"projects/{PROJECT}/topics/team-wake-requests"
 TAP = f"projects/{PROJECT}/subscriptions/team-wake-tap"
@@ -63,9 +51,7 @@ def requests_topic(pubsub_emulator: Emulator) -> Iterator[Any]:
 
 
 def _request(n: int) -> bytes:
-    raw = json.loads(REQUEST_JSON)
-    raw["idempotency_key"] = f"{raw['idempotency_key']}-wake-{n}"
-    return json.dumps(raw).encode()
+    return numbered_request(n, "wake")
 
 
 def _pull_all() -> list[bytes]:
