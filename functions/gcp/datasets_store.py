@@ -94,7 +94,7 @@ class DatasetsStore:
     def mark_collecting(self, record: DatasetRecord) -> bool:
         """Quiet-period: note that objects are arriving (the caller has seen it is not COLLECTING already)."""
         ref = self._dataset_ref(record.dataset_id)
-        if create_if_absent(ref, record.to_dict()):
+        if create_if_absent(self._client, ref, record.to_dict()):
             return True
 
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:
@@ -123,7 +123,7 @@ class DatasetsStore:
         """Create the version as CLAIMED by owner, or take it over if its earlier claim lapsed or it was WAITING."""
         fresh = first_claim(version, owner=owner, now=now, lease_seconds=lease_seconds)
         ref = self._version_ref(version.run_id)
-        if create_if_absent(ref, fresh.to_dict()):
+        if create_if_absent(self._client, ref, fresh.to_dict()):
             return Claim(ClaimOutcome.CLAIMED, fresh)
 
         def change(cur: Doc | None) -> tuple[Doc | None, Claim[DatasetVersion]]:
@@ -198,7 +198,7 @@ class DatasetsStore:
         ref = self._content_ref(content.dataset_id, content.digest)
         if not retrain:
             fresh = content_claim(None, None, content, now=now, retrain=False).doc
-            if create_if_absent(ref, fresh.to_dict()):
+            if create_if_absent(self._client, ref, fresh.to_dict()):
                 return Claim(ClaimOutcome.CLAIMED, fresh)
 
         @firestore.transactional

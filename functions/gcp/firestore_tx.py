@@ -103,17 +103,9 @@ def retried(
     ) from last
 
 
-def create_if_absent(ref: Any, doc: Doc) -> bool:
+def create_if_absent(client: Any, ref: Any, doc: Doc) -> bool:
     """Create the document unless one exists (Firestore create(): one caller wins a race); False when it existed."""
-    from google.api_core.exceptions import Conflict
-
-    try:
-        ref.create(doc)
-    except Conflict:
-        return False
-    except Exception as exc:
-        raise as_transient(exc, f"Firestore create of {ref.path}") from exc
-    return True
+    return created(client, ref, doc) is not None
 
 
 def created(client: Any, ref: Any, doc: Doc) -> Any | None:

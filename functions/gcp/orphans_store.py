@@ -22,7 +22,7 @@ class OrphansStore:
 
     def record(self, orphan: OrphanRecord) -> bool:
         """Store the orphan unless its job is recorded already; True when this call created it."""
-        return create_if_absent(self._ref(orphan.orphan_id), orphan.to_document())
+        return create_if_absent(self._client, self._ref(orphan.orphan_id), orphan.to_document())
 
     def apply(self, orphan_id: str, step: OrphanStep) -> bool:
         def change(cur: Doc | None) -> tuple[Doc | None, bool]:
