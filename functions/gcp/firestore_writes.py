@@ -14,8 +14,10 @@ library is pinned (functions/requirements.txt), and both tests above run the rea
 them fails there, not in a deployment.
 
 Only what Landfall's documents hold is encoded here (None, bool, int, float, str, dict, list and tuple); anything
-else (datetimes, bytes, the library's sentinels) is encoded by the library's own `encode_value`, so no type is
-encoded two ways.
+else (datetimes, bytes, GeoPoints) is encoded by the library's own `encode_value`, so no type is encoded two ways.
+An update's DELETE_FIELD deletes its path; the server-side transforms (SERVER_TIMESTAMP, Increment, ...) are not
+sent from here: `encode_value` refuses them with a TypeError, so a document that holds one fails loudly (write it
+through the library, as functions/gcp/rate_limits_store.py does).
 """
 
 from __future__ import annotations
