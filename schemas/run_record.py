@@ -13,7 +13,7 @@ users read: e.g. `submission` is `{}` until the run is planned.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -23,6 +23,7 @@ from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.model_version import ModelVersionRef, parse_model_version
+from schemas.plain import as_dict
 from schemas.plan import Plan, parse_plan
 from schemas.team_ledger import RunCharge, parse_run_charge
 from schemas.times import format_timestamp, parse_timestamp
@@ -195,7 +196,7 @@ class RunError:
     exit_code: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _present(asdict(self))
+        return _present(as_dict(self))
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ class Timings:
     """The plan's estimated duration (estimated_hours x 3600), kept beside run_seconds once the run has ended."""
 
     def to_dict(self) -> dict[str, Any]:
-        return _present(asdict(self))
+        return _present(as_dict(self))
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class Cost:
     """How actual_usd was worked out."""
 
     def to_dict(self) -> dict[str, Any]:
-        return _present(asdict(self))
+        return _present(as_dict(self))
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,7 @@ class JobAttempt:
     """Which round of plans it belonged to (a new round starts each time the run leaves WAITING)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,7 @@ class Waiting:
     """What the reconciler saw of a job that waits long (queued, pending provisioning)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return _present(asdict(self))
+        return _present(as_dict(self))
 
 
 @dataclass(frozen=True)
@@ -312,7 +313,7 @@ class Queued:
     """RFC 3339: when the job was created at last; None while the run is queued."""
 
     def to_dict(self) -> dict[str, Any]:
-        return _present({**asdict(self), "reserved": self.reserved or None})
+        return _present({**as_dict(self), "reserved": self.reserved or None})
 
 
 @dataclass(frozen=True)
@@ -338,7 +339,7 @@ class Refusals:
     """Jobs left out of `submission.jobs` (the last ones are kept)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "by_reason": dict(self.by_reason)}
+        return {**as_dict(self), "by_reason": dict(self.by_reason)}
 
 
 def _refusals(r: Reader | None) -> Refusals | None:
@@ -378,7 +379,7 @@ class LongWait:
     """RFC 3339: when the job stopped waiting (its start time, or when it was seen ended); None while it waits."""
 
     def to_dict(self) -> dict[str, Any]:
-        return _present(asdict(self))
+        return _present(as_dict(self))
 
 
 def _long_wait(w: Reader | None) -> LongWait | None:
@@ -400,7 +401,7 @@ class CancelRequest:
     at: str
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -524,9 +525,9 @@ class RunRecord:
             "history": [h.to_dict() for h in self.history],
             **_present({"history_omitted": self.history_omitted}),
             "plan": None if self.plan is None else self.plan.to_dict(),
-            "vertex": None if self.vertex is None else asdict(self.vertex),
+            "vertex": None if self.vertex is None else as_dict(self.vertex),
             **({} if self.long_wait is None else {"long_wait": self.long_wait.to_dict()}),
-            "artifacts": None if self.artifacts is None else asdict(self.artifacts),
+            "artifacts": None if self.artifacts is None else as_dict(self.artifacts),
             "metrics": None if self.metrics is None else dict(self.metrics),
             "error": None if self.error is None else self.error.to_dict(),
             "timings": self.timings.to_dict(),

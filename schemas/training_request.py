@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from schemas import json_text
 from schemas.data_objects import DataObject, objects_digest, parse_data_objects, read_digest
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.plain import as_dict
 from schemas.trainer_spec import TrainerSpec, WorkloadSpec, parse_trainer, parse_workload
 from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
 
@@ -159,7 +160,7 @@ class TrainingRequest:
     def to_dict(self) -> dict[str, Any]:
         """The canonical JSON form: every field present, defaults applied; `trainer` and `workload` only when set
         (a built-in request reads as it did before they existed)."""
-        data = asdict(self)
+        data = as_dict(self)
         _lists(data)
         for name, empty in (("trainer", TrainerSpec()), ("workload", WorkloadSpec())):
             if getattr(self, name) == empty:
