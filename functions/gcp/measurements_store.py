@@ -39,11 +39,13 @@ class MeasurementsStore:
 
     def for_workload(self, workload: str, limit: int = MEASUREMENTS_PER_REQUEST) -> list[Measurement]:
         """The workload's documents (one equality query on a single field: no composite index needed), at most
-        `limit`."""
+        `limit`, decoded once (functions/gcp/firestore_reads.py)."""
         from google.cloud.firestore_v1.base_query import FieldFilter
+
+        from functions.gcp.firestore_reads import query_documents
 
         query = self._client.collection(self._collection).where(filter=FieldFilter("workload", "==", workload))
         try:
-            return [parse_measurement(s.to_dict()) for s in query.limit(limit).stream()]
+            return [parse_measurement(doc) for doc in query_documents(query.limit(limit))]
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
