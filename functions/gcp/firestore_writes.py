@@ -13,8 +13,9 @@ It reads four attributes the library keeps private (the client's `_firestore_api
 library is pinned (functions/requirements.txt), and both tests above run the real calls, so an upgrade that moves
 them fails there, not in a deployment.
 
-Only what Landfall's documents hold is encoded here (None, bool, int, float, str, dict, list and tuple); anything
-else (datetimes, bytes, GeoPoints) is encoded by the library's own `encode_value`, so no type is encoded two ways.
+Only what Landfall's documents hold is encoded here (None, bool, int, float, str, datetime, dict, list and tuple;
+a datetime by the conversions the library's `encode_value` calls); anything else
+(bytes, GeoPoints) is encoded by the library's own `encode_value`.
 An update's DELETE_FIELD deletes its path; the server-side transforms (SERVER_TIMESTAMP, Increment, ...) are not
 sent from here: `encode_value` refuses them with a TypeError, so a document that holds one fails loudly (write it
 through the library, as functions/gcp/rate_limits_store.py does).
@@ -63,6 +64,13 @@ def fill(target: Any, value: Any) -> None:
         array.SetInParent()
         for item in value:
             fill(array.values.add(), item)
+    elif isinstance(value, datetime):  # the library's own conversions, without its proto-plus Value around them
+        if hasattr(value, "timestamp_pb"):  # api_core's DatetimeWithNanoseconds, its nanoseconds kept
+            target.timestamp_value.CopyFrom(value.timestamp_pb())
+        else:
+            from google.cloud._helpers import _datetime_to_pb_timestamp
+
+            target.timestamp_value.CopyFrom(_datetime_to_pb_timestamp(value))
     else:
         from google.cloud.firestore_v1 import _helpers
 

@@ -26,6 +26,7 @@ LEAVES = st.one_of(
     st.text(max_size=20),
     st.binary(max_size=8),
     st.datetimes(timezones=st.just(UTC)),
+    st.datetimes(),  # naive: read as local time, by the library and here alike
 )
 VALUES = st.recursive(
     LEAVES,
@@ -51,7 +52,11 @@ def test_every_value_is_encoded_as_the_library_encodes_it(value: Any) -> None:
 
 
 def test_empty_containers_and_nan_and_the_int64_bounds_are_encoded_as_the_library_does() -> None:
+    from google.api_core.datetime_helpers import DatetimeWithNanoseconds
+
+    nanos = DatetimeWithNanoseconds(2026, 11, 27, 7, 30, 0, nanosecond=123456789, tzinfo=UTC)
     edges: list[Any] = [{}, [], (), {"a": {}}, {"a": []}, float("nan"), float("inf"), 2**63 - 1, -(2**63), 0.0, -0.0]
+    edges += [nanos, datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC), datetime(1, 1, 1, tzinfo=UTC)]
     for value in edges:
         assert _filled(value).SerializeToString() == _helpers.encode_value(value)._pb.SerializeToString(), value
 
