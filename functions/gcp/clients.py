@@ -40,31 +40,24 @@ def storage_client() -> Any:
         client = storage.Client(project=get_settings().project, credentials=AnonymousCredentials())
     else:
         client = storage.Client(project=get_settings().project)
-    environment_read_once(client._http)  # the library's own requests session (AuthorizedSession)
+    environment_read_once(client._http, client._connection.API_BASE_URL)  # the library's requests session
     return client
 
 
-def environment_read_once(session: Any) -> bool:
-    """Have a requests session read the process environment once instead of on every call; True when it does.
+def environment_read_once(session: Any, url: str) -> bool:
+    """Have a requests session read the process environment once instead of on every call to url; True when it does.
 
-    With `trust_env` set (requests' default) every call reads the proxy variables (`getproxies`, NO_PROXY), the CA
-    bundle variables and ~/.netrc again: about a third of a small Cloud Storage read's CPU in the dispatcher
-    (bench/dispatch_cpu.py). A function's environment does not change while it runs, so where it sets no proxy and
-    there is no .netrc, the session stops reading it and keeps the CA bundle it names (REQUESTS_CA_BUNDLE, then
-    CURL_CA_BUNDLE, as requests reads them). Where a proxy or a .netrc is configured the session is left as it is,
-    so NO_PROXY and netrc keep requests' own per-call handling."""
-    import os
-    import urllib.request
-
+    With `trust_env` set (requests' default) every call reads the proxy variables (with NO_PROXY), the CA bundle
+    variables and ~/.netrc again: about a third of a small Cloud Storage read's CPU in the dispatcher
+    (bench/dispatch_cpu.py). A function's environment does not change while it runs, so where no proxy applies to
+    url and no .netrc entry names it, the session keeps what requests' own reading gives (its CA bundle) and stops
+    reading. Where a proxy or a .netrc entry applies, the session is left as it is."""
     from requests.utils import get_netrc_auth
 
-    if urllib.request.getproxies() or get_netrc_auth("https://storage.googleapis.com") is not None:
+    found = session.merge_environment_settings(url, {}, None, None, None)  # requests' own reading, once
+    if found.get("proxies") or get_netrc_auth(url) is not None:
         return False
-    if os.environ.get("NETRC") or any(os.path.exists(os.path.expanduser(f"~/{n}")) for n in (".netrc", "_netrc")):
-        return False
-    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-    if bundle and session.verify is True:
-        session.verify = bundle
+    session.verify = found.get("verify", session.verify)
     session.trust_env = False
     return True
 
