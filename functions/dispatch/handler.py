@@ -40,8 +40,8 @@ from functions.records import attempts as attempt_rules
 from functions.records import canary as canary_rules
 from functions.records import run_rules
 from functions.records.bounds import stored_plan
-from functions.records.leases import ClaimOutcome
-from functions.records.run_rules import submission_lease, transitioned
+from functions.records.leases import Claim, ClaimOutcome
+from functions.records.run_rules import Rider, submission_lease, transitioned
 from functions.settings import Settings
 from schemas import json_text
 from schemas.canary import CanaryFigures, CanaryRecord
@@ -131,6 +131,20 @@ class SubmitLimiter(Protocol):
     def take(self, region: str, now: datetime) -> datetime:
         """Reserve the next slot in region: now, or the later moment this call may be made."""
         ...
+
+    def rider(self, region_of: Callable[[object], str | None], now: datetime) -> SlotRiding:
+        """A slot to take in the claim's own Commit, in the region region_of(claim) names (None: none)."""
+        ...
+
+
+class SlotRiding(Rider, Protocol):
+    """A slot that rode in the claim's Commit (functions/gcp/rate_limits_store.py SlotRider): `slot` is set when it
+    did (the runs store wrote the claim in one Commit of its own), None otherwise."""
+
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def slot(self) -> datetime | None: ...
 
 
 def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
@@ -245,6 +259,7 @@ def _submit(
     recovering delivery's look for an earlier job kept the run unsubmitted for the 120 s lease)."""
     owner = uuid.uuid4().hex
     now = deps.now()
+    rider: SlotRiding | None = None
     known = deps.teams.named(team) if deps.teams is not None and team is not None else None
     if known is not None and deps.ledger is not None:
         # The claim and the team's ledger in one transaction: two deliveries never both pass a cap (docs/teams.md).
@@ -270,6 +285,9 @@ def _submit(
             log.info("run %s: %s (%s)", run_id, admission.verdict, admission.message)
             return f"{'waiting' if claim.doc.state == RunState.WAITING else 'failed'}:{admission.verdict}"
     else:
+        # The first plan's limiter slot rides in the claim's Commit where the store writes it in one (one call, not
+        # two; taken if and only if the claim is written).
+        rider = deps.limiter.rider(slot_region, now) if deps.limiter is not None else None
         claim = deps.store.claim_submission(
             run_id,
             owner=owner,
@@ -277,6 +295,7 @@ def _submit(
             lease_seconds=deps.settings.submission_lease_seconds,
             first_attempt=_first_attempt(format_timestamp(now)),
             before=planned,
+            rider=rider,
         )
     if claim.outcome == ClaimOutcome.BUSY:
         raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
@@ -285,8 +304,9 @@ def _submit(
     if claim.outcome == ClaimOutcome.NOT_READY:
         raise TransientError(f"run {run_id} is not planned yet")
     creating = _Creating()
+    ridden = (rider.region, rider.slot) if rider is not None and rider.region and rider.slot else None
     try:
-        return _submit_claimed(run_id, request, claim.outcome, claim.doc, owner, deps, creating)
+        return _submit_claimed(run_id, request, claim.outcome, claim.doc, owner, deps, creating, ridden)
     except Exception as exc:
         if not creating.called:
             _give_back(run_id, owner, exc, deps)
@@ -325,9 +345,11 @@ def _submit_claimed(
     owner: str,
     deps: DispatchDeps,
     creating: _Creating,
+    ridden: tuple[str, datetime] | None = None,
 ) -> str:
     """The claimed part of _submit: adopt an earlier attempt's job (RECOVER), else stop for a recorded cancel, else
-    make the CreateCustomJob attempts."""
+    make the CreateCustomJob attempts. `ridden`: the region and slot the claim's Commit took, used for the first
+    call there instead of taking another."""
     fault_point("dispatch.after_claim")
     if run.plan is None:
         raise PermanentError(
@@ -367,7 +389,10 @@ def _submit_claimed(
     recorded = outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].outcome == "pending"
     for plan in attempt_rules.candidates(run):
         if not _reserved(run.submission.queued, plan.region) and deps.limiter is not None:
-            slot = deps.limiter.take(plan.region, deps.now())
+            if ridden is not None and ridden[0] == plan.region:
+                slot, ridden = ridden[1], None
+            else:
+                slot = deps.limiter.take(plan.region, deps.now())
             wait = (slot - deps.now()).total_seconds()
             if wait > min(QUEUE_SLEEP_MAX_SECONDS, deps.settings.submission_lease_seconds / 4):
                 before = attempts[:-1] if recorded else attempts  # the claim's pending attempt: not made
@@ -530,6 +555,20 @@ def _lease_used(lease_until: str | None, deps: DispatchDeps) -> bool:
 
 def _rate_limited(attempt: SubmissionAttempt) -> bool:
     return attempt.outcome.startswith("rate-limited")
+
+
+def slot_region(result: object) -> str | None:
+    """The region whose limiter slot rides in the claim's Commit: the first plan's, for a fresh claim that goes on
+    to CreateCustomJob (no cancel on record, no canary re-plan due, no slot already reserved there); else None."""
+    if not isinstance(result, Claim) or result.outcome != ClaimOutcome.CLAIMED:
+        return None
+    run = result.doc
+    if run.submission.cancel is not None or (run.canary is not None and run.canary.status == "replan"):
+        return None
+    plans = attempt_rules.candidates(run)
+    if not plans or _reserved(run.submission.queued, plans[0].region):
+        return None
+    return plans[0].region
 
 
 def _reserved(queued: Queued | None, region: str) -> bool:

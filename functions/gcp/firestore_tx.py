@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from functions.errors import TransientError, as_transient
@@ -123,10 +123,13 @@ def created(client: Any, ref: Any, doc: Doc) -> Any | None:
         raise as_transient(exc, f"Firestore create of {ref.path}") from exc
 
 
-def write_if_unchanged(client: Any, ref: Any, current: Doc, update_time: Any, new: Doc) -> Any | None:
+def write_if_unchanged(
+    client: Any, ref: Any, current: Doc, update_time: Any, new: Doc, also: Sequence[Any] = ()
+) -> tuple[Any, list[Any]] | None:
     """Write `new` over `current` in one Commit, on the condition that the document is still the one last updated at
     `update_time` (a precondition Firestore checks): the fields that changed, as write_successor writes them. Returns
-    the new update time; None when nothing was written, because the document changed (or went) since, or because
+    the new update time, with the WriteResults of `also` (protobuf Writes to other documents, made in the same
+    Commit: all or none); None when nothing was written, because the document changed (or went) since, or because
     nothing differs. Equivalent to a transaction that read `current` and wrote `new`, in one call instead of three
     (begin, read, commit): what the dispatcher does to a run it has just written itself."""
     from google.api_core import exceptions as gexc
@@ -137,7 +140,7 @@ def write_if_unchanged(client: Any, ref: Any, current: Doc, update_time: Any, ne
     if not paths:
         return None
     try:
-        return firestore_writes.update_if_unchanged(client, ref, paths, update_time)
+        return firestore_writes.update_if_unchanged(client, ref, paths, update_time, also)
     except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted, gexc.Conflict):
         return None
     except Exception as exc:

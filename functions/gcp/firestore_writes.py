@@ -24,7 +24,7 @@ through the library, as functions/gcp/rate_limits_store.py does).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -92,13 +92,23 @@ def create(client: Any, ref: Any, doc: Mapping[str, Any]) -> Any:
     write = pb.Write(current_document=pb.Precondition(exists=False))
     write.update.name = ref._document_path
     fill_map(write.update, doc)
-    return _commit(client, write)
+    return commit(client, [write])[0].update_time
 
 
-def update_if_unchanged(client: Any, ref: Any, fields: Mapping[Path, Any], update_time: Any) -> Any:
+def update_if_unchanged(
+    client: Any, ref: Any, fields: Mapping[Path, Any], update_time: Any, also: Sequence[Any] = ()
+) -> tuple[Any, list[Any]]:
     """Set each field path to its value (the library's DELETE_FIELD deletes it), on the condition that the document
-    was last updated at update_time (a protobuf Timestamp, or the library's datetime); its new update time. Raises
-    the library's FailedPrecondition when the document changed since (NotFound when it went)."""
+    was last updated at update_time (a protobuf Timestamp, or the library's datetime): its new update time, and the
+    WriteResults of `also` (protobuf Writes to other documents made in the same Commit, after this one: all or none
+    of them happen). Raises the library's FailedPrecondition when the document changed since (NotFound when it
+    went)."""
+    results = commit(client, [update_write(ref, fields, update_time), *also])
+    return results[0].update_time, list(results[1:])
+
+
+def update_write(ref: Any, fields: Mapping[Path, Any], update_time: Any) -> Any:
+    """The Write of update_if_unchanged."""
     from google.cloud.firestore_v1 import DELETE_FIELD
     from google.cloud.firestore_v1.field_path import FieldPath
 
@@ -118,7 +128,7 @@ def update_if_unchanged(client: Any, ref: Any, fields: Mapping[Path, Any], updat
     write.update_mask.SetInParent()
     fill_map(write.update, nested)
     write.current_document.update_time.CopyFrom(_timestamp_pb(update_time))
-    return _commit(client, write)
+    return write
 
 
 def _timestamp_pb(when: Any) -> Any:
@@ -130,9 +140,11 @@ def _timestamp_pb(when: Any) -> Any:
     return when
 
 
-def _commit(client: Any, write: Any) -> Any:
+def commit(client: Any, writes: Sequence[Any]) -> Sequence[Any]:
+    """One Commit of these protobuf Writes (atomic, in order); their protobuf WriteResults."""
     pb = _types()
     request = pb.CommitRequest(database=client._database_string)
-    request.writes.append(write)
+    request.writes.extend(writes)
     response = client._firestore_api.commit(request=pb.commit_request.wrap(request), metadata=client._rpc_metadata)
-    return response._pb.write_results[0].update_time
+    results: Sequence[Any] = response._pb.write_results
+    return results

@@ -2,10 +2,16 @@
 is one Commit of two writes to the bucket with atomic field transforms (Maximum, then Increment, whose result is the
 answer; a Commit's writes are "always executed atomically and in order",
 https://cloud.google.com/firestore/docs/reference/rest/v1/projects.databases.documents/commit), no transaction, so a
-burst of deliveries does not collide on the bucket."""
+burst of deliveries does not collide on the bucket.
+
+The same two writes can ride in the Commit of the dispatcher's claim (SlotRider, functions/gcp/runs_store.py
+apply_riding): the slot is taken if and only if the claim is written, in one call instead of two. The writes are
+built by the library's own helpers (those its WriteBatch uses for set(merge=True) and update()), so both ways send
+the same messages."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,23 +31,73 @@ class RateLimitsStore:
 
     def take(self, region: str, now: datetime) -> datetime:
         """Reserve the next submission slot in region: now, or the later moment the call may be made."""
-        from google.cloud import firestore
+        from functions.gcp import firestore_writes
 
-        ref = self._client.collection(self._collection).document(bucket_id(CREATE_CUSTOM_JOB, region))
+        writes = self.slot_writes(region, now)
+        try:
+            results = firestore_writes.commit(self._client, writes)
+        except Exception as exc:
+            raise as_transient(exc, f"Firestore write of {self._path(region)}") from exc
+        return self.slot_from(region, results)
+
+    def rider(self, region_of: Callable[[Any], str | None], now: datetime) -> SlotRider:
+        """A slot to take in the Commit of a run's claim, in the region `region_of(claim)` names (None: none taken)."""
+        return SlotRider(self, region_of, now)
+
+    def _path(self, region: str) -> str:
+        return f"{self._collection}/{bucket_id(CREATE_CUSTOM_JOB, region)}"
+
+    def slot_writes(self, region: str, now: datetime) -> list[Any]:
+        """The take's two protobuf Writes: the bucket raised to now (Maximum), then one interval on (Increment)."""
+        from google.cloud import firestore
+        from google.cloud.firestore_v1 import _helpers
+
+        path = self._client.collection(self._collection).document(bucket_id(CREATE_CUSTOM_JOB, region))._document_path
         fields = {
             "call": CREATE_CUSTOM_JOB,
             "region": region,
             "per_minute": self.per_minute,
             "schema_version": SCHEMA_VERSION,
+            "next_slot_us": firestore.Maximum(to_us(now)),
         }
-        batch = self._client.batch()
-        batch.set(ref, {**fields, "next_slot_us": firestore.Maximum(to_us(now))}, merge=True)
-        batch.update(ref, {"next_slot_us": firestore.Increment(interval_us(self.per_minute))})
-        try:
-            results = batch.commit()
-        except Exception as exc:
-            raise as_transient(exc, f"Firestore write of {ref.path}") from exc
-        answers = list(getattr(results[-1], "transform_results", None) or ()) if results else []
+        raised = _helpers.pbs_for_set_with_merge(path, fields, merge=True)
+        stepped = _helpers.pbs_for_update(
+            path, {"next_slot_us": firestore.Increment(interval_us(self.per_minute))}, None
+        )
+        return [w._pb for w in (*raised, *stepped)]
+
+    def slot_from(self, region: str, results: Sequence[Any]) -> datetime:
+        """The slot the Increment's answer (the last write's transform result) names."""
+        answers = list(results[-1].transform_results) if results else []
         if not answers:
-            raise TransientError(f"Firestore answered no value for the increment of {ref.path}; will retry")
+            raise TransientError(f"Firestore answered no value for the increment of {self._path(region)}; will retry")
         return slot_of(int(answers[0].integer_value), self.per_minute)
+
+
+class SlotRider:
+    """A submission slot taken in the Commit of the dispatcher's claim (functions/records/run_rules.py Rider): wanted
+    when `region_of(claim)` names a region; `slot` is the moment it allows once the Commit succeeded (None until
+    then, and when the claim was written some other way: the dispatcher then takes its slot as before)."""
+
+    def __init__(self, store: RateLimitsStore, region_of: Callable[[Any], str | None], now: datetime) -> None:
+        self._store = store
+        self._region_of = region_of
+        self._now = now
+        self.region: str | None = None
+        self.slot: datetime | None = None
+
+    def wanted(self, result: Any) -> bool:
+        self.region = self._region_of(result)
+        return self.region is not None
+
+    def writes(self) -> list[Any]:
+        if self.region is None:
+            raise RuntimeError("SlotRider.writes() before it was wanted (runs_store.py asks wanted first)")
+        return self._store.slot_writes(self.region, self._now)
+
+    def answered(self, results: Sequence[Any]) -> None:
+        if self.region is None:
+            raise RuntimeError(
+                "SlotRider.answered() before it was wanted: functions/gcp/runs_store.py asks wanted first"
+            )
+        self.slot = self._store.slot_from(self.region, results)

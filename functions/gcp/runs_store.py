@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from functions.errors import as_transient
 from functions.gcp.firestore_paging import paged_documents
 from functions.gcp.firestore_tx import created, in_transaction, write_if_unchanged
 from functions.records import run_rules
-from functions.records.run_rules import Doc, RunsRules, Step
+from functions.records.run_rules import Doc, Rider, RunsRules, Step
 from schemas.run_record import RunRecord, parse_run_record
 
 T = TypeVar("T")
@@ -26,6 +26,19 @@ KNOWN_FOR_S = 30.0
 """How long a run this store wrote is remembered, as written, for the next change to it (write_if_unchanged)."""
 KNOWN_KEPT = 64
 """How many such runs are remembered (the most recent)."""
+
+
+@runtime_checkable
+class CommitRider(Rider, Protocol):
+    """A rider whose write is protobuf Writes for the run's own Commit (functions/gcp/rate_limits_store.py)."""
+
+    def writes(self) -> Sequence[Any]:
+        """Its protobuf Writes (asked once it is wanted)."""
+        ...
+
+    def answered(self, results: Sequence[Any]) -> None:
+        """Their protobuf WriteResults, once the Commit holding them succeeded."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -58,14 +71,25 @@ class RunsStore(RunsRules):
         the one of that update time, which makes it the same as a transaction that read it. Otherwise (another
         writer came between, the step writes nothing, or the copy is old) the step runs in a transaction on the
         stored document: begin, read, commit."""
+        return self.apply_riding(run_id, step, None)
+
+    def apply_riding(self, run_id: str, step: Step[T], rider: Rider | None) -> T:
+        """apply; where the step's write is that one conditional Commit and the rider wants it (asked with the step's
+        result), the rider's writes go in the same Commit, after the run's (all or none), and it is handed their
+        answers. A step decided in a transaction leaves the rider behind, unasked."""
         known = self._known.pop(run_id, None)
         if known is not None and time.monotonic() - known.at < KNOWN_FOR_S:
             new, result = step(known.record or parse_run_record(known.doc))
             if new is not None:
                 doc = new.to_document()
-                when = write_if_unchanged(self._client, self._ref(run_id), known.doc, known.update_time, doc)
-                if when is not None:
+                riding = rider if isinstance(rider, CommitRider) and rider.wanted(result) else None
+                also = riding.writes() if riding is not None else ()
+                written = write_if_unchanged(self._client, self._ref(run_id), known.doc, known.update_time, doc, also)
+                if written is not None:
+                    when, answers = written
                     self._remember(run_id, doc, when, new)
+                    if riding is not None:
+                        riding.answered(answers)
                     return result
 
         def change(cur: Doc | None) -> tuple[Doc | None, T]:

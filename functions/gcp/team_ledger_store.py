@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from functions.errors import LandfallError, TransientError, as_transient
 from functions.gcp.firestore_tx import retried, write_successor
 from functions.gcp.runs_store import RunsStore
-from functions.records.run_rules import Step
+from functions.records.run_rules import Rider, Step
 from functions.records.team_ledger import settle_step, settles
 from functions.records.team_wakes import waits_for_team, writes_ledger
 from schemas.run_record import RunRecord, RunState, parse_run_record
@@ -246,7 +246,7 @@ class SettlingRunsStore(RunsStore):
         self.ledger = ledger
         self._now = now or (lambda: datetime.now(UTC))
 
-    def apply(self, run_id: str, step: Step[T]) -> T:
+    def apply_riding(self, run_id: str, step: Step[T], rider: Rider | None) -> T:
         written: list[RunRecord] = []
 
         def capturing(cur: RunRecord | None) -> tuple[RunRecord | None, T]:
@@ -254,7 +254,7 @@ class SettlingRunsStore(RunsStore):
             written[:] = [] if new is None else [new]
             return new, result
 
-        result = super().apply(run_id, capturing)
+        result = super().apply_riding(run_id, capturing, rider)
         if written and settles(written[0]):
             self.forget(run_id)  # the settle's transaction writes the run too
             try:

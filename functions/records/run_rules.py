@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from functions.errors import TransientError
 from functions.records.bounds import bounded_history
@@ -157,12 +157,28 @@ def then(first: Step[T], second: Step[U]) -> Step[tuple[T, U]]:
     return step
 
 
+class Rider(Protocol):
+    """A write to another document that a store may make in the same atomic commit as a run's step: the dispatcher's
+    submission slot riding on its claim (functions/gcp/rate_limits_store.py SlotRider). The store asks `wanted` with
+    the step's result once the step has run; a store that makes the step's write some other way (in a transaction,
+    or the fakes) never asks, and the rider's owner makes its write itself."""
+
+    def wanted(self, result: Any) -> bool:
+        """Whether to ride along with the write of a step that answered `result`."""
+        ...
+
+
 class RunsRules(ABC):
     """A runs store: each operation is one rule step applied atomically to one run by `apply`."""
 
     @abstractmethod
     def apply(self, run_id: str, step: Step[T]) -> T:
         """Read run_id's record (None when absent), run step on it, write what it returns, all atomically."""
+
+    def apply_riding(self, run_id: str, step: Step[T], rider: Rider | None) -> T:
+        """apply; a store that can commits rider's write with the step's (functions/gcp/runs_store.py). This one
+        leaves the rider behind."""
+        return self.apply(run_id, step)
 
     def forget(self, run_id: str) -> None:  # noqa: B027  (a hook: most stores keep nothing)
         """Drop any copy of the run this store kept from its own last write (another store has just written it)."""
@@ -190,13 +206,15 @@ class RunsRules(ABC):
         lease_seconds: int,
         first_attempt: FirstAttempt | None = None,
         before: Step[Any] | None = None,
+        rider: Rider | None = None,
     ) -> Claim[RunRecord]:
         """Claim the run's submission (see claim_submission); with `before`, that step (e.g. the move to PLANNED)
-        first, in the same transaction."""
+        first, in the same transaction; with `rider`, its write in the claim's commit where the store can (asked with
+        the Claim)."""
         claim = claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds, first_attempt=first_attempt)
         if before is None:
-            return self.apply(run_id, claim)
-        return self.apply(run_id, then(before, claim))[1]
+            return self.apply_riding(run_id, claim, rider)
+        return self.apply_riding(run_id, _after(before, claim), rider)
 
 
 __all__ = [
@@ -214,3 +232,14 @@ __all__ = [
     "transition",
     "transitioned",
 ]
+
+
+def _after(first: Step[Any], second: Step[U]) -> Step[U]:
+    """`then(first, second)` answering second's result alone."""
+    both = then(first, second)
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, U]:
+        new, (_, result) = both(cur)
+        return new, result
+
+    return step

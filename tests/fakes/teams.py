@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from deploy.teams import Teams, parse_teams
-from functions.records.run_rules import Step
+from functions.records.run_rules import Rider, Step
 from functions.records.team_ledger import settle_step, settles
 from schemas.run_record import RunRecord, RunState, parse_run_record
 from schemas.team_ledger import TeamLedger, parse_team_ledger
@@ -100,7 +100,7 @@ class FakeSettlingRuns(FakeRuns):
         self.fail_settle = False
         """True: the settle after a write fails (as Firestore might), leaving it to the reconciler."""
 
-    def apply(self, run_id: str, step: Step[T]) -> T:
+    def apply_riding(self, run_id: str, step: Step[T], rider: Rider | None) -> T:
         written: list[RunRecord] = []
 
         def capturing(cur: RunRecord | None) -> tuple[RunRecord | None, T]:
@@ -108,7 +108,7 @@ class FakeSettlingRuns(FakeRuns):
             written[:] = [] if new is None else [new]
             return new, result
 
-        result = super().apply(run_id, capturing)
+        result = super().apply_riding(run_id, capturing, rider)
         if written and settles(written[0]) and self.ledger is not None and not self.fail_settle:
             self.ledger.settle(written[0], self.ledger.now())
         return result

@@ -117,3 +117,58 @@ def test_forget_drops_the_copy(client: Any) -> None:
     store.apply("run-k5", run_rules.merge(now=T0, change=lambda r: replace(r, metrics={"m": 4})))
     assert counting.transactions == 1
     assert _stored(client, "run-k5")["metrics"] == {"m": 4}
+
+
+def _slot_region(result: object) -> str | None:
+    return "us-central1" if getattr(result, "outcome", None) == ClaimOutcome.CLAIMED else None
+
+
+def _bucket(client: Any) -> dict[str, Any] | None:
+    from schemas.rate_bucket import CREATE_CUSTOM_JOB, bucket_id
+
+    found = client.collection("rate_limits").document(bucket_id(CREATE_CUSTOM_JOB, "us-central1")).get()
+    return dict(found.to_dict()) if found.exists else None
+
+
+def test_a_limiter_slot_rides_in_the_claims_commit(client: Any) -> None:
+    """The dispatcher's first submission slot is taken in the claim's own Commit (functions/gcp/rate_limits_store.py
+    SlotRider): one call, the slot taken if and only if the claim is written; the same slot a take would give."""
+    from functions.gcp.rate_limits_store import RateLimitsStore
+    from functions.records.rate_limits import slot_of
+
+    counting = CountingClient(client)
+    store, limiter = RunsStore(counting, "runs"), RateLimitsStore(client, "rate_limits", per_minute=60)
+    store.create_if_absent(new_run("run-k6", {"task": "t"}, now=T0))
+    store.transition("run-k6", RunState.PLANNED, now=T0, detail="p")
+    now = datetime.now(UTC)
+    rider = limiter.rider(_slot_region, now)
+    claim = store.claim_submission("run-k6", owner="me", now=now, lease_seconds=60, rider=rider)
+    assert claim.outcome == ClaimOutcome.CLAIMED and counting.transactions == 0
+    bucket = _bucket(client)
+    assert bucket is not None and rider.region == "us-central1"
+    assert rider.slot is not None and rider.slot == slot_of(bucket["next_slot_us"], 60)
+    assert abs((rider.slot - now).total_seconds()) < 1.5, "the bucket was empty: the first slot is now"
+    assert limiter.take("us-central1", now) > rider.slot, "the next take is one interval on from the ridden one"
+
+    # A claim that writes nothing (another owner's live lease) takes no slot.
+    before = _bucket(client)
+    busy = limiter.rider(_slot_region, now)
+    assert store.claim_submission("run-k6", owner="you", now=now, lease_seconds=60, rider=busy).outcome in (
+        ClaimOutcome.BUSY,
+        ClaimOutcome.DONE,
+    )
+    assert busy.slot is None and _bucket(client) == before
+
+
+def test_a_claim_made_in_a_transaction_leaves_the_rider_behind(client: Any) -> None:
+    from functions.gcp.rate_limits_store import RateLimitsStore
+
+    counting = CountingClient(client)
+    mine, theirs = RunsStore(counting, "runs"), RunsStore(client, "runs")
+    mine.create_if_absent(new_run("run-k7", {"task": "t"}, now=T0))
+    mine.transition("run-k7", RunState.PLANNED, now=T0, detail="p")
+    theirs.merge("run-k7", lambda r: replace(r, metrics={"m": 5}), now=T0)  # another writer between
+    rider = RateLimitsStore(client, "rate_limits", per_minute=60).rider(_slot_region, T0)
+    claim = mine.claim_submission("run-k7", owner="me", now=T0, lease_seconds=60, rider=rider)
+    assert claim.outcome == ClaimOutcome.CLAIMED and counting.transactions == 1
+    assert rider.slot is None and _bucket(client) is None, "the dispatcher then takes its slot itself"

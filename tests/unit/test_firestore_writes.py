@@ -92,7 +92,8 @@ def test_a_conditional_update_is_the_librarys_update_write_with_that_preconditio
 
     client = firestore.Client(project="p", credentials=_anonymous())
     fake = type("C", (), {"_database_string": client._database_string, "_rpc_metadata": (), "_firestore_api": Api()})()
-    stamp = firestore_writes.update_if_unchanged(fake, _Ref(), changed_paths(current, new), when)
+    stamp, others = firestore_writes.update_if_unchanged(fake, _Ref(), changed_paths(current, new), when)
+    assert others == []
     assert stamp == _helpers.encode_value(when)._pb.timestamp_value
     (request,) = sent
     (ours,) = request.writes

@@ -199,3 +199,32 @@ def test_a_delivery_whose_lease_lapsed_while_it_waited_for_the_limiter_creates_n
     w.dispatch_deps = replace(w.dispatch_deps, limiter=SlowLimiter(per_minute=60))
     assert w.deliver() == "lost-claim"
     assert w.vertex.create_calls == [] and w.run().submission.owner == "another"
+
+
+def test_the_first_slot_rides_in_the_claims_write_and_is_the_one_used() -> None:
+    """The dispatcher's first limiter slot is taken with its claim (functions/gcp/runs_store.py apply_riding; the
+    fakes take it right after the write): the delivery then makes CreateCustomJob on it, without a second take."""
+    w = World()
+    limiter = FakeRateLimits(per_minute=60)
+    w.dispatch_deps = replace(w.dispatch_deps, limiter=limiter)
+    assert w.deliver() == "submitted"
+    assert limiter.slots == [(PLAN.region, NOW)], "one slot, taken with the claim"
+    assert w.vertex.create_calls == [PLAN.region]
+    # A duplicate delivery of the submitted run claims nothing, so takes nothing.
+    assert w.deliver(message_id="again") == "duplicate:SUBMITTED"
+    assert len(limiter.slots) == 1
+
+
+def test_a_claim_that_does_not_go_on_to_create_takes_no_slot_with_it() -> None:
+    """A cancel recorded before the claim: the run ends CANCELLED without CreateCustomJob, and no slot rode along."""
+    from functions.dispatch.handler import slot_region
+    from functions.records.leases import Claim, ClaimOutcome
+    from schemas.run_record import CancelRequest, new_run
+
+    run = new_run(RUN_ID, REQUEST.to_dict(), now=NOW)
+    planned = replace(run, plan=PLAN, state=RunState.PLANNED)
+    assert slot_region(Claim(ClaimOutcome.CLAIMED, planned)) == PLAN.region
+    cancelled = replace(planned, submission=replace(planned.submission, cancel=CancelRequest(by="me", at="x")))
+    assert slot_region(Claim(ClaimOutcome.CLAIMED, cancelled)) is None
+    assert slot_region(Claim(ClaimOutcome.RECOVER, planned)) is None, "a takeover looks for its job first"
+    assert slot_region(Claim(ClaimOutcome.BUSY, planned)) is None
