@@ -263,6 +263,7 @@ def _submit(
     known = deps.teams.named(team) if deps.teams is not None and team is not None else None
     if known is not None and deps.ledger is not None:
         # The claim and the team's ledger in one transaction: two deliveries never both pass a cap (docs/teams.md).
+        deps.store.forget(run_id)
         claim, admission = deps.ledger.apply(
             run_id,
             known.name,
@@ -279,8 +280,10 @@ def _submit(
                 now=now,
                 wait_seconds=deps.settings.wait_backoff_seconds,
             ),
+            # written by the ledger's transaction, not this store: the store keeps the run as that left it, for the
+            # job's record to be one conditional Commit on it
+            written=lambda doc, when: deps.store.written(run_id, doc, when),
         )
-        deps.store.forget(run_id)  # written by the ledger's transaction, not this store
         if admission is not None and admission.verdict != "fits":
             log.info("run %s: %s (%s)", run_id, admission.verdict, admission.message)
             return f"{'waiting' if claim.doc.state == RunState.WAITING else 'failed'}:{admission.verdict}"

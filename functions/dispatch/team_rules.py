@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from deploy.teams import Team, Teams
 from functions.records.leases import Claim
@@ -37,8 +37,10 @@ class LedgerPort(Protocol):
         run_id: str,
         team: str,
         step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
+        written: Callable[[dict[str, Any] | None, Any], None] | None = None,
     ) -> T:
-        """Read the run and the team's ledger, run step, write what it returns, all in one transaction."""
+        """Read the run and the team's ledger, run step, write what it returns, all in one transaction; then tell
+        `written` the run's document as it now stands and its update time (for the runs store's copy)."""
         ...
 
 

@@ -113,6 +113,9 @@ class RunsStore(RunsRules):
     def forget(self, run_id: str) -> None:
         self._known.pop(run_id, None)
 
+    def written(self, run_id: str, doc: Doc | None, update_time: Any) -> None:
+        self._remember(run_id, doc, update_time)
+
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Firestore's create(): one caller wins a race, in one call instead of a transaction's three (begin, read,
         commit); a run that exists is read back, so every delivery but the first learns it was not the creator."""

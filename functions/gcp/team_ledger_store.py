@@ -10,13 +10,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from functions.errors import LandfallError, TransientError, as_transient
-from functions.gcp.firestore_tx import retried, write_successor
+from functions.gcp.firestore_tx import changed_paths, retried, write_successor
 from functions.gcp.runs_store import RunsStore
-from functions.records.run_rules import Rider, Step
+from functions.records.run_rules import Doc, Rider, Step
 from functions.records.team_ledger import settle_step, settles
 from functions.records.team_wakes import waits_for_team, writes_ledger
 from schemas.run_record import RunRecord, RunState, parse_run_record
@@ -31,6 +32,29 @@ BUSY_SECONDS = 60.0
 PairStep = Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]]
 """Given the run and its team's ledger as stored (None when absent): the run and the ledger to write (None: leave it
 as it is) and the operation's result."""
+
+
+Written = Callable[[Doc | None, Any], None]
+"""Told the run's document as a transaction left it and its update time (None, None when unknown)."""
+
+
+@dataclass(frozen=True)
+class _RunAfter:
+    """The run as the transaction that committed read and wrote it."""
+
+    transaction: Any
+    read: Doc | None
+    new: Doc | None
+    read_at: Any
+
+    def tell(self, written: Written) -> None:
+        changed = self.new is not None and (self.read is None or bool(changed_paths(self.read, self.new)))
+        if changed:  # the run's write is the transaction's first (written before the ledger's)
+            results = getattr(self.transaction, "write_results", None) or ()
+            when = results[0].update_time if results else None
+            written(self.new if when is not None else None, when)
+        else:
+            written(self.read if self.read_at is not None else None, self.read_at)
 
 
 class TeamLedgerStore:
@@ -85,8 +109,10 @@ class TeamLedgerStore:
             raise as_transient(exc, "Firestore") from exc
         return [parse_run_record(d) for d in docs]
 
-    def apply(self, run_id: str, team: str, step: PairStep[T]) -> T:
-        """Run step on the run's and its team's documents in one transaction; write what it returns.
+    def apply(self, run_id: str, team: str, step: PairStep[T], written: Written | None = None) -> T:
+        """Run step on the run's and its team's documents in one transaction; write what it returns. `written` is
+        then told the run's document as it now stands and its update time (for the runs store's next conditional
+        write: functions/gcp/runs_store.py written).
 
         While the team's claims here go WAITING (one did within BUSY_SECONDS: its cap or budget binds), a claim is
         first tried against a plain read of the ledger, in a transaction over the run alone: a run that the ledger
@@ -97,7 +123,7 @@ class TeamLedgerStore:
         find this run not yet waiting and not wake it: the ledger is read again after the write, and if it changed
         meanwhile, the team's waiting runs are woken from here (self.waker)."""
         if self._busy(team):
-            done = self._apply_on_read_ledger(run_id, team, step)
+            done = self._apply_on_read_ledger(run_id, team, step, written)
             if done is not None:
                 return done[0]
             # It would write the ledger: the instance's transactions on one team's ledger take turns (a lock per
@@ -105,12 +131,12 @@ class TeamLedgerStore:
             # transactions on the ledger at once (on the emulator such a pile-up queues on its locks until they time
             # out); the look after the turn sends the losers to WAITING on the ledger as the winner left it.
             with self._turn(team):
-                done = self._apply_on_read_ledger(run_id, team, step)
+                done = self._apply_on_read_ledger(run_id, team, step, written)
                 if done is not None:
                     return done[0]
-                return self._apply_both(run_id, team, step)
+                return self._apply_both(run_id, team, step, written)
         with self._turn(team):
-            return self._apply_both(run_id, team, step)
+            return self._apply_both(run_id, team, step, written)
 
     def _turn(self, team: str) -> threading.Lock:
         with self._turns_lock:
@@ -122,7 +148,9 @@ class TeamLedgerStore:
         at = self._waited_at.get(team)
         return at is not None and time.monotonic() - at < BUSY_SECONDS
 
-    def _apply_on_read_ledger(self, run_id: str, team: str, step: PairStep[T]) -> tuple[T] | None:
+    def _apply_on_read_ledger(
+        self, run_id: str, team: str, step: PairStep[T], written: Written | None = None
+    ) -> tuple[T] | None:
         """step over the run (in a transaction) and the ledger as plain-read; (result,) when it wrote no ledger,
         None (nothing written) when it would: then it is to run in the transaction over both. A first look at both
         documents as plain-read sends a run that fits straight to that transaction."""
@@ -148,12 +176,17 @@ class TeamLedgerStore:
             new_run, new_ledger, result = step(None if run_doc is None else parse_run_record(run_doc), before)
             if new_ledger is not None:
                 return None
-            write_successor(transaction, run_ref, run_doc, None if new_run is None else new_run.to_document())
+            new_doc = None if new_run is None else new_run.to_document()
+            write_successor(transaction, run_ref, run_doc, new_doc)
             went_waiting[:] = [new_run is not None and waits_for_team(new_run)]
+            after[:] = [_RunAfter(transaction, run_doc, new_doc, None if snap is None else snap.update_time)]
             return (result,)
 
+        after: list[_RunAfter] = []
         run: Callable[[Any], tuple[T] | None] = body  # firestore.transactional is unannotated
         done = retried(self._client, run, run_ref.path, sleep=self._sleep)
+        if done is not None and after and written is not None:
+            after[0].tell(written)
         if done is not None and went_waiting and went_waiting[0]:
             self._waited_at[team] = time.monotonic()
             self.waits_on_read += 1
@@ -172,7 +205,7 @@ class TeamLedgerStore:
         if (after.updated_at if after else "") != (before.updated_at if before else ""):
             self.waker(team)
 
-    def _apply_both(self, run_id: str, team: str, step: PairStep[T]) -> T:
+    def _apply_both(self, run_id: str, team: str, step: PairStep[T], written: Written | None = None) -> T:
         from google.cloud import firestore
 
         run_ref = self._client.collection(self._runs).document(run_id)
@@ -188,12 +221,15 @@ class TeamLedgerStore:
                 None if run_doc is None else parse_run_record(run_doc),
                 None if team_doc is None else parse_team_ledger(team_doc),
             )
-            write_successor(transaction, run_ref, run_doc, None if new_run is None else new_run.to_document())
+            new_doc = None if new_run is None else new_run.to_document()
+            write_successor(transaction, run_ref, run_doc, new_doc)  # the run's write first: write_results[0]
             write_successor(transaction, team_ref, team_doc, None if new_ledger is None else new_ledger.to_document())
             waits[:] = [new_ledger is None and new_run is not None and waits_for_team(new_run)]
+            after[:] = [_RunAfter(transaction, run_doc, new_doc, None if run_snap is None else run_snap.update_time)]
             return result
 
         waits: list[bool] = []
+        after: list[_RunAfter] = []
         run: Callable[[Any], T] = body  # firestore.transactional is unannotated
         try:
             result = retried(self._client, run, f"{run_ref.path} and {team_ref.path}", sleep=self._sleep)
@@ -204,6 +240,8 @@ class TeamLedgerStore:
             raise
         if waits and waits[0]:
             self._waited_at[team] = time.monotonic()
+        if after and written is not None:
+            after[0].tell(written)
         return result
 
     def held_to_settle(self, *, limit: int = 500) -> list[RunRecord]:

@@ -183,6 +183,11 @@ class RunsRules(ABC):
     def forget(self, run_id: str) -> None:  # noqa: B027  (a hook: most stores keep nothing)
         """Drop any copy of the run this store kept from its own last write (another store has just written it)."""
 
+    def written(self, run_id: str, doc: Doc | None, update_time: Any) -> None:
+        """Another store (the team ledger's transaction) has just left the run as `doc`, last updated at
+        update_time (None, None: unknown): a store that keeps copies keeps this one (RunsStore); others forget."""
+        self.forget(run_id)
+
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Store run unless a run with its id exists; returns (the stored record, whether this call created it)."""
         return self.apply(run.run_id, create_if_absent(run))

@@ -8,7 +8,7 @@ import json
 import tomllib
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from deploy.teams import Teams, parse_teams
 from functions.records.run_rules import Rider, Step
@@ -57,6 +57,7 @@ class FakeLedger:
         run_id: str,
         team: str,
         step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
+        written: Callable[[dict[str, Any] | None, Any], None] | None = None,
     ) -> T:
         with self.runs._lock:
             run_doc, team_doc = self.runs.docs.get(run_id), self.docs.get(team)

@@ -5,6 +5,7 @@ transaction on the stored document instead, so its step sees the other writer's 
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -172,3 +173,50 @@ def test_a_claim_made_in_a_transaction_leaves_the_rider_behind(client: Any) -> N
     claim = mine.claim_submission("run-k7", owner="me", now=T0, lease_seconds=60, rider=rider)
     assert claim.outcome == ClaimOutcome.CLAIMED and counting.transactions == 1
     assert rider.slot is None and _bucket(client) is None, "the dispatcher then takes its slot itself"
+
+
+def _pair_merge(metrics: dict[str, Any]) -> Any:
+    """A team ledger step that changes the run (its metrics) and writes a ledger of its own."""
+    from schemas.team_ledger import TeamLedger
+
+    def step(run: RunRecord | None, ledger: TeamLedger | None) -> tuple[RunRecord | None, Any, bool]:
+        assert run is not None
+        return replace(run, metrics=metrics), ledger or TeamLedger(team="t1"), True
+
+    return step
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["over-both", "on-read-ledger"])
+def test_a_run_the_team_ledger_wrote_is_changed_next_without_a_transaction(client: Any, busy: bool) -> None:
+    """The dispatcher's claim of a team's run is the ledger's transaction; the store keeps the run as that transaction
+    left it (written), so the job's record after it is one conditional Commit, not a transaction of three calls."""
+    from functions.gcp.team_ledger_store import TeamLedgerStore
+
+    counting = CountingClient(client)
+    store = RunsStore(counting, "runs")
+    ledger = TeamLedgerStore(client, "runs", "teams")
+    store.create_if_absent(new_run("run-k8", {"task": "t"}, now=T0))
+    ledger.apply("run-k8", "t1", _pair_merge({"m": 1}))  # the ledger exists
+    if busy:  # as after a claim of the team went WAITING: the plain-read ledger first, the run alone in a transaction
+        ledger._waited_at["t1"] = time.monotonic()
+        step = lambda run, team: (None if run is None else replace(run, metrics={"m": 2}), None, True)  # noqa: E731
+    else:
+        step = _pair_merge({"m": 2})
+    assert ledger.apply("run-k8", "t1", step, written=lambda doc, when: store.written("run-k8", doc, when))
+    store.merge("run-k8", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 3}), now=T0)
+    assert counting.transactions == 0, "the ledger's write was remembered: one conditional Commit"
+    assert _stored(client, "run-k8")["metrics"] == {"m": 2, "n": 3}
+
+
+def test_a_run_the_team_ledger_did_not_change_is_remembered_as_read(client: Any) -> None:
+    from functions.gcp.team_ledger_store import TeamLedgerStore
+
+    counting = CountingClient(client)
+    store, ledger = RunsStore(counting, "runs"), TeamLedgerStore(client, "runs", "teams")
+    store.create_if_absent(new_run("run-k9", {"task": "t"}, now=T0))
+    RunsStore(client, "runs").merge("run-k9", lambda r: replace(r, metrics={"other": 1}), now=T0)  # store's copy old
+    assert not ledger.apply(
+        "run-k9", "t1", lambda run, team: (None, None, False), written=lambda d, w: store.written("run-k9", d, w)
+    )
+    store.merge("run-k9", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 1}), now=T0)
+    assert counting.transactions == 0 and _stored(client, "run-k9")["metrics"] == {"other": 1, "n": 1}
