@@ -259,11 +259,12 @@ def _submit(
     recovering delivery's look for an earlier job kept the run unsubmitted for the 120 s lease)."""
     owner = uuid.uuid4().hex
     now = deps.now()
-    rider: SlotRiding | None = None
+    # The first plan's limiter slot rides in the claim's Commit where the claim is one (one call, not two; taken if
+    # and only if the claim is written, and only for a claim that goes on to CreateCustomJob: slot_region).
+    rider = deps.limiter.rider(slot_region, now) if deps.limiter is not None else None
     known = deps.teams.named(team) if deps.teams is not None and team is not None else None
     if known is not None and deps.ledger is not None:
-        # The claim and the team's ledger in one transaction: two deliveries never both pass a cap (docs/teams.md).
-        deps.store.forget(run_id)
+        # The claim and the team's ledger written together: two deliveries never both pass a cap (docs/teams.md).
         claim, admission = deps.ledger.apply(
             run_id,
             known.name,
@@ -280,17 +281,17 @@ def _submit(
                 now=now,
                 wait_seconds=deps.settings.wait_backoff_seconds,
             ),
-            # written by the ledger's transaction, not this store: the store keeps the run as that left it, for the
-            # job's record to be one conditional Commit on it
+            # written by the ledger's store, not this one: on the copy this store wrote (one conditional Commit with
+            # the ledger and the slot), and the store keeps the run as it left it, for the job's record to be one
+            # conditional Commit on it
             written=lambda doc, when: deps.store.written(run_id, doc, when),
+            known=deps.store.copy_of(run_id),
+            rider=rider,
         )
         if admission is not None and admission.verdict != "fits":
             log.info("run %s: %s (%s)", run_id, admission.verdict, admission.message)
             return f"{'waiting' if claim.doc.state == RunState.WAITING else 'failed'}:{admission.verdict}"
     else:
-        # The first plan's limiter slot rides in the claim's Commit where the store writes it in one (one call, not
-        # two; taken if and only if the claim is written).
-        rider = deps.limiter.rider(slot_region, now) if deps.limiter is not None else None
         claim = deps.store.claim_submission(
             run_id,
             owner=owner,
@@ -562,7 +563,12 @@ def _rate_limited(attempt: SubmissionAttempt) -> bool:
 
 def slot_region(result: object) -> str | None:
     """The region whose limiter slot rides in the claim's Commit: the first plan's, for a fresh claim that goes on
-    to CreateCustomJob (no cancel on record, no canary re-plan due, no slot already reserved there); else None."""
+    to CreateCustomJob (admitted by its team's ledger where it has one; no cancel on record, no canary re-plan due,
+    no slot already reserved there); else None. `result`: the Claim, or the team ledger's (Claim, Admission)."""
+    if isinstance(result, tuple) and len(result) == 2:
+        result, admission = result
+        if admission is not None and getattr(admission, "verdict", None) != "fits":
+            return None
     if not isinstance(result, Claim) or result.outcome != ClaimOutcome.CLAIMED:
         return None
     run = result.doc

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from deploy.teams import Team, Teams
 from functions.records.leases import Claim
-from functions.records.run_rules import Step, then
+from functions.records.run_rules import Rider, Step, StoredCopy, then
 from functions.records.team_ledger import Admission, Verdict, admit, claim_admitted, plan_gpus
 from schemas.plan import Plan
 from schemas.run_record import RunRecord
@@ -38,9 +38,12 @@ class LedgerPort(Protocol):
         team: str,
         step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
         written: Callable[[dict[str, Any] | None, Any], None] | None = None,
+        known: StoredCopy | None = None,
+        rider: Rider | None = None,
     ) -> T:
-        """Read the run and the team's ledger, run step, write what it returns, all in one transaction; then tell
-        `written` the run's document as it now stands and its update time (for the runs store's copy)."""
+        """Read the run and the team's ledger, run step, write what it returns, all atomically (a transaction, or
+        one Commit conditional on the `known` copy of the run and the ledger as read, with `rider`'s writes); then
+        tell `written` the run's document as it now stands and its update time (for the runs store's copy)."""
         ...
 
 

@@ -88,11 +88,16 @@ def fill_map(target: Any, values: Mapping[str, Any]) -> None:
 def create(client: Any, ref: Any, doc: Mapping[str, Any]) -> Any:
     """Create the document (it must not exist): its update time, the protobuf Timestamp Firestore answered. Raises
     the library's Conflict (AlreadyExists) when it exists."""
+    return commit(client, [create_write(ref, doc)])[0].update_time
+
+
+def create_write(ref: Any, doc: Mapping[str, Any]) -> Any:
+    """The Write of create: the whole document, on the condition that none exists."""
     pb = _types()
     write = pb.Write(current_document=pb.Precondition(exists=False))
     write.update.name = ref._document_path
     fill_map(write.update, doc)
-    return commit(client, [write])[0].update_time
+    return write
 
 
 def update_if_unchanged(

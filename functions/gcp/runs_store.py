@@ -17,7 +17,7 @@ from functions.errors import as_transient
 from functions.gcp.firestore_paging import paged_documents
 from functions.gcp.firestore_tx import created, in_transaction, write_if_unchanged
 from functions.records import run_rules
-from functions.records.run_rules import Doc, Rider, RunsRules, Step
+from functions.records.run_rules import Doc, Rider, RunsRules, Step, StoredCopy
 from schemas.run_record import RunRecord, parse_run_record
 
 T = TypeVar("T")
@@ -115,6 +115,12 @@ class RunsStore(RunsRules):
 
     def written(self, run_id: str, doc: Doc | None, update_time: Any) -> None:
         self._remember(run_id, doc, update_time)
+
+    def copy_of(self, run_id: str) -> StoredCopy | None:
+        known = self._known.pop(run_id, None)
+        if known is None or time.monotonic() - known.at >= KNOWN_FOR_S:
+            return None
+        return StoredCopy(known.doc, known.update_time, known.record or parse_run_record(known.doc))
 
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Firestore's create(): one caller wins a race, in one call instead of a transaction's three (begin, read,

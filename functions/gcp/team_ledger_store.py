@@ -1,7 +1,12 @@
 """Firestore adapter for the team ledger (schemas/team_ledger.py): one document per team in the teams collection,
-changed only together with a run's own document, both read and written in one transaction. Two deliveries claiming
-runs of one team therefore serialize on the team's document (Firestore's optimistic transactions: the later commit
-is aborted and tried again on the fresh ledger), so no two can both pass a cap they only fit one at a time.
+changed only together with a run's own document, both read and written atomically. Two deliveries claiming runs of
+one team therefore serialize on the team's document (Firestore's optimistic concurrency: the later write is refused
+and tried again on the fresh ledger), so no two can both pass a cap they only fit one at a time.
+
+Atomically means a transaction (begin, read both, commit), or, for the dispatcher's claim of a run its runs store has
+just written, one Commit of both documents, each conditional on the version the step saw (the run as the store wrote
+it, the ledger as read): the same guarantee in two calls instead of three, with the run's fields encoded by
+functions/gcp/firestore_writes.py, and the submission slot riding in the same Commit.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from typing import Any, TypeVar
 
 from functions.errors import LandfallError, TransientError, as_transient
 from functions.gcp.firestore_tx import changed_paths, retried, write_successor
-from functions.gcp.runs_store import RunsStore
-from functions.records.run_rules import Doc, Rider, Step
+from functions.gcp.runs_store import CommitRider, RunsStore
+from functions.records.run_rules import Doc, Rider, Step, StoredCopy
 from functions.records.team_ledger import settle_step, settles
 from functions.records.team_wakes import waits_for_team, writes_ledger
 from schemas.run_record import RunRecord, RunState, parse_run_record
@@ -109,10 +114,25 @@ class TeamLedgerStore:
             raise as_transient(exc, "Firestore") from exc
         return [parse_run_record(d) for d in docs]
 
-    def apply(self, run_id: str, team: str, step: PairStep[T], written: Written | None = None) -> T:
+    def apply(
+        self,
+        run_id: str,
+        team: str,
+        step: PairStep[T],
+        written: Written | None = None,
+        known: StoredCopy | None = None,
+        rider: Rider | None = None,
+    ) -> T:
         """Run step on the run's and its team's documents in one transaction; write what it returns. `written` is
         then told the run's document as it now stands and its update time (for the runs store's next conditional
         write: functions/gcp/runs_store.py written).
+
+        With `known`, the run as the runs store last wrote it (the dispatcher's claim, right after it created the
+        run), the step is first tried without a transaction: on that copy and the ledger as read now, both written
+        in one Commit, each on the condition that it is still the version the step saw (which makes it the same as a
+        transaction that read them), with `rider`'s writes (the submission slot) in the same Commit. Only a step
+        that writes both takes that way; anything else, or a Commit refused because either changed, goes the
+        transaction's way below.
 
         While the team's claims here go WAITING (one did within BUSY_SECONDS: its cap or budget binds), a claim is
         first tried against a plain read of the ledger, in a transaction over the run alone: a run that the ledger
@@ -136,6 +156,10 @@ class TeamLedgerStore:
                     return done[0]
                 return self._apply_both(run_id, team, step, written)
         with self._turn(team):
+            if known is not None:
+                done = self._apply_conditionally(run_id, team, step, known, written, rider)
+                if done is not None:
+                    return done[0]
             return self._apply_both(run_id, team, step, written)
 
     def _turn(self, team: str) -> threading.Lock:
@@ -192,6 +216,58 @@ class TeamLedgerStore:
             self.waits_on_read += 1
             self._recheck(team, before)
         return done
+
+    def _apply_conditionally(
+        self,
+        run_id: str,
+        team: str,
+        step: PairStep[T],
+        known: StoredCopy,
+        written: Written | None,
+        rider: Rider | None,
+    ) -> tuple[T] | None:
+        """step on the known run and the ledger as read now, both written in one Commit with preconditions (their
+        update times; the ledger's absence when it has none); (result,) once committed, None when the step does not
+        write both or the Commit was refused because either changed (nothing written then)."""
+        from google.api_core import exceptions as gexc
+
+        from functions.gcp import firestore_writes
+
+        run_ref = self._client.collection(self._runs).document(run_id)
+        team_ref = self._client.collection(self._teams).document(team)
+        try:
+            team_snap = team_ref.get()
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        team_doc = team_snap.to_dict() if team_snap.exists else None
+        new_run, new_ledger, result = step(known.record, None if team_doc is None else parse_team_ledger(team_doc))
+        if new_run is None or new_ledger is None:
+            return None
+        run_doc, ledger_doc = new_run.to_document(), new_ledger.to_document()
+        run_paths = changed_paths(known.doc, run_doc)
+        ledger_paths = changed_paths(team_doc, ledger_doc) if team_doc is not None else {}
+        if not run_paths or (team_doc is not None and not ledger_paths):
+            return None
+        writes = [
+            firestore_writes.update_write(run_ref, run_paths, known.update_time),
+            firestore_writes.create_write(team_ref, ledger_doc)
+            if team_doc is None
+            else firestore_writes.update_write(team_ref, ledger_paths, team_snap.update_time),
+        ]
+        riding = rider if isinstance(rider, CommitRider) and rider.wanted(result) else None
+        if riding is not None:
+            writes.extend(riding.writes())
+        try:
+            results = firestore_writes.commit(self._client, writes)
+        except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted, gexc.Conflict):
+            return None
+        except Exception as exc:
+            raise as_transient(exc, f"Firestore write of {run_ref.path} and {team_ref.path}") from exc
+        if written is not None:
+            written(run_doc, results[0].update_time)
+        if riding is not None:
+            riding.answered(results[2:])
+        return (result,)
 
     def _recheck(self, team: str, before: TeamLedger | None) -> None:
         """After a run went WAITING on a plain-read ledger: wake the team's waiting runs if the ledger changed."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -157,6 +157,16 @@ def then(first: Step[T], second: Step[U]) -> Step[tuple[T, U]]:
     return step
 
 
+@dataclass(frozen=True)
+class StoredCopy:
+    """A run as a store last wrote it, with the store's version of that write (Firestore's update time): what another
+    store may write over on the condition that the run is still that version (functions/gcp/team_ledger_store.py)."""
+
+    doc: Doc
+    update_time: Any
+    record: RunRecord
+
+
 class Rider(Protocol):
     """A write to another document that a store may make in the same atomic commit as a run's step: the dispatcher's
     submission slot riding on its claim (functions/gcp/rate_limits_store.py SlotRider). The store asks `wanted` with
@@ -182,6 +192,11 @@ class RunsRules(ABC):
 
     def forget(self, run_id: str) -> None:  # noqa: B027  (a hook: most stores keep nothing)
         """Drop any copy of the run this store kept from its own last write (another store has just written it)."""
+
+    def copy_of(self, run_id: str) -> StoredCopy | None:
+        """The run as this store last wrote it, if it keeps such copies and this one is fresh, handed over (the
+        store forgets it: whoever writes the run next tells it, through `written`); None here."""
+        return None
 
     def written(self, run_id: str, doc: Doc | None, update_time: Any) -> None:
         """Another store (the team ledger's transaction) has just left the run as `doc`, last updated at

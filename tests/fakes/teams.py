@@ -11,11 +11,12 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from deploy.teams import Teams, parse_teams
-from functions.records.run_rules import Rider, Step
+from functions.records.run_rules import Rider, Step, StoredCopy
 from functions.records.team_ledger import settle_step, settles
 from schemas.run_record import RunRecord, RunState, parse_run_record
 from schemas.team_ledger import TeamLedger, parse_team_ledger
 from tests.fakes.documents import copy_document
+from tests.fakes.rate_limits import FakeSlotRider
 from tests.fakes.runs import FakeRuns
 
 T = TypeVar("T")
@@ -58,6 +59,21 @@ class FakeLedger:
         team: str,
         step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
         written: Callable[[dict[str, Any] | None, Any], None] | None = None,
+        known: StoredCopy | None = None,
+        rider: Rider | None = None,
+    ) -> T:
+        """As the store's transaction (FakeRuns keeps no copies, so `known` is always None here); a rider the step
+        wants is taken after the write, as FakeRuns does."""
+        result = self._apply_pair(run_id, team, step)
+        if isinstance(rider, FakeSlotRider) and rider.wanted(result):
+            rider.ride()
+        return result
+
+    def _apply_pair(
+        self,
+        run_id: str,
+        team: str,
+        step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
     ) -> T:
         with self.runs._lock:
             run_doc, team_doc = self.runs.docs.get(run_id), self.docs.get(team)

@@ -220,3 +220,67 @@ def test_a_run_the_team_ledger_did_not_change_is_remembered_as_read(client: Any)
     )
     store.merge("run-k9", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 1}), now=T0)
     assert counting.transactions == 0 and _stored(client, "run-k9")["metrics"] == {"other": 1, "n": 1}
+
+
+def _admit(metrics: dict[str, Any], reserved: str = "r") -> tuple[Any, list[RunRecord | None]]:
+    """A team ledger step that writes both documents (the run's metrics, and the ledger's updated_at), and the runs
+    it was given."""
+    from schemas.team_ledger import TeamLedger
+
+    seen: list[RunRecord | None] = []
+
+    def step(run: RunRecord | None, ledger: TeamLedger | None) -> tuple[RunRecord | None, Any, str]:
+        seen.append(run)
+        assert run is not None
+        return (
+            replace(run, metrics={**(run.metrics or {}), **metrics}),
+            replace(ledger or TeamLedger(team="t1"), updated_at=f"2026-11-27T07:00:0{len(seen)}Z"),
+            reserved,
+        )
+
+    return step, seen
+
+
+def test_a_claim_on_the_known_run_and_the_ledger_is_one_commit_with_its_slot(client: Any) -> None:
+    """The dispatcher's team claim right after it created the run: no transaction, the run and the ledger written in
+    one Commit with the submission slot, and the run kept for the next conditional write."""
+    from functions.gcp.rate_limits_store import RateLimitsStore
+    from functions.gcp.team_ledger_store import TeamLedgerStore
+
+    runs_client, ledger_client = CountingClient(client), CountingClient(client)
+    store, ledger = RunsStore(runs_client, "runs"), TeamLedgerStore(ledger_client, "runs", "teams")
+    store.create_if_absent(new_run("run-k10", {"task": "t"}, now=T0))
+    rider = RateLimitsStore(client, "rate_limits", per_minute=60).rider(lambda _: "us-central1", datetime.now(UTC))
+    said = ledger.apply(
+        "run-k10",
+        "t1",
+        _admit({"claimed": 1})[0],
+        written=lambda doc, when: store.written("run-k10", doc, when),
+        known=store.copy_of("run-k10"),
+        rider=rider,
+    )
+    assert said == "r" and ledger_client.transactions == 0 and runs_client.transactions == 0
+    assert _stored(client, "run-k10")["metrics"] == {"claimed": 1}
+    assert client.collection("teams").document("t1").get().to_dict()["updated_at"] == "2026-11-27T07:00:01Z"
+    assert rider.slot is not None and _bucket(client) is not None
+    store.merge("run-k10", lambda r: replace(r, metrics={**(r.metrics or {}), "job": 1}), now=T0)
+    assert runs_client.transactions == 0 and _stored(client, "run-k10")["metrics"] == {"claimed": 1, "job": 1}
+
+
+def test_a_run_changed_since_the_copy_makes_the_claim_a_transaction_that_sees_it(client: Any) -> None:
+    from functions.gcp.rate_limits_store import RateLimitsStore
+    from functions.gcp.team_ledger_store import TeamLedgerStore
+
+    ledger_client = CountingClient(client)
+    store, ledger = RunsStore(client, "runs"), TeamLedgerStore(ledger_client, "runs", "teams")
+    store.create_if_absent(new_run("run-k11", {"task": "t"}, now=T0))
+    copy = store.copy_of("run-k11")
+    RunsStore(client, "runs").merge("run-k11", lambda r: replace(r, metrics={"other": 1}), now=T0)
+    rider = RateLimitsStore(client, "rate_limits", per_minute=60).rider(lambda _: "us-central1", T0)
+    step, seen = _admit({"claimed": 1})
+    assert ledger.apply("run-k11", "t1", step, known=copy, rider=rider) == "r"
+    assert ledger_client.transactions == 1, "the Commit was refused, and the claim made in the transaction"
+    assert [(r.metrics or {}) if r else "absent" for r in seen] == [{}, {"other": 1}], "the copy, then as stored"
+    assert _stored(client, "run-k11")["metrics"] == {"other": 1, "claimed": 1}
+    assert client.collection("teams").document("t1").get().to_dict()["updated_at"] == "2026-11-27T07:00:02Z"
+    assert rider.slot is None and _bucket(client) is None, "nothing of the refused Commit was written"
