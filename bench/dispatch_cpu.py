@@ -46,6 +46,7 @@ from bench.local_stack.harness import noop_stack, trainer_image  # noqa: E402
 from bench.local_stack.report import machine  # noqa: E402
 
 TARGET_MS = 15.0
+BENCH_TEAMS = REPO / "bench" / "local_stack" / "bench_teams.toml"
 LIBRARIES = ("/google/", "/grpc/", "/proto/", "/requests/", "/urllib3/", "/google_crc32c/", "/cachetools/")
 """Path parts of the client libraries' files (site-packages), for the profile's split."""
 STDLIB = "standard library and interpreter"
@@ -96,8 +97,10 @@ class Floor:
     CreateCustomJob, and the job's record (one conditional Commit)."""
 
     CALLS = 6
+    """With --teams, 7: the claim is the team ledger's read, then one Commit of the run, the ledger and the slot, each
+    conditional (functions/gcp/team_ledger_store.py)."""
 
-    def __init__(self, region: str, bucket: str, image: str) -> None:
+    def __init__(self, region: str, bucket: str, image: str, *, teams: bool = False) -> None:
         from google.cloud.firestore_v1.base_query import FieldFilter
 
         from functions.gcp import clients
@@ -123,6 +126,9 @@ class Floor:
                 ]
             },
         }
+        self.teams = teams
+        self.ledger = self.collection.document("ledger")
+        self.ledger.set({"reserved": 0})
         self.by_call: dict[str, float] = {}
         self.rounds = 0
         for _ in self.steps(-1):  # channels open
@@ -139,12 +145,25 @@ class Floor:
         yield "label object read (GCS JSON API)"
         list(self.query.stream())
         yield "measurements query (RunQuery)"
-        batch = self.db.batch()
-        batch.update(ref, {"state": "SUBMITTING"}, option=self.db.write_option(last_update_time=made.update_time))
-        batch.set(self.slot, {"next_slot_us": firestore.Maximum(i)}, merge=True)
-        batch.update(self.slot, {"next_slot_us": firestore.Increment(1)})
-        made = batch.commit()[0]
-        yield "claim with the submission slot (conditional Commit, three writes)"
+        if self.teams:
+            seen = self.ledger.get()
+            batch = self.db.batch()
+            batch.update(ref, {"state": "SUBMITTING"}, option=self.db.write_option(last_update_time=made.update_time))
+            reserved = (seen.to_dict() or {}).get("reserved", 0) + 1
+            batch.update(
+                self.ledger, {"reserved": reserved}, option=self.db.write_option(last_update_time=seen.update_time)
+            )
+            batch.set(self.slot, {"next_slot_us": firestore.Maximum(i)}, merge=True)
+            batch.update(self.slot, {"next_slot_us": firestore.Increment(1)})
+            made = batch.commit()[0]
+            yield "claim: the team's ledger read, then one conditional Commit (run, ledger, slot)"
+        else:
+            batch = self.db.batch()
+            batch.update(ref, {"state": "SUBMITTING"}, option=self.db.write_option(last_update_time=made.update_time))
+            batch.set(self.slot, {"next_slot_us": firestore.Maximum(i)}, merge=True)
+            batch.update(self.slot, {"next_slot_us": firestore.Increment(1)})
+            made = batch.commit()[0]
+            yield "claim with the submission slot (conditional Commit, three writes)"
         self.jobs.create_custom_job(parent=self.parent, custom_job=self.custom_job)
         yield "CreateCustomJob"
         ref.update({"state": "SUBMITTED"}, option=self.db.write_option(last_update_time=made.update_time))
@@ -166,6 +185,12 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=60, help="requests measured (default 60)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--profile", type=Path, help="write the cProfile pass's stats here (pstats format)")
+    parser.add_argument(
+        "--teams",
+        action="store_true",
+        help="the requests' data owned by a team (bench/local_stack/bench_teams.toml, caps that never bind), as in "
+        "`make load`: the claim goes through the team ledger's transaction",
+    )
     args = parser.parse_args()
     if args.requests < 5:
         parser.error(f"--requests must be at least 5, got {args.requests}")
@@ -179,7 +204,11 @@ def main() -> int:
         # The per-region submission slot is still taken (its writes are part of each request's CPU); only its
         # spacing, wall time that costs no CPU, is lifted so the bench does not wait 1.2 s a request.
         os.environ["LANDFALL_VERTEX_CREATE_PER_MINUTE"] = "100000"
+        if args.teams:
+            os.environ["LANDFALL_TEAMS_FILE"] = str(BENCH_TEAMS)
         deps = dispatch_deps()
+        if args.teams and deps.teams is None:
+            raise SystemExit(f"--teams: the dispatcher read no teams from {BENCH_TEAMS}")
 
         def delivery(i: int) -> PubSubMessage:
             run_id = f"cpu-{uuid.uuid4().hex[:16]}"
@@ -190,7 +219,7 @@ def main() -> int:
         for i in range(3):  # the first calls build the clients and open their channels
             handle_training_request(delivery(i), deps)
         region = os.environ.get("LANDFALL_DEFAULT_REGION", s.topology.default_region)
-        floor = Floor(region, s.topology.bucket, trainer_image(s.topology))
+        floor = Floor(region, s.topology.bucket, trainer_image(s.topology), teams=args.teams)
         before = machine()
         cpu_ms: list[float] = []
         floor_ms: list[float] = []
@@ -230,7 +259,8 @@ def main() -> int:
         f"target <= {TARGET_MS:g} ms: {'met' if met else 'NOT met'}"
     )
     print(
-        f"the floor, the same {Floor.CALLS} calls with documents of a few fields, interleaved with the requests: "
+        f"the floor, the same {Floor.CALLS + args.teams} calls with documents of a few fields, interleaved with "
+        "the requests: "
         f"median {measured_floor:.1f} ms, min {min(floor_ms):.1f} ms; dispatcher / floor "
         f"{median / measured_floor:.2f}; by call (mean ms per request):"
     )
@@ -241,6 +271,7 @@ def main() -> int:
             json.dumps(
                 {
                     "requests": args.requests,
+                    "teams": args.teams,
                     "cpu_ms_median": median,
                     "cpu_ms_mean": statistics.fmean(cpu_ms),
                     "cpu_ms": cpu_ms,

@@ -284,7 +284,7 @@ def _submit(
             # written by the ledger's store, not this one: on the copy this store wrote (one conditional Commit with
             # the ledger and the slot), and the store keeps the run as it left it, for the job's record to be one
             # conditional Commit on it
-            written=lambda doc, when: deps.store.written(run_id, doc, when),
+            written=lambda doc, when, record: deps.store.written(run_id, doc, when, record),
             known=deps.store.copy_of(run_id),
             rider=rider,
         )

@@ -37,13 +37,13 @@ class LedgerPort(Protocol):
         run_id: str,
         team: str,
         step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
-        written: Callable[[dict[str, Any] | None, Any], None] | None = None,
+        written: Callable[[dict[str, Any] | None, Any, RunRecord | None], None] | None = None,
         known: StoredCopy | None = None,
         rider: Rider | None = None,
     ) -> T:
         """Read the run and the team's ledger, run step, write what it returns, all atomically (a transaction, or
         one Commit conditional on the `known` copy of the run and the ledger as read, with `rider`'s writes); then
-        tell `written` the run's document as it now stands and its update time (for the runs store's copy)."""
+        tell `written` the run's document as it now stands, its update time and record (the runs store's copy)."""
         ...
 
 

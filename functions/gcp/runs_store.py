@@ -113,8 +113,8 @@ class RunsStore(RunsRules):
     def forget(self, run_id: str) -> None:
         self._known.pop(run_id, None)
 
-    def written(self, run_id: str, doc: Doc | None, update_time: Any) -> None:
-        self._remember(run_id, doc, update_time)
+    def written(self, run_id: str, doc: Doc | None, update_time: Any, record: RunRecord | None = None) -> None:
+        self._remember(run_id, doc, update_time, record)
 
     def copy_of(self, run_id: str) -> StoredCopy | None:
         known = self._known.pop(run_id, None)

@@ -39,8 +39,9 @@ PairStep = Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | Non
 as it is) and the operation's result."""
 
 
-Written = Callable[[Doc | None, Any], None]
-"""Told the run's document as a transaction left it and its update time (None, None when unknown)."""
+Written = Callable[[Doc | None, Any, RunRecord | None], None]
+"""Told the run's document as the ledger's write left it, its update time (None, None when unknown) and the record it
+was written from (None: read it from the document)."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,9 @@ class _RunAfter:
         if changed:  # the run's write is the transaction's first (written before the ledger's)
             results = getattr(self.transaction, "write_results", None) or ()
             when = results[0].update_time if results else None
-            written(self.new if when is not None else None, when)
+            written(self.new if when is not None else None, when, None)
         else:
-            written(self.read if self.read_at is not None else None, self.read_at)
+            written(self.read if self.read_at is not None else None, self.read_at, None)
 
 
 class TeamLedgerStore:
@@ -264,7 +265,7 @@ class TeamLedgerStore:
         except Exception as exc:
             raise as_transient(exc, f"Firestore write of {run_ref.path} and {team_ref.path}") from exc
         if written is not None:
-            written(run_doc, results[0].update_time)
+            written(run_doc, results[0].update_time, new_run)
         if riding is not None:
             riding.answered(results[2:])
         return (result,)

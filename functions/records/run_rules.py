@@ -198,9 +198,10 @@ class RunsRules(ABC):
         store forgets it: whoever writes the run next tells it, through `written`); None here."""
         return None
 
-    def written(self, run_id: str, doc: Doc | None, update_time: Any) -> None:
-        """Another store (the team ledger's transaction) has just left the run as `doc`, last updated at
-        update_time (None, None: unknown): a store that keeps copies keeps this one (RunsStore); others forget."""
+    def written(self, run_id: str, doc: Doc | None, update_time: Any, record: RunRecord | None = None) -> None:
+        """Another store (the team ledger's) has just left the run as `doc` (written from `record`, when given),
+        last updated at update_time (None, None: unknown): a store that keeps copies keeps this one (RunsStore);
+        others forget."""
         self.forget(run_id)
 
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:

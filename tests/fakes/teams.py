@@ -58,7 +58,7 @@ class FakeLedger:
         run_id: str,
         team: str,
         step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
-        written: Callable[[dict[str, Any] | None, Any], None] | None = None,
+        written: Callable[[dict[str, Any] | None, Any, RunRecord | None], None] | None = None,
         known: StoredCopy | None = None,
         rider: Rider | None = None,
     ) -> T:

@@ -202,7 +202,7 @@ def test_a_run_the_team_ledger_wrote_is_changed_next_without_a_transaction(clien
         step = lambda run, team: (None if run is None else replace(run, metrics={"m": 2}), None, True)  # noqa: E731
     else:
         step = _pair_merge({"m": 2})
-    assert ledger.apply("run-k8", "t1", step, written=lambda doc, when: store.written("run-k8", doc, when))
+    assert ledger.apply("run-k8", "t1", step, written=lambda doc, when, rec: store.written("run-k8", doc, when, rec))
     store.merge("run-k8", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 3}), now=T0)
     assert counting.transactions == 0, "the ledger's write was remembered: one conditional Commit"
     assert _stored(client, "run-k8")["metrics"] == {"m": 2, "n": 3}
@@ -216,7 +216,7 @@ def test_a_run_the_team_ledger_did_not_change_is_remembered_as_read(client: Any)
     store.create_if_absent(new_run("run-k9", {"task": "t"}, now=T0))
     RunsStore(client, "runs").merge("run-k9", lambda r: replace(r, metrics={"other": 1}), now=T0)  # store's copy old
     assert not ledger.apply(
-        "run-k9", "t1", lambda run, team: (None, None, False), written=lambda d, w: store.written("run-k9", d, w)
+        "run-k9", "t1", lambda run, team: (None, None, False), written=lambda d, w, r: store.written("run-k9", d, w, r)
     )
     store.merge("run-k9", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 1}), now=T0)
     assert counting.transactions == 0 and _stored(client, "run-k9")["metrics"] == {"other": 1, "n": 1}
@@ -255,7 +255,7 @@ def test_a_claim_on_the_known_run_and_the_ledger_is_one_commit_with_its_slot(cli
         "run-k10",
         "t1",
         _admit({"claimed": 1})[0],
-        written=lambda doc, when: store.written("run-k10", doc, when),
+        written=lambda doc, when, rec: store.written("run-k10", doc, when, rec),
         known=store.copy_of("run-k10"),
         rider=rider,
     )
