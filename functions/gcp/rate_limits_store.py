@@ -28,6 +28,7 @@ class RateLimitsStore:
         self._client = client
         self._collection = collection
         self.per_minute = per_minute
+        self._templates: dict[str, list[Any]] = {}
 
     def take(self, region: str, now: datetime) -> datetime:
         """Reserve the next submission slot in region: now, or the later moment the call may be made."""
@@ -48,7 +49,18 @@ class RateLimitsStore:
         return f"{self._collection}/{bucket_id(CREATE_CUSTOM_JOB, region)}"
 
     def slot_writes(self, region: str, now: datetime) -> list[Any]:
-        """The take's two protobuf Writes: the bucket raised to now (Maximum), then one interval on (Increment)."""
+        """The take's two protobuf Writes: the bucket raised to now (Maximum), then one interval on (Increment). Built
+        by the library once per region; each take copies them with its own moment."""
+        template = self._templates.get(region)
+        if template is None:
+            template = self._templates[region] = self.library_writes(region, 0)
+        raised = type(template[0])()
+        raised.CopyFrom(template[0])
+        raised.update_transforms[0].maximum.integer_value = to_us(now)
+        return [raised, template[1]]  # a Commit request copies what it is given: the Increment is shared as it is
+
+    def library_writes(self, region: str, at_us: int) -> list[Any]:
+        """slot_writes as the library's WriteBatch builds them for set(merge=True) and update()."""
         from google.cloud import firestore
         from google.cloud.firestore_v1 import _helpers
 
@@ -58,12 +70,11 @@ class RateLimitsStore:
             "region": region,
             "per_minute": self.per_minute,
             "schema_version": SCHEMA_VERSION,
-            "next_slot_us": firestore.Maximum(to_us(now)),
+            "next_slot_us": firestore.Maximum(at_us),
         }
         raised = _helpers.pbs_for_set_with_merge(path, fields, merge=True)
-        stepped = _helpers.pbs_for_update(
-            path, {"next_slot_us": firestore.Increment(interval_us(self.per_minute))}, None
-        )
+        step = firestore.Increment(interval_us(self.per_minute))
+        stepped = _helpers.pbs_for_update(path, {"next_slot_us": step}, None)
         return [w._pb for w in (*raised, *stepped)]
 
     def slot_from(self, region: str, results: Sequence[Any]) -> datetime:

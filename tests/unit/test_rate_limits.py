@@ -228,3 +228,21 @@ def test_a_claim_that_does_not_go_on_to_create_takes_no_slot_with_it() -> None:
     assert slot_region(Claim(ClaimOutcome.CLAIMED, cancelled)) is None
     assert slot_region(Claim(ClaimOutcome.RECOVER, planned)) is None, "a takeover looks for its job first"
     assert slot_region(Claim(ClaimOutcome.BUSY, planned)) is None
+
+
+def test_the_slot_writes_are_the_librarys_own_with_each_takes_moment() -> None:
+    """functions/gcp/rate_limits_store.py builds the take's two Writes with the library once per region and copies
+    them per take: each copy is what the library builds for that moment, and an earlier copy is left as it was."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import firestore
+
+    from functions.gcp.rate_limits_store import RateLimitsStore
+
+    store = RateLimitsStore(firestore.Client(project="p", credentials=AnonymousCredentials()), "rate_limits", 50)
+    first = store.slot_writes("us-central1", NOW)
+    later = NOW + timedelta(seconds=7, microseconds=3)
+    second = store.slot_writes("us-central1", later)
+    assert first == store.library_writes("us-central1", to_us(NOW))
+    assert second == store.library_writes("us-central1", to_us(later))
+    assert store.slot_writes("europe-west4", NOW) == store.library_writes("europe-west4", to_us(NOW))
+    assert first[0].update_transforms[0].maximum.integer_value == to_us(NOW)
