@@ -1,8 +1,11 @@
 """Firestore adapter for measurements (schemas/measurement.py): one document per (workload, machine shape, image),
-merged in a transaction as runs finish, read by one equality query per request."""
+merged in a transaction as runs finish, read by one equality query per request; a workload's documents, once found,
+are kept for KEPT_FOR_S by the instance (a burst of one workload's requests reads them once)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from functions.errors import as_transient
@@ -10,11 +13,21 @@ from functions.gcp.firestore_tx import in_transaction
 from functions.records.run_rules import Doc
 from schemas.measurement import MEASUREMENTS_PER_REQUEST, Measurement, parse_measurement
 
+KEPT_FOR_S = 10.0
+"""How long a workload's measurements, once found, are used without asking again. Measurements change only as runs
+of the workload finish (minutes apart), and a plan made with figures seconds old is the plan the same request would
+have got moments earlier; a workload with none is asked each time, so its first figures (a canary's, a seeded one)
+are seen at once."""
+KEPT_WORKLOADS = 256
+"""How many workloads' measurements are kept (the oldest kept is dropped first)."""
+
 
 class MeasurementsStore:
     def __init__(self, client: Any, collection: str) -> None:
         self._client = client
         self._collection = collection
+        self._found: dict[tuple[str, int], tuple[float, list[Measurement]]] = {}
+        self._lock = threading.Lock()
 
     def _ref(self, measurement_id: str) -> Any:
         return self._client.collection(self._collection).document(measurement_id)
@@ -28,6 +41,9 @@ class MeasurementsStore:
             return new.to_document(), new
 
         result: Measurement = in_transaction(self._client, self._ref(measurement.measurement_id), change)
+        with self._lock:
+            for key in [k for k in self._found if k[0] == measurement.workload]:  # the next plan of it reads it
+                del self._found[key]
         return result
 
     def get(self, measurement_id: str) -> Measurement | None:
@@ -39,7 +55,22 @@ class MeasurementsStore:
 
     def for_workload(self, workload: str, limit: int = MEASUREMENTS_PER_REQUEST) -> list[Measurement]:
         """The workload's documents (one equality query on a single field: no composite index needed), at most
-        `limit`, decoded once (functions/gcp/firestore_reads.py)."""
+        `limit`, decoded once (functions/gcp/firestore_reads.py); found less than KEPT_FOR_S ago, as found then."""
+        with self._lock:
+            kept = self._found.get((workload, limit))
+        if kept is not None and time.monotonic() - kept[0] < KEPT_FOR_S:
+            return list(kept[1])
+        found = self._query(workload, limit)
+        with self._lock:
+            if found:
+                self._found[(workload, limit)] = (time.monotonic(), found)
+                while len(self._found) > KEPT_WORKLOADS:
+                    self._found.pop(next(iter(self._found)))
+            else:
+                self._found.pop((workload, limit), None)
+        return list(found)
+
+    def _query(self, workload: str, limit: int) -> list[Measurement]:
         from google.cloud.firestore_v1.base_query import FieldFilter
 
         from functions.gcp.firestore_reads import query_documents

@@ -5,6 +5,7 @@ measurements store reading through it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,3 +57,40 @@ def test_the_measurements_store_reads_a_workloads_documents(client: Any) -> None
     store.record(measurement)
     assert store.for_workload(measurement.workload) == [measurement]
     assert store.for_workload(measurement.workload + "-other") == []
+
+
+class CountingQueries:
+    """The measurements store's queries, counted."""
+
+    def __init__(self, store: MeasurementsStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = store._query
+
+        def counted(workload: str, limit: int) -> list[Any]:
+            self.count += 1
+            return real(workload, limit)
+
+        monkeypatch.setattr(store, "_query", counted)
+
+
+def test_a_workloads_measurements_are_kept_a_few_seconds_and_a_workload_with_none_is_asked_each_time(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from functions.gcp import measurements_store
+
+    store = MeasurementsStore(client, "measurements")
+    queries = CountingQueries(store, monkeypatch)
+    measurement = parse_measurement(json.loads(EXAMPLE.read_text()))
+    assert store.for_workload(measurement.workload) == [] and store.for_workload(measurement.workload) == []
+    assert queries.count == 2, "none found: asked again, so a first measurement is seen at once"
+    # recorded by another instance (the listener): seen by the next plan, then kept
+    MeasurementsStore(client, "measurements").record(measurement)
+    assert store.for_workload(measurement.workload) == [measurement] == store.for_workload(measurement.workload)
+    assert queries.count == 3
+    # recorded through this store: dropped, read again
+    store.record(replace(measurement, run_id="run-later"))
+    store.for_workload(measurement.workload)
+    assert queries.count == 4
+    monkeypatch.setattr(measurements_store, "KEPT_FOR_S", 0.0)
+    store.for_workload(measurement.workload)
+    assert queries.count == 5, "kept no longer than KEPT_FOR_S"
