@@ -1,7 +1,8 @@
 """What the functions-framework server itself costs per delivery and at idle: the part of the load test's "CPU ms
 per request" (issue 26 item 6) that is not the dispatcher's handler.
 
-    .venv/bin/python bench/server_cpu.py [--deliveries 1000] [--idle 30] [--drops 10] [--no-stack] [--out F.json]
+    .venv/bin/python bench/server_cpu.py [--deliveries 1000] [--idle 30] [--drops 30] [--no-stack]
+        [--server-env NAME=VALUE ...] [--out F.json]
 
 1. The server alone. It starts one functions-framework server exactly as the local stack starts a function
    (deploy/local/services.py `function`: the same command, gunicorn settings and environment, a session of its own),
@@ -15,7 +16,8 @@ per request" (issue 26 item 6) that is not the dispatcher's handler.
    - `decode`: plus the TrainingRequest parsed, which bench/dispatch_cpu.py's handler figure already holds.
    Then the same server's CPU per second while nothing arrives, over --idle seconds. And the `noop` app called in
    this process straight through WSGI, without HTTP or gunicorn (`time.process_time`): the share of Flask and the
-   push-to-CloudEvent conversion in the server's figure.
+   push-to-CloudEvent conversion in the server's figure. --server-env adds to the server's environment, to try
+   the settings functions-framework reads (THREADS, WORKERS: functions_framework/_http/gunicorn.py).
 2. The deployed dispatcher (unless --no-stack). On the bench stack (bench/local_stack, the trainer a no-op), after
    one dataset has made its clients: its server's CPU per second over --idle seconds with nothing arriving, then per
    delivery over --drops datasets dropped one at a time, with and without the idle share of that time: the load
@@ -90,26 +92,34 @@ def deliver(url: str, bodies: list[dict[str, Any]]) -> None:
             raise SystemExit(f"{url} answered {status} {why}; expected 200 (acknowledged)")
 
 
-def session_run_seconds(session: int) -> float:
-    """Seconds on a CPU of every live thread in a session, from the scheduler's nanosecond counts
+PYTHON_THREAD = "python"
+"""The name (/proc comm) of the interpreter's threads: gunicorn's arbiter and worker, and every thread Python starts.
+gRPC core names its own (grpc_global_timer, event_engine, lifeguard)."""
+
+
+def session_run_seconds(session: int) -> dict[str, float]:
+    """Seconds on a CPU of the live threads in a session, by thread name, from the scheduler's nanosecond counts
     (/proc/PID/task/TID/schedstat): /proc's user + system time is kept in 10 ms ticks, too coarse for an idle
     server's fraction of a millisecond a second over a short window."""
-    total = 0
+    totals: dict[str, float] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             if int(stat.read_text().rpartition(")")[2].split()[3]) != session:
                 continue
-            total += sum(int(t.read_text().split()[0]) for t in stat.parent.glob("task/*/schedstat"))
+            for task in stat.parent.glob("task/*"):
+                name = (task / "comm").read_text().strip()
+                totals[name] = totals.get(name, 0.0) + int((task / "schedstat").read_text().split()[0]) / 1e9
         except OSError:  # the process or thread ended while we looked
             continue
-    return total / 1e9
+    return totals
 
 
-def idle_cpu_ms_per_s(session: int, seconds: float) -> float:
-    """CPU milliseconds a second of a session's processes over `seconds` with nothing sent to them."""
-    start_cpu, start = session_run_seconds(session), time.monotonic()
+def idle_cpu_ms_per_s(session: int, seconds: float) -> dict[str, float]:
+    """CPU milliseconds a second of a session's threads, by name, over `seconds` with nothing sent to them."""
+    before, start = session_run_seconds(session), time.monotonic()
     time.sleep(seconds)  # the window measured, not a wait for something to happen
-    return 1000 * (session_run_seconds(session) - start_cpu) / (time.monotonic() - start)
+    after, elapsed = session_run_seconds(session), time.monotonic() - start
+    return {name: 1000 * (after[name] - before.get(name, 0.0)) / elapsed for name in after}
 
 
 def in_process_ms(bodies: list[dict[str, Any]]) -> float:
@@ -140,9 +150,11 @@ def in_process_ms(bodies: list[dict[str, Any]]) -> float:
     return 1000 * elapsed / (len(environs) - WARMUP)
 
 
-def measure_server(target: str, bodies: list[dict[str, Any]], log_dir: Path, idle_s: float) -> ServerFigures:
+def measure_server(
+    target: str, bodies: list[dict[str, Any]], log_dir: Path, idle_s: float, env: dict[str, str]
+) -> ServerFigures:
     port = processes.free_port()
-    spec = services.function(target, port, {}, source=TARGETS_SOURCE)
+    spec = services.function(target, port, env, source=TARGETS_SOURCE)
     server = processes.start(spec, log_dir)
     url = f"http://{services.HOST}:{port}/"
     try:
@@ -151,7 +163,7 @@ def measure_server(target: str, bodies: list[dict[str, Any]], log_dir: Path, idl
         start_cpu, start = session_cpu_seconds(server.pid), time.monotonic()
         deliver(url, counted)
         cpu_s, wall_s = session_cpu_seconds(server.pid) - start_cpu, time.monotonic() - start
-        idle = idle_cpu_ms_per_s(server.pid, idle_s)
+        idle = sum(idle_cpu_ms_per_s(server.pid, idle_s).values())
     finally:
         processes.stop(server)
     n = len(counted)
@@ -161,6 +173,8 @@ def measure_server(target: str, bodies: list[dict[str, Any]], log_dir: Path, idl
 @dataclass(frozen=True)
 class DispatcherFigures:
     idle_cpu_ms_per_s: float
+    idle_cpu_ms_per_s_grpc: float
+    """Of which gRPC core's own threads (the clients' channels), the rest being the interpreter's (gunicorn)."""
     drops: int
     deliveries: int
     wall_s: float
@@ -172,16 +186,18 @@ def measure_dispatcher(drops: int, idle_s: float) -> DispatcherFigures:
     with noop_stack() as s:
         one_drop(s, "server-cpu-warm", COLD_ENDED_WITHIN_S)  # its clients made, its channels open
         pid = s.pid(dispatcher())
-        idle = idle_cpu_ms_per_s(pid, idle_s)
+        idle_by_thread = idle_cpu_ms_per_s(pid, idle_s)
         start_cpu, start, before = session_cpu_seconds(pid), time.monotonic(), dispatch_deliveries(s)
         for i in range(drops):
             one_drop(s, f"server-cpu-{i:03d}")
         cpu_s, wall_s = session_cpu_seconds(pid) - start_cpu, time.monotonic() - start
         deliveries = dispatch_deliveries(s) - before
+    if deliveries < 1:
+        raise SystemExit(f"the dispatcher logged no delivery for {drops} datasets; see the stack's logs")
+    idle = sum(idle_by_thread.values())
+    grpc = sum(ms for name, ms in idle_by_thread.items() if name != PYTHON_THREAD)
     per = 1000 * cpu_s / deliveries
-    return DispatcherFigures(
-        idle, drops, deliveries, wall_s, per, per - idle * wall_s / deliveries if deliveries else per
-    )
+    return DispatcherFigures(idle, grpc, drops, deliveries, wall_s, per, per - idle * wall_s / deliveries)
 
 
 def main() -> int:
@@ -190,25 +206,32 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of each idle window (default 30)")
     parser.add_argument("--drops", type=int, default=30, help="datasets through the deployed dispatcher (30)")
     parser.add_argument("--no-stack", action="store_true", help="the server alone: no bench stack, no dispatcher")
+    parser.add_argument(
+        "--server-env", action="append", default=[], metavar="NAME=VALUE", help="more environment for the server"
+    )
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()
     if args.deliveries < 100:
         parser.error(f"--deliveries must be at least 100 (CPU is counted in 10 ms ticks), got {args.deliveries}")
     if args.idle < 5 or args.drops < 1:
         parser.error("--idle must be at least 5 seconds and --drops at least 1")
+    if any("=" not in pair for pair in args.server_env):
+        parser.error(f"--server-env takes NAME=VALUE, got {args.server_env}")
+    server_env = dict(pair.split("=", 1) for pair in args.server_env)
     topology = load_topology()
     fed = topology.fed_by(topology.requests_topic)
     subscription = f"projects/{topology.project_id}/subscriptions/{fed.subscription}"
     bodies = push_bodies(WARMUP + args.deliveries, subscription)
     before = machine()
     with tempfile.TemporaryDirectory(prefix="landfall-server-cpu-") as tmp:
-        server = [measure_server(target, bodies, Path(tmp), args.idle) for target in TARGETS]
+        server = [measure_server(target, bodies, Path(tmp), args.idle, server_env) for target in TARGETS]
     wsgi_ms = in_process_ms(bodies)
     after = machine()
     print(
         f"functions-framework server alone ({before['nproc']} CPUs, load {before['load_average']} -> "
         f"{after['load_average']}), {args.deliveries} push deliveries one after another, "
-        f"{len(bodies[0]['message']['data'])}-character message data:"
+        f"{len(bodies[0]['message']['data'])}-character message data; "
+        f"server environment {server_env or 'as the stack sets it'}:"
     )
     print(f"  {'entry point':10s} {'CPU ms / delivery':>18s} {'wall ms / delivery':>19s} {'idle CPU ms / s':>16s}")
     for f in server:
@@ -223,7 +246,8 @@ def main() -> int:
         d = dispatcher_figures
         print(
             f"the deployed dispatcher on the bench stack (load {machine()['load_average']}): idle with its clients "
-            f"made {d.idle_cpu_ms_per_s:.2f} CPU ms per second; {d.deliveries} deliveries of {d.drops} datasets "
+            f"made {d.idle_cpu_ms_per_s:.2f} CPU ms per second (gRPC core's threads {d.idle_cpu_ms_per_s_grpc:.2f}); "
+            f"{d.deliveries} deliveries of {d.drops} datasets "
             f"dropped one at a time in {d.wall_s:.0f} s: {d.cpu_ms_per_delivery:.1f} CPU ms per delivery as the load "
             f"test counts it, {d.cpu_ms_per_delivery_less_idle:.1f} without the idle share of that time"
         )
@@ -235,6 +259,7 @@ def main() -> int:
     if args.out:
         figures = {
             "machine": {"before": before, "after": after},
+            "server_env": server_env,
             "server": [asdict(f) for f in server],
             "noop_in_process_cpu_ms_per_delivery": wsgi_ms,
             "dispatcher": asdict(dispatcher_figures) if dispatcher_figures else None,
