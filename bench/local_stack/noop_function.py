@@ -24,9 +24,9 @@ def noop(cloud_event: Any) -> None:
 @functions_framework.cloud_event
 def entry(cloud_event: Any) -> None:
     """What functions/main.py's `dispatch` adds around its handler: the Pub/Sub message decoded from the event, and
-    the one line it logs per delivery (the same logger and format)."""
+    the one line it logs per delivery (the same logger and format, this entry point's name in it)."""
     message = envelopes.pubsub_message(cloud_event)
-    log.info("%s: %s (message %s)", "dispatch", f"decoded:{len(message.data)} bytes", message.message_id)
+    log.info("%s: %s (message %s)", "entry", f"decoded:{len(message.data)} bytes", message.message_id)
 
 
 @functions_framework.cloud_event
@@ -35,4 +35,4 @@ def decode(cloud_event: Any) -> None:
     the dispatcher's handler does, so bench/dispatch_cpu.py's figure already counts this part."""
     message = envelopes.pubsub_message(cloud_event)
     request = parse_training_request(message.data)
-    log.info("%s: %s (message %s)", "dispatch", f"decoded:{request.run_id}", message.message_id)
+    log.info("%s: %s (message %s)", "decode", f"decoded:{request.run_id}", message.message_id)
