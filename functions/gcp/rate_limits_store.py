@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from functions.errors import TransientError, as_transient
+from functions.gcp.firestore_writes import CommitRider
 from functions.records.rate_limits import interval_us, slot_of, to_us
 from schemas.rate_bucket import CREATE_CUSTOM_JOB, SCHEMA_VERSION, bucket_id
 
@@ -85,7 +86,7 @@ class RateLimitsStore:
         return slot_of(int(answers[0].integer_value), self.per_minute)
 
 
-class SlotRider:
+class SlotRider(CommitRider):
     """A submission slot taken in the Commit of the dispatcher's claim (functions/records/run_rules.py Rider): wanted
     when `region_of(claim)` names a region; `slot` is the moment it allows once the Commit succeeded (None until
     then, and when the claim was written some other way: the dispatcher then takes its slot as before)."""

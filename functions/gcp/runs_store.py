@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 from functions.errors import as_transient
 from functions.gcp.firestore_paging import paged_documents
 from functions.gcp.firestore_tx import created, in_transaction, write_if_unchanged
+from functions.gcp.firestore_writes import CommitRider
 from functions.records import run_rules
 from functions.records.run_rules import Doc, Rider, RunsRules, Step, StoredCopy
 from schemas.run_record import RunRecord, parse_run_record
@@ -26,19 +27,6 @@ KNOWN_FOR_S = 30.0
 """How long a run this store wrote is remembered, as written, for the next change to it (write_if_unchanged)."""
 KNOWN_KEPT = 64
 """How many such runs are remembered (the most recent)."""
-
-
-@runtime_checkable
-class CommitRider(Rider, Protocol):
-    """A rider whose write is protobuf Writes for the run's own Commit (functions/gcp/rate_limits_store.py)."""
-
-    def writes(self) -> Sequence[Any]:
-        """Its protobuf Writes (asked once it is wanted)."""
-        ...
-
-    def answered(self, results: Sequence[Any]) -> None:
-        """Their protobuf WriteResults, once the Commit holding them succeeded."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 
 from functions.errors import LandfallError, TransientError, as_transient
 from functions.gcp.firestore_tx import changed_paths, retried, write_successor
-from functions.gcp.runs_store import CommitRider, RunsStore
+from functions.gcp.firestore_writes import CommitRider
+from functions.gcp.runs_store import RunsStore
 from functions.records.run_rules import Doc, Rider, Step, StoredCopy
 from functions.records.team_ledger import settle_step, settles
 from functions.records.team_wakes import waits_for_team, writes_ledger
