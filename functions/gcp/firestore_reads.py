@@ -1,4 +1,4 @@
-"""A query's documents as plain dicts, without the library's snapshots.
+"""A query's documents, or one document, as plain dicts, without the library's snapshots.
 
 `query.stream()` wraps each document in a DocumentSnapshot, which deep-copies its data when it is made and again in
 `to_dict()`: for the dispatcher's measurements query (documents of a few hundred values) that was most of the call's
@@ -36,3 +36,21 @@ def query_documents(query: Any) -> list[dict[str, Any]]:
                 raise TypeError(f"Firestore answered {pb.document.name} as {type(doc).__name__}, not a map of fields")
             found.append(doc)
     return found
+
+
+def get_document(client: Any, ref: Any) -> tuple[dict[str, Any] | None, Any]:
+    """The document `ref` names as `snapshot.to_dict()` would give it, and its update time (a protobuf Timestamp, as
+    a write's precondition takes it); (None, None) when there is none. One GetDocument call, where the library's
+    `get()` streams a BatchGetDocuments and builds a snapshot with two deep copies."""
+    from google.api_core import exceptions as gexc
+    from google.cloud.firestore_v1 import _helpers
+
+    try:
+        found = client._firestore_api.get_document(request={"name": ref._document_path}, metadata=client._rpc_metadata)
+    except gexc.NotFound:
+        return None, None
+    pb = found._pb
+    doc = _helpers.decode_dict(pb.fields, client)
+    if not isinstance(doc, dict):
+        raise TypeError(f"Firestore answered {pb.name} as {type(doc).__name__}, not a map of fields")
+    return doc, pb.update_time

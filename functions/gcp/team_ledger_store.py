@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from functions.errors import LandfallError, TransientError, as_transient
+from functions.gcp.firestore_reads import get_document
 from functions.gcp.firestore_tx import changed_paths, retried, write_successor
 from functions.gcp.firestore_writes import CommitRider
 from functions.gcp.runs_store import RunsStore
@@ -238,10 +239,9 @@ class TeamLedgerStore:
         run_ref = self._client.collection(self._runs).document(run_id)
         team_ref = self._client.collection(self._teams).document(team)
         try:
-            team_snap = team_ref.get()
+            team_doc, team_at = get_document(self._client, team_ref)
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
-        team_doc = team_snap.to_dict() if team_snap.exists else None
         new_run, new_ledger, result = step(known.record, None if team_doc is None else parse_team_ledger(team_doc))
         if new_run is None or new_ledger is None:
             return None
@@ -254,7 +254,7 @@ class TeamLedgerStore:
             firestore_writes.update_write(run_ref, run_paths, known.update_time),
             firestore_writes.create_write(team_ref, ledger_doc)
             if team_doc is None
-            else firestore_writes.update_write(team_ref, ledger_paths, team_snap.update_time),
+            else firestore_writes.update_write(team_ref, ledger_paths, team_at),
         ]
         riding = rider if isinstance(rider, CommitRider) and rider.wanted(result) else None
         if riding is not None:

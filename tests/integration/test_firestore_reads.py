@@ -94,3 +94,22 @@ def test_a_workloads_measurements_are_kept_a_few_seconds_and_a_workload_with_non
     monkeypatch.setattr(measurements_store, "KEPT_FOR_S", 0.0)
     store.for_workload(measurement.workload)
     assert queries.count == 5, "kept no longer than KEPT_FOR_S"
+
+
+def test_get_document_reads_what_the_library_gets(client: Any) -> None:
+    from google.api_core.exceptions import FailedPrecondition
+
+    from functions.gcp import firestore_writes
+    from functions.gcp.firestore_reads import get_document
+
+    ref = client.collection("reads").document("one")
+    assert get_document(client, ref) == (None, None)
+    ref.set({"n": 1, "at": datetime(2026, 11, 27, 8, 0, tzinfo=UTC), "nested": {"list": [1, {"x": None}]}})
+    snapshot = ref.get()
+    doc, update_time = get_document(client, ref)
+    assert doc == snapshot.to_dict() and repr(doc) == repr(snapshot.to_dict())
+    # the update time is the one a conditional write takes: a write on it holds, and then one on it again does not
+    firestore_writes.update_if_unchanged(client, ref, {("n",): 2}, update_time)
+    with pytest.raises(FailedPrecondition):
+        firestore_writes.update_if_unchanged(client, ref, {("n",): 3}, update_time)
+    assert ref.get().to_dict()["n"] == 2
