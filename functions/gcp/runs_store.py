@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from functions.errors import as_transient
 from functions.gcp.firestore_paging import paged_documents
+from functions.gcp.firestore_reads import get_document
 from functions.gcp.firestore_tx import created, in_transaction, write_if_unchanged
 from functions.gcp.firestore_writes import CommitRider
 from functions.records import run_rules
@@ -112,15 +113,23 @@ class RunsStore(RunsRules):
 
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Firestore's create(): one caller wins a race, in one call instead of a transaction's three (begin, read,
-        commit); a run that exists is read back, so every delivery but the first learns it was not the creator."""
+        commit); a run that exists is read back (one GetDocument), so every delivery but the first learns it was not
+        the creator."""
         doc = run.to_document()
         when = created(self._client, self._ref(run.run_id), doc)
         if when is not None:
             self._remember(run.run_id, doc, when, run)
             return run, True
-        existing = self.get(run.run_id)
-        if existing is None:  # deleted between the two calls: decide it in a transaction
+        # The run as stored, kept like a run this store wrote (its update time is the precondition of the next
+        # write): a redelivery, or a woken run's delivery, then claims it in one conditional Commit too.
+        try:
+            stored, update_time = get_document(self._client, self._ref(run.run_id))
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        if stored is None:  # deleted between the two calls: decide it in a transaction
             return self.apply(run.run_id, run_rules.create_if_absent(run))
+        existing = parse_run_record(stored)
+        self._remember(run.run_id, stored, update_time, existing)
         return existing, False
 
     def get(self, run_id: str) -> RunRecord | None:

@@ -284,3 +284,17 @@ def test_a_run_changed_since_the_copy_makes_the_claim_a_transaction_that_sees_it
     assert _stored(client, "run-k11")["metrics"] == {"other": 1, "claimed": 1}
     assert client.collection("teams").document("t1").get().to_dict()["updated_at"] == "2026-11-27T07:00:02Z"
     assert rider.slot is None and _bucket(client) is None, "nothing of the refused Commit was written"
+
+
+def test_a_run_found_by_its_create_is_claimed_in_one_commit(client: Any) -> None:
+    """A redelivery (or a woken run's delivery) finds the run by its create's refusal and the read after it; the store
+    keeps that read like its own write, so the claim that follows is one conditional Commit too."""
+    first, counting = RunsStore(client, "runs"), CountingClient(client)
+    first.create_if_absent(new_run("run-k12", {"task": "t"}, now=T0))
+    first.transition("run-k12", RunState.PLANNED, now=T0, detail="p")
+    again = RunsStore(counting, "runs")
+    found, created = again.create_if_absent(new_run("run-k12", {"task": "t"}, now=T0 + timedelta(seconds=5)))
+    assert not created and found.state == RunState.PLANNED
+    claim = again.claim_submission("run-k12", owner="me", now=T0 + timedelta(seconds=6), lease_seconds=60)
+    assert claim.outcome == ClaimOutcome.CLAIMED and counting.transactions == 0
+    assert _stored(client, "run-k12") == claim.doc.to_document()
