@@ -44,7 +44,12 @@ sys.path.insert(0, str(REPO))
 from google.pubsub_v1 import PubsubMessage  # noqa: E402
 
 from bench.latency import COLD_ENDED_WITHIN_S, one_drop  # noqa: E402
-from bench.local_stack.harness import noop_stack, session_cpu_seconds  # noqa: E402
+from bench.local_stack.harness import (  # noqa: E402
+    PYTHON_THREAD,
+    idle_cpu_ms_per_s,
+    noop_stack,
+    session_cpu_seconds,
+)
 from bench.local_stack.load import dispatch_deliveries, dispatcher  # noqa: E402
 from bench.local_stack.report import machine  # noqa: E402
 from deploy.local import processes, services  # noqa: E402
@@ -90,36 +95,6 @@ def deliver(url: str, bodies: list[dict[str, Any]]) -> None:
         status, why = post(url, body, 30.0)
         if status != 200:
             raise SystemExit(f"{url} answered {status} {why}; expected 200 (acknowledged)")
-
-
-PYTHON_THREAD = "python"
-"""The name (/proc comm) of the interpreter's threads: gunicorn's arbiter and worker, and every thread Python starts.
-gRPC core names its own (grpc_global_timer, event_engine, lifeguard)."""
-
-
-def session_run_seconds(session: int) -> dict[str, float]:
-    """Seconds on a CPU of the live threads in a session, by thread name, from the scheduler's nanosecond counts
-    (/proc/PID/task/TID/schedstat): /proc's user + system time is kept in 10 ms ticks, too coarse for an idle
-    server's fraction of a millisecond a second over a short window."""
-    totals: dict[str, float] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rpartition(")")[2].split()[3]) != session:
-                continue
-            for task in stat.parent.glob("task/*"):
-                name = (task / "comm").read_text().strip()
-                totals[name] = totals.get(name, 0.0) + int((task / "schedstat").read_text().split()[0]) / 1e9
-        except OSError:  # the process or thread ended while we looked
-            continue
-    return totals
-
-
-def idle_cpu_ms_per_s(session: int, seconds: float) -> dict[str, float]:
-    """CPU milliseconds a second of a session's threads, by name, over `seconds` with nothing sent to them."""
-    before, start = session_run_seconds(session), time.monotonic()
-    time.sleep(seconds)  # the window measured, not a wait for something to happen
-    after, elapsed = session_run_seconds(session), time.monotonic() - start
-    return {name: 1000 * (after[name] - before.get(name, 0.0)) / elapsed for name in after}
 
 
 def in_process_ms(bodies: list[dict[str, Any]]) -> float:

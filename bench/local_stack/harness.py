@@ -200,3 +200,33 @@ def session_cpu_seconds(session: int) -> float:
         if int(fields[3]) == session:  # fields after the name: state ppid pgrp session ... utime(11) stime(12)
             total += int(fields[11]) + int(fields[12])
     return total / tick
+
+
+PYTHON_THREAD = "python"
+"""The name (/proc comm) of the interpreter's threads: gunicorn's arbiter and worker, and every thread Python starts.
+gRPC core names its own (grpc_global_timer, event_engine, lifeguard)."""
+
+
+def session_run_seconds(session: int) -> dict[str, float]:
+    """Seconds on a CPU of the live threads in a session, by thread name, from the scheduler's nanosecond counts
+    (/proc/PID/task/TID/schedstat): /proc's user + system time is kept in 10 ms ticks, too coarse for an idle
+    server's fraction of a millisecond a second over a short window."""
+    totals: dict[str, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rpartition(")")[2].split()[3]) != session:
+                continue
+            for task in stat.parent.glob("task/*"):
+                name = (task / "comm").read_text().strip()
+                totals[name] = totals.get(name, 0.0) + int((task / "schedstat").read_text().split()[0]) / 1e9
+        except OSError:  # the process or thread ended while we looked
+            continue
+    return totals
+
+
+def idle_cpu_ms_per_s(session: int, seconds: float) -> dict[str, float]:
+    """CPU milliseconds a second of a session's threads, by name, over `seconds` with nothing sent to them."""
+    before, start = session_run_seconds(session), time.monotonic()
+    time.sleep(seconds)  # the window measured, not a wait for something to happen
+    after, elapsed = session_run_seconds(session), time.monotonic() - start
+    return {name: 1000 * (after[name] - before.get(name, 0.0)) / elapsed for name in after}

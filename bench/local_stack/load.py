@@ -30,7 +30,8 @@ in flight every second (GetJobsInFlight, a control call no rate limit counts). O
   - sustained requests per second through the dispatcher: its deliveries (each logs one outcome line) over the time
     from the first run RECEIVED to the last CreateCustomJob answered;
   - the dispatcher's CPU milliseconds per request: user + system CPU of its processes (functions-framework and its
-    gunicorn worker, /proc) over the whole test, divided by its deliveries;
+    gunicorn worker, /proc) over the whole test, divided by its deliveries; and the same less its idle CPU (measured
+    over --idle-seconds before the drops, bench/server_cpu.py), the part Cloud Run functions bill;
   - per function, the deliveries retried because a Firestore transaction kept colliding (those on a team's ledger
     apart), and the reconcile ticks skipped because a pass was still running (their logs, `collisions_retried`).
 
@@ -53,7 +54,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.local_stack.harness import Stack, noop_stack, seconds, session_cpu_seconds
+from bench.local_stack.harness import Stack, idle_cpu_ms_per_s, noop_stack, seconds, session_cpu_seconds
 from bench.local_stack.limits import (
     ALL_KINDS,
     GOOGLE_PER_MINUTE,
@@ -216,6 +217,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--datasets", type=int, default=1000, help="datasets dropped at once (default 1000)")
     parser.add_argument("--concurrency", type=int, default=16, help="upload threads (default 16)")
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=20.0,
+        help="how long the dispatcher's idle CPU is measured before the drops (default 20)",
+    )
     parser.add_argument("--timeout", type=float, default=5400.0, help="seconds to wait for every run (5400)")
     parser.add_argument("--out", type=Path, default=Path("load.json"), help="JSON results (default load.json)")
     parser.add_argument(
@@ -291,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         warm = s.drop(f"{routes[0].prefix}load-warmup/")
         wait_until_ended(s, 1, 300)
         dispatcher_pid = s.pid(dispatcher())
+        # The dispatcher's CPU while nothing arrives (its server's and gRPC's timers): on Cloud Run functions, whose
+        # CPU is allocated, and billed, only while a request is processed, this is not part of a request's cost.
+        idle_ms_per_s = sum(idle_cpu_ms_per_s(dispatcher_pid, args.idle_seconds).values())
         cpu_before, deliveries_before = session_cpu_seconds(dispatcher_pid), dispatch_deliveries(s)
         before = machine()
         prefixes = [f"{routes[i % len(routes)].prefix}load-{i:05d}/" for i in range(args.datasets)]
@@ -303,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             waited = wait_until_ended(s, args.datasets + 1, args.timeout)
         counted_calls = get_faults(address)  # before this test's own ListCustomJobs below
         cpu = session_cpu_seconds(dispatcher_pid) - cpu_before
+        measured_s = time.monotonic() - started
         deliveries = dispatch_deliveries(s) - deliveries_before
         collided = collisions_retried(s)
         after = machine()
@@ -336,9 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     rate = deliveries / window if window else None
     cpu_ms = 1000 * cpu / deliveries if deliveries else None
+    busy_ms = (1000 * cpu - idle_ms_per_s * measured_s) / deliveries if deliveries else None
     print(
         f"dispatcher: {deliveries} deliveries in {window or 0:.1f} s (first RECEIVED -> last CreateCustomJob "
-        f"answered) = {rate or 0:.1f} requests/s; {cpu_ms or 0:.1f} CPU ms per request"
+        f"answered) = {rate or 0:.1f} requests/s; {cpu_ms or 0:.1f} CPU ms per request; "
+        f"{busy_ms or 0:.1f} without its idle CPU ({idle_ms_per_s:.2f} ms a second, measured before the drops, over "
+        f"the {measured_s:.0f} s measured)"
     )
 
     print(
@@ -437,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             "window_s": window,
             "requests_per_s": rate,
             "cpu_ms_per_request": cpu_ms,
+            "cpu_ms_per_request_less_idle": busy_ms,
+            "idle_cpu_ms_per_s": idle_ms_per_s,
             "cpu_s": cpu,
         },
         "collisions_retried": collided,
