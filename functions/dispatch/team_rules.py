@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from deploy.teams import Team, Teams
 from functions.records.leases import Claim
-from functions.records.run_rules import Rider, Step, StoredCopy, then
+from functions.records.run_rules import Rider, Step, StoredCopy, after
 from functions.records.team_ledger import Admission, Verdict, admit, claim_admitted, plan_gpus
 from schemas.plan import Plan
 from schemas.run_record import RunRecord
@@ -108,15 +108,7 @@ def admitted_claim(
     tuple[RunRecord | None, TeamLedger | None, tuple[Claim[RunRecord], Admission | None]],
 ]:
     """The claim (after `before`, the move to PLANNED, in the same transaction) admitted against the team's ledger."""
-    if before is None:
-        return claim_admitted(team, claim, now=now, wait_seconds=wait_seconds)
-    both = then(before, claim)
-
-    def claimed(cur: RunRecord | None) -> tuple[RunRecord | None, Claim[RunRecord]]:
-        new, (_, result) = both(cur)
-        return new, result
-
-    return claim_admitted(team, claimed, now=now, wait_seconds=wait_seconds)
+    return claim_admitted(team, claim if before is None else after(before, claim), now=now, wait_seconds=wait_seconds)
 
 
 __all__ = ["LedgerPort", "TeamRefusal", "admitted_claim", "team_of", "team_rejection"]

@@ -130,12 +130,13 @@ class TeamLedgerStore:
         then told the run's document as it now stands and its update time (for the runs store's next conditional
         write: functions/gcp/runs_store.py written).
 
-        With `known`, the run as the runs store last wrote it (the dispatcher's claim, right after it created the
-        run), the step is first tried without a transaction: on that copy and the ledger as read now, both written
-        in one Commit, each on the condition that it is still the version the step saw (which makes it the same as a
-        transaction that read them), with `rider`'s writes (the submission slot) in the same Commit. Only a step
-        that writes both takes that way; anything else, or a Commit refused because either changed, goes the
-        transaction's way below.
+        With `known`, the run as the runs store last wrote or read it (the dispatcher's claim, right after it
+        created or found the run), the step is first tried without a transaction, on that copy and the ledger as read
+        now. A step that writes both (a claim that fits) writes them in one Commit, each on the condition that it is
+        still the version the step saw (which makes it the same as a transaction that read them), with `rider`'s
+        writes (the submission slot) in the same Commit. A claim that waits writes the run alone on that condition,
+        as a wait on a plain-read ledger does (below: the ledger read again after). Anything else, or a Commit
+        refused because either changed, goes the transaction's way below.
 
         While the team's claims here go WAITING (one did within BUSY_SECONDS: its cap or budget binds), a claim is
         first tried against a plain read of the ledger, in a transaction over the run alone: a run that the ledger
@@ -145,7 +146,16 @@ class TeamLedgerStore:
         written from a plain read, so the caps hold. A settle between the plain read and the WAITING write would
         find this run not yet waiting and not wake it: the ledger is read again after the write, and if it changed
         meanwhile, the team's waiting runs are woken from here (self.waker)."""
-        if self._busy(team):
+        busy = self._busy(team)
+        if known is not None:
+            if busy:  # most claims wait: they need not take turns (one that fits and collides goes below)
+                done = self._apply_conditionally(run_id, team, step, known, written, rider)
+            else:
+                with self._turn(team):
+                    done = self._apply_conditionally(run_id, team, step, known, written, rider)
+            if done is not None:
+                return done[0]
+        if busy:
             done = self._apply_on_read_ledger(run_id, team, step, written)
             if done is not None:
                 return done[0]
@@ -159,10 +169,6 @@ class TeamLedgerStore:
                     return done[0]
                 return self._apply_both(run_id, team, step, written)
         with self._turn(team):
-            if known is not None:
-                done = self._apply_conditionally(run_id, team, step, known, written, rider)
-                if done is not None:
-                    return done[0]
             return self._apply_both(run_id, team, step, written)
 
     def _turn(self, team: str) -> threading.Lock:
@@ -242,7 +248,10 @@ class TeamLedgerStore:
             team_doc, team_at = get_document(self._client, team_ref)
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
-        new_run, new_ledger, result = step(known.record, None if team_doc is None else parse_team_ledger(team_doc))
+        before = None if team_doc is None else parse_team_ledger(team_doc)
+        new_run, new_ledger, result = step(known.record, before)
+        if new_run is not None and new_ledger is None and waits_for_team(new_run):
+            return self._wait_conditionally(run_ref, team, new_run, known, written, before, result)
         if new_run is None or new_ledger is None:
             return None
         run_doc, ledger_doc = new_run.to_document(), new_ledger.to_document()
@@ -269,6 +278,40 @@ class TeamLedgerStore:
             written(run_doc, results[0].update_time, new_run)
         if riding is not None:
             riding.answered(results[2:])
+        return (result,)
+
+    def _wait_conditionally(
+        self,
+        run_ref: Any,
+        team: str,
+        new_run: RunRecord,
+        known: StoredCopy,
+        written: Written | None,
+        before: TeamLedger | None,
+        result: T,
+    ) -> tuple[T] | None:
+        """The run sent WAITING by the ledger as plain-read (`before`), written alone in one Commit on the condition
+        that it is still the known copy (as the transaction over the run alone in _apply_on_read_ledger); then the
+        ledger is read again (_recheck). None when the Commit was refused (nothing written)."""
+        from google.api_core import exceptions as gexc
+
+        from functions.gcp import firestore_writes
+
+        run_doc = new_run.to_document()
+        run_paths = changed_paths(known.doc, run_doc)
+        if not run_paths:
+            return None
+        try:
+            when, _ = firestore_writes.update_if_unchanged(self._client, run_ref, run_paths, known.update_time)
+        except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted, gexc.Conflict):
+            return None
+        except Exception as exc:
+            raise as_transient(exc, f"Firestore write of {run_ref.path}") from exc
+        if written is not None:
+            written(run_doc, when, new_run)
+        self._waited_at[team] = time.monotonic()
+        self.waits_on_read += 1
+        self._recheck(team, before)
         return (result,)
 
     def _recheck(self, team: str, before: TeamLedger | None) -> None:

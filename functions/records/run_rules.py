@@ -235,7 +235,7 @@ class RunsRules(ABC):
         claim = claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds, first_attempt=first_attempt)
         if before is None:
             return self.apply_riding(run_id, claim, rider)
-        return self.apply_riding(run_id, _after(before, claim), rider)
+        return self.apply_riding(run_id, after(before, claim), rider)
 
 
 __all__ = [
@@ -255,8 +255,9 @@ __all__ = [
 ]
 
 
-def _after(first: Step[Any], second: Step[U]) -> Step[U]:
-    """`then(first, second)` answering second's result alone."""
+def after(first: Step[Any], second: Step[U]) -> Step[U]:
+    """`then(first, second)` answering second's result alone (first's is not needed: the move to PLANNED before a
+    claim)."""
     both = then(first, second)
 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, U]:

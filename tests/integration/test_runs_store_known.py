@@ -298,3 +298,42 @@ def test_a_run_found_by_its_create_is_claimed_in_one_commit(client: Any) -> None
     claim = again.claim_submission("run-k12", owner="me", now=T0 + timedelta(seconds=6), lease_seconds=60)
     assert claim.outcome == ClaimOutcome.CLAIMED and counting.transactions == 0
     assert _stored(client, "run-k12") == claim.doc.to_document()
+
+
+def test_a_claim_that_waits_on_the_known_run_is_one_commit_and_the_ledger_is_read_again(client: Any) -> None:
+    """A claim the ledger (as read) sends WAITING writes the run alone, on its known version, and no ledger; the
+    ledger is then read again, and a change since wakes the team's waiting runs (as a wait on a plain-read ledger)."""
+    from functions.gcp.team_ledger_store import TeamLedgerStore
+    from schemas.run_record import Waiting
+    from schemas.team_ledger import TeamLedger
+    from schemas.vocabulary import TEAM_CAP
+
+    ledger_client = CountingClient(client)
+    store, ledger = RunsStore(client, "runs"), TeamLedgerStore(ledger_client, "runs", "teams")
+    woken: list[str] = []
+
+    def wake(team: str) -> int:
+        woken.append(team)
+        return 0
+
+    ledger.waker = wake
+    client.collection("teams").document("t1").set(TeamLedger(team="t1", updated_at="before").to_document())
+    store.create_if_absent(new_run("run-k13", {"task": "t"}, now=T0))
+    waiting = Waiting(reason=TEAM_CAP, retry_at="2026-11-27T05:01:00Z", since="2026-11-27T05:00:00Z")
+
+    def step(run: RunRecord | None, team: TeamLedger | None) -> tuple[RunRecord | None, None, str]:
+        assert run is not None and team is not None
+        # a settle lands between the read and the wait: the ledger changes under the waiting claim
+        client.collection("teams").document("t1").update({"updated_at": "settled"})
+        moved = replace(run, state=RunState.WAITING, submission=replace(run.submission, waiting=waiting))
+        return moved, None, "waits"
+
+    said = ledger.apply(
+        "run-k13", "t1", step, written=lambda d, w, r: store.written("run-k13", d, w, r), known=store.copy_of("run-k13")
+    )
+    assert said == "waits" and ledger_client.transactions == 0
+    assert _stored(client, "run-k13")["state"] == "WAITING" and ledger.waits_on_read == 1
+    assert client.collection("teams").document("t1").get().to_dict()["updated_at"] == "settled", "not written"
+    assert woken == ["t1"], "the ledger changed since it was read: the team's waiting runs are woken"
+    store.merge("run-k13", lambda r: replace(r, metrics={"n": 1}), now=T0)  # remembered: one Commit again
+    assert _stored(client, "run-k13")["metrics"] == {"n": 1}

@@ -104,7 +104,9 @@ def test_a_run_ending_wakes_the_teams_waiting_run_without_a_reconcile_pass(
         said.append(handle_training_request(PubSubMessage(data=_request(n), message_id=f"m-{n}"), deps))
         clock.now += timedelta(seconds=1)
     assert said == ["submitted", "submitted", "waiting:team-cap", "waiting:team-cap"], said
-    assert ledger.waits_on_read == 1  # the second wait: decided on the ledger as plain-read
+    # Both waits decided on the ledger as plain-read, each run written alone on the version its store created (the
+    # claim's conditional path), and the ledger read again after each.
+    assert ledger.waits_on_read == 2
     ids = [parse_training_request(_request(n)).run_id for n in range(4)]
     assert ledger.ledgers(["churn"])["churn"].gpus == {"NVIDIA_TESLA_T4": CAP}
     assert published == []
