@@ -62,7 +62,7 @@ def team_ledger_store() -> TeamLedgerStore:
             ledger_of=store.ledger_of,
             waiting_of=store.waiting_of,
             runs=runs_store(),
-            hand_over=lambda run: _republish_request(json.dumps(run.request).encode()),
+            hand_over=lambda run: _republish_request(json.dumps(run.request).encode(), run_id=run.run_id),
             now=utc_now,
         ).wake
     return store
@@ -112,8 +112,8 @@ def gcs_objects() -> GcsObjects:
     return GcsObjects(clients.storage_client(), page_size=get_settings().list_page_size)
 
 
-def _publish_request(data: bytes) -> str:
-    future = clients.publisher_client().publish(get_settings().requests_topic_path, data)
+def _publish_request(data: bytes, **attributes: str) -> str:
+    future = clients.publisher_client().publish(get_settings().requests_topic_path, data, **attributes)
     return str(future.result(timeout=60))
 
 
@@ -330,12 +330,14 @@ def orphans_store() -> Any:
     return OrphansStore(clients.firestore_client(), get_settings().orphans_collection)
 
 
-def _republish_request(data: bytes) -> str:
-    """Ingest's publish of a TrainingRequest, its client errors translated (a failed republish is tried next pass)."""
+def _republish_request(data: bytes, run_id: str = "") -> str:
+    """Ingest's publish of a TrainingRequest, its client errors translated (a failed republish is tried next pass);
+    with run_id, the request of a run that exists, said in its RUN_ID_ATTRIBUTE (the dispatcher reads it first)."""
     from functions.errors import as_transient
+    from schemas.training_request import RUN_ID_ATTRIBUTE
 
     try:
-        return _publish_request(data)
+        return _publish_request(data, **({RUN_ID_ATTRIBUTE: run_id} if run_id else {}))
     except Exception as exc:
         raise as_transient(exc, "Pub/Sub training requests") from exc
 

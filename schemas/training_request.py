@@ -30,6 +30,11 @@ RETRY_MARK = "~retry-"
 """Separates a key from its retry number in a retry's key (retry_key)."""
 MAX_MESSAGE_BYTES = 256 * 1024
 
+RUN_ID_ATTRIBUTE = "run_id"
+"""The Pub/Sub attribute Landfall sets, to the request's run id, when it publishes a TrainingRequest again for a run
+that exists (a woken run: functions/records/team_wakes.py): the dispatcher then reads the run first instead of
+creating it (a create that would be refused). Set by anyone, it changes only which call the dispatcher makes first."""
+
 
 @dataclass(frozen=True)
 class DatasetRef:

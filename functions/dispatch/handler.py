@@ -64,7 +64,7 @@ from schemas.run_record import (
 )
 from schemas.team_ledger import RunCharge
 from schemas.times import format_timestamp, parse_timestamp
-from schemas.training_request import TrainingRequest, parse_training_request, run_id_for
+from schemas.training_request import RUN_ID_ATTRIBUTE, TrainingRequest, parse_training_request, run_id_for
 from schemas.vocabulary import SUBMIT_RATE, VERTEX_RATE_LIMIT
 
 log = logging.getLogger("landfall.dispatch")
@@ -157,14 +157,20 @@ def handle_training_request(message: PubSubMessage, deps: DispatchDeps) -> str:
     run_id = request.run_id
     # The run is created first (Firestore create(): one delivery wins), which a first delivery, the common case,
     # needs anyway; a duplicate learns from the create's refusal and one read what the run is. States only move
-    # forward, so a stale read can only be behind.
-    run, created = deps.store.create_if_absent(
-        replace(
-            new_run(run_id, request.to_dict(), now=now),
-            retry_of=request.retry_of or None,
-            team=_came_for_team(request, message, deps),
+    # forward, so a stale read can only be behind. A request Landfall handed over for a run that exists (a woken
+    # run, RUN_ID_ATTRIBUTE) reads the run first instead.
+    handed = message.attributes.get(RUN_ID_ATTRIBUTE) == run_id
+    found = deps.store.get_to_change(run_id) if handed else None
+    if found is not None:
+        run, created = found, False
+    else:
+        run, created = deps.store.create_if_absent(
+            replace(
+                new_run(run_id, request.to_dict(), now=now),
+                retry_of=request.retry_of or None,
+                team=_came_for_team(request, message, deps),
+            )
         )
-    )
     if not created and _settled(run.state):
         log.info("run %s already %s: duplicate delivery of %s ignored", run_id, run.state, message.message_id)
         return f"duplicate:{run.state}"

@@ -120,17 +120,24 @@ class RunsStore(RunsRules):
         if when is not None:
             self._remember(run.run_id, doc, when, run)
             return run, True
-        # The run as stored, kept like a run this store wrote (its update time is the precondition of the next
-        # write): a redelivery, or a woken run's delivery, then claims it in one conditional Commit too.
+        # The run as stored, kept like a run this store wrote: a redelivery then claims it in one conditional Commit.
+        existing = self.get_to_change(run.run_id)
+        if existing is None:  # deleted between the two calls: decide it in a transaction
+            return self.apply(run.run_id, run_rules.create_if_absent(run))
+        return existing, False
+
+    def get_to_change(self, run_id: str) -> RunRecord | None:
+        """One GetDocument; the run is kept like a run this store wrote (its update time the precondition of the
+        next write), so the change that follows is one conditional Commit too."""
         try:
-            stored, update_time = get_document(self._client, self._ref(run.run_id))
+            stored, update_time = get_document(self._client, self._ref(run_id))
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
-        if stored is None:  # deleted between the two calls: decide it in a transaction
-            return self.apply(run.run_id, run_rules.create_if_absent(run))
-        existing = parse_run_record(stored)
-        self._remember(run.run_id, stored, update_time, existing)
-        return existing, False
+        if stored is None:
+            return None
+        found = parse_run_record(stored)
+        self._remember(run_id, stored, update_time, found)
+        return found
 
     def get(self, run_id: str) -> RunRecord | None:
         try:

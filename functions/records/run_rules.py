@@ -193,6 +193,15 @@ class RunsRules(ABC):
     def forget(self, run_id: str) -> None:  # noqa: B027  (a hook: most stores keep nothing)
         """Drop any copy of the run this store kept from its own last write (another store has just written it)."""
 
+    @abstractmethod
+    def get(self, run_id: str) -> RunRecord | None:
+        """The stored run (None when absent)."""
+
+    def get_to_change(self, run_id: str) -> RunRecord | None:
+        """The stored run, read to be changed next: a store that keeps copies keeps this one (RunsStore: the next
+        change is one conditional Commit on it)."""
+        return self.get(run_id)
+
     def copy_of(self, run_id: str) -> StoredCopy | None:
         """The run as this store last wrote it, if it keeps such copies and this one is fresh, handed over (the
         store forgets it: whoever writes the run next tells it, through `written`); None here."""

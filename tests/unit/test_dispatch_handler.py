@@ -504,3 +504,37 @@ def test_a_redelivery_storm_while_another_delivery_submits_opens_no_transaction(
     assert runs.transactions == before
     w.clock.now = NOW + LEASE + timedelta(seconds=1)
     assert w.deliver(message_id="after-lease") == "submitted"
+
+
+class CreateCountingRuns(FakeRuns):
+    """Counts the creates tried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.creates = 0
+
+    def create_if_absent(self, run):
+        self.creates += 1
+        return super().create_if_absent(run)
+
+
+def test_a_request_handed_over_for_a_run_that_exists_reads_it_instead_of_creating_it() -> None:
+    """A woken run's request comes back with RUN_ID_ATTRIBUTE (functions/wiring.py hand_over): the dispatcher reads
+    the run first, and makes no create that Firestore would refuse; set on a request whose run does not exist (by
+    anyone), the run is created as usual."""
+    from functions.dispatch.handler import handle_training_request
+    from functions.envelopes import PubSubMessage
+    from schemas.training_request import RUN_ID_ATTRIBUTE
+
+    runs = CreateCountingRuns()
+    w = World(runs=runs)
+    handed = {RUN_ID_ATTRIBUTE: RUN_ID}
+    first = PubSubMessage(data=REQUEST_JSON, message_id="m-1", attributes=handed)
+    assert handle_training_request(first, w.dispatch_deps) == "submitted"
+    assert runs.creates == 1, "no run yet: created as usual"
+    again = PubSubMessage(data=REQUEST_JSON, message_id="m-2", attributes=handed)
+    assert handle_training_request(again, w.dispatch_deps) == "duplicate:SUBMITTED"
+    assert runs.creates == 1, "the run exists: read, not created"
+    other = PubSubMessage(data=REQUEST_JSON, message_id="m-3", attributes={RUN_ID_ATTRIBUTE: "run-someone-else"})
+    assert handle_training_request(other, w.dispatch_deps) == "duplicate:SUBMITTED"
+    assert runs.creates == 2, "an attribute naming another run changes nothing"
