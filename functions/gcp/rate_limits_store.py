@@ -17,7 +17,7 @@ from typing import Any
 
 from functions.errors import TransientError, as_transient
 from functions.gcp.firestore_writes import CommitRider
-from functions.records.rate_limits import interval_us, slot_of, to_us
+from functions.records.rate_limits import SlotChoice, interval_us, slot_of, to_us
 from schemas.rate_bucket import CREATE_CUSTOM_JOB, SCHEMA_VERSION, bucket_id
 
 
@@ -86,21 +86,14 @@ class RateLimitsStore:
         return slot_of(int(answers[0].integer_value), self.per_minute)
 
 
-class SlotRider(CommitRider):
+class SlotRider(SlotChoice, CommitRider):
     """A submission slot taken in the Commit of the dispatcher's claim (functions/records/run_rules.py Rider): wanted
     when `region_of(claim)` names a region; `slot` is the moment it allows once the Commit succeeded (None until
     then, and when the claim was written some other way: the dispatcher then takes its slot as before)."""
 
     def __init__(self, store: RateLimitsStore, region_of: Callable[[Any], str | None], now: datetime) -> None:
+        super().__init__(region_of, now)
         self._store = store
-        self._region_of = region_of
-        self._now = now
-        self.region: str | None = None
-        self.slot: datetime | None = None
-
-    def wanted(self, result: Any) -> bool:
-        self.region = self._region_of(result)
-        return self.region is not None
 
     def writes(self) -> list[Any]:
         if self.region is None:
@@ -109,7 +102,5 @@ class SlotRider(CommitRider):
 
     def answered(self, results: Sequence[Any]) -> None:
         if self.region is None:
-            raise RuntimeError(
-                "SlotRider.answered() before it was wanted: functions/gcp/runs_store.py asks wanted first"
-            )
+            raise RuntimeError("SlotRider.answered() before it was wanted (runs_store.py asks wanted first)")
         self.slot = self._store.slot_from(self.region, results)

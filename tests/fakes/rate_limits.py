@@ -6,9 +6,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
-from functions.records.rate_limits import interval_us, raised, slot_of
+from functions.records.rate_limits import SlotChoice, interval_us, raised, slot_of
 
 
 class FakeRateLimits:
@@ -30,20 +29,13 @@ class FakeRateLimits:
         return FakeSlotRider(self, region_of, now)
 
 
-class FakeSlotRider:
+class FakeSlotRider(SlotChoice):
     """The rate limits store's SlotRider for the fakes: tests/fakes/runs.py FakeRuns takes it (`ride`) once it has
     written a step that wanted it, as the runs store's Commit takes the real one with the claim."""
 
     def __init__(self, limiter: FakeRateLimits, region_of: Callable[[object], str | None], now: datetime) -> None:
+        super().__init__(region_of, now)
         self._limiter = limiter
-        self._region_of = region_of
-        self._now = now
-        self.region: str | None = None
-        self.slot: datetime | None = None
-
-    def wanted(self, result: Any) -> bool:
-        self.region = self._region_of(result)
-        return self.region is not None
 
     def ride(self) -> None:
         if self.region is not None:
