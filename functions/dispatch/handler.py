@@ -42,6 +42,7 @@ from functions.records import run_rules
 from functions.records.bounds import stored_plan
 from functions.records.leases import Claim, ClaimOutcome
 from functions.records.run_rules import Rider, submission_lease, transitioned
+from functions.records.team_ledger import Admission
 from functions.settings import Settings
 from schemas import json_text
 from schemas.canary import CanaryFigures, CanaryRecord
@@ -573,7 +574,7 @@ def slot_region(result: object) -> str | None:
     no slot already reserved there); else None. `result`: the Claim, or the team ledger's (Claim, Admission)."""
     if isinstance(result, tuple) and len(result) == 2:
         result, admission = result
-        if admission is not None and getattr(admission, "verdict", None) != "fits":
+        if isinstance(admission, Admission) and admission.verdict != "fits":
             return None
     if not isinstance(result, Claim) or result.outcome != ClaimOutcome.CLAIMED:
         return None

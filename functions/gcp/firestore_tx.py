@@ -59,14 +59,18 @@ def in_transaction(
     return result
 
 
-def write_successor(transaction: Any, ref: Any, current: Doc | None, new: Doc | None) -> None:
-    """In the transaction that read `current`: create `new`, or update the fields that changed (None: write nothing)."""
+def write_successor(transaction: Any, ref: Any, current: Doc | None, new: Doc | None) -> bool:
+    """In the transaction that read `current`: create `new`, or update the fields that changed (None: write nothing).
+    Whether it added a write."""
     if new is not None and current is None:
         transaction.set(ref, new)
-    elif new is not None and current is not None:
+        return True
+    if new is not None and current is not None:
         fields = changed_fields(current, new)
         if fields:
             transaction.update(ref, fields)
+            return True
+    return False
 
 
 def retried(

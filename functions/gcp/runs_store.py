@@ -66,9 +66,9 @@ class RunsStore(RunsRules):
         """apply; where the step's write is that one conditional Commit and the rider wants it (asked with the step's
         result), the rider's writes go in the same Commit, after the run's (all or none), and it is handed their
         answers. A step decided in a transaction leaves the rider behind, unasked."""
-        known = self._known.pop(run_id, None)
-        if known is not None and time.monotonic() - known.at < KNOWN_FOR_S:
-            new, result = step(known.record or parse_run_record(known.doc))
+        known = self.copy_of(run_id)
+        if known is not None:
+            new, result = step(known.record)
             if new is not None:
                 doc = new.to_document()
                 riding = rider if isinstance(rider, CommitRider) and rider.wanted(result) else None
@@ -106,6 +106,8 @@ class RunsStore(RunsRules):
         self._remember(run_id, doc, update_time, record)
 
     def copy_of(self, run_id: str) -> StoredCopy | None:
+        """The run as this store last wrote or read it, if that was less than KNOWN_FOR_S ago, handed over (forgotten
+        here: whoever writes the run next tells the store, or it reads the run again)."""
         known = self._known.pop(run_id, None)
         if known is None or time.monotonic() - known.at >= KNOWN_FOR_S:
             return None

@@ -54,10 +54,11 @@ class _RunAfter:
     read: Doc | None
     new: Doc | None
     read_at: Any
+    wrote: bool
+    """Whether the transaction wrote the run (write_successor added a write)."""
 
     def tell(self, written: Written) -> None:
-        changed = self.new is not None and (self.read is None or bool(changed_paths(self.read, self.new)))
-        if changed:  # the run's write is the transaction's first (written before the ledger's)
+        if self.wrote:  # the run's write is the transaction's first (written before the ledger's)
             results = getattr(self.transaction, "write_results", None) or ()
             when = results[0].update_time if results else None
             written(self.new if when is not None else None, when, None)
@@ -210,9 +211,9 @@ class TeamLedgerStore:
             if new_ledger is not None:
                 return None
             new_doc = None if new_run is None else new_run.to_document()
-            write_successor(transaction, run_ref, run_doc, new_doc)
+            wrote = write_successor(transaction, run_ref, run_doc, new_doc)
             went_waiting[:] = [new_run is not None and waits_for_team(new_run)]
-            after[:] = [_RunAfter(transaction, run_doc, new_doc, None if snap is None else snap.update_time)]
+            after[:] = [_RunAfter(transaction, run_doc, new_doc, None if snap is None else snap.update_time, wrote)]
             return (result,)
 
         after: list[_RunAfter] = []
@@ -343,10 +344,11 @@ class TeamLedgerStore:
                 None if team_doc is None else parse_team_ledger(team_doc),
             )
             new_doc = None if new_run is None else new_run.to_document()
-            write_successor(transaction, run_ref, run_doc, new_doc)  # the run's write first: write_results[0]
+            wrote = write_successor(transaction, run_ref, run_doc, new_doc)  # the run's write first: write_results[0]
             write_successor(transaction, team_ref, team_doc, None if new_ledger is None else new_ledger.to_document())
             waits[:] = [new_ledger is None and new_run is not None and waits_for_team(new_run)]
-            after[:] = [_RunAfter(transaction, run_doc, new_doc, None if run_snap is None else run_snap.update_time)]
+            read_at = None if run_snap is None else run_snap.update_time
+            after[:] = [_RunAfter(transaction, run_doc, new_doc, read_at, wrote)]
             return result
 
         waits: list[bool] = []
