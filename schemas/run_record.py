@@ -598,18 +598,35 @@ def _history(r: Reader) -> tuple[StateChange, ...]:
     return tuple(entries)
 
 
-def _attempt(a: Reader) -> SubmissionAttempt:
+class _Plans:
+    """The plans of one run document, each distinct one read once. An attempt stores a copy of the plan it tried, as
+    a rule the run's plan or one of its fallbacks: an equal dict (compared in C, far cheaper than reading its some
+    140 values again) gets the Plan already read, which is frozen, so sharing it is safe."""
+
+    def __init__(self) -> None:
+        self._read: list[tuple[object, Plan]] = []
+
+    def parse(self, data: object) -> Plan:
+        for seen, plan in self._read:
+            if seen == data:
+                return plan
+        plan = parse_plan(data)
+        self._read.append((data, plan))
+        return plan
+
+
+def _attempt(a: Reader, plans: _Plans) -> SubmissionAttempt:
     return SubmissionAttempt(
         region=a.string("region"),
         machine_type=a.string("machine_type"),
         at=a.string("at", max_len=64),
         outcome=a.string("outcome", max_len=_TEXT),
-        plan=parse_plan(a.data.get("plan")),
+        plan=plans.parse(a.data.get("plan")),
         round=None if a.data.get("round") is None else a.integer("round"),
     )
 
 
-def _submission(r: Reader | None) -> Submission:
+def _submission(r: Reader | None, plans: _Plans) -> Submission:
     if r is None:
         return Submission()
     fallbacks = _list(r, "fallbacks")
@@ -621,10 +638,10 @@ def _submission(r: Reader | None) -> Submission:
     return Submission(
         owner=_optional_string(r, "owner"),
         lease_until=_optional_string(r, "lease_until"),
-        fallbacks=None if fallbacks is None else tuple(parse_plan(p) for p in fallbacks),
+        fallbacks=None if fallbacks is None else tuple(plans.parse(p) for p in fallbacks),
         attempts=None
         if attempts is None
-        else tuple(_attempt(Reader(a, f"{r.path}.attempts[{i}]")) for i, a in enumerate(attempts)),
+        else tuple(_attempt(Reader(a, f"{r.path}.attempts[{i}]"), plans) for i, a in enumerate(attempts)),
         jobs=None if jobs is None else tuple(_job(Reader(j, f"{r.path}.jobs[{i}]")) for i, j in enumerate(jobs)),
         job_ids=None if r.data.get("job_ids") is None else tuple(str(i) for i in _list(r, "job_ids") or ()),
         round=None if r.data.get("round") is None else r.integer("round", minimum=0),
@@ -687,6 +704,7 @@ def parse_run_record(data: object) -> RunRecord:
     cost = r.optional_obj("cost")
     data_read = r.optional_obj("data_read")
     model = r.optional_obj("model")
+    plans = _Plans()
     return RunRecord(
         run_id=r.string("run_id"),
         state=parse_state(r.string("state"), "run.state"),
@@ -695,7 +713,7 @@ def parse_run_record(data: object) -> RunRecord:
         updated_at=r.string("updated_at", max_len=64),
         history=_history(r),
         history_omitted=None if r.data.get("history_omitted") is None else r.integer("history_omitted", minimum=0),
-        plan=None if plan is None else parse_plan(plan),
+        plan=None if plan is None else plans.parse(plan),
         vertex=None
         if vertex is None
         else VertexJobRef(
@@ -741,7 +759,7 @@ def parse_run_record(data: object) -> RunRecord:
             actual_usd=_optional_number(cost, "actual_usd"),
             actual_basis=None if cost.data.get("actual_basis") is None else cost.string("actual_basis"),
         ),
-        submission=_submission(r.optional_obj("submission")),
+        submission=_submission(r.optional_obj("submission"), plans),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
         retry_of=_optional_string(r, "retry_of"),
         retried_by=_optional_string(r, "retried_by"),

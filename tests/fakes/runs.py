@@ -26,7 +26,8 @@ def _round_tripped(run: RunRecord) -> Doc:
     same if every record the rules build survives the round trip."""
     doc = run.to_document()
     back = parse_run_record(copy_document(doc))
-    if back != run:
+    # A NaN (a rejected request may hold one) equals nothing, not even its copy: the reprs decide then.
+    if back != run and repr(back) != repr(run):
         raise AssertionError(f"run {run.run_id} does not read back as written: {run} -> {back}")
     return doc
 

@@ -107,10 +107,11 @@ def test_200_rounds_of_refusals_keep_every_document_under_its_bound() -> None:
     after: dict[int, int] = {}
     for number in range(1, ROUNDS + 1):
         next_round(w, deps, run_id)
-        for path, size in _sizes(w, landing, orphans).items():
+        sizes = _sizes(w, landing, orphans)
+        for path, size in sizes.items():
             largest[path] = max(largest.get(path, 0), size)
             assert size < DOCUMENT_BOUND_BYTES, f"round {number}: {path} is {size} bytes"
-        after[number] = _sizes(w, landing, orphans)[f"{TOPOLOGY.runs_collection}/{run_id}"]
+        after[number] = sizes[f"{TOPOLOGY.runs_collection}/{run_id}"]
     assert DOCUMENT_BOUND_BYTES < DOCUMENT_LIMIT_BYTES // 4 + 1
     assert len(largest) >= 4  # the run, the dataset, its version and content
     # Bounded, not merely slow: past the rounds kept in full the run stops growing (a few bytes of counts aside).
