@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from schemas.errors import SchemaError
+from schemas.plan import parse_plan
 from schemas.run_record import TIME_FIELDS, RunError, RunState, Submission, new_run, parse_run_record
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
@@ -25,6 +26,20 @@ def test_the_golden_record_round_trips_exactly() -> None:
     assert run.state == RunState.SUCCEEDED and run.plan is not None and run.plan.region == "europe-west4"
     assert [a.outcome.split(":")[0] for a in run.submission.attempts or ()] == ["capacity", "created"]
     assert run.timings.run_seconds == 45.25 and run.cost.actual_usd == 0.000581
+
+
+def test_a_plan_stored_again_in_the_same_document_is_read_once_and_shared() -> None:
+    """Each attempt stores a copy of the plan it tried: a copy equal to the run's plan or a fallback gets the Plan
+    already read (the same frozen object); a plan stored once is read on its own, as parse_plan reads it."""
+    doc = copy.deepcopy(GOLDEN)
+    refused_doc, created_doc = doc["submission"]["attempts"]
+    run = parse_run_record(doc)
+    refused, created = run.submission.attempts or ()
+    fallback = (run.submission.fallbacks or ())[0]
+    assert created_doc["plan"] == doc["plan"] == doc["submission"]["fallbacks"][0]
+    assert created.plan is run.plan and fallback is run.plan
+    assert refused_doc["plan"] != doc["plan"] and refused.plan is not run.plan
+    assert refused.plan == parse_plan(copy.deepcopy(refused_doc["plan"])) and refused.plan.region == "us-central1"
 
 
 def _times(doc: Any, path: list[str]) -> list[Any]:
