@@ -29,14 +29,15 @@ from schemas.dataset_layout import is_data_object
 from schemas.training_request import TrainingRequest
 
 HEADER_BYTES = 64 * 1024
-"""Bytes of the first CSV shard read for its header."""
+"""Bytes read from the head of the first CSV shard for its header (a shard of any size: only its head is read). A
+header line longer than this is not checked here; the trainer checks it when it reads the shard."""
 
 
 class DatasetObjects(Protocol):
     """What the check needs of Cloud Storage (functions/gcp/gcs_objects.GcsObjects)."""
 
     def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]: ...
-    def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None: ...
+    def read_head(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None: ...
     def write(self, bucket: str, name: str, data: bytes, content_type: str) -> None: ...
 
 
@@ -97,9 +98,11 @@ def _label_refusal(request: TrainingRequest, objects: DatasetObjects, data: list
     first = next((o for o in data if o.name.lower().endswith(".csv")), None)
     if first is None:
         return None
-    raw = objects.read(request.dataset.bucket, first.name, first.generation, HEADER_BYTES) if first.size else b""
+    raw = objects.read_head(request.dataset.bucket, first.name, first.generation, HEADER_BYTES) if first.size else b""
     if raw is None:
         return None  # replaced since it was listed: the trainer reads what is there
+    if len(raw) >= HEADER_BYTES and not any(end in raw for end in (b"\n", b"\r")):
+        return None  # a header line longer than the head read: the trainer checks it
     line = raw.decode("utf-8", errors="replace").splitlines()[0] if raw.strip() else ""
     columns = [c.strip() for c in next(csv.reader(io.StringIO(line)), [])]
     label = request.model.label_column

@@ -1,4 +1,5 @@
-"""Cloud Storage adapter for ingest: paged listing, one object's metadata, and bounded reads.
+"""Cloud Storage adapter for ingest and the dispatcher: paged listing, one object's metadata, bounded reads, and
+an object's head.
 
 Everything ingest needs from GCS goes through GcsObjects, so handlers can be tested with a fake of it.
 """
@@ -64,6 +65,23 @@ class GcsObjects:
             self._client.bucket(bucket).blob(name).upload_from_string(data, content_type=content_type)
         except Exception as exc:
             raise as_transient(exc, f"Cloud Storage: writing gs://{bucket}/{name}") from exc
+
+    def read_head(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
+        """The first max_bytes of that generation of the object (all of it when smaller), or None when it is gone.
+        Any size is valid: only the head is downloaded (one ranged read), for checks that need a header."""
+        from google.api_core.exceptions import NotFound
+
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+        blob = self._client.bucket(bucket).blob(name, generation=int(generation) if generation else None)
+        try:
+            # end is inclusive (an HTTP Range); google-cloud-storage is unannotated
+            data: bytes = blob.download_as_bytes(start=0, end=max_bytes - 1)
+        except NotFound:
+            return None
+        except Exception as exc:
+            raise as_transient(exc, f"Cloud Storage: reading gs://{bucket}/{name}") from exc
+        return data[:max_bytes]
 
     def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
         """The content of that generation of the object, or None when it is gone. Larger than max_bytes: TooLarge

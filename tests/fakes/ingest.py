@@ -75,6 +75,12 @@ class FakeObjects:
     def write(self, bucket: str, name: str, data: bytes, content_type: str) -> None:
         self.put(name, data)
 
+    def read_head(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
+        info = self.objects.get(name)
+        if info is None or info.generation != generation:
+            return None
+        return self.content[name][:max_bytes]
+
     def read(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
         info = self.objects.get(name)
         if info is None or info.generation != generation:

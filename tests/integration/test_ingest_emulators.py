@@ -180,6 +180,18 @@ def test_reads_are_bounded_and_generation_exact(bucket: Any, storage_client: Any
     assert objects.stat(bucket.name, "datasets/r/absent") is None
 
 
+def test_the_head_of_an_object_of_any_size_is_read_alone(bucket: Any, storage_client: Any) -> None:
+    objects = GcsObjects(storage_client)
+    shard = b"tenure,plan,churned\n" + b"".join(b"%d,a,%d\n" % (i, i % 2) for i in range(120_000))
+    assert len(shard) > 1_000_000
+    event = upload(bucket, "datasets/h/part-0.csv", shard)
+    assert objects.read_head(bucket.name, event.name, event.generation, 64 * 1024) == shard[: 64 * 1024]
+    assert objects.read_head(bucket.name, event.name, event.generation, 2 * len(shard)) == shard
+    newer = upload(bucket, "datasets/h/part-0.csv", b"a,b\n")
+    assert objects.read_head(bucket.name, event.name, newer.generation, 64 * 1024) == b"a,b\n"
+    assert objects.read_head(bucket.name, "datasets/h/absent", "", 10) is None
+
+
 def test_version_claim_lease_in_firestore(clean_firestore: Emulator) -> None:
     from datetime import timedelta
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from functions.dispatch.dataset_check import check_dataset
+from functions.dispatch.dataset_check import HEADER_BYTES, check_dataset
 from schemas.data_objects import DataObject, objects_digest
 from schemas.run_record import RunState
 from schemas.training_request import parse_training_request
@@ -46,6 +46,30 @@ def test_a_missing_label_column_is_refused_naming_the_columns() -> None:
     assert "'tenure', 'plan', 'label'" in refusal.reason
     objects.put(PREFIX + "part-0.csv", b"tenure,plan,churned\n3,b,1\n")
     assert check_dataset(request(), objects, SETTINGS) is None
+
+
+def megabyte_shard(header: bytes) -> bytes:
+    """A CSV shard of about 1 MB, as real tabular data is: far past the head the check reads."""
+    rows = b"".join(b"%d,plan-%d,%d\n" % (i, i % 7, i % 2) for i in range(70_000))
+    assert len(rows) > 10 * HEADER_BYTES
+    return header + rows
+
+
+def test_a_first_shard_of_a_megabyte_is_checked_on_its_head() -> None:
+    objects = FakeObjects()
+    objects.put(PREFIX + "part-0.csv", megabyte_shard(b"tenure,plan,churned\n"))
+    assert check_dataset(request(), objects, SETTINGS) is None, "any size of shard is valid data"
+    objects.put(PREFIX + "part-0.csv", megabyte_shard(b"tenure,plan,label\n"))
+    refusal = check_dataset(request(), objects, SETTINGS)
+    assert refusal is not None and refusal.code == "missing-label-column"
+    assert "'tenure', 'plan', 'label'" in refusal.reason
+
+
+def test_a_header_longer_than_the_head_read_is_left_to_the_trainer() -> None:
+    objects = FakeObjects()
+    header = b",".join(b"feature_%06d" % i for i in range(HEADER_BYTES // 10)) + b"\n"
+    objects.put(PREFIX + "part-0.csv", header + b"1,2\n")
+    assert check_dataset(request(), objects, SETTINGS) is None, "a cut header names no columns to refuse on"
 
 
 def test_own_code_is_not_held_to_a_label_column_and_a_container_gets_the_listing() -> None:
