@@ -11,6 +11,8 @@ from pathlib import Path
 
 from deploy.images import trainer_image, trainer_image_uri
 from deploy.topology import load_topology
+from schemas.errors import SchemaError
+from schemas.uris import parse_image_place
 
 
 class SettingsError(RuntimeError):
@@ -102,10 +104,14 @@ class Settings:
     """LANDFALL_CODE_BUCKET (default: topology bucket.code_name): the only bucket a request's trainer.script and
     trainer.package_uris may name."""
     allowed_image_prefixes: tuple[str, ...] = ()
-    """LANDFALL_ALLOWED_IMAGE_PREFIXES (comma-separated): a request's trainer.image_uri must start with one of these.
+    """LANDFALL_ALLOWED_IMAGE_PREFIXES (comma-separated): a request's trainer.image_uri must lie under one of these.
     Default: the deployment's own Artifact Registry repository (where the trainer image lives) and Vertex AI's
-    prebuilt training images (PREBUILT_TRAINING_IMAGE_PREFIXES)."""
+    prebuilt training images (PREBUILT_TRAINING_IMAGE_PREFIXES). Each is HOST/PATH/ (images below it) or HOST/PATH/NAME,
+    compared with an image's parsed reference component by component (schemas/uris.py)."""
     """LANDFALL_RUN_RESULTS_TOPIC: where RunFinished messages go (default: topology topics.run_results)."""
+    command_image_prefixes: tuple[str, ...] = ()
+    """LANDFALL_COMMAND_IMAGE_PREFIXES (comma-separated, the same form): images under these may also take a request's
+    trainer.command and trainer.args, which images from the deployment's own repository always may; default none."""
     rate_limits_collection: str = "rate_limits"
     """LANDFALL_RATE_LIMITS_COLLECTION (default: topology firestore.rate_limits_collection): the limiter's buckets."""
     measurements_collection: str = "measurements"
@@ -190,6 +196,17 @@ def default_image_prefixes(trainer_image: str) -> tuple[str, ...]:
     return tuple(p for p in (own, *PREBUILT_TRAINING_IMAGE_PREFIXES) if p)
 
 
+def _image_places(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """A comma-separated list of image places (HOST/PATH/ or HOST/PATH/NAME), each checked."""
+    places = tuple(p.strip() for p in env.get(name, "").split(",") if p.strip())
+    for place in places:
+        try:
+            parse_image_place(place, name)
+        except SchemaError as exc:
+            raise SettingsError(str(exc)) from exc
+    return places
+
+
 def settings_from_env(env: Mapping[str, str]) -> Settings:
     topology = load_topology()
 
@@ -219,7 +236,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
     image = env.get("LANDFALL_TRAINER_IMAGE") or trainer_image_uri(
         need("GOOGLE_CLOUD_PROJECT"), env.get("LANDFALL_DEFAULT_REGION", topology.default_region)
     )
-    prefixes = tuple(p.strip() for p in env.get("LANDFALL_ALLOWED_IMAGE_PREFIXES", "").split(",") if p.strip())
+    prefixes = _image_places(env, "LANDFALL_ALLOWED_IMAGE_PREFIXES")
     return Settings(
         project=need("GOOGLE_CLOUD_PROJECT"),
         landing_bucket=landing,
@@ -260,6 +277,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         trainer_images=_trainer_images(env.get("LANDFALL_TRAINER_IMAGES", "")),
         code_bucket=env.get("LANDFALL_CODE_BUCKET") or topology.code_bucket,
         allowed_image_prefixes=prefixes or default_image_prefixes(image),
+        command_image_prefixes=_image_places(env, "LANDFALL_COMMAND_IMAGE_PREFIXES"),
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
         artifact_buckets=_region_buckets(env.get("LANDFALL_ARTIFACT_BUCKETS", "")),
         quota_overrides=_quota_overrides(env),

@@ -9,8 +9,11 @@ letting the topic refuse the message later.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from schemas.errors import SchemaError
@@ -23,6 +26,22 @@ _MISSING = object()
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 """The range of a protobuf int64: every integer field of a message."""
+
+
+def names_of(record: type) -> tuple[str, ...]:
+    """The JSON field names of a record: its dataclass fields (the topic's Protocol Buffer schema is made from them)."""
+    return tuple(f.name for f in dataclasses.fields(record))
+
+
+def nearest(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a mistyped one (difflib's ratio, at least 0.4: `trainable_params` finds
+    `parameters`), or None when none is near."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.4)
+    return close[0] if close else None
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower()
 
 
 def _type_name(value: object) -> str:
@@ -43,6 +62,24 @@ class Reader:
             raise SchemaError(f"expected a JSON object, got {_type_name(data)}", field=path or "(message)")
         self.data: Mapping[str, Any] = data
         self.path = path
+
+    def only(self, known: Iterable[str]) -> Reader:
+        """This reader, once no key outside known is present: a mistyped field is refused, naming it and the nearest
+        known name, as protobuf's JSON parser refuses an unknown field by default; never silently ignored."""
+        names = tuple(known)
+        for key in self.data:
+            if key in names:
+                continue
+            shown = key if len(key) <= 80 else f"{key[:80]}..."
+            where = f"of {self.path}" if self.path else "of the message"
+            snake = _snake(key)
+            if snake in names:
+                hint = f"write it as {snake!r} (Landfall reads the schema's field names, not their lowerCamelCase form)"
+            else:
+                close = nearest(key, names)
+                hint = f"did you mean {close!r}?" if close else f"known fields: {', '.join(names)}"
+            raise SchemaError(f"is not a field {where}; {hint}", field=self._name(shown))
+        return self
 
     def _name(self, key: str) -> str:
         return f"{self.path}.{key}" if self.path else key

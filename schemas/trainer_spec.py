@@ -20,8 +20,10 @@ import re
 from dataclasses import dataclass, field, replace
 
 from schemas.errors import SchemaError
-from schemas.fields import Reader
+from schemas.fields import Reader, names_of
 from schemas.gpus import parse_capability
+from schemas.requirement_lines import check_requirements
+from schemas.uris import parse_gcs_uri, parse_image
 from schemas.vocabulary import LAUNCH_MODES
 
 CONTRACT_ENV_PREFIXES = ("LANDFALL_", "AIP_", "CLOUD_ML_")
@@ -124,6 +126,7 @@ def parse_trainer(r: Reader | None) -> TrainerSpec:
     """Read `trainer` (None or {} = built-in); SchemaError names the field and the forms it may take."""
     if r is None or not r.data:
         return TrainerSpec()
+    r.only(names_of(TrainerSpec))
     spec = TrainerSpec(
         script=r.string("script", "", max_len=1100),
         requirements=r.strings("requirements", ()),
@@ -174,8 +177,10 @@ def parse_trainer(r: Reader | None) -> TrainerSpec:
         ("trainer.package_uris", spec.package_uris),
     ):
         for uri in uris:
-            if not uri.startswith("gs://") or "/" not in uri.removeprefix("gs://").strip("/"):
-                raise SchemaError(f"{uri!r} is not a gs://BUCKET/PATH object URI", field=name)
+            parse_gcs_uri(uri, name)
+    if spec.image_uri:
+        parse_image(spec.image_uri, "trainer.image_uri")
+    check_requirements(spec.requirements, "trainer.requirements")
     if spec.script and not spec.script.endswith(".py"):
         raise SchemaError(f"{spec.script!r} must name a Python file (.py)", field="trainer.script")
     if spec.requirements and spec.image_uri:
@@ -210,6 +215,7 @@ def parse_trainer(r: Reader | None) -> TrainerSpec:
 def parse_workload(r: Reader | None) -> WorkloadSpec:
     if r is None:
         return WorkloadSpec()
+    r.only(names_of(WorkloadSpec))
     return WorkloadSpec(
         parameters=r.integer("parameters", 0, minimum=0),
         layers=r.integer("layers", 0, minimum=0),

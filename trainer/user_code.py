@@ -10,7 +10,8 @@ The CustomJob (functions/dispatch/job_spec.py) runs Landfall's trainer image wit
 Requirements and packages are installed into a virtual environment that sees the image's own packages (torch)
 and is keyed by the hash of what it holds, under LANDFALL_CODE_ENV_CACHE (the Vertex emulator sets one cache for the
 host, so the second run of the same code starts in seconds; on Vertex it is a fresh folder on the replica's disk).
-uv installs when it is on PATH or beside the interpreter; else pip.
+uv installs when it is on PATH or beside the interpreter; else pip. Requirement lines are package specifiers only
+(schemas/requirement_lines.py), checked again here and given after `--`, so none is ever an installer option.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schemas.dataset_layout import is_data_object
+from schemas.requirement_lines import ALLOWED, requirement_problem
 from trainer import storage
 from trainer.errors import ConfigError, DataError
 
@@ -147,6 +149,10 @@ def install(code: UserCode, packages: list[Path], cache: Path) -> str:
     last lines."""
     if not code.requirements and not packages:
         return sys.executable
+    for line in code.requirements:  # the dispatcher refused these already; checked again where they are used
+        problem = requirement_problem(line)
+        if problem is not None:
+            raise InstallError(f"{REQUIREMENTS_ENV}: {line[:200]!r} {problem}; {ALLOWED}")
     env_dir = cache / environment_key(code, packages)
     python = env_dir / "bin" / "python"
     ready = env_dir / ".landfall-ready"
@@ -157,7 +163,8 @@ def install(code: UserCode, packages: list[Path], cache: Path) -> str:
             return str(python)
         shutil.rmtree(env_dir, ignore_errors=True)
         uv = _uv()
-        what = [*code.requirements, *(str(p) for p in packages)]
+        # after `--`, so that no line is ever read as an installer option
+        what = ["--", *code.requirements, *(str(p) for p in packages)]
         if uv:
             steps = [
                 [uv, "venv", "--system-site-packages", "--python", sys.executable, str(env_dir)],
@@ -174,7 +181,7 @@ def install(code: UserCode, packages: list[Path], cache: Path) -> str:
             if done.returncode != 0:
                 lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
                 tail = "\n".join(lines[-INSTALL_TAIL_LINES:])
-                raise InstallError(f"installing {' '.join(what)} failed:\n{tail}")
+                raise InstallError(f"installing {' '.join(what[1:])} failed:\n{tail}")
             if i == 0:
                 _see_this_environment(python)
         ready.write_text("ok")

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
+from pathlib import Path
 
+from deploy.routes import Route, read_routes
 from functions.settings import Settings
 from schemas.errors import SchemaError
 from schemas.model_presets import get_preset
+from schemas.model_version import ROUTE_LABEL
 from schemas.times import parse_timestamp
 from schemas.trainer_flags import extra_problems
 from schemas.training_request import TrainingRequest
+from schemas.uris import ImagePlace, parse_gcs_uri, parse_image, parse_image_place
 from schemas.vocabulary import TASK_MODEL_FAMILY
 
 
@@ -47,6 +52,7 @@ def request_problems(request: TrainingRequest, settings: Settings, now: datetime
         problems += extra_problems(request.hyperparameters.extra)
     else:
         problems += trainer_problems(request, settings)
+    problems += label_problems(request, settings)
     problems += pinned_shape_problems(request)
     problems += reservation_problems(request, settings)
     return problems
@@ -109,13 +115,18 @@ def workload_given(request: TrainingRequest) -> bool:
 
 
 def trainer_problems(request: TrainingRequest, settings: Settings) -> list[str]:
-    """Who may run what: scripts and packages from the code bucket, images from the allowed prefixes; and a
-    workload the planner can size."""
+    """Who may run what: scripts and packages from the code bucket, images from the allowed places (a command or
+    arguments only on the deployment's own images or LANDFALL_COMMAND_IMAGE_PREFIXES); and a workload the planner can
+    size. Every URI is compared by its parsed parts (schemas/uris.py), never as text."""
     t = request.trainer
     problems: list[str] = []
     for name, uris in (("trainer.script", (t.script,) if t.script else ()), ("trainer.package_uris", t.package_uris)):
         for uri in uris:
-            bucket = uri.removeprefix("gs://").split("/", 1)[0]
+            try:
+                bucket = parse_gcs_uri(uri, name).bucket
+            except SchemaError as exc:
+                problems.append(str(exc))
+                continue
             if not settings.code_bucket:
                 problems.append(f"{name}: {uri} cannot be run: no code bucket is configured (set LANDFALL_CODE_BUCKET)")
             elif bucket != settings.code_bucket:
@@ -124,14 +135,80 @@ def trainer_problems(request: TrainingRequest, settings: Settings) -> list[str]:
                     f"gs://{settings.code_bucket}/ (LANDFALL_CODE_BUCKET): copy it there (`landfall submit --script` "
                     "does) and name that URI"
                 )
-    if t.image_uri and not t.image_uri.startswith(settings.allowed_image_prefixes):
-        problems.append(
-            f"trainer.image_uri: {t.image_uri} is not under an allowed image prefix; allowed: "
-            f"{', '.join(settings.allowed_image_prefixes)} (LANDFALL_ALLOWED_IMAGE_PREFIXES)"
-        )
+    if t.image_uri:
+        problems += image_problems(request, settings)
     if not workload_given(request):
         problems.append(
             "workload: Landfall cannot size code it did not write; say how big the work is in one of four ways: "
             + "; ".join(WORKLOAD_WAYS)
         )
     return problems
+
+
+@cache
+def own_repositories(settings: Settings) -> tuple[ImagePlace, ...]:
+    """The deployment's own Artifact Registry repositories: the trainer image's (HOST/PROJECT/REPOSITORY/), in every
+    job region. None when the trainer image is not named that deep (as for the default allowed prefixes)."""
+    images = {settings.trainer_image, *(settings.trainer_image_for(region) for region in settings.job_regions)}
+    places = []
+    for uri in sorted(images):
+        ref = parse_image(uri, "LANDFALL_TRAINER_IMAGE")
+        if len(ref.path) >= 3:
+            places.append(ImagePlace(host=ref.host, path=ref.path[:-1], folder=True))
+    return tuple(dict.fromkeys(places))
+
+
+def image_problems(request: TrainingRequest, settings: Settings) -> list[str]:
+    """trainer.image_uri within an allowed place; trainer.command and trainer.args only where commands may run."""
+    t = request.trainer
+    try:
+        image = parse_image(t.image_uri, "trainer.image_uri")
+        own = own_repositories(settings)
+    except SchemaError as exc:
+        return [str(exc)]
+    allowed = image_places(settings.allowed_image_prefixes, "LANDFALL_ALLOWED_IMAGE_PREFIXES")
+    if not any(image.within(place) for place in allowed):
+        return [
+            f"trainer.image_uri: {t.image_uri} is not under an allowed image prefix; allowed: "
+            f"{', '.join(map(str, allowed))} (LANDFALL_ALLOWED_IMAGE_PREFIXES)"
+        ]
+    commanding = (*own, *image_places(settings.command_image_prefixes, "LANDFALL_COMMAND_IMAGE_PREFIXES"))
+    given = [name for name, value in (("trainer.command", t.command), ("trainer.args", t.args)) if value]
+    if given and not any(image.within(place) for place in commanding):
+        return [
+            f"{given[0]}: {t.image_uri} may run only as built (its own ENTRYPOINT and CMD): a command or arguments "
+            "choose what runs in it, so they are taken only with images from the deployment's own repository "
+            f"({', '.join(map(str, own))}) or under LANDFALL_COMMAND_IMAGE_PREFIXES "
+            f"({', '.join(map(str, image_places(settings.command_image_prefixes, ''))) or 'none set'}); build the "
+            f"command into the image and leave {' and '.join(given)} out, or push the image to the deployment's "
+            "repository"
+        ]
+    return []
+
+
+@cache
+def image_places(prefixes: tuple[str, ...], setting: str) -> tuple[ImagePlace, ...]:
+    """The configured prefixes as places (functions/settings.py refuses one that does not parse)."""
+    return tuple(parse_image_place(prefix, setting) for prefix in prefixes)
+
+
+def label_problems(request: TrainingRequest, settings: Settings) -> list[str]:
+    """The request's `landfall-route` label, which only ingest sets, must name the route that owns the dataset
+    (parse_training_request refuses Landfall's other labels and too many of the team's own)."""
+    if ROUTE_LABEL not in request.labels:
+        return []
+    given = request.labels[ROUTE_LABEL]
+    routes = _routes(settings.routes_file)
+    owner = next((r for r in routes if r.matches(request.dataset.bucket, request.dataset.prefix)), None)
+    if owner is not None and owner.name == given:
+        return []
+    owned = f"route {owner.name!r}" if owner is not None else "no route (deploy/routes.toml)"
+    return [
+        f"labels: {ROUTE_LABEL!r} is Landfall's own label, set by ingest to the route that owns the dataset, which is "
+        f"{owned}; this request says {given[:80]!r}. Leave the label out: the route is the data's, never the request's"
+    ]
+
+
+@cache
+def _routes(routes_file: str) -> tuple[Route, ...]:
+    return read_routes(Path(routes_file)) if routes_file else read_routes()

@@ -34,9 +34,9 @@ def test_settings_default_to_the_code_bucket_and_the_allowed_image_prefixes() ->
     own_repo = SETTINGS.trainer_image.rsplit("/", 1)[0] + "/"
     assert SETTINGS.allowed_image_prefixes == (own_repo, *PREBUILT_TRAINING_IMAGE_PREFIXES)
     custom = settings_from_env(
-        {"GOOGLE_CLOUD_PROJECT": "p", "LANDFALL_ALLOWED_IMAGE_PREFIXES": "a/, b/", "LANDFALL_CODE_BUCKET": "c"}
+        {"GOOGLE_CLOUD_PROJECT": "p", "LANDFALL_ALLOWED_IMAGE_PREFIXES": "a.io/x/, b.io/y", "LANDFALL_CODE_BUCKET": "c"}
     )
-    assert (custom.allowed_image_prefixes, custom.code_bucket) == (("a/", "b/"), "c")
+    assert (custom.allowed_image_prefixes, custom.code_bucket) == (("a.io/x/", "b.io/y"), "c")
 
 
 @pytest.mark.parametrize(

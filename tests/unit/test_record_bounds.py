@@ -46,7 +46,11 @@ from tests.fakes.world import PLAN, SETTINGS, Outcome, World
 TOPOLOGY = load_topology()
 ROUNDS = 200
 REGIONS = ("us-central1", "europe-west4", "asia-east1")
-ROUTE = Route(name="marked", bucket="*", prefix="datasets/", task="tabular-classification", model_preset="mlp-small")
+# Named as the shipped route that owns datasets/: the dispatcher takes ingest's `landfall-route` label only when it
+# names the route that owns the data.
+ROUTE = Route(
+    name="default-tabular", bucket="*", prefix="datasets/", task="tabular-classification", model_preset="mlp-small"
+)
 NEVER = 10**9
 """LANDFALL_WAIT_GIVE_UP_SECONDS for a run that waits 200 rounds (the default gives up after a day)."""
 
