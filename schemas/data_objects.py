@@ -22,7 +22,7 @@ from typing import Any
 
 from schemas import json_text
 from schemas.errors import SchemaError
-from schemas.fields import Reader
+from schemas.fields import Reader, names_of
 
 INLINE_LIST_BYTES = 64 * 1024
 """The most a version's object list may take as compact JSON ([[name, generation, size], ...]) to travel inline: it
@@ -112,7 +112,7 @@ def parse_data_objects(r: Reader, key: str) -> tuple[DataObject, ...]:
         raise SchemaError(f"expected a list of objects, got {type(value).__name__}", field=r._name(key))
     objects = []
     for i, item in enumerate(value):
-        o = Reader(item, f"{r._name(key)}[{i}]")
+        o = Reader(item, f"{r._name(key)}[{i}]").only(names_of(DataObject))
         obj = DataObject(
             name=o.string("name", max_len=MAX_NAME_CHARS),
             generation=o.string("generation", "", max_len=32),

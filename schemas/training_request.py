@@ -17,9 +17,11 @@ from typing import Any
 from schemas import json_text
 from schemas.data_objects import DataObject, objects_digest, parse_data_objects, read_digest
 from schemas.errors import SchemaError
-from schemas.fields import Reader
+from schemas.fields import Reader, names_of
 from schemas.plain import as_dict
+from schemas.request_labels import check_labels
 from schemas.trainer_spec import TrainerSpec, WorkloadSpec, parse_trainer, parse_workload
+from schemas.uris import parse_gcs_uri
 from schemas.vocabulary import FLEX_START_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
 
 SCHEMA_VERSION = 1
@@ -225,7 +227,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
             ) from exc
     else:
         data = raw
-    r = Reader(data)
+    r = Reader(data).only(names_of(TrainingRequest))
     version = r.integer("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise SchemaError(
@@ -236,10 +238,9 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         raise SchemaError(
             "must not be empty: it names the run, so choose one key per dataset version", field="idempotency_key"
         )
-    d = r.obj("dataset")
+    d = r.obj("dataset").only(names_of(DatasetRef))
     uri = d.string("uri", max_len=1100)
-    if not uri.startswith("gs://") or len(uri) <= len("gs://") or uri.startswith("gs:///"):
-        raise SchemaError(f"{uri!r} is not a gs://BUCKET/PREFIX/ URI", field="dataset.uri")
+    parse_gcs_uri(uri, "dataset.uri", folder=True)
     dataset = DatasetRef(
         uri=uri,
         object_count=d.integer("object_count", 0, minimum=0),
@@ -261,13 +262,13 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
             )
     trainer = parse_trainer(r.optional_obj("trainer"))
     if trainer.builtin:
-        m = r.obj("model")
+        m = r.obj("model").only(names_of(ModelSpec))
         preset = m.string("preset", max_len=128)
     else:  # an own trainer: the preset only names a shape to plan for
-        m = r.obj("model", {})
+        m = r.obj("model", {}).only(names_of(ModelSpec))
         preset = m.string("preset", "", max_len=128)
     model = ModelSpec(preset=preset, label_column=m.string("label_column", "label"))
-    h = r.obj("hyperparameters", {})
+    h = r.obj("hyperparameters", {}).only(names_of(Hyperparameters))
     hyper = Hyperparameters(
         epochs=h.integer("epochs", 5, minimum=1),
         batch_size=h.integer("batch_size", 64, minimum=1),
@@ -279,7 +280,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
     )
     if hyper.learning_rate <= 0:
         raise SchemaError(f"must be > 0, got {hyper.learning_rate}", field="hyperparameters.learning_rate")
-    c = r.obj("constraints", {})
+    c = r.obj("constraints", {}).only(names_of(Constraints))
     constraints = Constraints(
         deadline=c.timestamp("deadline", "", allow_empty=True),
         budget_usd=c.number("budget_usd", 0.0, minimum=0.0),
@@ -294,7 +295,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         reservation=c.string("reservation", "", max_len=64),
         prefer=_prefer(c),
     )
-    s = r.obj("source", {})
+    s = r.obj("source", {}).only(names_of(RequestSource))
     source = RequestSource(
         kind=s.string("kind", "direct", choices=SOURCE_KINDS),
         object=s.string("object", ""),
@@ -310,7 +311,7 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         constraints=constraints,
         source=source,
         created_at=r.timestamp("created_at", "", allow_empty=True),
-        labels=r.string_map("labels", {}),
+        labels=check_labels(r.string_map("labels", {}), "labels"),
         retry_of=r.string("retry_of", "", max_len=64),
         trainer=trainer,
         workload=parse_workload(r.optional_obj("workload")),

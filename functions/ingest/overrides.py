@@ -2,7 +2,8 @@
 
     {"hyperparameters": {"epochs": 10}, "constraints": {"budget_usd": 5}, "model": {"label_column": "y"}}
 
-Every field the route does not allow is refused by name, with the reason; nothing is applied unless all are
+Every field the route does not allow is refused by name, with the reason (a mistyped one with the nearest settable
+field), and so is a label that is Landfall's own (`landfall`, `landfall-*`); nothing is applied unless all are
 allowed (a half-applied override would train something nobody asked for).
 """
 
@@ -13,6 +14,8 @@ from typing import Any
 
 from deploy.routes import OVERRIDABLE_FIELDS, Route
 from schemas import json_text
+from schemas.fields import nearest
+from schemas.request_labels import LABEL_PREFIX, LANDFALL_LABEL, is_landfalls
 
 MAX_OVERRIDES_BYTES = 64 * 1024
 _LEAF_MAPS = ("hyperparameters.extra", "labels", "trainer.env")
@@ -53,14 +56,23 @@ def apply_overrides(request: dict[str, Any], overrides: dict[str, Any], route: R
     """request (the canonical TrainingRequest dict) with the overrides applied; OverrideError when any is refused."""
     refused, unknown = [], False
     leaves = _leaves(overrides)
-    for dotted, _ in leaves:
+    for dotted, value in leaves:
         shown = dotted if len(dotted) <= 80 else f"{dotted[:80]}..."  # a hostile key is cut, not echoed whole
         if dotted not in OVERRIDABLE_FIELDS:
-            refused.append(f"{shown} (not a field a dataset can set)")
+            close = nearest(dotted, OVERRIDABLE_FIELDS)
+            hint = f"; did you mean {close}?" if close else ""
+            refused.append(f"{shown} (not a field a dataset can set{hint})")
             unknown = True
         elif not route.allows_override(dotted):
             allowed = ", ".join(route.overridable) or "none"
             refused.append(f"{dotted} (route {route.name!r} does not allow it; allowed: {allowed})")
+        elif dotted == "labels" and isinstance(value, dict):
+            refused += [
+                f"labels.{key[:80]} (Landfall's own label: keys {LANDFALL_LABEL!r} and {LABEL_PREFIX}* are Landfall's "
+                "to set; use another key)"
+                for key in value
+                if is_landfalls(key)
+            ]
     if refused:
         more = f"; and {len(refused) - _SHOWN} more" if len(refused) > _SHOWN else ""
         settable = f" Settable fields: {', '.join(OVERRIDABLE_FIELDS)}." if unknown else ""
