@@ -45,6 +45,11 @@ REASON_KEPT = 8_000
 REASONS_KEPT = 20
 """Distinct reasons counted in `submission.refusals.by_reason`; further ones are counted under OTHER_REASONS."""
 OTHER_REASONS = "other"
+WARNINGS_KEPT = 20
+"""Warnings a run keeps (`warnings`: figures dropped, metrics cut); later ones are not stored (each warning already
+counts what it stands for)."""
+WARNING_TEXT = 1_000
+"""Characters kept of one warning."""
 
 DOCUMENT_LIMIT_BYTES = 1_048_576
 """Firestore's maximum document size, 1 MiB (https://cloud.google.com/firestore/quotas#limits)."""
@@ -102,6 +107,8 @@ __all__ = [
     "REASONS_KEPT",
     "REASON_KEPT",
     "TEXT_KEPT",
+    "WARNINGS_KEPT",
+    "WARNING_TEXT",
     "cut",
     "document_size",
     "value_size",

@@ -12,8 +12,8 @@ users read: e.g. `submission` is `{}` until the run is planned.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -25,6 +25,7 @@ from schemas.fields import Reader
 from schemas.model_version import ModelVersionRef, parse_model_version
 from schemas.plain import as_dict
 from schemas.plan import Plan, parse_plan
+from schemas.record_bounds import WARNING_TEXT, WARNINGS_KEPT, cut
 from schemas.team_ledger import RunCharge, parse_run_charge
 from schemas.times import format_timestamp, parse_timestamp
 from schemas.vocabulary import QUEUE_REASONS
@@ -504,6 +505,20 @@ class RunRecord:
     team: RunCharge | None = None
     """The team the run counts against and what it holds in the team's ledger (schemas/team_ledger.py,
     docs/teams.md); absent when no team owns it (or there are no teams)."""
+    warnings: tuple[str, ...] = ()
+    """What Landfall left out of what the run's code or canary reported, and why (a figure out of its range, metrics
+    cut to their bounds): at most WARNINGS_KEPT, each at most WARNING_TEXT characters (schemas/record_bounds.py;
+    written through `warned`). Absent from the document when empty."""
+
+    def warned(self, notes: Iterable[str]) -> RunRecord:
+        """The run with these warnings added (those it has already are not repeated), within the bounds the reader
+        holds it to."""
+        kept = list(self.warnings)
+        for note in notes:
+            text = cut(note, WARNING_TEXT)
+            if text not in kept and len(kept) < WARNINGS_KEPT:
+                kept.append(text)
+        return self if len(kept) == len(self.warnings) else replace(self, warnings=tuple(kept))
 
     @property
     def run_state(self) -> RunState:
@@ -538,6 +553,7 @@ class RunRecord:
             **({} if self.model is None else {"model": self.model.to_dict()}),
             **({} if self.canary is None else {"canary": self.canary.to_dict()}),
             **({} if self.team is None else {"team": self.team.to_dict()}),
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
         }
 
 
@@ -767,7 +783,21 @@ def parse_run_record(data: object) -> RunRecord:
         model=None if model is None else parse_model_version(model),
         canary=None if r.data.get("canary") is None else parse_canary_record(r.data["canary"]),
         team=None if r.data.get("team") is None else parse_run_charge(r.data["team"]),
+        warnings=_warnings(r),
     )
+
+
+def _warnings(r: Reader) -> tuple[str, ...]:
+    listed = _list(r, "warnings") or []
+    if len(listed) > WARNINGS_KEPT:
+        raise SchemaError(f"holds {len(listed)} warnings; at most {WARNINGS_KEPT} are written", field="run.warnings")
+    limit = len(cut("x" * (WARNING_TEXT + 1), WARNING_TEXT)) + 20  # cut() adds a note of the length it cut
+    for i, text in enumerate(listed):
+        if not isinstance(text, str) or len(text) > limit:
+            raise SchemaError(
+                f"expected text of at most {WARNING_TEXT} characters, got {text!r:.80}", field=f"run.warnings[{i}]"
+            )
+    return tuple(listed)
 
 
 __all__ = [
