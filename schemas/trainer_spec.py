@@ -11,7 +11,8 @@
 GPU (torchrun style) or one per node. docs/trainer-contract.md is what the code gets when it runs.
 
 `workload` tells the planner the size of code Landfall did not write (functions/planning/inputs.py reads it).
-Structural checks only: which buckets and images are allowed is the dispatcher's (functions/dispatch/request_rules.py).
+Structural checks only (the grammar of each URI, schemas/uris.py; requirement lines, schemas/requirement_lines.py; no
+unknown field): which buckets and images are allowed is the dispatcher's (functions/dispatch/request_rules.py).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class TrainerSpec:
     script: str = ""
     """gs://CODE_BUCKET/.../train.py: one Python file, run as `python train.py ARGS` (Vertex's script_path)."""
     requirements: tuple[str, ...] = ()
-    """pip requirement strings installed before the script or package runs (e.g. "pandas==2.2.3")."""
+    """Package specifiers installed before the script or package runs (e.g. "pandas==2.2.3"); never an installer
+    option, URL or path (schemas/requirement_lines.py)."""
     package_uris: tuple[str, ...] = ()
     """gs://CODE_BUCKET/... sdists or wheels installed before python_module runs (Vertex's pythonPackageSpec)."""
     python_module: str = ""
@@ -62,7 +64,8 @@ class TrainerSpec:
     image_uri: str = ""
     """The team's container image (Vertex's containerSpec.imageUri), from LANDFALL_ALLOWED_IMAGE_PREFIXES."""
     command: tuple[str, ...] = ()
-    """Image form: the command replacing the image's ENTRYPOINT; empty = the image's own."""
+    """Image form: the command replacing the image's ENTRYPOINT; empty = the image's own. With args, taken only for
+    images from the deployment's own repository or LANDFALL_COMMAND_IMAGE_PREFIXES (docs/trainer-contract.md)."""
     args: tuple[str, ...] = ()
     """Arguments given to the script, module or image command."""
     env: dict[str, str] = field(default_factory=dict)

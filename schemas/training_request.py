@@ -2,9 +2,11 @@
 
 On the wire it is JSON checked by the topic's Protocol Buffer schema (schemas/training_request.proto, generated from
 these classes by `python -m schemas.proto`). A publisher may leave out any field but dataset.uri, task and
-model.preset: parse_training_request applies the defaults below. Without an idempotency_key the key is derived from
-the request's content (`content:` + a hash), so redeliveries of one message are one run; publishing the same content
-again is the same run too, so set a key (or created_at) to run the same request twice.
+model.preset: parse_training_request applies the defaults below. A field the schema does not have is refused, naming
+the nearest known one, as protobuf's JSON parser does (the emulator's topic carries no schema). Without an
+idempotency_key the key is derived from the request's content (`content:` + a hash), so redeliveries of one message
+are one run; publishing the same content again is the same run too, so set a key (or created_at) to run the same
+request twice.
 """
 
 from __future__ import annotations
@@ -150,7 +152,8 @@ class TrainingRequest:
     created_at: str = ""
     """RFC 3339 time the request was made; "" when the publisher did not say."""
     labels: dict[str, str] = field(default_factory=dict)
-    """Free labels copied onto the run and (where valid) the Vertex job."""
+    """The team's labels, copied onto the run and (where valid) the Vertex job: never Landfall's own (`landfall`,
+    `landfall-*`), at most request_labels.MAX_REQUEST_LABELS."""
     schema_version: int = SCHEMA_VERSION
     retry_of: str = ""
     """The run this request retries (`landfall retry`: its key is retry_key of that run's key); "" for a first run."""
@@ -212,8 +215,9 @@ def retry_key(idempotency_key: str) -> str:
 def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest:
     """Decode and check the structure of a TrainingRequest. Raises SchemaError naming the first bad field.
 
-    Structural checks only; rules that need configuration or the clock (known presets, allowed buckets, deadline
-    in the future) are the dispatcher's (functions/request_rules.py).
+    Structural checks only (unknown fields, URI grammar: schemas/uris.py, requirement lines, Landfall's labels:
+    schemas/request_labels.py); rules that need configuration or the clock (known presets, allowed buckets and
+    images, deadline in the future) are the dispatcher's (functions/dispatch/request_rules.py).
     """
     if isinstance(raw, bytes | str):
         if len(raw) > MAX_MESSAGE_BYTES:
