@@ -69,6 +69,20 @@ def test_a_mistyped_field_is_refused_naming_it_and_the_nearest_known_one(
     assert caught.value.field == field and repr(known) in str(caught.value)
 
 
+@pytest.mark.parametrize("case", ["typo-budget", "typo-spot", "typo-hyperparameters", "typo-workload"])
+def test_the_topic_s_schema_refuses_each_mistyped_field_too(case: str) -> None:
+    """Where the requests topic carries its Protocol Buffer schema (Google Cloud), protobuf's JSON parser refuses the
+    same fields at publish time; the dispatcher's refusal is the same rule, with the nearest name."""
+    from google.protobuf import json_format
+
+    from schemas.proto import message_class
+
+    fields, says = CASES[case]
+    body = json.dumps(refused_requests.request(fields, "k", DATA))
+    with pytest.raises(json_format.ParseError, match=says[0].rsplit(".", 1)[-1]):
+        json_format.Parse(body, message_class()())
+
+
 def test_a_field_with_no_near_name_lists_the_known_ones() -> None:
     body = {"dataset": {"uri": DATA}, "task": "tabular-classification", "model": {"preset": "mlp-small"}}
     with pytest.raises(SchemaError, match=r"hyperparameters.lr: is not a field of hyperparameters; known fields: "):
