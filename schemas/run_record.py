@@ -25,7 +25,7 @@ from schemas.fields import Reader
 from schemas.model_version import ModelVersionRef, parse_model_version
 from schemas.plain import as_dict
 from schemas.plan import Plan, parse_plan
-from schemas.record_bounds import WARNING_TEXT, WARNINGS_KEPT, cut
+from schemas.record_bounds import TEXT_KEPT, WARNING_TEXT, WARNINGS_KEPT, cut
 from schemas.team_ledger import RunCharge, parse_run_charge
 from schemas.times import format_timestamp, parse_timestamp
 from schemas.vocabulary import QUEUE_REASONS
@@ -383,6 +383,43 @@ class LongWait:
         return _present(as_dict(self))
 
 
+@dataclass(frozen=True)
+class ReconcileErrors:
+    """Reconcile passes in a row that could not reconcile the run (functions/reconciler/handler.py), marked by the
+    pass itself as one field update (a run whose document cannot be read is marked too); removed when a pass
+    reconciles the run again. Absent from the document otherwise."""
+
+    count: int
+    """Passes in a row that failed on this run."""
+    last_error: str
+    """The last one's error, its type first, cut at TEXT_KEPT characters (schemas/record_bounds.py)."""
+    first_seen: str
+    """RFC 3339: when the first of these passes failed."""
+    last_seen: str
+    """RFC 3339: when the last one did."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)
+
+
+def reconcile_errors_after(before: ReconcileErrors | None, error: str, at: str) -> ReconcileErrors:
+    """The mark after one more failed pass at `at` (before: the mark stored so far, None when there is none)."""
+    text = cut(error, TEXT_KEPT)
+    if before is None:
+        return ReconcileErrors(count=1, last_error=text, first_seen=at, last_seen=at)
+    return replace(before, count=before.count + 1, last_error=text, last_seen=at)
+
+
+def parse_reconcile_errors(data: object) -> ReconcileErrors:
+    e = Reader(data, "run.reconcile_errors")
+    return ReconcileErrors(
+        count=e.integer("count", minimum=1),
+        last_error=e.string("last_error", max_len=len(cut("x" * (TEXT_KEPT + 1), TEXT_KEPT)) + 20),
+        first_seen=e.string("first_seen", max_len=64),
+        last_seen=e.string("last_seen", max_len=64),
+    )
+
+
 def _long_wait(w: Reader | None) -> LongWait | None:
     if w is None:
         return None
@@ -509,13 +546,15 @@ class RunRecord:
     """What Landfall left out of what the run's code or canary reported, and why (a figure out of its range, metrics
     cut to their bounds): at most WARNINGS_KEPT, each at most WARNING_TEXT characters (schemas/record_bounds.py;
     written through `warned`). Absent from the document when empty."""
+    reconcile_errors: ReconcileErrors | None = None
+    """Reconcile passes in a row that failed on this run (ReconcileErrors); absent while it reconciles."""
 
     def warned(self, notes: Iterable[str]) -> RunRecord:
         """The run with these warnings added (those it has already are not repeated), within the bounds the reader
         holds it to."""
         kept = list(self.warnings)
         for note in notes:
-            text = cut(note, WARNING_TEXT)
+            text = cut(note, WARNING_TEXT).encode("utf-8", "backslashreplace").decode("utf-8")
             if text not in kept and len(kept) < WARNINGS_KEPT:
                 kept.append(text)
         return self if len(kept) == len(self.warnings) else replace(self, warnings=tuple(kept))
@@ -554,6 +593,7 @@ class RunRecord:
             **({} if self.canary is None else {"canary": self.canary.to_dict()}),
             **({} if self.team is None else {"team": self.team.to_dict()}),
             **({"warnings": list(self.warnings)} if self.warnings else {}),
+            **({} if self.reconcile_errors is None else {"reconcile_errors": self.reconcile_errors.to_dict()}),
         }
 
 
@@ -784,6 +824,9 @@ def parse_run_record(data: object) -> RunRecord:
         canary=None if r.data.get("canary") is None else parse_canary_record(r.data["canary"]),
         team=None if r.data.get("team") is None else parse_run_charge(r.data["team"]),
         warnings=_warnings(r),
+        reconcile_errors=None
+        if r.data.get("reconcile_errors") is None
+        else parse_reconcile_errors(r.data["reconcile_errors"]),
     )
 
 
@@ -809,6 +852,7 @@ __all__ = [
     "Cost",
     "JobAttempt",
     "LongWait",
+    "ReconcileErrors",
     "Refusals",
     "RunError",
     "RunRecord",
@@ -821,6 +865,8 @@ __all__ = [
     "Waiting",
     "can_move",
     "new_run",
+    "parse_reconcile_errors",
     "parse_run_record",
     "parse_state",
+    "reconcile_errors_after",
 ]
