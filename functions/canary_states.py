@@ -22,8 +22,8 @@ from schemas.canary import (
     CANARY_FOLDER,
     CANARY_REPORT_FILE,
     CanaryFigures,
-    figures_from_metric_lines,
-    parse_canary_report,
+    metric_line_figures,
+    read_canary_report,
 )
 from schemas.errors import SchemaError
 from schemas.job_view import JobView
@@ -67,6 +67,7 @@ def canary_job_ended(run: RunRecord, job: JobView, target: RunState, error: RunE
     """Record the end of the run's canary job (target: the run state the job's state means, error: the job's error,
     classified). Returns what happened."""
     figures: CanaryFigures | None = None
+    notes: list[str] = []
     if target == RunState.CANCELLED:
         status, verdict = "cancelled", (error.message if error is not None else "the canary job was cancelled")
     elif target == RunState.FAILED:
@@ -75,7 +76,7 @@ def canary_job_ended(run: RunRecord, job: JobView, target: RunState, error: RunE
         verdict = f"the canary job failed ({error.reason}): {error.message}"
         error = replace(error, code="canary-failed", message=f"the canary failed: {error.message}")
     else:
-        figures, problem = read_figures(run, deps.read_text)
+        figures, problem, notes = read_figures(run, deps.read_text)
         if figures is None:
             status, verdict = "failed", problem
             error = RunError("canary-failed", f"the canary failed: {problem}", reason="user-code")
@@ -86,13 +87,14 @@ def canary_job_ended(run: RunRecord, job: JobView, target: RunState, error: RunE
             if status == "failed":
                 error = RunError("canary-failed", verdict, reason="platform")
     outcome = deps.store.apply(
-        run.run_id, canary_ended(job.name, status, verdict=verdict, figures=figures, now=deps.now(), error=error)
+        run.run_id,
+        canary_ended(job.name, status, verdict=verdict, figures=figures, now=deps.now(), error=error, warnings=notes),
     )
     log.info("run %s: canary %s %s: %s (%s)", run.run_id, job.name, status, verdict, outcome)
     if outcome == "resubmit" and figures is not None and deps.measure_canary is not None:
         try:  # for the planner, beside what finished runs measured (issue 24 item 2); the run goes on without it
             deps.measure_canary(run, figures)
-        except (TransientError, PermanentError) as exc:
+        except (TransientError, PermanentError, SchemaError) as exc:  # a stored document that no longer reads
             log.warning("run %s: the canary's measurement was not recorded (%s)", run.run_id, exc)
     if outcome == "resubmit" and deps.resubmit is not None:
         return f"canary-{status}:resubmitted:{deps.resubmit(run.run_id)}"
@@ -101,26 +103,31 @@ def canary_job_ended(run: RunRecord, job: JobView, target: RunState, error: RunE
     return f"canary-{status}:{outcome}"
 
 
-def read_figures(run: RunRecord, read_text: Callable[[str], str | None]) -> tuple[CanaryFigures | None, str]:
+def read_figures(run: RunRecord, read_text: Callable[[str], str | None]) -> tuple[CanaryFigures | None, str, list[str]]:
     """The canary's figures: the built-in trainer's canary.json, else a team's metrics lines; None and why when it
-    left neither (or canary.json does not fit its schema)."""
+    left neither (or canary.json does not fit its schema). Last, a note of each figure left out (outside its rule,
+    schemas/run_metrics.py FIGURES), for the run's warnings."""
     folder = canary_model_dir(run)
     if folder is None:
-        return None, "the run records no artifacts folder to read the canary's figures from"
+        return None, "the run records no artifacts folder to read the canary's figures from", []
     text = read_text(f"{folder}{CANARY_REPORT_FILE}")
     if text is not None:
         try:
-            return parse_canary_report(text), ""
+            figures, notes = read_canary_report(text)
         except SchemaError as exc:
-            return None, f"{folder}{CANARY_REPORT_FILE} does not fit its schema: {exc}"
+            return None, f"{folder}{CANARY_REPORT_FILE} does not fit its schema: {exc}", []
+        return figures, "", notes
     lines = read_text(f"{folder}{METRICS_LINES_FILE}")
-    if lines is not None:
-        figures = figures_from_metric_lines(lines)
-        if figures.steps or figures.step_seconds is not None:
-            return figures, ""
-    return None, (
-        f"the canary succeeded but left no figures: neither {folder}{CANARY_REPORT_FILE} nor metrics lines with "
-        f"`step` in {folder}{METRICS_LINES_FILE} (docs/trainer-contract.md, 'Canary')"
+    found, dropped = (None, []) if lines is None else metric_line_figures(lines)
+    if found is not None and (found.steps or found.step_seconds is not None):
+        return found, "", dropped
+    return (
+        None,
+        (
+            f"the canary succeeded but left no figures: neither {folder}{CANARY_REPORT_FILE} nor metrics lines with "
+            f"`step` in {folder}{METRICS_LINES_FILE} (docs/trainer-contract.md, 'Canary')"
+        ),
+        dropped,
     )
 
 

@@ -30,6 +30,7 @@ from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.job_view import JobView
+from schemas.run_metrics import stored_metrics
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
@@ -119,6 +120,11 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         if problem:
             error = RunError("metrics-missing", problem)
         metrics, data = _data_read(run, metrics)
+    notes: list[str] = []
+    if metrics is not None:  # what the run's code wrote, held to the figure rules and the bounds of a stored value
+        metrics, notes = stored_metrics(metrics)
+        for note in notes:
+            log.warning("run %s: %s", run.run_id, note)
 
     now = deps.now()
 
@@ -126,7 +132,7 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         out = _with_job(r, job, ended=target.terminal, now=now)
         if error is not None:
             out = replace(out, error=error)
-        return replace(out, metrics=metrics, data_read=data) if target == RunState.SUCCEEDED else out
+        return replace(out.warned(notes), metrics=metrics, data_read=data) if target == RunState.SUCCEEDED else out
 
     detail = job.error_message or f"Vertex job {job.state}"
     moved = transition(target, now=now, detail=detail, change=change)

@@ -11,6 +11,11 @@ Two shapes live here:
 
 The environment a canary job gets (every form): LANDFALL_CANARY=1, LANDFALL_CANARY_STEPS (the most optimizer steps to
 run) and LANDFALL_CANARY_BUCKET_BYTES (the all-reduce to time, the planned gradient bucket).
+
+Every figure is held to its rule (schemas/run_metrics.py FIGURES: finite, of its type, in its plausible range): a
+CanaryFigures holds none outside it; what a canary reported outside it is left out with a note
+(`read_canary_report`, `metric_line_figures`: the notes become the run's `warnings`), and a stored figure outside
+it reads as not measured, so a figure that is written always reads back.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import Any
 from schemas import json_text
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.record_bounds import FIGURE_NOTES
+from schemas.run_metrics import figure_problem
+from schemas.user_metrics import METRICS_LINES_FILE
 
 CANARY_ENV = "LANDFALL_CANARY"
 CANARY_STEPS_ENV = "LANDFALL_CANARY_STEPS"
@@ -47,6 +55,17 @@ MEMORY_KINDS = ("gpu", "cpu-rss", "")
 allocated), or, on CPU, the largest resident set of a process (resource.getrusage ru_maxrss); "" = not reported."""
 
 _TEXT = 2000
+FIGURE_FIELDS = (
+    "steps",
+    "step_seconds",
+    "peak_memory_bytes",
+    "allreduce_bytes",
+    "allreduce_seconds",
+    "allreduce_gbps",
+    "processes",
+    "checkpoint_bytes",
+)
+"""CanaryFigures' figures, each held to its rule in FIGURES."""
 
 
 @dataclass(frozen=True)
@@ -69,48 +88,94 @@ class CanaryFigures:
     failed: str = ""
     """What failed ("" = nothing)."""
 
+    def __post_init__(self) -> None:
+        for name in FIGURE_FIELDS:
+            value = getattr(self, name)
+            problem = figure_problem(name, value)
+            if problem:
+                raise SchemaError(f"{problem}; got {value!r:.40}", field=f"canary.{name}")
+        if self.memory_kind not in MEMORY_KINDS:
+            raise SchemaError(f"{self.memory_kind!r} is not one of {MEMORY_KINDS}", field="canary.memory_kind")
+        if len(self.failed) > _TEXT:
+            raise SchemaError(f"is {len(self.failed)} characters long; the limit is {_TEXT}", field="canary.failed")
+
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None and v != ""}
 
 
-def _opt_number(r: Reader, key: str) -> float | None:
-    return None if r.data.get(key) is None else r.number(key, minimum=0)
+class _Dropped:
+    """Notes of the figures left out: each (figure, rule) once, with the first values met and how many in all."""
+
+    SHOWN = 3
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.found: dict[tuple[str, str], tuple[list[str], int]] = {}
+
+    def checked(self, name: str, value: object) -> Any:
+        """value, or None (noted) when its rule refuses it."""
+        problem = figure_problem(name, value)
+        if problem is None:
+            return value
+        shown, count = self.found.get((name, problem), ([], 0))
+        if len(shown) < self.SHOWN and f"{value!r:.40}" not in shown:
+            shown.append(f"{value!r:.40}")
+        self.found[(name, problem)] = (shown, count + 1)
+        return None
+
+    def notes(self) -> list[str]:
+        said = [
+            f"{self.where}: {name} = {', '.join(shown)} left out{f' ({count} times)' if count > 1 else ''}: {problem}"
+            for (name, problem), (shown, count) in self.found.items()
+        ]
+        more = len(said) - FIGURE_NOTES
+        return said[:FIGURE_NOTES] + ([f"{self.where}: {more} more figure(s) left out"] if more > 0 else [])
 
 
-def _opt_int(r: Reader, key: str) -> int | None:
-    return None if r.data.get(key) is None else r.integer(key, minimum=0)
-
-
-def parse_canary_figures(data: object, path: str = "canary") -> CanaryFigures:
+def read_canary_figures(data: object, path: str = "canary") -> tuple[CanaryFigures, list[str]]:
+    """Canary figures as written (canary.json, or the run's `canary.figures`): a figure outside its rule is left
+    out, with a note; SchemaError naming a field of another kind that does not fit."""
     r = Reader(data, path)
-    return CanaryFigures(
-        steps=r.integer("steps", 0, minimum=0),
-        step_seconds=_opt_number(r, "step_seconds"),
-        peak_memory_bytes=_opt_int(r, "peak_memory_bytes"),
-        memory_kind=r.string("memory_kind", "", choices=MEMORY_KINDS),
-        allreduce_bytes=_opt_int(r, "allreduce_bytes"),
-        allreduce_seconds=_opt_number(r, "allreduce_seconds"),
-        allreduce_gbps=_opt_number(r, "allreduce_gbps"),
-        processes=_opt_int(r, "processes"),
-        checkpoint_bytes=_opt_int(r, "checkpoint_bytes"),
-        checkpoint_ok=None if r.data.get("checkpoint_ok") is None else r.boolean("checkpoint_ok"),
-        failed=r.string("failed", "", max_len=_TEXT),
+    dropped = _Dropped(path)
+    figures = {name: dropped.checked(name, r.data.get(name)) for name in FIGURE_FIELDS}
+    figures["steps"] = figures["steps"] or 0
+    for name in ("step_seconds", "allreduce_seconds", "allreduce_gbps"):
+        figures[name] = None if figures[name] is None else float(figures[name])
+    return (
+        CanaryFigures(
+            **figures,
+            memory_kind=r.string("memory_kind", "", choices=MEMORY_KINDS),
+            checkpoint_ok=None if r.data.get("checkpoint_ok") is None else r.boolean("checkpoint_ok"),
+            failed=r.string("failed", "", max_len=_TEXT),
+        ),
+        dropped.notes(),
     )
 
 
-def parse_canary_report(text: str) -> CanaryFigures:
-    """canary.json as the built-in trainer writes it; SchemaError naming the field that does not fit."""
+def parse_canary_figures(data: object, path: str = "canary") -> CanaryFigures:
+    """Stored canary figures; one outside its rule (stored before the rules) reads as not measured."""
+    return read_canary_figures(data, path)[0]
+
+
+def read_canary_report(text: str) -> tuple[CanaryFigures, list[str]]:
+    """canary.json as the built-in trainer writes it, and a note of each figure left out; SchemaError naming the
+    field that does not fit otherwise."""
     try:
         data = json_text.loads(text)
     except json_text.JsonTextError as exc:
         raise SchemaError(f"is not JSON ({exc})", field=CANARY_REPORT_FILE) from exc
-    return parse_canary_figures(data, CANARY_REPORT_FILE)
+    return read_canary_figures(data, CANARY_REPORT_FILE)
 
 
-def figures_from_metric_lines(text: str) -> CanaryFigures:
+def parse_canary_report(text: str) -> CanaryFigures:
+    return read_canary_report(text)[0]
+
+
+def metric_line_figures(text: str) -> tuple[CanaryFigures, list[str]]:
     """A team's canary figures from its metrics lines (LANDFALL_METRICS_FILE): the steps it reported, the mean of
     its `step_seconds` past the first line that has one, its largest `peak_memory_bytes` (read as GPU memory unless
-    a line says `memory_kind`)."""
+    a line says `memory_kind`); and a note of each figure left out (outside its rule: a step of Infinity or 1e9 s)."""
+    dropped = _Dropped(f"canary {METRICS_LINES_FILE}")
     seconds: list[float] = []
     peak: int | None = None
     kind = ""
@@ -122,24 +187,29 @@ def figures_from_metric_lines(text: str) -> CanaryFigures:
             continue
         if not isinstance(line, dict):
             continue
-        step = line.get("step")
-        if isinstance(step, int) and not isinstance(step, bool):
+        step = dropped.checked("step", line.get("step"))
+        if step is not None:
             steps = max(steps, step)
-        value = line.get("step_seconds")
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        value = dropped.checked("step_seconds", line.get("step_seconds"))
+        if value is not None:
             seconds.append(float(value))
-        memory = line.get("peak_memory_bytes")
-        if isinstance(memory, int) and not isinstance(memory, bool) and memory >= 0:
+        memory = dropped.checked("peak_memory_bytes", line.get("peak_memory_bytes"))
+        if memory is not None:
             peak = max(peak or 0, memory)
             said = line.get("memory_kind")
             kind = said if isinstance(said, str) and said in MEMORY_KINDS else kind or "gpu"
     timed = seconds[1:] or seconds
-    return CanaryFigures(
+    figures = CanaryFigures(
         steps=steps,
         step_seconds=round(sum(timed) / len(timed), 6) if timed else None,
         peak_memory_bytes=peak,
         memory_kind=kind if peak is not None else "",
     )
+    return figures, dropped.notes()
+
+
+def figures_from_metric_lines(text: str) -> CanaryFigures:
+    return metric_line_figures(text)[0]
 
 
 @dataclass(frozen=True)
@@ -210,12 +280,16 @@ __all__ = [
     "CANARY_REPORT_FILE",
     "CANARY_STEPS",
     "CANARY_STEPS_ENV",
+    "FIGURE_FIELDS",
     "MEMORY_KINDS",
     "STATUSES",
     "CanaryFigures",
     "CanaryRecord",
     "figures_from_metric_lines",
+    "metric_line_figures",
     "parse_canary_figures",
     "parse_canary_record",
     "parse_canary_report",
+    "read_canary_figures",
+    "read_canary_report",
 ]

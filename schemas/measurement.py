@@ -12,7 +12,9 @@ The workload key (`workload_key`) names the same training work whatever the data
 the team's code and its declared size), the global batch and the precision. Two requests with the same key take the
 same time per step on the same machine; their step counts differ with their data.
 
-Written as `Measurement.to_document()`, read with `parse_measurement`; `schemas/examples/measurement.json`.
+Written as `Measurement.to_document()`, read with `parse_measurement`; `schemas/examples/measurement.json`. Both hold
+each figure to its rule (schemas/run_metrics.py FIGURES: finite, in its plausible range): a Measurement with a
+figure outside it cannot be made, so none is written, and a stored one (written before the rules) does not read.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.run_metrics import figure_problem
 
 SCHEMA_VERSION = 1
 SOURCES = ("canary", "run")
@@ -36,6 +39,15 @@ MEASUREMENTS_PER_REQUEST = 50
 LANDFALL_IMAGE = "landfall-trainer"
 """The image field for Landfall's own trainer images (built-in, script and package trainers: the build follows the
 GPU, which the shape names)."""
+FIGURE_RULES = {
+    "step_seconds": "step_seconds",
+    "peak_memory_gib": "peak_memory_gib",
+    "samples_per_second": "samples_per_second",
+    "startup_seconds": "startup_seconds",
+    "steps": "steps",
+    "modelled_steps": "steps",
+}
+"""A measurement's figures, each with the rule it is held to (schemas/run_metrics.py FIGURES)."""
 
 
 def _get(obj: Any, dotted: str, default: Any = None) -> Any:
@@ -160,6 +172,11 @@ class Measurement:
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise SchemaError(f"measurement.source {self.source!r} is not one of {', '.join(SOURCES)}")
+        for name, rule in FIGURE_RULES.items():
+            value = getattr(self, name)
+            problem = figure_problem(rule, value)
+            if problem:
+                raise SchemaError(f"{problem}; got {value!r:.40}", field=f"measurement.{name}")
 
     @property
     def measurement_id(self) -> str:
@@ -213,10 +230,8 @@ class Measurement:
 
 
 def _number(r: Reader, name: str) -> float:
-    value = r.data.get(name, 0.0)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise SchemaError(f"{r.path}.{name}: expected a number >= 0, got {value!r}", field=f"{r.path}.{name}")
-    return float(value)
+    """A finite number >= 0 (each figure is then held to its rule by Measurement)."""
+    return r.number(name, 0.0, minimum=0)
 
 
 def parse_measurement(data: object) -> Measurement:

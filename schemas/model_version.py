@@ -11,6 +11,10 @@ Stored on the run record as `model` (absent until the run's model is registered)
                    "reason": "accuracy 0.9700 beats the champion's 0.9300 by 0.0400 (at least 0.01)", "at": "...",
                    "by": "rule"}}
 
+A version's metadata (Model.metadata: the run, its final metrics, lineage, the promotion) is written and read through
+`stored_metadata`: the figure rules (schemas/run_metrics.py) and the bounds of a stored value
+(schemas/record_bounds.py), so no NaN or Infinity is uploaded, and one stored before the rules reads without it.
+
 Model ids and labels obey Vertex's rules (ModelService.UploadModel: a model id of at most 63 characters from
 [a-z0-9_-], starting with a letter; labels: keys and values of at most 63 lower-case letters, digits, _ and -).
 """
@@ -24,6 +28,8 @@ from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.record_bounds import bounded_value
+from schemas.run_metrics import figure_problem
 
 PRODUCTION_ALIAS = "production"
 """The alias that marks a route's champion (the version in use)."""
@@ -126,6 +132,18 @@ class ModelVersionRef:
         }
 
 
+def stored_metadata(metadata: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A version's metadata as Landfall writes and reads it: every figure one its rule keeps, within the bounds of
+    a stored value; and a note of each thing left out."""
+    return bounded_value(metadata, "metadata", check=_metadata_figure)
+
+
+def _metadata_figure(name: str, value: object) -> str | None:
+    """figure_problem, a whole float read as the integer it is (a protobuf Value holds every number as a double)."""
+    whole = isinstance(value, float) and value.is_integer()
+    return figure_problem(name, int(value) if whole and isinstance(value, float) else value)
+
+
 def _optional_number(r: Reader, key: str) -> float | None:
     return None if r.data.get(key) is None else r.number(key)
 
@@ -174,6 +192,7 @@ __all__ = [
     "parse_model_version",
     "parse_promotion",
     "parse_promotion_rule",
+    "stored_metadata",
 ]
 
 

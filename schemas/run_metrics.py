@@ -8,6 +8,12 @@ the warnings the trainer put on the run, and each task's own figures.
 
 The trainer writes the warnings through RunWarning (trainer/sizing.py); the CLI reads them and the figures through
 the functions here, so a renamed field fails here rather than showing as an empty column.
+
+Every figure a team's code or a canary reports is checked before Landfall stores or uses it (`figure_problem`): a
+number must be finite and fit in 64 bits, and a figure named in FIGURES (those the planner and the canary's verdict
+read) must be of its type and inside its plausible range. `stored_metrics` is metrics.json as the run keeps it: such
+figures left out, the rest held to schemas/record_bounds.py STORED_BOUNDS, each thing left out or cut said in a note
+that the listener puts on the run's `warnings`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from schemas.errors import SchemaError
+from schemas.record_bounds import bounded_value, number_problem
 from schemas.vocabulary import TASK_FIGURES
 
 RUN_WARNING_CODES: Mapping[str, str] = MappingProxyType(
@@ -53,6 +60,95 @@ def run_warnings(metrics: Mapping[str, Any] | None) -> tuple[RunWarning, ...]:
     if not isinstance(listed, list):
         raise SchemaError(f"metrics.warnings: expected a list, got {listed!r}")
     return tuple(parse_run_warning(w) for w in listed)
+
+
+DAY_SECONDS = 86_400
+
+
+@dataclass(frozen=True)
+class FigureRule:
+    """The type and plausible range of a figure a team's code or a canary reports."""
+
+    integer: bool
+    """A whole number (else any number)."""
+    low: float
+    high: float
+    """The range it must lie in, both ends included."""
+    unit: str
+
+    def problem(self, name: str, value: object) -> str | None:
+        """Why `value` is not this figure (named `name`), or None when it is."""
+        kind = "an integer" if self.integer else "a number"
+        expected = f"{name} must be {kind} from {_shown(self.low)} to {_shown(self.high)} ({self.unit})"
+        if isinstance(value, bool) or not isinstance(value, int | float) or (self.integer and isinstance(value, float)):
+            return f"{expected}, got {type(value).__name__}"
+        if number_problem(value) is not None or not self.low <= value <= self.high:
+            return expected
+        return None
+
+
+def _shown(bound: float) -> str:
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
+FIGURES: Mapping[str, FigureRule] = MappingProxyType(
+    {
+        "step_seconds": FigureRule(False, 0, DAY_SECONDS, "seconds an optimizer step takes"),
+        "startup_seconds": FigureRule(False, 0, 30 * DAY_SECONDS, "seconds before the first step"),
+        "wall_time_seconds": FigureRule(False, 0, 30 * DAY_SECONDS, "seconds the training took"),
+        "samples_per_second": FigureRule(False, 0, 1e9, "samples a second over every process"),
+        "tokens_per_second": FigureRule(False, 0, 1e12, "tokens a second over every process"),
+        "peak_memory_bytes": FigureRule(True, 0, 2**44, "bytes one process held at most: 16 TiB"),
+        "peak_memory_gib": FigureRule(False, 0, 2**14, "GiB one process held at most"),
+        "steps": FigureRule(True, 0, 10**12, "optimizer steps"),
+        "step": FigureRule(True, 0, 10**12, "the optimizer step a metrics line is for"),
+        "world_size": FigureRule(True, 0, 10**6, "processes"),
+        "processes": FigureRule(True, 0, 10**6, "processes"),
+        "allreduce_bytes": FigureRule(True, 0, 2**44, "bytes all-reduced"),
+        "allreduce_seconds": FigureRule(False, 0, 3600, "seconds the all-reduce took"),
+        "allreduce_gbps": FigureRule(False, 0, 10_000, "GB/s of bus bandwidth"),
+        "checkpoint_bytes": FigureRule(True, 0, 2**50, "bytes of one checkpoint"),
+    }
+)
+"""Every figure Landfall plans or judges by, with its type and plausible range (docs/trainer-contract.md): a value
+outside it is no measurement (a step of 1e9 s, Infinity bytes) and is left out with a warning. Any other number a
+team's code reports needs only to be finite and fit in 64 bits."""
+
+
+def figure_problem(name: str, value: object) -> str | None:
+    """Why a value reported as `name` is not stored or used (a number not finite or past 64 bits, a FIGURES figure
+    of the wrong type or outside its range), or None when it is kept (text, true/false and null under other names:
+    they are not figures)."""
+    if value is None:
+        return None
+    rule = FIGURES.get(name)
+    if rule is not None:
+        return rule.problem(name, value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        found = number_problem(value)
+        return None if found is None else f"{name} must be a finite number that fits in 64 bits ({found})"
+    return None
+
+
+def checked_figure(name: str, value: object) -> float | None:
+    """A reported figure as a number Landfall uses, or None when it is absent or figure_problem refuses it."""
+    if value is None or figure_problem(name, value) is not None:
+        return None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def stored_metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """metrics.json as the run keeps it, and a note for each thing left out or cut: figures figure_problem refuses,
+    what lies past STORED_BOUNDS (schemas/record_bounds.py), and a `warnings` section that run_warnings cannot
+    read."""
+    kept, notes = bounded_value(metrics, "metrics", check=figure_problem)
+    if "warnings" in kept:
+        try:
+            run_warnings(kept)
+        except SchemaError as exc:
+            del kept["warnings"]
+            notes.append(f"metrics.warnings left out: {exc}")
+    return kept, notes
 
 
 def task_figures(task: str, metrics: Mapping[str, Any] | None) -> list[tuple[str, float]]:

@@ -1,9 +1,11 @@
 """Firestore adapter for measurements (schemas/measurement.py): one document per (workload, machine shape, image),
-merged in a transaction as runs finish, read by one equality query per request; a workload's documents, once found,
-are kept for KEPT_FOR_S by the instance (a burst of one workload's requests reads them once)."""
+merged in a transaction as runs finish, read by one equality query per request (a document that does not read is
+left out and logged); a workload's documents, once found, are kept for KEPT_FOR_S by the instance (a burst of one
+workload's requests reads them once)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -11,7 +13,10 @@ from typing import Any
 from functions.errors import as_transient
 from functions.gcp.firestore_tx import in_transaction
 from functions.records.run_rules import Doc
+from schemas.errors import SchemaError
 from schemas.measurement import MEASUREMENTS_PER_REQUEST, Measurement, parse_measurement
+
+log = logging.getLogger("landfall.measurements")
 
 KEPT_FOR_S = 10.0
 """How long a workload's measurements, once found, are used without asking again. Measurements change only as runs
@@ -77,6 +82,22 @@ class MeasurementsStore:
 
         query = self._client.collection(self._collection).where(filter=FieldFilter("workload", "==", workload))
         try:
-            return [parse_measurement(doc) for doc in query_documents(query.limit(limit))]
+            docs = query_documents(query.limit(limit))
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
+        return [m for m in map(_readable, docs) if m is not None]
+
+
+def _readable(doc: dict[str, Any]) -> Measurement | None:
+    """The stored measurement, or None, logged, when it does not read (a figure stored before the figure rules, a
+    field of another schema): the others plan on without it."""
+    try:
+        return parse_measurement(doc)
+    except SchemaError as exc:
+        log.warning(
+            "measurement of %s on %s left out of planning: it does not read (%s)",
+            doc.get("workload"),
+            doc.get("machine_type"),
+            exc,
+        )
+        return None

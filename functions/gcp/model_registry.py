@@ -1,17 +1,22 @@
 """Vertex AI Model Registry adapter (ModelService): upload a run's model as a new version, find a version by its run
 label, read versions and aliases, move an alias. Client errors become Landfall's error kinds (functions/gcp/vertex.py
-translate_error). Every registry model lives in one region, the deployment's default region (docs/models.md).
+translate_error). Every registry model lives in one region, the deployment's default region (docs/models.md). A
+version's metadata is written and read through schemas/model_version.py stored_metadata: no NaN or Infinity is
+uploaded, and a version that holds one (uploaded before the rules) reads without it instead of raising.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from functions.errors import PermanentError, TransientError
 from functions.gcp.vertex import translate_error
-from schemas.model_version import RUN_LABEL, VersionView, label_value
+from schemas.model_version import RUN_LABEL, VersionView, label_value, stored_metadata
 from schemas.times import format_timestamp
+
+log = logging.getLogger("landfall.models")
 
 UPLOAD_TIMEOUT_S = 300
 """How long to wait for UploadModel's long-running operation (Google's own takes seconds to minutes)."""
@@ -25,14 +30,36 @@ def _ts(value: Any) -> str:
 
 
 def _metadata(model: Any) -> dict[str, Any]:
-    """Model.metadata (a protobuf Value) as JSON; {} when unset or not an object."""
-    from google.protobuf.json_format import MessageToDict
-
+    """Model.metadata (a protobuf Value) as JSON, as stored_metadata reads it: a value its rules leave out (NaN or
+    Infinity, which protobuf's own JSON writer refuses, stored before the rules) is left out and logged; {} when
+    unset or not an object."""
     pb = type(model).pb(model)
-    if not pb.HasField("metadata"):
+    if not pb.HasField("metadata") or pb.metadata.WhichOneof("kind") != "struct_value":
         return {}
-    value: Any = MessageToDict(pb.metadata)
-    return value if isinstance(value, dict) else {}
+    value, notes = stored_metadata(_json(pb.metadata.struct_value, 0))
+    for note in notes:
+        log.warning("model %s@%s: %s", model.name, model.version_id, note)
+    return value
+
+
+_DEPTH = 64
+"""Levels of a Value read (stored_metadata keeps fewer): deeper ones read as null."""
+
+
+def _json(value: Any, depth: int) -> Any:
+    """A protobuf Struct, ListValue or Value as JSON values, numbers as they are (stored_metadata checks them)."""
+    from google.protobuf import struct_pb2
+
+    if depth > _DEPTH:
+        return None
+    if isinstance(value, struct_pb2.Struct):
+        return {k: _json(v, depth + 1) for k, v in value.fields.items()}
+    if isinstance(value, struct_pb2.ListValue):
+        return [_json(v, depth + 1) for v in value.values]
+    kind = value.WhichOneof("kind")
+    if kind in ("struct_value", "list_value"):
+        return _json(getattr(value, kind), depth)
+    return None if kind in (None, "null_value") else getattr(value, kind)
 
 
 def version_view(model: Any) -> VersionView:
@@ -134,6 +161,11 @@ class ModelRegistry:
             raise _translate(exc, f"UploadModel {model_id}", self.region) from exc
 
     def _upload(self, model_id: str, model: dict[str, Any], *, as_version: bool) -> VersionView:
+        if isinstance(model.get("metadata"), dict):  # what the reader takes, and nothing it would leave out
+            metadata, notes = stored_metadata(model["metadata"])
+            for note in notes:
+                log.warning("model %s: %s", model_id, note)
+            model = {**model, "metadata": metadata}
         request: dict[str, Any] = {"parent": self.parent, "model": model}
         if as_version:
             request["parent_model"] = self.model_name(model_id)

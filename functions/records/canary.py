@@ -11,6 +11,7 @@ planning the run again when the verdict is `replan`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -104,10 +105,12 @@ def canary_ended(
     figures: CanaryFigures | None,
     now: datetime,
     error: RunError | None = None,
+    warnings: Sequence[str] = (),
 ) -> Step[str]:
-    """The run's canary job ended: record its figures and verdict, then FAILED (status failed, with error),
-    CANCELLED (status cancelled), or SUBMITTING for the long job (passed or replan; outcome "resubmit"). "stale"
-    when the job is not the run's running canary (an old or repeated event)."""
+    """The run's canary job ended: record its figures and verdict (and `warnings`: what was left out of what it
+    reported), then FAILED (status failed, with error), CANCELLED (status cancelled), or SUBMITTING for the long job
+    (passed or replan; outcome "resubmit"). "stale" when the job is not the run's running canary (an old or repeated
+    event)."""
 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
         if (
@@ -127,13 +130,15 @@ def canary_ended(
                 state,
                 now=now,
                 detail=f"canary {status}: {verdict}",
-                change=lambda r: replace(r, canary=canary, error=error if error is not None else r.error),
+                change=lambda r: replace(
+                    r.warned(warnings), canary=canary, error=error if error is not None else r.error
+                ),
             )
             return new, status
         vertex_id = cur.vertex.job_id if cur.vertex is not None and cur.vertex.job_name == job_name else ""
         sub = cur.submission
         handed_back = replace(
-            cur,
+            cur.warned(warnings),
             canary=canary,
             vertex=None,
             submission=replace(

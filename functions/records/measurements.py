@@ -6,30 +6,54 @@ A run's figures come from its metrics.json (schemas/run_metrics.py; the built-in
 timings: start-up is the job's duration less its steps x step time, which is exactly what the planner's start-up
 stands for (everything that is not training steps), so a second run of the same workload on the same shape is
 estimated from both.
+
+Every figure is held to its rule (schemas/run_metrics.py FIGURES) before it is measured: one outside it (a step of
+Infinity or 1e9 s, whether reported or worked out from a throughput) counts as not measured. Planning from
+measurements never fails a delivery: a stored measurement the planner does not take is left out and logged
+(planner_figures).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from functions.planning.errors import PlanInputError
 from functions.planning.measured import MeasuredFigures
 from schemas.measurement import EstimateCheck, Measurement, image_of, workload_key, workload_label
+from schemas.run_metrics import checked_figure
 from schemas.run_record import RunRecord, RunState
 
+log = logging.getLogger("landfall.measurements")
+
 GIB = 2**30
+MAX_MICRO_BATCH = 2**20
+"""The largest micro-batch taken as reported (samples per process per pass)."""
 MEASURED_NOTE = "measured"
 """How a plan's assumptions start when its figures were measured (functions/planning/calibration.py)."""
 
 
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0.0
+def _number(name: str, value: Any) -> float:
+    """A figure as measured: the value when it is one its rule keeps and above 0, else 0 (not measured)."""
+    figure = checked_figure(name, value)
+    return figure if figure is not None and figure > 0 else 0.0
 
 
 def _figure(metrics: Mapping[str, Any], name: str) -> float:
     """A figure from metrics.json, or from a team's code's metrics lines (`final`)."""
     final = metrics.get("final")
-    return _number(metrics.get(name)) or (_number(final.get(name)) if isinstance(final, Mapping) else 0.0)
+    return _number(name, metrics.get(name)) or (_number(name, final.get(name)) if isinstance(final, Mapping) else 0.0)
+
+
+def _micro_batch(value: Any, planned: int) -> int:
+    """The micro-batch reported, when it is a whole number from 1 to MAX_MICRO_BATCH, else the plan's."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_MICRO_BATCH else planned
+
+
+def _step(step: float, rate: float, global_batch: int) -> float:
+    """The step time reported, else the global batch over the throughput (0 when that is outside its rule)."""
+    return step or (_number("step_seconds", global_batch / rate) if rate else 0.0)
 
 
 def planned_from_measurements(run: RunRecord) -> bool:
@@ -59,9 +83,9 @@ def measurement_from_run(run: RunRecord, modelled_steps: int = 0) -> Measurement
         return None
     plan, metrics = run.plan, run.metrics or {}
     rate = _figure(metrics, "samples_per_second")
-    step = _figure(metrics, "step_seconds") or (plan.global_batch_size / rate if rate else 0.0)
-    steps = _number(metrics.get("steps"))
-    startup = max(0.0, check.actual_seconds - steps * step) if step and steps else 0.0
+    step = _step(_figure(metrics, "step_seconds"), rate, plan.global_batch_size)
+    steps = _number("steps", metrics.get("steps"))
+    startup = _number("startup_seconds", check.actual_seconds - steps * step) if step and steps else 0.0
     batch = metrics.get("batch")
     micro = batch.get("micro_batch_size") if isinstance(batch, Mapping) else None
     return Measurement(
@@ -79,7 +103,7 @@ def measurement_from_run(run: RunRecord, modelled_steps: int = 0) -> Measurement
         peak_memory_gib=round(_figure(metrics, "peak_memory_bytes") / GIB, 4),
         samples_per_second=round(rate, 4),
         startup_seconds=round(startup, 3),
-        micro_batch=micro if isinstance(micro, int) and micro > 0 else plan.micro_batch_size,
+        micro_batch=_micro_batch(micro, plan.micro_batch_size),
         global_batch=plan.global_batch_size,
         strategy=plan.strategy,
         steps=int(steps),
@@ -95,8 +119,11 @@ def measurement_from_canary(run: RunRecord, figures: Mapping[str, Any], at: str)
     if run.plan is None:
         return None
     plan = run.plan
-    memory = _number(figures.get("peak_memory_gib")) or _number(figures.get("peak_memory_bytes")) / GIB
-    step, rate = _number(figures.get("step_seconds")), _number(figures.get("samples_per_second"))
+    memory = _number("peak_memory_gib", figures.get("peak_memory_gib")) or (
+        _number("peak_memory_bytes", figures.get("peak_memory_bytes")) / GIB
+    )
+    rate = _number("samples_per_second", figures.get("samples_per_second"))
+    step = _step(_number("step_seconds", figures.get("step_seconds")), rate, plan.global_batch_size)
     if not (step or rate or memory):
         return None
     return Measurement(
@@ -110,11 +137,11 @@ def measurement_from_canary(run: RunRecord, figures: Mapping[str, Any], at: str)
         run_id=run.run_id,
         source="canary",
         measured_at=at,
-        step_seconds=round(step or (plan.global_batch_size / rate if rate else 0.0), 6),
+        step_seconds=round(step, 6),
         peak_memory_gib=round(memory, 4),
         samples_per_second=round(rate, 4),
-        startup_seconds=round(_number(figures.get("startup_seconds")), 3),
-        micro_batch=int(_number(figures.get("micro_batch"))) or plan.micro_batch_size,
+        startup_seconds=round(_number("startup_seconds", figures.get("startup_seconds")), 3),
+        micro_batch=_micro_batch(figures.get("micro_batch"), plan.micro_batch_size),
         global_batch=plan.global_batch_size,
         strategy=plan.strategy,
     )
@@ -122,31 +149,40 @@ def measurement_from_canary(run: RunRecord, figures: Mapping[str, Any], at: str)
 
 def planner_figures(measurements: Iterable[Measurement], image: str = "") -> list[MeasuredFigures]:
     """The measurements as the planner takes them; with `image`, only those measured with that image (a different
-    image is different code)."""
-    return [
-        MeasuredFigures(
-            workload=m.workload,
-            machine_type=m.machine_type,
-            accelerator_type=m.accelerator_type,
-            accelerator_count=m.accelerator_count,
-            nodes=m.nodes,
-            image=m.image,
-            micro_batch=m.micro_batch,
-            step_seconds=m.step_seconds,
-            peak_memory_gib=m.peak_memory_gib,
-            samples_per_second=m.samples_per_second,
-            startup_seconds=m.startup_seconds,
-            run_id=m.run_id,
-            source=m.source,
-            global_batch=m.global_batch,
-            strategy=m.strategy,
-            measured_at=m.measured_at,
-            steps=m.steps,
-            modelled_steps=m.modelled_steps,
-        )
-        for m in measurements
-        if not image or m.image == image
-    ]
+    image is different code). One the planner refuses (PlanInputError) is left out and logged: planning goes on
+    from the others and the model."""
+    taken = []
+    for m in measurements:
+        if image and m.image != image:
+            continue
+        try:
+            taken.append(_planner_figure(m))
+        except PlanInputError as exc:
+            log.warning("measurement %s left out of planning: %s", m.measurement_id, exc)
+    return taken
+
+
+def _planner_figure(m: Measurement) -> MeasuredFigures:
+    return MeasuredFigures(
+        workload=m.workload,
+        machine_type=m.machine_type,
+        accelerator_type=m.accelerator_type,
+        accelerator_count=m.accelerator_count,
+        nodes=m.nodes,
+        image=m.image,
+        micro_batch=m.micro_batch,
+        step_seconds=m.step_seconds,
+        peak_memory_gib=m.peak_memory_gib,
+        samples_per_second=m.samples_per_second,
+        startup_seconds=m.startup_seconds,
+        run_id=m.run_id,
+        source=m.source,
+        global_batch=m.global_batch,
+        strategy=m.strategy,
+        measured_at=m.measured_at,
+        steps=m.steps,
+        modelled_steps=m.modelled_steps,
+    )
 
 
 def planner_steps(request: Mapping[str, Any]) -> int:
