@@ -89,7 +89,9 @@ def test_a_measurement_holding_a_hostile_figure_is_refused_at_write_and_at_read(
         nodes=1, image="img", run_id="r", source="run", measured_at="2026-11-22T12:00:00Z", step_seconds=0.5,
     )  # fmt: skip
     said = _refused_or_reads_back(
-        lambda: dataclasses.replace(good, **{name: value}), Measurement.to_document, parse_measurement
+        lambda: dataclasses.replace(good, **{name: value}),  # type: ignore[arg-type]
+        Measurement.to_document,
+        parse_measurement,
     )
     in_range = figure_problem(FIGURE_RULES[name], value) is None  # 1e9 samples a second is one
     assert said == ("reads back" if in_range else "refused")
@@ -246,10 +248,10 @@ def test_a_teams_code_reporting_infinity_and_nan_succeeds_with_warnings_and_meas
 
 
 def test_planning_leaves_out_a_measurement_the_planner_refuses_and_logs_it(caplog: pytest.LogCaptureFixture) -> None:
-    shape = {"machine_type": "n2-standard-8", "nodes": 1, "image": "img", "source": "run", "measured_at": "t"}
     good = Measurement(
-        workload="wl-1", workload_label="", accelerator_type="", accelerator_count=0, run_id="a", **shape
-    )
+        workload="wl-1", workload_label="", machine_type="n2-standard-8", accelerator_type="", accelerator_count=0,
+        nodes=1, image="img", run_id="a", source="run", measured_at="t",
+    )  # fmt: skip
     odd = dataclasses.replace(good, accelerator_type="NVIDIA_L4", run_id="b")  # a type with no count
     with caplog.at_level(logging.WARNING, logger="landfall.measurements"):
         assert [f.run_id for f in planner_figures([odd, good])] == ["a"]
