@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -34,6 +35,7 @@ from schemas.record_bounds import (
     DOCUMENT_LIMIT_BYTES,
     HISTORY_HEAD,
     HISTORY_TAIL,
+    STORED_BOUNDS,
     document_size,
     value_size,
 )
@@ -78,8 +80,9 @@ def _sizes(w: World, landing: ingest.World, orphans: FakeOrphans) -> dict[str, i
     return {path: document_size(path, doc) for path, doc in docs.items()}
 
 
-def refused_everywhere() -> tuple[World, ingest.World, FakeOrphans, ReconcilerDeps, str]:
-    """A dataset landed, its request delivered, every plan refused for capacity: the run WAITING after round 0."""
+def refused_everywhere(rounds: int = ROUNDS) -> tuple[World, ingest.World, FakeOrphans, ReconcilerDeps, str]:
+    """A dataset landed, its request delivered, every plan refused for capacity for `rounds` rounds after round 0:
+    the run WAITING after round 0."""
     w = World()
     w.dispatch_deps = replace(w.dispatch_deps, settings=replace(SETTINGS, wait_give_up_seconds=NEVER))
     landing = ingest.World((ROUTE,))
@@ -87,7 +90,7 @@ def refused_everywhere() -> tuple[World, ingest.World, FakeOrphans, ReconcilerDe
     landing.upload("datasets/a/part-0.csv", b"x,label\n1,0\n")
     assert landing.upload("datasets/a/_SUCCESS", b"").startswith("published:")
     for region in REGIONS:
-        w.vertex.refuse(region, *(gexc.ResourceExhausted(f"Quota exceeded in {region}") for _ in range(ROUNDS + 1)))
+        w.vertex.refuse(region, *(gexc.ResourceExhausted(f"Quota exceeded in {region}") for _ in range(rounds + 1)))
     assert w.deliver(landing.published[0]) == "waiting:no-capacity"
     (run_id,) = w.runs.docs
     orphans = FakeOrphans()
@@ -240,3 +243,46 @@ def test_a_plan_stored_on_the_run_keeps_its_best_alternatives() -> None:
     assert "26 considered in all; the best 5 kept on the run, `landfall plan` lists the planner's full list" in (
         describe(run)
     )
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"loss": 0.5}
+    for _ in range(levels):
+        out = {"level": out}
+    return out
+
+
+def test_what_a_teams_code_writes_is_bounded_so_the_run_fits_after_a_long_wait() -> None:
+    """A run that waited through a dozen rounds of refusals (its history and attempts at their bounds), whose job
+    then wrote a 30-deep metrics.json with a 1.5 MB value, thousands of fields, nested arrays and NaN: SUCCEEDED,
+    every cut said in its warnings, and its document one Firestore takes, under DOCUMENT_BOUND_BYTES."""
+    from tests.stored_limits import firestore_problems
+
+    w, _, _, deps, run_id = refused_everywhere(rounds=HISTORY_TAIL // 2)
+    for _ in range(HISTORY_TAIL // 2):
+        next_round(w, deps, run_id)
+    wait = w.run(run_id).submission.waiting
+    assert wait is not None
+    w.clock.now = parse_timestamp(wait.retry_at)
+    assert _reconcile(deps) == "resubmitted=1"
+    name = w.job_name(run_id)
+    metrics = {
+        "final": {"loss": float("nan"), "accuracy": 0.9, "note": "x" * 1_500_000},
+        "deep": _nested(30),
+        "curve": [[i, i / 2] for i in range(100)],
+        "fields": {f"f{i}": i for i in range(5_000)},
+    }
+    w.objects[f"{w.model_dir(run_id)}metrics.json"] = json.dumps(metrics)
+    w.vertex.set_state(name, "JOB_STATE_SUCCEEDED", start=w.clock.now, end=w.clock.now + timedelta(minutes=5))
+    assert w.job_event(name.rsplit("/", 1)[-1]) == "recorded:SUCCEEDED"
+    run = w.run(run_id)
+    doc = w.runs.docs[run_id]
+    assert run.state == RunState.SUCCEEDED and len(run.history) == HISTORY_HEAD + HISTORY_TAIL
+    assert firestore_problems(f"runs/{run_id}", doc) == []
+    assert document_size(f"runs/{run_id}", doc) < DOCUMENT_BOUND_BYTES
+    assert value_size(doc["metrics"]) <= STORED_BOUNDS.size
+    said = "\n".join(run.warnings)
+    for cut in ("metrics.final.loss = nan", "cut to 2,000 characters (first: metrics.final.note, 1,500,000", "deeper"):
+        assert cut in said, said
+    assert "nested arrays" in said and f"under {STORED_BOUNDS.size:,} bytes" in said
+    assert run.metrics is not None and run.metrics["final"]["accuracy"] == 0.9
