@@ -315,3 +315,23 @@ def test_with_the_submission_limiter_set_no_upload_is_refused_and_a_far_slot_is_
         control.set_faults(vertex_emulator.address, {})
     assert sorted(m.run_id for m in stack.published) == run_ids, "each run announced once, with its version"
     assert all(m.model and m.model["version_id"] for m in stack.published)
+
+
+def test_figures_that_are_not_finite_never_reach_a_version_and_the_registry_stays_readable(
+    stack: Stack, vertex_emulator: Any, tmp_path: Path
+) -> None:
+    """A team's code reported NaN and Infinity: the run SUCCEEDED with warnings, its model registered and announced,
+    its version holding the finite figures only (the emulator, like protobuf's JSON writer, refuses an upload whose
+    metadata holds Infinity: the run was never announced). A version holding one uploaded on Vertex before the
+    rules reads without it: tests/unit/test_hostile_figures.py."""
+    metrics = {"final": {"loss": float("nan"), "accuracy": 0.9, "step_seconds": float("inf")}}
+    job_id = stack.succeeded_job(vertex_emulator, "run-finite", tmp_path, metrics)
+    handle_job_event(PubSubMessage(data=job_event(job_id), message_id="finite"), stack.listener())
+    run = stack.runs.get("run-finite")
+    assert run is not None and run.state == RunState.SUCCEEDED and run.model is not None, run
+    assert len(run.warnings) == 2 and [p.run_id for p in stack.published] == ["run-finite"]
+    version = stack.registry.get(run.model.version_name)
+    assert version is not None and version.metadata["final"] == {"accuracy": 0.9}
+    assert stack.model_id in {m.model_id for m in stack.registry.models()}
+    production = stack.registry.get(f"{stack.registry.model_name(stack.model_id)}@production")
+    assert production is not None and production.version_id == run.model.version_id
