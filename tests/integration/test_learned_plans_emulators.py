@@ -107,3 +107,32 @@ def test_a_stored_measurement_that_no_longer_fits_is_left_alone_and_the_dispatch
     plan = wiring._plan(request).plan  # the query's document does not parse: planned from the model, with a warning
     assert plan is not None and not any(a.startswith("measured") for a in plan.assumptions)
     assert "planning from the model" in caplog.text
+
+
+def test_a_stored_figure_of_infinity_is_left_out_of_planning_and_the_others_plan_the_request(
+    wired: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A measurement stored with a step of Infinity (old code recorded what a team's code reported) beside one in
+    range on another shape: the dispatcher's planner leaves the first out, logged, and plans from the second; the
+    delivery does not fail (before, every request of the workload raised PlanInputError, for good)."""
+    from google.cloud import firestore
+
+    from functions.records.measurements import measurement_from_run, planner_steps
+    from functions.settings import get_settings
+    from tests.conftest import PROJECT
+
+    request = parse_training_request(REQUEST.read_text())
+    planned = plan_request(plan_input_from_request(request), wiring.dispatcher_planner_config()).evaluation
+    run = _finished_run(request, step_seconds=0.15, steps=planned.workload.steps, run_seconds=70.0)
+    good = measurement_from_run(run, planner_steps(run.request))
+    assert good is not None and run.plan is not None
+    other_shape = replace(run, plan=replace(run.plan, machine_type="n2-standard-32"))
+    poisoned = measurement_from_run(other_shape, planner_steps(run.request))
+    assert poisoned is not None and poisoned.measurement_id != good.measurement_id
+    collection = firestore.Client(project=PROJECT).collection(get_settings().measurements_collection)
+    collection.document(poisoned.measurement_id).set({**poisoned.to_document(), "step_seconds": float("inf")})
+    collection.document(good.measurement_id).set(good.to_document())
+
+    plan = wiring._plan(request).plan
+    assert plan is not None and any("run run-learned-1" in a for a in plan.assumptions), plan.assumptions
+    assert "left out of planning" in caplog.text and "step_seconds" in caplog.text
