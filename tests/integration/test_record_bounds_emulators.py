@@ -180,3 +180,35 @@ def test_the_size_counts_the_document_as_stored(clean_firestore: Any) -> None:
         == document_size("sizes/one", doc)
         == (6 + 4 + 16) + (3 + 8 + 5 + 3 + 2 + 8 + 5 + 1 + 1) + 32
     )
+
+
+def test_metrics_as_stored_are_taken_by_firestore_and_read_back_as_written(clean_firestore: Any) -> None:
+    """A team's metrics.json 30 levels deep, with a 1.5 MB value, thousands of fields, nested arrays and NaN: the
+    emulator refuses the run document that holds it as written (depth past 20, a value past 1 MiB), and takes it as
+    stored_metrics keeps it, which reads back with the stock client as written."""
+    from google.api_core import exceptions as gexc
+    from google.cloud import firestore
+
+    from schemas.run_metrics import stored_metrics
+    from schemas.run_record import new_run, parse_run_record
+
+    deep: dict[str, Any] = {"loss": 0.5}
+    for _ in range(30):
+        deep = {"level": deep}
+    metrics: dict[str, Any] = {
+        "final": {"loss": float("nan"), "accuracy": 0.9, "note": "x" * 1_500_000},
+        "curve": [[1, 0.5]],
+        "deep": deep,
+        "fields": {f"f{i}": i for i in range(5_000)},
+    }
+    client = firestore.Client(project=PROJECT)
+    runs = RunsStore(client, TOPOLOGY.runs_collection)
+    run = new_run(REQUEST.run_id, REQUEST.to_dict(), now=NOW)
+    for written in ({"metrics": {"deep": deep}}, {"metrics": {"note": metrics["final"]["note"]}}):
+        with pytest.raises(gexc.InvalidArgument):
+            client.document(f"{TOPOLOGY.runs_collection}/as-written").set({**run.to_document(), **written})
+    kept, notes = stored_metrics(metrics)
+    bounded = replace(run.warned(notes), metrics=kept)
+    runs.create_if_absent(bounded)
+    read = stored(client.document(f"{TOPOLOGY.runs_collection}/{REQUEST.run_id}").get())
+    assert parse_run_record(read) == bounded and len(bounded.warnings) == len(notes) >= 4
