@@ -365,7 +365,7 @@ def reconciler_deps() -> Any:
         grace_seconds=settings.republish_grace_seconds,
     )
     return ReconcilerDeps(
-        open_runs=lambda: runs_store().in_states(OPEN_STATES),
+        open_runs=lambda: runs_store().in_states_or_unreadable(OPEN_STATES),
         vertex=vertex_jobs(),
         listener=listener_deps(),
         resubmit=lambda run_id: resubmit(run_id, dispatch_deps()),
@@ -373,7 +373,7 @@ def reconciler_deps() -> Any:
         lease_seconds=settings.submission_lease_seconds,
         now=utc_now,
         grace_seconds=settings.reconcile_grace_seconds,
-        unannounced=lambda: runs_store().unannounced(),
+        unannounced=lambda: runs_store().unannounced_or_unreadable(),
         announce=_announce,
         long_wait_seconds=settings.long_wait_seconds,
         orphans=orphans,
@@ -386,6 +386,7 @@ def reconciler_deps() -> Any:
             orphan_window_seconds=settings.orphan_window_seconds,
         ),
         teams=_team_looks(),
+        marks=runs_store(),
     )
 
 

@@ -11,15 +11,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from functions.errors import as_transient
-from functions.gcp.firestore_paging import paged_documents
+from functions.gcp.firestore_paging import paged_snapshots
 from functions.gcp.firestore_reads import get_document
 from functions.gcp.firestore_tx import created, in_transaction, write_if_unchanged
 from functions.gcp.firestore_writes import CommitRider
 from functions.records import run_rules
 from functions.records.run_rules import Doc, Rider, RunsRules, Step, StoredCopy
+from functions.records.unreadable_runs import UnreadableRun, marked, unmarked
+from schemas.errors import SchemaError
 from schemas.run_record import RunRecord, parse_run_record
 
 T = TypeVar("T")
@@ -183,15 +186,52 @@ class RunsStore(RunsRules):
 
         yield from self._paged(FieldFilter("state", "in", list(states)), page_size)
 
+    def in_states_or_unreadable(
+        self, states: Iterable[str], *, page_size: int = 200
+    ) -> Iterator[RunRecord | UnreadableRun]:
+        """in_states, with a document the reader refuses yielded as an UnreadableRun instead of ending the listing
+        (the reconciler's: it marks such a run and goes on)."""
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        yield from self._paged_or_unreadable(FieldFilter("state", "in", list(states)), page_size)
+
     def _paged(self, where: Any, page_size: int) -> Iterator[RunRecord]:
-        for doc in paged_documents(self._client.collection(self._collection), where, page_size=page_size):
-            yield parse_run_record(doc)
+        for snapshot in paged_snapshots(self._client.collection(self._collection), where, page_size=page_size):
+            yield parse_run_record(snapshot.to_dict())
+
+    def _paged_or_unreadable(self, where: Any, page_size: int) -> Iterator[RunRecord | UnreadableRun]:
+        for snapshot in paged_snapshots(self._client.collection(self._collection), where, page_size=page_size):
+            try:
+                yield parse_run_record(snapshot.to_dict())
+            except SchemaError as exc:
+                yield UnreadableRun(snapshot.id, str(exc))
 
     def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
         """Ended runs whose RunFinished is not marked published (submission.results_published == False)."""
         from google.cloud.firestore_v1.base_query import FieldFilter
 
         yield from self._paged(FieldFilter("submission.results_published", "==", False), page_size)
+
+    def unannounced_or_unreadable(self, *, page_size: int = 200) -> Iterator[RunRecord | UnreadableRun]:
+        """unannounced, with a document the reader refuses yielded as an UnreadableRun."""
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        yield from self._paged_or_unreadable(FieldFilter("submission.results_published", "==", False), page_size)
+
+    def mark_reconcile_error(self, run_id: str, error: str, now: datetime) -> None:
+        """One more failed reconcile pass on the run's `reconcile_errors`, in a transaction that writes that field
+        alone and reads no other part of the document (one the reader refuses is marked too)."""
+        self.forget(run_id)
+        in_transaction(
+            self._client,
+            self._ref(run_id),
+            lambda cur: (None if cur is None else marked(cur, error, now), None),
+        )
+
+    def clear_reconcile_errors(self, run_id: str) -> None:
+        """The run reconciled again: its `reconcile_errors` removed (nothing written when it has none)."""
+        self.forget(run_id)
+        in_transaction(self._client, self._ref(run_id), lambda cur: (None if cur is None else unmarked(cur), None))
 
     def list(self, limit: int = 50) -> list[RunRecord]:
         from google.cloud import firestore

@@ -139,13 +139,17 @@ class PassLook:
 
     def shard_runs(self, runs: Iterable[RunRecord]) -> list[RunRecord]:
         """The open runs of this pass's shard (read once, so the regions' oldest runs are known before listing)."""
-        mine = [r for r in runs if shard_of(r.run_id, self.deps.shards) == self.watermark.shard]
+        mine = [r for r in runs if self.mine(r.run_id)]
         for run in mine:
             created = parse_timestamp_or_none(run.created_at)
             if run.vertex is not None and created is not None:
                 region = run.vertex.region
                 self.oldest[region] = min(created, self.oldest.get(region, created))
         return mine
+
+    def mine(self, run_id: str) -> bool:
+        """Whether the run belongs to this pass's shard."""
+        return shard_of(run_id, self.deps.shards) == self.watermark.shard
 
     def look(self, region: str, vertex: VertexJobs) -> RegionLook:
         """List the region's changes (once per pass), or its full list when the watermark is missing or too old."""

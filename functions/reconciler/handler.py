@@ -17,6 +17,11 @@ With `changes` set (as deployed), a pass reads from Vertex only what changed sin
 per region (changes.py says when a job is still read one by one, and how passes are sharded).
 Every change is one transaction on one record, claimed before any call it leads to, so two passes at once change
 nothing twice.
+
+Each run is reconciled on its own: whatever one run raises (a store or Vertex error, a bug, a document the reader
+refuses) is logged with its run id and counted (`error`), the run is marked (`reconcile_errors`: passes in a row,
+the last error, when the first and last were; removed once a pass reconciles it again), and the pass goes on to the
+other runs and its other looks, which fail alone the same way. A pass succeeds whatever its runs raise.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from functions.errors import LandfallError
 from functions.fault_points import fault_point
@@ -48,10 +54,12 @@ from functions.records.attempts import AttemptPolicy, gives_up, wait_over
 from functions.records.long_waits import WAITING_JOB_STATES, long_wait_noted
 from functions.records.run_rules import submission_lease
 from functions.records.team_wakes import woken_lately
+from functions.records.unreadable_runs import UnreadableRun
 from schemas.run_record import RunRecord, RunState
 from schemas.times import parse_timestamp, parse_timestamp_or_none
 
 log = logging.getLogger("landfall.reconciler")
+T = TypeVar("T")
 
 ENDED_JOB_STATES = frozenset(
     {
@@ -72,10 +80,17 @@ OPEN_STATES = (
 )
 
 
+class ReconcileMarks(Protocol):
+    """Where a pass marks the runs it could not reconcile (the runs store)."""
+
+    def mark_reconcile_error(self, run_id: str, error: str, now: datetime) -> None: ...
+    def clear_reconcile_errors(self, run_id: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class ReconcilerDeps:
-    open_runs: Callable[[], Iterable[RunRecord]]
-    """Every run in OPEN_STATES, paged through by the store."""
+    open_runs: Callable[[], Iterable[RunRecord | UnreadableRun]]
+    """Every run in OPEN_STATES, paged through by the store (a document the reader refuses as an UnreadableRun)."""
     vertex: VertexJobs
     listener: JobStateDeps
     resubmit: Callable[[str], str]
@@ -85,7 +100,7 @@ class ReconcilerDeps:
     now: Callable[[], datetime]
     grace_seconds: int = 0
     """A job that ended less than this long ago is left to the listener (settings.reconcile_grace_seconds)."""
-    unannounced: Callable[[], Iterable[RunRecord]] = tuple
+    unannounced: Callable[[], Iterable[RunRecord | UnreadableRun]] = tuple
     """Ended runs whose RunFinished is not marked published (the store's `unannounced`)."""
     announce: Callable[[str], str] | None = None
     """Publishes RunFinished for one run (functions.records.results.announce); None: nothing is announced."""
@@ -100,6 +115,8 @@ class ReconcilerDeps:
     read and every labelled job listed, each pass."""
     teams: TeamLooks | None = None
     """Team priorities and leftover reservations (team_looks.py); None: no teams."""
+    marks: ReconcileMarks | None = None
+    """Where runs that could not be reconciled are marked (`reconcile_errors`); None: only logged and counted."""
 
 
 _PASS = threading.Lock()
@@ -122,39 +139,34 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     counts: Counter[str] = Counter()
     regions: dict[str, None] = {}
     look = None if deps.changes is None else start_pass(deps.changes, deps.now())
-    runs = deps.open_runs() if look is None else look.shard_runs(deps.open_runs())
+    listed = _listed("open runs", deps.open_runs, counts)
+    runs, unreadable = _readable(listed or [])
+    if look is not None:
+        runs = look.shard_runs(runs)
+        unreadable = [u for u in unreadable if look.mine(u.run_id)]
+    for bad in unreadable:
+        _failed(deps, bad.run_id, f"its document cannot be read: {bad.error}", counts)
     to_wake: list[str] = []
     for run in in_pass_order(runs, deps.teams):
-        team = woken_by_team(run, deps.teams, lambda r: gives_up(r, deps.now(), deps.policy))
-        if team is not None:
-            to_wake.append(team)
-            counts["team-waiting"] += 1
-            continue
-        regions.update(
-            dict.fromkeys(
-                r for r in (run.vertex.region if run.vertex else "", run.plan.region if run.plan else "") if r
-            )
-        )
         fault_point("reconciler.after_read_runs")
         try:
-            outcome = reconcile_run(run, deps, None if look is None else _job_of(look, deps))
-        except LandfallError as exc:
-            log.warning("run %s: not reconciled this pass: %s", run.run_id, exc)
-            outcome = "error"
+            outcome, team = _one_run(run, deps, look, regions)
+        except Exception as exc:
             if look is not None:
                 look.failed(run)
+            _failed(deps, run.run_id, exc, counts)
+            fault_point("reconciler.after_run")
+            continue
         fault_point("reconciler.after_run")
+        if team is not None:
+            to_wake.append(team)
         if outcome != "unchanged":
             log.info("run %s (%s): %s", run.run_id, run.state, outcome)
         counts[outcome.split(":", 2)[0] if outcome.startswith("resubmitted") else outcome] += 1
+        if run.reconcile_errors is not None:
+            _reconciled_again(deps, run.run_id, counts)
     if deps.announce is not None:
-        for run in deps.unannounced():
-            try:
-                said = deps.announce(run.run_id)
-            except LandfallError as exc:
-                log.warning("run %s: RunFinished not published this pass: %s", run.run_id, exc)
-                said = "error"
-            counts["announced" if said.startswith("announced") else said] += 1
+        _announce_all(deps, deps.announce, counts)
     orphans, republish = deps.orphans, deps.republish
     if orphans is not None:
         jobs_in = None if look is None else (lambda region: look.jobs_for_orphans(region, deps.vertex))
@@ -169,10 +181,103 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     teams = deps.teams
     if teams is not None:
         counts.update(_look("team", lambda: settle_leftovers(teams)))
-        counts.update(wake_teams(to_wake, teams))
+        counts.update(_look("team-wake", lambda: wake_teams(to_wake, teams)))
     if look is not None:
-        counts.update(_finish(look))
+        if listed is None:
+            counts["watermark-kept"] += 1  # the open runs were not seen: the next pass lists these changes again
+        else:
+            counts.update(_finish(look))
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no open runs"
+
+
+def _one_run(
+    run: RunRecord, deps: ReconcilerDeps, look: PassLook | None, regions: dict[str, None]
+) -> tuple[str, str | None]:
+    """The run's outcome this pass, or the team whose wake stands for its retry (team_looks.woken_by_team)."""
+    team = woken_by_team(run, deps.teams, lambda r: gives_up(r, deps.now(), deps.policy))
+    if team is not None:
+        return "team-waiting", team
+    regions.update(
+        dict.fromkeys(r for r in (run.vertex.region if run.vertex else "", run.plan.region if run.plan else "") if r)
+    )
+    return reconcile_run(run, deps, None if look is None else _job_of(look, deps)), None
+
+
+def _listed(what: str, listing: Callable[[], Iterable[T]], counts: Counter[str]) -> list[T] | None:
+    """The listing read whole; None (logged and counted) when the store failed it."""
+    try:
+        return list(listing())
+    except Exception as exc:
+        _log_failure(f"{what} not listed this pass", exc)
+        counts[f"{what.replace(' ', '-')}-error"] += 1
+        return None
+
+
+def _readable(listed: Iterable[RunRecord | UnreadableRun]) -> tuple[list[RunRecord], list[UnreadableRun]]:
+    runs: list[RunRecord] = []
+    unreadable: list[UnreadableRun] = []
+    for item in listed:
+        if isinstance(item, UnreadableRun):
+            unreadable.append(item)
+        else:
+            runs.append(item)
+    return runs, unreadable
+
+
+def _announce_all(deps: ReconcilerDeps, announce: Callable[[str], str], counts: Counter[str]) -> None:
+    runs, unreadable = _readable(_listed("unannounced runs", deps.unannounced, counts) or [])
+    for bad in unreadable:
+        _failed(deps, bad.run_id, f"its document cannot be read: {bad.error}", counts, what="RunFinished not published")
+    for run in runs:
+        try:
+            said = announce(run.run_id)
+        except Exception as exc:
+            _log_failure(f"run {run.run_id}: RunFinished not published this pass", exc)
+            said = "error"
+        counts["announced" if said.startswith("announced") else said] += 1
+
+
+def _failed(
+    deps: ReconcilerDeps,
+    run_id: str,
+    error: Exception | str,
+    counts: Counter[str],
+    *,
+    what: str = "not reconciled",
+) -> None:
+    """One run failed this pass: logged with its id, counted, and marked on its record."""
+    _log_failure(f"run {run_id}: {what} this pass", error)
+    counts["error"] += 1
+    if deps.marks is not None:
+        marks = deps.marks
+        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        counts.update(_look("reconcile-errors-mark", lambda: _marked(marks, run_id, text, deps.now())))
+
+
+def _reconciled_again(deps: ReconcilerDeps, run_id: str, counts: Counter[str]) -> None:
+    """A marked run reconciled this pass: its mark is removed."""
+    if deps.marks is not None:
+        marks = deps.marks
+        counts.update(_look("reconcile-errors-clear", lambda: _cleared(marks, run_id)))
+
+
+def _marked(marks: ReconcileMarks, run_id: str, error: str, now: datetime) -> Counter[str]:
+    marks.mark_reconcile_error(run_id, error, now)
+    return Counter()
+
+
+def _cleared(marks: ReconcileMarks, run_id: str) -> Counter[str]:
+    marks.clear_reconcile_errors(run_id)
+    return Counter()
+
+
+def _log_failure(what: str, error: Exception | str) -> None:
+    """An expected failure (a store or Vertex error, a document the reader refuses) as a warning; anything else with
+    its traceback: it is a bug, and the pass goes on without it."""
+    if isinstance(error, str | LandfallError):
+        log.warning("%s: %s", what, error)
+    else:
+        log.error("%s: %s: %s", what, type(error).__name__, error, exc_info=error)
 
 
 def _job_of(look: PassLook, deps: ReconcilerDeps) -> Callable[[RunRecord], JobView | None]:
@@ -199,18 +304,18 @@ def _finish(look: PassLook) -> Counter[str]:
         counts[f"shard-{look.watermark.shard}-of-{look.deps.shards}"] = 1
     try:
         look.finish()
-    except LandfallError as exc:
-        log.warning("watermark %s not stored this pass: %s", look.watermark.watermark_id, exc)
+    except Exception as exc:
+        _log_failure(f"watermark {look.watermark.watermark_id} not stored this pass", exc)
         counts["watermark-error"] += 1
     return counts
 
 
 def _look(name: str, look: Callable[[], Counter[str]]) -> Counter[str]:
-    """One of the pass's looks beyond open runs; a store that fails it is logged and counted, the pass goes on."""
+    """One of the pass's looks beyond open runs; whatever fails it is logged and counted, the pass goes on."""
     try:
         return look()
-    except LandfallError as exc:
-        log.warning("%s look not finished this pass: %s", name, exc)
+    except Exception as exc:
+        _log_failure(f"{name} look not finished this pass", exc)
         return Counter({f"{name}-error": 1})
 
 
@@ -277,4 +382,4 @@ def job_is_ended(job: JobView) -> bool:
     return job.state in ENDED_JOB_STATES
 
 
-__all__ = ["OPEN_STATES", "ReconcilerDeps", "job_is_ended", "reconcile", "reconcile_run"]
+__all__ = ["OPEN_STATES", "ReconcileMarks", "ReconcilerDeps", "job_is_ended", "reconcile", "reconcile_run"]

@@ -71,8 +71,8 @@ def find_orphans(
                 continue
             jobs = listed
             runs = deps.runs({j.labels.get(RUN_LABEL, "") for j in jobs} - {""})
-        except LandfallError as exc:
-            log.warning("orphans in %s not looked for this pass: %s", region, exc)
+        except Exception as exc:  # one region's failure (a store, Vertex, a run that cannot be read) leaves the rest
+            log.warning("orphans in %s not looked for this pass: %s: %s", region, type(exc).__name__, exc)
             counts["orphan-error"] += 1
             continue
         for job in jobs:
@@ -81,8 +81,8 @@ def find_orphans(
                 continue
             try:
                 counts.update(_handle(orphan, job, deps, vertex, now))
-            except LandfallError as exc:
-                log.warning("orphan job %s: not handled this pass: %s", job.name, exc)
+            except Exception as exc:
+                log.warning("orphan job %s: not handled this pass: %s: %s", job.name, type(exc).__name__, exc)
                 counts["orphan-error"] += 1
     return counts
 

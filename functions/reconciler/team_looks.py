@@ -13,12 +13,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from functions.errors import LandfallError
 from functions.gcp.vertex import VertexJobs
 from functions.reconciler.cancel import cancel_step
 from functions.records.run_rules import RunsRules
@@ -26,6 +26,8 @@ from functions.records.team_ledger import running_cost
 from functions.records.team_wakes import waits_for_team
 from schemas.run_record import RunRecord, RunState
 from schemas.vocabulary import BUDGET_EXCEEDED
+
+log = logging.getLogger("landfall.reconciler")
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,12 @@ def wake_teams(teams: Iterable[str], looks: TeamLooks) -> Counter[str]:
     if looks.wake is None:
         return counts
     for name in sorted(dict.fromkeys(teams), key=lambda n: -looks.priority(n)):
-        woke = looks.wake(name)
+        try:
+            woke = looks.wake(name)
+        except Exception as exc:  # one team's failed wake leaves the others'
+            log.warning("team %s: waiting runs not woken this pass: %s: %s", name, type(exc).__name__, exc)
+            counts["team-wake-error"] += 1
+            continue
         if woke:
             counts["team-woken"] += woke
     return counts
@@ -91,7 +98,8 @@ def settle_leftovers(looks: TeamLooks) -> Counter[str]:
     for run in looks.held_to_settle():
         try:
             counts["team-settled" if looks.settle(run) else "unchanged"] += 1
-        except LandfallError:
+        except Exception as exc:  # one run's failed settle leaves the others'
+            log.warning("run %s: reservation not settled this pass: %s: %s", run.run_id, type(exc).__name__, exc)
             counts["team-settle-error"] += 1
     return counts
 

@@ -121,3 +121,12 @@ def wait_lines(run: RunRecord) -> list[str]:
             f"waited    {note.reason} (job {note.job_name.rsplit('/', 1)[-1]}: {note.since} to {note.over_at})"
         )
     return lines
+
+
+def reconcile_lines(run: RunRecord) -> list[str]:
+    """Reconcile passes in a row that failed on the run (`reconcile_errors`), with the last error."""
+    e = run.reconcile_errors
+    if e is None:
+        return []
+    passes = "1 pass" if e.count == 1 else f"{e.count} passes in a row"
+    return [f"reconcile failed on {passes} ({e.first_seen} to {e.last_seen}); last: {e.last_error}"]

@@ -15,6 +15,7 @@ from landfall.commands.run_text import (
     figures_text,
     fmt_value,
     gpu_label,
+    reconcile_lines,
     wait_lines,
 )
 from landfall.errors import CommandError, client_boundary
@@ -241,6 +242,7 @@ def describe(run: RunRecord) -> str:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
     lines += canary_lines(run)
     lines += wait_lines(run)
+    lines += reconcile_lines(run)
     for key, value in run.timings.to_dict().items():
         lines.append(f"{key:<9} {value}")
     if final:

@@ -148,6 +148,7 @@ def create_app(
             "curves": curves.to_dict(),
             "progress": views.progress(run, lines),
             "failure": views.failure(run),
+            "reconcile": views.reconcile_note(run),
             "log_tail": tail(lines, views.LOG_TAIL_LINES),
             "log_where": where,
             "open": views.is_open(run),

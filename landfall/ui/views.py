@@ -17,6 +17,7 @@ from landfall.commands.run_text import (
     figures_text,
     fmt_value,
     gpu_label,
+    reconcile_lines,
     wait_lines,
 )
 from landfall.commands.watch import EPOCH_MESSAGE, STEP_MESSAGE, progress_line
@@ -63,6 +64,11 @@ def run_row(run: RunRecord) -> dict[str, str]:
         "est_time": _seconds(run.timings.estimated_seconds),
         "time": _seconds(run.timings.run_seconds),
     }
+
+
+def reconcile_note(run: RunRecord) -> str:
+    """Reconcile passes in a row that failed on the run, as `landfall run` says it ("" when none did)."""
+    return " ".join(" ".join(line.split()[1:]) for line in reconcile_lines(run))
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import TypeVar
 
 from functions.records.run_rules import Doc, Rider, RunsRules, Step
+from functions.records.unreadable_runs import UnreadableRun, marked, unmarked
+from schemas.errors import SchemaError
 from schemas.run_record import RunRecord, parse_run_record
 from tests.fakes.documents import copy_document
 from tests.fakes.rate_limits import FakeSlotRider
@@ -30,6 +33,14 @@ def _round_tripped(run: RunRecord) -> Doc:
     if back != run and repr(back) != repr(run):
         raise AssertionError(f"run {run.run_id} does not read back as written: {run} -> {back}")
     return doc
+
+
+def _or_unreadable(docs: dict[str, Doc]) -> Iterator[RunRecord | UnreadableRun]:
+    for run_id, doc in docs.items():
+        try:
+            yield parse_run_record(doc)
+        except SchemaError as exc:
+            yield UnreadableRun(run_id, str(exc))
 
 
 class FakeRuns(RunsRules):
@@ -85,6 +96,35 @@ class FakeRuns(RunsRules):
         with self._lock:
             docs = [copy_document(self.docs[k]) for k in sorted(self.docs) if self.docs[k]["state"] in wanted]
         yield from (parse_run_record(d) for d in docs)
+
+    def in_states_or_unreadable(
+        self, states: Iterable[str], *, page_size: int = 200
+    ) -> Iterator[RunRecord | UnreadableRun]:
+        wanted = set(states)
+        with self._lock:
+            docs = {k: copy_document(d) for k, d in sorted(self.docs.items()) if d.get("state") in wanted}
+        yield from _or_unreadable(docs)
+
+    def unannounced_or_unreadable(self, *, page_size: int = 200) -> Iterator[RunRecord | UnreadableRun]:
+        with self._lock:
+            docs = {
+                k: copy_document(d)
+                for k, d in sorted(self.docs.items())
+                if (d.get("submission") or {}).get("results_published") is False
+            }
+        yield from _or_unreadable(docs)
+
+    def mark_reconcile_error(self, run_id: str, error: str, now: datetime) -> None:
+        """As the adapter: the one field updated, the rest of the document not read."""
+        with self._lock:
+            if run_id in self.docs:
+                self.docs[run_id] = marked(self.docs[run_id], error, now)
+
+    def clear_reconcile_errors(self, run_id: str) -> None:
+        with self._lock:
+            doc = unmarked(self.docs[run_id]) if run_id in self.docs else None
+            if doc is not None:
+                self.docs[run_id] = doc
 
     def unannounced(self, *, page_size: int = 200) -> Iterator[RunRecord]:
         with self._lock:

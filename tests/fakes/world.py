@@ -83,13 +83,14 @@ class World:
     def reconciler_deps(self) -> ReconcilerDeps:
         """The reconciler wired to this world: its runs, Vertex, listener and dispatcher (a 120 s lease)."""
         return ReconcilerDeps(
-            open_runs=lambda: self.runs.in_states(OPEN_STATES),
+            open_runs=lambda: self.runs.in_states_or_unreadable(OPEN_STATES),
             vertex=self.vertex,  # type: ignore[arg-type]
             listener=self.listener_deps,
             resubmit=lambda run_id: resubmit(run_id, self.dispatch_deps),
             policy=attempt_policy(self.dispatch_deps.settings),
             lease_seconds=120,
             now=self.clock,
+            marks=self.runs,
         )
 
     def deliver(self, data: bytes = REQUEST_JSON, message_id: str = "m-1") -> str:

@@ -17,7 +17,7 @@ from functions.gcp.orphans_store import OrphansStore
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import RUN_LABEL, VertexJobs
 from functions.listener.handler import ListenerDeps
-from functions.reconciler.handler import ReconcilerDeps, _reconcile
+from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps, _reconcile
 from functions.reconciler.orphans import OrphanDeps
 from functions.reconciler.republish import RepublishDeps
 from functions.records.attempts import AttemptPolicy
@@ -160,3 +160,41 @@ def test_an_unanswered_version_is_republished_once_then_answered_on_the_firestor
     assert _reconcile(deps(runs, vertex, republish=look, now=lambda: now[0])) == "no open runs"
     answered = datasets.version(version_id)
     assert len(published) == 1 and answered is not None and answered.answered is True
+
+
+def test_a_stored_run_the_reader_refuses_is_marked_and_the_pass_reconciles_the_other_on_the_firestore_emulator(
+    stores: tuple[RunsStore, OrphansStore, DatasetsStore],
+) -> None:
+    runs, _, _ = stores
+    t0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    runs.create_if_absent(new_run("run-a-unreadable", {"task": "t"}, now=t0))
+    runs.create_if_absent(new_run("run-b-lost", {"task": "t"}, now=t0))  # RECEIVED, its delivery gone
+    ref = runs._ref("run-a-unreadable")
+    ref.update({"state": "RUNNING", "cost": {"estimated_usd": "a lot"}})  # a value the reader refuses
+    before = ref.get().to_dict()
+    taken: list[str] = []
+
+    def take_over(run_id: str) -> str:
+        taken.append(run_id)
+        return "submitted"
+
+    now = [t0 + timedelta(hours=1)]
+    never = VertexJobs(PROJECT, lambda region: pytest.fail("no Vertex call is needed"))
+    look = replace(
+        deps(runs, never, now=lambda: now[0]),
+        open_runs=lambda: runs.in_states_or_unreadable(OPEN_STATES),
+        resubmit=take_over,
+        marks=runs,
+    )
+    assert _reconcile(look) == "error=1 resubmitted=1"
+    assert taken == ["run-b-lost"], "the readable run is taken over"
+    now[0] += timedelta(minutes=1)
+    assert _reconcile(look) == "error=1 resubmitted=1"
+    after = ref.get().to_dict()
+    mark = after.pop("reconcile_errors")
+    assert after == before, "only the mark is written"
+    assert mark["count"] == 2 and mark["first_seen"] < mark["last_seen"], mark
+    assert mark["last_error"].startswith("its document cannot be read: run.cost.estimated_usd"), mark
+    ref.update({"cost": {}})  # repaired: the next pass reconciles it and removes the mark
+    assert _reconcile(look) == "resubmitted=1 unchanged=1"
+    assert "reconcile_errors" not in ref.get().to_dict()
