@@ -28,6 +28,8 @@ OWN_IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/e2e-own:1"
 """The own-image route's container (routes.toml), run by the Vertex emulator as tests/e2e/own_image_trainer.py."""
 PROMOTION_IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/e2e-promotion:1"
 """The promoted route's container (routes.toml), run by the Vertex emulator as tests/e2e/promotion_trainer.py."""
+HOSTILE_IMAGE = "us-central1-docker.pkg.dev/landfall-local/landfall/e2e-hostile:1"
+"""The hostile/ route's container (routes.toml), run by the Vertex emulator as tests/e2e/hostile_trainer.py."""
 OOM_MARKER = "/e2e-oom/"
 """A dataset under a prefix holding this runs out of memory in the trainer (its test hook, off elsewhere)."""
 
@@ -41,6 +43,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     mapped = {image: [sys.executable, str(REPO / command[-1])] for image, command in example.items()}
     mapped[OWN_IMAGE] = [sys.executable, str(Path(__file__).with_name("own_image_trainer.py"))]
     mapped[PROMOTION_IMAGE] = [sys.executable, str(Path(__file__).with_name("promotion_trainer.py"))]
+    mapped[HOSTILE_IMAGE] = [sys.executable, str(Path(__file__).with_name("hostile_trainer.py"))]
     images.write_text(json.dumps(mapped))
     saved = dict(os.environ)
     # Inherited by every function process: test routes and teams (teams.toml: two teams under own-image/ only), a
