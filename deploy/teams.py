@@ -33,6 +33,12 @@ _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _TEAM_KEYS = frozenset({"name", "owns", "priority", "monthly_budget_usd", "max_run_usd", "requests_topic", "gpu_cap"})
 
 
+def is_team_name(text: str) -> bool:
+    """Whether text is a team's name as the teams file must give it: lower-case letters, digits and '-', starting
+    with a letter, at most 40."""
+    return _NAME.fullmatch(text) is not None
+
+
 class TeamsError(ValueError):
     """The teams file is malformed; the message says what was expected and what to do."""
 
@@ -262,6 +268,7 @@ __all__ = [
     "Team",
     "Teams",
     "TeamsError",
+    "is_team_name",
     "parse_teams",
     "read_teams",
     "team_topics",

@@ -32,6 +32,8 @@ NEEDED = ("landfall/ui/__main__.py", "landfall/ui/requirements.txt")
 """What the image cannot be built or started without: `python -m landfall.ui` and the dashboard's pins."""
 ACTIONS_ENV = "LANDFALL_UI_ACTIONS"
 """The actions the dashboard may offer, a comma list; empty: read-only."""
+HOSTS_ENV = "LANDFALL_UI_HOSTS"
+"""The names the dashboard takes an action for (landfall/ui/hosts.py), a comma list."""
 INVOKER = "roles/run.invoker"
 PUBLIC = frozenset({"allUsers", "allAuthenticatedUsers"})
 _PRINCIPAL = re.compile(
@@ -158,9 +160,17 @@ def image_uri(spec: UiSpec, n: Names, tag: str) -> str:
     return f"{n.region}-docker.pkg.dev/{n.project}/{trainer_image().repository}/{spec.image_name}:{tag}"
 
 
-def ui_env(env: Mapping[str, str], actions: Sequence[str]) -> dict[str, str]:
-    """The service's environment: the settings the functions and the CLI read, and the actions it may offer."""
-    return {**env, ACTIONS_ENV: ",".join(actions)}
+def service_hosts(spec: UiSpec) -> tuple[str, ...]:
+    """The names the deployed dashboard is opened by: its Cloud Run URLs (SERVICE-PROJECT_NUMBER.REGION.run.app, and
+    the older SERVICE-HASH-CODE.a.run.app), which Cloud Run alone routes to it, and localhost, where
+    `gcloud run services proxy` serves it."""
+    return (f"{spec.service_name}-*.run.app", "localhost", "127.0.0.1", "[::1]")
+
+
+def ui_env(env: Mapping[str, str], actions: Sequence[str], hosts: Sequence[str] = ()) -> dict[str, str]:
+    """The service's environment: the settings the functions and the CLI read, the actions it may offer and the
+    names it takes them for."""
+    return {**env, ACTIONS_ENV: ",".join(actions), **({HOSTS_ENV: ",".join(hosts)} if hosts else {})}
 
 
 def invoker_policy(users: Sequence[str]) -> dict[str, object]:
@@ -208,7 +218,7 @@ def stage_ui(
     uri = image_uri(spec, n, tag or digest)
     files = {
         BUILD_CONFIG: json.dumps(build_config(uri), indent=2) + "\n",
-        ENV_FILE: env_yaml(ui_env(env, actions)),
+        ENV_FILE: env_yaml(ui_env(env, actions, service_hosts(spec))),
         POLICY_FILE: json.dumps(invoker_policy(users), indent=2) + "\n",
     }
     for name, text in files.items():

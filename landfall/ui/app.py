@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -20,10 +20,11 @@ from starlette.templating import Jinja2Templates
 
 from landfall.errors import CommandError
 from landfall.ui import views
+from landfall.ui.hosts import HOSTS_ENV, allowed_hosts, host_allowed, origin_allowed
+from landfall.ui.query import BadParameter, run_id, runs_query
 from landfall.ui.source import ACTIONS_ENV, KNOWN_ACTIONS, LandfallSource, RunsQuery, Source, allowed_actions, tail
 from schemas.errors import SchemaError
 from schemas.orphan_record import OrphanRecord, parse_orphan_record
-from schemas.run_record import RunState, parse_state
 
 HERE = Path(__file__).parent
 POLL_MS = 3000
@@ -40,34 +41,6 @@ PAGES = (
 )
 
 
-class BadFilter(ValueError):
-    """A filter the runs page cannot apply; its message says what was expected."""
-
-
-def _query(request: Request) -> RunsQuery:
-    params = request.query_params
-    state = params.get("state", "").strip().upper() or None
-    if state is not None:
-        try:
-            parse_state(state)
-        except SchemaError as exc:
-            raise BadFilter(f"state {state!r} is not a run state; the states are {', '.join(RunState)}") from exc
-    try:
-        since = views.parse_since(params.get("since", ""))
-    except SchemaError as exc:
-        raise BadFilter(
-            f"since {params.get('since')!r} is not a date (2026-11-22) or an RFC 3339 time with a zone "
-            "(2026-11-22T10:00:00Z)"
-        ) from exc
-    return RunsQuery(
-        state=state,
-        dataset=params.get("dataset", "").strip() or None,
-        team=params.get("team", "").strip() or None,
-        since=since,
-        after=params.get("after", "").strip() or None,
-    )
-
-
 def _filters(query: RunsQuery, request: Request) -> dict[str, str]:
     return {
         "state": query.state or "",
@@ -78,16 +51,22 @@ def _filters(query: RunsQuery, request: Request) -> dict[str, str]:
 
 
 def create_app(
-    source: Source | None = None, actions: frozenset[str] | None = None, *, poll_ms: int = POLL_MS
+    source: Source | None = None,
+    actions: frozenset[str] | None = None,
+    *,
+    poll_ms: int = POLL_MS,
+    hosts: tuple[str, ...] | None = None,
 ) -> Starlette:
-    """The dashboard over `source` (default: the CLI's clients), offering `actions` (default: LANDFALL_UI_ACTIONS);
-    open pages ask for what changed every `poll_ms`."""
+    """The dashboard over `source` (default: the CLI's clients), offering `actions` (default: LANDFALL_UI_ACTIONS)
+    to requests whose Host and Origin are among `hosts` (default: LANDFALL_UI_HOSTS); open pages ask for what
+    changed every `poll_ms`."""
     from landfall.stack_env import load_stack_env
 
     if source is None:
         load_stack_env()
         source = LandfallSource()
     offered = allowed_actions() if actions is None else actions
+    answered = allowed_hosts() if hosts is None else hosts
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(pages=PAGES, poll_ms=poll_ms, actions=sorted(offered))
     templates.env.filters["when"] = views.short_time
@@ -99,7 +78,7 @@ def create_app(
         return page(request, "error.html", {"active": active, "message": str(exc)}, status)
 
     def runs_page_data(request: Request) -> dict[str, Any]:
-        query = _query(request)
+        query = runs_query(request.query_params)
         docs = source.runs(query, views.PAGE_SIZE + 1)
         runs, skipped = views.readable(docs[: views.PAGE_SIZE])
         filters = _filters(query, request)
@@ -121,7 +100,7 @@ def create_app(
     def runs_page(request: Request) -> Response:
         try:
             data = runs_page_data(request)
-        except BadFilter as exc:
+        except BadParameter as exc:
             return failed(request, "runs", exc, 400)
         except CommandError as exc:
             return failed(request, "runs", exc)
@@ -131,8 +110,8 @@ def create_app(
         """The table's rows alone: the page asks for them every POLL_MS, so it updates without a reload."""
         try:
             data = runs_page_data(request)
-        except (BadFilter, CommandError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400 if isinstance(exc, BadFilter) else 502)
+        except (BadParameter, CommandError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400 if isinstance(exc, BadParameter) else 502)
         return page(request, "runs_rows.html", data)
 
     def run_context(run_id: str) -> dict[str, Any]:
@@ -145,7 +124,7 @@ def create_app(
             "timeline": views.timeline(run),
             "plan_rows": views.plan_rows(run.plan),
             "canary_rows": views.canary_rows(run),
-            "curves": curves.to_dict(),
+            "curves": views.finite_json(curves.to_dict()),
             "progress": views.progress(run, lines),
             "failure": views.failure(run),
             "reconcile": views.reconcile_note(run),
@@ -156,19 +135,22 @@ def create_app(
         }
 
     def run_page(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
         try:
-            context = run_context(run_id)
+            context = run_context(run_id(request.path_params["run_id"]))
+        except BadParameter as exc:
+            return failed(request, "runs", exc, 400)
         except CommandError as exc:
             return failed(request, "runs", exc, 404 if str(exc).startswith("no run ") else 502)
         # inside a <script> element: "</" written as "<\/" (still the same JSON) so no value can end the element
-        curves_json = json.dumps(context["curves"]).replace("</", "<\\/")
+        curves_json = json.dumps(context["curves"], allow_nan=False).replace("</", "<\\/")
         return page(request, "run.html", {"active": "runs", **context, "curves_json": curves_json})
 
     def run_live(request: Request) -> Response:
         """What changes on a run's page while it is open: its live sections as HTML, and the curves' data."""
         try:
-            context = run_context(request.path_params["run_id"])
+            context = run_context(run_id(request.path_params["run_id"]))
+        except BadParameter as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
         except CommandError as exc:
             return JSONResponse({"error": str(exc)}, status_code=502)
         sections = {name: templates.get_template(f"run_{name}.html").render(context) for name in LIVE_SECTIONS}
@@ -182,20 +164,25 @@ def create_app(
         )
 
     def confirm(request: Request) -> Response:
-        action, run_id = request.path_params["action"], request.path_params["run_id"]
+        action = request.path_params["action"]
         if action not in KNOWN_ACTIONS:
             return failed(request, "runs", CommandError(f"no page {request.url.path!r}"), 404)
         if action not in offered:
             return failed(request, "runs", CommandError(_not_offered(action, offered)), 403)
-        if request.method == "GET":
-            return page(request, "confirm.html", {"active": "runs", "action": action, "run_id": run_id})
-        if not _same_origin(request):
-            return failed(request, "runs", CommandError("an action is taken only from this dashboard's own page"), 403)
         try:
-            said = source.cancel(run_id) if action == "cancel" else source.retry(run_id)
+            run = run_id(request.path_params["run_id"])
+        except BadParameter as exc:
+            return failed(request, "runs", exc, 400)
+        if request.method == "GET":
+            return page(request, "confirm.html", {"active": "runs", "action": action, "run_id": run})
+        refused = _refused(request, answered)
+        if refused:
+            return failed(request, "runs", CommandError(refused), 403)
+        try:
+            said = source.cancel(run) if action == "cancel" else source.retry(run)
         except CommandError as exc:
             return failed(request, "runs", exc, 409)
-        return page(request, "done.html", {"active": "runs", "action": action, "run_id": run_id, "said": said})
+        return page(request, "done.html", {"active": "runs", "action": action, "run_id": run, "said": said})
 
     def datasets_page(request: Request) -> Response:
         from landfall.commands.datasets import read_dataset, started_run
@@ -329,14 +316,28 @@ def create_app(
     return Starlette(routes=routes)
 
 
-def _same_origin(request: Request) -> bool:
-    """Whether a POST came from this dashboard's own page: a browser sends Sec-Fetch-Site and Origin with a form's
-    POST, so a page elsewhere cannot have a signed-in user's browser cancel a run (cross-site request forgery)."""
+def _refused(request: Request, hosts: tuple[str, ...]) -> str:
+    """Why a POST is refused ("" when it is taken): it must come from this dashboard's own page, opened by one of its
+    names. A browser sends Sec-Fetch-Site, Host and Origin with a form's POST, so neither a page elsewhere (cross-site
+    request forgery) nor one served from a name rebound to this machine (DNS rebinding) can have a user's browser act:
+    Host and Origin are each compared with `hosts` (LANDFALL_UI_HOSTS), not with each other."""
     site = request.headers.get("sec-fetch-site")
     if site is not None and site not in ("same-origin", "none"):
-        return False
+        return f"an action is taken only from this dashboard's own page (this request came from a {site} page)"
+    names = ", ".join(hosts)
+    host = request.headers.get("host", "")
+    if not host_allowed(host, hosts):
+        return (
+            f"this dashboard takes actions only when it is opened as one of {names} ({HOSTS_ENV}); this request "
+            f"named the host {host[:80]!r}: open it by one of those names, or add the name to {HOSTS_ENV}"
+        )
     origin = request.headers.get("origin")
-    return origin is None or urlsplit(origin).netloc == request.url.netloc
+    if origin is not None and not origin_allowed(origin, hosts):
+        return (
+            f"an action is taken only from a page of this dashboard, opened as one of {names} ({HOSTS_ENV}); this "
+            f"request came from {origin[:80]!r}"
+        )
+    return ""
 
 
 def _local() -> bool:

@@ -4,6 +4,7 @@ where it has one (landfall/commands/runs.py, watch.py)."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -218,7 +219,23 @@ class Curves:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A figure to plot: a finite number (a loss that went NaN or Infinity is left out: a gap in its curve)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def finite_json(value: Any) -> Any:
+    """value with every NaN and Infinity replaced by None, so that it is valid JSON (null): what the pages embed and
+    `/api/runs/RUN_ID` answers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    return value
 
 
 SPLIT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")

@@ -170,7 +170,10 @@ def test_the_service_reads_the_settings_the_cli_reads(rendered: Rendered) -> Non
         r: f"{P}-landfall-artifacts-{r}" for r in ("us-central1", "europe-west4")
     }
     recorded = read_env_yaml((REPO_ROOT / ".landfall/deploy/projects" / f"{P}.env.yaml").read_text())
-    assert {k: v for k, v in env.items() if k != ui.ACTIONS_ENV} == recorded, "the functions' settings, as recorded"
+    assert {k: v for k, v in env.items() if k not in (ui.ACTIONS_ENV, ui.HOSTS_ENV)} == recorded, (
+        "the functions' settings, as recorded"
+    )
+    assert env[ui.HOSTS_ENV] == "landfall-ui-*.run.app,localhost,127.0.0.1,[::1]", "its Cloud Run names and the proxy's"
 
 
 def test_with_no_ui_no_dashboard_is_deployed_and_the_dry_run_says_so() -> None:
@@ -357,3 +360,7 @@ def test_the_deployable_actions_are_the_ones_the_dashboard_knows() -> None:
     assert spec is not None
     assert {a.name for a in spec.actions} == set(source.KNOWN_ACTIONS)
     assert source.ACTIONS_ENV == ui.ACTIONS_ENV
+    hosts = pytest.importorskip("landfall.ui.hosts")
+    assert hosts.HOSTS_ENV == ui.HOSTS_ENV
+    assert hosts.allowed_hosts({ui.HOSTS_ENV: ",".join(ui.service_hosts(spec))}) == ui.service_hosts(spec)
+    assert ui.service_hosts(spec)[1:] == hosts.LOOPBACK, "the proxy's names are the dashboard's loopback names"

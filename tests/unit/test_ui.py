@@ -13,8 +13,9 @@ import pytest
 from landfall.errors import CommandError
 from landfall.ui import views
 from landfall.ui.app import create_app
+from landfall.ui.hosts import LOOPBACK, allowed_hosts, host_allowed
 from landfall.ui.source import allowed_actions
-from schemas.run_record import RunState, parse_run_record
+from schemas.run_record import ReconcileErrors, RunState, parse_run_record
 from tests.fakes.ui import FakeSource, canary_and_fallback, failed, seeded, succeeded
 
 with warnings.catch_warnings():
@@ -22,8 +23,11 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 
-def client(source: FakeSource, actions: frozenset[str] = frozenset()) -> TestClient:
-    return TestClient(create_app(source, actions))
+def client(
+    source: FakeSource, actions: frozenset[str] = frozenset(), hosts: tuple[str, ...] | None = None
+) -> TestClient:
+    """The app as `landfall ui` serves it by default: opened as 127.0.0.1 (LANDFALL_UI_HOSTS unset)."""
+    return TestClient(create_app(source, actions, hosts=hosts or LOOPBACK), base_url="http://127.0.0.1:8090")
 
 
 def _line(message: str, second: int, **fields: object) -> str:
@@ -179,3 +183,111 @@ def test_every_page_answers() -> None:
     c = client(FakeSource([succeeded()]))
     for path in ("/", "/datasets", "/models", "/teams", "/dead-letters", "/static/vendor/uplot/uPlot.iife.min.js"):
         assert c.get(path).status_code == 200, path
+
+
+def _strict_json(text: str) -> object:
+    """JSON as a browser's JSON.parse reads it: NaN and Infinity are not JSON."""
+
+    def refuse(token: str) -> object:
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+REBOUND = {"Host": "rebound.example:8090", "Origin": "http://rebound.example:8090", "Sec-Fetch-Site": "same-origin"}
+"""A page served from a name its owner rebound to 127.0.0.1: same-origin with itself, on no list of the dashboard."""
+
+
+@pytest.mark.parametrize(
+    ("headers", "hosts", "taken"),
+    [
+        ({}, None, True),
+        ({"Origin": "http://127.0.0.1:8090"}, None, True),
+        ({"Host": "localhost:8090", "Origin": "http://localhost:8090"}, None, True),
+        (REBOUND, None, False),
+        ({"Origin": "http://rebound.example:8090"}, None, False),
+        ({"Origin": "null"}, None, False),
+        ({"Host": "rebound.example"}, None, False),
+        # deployed: Cloud Run's name as Host, the page opened through `gcloud run services proxy` on localhost
+        (
+            {"Host": "landfall-ui-123456.us-central1.run.app", "Origin": "http://localhost:8080"},
+            ("landfall-ui-*.run.app", *LOOPBACK),
+            True,
+        ),
+        ({"Host": "other-123456.us-central1.run.app"}, ("landfall-ui-*.run.app", *LOOPBACK), False),
+        ({"Host": "127.0.0.1:9000"}, ("127.0.0.1:8090",), False),
+    ],
+)
+def test_a_post_is_taken_only_when_host_and_origin_are_the_dashboards_configured_names(
+    headers: dict[str, str], hosts: tuple[str, ...] | None, taken: bool
+) -> None:
+    source = FakeSource([canary_and_fallback()])
+    answer = client(source, frozenset({"cancel"}), hosts).post("/runs/run-ui-canary/cancel", headers=headers)
+    assert (answer.status_code, source.cancelled) == ((200, ["run-ui-canary"]) if taken else (403, [])), answer.text
+    if not taken:
+        assert "LANDFALL_UI_HOSTS" in answer.text
+
+
+def test_the_hosts_variable_defaults_to_loopback_and_refuses_what_is_not_a_name() -> None:
+    assert allowed_hosts({}) == LOOPBACK == allowed_hosts({"LANDFALL_UI_HOSTS": " "})
+    named = allowed_hosts({"LANDFALL_UI_HOSTS": "Dash.Example.com:8443, localhost"})
+    assert named == ("dash.example.com:8443", "localhost")
+    assert host_allowed("[::1]:8090", LOOPBACK) and not host_allowed("[::2]:8090", LOOPBACK)
+    for bad in ("http://dash.example.com", "dash.example.com/x", "*", "a b"):
+        with pytest.raises(CommandError, match="is not a host name"):
+            allowed_hosts({"LANDFALL_UI_HOSTS": bad})
+
+
+@pytest.mark.parametrize(
+    ("path", "named"),
+    [
+        ("/runs?after=a/b", "after"),
+        ("/runs/rows?after=a/b", "after"),
+        ("/runs?after=__name__", "after"),
+        ("/runs?state=DONE", "state"),
+        ("/runs?team=Vision%20Team", "team"),
+        ("/runs?dataset=landing/datasets/ui/", "dataset"),
+        ("/runs?since=yesterday", "since"),
+        ("/runs?sort=cost", "sort"),
+        ("/runs/__name__", "run id"),
+        ("/api/runs/run%20x", "run id"),
+        ("/runs/run%3Bx/cancel", "run id"),
+    ],
+)
+def test_every_parameter_is_checked_and_a_bad_one_is_a_400_naming_it(path: str, named: str) -> None:
+    answer = client(FakeSource([succeeded()]), frozenset({"cancel"})).get(path)
+    assert answer.status_code == 400 and f"{named}: " in answer.text, (path, answer.status_code, answer.text[:300])
+
+
+def test_a_run_whose_loss_went_nan_renders_its_page_and_its_api_as_json() -> None:
+    lines = [
+        _line("training", 1, step=1, loss=0.9),
+        _line("training", 2, step=2, loss=float("nan")),
+        _line("training", 3, step=3, loss=float("inf")),
+        _line("epoch finished", 3, step=3, loss=float("-inf"), accuracy=float("nan"), evaluated_on="validation"),
+    ]
+    running = replace(succeeded(), state=RunState.RUNNING, metrics=None)
+    c = client(FakeSource([running], {running.run_id: lines}))
+    page = c.get(f"/runs/{running.run_id}")
+    assert page.status_code == 200
+    embedded = page.text.split('id="curves-data">', 1)[1].split("</script>", 1)[0]
+    assert _strict_json(embedded) == {"x_label": "step", "labels": ["train loss"], "data": [[1.0], [0.9]]}
+    api = c.get(f"/api/runs/{running.run_id}")
+    assert api.status_code == 200 and _strict_json(api.text)
+    ended = succeeded()
+    assert ended.metrics is not None
+    ended.metrics["epochs"][1]["loss"] = float("nan")
+    answer = client(FakeSource([ended])).get(f"/api/runs/{ended.run_id}")
+    curves = _strict_json(answer.text)["curves"]  # type: ignore[index]
+    assert answer.status_code == 200 and curves["data"][1][1] is None  # a gap where the loss went NaN
+
+
+def test_a_run_the_reconciler_could_not_reconcile_says_so_on_its_page() -> None:
+    run = replace(
+        canary_and_fallback(),
+        reconcile_errors=ReconcileErrors(
+            3, "TransientError: Vertex unavailable", "2026-11-22T12:01:00Z", "2026-11-22T12:03:00Z"
+        ),
+    )
+    page = client(FakeSource([run])).get(f"/runs/{run.run_id}").text
+    assert "failed on 3 passes in a row (2026-11-22T12:01:00Z to 2026-11-22T12:03:00Z); last: TransientError" in page
