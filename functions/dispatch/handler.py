@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from deploy.teams import Teams
 from functions.dispatch import job_spec
@@ -758,7 +758,7 @@ def _record_submitted(
                 timings=replace(r.timings, submitted_at=stamp),
                 submission=replace(with_attempts(r).submission, queued=_queue_over(r.submission.queued, stamp)),
                 canary=started or r.canary,
-            ),
+            ).warned(job_spec.label_warnings(_labels_of(r))),
             canary=canary,
         ),
     )
@@ -778,6 +778,12 @@ def _record_submitted(
                 "run %s: cancelling superseded job %s failed (%s); it stays recorded on the run", run_id, job.name, exc
             )
     return outcome
+
+
+def _labels_of(run: RunRecord) -> dict[str, Any]:
+    """The labels of the request kept on the run."""
+    labels = run.request.get("labels")
+    return labels if isinstance(labels, dict) else {}
 
 
 def _cancel_at_once(run_id: str, job: JobView, deps: DispatchDeps) -> str:

@@ -44,6 +44,13 @@ from schemas.data_objects import encode_objects
 from schemas.gpus import load_gpus, sm_name
 from schemas.job_view import RUN_LABEL
 from schemas.plan import Plan
+from schemas.request_labels import (
+    LABEL_PREFIX,
+    LANDFALL_JOB_LABELS,
+    LANDFALL_LABEL,
+    VERTEX_MAX_LABELS,
+    is_landfalls,
+)
 from schemas.training_request import TrainingRequest
 from schemas.user_metrics import METRICS_LINES_FILE
 from schemas.vertex_jobs import load_vertex_jobs
@@ -207,11 +214,47 @@ def container(
     return spec
 
 
-def job_labels(request: TrainingRequest, run_id: str) -> dict[str, str]:
-    """Landfall's own labels plus the request's labels that satisfy Vertex's label rules (others are skipped)."""
-    labels = {k: v for k, v in request.labels.items() if _LABEL_OK.match(k) and _LABEL_VALUE_OK.match(v)}
-    labels.update({RUN_LABEL: run_id, "landfall": "run"})
-    return dict(list(labels.items())[-64:])
+def job_labels(request: TrainingRequest, run_id: str, *, canary: bool = False) -> dict[str, str]:
+    """The job's labels: Landfall's own (LANDFALL_JOB_LABELS: the run's id, and the canary's phase on a canary) always,
+    whatever the request says, then the team's own that satisfy Vertex's label rules, as many as fit beside them
+    within VERTEX_MAX_LABELS (label_warnings names those left off). A request's `landfall-*` label is never put on the
+    job: those are Landfall's, and lookups by them (the run's job, its canary) must find only what Landfall made."""
+    own = {LANDFALL_LABEL: "run", RUN_LABEL: run_id}
+    if canary:
+        own[CANARY_LABEL] = CANARY_LABEL_VALUE
+    team = dict(list(_team_labels(request.labels).items())[: VERTEX_MAX_LABELS - len(LANDFALL_JOB_LABELS)])
+    return own | team
+
+
+def _team_labels(labels: Mapping[str, Any]) -> dict[str, str]:
+    """The request's labels a job may carry: not Landfall's, and within Vertex's label rules."""
+    return {
+        str(k): str(v)
+        for k, v in labels.items()
+        if not is_landfalls(str(k)) and _LABEL_OK.match(str(k)) and _LABEL_VALUE_OK.match(str(v))
+    }
+
+
+def label_warnings(labels: Mapping[str, Any]) -> list[str]:
+    """What job_labels left off of a request's labels, as warnings for the run (none for a request within the rules
+    parse_training_request holds it to, which refuses Landfall's labels and too many of the team's own)."""
+    notes = []
+    landfalls = sorted(str(k) for k in labels if is_landfalls(str(k)))
+    if landfalls:
+        notes.append(
+            f"labels {', '.join(landfalls)[:200]} not put on the job: keys {LANDFALL_LABEL!r} and {LABEL_PREFIX}* are "
+            "Landfall's own, set by Landfall alone"
+        )
+    room = VERTEX_MAX_LABELS - len(LANDFALL_JOB_LABELS)
+    team = list(_team_labels(labels))
+    if len(team) > room:
+        left = ", ".join(team[room:])[:200]
+        notes.append(
+            f"{len(team) - room} of the request's {len(team)} labels not put on the job ({left}): "
+            f"Vertex AI holds at most {VERTEX_MAX_LABELS} labels on a job, and Landfall's own "
+            f"({', '.join(LANDFALL_JOB_LABELS)}) are kept first"
+        )
+    return notes
 
 
 def _seconds(value: int) -> dict[str, int]:
@@ -316,5 +359,5 @@ def canary_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
     job["job_spec"]["scheduling"]["timeout"] = _seconds(CANARY_TIMEOUT_SECONDS)
     job["job_spec"]["scheduling"].pop("restart_job_on_worker_restart", None)
     job["display_name"] = f"landfall-{run_id}-canary"
-    job["labels"] = {**job["labels"], CANARY_LABEL: CANARY_LABEL_VALUE}
+    job["labels"] = job_labels(request, run_id, canary=True)
     return job
