@@ -93,6 +93,8 @@ class Topology:
     measurements_collection: str
     """One document per (workload, machine shape, image): what runs measured (schemas/measurement.py)."""
     teams_collection: str
+    model_promotions_collection: str
+    """One document per registry model: the lease of its promotion decisions (schemas/promotion_lease.py)."""
     """One document per team: its ledger of GPUs in flight and the month's spend (schemas/team_ledger.py)."""
     vertex_create_per_minute: int
     """vertex.rate_limits.create_custom_job_per_minute: the default of LANDFALL_VERTEX_CREATE_PER_MINUTE."""
@@ -232,6 +234,7 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
         reconciler_collection=str(get("firestore", "reconciler_collection")),
         measurements_collection=str(get("firestore", "measurements_collection")),
         teams_collection=str(get("firestore", "teams_collection")),
+        model_promotions_collection=str(get("firestore", "model_promotions_collection")),
         vertex_create_per_minute=whole("vertex", "rate_limits", "create_custom_job_per_minute", within=(1, 100_000)),
         object_events_topic=str(get("topics", "object_events", "name")),
         requests_topic=str(get("topics", "training_requests", "name")),

@@ -126,6 +126,9 @@ class Settings:
     holds no teams: every run allowed)."""
     teams_collection: str = "teams"
     """LANDFALL_TEAMS_COLLECTION (default: topology firestore.teams_collection): one ledger document per team."""
+    model_promotions_collection: str = "model_promotions"
+    """LANDFALL_MODEL_PROMOTIONS_COLLECTION (default: topology firestore.model_promotions_collection): one promotion
+    lease per registry model."""
     canary_min_hours: float = 2.0
     """LANDFALL_CANARY_MIN_HOURS: a run whose plan's estimate is longer than this runs a canary job first
     (docs/canary.md)."""
@@ -294,6 +297,9 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         orphan_window_seconds=_orphan_window(env, positive("LANDFALL_SUBMISSION_LEASE_SECONDS", 120)),
         teams_file=env.get("LANDFALL_TEAMS_FILE", ""),
         teams_collection=env.get("LANDFALL_TEAMS_COLLECTION", topology.teams_collection),
+        model_promotions_collection=env.get(
+            "LANDFALL_MODEL_PROMOTIONS_COLLECTION", topology.model_promotions_collection
+        ),
         canary_min_hours=_or(_fraction(env, "LANDFALL_CANARY_MIN_HOURS", low=0.0, high=10_000.0), 2.0),
         canary_margin=_or(_fraction(env, "LANDFALL_CANARY_MARGIN", low=0.0, high=10.0), 0.25),
     )

@@ -173,8 +173,32 @@ def _register_model(run_id: str) -> str:
 
     registry = model_registry()
     return register_model(
-        run_id, runs_store(), registry, _model_target, now=utc_now, limiter=rate_limits_store(), region=registry.region
+        run_id,
+        runs_store(),
+        registry,
+        _model_target,
+        now=utc_now,
+        promotions=model_promotions_store(),
+        holds_model=_holds_model,
+        limiter=rate_limits_store(),
+        region=registry.region,
     )
+
+
+@cache
+def model_promotions_store() -> Any:
+    """The promotion lease of each registry model: promotions of one model are decided one at a time."""
+    from functions.gcp.model_promotions_store import ModelPromotionsStore
+
+    return ModelPromotionsStore(clients.firestore_client(), get_settings().model_promotions_collection)
+
+
+def _holds_model(folder: str) -> bool:
+    """Whether the run's model folder (gs://BUCKET/PREFIX/) holds a model, not only figures."""
+    from functions.records.model_registration import holds_a_model
+
+    bucket, _, prefix = folder.removeprefix("gs://").partition("/")
+    return holds_a_model((o.name, o.size) for o in gcs_objects().list(bucket, prefix))
 
 
 def _announce(run_id: str) -> str:

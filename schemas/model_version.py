@@ -47,6 +47,8 @@ DECISIONS = {
     "not-comparable": "no score of the champion on the challenger's held-out data (or no score of the challenger "
     "for the rule's metric): production stays",
     "no-rule": "the route declares no promotion rule: production stays where it is",
+    "superseded": "promoted, then a rival that scored the same champion improved on it by more and took production "
+    "(the run record says so; the version keeps the decision it was uploaded with)",
     "manual-promote": "`landfall promote RUN_ID` moved production to this version",
     "manual-rollback": "`landfall rollback MODEL` moved production back to this version",
 }
@@ -103,9 +105,16 @@ class Promotion:
     """The version that held production when the decision was taken ("" when none did)."""
     data: str = ""
     """The data both scores were measured on (the challenger's held-out split of its dataset version)."""
+    scored_version: str = ""
+    """The version champion_score is of, when not champion_version: production moved from it to champion_version
+    while the challenger ran, and the challenger was compared with champion_version through their improvements over
+    this version, which both scored ("" otherwise)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.scored_version:
+            del out["scored_version"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,7 @@ def parse_promotion(r: Reader) -> Promotion:
         champion_score=_optional_number(r, "champion_score"),
         champion_version=r.string("champion_version", "", max_len=64),
         data=r.string("data", "", max_len=2000),
+        scored_version=r.string("scored_version", "", max_len=64),
     )
 
 

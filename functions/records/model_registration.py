@@ -26,7 +26,7 @@ A failure before 5 releases the lease and raises: the run stays unannounced, and
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -52,6 +52,7 @@ from schemas.model_version import (
 from schemas.run_record import RunRecord, RunState
 from schemas.serving import builtin_container_spec
 from schemas.times import format_timestamp, parse_timestamp
+from schemas.user_metrics import METRICS_LINES_FILE
 
 REGISTRATION_LEASE = timedelta(seconds=360)
 """How long a delivery holds the right to upload a run's model (longer than the upload's own wait, 300 s)."""
@@ -64,13 +65,30 @@ SLOT_WAIT = timedelta(seconds=10)
 """A limiter slot at most this far away is waited for before UploadModel (the dispatcher's bound); a later one is
 kept on the run and used by the registration after it."""
 QUEUED = "registration-queued"
-"""What register_model says of a run whose upload waits for its limiter slot (nothing is announced yet)."""
+"""What register_model says of a run whose upload waits for its limiter slot, or for its model's promotion lease
+past PROMOTION_WAIT (nothing is announced yet: the reconcile pass, which announces every ended run still
+unannounced, registers it)."""
+NO_MODEL = "no-model"
+"""What register_model says of a run whose job wrote no model (nothing registered; the run's warnings say why)."""
+PROMOTION_WAIT = timedelta(seconds=30)
+"""How long a registration waits for its model's promotion lease (another registration of the model holds it)."""
+PROMOTION_POLL = timedelta(milliseconds=200)
+"""How often it asks meanwhile."""
+MODEL_METRICS_FILES = ("metrics.json", METRICS_LINES_FILE)
+"""Files in a model folder that are not the model (Landfall's figures and the team's metrics lines)."""
 
 
 class SlotLimiter(Protocol):
     """The per-region submission limiter (functions/gcp/rate_limits_store.py RateLimitsStore)."""
 
     def take(self, region: str, now: datetime) -> datetime: ...
+
+
+class PromotionLock(Protocol):
+    """The promotion lease of each registry model (functions/gcp/model_promotions_store.py ModelPromotionsStore)."""
+
+    def hold(self, model_id: str, holder: str, *, now: datetime, until: datetime) -> bool: ...
+    def release(self, model_id: str, holder: str, *, now: datetime) -> None: ...
 
 
 class Registry(Protocol):
@@ -98,21 +116,26 @@ class Target:
     (schemas/serving.py); a route's serving_image or a team's image is registered as it is (their contract)."""
 
 
+def owning_route(request: dict[str, Any], routes: tuple[Route, ...]) -> Route | None:
+    """The route that owns the request's data: the first whose bucket and prefix cover the dataset's URI (as ingest
+    chooses it), whatever the request's labels say."""
+    bucket, _, prefix = str(_obj(request.get("dataset")).get("uri", "")).removeprefix("gs://").partition("/")
+    return next((r for r in routes if r.matches(bucket, prefix)), None)
+
+
 def target_for(request: dict[str, Any], routes: tuple[Route, ...], default_image: str) -> Target:
-    """The registry model of the run's route and dataset (the route from the request's `landfall-route` label; a
-    run from no route is `direct`), its rule and its serving container: the route's serving_image, else the team's
-    image, else default_image (Landfall's trainer image, serving a built-in trainer model with trainer.serve)."""
-    labels = request.get("labels") or {}
-    route_name = str(labels.get(ROUTE_LABEL, "")) if isinstance(labels, dict) else ""
-    route = next((r for r in routes if r.name == route_name), None)
-    uri = str((request.get("dataset") or {}).get("uri", ""))
-    prefix = uri.removeprefix("gs://").split("/", 1)[1] if "/" in uri.removeprefix("gs://") else ""
-    if route is not None and prefix.startswith(route.prefix):
+    """The registry model of the run's route and dataset, its rule and its serving container. The route is the one
+    that owns the data (owning_route; a run on data no route owns is `direct`), never one the request names: a
+    request's labels decide nothing here. The serving container: the route's serving_image, else the team's image,
+    else default_image (Landfall's trainer image, serving a built-in trainer model with trainer.serve)."""
+    route = owning_route(request, routes)
+    prefix = str(_obj(request.get("dataset")).get("uri", "")).removeprefix("gs://").partition("/")[2]
+    if route is not None:
         dataset = prefix[len(route.prefix) :].strip("/") or prefix.strip("/")
     else:
         dataset = prefix.strip("/").rsplit("/", 1)[-1]
-    name = route.name if route is not None else (route_name or DIRECT_ROUTE)
-    trainer = request.get("trainer") or {}
+    name = route.name if route is not None else DIRECT_ROUTE
+    trainer = _obj(request.get("trainer"))
     serving_image = route.serving_image if route else ""
     image = serving_image or str(trainer.get("image_uri", "") or "") or default_image
     return Target(
@@ -237,7 +260,10 @@ def held_out_data(run: RunRecord) -> str:
 
 
 def decide(run: RunRecord, rule: PromotionRule | None, champion: VersionView | None, *, now: datetime) -> Promotion:
-    """The champion/challenger decision for the run's model (schemas/model_version.py DECISIONS)."""
+    """The champion/challenger decision for the run's model (schemas/model_version.py DECISIONS), against champion,
+    the version holding production as it is now. A run that scored the version production held before champion took
+    it (a rival of the same round, decided first) is compared with champion through that version, which both scored:
+    it is promoted when its improvement over that version beats champion's by the rule's least improvement."""
     at = format_timestamp(now)
     if champion is None:
         return Promotion("first", "the route's first model (no version holds production): it becomes production", at)
@@ -263,7 +289,9 @@ def decide(run: RunRecord, rule: PromotionRule | None, champion: VersionView | N
     )
     if challenger is None:
         return replace(base, reason=f"the run reports no final {rule.metric}: production stays")
-    if champion_score is None or scored_version not in (champion.version_name, champion.version_id):
+    scored = _version_id(scored_version, champion.model)
+    through = _rival(champion, scored, rule) if champion_score is not None and scored != champion.version_id else None
+    if champion_score is None or (scored != champion.version_id and through is None):
         skipped = _obj((run.metrics or {}).get("champion")).get("skipped")
         what = (
             f"no score of the champion on this run's held-out data{f' ({skipped})' if skipped else ''}"
@@ -271,15 +299,49 @@ def decide(run: RunRecord, rule: PromotionRule | None, champion: VersionView | N
             else f"the champion scored was {scored_version}, not {champion.version_name}, which holds production now"
         )
         return replace(base, reason=f"{what}: production stays on version {champion.version_id}")
-    margin = rule.better_by(challenger, champion_score)
-    line = (
-        f"{rule.metric} {challenger:.4f} vs the champion's {champion_score:.4f} (version {champion.version_id}, "
-        f"{rule.direction} is better): {'+' if margin >= 0 else ''}{margin:.4f}, least improvement "
-        f"{rule.min_improvement:g}"
-    )
+    mine = rule.better_by(challenger, champion_score)
+    if through is None:
+        margin = mine
+        line = (
+            f"{rule.metric} {challenger:.4f} vs the champion's {champion_score:.4f} (version {champion.version_id}, "
+            f"{rule.direction} is better): {margin:+.4f}, least improvement {rule.min_improvement:g}"
+        )
+    else:
+        theirs = rule.better_by(through.challenger_score or 0.0, through.champion_score or 0.0)
+        margin = mine - theirs
+        base = replace(base, scored_version=scored)
+        line = (
+            f"{rule.metric} {challenger:.4f} vs version {scored}'s {champion_score:.4f} on this run's held-out data "
+            f"({rule.direction} is better): {mine:+.4f}; version {champion.version_id}, which took production from "
+            f"version {scored} while this run ran, improved on it by {theirs:+.4f} on its own: {margin:+.4f}, least "
+            f"improvement {rule.min_improvement:g}"
+        )
     if margin > 0 and margin >= rule.min_improvement:
         return replace(base, decision="promoted", reason=f"{line}: production moves to this version")
-    return replace(base, decision="kept", reason=f"{line}: production stays")
+    return replace(base, decision="kept", reason=f"{line}: production stays on version {champion.version_id}")
+
+
+def _version_id(name: str, model: str) -> str:
+    """The version id a champion version reported by a run names (MODEL@ID, or the id alone) within model ("" when
+    it names another model)."""
+    named, at, version = name.rpartition("@")
+    if not at:
+        return name
+    return version if named == model else ""
+
+
+def _rival(champion: VersionView, scored: str, rule: PromotionRule) -> Promotion | None:
+    """champion's own promotion when it was promoted over the version `scored` by the same rule (or through it, as a
+    rival of the same round), with both scores: a run that scored that version is compared with champion through
+    it. None otherwise."""
+    own = _promotion_of(champion)
+    if own is None or own.decision != "promoted" or not scored:
+        return None
+    if (own.metric, own.direction) != (rule.metric, rule.direction):
+        return None
+    if own.challenger_score is None or own.champion_score is None:
+        return None
+    return own if (own.scored_version or own.champion_version) == scored else None
 
 
 def lineage(run: RunRecord) -> dict[str, Any]:
@@ -359,24 +421,28 @@ def register_model(
     target: Callable[[dict[str, Any]], Target],
     *,
     now: Callable[[], datetime],
+    promotions: PromotionLock,
+    holds_model: Callable[[str], bool],
     limiter: SlotLimiter | None = None,
     region: str = "",
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
-    """Register the SUCCEEDED run's model once and decide its promotion; says what happened. With a limiter, the
-    upload first takes a slot in region (the registry's): see the module's step 3."""
+    """Register the SUCCEEDED run's model once and decide its promotion; says what happened. A run whose model folder
+    holds no model (holds_model) is not registered: the run says why (NO_MODEL). With a limiter, the upload first takes
+    a slot in region (the registry's): see the module's step 3. The decision, upload and alias move are made holding
+    the model's promotion lease (step 4)."""
     outcome, run = store.apply(run_id, claimed_registration(now=now()))
     if run is None:
         return outcome
     try:
         where = target(run.request)
-        champion = registry.get(f"{registry.model_name(where.model_id)}@{PRODUCTION_ALIAS}")
         version = registry.find_by_run(where.model_id, run.run_id)
         adopted = version is not None
-        promotion = (_promotion_of(version) if version is not None else None) or decide(
-            run, where.rule, champion if champion is None or champion.version_id != _id(version) else None, now=now()
-        )
         if version is None:
+            missing = _no_model(run, holds_model)
+            if missing:
+                store.apply(run_id, without_model(missing, now=now()))
+                return NO_MODEL
             slot = _slot(run, limiter, region, now())
             if slot is not None and slot - now() > SLOT_WAIT:
                 lease = run.submission.model_lease_until or ""
@@ -384,20 +450,114 @@ def register_model(
                 return QUEUED if kept else "registering-elsewhere"
             if slot is not None and slot > now():
                 sleep((slot - now()).total_seconds())
-            version = registry.upload(where.model_id, model_message(run, where, promotion))
-        holder = champion.version_id if champion is not None else ""
-        if (
-            promotion.decision in PROMOTING
-            and PRODUCTION_ALIAS not in version.aliases
-            and holder == promotion.champion_version
-        ):
-            version = registry.set_alias(version.version_name, PRODUCTION_ALIAS)
-        ref = ModelVersionRef(version.model, version.version_id, format_timestamp(now()), promotion)
+        if not _held(promotions, where.model_id, run_id, now, sleep):
+            store.apply(run_id, released_registration(now=now()))
+            return QUEUED
+        try:
+            ref, said = _decided(run, where, version, store, registry, now)
+            store.apply(run_id, recorded_model(ref))
+        finally:
+            promotions.release(where.model_id, run_id, now=now())
     except BaseException:
         store.apply(run_id, released_registration(now=now()))
         raise
-    store.apply(run_id, recorded_model(ref))
-    return f"{'adopted' if adopted else 'registered'}:{version.version_name}:{promotion.decision}"
+    return f"{'adopted' if adopted else 'registered'}:{said}"
+
+
+def _decided(
+    run: RunRecord,
+    where: Target,
+    version: VersionView | None,
+    store: RunsRules,
+    registry: Registry,
+    now: Callable[[], datetime],
+) -> tuple[ModelVersionRef, str]:
+    """Holding the model's promotion lease: decide against the version holding production now, upload (unless the
+    run's version was found), move `production` when the decision says so and it still sits where the decision found
+    it, and mark a rival of the same round that it took production from as superseded."""
+    champion = registry.get(f"{registry.model_name(where.model_id)}@{PRODUCTION_ALIAS}")
+    promotion = (_promotion_of(version) if version is not None else None) or decide(
+        run, where.rule, champion if champion is None or champion.version_id != _id(version) else None, now=now()
+    )
+    if version is None:
+        version = registry.upload(where.model_id, model_message(run, where, promotion))
+    holder = champion.version_id if champion is not None else ""
+    if (
+        promotion.decision in PROMOTING
+        and PRODUCTION_ALIAS not in version.aliases
+        and holder == promotion.champion_version
+    ):
+        version = registry.set_alias(version.version_name, PRODUCTION_ALIAS)
+        if champion is not None and promotion.scored_version:
+            rival = str(champion.metadata.get("run_id", ""))
+            if rival:
+                store.apply(rival, superseded_by(version, run.run_id, now=now()))
+    ref = ModelVersionRef(version.model, version.version_id, format_timestamp(now()), promotion)
+    return ref, f"{version.version_name}:{promotion.decision}"
+
+
+def _held(
+    promotions: PromotionLock,
+    model_id: str,
+    run_id: str,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+) -> bool:
+    """Take the model's promotion lease, waiting up to PROMOTION_WAIT while another registration holds it."""
+    deadline = now() + PROMOTION_WAIT
+    while not promotions.hold(model_id, run_id, now=now(), until=now() + REGISTRATION_LEASE):
+        if now() >= deadline:
+            return False
+        sleep(PROMOTION_POLL.total_seconds())
+    return True
+
+
+def _no_model(run: RunRecord, holds_model: Callable[[str], bool]) -> str:
+    """Why the run's job left no model to register ("" when its model folder holds one)."""
+    folder = run.artifacts.model_dir if run.artifacts else ""
+    if not folder:
+        return "the run records no model folder"
+    if not holds_model(folder):
+        return f"the job wrote no model: {folder} holds no file but metrics"
+    return ""
+
+
+def holds_a_model(objects: Iterable[tuple[str, int]]) -> bool:
+    """Whether a model folder's objects (name, size) hold a model: a file that is not empty and not one of
+    MODEL_METRICS_FILES (a job that wrote only figures, or nothing, left no model)."""
+    return any(size > 0 and name.rsplit("/", 1)[-1] not in MODEL_METRICS_FILES for name, size in objects)
+
+
+def without_model(why: str, *, now: datetime) -> Step[bool]:
+    """Say on the run that its model is not registered, and why, and give the lease back; result: whether said."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None or cur.model is not None:
+            return None, False
+        submission = replace(cur.submission, model_lease_until=format_timestamp(now), model_slot_at=None)
+        return replace(cur, submission=submission).warned([f"model not registered: {why}"]), True
+
+    return step
+
+
+def superseded_by(version: VersionView, run_id: str, *, now: datetime) -> Step[bool]:
+    """The rival run whose version held production until `version` (run run_id's) took it in the same round: its
+    recorded promotion says superseded, and by what; result: whether it changed."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, bool]:
+        if cur is None or cur.model is None or cur.model.promotion is None:
+            return None, False
+        if cur.model.promotion.decision != "promoted":
+            return None, False
+        was = cur.model.promotion
+        reason = (
+            f"{was.reason}; then version {version.version_id} (run {run_id}), which scored the same champion, "
+            f"improved on it by more and took production at {format_timestamp(now)}"
+        )
+        promotion = replace(was, decision="superseded", reason=reason[:2000])
+        return replace(cur, model=replace(cur.model, promotion=promotion)), True
+
+    return step
 
 
 def _id(version: VersionView | None) -> str:
@@ -417,9 +577,13 @@ __all__ = [
     "CHAMPION_DIR_ENV",
     "CHAMPION_VERSION_ENV",
     "DECISION_LABEL",
+    "MODEL_METRICS_FILES",
+    "NO_MODEL",
+    "PROMOTION_WAIT",
     "QUEUED",
     "REGISTRATION_LEASE",
     "SLOT_WAIT",
+    "PromotionLock",
     "Registry",
     "SlotLimiter",
     "Target",
@@ -428,11 +592,15 @@ __all__ = [
     "decide",
     "deferred_registration",
     "held_out_data",
+    "holds_a_model",
     "lineage",
     "model_message",
+    "owning_route",
     "recorded_model",
     "register_model",
     "released_registration",
     "scores",
+    "superseded_by",
     "target_for",
+    "without_model",
 ]

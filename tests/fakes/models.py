@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from schemas.model_version import RUN_LABEL, VersionView, label_value
@@ -81,3 +82,31 @@ class FakeRegistry:
     def models(self) -> list[VersionView]:
         with self._lock:
             return [versions[0] for versions in self.by_model.values() if versions]
+
+
+class FakePromotions:
+    """In-memory promotion leases (functions/gcp/model_promotions_store.py ModelPromotionsStore), through the same
+    steps (functions/records/promotion_leases.py), one at a time."""
+
+    def __init__(self) -> None:
+        from schemas.promotion_lease import PromotionLease
+
+        self.leases: dict[str, PromotionLease] = {}
+        self._lock = threading.Lock()
+
+    def _apply(self, model_id: str, step: Any) -> bool:
+        with self._lock:
+            new, answer = step(self.leases.get(model_id))
+            if new is not None:
+                self.leases[model_id] = new
+            return bool(answer)
+
+    def hold(self, model_id: str, holder: str, *, now: datetime, until: datetime) -> bool:
+        from functions.records.promotion_leases import taken
+
+        return self._apply(model_id, taken(model_id, holder, now=now, until=until))
+
+    def release(self, model_id: str, holder: str, *, now: datetime) -> None:
+        from functions.records.promotion_leases import given_back
+
+        self._apply(model_id, given_back(holder, now=now))

@@ -20,6 +20,7 @@ from google.cloud import aiplatform_v1
 from google.cloud.aiplatform_v1.services.model_service.transports import ModelServiceGrpcTransport
 
 from functions.envelopes import PubSubMessage
+from functions.gcp.model_promotions_store import ModelPromotionsStore
 from functions.gcp.model_registry import ModelRegistry
 from functions.gcp.rate_limits_store import RateLimitsStore
 from functions.gcp.runs_store import RunsStore
@@ -65,8 +66,9 @@ def job_client(address: str) -> aiplatform_v1.JobServiceClient:
 class Stack:
     """The adapters the listener and reconciler use, on the emulators; published RunFinished messages counted."""
 
-    def __init__(self, address: str, runs: RunsStore, model_id: str) -> None:
+    def __init__(self, address: str, runs: RunsStore, model_id: str, promotions: ModelPromotionsStore) -> None:
         self.runs = runs
+        self.promotions = promotions
         self.vertex = VertexJobs(PROJECT, lambda region: job_client(address))
         self.registry = ModelRegistry(PROJECT, REGION, lambda region: model_client(address))
         self.model_id = model_id
@@ -87,7 +89,15 @@ class Stack:
     def announce(self, run_id: str) -> str:
         now = lambda: datetime.now(UTC)  # noqa: E731
         said = register_model(
-            run_id, self.runs, self.registry, self.target, now=now, limiter=self.limiter, region=REGION
+            run_id,
+            self.runs,
+            self.registry,
+            self.target,
+            now=now,
+            promotions=self.promotions,
+            holds_model=lambda folder: True,
+            limiter=self.limiter,
+            region=REGION,
         )
         if said in ("registering-elsewhere", QUEUED):
             return said  # as functions/wiring.py _announce: the lease holder, or the pass after the slot, announces
@@ -142,8 +152,9 @@ class Stack:
 def stack(clean_firestore: Any, vertex_emulator: Any, request: pytest.FixtureRequest) -> Stack:
     from google.cloud import firestore
 
-    runs = RunsStore(firestore.Client(project=PROJECT), "runs")
-    return Stack(vertex_emulator.address, runs, f"{MODEL_ID}-{request.node.name[-20:].lower().strip('_')}"[:63])
+    client = firestore.Client(project=PROJECT)
+    model_id = f"{MODEL_ID}-{request.node.name[-20:].lower().strip('_')}"[:63]
+    return Stack(vertex_emulator.address, RunsStore(client, "runs"), model_id, ModelPromotionsStore(client, "leases"))
 
 
 def _metrics(accuracy: float, champion: tuple[str, float] | None = None) -> dict[str, Any]:
@@ -335,3 +346,43 @@ def test_figures_that_are_not_finite_never_reach_a_version_and_the_registry_stay
     assert stack.model_id in {m.model_id for m in stack.registry.models()}
     production = stack.registry.get(f"{stack.registry.model_name(stack.model_id)}@production")
     assert production is not None and production.version_id == run.model.version_id
+
+
+def test_four_challengers_of_one_folder_finishing_at_once_end_with_production_on_the_best(stack: Stack) -> None:
+    """Each scored the same champion on the folder's held-out data and beats it; registered at once, their promotions
+    are decided one at a time (the model's lease on the Firestore emulator) against production as it is then:
+    production ends on the best, and only its run says promoted."""
+    request = parse_training_request((EXAMPLES / "training_request.json").read_bytes()).to_dict()
+
+    def succeeded(run_id: str, metrics: dict[str, Any]) -> None:
+        out = f"gs://landfall-local/runs/{run_id}/"
+        stack.runs.create_if_absent(
+            replace(
+                new_run(run_id, request, now=datetime.now(UTC)),
+                state=RunState.SUCCEEDED,
+                metrics=metrics,
+                artifacts=Artifacts(out, f"{out}model/", f"{out}checkpoints/", f"{out}logs/"),
+            )
+        )
+
+    succeeded("run-four-0", _metrics(0.80))
+    assert stack.announce("run-four-0").startswith("announced")
+    champion = f"{stack.registry.model_name(stack.model_id)}@1"
+    scores = {"run-four-a": 0.86, "run-four-b": 0.95, "run-four-c": 0.90, "run-four-d": 0.88}
+    for run_id, score in scores.items():
+        succeeded(run_id, _metrics(score, (champion, 0.80)))
+    outcomes: list[str] = []
+    threads = [threading.Thread(target=lambda r=r: outcomes.append(stack.announce(r))) for r in scores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    production = stack.registry.get(f"{stack.registry.model_name(stack.model_id)}@production")
+    assert production is not None and production.metadata["run_id"] == "run-four-b", outcomes
+    decisions = {}
+    for run_id in scores:
+        run = stack.runs.get(run_id)
+        assert run is not None and run.model is not None and run.model.promotion is not None, outcomes
+        decisions[run_id] = (run.model.promotion.decision, run.model.promotion.reason)
+    assert [r for r, (d, _) in decisions.items() if d == "promoted"] == ["run-four-b"], decisions
+    assert {d for d, _ in decisions.values()} <= {"promoted", "kept", "superseded"}, decisions

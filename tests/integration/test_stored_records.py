@@ -18,6 +18,7 @@ import pytest
 from deploy.topology import load_topology
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.measurements_store import MeasurementsStore
+from functions.gcp.model_promotions_store import ModelPromotionsStore
 from functions.gcp.orphans_store import OrphansStore
 from functions.gcp.rate_limits_store import RateLimitsStore
 from functions.gcp.runs_store import RunsStore
@@ -31,6 +32,7 @@ from schemas.dataset_record import DatasetStatus, VersionStatus, parse_dataset_r
 from schemas.dataset_version import DatasetVersion, parse_dataset_version
 from schemas.measurement import parse_measurement
 from schemas.orphan_record import parse_orphan_record
+from schemas.promotion_lease import parse_promotion_lease
 from schemas.rate_bucket import CREATE_CUSTOM_JOB, bucket_id, parse_rate_bucket
 from schemas.reconcile_watermark import parse_reconcile_watermark
 from schemas.run_record import parse_run_record
@@ -52,6 +54,7 @@ STORED: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "reconciler_collection": ("reconcile_watermark", parse_reconcile_watermark),
     "measurements_collection": ("measurement", parse_measurement),
     "teams_collection": ("team_ledger", parse_team_ledger),
+    "model_promotions_collection": ("promotion_lease", parse_promotion_lease),
 }
 
 
@@ -126,6 +129,16 @@ def test_a_reconcile_watermark_reads_back_as_the_golden(client: Any) -> None:
     doc = stored(client, f"{TOPOLOGY.reconciler_collection}/{expected.watermark_id}")
     assert doc == golden("reconcile_watermark") and parse_reconcile_watermark(doc) == expected
     assert marks.get_many([expected.watermark_id, "shard-1-of-2"]) == {expected.watermark_id: expected}
+
+
+def test_a_promotion_lease_reads_back_as_the_golden(client: Any) -> None:
+    expected = parse_promotion_lease(golden("promotion_lease"))
+    leases = ModelPromotionsStore(client, TOPOLOGY.model_promotions_collection)
+    until = parse_timestamp(expected.until, field="until")
+    assert leases.hold(expected.model_id, expected.holder, now=until - timedelta(seconds=60), until=until)
+    doc = stored(client, f"{TOPOLOGY.model_promotions_collection}/{expected.model_id}")
+    assert doc == golden("promotion_lease") and parse_promotion_lease(doc) == expected
+    assert leases.get(expected.model_id) == expected
 
 
 def test_a_measurement_merged_from_two_runs_reads_back_as_the_golden(client: Any) -> None:

@@ -33,7 +33,7 @@ from landfall.errors import CommandError
 from schemas.model_version import RUN_LABEL, PromotionRule, label_value, model_id_for
 from schemas.run_finished import run_finished
 from schemas.run_record import RunRecord, parse_run_record
-from tests.fakes.models import FakeRegistry
+from tests.fakes.models import FakePromotions, FakeRegistry
 from tests.fakes.runs import FakeRuns
 from tests.fakes.world import NOW
 
@@ -59,8 +59,23 @@ def target(_: dict[str, Any]) -> Target:
     return Target(MODEL_ID, "promoted/iris", "promoted", "iris", RULE, "image:local")
 
 
-def register(runs: FakeRuns, registry: FakeRegistry, run_id: str, at: Any = NOW) -> str:
-    return register_model(run_id, runs, registry, target, now=lambda: at)
+def register(
+    runs: FakeRuns,
+    registry: FakeRegistry,
+    run_id: str,
+    at: Any = NOW,
+    promotions: FakePromotions | None = None,
+    holds_model: bool = True,
+) -> str:
+    return register_model(
+        run_id,
+        runs,
+        registry,
+        target,
+        now=lambda: at,
+        promotions=promotions or FakePromotions(),
+        holds_model=lambda folder: holds_model,
+    )
 
 
 def champion_name(registry: FakeRegistry) -> str:
@@ -166,7 +181,6 @@ def test_a_live_lease_keeps_a_second_delivery_out_until_it_lapses() -> None:
 def test_the_target_is_one_model_per_route_and_dataset_with_a_valid_id() -> None:
     routes = read_routes()
     run = succeeded("run-1", 0.9)
-    run = replace(run, request={**run.request, "labels": {"landfall-route": "default-tabular"}})
     found = target_for(run.request, routes, "trainer:image")
     assert found.model_id == "landfall-default-tabular-churn-2026-11-22" and found.serving_image == "trainer:image"
     assert found.rule is None
@@ -200,7 +214,7 @@ def test_a_built_in_model_is_registered_with_the_command_that_serves_it_and_a_te
     script = replace(run, request={**run.request, "trainer": {"script": "gs://code/train.py"}})
     assert not target_for(script.request, routes, "trainer:image").builtin_serving
     own = (replace(routes[0], serving_image="team/serving:2"),)
-    routed = replace(run, request={**run.request, "labels": {"landfall-route": routes[0].name}})
+    routed = run  # on the data of the first route
     assert model_message(routed, target_for(routed.request, own, "t:i"), decide(routed, None, None, now=NOW))[
         "container_spec"
     ] == {"image_uri": "team/serving:2"}

@@ -15,7 +15,7 @@ from functions.records.model_registration import QUEUED, register_model
 from schemas.model_version import VersionView
 from schemas.run_record import RunRecord
 from schemas.times import format_timestamp
-from tests.fakes.models import FakeRegistry
+from tests.fakes.models import FakePromotions, FakeRegistry
 from tests.fakes.rate_limits import FakeRateLimits
 from tests.fakes.runs import FakeRuns
 from tests.fakes.world import NOW
@@ -47,7 +47,16 @@ def stored(runs: FakeRuns, run_id: str) -> RunRecord:
 
 def register(runs: FakeRuns, registry: FakeRegistry, limiter: FakeRateLimits, clock: Clock, run_id: str) -> str:
     return register_model(
-        run_id, runs, registry, target, now=clock.now, limiter=limiter, region=REGION, sleep=clock.sleep
+        run_id,
+        runs,
+        registry,
+        target,
+        now=clock.now,
+        promotions=FakePromotions(),
+        holds_model=lambda folder: True,
+        limiter=limiter,
+        region=REGION,
+        sleep=clock.sleep,
     )
 
 
@@ -108,7 +117,10 @@ def test_a_failed_upload_gives_its_used_slot_and_the_lease_back() -> None:
 def test_a_version_found_by_its_label_is_adopted_without_taking_a_slot() -> None:
     runs, registry, limiter, clock = FakeRuns(), FakeRegistry(), FakeRateLimits(per_minute=4), Clock()
     runs.put(succeeded("run-1", 0.9))
-    assert register_model("run-1", runs, registry, target, now=clock.now).startswith("registered:")
+    said = register_model(
+        "run-1", runs, registry, target, now=clock.now, promotions=FakePromotions(), holds_model=lambda folder: True
+    )
+    assert said.startswith("registered:")
     runs.put(succeeded("run-1", 0.9))  # the record lost: the version is found by its label
     assert register(runs, registry, limiter, clock, "run-1").startswith("adopted:")
     assert limiter.slots == []
