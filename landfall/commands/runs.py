@@ -259,6 +259,7 @@ def describe(run: RunRecord) -> str:
             lines += [f"warning   {w.code}: {w.message}" for w in run_warnings(metrics)]
         except SchemaError as exc:
             lines.append(f"warning   the run's metrics.json warnings do not fit the schema: {exc}")
+    lines += [f"warning   {w}" for w in run.warnings]  # what Landfall left out of what the run reported
     if run.cost.to_dict():
         lines.append(
             f"cost      estimated ${fmt_value(run.cost.estimated_usd)}, actual ${fmt_value(run.cost.actual_usd)}"

@@ -17,6 +17,7 @@ import pytest
 
 from functions.gcp.model_registry import version_view
 from functions.records.measurements import measurement_from_canary, measurement_from_run, planner_figures
+from landfall.commands.runs import describe
 from schemas.canary import (
     FIGURE_FIELDS,
     CanaryFigures,
@@ -242,6 +243,7 @@ def test_a_teams_code_reporting_infinity_and_nan_succeeds_with_warnings_and_meas
         *(f"metrics.final.{k}" for k in ("loss", "peak_memory_bytes", "samples_per_second", "step_seconds")),
         "metrics.loss_curve[0].loss",
     ]
+    assert "\nwarning   metrics.final.step_seconds = inf left out: step_seconds must be" in describe(run)
     (after,) = measured
     measurement = measurement_from_run(after)
     assert measurement is not None and (measurement.step_seconds, measurement.peak_memory_gib) == (0.0, 0.0)
