@@ -219,3 +219,37 @@ def test_requests_rejected_unread_are_found_unannounced_and_announced(stack: Sta
     assert sorted(m.run_id for m in published) == sorted(unannounced)
     assert {m.reason for m in published} == {"invalid-request"} and list(stack.runs.unannounced()) == []
     assert any("a TrainingRequest is at most" in m.message for m in published)
+
+
+def test_a_requests_landfall_labels_or_65_labels_change_nothing_landfall_decides_and_a_crash_after_create_gives_one_job(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request built directly (past the refusal of Landfall's labels and of too many) carrying `landfall-phase:
+    canary`, another run's `landfall-run-id`, another route's `landfall-route` and 65 labels of its own: the delivery
+    dies right after CreateCustomJob; the recovering delivery finds that job by Landfall's own labels and adopts it,
+    so one job runs, labelled with the run's id and no phase or route the request gave."""
+    from functions.dispatch import request_rules
+    from schemas import training_request
+
+    monkeypatch.setattr(training_request, "check_labels", lambda labels, field: labels)
+    monkeypatch.setattr(request_rules, "label_problems", lambda request, settings: [])
+    hostile = {"landfall-phase": "canary", "landfall-run-id": "another-run", "landfall-route": "regression"}
+    stack.request = replace(stack.request, labels={**hostile, **{f"team-{i:02d}": "x" for i in range(65)}})
+    create = stack.vertex.create
+
+    def create_then_die(region: str, custom_job: dict[str, Any]) -> JobView:
+        create(region, custom_job)
+        raise RuntimeError("the instance dies after CreateCustomJob answered")
+
+    stack.vertex.create = create_then_die  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="dies"):
+        stack.deliver()
+    stack.vertex.create = create  # type: ignore[method-assign]
+    stack.clock.now += LEASE + timedelta(seconds=1)
+    assert stack.deliver(message_id="m-2") == "recovered"
+    (job,) = stack.jobs()
+    assert len(job.labels) <= 64 and job.labels["landfall-run-id"] == stack.request.run_id
+    assert not {"landfall-phase", "landfall-route"} & set(job.labels), job.labels
+    run = stack.run()
+    assert run.state == RunState.SUBMITTED and run.vertex is not None and run.vertex.job_name == job.name
+    assert any("Landfall's own" in w for w in run.warnings) and any("at most 64" in w for w in run.warnings)
