@@ -27,6 +27,7 @@ from google.rpc import code_pb2, status_pb2
 
 from deploy.vertex_emulator import events
 from deploy.vertex_emulator.faults import SPOT_RESTART_LIMIT, FaultPlan, stockout_hit, stockout_message
+from deploy.vertex_emulator.host_env import host_environment
 from deploy.vertex_emulator.launch import LaunchError, ReplicaSlot, replica_command, replica_environment, replica_slots
 from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir, replica_log_path
 from deploy.vertex_emulator.replicas import ReplicaLaunch, ReplicaProcess, record_processes, stop_all
@@ -73,8 +74,9 @@ def free_port() -> int:
 class RunnerSettings:
     """How the emulator runs replicas.
 
-    cwd: working directory of every replica (the repository root). base_env: the emulator's own environment,
-    to which each replica's Vertex variables are added. images: local entrypoints for container images.
+    cwd: working directory of every replica (the repository root). base_env: the emulator's own environment, of
+    which a replica gets only what host_env.py allows, with its Vertex variables added. images: local entrypoints
+    for container images.
     poll_seconds: how often replicas are checked. stop_grace_seconds: SIGTERM-to-SIGKILL grace when stopping.
     max_nproc_per_node: cap on LANDFALL_NPROC_PER_NODE (e.g. 2 on a small CPU machine running an 8-GPU plan).
     """
@@ -192,7 +194,7 @@ class JobRunner:
     def _launch(self, job: CustomJob, slot: ReplicaSlot, ports: Mapping[str, int]) -> ReplicaLaunch:
         spec = job.job_spec.worker_pool_specs[slot.pool]
         # Environments of teams' code, cached by content for the whole host (trainer/user_code.py).
-        env = {CODE_ENV_CACHE: str(self._store.state_dir / "code-envs"), **self._settings.base_env}
+        env = {**host_environment(self._settings.base_env), CODE_ENV_CACHE: str(self._store.state_dir / "code-envs")}
         env.update(
             replica_environment(
                 job,

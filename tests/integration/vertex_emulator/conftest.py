@@ -18,6 +18,7 @@ import pytest
 from google.cloud import pubsub_v1
 
 from deploy.vertex_emulator import control
+from trainer.fault_hooks import OOM_VARIABLE
 
 from .harness import PROBE_IMAGE, PROBE_MODULE, PROJECT, EmulatorProcess, JobEvents, launch_emulator
 
@@ -33,13 +34,27 @@ def events_topic(pubsub_emulator) -> Iterator[tuple[str, str]]:
     yield topic_id, subscription
 
 
+STACK_ONLY = {
+    "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8686",
+    "LANDFALL_TEAMS_FILE": "/stack/teams.toml",
+    "LANDFALL_VERTEX_ENDPOINT": "127.0.0.1:8090",
+    "STORAGE_EMULATOR_HOST": "http://127.0.0.1:4443",
+    OOM_VARIABLE: "no-such-dataset",
+}
+"""What the local stack puts in the emulator's environment besides the Pub/Sub host: the replicas get only
+STORAGE_EMULATOR_HOST and the trainer's test hook of these (deploy/vertex_emulator/host_env.py)."""
+
+
 @pytest.fixture(scope="session")
 def emulator(events_topic, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
     folder = tmp_path_factory.mktemp("vertex")
     images = folder / "images.json"
     images.write_text(json.dumps({PROBE_IMAGE: ["python", "-m", PROBE_MODULE]}))
     process = launch_emulator(
-        folder / "state", folder / "emulator.log", ["--events-topic", events_topic[0], "--images", str(images)]
+        folder / "state",
+        folder / "emulator.log",
+        ["--events-topic", events_topic[0], "--images", str(images)],
+        env=STACK_ONLY,
     )
     yield process
     process.stop()

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,8 +80,11 @@ class EmulatorProcess:
         return reached
 
 
-def launch_emulator(state_dir: Path, log_path: Path, args: Sequence[str] = ()) -> EmulatorProcess:
-    """Start the emulator on a free port and wait until it prints that it is listening."""
+def launch_emulator(
+    state_dir: Path, log_path: Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> EmulatorProcess:
+    """Start the emulator on a free port (with `env` added to this process's environment) and wait until it prints
+    that it is listening."""
     log = open(log_path, "ab")  # noqa: SIM115 - the child writes to it after this function returns
     process = subprocess.Popen(
         [
@@ -101,7 +104,7 @@ def launch_emulator(state_dir: Path, log_path: Path, args: Sequence[str] = ()) -
             *args,
         ],
         cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
         stdout=log,
         stderr=subprocess.STDOUT,
     )

@@ -2,7 +2,8 @@
 
 It records what a replica sees, then behaves as asked:
 
-    --out DIR          write DIR/<replica>.json with the Vertex environment it got (and, with --processes,
+    --out DIR          write DIR/<replica>.json with the Vertex environment it got and the names of every variable
+                       it has (and, with --processes,
                        DIR/<replica>-<local rank>.json from each local process it starts)
     --exit N           exit with status N (default 0)
     --sleep S          sleep S seconds first
@@ -92,6 +93,7 @@ def main() -> int:
             starts.write(f"{os.getpid()}\n")
         start_number = len((args.out / f"{name}.starts").read_text().split())
     record: dict[str, object] = {key: os.environ.get(key) for key in VERTEX_VARIABLES}
+    record["environment"] = sorted(os.environ)
     record["argv"] = sys.argv[1:]
     record["cwd"] = os.getcwd()
     record["pid"] = os.getpid()

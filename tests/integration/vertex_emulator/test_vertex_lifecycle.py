@@ -4,6 +4,7 @@ through aiplatform_v1.JobServiceClient and the Pub/Sub events topic of an emulat
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,11 @@ from google.api_core.exceptions import FailedPrecondition, InvalidArgument, NotF
 from google.cloud.aiplatform_v1 import JobState
 
 from deploy.vertex_emulator import replica_log_paths
+from deploy.vertex_emulator.host_env import passed
+from trainer.fault_hooks import OOM_VARIABLE
 
 from .harness import PARENT, PROBE_IMAGE, PROJECT, job_id, probe_job, probe_pool, process_alive, read_json
+from .probe_job import VERTEX_VARIABLES
 
 
 def test_job_succeeds_when_the_primary_exits_zero_and_the_worker_is_stopped(vertex, job_events, tmp_path: Path):
@@ -71,6 +75,11 @@ def test_replica_environment_follows_vertex(vertex, tmp_path: Path):
     assert tf_config["task"] == {"type": "worker", "index": 1}
     assert set(tf_config["cluster"]) == {"chief", "worker"}
     assert primary["argv"][:2] == ["--out", str(out)]
+    seen = set(primary["environment"])
+    assert not seen & {"FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "LANDFALL_TEAMS_FILE"}, "the stack's own"
+    assert {"PATH", "STORAGE_EMULATOR_HOST", OOM_VARIABLE, "LANDFALL_CODE_ENV_CACHE"} <= seen
+    assert {name for name in seen if not passed(name)} <= {*VERTEX_VARIABLES, "LANDFALL_CODE_ENV_CACHE"}, seen
+    assert {name for name in os.environ if name.startswith("COVERAGE_")} <= seen, "coverage measures replicas"
     logs = replica_log_paths(vertex.state_dir, job_id(job))
     assert list(logs) == ["workerpool0-0", "workerpool1-0", "workerpool1-1"]
     text = logs["workerpool1-1"].read_text()
