@@ -255,9 +255,25 @@ def _measured(request: Any) -> list[Any]:
 
 
 def _plan(request: Any) -> Any:
-    from functions.planning import plan_input_from_request, plan_request
+    return _planned(request, _measured(request))
 
-    return plan_request(plan_input_from_request(request), dispatcher_planner_config(), measured=_measured(request))
+
+def _planned(request: Any, measured: list[Any]) -> Any:
+    """The request planned from the measured figures over the model; from the model alone, with a warning, when the
+    planner refuses the figures (PlanInputError): what was measured never fails a delivery."""
+    import logging
+
+    from functions.planning import PlanInputError, plan_input_from_request, plan_request
+
+    inputs = plan_input_from_request(request)
+    if measured:
+        try:
+            return plan_request(inputs, dispatcher_planner_config(), measured=measured)
+        except PlanInputError as exc:
+            logging.getLogger("landfall.dispatch").warning(
+                "measured figures not used, planning from the model: %s", exc
+            )
+    return plan_request(inputs, dispatcher_planner_config())
 
 
 def _measure(run: Any) -> None:
@@ -284,11 +300,11 @@ def _replan(request: Any, plan: Any, figures: Any) -> Any:
     """The run planned again from its canary's figures over what past runs measured
     (functions/dispatch/canary_replan.py)."""
     from functions.dispatch.canary_replan import canary_measured
-    from functions.planning import plan_input_from_request, plan_request
     from schemas.times import format_timestamp
 
-    measured = [*_measured(request), canary_measured(request, plan, figures, at=format_timestamp(utc_now()))]
-    return plan_request(plan_input_from_request(request), dispatcher_planner_config(), measured=measured)
+    return _planned(
+        request, [*_measured(request), canary_measured(request, plan, figures, at=format_timestamp(utc_now()))]
+    )
 
 
 def _measure_canary(run: Any, figures: Any) -> None:

@@ -264,3 +264,24 @@ def test_every_figure_rule_names_a_range_that_holds_an_honest_figure() -> None:
     for name, rule in FIGURES.items():
         assert rule.problem(name, int(rule.high) if rule.integer else rule.high) is None, name
         assert rule.problem(name, rule.high * 2) is not None, name
+
+
+def test_the_dispatcher_plans_from_the_model_when_the_planner_refuses_what_was_measured(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from functions import planning, wiring
+    from functions.planning import PlanInputError
+    from tests.fakes.world import REQUEST
+
+    real = planning.plan_request
+
+    def refusing(inputs: Any, config: Any = None, *, measured: Any = (), **kwargs: Any) -> Any:
+        if measured:
+            raise PlanInputError("a measured figure the planner refuses")
+        return real(inputs, config, **kwargs)
+
+    monkeypatch.setattr(planning, "plan_request", refusing)
+    monkeypatch.setattr(wiring, "_measured", lambda request: ["a figure"])
+    with caplog.at_level(logging.WARNING, logger="landfall.dispatch"):
+        outcome = wiring._plan(REQUEST)
+    assert outcome.plan is not None and "measured figures not used, planning from the model" in caplog.text
