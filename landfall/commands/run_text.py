@@ -9,7 +9,7 @@ from typing import Any
 from schemas.errors import SchemaError
 from schemas.plan import Plan
 from schemas.run_metrics import run_warnings, task_figures
-from schemas.run_record import RunRecord, RunState
+from schemas.run_record import ReconcileErrors, RunRecord, RunState, parse_reconcile_errors
 
 
 def fmt_value(value: Any) -> str:
@@ -125,8 +125,19 @@ def wait_lines(run: RunRecord) -> list[str]:
 
 def reconcile_lines(run: RunRecord) -> list[str]:
     """Reconcile passes in a row that failed on the run (`reconcile_errors`), with the last error."""
-    e = run.reconcile_errors
-    if e is None:
-        return []
+    return [] if run.reconcile_errors is None else [_reconcile_text(run.reconcile_errors)]
+
+
+def _reconcile_text(e: ReconcileErrors) -> str:
     passes = "1 pass" if e.count == 1 else f"{e.count} passes in a row"
-    return [f"reconcile failed on {passes} ({e.first_seen} to {e.last_seen}); last: {e.last_error}"]
+    return f"reconcile failed on {passes} ({e.first_seen} to {e.last_seen}); last: {e.last_error}"
+
+
+def reconcile_note_of(doc: dict[str, Any]) -> str:
+    """The mark of a run document that does not read as a whole (its `reconcile_errors` alone), as a clause; ""
+    when it has none that reads."""
+    try:
+        marked = doc.get("reconcile_errors")
+        return "" if marked is None else f" ({_reconcile_text(parse_reconcile_errors(marked))})"
+    except SchemaError:
+        return ""

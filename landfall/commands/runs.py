@@ -16,6 +16,7 @@ from landfall.commands.run_text import (
     fmt_value,
     gpu_label,
     reconcile_lines,
+    reconcile_note_of,
     wait_lines,
 )
 from landfall.errors import CommandError, client_boundary
@@ -61,7 +62,7 @@ def read_run(run_id: str, command: str) -> RunRecord:
         return parse_run_record(doc)
     except SchemaError as exc:
         raise CommandError(
-            f"run {run_id!r} does not fit the run record schema: {exc}; `landfall {command} "
+            f"run {run_id!r} does not fit the run record schema: {exc}{reconcile_note_of(doc)}; `landfall {command} "
             f"{run_id} --json` shows it as stored"
         ) from exc
 

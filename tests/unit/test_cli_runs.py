@@ -123,6 +123,16 @@ def test_an_unknown_run_is_one_line(stored: dict[str, Any], capsys: pytest.Captu
         assert (code, err) == (1, f"landfall {argv[0]}: no run 'run-nope'; `landfall runs` lists them\n")
 
 
+def test_a_run_that_does_not_read_says_why_and_how_often_reconciling_it_failed(
+    stored: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    mark = {"count": 4, "last_error": "its document cannot be read", "first_seen": "T1", "last_seen": "T4"}
+    stored[RUN_ID] = document(cost={"estimated_usd": "a lot"}, reconcile_errors=mark)
+    code, _, err = landfall(["run", RUN_ID], capsys)
+    assert code == 1 and "run.cost.estimated_usd" in err
+    assert "(reconcile failed on 4 passes in a row (T1 to T4); last: its document cannot be read)" in err
+
+
 def write_logs(state_dir: Path, replicas: dict[str, str]) -> None:
     folder = state_dir / logs.VERTEX_STATE / "jobs" / JOB_ID
     folder.mkdir(parents=True)
