@@ -19,6 +19,7 @@ from landfall.commands.run_text import (
     fmt_value,
     gpu_label,
     reconcile_lines,
+    reconcile_note_of,
     wait_lines,
 )
 from landfall.commands.watch import EPOCH_MESSAGE, STEP_MESSAGE, progress_line
@@ -363,7 +364,9 @@ def readable(docs: list[dict[str, Any]]) -> tuple[list[RunRecord], list[str]]:
         try:
             runs.append(parse_run_record(doc))
         except SchemaError as exc:
-            skipped.append(f"run {doc.get('run_id', '?')!r} does not fit the run record schema: {exc}")
+            skipped.append(
+                f"run {doc.get('run_id', '?')!r} does not fit the run record schema: {exc}{reconcile_note_of(doc)}"
+            )
     return runs, skipped
 
 

@@ -289,5 +289,9 @@ def test_a_run_the_reconciler_could_not_reconcile_says_so_on_its_page() -> None:
             3, "TransientError: Vertex unavailable", "2026-11-22T12:01:00Z", "2026-11-22T12:03:00Z"
         ),
     )
-    page = client(FakeSource([run])).get(f"/runs/{run.run_id}").text
-    assert "failed on 3 passes in a row (2026-11-22T12:01:00Z to 2026-11-22T12:03:00Z); last: TransientError" in page
+    said = "failed on 3 passes in a row (2026-11-22T12:01:00Z to 2026-11-22T12:03:00Z); last: TransientError"
+    source = FakeSource([run, replace(run, run_id="run-ui-unreadable")])
+    assert said in client(source).get(f"/runs/{run.run_id}").text
+    source.docs[1]["cost"] = {"estimated_usd": "a lot"}  # the reader refuses it: listed as skipped, with its mark
+    listed = client(source).get("/runs").text
+    assert "run &#39;run-ui-unreadable&#39; does not fit the run record schema" in listed and said in listed
