@@ -26,7 +26,7 @@ from functions.records.long_waits import long_wait_closed
 from functions.records.run_rules import Step, merge, transition
 from schemas import json_text
 from schemas.canary import CanaryFigures
-from schemas.data_objects import DataRead, parse_data_read
+from schemas.data_objects import INLINE_LIST_BYTES, DataRead, encode_objects, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.job_view import JobView
@@ -121,10 +121,15 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
             error = RunError("metrics-missing", problem)
         metrics, data = _data_read(run, metrics)
     notes: list[str] = []
+    if data is not None and len(encode_objects(data.objects).encode()) > INLINE_LIST_BYTES:
+        # as the trainer keeps it (schemas/data_objects.py data_read): the list only while it fits, else the digest
+        notes.append(f"metrics.data.objects left out: {len(data.objects)} objects past {INLINE_LIST_BYTES:,} bytes")
+        data = replace(data, objects=())
     if metrics is not None:  # what the run's code wrote, held to the figure rules and the bounds of a stored value
-        metrics, notes = stored_metrics(metrics)
-        for note in notes:
-            log.warning("run %s: %s", run.run_id, note)
+        metrics, cut = stored_metrics(metrics)
+        notes += cut
+    for note in notes:
+        log.warning("run %s: %s", run.run_id, note)
 
     now = deps.now()
 

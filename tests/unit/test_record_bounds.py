@@ -254,7 +254,8 @@ def _nested(levels: int) -> dict[str, Any]:
 
 def test_what_a_teams_code_writes_is_bounded_so_the_run_fits_after_a_long_wait() -> None:
     """A run that waited through a dozen rounds of refusals (its history and attempts at their bounds), whose job
-    then wrote a 30-deep metrics.json with a 1.5 MB value, thousands of fields, nested arrays and NaN: SUCCEEDED,
+    then wrote a 30-deep metrics.json with a 1.5 MB value, thousands of fields, nested arrays, NaN and a `data`
+    section listing 3,000 objects: SUCCEEDED,
     every cut said in its warnings, and its document one Firestore takes, under DOCUMENT_BOUND_BYTES."""
     from tests.stored_limits import firestore_problems
 
@@ -271,6 +272,13 @@ def test_what_a_teams_code_writes_is_bounded_so_the_run_fits_after_a_long_wait()
         "deep": _nested(30),
         "curve": [[i, i / 2] for i in range(100)],
         "fields": {f"f{i}": i for i in range(5_000)},
+        "data": {
+            "object_count": 3_000,
+            "total_bytes": 3_000,
+            "objects_digest": "0" * 64,
+            "source": "request",
+            "objects": [{"name": f"part-{i:05d}.csv", "generation": "1", "size": 1} for i in range(3_000)],
+        },
     }
     w.objects[f"{w.model_dir(run_id)}metrics.json"] = json.dumps(metrics)
     w.vertex.set_state(name, "JOB_STATE_SUCCEEDED", start=w.clock.now, end=w.clock.now + timedelta(minutes=5))
@@ -286,3 +294,5 @@ def test_what_a_teams_code_writes_is_bounded_so_the_run_fits_after_a_long_wait()
         assert cut in said, said
     assert "nested arrays" in said and f"under {STORED_BOUNDS.size:,} bytes" in said
     assert run.metrics is not None and run.metrics["final"]["accuracy"] == 0.9
+    assert run.data_read is not None and run.data_read.object_count == 3_000 and run.data_read.objects == ()
+    assert "metrics.data.objects left out: 3000 objects past 65,536 bytes" in said
