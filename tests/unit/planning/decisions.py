@@ -85,14 +85,28 @@ def generated_requests(count: int = COUNT, seed: int = SEED) -> list[PlanInput]:
     return out
 
 
+def _rounded(value: Any) -> Any:
+    """Floats to 9 significant digits: numpy's vectorised sums differ in their last bits between processors (SIMD
+    widths), and a digest of every bit would change with the machine, not with the planner."""
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def outcome_document(outcome: PlanOutcome) -> dict[str, Any]:
-    return {
+    document = {
         "plan": outcome.plan.to_dict() if outcome.plan else None,
         "fallbacks": [p.to_dict() for p in outcome.fallbacks],
         "rejection": outcome.rejection,
         "objective": outcome.objective,
         "candidates": [dataclasses.asdict(c) for c in outcome.candidates[:CANDIDATES]],
     }
+    rounded: dict[str, Any] = _rounded(document)
+    return rounded
 
 
 def decision(request: PlanInput) -> dict[str, Any]:
