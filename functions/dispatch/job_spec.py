@@ -45,6 +45,7 @@ from schemas.gpus import load_gpus, sm_name
 from schemas.job_view import RUN_LABEL
 from schemas.plan import Plan
 from schemas.request_labels import (
+    INGEST_LABELS,
     LABEL_PREFIX,
     LANDFALL_JOB_LABELS,
     LANDFALL_LABEL,
@@ -239,7 +240,8 @@ def label_warnings(labels: Mapping[str, Any]) -> list[str]:
     """What job_labels left off of a request's labels, as warnings for the run (none for a request within the rules
     parse_training_request holds it to, which refuses Landfall's labels and too many of the team's own)."""
     notes = []
-    landfalls = sorted(str(k) for k in labels if is_landfalls(str(k)))
+    # ingest's own (INGEST_LABELS) came from Landfall, checked by the dispatcher against the data: nothing was lost
+    landfalls = sorted(str(k) for k in labels if is_landfalls(str(k)) and str(k) not in INGEST_LABELS)
     if landfalls:
         notes.append(
             f"labels {', '.join(landfalls)[:200]} not put on the job: keys {LANDFALL_LABEL!r} and {LABEL_PREFIX}* are "

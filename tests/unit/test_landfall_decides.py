@@ -47,6 +47,8 @@ def test_landfalls_labels_are_set_by_landfall_alone_and_kept_within_vertexs_limi
         "team": "a",
     }
     assert label_warnings({"team": "a"}) == []
+    # the route label ingest writes on every request it makes (checked against the data) is not news to the run
+    assert label_warnings({"landfall-route": "default-tabular", "team": "a"}) == []
 
 
 def _view(labels: dict[str, str]) -> JobView:
