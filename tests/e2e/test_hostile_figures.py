@@ -67,6 +67,8 @@ def test_hostile_figures_end_in_warnings_and_the_next_run_of_the_workload_is_pla
 ) -> None:
     from functions.wiring import measurements_store, model_registry
 
+    reconciler_log = local_stack.state_dir / "logs" / "reconcile_runs.log"
+    seen = reconciler_log.stat().st_size if reconciler_log.exists() else 0
     dropped = {case: _drop(landing_bucket, case) for case in CASES}
     runs = {case: _registered(local_stack, firestore_runs, run_id) for case, run_id in dropped.items()}
     for case, run in runs.items():
@@ -96,3 +98,15 @@ def test_hostile_figures_end_in_warnings_and_the_next_run_of_the_workload_is_pla
         assert version is not None and version.metadata["run_id"] == run.run_id
     listed = {m.model for m in registry.models()}
     assert {r.model.model for r in (*runs.values(), honest) if r.model} <= listed
+
+    # every reconcile pass since the drops went through the hostile runs and succeeded (none answered 500)
+    def passes() -> list[str] | None:
+        with reconciler_log.open("rb") as fh:
+            fh.seek(seen)
+            lines = fh.read().decode(errors="replace").splitlines()
+        done = [line for line in lines if "reconcile_runs: " in line and "(message " in line]
+        return lines if len(done) >= 2 else None
+
+    lines = wait_for(passes, 30, "two reconcile passes after the hostile runs", step=0.5)
+    failed = [line for line in lines if "will be retried" in line or "acknowledged without retry" in line]
+    assert not failed, failed
