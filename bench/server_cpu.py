@@ -1,5 +1,5 @@
 """What the functions-framework server itself costs per delivery and at idle: the part of the load test's "CPU ms
-per request" (issue 26 item 6) that is not the dispatcher's handler.
+per request" (at most 15 ms) that is not the dispatcher's handler.
 
     .venv/bin/python bench/server_cpu.py [--deliveries 1000] [--idle 30] [--drops 30] [--no-stack]
         [--server-env NAME=VALUE ...] [--out F.json]

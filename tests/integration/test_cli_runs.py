@@ -176,7 +176,7 @@ def test_the_run_document_page_queries_run_as_written(three_runs: None, capsys: 
 
 
 def test_runs_table_gives_the_reason_a_run_failed(three_runs: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 28 item 9: `landfall runs` had no column saying why a run failed."""
+    """`landfall runs` says why each run that ended badly failed, in a column of its own."""
     from dataclasses import replace
 
     from google.cloud import firestore
@@ -199,7 +199,7 @@ def test_runs_table_gives_the_reason_a_run_failed(three_runs: None, capsys: pyte
 def test_runs_shows_each_tasks_own_figures_and_flags_a_warned_run(
     settings_env: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 28 item 5: a regression run reads R² and RMSE in `landfall runs` (its accuracy column was empty), a
+    """A regression run reads R² and RMSE in `landfall runs` (not an empty accuracy column), a
     classification run its accuracy; a run the trainer warned about is flagged, and `landfall run` says why."""
     from google.cloud import firestore
 
