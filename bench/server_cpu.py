@@ -23,7 +23,7 @@ per request" (at most 15 ms) that is not the dispatcher's handler.
    delivery over --drops datasets dropped one at a time, with and without the idle share of that time: the load
    test's measure at a known rate.
 It prints what a load-test delivery holds beyond the handler at 0.5, 1 and 1.5 deliveries a second. No target: the
-figures are docs/benchmarks.md's ("The server's share").
+figures are docs/measurements/dispatch-cpu.md's ("The server's share").
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ README_MAX_LINES = 200
 # Folders never scanned: version control, environments, caches, what the local stack and the tests write.
 SKIPPED_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".landfall", ".mypy_cache", ".ruff_cache"}
 SKIPPED_DIRS |= {".pytest_cache", "shared", "build", "dist"}
-TRACKER = re.compile(r"\bissues? #?[0-9]", re.IGNORECASE)
+TRACKER = re.compile(r"\bissues?\s+#?[0-9]", re.IGNORECASE)
 # Files whose owners remove their own tracker references in the same change as this test: empty once merged.
 TRACKER_PENDING: tuple[str, ...] = ("functions/dispatch/", "functions/gcp/")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -119,7 +119,11 @@ def test_the_readme_lists_every_command_and_no_other() -> None:
 
 def test_the_index_lists_every_page() -> None:
     index = (DOCS / "index.md").read_text()
-    pages = [p for p in [*DOCS.glob("*.md"), *DOCS.glob("decisions/*.md")] if p.name != "index.md"]
+    pages = [
+        p
+        for p in [*DOCS.glob("*.md"), *DOCS.glob("decisions/*.md"), *DOCS.glob("measurements/*.md")]
+        if p.name != "index.md"
+    ]
     missing = [str(p.relative_to(DOCS)) for p in pages if f"]({p.relative_to(DOCS)})" not in index]
     assert not missing, f"docs/index.md does not list {missing}: add each with whom it is for"
 
@@ -144,7 +148,8 @@ def test_nothing_cites_a_tracker_outside_the_decisions() -> None:
         name = path.relative_to(ROOT).as_posix()
         if name.startswith(("docs/decisions/", *TRACKER_PENDING)):
             continue
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if TRACKER.search(line):
-                found.append(f"{name}:{number}: {line.strip()[:100]}")
+        text = path.read_text(errors="replace")
+        for match in TRACKER.finditer(text):
+            number = text.count("\n", 0, match.start()) + 1
+            found.append(f"{name}:{number}: {text.splitlines()[number - 1].strip()[:100]}")
     assert not found, "tracker references (write the rule itself, or a record in docs/decisions/):\n" + "\n".join(found)
