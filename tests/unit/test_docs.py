@@ -33,6 +33,7 @@ TRACKER = re.compile(r"\bissues?\s+#?[0-9]", re.IGNORECASE)
 # Files whose owners remove their own tracker references in the same change as this test: empty once merged.
 TRACKER_PENDING: tuple[str, ...] = ("functions/dispatch/", "functions/gcp/")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 
 
 def layer_modules() -> list[str]:
@@ -128,14 +129,22 @@ def test_the_index_lists_every_page() -> None:
     assert not missing, f"docs/index.md does not list {missing}: add each with whom it is for"
 
 
+def anchors(page: Path) -> set[str]:
+    """The fragment GitHub gives each heading of a page: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
 def test_every_relative_link_resolves() -> None:
+    """A link to a file names one that exists, and a link to a heading (`page.md#heading`) one the page has."""
     broken = []
     for page in doc_pages():
         for target in LINK.findall(page.read_text()):
-            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            if re.match(r"[a-z]+:", target):
                 continue
-            path = target.split("#")[0]
-            if not (page.parent / path).exists():
+            path, _, fragment = target.partition("#")
+            linked = page.parent / path if path else page
+            if not linked.exists() or (fragment and fragment not in anchors(linked)):
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, f"links to nothing: {broken}"
 
