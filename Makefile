@@ -85,7 +85,7 @@ bench: $(STAMP)
 	@failed=""; for b in bench/*.py; do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "missed their target or failed:$$failed"; exit 1; fi
 
-## make bench-learning: plans that learn (issue 24): a run planned from the model, then the same workload planned from
+## make bench-learning: plans that learn: a run planned from the model, then the same workload planned from
 ## what it measured, on a local stack of its own with the built-in CPU trainer; both estimate errors (docs/benchmarks.md).
 bench-learning: $(STAMP)
 	$(PY) bench/learning_bench.py

@@ -18,7 +18,7 @@ one load; the figure is the median ratio. --separate times each side in its own 
 divides the medians: the literal measure, noisier where other work shares the machine.
 
 The verdict reads CPU time (what the interpreter itself spent; on a shared machine wall time mostly measures the
-others); wall time is printed beside it. Target: every ratio at most 1.1 (issue 14); exit status 1 when one is
+others); wall time is printed beside it. Target: every ratio at most 1.1; exit status 1 when one is
 above. Building a client opens no connection: the emulator variables point at a port nothing listens on, so no
 credentials are looked up and nothing is reached. Interpreter start-up, the same for both, is left out.
 """

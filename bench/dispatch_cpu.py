@@ -11,7 +11,7 @@ slot (one conditional Commit on the run it created), CreateCustomJob, the job re
 
 It prints:
 - CPU per request (user + system of this process, `time.process_time`, around each call; the median and mean):
-  the figure issue 26 item 6 sets at most 15 ms. The load test's figure (docs/benchmarks.md) also counts the
+  the target is at most 15 ms. The load test's figure (docs/benchmarks.md) also counts the
   functions-framework server that receives the push (HTTP, CloudEvent parsing), which this leaves out.
 - The floor itself, measured: the same six calls made straight through the same clients with documents of a few
   fields (`Floor`), one round after each request so that both see the same machine load: what any dispatcher that

@@ -8,8 +8,8 @@ google-cloud-storage,
 google-cloud-firestore, google-cloud-pubsub) from a pool of worker threads, as a function instance with that much
 concurrency would. Three kinds of notification, timed separately:
 
-  data        a shard landing in a marker/manifest dataset (acknowledged before any Firestore or listing call: issue
-              26 item 3; until then one Firestore batch read, "is a manifest waiting on it?")
+  data        a shard landing in a marker/manifest dataset (acknowledged before any Firestore or listing call:
+              a shard completes no dataset; it once cost one Firestore batch read, "is a manifest waiting on it?")
   duplicate   the same `_SUCCESS` notification redelivered (outbox claim finds the version already published)
   complete    a `_SUCCESS` that completes a 10-object dataset (stat, claim, paged listing, publish, two writes)
 

@@ -6,7 +6,7 @@ Starts a local stack of its own (free ports, a temporary state folder; the train
 Vertex emulator's --images, bench/local_stack), drops --warmup datasets to warm every function, then --drops more,
 each once the one before has ended. For each it prints p50/p90/p99 from the `_SUCCESS` marker's finalize time to
 the run's `timings.submitted_at` (CreateCustomJob answered) and hop by hop (bench/local_stack/timeline.py:
-notification, ingest, delivery, plan, transactions, create). Target (issue 14): p50 <= 150 ms, p99 <= 400 ms.
+notification, ingest, delivery, plan, transactions, create). Target: p50 <= 150 ms, p99 <= 400 ms.
 """
 
 from __future__ import annotations

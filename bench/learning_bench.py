@@ -11,8 +11,8 @@ second, peak memory, start-up) in the `measurements` collection. It then publish
 idempotency key): the same workload, so the dispatcher reads the first run's figures and the planner plans from them.
 Both requests pin the machine type (--machine-type), since the Vertex emulator runs every machine type on this
 machine's CPU. Prints both runs' estimates, actual durations (the job's end - its start, as Vertex reports them) and
-errors; exit status 1 when the second run's estimate is more than 15 % from its actual duration (the target of issue
-24) or a run fails.
+errors; exit status 1 when the second run's estimate is more than 15 % from its actual duration (the target) or a
+run fails.
 """
 
 from __future__ import annotations

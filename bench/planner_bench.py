@@ -4,7 +4,7 @@
 
 Each request is planned end to end (plan_request: workload, every candidate, the Plan record with its alternatives,
 fallback Plans, or the rejection with its what-would-fix-it search). The one-time catalog load and candidate-space
-build are timed separately. Target (issue 14): median decision at most 1 ms. The verdict reads the CPU-time median
+build are timed separately. Target: median decision at most 1 ms. The verdict reads the CPU-time median
 (what planning itself spent: on a machine shared with other work the wall figures mostly measure the others); the
 wall median is printed beside it.
 """

@@ -1,4 +1,4 @@
-"""Reconciler benchmark (issue 26 item 2): Vertex AI calls per reconcile pass, by method, for 10, 100 and 1,000 open
+"""Reconciler benchmark: Vertex AI calls per reconcile pass, by method, for 10, 100 and 1,000 open
 runs, counted by the Vertex emulator itself.
 
     .venv/bin/python bench/reconcile_calls.py [--runs 10,100,1000] [--history 1000]

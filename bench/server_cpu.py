@@ -1,5 +1,5 @@
 """What the functions-framework server itself costs per delivery and at idle: the part of the load test's "CPU ms
-per request" (issue 26 item 6) that is not the dispatcher's handler.
+per request" (at most 15 ms) that is not the dispatcher's handler.
 
     .venv/bin/python bench/server_cpu.py [--deliveries 1000] [--idle 30] [--drops 30] [--no-stack]
         [--server-env NAME=VALUE ...] [--out F.json]
@@ -23,7 +23,7 @@ per request" (issue 26 item 6) that is not the dispatcher's handler.
    delivery over --drops datasets dropped one at a time, with and without the idle share of that time: the load
    test's measure at a known rate.
 It prints what a load-test delivery holds beyond the handler at 0.5, 1 and 1.5 deliveries a second. No target: the
-figures are docs/benchmarks.md's ("The server's share").
+figures are docs/measurements/dispatch-cpu.md's ("The server's share").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Dashboard benchmark (issue 27): the runs page's first load, its next page and each filter with 10,000 runs.
+"""Dashboard benchmark: the runs page's first load, its next page and each filter with 10,000 runs.
 
     .venv/bin/python bench/ui_bench.py [--runs 10000] [--tries 5]      (or: make bench-ui)
 

@@ -92,7 +92,7 @@ def canary_job_ended(run: RunRecord, job: JobView, target: RunState, error: RunE
     )
     log.info("run %s: canary %s %s: %s (%s)", run.run_id, job.name, status, verdict, outcome)
     if outcome == "resubmit" and figures is not None and deps.measure_canary is not None:
-        try:  # for the planner, beside what finished runs measured (issue 24 item 2); the run goes on without it
+        try:  # for the planner, beside what finished runs measured (plans that learn); the run goes on without it
             deps.measure_canary(run, figures)
         except (TransientError, PermanentError, SchemaError) as exc:  # a stored document that no longer reads
             log.warning("run %s: the canary's measurement was not recorded (%s)", run.run_id, exc)

@@ -1,4 +1,4 @@
-"""The canary (issue 24): a short job on a long run's chosen shape, run with the run's own code and image before the
+"""The canary: a short job on a long run's chosen shape, run with the run's own code and image before the
 long job is paid for (docs/canary.md).
 
 Two shapes live here:

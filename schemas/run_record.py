@@ -291,7 +291,7 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Queued:
-    """Why the run's CreateCustomJob is held back by a rate limit (issue 26), on the same plan: it stays SUBMITTING
+    """Why the run's CreateCustomJob is held back by a rate limit (not capacity), on the same plan: it stays SUBMITTING
     and is tried again at retry_at. Kept after the job is created, with over_at set, so the run still says it was
     queued and for how long."""
 

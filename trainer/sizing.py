@@ -1,7 +1,7 @@
 """How a tabular run adapts to the table's size: the held-out share, the number of epochs, and early stopping.
 
 A route's template (deploy/routes.toml) fixes epochs and the batch for every dataset it takes; on a table of 112
-rows that was 10 optimizer steps and 9 held-out rows (issue 28). Three knobs (schemas/trainer_flags.py) fix it:
+rows that was 10 optimizer steps and 9 held-out rows. Three knobs (schemas/trainer_flags.py) fix it:
 
 - min_held_out: the held-out share grows from val_fraction (up to MAX_VAL_FRACTION) until it holds that many rows,
   and a run that still holds out fewer gets a warning on its record (schemas/run_metrics.py);

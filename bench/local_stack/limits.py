@@ -1,4 +1,4 @@
-"""What `make load` turns on and checks about Vertex's rate limits and the teams' GPU caps (issue 26 Done-when 1), pure:
+"""What `make load` turns on and checks about Vertex's rate limits and the teams' GPU caps, pure:
 the emulator's fault plan and the dispatcher's limiter for --rate-limits/--rate-scale, the calls per minute by method
 against the limits, the queueing time, and the checks on the run records and the sampled jobs in flight.
 

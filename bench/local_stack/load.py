@@ -1,5 +1,5 @@
 """`make load`: N datasets from 5 teams dropped at once on a local stack of the load test's own, with the Vertex
-emulator enforcing Google's rate limits, every run followed to its end (issue 26 Done-when 1).
+emulator enforcing Google's rate limits, every run followed to its end.
 
     .venv/bin/python -m bench.local_stack.load [--datasets 1000] [--rate-limits real|off] [--rate-scale 1]
         [--create-per-minute N] [--teams-file F] [--job-seconds 10] [--concurrency 16] [--out load.json]
@@ -245,7 +245,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="the dispatcher's CreateCustomJob limit per region and minute (LANDFALL_VERTEX_CREATE_PER_MINUTE); "
         "default: the topology's (50, under Google's 60) times --rate-scale with --rate-limits real, 0 (no limiter, "
-        "figures comparable with the runs before issue 26) with off",
+        "figures comparable with runs made without a limiter) with off",
     )
     parser.add_argument(
         "--job-seconds",

@@ -9,7 +9,7 @@ plus the write that ends the hop before it:
   ingest         version claimed -> request published: claim transaction, listing, content claim, publish
   delivery       request published -> run RECEIVED: Pub/Sub, the bridge, functions-framework, request parse
   plan           RECEIVED -> PLANNED: the run created (a transaction), the request checked and planned
-  transactions   PLANNED -> the Vertex job's create_time: the write(s) before CreateCustomJob (since issue 14 one
+  transactions   PLANNED -> the Vertex job's create_time: the write(s) before CreateCustomJob (one
                  transaction: PLANNED, the claim and the first attempt) and the call reaching the emulator
   create         job create_time -> submitted_at: CreateCustomJob answering and the dispatcher reading the answer
 """

@@ -314,7 +314,7 @@ MESSAGE_LENGTH_OPTIONS = (("grpc.max_send_message_length", -1), ("grpc.max_recei
 """The gRPC channel options Google's own Pub/Sub transport opens its channel with (no size limit: the service holds
 messages to 10 MB, https://cloud.google.com/pubsub/quotas#resource_limits). The client library opens its channel to
 the emulator without them, so gRPC's default 4 MB receive limit made a pull holding a 9 MB message fail every time
-(RESOURCE_EXHAUSTED) and the subscription delivered nothing (issue 28)."""
+(RESOURCE_EXHAUSTED) and the subscription delivered nothing."""
 
 
 def emulator_subscriber(host: str) -> Any:

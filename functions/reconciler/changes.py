@@ -1,4 +1,4 @@
-"""What a reconcile pass reads from Vertex: changes since the last pass, not every open run's job (issue 26).
+"""What a reconcile pass reads from Vertex: changes since the last pass, not every open run's job.
 
 Per region and pass, one ListCustomJobs (plus its pages) asks for the jobs labelled `landfall-run-id` that were
 updated since the shard's watermark less an overlap, or created within the orphan window:

@@ -1,4 +1,4 @@
-"""Pure rules for a run's canary (issue 24, docs/canary.md): whether a run needs one, what its figures say against
+"""Pure rules for a run's canary (docs/canary.md): whether a run needs one, what its figures say against
 the plan, and what its end does to the run (run_rules steps, so applied in one transaction).
 
 The canary is the run's current job while it runs (`vertex` names it, `canary.status` is `running`): the listener,

@@ -1,4 +1,4 @@
-"""The submission rate limiter's one rule (issue 26), pure: the Firestore adapter (functions/gcp/rate_limits_store.py)
+"""The submission rate limiter's one rule, pure: the Firestore adapter (functions/gcp/rate_limits_store.py)
 applies it with two atomic field transforms, the fake under a lock.
 
 Slots, not tokens: every call takes the bucket's next free slot, at or after now, and moves it on by 60 / per_minute

@@ -1,4 +1,4 @@
-"""Waking a team's waiting runs when room frees (docs/teams.md, "Waiting and priority"; issue 26).
+"""Waking a team's waiting runs when room frees (docs/teams.md, "Waiting and priority").
 
 A run over its team's cap or budget WAITS (team-cap, team-budget). When a run of the team settles its reservation
 (its job ended, or it waits again), the team's waiting runs that now fit are woken at once instead of at their

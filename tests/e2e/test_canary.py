@@ -1,4 +1,4 @@
-"""End to end, issue 24: the canary before a long run, through the real local stack and the Vertex emulator, on a
+"""End to end: the canary before a long run, through the real local stack and the Vertex emulator, on a
 team's container (the canary/ route of routes.toml: planned 2.25 h by its measured step time, past the suite's
 LANDFALL_CANARY_MIN_HOURS of 1, which `landfall up`'s settings carry to the functions). A canary within the plan is
 followed by the long job, its figures on the run; one twice as slow makes the run planned again from what it

@@ -105,7 +105,7 @@ def test_dropped_dataset_ends_as_succeeded_run_with_metrics(
         "object_count": 3,
         "total_bytes": sum(b.size for b in shards),
         "formats": ["csv"],
-        "objects": recorded,  # the version is a snapshot (issue 28): the objects and generations it measured
+        "objects": recorded,  # the version is a snapshot: the objects and generations it measured
         "objects_digest": doc["request"]["dataset"]["objects_digest"],
     }
     assert doc["data_read"]["objects"] == recorded

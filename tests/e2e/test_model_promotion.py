@@ -1,4 +1,4 @@
-"""Issue 25 end to end: three versions of one dataset land under a route with a promotion rule. Version 1's model
+"""End to end: three versions of one dataset land under a route with a promotion rule. Version 1's model
 becomes production; version 2 (its labels shuffled) trains a model at chance, no better than the champion on its
 held-out rows, and production stays; version 3 (the concept changed: the classes now differ along the other axis, so
 the champion scores ~50 % on it) trains a better model, and production moves. Read back with a stock

@@ -1,4 +1,4 @@
-"""End to end, issue 13: a TrainingRequest ingest recorded as published but whose message was lost before the
+"""End to end: a TrainingRequest ingest recorded as published but whose message was lost before the
 dispatcher saw it is published again by the reconciler, through the stack's own Pub/Sub, and becomes one run.
 
 The loss is staged: the version document is written as ingest leaves it after publishing (PUBLISHED, the request

@@ -25,7 +25,7 @@ def test_a_run_the_trainer_refuses_carries_its_reason_and_its_logs(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # A missing label column is refused before paying (issue 22): REJECTED naming the columns, no job.
+    # A missing label column is refused before paying: REJECTED naming the columns, no job.
     prefix = "datasets/e2e-no-label/"
     shards = [text.replace(",label\n", ",target\n", 1) for text in separable_csv_shards(shards=2, rows_per_shard=50)]
     generation = upload_dataset(landing_bucket.name, prefix, shards)

@@ -1,4 +1,4 @@
-"""End to end, issue 13: runs end in their true state through the real local stack and the Vertex emulator's faults.
+"""End to end: runs end in their true state through the real local stack and the Vertex emulator's faults.
 A stockout after submission is resubmitted on the next plan; a job that ends while the listener is down is recorded
 by a reconcile pass; `landfall cancel` stops a running job; ten datasets in flight when the dispatcher is killed all
 succeed with one job each; job events duplicated and out of order leave the record right; an out-of-memory exit ends
@@ -6,7 +6,7 @@ with its reason and the trainer's message; capacity refused everywhere waits, th
 test is bounded (about 90 s on a quiet machine; the ten, 240 s).
 
 The killed dispatcher, the stopped listener and the replayed job events run a team's own container (the own-image
-route of routes.toml, issue 22): exactly-once submission and the reconciler hold for user code as for the built-in
+route of routes.toml): exactly-once submission and the reconciler hold for user code as for the built-in
 trainer (whose own exactly-once proof under a restarted dispatcher is test_stack_lifecycle.py), and no training
 is paid for where nobody checks it."""
 
@@ -114,7 +114,7 @@ def _drop(bucket: Any, prefix: str, *, epochs: int | None = None, seconds: float
 
 def _model_versions(local_stack: stack.StackInfo, doc: dict[str, Any]) -> list[Any]:
     """The Model Registry versions labelled with the run (stock ModelServiceClient against the Vertex emulator):
-    issue 25's registration must make exactly one, whichever deliveries and passes reached the run."""
+    the model's registration must make exactly one, whichever deliveries and passes reached the run."""
     import grpc
     from google.cloud import aiplatform_v1
     from google.cloud.aiplatform_v1.services.model_service.transports import ModelServiceGrpcTransport
@@ -215,7 +215,7 @@ def test_a_job_that_ends_while_the_listener_is_stopped_is_recorded_by_a_reconcil
     history = [step["state"] for step in doc["history"]]
     assert len(history) == len(set(history)), history
     # The restarted listener answers the job's events held while it was down, after the pass registered the model:
-    # still one version, and a second pass changes nothing (issue 25: each model uploaded once).
+    # still one version, and a second pass changes nothing (each model is uploaded once).
     answered = _listener_deliveries(local_stack)
     wait_for(lambda: _listener_deliveries(local_stack) > answered, 60, "the listener to answer the held job events")
     assert cli.main(["reconcile"]) == 0

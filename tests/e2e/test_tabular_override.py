@@ -1,6 +1,6 @@
 """End to end, as docs/ingest.md tells a user to do it: a dataset with a `landfall.json` override and text class
-labels ends SUCCEEDED (issue 15: the trainer read landfall.json as a shard, and text labels failed). The table is
-small (80 rows): the trainer's size adaptation (issue 28 item 4) trains it for min_steps optimizer steps, not the 3
+labels ends SUCCEEDED (landfall.json is not read as a shard; text labels train). The table is
+small (80 rows): the trainer's size adaptation (trainer/sizing.py) trains it for min_steps optimizer steps, not the 3
 epochs asked for, and the run record carries the warning that its held-out set is too small to trust."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_override_and_text_labels_end_succeeded(
     assert doc["request"]["hyperparameters"]["epochs"] == 3
     assert doc["request"]["model"]["label_column"] == "diagnosis"
     assert doc["request"]["dataset"]["object_count"] == 2  # landfall.json and _SUCCESS are not data
-    # Issue 28: the version is a snapshot; the run trained on, and names, exactly the objects it recorded.
+    # The version is a snapshot: the run trained on, and names, exactly the objects it recorded.
     parts = sorted((b.name.removeprefix(prefix), b) for b in landing_bucket.list_blobs(prefix=prefix + "part-"))
     recorded = [{"name": name, "generation": str(b.generation), "size": b.size} for name, b in parts]
     assert doc["request"]["dataset"]["objects"] == recorded

@@ -1,4 +1,4 @@
-"""Teams through the local stack (issue 26 item 4, Done-when 3): the stack's teams file (tests/e2e/teams.toml, given
+"""Teams through the local stack (docs/teams.md): the stack's teams file (tests/e2e/teams.toml, given
 through LANDFALL_TEAMS_FILE) caps team e2e-capped at 1 GPU in flight and has team e2e-spent's month already spent.
 On the own-image route (a standard-library container: no training cost): a run past the cap WAITS team-cap while the
 team's first run holds its GPU, a run needing more GPUs than the cap alone is REJECTED team-limit, a run of the spent

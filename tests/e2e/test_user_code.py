@@ -1,4 +1,4 @@
-"""Bring your own training code through the whole local stack (issue 22): a torchrun-style script that knows
+"""Bring your own training code through the whole local stack: a torchrun-style script that knows
 nothing of Landfall, dropped with `landfall submit --script`, runs on 2 nodes x 2 processes and ends SUCCEEDED with
 its metrics on the run and its model in the run's model folder; a running script is cancelled. The same script as an
 installable package (`--package`) and in the example container (`--image`, mapped by the stack's Vertex emulator as

@@ -516,7 +516,7 @@ class Vertex:
     jobs: VertexJobs | FakeVertex
     exhaust_quota: Callable[[str], object]
     limit_rate: Callable[[str], object]
-    """Make the next CreateCustomJob in a region fail for a per-minute request quota (issue 26)."""
+    """Make the next CreateCustomJob in a region fail for a per-minute request quota (a rate limit, not capacity)."""
     emulated: bool = False
     """True on the Vertex emulator, where a job's replicas are real processes."""
 
@@ -702,7 +702,7 @@ def test_vertex_list_labelled_pages_through_landfall_jobs_of_one_region(vertex: 
         _ended(vertex, job.name)
 
 
-# The submission rate limiter (issue 26) ----------------------------------------------------------------------------
+# The submission rate limiter -------------------------------------------------------------------------------------
 
 
 @pytest.fixture(params=["fake", "firestore"])

@@ -230,7 +230,7 @@ def test_sweep_to_a_missing_topic_says_how_to_create_it(
 
 
 def test_a_refused_dataset_names_no_run(settings_env: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 28 item 9: a REFUSED version published no request, so the run id its request would have had names no
+    """A REFUSED version published no request, so the run id its request would have had names no
     run; neither the table nor `landfall dataset` shows it."""
     doc = dataset_doc("datasets/refused/", "REFUSED", "2026-11-22T09:30:00Z", reason="0 data objects")
     doc["version"] = {

@@ -1,5 +1,5 @@
-"""The CLI's manners as a user meets them, through the real `landfall` process against the emulators (issue 28
-items 9 and 16): bad input is one line and a non-zero exit, never a traceback; output piped into a reader that
+"""The CLI's manners as a user meets them, through the real `landfall` process against the emulators: bad
+input is one line and a non-zero exit, never a traceback; output piped into a reader that
 stops early ends quietly; `landfall drop` to a prefix no route covers is refused before anything is uploaded."""
 
 from __future__ import annotations

@@ -170,8 +170,8 @@ def test_cancel_before_submission_then_retry(requests_tap: Any, capsys: pytest.C
 def test_cancel_of_a_run_waiting_after_its_jobs_ended_says_so(
     requests_tap: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 28 item 9: a WAITING run whose job ended for capacity was said to be cancelled "before a job was
-    submitted"."""
+    """A WAITING run whose job ended for capacity is not said to be cancelled "before a job was submitted": its
+    jobs ended for capacity."""
     from schemas.run_record import JobAttempt, RunState, StateChange, Waiting
 
     base = parse_run_record(run_doc("run-waiting", "WAITING", "2026-11-20T10:00:00.000000Z", "gs://b/churn/"))
@@ -200,7 +200,7 @@ def test_cancel_of_a_run_waiting_after_its_jobs_ended_says_so(
 def test_submitting_content_that_already_ran_names_the_run_its_state_and_how_to_run_it_again(
     requests_tap: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 28 item 8: the same content again used to say its run "will be" RUN; the run exists, so nothing is
+    """The same content again does not say its run "will be" RUN: the run exists, so nothing is
     published, and the command says which run, in what state, and how to run it again on purpose."""
     body = {"dataset": {"uri": "gs://b/churn/"}, "task": "tabular-classification", "model": {"preset": "mlp-small"}}
     path = tmp_path / "request.json"

@@ -156,15 +156,14 @@ def test_submit_publishes_a_minimal_request_and_prints_its_run_id(
         landfall(["submit", str(path)], capsys)
 
 
-def test_the_readme_run_document_queries_run_as_written(three_runs: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """README "The run document": its query block, run on the emulator against the three runs (its dataset URI
-    swapped for theirs), returns what `landfall runs` with the same filters returns."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme[readme.index("### The run document") :]
-    block = section[section.index("```python\nfrom datetime") :].split("```")[1].removeprefix("python\n")
+def test_the_run_document_page_queries_run_as_written(three_runs: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/run-document.md: its query block, run on the emulator against the three runs (its dataset URI swapped
+    for theirs), returns what `landfall runs` with the same filters returns."""
+    page = (Path(__file__).parents[2] / "docs" / "run-document.md").read_text()
+    block = page[page.index("```python\nfrom datetime") :].split("```")[1].removeprefix("python\n")
     code = block.replace('"PROJECT"', repr(PROJECT)).replace("gs://landfall-landing/datasets/churn/", "gs://b/churn/")
     names: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), names)
+    exec(compile(code, "docs/run-document.md", "exec"), names)
     assert capsys.readouterr().out.split()[0] == "run-b"
 
     def ids(query: Any) -> list[str]:
@@ -177,7 +176,7 @@ def test_the_readme_run_document_queries_run_as_written(three_runs: None, capsys
 
 
 def test_runs_table_gives_the_reason_a_run_failed(three_runs: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 28 item 9: `landfall runs` had no column saying why a run failed."""
+    """`landfall runs` says why each run that ended badly failed, in a column of its own."""
     from dataclasses import replace
 
     from google.cloud import firestore
@@ -200,7 +199,7 @@ def test_runs_table_gives_the_reason_a_run_failed(three_runs: None, capsys: pyte
 def test_runs_shows_each_tasks_own_figures_and_flags_a_warned_run(
     settings_env: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 28 item 5: a regression run reads R² and RMSE in `landfall runs` (its accuracy column was empty), a
+    """A regression run reads R² and RMSE in `landfall runs` (not an empty accuracy column), a
     classification run its accuracy; a run the trainer warned about is flagged, and `landfall run` says why."""
     from google.cloud import firestore
 

@@ -1,4 +1,4 @@
-"""Issue 15 bug 4, as a user meets it: a shell that sourced .landfall/env after the stack was stopped. The real
+"""A stopped stack, as a user meets it: a shell that sourced .landfall/env after the stack was stopped. The real
 `landfall` process answers at once, in one line that says what to do (it used to hang for 100 s and more)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 28 item 1 against the real emulators: a dataset version is a snapshot.
+"""Against the real emulators: a dataset version is a snapshot.
 
 `gcloud storage cp part-0.csv _SUCCESS gs://...` uploads in parallel, so the marker can land before the data. Here
 the marker lands first, then a small data object, then a large one after the version was cut, and the small one is
@@ -125,7 +125,7 @@ def test_a_marker_that_lands_first_gives_a_run_that_trains_only_what_its_version
     outcome = handle_object_event(upload(bucket, folder + "_SUCCESS", b""), deps)
     assert outcome.startswith("waiting:"), outcome
     assert drain(subscriber) == []
-    # The small object lands (its event acknowledged unread, issue 26 item 3): the sweep's tick cuts the version.
+    # The small object lands (a shard's event is acknowledged unread): the sweep's tick cuts the version.
     small = datagen.csv_text(datagen.separable_rows(120, 0)).encode()
     small_event = upload(bucket, folder + "part-0.csv", small)
     assert handle_object_event(small_event, deps) == "data"

@@ -199,8 +199,8 @@ def test_a_function_that_was_down_gets_the_message_once_it_is_back(wiring: Wirin
 def test_a_nine_megabyte_message_is_delivered_and_the_messages_after_it_too(
     wiring: Wiring, serve: Callable[[], None]
 ) -> None:
-    """Issue 28 item 13: Pub/Sub takes messages to 10 MB; the bridge's pull of a 9 MB one failed on gRPC's 4 MB
-    receive limit, every time, and nothing on the subscription was delivered again."""
+    """Pub/Sub takes messages to 10 MB, so the bridge pulls a 9 MB one (past gRPC's default 4 MB receive limit,
+    on which its pull once failed every time and nothing on the subscription was delivered again)."""
     serve()
     large = wiring.publish(b"x" * (9 * 1024 * 1024), size="9MB")
     small = wiring.publish(b"after the large one", kind="small")

@@ -1,4 +1,4 @@
-"""Issue 28 items 11 to 15 through the real adapters: the dispatcher and the reconciler with the runs store on the
+"""Fault campaign holes, through the real adapters: the dispatcher and the reconciler with the runs store on the
 Firestore emulator and VertexJobs on the Vertex emulator (its fault plan answers UNAVAILABLE; a job's replica is a
 real process, here a sleeper standing in for the trainer image). Each test counts the labelled jobs on the emulator:
 never two for one run."""

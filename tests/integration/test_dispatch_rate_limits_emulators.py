@@ -1,4 +1,4 @@
-"""Issue 26 items 1 and 7 through the real adapters: a burst of requests dispatched with the runs store and the
+"""Rate limits are not capacity, through the real adapters: a burst of requests dispatched with the runs store and the
 limiter's buckets on the Firestore emulator, and VertexJobs on the Vertex emulator with a low CreateCustomJob rate
 limit. Every run ends created on its own plan (some queued on the way), none moves to a fallback plan for a rate
 limit, none is lost and none has two jobs."""

@@ -1,4 +1,4 @@
-"""Issue 15 bug 5: with the variables `landfall up` writes to .landfall/env, the gcloud CLI's command groups a user
+"""With the variables `landfall up` writes to .landfall/env, the gcloud CLI's command groups a user
 runs against the stack (pubsub, storage) reach the local emulators, not Google. gcloud runs for real, with an
 empty configuration folder and no credentials; what it wrote is read back through the emulators."""
 

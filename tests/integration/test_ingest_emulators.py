@@ -158,7 +158,7 @@ def test_manifest_waiting_on_an_object_completes_at_the_sweep_after_it_lands(
     assert "1 listed object(s) missing: part-1.csv" in doc.reason
     assert drain(requests_topic[1]) == []
     late = upload(bucket, "datasets/m/part-1.csv", b"a,label\n2,1\n")
-    # The shard's own event is acknowledged unread (issue 26 item 3); the sweep's tick completes the manifest.
+    # The shard's own event is acknowledged unread (never completes a dataset); the sweep's tick completes the manifest.
     assert handle_object_event(late, deps) == "data"
     assert drain(requests_topic[1]) == []
     assert handle_sweep(PubSubMessage(data=b"{}", message_id="tick-1"), deps) == "swept: published=1"
@@ -213,7 +213,7 @@ def test_version_claim_lease_in_firestore(clean_firestore: Emulator) -> None:
 def test_numbers_the_requests_topic_cannot_carry_end_as_refused_datasets(
     bucket: Any, deps: IngestDeps, requests_topic: tuple[str, Any]
 ) -> None:
-    """Issue 15, bug 6, against the Pub/Sub emulator and the topic's schema."""
+    """Numbers the wire cannot carry, against the Pub/Sub emulator and the topic's schema."""
     topic, subscriber = requests_topic
     deps = replace(deps, routes=lambda: (replace(ROUTE, overridable=("hyperparameters.*",)),))
     # A landfall.json with NaN is refused by the parser, naming the field; nothing reaches the topic.

@@ -27,7 +27,7 @@ def test_busy_port_gives_a_clear_error_and_starts_nothing(tmp_path: Path) -> Non
 
 
 def test_down_stops_exactly_what_up_started_and_the_next_up_reuses_its_free_ports(tmp_path: Path) -> None:
-    """Also issue 28 item 10: one switch for free ports (`landfall up --free-ports`, LANDFALL_PORTS=free, `make demo
+    """Also one switch for free ports (`landfall up --free-ports`, LANDFALL_PORTS=free, `make demo
     PORTS=free`) instead of a --port flag per service, and the next `up` after `down` reuses the ports the stack
     had, so a shell that sourced .landfall/env keeps reaching it."""
     info = stack.up(tmp_path, ports="free")

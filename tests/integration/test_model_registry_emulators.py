@@ -1,4 +1,4 @@
-"""Issue 25: a SUCCEEDED run's model into Model Registry through the real adapters, the runs store on the Firestore
+"""A SUCCEEDED run's model into Model Registry through the real adapters, the runs store on the Firestore
 emulator and ModelRegistry on the Vertex emulator's ModelService (the job itself a real emulator job). Redelivered
 job events and reconcile passes at once upload the model once; the champion/challenger rule moves `production`
 only for a better model; a stock ModelServiceClient reads back the versions, aliases and labels."""

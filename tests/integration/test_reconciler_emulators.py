@@ -1,4 +1,4 @@
-"""Issue 13, the reconciler's looks for orphan jobs and unanswered dataset versions, through the real adapters: the
+"""The reconciler's looks for orphan jobs and unanswered dataset versions, through the real adapters: the
 runs, orphans and dataset versions stores on the Firestore emulator and VertexJobs on the Vertex emulator (a job's
 replicas are real processes there). Two passes find each orphan once, cancel it once, republish a version once."""
 

@@ -1,4 +1,4 @@
-"""Issue 26 item 2 on the emulators: the reconciler's watermark in Firestore and its one ListCustomJobs per region on
+"""On the emulators: the reconciler's watermark in Firestore and its one ListCustomJobs per region on
 the Vertex emulator (real jobs, whose replicas are processes there; calls counted by the emulator itself). A first
 pass with no watermark lists every job changed since the oldest open run; the watermark it stores survives in
 Firestore (read back by a new client); the next pass reads no job that did not change, and a job changed since the

@@ -1,4 +1,4 @@
-"""Issue 26 item 5 on the emulators: a run refused capacity everywhere for 24 rounds (the Vertex emulator answering
+"""Bounded records on the emulators: a run refused capacity everywhere for 24 rounds (the Vertex emulator answering
 every CreateCustomJob RESOURCE_EXHAUSTED), through the dispatcher's handler and the reconciler's pass as deployed,
 its record written by RunsStore into the Firestore emulator. Every document read back with the stock client stays
 under DOCUMENT_BOUND_BYTES, measured as Firestore measures a document

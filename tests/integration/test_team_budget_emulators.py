@@ -1,4 +1,4 @@
-"""Issue 26 item 4 through the real adapters: a run whose cost while running (time since its job started x its
+"""Through the real adapters: a run whose cost while running (time since its job started x its
 plan's hourly price) passes its own constraints.budget_usd is cancelled by the reconciler with that reason, exactly
 once: the runs store on the Firestore emulator, its job a real process on the Vertex emulator. The reconciler's
 clock is moved an hour on (the planner only accepts a budget that covers the plan's estimate, so a run passes it

@@ -1,4 +1,4 @@
-"""Teams through the real Firestore adapters (issue 26 item 4): a burst of requests of one team dispatched at once,
+"""Teams through the real Firestore adapters (docs/teams.md): a burst of requests of one team dispatched at once,
 each delivery claiming its run and the team's ledger in one Firestore transaction on the emulator. The team's GPU
 cap holds: exactly as many runs as fit are submitted and the rest WAIT (team-cap), the ledger counts exactly the
 GPUs of the submitted runs, and a run's end settles its reservation once, however often its event is delivered."""

@@ -1,5 +1,5 @@
 """A run's end wakes its team's waiting run, through the real adapters on the Firestore and Pub/Sub emulators
-(docs/teams.md, "Waiting and priority"; issue 26): a team capped at 2 GPUs gets 4 one-GPU requests, 2 are submitted and
+(docs/teams.md, "Waiting and priority"): a team capped at 2 GPUs gets 4 one-GPU requests, 2 are submitted and
 2 WAIT team-cap (the second wait decided on a plain read of the ledger, without the ledger in its transaction); the
 first run's job ends and the listener records it: its settle frees a GPU and wakes the team's longest-waiting run,
 whose request is published again on the requests topic. Delivered to the dispatcher, that request is submitted,

@@ -37,7 +37,7 @@ SEEDED = 10_000
 BATCH = 500
 """Documents per batched write (Firestore's limit on the writes of one commit)."""
 ANSWER_S = 1.0
-"""Each page and filter answers within this (issue 27: under a second with 10,000 runs)."""
+"""Each page and filter answers within this (docs/ui.md: under a second with 10,000 runs)."""
 
 
 SEEDED_FROM = NOW + timedelta(hours=1)

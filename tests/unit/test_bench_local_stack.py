@@ -1,5 +1,5 @@
 """The load test's and latency benchmark's pure parts (bench/local_stack): the no-op trainer's upload address, the
-percentiles, the hop-by-hop timeline, the lost / doubled checks, and (issue 26) the rate limits, the calls per minute,
+percentiles, the hop-by-hop timeline, the lost / doubled checks, and the rate limits, the calls per minute,
 the fallback-after-a-rate-limit and wait checks and the GPU caps sampled."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_checks_find_lost_doubled_unfinished_and_orphan_runs() -> None:
     assert clean.ok and (clean.runs, clean.jobs) == (1, 1)
 
 
-# -- issue 26 Done-when 1: the rate limits, the fallback and wait checks, the GPU caps sampled ----------------------
+# -- `make load`: the rate limits, the fallback and wait checks, the GPU caps sampled ----------------------
 
 PLAN = parse_plan(json.loads((Path(__file__).resolve().parents[2] / "schemas/examples/plan_cpu.json").read_text()))
 

@@ -1,4 +1,4 @@
-"""The canary before a long run (issue 24, docs/canary.md) against the fakes: the verdict on its figures, its job,
+"""The canary before a long run (docs/canary.md) against the fakes: the verdict on its figures, its job,
 and a run through canary -> long job, re-planned, failed, cancelled, reconciled and recovered, each asserting the
 jobs made and the run record left."""
 

@@ -1,4 +1,4 @@
-"""Issue 15, "the planner's commands help, not mislead": estimate-memory says when activations are not counted, and
+"""The planner's commands help, not mislead: estimate-memory says when activations are not counted, and
 catalog takes --gpu, --region and --min-gpus filters."""
 
 from __future__ import annotations

@@ -268,7 +268,7 @@ REGRESSION = {
 
 
 def test_each_task_shows_its_own_figures_and_the_runs_warnings() -> None:
-    """Issue 28 item 5: a regression run shows R² and RMSE (it had an empty accuracy column), a classification run
+    """A regression run shows R² and RMSE (not an empty accuracy column), a classification run
     its accuracy; a warning the trainer recorded is flagged in `landfall runs` and spelled out by `landfall run`."""
     request = copy.deepcopy(GOLDEN["request"]) | {"task": "tabular-regression"}
     regression = parse_run_record(document(request=request, metrics=REGRESSION))

@@ -1,4 +1,4 @@
-"""Issue 15 bug 4: a command that needs the stack checks it first and answers in one line with the next step; a bad
+"""A command that needs the stack checks it first and answers in one line with the next step; a bad
 --state, and --port on a running stack, are refused in one line too. No process and no connection: the probe and
 the process check are fakes (tests/integration/test_cli_stack_down.py runs the real command against closed ports)."""
 

@@ -1,4 +1,4 @@
-"""Issue 15: the same bytes are not trained twice by accident. A dataset version is identified by its content (the
+"""The same bytes are not trained twice by accident. A dataset version is identified by its content (the
 names, sizes and checksums of its data objects and landfall.json); a version whose content was published before is
 a DUPLICATE of that run, and `landfall retrain URI` asks for a new run on purpose. Exactly once holds under
 concurrent versions."""

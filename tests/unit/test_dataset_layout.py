@@ -1,5 +1,5 @@
-"""One rule for what is data in a dataset folder, shared by ingest and the trainer (issue 15, bug 1: the trainer
-read `landfall.json` as a shard and every run with an override failed with exit 3)."""
+"""One rule for what is data in a dataset folder, shared by ingest and the trainer (a
+trainer that read `landfall.json` as a shard failed every run with an override, with exit 3)."""
 
 from __future__ import annotations
 

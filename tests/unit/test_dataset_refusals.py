@@ -1,4 +1,4 @@
-"""Refuse before paying (issue 22): an empty dataset, and a tabular dataset without its label column, are REJECTED
+"""Refuse before paying: an empty dataset, and a tabular dataset without its label column, are REJECTED
 by the dispatcher before any plan or CreateCustomJob; a container's run gets the dataset's listing."""
 
 from __future__ import annotations

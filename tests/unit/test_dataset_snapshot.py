@@ -1,4 +1,4 @@
-"""Issue 28 item 1: a dataset version is a snapshot. The request carries the objects ingest measured (names,
+"""A dataset version is a snapshot. The request carries the objects ingest measured (names,
 generations, sizes and their digest; schemas/data_objects.py), the job passes them to the trainer, the trainer reads
 exactly those (or, with the digest alone, refuses a folder that changed), and the run record says what was read.
 The same chain against fake-gcs-server, Firestore and Pub/Sub: tests/integration/test_dataset_snapshot.py."""

@@ -1,4 +1,4 @@
-"""Issue 28 items 11, 12 and 14, holes our own fault campaign found in the dispatcher's exactly-once path, against
+"""Holes our own fault campaign found in the dispatcher's exactly-once path, against
 the fakes: a run left RECEIVED by a delivery that died is taken over by the reconciler; a cancel recorded while the
 run is SUBMITTING stops the delivery before CreateCustomJob, and a job created anyway is cancelled at once; a
 delivery that fails before CreateCustomJob gives its submission claim back. Each keeps one job per attempt."""

@@ -94,7 +94,7 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
     },
     SA("landfall-trainer"): {
         ("roles/storage.objectViewer", "bucket", LANDING),
-        ("roles/storage.objectViewer", "bucket", CODE),  # teams' scripts and packages (issue 22)
+        ("roles/storage.objectViewer", "bucket", CODE),  # teams' scripts and packages
         *(("roles/storage.objectUser", "bucket", b) for b in ARTIFACTS),
     },
     # Cloud Build's identity for the image and every function (cloud.google.com/functions/docs/securing/build-custom-sa)
@@ -468,7 +468,7 @@ def test_staged_paths_are_relative_to_the_repository_root(deployed: list[list[st
     assert not any(Path(s).is_absolute() for s in staged)
 
 
-# --- issue 28: the build identity, the APIs, images where jobs run, Firestore scoped, running jobs cancelled ------
+# --- the build identity, the APIs, images where jobs run, Firestore scoped, running jobs cancelled ------
 
 
 def test_firestore_access_is_scoped_to_landfalls_database(deployed: list[list[str]]) -> None:
@@ -564,7 +564,7 @@ def test_a_dry_run_without_the_project_number_prints_a_placeholder() -> None:
 def test_a_teams_own_requests_topic_is_created_with_the_schema_and_pushed_to_the_dispatcher(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 26 item 4: each team's requests topic (deploy/teams.toml) gets the TrainingRequest schema and a push
+    """Each team's requests topic (deploy/teams.toml) gets the TrainingRequest schema and a push
     subscription to the dispatcher with the shared topic's delivery settings; the dispatcher knows the team by it."""
     import tomllib
 

@@ -1,4 +1,4 @@
-"""Issue 27 Done-when 3: `landfall deploy --dry-run` deploys the dashboard as a Cloud Run service that only the
+"""`landfall deploy --dry-run` deploys the dashboard as a Cloud Run service that only the
 deployment's users reach (Cloud Run's IAM invoker check), its account reads and writes nothing else unless actions are
 enabled, and `landfall teardown` removes it.
 

@@ -1,4 +1,4 @@
-"""Issue 15, bug 7: malformed notification fields are refused at the envelope (acknowledged with a reason),
+"""Malformed notification fields are refused at the envelope (acknowledged with a reason),
 never a ValueError deep in ingest that is retried for half an hour."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def lint(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[bool, str]:
 
 def test_the_layers_state_the_architecture() -> None:
     """Entry points over the composition root over the handlers over adapters, rules, planner and schemas; the CLI
-    and the local tooling above functions; the trainer apart (issue 21)."""
+    and the local tooling above functions; the trainer apart."""
     assert set(CONFIG["root_packages"]) == {"functions", "trainer", "schemas", "deploy", "landfall"}
     contracts = {c["id"]: c for c in CONFIG["contracts"]}
     layers = [{name.strip() for name in layer.replace(":", "|").split("|")} for layer in contracts["layers"]["layers"]]
@@ -63,7 +63,7 @@ def test_the_tree_keeps_every_contract(capsys: pytest.CaptureFixture[str]) -> No
         ("layers", "functions/ingest/leak.py", "def run():\n    from deploy.local import stack\n"),  # lazy counts
         ("layers", "schemas/leak.py", "from deploy.topology import load_topology\n"),
         ("ingest", "functions/ingest/manifest.py", "from functions.ingest import handler\n"),  # a rule, its handler
-        ("cli", "landfall/ticks.py", "from landfall.commands import datasets\n"),  # the cycle of issue 21
+        ("cli", "landfall/ticks.py", "from landfall.commands import datasets\n"),  # a helper importing a command
         ("deploy", "deploy/gcp/leak.py", "from functions.ingest import routes\n"),
         ("functions", "functions/planning/leak.py", "import torch\n"),
         ("trainer", "trainer/leak.py", "from functions.settings import get_settings\n"),

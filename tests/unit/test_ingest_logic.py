@@ -79,7 +79,7 @@ def test_a_marker_that_lands_before_its_data_waits_and_the_version_holds_what_it
     """gcloud uploads files in parallel, so `gcloud storage cp part-0.csv _SUCCESS gs://...` can land the marker
     first: the version waits for data (it was REFUSED as "0 data objects"), is cut when a data object lands, and
     records exactly the objects it measured; an object landing after the cut belongs to the next version. The data
-    object's own event is acknowledged unread (issue 26 item 3); the sweep's next tick cuts the version."""
+    object's own event is acknowledged unread (a shard completes no dataset); the sweep's next tick cuts the version."""
     w = World(ROUTES)
     for name, data in early.items():
         w.objects.put(name, data)
@@ -482,7 +482,7 @@ def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
 
 
 def test_regression_by_dropping_a_folder_under_the_shipped_routes() -> None:
-    """Issue 28 item 5: a folder under regression/, or a landfall.json asking for it under datasets/, trains a
+    """A folder under regression/, or a landfall.json asking for it under datasets/, trains a
     regression model; before, only `landfall submit` could."""
     from functions.ingest.routes import ROUTES_FILE, load_routes
 
@@ -534,7 +534,7 @@ def test_a_delivery_that_died_after_marking_the_version_published_leaves_the_dat
 
 
 def test_a_data_object_on_a_marker_or_manifest_route_is_acknowledged_before_any_read() -> None:
-    """Issue 26 item 3: a shard's event cannot complete a dataset on a route completed by a marker or a manifest, so
+    """A shard's event cannot complete a dataset on a route completed by a marker or a manifest, so
     it touches neither Firestore nor the bucket; on a quiet-period route it keeps its dataset open (one read)."""
     w = World(ROUTES)
 

@@ -120,7 +120,7 @@ def test_the_vertex_emulator_gets_the_images_map_named_by_landfall_vertex_images
 def test_the_vertex_emulator_gets_the_fault_plan_named_by_landfall_vertex_faults(
     tmp_path: Path, faults: str | None
 ) -> None:
-    """Issue 26 item 7: Vertex's rate limits (or any fault plan) on a whole local stack, from `up` on."""
+    """Vertex's rate limits (or any fault plan) on a whole local stack, from `up` on."""
     from deploy.local.record import StackRecord
 
     topology = load_topology()
@@ -134,7 +134,7 @@ def test_the_vertex_emulator_gets_the_fault_plan_named_by_landfall_vertex_faults
 def test_the_ports_a_stack_starts_from_free_default_or_the_last_stacks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 28 item 10: one switch for free ports (LANDFALL_PORTS=free, `landfall up --free-ports`), and the ports
+    """One switch for free ports (LANDFALL_PORTS=free, `landfall up --free-ports`), and the ports
     of the last stack in the state folder reused by the next `up`; a port it had picked free that is taken now is
     picked afresh, one that was chosen is kept."""
     from deploy.local import processes

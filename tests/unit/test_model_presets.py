@@ -1,4 +1,4 @@
-"""A preset named for a model size has about that many parameters (issue 15: `gpt-124m` had 86 M), counted the way
+"""A preset named for a model size has about that many parameters (`gpt-124m` once had 86 M), counted the way
 the planner and the trainer count them (schemas/model_presets.py)."""
 
 from __future__ import annotations

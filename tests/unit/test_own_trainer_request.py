@@ -1,4 +1,4 @@
-"""A TrainingRequest with the team's own trainer (issue 22): the `trainer` and `workload` objects, who may run what,
+"""A TrainingRequest with the team's own trainer: the `trainer` and `workload` objects, who may run what,
 and how the planner sizes code Landfall did not write."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`landfall plan REQUEST --custom-job --project P` prints the job P's deployed dispatcher would submit (issue 28,
-item 2): the image `landfall deploy` built (never the local stack's `:local`), P's artifacts bucket in the job's
+"""`landfall plan REQUEST --custom-job --project P` prints the job P's deployed dispatcher would submit: the
+image `landfall deploy` built (never the local stack's `:local`), P's artifacts bucket in the job's
 region, the training service account and a gcloud line naming P, all read from the settings `landfall deploy`
 records; with no such record it refuses, naming the settings and how to record them."""
 

@@ -1,4 +1,4 @@
-"""Issue 26 items 1 and 7 in the pure parts: Vertex's rate-limit answers told apart from capacity, the limiter's
+"""Rate limits are not capacity, in the pure parts: Vertex's rate-limit answers told apart from capacity, the limiter's
 slots, the run queued on its plan (never moved to a fallback for a rate limit), and the emulator's rate-limit rules."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 26 item 2, against the fakes: a reconcile pass reads from Vertex what changed since the last pass (one
+"""Against the fakes: a reconcile pass reads from Vertex what changed since the last pass (one
 ListCustomJobs per region), not every open run's job, so its calls do not grow with the open runs; the safe full
 pass where it is needed (no watermark, a watermark too old, the update_time filter refused), a run whose record
 changed since the watermark read once, a job ended within the grace listed again, and shards."""

@@ -1,4 +1,4 @@
-"""Issue 13, the reconciler's other looks, against the fakes: why a job waits long (noted on the run once, closed
+"""The reconciler's other looks, against the fakes: why a job waits long (noted on the run once, closed
 when it starts), orphan jobs (recorded once, cancelled once when configured) and dataset versions whose request was
 published but names no run (published again once per grace period, one run in the end). Two passes at once, or
 one after another, change nothing twice."""

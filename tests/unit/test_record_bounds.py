@@ -1,4 +1,4 @@
-"""Issue 26 item 5, against the fakes: a run refused capacity everywhere for 200 rounds, the reconciler retrying it
+"""Bounded records, against the fakes: a run refused capacity everywhere for 200 rounds, the reconciler retrying it
 each round through the dispatcher's exactly-once path, keeps every document Landfall writes for it (the run, its
 dataset, the dataset version, its content, orphans) under DOCUMENT_BOUND_BYTES, measured as Firestore measures a
 document (https://cloud.google.com/firestore/docs/storage-size). Older documents, stored before the bounds, still

@@ -1,4 +1,4 @@
-"""Issue 15, "the reason is on the run": the trainer's failure record (schemas/trainer_failure.py) becomes the run's
+"""The reason is on the run: the trainer's failure record (schemas/trainer_failure.py) becomes the run's
 error, beside Vertex's message. The listener runs against the fakes."""
 
 from __future__ import annotations

@@ -178,8 +178,8 @@ def _unreadable(change: dict[str, object]) -> bytes:
     ids=["nan-learning-rate", "10kb-key"],
 )
 def test_a_run_rejected_because_its_request_could_not_be_read_is_announced(change: dict[str, object]) -> None:
-    """Issue 28 item 15: a run stored REJECTED straight away (its request unreadable) had no results_published
-    flag, so the reconciler's look for unannounced runs never found it and no RunFinished ever went out."""
+    """A run stored REJECTED straight away (its request unreadable) is announced too: without a results_published
+    flag the reconciler's look for unannounced runs would never find it, and no RunFinished would go out."""
     w = World()
     assert w.deliver(_unreadable(change), message_id="m-bad") == "rejected:invalid-request"
     (run,) = (w.run(run_id) for run_id in w.runs.docs)

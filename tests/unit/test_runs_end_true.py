@@ -1,4 +1,4 @@
-"""Issue 13 (functions side) against the fakes: failure reasons, fallback after submission, waiting for capacity,
+"""Runs end in their true state, against the fakes: failure reasons, fallback after submission, waiting for capacity,
 cancel, and the reconciler's pass over open runs."""
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def test_cancel_a_waiting_run_stops_it_and_says_it_waited_after_its_jobs_ended()
         stockout(w, name)
         name = w.job_name() if w.run().vertex else name
     said = cancel_run(w.run().run_id, by="ada", store=w.runs, vertex=w.vertex, now=NOW)  # type: ignore[arg-type]
-    # issue 28 item 9: its three jobs had ended for capacity; it was not "before submission"
+    # its three jobs had ended for capacity: it was not "before submission"
     assert said.endswith("CANCELLED while it waited for capacity (no job was running)"), said
     run = w.run()
     assert run.state == RunState.CANCELLED and run.error is not None

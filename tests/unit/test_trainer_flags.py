@@ -1,4 +1,4 @@
-"""Issue 15, bug 2: a request's `hyperparameters.extra` is checked against the trainer's own flag table
+"""A request's `hyperparameters.extra` is checked against the trainer's own flag table
 (schemas/trainer_flags.py) by the dispatcher and by `landfall plan`, before any machine starts; the check agrees
 with the trainer's parser on every case, through the very command line job_spec writes."""
 

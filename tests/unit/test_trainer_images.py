@@ -1,4 +1,4 @@
-"""Issue 23: the trainer images' manifest (deploy/topology.toml [[trainer_image.builds]]), the Dockerfile that builds
+"""The trainer images' manifest (deploy/topology.toml [[trainer_image.builds]]), the Dockerfile that builds
 each from it, the settings that name them and the GPUs' compute capabilities (schemas/data/gpus.json)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A team's code's results, read without running it: metrics lines to metrics.json, exits to classified failures,
-the launcher's variables, and `landfall submit --script` building the request (issue 22)."""
+the launcher's variables, and `landfall submit --script` building the request."""
 
 from __future__ import annotations
 

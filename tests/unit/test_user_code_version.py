@@ -1,4 +1,4 @@
-"""A team's code reads the dataset version its run was made for (issue 22): the launcher stages the objects of the
+"""A team's code reads the dataset version its run was made for: the launcher stages the objects of the
 listing the dispatcher wrote (LANDFALL_DATA_FILES), not whatever the folder holds when the job starts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15, bug 6: numbers the wire cannot carry. NaN, Infinity and integers beyond 64 bits are refused by the schema
+"""Numbers the wire cannot carry. NaN, Infinity and integers beyond 64 bits are refused by the schema
 parser with the field named (in a request and in a landfall.json), and a refusal by the requests topic at publish
 time is recorded on the dataset as REFUSED with its reason instead of being retried forever."""
 

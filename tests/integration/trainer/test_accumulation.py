@@ -1,4 +1,4 @@
-"""Gradient accumulation trains what one big batch trains (issue 12): on CPU with gloo, 2 processes x 2
+"""Gradient accumulation trains what one big batch trains: on CPU with gloo, 2 processes x 2
 accumulation micro-steps end with the same per-step loss and the same weights as one process taking the whole
 global batch in one pass, under DDP and under FSDP (FULL_SHARD, with activation checkpointing on as well); and the
 accumulating micro-steps reduce no gradients (as many reductions per step as without accumulation).

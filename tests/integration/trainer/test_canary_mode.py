@@ -1,4 +1,4 @@
-"""The built-in trainer's canary mode (issue 24, trainer/canary.py), as `python -m trainer.launcher` runs it on a
+"""The built-in trainer's canary mode (docs/canary.md, trainer/canary.py), as `python -m trainer.launcher` runs it on a
 CPU with two processes: a few steps, one all-reduce over both, a checkpoint written and read back, and canary.json
 (schemas/canary.py) in AIP_MODEL_DIR instead of a model."""
 

@@ -1,4 +1,4 @@
-"""Small tables under the shipped routes (issue 28 items 4 and 5): the trainer command line a dataset landing under
+"""Small tables under the shipped routes: the trainer command line a dataset landing under
 datasets/ or regression/ gets (route template -> dispatcher's job_spec, as bench/tabular_bench.py builds it), run
 as `python -m trainer.task` on a CPU. On iris the default route used to take 10 optimizer steps and score 15
 held-out rows; now it takes min_steps, holds out 30, and a table too small to hold out 30 says so on the run."""

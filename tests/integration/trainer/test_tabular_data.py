@@ -1,5 +1,5 @@
-"""`python -m trainer.task` on a dataset folder as ingest sees it: control files beside the shards (issue 15, bug 1),
-text class labels (bug 3), statistics and the held-out split the same on every rank, and load_model mapping back."""
+"""`python -m trainer.task` on a dataset folder as ingest sees it: control files beside the shards (not data),
+text class labels, statistics and the held-out split the same on every rank, and load_model mapping back."""
 
 from __future__ import annotations
 

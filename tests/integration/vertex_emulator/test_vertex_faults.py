@@ -151,7 +151,7 @@ def test_bad_faults_file_stops_the_emulator_with_a_clear_error(tmp_path):
 
 
 def test_rate_limits_answer_resource_exhausted_with_the_quota_metric_per_region_and_method(vertex, tmp_path):
-    """Issue 26 item 7: a JobService method over its per-minute limit in a region answers as Vertex does, with
+    """A JobService method over its per-minute limit in a region answers as Vertex does, with
     ErrorInfo and QuotaFailure in the status details, which Landfall reads as a rate limit, not capacity."""
     from functions.gcp.vertex import RateLimitedError, translate_error
 
@@ -187,7 +187,7 @@ def test_a_create_rate_limit_refuses_creation_and_creates_nothing(vertex, tmp_pa
 
 
 def test_calls_per_minute_and_jobs_in_flight_are_read_without_counting(vertex, tmp_path):
-    """Issue 26 Done-when 1 (`make load`): GetFaults counts each method's calls per minute, and GetJobsInFlight names
+    """What `make load` reads: GetFaults counts each method's calls per minute, and GetJobsInFlight names
     the jobs not ended with their GPUs (all replicas); neither control call counts against a rate limit."""
     control.set_faults(vertex.address, {"rate_limits": [{"method": "CreateCustomJob", "limit": 1}]})
     pools = [

@@ -1,4 +1,4 @@
-"""A team's own code run by the Vertex emulator as Vertex would (issue 22): the CustomJob the dispatcher builds for a
+"""A team's own code run by the Vertex emulator as Vertex would: the CustomJob the dispatcher builds for a
 script (2 nodes x 2 processes), a package and a mapped container image, with the code fetched from the code bucket on
 fake-gcs-server, the dataset read through the contract's local folder, and the model and metrics left in the run's
 model folder; and a failing script's classified reason."""
@@ -149,7 +149,7 @@ def test_a_script_that_exits_1_fails_as_user_code_with_its_line(world: dict[str,
 def test_a_b200_plan_runs_the_cuda_13_trainer_image_which_the_emulator_runs_as_the_trainer(
     world: dict[str, Any],
 ) -> None:
-    """Issue 23: a plan on B200 (sm_100) names the trainer image built for CUDA 13 (`trainer-cu130`), and the emulator
+    """A plan on B200 (sm_100) names the trainer image built for CUDA 13 (`trainer-cu130`), and the emulator
     runs that image as Landfall's trainer (its launcher fetches the script), as Vertex would run the container."""
     trainer = {"script": upload(world, EXAMPLES / "ddp_script" / "train.py"), "args": ["--epochs", "3"]}
     pins: dict[str, Any] = {"machine_type": "a4-highgpu-8g", "replica_count": 1, "flex_start": "allowed"}

@@ -1,4 +1,4 @@
-"""Issue 23: no plan chooses a GPU its image has no kernels for, and reducers only where the image has the plugin.
+"""No plan chooses a GPU its image has no kernels for, and reducers only where the image has the plugin.
 
 Held over the whole catalog: every model preset on every GPU kind (and free of any allowlist, on demand and Spot),
 the planner's golden decision requests (tests/unit/planning/decisions.py), the Plan examples' requests and every

@@ -1,4 +1,4 @@
-"""constraints.prefer and the diminishing-returns rule: the two plans engineers refused in issue 23's trial, and the
+"""constraints.prefer and the diminishing-returns rule: the two plans engineers refused in a trial, and the
 objective's arithmetic.
 
 The trial's pairs, rebuilt from the catalog:

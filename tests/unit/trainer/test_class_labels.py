@@ -1,5 +1,5 @@
-"""Classification labels become class ids by sorted order, as scikit-learn's LabelEncoder does (issue 15, bug 3:
-a CSV whose label column held "benign"/"malignant" failed with "expected a finite number")."""
+"""Classification labels become class ids by sorted order, as scikit-learn's LabelEncoder does (a
+CSV whose label column holds "benign"/"malignant" trains; it once failed with "expected a finite number")."""
 
 from __future__ import annotations
 

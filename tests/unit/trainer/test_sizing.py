@@ -1,4 +1,4 @@
-"""How a tabular run adapts to the table's size (trainer/sizing.py, issue 28 item 4): the held-out share, the
+"""How a tabular run adapts to the table's size (trainer/sizing.py): the held-out share, the
 epochs a small table gets, the warning on a held-out set too small to trust, and early stopping."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""README's "Cost at rest" counts what the topology schedules (issue 28: it counted one schedule a minute where
-deploy/topology.toml has two). The figures are derived here from [schedules.*], so a schedule added or slowed
-down makes this fail until the text says so."""
+"""The deploy page's "Cost at rest" counts what the topology schedules (docs/deploy.md, "From nothing to a
+deployment"): the figures are derived here from [schedules.*], so a schedule added or slowed down makes this fail
+until the text says so."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from pathlib import Path
 
 from deploy.topology import load_topology
 
-README = Path(__file__).parents[2] / "README.md"
+DEPLOY_PAGE = Path(__file__).parents[2] / "docs" / "deploy.md"
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 MONTH_SECONDS = 30 * 86_400
 
 
 def cost_at_rest() -> str:
-    text = README.read_text()
+    text = DEPLOY_PAGE.read_text()
     found = re.search(r"\*\*Cost at rest\*\*(.*?)\n\n", text, re.DOTALL)
-    assert found, "README.md has no **Cost at rest** paragraph"
+    assert found, "docs/deploy.md has no **Cost at rest** paragraph"
     return " ".join(found.group(1).split())
 
 
