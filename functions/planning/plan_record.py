@@ -138,7 +138,7 @@ def build_plan(
         reduction_server_replicas=int(space.server_replicas[c]) if server else 0,
         reduction_server_machine_type=rs_machine if server else None,
         region=region,
-        spot=bool(s),
+        mode=job.mode.name,
         memory=PlanMemory(
             model_states_bytes=states,
             activations_bytes=acts,
@@ -162,7 +162,6 @@ def build_plan(
         prices_estimated=estimated,
         gradient_accumulation_steps=int(ev.accumulation[c, v]),
         activation_checkpointing=bool(ev.checkpointing[c, v]),
-        flex_start=job.flex_start,
         max_wait_seconds=job.max_wait_seconds,
         timeout_seconds=job.timeout_seconds,
         boot_disk_type=job.boot_disk.type,
