@@ -343,10 +343,10 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
             for j, reg in enumerate(regions):
                 if reg not in shape.regions:
                     continue
-                for s, mode in enumerate(AXIS_MODES):
-                    usd = book.price(shape.machine_type, reg, mode.price).usd_per_hour
+                for s, axis in enumerate(AXIS_MODES):
+                    usd = book.price(shape.machine_type, reg, axis.price).usd_per_hour
                     if shape.accelerator_type:
-                        gpu = book.price(shape.accelerator_type, reg, mode.price)
+                        gpu = book.price(shape.accelerator_type, reg, axis.price)
                         usd += shape.accelerator_count * gpu.usd_per_hour
                     per_machine[j, s] = usd
             shape_price[key] = per_machine
