@@ -240,6 +240,20 @@ FAILURE_REASON_TERMS: tuple[FailureReason, ...] = (
     FailureReason("platform", "Vertex AI failed the job for a reason nothing above names."),
 )
 """Classified by functions/records/failure_reasons.py: the trainer's kind first, then Vertex's text and code."""
+FAILURE_REASONS: tuple[str, ...] = tuple(t.name for t in FAILURE_REASON_TERMS)
+(
+    USER_CODE,
+    BAD_DATA,
+    BAD_CONFIG,
+    OUT_OF_MEMORY,
+    PREEMPTED,
+    STOCKOUT,
+    QUOTA,
+    TIMEOUT,
+    CANCELLED,
+    PLATFORM,
+) = FAILURE_REASONS
+"""Each failure reason by name, for code that sets or tests one (never its string)."""
 
 QUEUE_REASON_TERMS: tuple[Term, ...] = (
     Term(
@@ -304,11 +318,11 @@ class TrainerFailureKind(Term):
 
 
 TRAINER_FAILURE_KIND_TERMS: tuple[TrainerFailureKind, ...] = (
-    TrainerFailureKind("TrainerError", "An error the trainer raised on purpose.", reason="user-code"),
-    TrainerFailureKind("ConfigError", "A bad flag, hyperparameter or environment variable.", reason="bad-config"),
-    TrainerFailureKind("DataError", "The training data breaks its format.", reason="bad-data"),
-    TrainerFailureKind("OutOfMemory", "The accelerator or host ran out of memory.", reason="out-of-memory"),
-    TrainerFailureKind("Preempted", "SIGTERM arrived before a Spot preemption.", reason="preempted"),
+    TrainerFailureKind("TrainerError", "An error the trainer raised on purpose.", reason=USER_CODE),
+    TrainerFailureKind("ConfigError", "A bad flag, hyperparameter or environment variable.", reason=BAD_CONFIG),
+    TrainerFailureKind("DataError", "The training data breaks its format.", reason=BAD_DATA),
+    TrainerFailureKind("OutOfMemory", "The accelerator or host ran out of memory.", reason=OUT_OF_MEMORY),
+    TrainerFailureKind("Preempted", "SIGTERM arrived before a Spot preemption.", reason=PREEMPTED),
 )
 """The trainer's error classes (trainer/errors.py) by name, as failure.json writes them; any other kind is a crash of
 the user's code. tests/unit/test_failure_vocabulary.py ties these to the trainer's classes."""
@@ -384,7 +398,6 @@ PRICE_COLUMNS = tuple(dict.fromkeys(m.price for m in CONSUMPTION_MODE_TERMS if m
 LAUNCH_MODES = names(LAUNCH_TERMS)
 TRAINER_FORMS = names(TRAINER_FORM_TERMS)
 
-FAILURE_REASONS = names(FAILURE_REASON_TERMS)
 QUEUE_REASONS = names(QUEUE_REASON_TERMS)
 SUBMIT_RATE, VERTEX_RATE_LIMIT = QUEUE_REASONS
 TEAM_WAIT_REASONS = names(TEAM_WAIT_TERMS)
