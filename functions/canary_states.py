@@ -29,6 +29,7 @@ from schemas.errors import SchemaError
 from schemas.job_view import JobView
 from schemas.run_record import RunError, RunRecord, RunState
 from schemas.user_metrics import METRICS_LINES_FILE
+from schemas.vocabulary import PLATFORM, USER_CODE
 
 log = logging.getLogger("landfall.job_events")
 
@@ -79,13 +80,13 @@ def canary_job_ended(run: RunRecord, job: JobView, target: RunState, error: RunE
         figures, problem, notes = read_figures(run, deps.read_text)
         if figures is None:
             status, verdict = "failed", problem
-            error = RunError("canary-failed", f"the canary failed: {problem}", reason="user-code")
+            error = RunError("canary-failed", f"the canary failed: {problem}", reason=USER_CODE)
         else:
             assert run.plan is not None
             found = judge(run.plan, figures, deps.canary_margin)
             status, verdict = found.status, found.message
             if status == "failed":
-                error = RunError("canary-failed", verdict, reason="platform")
+                error = RunError("canary-failed", verdict, reason=PLATFORM)
     outcome = deps.store.apply(
         run.run_id,
         canary_ended(job.name, status, verdict=verdict, figures=figures, now=deps.now(), error=error, warnings=notes),

@@ -35,7 +35,7 @@ from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
 from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
-from schemas.vocabulary import BUDGET_EXCEEDED, CAPACITY_REASONS
+from schemas.vocabulary import BUDGET_EXCEEDED, CANCELLED, CAPACITY_REASONS, STOCKOUT, TIMEOUT
 
 log = logging.getLogger("landfall.job_events")
 
@@ -183,7 +183,7 @@ def _with_reason(error: RunError, job: JobView, run: RunRecord) -> RunError:
     found = classify(error.kind, job.error_message, job.error_code)
     out = replace(error, reason=found.reason, replica=found.replica, exit_code=found.exit_code)
     cancel = run.submission.cancel
-    if found.reason == "cancelled" and cancel is not None:
+    if found.reason == CANCELLED and cancel is not None:
         out = replace(out, message=f"cancelled by {cancel.by} at {cancel.at}", job_message=job.error_message or None)
         if cancel.by.startswith(f"{BUDGET_EXCEEDED}:"):  # the reconciler's cancel of a run over its own budget
             out = replace(out, code=BUDGET_EXCEEDED)
@@ -197,7 +197,7 @@ def _budget_stop(run: RunRecord, error: RunError | None) -> RunError | None:
     hourly price (functions/planning/job_choices.py), so Vertex itself stops a job about to pass its budget. Such a
     stop is the same event as the reconciler's cancel of a run over its own budget (functions/reconciler/team_looks.py):
     both end CANCELLED with error.code budget-exceeded, whichever came first."""
-    if error is None or error.reason != "timeout" or run.plan is None or not run.plan.timeout_seconds:
+    if error is None or error.reason != TIMEOUT or run.plan is None or not run.plan.timeout_seconds:
         return None
     budget = float(run.request.get("constraints", {}).get("budget_usd") or 0.0)
     hourly = run.plan.hourly_cost_usd
@@ -221,7 +221,7 @@ def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: JobSt
     # checkpoint resumes it), Vertex's beside it.
     message = job.error_message if error.kind is None else f"{error.message} (Vertex: {job.error_message})"
     outcome = deps.store.apply(
-        run.run_id, capacity_ended(job.name, error.reason or "stockout", message, now=deps.now(), policy=deps.policy)
+        run.run_id, capacity_ended(job.name, error.reason or STOCKOUT, message, now=deps.now(), policy=deps.policy)
     )
     log.warning("run %s: job %s ended for %s (%s): %s", run.run_id, job.name, error.reason, job.error_message, outcome)
     if outcome == "resubmit" and deps.resubmit is not None:

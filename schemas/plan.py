@@ -17,7 +17,17 @@ from typing import Any
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.vertex_jobs import DISK_TYPES
-from schemas.vocabulary import PRECISIONS, STRATEGIES
+from schemas.vocabulary import (
+    CONSUMPTION_MODE,
+    CONSUMPTION_MODES,
+    FLEX_START,
+    ON_DEMAND,
+    PRECISIONS,
+    RESERVATION,
+    SPOT,
+    STRATEGIES,
+    ConsumptionMode,
+)
 
 SCHEMA_VERSION = 1
 _RESERVATION_NAME = re.compile(r"^projects/[^/]+/zones/[a-z0-9-]+/reservations/[^/]+$")
@@ -76,7 +86,9 @@ class Plan:
     reduction_server_replicas: int
     reduction_server_machine_type: str | None
     region: str
-    spot: bool
+    mode: str
+    """How its machines are bought: one of vocabulary.CONSUMPTION_MODES. Stored as it always was: `spot`,
+    `flex_start` and `reservation` (the mode is read back from them), so records keep one form."""
     memory: PlanMemory
     model_parameters: int
     global_batch_size: int
@@ -101,11 +113,9 @@ class Plan:
     activation_checkpointing: bool = False
     """Recompute each transformer block's activations in the backward pass; on only when it is what makes the plan
     fit (see reasons)."""
-    flex_start: bool = False
-    """Vertex scheduling strategy FLEX_START (Dynamic Workload Scheduler): the job waits for capacity up to
-    max_wait_seconds. False: SPOT when `spot`, else STANDARD."""
     max_wait_seconds: int = 0
-    """FLEX_START only: how long the job may wait for its machines (scheduling.max_wait_duration)."""
+    """Modes that wait for capacity (Flex-start) only: how long the job may wait for its machines
+    (scheduling.max_wait_duration)."""
     timeout_seconds: int = 0
     """scheduling.timeout: the longest the job may run; 0 = Vertex's default (7 days)."""
     boot_disk_type: str = "pd-ssd"
@@ -130,10 +140,35 @@ class Plan:
         """Training processes: one per GPU, or one per machine without GPUs."""
         return self.gpu_count if self.accelerator_type else self.replica_count
 
+    def __post_init__(self) -> None:
+        if self.mode not in CONSUMPTION_MODES:
+            raise SchemaError(f"expected one of {', '.join(CONSUMPTION_MODES)}, got {self.mode!r}", field="plan.mode")
+        if (self.mode == RESERVATION.name) != bool(self.reservation):
+            raise SchemaError(
+                f"mode {self.mode} with reservation {self.reservation!r}: a plan names its reservation exactly when "
+                f"its mode is {RESERVATION.name}",
+                field="plan.reservation",
+            )
+
+    @property
+    def consumption(self) -> ConsumptionMode:
+        """The vocabulary's term for `mode`."""
+        return CONSUMPTION_MODE[self.mode]
+
+    @property
+    def spot(self) -> bool:
+        """On Spot machines (for readers written before `mode`)."""
+        return self.mode == SPOT.name
+
+    @property
+    def flex_start(self) -> bool:
+        """Waits for Flex-start capacity (for readers written before `mode`)."""
+        return self.mode == FLEX_START.name
+
     @property
     def scheduling_strategy(self) -> str:
         """Vertex's Scheduling.Strategy name for this plan."""
-        return "FLEX_START" if self.flex_start else "SPOT" if self.spot else "STANDARD"
+        return self.consumption.scheduling_strategy
 
     def to_dict(self) -> dict[str, Any]:
         """JSON- and Firestore-safe: dicts, lists, str, int, float, bool and None only; checkpoint_every_steps only
@@ -180,6 +215,10 @@ class Plan:
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
         return parse_plan(data)
+
+
+STORED_FIELDS = ({f for f in Plan.__dataclass_fields__} - {"mode"}) | {"spot", "flex_start"}
+"""The keys of a stored plan: its fields, with `mode` written as the flags it always was."""
 
 
 def _optional_string(r: Reader, key: str) -> str | None:
@@ -230,6 +269,24 @@ def _alternative(r: Reader) -> PlanAlternative:
     )
 
 
+def _mode(r: Reader) -> str:
+    """The consumption mode from the stored flags: `spot`, `flex_start` (absent in old records: false) and
+    `reservation` (absent: none); at most one of them set."""
+    flags = {
+        SPOT.name: r.boolean("spot"),
+        FLEX_START.name: r.boolean("flex_start", False),
+        RESERVATION.name: bool(r.data.get("reservation")),
+    }
+    chosen = [mode for mode, on in flags.items() if on]
+    if flags[RESERVATION.name] and len(chosen) > 1:
+        raise SchemaError(
+            "a plan on a reservation is neither Spot nor FLEX_START: drop spot or flex_start", field="plan.reservation"
+        )
+    if len(chosen) > 1:
+        raise SchemaError("a plan is FLEX_START or Spot, not both: set one of them false", field="plan.flex_start")
+    return chosen[0] if chosen else ON_DEMAND.name
+
+
 def parse_plan(data: object) -> Plan:
     """Read a Plan from its dict form; raises SchemaError naming the first bad field."""
     r = Reader(data, "plan")
@@ -239,7 +296,7 @@ def parse_plan(data: object) -> Plan:
             f"version {version} is not supported; this Landfall reads version {SCHEMA_VERSION}",
             field="plan.schema_version",
         )
-    _no_unknown(r, {f for f in Plan.__dataclass_fields__})
+    _no_unknown(r, STORED_FIELDS)
     m = r.obj("memory")
     _no_unknown(m, {f for f in PlanMemory.__dataclass_fields__})
     required = [k for k in PlanMemory.__dataclass_fields__ if k != "usable_bytes"]
@@ -267,7 +324,7 @@ def parse_plan(data: object) -> Plan:
         reduction_server_replicas=r.integer("reduction_server_replicas", minimum=0),
         reduction_server_machine_type=_optional_string(r, "reduction_server_machine_type"),
         region=r.string("region"),
-        spot=r.boolean("spot"),
+        mode=_mode(r),
         memory=memory,
         model_parameters=r.integer("model_parameters", minimum=1),
         global_batch_size=r.integer("global_batch_size", minimum=1),
@@ -284,7 +341,6 @@ def parse_plan(data: object) -> Plan:
         prices_estimated=r.boolean("prices_estimated", True),
         gradient_accumulation_steps=r.integer("gradient_accumulation_steps", 1, minimum=1),
         activation_checkpointing=r.boolean("activation_checkpointing", False),
-        flex_start=r.boolean("flex_start", False),
         max_wait_seconds=r.integer("max_wait_seconds", 0, minimum=0),
         timeout_seconds=r.integer("timeout_seconds", 0, minimum=0),
         boot_disk_type=r.string("boot_disk_type", "pd-ssd", choices=DISK_TYPES),
@@ -293,10 +349,6 @@ def parse_plan(data: object) -> Plan:
         reservation=r.string("reservation", "", max_len=512),
         checkpoint_every_steps=r.integer("checkpoint_every_steps", 0, minimum=0),
     )
-    if plan.flex_start and plan.spot:
-        raise SchemaError("a plan is FLEX_START or Spot, not both", field="plan.flex_start")
-    if plan.reservation and (plan.spot or plan.flex_start):
-        raise SchemaError("a plan on a reservation is neither Spot nor FLEX_START", field="plan.reservation")
     if plan.reservation and not _RESERVATION_NAME.match(plan.reservation):
         raise SchemaError(
             f"expected projects/PROJECT/zones/ZONE/reservations/NAME, got {plan.reservation!r}",

@@ -124,6 +124,82 @@ FLEX_START_TERMS: tuple[Term, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class ConsumptionMode(Term):
+    """A way Google sells a job's machines (its sale, or consumption, mode): what the planner prices and plans, the
+    CustomJob's scheduling strategy and the Vertex emulator's behaviour all derive from these fields.
+
+    Adding a mode: a term here, its column in functions/planning/data/prices.json (when it has a price of its own)
+    and its flag in every rule of functions/planning/data/consumption.json; tests/unit/test_consumption_modes.py
+    then names each place that does not handle it yet."""
+
+    scheduling_strategy: str = "STANDARD"
+    """Vertex's Scheduling.Strategy (google.cloud.aiplatform.v1 CustomJob job_spec.scheduling.strategy) a job in this
+    mode is created with."""
+    preemptible: bool = False
+    """Google may take the machines back while the job runs: the trainer must checkpoint, and the planner adds the
+    expected preemption overhead to the run's time."""
+    preemptible_quota: bool = False
+    """The job draws on the project's preemptible GPU quota rather than the on-demand one."""
+    price: str = "on_demand"
+    """The price column its machines are priced from in functions/planning/data/prices.json (`{price}_usd_per_hour`,
+    else on demand x `{price}_factor`); "" = no machine cost: the machines are paid for already (Google bills a
+    reservation whether or not it is used)."""
+    waits: bool = False
+    """The job may wait for capacity (scheduling.max_wait_duration) before it starts."""
+    reserved: bool = False
+    """The job consumes a Compute Engine reservation (every training pool's machineSpec.reservationAffinity)."""
+    sold_as: str = ""
+    """How a sentence says the shape is sold this way: "not sold {sold_as}"."""
+    tag: str = ""
+    """One word for tables (`landfall plan`'s PRICING column)."""
+
+
+CONSUMPTION_MODE_TERMS: tuple[ConsumptionMode, ...] = (
+    ConsumptionMode(
+        "on_demand",
+        "Bought when the job starts, at the on-demand price; never taken back.",
+        title="on demand",
+        sold_as="on demand",
+        tag="on-demand",
+    ),
+    ConsumptionMode(
+        "spot",
+        "Spot VMs: the Spot price, but Google may preempt them at any time (the trainer must checkpoint).",
+        title="Spot",
+        scheduling_strategy="SPOT",
+        preemptible=True,
+        preemptible_quota=True,
+        price="spot",
+        sold_as="as Spot",
+        tag="spot",
+    ),
+    ConsumptionMode(
+        "flex_start",
+        "Flex-start (Dynamic Workload Scheduler): the job waits for capacity up to a bounded time, then runs up to "
+        "7 days without preemption; it draws on preemptible quota and is priced here at on-demand rates.",
+        title="Flex-start",
+        scheduling_strategy="FLEX_START",
+        preemptible_quota=True,
+        waits=True,
+        sold_as="as Flex-start",
+        tag="flex-start",
+    ),
+    ConsumptionMode(
+        "reservation",
+        "A Compute Engine reservation the job consumes (reservationAffinity SPECIFIC_RESERVATION): its machines are "
+        "paid for whether or not they are used, so the plan counts no machine cost.",
+        title="a reservation",
+        price="",
+        reserved=True,
+        sold_as="through reservations",
+        tag="reserved",
+    ),
+)
+"""In order of the catalog's descriptions ("on demand, Spot, Flex-start or a reservation"); the first is the default
+(a plan that names no other mode)."""
+
+
 LAUNCH_TERMS: tuple[Term, ...] = (
     Term(
         "per-gpu",
@@ -164,6 +240,20 @@ FAILURE_REASON_TERMS: tuple[FailureReason, ...] = (
     FailureReason("platform", "Vertex AI failed the job for a reason nothing above names."),
 )
 """Classified by functions/records/failure_reasons.py: the trainer's kind first, then Vertex's text and code."""
+FAILURE_REASONS: tuple[str, ...] = tuple(t.name for t in FAILURE_REASON_TERMS)
+(
+    USER_CODE,
+    BAD_DATA,
+    BAD_CONFIG,
+    OUT_OF_MEMORY,
+    PREEMPTED,
+    STOCKOUT,
+    QUOTA,
+    TIMEOUT,
+    CANCELLED,
+    PLATFORM,
+) = FAILURE_REASONS
+"""Each failure reason by name, for code that sets or tests one (never its string)."""
 
 QUEUE_REASON_TERMS: tuple[Term, ...] = (
     Term(
@@ -228,11 +318,11 @@ class TrainerFailureKind(Term):
 
 
 TRAINER_FAILURE_KIND_TERMS: tuple[TrainerFailureKind, ...] = (
-    TrainerFailureKind("TrainerError", "An error the trainer raised on purpose.", reason="user-code"),
-    TrainerFailureKind("ConfigError", "A bad flag, hyperparameter or environment variable.", reason="bad-config"),
-    TrainerFailureKind("DataError", "The training data breaks its format.", reason="bad-data"),
-    TrainerFailureKind("OutOfMemory", "The accelerator or host ran out of memory.", reason="out-of-memory"),
-    TrainerFailureKind("Preempted", "SIGTERM arrived before a Spot preemption.", reason="preempted"),
+    TrainerFailureKind("TrainerError", "An error the trainer raised on purpose.", reason=USER_CODE),
+    TrainerFailureKind("ConfigError", "A bad flag, hyperparameter or environment variable.", reason=BAD_CONFIG),
+    TrainerFailureKind("DataError", "The training data breaks its format.", reason=BAD_DATA),
+    TrainerFailureKind("OutOfMemory", "The accelerator or host ran out of memory.", reason=OUT_OF_MEMORY),
+    TrainerFailureKind("Preempted", "SIGTERM arrived before a Spot preemption.", reason=PREEMPTED),
 )
 """The trainer's error classes (trainer/errors.py) by name, as failure.json writes them; any other kind is a crash of
 the user's code. tests/unit/test_failure_vocabulary.py ties these to the trainer's classes."""
@@ -293,10 +383,21 @@ def parse_prefer(text: str) -> str | float:
     return number
 
 
+CONSUMPTION_MODES = names(CONSUMPTION_MODE_TERMS)
+ON_DEMAND, SPOT, FLEX_START, RESERVATION = CONSUMPTION_MODE_TERMS
+CONSUMPTION_MODE: Mapping[str, ConsumptionMode] = MappingProxyType({m.name: m for m in CONSUMPTION_MODE_TERMS})
+MODE_FOR_STRATEGY: Mapping[str, ConsumptionMode] = MappingProxyType(
+    {m.scheduling_strategy: m for m in CONSUMPTION_MODE_TERMS if not m.reserved}
+)
+"""Vertex scheduling strategy -> the mode a job created with it runs in (a reservation is STANDARD plus affinity)."""
+SCHEDULING_STRATEGIES = tuple(dict.fromkeys(m.scheduling_strategy for m in CONSUMPTION_MODE_TERMS))
+"""The Scheduling.Strategy values Landfall creates jobs with."""
+PRICE_COLUMNS = tuple(dict.fromkeys(m.price for m in CONSUMPTION_MODE_TERMS if m.price))
+"""The price columns of functions/planning/data/prices.json the modes are priced from; the first is on demand."""
+
 LAUNCH_MODES = names(LAUNCH_TERMS)
 TRAINER_FORMS = names(TRAINER_FORM_TERMS)
 
-FAILURE_REASONS = names(FAILURE_REASON_TERMS)
 QUEUE_REASONS = names(QUEUE_REASON_TERMS)
 SUBMIT_RATE, VERTEX_RATE_LIMIT = QUEUE_REASONS
 TEAM_WAIT_REASONS = names(TEAM_WAIT_TERMS)

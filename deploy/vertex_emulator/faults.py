@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deploy.vertex_emulator.config import ConfigError, read_document
+from schemas.vocabulary import MODE_FOR_STRATEGY, ON_DEMAND, ConsumptionMode
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1.types import CustomJobSpec
@@ -426,9 +427,15 @@ def job_accelerators(job_spec: CustomJobSpec) -> frozenset[str]:
     return frozenset(kinds)
 
 
+def mode_of(job_spec: CustomJobSpec) -> ConsumptionMode:
+    """The consumption mode a job's scheduling strategy stands for (STRATEGY_UNSPECIFIED: STANDARD, on demand)."""
+    name = job_spec.scheduling.strategy.name
+    return MODE_FOR_STRATEGY.get(name, ON_DEMAND)
+
+
 def is_preemptible(job_spec: CustomJobSpec) -> bool:
-    """SPOT and FLEX_START jobs use preemptible quota."""
-    return job_spec.scheduling.strategy.name in ("SPOT", "FLEX_START")
+    """Jobs whose mode draws on preemptible quota (SPOT and FLEX_START)."""
+    return mode_of(job_spec).preemptible_quota
 
 
 def create_refusal(rules: FaultRules, job_spec: CustomJobSpec, region: str) -> tuple[str, str] | None:

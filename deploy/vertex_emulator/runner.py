@@ -26,7 +26,7 @@ from google.cloud.aiplatform_v1.types import CustomJob, JobState
 from google.rpc import code_pb2, status_pb2
 
 from deploy.vertex_emulator import events
-from deploy.vertex_emulator.faults import SPOT_RESTART_LIMIT, FaultPlan, stockout_hit, stockout_message
+from deploy.vertex_emulator.faults import SPOT_RESTART_LIMIT, FaultPlan, mode_of, stockout_hit, stockout_message
 from deploy.vertex_emulator.host_env import host_environment
 from deploy.vertex_emulator.launch import LaunchError, ReplicaSlot, replica_command, replica_environment, replica_slots
 from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir, replica_log_path
@@ -218,7 +218,7 @@ class JobRunner:
         job = self._store.get(self.job_id)
         limit = duration_of(job.job_spec.scheduling.timeout) if job else None
         timeout = limit.total_seconds() if limit else 0
-        spot = job.job_spec.scheduling.strategy.name == "SPOT" if job else False
+        spot = mode_of(job.job_spec).preemptible if job else False
         started = last_start = time.monotonic()
         preemptions = 0
         while not self._shutdown.is_set():

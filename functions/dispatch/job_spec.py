@@ -265,12 +265,14 @@ def _seconds(value: int) -> dict[str, int]:
 
 
 def scheduling(plan: Plan) -> dict[str, Any]:
-    """Scheduling for the plan: strategy (STANDARD, SPOT or FLEX_START with its wait), timeout, and a whole-job restart
-    when a worker restarts in a multi-node job (a DDP/FSDP process group cannot take a worker back)."""
-    spec: dict[str, Any] = {"strategy": plan.scheduling_strategy}
+    """Scheduling for the plan: the strategy of its consumption mode (with its wait when the mode waits for capacity),
+    timeout, and a whole-job restart when a worker restarts in a multi-node job (a DDP/FSDP process group cannot
+    take a worker back)."""
+    mode = plan.consumption
+    spec: dict[str, Any] = {"strategy": mode.scheduling_strategy}
     if plan.timeout_seconds:
         spec["timeout"] = _seconds(plan.timeout_seconds)
-    if plan.flex_start:
+    if mode.waits:
         spec["max_wait_duration"] = _seconds(plan.max_wait_seconds)
     if plan.replica_count > 1 and load_vertex_jobs().restart_multi_node:
         spec["restart_job_on_worker_restart"] = True
@@ -295,7 +297,7 @@ def custom_job(
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
     if plan.accelerator_type and plan.accelerator_count:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
-    if plan.reservation:  # the training pools consume the reservation; a Reduction Server pool runs on demand
+    if plan.consumption.reserved:  # the training pools consume the reservation; a Reduction Server pool: on demand
         machine["reservation_affinity"] = reservation_affinity(plan.reservation)
     training = container(request, plan, settings, run_id, extra_env)
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}

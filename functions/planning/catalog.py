@@ -20,6 +20,7 @@ from functions.planning.errors import CatalogError
 from functions.planning.prices import PriceBook, parse_prices
 from schemas.errors import SchemaError
 from schemas.gpus import GB, GpuSpec, parse_gpus, read_gpus_json
+from schemas.vocabulary import CONSUMPTION_MODE, CONSUMPTION_MODES
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,8 @@ class MachineShape:
 
 
 CONSUMPTION_FILE = "consumption.json"
-MODES = ("on_demand", "spot", "flex_start", "reservation")
-"""Consumption modes: Vertex scheduling STANDARD, SPOT, FLEX_START, and a reservation (reservationAffinity)."""
-MODE_TITLES = {"on_demand": "on demand", "spot": "as Spot", "flex_start": "as Flex-start", "reservation": "reserved"}
+MODES = CONSUMPTION_MODES
+"""The consumption modes a rule says true or false for (vocabulary.CONSUMPTION_MODE_TERMS)."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,7 @@ class SalesRule:
 
     def describe(self) -> str:
         """ "Spot or Flex-start only"; "on demand, Spot, Flex-start or a reservation"."""
-        names = {"on_demand": "on demand", "spot": "Spot", "flex_start": "Flex-start", "reservation": "a reservation"}
-        sold = [names[m] for m in MODES if m in self.modes]
+        sold = [CONSUMPTION_MODE[m].label for m in MODES if m in self.modes]
         if not sold:
             return "not sold"
         text = sold[0] if len(sold) == 1 else ", ".join(sold[:-1]) + " or " + sold[-1]

@@ -7,9 +7,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from functions.planning.search import CODE, INFEASIBLE, Evaluation, Limits
-from functions.planning.space import FP32_INDEX, VARIANT_SERVER, VARIANT_STRATEGY
+from functions.planning.space import (
+    AXIS_MODES,
+    FP32_INDEX,
+    SOLD_FLEX,
+    SOLD_ON_DEMAND,
+    VARIANT_SERVER,
+    VARIANT_STRATEGY,
+)
 from schemas.plan import PlanAlternative
-from schemas.vocabulary import FP32, PRECISIONS, STRATEGIES, STRATEGY_TITLES
+from schemas.vocabulary import FLEX_START, FP32, ON_DEMAND, PRECISIONS, RESERVATION, STRATEGIES, STRATEGY_TITLES
 
 
 @dataclass(frozen=True)
@@ -33,8 +40,9 @@ class Candidate:
     feasible: bool
     chosen: bool
     reason: str
-    bought: str = "on-demand"
-    """How its machines would be bought: spot, on-demand, flex-start (not sold on demand there) or reserved."""
+    bought: str = ON_DEMAND.tag
+    """How its machines would be bought: the tag of its ConsumptionMode (on-demand, spot, flex-start where it is not
+    sold on demand, reserved)."""
 
     @property
     def gpu_count(self) -> int:
@@ -166,14 +174,14 @@ def not_sold_text(ev: Evaluation, c: int, v: int, s: int) -> str:
     """Why Google sells no way of buying this candidate that the request allows."""
     shape = ev.space.configs[c].shape
     rule = ev.space.catalog.consumption.rule(shape.machine_type)
-    mode = "as Spot" if s else "on demand"
-    text = f"{shape.machine_type} is not sold {mode} (Google: {rule.sources[0]}); {rule.describe()}"
-    flex_sold = bool(ev.space.sold[c, :, 2].any())
-    if not s and flex_sold:
+    mode = AXIS_MODES[s]
+    text = f"{shape.machine_type} is not sold {mode.sold_as} (Google: {rule.sources[0]}); {rule.describe()}"
+    flex_sold = bool(ev.space.sold[c, :, SOLD_FLEX].any())
+    if not mode.preemptible and flex_sold:
         if not ev.limits.flex_allowed:
-            text += "; constraints.flex_start: allowed lets it wait for Flex-start capacity"
+            text += f"; constraints.flex_start: allowed lets it wait for {FLEX_START.title} capacity"
         elif VARIANT_SERVER[v]:
-            text += "; Flex-start takes no Reduction Server pool (one machine configuration in every pool)"
+            text += f"; {FLEX_START.title} takes no Reduction Server pool (one machine configuration in every pool)"
     return text
 
 
@@ -207,7 +215,9 @@ def _quota_text(ev: Evaluation, c: int, s: int) -> str:
     regions = [r for j, r in enumerate(space.regions) if space.offered[c, j] and limits.region_mask[j]]
     kind = cfg.shape.accelerator_type
     # Spot, and Flex-start (the only way to buy some shapes without Spot), draw on preemptible quota.
-    preemptible = bool(s) or not any(space.sold[c, space.regions.index(r), 0] for r in regions)
+    preemptible = AXIS_MODES[s].preemptible_quota or not any(
+        space.sold[c, space.regions.index(r), SOLD_ON_DEMAND] for r in regions
+    )
     if kind is not None:
         best = max(space.quotas.gpu_limit(r, kind, preemptible) for r in regions)
         if cfg.gpus > best:
@@ -319,13 +329,14 @@ def _columns(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int,
 
 
 def _bought(ev: Evaluation, c: int, v: int, s: int, region: int) -> str:
-    if s:
-        return "spot"
+    """The tag of the mode the candidate's machines would be bought in."""
+    if AXIS_MODES[s].preemptible:
+        return AXIS_MODES[s].tag
     if ev.reserved[c, v, s]:
-        return "reserved"
-    if region >= 0 and not ev.space.sold[c, region, 0]:
-        return "flex-start"
-    return "on-demand"
+        return RESERVATION.tag
+    if region >= 0 and not ev.space.sold[c, region, SOLD_ON_DEMAND]:
+        return FLEX_START.tag
+    return AXIS_MODES[s].tag
 
 
 def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[int, int, int] | None) -> list[Candidate]:

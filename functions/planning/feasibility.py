@@ -20,7 +20,7 @@ from functions.planning.inputs import PlanInput
 from functions.planning.limits import build_limits
 from functions.planning.quotas import QuotaTable
 from functions.planning.search import CODE, REASONS, Evaluation, evaluate
-from functions.planning.space import NO_PIN, VARIANT_STRATEGY, space_for
+from functions.planning.space import AXIS_MODES, NO_PIN, VARIANT_STRATEGY, space_for
 from functions.planning.workload import build_workload
 from schemas.gpus import sm_name
 from schemas.vocabulary import STRATEGIES, STRATEGY_TITLES
@@ -50,7 +50,8 @@ def _summary(ev: Evaluation, pick: tuple[int, int, int]) -> str:
     cfg = ev.space.configs[c]
     nodes = f" x{cfg.nodes} nodes" if cfg.nodes > 1 else ""
     region = ev.space.regions[int(ev.region[c, v, s])]
-    spot = " Spot" if s else ""
+    mode = AXIS_MODES[s]
+    spot = f" {mode.title}" if mode.preemptible else ""
     return (
         f"{gpu_label(ev, c)} ({cfg.shape.machine_type}{nodes}, {STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]},"
         f" {region}{spot}): {ev.hours[c, v, s]:,.1f} h, {usd(ev.cost[c, v, s])}"

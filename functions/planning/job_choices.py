@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from functions.planning.explain import gb
 from functions.planning.search import Evaluation
-from functions.planning.space import VARIANT_SERVER
+from functions.planning.space import AXIS_MODES, SOLD_ON_DEMAND, VARIANT_SERVER, quota_pool
 from schemas.vertex_jobs import BootDisk, VertexJobRules
+from schemas.vocabulary import FLEX_START, ON_DEMAND, RESERVATION, ConsumptionMode
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,9 @@ class JobPolicy:
 
 @dataclass(frozen=True)
 class JobChoices:
-    flex_start: bool
+    mode: ConsumptionMode
+    """How the job's machines are bought: the search's axis (on demand or Spot), or Flex-start when it waits, or the
+    reservation it consumes."""
     max_wait_seconds: int
     timeout_seconds: int
     boot_disk: BootDisk
@@ -173,14 +176,16 @@ def job_choices(
     elif policy.flex_allowed:
         j = ev.space.regions.index(region)
         # not sold on demand there (or not within on-demand quota): the search admitted it as Flex-start
-        required = not s and not (ev.space.sold[c, j, 0] and ev.space.quota_ok[c, j, 0, int(VARIANT_SERVER[v])])
+        pool = quota_pool(ON_DEMAND)
+        required = not s and not (
+            ev.space.sold[c, j, SOLD_ON_DEMAND] and ev.space.quota_ok[c, j, pool, int(VARIANT_SERVER[v])]
+        )
         wait, flex_text = _flex(ev, c, v, s, region, hours, policy, required)
     limit = rules.flex_max_timeout_seconds if wait else rules.default_timeout_seconds
     timeout, timeout_text = _timeout(hours, hourly, ev.limits.budget_usd, limit, policy)
-    strategy = "FLEX_START" if wait else "SPOT" if s else "STANDARD"
-    if reserved:
-        strategy += " on a reservation"
-    reasons.append(f"scheduling: {strategy}; {timeout_text}")
+    mode = RESERVATION if reserved else FLEX_START if wait else AXIS_MODES[s]
+    on = " on a reservation" if mode.reserved else ""
+    reasons.append(f"scheduling: {mode.scheduling_strategy}{on}; {timeout_text}")
     if flex_text:
         reasons.append(flex_text)
     if cfg.nodes > 1 and rules.restart_multi_node:
@@ -193,7 +198,7 @@ def job_choices(
     if disk.why:
         reasons.append(f"boot disk {disk.type} {disk.size_gb} GB: {disk.why}")
     return JobChoices(
-        flex_start=wait > 0,
+        mode=mode,
         max_wait_seconds=wait,
         timeout_seconds=timeout,
         boot_disk=disk,

@@ -11,9 +11,9 @@ from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import JobPolicy, job_choices
 from functions.planning.plan_notes import image_note, network_note, reducer_note
 from functions.planning.search import Evaluation, Limits
-from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
+from functions.planning.space import AXIS_MODES, VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import Plan, PlanAlternative, PlanMemory
-from schemas.vocabulary import STRATEGIES
+from schemas.vocabulary import ON_DEMAND, STRATEGIES, ConsumptionMode
 
 
 def objective_text(inp: PlanInput, limits: Limits) -> str:
@@ -34,12 +34,12 @@ def objective_text(inp: PlanInput, limits: Limits) -> str:
     return f"{goal}{within}" if within else f"{goal} (no deadline, no budget)"
 
 
-def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[list[str], bool]:
+def _assumptions(ev: Evaluation, c: int, s: int, region: str, server: bool) -> tuple[list[str], bool]:
     """The workload line, then the hardware, model and price notes (cached per candidate and region)."""
-    key = (c, spot, region, server, bool(ev.fp32[c]), ev.limits.memory_margin)
+    key = (c, s, region, server, bool(ev.fp32[c]), ev.limits.memory_margin)
     cached = ev.space.notes.get(key)
     if cached is None:
-        cached = ev.space.notes[key] = _hardware_notes(ev, c, spot, region, server)
+        cached = ev.space.notes[key] = _hardware_notes(ev, c, AXIS_MODES[s], region, server)
     work = ev.workload
     measured = measured_notes(ev, c)
     line = f"workload: {work.description}; {work.steps:,} steps of {work.global_batch} samples"
@@ -49,7 +49,10 @@ def _assumptions(ev: Evaluation, c: int, spot: bool, region: str, server: bool) 
     return [line, *measured, *hardware], cached[1]
 
 
-def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: bool) -> tuple[tuple[str, ...], bool]:
+def _hardware_notes(
+    ev: Evaluation, c: int, mode: ConsumptionMode, region: str, server: bool
+) -> tuple[tuple[str, ...], bool]:
+    """Notes for the candidate priced as `mode` (one of space.AXIS_MODES)."""
     space = ev.space
     catalog, a = space.catalog, space.catalog.assumptions
     shape = space.configs[c].shape
@@ -72,22 +75,22 @@ def _hardware_notes(ev: Evaluation, c: int, spot: bool, region: str, server: boo
         "free; GB = 1e9 bytes"
     )
     notes.append(f"startup {a.job.startup_seconds:g} s: {a.job.startup_note}")
-    if spot:
-        notes.append(f"Spot: +{a.job.spot_overhead_fraction:.0%} time: {a.job.spot_note}")
+    if mode.preemptible:
+        notes.append(f"{mode.title}: +{a.job.spot_overhead_fraction:.0%} time: {a.job.spot_note}")
     if server:
         notes.append(f"Reduction Server: {a.reduction_server.note}")
     estimated = False
     items = [shape.machine_type] + ([shape.accelerator_type] if shape.accelerator_type else [])
+    column = "" if mode.price == ON_DEMAND.price else f" {mode.price}"
     for item in items:
-        quote = catalog.prices.quote(item, region, spot)
+        quote = catalog.prices.price(item, region, mode.price)
         estimated = estimated or quote.estimate
         tag = "estimate" if quote.estimate else "catalog"
         notes.append(
-            f"price {item} {region}{' spot' if spot else ''}: ${quote.usd_per_hour:.4f}/h "
-            f"({tag}, {quote.date}; {quote.source})"
+            f"price {item} {region}{column}: ${quote.usd_per_hour:.4f}/h ({tag}, {quote.date}; {quote.source})"
         )
     if server:
-        quote = catalog.prices.quote(a.reduction_server.machine_type, region, False)
+        quote = catalog.prices.price(a.reduction_server.machine_type, region, ON_DEMAND.price)
         estimated = estimated or quote.estimate
         notes.append(
             f"price {a.reduction_server.machine_type} {region}: ${quote.usd_per_hour:.4f}/h "
@@ -118,14 +121,18 @@ def build_plan(
     states = round(float(ev.states[c, v]))
     acts = round(float(ev.activations[c, v]))
     total = round(float(ev.memory_total[c, v]))
-    notes, estimated = _assumptions(ev, c, bool(s), region, server)
+    notes, estimated = _assumptions(ev, c, s, region, server)
     network = network_note(ev, c)
     notes = [*notes, network] if network else notes
     # The image and the reducers are choices: they join the job's reasons (`landfall plan` prints them).
     chosen = (image_note(ev, c), reducer_note(ev, c, v, s))
     job = job_choices(ev, pick, region, hours, hourly, policy)
     every = checkpoint_interval(
-        float(ev.step[c, v]), ev.workload.steps, ev.workload.parameters, bool(s), space.catalog.assumptions.checkpoints
+        float(ev.step[c, v]),
+        ev.workload.steps,
+        ev.workload.parameters,
+        AXIS_MODES[s].preemptible,
+        space.catalog.assumptions.checkpoints,
     )
     rs_machine = space.catalog.assumptions.reduction_server.machine_type
     return Plan(
@@ -138,7 +145,7 @@ def build_plan(
         reduction_server_replicas=int(space.server_replicas[c]) if server else 0,
         reduction_server_machine_type=rs_machine if server else None,
         region=region,
-        spot=bool(s),
+        mode=job.mode.name,
         memory=PlanMemory(
             model_states_bytes=states,
             activations_bytes=acts,
@@ -162,7 +169,6 @@ def build_plan(
         prices_estimated=estimated,
         gradient_accumulation_steps=int(ev.accumulation[c, v]),
         activation_checkpointing=bool(ev.checkpointing[c, v]),
-        flex_start=job.flex_start,
         max_wait_seconds=job.max_wait_seconds,
         timeout_seconds=job.timeout_seconds,
         boot_disk_type=job.boot_disk.type,

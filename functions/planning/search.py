@@ -15,7 +15,7 @@ from functions.planning.images import ImageSupport
 from functions.planning.memory import total_bytes, usable_bytes
 from functions.planning.performance import run_hours, step_seconds
 from functions.planning.reservations import Reservation
-from functions.planning.space import STATIC_CODES, STATIC_PASS, VARIANT_SERVER, Space
+from functions.planning.space import AXIS_MODES, STATIC_CODES, STATIC_PASS, VARIANT_SERVER, Space
 from functions.planning.workload import Workload
 
 REASONS = (
@@ -38,7 +38,8 @@ REASONS = (
     "budget",
 )
 CODE = {name: i for i, name in enumerate(REASONS)}
-SPOT = np.array([0.0, 1.0])
+PREEMPTIBLE = np.array([float(mode.preemptible) for mode in AXIS_MODES])
+"""[spot]: 1 where the axis's mode may be preempted (its runs take the expected preemption overhead)."""
 PASS = len(REASONS)
 assert all(CODE[k] == v for k, v in STATIC_CODES.items()) and STATIC_PASS == PASS, "space.py codes drifted"
 INFEASIBLE = 1e300
@@ -330,7 +331,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     if work.calibration is not None:  # measured by past runs: functions/planning/calibration.py
         step = step * np.asarray(work.calibration.step_scale)
         startup = np.asarray(work.calibration.startup_seconds)
-    hours = np.asarray(run_hours(work.steps, step, startup, SPOT[:, None, None], a.job.spot_overhead_fraction))
+    hours = np.asarray(run_hours(work.steps, step, startup, PREEMPTIBLE[:, None, None], a.job.spot_overhead_fraction))
     view = space.region_view(limits.region_mask, limits.flex_allowed, limits.reservation)
     cost = hours * view.hourly
 

@@ -20,7 +20,19 @@ from functions.planning.performance import GBIT, comm_seconds, reduction_server_
 from functions.planning.quotas import QuotaTable
 from functions.planning.reservations import Reservation
 from schemas.vertex_jobs import load_vertex_jobs
-from schemas.vocabulary import FP32, PRECISION_INDEX, PRECISION_POLICIES, STRATEGIES, STRATEGY_INDEX
+from schemas.vocabulary import (
+    CONSUMPTION_MODE_TERMS,
+    FLEX_START,
+    FP32,
+    ON_DEMAND,
+    PRECISION_INDEX,
+    PRECISION_POLICIES,
+    RESERVATION,
+    SPOT,
+    STRATEGIES,
+    STRATEGY_INDEX,
+    ConsumptionMode,
+)
 
 DDP = STRATEGY_INDEX["ddp"]
 FP32_INDEX = PRECISION_INDEX[FP32]
@@ -32,8 +44,14 @@ NO_END_OF_SUPPORT = 10**9
 # Reason codes the space decides alone; they must equal search.CODE's (checked in search.py).
 STATIC_CODES = {"invalid": 1, "region": 8, "not_sold": 9, "quota": 10}
 STATIC_PASS = 17
-SOLD_MODES = ("on_demand", "spot", "flex_start")
+AXIS_MODES = (ON_DEMAND, SPOT)
+"""The search's last axis (`spot`, `s` in the arrays): index 0 is priced and quota-checked as on demand, 1 as Spot
+(vocabulary.ConsumptionMode.price and preemptible_quota). The modes that are not preemptible ride index 0 and are
+told apart after the search: Flex-start where the shape is sold that way and the request may wait (preemptible
+quota, on-demand price), a reservation where it holds the machines (no machine cost)."""
+SOLD_MODES = tuple(m.name for m in CONSUMPTION_MODE_TERMS if not m.reserved)
 """The modes of Space.sold's last axis (reservations are per request: RegionView)."""
+SOLD_ON_DEMAND, SOLD_SPOT, SOLD_FLEX = (SOLD_MODES.index(m.name) for m in (ON_DEMAND, SPOT, FLEX_START))
 
 
 @dataclass(frozen=True)
@@ -162,7 +180,8 @@ class Space:
     offered: np.ndarray
     """[config, region]."""
     quota_ok: np.ndarray
-    """[config, region, spot, server]: GPUs and vCPUs within the region's limits."""
+    """[config, region, pool, server]: GPUs and vCPUs within the region's limits, pool 0 the on-demand quota, 1 the
+    preemptible one (quota_pool: the pool a mode draws on)."""
     server_price: np.ndarray
     """[region] on-demand USD/h of one Reduction Server machine."""
     modes: dict[str, PrecisionArrays]
@@ -184,12 +203,12 @@ class Space:
         draws on (Flex-start uses preemptible quota)."""
         out = self._buyable.get(flex)
         if out is None:
-            on_demand = self.sold[:, :, 0, None] & self.quota_ok[:, :, 0, :]
+            on_demand = self.sold[:, :, SOLD_ON_DEMAND, None] & self.quota_ok[:, :, quota_pool(ON_DEMAND), :]
             if flex:
-                flex_ok = self.sold[:, :, 2, None] & self.quota_ok[:, :, 1, :]
+                flex_ok = self.sold[:, :, SOLD_FLEX, None] & self.quota_ok[:, :, quota_pool(FLEX_START), :]
                 flex_ok[:, :, 1] = False
                 on_demand = on_demand | flex_ok
-            spot = self.sold[:, :, 1, None] & self.quota_ok[:, :, 1, :]
+            spot = self.sold[:, :, SOLD_SPOT, None] & self.quota_ok[:, :, quota_pool(SPOT), :]
             out = self._buyable[flex] = np.stack([on_demand, spot], axis=2) & self.offered[:, :, None, None]
         return out
 
@@ -217,7 +236,7 @@ class Space:
                     )
                     holds &= self.offered[:, j] & self.reservable[:, j] & ~self.is_cpu
                     for server in (0, 1):
-                        ok = holds & self.quota_ok[:, j, 0, server]
+                        ok = holds & self.quota_ok[:, j, quota_pool(ON_DEMAND), server]
                         price[ok, 0, server] = server * self.server_replicas[ok] * self.server_price[j]
                         best[ok, 0, server] = j
                         reserved[ok, 0, server] = True
@@ -225,10 +244,10 @@ class Space:
             region = np.ascontiguousarray(best[:, :, VARIANT_SERVER].transpose(1, 2, 0))
             not_offered = ~in_region.any(axis=1)
             ways = np.zeros((len(self.configs), len(self.regions), 2, 2), dtype=bool)  # [config, region, spot, server]
-            ways[:, :, 0, :] = self.sold[:, :, 0, None]
+            ways[:, :, 0, :] = self.sold[:, :, SOLD_ON_DEMAND, None]
             if flex:
-                ways[:, :, 0, 0] |= self.sold[:, :, 2]
-            ways[:, :, 1, :] = self.sold[:, :, 1, None]
+                ways[:, :, 0, 0] |= self.sold[:, :, SOLD_FLEX]
+            ways[:, :, 1, :] = self.sold[:, :, SOLD_SPOT, None]
             never_sold = ~(in_region[:, :, None, None] & ways).any(axis=1) & ~reserved  # [config, spot, server]
             never_sold = never_sold[:, :, VARIANT_SERVER].transpose(1, 2, 0)
             quota_blocked = ~np.isfinite(hourly) & ~not_offered
@@ -249,6 +268,11 @@ class Space:
                 self._views.clear()
             self._views[key] = view
         return view
+
+
+def quota_pool(mode: ConsumptionMode) -> int:
+    """The index of quota_ok's third axis that holds the quota `mode` draws on (0 on demand, 1 preemptible)."""
+    return int(mode.preemptible_quota)
 
 
 def _configs(catalog: Catalog, pin: ShapePin = NO_PIN) -> list[HardwareConfig]:
@@ -299,7 +323,9 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     price = np.full((c, r, 2, 2), np.inf)
     offered = np.zeros((c, r), dtype=bool)
     quota_ok = np.zeros((c, r, 2, 2), dtype=bool)
-    server_price = np.array([book.quote(a.reduction_server.machine_type, reg, False).usd_per_hour for reg in regions])
+    server_price = np.array(
+        [book.price(a.reduction_server.machine_type, reg, ON_DEMAND.price).usd_per_hour for reg in regions]
+    )
     sold = np.zeros((c, r, len(SOLD_MODES)), dtype=bool)
     reservable = np.zeros((c, r), dtype=bool)
     vertex = load_vertex_jobs()
@@ -307,8 +333,8 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
         rule = catalog.consumption.rule(cfg.shape.machine_type)
         flex_kind = vertex.flex_start_offered(cfg.shape.accelerator_type)
         for j, reg in enumerate(regions):
-            sold[i, j] = [rule.sold(m, reg) and (m != "flex_start" or flex_kind) for m in SOLD_MODES]
-            reservable[i, j] = rule.sold("reservation", reg)
+            sold[i, j] = [rule.sold(m, reg) and (m != FLEX_START.name or flex_kind) for m in SOLD_MODES]
+            reservable[i, j] = rule.sold(RESERVATION.name, reg)
     for i, cfg in enumerate(configs):
         shape = cfg.shape
         key = (shape.machine_type, shape.accelerator_type, shape.accelerator_count)
@@ -317,12 +343,12 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
             for j, reg in enumerate(regions):
                 if reg not in shape.regions:
                     continue
-                for spot in (0, 1):
-                    usd = book.quote(shape.machine_type, reg, bool(spot)).usd_per_hour
+                for s, axis in enumerate(AXIS_MODES):
+                    usd = book.price(shape.machine_type, reg, axis.price).usd_per_hour
                     if shape.accelerator_type:
-                        gpu = book.quote(shape.accelerator_type, reg, bool(spot))
+                        gpu = book.price(shape.accelerator_type, reg, axis.price)
                         usd += shape.accelerator_count * gpu.usd_per_hour
-                    per_machine[j, spot] = usd
+                    per_machine[j, s] = usd
             shape_price[key] = per_machine
         per_machine = shape_price[key]
         offered[i] = np.isfinite(per_machine[:, 0])
@@ -331,12 +357,12 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
         cpu_use = cfg.nodes * shape.vcpus if shape.counts_cpu_quota else 0
         for j, reg in enumerate(regions):
             cpu_limit = quotas.cpu_limit(reg)
-            for spot in (0, 1):
+            for pool, preemptible in enumerate((False, True)):
                 gpu_ok = shape.accelerator_type is None or cfg.gpus <= quotas.gpu_limit(
-                    reg, shape.accelerator_type, bool(spot)
+                    reg, shape.accelerator_type, preemptible
                 )
-                quota_ok[i, j, spot, 0] = gpu_ok and cpu_use <= cpu_limit
-                quota_ok[i, j, spot, 1] = gpu_ok and cpu_use + servers[i] * a.reduction_server.vcpus <= cpu_limit
+                quota_ok[i, j, pool, 0] = gpu_ok and cpu_use <= cpu_limit
+                quota_ok[i, j, pool, 1] = gpu_ok and cpu_use + servers[i] * a.reduction_server.vcpus <= cpu_limit
     strategy = VARIANT_STRATEGY[None, :]
     mixed_precision = np.array(
         [PRECISION_INDEX[g.mixed_precision()] if g else FP32_INDEX for g in gpus], dtype=np.int64

@@ -14,6 +14,7 @@ from functions.gcp.vertex import VertexJobs
 from functions.records.run_rules import RunsRules, Step, transitioned
 from schemas.run_record import CancelRequest, RunError, RunRecord, RunState
 from schemas.times import format_timestamp
+from schemas.vocabulary import CANCELLED
 
 
 def cancel_step(by: str, now: datetime) -> Step[tuple[str, RunRecord | None]]:
@@ -36,7 +37,7 @@ def cancel_step(by: str, now: datetime) -> Step[tuple[str, RunRecord | None]]:
                 RunState.CANCELLED,
                 now=now,
                 detail=message,
-                change=lambda r: replace(asked(r), error=RunError("cancelled", message, reason="cancelled")),
+                change=lambda r: replace(asked(r), error=RunError("cancelled", message, reason=CANCELLED)),
             )
             return new, ("stopped", new)
         new = transitioned(cur, cur.state, now=now, change=asked)

@@ -12,21 +12,31 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from schemas.vocabulary import REASON_FOR_TRAINER_KIND
+from schemas.vocabulary import (
+    CANCELLED,
+    OUT_OF_MEMORY,
+    PLATFORM,
+    PREEMPTED,
+    QUOTA,
+    REASON_FOR_TRAINER_KIND,
+    STOCKOUT,
+    TIMEOUT,
+    USER_CODE,
+)
 
 # Vertex's error text -> reason, first match wins (messages from reference/vertex.md and the emulator).
 REASON_FOR_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"Resources are insufficient in region", re.I), "stockout"),
-    (re.compile(r"preempt", re.I), "preempted"),
-    (re.compile(r"exceed quota limits|quota", re.I), "quota"),
-    (re.compile(r"ran out of memory", re.I), "out-of-memory"),
-    (re.compile(r"timeout|ran longer than", re.I), "timeout"),
-    (re.compile(r"cancel", re.I), "cancelled"),
-    (re.compile(r"exited with a non-zero status", re.I), "user-code"),
+    (re.compile(r"Resources are insufficient in region", re.I), STOCKOUT),
+    (re.compile(r"preempt", re.I), PREEMPTED),
+    (re.compile(r"exceed quota limits|quota", re.I), QUOTA),
+    (re.compile(r"ran out of memory", re.I), OUT_OF_MEMORY),
+    (re.compile(r"timeout|ran longer than", re.I), TIMEOUT),
+    (re.compile(r"cancel", re.I), CANCELLED),
+    (re.compile(r"exited with a non-zero status", re.I), USER_CODE),
 )
 
 # google.rpc.Code on the job's error -> reason, when the text said nothing known.
-REASON_FOR_CODE: dict[int, str] = {1: "cancelled", 4: "timeout", 8: "quota"}
+REASON_FOR_CODE: dict[int, str] = {1: CANCELLED, 4: TIMEOUT, 8: QUOTA}
 
 _REPLICA = re.compile(r"replica (?P<replica>workerpool\d+-\d+)\b.*?non-zero status of (?P<status>\d+)", re.I)
 
@@ -50,8 +60,8 @@ def classify(kind: str | None, job_message: str, job_code: int, *, exit_code: in
         if pattern.search(job_message or ""):
             return Reason(reason, replica, status)
     if kind:
-        return Reason("user-code", replica, status)
-    return Reason(REASON_FOR_CODE.get(job_code, "platform"), replica, status)
+        return Reason(USER_CODE, replica, status)
+    return Reason(REASON_FOR_CODE.get(job_code, PLATFORM), replica, status)
 
 
 __all__ = ["REASON_FOR_CODE", "REASON_FOR_TEXT", "Reason", "classify"]

@@ -40,7 +40,7 @@ def wait_reason(job_state: str, plan: Plan | None, region: str) -> str:
     else:
         gpus = f" with {plan.accelerator_count} x {plan.accelerator_type}" if plan.accelerator_type else ""
         shape = f"{plan.replica_count} x {plan.machine_type}{gpus}"
-    if job_state == "JOB_STATE_PENDING" and plan is not None and plan.flex_start:
+    if job_state == "JOB_STATE_PENDING" and plan is not None and plan.consumption.waits:
         return FLEX_START_PENDING.format(shape=shape, region=region, max_wait=plan.max_wait_seconds)
     return WAIT_REASONS[job_state].format(shape=shape, region=region)
 

@@ -134,7 +134,7 @@ def test_custom_job_pools_for_multi_node_spot_plan_with_reduction_server() -> No
         reduction_server_replicas=4,
         reduction_server_machine_type="n1-highcpu-16",
         region="europe-west4",
-        spot=True,
+        mode="spot",
         strategy="ddp",
         precision="bf16",
         micro_batch_size=1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -68,3 +69,23 @@ def test_bad_plans_name_the_field(mutate, field, message):
 def test_not_an_object():
     with pytest.raises(SchemaError, match="expected a JSON object"):
         parse_plan([1, 2])
+
+
+def test_the_mode_reads_from_the_stored_flags_of_old_records():
+    golden = json.loads((EXAMPLES / "plan_cpu.json").read_text())
+    old = {k: v for k, v in golden.items() if k != "flex_start"}  # written before Flex-start existed
+    assert parse_plan(old).mode == "on_demand" and not parse_plan(old).spot
+    spot = parse_plan({**old, "spot": True})
+    assert (spot.mode, spot.spot, spot.flex_start, spot.scheduling_strategy) == ("spot", True, False, "SPOT")
+    flex = parse_plan({**golden, "flex_start": True, "max_wait_seconds": 3600})
+    assert (flex.mode, flex.spot, flex.flex_start) == ("flex_start", False, True)
+    assert flex.scheduling_strategy == "FLEX_START"
+    assert "mode" not in flex.to_dict() and flex.to_dict()["flex_start"] is True  # written as it always was
+
+
+def test_a_plan_names_its_reservation_exactly_when_its_mode_is_reservation():
+    plan = parse_plan(json.loads((EXAMPLES / "plan_cpu.json").read_text()))
+    with pytest.raises(SchemaError, match=r"plan\.reservation"):
+        dataclasses.replace(plan, mode="reservation")
+    with pytest.raises(SchemaError, match=r"plan\.mode"):
+        dataclasses.replace(plan, mode="calendar")
