@@ -259,7 +259,7 @@ def _ingest_deps() -> Any:
 
 def cmd_retrain(args: argparse.Namespace) -> int:
     from functions.errors import LandfallError
-    from functions.ingest.retrain import retrain
+    from functions.operations import retrain
 
     try:
         bucket, prefix = parse_dataset_uri(args.uri)

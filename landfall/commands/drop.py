@@ -114,7 +114,7 @@ def wait_for(
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
-    from functions.gcp.clients import firestore_client, storage_client
+    from functions.operations import firestore_client, storage_client
     from functions.settings import get_settings
 
     try:

@@ -42,7 +42,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from functions.errors import LandfallError
-    from functions.reconciler.cancel import cancel_run
+    from functions.operations import cancel_run
     from functions.wiring import runs_store, vertex_jobs
 
     with client_boundary("cancel the run"):

@@ -17,8 +17,8 @@ from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from functions.operations import Catalog, MachineShape
     from functions.planning import MeasuredFigures, PlanOutcome
-    from functions.planning.catalog import Catalog, MachineShape
     from functions.settings import Settings
     from schemas.gpus import GpuSpec
     from schemas.measurement import Measurement
@@ -223,10 +223,8 @@ def dispatcher_settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from functions.dispatch.planner_config import planner_config
-    from functions.dispatch.request_rules import pinned_shape_problems, trainer_problems
+    from functions.operations import load_catalog, pinned_shape_problems, planner_config, trainer_problems
     from functions.planning import CatalogError, PlanInputError, plan_input_from_request, plan_request
-    from functions.planning.catalog import load_catalog
     from functions.settings import SettingsError
     from schemas.errors import SchemaError
     from schemas.trainer_flags import extra_problems
@@ -358,8 +356,7 @@ def _measurements(request: TrainingRequest, mode: str, settings: Settings) -> li
         if where is None or not port_answers(*where):
             return []
     from functions.errors import TransientError
-    from functions.gcp.clients import firestore_client
-    from functions.gcp.measurements_store import MeasurementsStore
+    from functions.operations import MeasurementsStore, firestore_client
     from schemas.measurement import workload_key
 
     try:
@@ -372,14 +369,14 @@ def _measurements(request: TrainingRequest, mode: str, settings: Settings) -> li
 
 
 def _figures(request: TrainingRequest, measurements: list[Measurement]) -> list[MeasuredFigures]:
-    from functions.records.measurements import planner_figures
+    from functions.operations import planner_figures
     from schemas.measurement import image_of
 
     return planner_figures(measurements, image_of(request))
 
 
 def _estimate_summary(measurements: list[Measurement]) -> list[str]:
-    from functions.records.measurements import estimate_summary
+    from functions.operations import estimate_summary
 
     return estimate_summary(measurements)
 
@@ -389,7 +386,7 @@ def _print_custom_job(
 ) -> int:
     """The CustomJob for the chosen plan (REJECTED and exit 1 when there is none; nothing is submitted). deployed:
     the settings are a project's deployed dispatcher's, and the gcloud line names the project."""
-    from functions.dispatch.job_spec import custom_job
+    from functions.operations import custom_job
     from landfall.custom_job import render, rest_body
 
     if outcome.plan is None:
@@ -427,7 +424,7 @@ def select_shapes(catalog: Catalog, gpu: str | None, region: str | None, min_gpu
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from functions.planning.catalog import load_catalog
+    from functions.operations import load_catalog
 
     catalog = load_catalog()
     try:
@@ -487,10 +484,8 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate_memory(args: argparse.Namespace) -> int:
+    from functions.operations import breakdown, build_workload, load_catalog
     from functions.planning import PlanInput, PlanInputError, parse_count
-    from functions.planning.catalog import load_catalog
-    from functions.planning.memory import breakdown
-    from functions.planning.workload import build_workload
     from schemas.errors import SchemaError
     from schemas.model_presets import GptPreset, get_preset
 

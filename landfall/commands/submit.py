@@ -102,7 +102,7 @@ def read_requirements(path: str) -> list[str]:
 
 def upload_code(path: str, kind: str) -> str:
     """Copy a local file to gs://CODE_BUCKET/KIND/<sha256 prefix>/<name>; its URI."""
-    from functions.gcp.clients import storage_client
+    from functions.operations import storage_client
     from functions.settings import get_settings
 
     local = Path(path)

@@ -190,7 +190,7 @@ def local_progress(state_dir: Path) -> Callable[[RunRecord], str | None]:
 
 def requested_version(run_id: str) -> DatasetVersion | None:
     """The dataset version whose request names this run (collection dataset_versions is keyed by run id), if any."""
-    from functions.gcp.clients import firestore_client
+    from functions.operations import firestore_client
     from functions.settings import get_settings
 
     with client_boundary(f"read the dataset version of run {run_id!r}"):

@@ -17,7 +17,7 @@ from landfall.errors import CommandError, client_boundary
 from schemas.run_record import RunRecord
 
 if TYPE_CHECKING:
-    from functions.records.team_ledger import TeamUse
+    from functions.operations import TeamUse
 
 ACTIONS_ENV = "LANDFALL_UI_ACTIONS"
 """Comma list of the actions the dashboard offers (cancel, retry); unset or empty: read-only."""
@@ -114,7 +114,7 @@ class LandfallSource:
     def orphans(self, limit: int) -> list[dict[str, Any]]:
         from google.cloud import firestore
 
-        from functions.gcp.clients import firestore_client
+        from functions.operations import firestore_client
         from functions.settings import get_settings
 
         with client_boundary("read the orphans from Firestore"):
@@ -138,7 +138,7 @@ class LandfallSource:
 
     def cancel(self, run_id: str) -> str:
         from functions.errors import LandfallError
-        from functions.reconciler.cancel import cancel_run
+        from functions.operations import cancel_run
         from functions.wiring import runs_store, vertex_jobs
 
         with client_boundary("cancel the run"):
