@@ -14,11 +14,11 @@ from typing import Any
 from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from landfall.ticks import fed_by_schedule
+from landfall.words import started_run
 from schemas.dataset_record import (
     DATASET_FIELDS,
     DatasetRecord,
     DatasetStatus,
-    VersionStatus,
     dataset_id_for,
     parse_dataset_record,
 )
@@ -88,13 +88,6 @@ class StoredDataset:
 def read_dataset(doc: Mapping[str, Any]) -> StoredDataset:
     """A stored dataset document through its schema; raises SchemaError naming the field that does not fit."""
     return StoredDataset(parse_dataset_record(doc), {k: v for k, v in doc.items() if k not in DATASET_FIELDS})
-
-
-def started_run(record: DatasetRecord) -> str:
-    """The run the dataset's version started, or "": a version's run_id is only the id its request would give, and
-    a run exists only once the request was published (a REFUSED, WAITING or DUPLICATE version published none)."""
-    version = record.version
-    return version.run_id if version is not None and version.status == VersionStatus.PUBLISHED else ""
 
 
 def table_rows(records: list[DatasetRecord]) -> list[list[str]]:

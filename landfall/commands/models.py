@@ -13,6 +13,7 @@ from typing import Any
 from landfall.commands.runs import read_run, run_id_argument
 from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
+from landfall.words import score_text
 
 
 def _registry() -> Any:
@@ -24,15 +25,6 @@ def _registry() -> Any:
 def _model_id(text: str) -> str:
     """A model id from NAME: an id (landfall-default-tabular-iris) or a full resource name."""
     return text.split("@", 1)[0].rsplit("/", 1)[-1]
-
-
-def score_text(metadata: dict[str, Any]) -> str:
-    promotion = metadata.get("promotion") or {}
-    metric = promotion.get("metric") or ""
-    final = metadata.get("final") or {}
-    if metric and final.get(metric) is not None:
-        return f"{metric} {float(final[metric]):.4f}"
-    return ", ".join(f"{k} {float(v):.4f}" for k, v in sorted(final.items())[:2])
 
 
 def _row(v: Any) -> list[object]:

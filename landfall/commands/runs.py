@@ -8,7 +8,10 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from landfall.commands.run_text import (
+from landfall.errors import CommandError, client_boundary
+from landfall.tables import render_table
+from landfall.words import (
+    alternative_gpu_label,
     canary_lines,
     dataset_ref,
     failure_reason,
@@ -17,10 +20,10 @@ from landfall.commands.run_text import (
     gpu_label,
     reconcile_lines,
     reconcile_note_of,
+    sale_text,
+    spot_text,
     wait_lines,
 )
-from landfall.errors import CommandError, client_boundary
-from landfall.tables import render_table
 from schemas.errors import SchemaError
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
 from schemas.run_metrics import run_warnings, task_figures
@@ -237,7 +240,7 @@ def describe(run: RunRecord) -> str:
     if plan is not None:
         lines.append(
             f"plan      {plan.replica_count} x {plan.machine_type} ({gpu_label(plan)}) in {plan.region}, "
-            f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${fmt_value(plan.estimated_cost_usd)}"
+            f"{plan.strategy}, {sale_text(plan)}, est. ${fmt_value(plan.estimated_cost_usd)}"
         )
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
@@ -306,9 +309,9 @@ def describe(run: RunRecord) -> str:
                     [
                         a.rank,
                         a.machine_type,
-                        f"{a.accelerator_count}x{a.accelerator_type}" if a.accelerator_type else "cpu",
+                        alternative_gpu_label(a),
                         a.region or "-",
-                        "yes" if a.spot else "no",
+                        spot_text(a.spot),
                         fmt_value(a.estimated_cost_usd),
                         a.reason,
                     ]

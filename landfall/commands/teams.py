@@ -8,13 +8,7 @@ import json
 
 from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
-
-
-def gpus_in_flight(gpus: dict[str, int], cap: dict[str, int]) -> str:
-    """In flight against the caps: "all 6/16, NVIDIA_L4 2/8"; kinds in flight with no cap of their own as "N x KIND"."""
-    shown = [f"{kind} {sum(gpus.values()) if kind == 'all' else gpus.get(kind, 0)}/{n}" for kind, n in cap.items()]
-    shown += [f"{n} x {kind}" for kind, n in gpus.items() if kind not in cap]
-    return ", ".join(shown) or "0"
+from landfall.words import gpus_in_flight, spend_text
 
 
 def cmd_teams(args: argparse.Namespace) -> int:
@@ -43,9 +37,9 @@ def cmd_teams(args: argparse.Namespace) -> int:
             u.team,
             u.priority,
             gpus_in_flight(u.gpus, u.gpu_cap),
-            f"${u.spent_usd:.2f} / ${u.budget_usd:.2f}",
-            f"${u.reserved_usd:.2f}",
-            f"${u.settled_usd:.2f}",
+            f"{spend_text(u.spent_usd)} / {spend_text(u.budget_usd)}",
+            spend_text(u.reserved_usd),
+            spend_text(u.settled_usd),
             u.runs,
             "; ".join(u.over) or "-",
         ]

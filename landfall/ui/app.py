@@ -185,7 +185,8 @@ def create_app(
         return page(request, "done.html", {"active": "runs", "action": action, "run_id": run, "said": said})
 
     def datasets_page(request: Request) -> Response:
-        from landfall.commands.datasets import read_dataset, started_run
+        from landfall.commands.datasets import read_dataset
+        from landfall.words import started_run
 
         rows, skipped, errors = [], [], []
         try:
@@ -217,7 +218,7 @@ def create_app(
         )
 
     def models_page(request: Request) -> Response:
-        from landfall.commands.models import score_text
+        from landfall.words import score_text
 
         errors = []
         try:
@@ -241,7 +242,7 @@ def create_app(
         return page(request, "models.html", {"active": "models", "rows": rows, "errors": errors})
 
     def teams_page(request: Request) -> Response:
-        from landfall.commands.teams import gpus_in_flight
+        from landfall.words import gpus_in_flight, spend_text
 
         errors = []
         try:
@@ -253,12 +254,12 @@ def create_app(
                 "team": u.team,
                 "priority": u.priority,
                 "gpus": gpus_in_flight(u.gpus, u.gpu_cap),
-                "spent": f"${u.spent_usd:.2f}",
-                "budget": f"${u.budget_usd:.2f}",
+                "spent": spend_text(u.spent_usd),
+                "budget": spend_text(u.budget_usd),
                 "share": f"{u.spent_usd / u.budget_usd:.0%}" if u.budget_usd else "",
-                "reserved": f"${u.reserved_usd:.2f}",
-                "settled": f"${u.settled_usd:.2f}",
-                "run_limit": f"${u.run_limit_usd:.2f}",
+                "reserved": spend_text(u.reserved_usd),
+                "settled": spend_text(u.settled_usd),
+                "run_limit": spend_text(u.run_limit_usd),
                 "runs": u.runs,
                 "over": "; ".join(u.over),
                 "month": u.month,

@@ -10,20 +10,25 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from landfall.commands.run_text import (
+from landfall.trainer_log import parse_record
+from landfall.words import (
+    EPOCH_MESSAGE,
+    STEP_MESSAGE,
+    alternative_gpu_label,
     canary_lines,
+    cost_text,
     dataset_ref,
-    duration_text,
     failure_reason,
     figures_text,
     fmt_value,
     gpu_label,
+    progress_line,
     reconcile_lines,
     reconcile_note_of,
+    seconds_text,
+    spot_text,
     wait_lines,
 )
-from landfall.commands.watch import EPOCH_MESSAGE, STEP_MESSAGE, progress_line
-from landfall.trainer_log import parse_record
 from schemas.errors import SchemaError
 from schemas.plan import Plan
 from schemas.run_record import RunRecord, RunState
@@ -37,14 +42,6 @@ LOG_TAIL_LINES = 60
 def team_of(run: RunRecord) -> str:
     """The team the run counts against (run record `team`, docs/teams.md), or "" where no team owns it."""
     return run.team.name if run.team is not None else ""
-
-
-def _money(value: float | None) -> str:
-    return "" if value is None else f"${value:.4g}"
-
-
-def _seconds(value: float | None) -> str:
-    return "" if value is None else duration_text(value)
 
 
 def run_row(run: RunRecord) -> dict[str, str]:
@@ -61,10 +58,10 @@ def run_row(run: RunRecord) -> dict[str, str]:
         "machine": machine,
         "region": plan.region if plan else "",
         "metric": figures_text(run),
-        "est_cost": _money(run.cost.estimated_usd),
-        "cost": _money(run.cost.actual_usd),
-        "est_time": _seconds(run.timings.estimated_seconds),
-        "time": _seconds(run.timings.run_seconds),
+        "est_cost": cost_text(run.cost.estimated_usd),
+        "cost": cost_text(run.cost.actual_usd),
+        "est_time": seconds_text(run.timings.estimated_seconds),
+        "time": seconds_text(run.timings.run_seconds),
     }
 
 
@@ -144,8 +141,8 @@ def plan_rows(plan: Plan | None) -> list[PlanRow]:
             f"{plan.replica_count} x {plan.machine_type}",
             gpu_label(plan),
             plan.region,
-            "yes" if plan.spot else "no",
-            _money(plan.estimated_cost_usd),
+            spot_text(plan.spot),
+            cost_text(plan.estimated_cost_usd),
             fmt_value(plan.estimated_hours),
             f"chosen (objective: {plan.objective})",
             chosen=True,
@@ -156,10 +153,10 @@ def plan_rows(plan: Plan | None) -> list[PlanRow]:
             PlanRow(
                 str(a.rank),
                 a.machine_type,
-                f"{a.accelerator_count}x{a.accelerator_type}" if a.accelerator_type else "cpu",
+                alternative_gpu_label(a),
                 a.region or "-",
-                "yes" if a.spot else "no",
-                _money(a.estimated_cost_usd),
+                spot_text(a.spot),
+                cost_text(a.estimated_cost_usd),
                 fmt_value(a.estimated_hours),
                 a.reason,
             )
@@ -332,7 +329,7 @@ def failure(run: RunRecord) -> dict[str, str] | None:
         else ""
     )
     return {
-        "reason": error.reason or error.code,
+        "reason": failure_reason(run),
         "code": error.code,
         "message": error.message,
         "where": where,

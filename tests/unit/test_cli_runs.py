@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from deploy.local import provision
-from landfall import cli, reach, stack_env
-from landfall.commands import logs, run_text, runs
+from landfall import cli, reach, stack_env, words
+from landfall.commands import logs, runs
 from schemas.run_record import RunError, parse_run_record
 
 GOLDEN: dict[str, Any] = json.loads((Path(__file__).parents[2] / "schemas/examples/run_record.json").read_text())
@@ -272,11 +272,11 @@ def test_each_task_shows_its_own_figures_and_the_runs_warnings() -> None:
     its accuracy; a warning the trainer recorded is flagged in `landfall runs` and spelled out by `landfall run`."""
     request = copy.deepcopy(GOLDEN["request"]) | {"task": "tabular-regression"}
     regression = parse_run_record(document(request=request, metrics=REGRESSION))
-    assert run_text.figures_text(regression) == "R² 0.58, RMSE 53.1 !"
+    assert words.figures_text(regression) == "R² 0.58, RMSE 53.1 !"
     text = runs.describe(regression)
     assert "metrics   loss 0.42, R² 0.58, RMSE 53.1, " in text
     assert "warning   small-held-out: the held-out figures are measured on 24 rows, fewer than 30" in text
     classification = parse_run_record(document(metrics=TABULAR))
-    assert run_text.figures_text(classification) == "accuracy 0.975"
+    assert words.figures_text(classification) == "accuracy 0.975"
     assert "metrics   loss 0.081, accuracy 0.975, " in runs.describe(classification)
     assert "warning" not in runs.describe(classification)
