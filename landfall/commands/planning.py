@@ -356,13 +356,10 @@ def _measurements(request: TrainingRequest, mode: str, settings: Settings) -> li
         if where is None or not port_answers(*where):
             return []
     from functions.errors import TransientError
-    from functions.operations import MeasurementsStore, firestore_client
-    from schemas.measurement import workload_key
+    from landfall.queries.measurements import workload_measurements
 
     try:
-        return MeasurementsStore(firestore_client(), settings.measurements_collection).for_workload(
-            workload_key(request)
-        )
+        return workload_measurements(request, settings)
     except TransientError as exc:
         print(f"measurements not read ({exc}): planned from the model alone", file=sys.stderr)
         return []

@@ -6,23 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
 from landfall.words import gpus_in_flight, spend_text
 
 
 def cmd_teams(args: argparse.Namespace) -> int:
-    from deploy.teams import TeamsError
-    from functions.errors import LandfallError
-    from functions.wiring import team_usage
+    from landfall.queries.teams import team_usage
 
-    with client_boundary("read the team ledgers"):
-        try:
-            uses = team_usage()
-        except TeamsError as exc:
-            raise CommandError(str(exc)) from exc
-        except LandfallError as exc:
-            raise CommandError(f"cannot read the team ledgers: {exc}") from exc
+    uses = team_usage()
     if args.json:
         print(json.dumps([u.to_dict() for u in uses], indent=2))
         return 0

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from landfall.commands.logs import replica_logs
-from landfall.commands.runs import read_run, read_run_document, run_id_argument
-from landfall.errors import CommandError, client_boundary
+from landfall.commands.logs import chief_log
+from landfall.commands.runs import run_id_argument
+from landfall.errors import CommandError
+from landfall.queries.datasets import requested_version
+from landfall.queries.runs import is_recorded, read_run
 from landfall.words import progress_line
-from schemas.dataset_version import DatasetVersion, parse_dataset_version
-from schemas.errors import SchemaError
 from schemas.record_bounds import HISTORY_HEAD
 from schemas.run_record import RunRecord
 
@@ -91,8 +91,7 @@ def local_progress(state_dir: Path) -> Callable[[RunRecord], str | None]:
     def read(run: RunRecord) -> str | None:
         if run.vertex is None:
             return None
-        paths = replica_logs(state_dir, run.vertex.job_id)
-        chief = paths.get("workerpool0-0") or next(iter(paths.values()), None)
+        chief = chief_log(state_dir, run.vertex.job_id)
         if chief is None:
             return None
         return progress_line(chief.read_text(errors="replace").splitlines())
@@ -100,31 +99,12 @@ def local_progress(state_dir: Path) -> Callable[[RunRecord], str | None]:
     return read
 
 
-def requested_version(run_id: str) -> DatasetVersion | None:
-    """The dataset version whose request names this run (collection dataset_versions is keyed by run id), if any."""
-    from functions.operations import firestore_client
-    from functions.settings import get_settings
-
-    with client_boundary(f"read the dataset version of run {run_id!r}"):
-        ref = firestore_client().collection(get_settings().dataset_versions_collection).document(run_id)
-        snapshot = ref.get(timeout=20.0)
-    if not snapshot.exists:
-        return None
-    try:
-        return parse_dataset_version(snapshot.to_dict())
-    except SchemaError as exc:
-        raise CommandError(
-            f"the dataset version of run {run_id} does not fit schemas/dataset_version.py: {exc}; a newer or "
-            "older Landfall wrote it"
-        ) from exc
-
-
 def wait_until_recorded(
     run_id: str, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
 ) -> None:
     """Returns once the run is recorded. A run no one requested is an error at once; one that ingest requested is
     waited for (the dispatcher records it when the request arrives), up to RECORD_WAIT_S."""
-    if read_run_document(run_id) is not None:
+    if is_recorded(run_id):
         return
     version = requested_version(run_id)
     if version is None:
@@ -135,7 +115,7 @@ def wait_until_recorded(
         file=sys.stderr,
     )
     deadline = clock() + RECORD_WAIT_S
-    while read_run_document(run_id) is None:
+    while not is_recorded(run_id):
         if clock() >= deadline:
             raise CommandError(
                 f"run {run_id} was requested but the dispatcher has not recorded it within "

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from landfall.queries.runs import parse_runs
 from landfall.trainer_log import parse_record
 from landfall.words import (
     EPOCH_MESSAGE,
@@ -24,12 +25,10 @@ from landfall.words import (
     gpu_label,
     progress_line,
     reconcile_lines,
-    reconcile_note_of,
     seconds_text,
     spot_text,
     wait_lines,
 )
-from schemas.errors import SchemaError
 from schemas.plan import Plan
 from schemas.run_record import RunRecord, RunState
 
@@ -354,17 +353,9 @@ def is_open(run: RunRecord) -> bool:
 
 def readable(docs: list[dict[str, Any]]) -> tuple[list[RunRecord], list[str]]:
     """The documents that fit the run record schema, and a line for each one that does not (shown, not hidden)."""
-    from schemas.run_record import parse_run_record
-
-    runs, skipped = [], []
-    for doc in docs:
-        try:
-            runs.append(parse_run_record(doc))
-        except SchemaError as exc:
-            skipped.append(
-                f"run {doc.get('run_id', '?')!r} does not fit the run record schema: {exc}{reconcile_note_of(doc)}"
-            )
-    return runs, skipped
+    read = parse_runs(docs)
+    skipped = [f"run {u.key!r} does not fit the run record schema: {u.problem}{u.note}" for u in read.unreadable]
+    return list(read.runs), skipped
 
 
 def parse_since(text: str) -> datetime | None:
