@@ -14,9 +14,15 @@ from typing import Any
 from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time, short_value
 from schemas.dataset_record import DatasetRecord, VersionStatus
 from schemas.errors import SchemaError
+from schemas.gpus import GpuSpec
 from schemas.plan import Plan, PlanAlternative
 from schemas.run_metrics import run_warnings, task_figures
 from schemas.run_record import ReconcileErrors, RunRecord, RunState, parse_reconcile_errors
+
+RUN_STATES = tuple(state.value for state in RunState)
+"""The run states by name, in the lifecycle's order: what `landfall runs --state` and the runs page offer."""
+STATES_TEXT = ", ".join(RUN_STATES)
+"""The run states as a sentence lists them (`landfall runs --help`, a refused state)."""
 
 
 def fmt_value(value: Any) -> str:
@@ -37,6 +43,18 @@ def cost_text(value: float | None) -> str:
     return "" if value is None else f"${value:.4g}"
 
 
+def price_text(value: float | None) -> str:
+    """A planned cost or hourly price (`landfall plan`): $1,234.50 from a dollar up, $0.0412 below, "-" for none."""
+    if value is None:
+        return "-"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def hours_text(value: float | None) -> str:
+    """Planned hours (`landfall plan`): 1,234.50, "-" for none."""
+    return "-" if value is None else f"{value:,.2f}"
+
+
 def spend_text(value: float) -> str:
     """A team's spend or limit, to the cent: $12.30."""
     return f"${value:.2f}"
@@ -45,6 +63,14 @@ def spend_text(value: float) -> str:
 def seconds_text(value: float | None) -> str:
     """A run's duration (duration_text), "" when there is none."""
     return "" if value is None else duration_text(value)
+
+
+def gpus_text(accelerator_type: str | None, count: int, nodes: int, gpus: Mapping[str, GpuSpec]) -> str:
+    """A candidate's GPUs in all, by the catalog's display name (`landfall plan`): "16x H100 80GB", or "cpu"."""
+    if not accelerator_type:
+        return "cpu"
+    display = gpus[accelerator_type].display if accelerator_type in gpus else accelerator_type
+    return f"{count * nodes}x {display}"
 
 
 def gpu_label(plan: Plan | None) -> str:
@@ -194,6 +220,13 @@ def gpus_in_flight(gpus: Mapping[str, int], cap: Mapping[str, int]) -> str:
     shown = [f"{kind} {sum(gpus.values()) if kind == 'all' else gpus.get(kind, 0)}/{n}" for kind, n in cap.items()]
     shown += [f"{n} x {kind}" for kind, n in gpus.items() if kind not in cap]
     return ", ".join(shown) or "0"
+
+
+def decision_text(metadata: Mapping[str, Any], labels: Mapping[str, str]) -> str:
+    """A model version's promotion decision (first, promoted, kept, manual-promote, ...): its metadata's, else its
+    label's (a version registered before the metadata held it), else ""."""
+    promotion = metadata.get("promotion") or {}
+    return str(promotion.get("decision", labels.get("landfall-decision", "")))
 
 
 def score_text(metadata: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from landfall.queries.models import model_id as _model_id
 from landfall.queries.models import model_versions
 from landfall.queries.runs import read_run
 from landfall.tables import render_table
-from landfall.words import score_text
+from landfall.words import decision_text, score_text
 
 
 def _registry() -> Any:
@@ -26,12 +26,11 @@ def _registry() -> Any:
 
 
 def _row(v: Any) -> list[object]:
-    promotion = v.metadata.get("promotion") or {}
     return [
         v.model_id,
         v.version_id,
         ",".join(v.aliases),
-        promotion.get("decision", v.labels.get("landfall-decision", "")),
+        decision_text(v.metadata, v.labels),
         score_text(v.metadata),
         v.labels.get("landfall-run", ""),
     ]
@@ -167,8 +166,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         v
         for v in versions
         if int(v.version_id) < int(current.version_id)
-        and (v.metadata.get("promotion") or {}).get("decision", v.labels.get("landfall-decision"))
-        in ("first", "promoted", "manual-promote", "manual-rollback")
+        and decision_text(v.metadata, v.labels) in ("first", "promoted", "manual-promote", "manual-rollback")
     ]
     if not earlier:
         raise CommandError(

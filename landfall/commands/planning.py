@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from landfall.tables import render_table
+from landfall.words import gpus_text, hours_text, price_text
 from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from functions.operations import Catalog, MachineShape
     from functions.planning import MeasuredFigures, PlanOutcome
     from functions.settings import Settings
-    from schemas.gpus import GpuSpec
     from schemas.measurement import Measurement
     from schemas.training_request import TrainingRequest
 
@@ -147,23 +145,6 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _gpus(accelerator_type: str | None, count: int, nodes: int, gpus: Mapping[str, GpuSpec]) -> str:
-    if not accelerator_type:
-        return "cpu"
-    display = gpus[accelerator_type].display if accelerator_type in gpus else accelerator_type
-    return f"{count * nodes}x {display}"
-
-
-def _money(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
-
-
-def _hours(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f}"
-
-
 def read_request(path: str) -> TrainingRequest:
     """The TrainingRequest in a JSON file (parsed by the lead's schema)."""
     from schemas.training_request import parse_training_request
@@ -275,14 +256,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "*" if row.chosen else "",
             str(i),
             row.machine_type,
-            _gpus(row.accelerator_type, row.accelerator_count, row.replica_count, gpus),
+            gpus_text(row.accelerator_type, row.accelerator_count, row.replica_count, gpus),
             row.replica_count,
             row.strategy,
             row.precision,
             row.region or "-",
             row.bought,
-            _hours(row.estimated_hours),
-            _money(row.estimated_cost_usd),
+            hours_text(row.estimated_hours),
+            price_text(row.estimated_cost_usd),
             f"{row.memory_total_bytes / 1e9:,.1f}",
             row.reason,
         ]
@@ -323,11 +304,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     print(
         f"\nplan: {plan.machine_type} x{plan.replica_count} "
-        f"({_gpus(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
+        f"({gpus_text(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
         f"{plan.precision}, {plan.region}, {plan.scheduling_strategy}{' on a reservation' if plan.reservation else ''}"
         f"{server}: "
-        f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
-        f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
+        f"{plan.estimated_hours:,.2f} h, {price_text(plan.estimated_cost_usd)} "
+        f"({price_text(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
     )
     for reason in plan.reasons:
         print(f"  - {reason}")

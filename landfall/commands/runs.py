@@ -13,6 +13,7 @@ from landfall.errors import CommandError
 from landfall.queries.runs import parse_runs, read_run, recent_runs, run_document, run_filters
 from landfall.tables import render_table
 from landfall.words import (
+    STATES_TEXT,
     alternative_gpu_label,
     canary_lines,
     dataset_ref,
@@ -57,7 +58,7 @@ def state_argument(text: str) -> RunState:
     try:
         return parse_state(text.upper())
     except SchemaError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: {', '.join(RunState)}") from exc
+        raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: {STATES_TEXT}") from exc
 
 
 MAX_RUN_ID_BYTES = 1500
@@ -354,9 +355,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "run that ended without succeeding, its reason (user-code, bad-data, stockout, ...: README, run states).",
     )
     p.add_argument("--limit", type=positive, default=50, metavar="N", help="show at most N runs (default 50)")
-    p.add_argument(
-        "--state", type=state_argument, metavar="STATE", help=f"only runs in this state: {', '.join(RunState)}"
-    )
+    p.add_argument("--state", type=state_argument, metavar="STATE", help=f"only runs in this state: {STATES_TEXT}")
     p.add_argument("--dataset", metavar="URI", help="only runs of this dataset (gs://BUCKET/PREFIX/)")
     p.add_argument(
         "--since",

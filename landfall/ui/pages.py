@@ -24,7 +24,7 @@ from landfall.ui import views
 from landfall.ui.hosts import HOSTS_ENV, host_allowed, origin_allowed
 from landfall.ui.query import BadParameter, run_id, runs_query
 from landfall.ui.source import ACTIONS_ENV, KNOWN_ACTIONS, RunsQuery, Source, tail
-from landfall.words import gpus_in_flight, score_text, spend_text, started_run
+from landfall.words import decision_text, gpus_in_flight, score_text, spend_text, started_run
 from schemas.errors import SchemaError
 from schemas.orphan_record import OrphanRecord
 
@@ -220,14 +220,13 @@ def models_page(request: Request) -> Response:
         versions, errors = [], [str(exc)]
     rows = []
     for v in versions:
-        promotion = v.metadata.get("promotion") or {}
         rows.append(
             {
                 "model": v.model_id,
                 "version": v.version_id,
                 "aliases": ", ".join(v.aliases),
-                "decision": promotion.get("decision", v.labels.get("landfall-decision", "")),
-                "why": promotion.get("reason", ""),
+                "decision": decision_text(v.metadata, v.labels),
+                "why": (v.metadata.get("promotion") or {}).get("reason", ""),
                 "score": score_text(v.metadata),
                 "run_id": v.labels.get("landfall-run", ""),
             }

@@ -14,6 +14,7 @@ from landfall.queries.runs import parse_runs
 from landfall.trainer_log import parse_record
 from landfall.words import (
     EPOCH_MESSAGE,
+    RUN_STATES,
     STEP_MESSAGE,
     alternative_gpu_label,
     canary_lines,
@@ -30,7 +31,7 @@ from landfall.words import (
     wait_lines,
 )
 from schemas.plan import Plan
-from schemas.run_record import RunRecord, RunState
+from schemas.run_record import RunRecord
 
 PAGE_SIZE = 50
 """Runs per page of the runs table."""
@@ -370,7 +371,7 @@ def parse_since(text: str) -> datetime | None:
     return parse_timestamp(text, field="since")
 
 
-STATES = [s.value for s in RunState]
+STATES = list(RUN_STATES)
 
 
 def short_time(text: str) -> str:

@@ -76,3 +76,48 @@ def test_the_cli_and_the_dashboard_print_through_the_same_words() -> None:
         assert "from landfall.words import" in text, module
         for own in ("def _money", "def _seconds", "def duration_text", "def gpu_label", "def gpus_in_flight"):
             assert own not in text, f"{module} defines {own[4:]}: landfall/words.py says it for both"
+
+
+def test_one_list_makes_the_navigation_and_the_routes() -> None:
+    """Every page of PAGES is routed; the titled ones are the navigation, in the list's order, each linking to its
+    section; / leads to the first."""
+    import re
+    import warnings
+
+    from landfall.ui.app import create_app
+    from landfall.ui.hosts import LOOPBACK
+    from landfall.ui.pages import NAVIGATION, PAGES
+    from tests.fakes.ui import FakeSource, succeeded
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # starlette's notice that a later httpx is preferred
+        from starlette.testclient import TestClient
+
+    app = create_app(FakeSource([succeeded()]), frozenset(), hosts=LOOPBACK)
+    routed = {getattr(route, "path", "") for route in app.routes}
+    assert {page.path for page in PAGES} <= routed
+    assert [title for _, title in NAVIGATION] == [page.title for page in PAGES if page.title]
+    browser = TestClient(app, base_url="http://127.0.0.1:8090")
+    home = browser.get("/", follow_redirects=False)
+    assert home.status_code in (302, 307) and home.headers["location"] == f"/{NAVIGATION[0][0]}"
+    for section, title in NAVIGATION:
+        answer = browser.get(f"/{section}")
+        assert answer.status_code == 200, (section, answer.text[:300])
+        links = re.findall(r'<a href="/([^"]+)"( aria-current="page")?>([^<]+)</a>', answer.text)
+        assert [(s, t) for s, _, t in links[: len(NAVIGATION)]] == list(NAVIGATION)
+        assert (section, ' aria-current="page"', title) in links, section
+
+
+def test_the_public_facade_names_what_the_functions_define() -> None:
+    """Each name functions/operations.py publishes resolves to its module's object (a rule renamed or moved in its
+    module fails here, naming it); a name it does not publish is refused with the ones it does."""
+    import importlib
+
+    import pytest
+
+    from functions import operations
+
+    for name, module in operations.PUBLIC.items():
+        assert getattr(operations, name) is getattr(importlib.import_module(module), name), name
+    with pytest.raises(AttributeError, match="its public names are"):
+        operations.handler  # noqa: B018
