@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time, short_value
 from schemas.dataset_record import DatasetRecord, VersionStatus
 from schemas.errors import SchemaError
-from schemas.gpus import GpuSpec
 from schemas.plan import Plan, PlanAlternative
 from schemas.run_metrics import run_warnings, task_figures
 from schemas.run_record import ReconcileErrors, RunRecord, RunState, parse_reconcile_errors
+
+if TYPE_CHECKING:
+    from schemas.gpus import GpuSpec
 
 RUN_STATES = tuple(state.value for state in RunState)
 """The run states by name, in the lifecycle's order: what `landfall runs --state` and the runs page offer."""
@@ -111,6 +113,20 @@ def failure_reason(run: RunRecord) -> str:
     return run.error.reason or run.error.code
 
 
+def error_where(run: RunRecord) -> str:
+    """Where the trainer says the run failed: its exception's kind and step ("OutOfMemoryError, at step 120"), ""
+    when it said neither or the run has not failed."""
+    error = run.error
+    if error is None:
+        return ""
+    return ", ".join(part for part in (error.kind, None if error.step is None else f"at step {error.step}") if part)
+
+
+def job_id_of(job_name: str) -> str:
+    """A Vertex job's id from its resource name (projects/P/locations/R/customJobs/ID)."""
+    return job_name.rsplit("/", 1)[-1]
+
+
 def figures_text(run: RunRecord) -> str:
     """The run's own figures for its task (schemas/run_metrics.py): accuracy, R² and RMSE, or perplexity; a '!' when
     the trainer put a warning on the run (`landfall run` says what)."""
@@ -128,7 +144,7 @@ def canary_lines(run: RunRecord) -> list[str]:
     c = run.canary
     if c is None:
         return []
-    lines = [f"canary    {c.status}: job {c.job_name.rsplit('/', 1)[-1]} on {c.machine_type} in {c.region}"]
+    lines = [f"canary    {c.status}: job {job_id_of(c.job_name)} on {c.machine_type} in {c.region}"]
     if c.verdict:
         lines.append(f"          {c.verdict}")
     f = c.figures
@@ -182,9 +198,7 @@ def wait_lines(run: RunRecord) -> list[str]:
     if note is not None and note.over_at is None:
         lines.append(f"waiting   {note.reason} (job {note.job_state} since {note.since}; noted {note.noted_at})")
     elif note is not None:
-        lines.append(
-            f"waited    {note.reason} (job {note.job_name.rsplit('/', 1)[-1]}: {note.since} to {note.over_at})"
-        )
+        lines.append(f"waited    {note.reason} (job {job_id_of(note.job_name)}: {note.since} to {note.over_at})")
     return lines
 
 

@@ -17,6 +17,7 @@ from landfall.words import (
     alternative_gpu_label,
     canary_lines,
     dataset_ref,
+    error_where,
     failure_reason,
     figures_text,
     fmt_value,
@@ -197,9 +198,7 @@ def describe(run: RunRecord) -> str:
             lines.append(f"promotion {promotion.decision}: {promotion.reason}")
     if run.error is not None:
         lines.append(f"error     {run.error.code}: {run.error.message}")
-        where = ", ".join(
-            part for part in (run.error.kind, None if run.error.step is None else f"at step {run.error.step}") if part
-        )
+        where = error_where(run)
         if where:
             lines.append(f"          (the trainer's {where})")
         if run.error.job_message:

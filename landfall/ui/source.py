@@ -24,6 +24,7 @@ from schemas.run_record import RunRecord
 
 if TYPE_CHECKING:
     from functions.operations import TeamUse
+    from landfall.dead_letter_report import DeadLetter
 
 ACTIONS_ENV = "LANDFALL_UI_ACTIONS"
 """Comma list of the actions the dashboard offers (cancel, retry); unset or empty: read-only."""
@@ -57,12 +58,16 @@ class RunsQuery:
 
 
 class Source(Protocol):
+    """What the pages read and do. Runs, datasets and orphans come as their stored documents (a page reads them
+    through the schema and lists those that do not fit: landfall/queries/ parse_runs, read_dataset, parse_orphans);
+    the rest as the read side returns them."""
+
     def runs(self, query: RunsQuery, limit: int) -> list[dict[str, Any]]: ...
     def run(self, run_id: str) -> RunRecord: ...
     def log_lines(self, run: RunRecord) -> tuple[list[str], str]: ...
     def datasets(self, limit: int) -> list[dict[str, Any]]: ...
     def models(self) -> list[Any]: ...
-    def dead_letters(self) -> tuple[str, list[Any]]: ...
+    def dead_letters(self) -> tuple[str, list[DeadLetter]]: ...
     def orphans(self, limit: int) -> list[dict[str, Any]]: ...
     def teams(self) -> list[TeamUse]: ...
     def cancel(self, run_id: str) -> str: ...
@@ -103,9 +108,8 @@ class LandfallSource:
     def models(self) -> list[Any]:
         return model_versions()
 
-    def dead_letters(self) -> tuple[str, list[Any]]:
-        subscription, letters = read_dead_letters(DEAD_LETTERS_SHOWN)
-        return subscription, list(letters)
+    def dead_letters(self) -> tuple[str, list[DeadLetter]]:
+        return read_dead_letters(DEAD_LETTERS_SHOWN)
 
     def orphans(self, limit: int) -> list[dict[str, Any]]:
         return read_orphans(limit)

@@ -1,6 +1,6 @@
 """What the dashboard's pages show, from the records the CLI reads: plain dicts and lists for the templates, built by
-pure functions (no client, no request), so they are tested as the CLI's renderers are. The wording is the CLI's
-where it has one (landfall/commands/runs.py, watch.py)."""
+pure functions (no client, no request), so they are tested as the CLI's renderers are. The words are the CLI's:
+landfall/words.py holds what both print."""
 
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ from landfall.words import (
     canary_lines,
     cost_text,
     dataset_ref,
+    error_where,
     failure_reason,
     figures_text,
     fmt_value,
     gpu_label,
+    job_id_of,
     progress_line,
     reconcile_lines,
     seconds_text,
@@ -104,8 +106,7 @@ def timeline(run: RunRecord) -> list[Event]:
             Event(
                 job.at,
                 "job ended",
-                f"job {job.job_name.rsplit('/', 1)[-1]} on {job.machine_type} in {job.region}: "
-                f"{job.reason}: {job.message}",
+                f"job {job_id_of(job.job_name)} on {job.machine_type} in {job.region}: {job.reason}: {job.message}",
             )
         )
     waits = wait_lines(run)
@@ -322,7 +323,6 @@ def failure(run: RunRecord) -> dict[str, str] | None:
     error = run.error
     if error is None:
         return None
-    where = ", ".join(p for p in (error.kind, None if error.step is None else f"at step {error.step}") if p)
     replica = (
         f"replica {error.replica}" + (f", exit code {error.exit_code}" if error.exit_code is not None else "")
         if error.replica
@@ -332,7 +332,7 @@ def failure(run: RunRecord) -> dict[str, str] | None:
         "reason": failure_reason(run),
         "code": error.code,
         "message": error.message,
-        "where": where,
+        "where": error_where(run),
         "replica": replica,
         "job_message": error.job_message or "",
     }
