@@ -45,7 +45,7 @@ def create_app(
         source = LandfallSource()
     offered = allowed_actions() if actions is None else actions
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.globals.update(pages=NAVIGATION, poll_ms=poll_ms, actions=sorted(offered))
+    templates.env.globals.update(pages=NAVIGATION, titles=dict(NAVIGATION), poll_ms=poll_ms, actions=sorted(offered))
     templates.env.filters["when"] = views.short_time
     app = Starlette(routes=routes())
     app.state.dashboard = Dashboard(

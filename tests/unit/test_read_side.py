@@ -80,7 +80,7 @@ def test_the_cli_and_the_dashboard_print_through_the_same_words() -> None:
 
 def test_one_list_makes_the_navigation_and_the_routes() -> None:
     """Every page of PAGES is routed; the titled ones are the navigation, in the list's order, each linking to its
-    section; / leads to the first."""
+    section and named by its title there, in its heading and in the window's title; / leads to the first."""
     import re
     import warnings
 
@@ -106,6 +106,7 @@ def test_one_list_makes_the_navigation_and_the_routes() -> None:
         links = re.findall(r'<a href="/([^"]+)"( aria-current="page")?>([^<]+)</a>', answer.text)
         assert [(s, t) for s, _, t in links[: len(NAVIGATION)]] == list(NAVIGATION)
         assert (section, ' aria-current="page"', title) in links, section
+        assert f"<title>{title} · Landfall</title>" in answer.text and f"<h1>{title}</h1>" in answer.text
 
 
 def test_the_public_facade_names_what_the_functions_define() -> None:
