@@ -8,19 +8,16 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from landfall.errors import CommandError, client_boundary
+from landfall.queries.datasets import StoredDataset, dataset_document, list_datasets, read_dataset
 from landfall.tables import render_table
 from landfall.ticks import fed_by_schedule
+from landfall.words import started_run
 from schemas.dataset_record import (
-    DATASET_FIELDS,
     DatasetRecord,
     DatasetStatus,
-    VersionStatus,
-    dataset_id_for,
-    parse_dataset_record,
 )
 from schemas.errors import SchemaError
 
@@ -72,29 +69,6 @@ def short(text: str, width: int = REASON_WIDTH) -> str:
     """text on one line, cut to width characters with '...' when longer."""
     flat = " ".join(str(text or "").split())
     return flat if len(flat) <= width else flat[: width - 3] + "..."
-
-
-@dataclass(frozen=True)
-class StoredDataset:
-    """A `datasets` document as read: its record, and any field the schema does not name (shown, never hidden)."""
-
-    record: DatasetRecord
-    extra: Mapping[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.record.to_dict(), **self.extra}
-
-
-def read_dataset(doc: Mapping[str, Any]) -> StoredDataset:
-    """A stored dataset document through its schema; raises SchemaError naming the field that does not fit."""
-    return StoredDataset(parse_dataset_record(doc), {k: v for k, v in doc.items() if k not in DATASET_FIELDS})
-
-
-def started_run(record: DatasetRecord) -> str:
-    """The run the dataset's version started, or "": a version's run_id is only the id its request would give, and
-    a run exists only once the request was published (a REFUSED, WAITING or DUPLICATE version published none)."""
-    version = record.version
-    return version.run_id if version is not None and version.status == VersionStatus.PUBLISHED else ""
 
 
 def table_rows(records: list[DatasetRecord]) -> list[list[str]]:
@@ -151,36 +125,6 @@ def describe_dataset(record: DatasetRecord, extra: Mapping[str, Any] | None = No
     return "\n".join(lines)
 
 
-def _collection() -> tuple[Any, str]:
-    """The datasets collection and how messages name it (collection and project)."""
-    from google.cloud import firestore
-
-    from functions.settings import get_settings
-
-    with client_boundary("open Firestore"):
-        settings = get_settings()
-        client = firestore.Client(project=settings.project)
-    return (
-        client.collection(settings.datasets_collection),
-        f"Firestore collection {settings.datasets_collection!r} of project {settings.project}",
-    )
-
-
-def list_datasets(status: str | None, limit: int) -> list[dict[str, Any]]:
-    """Dataset documents as stored, most recently updated first. A status is filtered by Firestore, which needs the
-    composite index (status, updated_at desc) that `landfall deploy` creates from deploy/firestore.indexes.json."""
-    from google.cloud import firestore
-    from google.cloud.firestore_v1.base_query import FieldFilter
-
-    collection, described = _collection()
-    with client_boundary(f"read the {described}"):
-        query = collection
-        if status is not None:
-            query = query.where(filter=FieldFilter("status", "==", status))
-        query = query.order_by("updated_at", direction=firestore.Query.DESCENDING).limit(limit)
-        return [s.to_dict() for s in query.stream()]
-
-
 def cmd_datasets(args: argparse.Namespace) -> int:
     try:
         docs = list_datasets(args.status, args.limit)
@@ -215,15 +159,13 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     except DatasetUriError as exc:
         print(f"landfall dataset: {exc}", file=sys.stderr)
         return 2
-    dataset_id = dataset_id_for(bucket, prefix)
     try:
-        collection, described = _collection()
-        with client_boundary(f"read the {described}"):
-            snapshot = collection.document(dataset_id).get()
+        found = dataset_document(bucket, prefix)
     except CommandError as exc:
         print(f"landfall dataset: {exc}", file=sys.stderr)
         return 1
-    if not snapshot.exists:
+    dataset_id, described = found.dataset_id, found.described
+    if found.doc is None:
         print(
             f"landfall dataset: no record of gs://{bucket}/{prefix} (document {dataset_id} in the {described}). "
             "Check that the URI is the dataset folder itself (the one holding the data and _SUCCESS), that an "
@@ -233,7 +175,7 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         )
         return 1
     try:
-        stored = read_dataset(snapshot.to_dict())
+        stored = read_dataset(found.doc)
     except SchemaError as exc:
         print(
             f"landfall dataset: the record of gs://{bucket}/{prefix} (document {dataset_id} in the {described}) "
@@ -259,7 +201,7 @@ def _ingest_deps() -> Any:
 
 def cmd_retrain(args: argparse.Namespace) -> int:
     from functions.errors import LandfallError
-    from functions.ingest.retrain import retrain
+    from functions.operations import retrain
 
     try:
         bucket, prefix = parse_dataset_uri(args.uri)

@@ -4,7 +4,8 @@ Messages a function failed max_delivery_attempts times are forwarded to the dead
 subscription (`topics.dead_letter.subscription` in deploy/topology.toml) keeps them. The command pulls from that
 subscription, holds what it pulled while it reads on, and then gives every message back at once (a nack: ack
 deadline 0), so nothing is consumed: the messages stay for the next look, a replay or `gcloud pubsub subscriptions
-pull --auto-ack` when they are dealt with. Reasons: landfall/dead_letter_report.py.
+pull --auto-ack` when they are dealt with (landfall/queries/dead_letters.py reads them). Reasons:
+landfall/dead_letter_report.py.
 """
 
 from __future__ import annotations
@@ -12,102 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
 
 from landfall.commands.runs import positive
-from landfall.dead_letter_report import DeadLetter, describe
-from landfall.errors import CommandError, client_boundary
-
-PULL_WAIT_S = 3.0
-"""How long one pull waits for messages; the last, empty pull ends the reading."""
-HOLD_SECONDS = 60
-"""Ack deadline of what was pulled while the rest is read, so that it is not handed out again meanwhile."""
-PULL_BATCH = 100
-
-
-def pull_and_return(subscriber: Any, subscription: str, limit: int) -> list[Any]:
-    """Up to `limit` messages of the subscription (ReceivedMessage), every one given back (nacked) before returning."""
-    from google.api_core import exceptions as gexc
-
-    pulled: list[Any] = []
-    try:
-        while len(pulled) < limit:
-            try:
-                response = subscriber.pull(
-                    request={"subscription": subscription, "max_messages": min(PULL_BATCH, limit - len(pulled))},
-                    timeout=PULL_WAIT_S,
-                    retry=None,
-                )
-            except gexc.DeadlineExceeded:
-                break
-            batch = list(response.received_messages)
-            if not batch:
-                break
-            subscriber.modify_ack_deadline(
-                request={
-                    "subscription": subscription,
-                    "ack_ids": [m.ack_id for m in batch],
-                    "ack_deadline_seconds": HOLD_SECONDS,
-                }
-            )
-            pulled += batch
-    finally:
-        if pulled:
-            subscriber.modify_ack_deadline(
-                request={"subscription": subscription, "ack_ids": [m.ack_id for m in pulled], "ack_deadline_seconds": 0}
-            )
-    return pulled
-
-
-def local_log_lines(function: str) -> Iterable[str]:
-    """The function's log on the local stack (.landfall/logs/FUNCTION.log); nothing elsewhere."""
-    from deploy.local import provision
-
-    path: Path = provision.default_state_dir() / "logs" / f"{function}.log"
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ()
-
-
-def dead_letters(limit: int) -> tuple[str, list[DeadLetter]]:
-    """(the hold subscription's path, its messages as reports, oldest first)."""
-    from google.api_core.exceptions import NotFound
-    from google.cloud import pubsub_v1
-
-    from deploy.local.bridge import rfc3339
-    from deploy.topology import load_topology
-    from functions.settings import get_settings
-
-    topology = load_topology()
-    with client_boundary("read the dead-letter subscription"):
-        project = get_settings().project
-        subscription = f"projects/{project}/subscriptions/{topology.dead_letter_subscription}"
-        subscriber = pubsub_v1.SubscriberClient()
-        try:
-            received = pull_and_return(subscriber, subscription, limit)
-        except NotFound as exc:
-            raise CommandError(
-                f"subscription {subscription} does not exist: `landfall up` creates it on the local "
-                "stack, `landfall deploy` in Google Cloud"
-            ) from exc
-        finally:
-            subscriber.close()
-    by_subscription = {f.subscription: f.name for f in topology.functions}
-    reports = [
-        describe(
-            m.message.message_id,
-            bytes(m.message.data),
-            dict(m.message.attributes),
-            rfc3339(m.message.publish_time),
-            by_subscription,
-            local_log_lines,
-        )
-        for m in received
-    ]
-    return subscription, sorted({r.message_id: r for r in reports}.values(), key=lambda r: r.published_at)
+from landfall.dead_letter_report import DeadLetter
+from landfall.queries.dead_letters import dead_letters
 
 
 def render(subscription: str, reports: list[DeadLetter]) -> str:
@@ -156,4 +65,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_dead_letters)
 
 
-__all__ = ["cmd_dead_letters", "dead_letters", "pull_and_return", "register"]
+__all__ = ["cmd_dead_letters", "register"]

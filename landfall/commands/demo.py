@@ -6,24 +6,16 @@ import argparse
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from schemas.run_record import TERMINAL_STATES, RunRecord, RunState, parse_run_record
 from schemas.training_request import run_id_for
 
 
-def _storage() -> Any:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    from functions.settings import get_settings
-
-    return storage.Client(project=get_settings().project, credentials=AnonymousCredentials())
-
-
 def upload_dataset(bucket_name: str, prefix: str, shards: list[str]) -> int:
     """Upload the shards, then `_SUCCESS`; returns the marker's generation (which names this dataset version)."""
-    bucket = _storage().bucket(bucket_name)
+    from landfall.uploads import local_bucket
+
+    bucket = local_bucket(bucket_name)
     for i, text in enumerate(shards):
         bucket.blob(f"{prefix}part-{i:05d}.csv").upload_from_string(text, content_type="text/csv")
     marker = bucket.blob(f"{prefix}_SUCCESS")
@@ -33,14 +25,14 @@ def upload_dataset(bucket_name: str, prefix: str, shards: list[str]) -> int:
 
 def follow(run_id: str, timeout_s: float, quiet: bool) -> RunRecord | None:
     """Poll the run record until it is terminal, printing each state as it is reached."""
-    from landfall.commands.runs import runs_collection
+    from landfall.queries.runs import run_reader
 
-    ref = runs_collection().document(run_id)
+    read = run_reader(run_id)
     start = time.monotonic()
     seen: str | None = None
     while time.monotonic() - start < timeout_s:
-        snapshot = ref.get()
-        record = parse_run_record(snapshot.to_dict()) if snapshot.exists else None
+        doc = read()
+        record = parse_run_record(doc) if doc is not None else None
         state = record.state.value if record else "waiting for the dispatcher"
         if state != seen and not quiet:
             print(f"  [{time.monotonic() - start:6.1f}s] {state}", flush=True)

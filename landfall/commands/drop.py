@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from deploy.routes import Route
-from landfall.commands.datasets import DatasetUriError, StoredDataset, describe_dataset, parse_dataset_uri, read_dataset
+from landfall.commands.datasets import DatasetUriError, describe_dataset, parse_dataset_uri
 from landfall.errors import CommandError, client_boundary
+from landfall.queries.datasets import StoredDataset, dataset_reader
 from schemas.dataset_layout import MARKER
-from schemas.dataset_record import DatasetRecord, DatasetStatus, dataset_id_for
-from schemas.errors import SchemaError
+from schemas.dataset_record import DatasetRecord, DatasetStatus
 
 POLL_S = 1.0
 ROUTES_FILE_ENV = "LANDFALL_ROUTES_FILE"
@@ -114,8 +114,7 @@ def wait_for(
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
-    from functions.gcp.clients import firestore_client, storage_client
-    from functions.settings import get_settings
+    from landfall.uploads import bucket as landing_bucket
 
     try:
         bucket_name, prefix = parse_dataset_uri(args.uri)
@@ -125,29 +124,13 @@ def cmd_drop(args: argparse.Namespace) -> int:
     check_routed(bucket_name, prefix, ingest_routes())
     uri = f"gs://{bucket_name}/{prefix}"
     with client_boundary(f"upload to {uri}"):
-        bucket = storage_client().bucket(bucket_name)
+        bucket = landing_bucket(bucket_name)
         upload(bucket, files, quiet=args.quiet)
         marker = bucket.blob(prefix + MARKER)
         marker.upload_from_string(b"")
     if not args.quiet:
         print(f"uploaded {len(files)} files and {MARKER} to {uri}", file=sys.stderr)
-    with client_boundary("open Firestore"):
-        datasets = firestore_client().collection(get_settings().datasets_collection)
-    ref = datasets.document(dataset_id_for(bucket_name, prefix))
-
-    def read() -> StoredDataset | None:
-        with client_boundary(f"read the dataset record of {uri}"):
-            snapshot = ref.get(timeout=20.0)
-        if not snapshot.exists:
-            return None
-        try:
-            return read_dataset(snapshot.to_dict())
-        except SchemaError as exc:
-            raise CommandError(
-                f"the record of {uri} does not fit schemas/dataset_record.py: {exc}; a newer or older Landfall wrote it"
-            ) from exc
-
-    doc = wait_for(read, str(marker.generation), args.wait)
+    doc = wait_for(dataset_reader(bucket_name, prefix), str(marker.generation), args.wait)
     if doc is None:
         raise CommandError(
             f"ingest has not recorded {uri} (marker generation {marker.generation}) within "

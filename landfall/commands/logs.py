@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from landfall.commands.runs import read_run, run_id_argument
+from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError
+from landfall.queries.runs import read_run
 from landfall.trainer_log import text_line
 from schemas.run_record import RunRecord
 
@@ -47,6 +48,13 @@ def cloud_logging_commands(run: RunRecord) -> str:
             f"follow:  gcloud beta logging tail '{query}'{where}",
         ]
     )
+
+
+def chief_log(state_dir: Path, job_id: str) -> Path | None:
+    """The chief replica's log file of the job (workerpool0-0, else the first replica's), or None before one is
+    written: what `landfall watch` and the dashboard read the trainer's progress from."""
+    paths = replica_logs(state_dir, job_id)
+    return paths.get("workerpool0-0") or next(iter(paths.values()), None)
 
 
 def replica_logs(state_dir: Path, job_id: str) -> dict[str, Path]:

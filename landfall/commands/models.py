@@ -10,52 +10,34 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from landfall.commands.runs import read_run, run_id_argument
+from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError, client_boundary
+from landfall.queries.models import model_id as _model_id
+from landfall.queries.models import model_versions
+from landfall.queries.runs import read_run
 from landfall.tables import render_table
+from landfall.words import decision_text, score_text
 
 
 def _registry() -> Any:
-    from functions.wiring import model_registry
+    from landfall.queries.models import registry
 
-    return model_registry()
-
-
-def _model_id(text: str) -> str:
-    """A model id from NAME: an id (landfall-default-tabular-iris) or a full resource name."""
-    return text.split("@", 1)[0].rsplit("/", 1)[-1]
-
-
-def score_text(metadata: dict[str, Any]) -> str:
-    promotion = metadata.get("promotion") or {}
-    metric = promotion.get("metric") or ""
-    final = metadata.get("final") or {}
-    if metric and final.get(metric) is not None:
-        return f"{metric} {float(final[metric]):.4f}"
-    return ", ".join(f"{k} {float(v):.4f}" for k, v in sorted(final.items())[:2])
+    return registry()
 
 
 def _row(v: Any) -> list[object]:
-    promotion = v.metadata.get("promotion") or {}
     return [
         v.model_id,
         v.version_id,
         ",".join(v.aliases),
-        promotion.get("decision", v.labels.get("landfall-decision", "")),
+        decision_text(v.metadata, v.labels),
         score_text(v.metadata),
         v.labels.get("landfall-run", ""),
     ]
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    registry = _registry()
-    with client_boundary("list Vertex AI Model Registry models"):
-        if args.name:
-            versions = registry.versions(_model_id(args.name))
-            if not versions:
-                raise CommandError(f"no registry model {args.name!r}; `landfall models` lists them")
-        else:
-            versions = [v for m in registry.models() for v in registry.versions(m.model_id)]
+    versions = model_versions(args.name, _registry())
     if args.json:
         print(json.dumps([v.to_dict() for v in versions], indent=2))
         return 0
@@ -184,8 +166,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         v
         for v in versions
         if int(v.version_id) < int(current.version_id)
-        and (v.metadata.get("promotion") or {}).get("decision", v.labels.get("landfall-decision"))
-        in ("first", "promoted", "manual-promote", "manual-rollback")
+        and decision_text(v.metadata, v.labels) in ("first", "promoted", "manual-promote", "manual-rollback")
     ]
     if not earlier:
         raise CommandError(

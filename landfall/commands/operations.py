@@ -40,16 +40,22 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return 1 if outcome.startswith(("failed:", "will be retried:")) else 0
 
 
-def cmd_cancel(args: argparse.Namespace) -> int:
+def cancel(run_id: str, *, by: str) -> str:
+    """Cancel a run (`landfall cancel`'s description) as `by` asks; what happened, in a sentence. `landfall cancel`
+    and the dashboard's cancel action both call this."""
     from functions.errors import LandfallError
-    from functions.reconciler.cancel import cancel_run
+    from functions.operations import cancel_run
     from functions.wiring import runs_store, vertex_jobs
 
     with client_boundary("cancel the run"):
         try:
-            said = cancel_run(args.run_id, by=args.by, store=runs_store(), vertex=vertex_jobs(), now=datetime.now(UTC))
+            return cancel_run(run_id, by=by, store=runs_store(), vertex=vertex_jobs(), now=datetime.now(UTC))
         except LandfallError as exc:
             raise CommandError(str(exc)) from exc
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    said = cancel(args.run_id, by=args.by)
     print(said)
     return 1 if said.startswith("no run ") else 0
 
@@ -85,4 +91,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_cancel)
 
 
-__all__ = ["cmd_cancel", "cmd_reconcile", "register"]
+__all__ = ["cancel", "cmd_cancel", "cmd_reconcile", "register"]

@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from landfall.tables import render_table
+from landfall.words import gpus_text, hours_text, price_text
 from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
+    from functions.operations import Catalog, MachineShape
     from functions.planning import MeasuredFigures, PlanOutcome
-    from functions.planning.catalog import Catalog, MachineShape
     from functions.settings import Settings
-    from schemas.gpus import GpuSpec
     from schemas.measurement import Measurement
     from schemas.training_request import TrainingRequest
 
@@ -147,23 +145,6 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _gpus(accelerator_type: str | None, count: int, nodes: int, gpus: Mapping[str, GpuSpec]) -> str:
-    if not accelerator_type:
-        return "cpu"
-    display = gpus[accelerator_type].display if accelerator_type in gpus else accelerator_type
-    return f"{count * nodes}x {display}"
-
-
-def _money(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
-
-
-def _hours(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.2f}"
-
-
 def read_request(path: str) -> TrainingRequest:
     """The TrainingRequest in a JSON file (parsed by the lead's schema)."""
     from schemas.training_request import parse_training_request
@@ -223,10 +204,8 @@ def dispatcher_settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from functions.dispatch.planner_config import planner_config
-    from functions.dispatch.request_rules import pinned_shape_problems, trainer_problems
+    from functions.operations import load_catalog, pinned_shape_problems, planner_config, trainer_problems
     from functions.planning import CatalogError, PlanInputError, plan_input_from_request, plan_request
-    from functions.planning.catalog import load_catalog
     from functions.settings import SettingsError
     from schemas.errors import SchemaError
     from schemas.trainer_flags import extra_problems
@@ -277,14 +256,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "*" if row.chosen else "",
             str(i),
             row.machine_type,
-            _gpus(row.accelerator_type, row.accelerator_count, row.replica_count, gpus),
+            gpus_text(row.accelerator_type, row.accelerator_count, row.replica_count, gpus),
             row.replica_count,
             row.strategy,
             row.precision,
             row.region or "-",
             row.bought,
-            _hours(row.estimated_hours),
-            _money(row.estimated_cost_usd),
+            hours_text(row.estimated_hours),
+            price_text(row.estimated_cost_usd),
             f"{row.memory_total_bytes / 1e9:,.1f}",
             row.reason,
         ]
@@ -325,11 +304,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     print(
         f"\nplan: {plan.machine_type} x{plan.replica_count} "
-        f"({_gpus(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
+        f"({gpus_text(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
         f"{plan.precision}, {plan.region}, {plan.scheduling_strategy}{' on a reservation' if plan.reservation else ''}"
         f"{server}: "
-        f"{plan.estimated_hours:,.2f} h, {_money(plan.estimated_cost_usd)} "
-        f"({_money(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
+        f"{plan.estimated_hours:,.2f} h, {price_text(plan.estimated_cost_usd)} "
+        f"({price_text(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
     )
     for reason in plan.reasons:
         print(f"  - {reason}")
@@ -358,28 +337,24 @@ def _measurements(request: TrainingRequest, mode: str, settings: Settings) -> li
         if where is None or not port_answers(*where):
             return []
     from functions.errors import TransientError
-    from functions.gcp.clients import firestore_client
-    from functions.gcp.measurements_store import MeasurementsStore
-    from schemas.measurement import workload_key
+    from landfall.queries.measurements import workload_measurements
 
     try:
-        return MeasurementsStore(firestore_client(), settings.measurements_collection).for_workload(
-            workload_key(request)
-        )
+        return workload_measurements(request, settings)
     except TransientError as exc:
         print(f"measurements not read ({exc}): planned from the model alone", file=sys.stderr)
         return []
 
 
 def _figures(request: TrainingRequest, measurements: list[Measurement]) -> list[MeasuredFigures]:
-    from functions.records.measurements import planner_figures
+    from functions.operations import planner_figures
     from schemas.measurement import image_of
 
     return planner_figures(measurements, image_of(request))
 
 
 def _estimate_summary(measurements: list[Measurement]) -> list[str]:
-    from functions.records.measurements import estimate_summary
+    from functions.operations import estimate_summary
 
     return estimate_summary(measurements)
 
@@ -389,7 +364,7 @@ def _print_custom_job(
 ) -> int:
     """The CustomJob for the chosen plan (REJECTED and exit 1 when there is none; nothing is submitted). deployed:
     the settings are a project's deployed dispatcher's, and the gcloud line names the project."""
-    from functions.dispatch.job_spec import custom_job
+    from functions.operations import custom_job
     from landfall.custom_job import render, rest_body
 
     if outcome.plan is None:
@@ -427,7 +402,7 @@ def select_shapes(catalog: Catalog, gpu: str | None, region: str | None, min_gpu
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from functions.planning.catalog import load_catalog
+    from functions.operations import load_catalog
 
     catalog = load_catalog()
     try:
@@ -487,10 +462,8 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate_memory(args: argparse.Namespace) -> int:
+    from functions.operations import breakdown, build_workload, load_catalog
     from functions.planning import PlanInput, PlanInputError, parse_count
-    from functions.planning.catalog import load_catalog
-    from functions.planning.memory import breakdown
-    from functions.planning.workload import build_workload
     from schemas.errors import SchemaError
     from schemas.model_presets import GptPreset, get_preset
 

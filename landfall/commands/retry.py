@@ -27,10 +27,10 @@ def retry_run(run_id: str) -> tuple[dict[str, Any], str]:
     """Retry an ended run (the module's docstring): (the result as `--json` prints it, the sentence that says what
     happened). `landfall retry` and the dashboard's retry action both call this."""
     from functions.errors import LandfallError
-    from functions.records.retries import RetryClaim, claim_retry, not_retryable_reason, retry_request
+    from functions.operations import RetryClaim, claim_retry, not_retryable_reason, retry_request
     from functions.wiring import runs_store
-    from landfall.commands.runs import read_run
     from landfall.commands.submit import publish
+    from landfall.queries.runs import read_run
     from schemas.errors import SchemaError
 
     old = read_run(run_id, "retry")

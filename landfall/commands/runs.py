@@ -1,4 +1,5 @@
-"""`landfall runs` and `landfall run RUN_ID [--metrics]`: read run records from Firestore."""
+"""`landfall runs` and `landfall run RUN_ID [--metrics]`: read run records (landfall/queries/runs.py) and
+print them in landfall/words.py's words."""
 
 from __future__ import annotations
 
@@ -6,113 +7,32 @@ import argparse
 import json
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from landfall.commands.run_text import (
+from landfall.errors import CommandError
+from landfall.queries.runs import parse_runs, read_run, recent_runs, run_document, run_filters
+from landfall.tables import render_table
+from landfall.words import (
+    STATES_TEXT,
+    alternative_gpu_label,
     canary_lines,
     dataset_ref,
+    error_where,
     failure_reason,
     figures_text,
     fmt_value,
     gpu_label,
     reconcile_lines,
-    reconcile_note_of,
+    sale_text,
+    spot_text,
     wait_lines,
 )
-from landfall.errors import CommandError, client_boundary
-from landfall.tables import render_table
 from schemas.errors import SchemaError
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
 from schemas.run_metrics import run_warnings, task_figures
-from schemas.run_record import RunRecord, RunState, parse_run_record, parse_state
+from schemas.run_record import RunRecord, RunState, parse_state
 
-if TYPE_CHECKING:
-    from google.cloud.firestore import CollectionReference, Query
-
-CALL_TIMEOUT_S = 20.0
-"""Deadline of one Firestore call, so that an unreachable Google Cloud fails in seconds rather than retrying for
-minutes (the local stack is checked before any call: landfall/reach.py)."""
 TENSORBOARD_HINT = 'TensorBoard event files; README.md "Metrics" says how to open them'
-
-
-def runs_collection() -> CollectionReference:
-    from google.cloud import firestore
-
-    from functions.settings import get_settings
-
-    with client_boundary("open Firestore"):
-        settings = get_settings()
-        return firestore.Client(project=settings.project).collection(settings.runs_collection)
-
-
-def read_run_document(run_id: str) -> dict[str, Any] | None:
-    """The stored run document, or None when there is no run of that id."""
-    ref = runs_collection().document(run_id)
-    with client_boundary(f"read run {run_id!r} from Firestore"):
-        snapshot = ref.get(timeout=CALL_TIMEOUT_S)
-    return snapshot.to_dict() if snapshot.exists else None
-
-
-def read_run(run_id: str, command: str) -> RunRecord:
-    """The run record, or a CommandError saying there is none or that it does not fit the schema."""
-    doc = read_run_document(run_id)
-    if doc is None:
-        raise CommandError(f"no run {run_id!r}; `landfall runs` lists them")
-    try:
-        return parse_run_record(doc)
-    except SchemaError as exc:
-        raise CommandError(
-            f"run {run_id!r} does not fit the run record schema: {exc}{reconcile_note_of(doc)}; `landfall {command} "
-            f"{run_id} --json` shows it as stored"
-        ) from exc
-
-
-TEAM_FIELD = "team.name"
-"""Where a run names the team it counts against (run record `team`, docs/teams.md); the dashboard filters on it."""
-
-
-def run_filters(
-    state: str | None, dataset: str | None, since: datetime | None, team: str | None = None
-) -> list[tuple[str, str, Any]]:
-    """The Firestore filters of `landfall runs` (and the dashboard's runs page) as (field, operator, value),
-    equalities first; the query orders by created_at descending. Each combination needs a composite index of
-    deploy/firestore.indexes.json (a unit test checks that it is listed); the emulator needs none."""
-    filters = [
-        ("state", "==", state),
-        ("request.dataset.uri", "==", dataset),
-        (TEAM_FIELD, "==", team),
-        ("created_at", ">=", since),
-    ]
-    return [(name, op, value) for name, op, value in filters if value]
-
-
-def recent_runs(
-    state: str | None,
-    limit: int,
-    dataset: str | None = None,
-    since: datetime | None = None,
-    *,
-    team: str | None = None,
-    after: str | None = None,
-) -> list[dict[str, Any]]:
-    """The newest `limit` runs matching the filters (run_filters), newest first; `after` (a run id, the last of the
-    previous page) pages on from that run with a Firestore cursor, so a page costs its own documents only."""
-    from google.cloud import firestore
-    from google.cloud.firestore_v1.base_query import FieldFilter
-
-    collection = runs_collection()
-    query: CollectionReference | Query = collection
-    with client_boundary("read runs from Firestore"):
-        for name, op, value in run_filters(state, dataset, since, team):
-            query = query.where(filter=FieldFilter(name, op, value))
-        query = query.order_by("created_at", direction=firestore.Query.DESCENDING)
-        if after:
-            cursor = collection.document(after).get(timeout=CALL_TIMEOUT_S)
-            if not cursor.exists:
-                raise CommandError(f"no run {after!r} to page on from; start again from the first page")
-            query = query.start_after(cursor)
-        # a query yields only documents that exist: to_dict() is None only for a missing one
-        return [doc for d in query.limit(limit).stream(timeout=CALL_TIMEOUT_S) if (doc := d.to_dict()) is not None]
 
 
 def since_argument(text: str) -> datetime:
@@ -139,7 +59,7 @@ def state_argument(text: str) -> RunState:
     try:
         return parse_state(text.upper())
     except SchemaError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: {', '.join(RunState)}") from exc
+        raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: {STATES_TEXT}") from exc
 
 
 MAX_RUN_ID_BYTES = 1500
@@ -175,18 +95,15 @@ def _final(run: RunRecord) -> dict[str, Any]:
     return final if isinstance(final, dict) else {}
 
 
-def _readable(docs: list[dict[str, Any]]) -> list[RunRecord]:
-    runs = []
-    for doc in docs:
-        try:
-            runs.append(parse_run_record(doc))
-        except SchemaError as exc:
-            print(
-                f"landfall runs: skipping run {doc.get('run_id', '?')!r}, which does not fit the run record "
-                f"schema: {exc} (`landfall runs --json` shows it as stored)",
-                file=sys.stderr,
-            )
-    return runs
+def _readable(docs: list[dict[str, Any]]) -> tuple[RunRecord, ...]:
+    read = parse_runs(docs)
+    for skipped in read.unreadable:
+        print(
+            f"landfall runs: skipping run {skipped.key!r}, which does not fit the run record "
+            f"schema: {skipped.problem} (`landfall runs --json` shows it as stored)",
+            file=sys.stderr,
+        )
+    return read.runs
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -237,7 +154,7 @@ def describe(run: RunRecord) -> str:
     if plan is not None:
         lines.append(
             f"plan      {plan.replica_count} x {plan.machine_type} ({gpu_label(plan)}) in {plan.region}, "
-            f"{plan.strategy}, {'spot' if plan.spot else 'on-demand'}, est. ${fmt_value(plan.estimated_cost_usd)}"
+            f"{plan.strategy}, {sale_text(plan)}, est. ${fmt_value(plan.estimated_cost_usd)}"
         )
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
@@ -281,9 +198,7 @@ def describe(run: RunRecord) -> str:
             lines.append(f"promotion {promotion.decision}: {promotion.reason}")
     if run.error is not None:
         lines.append(f"error     {run.error.code}: {run.error.message}")
-        where = ", ".join(
-            part for part in (run.error.kind, None if run.error.step is None else f"at step {run.error.step}") if part
-        )
+        where = error_where(run)
         if where:
             lines.append(f"          (the trainer's {where})")
         if run.error.job_message:
@@ -306,9 +221,9 @@ def describe(run: RunRecord) -> str:
                     [
                         a.rank,
                         a.machine_type,
-                        f"{a.accelerator_count}x{a.accelerator_type}" if a.accelerator_type else "cpu",
+                        alternative_gpu_label(a),
                         a.region or "-",
-                        "yes" if a.spot else "no",
+                        spot_text(a.spot),
                         fmt_value(a.estimated_cost_usd),
                         a.reason,
                     ]
@@ -415,10 +330,7 @@ def describe_metrics(run: RunRecord) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.json and not args.metrics:
-        doc = read_run_document(args.run_id)
-        if doc is None:
-            raise CommandError(f"no run {args.run_id!r}; `landfall runs` lists them")
-        print(json.dumps(doc, indent=2, default=_json_value))
+        print(json.dumps(run_document(args.run_id), indent=2, default=_json_value))
         return 0
     run = read_run(args.run_id, "run")
     if not args.metrics:
@@ -442,9 +354,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "run that ended without succeeding, its reason (user-code, bad-data, stockout, ...: README, run states).",
     )
     p.add_argument("--limit", type=positive, default=50, metavar="N", help="show at most N runs (default 50)")
-    p.add_argument(
-        "--state", type=state_argument, metavar="STATE", help=f"only runs in this state: {', '.join(RunState)}"
-    )
+    p.add_argument("--state", type=state_argument, metavar="STATE", help=f"only runs in this state: {STATES_TEXT}")
     p.add_argument("--dataset", metavar="URI", help="only runs of this dataset (gs://BUCKET/PREFIX/)")
     p.add_argument(
         "--since",

@@ -102,8 +102,8 @@ def read_requirements(path: str) -> list[str]:
 
 def upload_code(path: str, kind: str) -> str:
     """Copy a local file to gs://CODE_BUCKET/KIND/<sha256 prefix>/<name>; its URI."""
-    from functions.gcp.clients import storage_client
     from functions.settings import get_settings
+    from landfall.uploads import bucket as code_bucket
 
     local = Path(path)
     try:
@@ -113,7 +113,7 @@ def upload_code(path: str, kind: str) -> str:
     bucket = get_settings().code_bucket
     name = f"{kind}/{hashlib.sha256(data).hexdigest()[:16]}/{local.name}"
     with client_boundary(f"upload {path} to the code bucket gs://{bucket}/"):
-        storage_client().bucket(bucket).blob(name).upload_from_string(data)
+        code_bucket(bucket).blob(name).upload_from_string(data)
     return f"gs://{bucket}/{name}"
 
 
@@ -173,7 +173,7 @@ def code_request(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from landfall.commands.runs import read_run_document
+    from landfall.queries.runs import read_run_document
 
     forms = [f for f in ("script", "package", "image") if getattr(args, f)]
     if bool(args.request) == bool(forms) or len(forms) > 1:

@@ -6,29 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from landfall.errors import CommandError, client_boundary
 from landfall.tables import render_table
-
-
-def gpus_in_flight(gpus: dict[str, int], cap: dict[str, int]) -> str:
-    """In flight against the caps: "all 6/16, NVIDIA_L4 2/8"; kinds in flight with no cap of their own as "N x KIND"."""
-    shown = [f"{kind} {sum(gpus.values()) if kind == 'all' else gpus.get(kind, 0)}/{n}" for kind, n in cap.items()]
-    shown += [f"{n} x {kind}" for kind, n in gpus.items() if kind not in cap]
-    return ", ".join(shown) or "0"
+from landfall.words import gpus_in_flight, spend_text
 
 
 def cmd_teams(args: argparse.Namespace) -> int:
-    from deploy.teams import TeamsError
-    from functions.errors import LandfallError
-    from functions.wiring import team_usage
+    from landfall.queries.teams import team_usage
 
-    with client_boundary("read the team ledgers"):
-        try:
-            uses = team_usage()
-        except TeamsError as exc:
-            raise CommandError(str(exc)) from exc
-        except LandfallError as exc:
-            raise CommandError(f"cannot read the team ledgers: {exc}") from exc
+    uses = team_usage()
     if args.json:
         print(json.dumps([u.to_dict() for u in uses], indent=2))
         return 0
@@ -43,9 +28,9 @@ def cmd_teams(args: argparse.Namespace) -> int:
             u.team,
             u.priority,
             gpus_in_flight(u.gpus, u.gpu_cap),
-            f"${u.spent_usd:.2f} / ${u.budget_usd:.2f}",
-            f"${u.reserved_usd:.2f}",
-            f"${u.settled_usd:.2f}",
+            f"{spend_text(u.spent_usd)} / {spend_text(u.budget_usd)}",
+            spend_text(u.reserved_usd),
+            spend_text(u.settled_usd),
             u.runs,
             "; ".join(u.over) or "-",
         ]

@@ -9,18 +9,16 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
-from datetime import datetime
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from landfall.commands.logs import replica_logs
-from landfall.commands.run_text import duration_text
-from landfall.commands.runs import read_run, read_run_document, run_id_argument
-from landfall.errors import CommandError, client_boundary
-from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time, short_value
-from schemas.dataset_version import DatasetVersion, parse_dataset_version
-from schemas.errors import SchemaError
+from landfall.commands.logs import chief_log
+from landfall.commands.runs import run_id_argument
+from landfall.errors import CommandError
+from landfall.queries.datasets import requested_version
+from landfall.queries.runs import is_recorded, read_run
+from landfall.words import progress_line
 from schemas.record_bounds import HISTORY_HEAD
 from schemas.run_record import RunRecord
 
@@ -28,92 +26,6 @@ POLL_S = 1.0
 RECORD_WAIT_S = 120.0
 """How long watch waits for the dispatcher to record a run that ingest has requested (`landfall drop` prints the
 run id as soon as the request is published)."""
-STEP_MESSAGE = "training"
-"""The trainer's record of a step (trainer/loop.py): step, total_steps, epoch, the training batch's loss."""
-EPOCH_MESSAGE = "epoch finished"
-"""Its record of an epoch's evaluation: loss (and accuracy) on `evaluated_on`, the held-out split when there is one."""
-START_MESSAGES = frozenset({"training started", "resumed from checkpoint"})
-"""Records after which steps are timed afresh (a replica restarted, or resumed from a checkpoint)."""
-
-
-def _loss(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, int | float) else "?"
-
-
-def _eta(points: list[tuple[datetime, int]], total: int | None) -> str:
-    """The time left at the pace since training (re)started: steps per second between the first and the last
-    (time, step) the trainer logged, or "" when it cannot be told yet."""
-    if not total or len(points) < 2:
-        return ""
-    (began, first), (now, last) = points[0], points[-1]
-    if last <= first or now <= began:
-        return ""
-    rate = (last - first) / (now - began).total_seconds()
-    return f"ETA {duration_text((total - last) / rate)}"
-
-
-def _doing(record: dict[str, Any]) -> str:
-    """What the trainer says it is doing (a record that is not a step): its message, since when, its fields."""
-    fields = "  ".join(
-        f"{k}={short_value(v)}" for k, v in record.items() if k not in CONTEXT_FIELDS and not isinstance(v, dict | list)
-    )
-    since = record_time(record)
-    at = f" (since {since.strftime('%H:%M:%S')} UTC)" if since else ""
-    return f"trainer: {record['message']}{at}" + (f"  {fields}" if fields else "")
-
-
-def _step_at(record: dict[str, Any]) -> tuple[datetime, int] | None:
-    """(time, step) of a record that says how far training got; a (re)start counts from the step it resumed at."""
-    when = record_time(record)
-    step = record.get("step")
-    if record["message"] == "training started":
-        step = record.get("resumed_from") or 0
-    return (when, step) if when is not None and isinstance(step, int) else None
-
-
-def progress_line(lines: Iterable[str]) -> str | None:
-    """The trainer's progress from a replica's log lines, or None before it logged anything: e.g.
-    `epoch 2  step 30/40 (75%)  train loss 0.41  held-out loss 0.39 (epoch 1)  ETA 12s`, and a second line
-    `trainer: MESSAGE (since 12:00:03 UTC)  FIELDS` when its last record is not a step."""
-    records = [r for r in map(parse_record, lines) if r is not None]
-    if not records:
-        return None
-    points: list[tuple[datetime, int]] = []
-    last_step = last_epoch = latest = None
-    total: int | None = None
-    for record in records:
-        message = record["message"]
-        if isinstance(record.get("total_steps"), int):
-            total = record["total_steps"]
-        if message in START_MESSAGES:
-            points = []
-        if message in START_MESSAGES or message in (STEP_MESSAGE, EPOCH_MESSAGE):
-            point = _step_at(record)
-            points += [point] if point else []
-        if message == STEP_MESSAGE:
-            last_step = latest = record
-        elif message == EPOCH_MESSAGE:
-            last_epoch = latest = record
-    parts: list[str] = []
-    if latest is not None:
-        if "epoch" in latest:
-            parts.append(f"epoch {latest['epoch']}")
-        step = latest.get("step")
-        if isinstance(step, int):
-            share = f" ({100 * step // total}%)" if total else ""
-            parts.append(f"step {step}" + (f"/{total}{share}" if total else ""))
-    if last_step is not None:
-        parts.append(f"train loss {_loss(last_step.get('loss'))}")
-    if last_epoch is not None:
-        split = last_epoch.get("evaluated_on") or "held-out"
-        parts.append(f"{split} loss {_loss(last_epoch.get('loss'))} (epoch {last_epoch.get('epoch', '?')})")
-    eta = _eta(points, total)
-    if eta and records[-1]["message"] in (STEP_MESSAGE, EPOCH_MESSAGE):
-        parts.append(eta)
-    lines_out = ["  ".join(parts)] if parts else []
-    if records[-1]["message"] not in (STEP_MESSAGE, EPOCH_MESSAGE):
-        lines_out.append(_doing(records[-1]))
-    return "\n".join(lines_out) or None
 
 
 class Watcher:
@@ -179,8 +91,7 @@ def local_progress(state_dir: Path) -> Callable[[RunRecord], str | None]:
     def read(run: RunRecord) -> str | None:
         if run.vertex is None:
             return None
-        paths = replica_logs(state_dir, run.vertex.job_id)
-        chief = paths.get("workerpool0-0") or next(iter(paths.values()), None)
+        chief = chief_log(state_dir, run.vertex.job_id)
         if chief is None:
             return None
         return progress_line(chief.read_text(errors="replace").splitlines())
@@ -188,31 +99,12 @@ def local_progress(state_dir: Path) -> Callable[[RunRecord], str | None]:
     return read
 
 
-def requested_version(run_id: str) -> DatasetVersion | None:
-    """The dataset version whose request names this run (collection dataset_versions is keyed by run id), if any."""
-    from functions.gcp.clients import firestore_client
-    from functions.settings import get_settings
-
-    with client_boundary(f"read the dataset version of run {run_id!r}"):
-        ref = firestore_client().collection(get_settings().dataset_versions_collection).document(run_id)
-        snapshot = ref.get(timeout=20.0)
-    if not snapshot.exists:
-        return None
-    try:
-        return parse_dataset_version(snapshot.to_dict())
-    except SchemaError as exc:
-        raise CommandError(
-            f"the dataset version of run {run_id} does not fit schemas/dataset_version.py: {exc}; a newer or "
-            "older Landfall wrote it"
-        ) from exc
-
-
 def wait_until_recorded(
     run_id: str, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
 ) -> None:
     """Returns once the run is recorded. A run no one requested is an error at once; one that ingest requested is
     waited for (the dispatcher records it when the request arrives), up to RECORD_WAIT_S."""
-    if read_run_document(run_id) is not None:
+    if is_recorded(run_id):
         return
     version = requested_version(run_id)
     if version is None:
@@ -223,7 +115,7 @@ def wait_until_recorded(
         file=sys.stderr,
     )
     deadline = clock() + RECORD_WAIT_S
-    while read_run_document(run_id) is None:
+    while not is_recorded(run_id):
         if clock() >= deadline:
             raise CommandError(
                 f"run {run_id} was requested but the dispatcher has not recorded it within "

@@ -12,8 +12,9 @@ from datetime import datetime
 from deploy.teams import is_team_name
 from landfall.ui import views
 from landfall.ui.source import RunsQuery
+from landfall.words import STATES_TEXT
 from schemas.errors import SchemaError
-from schemas.run_record import RunState, parse_state
+from schemas.run_record import parse_state
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """A run id as Landfall makes them (`run-` and hex digits), or any id of that alphabet: never a path ('/'), '.' or
@@ -49,7 +50,7 @@ def _state(text: str) -> str | None:
     try:
         return parse_state(state).value
     except SchemaError:
-        raise BadParameter("state", f"{text[:40]!r} is not a run state; the states are {', '.join(RunState)}") from None
+        raise BadParameter("state", f"{text[:40]!r} is not a run state; the states are {STATES_TEXT}") from None
 
 
 def _dataset(text: str) -> str | None:

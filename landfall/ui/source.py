@@ -1,7 +1,7 @@
-"""Where the dashboard reads and acts: the CLI's own read code (`landfall runs`, `run`, `logs`, `watch`,
-`datasets`, `models`, `dead-letters`) and its actions (`landfall cancel`, `landfall retry`), over the same clients
-and the same environment. Nothing here talks to a client the CLI does not; the pages get a Source, so tests can
-hand them a fake."""
+"""Where the dashboard reads and acts: the CLI's read side (landfall/queries/, what `landfall runs`, `run`, `logs`,
+`datasets`, `models`, `teams` and `dead-letters` read) and its actions (`landfall cancel`, `landfall retry`), over the
+same clients and the same environment. Nothing here talks to a client the CLI does not; the pages get a Source, so
+tests can hand them a fake."""
 
 from __future__ import annotations
 
@@ -9,19 +9,28 @@ import getpass
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from landfall.errors import CommandError, client_boundary
+from landfall.errors import CommandError
+from landfall.queries.datasets import list_datasets
+from landfall.queries.dead_letters import dead_letters as read_dead_letters
+from landfall.queries.dead_letters import orphans as read_orphans
+from landfall.queries.models import model_versions
+from landfall.queries.runs import read_run, recent_runs
+from landfall.queries.teams import team_usage
 from schemas.run_record import RunRecord
 
 if TYPE_CHECKING:
-    from functions.records.team_ledger import TeamUse
+    from functions.operations import TeamUse
+    from landfall.dead_letter_report import DeadLetter
 
 ACTIONS_ENV = "LANDFALL_UI_ACTIONS"
 """Comma list of the actions the dashboard offers (cancel, retry); unset or empty: read-only."""
 KNOWN_ACTIONS = ("cancel", "retry")
+DEAD_LETTERS_SHOWN = 50
+"""Dead letters the dashboard's page reads at most."""
 
 
 def allowed_actions(env: dict[str, str] | None = None) -> frozenset[str]:
@@ -49,12 +58,16 @@ class RunsQuery:
 
 
 class Source(Protocol):
+    """What the pages read and do. Runs, datasets and orphans come as their stored documents (a page reads them
+    through the schema and lists those that do not fit: landfall/queries/ parse_runs, read_dataset, parse_orphans);
+    the rest as the read side returns them."""
+
     def runs(self, query: RunsQuery, limit: int) -> list[dict[str, Any]]: ...
     def run(self, run_id: str) -> RunRecord: ...
     def log_lines(self, run: RunRecord) -> tuple[list[str], str]: ...
     def datasets(self, limit: int) -> list[dict[str, Any]]: ...
     def models(self) -> list[Any]: ...
-    def dead_letters(self) -> tuple[str, list[Any]]: ...
+    def dead_letters(self) -> tuple[str, list[DeadLetter]]: ...
     def orphans(self, limit: int) -> list[dict[str, Any]]: ...
     def teams(self) -> list[TeamUse]: ...
     def cancel(self, run_id: str) -> str: ...
@@ -69,18 +82,14 @@ class LandfallSource:
         self.state_dir = state_dir
 
     def runs(self, query: RunsQuery, limit: int) -> list[dict[str, Any]]:
-        from landfall.commands.runs import recent_runs
-
         return recent_runs(query.state, limit, query.dataset, query.since, team=query.team, after=query.after)
 
     def run(self, run_id: str) -> RunRecord:
-        from landfall.commands.runs import read_run
-
         return read_run(run_id, "run")
 
     def log_lines(self, run: RunRecord) -> tuple[list[str], str]:
         """The chief replica's log lines and, where the logs are not here (Google Cloud), how to read them."""
-        from landfall.commands.logs import cloud_logging_commands, replica_logs
+        from landfall.commands.logs import chief_log, cloud_logging_commands
 
         if run.vertex is None:
             return [], "no Vertex job yet"
@@ -88,70 +97,31 @@ class LandfallSource:
             return [], cloud_logging_commands(run)
         from deploy.local.provision import default_state_dir
 
-        paths = replica_logs(self.state_dir or default_state_dir(), run.vertex.job_id)
-        chief = paths.get("workerpool0-0") or next(iter(paths.values()), None)
+        chief = chief_log(self.state_dir or default_state_dir(), run.vertex.job_id)
         if chief is None:
             return [], "the job has not written a log yet"
         return chief.read_text(errors="replace").splitlines(), chief.name
 
     def datasets(self, limit: int) -> list[dict[str, Any]]:
-        from landfall.commands.datasets import list_datasets
-
         return list_datasets(None, limit)
 
     def models(self) -> list[Any]:
-        from functions.wiring import model_registry
+        return model_versions()
 
-        registry = model_registry()
-        with client_boundary("list Vertex AI Model Registry models"):
-            return [v for m in registry.models() for v in registry.versions(m.model_id)]
-
-    def dead_letters(self) -> tuple[str, list[Any]]:
-        from landfall.commands.dead_letters import dead_letters
-
-        return dead_letters(50)
+    def dead_letters(self) -> tuple[str, list[DeadLetter]]:
+        return read_dead_letters(DEAD_LETTERS_SHOWN)
 
     def orphans(self, limit: int) -> list[dict[str, Any]]:
-        from google.cloud import firestore
-
-        from functions.gcp.clients import firestore_client
-        from functions.settings import get_settings
-
-        with client_boundary("read the orphans from Firestore"):
-            collection = firestore_client().collection(get_settings().orphans_collection)
-            query = collection.order_by("found_at", direction=firestore.Query.DESCENDING).limit(limit)
-            return [doc for d in query.stream(timeout=20.0) if (doc := d.to_dict()) is not None]
+        return read_orphans(limit)
 
     def teams(self) -> list[TeamUse]:
-        """Each team's use against its limits: the function `landfall teams` calls."""
-        from deploy.teams import TeamsError
-        from functions.errors import LandfallError
-        from functions.wiring import team_usage
-
-        with client_boundary("read the team ledgers"):
-            try:
-                return team_usage()
-            except TeamsError as exc:
-                raise CommandError(str(exc)) from exc
-            except LandfallError as exc:
-                raise CommandError(f"cannot read the team ledgers: {exc}") from exc
+        """Each team's use against its limits: what `landfall teams` reads."""
+        return team_usage()
 
     def cancel(self, run_id: str) -> str:
-        from functions.errors import LandfallError
-        from functions.reconciler.cancel import cancel_run
-        from functions.wiring import runs_store, vertex_jobs
+        from landfall.commands.operations import cancel
 
-        with client_boundary("cancel the run"):
-            try:
-                return cancel_run(
-                    run_id,
-                    by=f"{getpass.getuser()} (dashboard)",
-                    store=runs_store(),
-                    vertex=vertex_jobs(),
-                    now=datetime.now(UTC),
-                )
-            except LandfallError as exc:
-                raise CommandError(str(exc)) from exc
+        return cancel(run_id, by=f"{getpass.getuser()} (dashboard)")
 
     def retry(self, run_id: str) -> str:
         from landfall.commands.retry import retry_run

@@ -1,6 +1,6 @@
 """What the dashboard's pages show, from the records the CLI reads: plain dicts and lists for the templates, built by
-pure functions (no client, no request), so they are tested as the CLI's renderers are. The wording is the CLI's
-where it has one (landfall/commands/runs.py, watch.py)."""
+pure functions (no client, no request), so they are tested as the CLI's renderers are. The words are the CLI's:
+landfall/words.py holds what both print."""
 
 from __future__ import annotations
 
@@ -10,23 +10,30 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from landfall.commands.run_text import (
+from landfall.queries.runs import parse_runs
+from landfall.trainer_log import parse_record
+from landfall.words import (
+    EPOCH_MESSAGE,
+    RUN_STATES,
+    STEP_MESSAGE,
+    alternative_gpu_label,
     canary_lines,
+    cost_text,
     dataset_ref,
-    duration_text,
+    error_where,
     failure_reason,
     figures_text,
     fmt_value,
     gpu_label,
+    job_id_of,
+    progress_line,
     reconcile_lines,
-    reconcile_note_of,
+    seconds_text,
+    spot_text,
     wait_lines,
 )
-from landfall.commands.watch import EPOCH_MESSAGE, STEP_MESSAGE, progress_line
-from landfall.trainer_log import parse_record
-from schemas.errors import SchemaError
 from schemas.plan import Plan
-from schemas.run_record import RunRecord, RunState
+from schemas.run_record import RunRecord
 
 PAGE_SIZE = 50
 """Runs per page of the runs table."""
@@ -37,14 +44,6 @@ LOG_TAIL_LINES = 60
 def team_of(run: RunRecord) -> str:
     """The team the run counts against (run record `team`, docs/teams.md), or "" where no team owns it."""
     return run.team.name if run.team is not None else ""
-
-
-def _money(value: float | None) -> str:
-    return "" if value is None else f"${value:.4g}"
-
-
-def _seconds(value: float | None) -> str:
-    return "" if value is None else duration_text(value)
 
 
 def run_row(run: RunRecord) -> dict[str, str]:
@@ -61,10 +60,10 @@ def run_row(run: RunRecord) -> dict[str, str]:
         "machine": machine,
         "region": plan.region if plan else "",
         "metric": figures_text(run),
-        "est_cost": _money(run.cost.estimated_usd),
-        "cost": _money(run.cost.actual_usd),
-        "est_time": _seconds(run.timings.estimated_seconds),
-        "time": _seconds(run.timings.run_seconds),
+        "est_cost": cost_text(run.cost.estimated_usd),
+        "cost": cost_text(run.cost.actual_usd),
+        "est_time": seconds_text(run.timings.estimated_seconds),
+        "time": seconds_text(run.timings.run_seconds),
     }
 
 
@@ -107,8 +106,7 @@ def timeline(run: RunRecord) -> list[Event]:
             Event(
                 job.at,
                 "job ended",
-                f"job {job.job_name.rsplit('/', 1)[-1]} on {job.machine_type} in {job.region}: "
-                f"{job.reason}: {job.message}",
+                f"job {job_id_of(job.job_name)} on {job.machine_type} in {job.region}: {job.reason}: {job.message}",
             )
         )
     waits = wait_lines(run)
@@ -144,8 +142,8 @@ def plan_rows(plan: Plan | None) -> list[PlanRow]:
             f"{plan.replica_count} x {plan.machine_type}",
             gpu_label(plan),
             plan.region,
-            "yes" if plan.spot else "no",
-            _money(plan.estimated_cost_usd),
+            spot_text(plan.spot),
+            cost_text(plan.estimated_cost_usd),
             fmt_value(plan.estimated_hours),
             f"chosen (objective: {plan.objective})",
             chosen=True,
@@ -156,10 +154,10 @@ def plan_rows(plan: Plan | None) -> list[PlanRow]:
             PlanRow(
                 str(a.rank),
                 a.machine_type,
-                f"{a.accelerator_count}x{a.accelerator_type}" if a.accelerator_type else "cpu",
+                alternative_gpu_label(a),
                 a.region or "-",
-                "yes" if a.spot else "no",
-                _money(a.estimated_cost_usd),
+                spot_text(a.spot),
+                cost_text(a.estimated_cost_usd),
                 fmt_value(a.estimated_hours),
                 a.reason,
             )
@@ -325,17 +323,16 @@ def failure(run: RunRecord) -> dict[str, str] | None:
     error = run.error
     if error is None:
         return None
-    where = ", ".join(p for p in (error.kind, None if error.step is None else f"at step {error.step}") if p)
     replica = (
         f"replica {error.replica}" + (f", exit code {error.exit_code}" if error.exit_code is not None else "")
         if error.replica
         else ""
     )
     return {
-        "reason": error.reason or error.code,
+        "reason": failure_reason(run),
         "code": error.code,
         "message": error.message,
-        "where": where,
+        "where": error_where(run),
         "replica": replica,
         "job_message": error.job_message or "",
     }
@@ -357,17 +354,9 @@ def is_open(run: RunRecord) -> bool:
 
 def readable(docs: list[dict[str, Any]]) -> tuple[list[RunRecord], list[str]]:
     """The documents that fit the run record schema, and a line for each one that does not (shown, not hidden)."""
-    from schemas.run_record import parse_run_record
-
-    runs, skipped = [], []
-    for doc in docs:
-        try:
-            runs.append(parse_run_record(doc))
-        except SchemaError as exc:
-            skipped.append(
-                f"run {doc.get('run_id', '?')!r} does not fit the run record schema: {exc}{reconcile_note_of(doc)}"
-            )
-    return runs, skipped
+    read = parse_runs(docs)
+    skipped = [f"run {u.key!r} does not fit the run record schema: {u.problem}{u.note}" for u in read.unreadable]
+    return list(read.runs), skipped
 
 
 def parse_since(text: str) -> datetime | None:
@@ -382,7 +371,7 @@ def parse_since(text: str) -> datetime | None:
     return parse_timestamp(text, field="since")
 
 
-STATES = [s.value for s in RunState]
+STATES = list(RUN_STATES)
 
 
 def short_time(text: str) -> str:

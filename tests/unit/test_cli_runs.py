@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from deploy.local import provision
-from landfall import cli, reach, stack_env
-from landfall.commands import logs, run_text, runs
+from landfall import cli, reach, stack_env, words
+from landfall.commands import logs, runs
+from landfall.queries import runs as stored_runs
 from schemas.run_record import RunError, parse_run_record
 
 GOLDEN: dict[str, Any] = json.loads((Path(__file__).parents[2] / "schemas/examples/run_record.json").read_text())
@@ -42,7 +43,7 @@ def document(**changes: Any) -> dict[str, Any]:
 def stored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, dict[str, Any]]:
     """Run documents by id, served in place of Firestore, on a local stack that answers (state dir tmp_path)."""
     docs: dict[str, dict[str, Any]] = {}
-    monkeypatch.setattr(runs, "read_run_document", docs.get)
+    monkeypatch.setattr(stored_runs, "read_run_document", docs.get)
     monkeypatch.setattr(reach, "port_answers", lambda _host, _port: True)
     monkeypatch.setattr(provision, "default_state_dir", lambda: tmp_path)
     monkeypatch.setattr(stack_env, "default_state_dir", lambda: tmp_path)
@@ -223,7 +224,7 @@ def test_logs_follow_waits_for_the_job_as_tail_f_waits_for_the_file(
     submitting = document(state="SUBMITTING", vertex=None)
     ended = document(state="SUCCEEDED")
     reads = iter([submitting, submitting, ended, ended, ended])
-    monkeypatch.setattr(runs, "read_run_document", lambda _run_id: next(reads))
+    monkeypatch.setattr(stored_runs, "read_run_document", lambda _run_id: next(reads))
     monkeypatch.setattr(logs, "FOLLOW_POLL_S", 0.0)
     write_logs(tmp_path, {"workerpool0-0": f"{STARTING}\n"})
     code, out, err = landfall(["logs", RUN_ID, "--follow"], capsys)
@@ -272,11 +273,11 @@ def test_each_task_shows_its_own_figures_and_the_runs_warnings() -> None:
     its accuracy; a warning the trainer recorded is flagged in `landfall runs` and spelled out by `landfall run`."""
     request = copy.deepcopy(GOLDEN["request"]) | {"task": "tabular-regression"}
     regression = parse_run_record(document(request=request, metrics=REGRESSION))
-    assert run_text.figures_text(regression) == "R² 0.58, RMSE 53.1 !"
+    assert words.figures_text(regression) == "R² 0.58, RMSE 53.1 !"
     text = runs.describe(regression)
     assert "metrics   loss 0.42, R² 0.58, RMSE 53.1, " in text
     assert "warning   small-held-out: the held-out figures are measured on 24 rows, fewer than 30" in text
     classification = parse_run_record(document(metrics=TABULAR))
-    assert run_text.figures_text(classification) == "accuracy 0.975"
+    assert words.figures_text(classification) == "accuracy 0.975"
     assert "metrics   loss 0.081, accuracy 0.975, " in runs.describe(classification)
     assert "warning" not in runs.describe(classification)

@@ -158,16 +158,18 @@ class RecordingQuery:
 
 
 def test_every_filtered_cli_query_has_its_composite_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    from landfall.commands import datasets, runs
+    from landfall.commands import runs
+    from landfall.queries import datasets
+    from landfall.queries import runs as stored_runs
 
     log: list[dict[str, Any]] = []
-    monkeypatch.setattr(runs, "runs_collection", lambda: RecordingQuery("runs", log))
-    monkeypatch.setattr(datasets, "_collection", lambda: (RecordingQuery("datasets", log), "datasets"))
+    monkeypatch.setattr(stored_runs, "runs_collection", lambda: RecordingQuery("runs", log))
+    monkeypatch.setattr(datasets, "datasets_collection", lambda: (RecordingQuery("datasets", log), "datasets"))
     since = runs.since_argument("2026-11-22T10:00:00Z")
     for state, dataset, team, after in itertools.product(
         (None, "RUNNING"), (None, "gs://b/p/"), (None, "vision"), (None, since)
     ):
-        runs.recent_runs(state, 5, dataset, after, team=team)  # the dashboard's filters: landfall/ui
+        stored_runs.recent_runs(state, 5, dataset, after, team=team)  # the dashboard's filters: landfall/ui
     datasets.list_datasets("WAITING", 5)
     datasets.list_datasets(None, 5)
     indexes = load_indexes(REPO_ROOT / load_deploy_config().firestore_indexes)

@@ -64,6 +64,9 @@ def test_the_tree_keeps_every_contract(capsys: pytest.CaptureFixture[str]) -> No
         ("layers", "schemas/leak.py", "from deploy.topology import load_topology\n"),
         ("ingest", "functions/ingest/manifest.py", "from functions.ingest import handler\n"),  # a rule, its handler
         ("cli", "landfall/ticks.py", "from landfall.commands import datasets\n"),  # a helper importing a command
+        ("landfall-public", "landfall/commands/leak.py", "from functions.dispatch import handler\n"),
+        ("landfall-public", "landfall/ui/leak.py", "def f():\n    from functions.planning.catalog import Catalog\n"),
+        ("landfall-public", "landfall/leak.py", "from functions.records.retries import retry_request\n"),
         ("deploy", "deploy/gcp/leak.py", "from functions.ingest import routes\n"),
         ("functions", "functions/planning/leak.py", "import torch\n"),
         ("trainer", "trainer/leak.py", "from functions.settings import get_settings\n"),
