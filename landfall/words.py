@@ -95,8 +95,9 @@ def spot_text(spot: bool) -> str:
 
 
 def sale_text(plan: Plan) -> str:
-    """How the plan buys its machines, as `landfall run` names it: spot or on-demand."""
-    return "spot" if plan.spot else "on-demand"
+    """How the plan buys its machines, as `landfall run` names it: its sale mode's tag (on-demand, spot, flex-start,
+    reserved)."""
+    return plan.consumption.tag
 
 
 def dataset_ref(run: RunRecord) -> dict[str, Any]:

@@ -121,7 +121,7 @@ class Constraints:
     prefer: str = ""
     """The objective among plans that meet every limit above: "cheapest", "fastest", or a value of time in US
     dollars per hour as a string ("25": least cost + $25 x wall hours, start-up included); "" = the default value
-    of time (functions/planning/data/assumptions.json, README "How the objective is chosen")."""
+    of time (functions/planning/data/assumptions.json, docs/planning.md, "How the objective is chosen")."""
 
 
 @dataclass(frozen=True)

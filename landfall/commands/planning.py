@@ -83,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--prefer",
         metavar="OBJECTIVE",
         help="plan as if the request said constraints.prefer: cheapest, fastest, or a value of time in dollars per "
-        "hour (e.g. 25); the default is the request's (README: how the objective is chosen)",
+        "hour (e.g. 25); the default is the request's (docs/planning.md: how the objective is chosen)",
     )
     p.add_argument(
         "--measured",

@@ -47,7 +47,7 @@ def load_request(path: str) -> TrainingRequest:
         json_format.Parse(text, message_class()())
     except SchemaError as exc:
         raise CommandError(
-            f'{path}: {exc}; fix it and submit again (README "Publishing a TrainingRequest yourself" lists the fields)'
+            f'{path}: {exc}; fix it and submit again (docs/requests.md lists the fields)'
         ) from exc
     except json_format.ParseError as exc:
         raise CommandError(f"{path}: the requests topic would refuse it: {' '.join(str(exc).split())}") from exc
@@ -279,7 +279,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--prefer",
         metavar="OBJECTIVE",
         help="constraints.prefer: cheapest, fastest, or a value of time in dollars per hour (e.g. 25); "
-        "default $50/h (README: how the objective is chosen)",
+        "default $50/h (docs/planning.md: how the objective is chosen)",
     )
     p.add_argument(
         "--json",
