@@ -14,7 +14,6 @@ from functions.dispatch.dataset_check import DatasetObjects
 from functions.dispatch.team_rules import LedgerPort
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
-from functions.records.run_rules import Rider
 from functions.settings import Settings
 from schemas.canary import CanaryFigures
 from schemas.plan import Plan
@@ -69,19 +68,10 @@ class SubmitLimiter(Protocol):
         """Reserve the next slot in region: now, or the later moment this call may be made."""
         ...
 
-    def rider(self, region_of: Callable[[object], str | None], now: datetime) -> SlotRiding:
-        """A slot to take in the claim's own Commit, in the region region_of(claim) names (None: none)."""
+    def taken_with_claim(self, run_id: str) -> tuple[str, datetime] | None:
+        """The region and moment of the slot taken with run_id's claim, in the same write, if one was (the unit of
+        work under the stores decides that: functions/gcp/unit_of_work.py); handed over once."""
         ...
 
 
-class SlotRiding(Rider, Protocol):
-    """A slot that rode in the claim's Commit (functions/gcp/rate_limits_store.py SlotRider): `slot` is set when it
-    did (the runs store wrote the claim in one Commit of its own), None otherwise."""
-
-    @property
-    def region(self) -> str | None: ...
-    @property
-    def slot(self) -> datetime | None: ...
-
-
-__all__ = ["DispatchDeps", "OutcomeLike", "SlotRiding", "SubmitLimiter"]
+__all__ = ["DispatchDeps", "OutcomeLike", "SubmitLimiter"]

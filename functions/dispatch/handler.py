@@ -107,7 +107,7 @@ def _delivered(message: PubSubMessage, deps: DispatchDeps) -> Outcome:
     # forward, so a stale read can only be behind. A request Landfall handed over for a run that exists (a woken
     # run, RUN_ID_ATTRIBUTE) reads the run first instead.
     handed = message.attributes.get(RUN_ID_ATTRIBUTE) == run_id
-    found = deps.store.get_to_change(run_id) if handed else None
+    found = deps.store.get(run_id) if handed else None
     if found is not None:
         run, created = found, False
     else:
@@ -198,35 +198,21 @@ def _submit(
     delivery's look for an earlier job would otherwise keep the run unsubmitted for the whole lease)."""
     owner = uuid.uuid4().hex
     now = deps.now()
-    # The first plan's limiter slot rides in the claim's Commit where the claim is one (one call, not two; taken if
-    # and only if the claim is written, and only for a claim that goes on to CreateCustomJob: slot_region).
-    rider = deps.limiter.rider(slot_region, now) if deps.limiter is not None else None
+    lease_seconds = deps.settings.submission_lease_seconds
     known = deps.teams.named(team) if deps.teams is not None and team is not None else None
     if known is not None and deps.ledger is not None:
         # The claim and the team's ledger written together: two deliveries never both pass a cap (docs/teams.md).
-        claim, admission = deps.ledger.apply(
+        claim_step = run_rules.claim_submission(
             run_id,
-            known.name,
-            admitted_claim(
-                known,
-                run_rules.claim_submission(
-                    run_id,
-                    owner=owner,
-                    now=now,
-                    lease_seconds=deps.settings.submission_lease_seconds,
-                    first_attempt=first_attempt(format_timestamp(now)),
-                ),
-                before=planned,
-                now=now,
-                wait_seconds=deps.settings.wait_backoff_seconds,
-            ),
-            # written by the ledger's store, not this one: on the copy this store wrote (one conditional Commit with
-            # the ledger and the slot), and the store keeps the run as it left it, for the job's record to be one
-            # conditional Commit on it
-            written=lambda doc, when, record: deps.store.written(run_id, doc, when, record),
-            known=deps.store.copy_of(run_id),
-            rider=rider,
+            owner=owner,
+            now=now,
+            lease_seconds=lease_seconds,
+            first_attempt=first_attempt(format_timestamp(now)),
         )
+        admitted = admitted_claim(
+            known, claim_step, before=planned, now=now, wait_seconds=deps.settings.wait_backoff_seconds
+        )
+        claim, admission = deps.ledger.apply(run_id, known.name, admitted)
         if admission is not None and admission.verdict != "fits":
             log.info("run %s: %s (%s)", run_id, admission.verdict, admission.message)
             waits = claim.doc.state == RunState.WAITING
@@ -236,10 +222,9 @@ def _submit(
             run_id,
             owner=owner,
             now=now,
-            lease_seconds=deps.settings.submission_lease_seconds,
+            lease_seconds=lease_seconds,
             first_attempt=first_attempt(format_timestamp(now)),
             before=planned,
-            rider=rider,
         )
     if claim.outcome == ClaimOutcome.BUSY:
         raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
@@ -248,7 +233,9 @@ def _submit(
     if claim.outcome == ClaimOutcome.NOT_READY:
         raise TransientError(f"run {run_id} is not planned yet")
     creating = _Creating()
-    ridden = {rider.region: rider.slot} if rider is not None and rider.region and rider.slot else {}
+    # The first plan's limiter slot, taken in the claim's own write where that was one Commit (slot_region).
+    taken = deps.limiter.taken_with_claim(run_id) if deps.limiter is not None else None
+    ridden = dict([taken]) if taken is not None else {}
     try:
         return _submit_claimed(run_id, request, claim.outcome, claim.doc, owner, deps, creating, ridden)
     except Exception as exc:

@@ -60,8 +60,8 @@ class CountingRuns(FakeRuns):
         super().__init__()
         self.writes: list[RunRecord | None] = []
 
-    def apply_riding(self, run_id, step, rider):
-        result = super().apply_riding(run_id, step, rider)
+    def apply(self, run_id, step):
+        result = super().apply(run_id, step)
         self.writes.append(self.get(run_id))
         return result
 
@@ -471,9 +471,9 @@ class TransactionCountingRuns(FakeRuns):
         super().__init__()
         self.transactions = 0
 
-    def apply_riding(self, run_id, step, rider):
+    def apply(self, run_id, step):
         self.transactions += 1
-        return super().apply_riding(run_id, step, rider)
+        return super().apply(run_id, step)
 
 
 def test_a_redelivery_storm_of_a_submitted_run_opens_no_transaction() -> None:
