@@ -179,8 +179,9 @@ class UnitOfWork:
         if not paths:
             return None
         region = self._slot_region(result) if self._slots is not None and self._slot_region is not None else None
-        now = self._now() if self._now is not None else None
-        riding = self._slots.writes(region, now) if self._slots is not None and region and now else ()
+        riding: Sequence[Any] = ()
+        if region and self._slots is not None and self._now is not None:
+            riding = self._slots.writes(region, self._now())
         writes = [firestore_writes.update_write(self.ref(run_id), paths, seen.update_time), *also, *riding]
         try:
             results = firestore_writes.commit(self.client, writes)
