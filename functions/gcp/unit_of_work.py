@@ -71,6 +71,11 @@ SlotRegion = Callable[[object], str | None]
 
 
 class UnitOfWork:
+    """The runs collection's write side for one instance (its client and collection), shared by the stores that
+    write runs. Its entries are per run, and so per delivery: a run's copy is handed over to the change that uses it
+    (`seen` forgets it) and the change's result kept in its place, while the delivery's claim makes the run its own;
+    the slot taken with a claim is handed to the limiter for that claim's delivery (`Riding.answered`)."""
+
     def __init__(
         self,
         client: Any,
