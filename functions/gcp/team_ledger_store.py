@@ -15,13 +15,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from functions.errors import LandfallError, TransientError, as_transient
 from functions.gcp.firestore_reads import get_document
-from functions.gcp.firestore_tx import changed_paths, retried, write_successor
+from functions.gcp.firestore_tx import changed_paths
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.unit_of_work import Seen, UnitOfWork
 from functions.records.run_rules import Step
@@ -39,27 +38,6 @@ BUSY_SECONDS = 60.0
 PairStep = Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]]
 """Given the run and its team's ledger as stored (None when absent): the run and the ledger to write (None: leave it
 as it is) and the operation's result."""
-
-
-@dataclass(frozen=True)
-class _RunAfter:
-    """The run as the transaction that committed read and wrote it."""
-
-    transaction: Any
-    read: dict[str, Any] | None
-    new: dict[str, Any] | None
-    read_at: Any
-    wrote: bool
-    """Whether the transaction wrote the run (write_successor added a write)."""
-
-    def keep(self, work: UnitOfWork, run_id: str) -> None:
-        """The run as it now stands, kept by the unit of work for its next change."""
-        if self.wrote:  # the run's write is the transaction's first (written before the ledger's)
-            results = getattr(self.transaction, "write_results", None) or ()
-            when = results[0].update_time if results else None
-            work.keep(run_id, self.new if when is not None else None, when)
-        else:
-            work.keep(run_id, self.read if self.read_at is not None else None, self.read_at)
 
 
 class TeamLedgerStore:
@@ -252,52 +230,29 @@ class TeamLedgerStore:
     def _transaction(
         self, run_id: str, team: str, step: PairStep[T], *, plain: tuple[TeamLedger | None] | None
     ) -> tuple[T] | None:
-        """step in a transaction over the run and the team's ledger, or, with `plain` (the ledger as plain-read),
-        over the run alone: then None (nothing written) when the step would write the ledger. (result,) otherwise;
-        the run as the transaction left it is kept by the unit of work."""
-        from google.cloud import firestore
+        """step in the unit of work's transaction over the run and the team's ledger, or, with `plain` (the ledger as
+        plain-read), over the run alone: then None (nothing written) when the step would write the ledger; (result,)
+        otherwise."""
+        waits: list[bool] = []
 
-        run_ref = self._client.collection(self._runs).document(run_id)
-        team_ref = self._client.collection(self._teams).document(team)
-
-        @firestore.transactional
-        def body(transaction: Any) -> tuple[T] | None:
-            refs = [run_ref] if plain is not None else [run_ref, team_ref]
-            snapshots = {s.reference.path: s for s in transaction.get_all(refs)}
-            run_snap, team_snap = snapshots.get(run_ref.path), snapshots.get(team_ref.path)
-            run_doc = run_snap.to_dict() if run_snap is not None and run_snap.exists else None
-            team_doc = team_snap.to_dict() if team_snap is not None and team_snap.exists else None
-            ledger = plain[0] if plain is not None else None if team_doc is None else parse_team_ledger(team_doc)
-            new_run, new_ledger, result = step(None if run_doc is None else parse_run_record(run_doc), ledger)
+        def over_both(run: RunRecord | None, doc: dict[str, Any] | None) -> tuple[RunRecord | None, Any, T] | None:
+            ledger = plain[0] if plain is not None else None if doc is None else parse_team_ledger(doc)
+            new_run, new_ledger, result = step(run, ledger)
             if plain is not None and new_ledger is not None:
                 return None
-            new_doc = None if new_run is None else new_run.to_document()
-            wrote = write_successor(transaction, run_ref, run_doc, new_doc)  # the run's write first: write_results[0]
-            if plain is None:
-                new_team = None if new_ledger is None else new_ledger.to_document()
-                write_successor(transaction, team_ref, team_doc, new_team)
             waits[:] = [new_ledger is None and new_run is not None and waits_for_team(new_run)]
-            read_at = None if run_snap is None else run_snap.update_time
-            after[:] = [_RunAfter(transaction, run_doc, new_doc, read_at, wrote)]
-            return (result,)
+            return new_run, None if new_ledger is None else new_ledger.to_document(), result
 
-        waits: list[bool] = []
-        after: list[_RunAfter] = []
-        run: Callable[[Any], tuple[T] | None] = body  # firestore.transactional is unannotated
-        what = run_ref.path if plain is not None else f"{run_ref.path} and {team_ref.path}"
+        other = None if plain is not None else self._client.collection(self._teams).document(team)
         try:
-            done = retried(self._client, run, what, sleep=self._sleep)
+            done = self.work.transaction(run_id, over_both, other=other, sleep=self._sleep)
         except TransientError:
             if plain is None:
                 # Claims of the team are colliding on its ledger: the next ones look at it plain-read first (a team
                 # whose first claims of a burst all collided would otherwise never see one wait, and go on colliding).
                 self._waited_at[team] = time.monotonic()
             raise
-        if done is None:
-            return None
-        if after:
-            after[0].keep(self.work, run_id)
-        if waits and waits[0]:
+        if done is not None and waits and waits[0]:
             if plain is not None:
                 self._waited_on_read(team, plain[0])
             else:

@@ -25,12 +25,17 @@ from typing import Any, TypeVar
 
 from functions.errors import as_transient
 from functions.gcp.firestore_reads import get_document
-from functions.gcp.firestore_tx import Doc, changed_paths, created, in_transaction
+from functions.gcp.firestore_tx import Doc, changed_paths, created, in_transaction, retried, write_successor
 from functions.records import run_rules
 from functions.records.run_rules import Step
 from schemas.run_record import RunRecord, parse_run_record
 
 T = TypeVar("T")
+
+WithOther = Callable[[RunRecord | None, Doc | None], tuple[RunRecord | None, Doc | None, T] | None]
+"""Given the run and another document as a transaction read them (None when absent; the other None too when the
+transaction reads none): the run to write, the other document to write (None: leave it as it is) and the result; or
+None to write nothing and answer None."""
 
 KNOWN_FOR_S = 30.0
 """How long a run read or written here is kept, as it stood, for the next change to it to be one conditional Commit."""
@@ -199,5 +204,55 @@ class UnitOfWork:
             self._slots.answered(run_id, region, results[1 + len(also) :])
         return list(results[1 : 1 + len(also)])
 
+    def transaction(
+        self,
+        run_id: str,
+        step: WithOther[T],
+        *,
+        other: Any | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> tuple[T] | None:
+        """step in a transaction over the run and, when given, the document `other` references (a team's ledger),
+        tried again while it collides (functions/gcp/firestore_tx.py retried): the run's write first, then the
+        other's. (result,), or None when step answered None (nothing written); the run as the transaction left it is
+        kept."""
+        from google.cloud import firestore
 
-__all__ = ["KNOWN_FOR_S", "KNOWN_KEPT", "Riding", "Seen", "SlotRegion", "UnitOfWork"]
+        run_ref = self.ref(run_id)
+
+        @firestore.transactional
+        def body(transaction: Any) -> tuple[T] | None:
+            refs = [run_ref] if other is None else [run_ref, other]
+            snapshots = {s.reference.path: s for s in transaction.get_all(refs)}
+            run_snap = snapshots.get(run_ref.path)
+            other_snap = None if other is None else snapshots.get(other.path)
+            run_doc = run_snap.to_dict() if run_snap is not None and run_snap.exists else None
+            other_doc = other_snap.to_dict() if other_snap is not None and other_snap.exists else None
+            decided = step(None if run_doc is None else parse_run_record(run_doc), other_doc)
+            if decided is None:
+                return None
+            new_run, new_other, result = decided
+            new_doc = None if new_run is None else new_run.to_document()
+            wrote = write_successor(transaction, run_ref, run_doc, new_doc)  # the run's write first: write_results[0]
+            if other is not None:
+                write_successor(transaction, other, other_doc, new_other)
+            read_at = None if run_snap is None else run_snap.update_time
+            after[:] = [(transaction, run_doc, new_doc, read_at, wrote)]
+            return (result,)
+
+        after: list[tuple[Any, Doc | None, Doc | None, Any, bool]] = []
+        run: Callable[[Any], tuple[T] | None] = body  # firestore.transactional is unannotated
+        what = run_ref.path if other is None else f"{run_ref.path} and {other.path}"
+        done = retried(self.client, run, what, sleep=sleep)
+        if done is not None and after:
+            transaction, read, new, read_at, wrote = after[0]
+            if wrote:
+                results = getattr(transaction, "write_results", None) or ()
+                when = results[0].update_time if results else None
+                self.keep(run_id, new if when is not None else None, when)
+            else:
+                self.keep(run_id, read if read_at is not None else None, read_at)
+        return done
+
+
+__all__ = ["KNOWN_FOR_S", "KNOWN_KEPT", "Riding", "Seen", "SlotRegion", "UnitOfWork", "WithOther"]

@@ -211,8 +211,9 @@ def test_a_run_the_team_ledger_wrote_is_changed_next_without_a_transaction(clien
         step = _pair_merge({"m": 2})
     store.work.forget("run-k8")  # the ledger's own transaction, not a Commit on the copy
     assert ledger.apply("run-k8", "t1", step)
+    after_ledger = counting.transactions
     store.merge("run-k8", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 3}), now=T0)
-    assert counting.transactions == 0, "the ledger's write was remembered: one conditional Commit"
+    assert counting.transactions == after_ledger, "the ledger's write was remembered: one conditional Commit"
     assert _stored(client, "run-k8")["metrics"] == {"m": 2, "n": 3}
 
 
@@ -225,8 +226,9 @@ def test_a_run_the_team_ledger_did_not_change_is_remembered_as_read(client: Any)
     store.create_if_absent(new_run("run-k9", {"task": "t"}, now=T0))
     RunsStore(client, "runs").merge("run-k9", lambda r: replace(r, metrics={"other": 1}), now=T0)  # store's copy old
     assert not ledger.apply("run-k9", "t1", lambda run, team: (None, None, False))
+    after_ledger = counting.transactions
     store.merge("run-k9", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 1}), now=T0)
-    assert counting.transactions == 0 and _stored(client, "run-k9")["metrics"] == {"other": 1, "n": 1}
+    assert counting.transactions == after_ledger and _stored(client, "run-k9")["metrics"] == {"other": 1, "n": 1}
 
 
 def _admit(metrics: dict[str, Any], reserved: str = "r") -> tuple[Any, list[RunRecord | None]]:
@@ -275,7 +277,7 @@ def test_a_run_changed_since_the_copy_makes_the_claim_a_transaction_that_sees_it
 
     ledger_client = CountingClient(client)
     limiter = RateLimitsStore(client, "rate_limits", per_minute=60)
-    work = UnitOfWork(client, "runs", slots=limiter, slot_region=lambda _: "us-central1", now=lambda: T0)
+    work = UnitOfWork(ledger_client, "runs", slots=limiter, slot_region=lambda _: "us-central1", now=lambda: T0)
     store, ledger = RunsStore(client, "runs", work), TeamLedgerStore(ledger_client, "runs", "teams", work=work)
     store.create_if_absent(new_run("run-k11", {"task": "t"}, now=T0))
     RunsStore(client, "runs").merge("run-k11", lambda r: replace(r, metrics={"other": 1}), now=T0)
@@ -311,7 +313,7 @@ def test_a_claim_that_waits_on_the_known_run_is_one_commit_and_the_ledger_is_rea
     from schemas.vocabulary import TEAM_CAP
 
     ledger_client = CountingClient(client)
-    work = UnitOfWork(client, "runs")
+    work = UnitOfWork(ledger_client, "runs")
     store, ledger = RunsStore(client, "runs", work), TeamLedgerStore(ledger_client, "runs", "teams", work=work)
     woken: list[str] = []
 
