@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from functions.errors import as_transient
 from functions.gcp.firestore_reads import get_document
-from functions.gcp.firestore_tx import Doc, changed_paths, created, in_transaction, retried, write_successor
+from functions.gcp.firestore_tx import Doc, changed_paths, created, retried, write_successor
 from functions.records import run_rules
 from functions.records.run_rules import Step
 from schemas.run_record import RunRecord, parse_run_record
@@ -164,13 +164,13 @@ class UnitOfWork:
             if new is not None and self.commit(run_id, seen, new, result) is not None:
                 return result
 
-        def change(cur: Doc | None) -> tuple[Doc | None, T]:
-            new, result = step(None if cur is None else parse_run_record(cur))
-            return (None if new is None else new.to_document()), result
+        def alone(cur: RunRecord | None, _: Doc | None) -> tuple[RunRecord | None, Doc | None, T]:
+            new, result = step(cur)
+            return new, None, result
 
-        return in_transaction(
-            self.client, self.ref(run_id), change, stored=lambda doc, when: self.keep(run_id, doc, when)
-        )
+        done = self.transaction(run_id, alone)
+        assert done is not None, "a step over the run alone always decides"
+        return done[0]
 
     def commit(
         self, run_id: str, seen: Seen, new: RunRecord, result: object, also: Sequence[Any] = ()
