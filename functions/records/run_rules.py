@@ -23,7 +23,7 @@ from schemas.times import format_timestamp
 T = TypeVar("T")
 U = TypeVar("U")
 Change = Callable[[RunRecord], RunRecord]
-"""Field changes to apply to the current record (inside the store's transaction, so on the freshest copy)."""
+"""Field changes to apply to the current record (atomically with the write, so on the record as stored)."""
 Step = Callable[[RunRecord | None], tuple[RunRecord | None, T]]
 
 
