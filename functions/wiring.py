@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from functions.gcp.gcs_objects import GcsObjects
     from functions.gcp.runs_store import RunsStore
     from functions.gcp.team_ledger_store import TeamLedgerStore
+    from functions.gcp.unit_of_work import UnitOfWork
     from functions.gcp.vertex import VertexJobs
     from functions.ingest.handler import IngestDeps
     from functions.listener.handler import ListenerDeps
@@ -32,10 +33,32 @@ def utc_now() -> datetime:
 
 
 @cache
+def unit_of_work() -> UnitOfWork:
+    """The write side of the runs collection, shared by every store that writes runs: what this instance read and
+    wrote of each run (with its update time), and the submission slot that rides in a claim's Commit."""
+    from functions.gcp.unit_of_work import UnitOfWork
+
+    return UnitOfWork(
+        clients.firestore_client(),
+        get_settings().runs_collection,
+        slots=rate_limits_store(),
+        slot_region=_slot_region,
+        now=utc_now,
+    )
+
+
+def _slot_region(result: object) -> str | None:
+    """The dispatcher's rule for the region whose slot rides with a claim (imported when a claim is first written)."""
+    from functions.dispatch.queueing import slot_region
+
+    return slot_region(result)
+
+
+@cache
 def runs_store() -> RunsStore:
     from functions.gcp.runs_store import RunsStore
 
-    return RunsStore(clients.firestore_client(), get_settings().runs_collection)
+    return RunsStore(clients.firestore_client(), get_settings().runs_collection, unit_of_work())
 
 
 @cache
@@ -52,7 +75,9 @@ def team_ledger_store() -> TeamLedgerStore:
     from functions.records.team_wakes import TeamWaker
 
     settings = get_settings()
-    store = TeamLedgerStore(clients.firestore_client(), settings.runs_collection, settings.teams_collection)
+    store = TeamLedgerStore(
+        clients.firestore_client(), settings.runs_collection, settings.teams_collection, work=unit_of_work()
+    )
     known = teams()
     if known:
         # A settle wakes the team's waiting runs that now fit: each is handed to the dispatcher as a delivery of its

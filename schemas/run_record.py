@@ -231,6 +231,57 @@ class Cost:
         return _present(as_dict(self))
 
 
+class AttemptKind(StrEnum):
+    """What came of one CreateCustomJob attempt (SubmissionAttempt.result)."""
+
+    PENDING = "pending"
+    """Recorded before the call; not known since: the call may have created a job."""
+    CREATED = "created"
+    CREATED_CANARY = "created canary"
+    CAPACITY = "capacity"
+    """Vertex refused it for capacity: no job exists."""
+    RATE_LIMITED = "rate-limited"
+    """Vertex refused it for a per-minute request quota: no job exists."""
+    REFUSED = "refused"
+    """Vertex refused it for good (the run FAILED)."""
+    OTHER = "other"
+    """Text no Landfall writes (a hand edit): read, never written by this name."""
+
+    @property
+    def refused_by_vertex(self) -> bool:
+        """No job exists for such an attempt (Vertex refused the call)."""
+        return self in (AttemptKind.CAPACITY, AttemptKind.RATE_LIMITED)
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """A SubmissionAttempt's outcome as a term: its kind and the detail Vertex gave (the error's text, cut). Stored as
+    `text`: the kind alone, or "kind: detail" (the form every stored attempt has, read back by `read`)."""
+
+    kind: AttemptKind
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        if self.kind == AttemptKind.OTHER:
+            return self.detail
+        return f"{self.kind.value}: {self.detail}" if self.kind in _DETAILED else self.kind.value
+
+    @staticmethod
+    def read(text: str) -> AttemptOutcome:
+        """The term a stored outcome's text stands for (text no kind names reads as OTHER, its text the detail)."""
+        if text in _ATTEMPT_KINDS:
+            return AttemptOutcome(_ATTEMPT_KINDS[text])
+        head, sep, detail = text.partition(": ")
+        kind = _ATTEMPT_KINDS.get(head) if sep else None
+        return AttemptOutcome(kind, detail) if kind is not None else AttemptOutcome(AttemptKind.OTHER, text)
+
+
+_ATTEMPT_KINDS = {k.value: k for k in AttemptKind if k != AttemptKind.OTHER}
+_DETAILED = (AttemptKind.CAPACITY, AttemptKind.RATE_LIMITED, AttemptKind.REFUSED)
+"""Kinds whose text always carries the detail, after ": " (Vertex's error message)."""
+
+
 @dataclass(frozen=True)
 class SubmissionAttempt:
     """One CreateCustomJob call, recorded before it is made."""
@@ -239,10 +290,20 @@ class SubmissionAttempt:
     machine_type: str
     at: str
     outcome: str
-    """pending (not known: the call may have created a job), created, "capacity: ..." or "refused: ..."."""
+    """The stored text of its AttemptOutcome (`result`): "pending" (not known: the call may have created a job),
+    "created", "created canary", "capacity: ...", "rate-limited: ..." or "refused: ..."."""
     plan: Plan
     round: int | None = None
     """The round of plans it belonged to (absent from attempts recorded before rounds were noted on them)."""
+
+    @property
+    def result(self) -> AttemptOutcome:
+        """The outcome as a term (its kind and detail)."""
+        return AttemptOutcome.read(self.outcome)
+
+    def ended(self, result: AttemptOutcome) -> SubmissionAttempt:
+        """This attempt with its outcome known."""
+        return replace(self, outcome=result.text)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -848,6 +909,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "TERMINAL_STATES",
     "Artifacts",
+    "AttemptKind",
+    "AttemptOutcome",
     "CancelRequest",
     "Cost",
     "JobAttempt",

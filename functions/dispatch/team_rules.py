@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from deploy.teams import Team, Teams
 from functions.records.leases import Claim
-from functions.records.run_rules import Rider, Step, StoredCopy, after
+from functions.records.run_rules import Step, after
 from functions.records.team_ledger import Admission, Verdict, admit, claim_admitted, plan_gpus
 from schemas.plan import Plan
 from schemas.run_record import RunRecord
@@ -37,13 +37,8 @@ class LedgerPort(Protocol):
         run_id: str,
         team: str,
         step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
-        written: Callable[[dict[str, Any] | None, Any, RunRecord | None], None] | None = None,
-        known: StoredCopy | None = None,
-        rider: Rider | None = None,
     ) -> T:
-        """Read the run and the team's ledger, run step, write what it returns, all atomically (a transaction, or
-        one Commit conditional on the `known` copy of the run and the ledger as read, with `rider`'s writes); then
-        tell `written` the run's document as it now stands, its update time and record (the runs store's copy)."""
+        """Read the run and the team's ledger, run step, write what it returns, all atomically."""
         ...
 
 

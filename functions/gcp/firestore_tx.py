@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from functions.errors import TransientError, as_transient
 
-if TYPE_CHECKING:  # the run rules (and the run record schema) are not this adapter's to import at run time
-    from functions.records.run_rules import Doc
-
+Doc = dict[str, Any]
+"""A stored document as the client libraries read and write it."""
 ATTEMPTS = 10
 BACKOFF_CAP_S = 2.0
 
@@ -29,7 +28,7 @@ def in_transaction(
 ) -> R:
     """Run change(current document or None) in a transaction; it returns (document to write or None, result).
     After the commit, `stored` (if given) is told the document as it now is and its update time (None, None when there
-    is none), for a later write_if_unchanged.
+    is none), for a later conditional Commit (functions/gcp/unit_of_work.py).
 
     Each attempt is one transaction; an attempt that collides (aborted, or the emulator's lock timeout) is tried
     again after a random pause that doubles up to BACKOFF_CAP_S ("full jitter"). The client's own retries start
@@ -125,30 +124,6 @@ def created(client: Any, ref: Any, doc: Doc) -> Any | None:
         return None
     except Exception as exc:
         raise as_transient(exc, f"Firestore create of {ref.path}") from exc
-
-
-def write_if_unchanged(
-    client: Any, ref: Any, current: Doc, update_time: Any, new: Doc, also: Sequence[Any] = ()
-) -> tuple[Any, list[Any]] | None:
-    """Write `new` over `current` in one Commit, on the condition that the document is still the one last updated at
-    `update_time` (a precondition Firestore checks): the fields that changed, as write_successor writes them. Returns
-    the new update time, with the WriteResults of `also` (protobuf Writes to other documents, made in the same
-    Commit: all or none); None when nothing was written, because the document changed (or went) since, or because
-    nothing differs. Equivalent to a transaction that read `current` and wrote `new`, in one call instead of three
-    (begin, read, commit): what the dispatcher does to a run it has just written itself."""
-    from google.api_core import exceptions as gexc
-
-    from functions.gcp import firestore_writes
-
-    paths = changed_paths(current, new)
-    if not paths:
-        return None
-    try:
-        return firestore_writes.update_if_unchanged(client, ref, paths, update_time, also)
-    except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted, gexc.Conflict):
-        return None
-    except Exception as exc:
-        raise as_transient(exc, f"Firestore write of {ref.path}") from exc
 
 
 def changed_fields(current: Doc, new: Doc) -> dict[str, Any]:

@@ -24,7 +24,6 @@ through the library, as functions/gcp/rate_limits_store.py does).
 from __future__ import annotations
 
 import functools
-from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import SimpleNamespace
@@ -154,21 +153,3 @@ def commit(client: Any, writes: Sequence[Any]) -> Sequence[Any]:
     response = client._firestore_api.commit(request=pb.commit_request.wrap(request), metadata=client._rpc_metadata)
     results: Sequence[Any] = response._pb.write_results
     return results
-
-
-class CommitRider(ABC):
-    """A write to another document that rides in a run's own Commit (functions/records/run_rules.py Rider, which it
-    satisfies; functions/gcp/rate_limits_store.py SlotRider), as protobuf Writes. A base class, not a runtime-checked
-    Protocol: the stores ask isinstance on every write, and a Protocol's check walks its members each time."""
-
-    @abstractmethod
-    def wanted(self, result: Any) -> bool:
-        """Whether to ride along with the write of a step that answered `result`."""
-
-    @abstractmethod
-    def writes(self) -> Sequence[Any]:
-        """Its protobuf Writes (asked once it is wanted)."""
-
-    @abstractmethod
-    def answered(self, results: Sequence[Any]) -> None:
-        """Their protobuf WriteResults, once the Commit holding them succeeded."""

@@ -11,8 +11,7 @@ import time
 from typing import Any
 
 from functions.errors import as_transient
-from functions.gcp.firestore_tx import in_transaction
-from functions.records.run_rules import Doc
+from functions.gcp.firestore_tx import Doc, in_transaction
 from schemas.errors import SchemaError
 from schemas.measurement import MEASUREMENTS_PER_REQUEST, Measurement, parse_measurement
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from functions.errors import as_transient
-from functions.gcp.firestore_tx import create_if_absent, in_transaction
+from functions.gcp.firestore_tx import Doc, create_if_absent, in_transaction
 from functions.records.orphans import OrphanStep
-from functions.records.run_rules import Doc
 from schemas.orphan_record import OrphanRecord, parse_orphan_record
 
 

@@ -4,24 +4,29 @@ answer; a Commit's writes are "always executed atomically and in order",
 https://cloud.google.com/firestore/docs/reference/rest/v1/projects.databases.documents/commit), no transaction, so a
 burst of deliveries does not collide on the bucket.
 
-The same two writes can ride in the Commit of the dispatcher's claim (SlotRider, functions/gcp/runs_store.py
-apply_riding): the slot is taken if and only if the claim is written, in one call instead of two. The writes are
-built by the library's own helpers (those its WriteBatch uses for set(merge=True) and update()), so both ways send
-the same messages."""
+The same two writes can ride in the Commit of the dispatcher's claim (functions/gcp/unit_of_work.py, which this store
+is the Riding of): the slot is taken if and only if the claim is written, in one call instead of two, and kept here
+for the claim's delivery (`taken_with_claim`). The writes are built by the library's own helpers (those its
+WriteBatch uses for set(merge=True) and update()), so both ways send the same messages."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from functions.errors import TransientError, as_transient
-from functions.gcp.firestore_writes import CommitRider
-from functions.records.rate_limits import SlotChoice, interval_us, slot_of, to_us
+from functions.gcp.unit_of_work import Riding
+from functions.records.rate_limits import interval_us, slot_of, to_us
 from schemas.rate_bucket import CREATE_CUSTOM_JOB, SCHEMA_VERSION, bucket_id
 
+RIDDEN_KEPT = 256
+"""How many slots taken with claims are kept for their deliveries at most (one is collected right after its claim)."""
 
-class RateLimitsStore:
+
+class RateLimitsStore(Riding):
     """Submission slots per region (CreateCustomJob, UploadModel), per_minute at most
     (LANDFALL_VERTEX_CREATE_PER_MINUTE)."""
 
@@ -30,6 +35,8 @@ class RateLimitsStore:
         self._collection = collection
         self.per_minute = per_minute
         self._templates: dict[str, list[Any]] = {}
+        self._ridden: OrderedDict[str, tuple[str, datetime]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def take(self, region: str, now: datetime) -> datetime:
         """Reserve the next submission slot in region: now, or the later moment the call may be made."""
@@ -42,9 +49,21 @@ class RateLimitsStore:
             raise as_transient(exc, f"Firestore write of {self._path(region)}") from exc
         return self.slot_from(region, results)
 
-    def rider(self, region_of: Callable[[Any], str | None], now: datetime) -> SlotRider:
-        """A slot to take in the Commit of a run's claim, in the region `region_of(claim)` names (None: none taken)."""
-        return SlotRider(self, region_of, now)
+    def writes(self, region: str, now: datetime) -> Sequence[Any]:
+        return self.slot_writes(region, now)
+
+    def answered(self, run_id: str, region: str, results: Sequence[Any]) -> None:
+        slot = self.slot_from(region, results)
+        with self._lock:
+            self._ridden[run_id] = (region, slot)
+            while len(self._ridden) > RIDDEN_KEPT:
+                self._ridden.popitem(last=False)
+
+    def taken_with_claim(self, run_id: str) -> tuple[str, datetime] | None:
+        """The region and moment of the slot that rode in the Commit of run_id's claim, if one did, handed over once
+        (to the delivery that holds the claim)."""
+        with self._lock:
+            return self._ridden.pop(run_id, None)
 
     def _path(self, region: str) -> str:
         return f"{self._collection}/{bucket_id(CREATE_CUSTOM_JOB, region)}"
@@ -84,23 +103,3 @@ class RateLimitsStore:
         if not answers:
             raise TransientError(f"Firestore answered no value for the increment of {self._path(region)}; will retry")
         return slot_of(int(answers[0].integer_value), self.per_minute)
-
-
-class SlotRider(SlotChoice, CommitRider):
-    """A submission slot taken in the Commit of the dispatcher's claim (functions/records/run_rules.py Rider): wanted
-    when `region_of(claim)` names a region; `slot` is the moment it allows once the Commit succeeded (None until
-    then, and when the claim was written some other way: the dispatcher then takes its slot as before)."""
-
-    def __init__(self, store: RateLimitsStore, region_of: Callable[[Any], str | None], now: datetime) -> None:
-        super().__init__(region_of, now)
-        self._store = store
-
-    def writes(self) -> list[Any]:
-        if self.region is None:
-            raise RuntimeError("SlotRider.writes() before it was wanted (runs_store.py asks wanted first)")
-        return self._store.slot_writes(self.region, self._now)
-
-    def answered(self, results: Sequence[Any]) -> None:
-        if self.region is None:
-            raise RuntimeError("SlotRider.answered() before it was wanted (runs_store.py asks wanted first)")
-        self.slot = self._store.slot_from(self.region, results)

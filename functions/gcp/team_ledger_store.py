@@ -3,10 +3,10 @@ changed only together with a run's own document, both read and written atomicall
 one team therefore serialize on the team's document (Firestore's optimistic concurrency: the later write is refused
 and tried again on the fresh ledger), so no two can both pass a cap they only fit one at a time.
 
-Atomically means a transaction (begin, read both, commit), or, for the dispatcher's claim of a run its runs store has
-just written, one Commit of both documents, each conditional on the version the step saw (the run as the store wrote
-it, the ledger as read): the same guarantee in two calls instead of three, with the run's fields encoded by
-functions/gcp/firestore_writes.py, and the submission slot riding in the same Commit.
+Atomically means a transaction (begin, read both, commit), or, for the dispatcher's claim of a run the unit of work
+has just seen (functions/gcp/unit_of_work.py, shared with the runs store), one Commit of both documents, each
+conditional on the version the step saw (the run as last written or read, the ledger as read): the same guarantee in
+two calls instead of three, with the submission slot riding in the same Commit.
 """
 
 from __future__ import annotations
@@ -15,16 +15,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from functions.errors import LandfallError, TransientError, as_transient
 from functions.gcp.firestore_reads import get_document
-from functions.gcp.firestore_tx import changed_paths, retried, write_successor
-from functions.gcp.firestore_writes import CommitRider
+from functions.gcp.firestore_tx import changed_paths
 from functions.gcp.runs_store import RunsStore
-from functions.records.run_rules import Doc, Rider, Step, StoredCopy
+from functions.gcp.unit_of_work import Seen, UnitOfWork
+from functions.records.run_rules import Step
 from functions.records.team_ledger import settle_step, settles
 from functions.records.team_wakes import waits_for_team, writes_ledger
 from schemas.run_record import RunRecord, RunState, parse_run_record
@@ -41,36 +40,19 @@ PairStep = Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | Non
 as it is) and the operation's result."""
 
 
-Written = Callable[[Doc | None, Any, RunRecord | None], None]
-"""Told the run's document as the ledger's write left it, its update time (None, None when unknown) and the record it
-was written from (None: read it from the document)."""
-
-
-@dataclass(frozen=True)
-class _RunAfter:
-    """The run as the transaction that committed read and wrote it."""
-
-    transaction: Any
-    read: Doc | None
-    new: Doc | None
-    read_at: Any
-    wrote: bool
-    """Whether the transaction wrote the run (write_successor added a write)."""
-
-    def tell(self, written: Written) -> None:
-        if self.wrote:  # the run's write is the transaction's first (written before the ledger's)
-            results = getattr(self.transaction, "write_results", None) or ()
-            when = results[0].update_time if results else None
-            written(self.new if when is not None else None, when, None)
-        else:
-            written(self.read if self.read_at is not None else None, self.read_at, None)
-
-
 class TeamLedgerStore:
     def __init__(
-        self, client: Any, runs_collection: str, teams_collection: str, *, sleep: Callable[[float], None] = time.sleep
+        self,
+        client: Any,
+        runs_collection: str,
+        teams_collection: str,
+        *,
+        work: UnitOfWork | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`work`: the unit of work shared with the runs store (None: one of its own)."""
         self._client = client
+        self.work = work if work is not None else UnitOfWork(client, runs_collection)
         self._runs = runs_collection
         self._teams = teams_collection
         self._sleep = sleep
@@ -118,26 +100,15 @@ class TeamLedgerStore:
             raise as_transient(exc, "Firestore") from exc
         return [parse_run_record(d) for d in docs]
 
-    def apply(
-        self,
-        run_id: str,
-        team: str,
-        step: PairStep[T],
-        written: Written | None = None,
-        known: StoredCopy | None = None,
-        rider: Rider | None = None,
-    ) -> T:
-        """Run step on the run's and its team's documents in one transaction; write what it returns. `written` is
-        then told the run's document as it now stands and its update time (for the runs store's next conditional
-        write: functions/gcp/runs_store.py written).
+    def apply(self, run_id: str, team: str, step: PairStep[T]) -> T:
+        """Run step on the run's and its team's documents atomically; write what it returns.
 
-        With `known`, the run as the runs store last wrote or read it (the dispatcher's claim, right after it
-        created or found the run), the step is first tried without a transaction, on that copy and the ledger as read
-        now. A step that writes both (a claim that fits) writes them in one Commit, each on the condition that it is
-        still the version the step saw (which makes it the same as a transaction that read them), with `rider`'s
-        writes (the submission slot) in the same Commit. A claim that waits writes the run alone on that condition,
-        as a wait on a plain-read ledger does (below: the ledger read again after). Anything else, or a Commit
-        refused because either changed, goes the transaction's way below.
+        A run the unit of work has seen moments ago (the dispatcher's claim, right after it created or read the run)
+        is first tried without a transaction, on that copy and the ledger as read now: the unit of work commits both
+        in one Commit, each on the condition that it is still the version the step saw, with the submission slot the
+        claim wants. A claim that waits writes the run alone in that Commit, as a wait on a plain-read ledger does
+        (below: the ledger read again after). Anything else, or a Commit refused because either changed, is decided
+        in a transaction.
 
         While the team's claims here go WAITING (one did within BUSY_SECONDS: its cap or budget binds), a claim is
         first tried against a plain read of the ledger, in a transaction over the run alone: a run that the ledger
@@ -148,16 +119,17 @@ class TeamLedgerStore:
         find this run not yet waiting and not wake it: the ledger is read again after the write, and if it changed
         meanwhile, the team's waiting runs are woken from here (self.waker)."""
         busy = self._busy(team)
-        if known is not None:
+        seen = self.work.seen(run_id)
+        if seen is not None:
             if busy:  # most claims wait: they need not take turns (one that fits and collides goes below)
-                done = self._apply_conditionally(run_id, team, step, known, written, rider)
+                done = self._commit_on_seen(run_id, team, step, seen)
             else:
                 with self._turn(team):
-                    done = self._apply_conditionally(run_id, team, step, known, written, rider)
+                    done = self._commit_on_seen(run_id, team, step, seen)
             if done is not None:
                 return done[0]
         if busy:
-            done = self._apply_on_read_ledger(run_id, team, step, written)
+            done = self._on_plain_ledger(run_id, team, step)
             if done is not None:
                 return done[0]
             # It would write the ledger: the instance's transactions on one team's ledger take turns (a lock per
@@ -165,12 +137,15 @@ class TeamLedgerStore:
             # transactions on the ledger at once (on the emulator such a pile-up queues on its locks until they time
             # out); the look after the turn sends the losers to WAITING on the ledger as the winner left it.
             with self._turn(team):
-                done = self._apply_on_read_ledger(run_id, team, step, written)
-                if done is not None:
-                    return done[0]
-                return self._apply_both(run_id, team, step, written)
+                done = self._on_plain_ledger(run_id, team, step)
+                if done is None:
+                    done = self._transaction(run_id, team, step, plain=None)
+                assert done is not None, "a transaction over both documents always decides"
+                return done[0]
         with self._turn(team):
-            return self._apply_both(run_id, team, step, written)
+            done = self._transaction(run_id, team, step, plain=None)
+            assert done is not None, "a transaction over both documents always decides"
+            return done[0]
 
     def _turn(self, team: str) -> threading.Lock:
         with self._turns_lock:
@@ -182,14 +157,10 @@ class TeamLedgerStore:
         at = self._waited_at.get(team)
         return at is not None and time.monotonic() - at < BUSY_SECONDS
 
-    def _apply_on_read_ledger(
-        self, run_id: str, team: str, step: PairStep[T], written: Written | None = None
-    ) -> tuple[T] | None:
+    def _on_plain_ledger(self, run_id: str, team: str, step: PairStep[T]) -> tuple[T] | None:
         """step over the run (in a transaction) and the ledger as plain-read; (result,) when it wrote no ledger,
         None (nothing written) when it would: then it is to run in the transaction over both. A first look at both
         documents as plain-read sends a run that fits straight to that transaction."""
-        from google.cloud import firestore
-
         run_ref = self._client.collection(self._runs).document(run_id)
         team_ref = self._client.collection(self._teams).document(team)
         try:
@@ -201,119 +172,48 @@ class TeamLedgerStore:
         seen_run = parse_run_record(run_seen.to_dict()) if run_seen is not None and run_seen.exists else None
         if writes_ledger(step, seen_run, before):
             return None
-        went_waiting: list[bool] = []
+        return self._transaction(run_id, team, step, plain=(before,))
 
-        @firestore.transactional
-        def body(transaction: Any) -> tuple[T] | None:
-            snap = next(iter(transaction.get_all([run_ref])), None)
-            run_doc = snap.to_dict() if snap is not None and snap.exists else None
-            new_run, new_ledger, result = step(None if run_doc is None else parse_run_record(run_doc), before)
-            if new_ledger is not None:
-                return None
-            new_doc = None if new_run is None else new_run.to_document()
-            wrote = write_successor(transaction, run_ref, run_doc, new_doc)
-            went_waiting[:] = [new_run is not None and waits_for_team(new_run)]
-            after[:] = [_RunAfter(transaction, run_doc, new_doc, None if snap is None else snap.update_time, wrote)]
-            return (result,)
-
-        after: list[_RunAfter] = []
-        run: Callable[[Any], tuple[T] | None] = body  # firestore.transactional is unannotated
-        done = retried(self._client, run, run_ref.path, sleep=self._sleep)
-        if done is not None and after and written is not None:
-            after[0].tell(written)
-        if done is not None and went_waiting and went_waiting[0]:
-            self._waited_at[team] = time.monotonic()
-            self.waits_on_read += 1
-            self._recheck(team, before)
-        return done
-
-    def _apply_conditionally(
-        self,
-        run_id: str,
-        team: str,
-        step: PairStep[T],
-        known: StoredCopy,
-        written: Written | None,
-        rider: Rider | None,
-    ) -> tuple[T] | None:
-        """step on the known run and the ledger as read now, both written in one Commit with preconditions (their
-        update times; the ledger's absence when it has none); (result,) once committed, None when the step does not
-        write both or the Commit was refused because either changed (nothing written then)."""
-        from google.api_core import exceptions as gexc
-
+    def _commit_on_seen(self, run_id: str, team: str, step: PairStep[T], seen: Seen) -> tuple[T] | None:
+        """step on the seen run and the ledger as read now, committed by the unit of work in one Commit with
+        preconditions (their update times; the ledger's absence when it has none); (result,) once committed, None
+        when the step writes neither both nor a wait, or the Commit was refused because either changed (nothing
+        written then)."""
         from functions.gcp import firestore_writes
 
-        run_ref = self._client.collection(self._runs).document(run_id)
         team_ref = self._client.collection(self._teams).document(team)
         try:
             team_doc, team_at = get_document(self._client, team_ref)
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
         before = None if team_doc is None else parse_team_ledger(team_doc)
-        new_run, new_ledger, result = step(known.record, before)
-        if new_run is not None and new_ledger is None and waits_for_team(new_run):
-            return self._wait_conditionally(run_ref, team, new_run, known, written, before, result)
-        if new_run is None or new_ledger is None:
+        new_run, new_ledger, result = step(seen.run(), before)
+        if new_run is None:
             return None
-        run_doc, ledger_doc = new_run.to_document(), new_ledger.to_document()
-        run_paths = changed_paths(known.doc, run_doc)
-        ledger_paths = changed_paths(team_doc, ledger_doc) if team_doc is not None else {}
-        if not run_paths or (team_doc is not None and not ledger_paths):
+        waits = new_ledger is None and waits_for_team(new_run)
+        if new_ledger is None and not waits:
             return None
-        writes = [
-            firestore_writes.update_write(run_ref, run_paths, known.update_time),
-            firestore_writes.create_write(team_ref, ledger_doc)
-            if team_doc is None
-            else firestore_writes.update_write(team_ref, ledger_paths, team_at),
-        ]
-        riding = rider if isinstance(rider, CommitRider) and rider.wanted(result) else None
-        if riding is not None:
-            writes.extend(riding.writes())
-        try:
-            results = firestore_writes.commit(self._client, writes)
-        except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted, gexc.Conflict):
+        also: list[Any] = []
+        if new_ledger is not None:
+            ledger_doc = new_ledger.to_document()
+            if team_doc is None:
+                also.append(firestore_writes.create_write(team_ref, ledger_doc))
+            else:
+                ledger_paths = changed_paths(team_doc, ledger_doc)
+                if not ledger_paths:
+                    return None
+                also.append(firestore_writes.update_write(team_ref, ledger_paths, team_at))
+        if self.work.commit(run_id, seen, new_run, result, also) is None:
             return None
-        except Exception as exc:
-            raise as_transient(exc, f"Firestore write of {run_ref.path} and {team_ref.path}") from exc
-        if written is not None:
-            written(run_doc, results[0].update_time, new_run)
-        if riding is not None:
-            riding.answered(results[2:])
+        if waits:
+            self._waited_on_read(team, before)
         return (result,)
 
-    def _wait_conditionally(
-        self,
-        run_ref: Any,
-        team: str,
-        new_run: RunRecord,
-        known: StoredCopy,
-        written: Written | None,
-        before: TeamLedger | None,
-        result: T,
-    ) -> tuple[T] | None:
-        """The run sent WAITING by the ledger as plain-read (`before`), written alone in one Commit on the condition
-        that it is still the known copy (as the transaction over the run alone in _apply_on_read_ledger); then the
-        ledger is read again (_recheck). None when the Commit was refused (nothing written)."""
-        from google.api_core import exceptions as gexc
-
-        from functions.gcp import firestore_writes
-
-        run_doc = new_run.to_document()
-        run_paths = changed_paths(known.doc, run_doc)
-        if not run_paths:
-            return None
-        try:
-            when, _ = firestore_writes.update_if_unchanged(self._client, run_ref, run_paths, known.update_time)
-        except (gexc.FailedPrecondition, gexc.NotFound, gexc.Aborted, gexc.Conflict):
-            return None
-        except Exception as exc:
-            raise as_transient(exc, f"Firestore write of {run_ref.path}") from exc
-        if written is not None:
-            written(run_doc, when, new_run)
+    def _waited_on_read(self, team: str, before: TeamLedger | None) -> None:
+        """A run went WAITING on the ledger as plain-read (`before`): the team is busy, and its ledger read again."""
         self._waited_at[team] = time.monotonic()
         self.waits_on_read += 1
         self._recheck(team, before)
-        return (result,)
 
     def _recheck(self, team: str, before: TeamLedger | None) -> None:
         """After a run went WAITING on a plain-read ledger: wake the team's waiting runs if the ledger changed."""
@@ -327,45 +227,37 @@ class TeamLedgerStore:
         if (after.updated_at if after else "") != (before.updated_at if before else ""):
             self.waker(team)
 
-    def _apply_both(self, run_id: str, team: str, step: PairStep[T], written: Written | None = None) -> T:
-        from google.cloud import firestore
-
-        run_ref = self._client.collection(self._runs).document(run_id)
-        team_ref = self._client.collection(self._teams).document(team)
-
-        @firestore.transactional
-        def body(transaction: Any) -> T:
-            snapshots = {s.reference.path: s for s in transaction.get_all([run_ref, team_ref])}
-            run_snap, team_snap = snapshots.get(run_ref.path), snapshots.get(team_ref.path)
-            run_doc = run_snap.to_dict() if run_snap is not None and run_snap.exists else None
-            team_doc = team_snap.to_dict() if team_snap is not None and team_snap.exists else None
-            new_run, new_ledger, result = step(
-                None if run_doc is None else parse_run_record(run_doc),
-                None if team_doc is None else parse_team_ledger(team_doc),
-            )
-            new_doc = None if new_run is None else new_run.to_document()
-            wrote = write_successor(transaction, run_ref, run_doc, new_doc)  # the run's write first: write_results[0]
-            write_successor(transaction, team_ref, team_doc, None if new_ledger is None else new_ledger.to_document())
-            waits[:] = [new_ledger is None and new_run is not None and waits_for_team(new_run)]
-            read_at = None if run_snap is None else run_snap.update_time
-            after[:] = [_RunAfter(transaction, run_doc, new_doc, read_at, wrote)]
-            return result
-
+    def _transaction(
+        self, run_id: str, team: str, step: PairStep[T], *, plain: tuple[TeamLedger | None] | None
+    ) -> tuple[T] | None:
+        """step in the unit of work's transaction over the run and the team's ledger, or, with `plain` (the ledger as
+        plain-read), over the run alone: then None (nothing written) when the step would write the ledger; (result,)
+        otherwise."""
         waits: list[bool] = []
-        after: list[_RunAfter] = []
-        run: Callable[[Any], T] = body  # firestore.transactional is unannotated
+
+        def over_both(run: RunRecord | None, doc: dict[str, Any] | None) -> tuple[RunRecord | None, Any, T] | None:
+            ledger = plain[0] if plain is not None else None if doc is None else parse_team_ledger(doc)
+            new_run, new_ledger, result = step(run, ledger)
+            if plain is not None and new_ledger is not None:
+                return None
+            waits[:] = [new_ledger is None and new_run is not None and waits_for_team(new_run)]
+            return new_run, None if new_ledger is None else new_ledger.to_document(), result
+
+        other = None if plain is not None else self._client.collection(self._teams).document(team)
         try:
-            result = retried(self._client, run, f"{run_ref.path} and {team_ref.path}", sleep=self._sleep)
+            done = self.work.transaction(run_id, over_both, other=other, sleep=self._sleep)
         except TransientError:
-            # Claims of the team are colliding on its ledger: the next ones look at it plain-read first (a team
-            # whose first claims of a burst all collided would otherwise never see one wait, and go on colliding).
-            self._waited_at[team] = time.monotonic()
+            if plain is None:
+                # Claims of the team are colliding on its ledger: the next ones look at it plain-read first (a team
+                # whose first claims of a burst all collided would otherwise never see one wait, and go on colliding).
+                self._waited_at[team] = time.monotonic()
             raise
-        if waits and waits[0]:
-            self._waited_at[team] = time.monotonic()
-        if after and written is not None:
-            after[0].tell(written)
-        return result
+        if done is not None and waits and waits[0]:
+            if plain is not None:
+                self._waited_on_read(team, plain[0])
+            else:
+                self._waited_at[team] = time.monotonic()
+        return done
 
     def held_to_settle(self, *, limit: int = 500) -> list[RunRecord]:
         """Runs still holding a reservation although they ended or wait (a settle that failed after the run's own
@@ -403,11 +295,11 @@ class SettlingRunsStore(RunsStore):
     def __init__(
         self, client: Any, collection: str, ledger: TeamLedgerStore, now: Callable[[], datetime] | None = None
     ) -> None:
-        super().__init__(client, collection)
+        super().__init__(client, collection, ledger.work)
         self.ledger = ledger
         self._now = now or (lambda: datetime.now(UTC))
 
-    def apply_riding(self, run_id: str, step: Step[T], rider: Rider | None) -> T:
+    def apply(self, run_id: str, step: Step[T]) -> T:
         written: list[RunRecord] = []
 
         def capturing(cur: RunRecord | None) -> tuple[RunRecord | None, T]:
@@ -415,9 +307,9 @@ class SettlingRunsStore(RunsStore):
             written[:] = [] if new is None else [new]
             return new, result
 
-        result = super().apply_riding(run_id, capturing, rider)
+        result = super().apply(run_id, capturing)
         if written and settles(written[0]):
-            self.forget(run_id)  # the settle's transaction writes the run too
+            self.work.forget(run_id)  # the settle's transaction writes the run too
             try:
                 self.ledger.settle(written[0], self._now())  # and wakes the team's waiting runs that now fit
             except LandfallError as exc:

@@ -13,6 +13,7 @@ full (functions/records/bounds.py): a run that waits for days stays far below Fi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -20,7 +21,7 @@ from functions.records.bounds import round_ended, round_line
 from functions.records.run_rules import Step, transitioned
 from schemas.plan import Plan
 from schemas.record_bounds import REASON_KEPT, cut
-from schemas.run_record import JobAttempt, RunError, RunRecord, RunState, Waiting
+from schemas.run_record import AttemptKind, JobAttempt, RunError, RunRecord, RunState, SubmissionAttempt, Waiting
 from schemas.times import format_timestamp, parse_timestamp, parse_timestamp_or_none
 
 MAX_BACKOFF = timedelta(hours=1)
@@ -71,9 +72,22 @@ def is_earlier_job(run: RunRecord, job_name: str) -> bool:
     return job_name in known_jobs(run) or job_name.rsplit("/", 1)[-1] in (run.submission.job_ids or ())
 
 
+def with_attempts(
+    attempts: Iterable[SubmissionAttempt], lease_until: str | None = None
+) -> Callable[[RunRecord], RunRecord]:
+    """The change recording every attempt so far (and, when given, the submission lease's new end)."""
+    recorded = tuple(attempts)
+
+    def change(r: RunRecord) -> RunRecord:
+        until = r.submission.lease_until if lease_until is None else lease_until
+        return replace(r, submission=replace(r.submission, attempts=recorded, lease_until=until))
+
+    return change
+
+
 def attempts_summary(run: RunRecord) -> str:
     jobs = run.submission.jobs or ()
-    refused = [a for a in run.submission.attempts or () if a.outcome.startswith("capacity")]
+    refused = [a for a in run.submission.attempts or () if a.result.kind == AttemptKind.CAPACITY]
     parts = [f"{j.job_name.rsplit('/', 1)[-1]} in {j.region} ({j.machine_type}) {j.reason} at {j.at}" for j in jobs]
     parts += [f"{a.region} ({a.machine_type}) at {a.at}: {a.outcome}" for a in refused]
     counted = run.submission.refusals
@@ -237,4 +251,5 @@ __all__ = [
     "round_jobs",
     "wait_over",
     "waited",
+    "with_attempts",
 ]

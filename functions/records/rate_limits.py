@@ -14,9 +14,7 @@ burst of N runs costs N takes, not one per retry, and their calls come at most p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -44,19 +42,3 @@ def raised(next_slot_us: int | None, now: datetime) -> int:
 def slot_of(after_increment_us: int, per_minute: int) -> datetime:
     """The second step's answer (the value after adding one interval) as the slot this take got."""
     return from_us(after_increment_us - interval_us(per_minute))
-
-
-class SlotChoice:
-    """A submission slot to take with a claim, in the region `region_of(claim)` names (None: no slot): what the
-    slot riders share (functions/gcp/rate_limits_store.py SlotRider, the tests' FakeSlotRider). `wanted` is the
-    Rider's question (functions/records/run_rules.py); `slot` is set once the slot is taken."""
-
-    def __init__(self, region_of: Callable[[Any], str | None], now: datetime) -> None:
-        self._region_of = region_of
-        self._now = now
-        self.region: str | None = None
-        self.slot: datetime | None = None
-
-    def wanted(self, result: Any) -> bool:
-        self.region = self._region_of(result)
-        return self.region is not None

@@ -2,17 +2,17 @@
 
 Each store operation is a `Step`: given the stored record (None when absent) it returns the record to write (None:
 write nothing) and the operation's result. `RunsRules` is the store interface built on them: the Firestore adapter
-(functions/gcp/runs_store.py) supplies `apply` as a transaction, the fake (tests/fakes/runs.py) as a lock; tests
-exercise the rules without either.
+(functions/gcp/runs_store.py) supplies `apply` through its unit of work (one conditional Commit or a transaction,
+functions/gcp/unit_of_work.py), the fake (tests/fakes/runs.py) as a lock; tests exercise the rules without either.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from functions.errors import TransientError
 from functions.records.bounds import bounded_history
@@ -20,12 +20,10 @@ from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
 from schemas.run_record import RunRecord, RunState, StateChange, Submission, SubmissionAttempt, can_move
 from schemas.times import format_timestamp
 
-Doc = dict[str, Any]
-"""A stored document as the client libraries read and write it."""
 T = TypeVar("T")
 U = TypeVar("U")
 Change = Callable[[RunRecord], RunRecord]
-"""Field changes to apply to the current record (inside the store's transaction, so on the freshest copy)."""
+"""Field changes to apply to the current record (atomically with the write, so on the record as stored)."""
 Step = Callable[[RunRecord | None], tuple[RunRecord | None, T]]
 
 
@@ -157,27 +155,6 @@ def then(first: Step[T], second: Step[U]) -> Step[tuple[T, U]]:
     return step
 
 
-@dataclass(frozen=True)
-class StoredCopy:
-    """A run as a store last wrote it, with the store's version of that write (Firestore's update time): what another
-    store may write over on the condition that the run is still that version (functions/gcp/team_ledger_store.py)."""
-
-    doc: Doc
-    update_time: Any
-    record: RunRecord
-
-
-class Rider(Protocol):
-    """A write to another document that a store may make in the same atomic commit as a run's step: the dispatcher's
-    submission slot riding on its claim (functions/gcp/rate_limits_store.py SlotRider). The store asks `wanted` with
-    the step's result once the step has run; a store that makes the step's write some other way (in a transaction,
-    or the fakes) never asks, and the rider's owner makes its write itself."""
-
-    def wanted(self, result: Any) -> bool:
-        """Whether to ride along with the write of a step that answered `result`."""
-        ...
-
-
 class RunsRules(ABC):
     """A runs store: each operation is one rule step applied atomically to one run by `apply`."""
 
@@ -185,33 +162,9 @@ class RunsRules(ABC):
     def apply(self, run_id: str, step: Step[T]) -> T:
         """Read run_id's record (None when absent), run step on it, write what it returns, all atomically."""
 
-    def apply_riding(self, run_id: str, step: Step[T], rider: Rider | None) -> T:
-        """apply; a store that can commits rider's write with the step's (functions/gcp/runs_store.py). This one
-        leaves the rider behind."""
-        return self.apply(run_id, step)
-
-    def forget(self, run_id: str) -> None:  # noqa: B027  (a hook: most stores keep nothing)
-        """Drop any copy of the run this store kept from its own last write (another store has just written it)."""
-
     @abstractmethod
     def get(self, run_id: str) -> RunRecord | None:
         """The stored run (None when absent)."""
-
-    def get_to_change(self, run_id: str) -> RunRecord | None:
-        """The stored run, read to be changed next: a store that keeps copies keeps this one (RunsStore: the next
-        change is one conditional Commit on it)."""
-        return self.get(run_id)
-
-    def copy_of(self, run_id: str) -> StoredCopy | None:
-        """The run as this store last wrote it, if it keeps such copies and this one is fresh, handed over (the
-        store forgets it: whoever writes the run next tells it, through `written`); None here."""
-        return None
-
-    def written(self, run_id: str, doc: Doc | None, update_time: Any, record: RunRecord | None = None) -> None:
-        """Another store (the team ledger's) has just left the run as `doc` (written from `record`, when given),
-        last updated at update_time (None, None: unknown): a store that keeps copies keeps this one (RunsStore);
-        others forget."""
-        self.forget(run_id)
 
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:
         """Store run unless a run with its id exists; returns (the stored record, whether this call created it)."""
@@ -236,20 +189,15 @@ class RunsRules(ABC):
         lease_seconds: int,
         first_attempt: FirstAttempt | None = None,
         before: Step[Any] | None = None,
-        rider: Rider | None = None,
     ) -> Claim[RunRecord]:
         """Claim the run's submission (see claim_submission); with `before`, that step (e.g. the move to PLANNED)
-        first, in the same transaction; with `rider`, its write in the claim's commit where the store can (asked with
-        the Claim)."""
+        first, in the same write."""
         claim = claim_submission(run_id, owner=owner, now=now, lease_seconds=lease_seconds, first_attempt=first_attempt)
-        if before is None:
-            return self.apply_riding(run_id, claim, rider)
-        return self.apply_riding(run_id, after(before, claim), rider)
+        return self.apply(run_id, claim if before is None else after(before, claim))
 
 
 __all__ = [
     "Change",
-    "Doc",
     "FirstAttempt",
     "RunsRules",
     "Step",

@@ -22,7 +22,7 @@ from functions.records.leases import Claim, ClaimOutcome
 from functions.records.run_rules import Step, transitioned
 from schemas.plan import Plan
 from schemas.record_bounds import REASON_KEPT, cut
-from schemas.run_record import RunError, RunRecord, RunState, Waiting
+from schemas.run_record import AttemptKind, RunError, RunRecord, RunState, Waiting
 from schemas.team_ledger import MONTHS_KEPT, MonthSpend, RunCharge, TeamLedger
 from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.vocabulary import TEAM_BUDGET, TEAM_CAP, TEAM_LIMIT, TEAM_WAIT_REASONS
@@ -324,7 +324,7 @@ def _with(error: RunError) -> Callable[[RunRecord], RunRecord]:
 
 def _unclaimed(run: RunRecord, now: datetime) -> RunRecord:
     """The run without the claim's pending attempt and lease: nothing was tried."""
-    attempts = tuple(a for a in run.submission.attempts or () if a.outcome != "pending")
+    attempts = tuple(a for a in run.submission.attempts or () if a.result.kind != AttemptKind.PENDING)
     return replace(
         run,
         submission=replace(run.submission, attempts=attempts or None, owner="", lease_until=format_timestamp(now)),

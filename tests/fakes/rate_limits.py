@@ -4,10 +4,9 @@ slots it handed out (for tests to check the spacing)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from datetime import datetime
 
-from functions.records.rate_limits import SlotChoice, interval_us, raised, slot_of
+from functions.records.rate_limits import interval_us, raised, slot_of
 
 
 class FakeRateLimits:
@@ -25,18 +24,6 @@ class FakeRateLimits:
             self.slots.append((region, slot))
             return slot
 
-    def rider(self, region_of: Callable[[object], str | None], now: datetime) -> FakeSlotRider:
-        return FakeSlotRider(self, region_of, now)
-
-
-class FakeSlotRider(SlotChoice):
-    """The rate limits store's SlotRider for the fakes: tests/fakes/runs.py FakeRuns takes it (`ride`) once it has
-    written a step that wanted it, as the runs store's Commit takes the real one with the claim."""
-
-    def __init__(self, limiter: FakeRateLimits, region_of: Callable[[object], str | None], now: datetime) -> None:
-        super().__init__(region_of, now)
-        self._limiter = limiter
-
-    def ride(self) -> None:
-        if self.region is not None:
-            self.slot = self._limiter.take(self.region, self._now)
+    def taken_with_claim(self, run_id: str) -> tuple[str, datetime] | None:
+        """As the store: the fakes write a claim under a lock, never in a Commit a slot could ride in."""
+        return None

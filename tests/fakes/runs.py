@@ -13,12 +13,12 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import TypeVar
 
-from functions.records.run_rules import Doc, Rider, RunsRules, Step
+from functions.gcp.firestore_tx import Doc
+from functions.records.run_rules import RunsRules, Step
 from functions.records.unreadable_runs import UnreadableRun, marked, unmarked
 from schemas.errors import SchemaError
 from schemas.run_record import RunRecord, parse_run_record
 from tests.fakes.documents import copy_document
-from tests.fakes.rate_limits import FakeSlotRider
 
 T = TypeVar("T")
 
@@ -49,17 +49,11 @@ class FakeRuns(RunsRules):
         self._lock = threading.Lock()
 
     def apply(self, run_id: str, step: Step[T]) -> T:
-        return self.apply_riding(run_id, step, None)
-
-    def apply_riding(self, run_id: str, step: Step[T], rider: Rider | None) -> T:
-        """As the runs store's one-Commit path: a rider the written step wanted is taken with it (FakeSlotRider)."""
         with self._lock:
             cur = self.docs.get(run_id)
             new, result = step(None if cur is None else parse_run_record(copy_document(cur)))
             if new is not None:
                 self.docs[run_id] = _round_tripped(new)
-        if new is not None and isinstance(rider, FakeSlotRider) and rider.wanted(result):
-            rider.ride()  # after the lock: a test's limiter may write runs from its take
         return result
 
     def create_if_absent(self, run: RunRecord) -> tuple[RunRecord, bool]:

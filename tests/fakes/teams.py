@@ -8,15 +8,14 @@ import json
 import tomllib
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from deploy.teams import Teams, parse_teams
-from functions.records.run_rules import Rider, Step, StoredCopy
+from functions.records.run_rules import Step
 from functions.records.team_ledger import settle_step, settles
 from schemas.run_record import RunRecord, RunState, parse_run_record
 from schemas.team_ledger import TeamLedger, parse_team_ledger
 from tests.fakes.documents import copy_document
-from tests.fakes.rate_limits import FakeSlotRider
 from tests.fakes.runs import FakeRuns
 
 T = TypeVar("T")
@@ -58,16 +57,9 @@ class FakeLedger:
         run_id: str,
         team: str,
         step: Callable[[RunRecord | None, TeamLedger | None], tuple[RunRecord | None, TeamLedger | None, T]],
-        written: Callable[[dict[str, Any] | None, Any, RunRecord | None], None] | None = None,
-        known: StoredCopy | None = None,
-        rider: Rider | None = None,
     ) -> T:
-        """As the store's transaction (FakeRuns keeps no copies, so `known` is always None here); a rider the step
-        wants is taken after the write, as FakeRuns does."""
-        result = self._apply_pair(run_id, team, step)
-        if isinstance(rider, FakeSlotRider) and rider.wanted(result):
-            rider.ride()
-        return result
+        """As the store's transaction."""
+        return self._apply_pair(run_id, team, step)
 
     def _apply_pair(
         self,
@@ -117,7 +109,7 @@ class FakeSettlingRuns(FakeRuns):
         self.fail_settle = False
         """True: the settle after a write fails (as Firestore might), leaving it to the reconciler."""
 
-    def apply_riding(self, run_id: str, step: Step[T], rider: Rider | None) -> T:
+    def apply(self, run_id: str, step: Step[T]) -> T:
         written: list[RunRecord] = []
 
         def capturing(cur: RunRecord | None) -> tuple[RunRecord | None, T]:
@@ -125,7 +117,7 @@ class FakeSettlingRuns(FakeRuns):
             written[:] = [] if new is None else [new]
             return new, result
 
-        result = super().apply_riding(run_id, capturing, rider)
+        result = super().apply(run_id, capturing)
         if written and settles(written[0]) and self.ledger is not None and not self.fail_settle:
             self.ledger.settle(written[0], self.ledger.now())
         return result

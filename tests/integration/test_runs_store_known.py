@@ -1,5 +1,5 @@
-"""The runs store's conditional write (functions/gcp/runs_store.py apply, functions/gcp/firestore_tx.py
-write_if_unchanged), against the Firestore emulator: a run the store wrote itself is changed in one Commit that
+"""The runs store's conditional write (functions/gcp/unit_of_work.py, under functions/gcp/runs_store.py apply),
+against the Firestore emulator: a run the store wrote itself is changed in one Commit that
 holds only while the document is still the one it wrote; when another writer came between, the change is made in a
 transaction on the stored document instead, so its step sees the other writer's change and nothing is lost."""
 
@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from functions.gcp import runs_store as runs_store_module
+from functions.gcp import unit_of_work as unit_of_work_module
 from functions.gcp.runs_store import RunsStore
+from functions.gcp.unit_of_work import UnitOfWork
 from functions.records import run_rules
 from functions.records.leases import ClaimOutcome
 from schemas.run_record import CancelRequest, RunRecord, RunState, new_run
@@ -102,7 +103,7 @@ def test_a_copy_older_than_its_time_is_not_used(client: Any, monkeypatch: pytest
     counting = CountingClient(client)
     store = RunsStore(counting, "runs")
     store.create_if_absent(new_run("run-k4", {"task": "t"}, now=T0))
-    monkeypatch.setattr(runs_store_module, "KNOWN_FOR_S", 0.0)
+    monkeypatch.setattr(unit_of_work_module, "KNOWN_FOR_S", 0.0)
     store.merge("run-k4", lambda r: replace(r, metrics={"m": 2}), now=T0)
     assert counting.transactions == 1
 
@@ -111,7 +112,7 @@ def test_forget_drops_the_copy(client: Any) -> None:
     counting = CountingClient(client)
     store = RunsStore(counting, "runs")
     store.create_if_absent(new_run("run-k5", {"task": "t"}, now=T0))
-    store.forget("run-k5")
+    store.work.forget("run-k5")
     store.apply("run-k5", run_rules.merge(now=T0, change=lambda r: replace(r, metrics={"m": 3})))
     assert counting.transactions == 1
     # and the transaction's write is remembered in turn: the next change is one Commit again
@@ -132,47 +133,51 @@ def _bucket(client: Any) -> dict[str, Any] | None:
 
 
 def test_a_limiter_slot_rides_in_the_claims_commit(client: Any) -> None:
-    """The dispatcher's first submission slot is taken in the claim's own Commit (functions/gcp/rate_limits_store.py
-    SlotRider): one call, the slot taken if and only if the claim is written; the same slot a take would give."""
+    """The dispatcher's first submission slot is taken in the claim's own Commit (functions/gcp/unit_of_work.py, the
+    rate limits store its Riding): one call, the slot taken if and only if the claim is written; the same slot a take
+    would give."""
     from functions.gcp.rate_limits_store import RateLimitsStore
     from functions.records.rate_limits import slot_of
 
     counting = CountingClient(client)
-    store, limiter = RunsStore(counting, "runs"), RateLimitsStore(client, "rate_limits", per_minute=60)
+    now = datetime.now(UTC)
+    limiter = RateLimitsStore(client, "rate_limits", per_minute=60)
+    work = UnitOfWork(counting, "runs", slots=limiter, slot_region=_slot_region, now=lambda: now)
+    store = RunsStore(counting, "runs", work)
     store.create_if_absent(new_run("run-k6", {"task": "t"}, now=T0))
     store.transition("run-k6", RunState.PLANNED, now=T0, detail="p")
-    now = datetime.now(UTC)
-    rider = limiter.rider(_slot_region, now)
-    claim = store.claim_submission("run-k6", owner="me", now=now, lease_seconds=60, rider=rider)
+    claim = store.claim_submission("run-k6", owner="me", now=now, lease_seconds=60)
     assert claim.outcome == ClaimOutcome.CLAIMED and counting.transactions == 0
     bucket = _bucket(client)
-    assert bucket is not None and rider.region == "us-central1"
-    assert rider.slot is not None and rider.slot == slot_of(bucket["next_slot_us"], 60)
-    assert abs((rider.slot - now).total_seconds()) < 1.5, "the bucket was empty: the first slot is now"
-    assert limiter.take("us-central1", now) > rider.slot, "the next take is one interval on from the ridden one"
+    taken = limiter.taken_with_claim("run-k6")
+    assert bucket is not None and taken is not None and taken[0] == "us-central1"
+    assert taken[1] == slot_of(bucket["next_slot_us"], 60)
+    assert abs((taken[1] - now).total_seconds()) < 1.5, "the bucket was empty: the first slot is now"
+    assert limiter.take("us-central1", now) > taken[1], "the next take is one interval on from the ridden one"
+    assert limiter.taken_with_claim("run-k6") is None, "handed over once"
 
     # A claim that writes nothing (another owner's live lease) takes no slot.
     before = _bucket(client)
-    busy = limiter.rider(_slot_region, now)
-    assert store.claim_submission("run-k6", owner="you", now=now, lease_seconds=60, rider=busy).outcome in (
+    assert store.claim_submission("run-k6", owner="you", now=now, lease_seconds=60).outcome in (
         ClaimOutcome.BUSY,
         ClaimOutcome.DONE,
     )
-    assert busy.slot is None and _bucket(client) == before
+    assert limiter.taken_with_claim("run-k6") is None and _bucket(client) == before
 
 
-def test_a_claim_made_in_a_transaction_leaves_the_rider_behind(client: Any) -> None:
+def test_a_claim_made_in_a_transaction_takes_no_slot_with_it(client: Any) -> None:
     from functions.gcp.rate_limits_store import RateLimitsStore
 
     counting = CountingClient(client)
-    mine, theirs = RunsStore(counting, "runs"), RunsStore(client, "runs")
+    limiter = RateLimitsStore(client, "rate_limits", per_minute=60)
+    work = UnitOfWork(counting, "runs", slots=limiter, slot_region=_slot_region, now=lambda: T0)
+    mine, theirs = RunsStore(counting, "runs", work), RunsStore(client, "runs")
     mine.create_if_absent(new_run("run-k7", {"task": "t"}, now=T0))
     mine.transition("run-k7", RunState.PLANNED, now=T0, detail="p")
     theirs.merge("run-k7", lambda r: replace(r, metrics={"m": 5}), now=T0)  # another writer between
-    rider = RateLimitsStore(client, "rate_limits", per_minute=60).rider(_slot_region, T0)
-    claim = mine.claim_submission("run-k7", owner="me", now=T0, lease_seconds=60, rider=rider)
+    claim = mine.claim_submission("run-k7", owner="me", now=T0, lease_seconds=60)
     assert claim.outcome == ClaimOutcome.CLAIMED and counting.transactions == 1
-    assert rider.slot is None and _bucket(client) is None, "the dispatcher then takes its slot itself"
+    assert limiter.taken_with_claim("run-k7") is None and _bucket(client) is None, "the dispatcher takes it itself"
 
 
 def _pair_merge(metrics: dict[str, Any]) -> Any:
@@ -188,13 +193,15 @@ def _pair_merge(metrics: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize("busy", [False, True], ids=["over-both", "on-read-ledger"])
 def test_a_run_the_team_ledger_wrote_is_changed_next_without_a_transaction(client: Any, busy: bool) -> None:
-    """The dispatcher's claim of a team's run is the ledger's transaction; the store keeps the run as that transaction
-    left it (written), so the job's record after it is one conditional Commit, not a transaction of three calls."""
+    """The dispatcher's claim of a team's run is the ledger's transaction; the unit of work the stores share keeps the
+    run as that transaction left it, so the job's record after it is one conditional Commit, not a transaction of three
+    calls."""
     from functions.gcp.team_ledger_store import TeamLedgerStore
 
     counting = CountingClient(client)
-    store = RunsStore(counting, "runs")
-    ledger = TeamLedgerStore(client, "runs", "teams")
+    work = UnitOfWork(counting, "runs")
+    store = RunsStore(counting, "runs", work)
+    ledger = TeamLedgerStore(client, "runs", "teams", work=work)
     store.create_if_absent(new_run("run-k8", {"task": "t"}, now=T0))
     ledger.apply("run-k8", "t1", _pair_merge({"m": 1}))  # the ledger exists
     if busy:  # as after a claim of the team went WAITING: the plain-read ledger first, the run alone in a transaction
@@ -202,9 +209,11 @@ def test_a_run_the_team_ledger_wrote_is_changed_next_without_a_transaction(clien
         step = lambda run, team: (None if run is None else replace(run, metrics={"m": 2}), None, True)  # noqa: E731
     else:
         step = _pair_merge({"m": 2})
-    assert ledger.apply("run-k8", "t1", step, written=lambda doc, when, rec: store.written("run-k8", doc, when, rec))
+    store.work.forget("run-k8")  # the ledger's own transaction, not a Commit on the copy
+    assert ledger.apply("run-k8", "t1", step)
+    after_ledger = counting.transactions
     store.merge("run-k8", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 3}), now=T0)
-    assert counting.transactions == 0, "the ledger's write was remembered: one conditional Commit"
+    assert counting.transactions == after_ledger, "the ledger's write was remembered: one conditional Commit"
     assert _stored(client, "run-k8")["metrics"] == {"m": 2, "n": 3}
 
 
@@ -212,14 +221,14 @@ def test_a_run_the_team_ledger_did_not_change_is_remembered_as_read(client: Any)
     from functions.gcp.team_ledger_store import TeamLedgerStore
 
     counting = CountingClient(client)
-    store, ledger = RunsStore(counting, "runs"), TeamLedgerStore(client, "runs", "teams")
+    work = UnitOfWork(counting, "runs")
+    store, ledger = RunsStore(counting, "runs", work), TeamLedgerStore(client, "runs", "teams", work=work)
     store.create_if_absent(new_run("run-k9", {"task": "t"}, now=T0))
     RunsStore(client, "runs").merge("run-k9", lambda r: replace(r, metrics={"other": 1}), now=T0)  # store's copy old
-    assert not ledger.apply(
-        "run-k9", "t1", lambda run, team: (None, None, False), written=lambda d, w, r: store.written("run-k9", d, w, r)
-    )
+    assert not ledger.apply("run-k9", "t1", lambda run, team: (None, None, False))
+    after_ledger = counting.transactions
     store.merge("run-k9", lambda r: replace(r, metrics={**(r.metrics or {}), "n": 1}), now=T0)
-    assert counting.transactions == 0 and _stored(client, "run-k9")["metrics"] == {"other": 1, "n": 1}
+    assert counting.transactions == after_ledger and _stored(client, "run-k9")["metrics"] == {"other": 1, "n": 1}
 
 
 def _admit(metrics: dict[str, Any], reserved: str = "r") -> tuple[Any, list[RunRecord | None]]:
@@ -248,21 +257,16 @@ def test_a_claim_on_the_known_run_and_the_ledger_is_one_commit_with_its_slot(cli
     from functions.gcp.team_ledger_store import TeamLedgerStore
 
     runs_client, ledger_client = CountingClient(client), CountingClient(client)
-    store, ledger = RunsStore(runs_client, "runs"), TeamLedgerStore(ledger_client, "runs", "teams")
+    limiter = RateLimitsStore(client, "rate_limits", per_minute=60)
+    now = datetime.now(UTC)
+    work = UnitOfWork(runs_client, "runs", slots=limiter, slot_region=lambda _: "us-central1", now=lambda: now)
+    store, ledger = RunsStore(runs_client, "runs", work), TeamLedgerStore(ledger_client, "runs", "teams", work=work)
     store.create_if_absent(new_run("run-k10", {"task": "t"}, now=T0))
-    rider = RateLimitsStore(client, "rate_limits", per_minute=60).rider(lambda _: "us-central1", datetime.now(UTC))
-    said = ledger.apply(
-        "run-k10",
-        "t1",
-        _admit({"claimed": 1})[0],
-        written=lambda doc, when, rec: store.written("run-k10", doc, when, rec),
-        known=store.copy_of("run-k10"),
-        rider=rider,
-    )
+    said = ledger.apply("run-k10", "t1", _admit({"claimed": 1})[0])
     assert said == "r" and ledger_client.transactions == 0 and runs_client.transactions == 0
     assert _stored(client, "run-k10")["metrics"] == {"claimed": 1}
     assert client.collection("teams").document("t1").get().to_dict()["updated_at"] == "2026-11-27T07:00:01Z"
-    assert rider.slot is not None and _bucket(client) is not None
+    assert limiter.taken_with_claim("run-k10") is not None and _bucket(client) is not None
     store.merge("run-k10", lambda r: replace(r, metrics={**(r.metrics or {}), "job": 1}), now=T0)
     assert runs_client.transactions == 0 and _stored(client, "run-k10")["metrics"] == {"claimed": 1, "job": 1}
 
@@ -272,18 +276,18 @@ def test_a_run_changed_since_the_copy_makes_the_claim_a_transaction_that_sees_it
     from functions.gcp.team_ledger_store import TeamLedgerStore
 
     ledger_client = CountingClient(client)
-    store, ledger = RunsStore(client, "runs"), TeamLedgerStore(ledger_client, "runs", "teams")
+    limiter = RateLimitsStore(client, "rate_limits", per_minute=60)
+    work = UnitOfWork(ledger_client, "runs", slots=limiter, slot_region=lambda _: "us-central1", now=lambda: T0)
+    store, ledger = RunsStore(client, "runs", work), TeamLedgerStore(ledger_client, "runs", "teams", work=work)
     store.create_if_absent(new_run("run-k11", {"task": "t"}, now=T0))
-    copy = store.copy_of("run-k11")
     RunsStore(client, "runs").merge("run-k11", lambda r: replace(r, metrics={"other": 1}), now=T0)
-    rider = RateLimitsStore(client, "rate_limits", per_minute=60).rider(lambda _: "us-central1", T0)
     step, seen = _admit({"claimed": 1})
-    assert ledger.apply("run-k11", "t1", step, known=copy, rider=rider) == "r"
+    assert ledger.apply("run-k11", "t1", step) == "r"
     assert ledger_client.transactions == 1, "the Commit was refused, and the claim made in the transaction"
     assert [(r.metrics or {}) if r else "absent" for r in seen] == [{}, {"other": 1}], "the copy, then as stored"
     assert _stored(client, "run-k11")["metrics"] == {"other": 1, "claimed": 1}
     assert client.collection("teams").document("t1").get().to_dict()["updated_at"] == "2026-11-27T07:00:02Z"
-    assert rider.slot is None and _bucket(client) is None, "nothing of the refused Commit was written"
+    assert limiter.taken_with_claim("run-k11") is None and _bucket(client) is None, "nothing of the refused Commit"
 
 
 def test_a_run_found_by_its_create_is_claimed_in_one_commit(client: Any) -> None:
@@ -309,7 +313,8 @@ def test_a_claim_that_waits_on_the_known_run_is_one_commit_and_the_ledger_is_rea
     from schemas.vocabulary import TEAM_CAP
 
     ledger_client = CountingClient(client)
-    store, ledger = RunsStore(client, "runs"), TeamLedgerStore(ledger_client, "runs", "teams")
+    work = UnitOfWork(ledger_client, "runs")
+    store, ledger = RunsStore(client, "runs", work), TeamLedgerStore(ledger_client, "runs", "teams", work=work)
     woken: list[str] = []
 
     def wake(team: str) -> int:
@@ -328,9 +333,7 @@ def test_a_claim_that_waits_on_the_known_run_is_one_commit_and_the_ledger_is_rea
         moved = replace(run, state=RunState.WAITING, submission=replace(run.submission, waiting=waiting))
         return moved, None, "waits"
 
-    said = ledger.apply(
-        "run-k13", "t1", step, written=lambda d, w, r: store.written("run-k13", d, w, r), known=store.copy_of("run-k13")
-    )
+    said = ledger.apply("run-k13", "t1", step)
     assert said == "waits" and ledger_client.transactions == 0
     assert _stored(client, "run-k13")["state"] == "WAITING" and ledger.waits_on_read == 1
     assert client.collection("teams").document("t1").get().to_dict()["updated_at"] == "settled", "not written"

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from functions.dispatch import handler as dispatch_handler
+from functions.dispatch import job_record
 from functions.dispatch.canary_replan import canary_measured
 from functions.dispatch.handler import DispatchDeps
 from functions.dispatch.job_spec import canary_job, custom_job
+from functions.dispatch.outcomes import Outcome as Said
 from functions.job_states import JobStateDeps
 from functions.planning import plan_input_from_request, plan_request
 from functions.reconciler.handler import reconcile_run
@@ -336,16 +338,16 @@ def test_a_delivery_that_died_after_creating_the_canary_is_recovered_without_a_s
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     w = canary_world()
-    real = dispatch_handler._record_submitted
+    real = job_record.record_submitted
     calls = []
 
-    def dies_once(*args: Any, **kwargs: Any) -> str:
+    def dies_once(*args: Any, **kwargs: Any) -> Said:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("the delivery died after CreateCustomJob")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(dispatch_handler, "_record_submitted", dies_once)
+    monkeypatch.setattr(job_record, "record_submitted", dies_once)
     with pytest.raises(RuntimeError):
         w.deliver()
     w.clock.now = NOW + timedelta(seconds=w.dispatch_deps.settings.submission_lease_seconds + 1)

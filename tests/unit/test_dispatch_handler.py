@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from google.api_core import exceptions as gexc
 
-from functions.dispatch import handler
+from functions.dispatch import job_record
 from functions.dispatch.job_spec import RUN_LABEL
 from functions.errors import PermanentError, TransientError
 from functions.gcp.vertex import JobView
@@ -60,8 +60,8 @@ class CountingRuns(FakeRuns):
         super().__init__()
         self.writes: list[RunRecord | None] = []
 
-    def apply_riding(self, run_id, step, rider):
-        result = super().apply_riding(run_id, step, rider)
+    def apply(self, run_id, step):
+        result = super().apply(run_id, step)
         self.writes.append(self.get(run_id))
         return result
 
@@ -412,7 +412,7 @@ def test_a_recovering_delivery_does_not_adopt_a_job_its_creator_cancelled_as_sup
         found = real_find(region, run_id, canary=canary)
         assert found is not None, "the slow delivery's job carries the run label"
         # What the slow delivery's transaction does once its CreateCustomJob returns: record and cancel its job.
-        w.runs.apply(run_id, handler._submitted_step(found, "the-slow-delivery", w.clock.now, lambda r: r))
+        w.runs.apply(run_id, job_record.submitted_step(found, "the-slow-delivery", w.clock.now, lambda r: r))
         w.vertex.cancel(found.name)
         return found
 
@@ -471,9 +471,9 @@ class TransactionCountingRuns(FakeRuns):
         super().__init__()
         self.transactions = 0
 
-    def apply_riding(self, run_id, step, rider):
+    def apply(self, run_id, step):
         self.transactions += 1
-        return super().apply_riding(run_id, step, rider)
+        return super().apply(run_id, step)
 
 
 def test_a_redelivery_storm_of_a_submitted_run_opens_no_transaction() -> None:

@@ -202,8 +202,9 @@ def test_a_delivery_whose_lease_lapsed_while_it_waited_for_the_limiter_creates_n
 
 
 def test_the_first_slot_rides_in_the_claims_write_and_is_the_one_used() -> None:
-    """The dispatcher's first limiter slot is taken with its claim (functions/gcp/runs_store.py apply_riding; the
-    fakes take it right after the write): the delivery then makes CreateCustomJob on it, without a second take."""
+    """The dispatcher's first limiter slot is taken with its claim where the claim is one Commit
+    (functions/gcp/unit_of_work.py, tests/integration/test_runs_store_known.py); the fakes write under a lock, and the
+    delivery takes it right after: either way one slot, and CreateCustomJob made on it, without a second take."""
     w = World()
     limiter = FakeRateLimits(per_minute=60)
     w.dispatch_deps = replace(w.dispatch_deps, limiter=limiter)
