@@ -220,7 +220,7 @@ def main() -> int:
 
         def delivery(i: int) -> PubSubMessage:
             run_id = f"cpu-{uuid.uuid4().hex[:16]}"
-            body = {**request, "run_id": run_id, "idempotency_key": run_id}
+            body = {**request, "idempotency_key": run_id}
             return PubSubMessage(data=json.dumps(body).encode(), message_id=f"bench-{i}")
 
         outcomes: dict[str, int] = {}

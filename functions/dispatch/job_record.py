@@ -34,6 +34,7 @@ from schemas.run_record import (
     VertexJobRef,
 )
 from schemas.times import format_timestamp
+from schemas.vocabulary import CANCELLED
 
 log = logging.getLogger("landfall.dispatch")
 
@@ -109,7 +110,7 @@ def cancelled_before_create(
             RunState.CANCELLED,
             now=now,
             detail=message,
-            change=lambda r: replace(recorded(r), error=RunError("cancelled", message, reason="cancelled")),
+            change=lambda r: replace(recorded(r), error=RunError("cancelled", message, reason=CANCELLED)),
         )
         return new, new is not None
 
@@ -259,8 +260,7 @@ def submitted_step(
 def plan_summary(plan: Plan) -> str:
     gpus = f"{plan.accelerator_count} x {plan.accelerator_type}" if plan.accelerator_type else "no GPU"
     return (
-        f"{plan.replica_count} x {plan.machine_type} ({gpus}) in {plan.region}, {plan.strategy}, "
-        f"{'spot' if plan.spot else 'on-demand'}"
+        f"{plan.replica_count} x {plan.machine_type} ({gpus}) in {plan.region}, {plan.strategy}, {plan.consumption.tag}"
     )
 
 

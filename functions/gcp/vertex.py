@@ -19,8 +19,8 @@ class CapacityError(Exception):
 class RateLimitedError(TransientError):
     """Vertex refused the call for a per-minute request quota (RESOURCE_EXHAUSTED naming a rate quota metric, or
     reason RATE_LIMIT_EXCEEDED): nothing was created, and the same call on the same plan succeeds once the minute's
-    quota refills. Never a reason to try another plan (issue 26: every rate limit used to send runs to costlier
-    fallbacks)."""
+    quota refills. Never a reason to try another plan: a rate limit read as
+    capacity would send the run to a costlier fallback (docs/decisions/rate-limits-are-not-capacity.md)."""
 
     def __init__(self, message: str, *, region: str = "", quota_metric: str = "") -> None:
         super().__init__(message)

@@ -23,6 +23,7 @@ from schemas.plan import Plan
 from schemas.record_bounds import REASON_KEPT, cut
 from schemas.run_record import AttemptKind, JobAttempt, RunError, RunRecord, RunState, SubmissionAttempt, Waiting
 from schemas.times import format_timestamp, parse_timestamp, parse_timestamp_or_none
+from schemas.vocabulary import STOCKOUT
 
 MAX_BACKOFF = timedelta(hours=1)
 
@@ -126,7 +127,7 @@ def gave_up_error(run: RunRecord, stop: str) -> RunError:
     return RunError(
         "no-capacity",
         f"no capacity for this run: {stop}.{said} Attempts: {attempts_summary(run)}",
-        reason=last[0].reason if last else "stockout",
+        reason=last[0].reason if last else STOCKOUT,
     )
 
 

@@ -46,9 +46,7 @@ def load_request(path: str) -> TrainingRequest:
         request = parse_training_request(text)
         json_format.Parse(text, message_class()())
     except SchemaError as exc:
-        raise CommandError(
-            f'{path}: {exc}; fix it and submit again (docs/requests.md lists the fields)'
-        ) from exc
+        raise CommandError(f"{path}: {exc}; fix it and submit again (docs/requests.md lists the fields)") from exc
     except json_format.ParseError as exc:
         raise CommandError(f"{path}: the requests topic would refuse it: {' '.join(str(exc).split())}") from exc
     return request
