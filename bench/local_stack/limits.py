@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from bench.local_stack.harness import seconds
 from deploy.teams import ALL_GPUS
 from deploy.vertex_emulator.faults import RATE_LIMITED_METHODS, SUBMISSION_METHODS
-from schemas.run_record import RunRecord, RunState, SubmissionAttempt
+from schemas.run_record import AttemptKind, RunRecord, RunState, SubmissionAttempt
 
 GOOGLE_PER_MINUTE = {"submission": 60, "crud": 600}
 """Google's default rate quotas per region and minute (the page above), by the quota's short name."""
@@ -102,7 +102,7 @@ def quota_peaks(rows: Sequence[MethodMinutes]) -> dict[tuple[str, str], int]:
 
 
 def _rate_limited(attempt: SubmissionAttempt) -> bool:
-    return attempt.outcome.startswith("rate-limited")
+    return attempt.result.kind == AttemptKind.RATE_LIMITED
 
 
 def fallback_after_rate_limit(run: RunRecord) -> str | None:

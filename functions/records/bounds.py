@@ -22,7 +22,15 @@ from schemas.record_bounds import (
     OTHER_REASONS,
     REASONS_KEPT,
 )
-from schemas.run_record import JobAttempt, Refusals, RunRecord, StateChange, SubmissionAttempt
+from schemas.run_record import (
+    AttemptKind,
+    AttemptOutcome,
+    JobAttempt,
+    Refusals,
+    RunRecord,
+    StateChange,
+    SubmissionAttempt,
+)
 
 
 def bounded_history(
@@ -43,16 +51,15 @@ def stored_plan(plan: Plan) -> Plan:
     return replace(plan, alternatives=plan.alternatives[:ALTERNATIVES_KEPT])
 
 
-def refusal_reason(outcome: str) -> str:
+def refusal_reason(outcome: AttemptOutcome) -> str:
     """The reason an attempt's outcome is counted under: "capacity: quota exhausted", "capacity: not offered"."""
-    kind, _, rest = outcome.partition(":")
-    if kind != "capacity":
-        return kind
-    return "capacity: quota exhausted" if "quota exhausted" in rest else "capacity: not offered"
+    if outcome.kind != AttemptKind.CAPACITY:
+        return outcome.text.partition(":")[0]
+    return "capacity: quota exhausted" if "quota exhausted" in outcome.detail else "capacity: not offered"
 
 
 def _refused(attempt: SubmissionAttempt) -> bool:
-    return attempt.outcome.startswith("capacity")
+    return attempt.result.kind == AttemptKind.CAPACITY
 
 
 def _job_line(job: JobAttempt) -> str:
@@ -64,7 +71,7 @@ def round_refusals(run: RunRecord) -> list[tuple[str, str, str]]:
     jobs that ended for capacity."""
     number = run.submission.round or 0
     found = [
-        (a.at, refusal_reason(a.outcome), f"{a.region} ({a.machine_type}): {a.outcome}")
+        (a.at, refusal_reason(a.result), f"{a.region} ({a.machine_type}): {a.outcome}")
         for a in run.submission.attempts or ()
         if a.round == number and _refused(a)
     ]
