@@ -11,11 +11,12 @@ STAMP := $(VENV)/.installed
 # ensurepip took 6 s) and uv installs pip into it; pip installs the same lock when uv cannot be had or fails. uv reads
 # no pip.conf: scripts/uv_sources.py passes it pip's find-links, indexes and constraints (else it would pull a
 # multi-GB CUDA torch instead of the local CPU one).
-# Bytecode: only for the modules the stack, the CLI and the trainer import (scripts/bytecode.py compiles the ~3,100
-# of scripts/bytecode_imports.txt, traced from `make demo`, in about 16 CPU-s). uv's --compile-bytecode compiled all
-# of site-packages (14,500 modules, about 60 CPU-s), most of which no process imports: a fresh clone's `make install`
-# took 40 s of the 62 s of `make demo`. Without bytecode, with PYTHONDONTWRITEBYTECODE=1 (set on these machines), every
-# process compiles what it imports each time (`import torch` 8 CPU-s instead of 3), and the suite starts hundreds.
+# Bytecode: only for the modules the stack, the CLI and the trainer import (scripts/bytecode.py compiles the 3,144
+# of scripts/bytecode_imports.txt, traced from `make demo`: 11 CPU-s of compiling; the whole install 25 CPU-s). uv's
+# --compile-bytecode compiled all of site-packages (14,501 modules; the install 75-85 CPU-s), most of which no process
+# imports. Without bytecode, with PYTHONDONTWRITEBYTECODE=1 (set on these machines), every process compiles what it
+# imports each time (`import torch` 8 CPU-s instead of 3), and the suite starts hundreds; letting the processes write
+# it instead cost the first `make demo` 20 s (the stack's processes start together and compile the same modules).
 # Figures both ways: docs/measurements/2026-11-28-first-minutes.md.
 UV_VERSION := 0.13.9
 PIP := $(PY) -m pip install -q --disable-pip-version-check
