@@ -7,22 +7,32 @@ STAMP := $(VENV)/.installed
 .PHONY: install lock demo test test-unit test-integration test-e2e lint bench bench-learning bench-ui load campaign fuzz up down status clean
 
 # Install requirements.lock (every transitive pin, with hashes; `make lock` writes it from requirements.txt) with uv
-# (pinned, bootstrapped into the venv by pip: seconds instead of a minute); pip installs the same lock when uv cannot
-# be had or fails. uv reads no pip.conf: scripts/uv_sources.py passes it pip's find-links, indexes and constraints
-# (else it would pull a multi-GB CUDA torch instead of the local CPU one). --compile-bytecode, as pip does by default:
-# without it, and with PYTHONDONTWRITEBYTECODE=1 (set on these machines), every process compiles what it imports from
-# source, each time: `import torch` took 8 CPU-s instead of 3, and the suite starts hundreds of such processes.
+# (pinned, put into the venv by the system's pip: seconds instead of a minute). The venv is made without pip (venv's
+# ensurepip took 6 s) and uv installs pip into it; pip installs the same lock when uv cannot be had or fails. uv reads
+# no pip.conf: scripts/uv_sources.py passes it pip's find-links, indexes and constraints (else it would pull a
+# multi-GB CUDA torch instead of the local CPU one).
+# Bytecode: only for the modules the stack, the CLI and the trainer import (scripts/bytecode.py compiles the 3,144
+# of scripts/bytecode_imports.txt, traced from `make demo`: 11 CPU-s of compiling; the whole install 25 CPU-s). uv's
+# --compile-bytecode compiled all of site-packages (14,501 modules; the install 75-85 CPU-s), most of which no process
+# imports. Without bytecode, with PYTHONDONTWRITEBYTECODE=1 (set on these machines), every process compiles what it
+# imports each time (`import torch` 8 CPU-s instead of 3), and the suite starts hundreds; letting the processes write
+# it instead cost the first `make demo` 20 s (the stack's processes start together and compile the same modules).
+# Figures both ways: docs/measurements/2026-11-28-first-minutes.md.
 UV_VERSION := 0.13.9
 PIP := $(PY) -m pip install -q --disable-pip-version-check
 
 $(STAMP): requirements.lock requirements.txt functions/requirements.txt trainer/requirements.txt landfall/ui/requirements.txt pyproject.toml
-	@test -x $(PY) || python3 -m venv $(VENV)
-	@if $(PIP) uv==$(UV_VERSION) 2>/dev/null && UV_SOURCES="$$($(PY) scripts/uv_sources.py)" && \
-	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) $$UV_SOURCES -r requirements.lock && \
-	    $(VENV)/bin/uv pip install -q --python $(PY) $$UV_SOURCES --no-deps -e . ; then \
+	@test -x $(PY) || python3 -m venv --without-pip $(VENV)
+	@if python3 -m pip --python $(PY) install -q --disable-pip-version-check uv==$(UV_VERSION) 2>/dev/null && \
+	    UV_SOURCES="$$(python3 scripts/uv_sources.py)" && \
+	    $(VENV)/bin/uv pip install -q --python $(PY) $$UV_SOURCES pip && \
+	    $(VENV)/bin/uv pip install -q --python $(PY) $$UV_SOURCES -r requirements.lock && \
+	    $(VENV)/bin/uv pip install -q --python $(PY) $$UV_SOURCES --no-deps -e . && \
+	    $(PY) scripts/bytecode.py; then \
 	  echo "installed requirements.lock with uv $(UV_VERSION)"; \
 	else \
 	  echo "uv $(UV_VERSION) unavailable or failed: installing requirements.lock with pip"; \
+	  { $(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip -q; } && \
 	  $(PIP) -r requirements.lock && $(PIP) --no-deps -e . ; \
 	fi
 	@touch $(STAMP)

@@ -7,14 +7,21 @@ Vertex emulator's --images, bench/local_stack), drops --warmup datasets to warm 
 each once the one before has ended. For each it prints p50/p90/p99 from the `_SUCCESS` marker's finalize time to
 the run's `timings.submitted_at` (CreateCustomJob answered) and hop by hop (bench/local_stack/timeline.py:
 notification, ingest, delivery, plan, transactions, create). Target: p50 <= 150 ms, p99 <= 400 ms.
+
+Each drop waits until the CreateCustomJob before it is one limiter interval old (60 / LANDFALL_VERTEX_CREATE_PER_MINUTE
+s, the topology's vertex.rate_limits: 1.2 s at 50 a minute): one dataset at a time is not rate-limited, and a drop
+made sooner measured the dispatcher sleeping for its limiter slot (the transactions hop p50 560 ms instead of 20 ms:
+docs/measurements/2026-11-28-first-minutes.md). `make load` measures that queueing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -22,14 +29,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.local_stack.harness import Stack, noop_stack
 from bench.local_stack.report import machine, print_table, summary
 from bench.local_stack.timeline import HOPS, Timeline, timeline
+from deploy.topology import load_topology
 
 TARGET_P50_MS, TARGET_P99_MS = 150, 400
 ENDED_WITHIN_S = 60.0
 COLD_ENDED_WITHIN_S = 300.0
 """The first drop starts every function's clients (and, on a busy machine, waits its turn for the CPU)."""
+PER_MINUTE_ENV = "LANDFALL_VERTEX_CREATE_PER_MINUTE"
 
 
-def one_drop(s: Stack, name: str, within_s: float = ENDED_WITHIN_S) -> Timeline:
+def limiter_interval_s() -> float:
+    """Seconds between two CreateCustomJob slots of the dispatcher's limiter in the bench's stack (0: no limiter):
+    the stack's services read the same variable, else the topology's default."""
+    raw = os.environ.get(PER_MINUTE_ENV, str(load_topology().vertex_create_per_minute))
+    try:
+        per_minute = int(raw)
+    except ValueError:
+        wanted = "a whole number of calls a minute (0: no limiter)"
+        raise SystemExit(f"{PER_MINUTE_ENV} must be {wanted}, got {raw!r}") from None
+    return 60 / per_minute if per_minute > 0 else 0.0
+
+
+def wait_for_slot(last_submitted: datetime | None, interval_s: float) -> None:
+    """Sleep until the last CreateCustomJob is one limiter interval old (plus 50 ms: the clocks are the same
+    machine's, the margin covers the stamps' rounding), so the next drop's call finds its slot free."""
+    if last_submitted is None or interval_s <= 0:
+        return
+    left = (last_submitted + timedelta(seconds=interval_s + 0.05) - datetime.now(UTC)).total_seconds()
+    if left > 0:
+        time.sleep(left)
+
+
+def one_drop(s: Stack, name: str, within_s: float = ENDED_WITHIN_S, paced: list[datetime] | None = None) -> Timeline:
+    """Drop a dataset and wait for its run to end; paced: the last CreateCustomJob's time, waited on before the drop
+    (wait_for_slot) and replaced by this run's."""
+    if paced:
+        wait_for_slot(paced[-1], limiter_interval_s())
     prefix = f"datasets/{name}/"
     finalized = s.drop(prefix)
     uri = f"gs://{s.topology.bucket}/{prefix}"
@@ -39,7 +74,10 @@ def one_drop(s: Stack, name: str, within_s: float = ENDED_WITHIN_S) -> Timeline:
         if runs and runs[0].state.terminal:
             run = runs[0]
             versions = {v["run_id"]: v for v in s.versions()}
-            return timeline(run, versions.get(run.run_id), finalized, s.job_created(run))
+            got = timeline(run, versions.get(run.run_id), finalized, s.job_created(run))
+            if paced is not None and got.to_submitted is not None:
+                paced[:] = [finalized + timedelta(seconds=got.to_submitted)]
+            return got
         time.sleep(0.05)
     raise SystemExit(f"{uri}: no run ended within {within_s:g} s; see the stack's logs")
 
@@ -52,11 +90,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.drops < 1:
         parser.error(f"--drops must be at least 1, got {args.drops}")
+    paced: list[datetime] = []
     with noop_stack() as s:
         for i in range(args.warmup):
-            one_drop(s, f"warmup-{i:03d}", COLD_ENDED_WITHIN_S)
+            one_drop(s, f"warmup-{i:03d}", COLD_ENDED_WITHIN_S, paced)
         before = machine()
-        measured = [one_drop(s, f"latency-{i:03d}") for i in range(args.drops)]
+        measured = [one_drop(s, f"latency-{i:03d}", paced=paced) for i in range(args.drops)]
         after = machine()
     rows = {
         "-> CreateCustomJob answered": summary([t.to_submitted for t in measured]),
