@@ -214,13 +214,24 @@ def main(argv: list[str] | None = None) -> int:
             nproc_per_node=topology.nproc_per_node,
         )
         if code.builtin:
-            return run_node(topology, argv, environ)
+            return _run_builtin(topology, argv, environ)
         return _run_user_code(code, topology, argv, environ)
     except TrainerError as exc:
         log(str(exc), severity="ERROR", error=type(exc).__name__, exit_code=exc.exit_code)
         kind = ConfigError.__name__ if isinstance(exc, ConfigError) else None
         record_failure(environ, failure_of(exc, exc.exit_code, environ, kind=kind))
         return exc.exit_code
+
+
+def _run_builtin(topology: NodeTopology, argv: list[str], environ: Mapping[str, str]) -> int:
+    """Run the built-in trainer on this node, its processes sharing one folder of the dataset's shards (downloaded
+    once, read every epoch: trainer/storage.py), removed when they end."""
+    import tempfile
+
+    from trainer.storage import DATA_CACHE_ENV
+
+    with tempfile.TemporaryDirectory(prefix="landfall-data-") as folder:
+        return run_node(topology, argv, {**environ, DATA_CACHE_ENV: folder})
 
 
 def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], environ: Mapping[str, str]) -> int:

@@ -5,6 +5,8 @@ server (404) through a client cached for the whole process."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from trainer import storage
@@ -18,3 +20,26 @@ def test_one_client_per_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     second = storage.client()
     assert second is not first
     assert "5553" in second._connection.API_BASE_URL and "4443" in first._connection.API_BASE_URL
+
+
+def test_the_launcher_gives_the_built_in_trainers_processes_one_data_folder_and_removes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node's processes share one folder of downloaded shards (trainer/storage.py), which ends with them."""
+    from trainer import launcher
+    from trainer.distributed import NodeTopology
+
+    seen: list[str] = []
+
+    def run_node(topology: NodeTopology, argv: list[str], environ: dict[str, str]) -> int:
+        folder = environ[storage.DATA_CACHE_ENV]
+        assert os.path.isdir(folder) and argv == ["--epochs=1"] and environ["KEPT"] == "yes"
+        seen.append(folder)
+        return 3
+
+    monkeypatch.setattr(launcher, "run_node", run_node)
+    topology = NodeTopology(
+        node_rank=0, num_nodes=1, nproc_per_node=1, master_addr=None, master_port=None, source="single"
+    )
+    assert launcher._run_builtin(topology, ["--epochs=1"], {"KEPT": "yes"}) == 3
+    assert len(seen) == 1 and not os.path.exists(seen[0])
