@@ -197,3 +197,86 @@ def test_a_push_to_the_path_of_a_teams_topic_tells_the_function_the_topic(tmp_pa
         if r.subscription.endswith("vision-dispatch")
     ]
     assert route.endpoint == "http://127.0.0.1:1/projects/p/topics/landfall-requests-vision"
+
+
+class _Puller:
+    """A subscription whose pulls wait until messages are offered or the client is closed (as a closed gRPC
+    channel ends its calls); it records how many pulls wait at once and what they may take."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Condition()
+        self.waiting = 0
+        self.most_waiting = 0
+        self.asked: list[int] = []
+        self.offered: list[Any] = []
+        self.closed = False
+
+    def pull(self, request: dict[str, Any], timeout: float, retry: Any) -> Any:
+        from types import SimpleNamespace
+
+        with self.lock:
+            self.asked.append(request["max_messages"])
+            self.waiting += 1
+            self.most_waiting = max(self.most_waiting, self.waiting)
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: self.closed or self.offered, timeout=timeout)
+            self.waiting -= 1
+            if self.closed:
+                raise ValueError("Cannot invoke RPC on closed channel!")
+            taken, self.offered = self.offered[: request["max_messages"]], self.offered[request["max_messages"] :]
+            return SimpleNamespace(received_messages=taken)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self.lock.notify_all()
+
+
+def test_several_pulls_wait_at_once_within_the_bound_and_a_stop_ends_them_at_once() -> None:
+    """The emulator answers a waiting pull on a tick of its own (about 50 ms): several pulls wait at once so one
+    ticks soon after a message lands; together they never take more than max_outstanding, and a stop closes their
+    client instead of waiting for them to time out."""
+    import threading
+    import time
+
+    from deploy.local.bridge import PULLS_IN_FLIGHT, Pump
+    from deploy.topology import load_topology
+
+    (route,) = routes_for(
+        load_topology(TOPOLOGY).functions[:1], "p", {load_topology(TOPOLOGY).functions[0].name: "http://x/"}
+    )
+    puller, said = _Puller(), list[str]()
+    stopping = threading.Event()
+    pump = Pump(route, object(), stopping, said.append, max_outstanding=8, puller=puller)
+    delivered: list[Any] = []
+    release = threading.Event()
+
+    def deliver(received: Any) -> None:
+        delivered.append(received)
+        release.wait(10)
+
+    pump.deliver = deliver  # type: ignore[method-assign]
+    pump.start()
+    with puller.lock:
+        assert puller.lock.wait_for(lambda: puller.waiting == PULLS_IN_FLIGHT, timeout=10)
+    assert sum(puller.asked) <= 8  # the waiting pulls share the bound
+    with puller.lock:
+        puller.offered = [f"m{i}" for i in range(20)]
+        puller.lock.notify_all()
+    deadline = time.monotonic() + 10
+    while len(delivered) < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert len(delivered) == 8  # 8 deliveries in flight: no pull may take more until one ends
+    release.set()
+    while len(delivered) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(delivered) == sorted(f"m{i}" for i in range(20))
+    started = time.monotonic()
+    stopping.set()
+    puller.close()
+    pump.join(5)
+    assert time.monotonic() - started < 2 and not any(t.is_alive() for t in pump.threads)
+    assert pump.idle(5) and said == []  # the closed pulls are not reported as failures
