@@ -41,24 +41,25 @@ class DeployConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Condition:
-    """An IAM condition a project-level grant carries ([gcp.conditions.*]): expression is a CEL template over
-    {project} and {database}."""
+    """An IAM condition a project- or bucket-level grant carries ([gcp.conditions.*]): expression is a CEL template
+    over {project}, {database} and, on a bucket, {bucket}."""
 
     key: str
     title: str
     description: str
     expression: str
 
-    def flag(self, project: str, database: str) -> str:
-        """The value of gcloud's --condition flag for this project (title and description name it in the policy)."""
-        expression = self.expression.format(project=project, database=database)
+    def flag(self, project: str, database: str, bucket: str = "") -> str:
+        """The value of gcloud's --condition flag for this project (and bucket, for a bucket's grant); title and
+        description name it in the policy."""
+        expression = self.expression.format(project=project, database=database, bucket=bucket)
         return f"expression={expression},title={self.title},description={self.description}"
 
 
 @dataclass(frozen=True)
 class Grant:
     """One role on one resource. on: `project`, `bucket:landing`, `topic:job_events`, `functions`, ...
-    condition: the key of a [gcp.conditions.*] table narrowing a project-level grant ("" = none)."""
+    condition: the key of a [gcp.conditions.*] table narrowing a project- or bucket-level grant ("" = none)."""
 
     role: str
     on: str
@@ -258,10 +259,10 @@ def _grants(where: str, raw: object) -> tuple[Grant, ...]:
         if not isinstance(condition, str):
             raise DeployConfigError(f"{where}.grants: condition must name a [gcp.conditions.*] table, found {entry!r}")
         grant = Grant(entry["role"], entry["on"], condition)
-        if grant.condition and grant.kind != "project":
+        if grant.condition and grant.kind not in ("project", "bucket"):
             raise DeployConfigError(
                 f"{where}: {grant.role} on {grant.on!r} carries condition {grant.condition!r}; only a grant "
-                'on = "project" takes one (the narrower resources are granted on directly)'
+                'on = "project" or on a bucket takes one (the other resources are granted on directly)'
             )
         if grant.role in BASIC_ROLES:
             raise DeployConfigError(

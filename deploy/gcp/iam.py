@@ -22,7 +22,8 @@ class Resource:
     kind: str
     name: str
     condition: str = ""
-    """For a project: the --condition value narrowing the grant ("" = the plain binding, --condition=None)."""
+    """For a project or a bucket: the --condition value narrowing the grant (a project's "" is the plain binding,
+    --condition=None; a bucket's "" passes no --condition)."""
 
 
 DATABASE = "(default)"
@@ -82,7 +83,8 @@ def bind(resource: Resource, member: Arg, role: str, names: Names, remove: bool 
         condition = f"--condition={resource.condition or 'None'}"
         return ("gcloud", "projects", verb, resource.name, who, f"--role={role}", condition)
     if resource.kind == "bucket":
-        return ("gcloud", "storage", "buckets", verb, f"gs://{resource.name}", who, f"--role={role}", project)
+        bucket = ("gcloud", "storage", "buckets", verb, f"gs://{resource.name}", who, f"--role={role}", project)
+        return (*bucket, f"--condition={resource.condition}") if resource.condition else bucket
     if resource.kind == "topic":
         return ("gcloud", "pubsub", "topics", verb, resource.name, who, f"--role={role}", project)
     if resource.kind == "subscription":
@@ -117,12 +119,16 @@ def grants_on(kinds: frozenset[str], config: DeployConfig, names: Names) -> list
 
 
 def resolved(grant: Grant, config: DeployConfig, names: Names) -> tuple[Resource, ...]:
-    """The concrete resources of grant, a project carrying the --condition value of the grant's condition."""
+    """The concrete resources of grant, each carrying the --condition value of the grant's condition (a bucket's
+    filled in with its own name)."""
     found = targets(grant, names)
     if not grant.condition:
         return found
-    flag = config.condition(grant.condition).flag(names.project, DATABASE)
-    return tuple(Resource(r.kind, r.name, flag) for r in found)
+    condition = config.condition(grant.condition)
+    return tuple(
+        Resource(r.kind, r.name, condition.flag(names.project, DATABASE, r.name if r.kind == "bucket" else ""))
+        for r in found
+    )
 
 
 def names_for(

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from functions.dispatch.job_spec import DATA_FILES_NAME
+from functions.dispatch.job_spec import DATA_FILES_NAME, output_bucket
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.settings import Settings
 from schemas.dataset_layout import is_data_object
@@ -90,8 +90,15 @@ def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: S
             for name, generation, size in rows
         )
         name = f"{settings.runs_prefix}{request.run_id}/{DATA_FILES_NAME}"
-        objects.write(settings.output_bucket, name, listing.encode(), "application/x-ndjson")
+        for bucket in listing_buckets(settings):
+            objects.write(bucket, name, listing.encode(), "application/x-ndjson")
     return None
+
+
+def listing_buckets(settings: Settings) -> list[str]:
+    """Every artifacts bucket a job of this deployment may run against, once each: the listing is written before the
+    plan picks a region, and a job reads it from its own region's bucket (a fallback may move it to another)."""
+    return list(dict.fromkeys(output_bucket(settings, region) for region in settings.job_regions))
 
 
 def _label_refusal(request: TrainingRequest, objects: DatasetObjects, data: list[ObjectInfo]) -> Refusal | None:

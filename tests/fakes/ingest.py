@@ -50,6 +50,8 @@ class FakeObjects:
         self.content: dict[str, bytes] = {}
         self._generation = 1000
         self.list_calls = 0
+        self.written: list[tuple[str, str]] = []
+        """(bucket, name) of every write, in order."""
 
     def put(self, name: str, data: bytes | int = b"x", *, at: datetime = T0, crc32c: str | None = None) -> ObjectInfo:
         """Write a new generation of name; its crc32c is computed from the bytes, as Cloud Storage does, unless
@@ -73,6 +75,7 @@ class FakeObjects:
         return self.objects.get(name)
 
     def write(self, bucket: str, name: str, data: bytes, content_type: str) -> None:
+        self.written.append((bucket, name))
         self.put(name, data)
 
     def read_head(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:

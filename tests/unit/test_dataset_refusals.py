@@ -158,3 +158,20 @@ def test_a_request_carrying_its_versions_list_is_checked_on_that_list_without_li
     assert check_dataset(request(dataset=_carrying(second)), objects, SETTINGS) is None
     assert objects.listings == 0
     assert check_dataset(request(), objects, SETTINGS) is not None and objects.listings == 1, "no list: listed"
+
+
+def test_the_listing_is_written_in_every_job_regions_artifacts_bucket() -> None:
+    """The listing is written before the plan picks a region, and a job reads it from its own region's artifacts
+    bucket (a fallback may move it to another): every region the deployment runs jobs in gets it, once."""
+    objects = FakeObjects()
+    objects.put(PREFIX + "part-0.csv", b"x,y\n1,2\n")
+    regions = replace(
+        SETTINGS,
+        artifact_buckets=(("europe-west4", "art-eu"), ("asia-southeast1", "art-asia"), ("us-central1", "art-us")),
+    )
+    own = request(trainer={"script": f"gs://{SETTINGS.code_bucket}/scripts/train.py"}, workload={"parameters": 1000})
+    assert check_dataset(own, objects, regions) is None
+    name = f"runs/{own.run_id}/data-files.jsonl"
+    expected = {dict(regions.artifact_buckets).get(r, regions.output_bucket) for r in regions.job_regions}
+    assert sorted(objects.written) == sorted((bucket, name) for bucket in expected)
+    assert {"art-eu", "art-asia"} <= expected and len(objects.written) == len(expected)

@@ -51,6 +51,13 @@ BUILD_SOURCES_ONLY = (
     'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-")'
 )
 BUILDER = f"landfall-builder@{P}.iam.gserviceaccount.com"
+
+
+def runs_folder_only(bucket: str) -> str:
+    """An artifacts bucket narrowed to its runs/ folder (functions/settings.py runs_prefix)."""
+    return f'{bucket} if resource.name.startsWith("projects/_/buckets/{bucket}/objects/runs/")'
+
+
 JOB_REGIONS = ("us-central1", "europe-west4")
 UI_USERS = ("group:ml-team@example.com", "user:ana@example.com")
 """Who may open the sample's dashboard (SAMPLE.ui_users)."""
@@ -73,6 +80,8 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
         ("roles/datastore.user", "project", DATABASE_ONLY),
         ("roles/aiplatform.user", "project", P),
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
+        # the dataset listing a team's code reads, runs/RUN/data-files.jsonl, in every job region's bucket
+        *(("roles/storage.objectUser", "bucket", runs_folder_only(b)) for b in ARTIFACTS),
     },
     # The listener resubmits a job that ended for capacity: it submits jobs that run as the trainer account.
     SA("landfall-listener"): {
@@ -88,6 +97,7 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
         ("roles/aiplatform.user", "project", P),
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
         *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
+        *(("roles/storage.objectUser", "bucket", runs_folder_only(b)) for b in ARTIFACTS),  # adopts runs as dispatch
         ("roles/pubsub.publisher", "topic", "landfall-run-results"),
         # republishes a TrainingRequest whose message was lost (reconciler/republish.py)
         ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
@@ -347,7 +357,11 @@ def grants(deployed: list[list[str]]) -> dict[str, set[tuple[str, str, str]]]:
                 "service-accounts": "service_account",
                 "buckets": "bucket",
             }[argv[2]]
-            held[f["member"]].add((f["role"], kind, argv[4].removeprefix("gs://")))
+            name = argv[4].removeprefix("gs://")
+            if "condition" in f:  # a bucket's conditional grant (every bucket has uniform bucket-level access)
+                expression = f["condition"].partition(",title=")[0].removeprefix("expression=")
+                name = f"{name} if {expression}"
+            held[f["member"]].add((f["role"], kind, name))
     return dict(held)
 
 
@@ -608,3 +622,15 @@ def test_a_teams_own_requests_topic_is_created_with_the_schema_and_pushed_to_the
         ["gcloud", "pubsub", "topics", "delete", topic[4], "--project=landfall-sample", "--quiet"]
     )
     assert deleted_sub < deleted_topic
+
+
+def test_the_runs_folder_condition_names_the_folder_the_functions_write() -> None:
+    """The conditional grant that lets dispatch and the reconciler write a run's listing covers exactly the runs
+    folder the functions write under (the topology's runs_prefix)."""
+    from deploy.topology import load_topology
+
+    condition = load_deploy_config().condition("runs_folder")
+    prefix = load_topology().runs_prefix
+    assert condition.flag(P, "(default)", "b").startswith(
+        f'expression=resource.name.startsWith("projects/_/buckets/b/objects/{prefix}")'
+    )
