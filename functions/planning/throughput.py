@@ -15,9 +15,9 @@ parametric curve fitted to such steep points extrapolates a ceiling nobody measu
 than the best level measured, and each estimate is traceable to the points it interpolates.
 
 A kind nobody measured gets a prior: each measured kind's curve scaled by the ratio of the two kinds' assumed MFU
-in gpus.json (the literature's relative standing), their geometric mean, never above the best measured kind's curve
-at that work. Every kind's curve is tabulated on one grid (the measured works of every kind), so the search
-evaluates all candidates with one interpolation.
+in gpus.json (the literature's relative standing), their geometric mean, never above the curve of the best measured
+kind (the highest on average). Every kind's curve is tabulated on one grid (the measured works of every kind), so
+the search evaluates all candidates with one interpolation.
 """
 
 from __future__ import annotations
@@ -123,7 +123,11 @@ def build_throughput_model(
     fits = {kind: fit_kind(pts, gpus[kind], step_overhead_seconds) for kind, pts in by_kind.items()}
     grid = np.array(sorted({w for works, _ in fits.values() for w in works}))
     measured = {kind: np.interp(grid, works, mfu) for kind, (works, mfu) in fits.items()}
-    best = np.max(np.stack(list(measured.values())), axis=0)
+    # The best measured kind: the highest curve on average over the grid. Capping a prior by one curve, knot by knot,
+    # keeps it below that curve between the knots too (both are linear there); a cap by the pointwise best of several
+    # curves would not.
+    best_kind = max(measured, key=lambda kind: float(np.mean(np.log(measured[kind]))))
+    best = measured[best_kind]
     curves: dict[str, KindCurve] = {}
     for kind, gpu in gpus.items():
         if kind in measured:
@@ -137,7 +141,7 @@ def build_throughput_model(
         basis = (
             f"prior: nothing measured on {gpu.display}; the {names} curves scaled by the assumed MFU of gpus.json "
             f"({gpu.assumed_mfu:g} against {', '.join(f'{gpus[m].assumed_mfu:g}' for m in measured)}), never above "
-            f"the best measured ({POINTS_FILE_NOTE})"
+            f"the best measured, {gpus[best_kind].display} ({POINTS_FILE_NOTE})"
         )
         curves[kind] = KindCurve(kind, tuple(map(float, prior)), False, basis)
     return ThroughputModel(tuple(map(float, grid)), MappingProxyType(curves), points.version)
