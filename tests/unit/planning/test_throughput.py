@@ -12,7 +12,7 @@ import pytest
 from bench.estimates import NOW, TOLERANCE, estimates, pinned_shape, request_for
 from functions.planning import plan_request
 from functions.planning.catalog import load_catalog
-from functions.planning.throughput import ThroughputError, isotonic, mfu_at, point_mfu
+from functions.planning.throughput import ThroughputError, hinge_terms, isotonic, mfu_at, point_mfu
 from schemas.throughput_points import load_throughput_points
 from tests.unit.planning.outcomes import chosen
 
@@ -83,9 +83,9 @@ def test_isotonic_pools_violators_into_their_weighted_mean() -> None:
 def test_the_vectorised_interpolation_is_np_interp_per_row() -> None:
     grid = np.log(np.array([1.0, 10.0, 100.0]))
     rows = np.array([[0.1, 0.2, 0.4], [0.05, 0.05, 0.3]])
-    log_work = np.log(np.array([[0.5, 5.0], [50.0, 1000.0]]))
-    got = mfu_at(grid, rows, log_work)
-    for v in range(2):
+    log_work = np.log(np.array([[0.5, 5.0], [50.0, 1000.0], [10.0, 1.0]]))
+    got = mfu_at(grid, *hinge_terms(grid, rows), log_work)
+    for v in range(3):
         for c in range(2):
             assert got[v, c] == pytest.approx(np.interp(log_work[v, c], grid, rows[c]))
 
