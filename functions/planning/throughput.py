@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from schemas.gpus import GpuSpec
-from schemas.throughput_points import ThroughputPoint, ThroughputPoints
+from schemas.throughput_points import POINTS_FILE, ThroughputPoint, ThroughputPoints
 
 POINTS_FILE_NOTE = "schemas/data/throughput_points.json"
 
@@ -75,8 +75,8 @@ def point_mfu(point: ThroughputPoint, gpu: GpuSpec, step_overhead_seconds: float
     compute = step - step_overhead_seconds
     if compute <= 0:
         raise ThroughputError(
-            f"{point.describe()} on {gpu.display}: a measured step of {step:.4g} s is not above the planner's "
-            f"{step_overhead_seconds:g} s overhead per step; check samples_per_second in the points file"
+            f"{POINTS_FILE}: {point.describe()} on {gpu.display}: a measured step of {step:.4g} s is not above the "
+            f"planner's {step_overhead_seconds:g} s overhead per step; check its samples_per_second against the source"
         )
     return point.work_per_step / (gpu.peak_flops(point.precision) * compute)
 
