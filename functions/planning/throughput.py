@@ -26,7 +26,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 import numpy as np
 
@@ -175,17 +174,3 @@ def mfu_at(log_grid: np.ndarray, base: np.ndarray, slopes: np.ndarray, log_work:
         step *= slopes[j]
         out += step
     return out
-
-
-def describe_kind(model: ThroughputModel, accelerator_type: str) -> dict[str, Any]:
-    """One kind's curve as plain JSON (for the bench and `landfall catalog`-style listings)."""
-    curve = model.curves[accelerator_type]
-    return {
-        "accelerator_type": accelerator_type,
-        "measured": curve.measured,
-        "basis": curve.basis,
-        "points": [
-            {"tflop_per_step": round(math.exp(w) / 1e12, 3), "mfu": round(m, 4)}
-            for w, m in zip(model.log_work, curve.mfu, strict=True)
-        ],
-    }
