@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock demo test test-unit test-integration test-e2e lint bench bench-learning bench-ui load campaign fuzz up down status clean
+.PHONY: install lock demo test test-unit test-integration test-e2e lint bench bench-estimates bench-learning bench-ui load campaign fuzz up down status clean
 
 # Install requirements.lock (every transitive pin, with hashes; `make lock` writes it from requirements.txt) with uv
 # (pinned, put into the venv by the system's pip: seconds instead of a minute). The venv is made without pip (venv's
@@ -94,6 +94,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	@failed=""; for b in bench/*.py; do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "missed their target or failed:$$failed"; exit 1; fi
+
+## make bench-estimates: the planner pinned to every measured GPU configuration (schemas/data/throughput_points.json):
+## planned against measured samples/s per GPU and their ratio, target within 25 % (docs/measurements/planner.md).
+bench-estimates: $(STAMP)
+	$(PY) bench/estimates.py
 
 ## make bench-learning: plans that learn: a run planned from the model, then the same workload planned from
 ## what it measured, on a local stack of its own with the built-in CPU trainer; both estimate errors (docs/benchmarks.md).

@@ -42,7 +42,8 @@ class GpuSpec:
     """Per direction inside a VM; 0 when the GPUs only share PCIe."""
     pcie_gbytes_per_s: float
     assumed_mfu: float
-    """The model-FLOPs utilisation the planner assumes for this kind, in (0, 1]."""
+    """The literature's model-FLOPs utilisation for this kind, in (0, 1]; the planner uses its ratio between kinds
+    to scale measured MFU into a prior for a kind nobody measured (functions/planning/throughput.py)."""
     end_of_support: date | None
     compute_capability: str = ""
     """CUDA compute capability "X.Y" (sm_XY): which trainer image carries kernels for it (runs_on)."""

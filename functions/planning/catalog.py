@@ -18,8 +18,10 @@ from typing import Any
 from functions.planning.assumptions import Assumptions, parse_assumptions
 from functions.planning.errors import CatalogError
 from functions.planning.prices import PriceBook, parse_prices
+from functions.planning.throughput import ThroughputError, ThroughputModel, build_throughput_model
 from schemas.errors import SchemaError
 from schemas.gpus import GB, GpuSpec, parse_gpus, read_gpus_json
+from schemas.throughput_points import parse_throughput_points, read_throughput_points_json
 from schemas.vocabulary import CONSUMPTION_MODE, CONSUMPTION_MODES
 
 
@@ -167,6 +169,8 @@ class Catalog:
     """Versions of the data files; changes whenever a file's version changes."""
     consumption: Consumption
     """How Google sells each shape (data/consumption.json)."""
+    throughput: ThroughputModel
+    """Achieved MFU per GPU kind against the work per step, fitted to schemas/data/throughput_points.json."""
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -328,10 +332,15 @@ def _gpudirect(raw: dict, shapes: list[MachineShape]) -> list[MachineShape]:
 
 
 def build_catalog(
-    gpus_raw: dict, machines_raw: dict, prices_raw: dict, assumptions_raw: dict, consumption_raw: dict | None = None
+    gpus_raw: dict,
+    machines_raw: dict,
+    prices_raw: dict,
+    assumptions_raw: dict,
+    consumption_raw: dict | None = None,
+    points_raw: dict | None = None,
 ) -> Catalog:
     """Validate raw file contents into a Catalog (tests feed altered copies through here); consumption_raw None =
-    the packaged data/consumption.json."""
+    the packaged data/consumption.json, points_raw None = the packaged schemas/data/throughput_points.json."""
     try:
         gpus = parse_gpus(gpus_raw).kinds
     except SchemaError as exc:
@@ -362,8 +371,13 @@ def build_catalog(
     )
     if stray_rules:
         raise CatalogError(f"{CONSUMPTION_FILE}: rules name no machine type or family of the catalog: {stray_rules}")
+    try:
+        points = parse_throughput_points(read_throughput_points_json() if points_raw is None else points_raw, gpus)
+        throughput = build_throughput_model(gpus, points, assumptions.compute.gpu_step_overhead_seconds)
+    except (SchemaError, ThroughputError) as exc:
+        raise CatalogError(str(exc)) from exc
     raws = (gpus_raw, machines_raw, prices_raw, assumptions_raw)
-    fingerprint = "-".join(str(raw.get("version", "?")) for raw in raws) + f"-c{consumption.version}"
+    fingerprint = "-".join(str(raw.get("version", "?")) for raw in raws) + f"-c{consumption.version}-t{points.version}"
     return Catalog(
         gpus=gpus,
         shapes=tuple(shapes),
@@ -372,6 +386,7 @@ def build_catalog(
         assumptions=assumptions,
         fingerprint=fingerprint,
         consumption=consumption,
+        throughput=throughput,
     )
 
 

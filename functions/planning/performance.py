@@ -1,6 +1,7 @@
 """Step time, duration and cost. Functions take numpy arrays or plain numbers alike.
 
-Compute: a GPU runs its micro-batch's model FLOPs at peak x assumed MFU (stated per GPU kind in gpus.json).
+Compute: a GPU runs its micro-batch's model FLOPs at peak x MFU, the MFU its kind reached on measured runs with as
+much work per micro-step (functions/planning/throughput.py).
 Communication per step, for S = gradient bytes (2 per parameter in 16-bit, 4 in fp32):
 - inside a VM, ring all-reduce over g GPUs: 2(g-1)/g x S / (NVLink or PCIe bandwidth);
 - across n VMs, hierarchical: 2(n-1)/n x S / (the VM's network bandwidth), or S / bandwidth with a Reduction

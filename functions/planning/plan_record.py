@@ -34,8 +34,29 @@ def objective_text(inp: PlanInput, limits: Limits) -> str:
     return f"{goal}{within}" if within else f"{goal} (no deadline, no budget)"
 
 
-def _assumptions(ev: Evaluation, c: int, s: int, region: str, server: bool) -> tuple[list[str], bool]:
-    """The workload line, then the hardware, model and price notes (cached per candidate and region)."""
+def compute_note(ev: Evaluation, c: int, v: int) -> str:
+    """The peak and MFU a candidate's compute time rests on, and where the MFU comes from: the points it was fitted
+    to or the prior it was scaled from (functions/planning/throughput.py)."""
+    space = ev.space
+    shape = space.configs[c].shape
+    a = space.catalog.assumptions
+    if shape.is_cpu_only:
+        peak = f"{shape.vcpus} vCPUs x {shape.cpu_gflops_per_vcpu:g} GFLOP/s fp32 peak"
+        return f"CPU-only: {peak}, MFU {a.compute.cpu_mfu:.0%} assumed"
+    gpu = space.catalog.gpus[shape.gpu_kind]
+    precision = precision_of(ev, c)
+    work = ev.workload.flops_per_sample * float(ev.micro_batch[c, v])
+    basis = space.catalog.throughput.curves[shape.gpu_kind].basis
+    return (
+        f"{gpu.display}: {gpu.peak_tflops[precision]:g} TFLOP/s {precision} peak, MFU {float(ev.mfu[c, v]):.1%} at "
+        f"{work / 1e12:.3g} TFLOP per GPU per micro-step, {basis}"
+        + ("" if gpu.supports_bf16 else "; no bf16 on this GPU")
+    )
+
+
+def _assumptions(ev: Evaluation, c: int, v: int, s: int, region: str, server: bool) -> tuple[list[str], bool]:
+    """The workload line, the compute note, then the hardware, model and price notes (cached per candidate and
+    region)."""
     key = (c, s, region, server, bool(ev.fp32[c]), ev.limits.memory_margin)
     cached = ev.space.notes.get(key)
     if cached is None:
@@ -46,7 +67,7 @@ def _assumptions(ev: Evaluation, c: int, s: int, region: str, server: bool) -> t
     hardware = cached[0]
     if work.calibration is not None:  # the measured start-up replaces the assumed one (said in `measured`)
         hardware = tuple(n for n in hardware if not n.startswith("startup "))
-    return [line, *measured, *hardware], cached[1]
+    return [line, *measured, compute_note(ev, c, v), *hardware], cached[1]
 
 
 def _hardware_notes(
@@ -57,18 +78,7 @@ def _hardware_notes(
     catalog, a = space.catalog, space.catalog.assumptions
     shape = space.configs[c].shape
     notes: list[str] = []
-    if shape.is_cpu_only:
-        notes.append(
-            f"CPU-only: {shape.vcpus} vCPUs x {shape.cpu_gflops_per_vcpu:g} GFLOP/s fp32 peak, "
-            f"MFU {a.compute.cpu_mfu:.0%} assumed"
-        )
-    else:
-        gpu = catalog.gpus[shape.gpu_kind]
-        precision = precision_of(ev, c)
-        notes.append(
-            f"{gpu.display}: {gpu.peak_tflops[precision]:g} TFLOP/s {precision} peak, MFU "
-            f"{gpu.assumed_mfu:.0%} assumed" + ("" if gpu.supports_bf16 else "; no bf16 on this GPU")
-        )
+    if not shape.is_cpu_only:
         notes.append(f"communication: {a.compute.comm_note}")
     notes.append(
         f"memory: {a.memory.activation_note}; {ev.limits.memory_margin:.0%} of each GPU's memory kept "
@@ -121,7 +131,7 @@ def build_plan(
     states = round(float(ev.states[c, v]))
     acts = round(float(ev.activations[c, v]))
     total = round(float(ev.memory_total[c, v]))
-    notes, estimated = _assumptions(ev, c, s, region, server)
+    notes, estimated = _assumptions(ev, c, v, s, region, server)
     network = network_note(ev, c)
     notes = [*notes, network] if network else notes
     # The image and the reducers are choices: they join the job's reasons (`landfall plan` prints them).

@@ -16,6 +16,7 @@ from functions.planning.memory import total_bytes, usable_bytes
 from functions.planning.performance import run_hours, step_seconds
 from functions.planning.reservations import Reservation
 from functions.planning.space import AXIS_MODES, STATIC_CODES, STATIC_PASS, VARIANT_SERVER, Space
+from functions.planning.throughput import mfu_at
 from functions.planning.workload import Workload
 
 REASONS = (
@@ -123,6 +124,8 @@ class Evaluation:
     activations: np.ndarray
     """[config, variant] activations of one micro-batch."""
     memory_total: np.ndarray
+    mfu: np.ndarray
+    """[config, variant] the MFU assumed (throughput model at the work of one micro-step)."""
     step: np.ndarray
     hours: np.ndarray
     cost: np.ndarray
@@ -315,7 +318,9 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         fits = (mem_total <= usable) & np.broadcast_to(divisible, np.shape(mem_total)) & ~space.is_cpu
 
     recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing.astype(np.float64)
-    compute = work.flops_per_sample * per_process / mode.effective_flops * recompute
+    # The MFU each candidate reaches depends on its work per micro-step (functions/planning/throughput.py).
+    mfu = mfu_at(space.log_work, space.mfu_base, space.mfu_slopes, np.log(work.flops_per_sample * micro))
+    compute = work.flops_per_sample * per_process / (mode.peak_flops * mfu) * recompute
     # np.asarray: both are arrays already (array arguments); it only tells the type checker so, without a copy.
     step = np.asarray(
         step_seconds(
@@ -377,6 +382,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         states=states.T,
         activations=acts.T,
         memory_total=mem_total.T,
+        mfu=mfu.T,
         step=step.T,
         hours=hours.transpose(t),
         cost=cost.transpose(t),

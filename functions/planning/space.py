@@ -19,6 +19,7 @@ from functions.planning.memory import gather_bytes, model_state_bytes
 from functions.planning.performance import GBIT, comm_seconds, reduction_server_replicas
 from functions.planning.quotas import QuotaTable
 from functions.planning.reservations import Reservation
+from functions.planning.throughput import curve_rows, hinge_terms
 from schemas.vertex_jobs import load_vertex_jobs
 from schemas.vocabulary import (
     CONSUMPTION_MODE_TERMS,
@@ -110,8 +111,8 @@ class PrecisionArrays:
     """[variant, config] gather_bytes(1, ...)."""
     comm_seconds_per_param: np.ndarray
     """[variant, config] comm_seconds(1, ...)."""
-    effective_flops: np.ndarray
-    """[config] peak x MFU in the precision used."""
+    peak_flops: np.ndarray
+    """[config] peak FLOP/s in the precision used (the MFU depends on the request: mfu_base, mfu_slopes)."""
     activation_factor: np.ndarray
     """[config] 1 for 16-bit activations, 2 for fp32."""
 
@@ -163,7 +164,12 @@ class Space:
     peak_fp32: np.ndarray
     mixed_precision: np.ndarray
     """0 bf16, 1 fp16, 2 fp32: the 16-bit format on this GPU (fp32 where it has none)."""
-    mfu: np.ndarray
+    log_work: np.ndarray
+    """[grid] the throughput model's grid: log of FLOPs per GPU per micro-step (catalog.throughput)."""
+    mfu_base: np.ndarray
+    """[config] the MFU of each configuration's GPU kind at the grid's first work (cpu_mfu on CPU-only machines)."""
+    mfu_slopes: np.ndarray
+    """[segment, config] its slope on each grid segment: throughput.mfu_at evaluates both at a request's work."""
     step_overhead: np.ndarray
     context_bytes: np.ndarray
     """[config] CUDA context per GPU process, or the Python process on a CPU-only machine."""
@@ -369,7 +375,9 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     )
     peak_mixed = np.array([g.peak_flops(g.mixed_precision()) if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
     peak_fp32 = np.array([g.peak_flops(FP32) if g else p for g, p in zip(gpus, cpu_peak, strict=True)])
-    mfu = np.array([g.assumed_mfu if g else a.compute.cpu_mfu for g in gpus])
+    log_work = np.array(catalog.throughput.log_work)
+    rows = curve_rows(catalog.throughput, [x.shape.accelerator_type for x in configs], a.compute.cpu_mfu)
+    mfu_base, mfu_slopes = hinge_terms(log_work, rows)
     intra = np.array([g.intra_node_gbytes_per_s * 1e9 if g else 1.0 for g in gpus])
     modes = {}
     for mode in PRECISION_POLICIES:
@@ -397,7 +405,7 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
                     )
                 )
             ),
-            effective_flops=np.where(fp32, peak_fp32, peak_mixed) * mfu,
+            peak_flops=np.where(fp32, peak_fp32, peak_mixed),
             activation_factor=np.where(fp32, 2.0, 1.0),
         )
     return Space(
@@ -423,7 +431,9 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
         peak_mixed=peak_mixed,
         peak_fp32=peak_fp32,
         mixed_precision=mixed_precision,
-        mfu=mfu,
+        log_work=log_work,
+        mfu_base=mfu_base,
+        mfu_slopes=mfu_slopes,
         step_overhead=np.where(is_cpu, a.compute.cpu_step_overhead_seconds, a.compute.gpu_step_overhead_seconds),
         context_bytes=np.where(is_cpu, a.memory.cpu_process_bytes, a.memory.cuda_context_bytes).astype(float),
         intra_bytes_per_s=intra,

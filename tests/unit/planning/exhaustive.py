@@ -77,7 +77,6 @@ def exhaustive_best(
         fp32 = gpu is None or gpu.mixed_precision() == "fp32" or inp.precision == "fp32"
         precision = "fp32" if fp32 or gpu is None else gpu.mixed_precision()
         peak = gpu.peak_flops(precision) if gpu else shape.vcpus * shape.cpu_gflops_per_vcpu * 1e9
-        mfu = gpu.assumed_mfu if gpu else a.compute.cpu_mfu
         capacity = gpu.memory_bytes if gpu else shape.memory_bytes
         usable = float(usable_bytes(capacity, a.memory.safety_margin_fraction))
         context = a.memory.cuda_context_bytes if gpu else a.memory.cpu_process_bytes
@@ -102,6 +101,8 @@ def exhaustive_best(
                 continue
             micro, steps_per_update, checkpointed = split
             recompute = 1 + a.memory.recompute_flops_fraction if checkpointed else 1
+            work_per_step = work.flops_per_sample * micro
+            mfu = catalog.throughput.mfu(gpu.accelerator_type, work_per_step) if gpu else a.compute.cpu_mfu
             compute = compute_seconds(work.flops_per_sample, share, peak, mfu) * recompute
             comm = (
                 0.0

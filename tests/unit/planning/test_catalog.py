@@ -14,17 +14,21 @@ from functions.planning.quotas import load_quotas, parse_quotas
 
 
 def raw(name: str) -> dict:
-    package = "schemas" if name == "gpus.json" else "functions.planning"  # GPU kinds are shared with the trainer
+    # GPU kinds are shared with the trainer, measured points with the bench
+    package = "schemas" if name in ("gpus.json", "throughput_points.json") else "functions.planning"
     data: dict = json.loads(resources.files(package).joinpath(f"data/{name}").read_text())
     return data
 
 
 def build(**changes):
-    files = {name: raw(f"{name}.json") for name in ("gpus", "machines", "prices", "assumptions")}
+    names = ("gpus", "machines", "prices", "assumptions", "throughput_points")
+    files = {name: raw(f"{name}.json") for name in names}
     for name, mutate in changes.items():
         files[name] = copy.deepcopy(files[name])
         mutate(files[name])
-    return build_catalog(files["gpus"], files["machines"], files["prices"], files["assumptions"])
+    return build_catalog(
+        files["gpus"], files["machines"], files["prices"], files["assumptions"], points_raw=files["throughput_points"]
+    )
 
 
 FIXED = {  # vertex.md: accelerator count is fixed by the machine type
@@ -117,6 +121,15 @@ def test_cpu_only_machines_and_gpu_specs():
         ({"machines": lambda m: m["fixed_shapes"][0].update(regions="mars")}, "unknown region set 'mars'"),
         ({"assumptions": lambda a: a.pop("memory")}, "missing section 'memory'"),
         ({"prices": lambda p: p["region_multipliers"].pop("us-east4")}, "region_multipliers lacks us-east4"),
+        (
+            {"throughput_points": lambda t: t["points"][5].update(accelerator_type="NVIDIA_K80")},
+            "throughput_points.json: points[5].accelerator_type: 'NVIDIA_K80' is not a GPU kind of gpus.json",
+        ),
+        (
+            {"throughput_points": lambda t: t["points"][0].update(samples_per_second=1e6)},
+            "throughput_points.json: gpt-124m x8 ddp on H100 80GB: a measured step of 8e-06 s is not above the "
+            "planner's 0.004 s overhead",
+        ),
     ],
 )
 def test_broken_data_fails_with_the_file_and_field(changes, message):

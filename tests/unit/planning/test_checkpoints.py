@@ -69,7 +69,7 @@ def test_a_multi_day_plan_checkpoints_minutes_apart_not_hours():
     """The trial's complaint: the trainer's default of 1,000 steps put checkpoints hours apart on multi-day plans."""
     plan = chosen(
         plan_request(
-            PlanInput(task="causal-lm", preset="gpt-350m", dataset_bytes=5 * 10**9, prefer="cheapest"), now=NOW
+            PlanInput(task="causal-lm", preset="gpt-1.3b", dataset_bytes=5 * 10**9, prefer="cheapest"), now=NOW
         )
     )
     assert plan.estimated_hours > 48 and 1000 * plan.estimated_step_time_seconds > 3600, "1,000 steps: over an hour"
@@ -78,7 +78,7 @@ def test_a_multi_day_plan_checkpoints_minutes_apart_not_hours():
     assert plan.reasons[-1].startswith(f"checkpoint every {plan.checkpoint_every_steps:,} steps")
     on_demand = chosen(
         plan_request(
-            PlanInput(task="causal-lm", preset="gpt-350m", dataset_bytes=5 * 10**9, prefer="cheapest", spot="never"),
+            PlanInput(task="causal-lm", preset="gpt-1.3b", dataset_bytes=5 * 10**9, prefer="cheapest", spot="never"),
             now=NOW,
         )
     )

@@ -43,7 +43,7 @@ def test_the_default_buys_the_one_hour_b200_run_over_the_16_hour_l4_run():
     assert (cheap.accelerator_type, cheap.gpu_count, cheap.spot) == ("NVIDIA_L4", 8, True)
     assert cheap.estimated_hours > 12
     b200 = next(a for a in cheap.alternatives if a.accelerator_type == "NVIDIA_B200")
-    assert hours(b200) < 1.5 and 1.0 < cost(b200) / cheap.estimated_cost_usd < 1.1, "the trial's +7 % pair"
+    assert hours(b200) < 2 and 1.0 < cost(b200) / cheap.estimated_cost_usd < 1.1, "the trial's +7 % pair (now +4 %)"
 
     outcome = _with(SLOW_OR_DEAR)
     plan = chosen(outcome)
