@@ -113,46 +113,20 @@ def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def full_state(wrapped: Wrapped) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(model, optimizer) full state dicts on rank 0's CPU; other ranks may get empty dicts. Collective.
+    """(model, optimizer) full state dicts keyed by parameter name on rank 0's CPU (what a checkpoint holds,
+    whatever the strategy); other ranks may get empty dicts. Collective.
 
-    FSDP goes through torch.distributed.checkpoint's state-dict API (gathering shards to rank 0); under DDP every
-    rank already holds everything, and ZeroRedundancyOptimizer consolidates its shards on rank 0.
+    FSDP and DDP go through torch.distributed.checkpoint's state-dict API (gathering shards to rank 0);
+    ZeroRedundancyOptimizer consolidates its shards on rank 0.
     """
-    if sharded(wrapped):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
-        return get_state_dict(
-            wrapped.model, wrapped.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-        )
-    main = not collectives.active() or dist.get_rank() == 0
-    if wrapped.strategy == "zero1" and collectives.active():
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-
-        if not isinstance(wrapped.optimizer, ZeroRedundancyOptimizer):
-            raise TypeError(
-                f"--strategy=zero1: expected a ZeroRedundancyOptimizer, got {type(wrapped.optimizer).__name__}"
-            )
-        wrapped.optimizer.consolidate_state_dict(to=0)
-    if not main:
-        return {}, {}
-    return _cpu(wrapped.inner.state_dict()), wrapped.optimizer.state_dict()
-
-
-def load_full_state(wrapped: Wrapped, model_state: dict[str, Any], optim_state: dict[str, Any]) -> None:
-    """Load full state dicts (every rank passes the same ones) into the wrapped model and optimizer."""
-    if sharded(wrapped):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-
-        set_state_dict(
-            wrapped.model,
-            wrapped.optimizer,
-            model_state_dict=model_state,
-            optim_state_dict=optim_state,
-            options=StateDictOptions(full_state_dict=True),
-        )
-        return
-    wrapped.inner.load_state_dict(model_state)
-    wrapped.optimizer.load_state_dict(optim_state)
+    if _zero1(wrapped):
+        optim = _zero1_consolidated(wrapped)
+        return (_cpu(wrapped.inner.state_dict()) if dist.get_rank() == 0 else {}), optim
+    return get_state_dict(
+        wrapped.model, wrapped.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
 
 
 def sharded_state(wrapped: Wrapped) -> dict[str, Any]:
