@@ -112,3 +112,29 @@ def test_zero1_sharded_optimizer_state_survives_a_sigterm_exactly(tmp_path: Path
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     assert resumed.messages("resumed from checkpoint")[0]["step"] == stopped.messages("checkpoint saved")[0]["step"]
     assert same_weights(tmp_path / "whole" / "model", tmp_path / "stopped" / "model")
+
+
+def test_a_checkpoint_of_two_zero1_processes_resumes_in_one_process_under_fsdp(tmp_path: Path) -> None:
+    """A capacity fallback changes the world size and the strategy: the sharded checkpoint resumes all the same,
+    at the same optimizer step of the epoch (the global batch is kept), with the loss going on from where it was."""
+    data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
+    extra = ("--checkpoint-every=1000", "--hparam", "log_every=1")
+    env = _outputs(tmp_path / "run", LANDFALL_NPROC_PER_NODE="2")
+    two = trainer_args(str(data), epochs=2, batch_size=16, strategy="zero1", extra=extra)
+    stopped = run_until(two, env, lambda r: r.get("message") == "training" and r["step"] >= 4, signal.SIGTERM)
+    assert stopped.returncode == 143, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    stop_step = stopped.messages("checkpoint saved")[0]["step"]
+    before = {r["step"]: r["loss"] for r in stopped.messages("training")}
+
+    one = trainer_args(str(data), epochs=2, batch_size=16, strategy="fsdp", extra=extra)
+    resumed = run_trainer(one, _outputs(tmp_path / "run"))
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    resumed_from = resumed.messages("resumed from checkpoint")[0]
+    assert resumed_from["step"] == stop_step
+    assert (resumed_from["world_size_then"], resumed_from["strategy_then"]) == (2, "zero1")
+    assert resumed_from["samples_seen"] == stop_step * 16
+    after = {r["step"]: r["loss"] for r in resumed.messages("training")}
+    assert min(after) == stop_step + 1  # nothing redone, nothing skipped: the next optimizer step
+    assert abs(after[stop_step + 1] - before[stop_step]) < 0.5 * abs(before[1] - before[stop_step]) + 0.05
+    metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
+    assert metrics["world_size"] == 1 and metrics["strategy"] == "fsdp" and metrics["steps"] > stop_step
