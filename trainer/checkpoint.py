@@ -139,7 +139,9 @@ class CheckpointStore:
             torch.save(resume, buffer)
             storage.write_bytes(storage.join(target, RESUME), buffer.getvalue())
             storage.write_bytes(storage.join(target, COMMIT), json.dumps(record.to_dict()).encode(), "application/json")
-            log("checkpoint saved", step=step, uri=target + "/", seconds=round(time.monotonic() - started, 3))
+            size = sum(size for _, _, size in storage.list_objects(target))
+            seconds = round(time.monotonic() - started, 3)
+            log("checkpoint saved", step=step, uri=target + "/", bytes=size, seconds=seconds)
             self.prune()
         collectives.barrier()
         return target

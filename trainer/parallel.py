@@ -10,6 +10,7 @@ A single process trains the bare model whatever the strategy (there is nobody to
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
@@ -119,14 +120,22 @@ def full_state(wrapped: Wrapped) -> tuple[dict[str, Any], dict[str, Any]]:
     FSDP and DDP go through torch.distributed.checkpoint's state-dict API (gathering shards to rank 0);
     ZeroRedundancyOptimizer consolidates its shards on rank 0.
     """
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
 
     if _zero1(wrapped):
         optim = _zero1_consolidated(wrapped)
         return (_cpu(wrapped.inner.state_dict()) if dist.get_rank() == 0 else {}), optim
-    return get_state_dict(
-        wrapped.model, wrapped.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-    )
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    # Copies: on the CPU the state-dict API hands back the live tensors themselves, which the next step changes.
+    model = copy.deepcopy(get_model_state_dict(wrapped.model, options=options))
+    # An optimizer without state yet gives none: the state-dict API would create it by taking a step.
+    if not wrapped.optimizer.state:
+        return model, {}
+    return model, copy.deepcopy(get_optimizer_state_dict(wrapped.model, wrapped.optimizer, options=options))
 
 
 def sharded_state(wrapped: Wrapped) -> dict[str, Any]:

@@ -138,3 +138,20 @@ def test_a_checkpoint_of_two_zero1_processes_resumes_in_one_process_under_fsdp(t
     assert abs(after[stop_step + 1] - before[stop_step]) < 0.5 * abs(before[1] - before[stop_step]) + 0.05
     metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
     assert metrics["world_size"] == 1 and metrics["strategy"] == "fsdp" and metrics["steps"] > stop_step
+
+
+def test_shards_without_their_commit_record_are_not_resumed_from(tmp_path: Path) -> None:
+    """A writer that died between its shards and the commit record left no checkpoint: the next job starts over."""
+    data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
+    args = trainer_args(str(data), epochs=1, batch_size=16, extra=("--checkpoint-every=4", "--hparam", "log_every=1"))
+    env = _outputs(tmp_path / "run")
+    first = run_trainer(args, env)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    steps = CheckpointStore(str(tmp_path / "run" / "checkpoints"), keep=3).complete_steps()
+    assert steps, "the first job wrote checkpoints"
+    for step in steps:
+        (tmp_path / "run" / "checkpoints" / f"step-{step:09d}" / "commit.json").unlink()
+    again = run_trainer(args, env)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert not again.messages("resumed from checkpoint")
+    assert min(r["step"] for r in again.messages("training")) == 1
