@@ -70,7 +70,8 @@ class Session:
     warnings: list[RunWarning] = field(default_factory=list)
     """What metrics.json warns about the run (schemas/run_metrics.py)."""
     best_weights: dict[str, torch.Tensor] | None = None
-    """A copy of the model's state at early.best_epoch (only while early stopping is on)."""
+    """A copy of the model's state at early.best_epoch, keyed by the bare model's names (only while early stopping
+    is on)."""
     data_read: DataRead | None = None
     """The dataset version's objects this run reads (metrics.json `data`)."""
     progress: Progress = field(default_factory=Progress)
@@ -324,14 +325,15 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
     if ended_inside_epoch or not p.epochs:
         _finish_epoch(s, p.epoch)
     if s.best_weights is not None and s.early.best_epoch != p.epochs[-1].epoch:
-        s.wrapped.model.load_state_dict(s.best_weights)  # every rank holds the same copy (ddp, zero1)
+        s.wrapped.inner.load_state_dict(s.best_weights)  # every rank holds the same copy (ddp, zero1)
 
 
 def _finish_epoch(s: Session, epoch: int) -> None:
     result = epoch_result(s, epoch)
     s.progress.epochs.append(result)
     if s.early.patience > 0 and s.early.record(result.epoch, result.loss):
-        s.best_weights = {k: v.detach().clone() for k, v in s.wrapped.model.state_dict().items()}
+        # keyed by the bare model's names, as a checkpoint holds them whatever the wrapper
+        s.best_weights = {k: v.detach().clone() for k, v in s.wrapped.inner.state_dict().items()}
     if s.env.is_main:
         log(
             "epoch finished",

@@ -155,3 +155,22 @@ def test_shards_without_their_commit_record_are_not_resumed_from(tmp_path: Path)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert not again.messages("resumed from checkpoint")
     assert min(r["step"] for r in again.messages("training")) == 1
+
+
+def test_early_stoppings_best_weights_survive_a_change_of_world_size(tmp_path: Path) -> None:
+    """The copy of the best epoch's weights is in the checkpoint (keyed by the bare model's names) and reads back
+    into another number of processes."""
+    data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
+    patience = ("--hparam", "early_stopping_patience=5", "log_every=1")
+    args = trainer_args(str(data), epochs=3, batch_size=16, extra=("--checkpoint-every=20", *patience))
+    env = _outputs(tmp_path / "run", LANDFALL_NPROC_PER_NODE="2")
+    killed = run_until(args, env, lambda r: r.get("message") == "checkpoint saved" and r["step"] >= 20, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL
+    store = CheckpointStore(str(tmp_path / "run" / "checkpoints"), keep=3)
+    step = store.latest()
+    assert step is not None and store.record(step).best_weights  # an epoch ended before it: its weights are kept
+    resumed = run_trainer(args, _outputs(tmp_path / "run"))
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert resumed.messages("resumed from checkpoint")[0]["step"] == step
+    metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
+    assert metrics["world_size"] == 1 and metrics["early_stopping"]["patience"] == 5
