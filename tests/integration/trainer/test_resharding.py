@@ -19,7 +19,7 @@ from trainer.distributed import free_port
 LOADS = {"fsdp x1": ("fsdp", 1), "fsdp x4": ("fsdp", 4), "ddp x2": ("ddp", 2), "zero1 x2": ("zero1", 2)}
 
 
-def launch(mode: str, strategy: str, processes: int, checkpoints: Path, out: Path) -> list[subprocess.Popen]:
+def launch(mode: str, strategy: str, processes: int, checkpoints: Path | str, out: Path) -> list[subprocess.Popen]:
     argv = [
         sys.executable,
         "-m",
@@ -113,3 +113,24 @@ def test_the_loads_start_from_other_weights(states: dict[str, dict[str, Any]]) -
 
     fresh = build_model("gpt-tiny", "causal-lm", {}, False).state_dict()
     assert any(not torch.equal(fresh[k], v) for k, v in states["saved"]["model"].items())
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_straight_to_the_bucket_reshards_too(gcs_emulator, tmp_path: Path) -> None:
+    """On fake-gcs-server: each of 2 FSDP processes streams its shard to its own object; 1 process reads them."""
+    import uuid
+
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage as gcs
+
+    bucket = gcs.Client(project="landfall-local", credentials=AnonymousCredentials()).create_bucket(
+        f"reshard-{uuid.uuid4().hex[:10]}"
+    )
+    checkpoints = f"gs://{bucket.name}/run/checkpoints"
+    finish(launch("save", "fsdp", 2, checkpoints, tmp_path / "saved.pt"))
+    names = {b.name.rsplit("/", 1)[-1] for b in bucket.list_blobs(prefix="run/checkpoints/step-000000003/")}
+    assert {"__0_0.distcp", "__1_0.distcp", ".metadata", "resume.pt", "commit.json"} <= names
+    finish(launch("load", "ddp", 1, checkpoints, tmp_path / "loaded.pt"))
+    saved, loaded = (torch.load(tmp_path / f"{n}.pt", weights_only=True) for n in ("saved", "loaded"))
+    assert_same(loaded["model"], saved["model"], "model")
+    assert_same(loaded["optim"], saved["optim"], "optimizer")
