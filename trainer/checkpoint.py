@@ -128,10 +128,14 @@ class CheckpointStore:
 
     def save(self, step: int, shards: dict[str, Any], record: CommitRecord, resume: dict[str, Any]) -> str:
         """Write a checkpoint of step; returns its URI. Collective: every rank passes its shards (its part of the
-        model and optimizer state); record and resume are rank 0's (ignored elsewhere). Rank 0 writes resume.pt
-        and the commit record only after every rank's shards are written, then prunes."""
+        model and optimizer state); record and resume are rank 0's (ignored elsewhere). What a writer that died
+        at the same step left is removed first. Rank 0 writes resume.pt and the commit record only after every
+        rank's shards are written, then prunes."""
         started = time.monotonic()
         target = self.dir(step)
+        if collectives.rank() == 0:  # what a writer that died at this step left (other ranks' shard files too)
+            storage.delete_tree(target)
+        collectives.barrier()
         dcp.save(shards, storage_writer=checkpoint_io.writer(target), no_dist=not collectives.active())
         collectives.barrier()  # every rank's shard files are complete before the record says so
         if collectives.rank() == 0:

@@ -41,3 +41,13 @@ def test_an_earlier_trainers_single_file_checkpoint_is_refused_with_what_to_do(t
     assert store.latest() == 12
     with pytest.raises(ConfigError, match=r"single-file checkpoint.*fresh directory"):
         store.require_sharded(12)
+
+
+def test_what_a_dead_writer_left_at_the_same_step_is_replaced(tmp_path: Path) -> None:
+    stale = tmp_path / "step-000000009"
+    stale.mkdir()
+    (stale / "__3_0.distcp").write_bytes(b"a shard of a 4-process writer that died")
+    store = CheckpointStore(str(tmp_path), keep=3)
+    save(store, 9)
+    assert store.latest() == 9
+    assert not (stale / "__3_0.distcp").exists()
