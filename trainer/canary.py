@@ -31,7 +31,8 @@ from schemas.canary import (
 from trainer import collectives, storage
 from trainer.errors import ConfigError
 from trainer.logs import log
-from trainer.loop import Session, checkpoint_state, save_checkpoint
+from trainer.loop import Session, save_checkpoint
+from trainer.parallel import load_sharded_state, model_weights
 
 
 @dataclass(frozen=True)
@@ -85,21 +86,22 @@ def _allreduce(mode: CanaryMode, s: Session) -> tuple[float, float]:
 
 
 def _checkpoint(s: Session) -> tuple[int | None, bool | None, str]:
-    """Write a checkpoint and read it back (rank 0 compares the weights): (bytes, equal, what failed)."""
-    if s.store is None:
+    """Write a checkpoint and read it back into the model (rank 0 compares the weights before and after):
+    (the checkpoint's bytes, equal, what failed). Collective."""
+    store = s.store
+    if store is None:
         return None, None, ""
-    written = checkpoint_state(s)
+    written = model_weights(s.wrapped)
     save_checkpoint(s)
-    if not s.env.is_main or written is None:
-        return None, None, ""
-    step = s.store.latest()
+    step = collectives.broadcast_object(store.latest())
     if step is None:
-        return None, False, f"the checkpoint written under {s.store.root} is not there to read back"
-    loaded = s.store.load(step)
-    same = loaded["model"].keys() == written["model"].keys() and all(
-        torch.equal(torch.as_tensor(loaded["model"][k]), torch.as_tensor(v)) for k, v in written["model"].items()
-    )
-    size = sum(t.numel() * t.element_size() for t in loaded["model"].values() if isinstance(t, torch.Tensor))
+        return None, False, f"the checkpoint written under {store.root} is not there to read back"
+    load_sharded_state(s.wrapped, lambda state: store.load_shards(step, state))
+    loaded = model_weights(s.wrapped)
+    if not s.env.is_main:
+        return None, None, ""
+    same = loaded.keys() == written.keys() and all(torch.equal(loaded[k], v) for k, v in written.items())
+    size = sum(size for _, _, size in storage.list_objects(store.dir(step)))
     return size, same, "" if same else f"the checkpoint at step {step} read back different weights"
 
 

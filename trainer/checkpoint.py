@@ -1,27 +1,82 @@
-"""Checkpoints in AIP_CHECKPOINT_DIR (gs:// or local): written whole, then marked complete, never loaded half-written.
+"""Checkpoints in AIP_CHECKPOINT_DIR (gs://, /gcs/ or local): every rank writes its own shard, and a checkpoint
+counts only once its commit record exists.
 
-Layout: ROOT/step-000000120/state.pt, then ROOT/step-000000120/COMPLETE (a small JSON marker) once state.pt is
-fully written. Only directories with the marker count; the newest one is resumed from; the last k are kept.
-A state holds model, optimizer, scheduler, scaler, step, data position, per-rank RNG states and the config.
+Layout of ROOT/step-000000120/:
+  .metadata, __R_0.distcp  torch.distributed.checkpoint's files: rank R's shard of the model and optimizer, and
+                           the index (.metadata) that lets any number of processes read them back, resharded
+  resume.pt                what is not JSON: every rank's RNG state and epoch sums, the LR schedule, the loss scaler
+  commit.json              the commit record (CommitRecord), written by rank 0 after every rank's shards are written
+Only folders with commit.json are loaded; the newest is resumed from; the last k are kept. Where the shard files
+go (straight to the bucket for gs://) is trainer/checkpoint_io.py's choice. A folder holding `state.pt` and
+`COMPLETE` is a single-file checkpoint of an earlier trainer: it is recognised so that resuming refuses it by name.
 """
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import re
-import tempfile
 import time
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
+import torch.distributed.checkpoint as dcp
 
-from trainer import storage
+from trainer import checkpoint_io, collectives, storage
+from trainer.errors import ConfigError
 from trainer.logs import log
 
-_STEP_DIR = re.compile(r"(?:^|/)step-(\d{9})/(state\.pt|COMPLETE)$")
-MARKER = "COMPLETE"
-STATE = "state.pt"
+_STEP_FILE = re.compile(r"(?:^|/)step-(\d{9})/([^/]+)$")
+COMMIT = "commit.json"
+RESUME = "resume.pt"
+LEGACY_MARKER = "COMPLETE"
+"""The marker of an earlier trainer's single-file checkpoint (state.pt)."""
+FORMAT = 2
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """What a committed checkpoint is: where the run stood and the shape it was written by (commit.json)."""
+
+    step: int
+    epoch: int
+    """0-based epoch the run was in."""
+    batch_in_epoch: int
+    """Optimizer steps already taken in that epoch."""
+    samples_in_epoch: int
+    """Global samples trained in that epoch (batch_in_epoch x the global batch)."""
+    samples_seen: int
+    """Global samples trained since step 0."""
+    seed: int
+    """The shuffle seed."""
+    world_size: int
+    strategy: str
+    written_at: float
+    """Unix time when the record was written."""
+    config: dict[str, Any]
+    """The resolved TrainConfig (TrainConfig.to_dict())."""
+    data_spec: dict[str, Any]
+    epochs: list[dict[str, Any]]
+    """The finished epochs' figures (EpochResult.to_dict())."""
+    early_stopping: dict[str, Any]
+    best_weights: bool
+    """Whether the shards hold the early-stopping copy of the best weights."""
+    format: int = FORMAT
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str) -> CommitRecord:
+        names = {f.name for f in fields(cls)}
+        missing = sorted(n for n in names if n not in data and n != "format")
+        if missing or data.get("format", FORMAT) != FORMAT:
+            raise ValueError(
+                f"{where}: expected a commit record of format {FORMAT} with {sorted(names)}; it has format "
+                f"{data.get('format')!r} and lacks {missing}. Point AIP_CHECKPOINT_DIR at a fresh directory."
+            )
+        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 class CheckpointStore:
@@ -31,63 +86,96 @@ class CheckpointStore:
         self.root = root if root.endswith("/") else root + "/"
         self.keep = keep
 
-    def _dir(self, step: int) -> str:
+    def dir(self, step: int) -> str:
         return storage.join(self.root, f"step-{step:09d}")
 
-    def _listing(self) -> tuple[set[int], set[int]]:
-        """(steps with a marker, every step seen)."""
-        complete: set[int] = set()
+    def _listing(self) -> tuple[set[int], set[int], set[int]]:
+        """(committed steps, earlier trainers' complete steps, every step seen)."""
+        committed: set[int] = set()
+        legacy: set[int] = set()
         seen: set[int] = set()
-        if not storage.is_gcs(self.root) and not os.path.isdir(self.root):
-            return complete, seen
+        if not storage.is_gcs(self.root) and not storage.exists(self.root):
+            return committed, legacy, seen
         for uri in storage.list_files(self.root):
-            match = _STEP_DIR.search(uri)
+            match = _STEP_FILE.search(uri)
             if match:
                 step = int(match.group(1))
                 seen.add(step)
-                if match.group(2) == MARKER:
-                    complete.add(step)
-        return complete, seen
+                if match.group(2) == COMMIT:
+                    committed.add(step)
+                elif match.group(2) == LEGACY_MARKER:
+                    legacy.add(step)
+        return committed, legacy, seen
 
     def complete_steps(self) -> list[int]:
-        return sorted(self._listing()[0])
+        """Steps with a commit record (and earlier trainers' complete ones), oldest first."""
+        committed, legacy, _ = self._listing()
+        return sorted(committed | legacy)
 
     def latest(self) -> int | None:
         steps = self.complete_steps()
         return steps[-1] if steps else None
 
-    def load(self, step: int) -> dict[str, Any]:
-        with tempfile.TemporaryDirectory(prefix="landfall-ckpt-") as tmp:
-            path = os.path.join(tmp, STATE)
-            storage.download_file(storage.join(self._dir(step), STATE), path)
-            state = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(state, dict):
-            raise TypeError(
-                f"{storage.join(self._dir(step), STATE)}: expected a checkpoint dict, got {type(state).__name__}"
+    def require_sharded(self, step: int) -> None:
+        """A ConfigError when step is an earlier trainer's single-file checkpoint (no commit record)."""
+        if not storage.exists(storage.join(self.dir(step), COMMIT)):
+            raise ConfigError(
+                f"the checkpoint at step {step} in {self.root} is a single-file checkpoint (state.pt) of an earlier "
+                "trainer; this trainer reads sharded checkpoints (commit.json beside torch.distributed.checkpoint "
+                "shards) only. Resume it with the trainer image that wrote it, or point AIP_CHECKPOINT_DIR at a "
+                "fresh directory to start again."
             )
+
+    def save(self, step: int, shards: dict[str, Any], record: CommitRecord, resume: dict[str, Any]) -> str:
+        """Write a checkpoint of step; returns its URI. Collective: every rank passes its shards (its part of the
+        model and optimizer state); record and resume are rank 0's (ignored elsewhere). What a writer that died
+        at the same step left is removed first. Rank 0 writes resume.pt and the commit record only after every
+        rank's shards are written, then prunes."""
+        started = time.monotonic()
+        target = self.dir(step)
+        if collectives.rank() == 0:  # what a writer that died at this step left (other ranks' shard files too)
+            storage.delete_tree(target)
+        collectives.barrier()
+        dcp.save(shards, storage_writer=checkpoint_io.writer(target), no_dist=not collectives.active())
+        collectives.barrier()  # every rank's shard files are complete before the record says so
+        if collectives.rank() == 0:
+            buffer = io.BytesIO()
+            torch.save(resume, buffer)
+            storage.write_bytes(storage.join(target, RESUME), buffer.getvalue())
+            storage.write_bytes(storage.join(target, COMMIT), json.dumps(record.to_dict()).encode(), "application/json")
+            size = sum(size for _, _, size in storage.list_objects(target))
+            seconds = round(time.monotonic() - started, 3)
+            log("checkpoint saved", step=step, uri=target + "/", bytes=size, seconds=seconds)
+            self.prune()
+        collectives.barrier()
+        return target
+
+    def record(self, step: int) -> CommitRecord:
+        uri = storage.join(self.dir(step), COMMIT)
+        with storage.open_read(uri) as stream:
+            return CommitRecord.from_dict(json.loads(stream.read()), uri)
+
+    def resume_state(self, step: int) -> dict[str, Any]:
+        """resume.pt: per-rank RNG states and epoch sums, the LR schedule's and the loss scaler's state."""
+        uri = storage.join(self.dir(step), RESUME)
+        with storage.open_read(uri) as stream:
+            state = torch.load(io.BytesIO(stream.read()), map_location="cpu", weights_only=True)
+        if not isinstance(state, dict):
+            raise TypeError(f"{uri}: expected a dict, got {type(state).__name__}")
         return state
 
-    def save(self, step: int, state: dict[str, Any]) -> str:
-        """Write state for step, then its marker, then prune; returns the checkpoint's URI."""
-        started = time.monotonic()
-        target = self._dir(step)
-        with tempfile.TemporaryDirectory(prefix="landfall-ckpt-") as tmp:
-            path = os.path.join(tmp, STATE)
-            torch.save(state, path)
-            size = os.path.getsize(path)
-            storage.upload_file(path, storage.join(target, STATE))
-        marker = {"step": step, "bytes": size, "written_at": time.time()}
-        storage.write_bytes(storage.join(target, MARKER), json.dumps(marker).encode(), "application/json")
-        log("checkpoint saved", step=step, uri=target + "/", bytes=size, seconds=round(time.monotonic() - started, 3))
-        self.prune()
-        return target
+    def load_shards(self, step: int, shards: dict[str, Any]) -> None:
+        """Fill shards (this rank's state dicts, as templates of the right shapes) in place from the checkpoint,
+        whatever the number of processes and strategy that wrote it. Collective."""
+        dcp.load(shards, storage_reader=checkpoint_io.reader(self.dir(step)), no_dist=not collectives.active())
 
     def prune(self) -> None:
         """Keep the newest `keep` complete checkpoints; drop older ones and abandoned partial ones."""
-        complete, seen = self._listing()
+        committed, legacy, seen = self._listing()
+        complete = committed | legacy
         kept = sorted(complete)[-self.keep :]
         newest = kept[-1] if kept else -1
         for step in sorted(seen):
             if step in kept or (step not in complete and step > newest):
                 continue
-            storage.delete_tree(self._dir(step))
+            storage.delete_tree(self.dir(step))

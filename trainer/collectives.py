@@ -46,3 +46,8 @@ def broadcast_object(value: Any) -> Any:
 def barrier() -> None:
     if active():
         dist.barrier()
+
+
+def rank() -> int:
+    """This process's rank (0 in a single process)."""
+    return dist.get_rank() if active() else 0

@@ -18,7 +18,7 @@ import torch
 from schemas.data_objects import DataRead
 from schemas.run_metrics import RunWarning
 from trainer import collectives
-from trainer.checkpoint import CheckpointStore
+from trainer.checkpoint import CheckpointStore, CommitRecord
 from trainer.config import TrainConfig
 from trainer.datasets.stream import Corpus, Counts, eval_batches, eval_batches_needed, train_batches
 from trainer.distributed import DistEnv
@@ -27,7 +27,7 @@ from trainer.events import EventLog
 from trainer.logs import log
 from trainer.metrics import EpochResult, Evaluation
 from trainer.objectives import score, training_loss
-from trainer.parallel import Wrapped, full_state, gradient_sync
+from trainer.parallel import Wrapped, gradient_sync, load_sharded_state, sharded_state
 from trainer.precision import Precision
 from trainer.preemption import PreemptionWatch
 from trainer.sizing import EarlyStopping
@@ -70,7 +70,8 @@ class Session:
     warnings: list[RunWarning] = field(default_factory=list)
     """What metrics.json warns about the run (schemas/run_metrics.py)."""
     best_weights: dict[str, torch.Tensor] | None = None
-    """A copy of the model's state at early.best_epoch (only while early stopping is on)."""
+    """A copy of the model's state at early.best_epoch, keyed by the bare model's names (only while early stopping
+    is on)."""
     data_read: DataRead | None = None
     """The dataset version's objects this run reads (metrics.json `data`)."""
     progress: Progress = field(default_factory=Progress)
@@ -94,70 +95,91 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def checkpoint_state(s: Session) -> dict[str, Any] | None:
-    """The full resumable state on rank 0 (None elsewhere). Collective: every rank must call it."""
-    model_state, optim_state = full_state(s.wrapped)
-    per_rank = collectives.all_gather_object({"rng": rng_state(), "epoch_sums": list(s.progress.epoch_sums)})
-    if not s.env.is_main:
-        return None
+def commit_record(s: Session) -> CommitRecord:
+    """Where the run stands, for the checkpoint's commit record."""
     p = s.progress
-    return {
-        "format": 1,
-        "step": p.step,
-        "epoch": p.epoch,
-        "batch_in_epoch": p.batch_in_epoch,
-        "epochs": [e.to_dict() for e in p.epochs],
-        "per_rank": per_rank,
-        "model": model_state,
-        "optimizer": optim_state,
-        "scheduler": s.scheduler.state_dict(),
-        "scaler": s.scaler.state_dict(),
-        "config": s.config.to_dict(),
-        "world_size": s.env.world_size,
-        "data_spec": s.data_spec,
-        "early_stopping": s.early.to_dict(),
-        "best_weights": s.best_weights,
-    }
+    global_batch = s.config.batch_split(s.env.world_size).global_batch
+    return CommitRecord(
+        step=p.step,
+        epoch=p.epoch,
+        batch_in_epoch=p.batch_in_epoch,
+        samples_in_epoch=p.batch_in_epoch * global_batch,
+        samples_seen=p.step * global_batch,
+        seed=s.config.seed,
+        world_size=s.env.world_size,
+        strategy=s.config.strategy,
+        written_at=time.time(),
+        config=s.config.to_dict(),
+        data_spec=s.data_spec,
+        epochs=[e.to_dict() for e in p.epochs],
+        early_stopping=dict(s.early.to_dict()),
+        best_weights=s.best_weights is not None,
+    )
 
 
 def save_checkpoint(s: Session) -> None:
-    """Write a checkpoint of the current step (rank 0 writes; everyone waits until it is complete)."""
+    """Write a checkpoint of the current step: every rank its shard, then rank 0 the commit record. Collective."""
     if s.store is None or s.last_checkpoint_step == s.progress.step:
         return
-    state = checkpoint_state(s)
-    if state is not None:
-        s.store.save(s.progress.step, state)
-    collectives.barrier()
+    shards = sharded_state(s.wrapped)
+    if s.best_weights is not None:  # the same copy on every rank (ddp, zero1): written once
+        shards["best_weights"] = s.best_weights
+    per_rank = collectives.all_gather_object({"rng": rng_state(), "epoch_sums": list(s.progress.epoch_sums)})
+    resume = {"per_rank": per_rank, "scheduler": s.scheduler.state_dict(), "scaler": s.scaler.state_dict()}
+    s.store.save(s.progress.step, shards, commit_record(s), resume)
     s.last_checkpoint_step = s.progress.step
 
 
-def restore(s: Session, state: dict[str, Any]) -> None:
-    """Put a loaded checkpoint back: weights, optimizer, schedule, scaler, data position, this rank's RNG."""
-    from trainer.parallel import load_full_state
+def restore(s: Session, store: CheckpointStore, step: int) -> CommitRecord:
+    """Put a committed checkpoint back, whatever world size and strategy wrote it: weights and optimizer
+    (resharded), schedule, scaler, data position, RNG. Collective.
 
-    load_full_state(s.wrapped, state["model"], state["optimizer"])
-    s.scheduler.load_state_dict(state["scheduler"])
-    s.scaler.load_state_dict(state["scaler"])
-    mine = state["per_rank"][s.env.rank]
-    set_rng_state(mine["rng"])
+    The data position is the global samples trained in the epoch: with the global batch kept (the plan keeps it
+    through accumulation) that is the same optimizer step in the epoch at any world size. With another world size,
+    rank r takes the RNG state of the writer's rank r mod its world size, and rank 0 carries the epoch's training
+    sums of every writer (they are summed across ranks at the epoch's end)."""
+    record = store.record(step)
+    resume = store.resume_state(step)
+    load_sharded_state(s.wrapped, lambda state: store.load_shards(step, state))
+    s.scheduler.load_state_dict(resume["scheduler"])
+    s.scaler.load_state_dict(resume["scaler"])
+    per_rank = resume["per_rank"]
+    set_rng_state(per_rank[s.env.rank % len(per_rank)]["rng"])
     s.progress = Progress(
-        step=state["step"],
-        epoch=state["epoch"],
-        batch_in_epoch=state["batch_in_epoch"],
-        epochs=[EpochResult(**e) for e in state["epochs"]],
-        epoch_sums=list(mine["epoch_sums"]),
+        step=record.step,
+        epoch=record.epoch,
+        batch_in_epoch=record.samples_in_epoch // s.config.batch_split(s.env.world_size).global_batch,
+        epochs=[EpochResult(**e) for e in record.epochs],
+        epoch_sums=_epoch_sums(per_rank, s.env.rank, s.env.world_size),
     )
-    s.last_checkpoint_step = state["step"]
-    saved = state["early_stopping"]
+    s.last_checkpoint_step = record.step
+    saved = record.early_stopping
+    # whether early stopping is on is this run's decision (off where no rank holds the whole model: FSDP)
+    holds_weights = s.early.patience > 0
     s.early = EarlyStopping(
-        patience=int(saved["patience"]),
+        patience=s.early.patience,
         min_steps=int(saved["min_steps"]),
         best_loss=float(saved["best_loss"]),
         best_epoch=int(saved["best_epoch"]),
         stale=int(saved["stale"]),
         stopped_epoch=int(saved["stopped_epoch"]),
     )
-    s.best_weights = state["best_weights"]
+    s.best_weights = None
+    if record.best_weights and holds_weights:
+        best = {"best_weights": {k: v.detach().clone() for k, v in s.wrapped.inner.state_dict().items()}}
+        store.load_shards(step, best)
+        s.best_weights = best["best_weights"]
+    return record
+
+
+def _epoch_sums(per_rank: list[dict[str, Any]], rank: int, world_size: int) -> list[float]:
+    """This rank's share of the epoch's training sums: its own at the same world size; otherwise rank 0 holds
+    them all (only their sum across ranks is ever read)."""
+    if len(per_rank) == world_size:
+        return [float(v) for v in per_rank[rank]["epoch_sums"]]
+    if rank != 0:
+        return [0.0, 0.0, 0.0]
+    return [float(sum(r["epoch_sums"][i] for r in per_rank)) for i in range(3)]
 
 
 def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -303,14 +325,15 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
     if ended_inside_epoch or not p.epochs:
         _finish_epoch(s, p.epoch)
     if s.best_weights is not None and s.early.best_epoch != p.epochs[-1].epoch:
-        s.wrapped.model.load_state_dict(s.best_weights)  # every rank holds the same copy (ddp, zero1)
+        s.wrapped.inner.load_state_dict(s.best_weights)  # every rank holds the same copy (ddp, zero1)
 
 
 def _finish_epoch(s: Session, epoch: int) -> None:
     result = epoch_result(s, epoch)
     s.progress.epochs.append(result)
     if s.early.patience > 0 and s.early.record(result.epoch, result.loss):
-        s.best_weights = {k: v.detach().clone() for k, v in s.wrapped.model.state_dict().items()}
+        # keyed by the bare model's names, as a checkpoint holds them whatever the wrapper
+        s.best_weights = {k: v.detach().clone() for k, v in s.wrapped.inner.state_dict().items()}
     if s.env.is_main:
         log(
             "epoch finished",

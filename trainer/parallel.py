@@ -10,9 +10,10 @@ A single process trains the bare model whatever the strategy (there is nobody to
 from __future__ import annotations
 
 import contextlib
+import copy
 import ctypes
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +104,8 @@ def _shard_units(model: nn.Module) -> list[nn.Module]:
     return list(blocks) if isinstance(blocks, nn.ModuleList) else []
 
 
-def _sharded(wrapped: Wrapped) -> bool:
+def sharded(wrapped: Wrapped) -> bool:
+    """Whether no rank holds the whole model (FSDP across processes)."""
     return wrapped.strategy in FSDP_STRATEGIES and collectives.active()
 
 
@@ -112,51 +114,131 @@ def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def full_state(wrapped: Wrapped) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(model, optimizer) full state dicts on rank 0's CPU; other ranks may get empty dicts. Collective.
+    """(model, optimizer) full state dicts keyed by parameter name on rank 0's CPU (what a checkpoint holds,
+    whatever the strategy); other ranks may get empty dicts. Collective.
 
-    FSDP goes through torch.distributed.checkpoint's state-dict API (gathering shards to rank 0); under DDP every
-    rank already holds everything, and ZeroRedundancyOptimizer consolidates its shards on rank 0.
+    FSDP and DDP go through torch.distributed.checkpoint's state-dict API (gathering shards to rank 0);
+    ZeroRedundancyOptimizer consolidates its shards on rank 0.
     """
-    if _sharded(wrapped):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
 
-        return get_state_dict(
-            wrapped.model, wrapped.optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-        )
-    main = not collectives.active() or dist.get_rank() == 0
-    if wrapped.strategy == "zero1" and collectives.active():
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-
-        if not isinstance(wrapped.optimizer, ZeroRedundancyOptimizer):
-            raise TypeError(
-                f"--strategy=zero1: expected a ZeroRedundancyOptimizer, got {type(wrapped.optimizer).__name__}"
-            )
-        wrapped.optimizer.consolidate_state_dict(to=0)
-    if not main:
-        return {}, {}
-    return _cpu(wrapped.inner.state_dict()), wrapped.optimizer.state_dict()
+    if _zero1(wrapped):
+        optim = _zero1_consolidated(wrapped)
+        return (_cpu(wrapped.inner.state_dict()) if dist.get_rank() == 0 else {}), optim
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    # Copies: on the CPU the state-dict API hands back the live tensors themselves, which the next step changes.
+    model = copy.deepcopy(get_model_state_dict(wrapped.model, options=options))
+    # An optimizer without state yet gives none: the state-dict API would create it by taking a step.
+    if not wrapped.optimizer.state:
+        return model, {}
+    return model, copy.deepcopy(get_optimizer_state_dict(wrapped.model, wrapped.optimizer, options=options))
 
 
-def load_full_state(wrapped: Wrapped, model_state: dict[str, Any], optim_state: dict[str, Any]) -> None:
-    """Load full state dicts (every rank passes the same ones) into the wrapped model and optimizer."""
-    if _sharded(wrapped):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+def sharded_state(wrapped: Wrapped) -> dict[str, Any]:
+    """This rank's part of the model and optimizer state ({"model", "optim"}, keyed by parameter name) for
+    torch.distributed.checkpoint, which reshards it on load. Collective.
 
-        set_state_dict(
-            wrapped.model,
-            wrapped.optimizer,
-            model_state_dict=model_state,
-            optim_state_dict=optim_state,
-            options=StateDictOptions(full_state_dict=True),
-        )
+    The state-dict API gives FSDP's shards as DTensors and DDP's full tensors (written once, whoever holds them).
+    ZeroRedundancyOptimizer is not one it knows: its shards are consolidated on rank 0, which alone contributes
+    the optimizer state, in the same name-keyed form.
+    """
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+    if _zero1(wrapped):
+        optim = _zero1_consolidated(wrapped)
+        return {"model": get_model_state_dict(wrapped.model), "optim": optim}
+    model, optim = get_state_dict(wrapped.model, wrapped.optimizer)
+    return {"model": model, "optim": optim}
+
+
+def load_sharded_state(wrapped: Wrapped, load: Callable[[dict[str, Any]], None]) -> None:
+    """Fill the model and optimizer from a checkpoint: load(state) fills sharded_state()'s templates in place
+    (whatever the number of processes and strategy that wrote it). Collective.
+
+    Under ZeRO-1 every rank loads the whole optimizer state for the moment of loading (ZeroRedundancyOptimizer
+    takes the whole state and keeps its partition)."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict, set_state_dict
+
+    if _zero1(wrapped):
+        state = {"model": get_model_state_dict(wrapped.model), "optim": _adamw_template(wrapped)}
+        load(state)
+        set_model_state_dict(wrapped.model, state["model"])
+        wrapped.optimizer.load_state_dict(_by_index(state["optim"], _names(wrapped)))
         return
-    wrapped.inner.load_state_dict(model_state)
-    wrapped.optimizer.load_state_dict(optim_state)
+    template: dict[str, Any] = sharded_state(wrapped)
+    load(template)
+    set_state_dict(
+        wrapped.model, wrapped.optimizer, model_state_dict=template["model"], optim_state_dict=template["optim"]
+    )
+
+
+def _zero1(wrapped: Wrapped) -> bool:
+    return wrapped.strategy == "zero1" and collectives.active()
+
+
+def _names(wrapped: Wrapped) -> list[str]:
+    """Parameter names in the optimizer's global index order (the order ZeroRedundancyOptimizer numbers them)."""
+    return [name for name, _ in wrapped.inner.named_parameters()]
+
+
+def _zero1_consolidated(wrapped: Wrapped) -> dict[str, Any]:
+    """ZeroRedundancyOptimizer's whole state on rank 0, keyed by parameter name; {} elsewhere. Collective."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    optimizer = wrapped.optimizer
+    if not isinstance(optimizer, ZeroRedundancyOptimizer):
+        raise TypeError(f"--strategy=zero1: expected a ZeroRedundancyOptimizer, got {type(optimizer).__name__}")
+    optimizer.consolidate_state_dict(to=0)
+    if dist.get_rank() != 0:
+        return {}
+    by_index = optimizer.state_dict()
+    names = _names(wrapped)
+    return {
+        "state": {names[index]: dict(value) for index, value in by_index["state"].items()},
+        "param_groups": [
+            {**group, "params": [names[index] for index in group["params"]]} for group in by_index["param_groups"]
+        ],
+    }
+
+
+def _adamw_template(wrapped: Wrapped) -> dict[str, Any]:
+    """The whole AdamW state of the model, zeros of the right shapes, keyed by parameter name (what a checkpoint's
+    optimizer state is read into)."""
+    params = dict(wrapped.inner.named_parameters())
+    name_of = {id(param): name for name, param in params.items()}
+    groups = [
+        {**{k: v for k, v in group.items() if k != "params"}, "params": [name_of[id(p)] for p in group["params"]]}
+        for group in wrapped.optimizer.param_groups
+    ]
+    state = {
+        name: {
+            "step": torch.zeros((), dtype=torch.float32),
+            "exp_avg": torch.zeros_like(param),
+            "exp_avg_sq": torch.zeros_like(param),
+        }
+        for name, param in params.items()
+    }
+    return {"state": state, "param_groups": groups}
+
+
+def _by_index(by_name: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """A name-keyed optimizer state back in torch's index-keyed form (indices in names' order)."""
+    index = {name: i for i, name in enumerate(names)}
+    return {
+        "state": {index[name]: value for name, value in by_name["state"].items()},
+        "param_groups": [
+            {**group, "params": [index[name] for name in group["params"]]} for group in by_name["param_groups"]
+        ],
+    }
 
 
 def model_weights(wrapped: Wrapped) -> dict[str, torch.Tensor]:
     """The full model state on rank 0's CPU (empty elsewhere under FSDP). Collective."""
-    if _sharded(wrapped):
+    if sharded(wrapped):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         full = get_model_state_dict(wrapped.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
@@ -176,7 +258,7 @@ def _tensors(state: Mapping[str, object]) -> dict[str, torch.Tensor]:
 
 def local_weights_digest(wrapped: Wrapped) -> str | None:
     """sha256 of this rank's own full copy of the weights (None under FSDP, where no rank holds them all)."""
-    if _sharded(wrapped):
+    if sharded(wrapped):
         return None
     digest = hashlib.sha256()
     for name, tensor in sorted(wrapped.inner.state_dict().items()):

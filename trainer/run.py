@@ -51,8 +51,8 @@ from trainer.schedule import lr_multiplier
 from trainer.sizing import EarlyStopping, held_out_fraction, held_out_warnings, planned_steps
 from trainer.vertex_env import required_model_dir
 
-# Resuming is exact only when these match the checkpoint's run.
-_RESUME_KEYS = ("data_uri", "task", "model", "batch_size", "seed", "strategy", "epochs", "max_steps")
+# A checkpoint resumes only a run with these settings (the world size and the strategy may differ).
+_RESUME_KEYS = ("data_uri", "task", "model", "batch_size", "seed", "epochs", "max_steps")
 
 
 def train(config: TrainConfig, env: DistEnv, environ: Mapping[str, str]) -> dict[str, Any] | None:
@@ -180,27 +180,29 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
 
 
 def _resume(session: Session, store: CheckpointStore) -> None:
-    """Load the newest complete checkpoint, if any, after checking it belongs to this run's shape."""
+    """Load the newest committed checkpoint, if any, after checking it belongs to this run (the world size and the
+    strategy may differ: the shards are resharded, trainer/loop.py restore)."""
     step = collectives.broadcast_object(store.latest())
     if step is None:
         return
-    state = store.load(step)
-    saved = state["config"]
+    store.require_sharded(step)
+    saved = store.record(step)
     mine = session.config.to_dict()
-    different = [k for k in _RESUME_KEYS if saved.get(k) != mine.get(k)]
-    if state["world_size"] != session.env.world_size:
-        different.append(f"world size ({state['world_size']} then, {session.env.world_size} now)")
+    different = [k for k in _RESUME_KEYS if saved.config.get(k) != mine.get(k)]
     if different:
         raise ConfigError(
             f"the checkpoint at step {step} in {store.root} is from a different run: {different} "
             "differ. Point AIP_CHECKPOINT_DIR at a fresh directory, or rerun with the same settings."
         )
-    restore(session, state)
+    record = restore(session, store, step)
     log(
         "resumed from checkpoint",
         step=step,
         epoch=session.progress.epoch + 1,
         batch_in_epoch=session.progress.batch_in_epoch,
+        samples_seen=record.samples_seen,
+        world_size_then=record.world_size,
+        strategy_then=record.strategy,
     )
 
 

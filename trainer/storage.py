@@ -270,6 +270,40 @@ def download_file(uri: str, path: str) -> None:
         shutil.copyfile(uri, path)
 
 
+def open_write(uri: str) -> IO[bytes]:
+    """A binary stream that writes uri as it goes: a resumable upload for gs:// (the object appears when the stream
+    is closed, nothing is staged on the local disk), a plain file otherwise (its folder made)."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        # google-cloud-storage ships no types; Blob.open("wb") returns a BlobWriter. ignore_flush: torch.save
+        # flushes the stream it writes to, and a flush cannot finish a resumable upload part-way.
+        stream: IO[bytes] = _blob(uri).open("wb", ignore_flush=True)
+        return stream
+    os.makedirs(os.path.dirname(os.path.abspath(uri)), exist_ok=True)
+    return open(uri, "wb")
+
+
+def rename(uri: str, new_uri: str) -> None:
+    """Move one file: a server-side copy then a delete for gs:// (both in one bucket), an atomic rename locally."""
+    uri, new_uri = resolve(uri), resolve(new_uri)
+    if is_gcs(uri):
+        source = _blob(uri)
+        bucket, name = split_gcs(new_uri)
+        source.bucket.copy_blob(source, client().bucket(bucket), name)
+        source.delete()
+        return
+    os.replace(uri, new_uri)
+
+
+def delete_file(uri: str) -> None:
+    """Remove one file or object; a missing one is an error (FileNotFoundError, or google's NotFound)."""
+    uri = resolve(uri)
+    if is_gcs(uri):
+        _blob(uri).delete()
+    else:
+        os.unlink(uri)
+
+
 def delete_tree(uri: str) -> None:
     """Remove everything at or under uri; missing things are fine."""
     uri = resolve(uri)

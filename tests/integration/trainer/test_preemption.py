@@ -112,3 +112,65 @@ def test_zero1_sharded_optimizer_state_survives_a_sigterm_exactly(tmp_path: Path
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     assert resumed.messages("resumed from checkpoint")[0]["step"] == stopped.messages("checkpoint saved")[0]["step"]
     assert same_weights(tmp_path / "whole" / "model", tmp_path / "stopped" / "model")
+
+
+def test_a_checkpoint_of_two_zero1_processes_resumes_in_one_process_under_fsdp(tmp_path: Path) -> None:
+    """A capacity fallback changes the world size and the strategy: the sharded checkpoint resumes all the same,
+    at the same optimizer step of the epoch (the global batch is kept), with the loss going on from where it was."""
+    data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
+    extra = ("--checkpoint-every=1000", "--hparam", "log_every=1")
+    env = _outputs(tmp_path / "run", LANDFALL_NPROC_PER_NODE="2")
+    two = trainer_args(str(data), epochs=2, batch_size=16, strategy="zero1", extra=extra)
+    stopped = run_until(two, env, lambda r: r.get("message") == "training" and r["step"] >= 4, signal.SIGTERM)
+    assert stopped.returncode == 143, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    stop_step = stopped.messages("checkpoint saved")[0]["step"]
+    before = {r["step"]: r["loss"] for r in stopped.messages("training")}
+
+    one = trainer_args(str(data), epochs=2, batch_size=16, strategy="fsdp", extra=extra)
+    resumed = run_trainer(one, _outputs(tmp_path / "run"))
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    resumed_from = resumed.messages("resumed from checkpoint")[0]
+    assert resumed_from["step"] == stop_step
+    assert (resumed_from["world_size_then"], resumed_from["strategy_then"]) == (2, "zero1")
+    assert resumed_from["samples_seen"] == stop_step * 16
+    after = {r["step"]: r["loss"] for r in resumed.messages("training")}
+    assert min(after) == stop_step + 1  # nothing redone, nothing skipped: the next optimizer step
+    assert abs(after[stop_step + 1] - before[stop_step]) < 0.5 * abs(before[1] - before[stop_step]) + 0.05
+    metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
+    assert metrics["world_size"] == 1 and metrics["strategy"] == "fsdp" and metrics["steps"] > stop_step
+
+
+def test_shards_without_their_commit_record_are_not_resumed_from(tmp_path: Path) -> None:
+    """A writer that died between its shards and the commit record left no checkpoint: the next job starts over."""
+    data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
+    args = trainer_args(str(data), epochs=1, batch_size=16, extra=("--checkpoint-every=4", "--hparam", "log_every=1"))
+    env = _outputs(tmp_path / "run")
+    first = run_trainer(args, env)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    steps = CheckpointStore(str(tmp_path / "run" / "checkpoints"), keep=3).complete_steps()
+    assert steps, "the first job wrote checkpoints"
+    for step in steps:
+        (tmp_path / "run" / "checkpoints" / f"step-{step:09d}" / "commit.json").unlink()
+    again = run_trainer(args, env)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert not again.messages("resumed from checkpoint")
+    assert min(r["step"] for r in again.messages("training")) == 1
+
+
+def test_early_stoppings_best_weights_survive_a_change_of_world_size(tmp_path: Path) -> None:
+    """The copy of the best epoch's weights is in the checkpoint (keyed by the bare model's names) and reads back
+    into another number of processes."""
+    data = datagen.write_csv_shards(tmp_path / "data", shards=2, rows_per_shard=160)
+    patience = ("--hparam", "early_stopping_patience=5", "log_every=1")
+    args = trainer_args(str(data), epochs=3, batch_size=16, extra=("--checkpoint-every=20", *patience))
+    env = _outputs(tmp_path / "run", LANDFALL_NPROC_PER_NODE="2")
+    killed = run_until(args, env, lambda r: r.get("message") == "checkpoint saved" and r["step"] >= 20, signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL
+    store = CheckpointStore(str(tmp_path / "run" / "checkpoints"), keep=3)
+    step = store.latest()
+    assert step is not None and store.record(step).best_weights  # an epoch ended before it: its weights are kept
+    resumed = run_trainer(args, _outputs(tmp_path / "run"))
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert resumed.messages("resumed from checkpoint")[0]["step"] == step
+    metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
+    assert metrics["world_size"] == 1 and metrics["early_stopping"]["patience"] == 5

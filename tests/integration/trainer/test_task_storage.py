@@ -88,7 +88,7 @@ def test_trains_from_gcs_and_writes_model_and_metrics_to_gcs(gcs_bucket) -> None
     names = {b.name for b in gcs_bucket.list_blobs(prefix="run/")}
     assert {"run/model/model.pt", "run/model/config.json"} <= names
     assert any(n.startswith("run/logs/events.out.tfevents.") for n in names)
-    assert any(n.startswith("run/checkpoints/step-") and n.endswith("/COMPLETE") for n in names)
+    assert any(n.startswith("run/checkpoints/step-") and n.endswith("/commit.json") for n in names)
 
     import torch
 

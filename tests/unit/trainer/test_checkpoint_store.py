@@ -1,4 +1,5 @@
-"""Checkpoint store: a checkpoint without its marker is never loaded; the newest complete one wins; k are kept."""
+"""Checkpoint store: a checkpoint without its commit record is never loaded; the newest committed one wins; k are
+kept; an earlier trainer's single-file checkpoint is refused by name."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoint_contract import exercise_checkpoint_store
+from tests.checkpoint_contract import exercise_checkpoint_store, save
 from trainer.checkpoint import CheckpointStore
+from trainer.errors import ConfigError
 
 
 def test_local_directory(tmp_path: Path) -> None:
@@ -19,5 +21,33 @@ def test_local_directory(tmp_path: Path) -> None:
 def test_keep_last_k(tmp_path: Path, keep: int) -> None:
     store = CheckpointStore(str(tmp_path), keep=keep)
     for step in range(1, 6):
-        store.save(step, {"step": step})
+        save(store, step)
     assert store.complete_steps() == list(range(6 - keep, 6))
+
+
+def test_shards_without_a_commit_record_are_not_a_checkpoint(tmp_path: Path) -> None:
+    store = CheckpointStore(str(tmp_path), keep=3)
+    save(store, 7)
+    (tmp_path / "step-000000007" / "commit.json").unlink()  # the writer died between its shards and the record
+    assert store.latest() is None
+
+
+def test_an_earlier_trainers_single_file_checkpoint_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    old = tmp_path / "step-000000012"
+    old.mkdir()
+    (old / "state.pt").write_bytes(b"whole state")
+    (old / "COMPLETE").write_text("{}")
+    store = CheckpointStore(str(tmp_path), keep=3)
+    assert store.latest() == 12
+    with pytest.raises(ConfigError, match=r"single-file checkpoint.*fresh directory"):
+        store.require_sharded(12)
+
+
+def test_what_a_dead_writer_left_at_the_same_step_is_replaced(tmp_path: Path) -> None:
+    stale = tmp_path / "step-000000009"
+    stale.mkdir()
+    (stale / "__3_0.distcp").write_bytes(b"a shard of a 4-process writer that died")
+    store = CheckpointStore(str(tmp_path), keep=3)
+    save(store, 9)
+    assert store.latest() == 9
+    assert not (stale / "__3_0.distcp").exists()
