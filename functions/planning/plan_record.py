@@ -67,7 +67,7 @@ def _assumptions(ev: Evaluation, c: int, v: int, s: int, region: str, server: bo
     hardware = cached[0]
     if work.calibration is not None:  # the measured start-up replaces the assumed one (said in `measured`)
         hardware = tuple(n for n in hardware if not n.startswith("startup "))
-    return [line, *measured, compute_note(ev, c, v), *hardware], cached[1]
+    return [line, *work.sizing, *measured, compute_note(ev, c, v), *hardware], cached[1]
 
 
 def _hardware_notes(
