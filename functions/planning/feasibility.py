@@ -110,10 +110,18 @@ def _declared_memory_hint(ev: Evaluation, closest: int) -> str:
                 "workload.memory_gib_per_gpu (measured at the run's micro-batch), the parameter counts, or allow "
                 "more GPUs"
             )
+    gpus = np.flatnonzero(~space.is_cpu)
+    largest = int(gpus[np.argmax(ev.usable[gpus])]) if gpus.size else closest
+    if gpus.size and declared > ev.usable[largest]:
+        return (
+            f"workload.memory_gib_per_gpu ({declared / 2**30:g} GiB) is more than any GPU holds: the largest, "
+            f"{gpu_label(ev, largest)}, has {gb(ev.usable[largest])} usable; measure it again at a smaller "
+            "micro-batch, or leave it out for the memory model"
+        )
     return (
-        f"workload.memory_gib_per_gpu ({declared / 2**30:g} GiB) is more than any allowed GPU holds: "
-        f"{gpu_label(ev, closest)} has {gb(ev.usable[closest])} usable; measure it again at a smaller micro-batch, "
-        "or allow larger GPUs"
+        f"the declared workload.memory_gib_per_gpu ({declared / 2**30:g} GiB) fits no GPU the other checks allow; "
+        f"nearest: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}) with "
+        f"{gb(ev.usable[closest])} usable"
     )
 
 
