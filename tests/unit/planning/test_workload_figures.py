@@ -13,7 +13,7 @@ import pytest
 from functions.planning import plan_input_from_request, plan_request
 from functions.planning.planner import PlanOutcome
 from schemas.errors import SchemaError
-from schemas.plan import Plan
+from schemas.plan import Plan, parse_plan
 from schemas.training_request import parse_training_request
 from tests.unit.planning import lora_golden
 
@@ -139,7 +139,8 @@ def test_a_lora_is_planned_on_frozen_weights_plus_the_adapters_training_state() 
 def test_a_declared_memory_alone_is_the_memory_figure_with_the_modelled_time() -> None:
     lora = {**lora_golden.REQUEST["workload"], "memory_gib_per_gpu": 70}
     plan = planned(lora, {}, batch=32, epochs=1)
-    assert plan.memory.total_bytes == 70 * 2**30
+    assert plan.memory.total_bytes == 70 * 2**30 and plan.memory.overhead_bytes >= 0
+    assert parse_plan(plan.to_dict()) == plan  # the run record keeps it
     assert plan.estimated_step_time_seconds > 0 and plan.accelerator_type
     assert any("memory per GPU is the declared workload.memory_gib_per_gpu (70 GiB)" in line for line in sizing(plan))
     assert any("measured 70 GiB/GPU" in line for line in plan.assumptions)
