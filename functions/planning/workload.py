@@ -159,11 +159,12 @@ def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
 def build_workload(inp: PlanInput, assumptions: Assumptions) -> Workload:
     """Resolve the preset and size the work; an unknown preset or a preset of the wrong family is a PlanInputError.
     An own trainer's measured memory and step time ride along (functions/planning/search.py applies them) and its
-    basis leads the description, so `landfall plan` says how the size was known."""
-    work = _build_workload(inp, assumptions)
+    basis leads the description, so `landfall plan` says how the size was known. Declared FLOPs, activations and
+    trainable parameters replace the model's wherever they are given (a what-if plan of a preset too)."""
+    work = declared(_build_workload(inp, assumptions), inp)
     if not inp.basis:
-        return work
-    work = declared(work, inp)
+        figures = inp.flops_per_sample or inp.activation_gib_per_sample or inp.trainable_parameters
+        return replace(work, sizing=sizing_lines(work, inp)) if figures else work
     if inp.step_seconds:
         measured = f"; measured {inp.memory_gib_per_gpu:g} GiB/GPU, {inp.step_seconds:g} s/step"
     elif inp.memory_gib_per_gpu:

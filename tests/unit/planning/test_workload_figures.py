@@ -4,6 +4,7 @@ parameters and a measured memory figure alone are what the planner sizes with, a
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -175,3 +176,14 @@ def test_trainable_parameters_above_the_preset_s_count_are_refused_by_the_dispat
     (problem,) = trainable_problems(request)
     assert problem.startswith("workload.trainable_parameters: 1,000,000,000,000 is more than the")
     assert trainable_problems(parse_training_request({**json.loads(request.to_json()), "workload": {}})) == []
+
+
+def test_a_what_if_plan_of_a_preset_uses_the_declared_figures_too() -> None:
+    from functions.planning import PlanInput
+
+    base = PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=10**8, batch_size=32)
+    full = plan_request(base, now=NOW).plan
+    lora = plan_request(dataclasses.replace(base, trainable_parameters=10_000_000), now=NOW).plan
+    assert full is not None and lora is not None
+    assert not sizing(full) and any("10,000,000 trainable parameters" in line for line in sizing(lora))
+    assert lora.memory.model_states_bytes < full.memory.model_states_bytes
