@@ -187,7 +187,7 @@ def declared(work: Workload, inp: PlanInput) -> Workload:
     if inp.trainable_parameters and inp.trainable_parameters > work.parameters:
         raise PlanInputError(
             f"workload.trainable_parameters ({inp.trainable_parameters:,}) is more than the model's "
-            f"{work.parameters:,} parameters ({inp.basis}): give at most workload.parameters"
+            f"{work.parameters:,} parameters: it counts the part that trains; give at most {work.parameters:,}"
         )
     if inp.flops_per_sample:
         work = replace(work, flops_per_sample=inp.flops_per_sample)
@@ -215,6 +215,12 @@ FAMILY_NAMES = {"gpt": "a transformer", "mlp": "an MLP"}
 def sizing_lines(work: Workload, inp: PlanInput) -> tuple[str, ...]:
     """What the plan says of how an own trainer's model was sized: from the declared figures, or modelled from its
     parameters and why (the figures that would replace the model were not given)."""
+    if inp.memory_gib_per_gpu and inp.step_seconds:
+        measured = (
+            "sizing: memory and step time measured (workload.memory_gib_per_gpu, workload.step_seconds): they replace "
+            "the memory and time models"
+        )
+        return (measured, *frozen_line(work))
     declared_figures = {
         "flops_per_sample": (inp.flops_per_sample, f"{inp.flops_per_sample / 1e9:,.4g} GFLOP per sample"),
         "activation_gib_per_sample": (inp.activation_gib_per_sample, f"{inp.activation_gib_per_sample:.4g} GiB"),
@@ -230,19 +236,24 @@ def sizing_lines(work: Workload, inp: PlanInput) -> tuple[str, ...]:
             f"{flops} because {' and '.join(missing)} {'were' if len(missing) == 2 else 'was'} not given: declare "
             "them for a model that shape does not describe (CNN, ViT, diffusion, mixture of experts)"
         )
-    lines = [line]
-    if work.frozen:
-        lines.append(
-            f"sizing: {work.trained:,} trainable parameters ({work.trained / work.parameters:.2%} of "
-            f"{work.parameters:,}, workload.trainable_parameters): gradients, optimizer states and the all-reduce on "
-            f"those only; the {work.frozen:,} frozen as weights at the run's precision (sharded under FSDP)"
-        )
-    if inp.memory_gib_per_gpu and not inp.step_seconds:
+    lines = [line, *frozen_line(work)]
+    if inp.memory_gib_per_gpu:
         lines.append(
             f"sizing: memory per GPU is the declared workload.memory_gib_per_gpu ({inp.memory_gib_per_gpu:g} GiB), "
             "not the memory model; time is modelled (workload.step_seconds was not given)"
         )
     return tuple(lines)
+
+
+def frozen_line(work: Workload) -> tuple[str, ...]:
+    """The plan's line on an adapter's or LoRA's trainable part; () when every parameter trains."""
+    if not work.frozen:
+        return ()
+    return (
+        f"sizing: {work.trained:,} trainable parameters ({work.trained / work.parameters:.2%} of "
+        f"{work.parameters:,}, workload.trainable_parameters): gradients, optimizer states and the all-reduce on "
+        f"those only; the {work.frozen:,} frozen as weights at the run's precision (sharded under FSDP)",
+    )
 
 
 def _build_workload(inp: PlanInput, assumptions: Assumptions) -> Workload:

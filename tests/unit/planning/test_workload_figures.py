@@ -187,3 +187,11 @@ def test_a_what_if_plan_of_a_preset_uses_the_declared_figures_too() -> None:
     assert full is not None and lora is not None
     assert not sizing(full) and any("10,000,000 trainable parameters" in line for line in sizing(lora))
     assert lora.memory.model_states_bytes < full.memory.model_states_bytes
+
+
+def test_measured_memory_and_step_time_are_what_the_plan_says_it_sized_with() -> None:
+    plan = planned({"parameters": 1_000_000, "memory_gib_per_gpu": 2, "step_seconds": 0.1}, {}, batch=32, epochs=1)
+    assert sizing(plan) == [
+        "sizing: memory and step time measured (workload.memory_gib_per_gpu, workload.step_seconds): they replace "
+        "the memory and time models"
+    ]
