@@ -64,6 +64,9 @@ OVERRIDABLE_FIELDS = (
     "workload.tokens_per_epoch",
     "workload.memory_gib_per_gpu",
     "workload.step_seconds",
+    "workload.flops_per_sample",
+    "workload.activation_gib_per_sample",
+    "workload.trainable_parameters",
 )
 
 

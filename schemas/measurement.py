@@ -58,6 +58,21 @@ def _get(obj: Any, dotted: str, default: Any = None) -> Any:
     return obj
 
 
+SIZE_FIELDS = (
+    "parameters",
+    "layers",
+    "hidden_size",
+    "seq_len",
+    "memory_gib_per_gpu",
+    "step_seconds",
+    "flops_per_sample",
+    "activation_gib_per_sample",
+    "trainable_parameters",
+)
+"""The workload's figures that make it another workload (a LoRA is not its base model's full fine-tune); each counts
+in the key only when set, so a key made before a figure existed does not change."""
+
+
 def _workload_fields(request: Any) -> dict[str, Any]:
     trainer = (
         _get(request, "trainer.image_uri", "")
@@ -65,10 +80,7 @@ def _workload_fields(request: Any) -> dict[str, Any]:
         or ",".join(_get(request, "trainer.package_uris", ()) or ())
     )
     workload = _get(request, "workload", {}) or {}
-    sizes = {
-        k: _get(workload, k, 0) or 0
-        for k in ("parameters", "layers", "hidden_size", "seq_len", "memory_gib_per_gpu", "step_seconds")
-    }
+    sizes = {k: _get(workload, k, 0) or 0 for k in SIZE_FIELDS}
     return {
         "task": _get(request, "task", "") or "",
         "preset": _get(request, "model.preset", "") or "",

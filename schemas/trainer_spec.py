@@ -115,6 +115,16 @@ class WorkloadSpec:
     step_seconds: float = 0.0
     """Measured: seconds per optimizer step of the global batch on one GPU of the pinned or cheapest kind (overrides
     the time model)."""
+    flops_per_sample: float = 0.0
+    """Training FLOPs of one sample, forward and backward (about 3 x the forward FLOPs): replaces the modelled FLOPs
+    in the time model, for models the transformer shape does not describe (CNN, ViT, diffusion, mixture of
+    experts). 0 = modelled from the parameters."""
+    activation_gib_per_sample: float = 0.0
+    """GiB of activations one sample keeps for the backward pass, at the run's precision: replaces the modelled
+    activation memory when the planner chooses the micro-batch that fits. 0 = modelled."""
+    trainable_parameters: int = 0
+    """Parameters that train, when fewer than `parameters` (adapters, LoRA): gradients and optimizer states are
+    sized on these only, the frozen rest as weights at the run's precision. 0 = every parameter trains."""
 
     @property
     def given(self) -> bool:
@@ -219,7 +229,7 @@ def parse_workload(r: Reader | None) -> WorkloadSpec:
     if r is None:
         return WorkloadSpec()
     r.only(names_of(WorkloadSpec))
-    return WorkloadSpec(
+    spec = WorkloadSpec(
         parameters=r.integer("parameters", 0, minimum=0),
         layers=r.integer("layers", 0, minimum=0),
         hidden_size=r.integer("hidden_size", 0, minimum=0),
@@ -228,4 +238,38 @@ def parse_workload(r: Reader | None) -> WorkloadSpec:
         tokens_per_epoch=r.integer("tokens_per_epoch", 0, minimum=0),
         memory_gib_per_gpu=r.number("memory_gib_per_gpu", 0.0, minimum=0.0),
         step_seconds=r.number("step_seconds", 0.0, minimum=0.0),
+        flops_per_sample=_bounded(r, "flops_per_sample", MAX_FLOPS_PER_SAMPLE, "FLOPs"),
+        activation_gib_per_sample=_bounded(r, "activation_gib_per_sample", MAX_ACTIVATION_GIB_PER_SAMPLE, "GiB"),
+        trainable_parameters=r.integer("trainable_parameters", 0, minimum=0),
     )
+    _check_trainable(spec)
+    return spec
+
+
+MAX_FLOPS_PER_SAMPLE = 1e21
+"""The most training FLOPs one sample may declare: a 1T-parameter model over 100k tokens is about 6e17."""
+MAX_ACTIVATION_GIB_PER_SAMPLE = 4096.0
+"""The most activation GiB one sample may declare: more than any accelerator's memory by far."""
+
+
+def _bounded(r: Reader, key: str, most: float, unit: str) -> float:
+    """A declared figure: 0 (not given) or a finite number in (0, most]."""
+    value = r.number(key, 0.0, minimum=0.0)
+    if value > most:
+        raise SchemaError(
+            f"must be at most {most:g} {unit} per sample, got {value:g}: give the figure for one sample, not a "
+            "batch or a whole run",
+            field=f"workload.{key}",
+        )
+    return value
+
+
+def _check_trainable(spec: WorkloadSpec) -> None:
+    """trainable_parameters is a part of the model: at most workload.parameters when both are given."""
+    if spec.trainable_parameters and spec.parameters and spec.trainable_parameters > spec.parameters:
+        raise SchemaError(
+            f"is {spec.trainable_parameters:,}, more than workload.parameters ({spec.parameters:,}): it counts the "
+            "parameters that train (adapters, LoRA), a part of the whole model; give at most workload.parameters, "
+            "or leave it out when every parameter trains",
+            field="workload.trainable_parameters",
+        )

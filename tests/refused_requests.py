@@ -104,7 +104,7 @@ def cases(code_bucket: str, landing_bucket: str) -> dict[str, tuple[dict[str, An
         ),
         "typo-workload": (
             {"trainer": {"script": f"gs://{code}/scripts/train.py"}, "workload": {"trainable_params": 10}},
-            ("workload.trainable_params", "did you mean 'parameters'?"),
+            ("workload.trainable_params", "did you mean 'trainable_parameters'?"),
         ),
         "label-phase": (
             {**BUILT_IN, "labels": {"landfall-phase": "canary"}},

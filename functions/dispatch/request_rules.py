@@ -9,7 +9,7 @@ from pathlib import Path
 from deploy.routes import Route, read_routes
 from functions.settings import Settings
 from schemas.errors import SchemaError
-from schemas.model_presets import get_preset
+from schemas.model_presets import GptPreset, get_preset
 from schemas.model_version import ROUTE_LABEL
 from schemas.times import parse_timestamp
 from schemas.trainer_flags import extra_problems
@@ -142,7 +142,27 @@ def trainer_problems(request: TrainingRequest, settings: Settings) -> list[str]:
             "workload: Landfall cannot size code it did not write; say how big the work is in one of four ways: "
             + "; ".join(WORKLOAD_WAYS)
         )
+    problems += trainable_problems(request)
     return problems
+
+
+def trainable_problems(request: TrainingRequest) -> list[str]:
+    """workload.trainable_parameters more than the parameters of the preset it trains (the schema already checks it
+    against workload.parameters)."""
+    trainable, preset = request.workload.trainable_parameters, request.model.preset
+    if not trainable or request.workload.parameters or not preset:
+        return []
+    try:
+        shape = get_preset(preset)
+    except SchemaError:
+        return []  # request_problems names the unknown preset
+    if not isinstance(shape, GptPreset) or trainable <= shape.parameter_count():
+        return []  # an MLP preset's count depends on the data's columns: the planner checks it
+    whole = shape.parameter_count()
+    return [
+        f"workload.trainable_parameters: {trainable:,} is more than the {whole:,} parameters of model.preset "
+        f"{preset!r}: it counts the part of the model that trains (adapters, LoRA); give at most {whole:,}"
+    ]
 
 
 @cache

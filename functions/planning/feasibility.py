@@ -91,8 +91,44 @@ def _reevaluate(
     return evaluate(space, work, limits)
 
 
+def _declared_memory_hint(ev: Evaluation, closest: int) -> str:
+    """A declared memory figure that no candidate can hold: below the frozen weights' own size on every sharding
+    (the figures contradict each other), or above every GPU's usable memory."""
+    space, work = ev.space, ev.workload
+    declared = work.measured_memory_bytes
+    if work.frozen:
+        mode = space.modes["fp32" if ev.limits.fp32_only else "auto"]
+        weights = work.frozen * mode.frozen_bytes_per_param  # [variant, config]
+        gpu = ~space.is_cpu[None, :] & space.variant_valid.T
+        least = float(np.min(np.where(gpu, weights, np.inf)))
+        if least > declared:
+            return (
+                f"the request's figures contradict each other: workload.memory_gib_per_gpu ({declared / 2**30:g} "
+                f"GiB) is below the frozen weights' own size on every sharding planned: the {work.frozen:,} frozen "
+                f"parameters (workload.parameters less workload.trainable_parameters) take at least "
+                f"{least / 2**30:,.1f} GiB per GPU even under FSDP over the most GPUs allowed; correct "
+                "workload.memory_gib_per_gpu (measured at the run's micro-batch), the parameter counts, or allow "
+                "more GPUs"
+            )
+    gpus = np.flatnonzero(~space.is_cpu)
+    largest = int(gpus[np.argmax(ev.usable[gpus])]) if gpus.size else closest
+    if gpus.size and declared > ev.usable[largest]:
+        return (
+            f"workload.memory_gib_per_gpu ({declared / 2**30:g} GiB) is more than any GPU holds: the largest, "
+            f"{gpu_label(ev, largest)}, has {gb(ev.usable[largest])} usable; measure it again at a smaller "
+            "micro-batch, or leave it out for the memory model"
+        )
+    return (
+        f"the declared workload.memory_gib_per_gpu ({declared / 2**30:g} GiB) fits no GPU the other checks allow; "
+        f"nearest: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}) with "
+        f"{gb(ev.usable[closest])} usable"
+    )
+
+
 def _memory_hint(ev: Evaluation, closest: int) -> str:
     space = ev.space
+    if ev.workload.measured_memory_bytes > 0:
+        return _declared_memory_hint(ev, closest)
     if space.pin.active:
         # A pinned shape: say what it holds and what it would need; the fixes name the shape that fits.
         valid = np.where(space.variant_valid[closest], ev.memory_total[closest], np.inf)

@@ -6,6 +6,7 @@ by name, so the dispatcher calls `plan_request(plan_input_from_request(request))
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -84,6 +85,13 @@ class PlanInput:
     """Measured GiB one process needs (workload.memory_gib_per_gpu); 0 = the memory model decides."""
     step_seconds: float = 0.0
     """Measured seconds per optimizer step of the global batch on one GPU (workload.step_seconds); 0 = modelled."""
+    flops_per_sample: float = 0.0
+    """Declared training FLOPs of one sample, forward and backward (workload.flops_per_sample); 0 = modelled."""
+    activation_gib_per_sample: float = 0.0
+    """Declared activation GiB of one sample at the run's precision (workload.activation_gib_per_sample); 0 =
+    modelled."""
+    trainable_parameters: int | None = None
+    """Parameters that train (workload.trainable_parameters: adapters, LoRA); None = all of them."""
     basis: str = ""
     """How an own trainer's size was given (one of the request rules' WORKLOAD_WAYS, shortened); "" = built-in."""
     image_uri: str = ""
@@ -114,10 +122,29 @@ class PlanInput:
         ):
             if getattr(self, name) < 0:
                 raise PlanInputError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("parameters", "tokens", "seq_len", "n_features", "n_outputs", "samples", "layers", "hidden_size"):
+        for name in (
+            "parameters",
+            "tokens",
+            "seq_len",
+            "n_features",
+            "n_outputs",
+            "samples",
+            "layers",
+            "hidden_size",
+            "trainable_parameters",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise PlanInputError(f"{name} must be >= 1 when given, got {value}")
+        for name in ("flops_per_sample", "activation_gib_per_sample", "memory_gib_per_gpu", "step_seconds"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise PlanInputError(f"{name} must be a finite number >= 0 (0 = modelled), got {value}")
+        if self.trainable_parameters and self.parameters and self.trainable_parameters > self.parameters:
+            raise PlanInputError(
+                f"trainable_parameters ({self.trainable_parameters:,}) is more than parameters "
+                f"({self.parameters:,}): it counts the part of the model that trains; give at most parameters"
+            )
         if self.budget_usd < 0:
             raise PlanInputError(f"budget_usd must be >= 0 (0 = no budget), got {self.budget_usd}")
         if self.spot not in SPOT_POLICIES:
@@ -206,6 +233,9 @@ def _own_workload(request: Any) -> dict[str, Any]:
         basis = "workload.parameters"
     elif memory and step:
         basis = "measured workload.memory_gib_per_gpu and step_seconds"
+    elif memory:
+        time = "workload.flops_per_sample" if w("flops_per_sample") else "a nominal 1M-parameter model"
+        basis = f"measured workload.memory_gib_per_gpu (time modelled from {time})"
     else:
         basis = "the pinned machine (size unknown: time and cost assume a nominal 1M-parameter model)"
     if not preset and not parameters:
@@ -219,8 +249,11 @@ def _own_workload(request: Any) -> dict[str, Any]:
         "hidden_size": int(w("hidden_size")) or None,
         "samples": int(w("samples_per_epoch")) or None,
         "tokens": int(w("tokens_per_epoch")) or None,
-        "memory_gib_per_gpu": memory if memory and step else 0.0,
+        "memory_gib_per_gpu": memory,
         "step_seconds": step if memory and step else 0.0,
+        "flops_per_sample": float(w("flops_per_sample")),
+        "activation_gib_per_sample": float(w("activation_gib_per_sample")),
+        "trainable_parameters": int(w("trainable_parameters")) or None,
         "basis": basis,
     }
 

@@ -64,7 +64,7 @@ def batch_reasons(ev: Evaluation, c: int, v: int) -> list[str]:
     unit = "of RAM" if space.is_cpu[c] else "per GPU"
     usable = float(ev.usable[c])
     fixed = float(ev.memory_total[c, v] - ev.activations[c, v])
-    plain = work.activation_bytes_per_sample * (2.0 if ev.fp32[c] else 1.0)
+    plain = work.activation_bytes_per_sample * (2.0 if ev.fp32[c] and not work.activations_at_run_precision else 1.0)
     text = (
         f"batch: global {work.global_batch} = micro-batch {micro} x {world} process"
         f"{'es' if world > 1 else ''} x {steps} accumulation step{'s' if steps > 1 else ''}"

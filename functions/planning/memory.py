@@ -53,6 +53,14 @@ def model_state_bytes(parameters: Values, strategy: int | NDArray[Any], world: V
     return parameters * (fixed + sharded / world)
 
 
+def frozen_weight_bytes(parameters: Values, strategy: int | NDArray[Any], world: Values, fp32: Values) -> Values:
+    """Bytes per GPU of weights that do not train (adapters' frozen base model): the weights alone at the run's
+    precision (2 bytes in 16-bit, 4 in fp32), no gradients or optimizer states; FULL_SHARD shards them over the
+    data-parallel degree, the other strategies keep a whole copy per GPU."""
+    weight = 2.0 + 2.0 * np.asarray(fp32, dtype=np.float64)
+    return parameters * weight / np.where(np.asarray(strategy) == FSDP, world, 1)
+
+
 def activation_bytes(per_sample_16bit: Values, micro_batch: Values, fp32: Values) -> Values:
     """Activations of one micro-batch; fp32 activations take twice the 16-bit bytes."""
     return per_sample_16bit * micro_batch * (1.0 + np.asarray(fp32, dtype=np.float64))

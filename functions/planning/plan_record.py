@@ -67,7 +67,7 @@ def _assumptions(ev: Evaluation, c: int, v: int, s: int, region: str, server: bo
     hardware = cached[0]
     if work.calibration is not None:  # the measured start-up replaces the assumed one (said in `measured`)
         hardware = tuple(n for n in hardware if not n.startswith("startup "))
-    return [line, *measured, compute_note(ev, c, v), *hardware], cached[1]
+    return [line, *work.sizing, *measured, compute_note(ev, c, v), *hardware], cached[1]
 
 
 def _hardware_notes(
@@ -128,9 +128,10 @@ def build_plan(
     if ev.reserved[c, v, s] and region_index == ev.region[c, v, s]:
         hourly = float(ev.hourly[c, v, s])  # the reservation's machines are paid for: only a server pool costs
     hours = float(ev.hours[c, v, s])
-    states = round(float(ev.states[c, v]))
-    acts = round(float(ev.activations[c, v]))
     total = round(float(ev.memory_total[c, v]))
+    # A declared memory figure (workload.memory_gib_per_gpu) is the total; the model's split is shown within it.
+    states = min(round(float(ev.states[c, v])), total)
+    acts = min(round(float(ev.activations[c, v])), total - states)
     notes, estimated = _assumptions(ev, c, v, s, region, server)
     network = network_note(ev, c)
     notes = [*notes, network] if network else notes

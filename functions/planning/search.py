@@ -284,11 +284,17 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
 
     # Memory: what does not depend on the micro-batch, then the largest micro-batch that fits the usable memory,
     # without activation checkpointing, else with it (transformers only), else none (a memory failure).
-    states = p * mode.state_bytes_per_param  # [variant, config]
+    # Gradients and optimizer states for the parameters that train; weights alone for the frozen rest (adapters).
+    states = work.trained * mode.state_bytes_per_param  # [variant, config]
+    frozen_weights = work.frozen * mode.frozen_bytes_per_param if work.frozen else 0.0
+    if work.frozen:
+        states = states + frozen_weights
     gather = float(work.largest_layer_parameters) * mode.gather_bytes_per_param
     fixed = total_bytes(states, 0.0, gather, space.context_bytes)
     usable = np.asarray(usable_bytes(space.capacity_bytes, limits.memory_margin))  # an array already: no copy
-    per_sample = work.activation_bytes_per_sample * mode.activation_factor  # [config]
+    # Declared activations are at the run's precision already; the model's are 16-bit (fp32 doubles them).
+    factor = 1.0 if work.activations_at_run_precision else mode.activation_factor
+    per_sample = work.activation_bytes_per_sample * factor  # [config]
     room = np.floor((usable - fixed) / per_sample)
     # No micro-batch fits without checkpointing exactly where not even one sample does (room < 1): 1 divides every
     # share. Checkpointing is on where one sample fits with it; one split then serves both cases.
@@ -314,8 +320,11 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     mem_total = fixed + acts
     if work.measured_memory_bytes > 0:  # the team measured it: that figure, not the model, decides what fits
         mem_total = np.full(np.shape(mem_total), work.measured_memory_bytes)
-        # Measured per GPU: a CPU-only machine has no GPU memory to hold it.
+        # Measured per GPU: a CPU-only machine has no GPU memory to hold it. A figure below the frozen weights'
+        # own size on a candidate's sharding contradicts the request there (feasibility.py names the fields).
         fits = (mem_total <= usable) & np.broadcast_to(divisible, np.shape(mem_total)) & ~space.is_cpu
+        if work.frozen:
+            fits &= frozen_weights <= work.measured_memory_bytes
 
     recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing.astype(np.float64)
     # The MFU each candidate reaches depends on its work per micro-step (functions/planning/throughput.py).
@@ -325,7 +334,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     step = np.asarray(
         step_seconds(
             compute,
-            p * mode.comm_seconds_per_param,
+            work.trained * mode.comm_seconds_per_param,
             a.compute.comm_overlap_fraction,
             space.step_overhead * accumulation,
         )

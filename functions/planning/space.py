@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from functions.planning.catalog import Catalog, MachineShape
-from functions.planning.memory import gather_bytes, model_state_bytes
+from functions.planning.memory import frozen_weight_bytes, gather_bytes, model_state_bytes
 from functions.planning.performance import GBIT, comm_seconds, reduction_server_replicas
 from functions.planning.quotas import QuotaTable
 from functions.planning.reservations import Reservation
@@ -107,6 +107,8 @@ class PrecisionArrays:
     """[config] index into vocabulary.PRECISIONS."""
     state_bytes_per_param: np.ndarray
     """[variant, config] model_state_bytes(1, ...)."""
+    frozen_bytes_per_param: np.ndarray
+    """[variant, config] frozen_weight_bytes(1, ...): a parameter that does not train (adapters, LoRA)."""
     gather_bytes_per_param: np.ndarray
     """[variant, config] gather_bytes(1, ...)."""
     comm_seconds_per_param: np.ndarray
@@ -387,6 +389,9 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
             precision=np.where(fp32, FP32_INDEX, mixed_precision),
             state_bytes_per_param=np.ascontiguousarray(
                 np.transpose(model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]))
+            ),
+            frozen_bytes_per_param=np.ascontiguousarray(
+                np.transpose(frozen_weight_bytes(1.0, strategy, world[:, None], fp32[:, None]))
             ),
             gather_bytes_per_param=np.ascontiguousarray(
                 np.broadcast_to(gather_bytes(1.0, strategy, fp32[:, None]), valid.shape).T

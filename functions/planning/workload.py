@@ -51,6 +51,25 @@ class Workload:
     calibration: Calibration | None = None
     """Step times and start-ups measured by past runs and canaries (functions/planning/calibration.py); None = the
     model's."""
+    trainable_parameters: int = 0
+    """Parameters that train (adapters, LoRA): gradients, optimizer states and the all-reduce are sized on these,
+    the frozen rest as weights at the run's precision; 0 = all `parameters` train."""
+    activations_at_run_precision: bool = False
+    """activation_bytes_per_sample was declared at the run's precision (workload.activation_gib_per_sample): fp32
+    does not double it."""
+    sizing: tuple[str, ...] = ()
+    """How an own trainer's model was sized (declared figures or the model, and why), for the plan's assumptions;
+    () for Landfall's built-in trainer, whose models the planner knows."""
+
+    @property
+    def trained(self) -> int:
+        """The parameters whose gradients and optimizer states the run keeps."""
+        return self.trainable_parameters or self.parameters
+
+    @property
+    def frozen(self) -> int:
+        """The parameters kept as weights only (0 unless trainable_parameters is given)."""
+        return self.parameters - self.trained
 
 
 def _generic_gpt_shape(parameters: int) -> tuple[int, int, int]:
@@ -140,16 +159,100 @@ def _mlp(inp: PlanInput, a: Assumptions, preset: MlpPreset | None) -> Workload:
 def build_workload(inp: PlanInput, assumptions: Assumptions) -> Workload:
     """Resolve the preset and size the work; an unknown preset or a preset of the wrong family is a PlanInputError.
     An own trainer's measured memory and step time ride along (functions/planning/search.py applies them) and its
-    basis leads the description, so `landfall plan` says how the size was known."""
-    work = _build_workload(inp, assumptions)
+    basis leads the description, so `landfall plan` says how the size was known. Declared FLOPs, activations and
+    trainable parameters replace the model's wherever they are given (a what-if plan of a preset too)."""
+    work = declared(_build_workload(inp, assumptions), inp)
     if not inp.basis:
-        return work
-    measured = f"; measured {inp.memory_gib_per_gpu:g} GiB/GPU, {inp.step_seconds:g} s/step" if inp.step_seconds else ""
+        figures = inp.flops_per_sample or inp.activation_gib_per_sample or inp.trainable_parameters
+        return replace(work, sizing=sizing_lines(work, inp)) if figures else work
+    if inp.step_seconds:
+        measured = f"; measured {inp.memory_gib_per_gpu:g} GiB/GPU, {inp.step_seconds:g} s/step"
+    elif inp.memory_gib_per_gpu:
+        measured = f"; measured {inp.memory_gib_per_gpu:g} GiB/GPU"
+    else:
+        measured = ""
     return replace(
         work,
         description=f"own code sized by {inp.basis}: {work.description}{measured}",
         measured_memory_bytes=inp.memory_gib_per_gpu * 2**30,
         measured_step_seconds=inp.step_seconds,
+        sizing=sizing_lines(work, inp),
+    )
+
+
+def declared(work: Workload, inp: PlanInput) -> Workload:
+    """The modelled work with the team's declared figures in place of the model's: FLOPs per sample, activation
+    memory per sample (at the run's precision, so fp32 does not double it; no checkpointing modelled for a structure
+    the planner cannot see) and the trainable part of the parameters."""
+    if inp.trainable_parameters and inp.trainable_parameters > work.parameters:
+        raise PlanInputError(
+            f"workload.trainable_parameters ({inp.trainable_parameters:,}) is more than the model's "
+            f"{work.parameters:,} parameters: it counts the part that trains; give at most {work.parameters:,}"
+        )
+    if inp.flops_per_sample:
+        work = replace(work, flops_per_sample=inp.flops_per_sample)
+    if inp.flops_per_sample and inp.activation_gib_per_sample:
+        work = replace(
+            work,
+            description=f"declared model: {work.parameters:,} parameters, {inp.flops_per_sample / 1e9:,.4g} GFLOP "
+            f"and {inp.activation_gib_per_sample:.4g} GiB of activations per sample",
+        )
+    if inp.activation_gib_per_sample:
+        work = replace(
+            work,
+            activation_bytes_per_sample=inp.activation_gib_per_sample * 2**30,
+            checkpointed_activation_bytes_per_sample=0.0,
+            activations_at_run_precision=True,
+        )
+    if inp.trainable_parameters and inp.trainable_parameters < work.parameters:
+        work = replace(work, trainable_parameters=inp.trainable_parameters)
+    return work
+
+
+FAMILY_NAMES = {"gpt": "a transformer", "mlp": "an MLP"}
+
+
+def sizing_lines(work: Workload, inp: PlanInput) -> tuple[str, ...]:
+    """What the plan says of how an own trainer's model was sized: from the declared figures, or modelled from its
+    parameters and why (the figures that would replace the model were not given)."""
+    if inp.memory_gib_per_gpu and inp.step_seconds:
+        measured = (
+            "sizing: memory and step time measured (workload.memory_gib_per_gpu, workload.step_seconds): they replace "
+            "the memory and time models"
+        )
+        return (measured, *frozen_line(work))
+    declared_figures = {
+        "flops_per_sample": (inp.flops_per_sample, f"{inp.flops_per_sample / 1e9:,.4g} GFLOP per sample"),
+        "activation_gib_per_sample": (inp.activation_gib_per_sample, f"{inp.activation_gib_per_sample:.4g} GiB"),
+    }
+    given = [f"workload.{name} ({text})" for name, (value, text) in declared_figures.items() if value]
+    missing = [name for name, (value, _) in declared_figures.items() if not value]
+    line = f"sizing: from the declared {' and '.join(given)}" if given else "sizing: "
+    if missing:
+        modelled = {2: "FLOPs and activations", 1: "FLOPs" if not inp.flops_per_sample else "activations"}
+        flops = "" if inp.flops_per_sample else f" ({work.flops_per_sample / 1e9:,.4g} GFLOP per sample)"
+        line += (
+            f"{'; ' if given else ''}{modelled[len(missing)]} sized as {FAMILY_NAMES[work.family]} from parameters"
+            f"{flops} because {' and '.join(missing)} {'were' if len(missing) == 2 else 'was'} not given: declare "
+            "them for a model that shape does not describe (CNN, ViT, diffusion, mixture of experts)"
+        )
+    lines = [line, *frozen_line(work)]
+    if inp.memory_gib_per_gpu:
+        lines.append(
+            f"sizing: memory per GPU is the declared workload.memory_gib_per_gpu ({inp.memory_gib_per_gpu:g} GiB), "
+            "not the memory model; time is modelled (workload.step_seconds was not given)"
+        )
+    return tuple(lines)
+
+
+def frozen_line(work: Workload) -> tuple[str, ...]:
+    """The plan's line on an adapter's or LoRA's trainable part; () when every parameter trains."""
+    if not work.frozen:
+        return ()
+    return (
+        f"sizing: {work.trained:,} trainable parameters ({work.trained / work.parameters:.2%} of "
+        f"{work.parameters:,}, workload.trainable_parameters): gradients, optimizer states and the all-reduce on "
+        f"those only; the {work.frozen:,} frozen as weights at the run's precision (sharded under FSDP)",
     )
 
 

@@ -147,6 +147,9 @@ def code_request(args: argparse.Namespace) -> dict[str, Any]:
             ("memory_gib_per_gpu", args.memory_gib),
             ("step_seconds", args.step_seconds),
             ("samples_per_epoch", args.samples),
+            ("flops_per_sample", args.flops_per_sample),
+            ("activation_gib_per_sample", args.activation_gib),
+            ("trainable_parameters", args.trainable_params),
         )
         if v
     }
@@ -268,8 +271,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     size.add_argument("--preset", help="a model preset whose shape the code has, e.g. gpt-124m")
     size.add_argument("--params", type=int, help="the model's parameter count")
     size.add_argument("--samples", type=int, help="samples per epoch, when the dataset's size does not say it")
-    size.add_argument("--memory-gib", type=float, help="measured GiB per GPU (with --step-seconds)")
+    size.add_argument("--memory-gib", type=float, help="measured GiB per GPU (time modelled without --step-seconds)")
     size.add_argument("--step-seconds", type=float, help="measured seconds per step of the global batch on one GPU")
+    size.add_argument(
+        "--flops-per-sample", type=float, help="training FLOPs of one sample, forward and backward (CNN, ViT, ...)"
+    )
+    size.add_argument("--activation-gib", type=float, help="activation GiB of one sample at the run's precision")
+    size.add_argument("--trainable-params", type=int, help="parameters that train (adapters, LoRA); the rest frozen")
     size.add_argument("--machine-type", help="pin the machine type (with --gpus and --nodes)")
     size.add_argument("--gpus", type=int, help="pin GPUs per machine")
     size.add_argument("--nodes", type=int, help="pin the number of machines")

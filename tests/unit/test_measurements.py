@@ -93,6 +93,15 @@ def test_the_workload_key_ignores_the_dataset_but_not_the_batch_or_code() -> Non
     assert workload_key(base) != workload_key({**base, "trainer": {"image_uri": "us-docker.pkg.dev/p/r/t:1"}})
 
 
+def test_a_lora_or_declared_figures_make_another_workload_and_unset_ones_change_no_key() -> None:
+    base = {"trainer": {"script": "gs://c/t.py"}, "workload": {"parameters": 70_000_000_000}}
+    lora = {**base, "workload": {"parameters": 70_000_000_000, "trainable_parameters": 140_000_000}}
+    declared = {**base, "workload": {"parameters": 70_000_000_000, "flops_per_sample": 1e15}}
+    unset = {**base, "workload": {"parameters": 70_000_000_000, "activation_gib_per_sample": 0}}
+    assert len({workload_key(base), workload_key(lora), workload_key(declared)}) == 3
+    assert workload_key(unset) == workload_key(base)
+
+
 def _measurement(run_id: str, at: str, step: float, estimated: float = 100.0) -> Measurement:
     return Measurement(
         workload="wl-1",

@@ -49,7 +49,7 @@ TYPOS = [  # (request fields, the field named, the nearest known one)
     ({"constraints": {"budgetUsd": 5}}, "constraints.budgetUsd", "budget_usd"),
     ({"hyperparamters": {"epochs": 3}}, "hyperparamters", "hyperparameters"),
     ({"hyperparameters": {"epoch": 3}}, "hyperparameters.epoch", "epochs"),
-    ({"workload": {"trainable_params": 10}}, "workload.trainable_params", "parameters"),
+    ({"workload": {"trainable_params": 10}}, "workload.trainable_params", "trainable_parameters"),
     ({"model": {"preset": "mlp-small", "label_col": "y"}}, "model.label_col", "label_column"),
     ({"source": {"knd": "direct"}}, "source.knd", "kind"),
     ({"dataset": {"uri": DATA, "object_cnt": 3}}, "dataset.object_cnt", "object_count"),
@@ -101,7 +101,8 @@ def test_landfall_json_names_the_nearest_settable_field_and_refuses_landfall_s_l
     route = dataclasses.replace(read_routes()[0], overridable=("*",))
     with pytest.raises(OverrideError, match=r"constraints.budget_usdd \(.*; did you mean constraints.budget_usd\?"):
         apply_overrides({}, {"constraints": {"budget_usdd": 5}}, route)
-    with pytest.raises(OverrideError, match=r"workload.trainable_params \(.*did you mean workload.parameters\?"):
+    typo = r"workload.trainable_params \(.*did you mean workload.trainable_parameters\?"
+    with pytest.raises(OverrideError, match=typo):
         apply_overrides({}, {"workload": {"trainable_params": 5}}, route)
     with pytest.raises(OverrideError, match=r"labels.landfall-route \(Landfall's own label"):
         apply_overrides({}, {"labels": {"team": "a", "landfall-route": "other"}}, route)

@@ -108,6 +108,12 @@ def test_submit_script_uploads_the_code_and_builds_a_request_the_dispatcher_read
     assert parsed.constraints.prefer == ""
     fast = submit.code_request(args(script=str(script), data="gs://landfall-landing/d/", params=1000, prefer="fastest"))
     assert parse_training_request(fast).constraints.prefer == "fastest"
+    declared = submit.code_request(
+        args(script=str(script), data="gs://landfall-landing/d/", params=70_000_000_000, trainable_params=140_000_000,
+             flops_per_sample=1.2e15, activation_gib=2.5)
+    )  # fmt: skip
+    w = parse_training_request(declared).workload
+    assert (w.trainable_parameters, w.flops_per_sample, w.activation_gib_per_sample) == (140_000_000, 1.2e15, 2.5)
     with pytest.raises(CommandError, match="--module"):
         submit.code_request(args(package="dist/p.whl", data="gs://b/d/"))
     with pytest.raises(CommandError, match="exactly one of"):
