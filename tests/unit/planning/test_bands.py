@@ -11,6 +11,7 @@ import pytest
 
 from functions.planning import MeasuredFigures, PlanInput, plan_request
 from functions.planning.catalog import load_catalog
+from schemas.errors import SchemaError
 from schemas.plan import Plan, parse_plan
 from tests.unit.planning.outcomes import chosen
 
@@ -128,8 +129,9 @@ def test_a_plan_stored_before_estimates_were_ranges_reads_back_with_its_estimate
 def test_a_p90_below_the_p50_is_refused_naming_the_field() -> None:
     stored = chosen(plan_request(_pinned("a3-highgpu-1g"), now=NOW)).to_dict()
     stored["p90_hours"] = stored["estimated_hours"] / 2
-    with pytest.raises(Exception, match="p90_hours .* is below the p50"):
+    with pytest.raises(SchemaError, match=r"p90_hours .* is below the p50") as refused:
         parse_plan(stored)
+    assert refused.value.field == "plan.p90_hours"
 
 
 def test_an_own_model_nobody_described_is_wide_and_a_declared_one_is_not() -> None:
