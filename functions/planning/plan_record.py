@@ -119,8 +119,8 @@ def startup_of(ev: Evaluation, c: int) -> float:
 
 
 def band_reasons(estimate: Estimate, hourly: float, band: Band, limits: Limits) -> list[str]:
-    """The p50-p90 line, and what the plan meets only at p50: a deadline or budget its p90 passes (a plan that
-    misses one at p50 is no plan at all)."""
+    """The p50-p90 line, and what the plan meets only at p50: a deadline, the job time limit or a budget its p90
+    passes (a plan that misses one at p50 is no plan at all)."""
     p50_cost, p90_cost = estimate.p50_hours * hourly, estimate.p90_hours * hourly
     reasons = [
         f"estimate: p50 {duration(estimate.p50_hours * 3600)} {usd(p50_cost)}, p90 "
@@ -132,6 +132,12 @@ def band_reasons(estimate: Estimate, hourly: float, band: Band, limits: Limits) 
             f"deadline met at p50 only: the run ends {duration(estimate.p50_hours * 3600)} from now at p50 but "
             f"{duration(estimate.p90_hours * 3600)} at p90, past the deadline {duration(deadline * 3600)} away; "
             "a later deadline, more GPUs (prefer: fastest) or a measured run (a canary) makes it safe"
+        )
+    if limits.max_hours > 0 and estimate.p90_hours > limits.max_hours:
+        reasons.append(
+            f"job time limit met at p50 only: {duration(estimate.p90_hours * 3600)} at p90, past the "
+            f"{duration(limits.max_hours * 3600)} job time limit: the timeout stops it there; "
+            "more GPUs or a shorter run (fewer epochs, max_steps) keeps it within"
         )
     if limits.budget_usd > 0 and p90_cost > limits.budget_usd:
         reasons.append(

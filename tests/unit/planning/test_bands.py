@@ -113,6 +113,8 @@ def test_the_timeout_is_the_p90_plus_one_start_up_at_least_30_minutes_at_most_7_
     expected = min(max(plan.p90_hours * 3600 + STARTUP, job.min_timeout_seconds), 7 * 24 * 3600)
     assert plan.timeout_seconds == pytest.approx(expected, abs=2)
     assert any("p90 + 5 min for one restart's start-up" in r for r in plan.reasons)
+    beyond = plan.p90_hours > load_catalog().assumptions.job.max_job_hours
+    assert beyond == any(r.startswith("job time limit met at p50 only") for r in plan.reasons)
 
 
 def test_a_plan_stored_before_estimates_were_ranges_reads_back_with_its_estimate_as_the_band() -> None:
