@@ -93,7 +93,8 @@ class Settings:
     memory_margin: float | None = None
     """LANDFALL_MEMORY_MARGIN: share of each GPU's memory plans keep free, in [0, 1); None = the catalog's (10 %)."""
     timeout_margin: float | None = None
-    """LANDFALL_TIMEOUT_MARGIN: scheduling.timeout = the plan's estimate x this (>= 1); None = the catalog's."""
+    """LANDFALL_TIMEOUT_MARGIN: scheduling.timeout = (the plan's p90 + one start-up) x this (>= 1); None = the
+    catalog's."""
     reservations: str = ""
     """LANDFALL_RESERVATIONS (a JSON object): Compute Engine reservations jobs may consume, by name, e.g.
     `{"my-h100s": {"machine_type": "a3-highgpu-8g", "zone": "us-central1-a", "count": 2}}` (optional: project for a

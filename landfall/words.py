@@ -52,6 +52,15 @@ def price_text(value: float | None) -> str:
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
+def band_text(plan: Plan) -> str:
+    """A plan's estimate as the range it is (`landfall plan`): "p50 1.20 h, $40.00; p90 1.38 h, $46.00"; a plan
+    recorded before estimates were ranges shows its estimate at both ends."""
+    return (
+        f"p50 {plan.p50_hours:,.2f} h, {price_text(plan.p50_cost_usd)}; "
+        f"p90 {plan.p90_hours_or_estimate:,.2f} h, {price_text(plan.p90_cost_or_estimate)}"
+    )
+
+
 def hours_text(value: float | None) -> str:
     """Planned hours (`landfall plan`): 1,234.50, "-" for none."""
     return "-" if value is None else f"{value:,.2f}"

@@ -98,9 +98,11 @@ class Plan:
     estimated_step_time_seconds: float
     estimated_steps: int
     estimated_hours: float
+    """The p50 duration: the model's estimate, start-up included."""
     hourly_cost_usd: float
     """Whole job per hour: machines, accelerators and Reduction Server machines."""
     estimated_cost_usd: float
+    """The p50 cost: estimated_hours x hourly_cost_usd."""
     objective: str
     assumptions: tuple[str, ...] = ()
     alternatives: tuple[PlanAlternative, ...] = ()
@@ -129,7 +131,34 @@ class Plan:
     checkpoint_every_steps: int = 0
     """Optimizer steps between checkpoints, from the planned step time and the Spot risk (the trainer's
     --checkpoint-every, a team's LANDFALL_CHECKPOINT_EVERY_STEPS); 0 = not planned (the trainer's default)."""
+    p90_hours: float = 0.0
+    """The p90 duration: estimated_hours widened by the measured error of the time model behind it
+    (functions/planning/bands.py); 0 in plans recorded before estimates were ranges (read it as estimated_hours).
+    scheduling.timeout derives from it. Written to the dict only when set."""
+    p90_cost_usd: float = 0.0
+    """The p90 cost: p90_hours x hourly_cost_usd; 0 in plans recorded before estimates were ranges."""
+    band_basis: str = ""
+    """Why the p50-p90 band is as wide as it is (the points, prior or measured run it rests on)."""
     schema_version: int = SCHEMA_VERSION
+
+    @property
+    def p50_hours(self) -> float:
+        """The median duration: the model's estimate."""
+        return self.estimated_hours
+
+    @property
+    def p50_cost_usd(self) -> float:
+        return self.estimated_cost_usd
+
+    @property
+    def p90_hours_or_estimate(self) -> float:
+        """The p90 duration; the estimate itself for a plan recorded before estimates were ranges."""
+        return self.p90_hours or self.estimated_hours
+
+    @property
+    def p90_cost_or_estimate(self) -> float:
+        """The p90 cost; the estimate itself for a plan recorded before estimates were ranges."""
+        return self.p90_cost_usd or self.estimated_cost_usd
 
     @property
     def gpu_count(self) -> int:
@@ -171,8 +200,8 @@ class Plan:
         return self.consumption.scheduling_strategy
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON- and Firestore-safe: dicts, lists, str, int, float, bool and None only; checkpoint_every_steps only
-        when planned (a record written before it existed reads back the same)."""
+        """JSON- and Firestore-safe: dicts, lists, str, int, float, bool and None only; checkpoint_every_steps and
+        the p90 band only when planned (a record written before they existed reads back the same)."""
         return {
             "schema_version": self.schema_version,
             "strategy": self.strategy,
@@ -210,6 +239,11 @@ class Plan:
         } | (
             ({"reservation": self.reservation} if self.reservation else {})
             | ({"checkpoint_every_steps": self.checkpoint_every_steps} if self.checkpoint_every_steps else {})
+            | (
+                {"p90_hours": self.p90_hours, "p90_cost_usd": self.p90_cost_usd, "band_basis": self.band_basis}
+                if self.p90_hours
+                else {}
+            )
         )
 
     @classmethod
@@ -348,6 +382,9 @@ def parse_plan(data: object) -> Plan:
         reasons=r.strings("reasons", ()),
         reservation=r.string("reservation", "", max_len=512),
         checkpoint_every_steps=r.integer("checkpoint_every_steps", 0, minimum=0),
+        p90_hours=_finite(r, "p90_hours") if "p90_hours" in r.data else 0.0,
+        p90_cost_usd=_finite(r, "p90_cost_usd") if "p90_cost_usd" in r.data else 0.0,
+        band_basis=r.string("band_basis", "", max_len=4096),
     )
     if plan.reservation and not _RESERVATION_NAME.match(plan.reservation):
         raise SchemaError(
@@ -360,6 +397,12 @@ def parse_plan(data: object) -> Plan:
             f"gradient_accumulation_steps {plan.gradient_accumulation_steps} must equal "
             f"global_batch_size {plan.global_batch_size}",
             field="plan.micro_batch_size",
+        )
+    if plan.p90_hours and plan.p90_hours < plan.estimated_hours:
+        raise SchemaError(
+            f"p90_hours {plan.p90_hours} is below the p50 estimated_hours {plan.estimated_hours}: a p90 is at least "
+            "the median; write the band's upper end, or 0 for none",
+            field="plan.p90_hours",
         )
     if (plan.reduction_server_replicas == 0) != (plan.reduction_server_machine_type is None):
         raise SchemaError(

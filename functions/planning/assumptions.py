@@ -40,8 +40,8 @@ class JobAssumptions:
     spot_overhead_fraction: float
     startup_note: str
     spot_note: str
-    timeout_margin: float = 1.5
-    """scheduling.timeout = estimate x this (>= 1)."""
+    timeout_margin: float = 1.0
+    """scheduling.timeout = (the p90 duration + one start-up) x this (>= 1)."""
     min_timeout_seconds: float = 1800.0
     timeout_note: str = ""
 
@@ -92,6 +92,17 @@ class TabularAssumptions:
 
 
 @dataclass(frozen=True)
+class BandAssumptions:
+    """How wide an estimate's p50-p90 band is (functions/planning/bands.py)."""
+
+    floor: float = 0.10
+    """The least p90 / p50 - 1: even a workload measured on the very machine varies run to run (data, stragglers)."""
+    prior: float = 1.0
+    """p90 / p50 - 1 where the time rests on no measurement of the GPU kind, or on FLOPs nobody declared (x2)."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Assumptions:
     memory: MemoryAssumptions
     compute: ComputeAssumptions
@@ -103,6 +114,7 @@ class Assumptions:
     scale_out_nodes: tuple[int, ...]
     objective: ObjectiveAssumptions = ObjectiveAssumptions()
     checkpoints: CheckpointAssumptions = CheckpointAssumptions()
+    band: BandAssumptions = BandAssumptions()
 
 
 def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
@@ -207,4 +219,15 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
             max_write_overhead_fraction=_num(ck, "max_write_overhead_fraction", "checkpoints", fraction=True),
             note=str(ck.get("note", "")),
         ),
+        band=_band(_section(raw, "estimate_band")),
     )
+
+
+def _band(section: dict[str, Any]) -> BandAssumptions:
+    floor, prior = _num(section, "floor", "estimate_band"), _num(section, "prior", "estimate_band")
+    if not 0 < floor <= prior:
+        raise CatalogError(
+            f"assumptions.json: estimate_band: expected 0 < floor <= prior (p90 / p50 - 1 of a measured estimate "
+            f"and of a prior), got floor {floor!r} and prior {prior!r}"
+        )
+    return BandAssumptions(floor=floor, prior=prior, note=str(section.get("note", "")))

@@ -1,5 +1,6 @@
 """How a chosen candidate is to run on Vertex, and why: the batch split, activation checkpointing, the scheduling
-strategy (FLEX_START when the request allows waiting), the timeout, restarts and the boot disk.
+strategy (FLEX_START when the request allows waiting), the timeout (from the p90 duration), restarts and the boot
+disk.
 
 Vertex's own rules (which GPU kinds FLEX_START takes, the disk a machine family takes, the 7-day limits) come from
 schemas/data/vertex_jobs.json; Landfall's policy (the timeout margin) from assumptions.json or the planner config.
@@ -24,7 +25,7 @@ class JobPolicy:
 
     rules: VertexJobRules
     timeout_margin: float
-    """scheduling.timeout = the estimate x this, at least min_timeout_seconds."""
+    """scheduling.timeout = (the p90 duration + one start-up) x this, at least min_timeout_seconds."""
     min_timeout_seconds: float
     flex_allowed: bool
     """The request's constraints.flex_start is "allowed"."""
@@ -135,13 +136,30 @@ def _flex(
     )
 
 
-def _timeout(hours: float, hourly: float, budget: float, limit_seconds: int, policy: JobPolicy) -> tuple[int, str]:
-    """scheduling.timeout: the estimate x the margin (at least the minimum), capped by the budget and Vertex's limit;
-    never below the estimate itself."""
-    estimate = hours * 3600.0
-    seconds = max(estimate * policy.timeout_margin, policy.min_timeout_seconds)
-    why = [f"the {duration(estimate)} estimate x {policy.timeout_margin:g}"]
-    if seconds > estimate * policy.timeout_margin:
+@dataclass(frozen=True)
+class Estimate:
+    """A candidate's duration as the timeout and the waits read it."""
+
+    p50_hours: float
+    """The model's estimate, start-up included."""
+    p90_hours: float
+    """Its p90 (functions/planning/bands.py)."""
+    startup_seconds: float
+    """The start-up inside it (assumed, or measured for this workload on this shape)."""
+
+
+def _timeout(
+    estimate: Estimate, hourly: float, budget: float, limit_seconds: int, policy: JobPolicy
+) -> tuple[int, str]:
+    """scheduling.timeout: the p90 duration plus one more start-up (what one restart costs: a Spot preemption or a
+    worker restart before the end), x the margin (1 unless configured), at least the minimum; capped by what the
+    budget pays and by Vertex's limit; never below the p50 estimate itself."""
+    p50, p90 = estimate.p50_hours * 3600.0, estimate.p90_hours * 3600.0
+    base = (p90 + estimate.startup_seconds) * policy.timeout_margin
+    seconds = max(base, policy.min_timeout_seconds)
+    margin = f", x {policy.timeout_margin:g}" if policy.timeout_margin != 1 else ""
+    why = [f"the {duration(p90)} p90 + {duration(estimate.startup_seconds)} for one restart's start-up{margin}"]
+    if seconds > base:
         why.append(f"at least {duration(policy.min_timeout_seconds)}")
     pays = budget / hourly * 3600.0 if budget > 0 and hourly > 0 else math.inf
     if pays < seconds:
@@ -150,7 +168,7 @@ def _timeout(hours: float, hourly: float, budget: float, limit_seconds: int, pol
     if seconds > limit_seconds:
         seconds = limit_seconds
         why.append(f"capped at Vertex's limit of {duration(limit_seconds)}")
-    seconds = int(min(max(seconds, math.ceil(estimate)), limit_seconds))
+    seconds = int(min(max(seconds, math.ceil(p50)), limit_seconds))
     return seconds, (
         f"timeout {duration(seconds)} ({'; '.join(why)}): a hung job stops there instead of billing "
         "for Vertex's default 7 days"
@@ -158,7 +176,7 @@ def _timeout(hours: float, hourly: float, budget: float, limit_seconds: int, pol
 
 
 def job_choices(
-    ev: Evaluation, pick: tuple[int, int, int], region: str, hours: float, hourly: float, policy: JobPolicy
+    ev: Evaluation, pick: tuple[int, int, int], region: str, estimate: Estimate, hourly: float, policy: JobPolicy
 ) -> JobChoices:
     c, v, s = pick
     rules = policy.rules
@@ -180,9 +198,9 @@ def job_choices(
         required = not s and not (
             ev.space.sold[c, j, SOLD_ON_DEMAND] and ev.space.quota_ok[c, j, pool, int(VARIANT_SERVER[v])]
         )
-        wait, flex_text = _flex(ev, c, v, s, region, hours, policy, required)
+        wait, flex_text = _flex(ev, c, v, s, region, estimate.p50_hours, policy, required)
     limit = rules.flex_max_timeout_seconds if wait else rules.default_timeout_seconds
-    timeout, timeout_text = _timeout(hours, hourly, ev.limits.budget_usd, limit, policy)
+    timeout, timeout_text = _timeout(estimate, hourly, ev.limits.budget_usd, limit, policy)
     mode = RESERVATION if reserved else FLEX_START if wait else AXIS_MODES[s]
     on = " on a reservation" if mode.reserved else ""
     reasons.append(f"scheduling: {mode.scheduling_strategy}{on}; {timeout_text}")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from functions.planning.bands import Band, band_of
 from functions.planning.calibration import measured_notes
 from functions.planning.checkpoints import checkpoint_interval
-from functions.planning.explain import precision_of
+from functions.planning.explain import precision_of, usd
 from functions.planning.inputs import PlanInput
-from functions.planning.job_choices import JobPolicy, job_choices
+from functions.planning.job_choices import Estimate, JobPolicy, duration, job_choices
 from functions.planning.plan_notes import image_note, network_note, reducer_note
 from functions.planning.search import Evaluation, Limits
 from functions.planning.space import AXIS_MODES, VARIANT_SERVER, VARIANT_STRATEGY
@@ -109,6 +110,44 @@ def _hardware_notes(
     return tuple(notes), estimated
 
 
+def startup_of(ev: Evaluation, c: int) -> float:
+    """The start-up inside configuration c's estimate: measured for this workload on it, else assumed."""
+    calibration = ev.workload.calibration
+    if calibration is not None:
+        return float(calibration.startup_seconds[c])
+    return float(ev.space.catalog.assumptions.job.startup_seconds)
+
+
+def band_reasons(estimate: Estimate, hourly: float, band: Band, limits: Limits) -> list[str]:
+    """The p50-p90 line, and what the plan meets only at p50: a deadline, the job time limit or a budget its p90
+    passes (a plan that misses one at p50 is no plan at all)."""
+    p50_cost, p90_cost = estimate.p50_hours * hourly, estimate.p90_hours * hourly
+    reasons = [
+        f"estimate: p50 {duration(estimate.p50_hours * 3600)} {usd(p50_cost)}, p90 "
+        f"{duration(estimate.p90_hours * 3600)} {usd(p90_cost)} ({band.basis})"
+    ]
+    deadline = limits.deadline_hours
+    if deadline is not None and estimate.p90_hours > deadline:
+        reasons.append(
+            f"deadline met at p50 only: the run ends {duration(estimate.p50_hours * 3600)} from now at p50 but "
+            f"{duration(estimate.p90_hours * 3600)} at p90, past the deadline {duration(deadline * 3600)} away; "
+            "a later deadline, more GPUs (prefer: fastest) or a measured run (a canary) makes it safe"
+        )
+    if limits.max_hours > 0 and estimate.p90_hours > limits.max_hours:
+        reasons.append(
+            f"job time limit met at p50 only: {duration(estimate.p90_hours * 3600)} at p90, past the "
+            f"{duration(limits.max_hours * 3600)} job time limit: the timeout stops it there; "
+            "more GPUs or a shorter run (fewer epochs, max_steps) keeps it within"
+        )
+    if limits.budget_usd > 0 and p90_cost > limits.budget_usd:
+        reasons.append(
+            f"budget met at p50 only: {usd(p50_cost)} at p50 but {usd(p90_cost)} at p90, over the "
+            f"{usd(limits.budget_usd)} budget; the timeout stops the job at what the budget pays, so raise the "
+            "budget or expect the run to stop before it ends"
+        )
+    return reasons
+
+
 def build_plan(
     ev: Evaluation,
     pick: tuple[int, int, int],
@@ -137,7 +176,9 @@ def build_plan(
     notes = [*notes, network] if network else notes
     # The image and the reducers are choices: they join the job's reasons (`landfall plan` prints them).
     chosen = (image_note(ev, c), reducer_note(ev, c, v, s))
-    job = job_choices(ev, pick, region, hours, hourly, policy)
+    band = band_of(ev, c)
+    estimate = Estimate(p50_hours=hours, p90_hours=band.p90(hours), startup_seconds=startup_of(ev, c))
+    job = job_choices(ev, pick, region, estimate, hourly, policy)
     every = checkpoint_interval(
         float(ev.step[c, v]),
         ev.workload.steps,
@@ -184,7 +225,15 @@ def build_plan(
         timeout_seconds=job.timeout_seconds,
         boot_disk_type=job.boot_disk.type,
         boot_disk_size_gb=job.boot_disk.size_gb,
-        reasons=(*job.reasons, *(reason for reason in chosen if reason), every.reason),
+        reasons=(
+            *band_reasons(estimate, hourly, band, ev.limits),
+            *job.reasons,
+            *(reason for reason in chosen if reason),
+            every.reason,
+        ),
         reservation=job.reservation,
         checkpoint_every_steps=every.every_steps,
+        p90_hours=round(estimate.p90_hours, 6),
+        p90_cost_usd=round(estimate.p90_hours * hourly, 6),
+        band_basis=band.basis,
     )

@@ -53,7 +53,7 @@ class PlannerConfig:
     memory_margin: float | None = None
     """Share of each GPU's memory kept free, in [0, 1); None = assumptions.json (10 %)."""
     timeout_margin: float | None = None
-    """scheduling.timeout = the estimate x this (>= 1); None = assumptions.json."""
+    """scheduling.timeout = (the p90 duration + one start-up) x this (>= 1); None = assumptions.json."""
     reservations: tuple[Reservation, ...] = ()
     """Compute Engine reservations plans may run on (LANDFALL_RESERVATIONS); a request may name one."""
     project: str = ""
@@ -72,7 +72,7 @@ class PlannerConfig:
             )
         if self.timeout_margin is not None and self.timeout_margin < 1:
             raise PlanInputError(
-                f"timeout margin must be >= 1 (a timeout below the estimate stops the job before "
+                f"timeout margin must be >= 1 (a timeout below the p90 estimate may stop the job before "
                 f"it can finish), got {self.timeout_margin}"
             )
 

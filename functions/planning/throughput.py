@@ -50,6 +50,9 @@ class KindCurve:
     """Fitted to points of this kind; False: a prior scaled from measured kinds."""
     basis: str
     """What the curve rests on, as plans state it."""
+    error: float | None = None
+    """Measured kinds: the largest relative error of the fitted MFU over this kind's points (|fitted / measured - 1|,
+    the worst a step time the model gives is off on a measured run); None for a prior (nothing to measure it on)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,17 @@ def isotonic(levels: Sequence[float], weights: Sequence[float]) -> list[float]:
     return [block[0] for block in blocks for _ in range(int(block[2]))]
 
 
+def fit_error(
+    points: Sequence[ThroughputPoint], gpu: GpuSpec, overhead: float, works: Sequence[float], fitted: Sequence[float]
+) -> float:
+    """The largest |fitted / measured - 1| of the kind's MFU over its points: the pooling of the isotonic fit and the
+    spread of repeated points at one work both show in it."""
+    return max(
+        abs(float(np.interp(math.log(p.work_per_step), works, fitted)) / point_mfu(p, gpu, overhead) - 1.0)
+        for p in points
+    )
+
+
 def fit_kind(points: Sequence[ThroughputPoint], gpu: GpuSpec, overhead: float) -> tuple[list[float], list[float]]:
     """(log works, fitted MFU) of one kind's points: one level per distinct work, non-decreasing."""
     by_work: dict[float, list[float]] = {}
@@ -132,7 +146,9 @@ def build_throughput_model(
         if kind in measured:
             pts = by_kind[kind]
             basis = f"fitted to {len(pts)} measured points on {gpu.display} ({_runs(pts)}; {POINTS_FILE_NOTE})"
-            curves[kind] = KindCurve(kind, tuple(map(float, measured[kind])), True, basis)
+            works, fitted = fits[kind]
+            error = fit_error(pts, gpu, step_overhead_seconds, works, fitted)
+            curves[kind] = KindCurve(kind, tuple(map(float, measured[kind])), True, basis, error)
             continue
         scaled = [np.log(curve * gpu.assumed_mfu / gpus[m].assumed_mfu) for m, curve in measured.items()]
         prior = np.minimum(np.exp(np.mean(scaled, axis=0)), best)

@@ -57,6 +57,9 @@ class Workload:
     activations_at_run_precision: bool = False
     """activation_bytes_per_sample was declared at the run's precision (workload.activation_gib_per_sample): fp32
     does not double it."""
+    flops_guessed: bool = False
+    """An own trainer's time rests on a model nobody described: no model.preset shape, no workload.flops_per_sample
+    and no workload.step_seconds (its estimate's band is the prior's, functions/planning/bands.py)."""
     sizing: tuple[str, ...] = ()
     """How an own trainer's model was sized (declared figures or the model, and why), for the plan's assumptions;
     () for Landfall's built-in trainer, whose models the planner knows."""
@@ -176,6 +179,7 @@ def build_workload(inp: PlanInput, assumptions: Assumptions) -> Workload:
         description=f"own code sized by {inp.basis}: {work.description}{measured}",
         measured_memory_bytes=inp.memory_gib_per_gpu * 2**30,
         measured_step_seconds=inp.step_seconds,
+        flops_guessed=not inp.preset and not inp.flops_per_sample and not inp.step_seconds,
         sizing=sizing_lines(work, inp),
     )
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from landfall.tables import render_table
-from landfall.words import gpus_text, hours_text, price_text
+from landfall.words import band_text, gpus_text, hours_text, price_text
 from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--timeout-margin",
         type=float,
         metavar="FACTOR",
-        help="scheduling.timeout = the estimate x this (default $LANDFALL_TIMEOUT_MARGIN, else 1.5)",
+        help="scheduling.timeout = (the p90 duration + one start-up) x this (default $LANDFALL_TIMEOUT_MARGIN, else 1)",
     )
     p.add_argument(
         "--prefer",
@@ -307,7 +307,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"({gpus_text(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
         f"{plan.precision}, {plan.region}, {plan.scheduling_strategy}{' on a reservation' if plan.reservation else ''}"
         f"{server}: "
-        f"{plan.estimated_hours:,.2f} h, {price_text(plan.estimated_cost_usd)} "
+        f"{band_text(plan)} "
         f"({price_text(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
     )
     for reason in plan.reasons:

@@ -22,6 +22,7 @@ from deploy.images import trainer_image
 from functions.dispatch.job_spec import custom_job
 from functions.dispatch.planner_config import planner_config
 from functions.planning import plan_input_from_request, plan_request
+from functions.planning.catalog import load_catalog
 from functions.settings import settings_from_env
 from landfall.custom_job import gcloud_config, rest_body
 from schemas.plan import Plan
@@ -57,6 +58,14 @@ def test_the_golden_round_trips_through_the_sdk_type_and_is_what_the_dispatcher_
     body = golden(case)
     message = json_format.ParseDict(copy.deepcopy(body), CustomJob.pb()(), ignore_unknown_fields=False)
     assert rest_body(CustomJob.to_dict(CustomJob.wrap(message))) == body
+    request = parse_training_request(request_path(case).read_text())
+    settings = settings_from_env(env_for(case))
+    plan = _plan(case)
+    built = CustomJob(custom_job(request, plan, settings, request.run_id))
+    assert CustomJob.pb(built) == message
+
+
+def _plan(case: str) -> Plan:
     from datetime import datetime
 
     request = parse_training_request(request_path(case).read_text())
@@ -65,8 +74,19 @@ def test_the_golden_round_trips_through_the_sdk_type_and_is_what_the_dispatcher_
         plan_input_from_request(request), planner_config(settings), now=datetime.fromisoformat(NOW)
     ).plan
     assert plan is not None
-    built = CustomJob(custom_job(request, plan, settings, request.run_id))
-    assert CustomJob.pb(built) == message
+    return plan
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_golden_s_timeout_is_at_least_its_plan_s_p90_plus_one_start_up(case: str) -> None:
+    plan = _plan(case)
+    timeout = int(golden(case)["jobSpec"]["scheduling"]["timeout"].removesuffix("s"))
+    startup = load_catalog().assumptions.job.startup_seconds
+    assert plan.p90_hours > plan.estimated_hours
+    assert timeout == plan.timeout_seconds
+    assert timeout >= plan.p90_hours * 3600 + startup - 1, (
+        f"{case}: {timeout} s < p90 {plan.p90_hours:.3f} h + start-up"
+    )
 
 
 @pytest.mark.parametrize("case", CASES)

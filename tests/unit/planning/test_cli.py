@@ -99,6 +99,16 @@ def test_plan_json_prints_the_plan(capsys):
     assert code == 0
     assert plan["accelerator_type"] is None and plan["accelerator_count"] == 0 and plan["region"] == "us-central1"
     assert plan["alternatives"] and plan["schema_version"] == 1
+    assert plan["estimated_hours"] < plan["p90_hours"] and plan["estimated_cost_usd"] < plan["p90_cost_usd"]
+    assert plan["band_basis"]
+
+
+def test_plan_text_shows_the_p50_p90_band_of_the_chosen_plan(capsys):
+    code, out = run(["plan", str(EXAMPLE), "--now", NOW.isoformat()], capsys)
+    assert code == 0
+    line = next(line for line in out.out.splitlines() if line.startswith("plan: "))
+    assert "p50 " in line and "; p90 " in line
+    assert any(line.startswith("  - estimate: p50 ") for line in out.out.splitlines())
 
 
 def test_rejected_request_exits_1_with_the_reason(tmp_path, capsys):
