@@ -156,10 +156,12 @@ def test_two_nodes_with_two_local_processes_each_see_trainer_ranks(vertex, tmp_p
 def test_timeout_fails_the_job_and_stops_its_processes(vertex, tmp_path: Path):
     out = tmp_path / "out"
     pools = [probe_pool(out, "--sleep", "60", "--spawn-child")]
-    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, scheduling={"timeout": "1s"}))
+    # 5 s, not 1: the probe must have started (and written its pids) before the timeout stops it; a loaded 2-core
+    # machine took more than 1 s to start its Python.
+    job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools, scheduling={"timeout": "5s"}))
     done = vertex.wait_terminal(job.name)
     assert done.state == JobState.JOB_STATE_FAILED
-    assert done.error.code == 4 and "timeout of 1 seconds" in done.error.message
+    assert done.error.code == 4 and "timeout of 5 seconds" in done.error.message
     record = read_json(out / "workerpool0-0.json")
     assert not process_alive(record["pid"]) and not process_alive(record["child_pid"])
 
