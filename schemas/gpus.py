@@ -7,18 +7,17 @@ fails with a SchemaError naming the GPU kind and field.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from functools import cache
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
+from schemas.json_text import packaged_object
 from schemas.vocabulary import FP32, PRECISIONS
 
 GB = 1_000_000_000
@@ -174,14 +173,7 @@ def parse_gpus(raw: object) -> GpuTable:
 
 def read_gpus_json() -> dict[str, Any]:
     """The packaged schemas/data/gpus.json as plain JSON."""
-    text = resources.files("schemas").joinpath("data", GPUS_FILE).read_text()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{GPUS_FILE} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SchemaError(f"{GPUS_FILE}: expected a JSON object at the top, got {type(data).__name__}")
-    return data
+    return packaged_object(GPUS_FILE)
 
 
 @cache

@@ -10,6 +10,10 @@ input with a reason instead of crashing on it (and having it redelivered).
 from __future__ import annotations
 
 import json
+from importlib import resources
+from typing import Any
+
+from schemas.errors import SchemaError
 
 
 class JsonTextError(ValueError):
@@ -41,3 +45,16 @@ def loads(raw: bytes | str) -> object:
 
 
 __all__ = ["JsonTextError", "loads"]
+
+
+def packaged_object(name: str) -> dict[str, Any]:
+    """The JSON object of schemas/data/NAME, the data files packaged with Landfall; SchemaError naming the file when
+    it is not valid JSON or not an object."""
+    text = resources.files("schemas").joinpath("data", name).read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{name} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SchemaError(f"{name}: expected a JSON object at the top, got {type(data).__name__}")
+    return data

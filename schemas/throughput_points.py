@@ -9,16 +9,15 @@ plans each point's configuration and prints planned against measured. One file, 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.gpus import GpuSpec, load_gpus
+from schemas.json_text import packaged_object
 from schemas.vocabulary import PRECISIONS, STRATEGIES
 
 POINTS_FILE = "throughput_points.json"
@@ -146,14 +145,7 @@ def parse_throughput_points(raw: object, kinds: Mapping[str, GpuSpec] | None = N
 
 def read_throughput_points_json() -> dict[str, Any]:
     """The packaged schemas/data/throughput_points.json as plain JSON."""
-    text = resources.files("schemas").joinpath("data", POINTS_FILE).read_text()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{POINTS_FILE} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SchemaError(f"{POINTS_FILE}: expected a JSON object at the top, got {type(data).__name__}")
-    return data
+    return packaged_object(POINTS_FILE)
 
 
 @cache

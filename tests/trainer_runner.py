@@ -147,3 +147,42 @@ def same_weights(model_dir_a: Path, model_dir_b: Path) -> bool:
     a = torch.load(model_dir_a / "model.pt", weights_only=True)
     b = torch.load(model_dir_b / "model.pt", weights_only=True)
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def start_processes(argv: list[str], processes: int) -> list[subprocess.Popen]:
+    """argv started as `processes` ranks of one local process group (gloo on 127.0.0.1), or once on its own;
+    stdout and stderr together in each Popen's stdout. finish() waits for them."""
+    if processes == 1:
+        return [subprocess.Popen(argv, env=trainer_env(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)]
+    from trainer.distributed import free_port
+
+    port = str(free_port())
+    return [
+        subprocess.Popen(
+            argv,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=trainer_env(
+                RANK=str(rank),
+                WORLD_SIZE=str(processes),
+                LOCAL_RANK=str(rank),
+                LOCAL_WORLD_SIZE=str(processes),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+            ),
+        )
+        for rank in range(processes)
+    ]
+
+
+def finish(procs: list[subprocess.Popen], timeout: float = 240) -> None:
+    """Wait for every process; all are killed if one outlives timeout; each must exit 0 (its output in the failure)."""
+    for proc in procs:
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        assert proc.returncode == 0, output.decode()[-3000:]

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.trainer_runner import REPO, trainer_env
-from trainer.distributed import free_port
+from tests.trainer_runner import finish, start_processes
 
 BATCH, ACCUMULATION, PROCESSES = 8, 2, 2
 TOLERANCE = 2e-5
@@ -46,37 +45,7 @@ def launch(
     ]
     if checkpointing:
         argv.append("--activation-checkpointing")
-    if processes == 1:
-        return [subprocess.Popen(argv, env=trainer_env(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)]
-    port = str(free_port())
-    return [
-        subprocess.Popen(
-            argv,
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=trainer_env(
-                RANK=str(rank),
-                WORLD_SIZE=str(processes),
-                LOCAL_RANK=str(rank),
-                LOCAL_WORLD_SIZE=str(processes),
-                MASTER_ADDR="127.0.0.1",
-                MASTER_PORT=port,
-            ),
-        )
-        for rank in range(processes)
-    ]
-
-
-def finish(procs: list[subprocess.Popen], timeout: float = 240) -> None:
-    for proc in procs:
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            raise
-        assert proc.returncode == 0, output.decode()[-3000:]
+    return start_processes(argv, processes)
 
 
 def result(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
