@@ -225,12 +225,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_builtin(topology: NodeTopology, argv: list[str], environ: Mapping[str, str]) -> int:
     """Run the built-in trainer on this node, its processes sharing one folder of the dataset's shards (downloaded
-    once, read every epoch: trainer/storage.py), removed when they end."""
+    once, read every epoch: trainer/storage.py), removed when they end; made in LANDFALL_WORK_DIR when it is set (the
+    local Vertex emulator's folder for the replica's disk), else in the TMPDIR."""
     import tempfile
 
     from trainer.storage import DATA_CACHE_ENV
 
-    with tempfile.TemporaryDirectory(prefix="landfall-data-") as folder:
+    with tempfile.TemporaryDirectory(prefix="landfall-data-", dir=environ.get("LANDFALL_WORK_DIR") or None) as folder:
         return run_node(topology, argv, {**environ, DATA_CACHE_ENV: folder})
 
 

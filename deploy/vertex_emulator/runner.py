@@ -61,6 +61,8 @@ def now() -> datetime:
 
 
 CODE_ENV_CACHE = "LANDFALL_CODE_ENV_CACHE"
+WORK_DIR_ENV = "LANDFALL_WORK_DIR"
+"""Where a replica's launcher makes its node folders (trainer/user_code.py, trainer/launcher.py); unset: the TMPDIR."""
 
 
 def free_port() -> int:
@@ -195,6 +197,11 @@ class JobRunner:
         spec = job.job_spec.worker_pool_specs[slot.pool]
         # Environments of teams' code, cached by content for the whole host (trainer/user_code.py).
         env = {**host_environment(self._settings.base_env), CODE_ENV_CACHE: str(self._store.state_dir / "code-envs")}
+        # The replica's local disk: its node folders (a team's code, the shards read once) live under the job's own
+        # folder, so what a killed replica could not remove stays with the job instead of piling up in /tmp.
+        disk = job_dir(self._store.state_dir, self.job_id) / "disk" / slot.name
+        disk.mkdir(parents=True, exist_ok=True)
+        env[WORK_DIR_ENV] = str(disk)
         env.update(
             replica_environment(
                 job,

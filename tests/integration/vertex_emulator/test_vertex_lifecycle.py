@@ -77,8 +77,9 @@ def test_replica_environment_follows_vertex(vertex, tmp_path: Path):
     assert primary["argv"][:2] == ["--out", str(out)]
     seen = set(primary["environment"])
     assert not seen & {"FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "LANDFALL_TEAMS_FILE"}, "the stack's own"
-    assert {"PATH", "STORAGE_EMULATOR_HOST", OOM_VARIABLE, "LANDFALL_CODE_ENV_CACHE"} <= seen
-    assert {name for name in seen if not passed(name)} <= {*VERTEX_VARIABLES, "LANDFALL_CODE_ENV_CACHE"}, seen
+    emulators_own = {"LANDFALL_CODE_ENV_CACHE", "LANDFALL_WORK_DIR"}  # the host's env cache, the replica's disk
+    assert {"PATH", "STORAGE_EMULATOR_HOST", OOM_VARIABLE, *emulators_own} <= seen
+    assert {name for name in seen if not passed(name)} <= {*VERTEX_VARIABLES, *emulators_own}, seen
     assert {name for name in os.environ if name.startswith("COVERAGE_")} <= seen, "coverage measures replicas"
     logs = replica_log_paths(vertex.state_dir, job_id(job))
     assert list(logs) == ["workerpool0-0", "workerpool1-0", "workerpool1-1"]

@@ -6,6 +6,7 @@ server (404) through a client cached for the whole process."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ def test_one_client_per_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_launcher_gives_the_built_in_trainers_processes_one_data_folder_and_removes_it(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A node's processes share one folder of downloaded shards (trainer/storage.py), which ends with them."""
     from trainer import launcher
@@ -43,3 +44,7 @@ def test_the_launcher_gives_the_built_in_trainers_processes_one_data_folder_and_
     )
     assert launcher._run_builtin(topology, ["--epochs=1"], {"KEPT": "yes"}) == 3
     assert len(seen) == 1 and not os.path.exists(seen[0])
+    disk = tmp_path / "disk"  # the replica's disk the Vertex emulator names
+    disk.mkdir()
+    assert launcher._run_builtin(topology, ["--epochs=1"], {"KEPT": "yes", "LANDFALL_WORK_DIR": str(disk)}) == 3
+    assert os.path.dirname(seen[1]) == str(disk) and list(disk.iterdir()) == []
