@@ -246,9 +246,13 @@ def gpus_in_flight(gpus: Mapping[str, int], cap: Mapping[str, int]) -> str:
     return ", ".join(shown) or "0"
 
 
-def decision_text(metadata: Mapping[str, Any], labels: Mapping[str, str]) -> str:
-    """A model version's promotion decision (first, promoted, kept, manual-promote, ...): its metadata's, else its
-    label's (a version registered before the metadata held it), else ""."""
+def decision_text(metadata: Mapping[str, Any], labels: Mapping[str, str], held: str = "") -> str:
+    """A model version's promotion decision (first, promoted, kept, manual-promote, ...): `held`, the one its run
+    records now (landfall/queries/models.py held_decisions: a promote, a rollback or a rival's promotion since the
+    upload), else its metadata's as uploaded, else its label's (a version registered before the metadata held it),
+    else ""."""
+    if held:
+        return held
     promotion = metadata.get("promotion") or {}
     return str(promotion.get("decision", labels.get("landfall-decision", "")))
 

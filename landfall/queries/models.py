@@ -3,9 +3,12 @@ every version of every model, or of one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from landfall.errors import CommandError, client_boundary
+from schemas.errors import SchemaError
+from schemas.model_version import RUN_LABEL
 
 
 def model_id(text: str) -> str:
@@ -31,3 +34,30 @@ def model_versions(name: str = "", of: Any = None) -> list[Any]:
                 raise CommandError(f"no registry model {name!r}; `landfall models` lists them")
             return versions
         return [v for m in found.models() for v in found.versions(m.model_id)]
+
+
+def held_decisions(
+    versions: Iterable[Any], read: Callable[[str], dict[str, Any] | None] | None = None
+) -> dict[str, str]:
+    """The promotion decision that holds now for each version (by version name), as its run records it
+    (run.model.promotion): Model Registry keeps a version's labels and metadata as uploaded, so a `landfall promote`,
+    a `landfall rollback` or a rival's promotion after the upload is written on the run only. A version whose run
+    has no readable record, or no decision on it, is left out (decision_text then reads the version's own).
+    `read` gives a run's stored document (default: landfall/queries/runs.py read_run_document)."""
+    from landfall.queries.runs import read_run_document
+    from schemas.run_record import parse_run_record
+
+    reader = read or read_run_document
+    held: dict[str, str] = {}
+    for v in versions:
+        run_id = v.labels.get(RUN_LABEL, "")
+        doc = reader(run_id) if run_id else None
+        if doc is None:
+            continue
+        try:
+            model = parse_run_record(doc).model
+        except SchemaError:
+            continue
+        if model is not None and model.promotion is not None and model.version_name == v.version_name:
+            held[v.version_name] = model.promotion.decision
+    return held

@@ -149,6 +149,8 @@ class FakeSource:
         self.docs = [r.to_dict() for r in runs]
         self.logs = logs or {}
         self.cancelled: list[str] = []
+        self.versions: list[Any] = []
+        """Model Registry versions the models page lists."""
 
     def runs(self, query: RunsQuery, limit: int) -> list[dict[str, Any]]:
         found = [
@@ -177,7 +179,12 @@ class FakeSource:
         return []
 
     def models(self) -> list[Any]:
-        return []
+        return list(self.versions)
+
+    def model_decisions(self, versions: list[Any]) -> dict[str, str]:
+        from landfall.queries.models import held_decisions
+
+        return held_decisions(versions, lambda run_id: next((d for d in self.docs if d["run_id"] == run_id), None))
 
     def dead_letters(self) -> tuple[str, list[Any]]:
         return "projects/p/subscriptions/dead", []

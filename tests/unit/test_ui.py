@@ -295,3 +295,24 @@ def test_a_run_the_reconciler_could_not_reconcile_says_so_on_its_page() -> None:
     source.docs[1]["cost"] = {"estimated_usd": "a lot"}  # the reader refuses it: listed as skipped, with its mark
     listed = client(source).get("/runs").text
     assert "run &#39;run-ui-unreadable&#39; does not fit the run record schema" in listed and said in listed
+
+
+def test_the_models_page_shows_the_decision_its_run_records_after_a_promote() -> None:
+    """A version uploaded as `kept` and then promoted by hand: Model Registry still holds the upload's decision,
+    the run holds the one that stands."""
+    from schemas.model_version import RUN_LABEL, ModelVersionRef, Promotion, VersionView
+
+    model = "projects/p/locations/us-central1/models/landfall-iris"
+    promoted = Promotion(decision="manual-promote", reason="promoted by hand", at="2026-11-22T12:09:00.000000Z")
+    run = replace(succeeded(), model=ModelVersionRef(model, "2", "2026-11-22T12:08:00.000000Z", promoted))
+    source = FakeSource([run])
+    uploaded = {"promotion": {"decision": "kept", "reason": "below the champion"}}
+    source.versions = [
+        VersionView(model, "2", labels={RUN_LABEL: run.run_id}, metadata=uploaded),
+        VersionView(model, "3", labels={RUN_LABEL: "run-not-recorded"}, metadata=uploaded),
+    ]
+    rows = [r.split("</td>") for r in client(source).get("/models").text.split("<tr><td>")[1:]]
+    assert [(r[1].removeprefix("<td>"), r[4].removeprefix("<td>")) for r in rows] == [
+        ("2", "manual-promote"),
+        ("3", "kept"),
+    ]
