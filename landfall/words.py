@@ -15,6 +15,7 @@ from landfall.figures import final_figures, headline_figures
 from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time, short_value
 from schemas.dataset_record import DatasetRecord, VersionStatus
 from schemas.errors import SchemaError
+from schemas.money import usd_text
 from schemas.plan import Plan, PlanAlternative
 from schemas.run_metrics import run_warnings
 from schemas.run_record import ReconcileErrors, RunRecord, RunState, parse_reconcile_errors
@@ -43,15 +44,13 @@ def duration_text(seconds: float) -> str:
 
 
 def cost_text(value: float | None) -> str:
-    """A run's or a plan's cost in a table: $0.0512 (4 significant digits), "" when there is none."""
-    return "" if value is None else f"${value:.4g}"
+    """A run's or a plan's cost in a table (schemas/money.py usd_text: $1,234.50, $0.0512), "" when there is none."""
+    return "" if value is None else usd_text(value)
 
 
 def price_text(value: float | None) -> str:
-    """A planned cost or hourly price (`landfall plan`): $1,234.50 from a dollar up, $0.0412 below, "-" for none."""
-    if value is None:
-        return "-"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+    """A planned cost or hourly price (`landfall plan`), as usd_text says it, "-" for none."""
+    return "-" if value is None else usd_text(value)
 
 
 def band_text(plan: Plan) -> str:
@@ -69,8 +68,8 @@ def hours_text(value: float | None) -> str:
 
 
 def spend_text(value: float) -> str:
-    """A team's spend or limit, to the cent: $12.30."""
-    return f"${value:.2f}"
+    """A team's spend or limit, as usd_text says it: $12.30, $0.0031."""
+    return usd_text(value)
 
 
 def seconds_text(value: float | None) -> str:

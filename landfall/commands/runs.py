@@ -18,6 +18,7 @@ from landfall.words import (
     alternative_gpu_label,
     canary_lines,
     code_text,
+    cost_text,
     dataset_ref,
     error_where,
     failure_reason,
@@ -154,7 +155,7 @@ def describe(run: RunRecord) -> str:
     if plan is not None:
         lines.append(
             f"plan      {plan.replica_count} x {plan.machine_type} ({gpu_label(plan)}) in {plan.region}, "
-            f"{plan.strategy}, {sale_text(plan)}, est. ${fmt_value(plan.estimated_cost_usd)}"
+            f"{plan.strategy}, {sale_text(plan)}, est. {cost_text(plan.estimated_cost_usd) or '?'}"
         )
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
@@ -179,7 +180,8 @@ def describe(run: RunRecord) -> str:
     lines += [f"warning   {w}" for w in run.warnings]  # what Landfall left out of what the run reported
     if run.cost.to_dict():
         lines.append(
-            f"cost      estimated ${fmt_value(run.cost.estimated_usd)}, actual ${fmt_value(run.cost.actual_usd)}"
+            f"cost      estimated {cost_text(run.cost.estimated_usd) or '?'}, "
+            f"actual {cost_text(run.cost.actual_usd) or 'not yet'}"
         )
     if run.timings.estimated_seconds is not None and run.timings.run_seconds:
         error = (run.timings.estimated_seconds - run.timings.run_seconds) / run.timings.run_seconds
@@ -223,7 +225,7 @@ def describe(run: RunRecord) -> str:
                         alternative_gpu_label(a),
                         a.region or "-",
                         spot_text(a.spot),
-                        fmt_value(a.estimated_cost_usd),
+                        cost_text(a.estimated_cost_usd),
                         a.reason,
                     ]
                     for a in plan.alternatives

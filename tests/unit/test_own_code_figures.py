@@ -16,6 +16,7 @@ from landfall.commands import runs
 from landfall.figures import FIELDS_READ, FIGURES_SHOWN, headline_figures
 from landfall.words import code_text, figures_text, final_figures_text
 from schemas.model_version import ModelVersionRef, Promotion
+from schemas.money import usd_text
 from schemas.run_record import RunRecord
 from schemas.user_metrics import EPOCH_FIELDS, metrics_document
 from tests.fakes.ui import own_code, succeeded
@@ -150,3 +151,37 @@ def test_the_code_is_named_by_its_file_module_or_image(trainer: dict[str, Any] |
     run = own_code()
     request = {k: v for k, v in run.request.items() if k != "trainer"} | ({"trainer": trainer} if trainer else {})
     assert code_text(replace(run, request=request)) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0.0, "$0.00"),
+        (0.0031, "$0.0031"),
+        (0.03, "$0.03"),
+        (0.0512, "$0.0512"),
+        (0.5, "$0.50"),
+        (0.004431, "$0.00443"),
+        (1.0, "$1.00"),
+        (1234.5, "$1,234.50"),
+        (-0.0031, "-$0.0031"),
+        (1e-9, "under $0.000001"),
+        (float("nan"), "$?"),
+        (float("inf"), "$?"),
+    ],
+)
+def test_money_under_a_dollar_keeps_its_significant_digits(value: float, expected: str) -> None:
+    assert usd_text(value) == expected
+
+
+def test_every_place_money_is_printed_says_it_the_same_way() -> None:
+    """`landfall run`, the runs page's row and `landfall teams` go through usd_text (a team's budget wait:
+    tests/unit/test_teams.py)."""
+    from landfall.ui.views import run_row
+    from landfall.words import cost_text, price_text, spend_text
+    from schemas.run_record import Cost
+
+    run = replace(own_code(), cost=Cost(estimated_usd=0.0312, actual_usd=0.0031))
+    assert "cost      estimated $0.0312, actual $0.0031" in runs.describe(run)
+    assert (run_row(run)["est_cost"], run_row(run)["cost"]) == ("$0.0312", "$0.0031")
+    assert cost_text(0.0031) == price_text(0.0031) == spend_text(0.0031) == "$0.0031"
