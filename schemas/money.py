@@ -20,7 +20,7 @@ SMALLEST = 10.0**-MAX_DECIMALS
 
 def usd_text(value: float) -> str:
     """An amount of US dollars as the module's docstring says."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not math.isfinite(value):
         return "$?"
     sign, amount = ("-", -value) if value < 0 else ("", float(value))
     if amount >= 1 or amount == 0:
