@@ -11,7 +11,7 @@ from typing import Any
 
 from landfall.errors import CommandError
 from landfall.figures import FIGURES_SHOWN, FIRST_COLUMNS, epoch_figures, figure_value
-from landfall.queries.runs import parse_runs, read_run, recent_runs, run_document, run_filters
+from landfall.queries.runs import MAX_ID_BYTES, parse_runs, read_run, recent_runs, run_document, run_filters
 from landfall.tables import render_table
 from landfall.words import (
     STATES_TEXT,
@@ -66,10 +66,6 @@ def state_argument(text: str) -> RunState:
         raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: {STATES_TEXT}") from exc
 
 
-MAX_RUN_ID_BYTES = 1500
-"""Firestore's limit on a document id (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields)."""
-
-
 def run_id_argument(text: str) -> str:
     """RUN_ID's type: a run id is a Firestore document id in the runs collection, so it holds no '/', is not '.' or
     '..' and does not look like __name__ (the documented constraints on document ids); anything else is refused in
@@ -79,7 +75,7 @@ def run_id_argument(text: str) -> str:
         or "/" in text
         or text in (".", "..")
         or (text.startswith("__") and text.endswith("__"))
-        or len(text.encode("utf-8", errors="replace")) > MAX_RUN_ID_BYTES
+        or len(text.encode("utf-8", errors="replace")) > MAX_ID_BYTES
     ):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a run id: a run id is one name such as run-3f2a9c01d4e5b6a7c8d9, with no '/' "

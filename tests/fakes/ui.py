@@ -210,7 +210,7 @@ class FakeSource:
     def model_decisions(self, versions: list[Any]) -> dict[str, str]:
         from landfall.queries.models import held_decisions
 
-        return held_decisions(versions, lambda run_id: next((d for d in self.docs if d["run_id"] == run_id), None))
+        return held_decisions(versions, lambda ids: {d["run_id"]: d for d in self.docs if d["run_id"] in ids})
 
     def dead_letters(self) -> tuple[str, list[Any]]:
         return "projects/p/subscriptions/dead", []

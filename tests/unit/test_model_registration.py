@@ -342,14 +342,14 @@ def test_the_models_list_shows_the_decision_a_promote_or_rollback_left_not_the_o
     runs.put(succeeded("run-2", 0.60, (champion_name(registry), 0.90)))
     assert register(runs, registry, "run-2").endswith(":kept")
 
-    def document(run_id: str) -> dict[str, Any] | None:
-        found = runs.get(run_id)
-        return None if found is None else found.to_dict()
+    def documents(run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        assert len(run_ids) == len(set(run_ids)) == 2, "one batched read of each run"
+        return {r.run_id: r.to_dict() for r in map(runs.get, run_ids) if r is not None}
 
     monkeypatch.setattr(models, "_registry", lambda: registry)
     monkeypatch.setattr(models, "_runs", lambda: runs)
     monkeypatch.setattr(models, "read_run", lambda run_id, command: runs.get(run_id))
-    monkeypatch.setattr(run_queries, "read_run_document", document)
+    monkeypatch.setattr(run_queries, "read_run_documents", documents)
 
     def decisions() -> dict[str, str]:
         capsys.readouterr()  # what promote and rollback said
