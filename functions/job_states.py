@@ -30,6 +30,7 @@ from schemas.data_objects import INLINE_LIST_BYTES, DataRead, encode_objects, pa
 from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.job_view import JobView
+from schemas.money import usd_text
 from schemas.run_metrics import stored_metrics
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
@@ -207,9 +208,9 @@ def _budget_stop(run: RunRecord, error: RunError | None) -> RunError | None:
         error,
         code=BUDGET_EXCEEDED,
         message=(
-            f"stopped at its constraints.budget_usd ${budget:,.4f}: Vertex ended the job at its "
-            f"{run.plan.timeout_seconds} s timeout, what the budget pays at ${hourly:,.4f}/h (the job ran longer than "
-            "its plan's estimate; raise the budget, or make the job faster)"
+            f"stopped at its constraints.budget_usd {usd_text(budget)}: Vertex ended the job at its "
+            f"{run.plan.timeout_seconds} s timeout, what the budget pays at {usd_text(hourly)}/h (the job ran longer "
+            "than its plan's estimate; raise the budget, or make the job faster)"
         ),
         job_message=error.job_message or error.message,
     )

@@ -11,12 +11,15 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from landfall.figures import final_figures, headline_figures
 from landfall.trainer_log import CONTEXT_FIELDS, parse_record, record_time, short_value
 from schemas.dataset_record import DatasetRecord, VersionStatus
 from schemas.errors import SchemaError
+from schemas.money import usd_text
 from schemas.plan import Plan, PlanAlternative
-from schemas.run_metrics import run_warnings, task_figures
+from schemas.run_metrics import run_warnings
 from schemas.run_record import ReconcileErrors, RunRecord, RunState, parse_reconcile_errors
+from schemas.vocabulary import TASK_FIGURES
 
 if TYPE_CHECKING:
     from schemas.gpus import GpuSpec
@@ -41,15 +44,13 @@ def duration_text(seconds: float) -> str:
 
 
 def cost_text(value: float | None) -> str:
-    """A run's or a plan's cost in a table: $0.0512 (4 significant digits), "" when there is none."""
-    return "" if value is None else f"${value:.4g}"
+    """A run's or a plan's cost in a table (schemas/money.py usd_text: $1,234.50, $0.0512), "" when there is none."""
+    return "" if value is None else usd_text(value)
 
 
 def price_text(value: float | None) -> str:
-    """A planned cost or hourly price (`landfall plan`): $1,234.50 from a dollar up, $0.0412 below, "-" for none."""
-    if value is None:
-        return "-"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+    """A planned cost or hourly price (`landfall plan`), as usd_text says it, "-" for none."""
+    return "-" if value is None else usd_text(value)
 
 
 def band_text(plan: Plan) -> str:
@@ -67,8 +68,8 @@ def hours_text(value: float | None) -> str:
 
 
 def spend_text(value: float) -> str:
-    """A team's spend or limit, to the cent: $12.30."""
-    return f"${value:.2f}"
+    """A team's spend or limit, as usd_text says it: $12.30, $0.0031."""
+    return usd_text(value)
 
 
 def seconds_text(value: float | None) -> str:
@@ -138,15 +139,50 @@ def job_id_of(job_name: str) -> str:
 
 
 def figures_text(run: RunRecord) -> str:
-    """The run's own figures for its task (schemas/run_metrics.py): accuracy, R² and RMSE, or perplexity; a '!' when
-    the trainer put a warning on the run (`landfall run` says what)."""
-    task = run.request.get("task")
+    """The run's headline figure (landfall/figures.py states the rule: its promotion metric, its task's figures,
+    a preferred name, else its first figure), e.g. "accuracy 0.975" or "R² 0.58, RMSE 53.1"; a '!' when the
+    trainer put a warning on the run (`landfall run` says what)."""
     try:
         warned = bool(run_warnings(run.metrics))
     except SchemaError:
         warned = True
-    text = ", ".join(f"{label} {fmt_value(value)}" for label, value in task_figures(str(task), run.metrics))
+    text = ", ".join(f"{label} {fmt_value(value)}" for label, value in headline_figures(run))
     return f"{text} !" if warned and text else text
+
+
+def final_figures_text(run: RunRecord) -> str:
+    """Every final figure the run reports, loss first, its task's under their labels: "loss 0.42, R² 0.58, RMSE
+    53.1" or a team's code's "loss 0.31, accuracy 0.9, lr 0.001, test_loss 0.35" ("" with none)."""
+    labels = dict(TASK_FIGURES.get(str(run.request.get("task")), ()))
+    return ", ".join(f"{labels.get(k, k)} {fmt_value(v)}" for k, v in final_figures(run.metrics).items())
+
+
+CODE_NAME_LIMIT = 120
+"""Characters of a code's name shown (an image reference may be long)."""
+
+
+def _plain(text: str) -> str:
+    """A name from a request as one line of at most CODE_NAME_LIMIT printable characters."""
+    shown = "".join(c if c.isprintable() else "?" for c in text)
+    return shown if len(shown) <= CODE_NAME_LIMIT else shown[: CODE_NAME_LIMIT - 3] + "..."
+
+
+def code_text(run: RunRecord) -> str:
+    """The code the run trains with: "built-in", "script train.py", "package ddp_example.train" (with its
+    distribution's file when there is one) or "image NAME:TAG", from the request's `trainer` object."""
+    trainer = run.request.get("trainer")
+    if not isinstance(trainer, dict):
+        return "built-in"
+    script, module, image = trainer.get("script"), trainer.get("python_module"), trainer.get("image_uri")
+    if isinstance(script, str) and script:
+        return f"script {_plain(script.rsplit('/', 1)[-1])}"
+    packages = trainer.get("package_uris")
+    if isinstance(module, str) and module:
+        first = packages[0] if isinstance(packages, list) and packages and isinstance(packages[0], str) else ""
+        return f"package {_plain(module)}" + (f" ({_plain(first.rsplit('/', 1)[-1])})" if first else "")
+    if isinstance(image, str) and image:
+        return f"image {_plain(image.rsplit('/', 1)[-1])}"
+    return "built-in"
 
 
 def canary_lines(run: RunRecord) -> list[str]:
@@ -246,9 +282,13 @@ def gpus_in_flight(gpus: Mapping[str, int], cap: Mapping[str, int]) -> str:
     return ", ".join(shown) or "0"
 
 
-def decision_text(metadata: Mapping[str, Any], labels: Mapping[str, str]) -> str:
-    """A model version's promotion decision (first, promoted, kept, manual-promote, ...): its metadata's, else its
-    label's (a version registered before the metadata held it), else ""."""
+def decision_text(metadata: Mapping[str, Any], labels: Mapping[str, str], held: str = "") -> str:
+    """A model version's promotion decision (first, promoted, kept, manual-promote, ...): `held`, the one its run
+    records now (landfall/queries/models.py held_decisions: a promote, a rollback or a rival's promotion since the
+    upload), else its metadata's as uploaded, else its label's (a version registered before the metadata held it),
+    else ""."""
+    if held:
+        return held
     promotion = metadata.get("promotion") or {}
     return str(promotion.get("decision", labels.get("landfall-decision", "")))
 

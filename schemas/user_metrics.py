@@ -4,12 +4,19 @@ built-in trainer's metrics.json. The launcher writes it beside the model (traine
 which runs without Landfall's launcher, the listener builds it from the model folder's metrics.jsonl.
 
     {"schema_version": 1, "trainer": "script", "world_size": 4, "steps": 40, "final": {"loss": 0.31, "accuracy": 0.9},
-     "loss_curve": [{"step": 1, "loss": 0.69}, ...], "metric_lines": 40, "skipped_lines": 0}
+     "loss_curve": [{"step": 1, "loss": 0.69}, ...], "epochs": [{"epoch": 1, "loss": 0.5, "accuracy": 0.8}, ...],
+     "metric_lines": 40, "skipped_lines": 0}
+
+`epochs` comes from the lines that carry an `epoch` number: one entry per epoch, in the order they first appear,
+holding each numeric field's last value in that epoch (the lines of an epoch's steps and of its evaluation merge).
+Only finite numbers are taken there (true/false are not figures), at most EPOCH_FIELDS of them per epoch and the
+last EPOCHS_KEPT epochs, so that a run reporting thousands of epochs or fields stays within the stored bounds.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 METRICS_VERSION = 1
@@ -17,6 +24,26 @@ METRICS_LINES_FILE = "metrics.jsonl"
 """Where a container's LANDFALL_METRICS_FILE points, in its model folder."""
 CURVE_POINTS = 1000
 """Points of the loss curve kept (evenly thinned beyond this)."""
+EPOCHS_KEPT = 100
+"""Epochs kept in `epochs` (the last ones)."""
+EPOCH_FIELDS = 16
+"""Numeric fields kept per epoch (the first ones an epoch reports, `epoch` included)."""
+
+
+def _figure(value: object) -> bool:
+    """A value `epochs` keeps: a finite number that is not true/false."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _add_epoch(epochs: dict[float, dict[str, Any]], record: dict[str, Any]) -> None:
+    """Merge the line's numeric fields into its epoch's entry."""
+    epoch = record.get("epoch")
+    if not isinstance(epoch, int | float) or not _figure(epoch):
+        return
+    entry = epochs.setdefault(epoch, {"epoch": epoch})
+    for key, value in record.items():  # JSON object keys are text
+        if _figure(value) and (key in entry or len(entry) < EPOCH_FIELDS):
+            entry[key] = value
 
 
 def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, Any]:
@@ -24,6 +51,7 @@ def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, 
     loss) pairs, `steps` the last step. Lines that are not JSON objects are counted and skipped."""
     final: dict[str, Any] = {}
     curve: list[dict[str, float]] = []
+    epochs: dict[float, dict[str, Any]] = {}
     skipped = lines = 0
     for raw in text.splitlines():
         if not raw.strip():
@@ -38,6 +66,7 @@ def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, 
             skipped += 1
             continue
         final.update({k: v for k, v in record.items() if isinstance(v, int | float | str | bool)})
+        _add_epoch(epochs, record)
         if isinstance(record.get("loss"), int | float):
             step = record.get("step", len(curve))
             curve.append({"step": step if isinstance(step, int | float) else len(curve), "loss": record["loss"]})
@@ -51,6 +80,7 @@ def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, 
         "steps": final.get("step", 0),
         "final": {k: v for k, v in final.items() if k != "step"},
         "loss_curve": curve,
+        "epochs": list(epochs.values())[-EPOCHS_KEPT:],
         "metric_lines": lines,
         "skipped_lines": skipped,
     }

@@ -24,6 +24,7 @@ from functions.reconciler.cancel import cancel_step
 from functions.records.run_rules import RunsRules
 from functions.records.team_ledger import running_cost
 from functions.records.team_wakes import waits_for_team
+from schemas.money import usd_text
 from schemas.run_record import RunRecord, RunState
 from schemas.vocabulary import BUDGET_EXCEEDED
 
@@ -113,8 +114,9 @@ def over_budget(run: RunRecord, now: datetime) -> str | None:
     if cost <= budget:
         return None
     return (
-        f"{BUDGET_EXCEEDED}: its cost while running (${cost:.6f}: time since its job started x the plan's "
-        f"${run.plan.hourly_cost_usd if run.plan else 0:.4f}/h) passed its constraints.budget_usd ${budget:.6f}"
+        f"{BUDGET_EXCEEDED}: its cost while running ({usd_text(cost)}: time since its job started x the plan's "
+        f"{usd_text(run.plan.hourly_cost_usd if run.plan else 0)}/h) passed its constraints.budget_usd "
+        f"{usd_text(budget)}"
     )
 
 

@@ -20,6 +20,7 @@ from deploy.teams import ALL_GPUS, Team, Teams
 from functions.records.attempts import candidates
 from functions.records.leases import Claim, ClaimOutcome
 from functions.records.run_rules import Step, transitioned
+from schemas.money import usd_text
 from schemas.plan import Plan
 from schemas.record_bounds import REASON_KEPT, cut
 from schemas.run_record import AttemptKind, RunError, RunRecord, RunState, Waiting
@@ -117,7 +118,7 @@ def use_of(team: Team, ledger: TeamLedger | None, now: datetime) -> TeamUse:
         if _in_flight(ledger.gpus, kind) >= cap
     )
     if spend.total_usd >= team.monthly_budget_usd:
-        over = (*over, f"budget ${spend.total_usd:.2f}/${team.monthly_budget_usd:.2f}")
+        over = (*over, f"budget {usd_text(spend.total_usd)}/{usd_text(team.monthly_budget_usd)}")
     return TeamUse(
         team=team.name,
         priority=team.priority,
@@ -180,7 +181,8 @@ def admit(team: Team, ledger: TeamLedger | None, gpus: dict[str, int], estimate_
         limit = "max_run_usd" if team.max_run_usd is not None else "monthly budget"
         return Admission(
             Verdict.REJECT,
-            f"the run's estimate ${estimate_usd:.2f} is above {name}'s hard limit of ${team.run_limit_usd:.2f} per run "
+            f"the run's estimate {usd_text(estimate_usd)} is above {name}'s hard limit of "
+            f"{usd_text(team.run_limit_usd)} per run "
             f"({limit}): lower constraints.budget_usd or the work asked for, or have the limit raised in the teams "
             "file",
         )
@@ -197,9 +199,9 @@ def admit(team: Team, ledger: TeamLedger | None, gpus: dict[str, int], estimate_
     if spend.total_usd + estimate_usd > team.monthly_budget_usd:
         return Admission(
             Verdict.WAIT_BUDGET,
-            f"{name} has ${spend.total_usd:.2f} of its ${team.monthly_budget_usd:.2f} monthly budget reserved or "
-            f"spent in {month_of(now)} and this run is estimated at ${estimate_usd:.2f}: it waits until runs settle "
-            "below their estimates or the month ends, or have the budget raised in the teams file",
+            f"{name} has {usd_text(spend.total_usd)} of its {usd_text(team.monthly_budget_usd)} monthly budget "
+            f"reserved or spent in {month_of(now)} and this run is estimated at {usd_text(estimate_usd)}: it waits "
+            "until runs settle below their estimates or the month ends, or have the budget raised in the teams file",
         )
     return Admission(Verdict.FITS)
 

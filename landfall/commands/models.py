@@ -12,8 +12,8 @@ from typing import Any
 
 from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError, client_boundary
+from landfall.queries.models import held_decisions, model_versions
 from landfall.queries.models import model_id as _model_id
-from landfall.queries.models import model_versions
 from landfall.queries.runs import read_run
 from landfall.tables import render_table
 from landfall.words import decision_text, score_text
@@ -25,12 +25,17 @@ def _registry() -> Any:
     return registry()
 
 
-def _row(v: Any) -> list[object]:
+def _decisions(versions: list[Any]) -> dict[str, str]:
+    """The decision that holds now for each version, as its run records it (held_decisions)."""
+    return held_decisions(versions)
+
+
+def _row(v: Any, decisions: dict[str, str]) -> list[object]:
     return [
         v.model_id,
         v.version_id,
         ",".join(v.aliases),
-        decision_text(v.metadata, v.labels),
+        decision_text(v.metadata, v.labels, decisions.get(v.version_name, "")),
         score_text(v.metadata),
         v.labels.get("landfall-run", ""),
     ]
@@ -44,7 +49,12 @@ def cmd_models(args: argparse.Namespace) -> int:
     if not versions:
         print("no models yet: a SUCCEEDED run's model is registered when the run ends")
         return 0
-    print(render_table(["MODEL", "VERSION", "ALIASES", "DECISION", "SCORE", "RUN"], [_row(v) for v in versions]))
+    decisions = _decisions(versions)
+    print(
+        render_table(
+            ["MODEL", "VERSION", "ALIASES", "DECISION", "SCORE", "RUN"], [_row(v, decisions) for v in versions]
+        )
+    )
     return 0
 
 
@@ -162,11 +172,13 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     current = next((v for v in versions if PRODUCTION_ALIAS in v.aliases), None)
     if current is None:
         raise CommandError(f"no version of {model_id!r} holds {PRODUCTION_ALIAS}; `landfall models` lists them")
+    decisions = _decisions(versions)
     earlier = [
         v
         for v in versions
         if int(v.version_id) < int(current.version_id)
-        and decision_text(v.metadata, v.labels) in ("first", "promoted", "manual-promote", "manual-rollback")
+        and decision_text(v.metadata, v.labels, decisions.get(v.version_name, ""))
+        in ("first", "promoted", "manual-promote", "manual-rollback")
     ]
     if not earlier:
         raise CommandError(

@@ -433,7 +433,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                 item["gpu_memory_gb"] or "-",
                 item["vcpus"],
                 f"{item['memory_gb']:g}",
-                f"{hourly:,.4f}",
+                price_text(hourly),
                 len(item["regions"]),
                 catalog.consumption.rule(shape.machine_type).describe(),
             ]
@@ -447,7 +447,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                 "GPU GB",
                 "VCPUS",
                 "RAM GB",
-                f"$/H ({book.base_region})",
+                f"PER HOUR ({book.base_region})",
                 "REGIONS",
                 "SOLD (data/consumption.json)",
             ],

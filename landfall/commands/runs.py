@@ -10,16 +10,20 @@ from datetime import datetime
 from typing import Any
 
 from landfall.errors import CommandError
-from landfall.queries.runs import parse_runs, read_run, recent_runs, run_document, run_filters
+from landfall.figures import FIGURES_SHOWN, FIRST_COLUMNS, epoch_figures, figure_value
+from landfall.queries.runs import MAX_ID_BYTES, parse_runs, read_run, recent_runs, run_document, run_filters
 from landfall.tables import render_table
 from landfall.words import (
     STATES_TEXT,
     alternative_gpu_label,
     canary_lines,
+    code_text,
+    cost_text,
     dataset_ref,
     error_where,
     failure_reason,
     figures_text,
+    final_figures_text,
     fmt_value,
     gpu_label,
     reconcile_lines,
@@ -29,7 +33,7 @@ from landfall.words import (
 )
 from schemas.errors import SchemaError
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
-from schemas.run_metrics import run_warnings, task_figures
+from schemas.run_metrics import run_warnings
 from schemas.run_record import RunRecord, RunState, parse_state
 
 TENSORBOARD_HINT = 'TensorBoard event files; README.md "Metrics" says how to open them'
@@ -62,10 +66,6 @@ def state_argument(text: str) -> RunState:
         raise argparse.ArgumentTypeError(f"{text!r} is not a run state; the states are: {STATES_TEXT}") from exc
 
 
-MAX_RUN_ID_BYTES = 1500
-"""Firestore's limit on a document id (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields)."""
-
-
 def run_id_argument(text: str) -> str:
     """RUN_ID's type: a run id is a Firestore document id in the runs collection, so it holds no '/', is not '.' or
     '..' and does not look like __name__ (the documented constraints on document ids); anything else is refused in
@@ -75,7 +75,7 @@ def run_id_argument(text: str) -> str:
         or "/" in text
         or text in (".", "..")
         or (text.startswith("__") and text.endswith("__"))
-        or len(text.encode("utf-8", errors="replace")) > MAX_RUN_ID_BYTES
+        or len(text.encode("utf-8", errors="replace")) > MAX_ID_BYTES
     ):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a run id: a run id is one name such as run-3f2a9c01d4e5b6a7c8d9, with no '/' "
@@ -88,11 +88,6 @@ def positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return int(text)
-
-
-def _final(run: RunRecord) -> dict[str, Any]:
-    final = (run.metrics or {}).get("final")
-    return final if isinstance(final, dict) else {}
 
 
 def _readable(docs: list[dict[str, Any]]) -> tuple[RunRecord, ...]:
@@ -119,13 +114,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
             dataset_ref(r).get("uri"),
             r.plan.machine_type if r.plan else "",
             gpu_label(r.plan),
+            code_text(r),
             figures_text(r),
             failure_reason(r),
         ]
         for r in _readable(docs)
     ]
     if rows:
-        print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "METRIC", "REASON"], rows))
+        print(render_table(["RUN", "STATE", "CREATED", "DATASET", "MACHINE", "GPU", "CODE", "METRIC", "REASON"], rows))
     else:
         filters = run_filters(args.state, args.dataset, args.since)
         print(
@@ -138,7 +134,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def describe(run: RunRecord) -> str:
     """A run record as a person reads it: state, dataset, plan, Vertex job, times, metrics, error."""
-    request, plan, dataset, final = run.request, run.plan, dataset_ref(run), _final(run)
+    request, plan, dataset = run.request, run.plan, dataset_ref(run)
     model = request.get("model")
     lines = [
         f"run       {run.run_id}",
@@ -146,6 +142,7 @@ def describe(run: RunRecord) -> str:
         f"dataset   {dataset.get('uri', '')} ({dataset.get('object_count', '?')} objects, "
         f"{dataset.get('total_bytes', '?')} bytes)",
         f"task      {request.get('task', '')} / {model.get('preset', '') if isinstance(model, dict) else ''}",
+        f"code      {code_text(run)}",
     ]
     if run.retry_of:
         lines.append(f"retry of  {run.retry_of} (`landfall run {run.retry_of}`)")
@@ -154,7 +151,7 @@ def describe(run: RunRecord) -> str:
     if plan is not None:
         lines.append(
             f"plan      {plan.replica_count} x {plan.machine_type} ({gpu_label(plan)}) in {plan.region}, "
-            f"{plan.strategy}, {sale_text(plan)}, est. ${fmt_value(plan.estimated_cost_usd)}"
+            f"{plan.strategy}, {sale_text(plan)}, est. {cost_text(plan.estimated_cost_usd) or '?'}"
         )
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
@@ -163,16 +160,15 @@ def describe(run: RunRecord) -> str:
     lines += reconcile_lines(run)
     for key, value in run.timings.to_dict().items():
         lines.append(f"{key:<9} {value}")
-    if final:
-        metrics = run.metrics or {}
-        figures = "".join(
-            f", {label} {fmt_value(value)}" for label, value in task_figures(str(request.get("task")), metrics)
-        )
-        lines.append(
-            f"metrics   loss {fmt_value(final.get('loss'))}{figures}, "
-            f"{fmt_value(metrics.get('samples_per_second'))} samples/s, "
-            f"wall {fmt_value(metrics.get('wall_time_seconds'))} s"
-        )
+    if run.metrics is not None:
+        metrics = run.metrics
+        pace = [
+            text.format(fmt_value(figure))
+            for key, text in (("samples_per_second", "{} samples/s"), ("wall_time_seconds", "wall {} s"))
+            if (figure := figure_value(metrics.get(key))) is not None
+        ]
+        shown = [part for part in (final_figures_text(run), ", ".join(pace)) if part]
+        lines.append(f"metrics   {', '.join(shown) or 'none reported'}")
         try:
             lines += [f"warning   {w.code}: {w.message}" for w in run_warnings(metrics)]
         except SchemaError as exc:
@@ -180,7 +176,8 @@ def describe(run: RunRecord) -> str:
     lines += [f"warning   {w}" for w in run.warnings]  # what Landfall left out of what the run reported
     if run.cost.to_dict():
         lines.append(
-            f"cost      estimated ${fmt_value(run.cost.estimated_usd)}, actual ${fmt_value(run.cost.actual_usd)}"
+            f"cost      estimated {cost_text(run.cost.estimated_usd) or '?'}, "
+            f"actual {cost_text(run.cost.actual_usd) or 'not yet'}"
         )
     if run.timings.estimated_seconds is not None and run.timings.run_seconds:
         error = (run.timings.estimated_seconds - run.timings.run_seconds) / run.timings.run_seconds
@@ -224,7 +221,7 @@ def describe(run: RunRecord) -> str:
                         alternative_gpu_label(a),
                         a.region or "-",
                         spot_text(a.spot),
-                        fmt_value(a.estimated_cost_usd),
+                        cost_text(a.estimated_cost_usd),
                         a.reason,
                     ]
                     for a in plan.alternatives
@@ -261,18 +258,13 @@ def _timeline(run: RunRecord) -> list[list[str]]:
     return rows
 
 
-EPOCH_COLUMNS = ("epoch", "loss", "accuracy", "perplexity")
-"""The first columns of `landfall run --metrics`, in this order (trainer/metrics.py EpochResult); other figures an
-epoch has follow, by name."""
-
-
 def epoch_table(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """metrics.json's per-epoch figures as (headers, rows): a column per figure any epoch has (epoch first)."""
-    epochs = [e for e in metrics.get("epochs") or [] if isinstance(e, dict)]
-    # A stored map's keys come back in no promised order: the columns are in EPOCH_COLUMNS' order, then by name.
+    """metrics.json's per-epoch figures as (headers, rows): a column per figure any epoch has, in
+    landfall/figures.py FIRST_COLUMNS' order then by name (at most FIGURES_SHOWN), a team's code's as the built-in
+    trainer's."""
+    epochs = epoch_figures(metrics)
     found = {k for e in epochs for k in e}
-    keys = [k for k in EPOCH_COLUMNS if k in found] + sorted(found - set(EPOCH_COLUMNS))
-    keys = [k for k in keys if any(e.get(k) is not None for e in epochs)]
+    keys = ([k for k in FIRST_COLUMNS if k in found] + sorted(found - set(FIRST_COLUMNS)))[:FIGURES_SHOWN]
     return [k.upper().replace("_", " ") for k in keys], [[fmt_value(e.get(k)) for k in keys] for e in epochs]
 
 
@@ -284,11 +276,7 @@ def loss_curve(metrics: dict[str, Any]) -> str | None:
     """The per-epoch loss drawn with plotext (plain characters, no colour), or None when no epoch has a loss."""
     import plotext
 
-    points = [
-        (e["epoch"], e["loss"])
-        for e in metrics.get("epochs") or []
-        if isinstance(e, dict) and isinstance(e.get("epoch"), int) and isinstance(e.get("loss"), int | float)
-    ]
+    points = [(e["epoch"], e["loss"]) for e in epoch_figures(metrics) if "loss" in e]
     if not points:
         return None
     figure = plotext.figure.clear()
@@ -300,11 +288,20 @@ def loss_curve(metrics: dict[str, Any]) -> str | None:
     return chart
 
 
+NO_EPOCHS = (
+    "metrics.json holds no per-epoch figures: the built-in trainer writes one entry per epoch; a team's code gets "
+    "one from each metrics line that carries an `epoch` number (docs/trainer-contract.md)"
+)
+
+
 def describe_metrics(run: RunRecord) -> str:
     """The per-epoch table, then the run's throughput and where its TensorBoard files are."""
     metrics = run.metrics or {}
     headers, rows = epoch_table(metrics)
-    lines = [render_table(headers, rows)] if rows else ["metrics.json holds no per-epoch figures"]
+    lines = [render_table(headers, rows)] if rows else [NO_EPOCHS]
+    final = final_figures_text(run)
+    if final:
+        lines.append(f"final: {final}")
     evaluation = metrics.get("evaluation")
     if isinstance(evaluation, dict) and evaluation.get("split"):
         lines.append(
@@ -312,14 +309,14 @@ def describe_metrics(run: RunRecord) -> str:
             f"({evaluation.get('train_samples', '?')} in the training split)"
         )
     figures = [
-        f"{label} {fmt_value(metrics.get(key))}"
+        f"{label} {fmt_value(figure_value(metrics.get(key)))}"
         for key, label in (
             ("samples_per_second", "samples/s"),
             ("tokens_per_second", "tokens/s"),
             ("mfu", "MFU"),
             ("wall_time_seconds", "wall s"),
         )
-        if metrics.get(key) is not None
+        if figure_value(metrics.get(key)) is not None
     ]
     if figures:
         lines.append(", ".join(figures))

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 CALL_TIMEOUT_S = 20.0
 """Deadline of one Firestore call, so that an unreachable Google Cloud fails in seconds rather than retrying for
 minutes (the local stack is checked before any call: landfall/reach.py)."""
+MAX_ID_BYTES = 1500
+"""Firestore's limit on a document id (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields)."""
 TEAM_FIELD = "team.name"
 """Where a run names the team it counts against (run record `team`, docs/teams.md); the dashboard filters on it."""
 
@@ -38,6 +40,24 @@ def read_run_document(run_id: str) -> dict[str, Any] | None:
     with client_boundary(f"read run {run_id!r} from Firestore"):
         snapshot = ref.get(timeout=CALL_TIMEOUT_S)
     return snapshot.to_dict() if snapshot.exists else None
+
+
+def read_run_documents(run_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The stored documents of these runs by id, in one batched read (Firestore's get_all); a run with no document,
+    or an id that cannot name one (empty, with a '/', past MAX_ID_BYTES), is left out."""
+    from google.cloud import firestore
+
+    from functions.settings import get_settings
+
+    ids = [i for i in dict.fromkeys(run_ids) if i and "/" not in i and len(i.encode()) <= MAX_ID_BYTES]
+    if not ids:
+        return {}
+    with client_boundary("read runs from Firestore"):
+        settings = get_settings()
+        client = firestore.Client(project=settings.project)
+        collection = client.collection(settings.runs_collection)
+        snapshots = client.get_all([collection.document(i) for i in ids], timeout=CALL_TIMEOUT_S)
+        return {s.id: doc for s in snapshots if s.exists and (doc := s.to_dict()) is not None}
 
 
 def run_reader(run_id: str) -> Callable[[], dict[str, Any] | None]:

@@ -216,8 +216,9 @@ def models_page(request: Request) -> Response:
     errors = []
     try:
         versions = dashboard(request).source.models()
+        decisions = dashboard(request).source.model_decisions(versions)
     except CommandError as exc:
-        versions, errors = [], [str(exc)]
+        versions, decisions, errors = [], {}, [str(exc)]
     rows = []
     for v in versions:
         rows.append(
@@ -225,7 +226,7 @@ def models_page(request: Request) -> Response:
                 "model": v.model_id,
                 "version": v.version_id,
                 "aliases": ", ".join(v.aliases),
-                "decision": decision_text(v.metadata, v.labels),
+                "decision": decision_text(v.metadata, v.labels, decisions.get(v.version_name, "")),
                 "why": (v.metadata.get("promotion") or {}).get("reason", ""),
                 "score": score_text(v.metadata),
                 "run_id": v.labels.get("landfall-run", ""),

@@ -17,7 +17,7 @@ from landfall.errors import CommandError
 from landfall.queries.datasets import list_datasets
 from landfall.queries.dead_letters import dead_letters as read_dead_letters
 from landfall.queries.dead_letters import orphans as read_orphans
-from landfall.queries.models import model_versions
+from landfall.queries.models import held_decisions, model_versions
 from landfall.queries.runs import read_run, recent_runs
 from landfall.queries.teams import team_usage
 from schemas.run_record import RunRecord
@@ -67,6 +67,7 @@ class Source(Protocol):
     def log_lines(self, run: RunRecord) -> tuple[list[str], str]: ...
     def datasets(self, limit: int) -> list[dict[str, Any]]: ...
     def models(self) -> list[Any]: ...
+    def model_decisions(self, versions: list[Any]) -> dict[str, str]: ...
     def dead_letters(self) -> tuple[str, list[DeadLetter]]: ...
     def orphans(self, limit: int) -> list[dict[str, Any]]: ...
     def teams(self) -> list[TeamUse]: ...
@@ -107,6 +108,10 @@ class LandfallSource:
 
     def models(self) -> list[Any]:
         return model_versions()
+
+    def model_decisions(self, versions: list[Any]) -> dict[str, str]:
+        """The decision that holds now for each version, as its run records it (held_decisions)."""
+        return held_decisions(versions)
 
     def dead_letters(self) -> tuple[str, list[DeadLetter]]:
         return read_dead_letters(DEAD_LETTERS_SHOWN)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from landfall.figures import epoch_figures
 from landfall.queries.runs import parse_runs
 from landfall.trainer_log import parse_record
 from landfall.words import (
@@ -18,11 +19,13 @@ from landfall.words import (
     STEP_MESSAGE,
     alternative_gpu_label,
     canary_lines,
+    code_text,
     cost_text,
     dataset_ref,
     error_where,
     failure_reason,
     figures_text,
+    final_figures_text,
     fmt_value,
     gpu_label,
     job_id_of,
@@ -59,7 +62,9 @@ def run_row(run: RunRecord) -> dict[str, str]:
         "team": team_of(run),
         "machine": machine,
         "region": plan.region if plan else "",
+        "code": code_text(run),
         "metric": figures_text(run),
+        "figures": final_figures_text(run),
         "est_cost": cost_text(run.cost.estimated_usd),
         "cost": cost_text(run.cost.actual_usd),
         "est_time": seconds_text(run.timings.estimated_seconds),
@@ -267,20 +272,20 @@ def curves_from_logs(lines: list[str]) -> Curves:
 
 
 def curves_from_metrics(metrics: dict[str, Any]) -> Curves:
-    """Once it ended: metrics.json's per-epoch held-out loss and metric (the built-in trainer), or the training loss
-    per step a team's code reported (`loss_curve`, schemas/user_metrics.py)."""
+    """Once it ended: every per-epoch figure of metrics.json (landfall/figures.py epoch_figures: the built-in
+    trainer's held-out loss and metrics, named for the split they were measured on; each figure a team's code
+    reported on a line with an `epoch`, by its own name), else the training loss per step a team's code reported
+    (`loss_curve`, schemas/user_metrics.py)."""
     evaluation = metrics.get("evaluation")
     split = _split(evaluation.get("split") if isinstance(evaluation, dict) else None)
-    epochs = [e for e in metrics.get("epochs") or [] if isinstance(e, dict)]
+    prefix = "" if isinstance(metrics.get("trainer"), str) else f"{split} "  # `trainer`: a team's code's document
+    epochs = epoch_figures(metrics)
     if epochs:
         curves = Curves("epoch")
         for e in epochs:
-            x = _number(e.get("epoch"))
-            if x is None:
-                continue
-            for key in ("loss", "accuracy", "r2", "perplexity"):
-                if (value := _number(e.get(key))) is not None:
-                    curves.add(x, f"{split} {key}", value)
+            for key, value in e.items():
+                if key not in ("epoch", "step"):  # counters, not figures to plot
+                    curves.add(e["epoch"], f"{prefix}{key}", value)
         return curves
     curves = Curves("step")
     for point in metrics.get("loss_curve") or []:

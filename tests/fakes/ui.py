@@ -68,6 +68,32 @@ def succeeded(run_id: str = "run-ui-succeeded") -> RunRecord:
     )
 
 
+OWN_CODE_LINES = [
+    {"step": 1, "epoch": 1, "loss": 0.9},
+    {"epoch": 1, "accuracy": 0.7, "test_loss": 0.8},
+    {"step": 2, "epoch": 2, "loss": 0.5},
+    {"epoch": 2, "accuracy": 0.85, "test_loss": 0.45, "note": "fine", "flag": True},
+]
+"""What a team's script appends to LANDFALL_METRICS_FILE: a training line and an evaluation line per epoch."""
+
+
+def own_code(run_id: str = "run-ui-own-code", lines: list[dict[str, Any]] | None = None) -> RunRecord:
+    """A SUCCEEDED run of `landfall submit --script train.py`, its metrics.json as the launcher writes it from the
+    script's metrics lines (schemas/user_metrics.py) and the listener stores it (schemas/run_metrics.py)."""
+    import json
+
+    from schemas.run_metrics import stored_metrics
+    from schemas.user_metrics import metrics_document
+
+    text = "\n".join(json.dumps(line) for line in lines or OWN_CODE_LINES)
+    metrics, _ = stored_metrics(metrics_document(text, form="script", world_size=1))
+    request = {
+        "dataset": {"uri": DATASET, "object_count": 3, "total_bytes": 1200},
+        "trainer": {"script": "gs://landfall-code/scripts/3f2a9c01/train.py", "args": ["--lr", "0.1"]},
+    }
+    return replace(succeeded(run_id), request=request, metrics=metrics)
+
+
 def failed(run_id: str = "run-ui-failed") -> RunRecord:
     run = replace(new_run(run_id, _request(), now=NOW), team=RunCharge("research"))
     return replace(
@@ -149,6 +175,8 @@ class FakeSource:
         self.docs = [r.to_dict() for r in runs]
         self.logs = logs or {}
         self.cancelled: list[str] = []
+        self.versions: list[Any] = []
+        """Model Registry versions the models page lists."""
 
     def runs(self, query: RunsQuery, limit: int) -> list[dict[str, Any]]:
         found = [
@@ -177,7 +205,12 @@ class FakeSource:
         return []
 
     def models(self) -> list[Any]:
-        return []
+        return list(self.versions)
+
+    def model_decisions(self, versions: list[Any]) -> dict[str, str]:
+        from landfall.queries.models import held_decisions
+
+        return held_decisions(versions, lambda ids: {d["run_id"]: d for d in self.docs if d["run_id"] in ids})
 
     def dead_letters(self) -> tuple[str, list[Any]]:
         return "projects/p/subscriptions/dead", []

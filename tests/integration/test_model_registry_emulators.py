@@ -283,6 +283,10 @@ def test_the_cli_lists_shows_rolls_back_and_promotes_against_the_emulator(
     models.cmd_promote(argparse.Namespace(run_id="run-c2"))
     assert _production(stack) == "2"
     assert _decision(stack, "run-c2") == "manual-promote"
+    capsys.readouterr()
+    models.cmd_models(argparse.Namespace(name=stack.model_id, json=False))  # read from the runs in Firestore
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert "manual-rollback" in rows["1"] and "manual-promote" in rows["2"], rows
 
 
 def _production(stack: Stack) -> str:

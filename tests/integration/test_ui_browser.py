@@ -25,7 +25,7 @@ from schemas.times import format_timestamp
 from tests import browser
 from tests.caches import clear_function_caches
 from tests.conftest import PROJECT, Emulator
-from tests.fakes.ui import TEAMS, canary_and_fallback, failed, seeded, succeeded
+from tests.fakes.ui import TEAMS, canary_and_fallback, failed, own_code, seeded, succeeded
 from tests.fakes.world import NOW
 from tests.polling import wait_for
 
@@ -74,7 +74,7 @@ def dashboard(firestore_emulator: Emulator) -> Iterator[tuple[str, Any]]:
     began = time.perf_counter()
     seed(runs, client, SEEDED)
     print(f"seeded {SEEDED} runs in {time.perf_counter() - began:.1f} s")
-    for record in (succeeded(), failed(), canary_and_fallback()):
+    for record in (succeeded(), failed(), canary_and_fallback(), own_code()):
         runs.document(record.run_id).set(record.to_document())
     try:
         with browser.served(create_app(LandfallSource(), frozenset(), poll_ms=POLL_MS)) as base:
@@ -208,6 +208,20 @@ def test_a_succeeded_runs_curves_are_drawn_and_labelled(
     assert "validation loss" in legend and "validation accuracy" in legend
     assert "alternatives" not in p.locator("table.plan").inner_text() and p.locator("table.plan tr.chosen").count() == 1
     browser.screenshot(p, "run-succeeded")
+
+
+def test_a_scripts_run_names_its_code_and_draws_a_curve_per_figure_it_reported(
+    dashboard: tuple[str, Any], page: tuple[Any, browser.Console]
+) -> None:
+    base, _ = dashboard
+    p, _ = page
+    p.goto(f"{base}/runs/run-ui-own-code")
+    p.locator("#curves canvas").wait_for()
+    assert p.locator("#run-code").inner_text() == "script train.py"
+    assert p.locator("#curves").get_attribute("data-drawn") == "2"
+    legend = p.locator("#curves .u-legend").inner_text()
+    assert "loss" in legend and "accuracy" in legend and "test_loss" in legend
+    browser.screenshot(p, "run-own-code")
 
 
 def test_every_page_loads_clean_and_is_reachable_by_keyboard(

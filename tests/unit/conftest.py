@@ -8,6 +8,11 @@ It refuses, with a message naming the test and saying where it belongs:
 - new processes: subprocess (every Popen), os.fork / forkpty / posix_spawn / system, multiprocessing and
   torch.multiprocessing processes, multiprocessing's helper processes (resource tracker, forkserver);
 - the network: socket connect / connect_ex to any address, and listen (a server).
+
+Each unit test also runs apart from a local stack (`landfall up`, `make demo`) left running on this machine: the
+variables the stack's env file sets (deploy/local/stack.py stack_env: the emulator hosts, the Vertex endpoint, the
+buckets, the project) are unset, and LANDFALL_STATE_DIR points at an empty folder of the test's own, so neither an
+exported `.landfall/env` nor the repository's `.landfall/` state reaches a test. A test that wants one sets it.
 """
 
 from __future__ import annotations
@@ -44,6 +49,29 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _stack_variables() -> tuple[str, ...]:
+    """The variables `landfall up` writes to .landfall/env, named by the code that writes them."""
+    from deploy.local.stack import stack_env
+    from deploy.topology import load_topology
+
+    topology = load_topology()
+    return tuple(stack_env(topology, dict.fromkeys(topology.local_ports, 0)))
+
+
+STACK_VARIABLES = _stack_variables()
+
+
+@pytest.fixture(autouse=True)
+def apart_from_a_local_stack(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No local stack's variables and an empty state folder (the module's docstring)."""
+    from deploy.local.provision import STATE_DIR_ENV
+
+    for name in STACK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path_factory.mktemp("landfall-state")))
+
 
 MOVE = "tests/unit/ starts no process and opens no connection: move this test to tests/integration/"
 

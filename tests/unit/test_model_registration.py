@@ -267,6 +267,7 @@ def test_the_cli_lists_versions_with_decisions_and_rolls_production_back(
     recorded: list[tuple[str, str]] = []
     monkeypatch.setattr(models, "_registry", lambda: registry)
     monkeypatch.setattr(models, "_record", lambda run_id, promotion: recorded.append((run_id, promotion.decision)))
+    monkeypatch.setattr(models, "_decisions", lambda versions: {})
     models.cmd_models(argparse.Namespace(name="", json=False))
     table = capsys.readouterr().out
     assert "promoted" in table and "first" in table and "accuracy 0.9500" in table, table
@@ -325,3 +326,44 @@ def test_landfall_model_shows_the_lineage_counts_as_the_integers_landfall_wrote(
         "x": "7",
     }
     assert type(whole_numbers(4.0)) is int and whole_numbers(0.5) == 0.5
+
+
+def test_the_models_list_shows_the_decision_a_promote_or_rollback_left_not_the_one_uploaded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Model Registry keeps a version's labels and metadata as uploaded; the move is recorded on the run, and the
+    list reads it from there."""
+    from landfall.commands import models
+    from landfall.queries import runs as run_queries
+
+    runs, registry = FakeRuns(), FakeRegistry()
+    runs.put(succeeded("run-1", 0.90))
+    register(runs, registry, "run-1")
+    runs.put(succeeded("run-2", 0.60, (champion_name(registry), 0.90)))
+    assert register(runs, registry, "run-2").endswith(":kept")
+
+    def documents(run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        assert len(run_ids) == len(set(run_ids)) == 2, "one batched read of each run"
+        return {r.run_id: r.to_dict() for r in map(runs.get, run_ids) if r is not None}
+
+    monkeypatch.setattr(models, "_registry", lambda: registry)
+    monkeypatch.setattr(models, "_runs", lambda: runs)
+    monkeypatch.setattr(models, "read_run", lambda run_id, command: runs.get(run_id))
+    monkeypatch.setattr(run_queries, "read_run_documents", documents)
+
+    def decisions() -> dict[str, str]:
+        capsys.readouterr()  # what promote and rollback said
+        models.cmd_models(argparse.Namespace(name="", json=False))
+        header, *lines = capsys.readouterr().out.splitlines()
+        at, decision, score = header.index("VERSION"), header.index("DECISION"), header.index("SCORE")
+        rows = [line for line in lines if line.startswith("landfall-")]
+        return {line[at:].split()[0]: line[decision:score].strip() for line in rows}
+
+    assert decisions() == {"1": "first", "2": "kept"}
+    models.cmd_promote(argparse.Namespace(run_id="run-2"))
+    assert registry.holder(MODEL_ID) == "2"
+    assert decisions() == {"1": "first", "2": "manual-promote"}
+    assert registry.versions(MODEL_ID)[1].metadata["promotion"]["decision"] == "kept", "the upload's stays as it was"
+    models.cmd_rollback(argparse.Namespace(model=MODEL_ID))
+    assert registry.holder(MODEL_ID) == "1"
+    assert decisions() == {"1": "manual-rollback", "2": "manual-promote"}

@@ -149,8 +149,8 @@ def test_the_cli_describes_a_run_from_its_typed_record() -> None:
     from landfall.commands.runs import describe
 
     text = describe(parse_run_record(copy.deepcopy(GOLDEN)))
-    assert "plan      1 x e2-standard-4 (cpu) in europe-west4, ddp, spot, est. $0.004431" in text
-    assert "cost      estimated $0.004431, actual $0.000581" in text
+    assert "plan      1 x e2-standard-4 (cpu) in europe-west4, ddp, spot, est. $0.00443" in text
+    assert "cost      estimated $0.00443, actual $0.000581" in text
     assert "run_seconds 45.25" in text and "metrics   loss 0.081, accuracy 0.975" in text
     assert "history   RECEIVED -> PLANNED -> SUBMITTING -> SUBMITTED -> RUNNING -> SUCCEEDED\n" in text
     assert "timeline:\nSTATE" in text

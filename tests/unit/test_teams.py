@@ -166,6 +166,7 @@ def test_a_team_at_its_cap_or_budget_shows_it() -> None:
         ({"NVIDIA_L4": 7}, 0.0, {}, 1.0, Verdict.FITS, ""),
         ({}, 80.0, {}, 30.0, Verdict.WAIT_BUDGET, "$80.00 of its $100.00 monthly budget"),
         ({}, 70.0, {}, 30.0, Verdict.FITS, ""),
+        ({}, 99.99, {}, 0.0312, Verdict.WAIT_BUDGET, "this run is estimated at $0.0312: it waits"),
     ],
 )
 def test_admission(

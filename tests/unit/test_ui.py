@@ -16,7 +16,7 @@ from landfall.ui.app import create_app
 from landfall.ui.hosts import LOOPBACK, allowed_hosts, host_allowed
 from landfall.ui.source import allowed_actions
 from schemas.run_record import ReconcileErrors, RunState, parse_run_record
-from tests.fakes.ui import FakeSource, canary_and_fallback, failed, seeded, succeeded
+from tests.fakes.ui import FakeSource, canary_and_fallback, failed, own_code, seeded, succeeded
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette's notice that a later httpx is preferred
@@ -295,3 +295,58 @@ def test_a_run_the_reconciler_could_not_reconcile_says_so_on_its_page() -> None:
     source.docs[1]["cost"] = {"estimated_usd": "a lot"}  # the reader refuses it: listed as skipped, with its mark
     listed = client(source).get("/runs").text
     assert "run &#39;run-ui-unreadable&#39; does not fit the run record schema" in listed and said in listed
+
+
+def test_the_models_page_shows_the_decision_its_run_records_after_a_promote() -> None:
+    """A version uploaded as `kept` and then promoted by hand: Model Registry still holds the upload's decision,
+    the run holds the one that stands."""
+    from schemas.model_version import RUN_LABEL, ModelVersionRef, Promotion, VersionView
+
+    model = "projects/p/locations/us-central1/models/landfall-iris"
+    promoted = Promotion(decision="manual-promote", reason="promoted by hand", at="2026-11-22T12:09:00.000000Z")
+    run = replace(succeeded(), model=ModelVersionRef(model, "2", "2026-11-22T12:08:00.000000Z", promoted))
+    source = FakeSource([run])
+    uploaded = {"promotion": {"decision": "kept", "reason": "below the champion"}}
+    source.versions = [
+        VersionView(model, "2", labels={RUN_LABEL: run.run_id}, metadata=uploaded),
+        VersionView(model, "3", labels={RUN_LABEL: "run-not-recorded"}, metadata=uploaded),
+    ]
+    rows = [r.split("</td>") for r in client(source).get("/models").text.split("<tr><td>")[1:]]
+    assert [(r[1].removeprefix("<td>"), r[4].removeprefix("<td>")) for r in rows] == [
+        ("2", "manual-promote"),
+        ("3", "kept"),
+    ]
+
+
+def test_a_scripts_run_shows_its_code_its_figures_and_a_curve_per_figure() -> None:
+    """Every numeric per-epoch figure the script reported is a curve under its own name, not only the training
+    loss; the runs table and the page name the script and show its headline and final figures."""
+    run = own_code()
+    c = client(FakeSource([run, succeeded()]))
+    table = c.get("/runs").text
+    row = table.split(f'href="/runs/{run.run_id}"', 1)[1].split("</tr>", 1)[0]
+    assert "<td>script train.py</td>" in row and "<td>accuracy 0.85</td>" in row
+    assert "<td>built-in</td>" in table
+    page = c.get(f"/runs/{run.run_id}").text
+    assert '<dd id="run-code">script train.py</dd>' in page
+    assert '<dd id="run-figures">loss 0.5, accuracy 0.85, test_loss 0.45</dd>' in page
+    embedded = json.loads(page.split('id="curves-data">', 1)[1].split("</script>", 1)[0])
+    assert embedded["x_label"] == "epoch"
+    assert dict(zip(embedded["labels"], embedded["data"][1:], strict=True)) == {
+        "loss": [0.9, 0.5],
+        "accuracy": [0.7, 0.85],
+        "test_loss": [0.8, 0.45],
+    }
+
+
+def test_a_scripts_hostile_figures_leave_its_pages_valid() -> None:
+    bad = {"epoch": 1, "loss": float("nan"), "<b>x</b>": 1.0, **{f"f{i:04d}": float(i) for i in range(3000)}}
+    run = replace(
+        own_code(), metrics={"trainer": "script", "final": bad, "epochs": [bad, {"epoch": 2, "f0001": 1e400}]}
+    )
+    c = client(FakeSource([run]))
+    assert c.get("/runs").status_code == 200
+    page = c.get(f"/runs/{run.run_id}")
+    assert page.status_code == 200 and "<b>x</b>" not in page.text
+    curves = _strict_json(c.get(f"/api/runs/{run.run_id}").text)["curves"]  # type: ignore[index]
+    assert "loss" not in curves["labels"] and len(curves["labels"]) < views.PAGE_SIZE

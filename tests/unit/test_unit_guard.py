@@ -37,3 +37,16 @@ def test_code_that_catches_exception_cannot_swallow_the_guard() -> None:
     # contextlib.suppress(Exception) stands for the handlers production code has; the guard must get past them.
     with pytest.raises(pytest.fail.Exception, match="started a subprocess"), contextlib.suppress(Exception):
         subprocess.run(["true"], check=False)
+
+
+def test_a_unit_test_sees_no_local_stack_and_no_state_folder_of_the_repository() -> None:
+    """What `landfall up` / `make demo` leave (an exported .landfall/env, the repository's .landfall/) reaches no unit
+    test: the emulator variables are unset and the state folder is the test's own, empty."""
+    from deploy.local.provision import REPO_ROOT, default_state_dir
+    from landfall.stack_env import load_stack_env
+    from tests.unit.conftest import STACK_VARIABLES
+
+    assert {"PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"} <= set(STACK_VARIABLES)
+    assert not [name for name in STACK_VARIABLES if name in os.environ]
+    assert default_state_dir() != REPO_ROOT / ".landfall" and not any(default_state_dir().iterdir())
+    assert load_stack_env() is False
