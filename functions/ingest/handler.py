@@ -120,9 +120,12 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
         )
         return "ignored:readiness-not-enabled"
     if event.generation:
-        # Duplicates are the common case under redelivery: one read of the outbox settles them.
+        # Duplicates are the common case under redelivery: one read of the outbox settles them. The dataset
+        # document comes in the same call, for the writes after a publish (one conditional Commit each).
         early = Completion(event.bucket, prefix, route, kind, event.name, event.generation, event.event_id)
-        settled = deps.datasets.version(run_id_for(early.idempotency_key))
+        settled = deps.datasets.version(
+            run_id_for(early.idempotency_key), dataset_id=dataset_id_for(event.bucket, prefix)
+        )
         if settled is not None and settled.final:
             return _duplicate(early, settled, deps)
     current = deps.objects.stat(event.bucket, event.name)
