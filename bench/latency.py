@@ -70,11 +70,10 @@ def one_drop(s: Stack, name: str, within_s: float = ENDED_WITHIN_S, paced: list[
     uri = f"gs://{s.topology.bucket}/{prefix}"
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        runs = [r for r in s.runs() if r.request.get("dataset", {}).get("uri") == uri]
+        runs = s.runs_of(uri)
         if runs and runs[0].state.terminal:
             run = runs[0]
-            versions = {v["run_id"]: v for v in s.versions()}
-            got = timeline(run, versions.get(run.run_id), finalized, s.job_created(run))
+            got = timeline(run, s.version(run.run_id), finalized, s.job_created(run))
             if paced is not None and got.to_submitted is not None:
                 paced[:] = [finalized + timedelta(seconds=got.to_submitted)]
             return got

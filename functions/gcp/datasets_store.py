@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 
 from functions.errors import as_transient
 from functions.gcp.firestore_paging import paged_documents
-from functions.gcp.firestore_tx import create_if_absent, in_transaction
+from functions.gcp.firestore_reads import get_document
+from functions.gcp.firestore_tx import create_if_absent, created, in_transaction
+from functions.gcp.known_documents import KnownDocuments
 from functions.records.dataset_versions import (
     VersionOutcome,
     answered,
@@ -63,6 +65,9 @@ class DatasetsStore:
         self._client = client
         self._datasets = datasets_collection
         self._versions = versions_collection
+        self._known = KnownDocuments()
+        """The versions this instance claimed and the dataset documents it read with them: a delivery's writes
+        after it published are one conditional Commit each (functions/gcp/known_documents.py)."""
 
     def _dataset_ref(self, dataset_id: str) -> Any:
         return self._client.collection(self._datasets).document(dataset_id)
@@ -89,7 +94,7 @@ class DatasetsStore:
                 return record.to_dict(), True
             return None, False
 
-        return bool(in_transaction(self._client, self._dataset_ref(record.dataset_id), change))
+        return bool(self._known.change(self._client, self._dataset_ref(record.dataset_id), change))
 
     def mark_collecting(self, record: DatasetRecord) -> bool:
         """Quiet-period: note that objects are arriving (the caller has seen it is not COLLECTING already)."""
@@ -123,7 +128,10 @@ class DatasetsStore:
         """Create the version as CLAIMED by owner, or take it over if its earlier claim lapsed or it was WAITING."""
         fresh = first_claim(version, owner=owner, now=now, lease_seconds=lease_seconds)
         ref = self._version_ref(version.run_id)
-        if create_if_absent(self._client, ref, fresh.to_dict()):
+        doc = fresh.to_dict()
+        when = created(self._client, ref, doc)
+        if when is not None:
+            self._known.keep(ref.path, doc, when)
             return Claim(ClaimOutcome.CLAIMED, fresh)
 
         def change(cur: Doc | None) -> tuple[Doc | None, Claim[DatasetVersion]]:
@@ -132,7 +140,9 @@ class DatasetsStore:
             result = claim(parse_dataset_version(cur), owner=owner, now=now, lease_seconds=lease_seconds)
             return (result.doc.to_dict() if result.outcome == ClaimOutcome.CLAIMED else None), result
 
-        result: Claim[DatasetVersion] = in_transaction(self._client, ref, change)
+        result: Claim[DatasetVersion] = in_transaction(
+            self._client, ref, change, stored=lambda doc, when: self._known.keep(ref.path, doc, when)
+        )
         return result
 
     def finish_version(
@@ -149,12 +159,25 @@ class DatasetsStore:
             run_id, lambda cur: finished(cur, owner=owner, status=status, now=now, outcome=outcome)
         )
 
-    def version(self, run_id: str) -> DatasetVersion | None:
+    def version(self, run_id: str, *, dataset_id: str = "") -> DatasetVersion | None:
+        """The version, or None; with dataset_id, its dataset document is read in the same call and kept (the
+        delivery that goes on to publish the version writes it in one conditional Commit)."""
+        if not dataset_id:
+            try:
+                stored, _ = get_document(self._client, self._version_ref(run_id))
+            except Exception as exc:
+                raise as_transient(exc, "Firestore") from exc
+            return parse_dataset_version(stored) if stored is not None else None
+        version_ref, dataset_ref = self._version_ref(run_id), self._dataset_ref(dataset_id)
         try:
-            snapshot = self._version_ref(run_id).get()
+            snapshots = {s.reference.path: s for s in self._client.get_all([version_ref, dataset_ref])}
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
-        return parse_dataset_version(snapshot.to_dict()) if snapshot.exists else None
+        dataset = snapshots.get(dataset_ref.path)
+        if dataset is not None:
+            self._known.keep(dataset_ref.path, dataset.to_dict() if dataset.exists else None, dataset.update_time)
+        version = snapshots.get(version_ref.path)
+        return parse_dataset_version(version.to_dict()) if version is not None and version.exists else None
 
     def unanswered_versions(self, *, page_size: int = 200) -> Iterator[DatasetVersion]:
         """PUBLISHED versions not yet matched with their run (`answered == False`), a page at a time by id."""
@@ -173,7 +196,7 @@ class DatasetsStore:
             new = rule(_parsed(parse_dataset_version, cur))
             return (None, False) if new is None else (new.to_dict(), True)
 
-        return bool(in_transaction(self._client, self._version_ref(run_id), change))
+        return bool(self._known.change(self._client, self._version_ref(run_id), change))
 
     def mark_answered(self, run_id: str, *, now: datetime) -> bool:
         """Note that the version's run exists; False when it was noted already."""

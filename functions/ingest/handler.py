@@ -10,11 +10,13 @@ Every outcome is returned as a short string (for logs and tests); only Transient
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from deploy.routes import Route
 from functions.envelopes import ObjectEvent
@@ -44,6 +46,7 @@ from schemas.times import format_timestamp
 from schemas.training_request import DatasetRef, TrainingRequest, run_id_for
 
 log = logging.getLogger("landfall.ingest")
+T = TypeVar("T")
 
 
 class ObjectStore(Protocol):
@@ -119,13 +122,19 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
             kind,
         )
         return "ignored:readiness-not-enabled"
+    # The object's stat goes on beside the outbox read: a first delivery needs both, one after the other they were
+    # two round trips on the way to the claim.
+    stat = _beside(lambda: deps.objects.stat(event.bucket, event.name))
     if event.generation:
-        # Duplicates are the common case under redelivery: one read of the outbox settles them.
+        # Duplicates are the common case under redelivery: one read of the outbox settles them. The dataset
+        # document comes in the same call, for the writes after a publish (one conditional Commit each).
         early = Completion(event.bucket, prefix, route, kind, event.name, event.generation, event.event_id)
-        settled = deps.datasets.version(run_id_for(early.idempotency_key))
+        settled = deps.datasets.version(
+            run_id_for(early.idempotency_key), dataset_id=dataset_id_for(event.bucket, prefix)
+        )
         if settled is not None and settled.final:
             return _duplicate(early, settled, deps)
-    current = deps.objects.stat(event.bucket, event.name)
+    current = stat.result()
     if current is None:
         log.info("ignoring gs://%s/%s#%s: it no longer exists", event.bucket, event.name, event.generation)
         return "ignored:gone"
@@ -196,6 +205,21 @@ def completion_from(doc: DatasetRecord, route: Route, event_id: str = "") -> Com
         version.generation,
         event_id,
     )
+
+
+_BESIDE: ThreadPoolExecutor | None = None
+_BESIDE_LOCK = threading.Lock()
+BESIDE_THREADS = 4
+"""Threads an instance keeps for the reads a delivery makes beside its own (started when first used)."""
+
+
+def _beside(read: Callable[[], T]) -> Future[T]:
+    """Start read on another thread; its result (or its error) when asked. A read nobody asks for ends unseen."""
+    global _BESIDE
+    with _BESIDE_LOCK:
+        if _BESIDE is None:
+            _BESIDE = ThreadPoolExecutor(BESIDE_THREADS, thread_name_prefix="ingest-read")
+    return _BESIDE.submit(read)
 
 
 def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> str:

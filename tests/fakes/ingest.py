@@ -186,7 +186,7 @@ class FakeDatasets:
             run_id, lambda cur: finished(cur, owner=owner, status=status, now=now, outcome=outcome)
         )
 
-    def version(self, run_id: str) -> DatasetVersion | None:
+    def version(self, run_id: str, *, dataset_id: str = "") -> DatasetVersion | None:
         with self._lock:
             return self._version(run_id)
 
