@@ -34,7 +34,8 @@ def test_two_nodes_of_two_processes_train_the_global_batch_of_64_exactly(
         "total_bytes": sum(len(t) for t in shards),
         "formats": ["csv"],
     }
-    request["hyperparameters"].update(epochs=3, batch_size=64)
+    # Exactly the 3 epochs asked for (min_steps 0): the split is what is tested, not the trainer's small-table floor.
+    request["hyperparameters"].update(epochs=3, batch_size=64, extra={"min_steps": "0"})
     # g2-standard-24 carries 2 L4s; two of them make 2 nodes x 2 processes (the emulator starts one per GPU).
     request["constraints"].update(machine_type="g2-standard-24", replica_count=2, spot="never")
     _publish(local_stack, "landfall-training-requests", json.dumps(request).encode())
