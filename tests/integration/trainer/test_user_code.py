@@ -100,3 +100,41 @@ def test_a_requirement_that_cannot_be_installed_is_bad_config_naming_it(tmp_path
     assert done.returncode == 2, done.stderr[-2000:]
     got, message = reason(tmp_path)
     assert got == "bad-config" and "landfall-no-such-package-anywhere" in message, message
+
+
+RESUMING_SCRIPT = """
+import json, os, pathlib, sys
+folder = pathlib.Path(os.environ["LANDFALL_CHECKPOINT_DIR"])
+state = folder / "state.json"
+step = json.loads(state.read_text())["step"] if state.exists() else 0
+step += 1
+state.write_text(json.dumps({"step": step}))
+(folder / f"attempt-{step}.txt").write_text(str(folder))
+if step == 1:
+    print("first attempt: failing after its checkpoint", file=sys.stderr)
+    sys.exit(1)
+pathlib.Path(os.environ["LANDFALL_MODEL_DIR"], "model.pt").write_text(f"resumed at {step}")
+"""
+
+
+def test_a_failed_attempt_s_checkpoints_reach_aip_checkpoint_dir_and_the_next_attempt_resumes_from_them(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "resume.py"
+    script.write_text(RESUMING_SCRIPT)
+    checkpoints = tmp_path / "out" / "checkpoints"
+    for attempt in ("one", "two"):
+        (tmp_path / attempt).mkdir()
+    first = launch(tmp_path / "one", script, AIP_CHECKPOINT_DIR=f"{checkpoints}/")
+    assert first.returncode != 0 and "failing after its checkpoint" in first.stderr
+    assert json.loads((checkpoints / "state.json").read_text()) == {"step": 1}
+    local = Path((checkpoints / "attempt-1.txt").read_text())  # LANDFALL_CHECKPOINT_DIR: a folder of the node's own
+    assert local.is_relative_to(tmp_path / "one") and local != checkpoints
+    kept = (checkpoints / "attempt-1.txt").stat().st_mtime_ns
+
+    second = launch(tmp_path / "two", script, AIP_CHECKPOINT_DIR=f"{checkpoints}/")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert json.loads((checkpoints / "state.json").read_text()) == {"step": 2}
+    assert (tmp_path / "two" / "out" / "model" / "model.pt").read_text() == "resumed at 2"
+    assert (checkpoints / "attempt-2.txt").exists()
+    assert (checkpoints / "attempt-1.txt").stat().st_mtime_ns == kept  # restored and unchanged: not copied back
