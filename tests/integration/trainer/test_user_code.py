@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,9 @@ def dataset(root: Path) -> Path:
     return data
 
 
-def launch(tmp_path: Path, script: Path, *args: str, nproc: int = 1, **extra: str) -> subprocess.CompletedProcess[str]:
+def launch(
+    tmp_path: Path, script: Path | str, *args: str, nproc: int = 1, **extra: str
+) -> subprocess.CompletedProcess[str]:
     env = trainer_env(
         LANDFALL_TRAINER_FORM="script",
         LANDFALL_TRAINER_SCRIPT=str(script),
@@ -138,3 +141,39 @@ def test_a_failed_attempt_s_checkpoints_reach_aip_checkpoint_dir_and_the_next_at
     assert (tmp_path / "two" / "out" / "model" / "model.pt").read_text() == "resumed at 2"
     assert (checkpoints / "attempt-2.txt").exists()
     assert (checkpoints / "attempt-1.txt").stat().st_mtime_ns == kept  # restored and unchanged: not copied back
+
+
+def test_a_folder_submitted_as_a_script_runs_its_entry_which_imports_its_sibling_module(
+    tmp_path: Path, gcs_emulator: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`landfall submit --script DIR`'s packing and upload (to the code bucket on fake-gcs-server), then the launcher
+    fetching the archive as it fetches a script and running it on two processes: main.py imports tabular.py and reads
+    settings.json beside it, and the node's processes share one unpacked copy."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from functions.gcp import clients
+    from functions.settings import get_settings
+    from landfall.commands.submit import upload_script
+
+    bucket = storage.Client(credentials=AnonymousCredentials()).create_bucket(f"code-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("LANDFALL_CODE_BUCKET", bucket.name)
+    get_settings.cache_clear()
+    clients.storage_client.cache_clear()
+    try:
+        uri = upload_script(str(EXAMPLES / "ddp_folder"), None)
+    finally:
+        get_settings.cache_clear()
+        clients.storage_client.cache_clear()
+    assert uri.startswith(f"gs://{bucket.name}/scripts/") and uri.endswith("/ddp_folder.pyz")
+
+    done = launch(tmp_path, uri, "--epochs", "3", nproc=2)  # LANDFALL_TRAINER_SCRIPT: the gs:// URI
+    assert done.returncode == 0, done.stderr[-3000:]
+    model = tmp_path / "out" / "model"
+    assert (model / "model.pt").stat().st_size > 0
+    metrics = json.loads((model / "metrics.json").read_text())
+    assert (metrics["trainer"], metrics["world_size"], metrics["steps"]) == ("script", 2, 3)
+    (node,) = tmp_path.glob("landfall-node-*")
+    copies = [p for p in (node / "code").iterdir() if p.is_dir()]
+    assert [p.name.rsplit("-", 1)[0] for p in copies] == ["ddp_folder"]  # one unpacked copy for both processes
+    assert (copies[0] / "tabular.py").read_bytes() == (EXAMPLES / "ddp_folder" / "tabular.py").read_bytes()
