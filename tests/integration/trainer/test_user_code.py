@@ -143,6 +143,30 @@ def test_a_failed_attempt_s_checkpoints_reach_aip_checkpoint_dir_and_the_next_at
     assert (checkpoints / "attempt-1.txt").stat().st_mtime_ns == kept  # restored and unchanged: not copied back
 
 
+def test_checkpoints_in_a_bucket_are_restored_and_copied_back_through_cloud_storage(
+    tmp_path: Path, gcs_emulator: object
+) -> None:
+    """The same, with AIP_CHECKPOINT_DIR a gs:// folder on fake-gcs-server, as the Vertex emulator sets it."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    bucket = storage.Client(credentials=AnonymousCredentials()).create_bucket(f"runs-{uuid.uuid4().hex[:8]}")
+    script = tmp_path / "resume.py"
+    script.write_text(RESUMING_SCRIPT)
+    folder = f"gs://{bucket.name}/runs/r1/checkpoints/"
+    for attempt in ("one", "two"):
+        (tmp_path / attempt).mkdir()
+    first = launch(tmp_path / "one", script, AIP_CHECKPOINT_DIR=folder)
+    assert first.returncode != 0 and "failing after its checkpoint" in first.stderr
+    kept = bucket.get_blob("runs/r1/checkpoints/attempt-1.txt").generation
+    second = launch(tmp_path / "two", script, AIP_CHECKPOINT_DIR=folder)
+    assert second.returncode == 0, second.stderr[-3000:]
+    names = sorted(b.name for b in bucket.list_blobs(prefix="runs/r1/checkpoints/"))
+    assert names == [f"runs/r1/checkpoints/{n}" for n in ("attempt-1.txt", "attempt-2.txt", "state.json")]
+    assert json.loads(bucket.blob("runs/r1/checkpoints/state.json").download_as_text()) == {"step": 2}
+    assert bucket.get_blob("runs/r1/checkpoints/attempt-1.txt").generation == kept  # not written again
+
+
 def test_a_folder_submitted_as_a_script_runs_its_entry_which_imports_its_sibling_module(
     tmp_path: Path, gcs_emulator: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
