@@ -27,6 +27,9 @@ from schemas.requirement_lines import check_requirements
 from schemas.uris import parse_gcs_uri, parse_image
 from schemas.vocabulary import LAUNCH_MODES
 
+CHECKPOINT_DIR_ENV = "LANDFALL_CHECKPOINT_DIR"
+"""A team's checkpoint folder, which stands for AIP_CHECKPOINT_DIR (docs/trainer-contract.md, "Checkpoints"): its FUSE
+path in an image's env; set by the launcher for a script or a package (trainer/checkpoint_folder.py)."""
 CONTRACT_ENV_PREFIXES = ("LANDFALL_", "AIP_", "CLOUD_ML_")
 """trainer.env may not set variables the contract sets (docs/trainer-contract.md)."""
 CONTRACT_ENV_NAMES = frozenset(

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from schemas.trainer_spec import CHECKPOINT_DIR_ENV
 from trainer import storage
 from trainer.logs import log
 
-CHECKPOINT_DIR_ENV = "LANDFALL_CHECKPOINT_DIR"
-"""The contract's variable: the folder to save checkpoints in and read them back from."""
+__all__ = ["CHECKPOINT_DIR_ENV", "CheckpointFolder", "save_checkpoints", "stage_checkpoints"]
 AIP_CHECKPOINT_ENV = "AIP_CHECKPOINT_DIR"
 
 

@@ -201,3 +201,31 @@ def test_a_folder_submitted_as_a_script_runs_its_entry_which_imports_its_sibling
     copies = [p for p in (node / "code").iterdir() if p.is_dir()]
     assert [p.name.rsplit("-", 1)[0] for p in copies] == ["ddp_folder"]  # one unpacked copy for both processes
     assert (copies[0] / "tabular.py").read_bytes() == (EXAMPLES / "ddp_folder" / "tabular.py").read_bytes()
+
+
+def test_an_image_s_checkpoints_go_through_the_emulator_s_stand_in_for_the_mount(tmp_path: Path) -> None:
+    """python -m trainer.gcs_stand_in (what the Vertex emulator wraps an image's command with): the command's
+    LANDFALL_CHECKPOINT_DIR starts with what AIP_CHECKPOINT_DIR holds, and what it saves there reaches
+    AIP_CHECKPOINT_DIR even when it fails."""
+    checkpoints = tmp_path / "out" / "checkpoints"
+    save = (
+        "import os, pathlib, sys; d = pathlib.Path(os.environ['LANDFALL_CHECKPOINT_DIR']); "
+        "n = len(list(d.glob('step-*'))); (d / f'step-{n + 1}').write_text(str(d)); sys.exit(3 if n == 0 else 0)"
+    )
+    codes = []
+    for attempt in ("one", "two"):
+        (tmp_path / attempt).mkdir()
+        env = trainer_env(
+            LANDFALL_DATA_URI=str(dataset(tmp_path / attempt)) + "/",
+            AIP_MODEL_DIR=str(tmp_path / "out" / "model") + "/",
+            AIP_CHECKPOINT_DIR=f"{checkpoints}/",
+            LANDFALL_WORK_DIR=str(tmp_path / attempt),
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "trainer.gcs_stand_in", "--", sys.executable, "-c", save],
+            env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        codes.append(done.returncode)
+    assert codes == [3, 0]
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step-1", "step-2"]
+    assert Path((checkpoints / "step-2").read_text()).is_relative_to(tmp_path / "two")  # a local folder of its own
