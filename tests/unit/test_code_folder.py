@@ -139,3 +139,31 @@ def test_submit_uploads_a_folder_as_its_archive_and_entry_goes_with_a_folder_onl
     assert data == pack_folder(folder, "models/net.py").data
     with pytest.raises(CommandError, match="--entry goes with --script DIR"):
         submit.upload_script(str(folder / "main.py"), "main.py")
+
+
+def test_the_request_takes_the_archive_as_its_script_and_still_refuses_other_files() -> None:
+    from schemas.errors import SchemaError
+    from schemas.training_request import parse_training_request
+
+    def request(script: str) -> dict[str, object]:
+        return {"idempotency_key": "k", "dataset": {"uri": "gs://b/d/"}, "trainer": {"script": script},
+                "workload": {"parameters": 10}}  # fmt: skip
+
+    assert parse_training_request(request("gs://code/scripts/0/trainer-code.pyz")).trainer.script.endswith(".pyz")
+    with pytest.raises(SchemaError, match=r"\.pyz"):
+        parse_training_request(request("gs://code/scripts/0/trainer-code.zip"))
+
+
+def test_submit_script_dir_builds_a_request_the_schema_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from landfall.cli import build_parser
+    from landfall.commands import submit
+    from schemas.training_request import parse_training_request
+
+    monkeypatch.setattr(submit, "upload_bytes", lambda data, name, kind, what: f"gs://code/{kind}/0/{name}")
+    folder = team_folder(tmp_path)
+    (folder / "main.py").rename(folder / "train.py")
+    args = build_parser().parse_args(
+        ["submit", "--script", str(folder), "--entry", "train.py", "--data", "gs://b/d/", "--params", "10"]
+    )
+    request = parse_training_request(submit.code_request(args))
+    assert request.trainer.script == "gs://code/scripts/0/trainer-code.pyz"

@@ -109,6 +109,18 @@ def test_a_torchrun_script_runs_on_two_nodes_of_two_processes(world: dict[str, A
     assert json.loads(model_folder(world, request)["metrics.json"])["final"]["checkpoint_every_steps"] == every
 
 
+def test_a_folder_of_code_runs_its_entry_point_which_imports_its_sibling(world: dict[str, Any]) -> None:
+    """`landfall submit --script DIR`'s archive (examples/ddp_folder: main.py imports tabular.py) as trainer.script."""
+    from landfall.code_folder import pack_folder
+
+    packed = pack_folder(EXAMPLES / "ddp_folder")
+    blob = world["code"].blob(f"team/{packed.name}")
+    blob.upload_from_string(packed.data)
+    trainer = {"script": f"gs://{world['code'].name}/{blob.name}", "args": ["--epochs", "3"]}
+    job, request = run_job(world, trainer, machine_type="g2-standard-24", accelerator_count=2, replica_count=1)
+    assert_trained(world, job, request, world_size=2, form="script")
+
+
 def test_an_installable_package_runs_its_module(world: dict[str, Any], tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
