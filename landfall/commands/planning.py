@@ -374,7 +374,7 @@ def _print_custom_job(
         return 1
     body = rest_body(custom_job(request, outcome.plan, settings, request.run_id))
     if not request.trainer.builtin:
-        failed = _write_listing(request, settings)
+        failed = _write_listing(request, settings, deployed)
         if failed is not None:
             return failed
     project = settings.project if deployed else None
@@ -390,7 +390,7 @@ def dataset_objects() -> DatasetObjects:
     return gcs_objects()
 
 
-def _write_listing(request: TrainingRequest, settings: Settings) -> int | None:
+def _write_listing(request: TrainingRequest, settings: Settings, deployed: bool = False) -> int | None:
     """A team's code reads the dataset version's listing that its LANDFALL_DATA_FILES names, which the dispatcher
     writes before it creates the job: write it here through the dispatcher's own check (the same objects, the same
     buckets), so that the printed job runs as printed. None when written (said on stderr); else the exit status,
@@ -403,6 +403,16 @@ def _write_listing(request: TrainingRequest, settings: Settings) -> int | None:
     from functions.operations import check_dataset, listing_uris
 
     where = listing_uris(settings, request.run_id)
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
+    if deployed and emulator:
+        print(
+            f"landfall: the dataset listing the job's LANDFALL_DATA_FILES names ({', '.join(where)}) would go to the "
+            f"local stack's Storage emulator (STORAGE_EMULATOR_HOST={emulator}), not to project {settings.project}'s "
+            "buckets, and the printed job would fail at start: unset STORAGE_EMULATOR_HOST (a shell without "
+            ".landfall/env) and plan again",
+            file=sys.stderr,
+        )
+        return 2
     try:
         refusal = check_dataset(request, dataset_objects(), settings)
     except (LandfallError, GoogleAPIError, GoogleAuthError, OSError) as exc:
