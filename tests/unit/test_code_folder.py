@@ -114,10 +114,10 @@ def test_the_archive_unpacks_once_beside_itself_and_a_second_process_uses_that_c
     archive = tmp_path / "code" / "trainer-code.pyz"
     archive.parent.mkdir()
     archive.write_bytes(pack_folder(team_folder(tmp_path)).data)
-    first = unpacked(archive)
+    first = Path(unpacked(str(archive)))
     assert first.parent == archive.parent and (first / "models" / "net.py").read_text().startswith("def width")
     (first / "marker").write_text("first copy")
-    assert unpacked(archive) == first and (first / "marker").exists()
+    assert unpacked(str(archive)) == str(first) and (first / "marker").exists()
     assert sorted(p.name for p in archive.parent.iterdir()) == sorted([archive.name, first.name])  # no staging left
 
 

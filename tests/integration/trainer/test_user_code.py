@@ -229,3 +229,28 @@ def test_an_image_s_checkpoints_go_through_the_emulator_s_stand_in_for_the_mount
     assert codes == [3, 0]
     assert sorted(p.name for p in checkpoints.iterdir()) == ["step-1", "step-2"]
     assert Path((checkpoints / "step-2").read_text()).is_relative_to(tmp_path / "two")  # a local folder of its own
+
+
+def test_a_folder_s_module_named_like_a_standard_one_does_not_replace_it_while_the_archive_unpacks(
+    tmp_path: Path,
+) -> None:
+    """The archive's own __main__ imports zipfile and tempfile to unpack: a team's zipfile.py beside main.py (which
+    main.py never imports) must not be what it gets."""
+    from landfall.code_folder import pack_folder
+
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "zipfile.py").write_text("raise ImportError('the team zipfile.py was imported')\n")
+    (folder / "tempfile.py").write_text("raise ImportError('the team tempfile.py was imported')\n")
+    (folder / "helper.py").write_text("GREETING = 'from the sibling'\n")
+    (folder / "main.py").write_text(
+        "import os, pathlib, sys\nfrom helper import GREETING\n"
+        "said = pathlib.Path(os.environ['LANDFALL_MODEL_DIR'], 'said.txt')\n"
+        "said.write_text(GREETING + ' ' + ' '.join(sys.argv[1:]))\n"
+    )
+    archive = tmp_path / "code.pyz"
+    archive.write_bytes(pack_folder(folder).data)
+    (tmp_path / "run").mkdir()
+    done = launch(tmp_path / "run", archive, "--flag", "x")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "run" / "out" / "model" / "said.txt").read_text() == "from the sibling --flag x"
