@@ -15,6 +15,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from functions.dispatch.dataset_check import DatasetObjects as DatasetObjects
+    from functions.dispatch.dataset_check import check_dataset as check_dataset
+    from functions.dispatch.dataset_check import listing_uris as listing_uris
     from functions.dispatch.job_spec import custom_job as custom_job
     from functions.dispatch.planner_config import planner_config as planner_config
     from functions.dispatch.request_rules import pinned_shape_problems as pinned_shape_problems
@@ -41,6 +44,10 @@ PUBLIC = {
     # the CustomJob the dispatcher submits for a plan, and the planner's settings it plans with
     "custom_job": "functions.dispatch.job_spec",
     "planner_config": "functions.dispatch.planner_config",
+    # the dataset check the dispatcher makes before CreateCustomJob, which writes a team's code its dataset listing
+    "DatasetObjects": "functions.dispatch.dataset_check",
+    "check_dataset": "functions.dispatch.dataset_check",
+    "listing_uris": "functions.dispatch.dataset_check",
     # the requests the dispatcher refuses before planning
     "pinned_shape_problems": "functions.dispatch.request_rules",
     "trainer_problems": "functions.dispatch.request_rules",

@@ -2,7 +2,8 @@
 
 `trainer` absent (or {}) means Landfall's built-in trainer (trainer/). Otherwise exactly one form:
 
-- script:  `script` (gs:// URI of one Python file, Vertex's `script_path`) with optional `requirements`;
+- script:  `script` (gs:// URI of one Python file, Vertex's `script_path`, or of a folder's `.pyz` archive) with
+  optional `requirements`;
 - package: `package_uris` (gs:// sdists or wheels) with `python_module` (Vertex's pythonPackageSpec), optional
   `requirements`;
 - image:   `image_uri` with optional `command` (Vertex's containerSpec).
@@ -27,6 +28,12 @@ from schemas.requirement_lines import check_requirements
 from schemas.uris import parse_gcs_uri, parse_image
 from schemas.vocabulary import LAUNCH_MODES
 
+SCRIPT_SUFFIXES = (".py", ".pyz")
+"""trainer.script: a Python file, or a folder packed as a zip application (PEP 441) whose __main__.py runs its entry
+point (landfall/code_folder.py); `python SCRIPT ARGS` runs either."""
+CHECKPOINT_DIR_ENV = "LANDFALL_CHECKPOINT_DIR"
+"""A team's checkpoint folder, which stands for AIP_CHECKPOINT_DIR (docs/trainer-contract.md, "Checkpoints"): its FUSE
+path in an image's env; set by the launcher for a script or a package (trainer/checkpoint_folder.py)."""
 CONTRACT_ENV_PREFIXES = ("LANDFALL_", "AIP_", "CLOUD_ML_")
 """trainer.env may not set variables the contract sets (docs/trainer-contract.md)."""
 CONTRACT_ENV_NAMES = frozenset(
@@ -53,7 +60,8 @@ class TrainerSpec:
     """The team's training code; every field empty = Landfall's built-in trainer."""
 
     script: str = ""
-    """gs://CODE_BUCKET/.../train.py: one Python file, run as `python train.py ARGS` (Vertex's script_path)."""
+    """gs://CODE_BUCKET/.../train.py: one Python file, run as `python train.py ARGS` (Vertex's script_path); or
+    .../DIR.pyz, a folder packed by `landfall submit --script DIR`, run the same way."""
     requirements: tuple[str, ...] = ()
     """Package specifiers installed before the script or package runs (e.g. "pandas==2.2.3"); never an installer
     option, URL or path (schemas/requirement_lines.py)."""
@@ -194,8 +202,12 @@ def parse_trainer(r: Reader | None) -> TrainerSpec:
     if spec.image_uri:
         parse_image(spec.image_uri, "trainer.image_uri")
     check_requirements(spec.requirements, "trainer.requirements")
-    if spec.script and not spec.script.endswith(".py"):
-        raise SchemaError(f"{spec.script!r} must name a Python file (.py)", field="trainer.script")
+    if spec.script and not spec.script.endswith(SCRIPT_SUFFIXES):
+        raise SchemaError(
+            f"{spec.script!r} must name a Python file (.py) or a folder's archive (.pyz, what `landfall submit "
+            "--script DIR` uploads)",
+            field="trainer.script",
+        )
     if spec.requirements and spec.image_uri:
         raise SchemaError(
             "applies to a script or package; a container image holds its own dependencies", field="trainer.requirements"

@@ -212,7 +212,11 @@ LAUNCH_TERMS: tuple[Term, ...] = (
 
 TRAINER_FORM_TERMS: tuple[Term, ...] = (
     Term("built-in", "Landfall's own trainer (trainer/): no `trainer` object on the request."),
-    Term("script", "One Python file from the code bucket (trainer.script), run under Landfall's trainer image."),
+    Term(
+        "script",
+        "One Python file, or a folder packed as .pyz, from the code bucket (trainer.script), run under Landfall's "
+        "trainer image.",
+    ),
     Term("package", "Python packages from the code bucket (trainer.package_uris) and the module to run."),
     Term("image", "The team's own container image (trainer.image_uri), from an allowed registry prefix."),
 )

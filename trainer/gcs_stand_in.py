@@ -2,10 +2,12 @@
 standing in for Vertex's Cloud Storage FUSE mount (/gcs/), which no local machine has.
 
 It downloads the dataset's data objects (and the route's champion model, LANDFALL_CHAMPION_MODEL_DIR, when the job
-names one) into local folders, points LANDFALL_DATA_DIR, LANDFALL_MODEL_DIR, LANDFALL_DATA_FILES,
-LANDFALL_METRICS_FILE and LANDFALL_CHAMPION_MODEL_DIR at local paths, runs the command (forwarding SIGTERM/SIGINT),
-and when it exits 0 copies the model folder to AIP_MODEL_DIR and writes the metrics lines (metrics.jsonl) and
-metrics.json from them there, as the listener would find them on Vertex. It exits with the command's status.
+names one, and what AIP_CHECKPOINT_DIR holds) into local folders, points LANDFALL_DATA_DIR, LANDFALL_MODEL_DIR,
+LANDFALL_DATA_FILES, LANDFALL_METRICS_FILE, LANDFALL_CHAMPION_MODEL_DIR and LANDFALL_CHECKPOINT_DIR at local paths,
+runs the command (forwarding SIGTERM/SIGINT), copies back the checkpoints it added or changed whatever its end
+(trainer/checkpoint_folder.py), and when it exits 0 copies the model folder to AIP_MODEL_DIR and writes the metrics
+lines (metrics.jsonl) and metrics.json from them there, as the listener would find them on Vertex. It exits with the
+command's status.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
 from trainer import storage
+from trainer.checkpoint_folder import CHECKPOINT_DIR_ENV, save_checkpoints, stage_checkpoints
 from trainer.logs import log
 from trainer.user_code import CHAMPION_DIR_ENV, new_workdir, publish_model, stage, stage_folder
 
@@ -35,12 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     environ = dict(os.environ)
     workdir = new_workdir(environ)
     paths = stage(environ, workdir, mount=NO_MOUNT)
+    checkpoints = stage_checkpoints(environ, workdir, NO_MOUNT)
     env = {
         **environ,
         "LANDFALL_DATA_DIR": paths.data_dir,
         "LANDFALL_MODEL_DIR": paths.model_dir,
         "LANDFALL_DATA_FILES": paths.data_files,
         "LANDFALL_METRICS_FILE": paths.metrics_file,
+        CHECKPOINT_DIR_ENV: checkpoints.path,
     }
     if environ.get(CHAMPION_DIR_ENV):  # the route's champion, read through the mount on Vertex
         env[CHAMPION_DIR_ENV] = stage_folder(environ[CHAMPION_DIR_ENV], workdir / "champion", NO_MOUNT)
@@ -48,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
     status = child.wait()
+    save_checkpoints(checkpoints)  # however the command ended, as the mount would have kept them
     model_uri = environ.get("AIP_MODEL_DIR", "")
     if status == 0 and model_uri:
         publish_model(paths, model_uri)

@@ -8,7 +8,8 @@ giving each child torchrun's variables (global RANK = node rank x processes per 
 OMP_NUM_THREADS is set, an equal share of the CPU cores for intra-op threads (as torchrun does, so the processes do
 not oversubscribe the CPU). It forwards SIGTERM/SIGINT to the children (Vertex's preemption notice, so they can
 checkpoint), and when one child fails it stops the others so the replica exits non-zero instead of hanging in a
-collective. For a team's code it then classifies the failure from the exit statuses and the last stderr lines
+collective. For a team's code it then copies back the checkpoint folder where no mount does
+(trainer/checkpoint_folder.py), classifies the failure from the exit statuses and the last stderr lines
 (trainer/user_results.py), and on success copies the model folder and turns the metrics lines into metrics.json.
 """
 
@@ -243,7 +244,8 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
     from schemas.canary import CANARY_ENV
     from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
     from trainer import storage
-    from trainer.user_code import fetch, install, new_workdir, publish_model, stage
+    from trainer.checkpoint_folder import CHECKPOINT_DIR_ENV, save_checkpoints, stage_checkpoints
+    from trainer.user_code import GCS_MOUNT, fetch, install, new_workdir, publish_model, stage
     from trainer.user_results import classify_exit
 
     workdir = new_workdir(environ)
@@ -251,15 +253,18 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
     cache = Path(environ.get("LANDFALL_CODE_ENV_CACHE") or workdir / "envs")
     python = install(code, packages, cache)
     paths = stage(environ, workdir)
+    checkpoints = stage_checkpoints(environ, workdir, GCS_MOUNT)
     contract = {
         "LANDFALL_DATA_DIR": paths.data_dir,
         "LANDFALL_MODEL_DIR": paths.model_dir,
         "LANDFALL_DATA_FILES": paths.data_files,
         "LANDFALL_METRICS_FILE": paths.metrics_file,
+        CHECKPOINT_DIR_ENV: checkpoints.path,
     }
     command = [python, str(script)] if script is not None else [python, "-m", code.module]
     result = NodeRun()
     status = run_node(topology, argv, {**environ, **contract}, command=command, result=result)
+    save_checkpoints(checkpoints)  # however the code ended: a failed or preempted attempt's are what a resume needs
     model_uri = environ.get("AIP_MODEL_DIR", "")
     if status == 0:
         written = publish_model(paths, model_uri) if model_uri else []

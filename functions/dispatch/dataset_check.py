@@ -89,10 +89,21 @@ def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: S
             json.dumps({"name": name, "generation": generation, "size": size}, sort_keys=True) + "\n"
             for name, generation, size in rows
         )
-        name = f"{settings.runs_prefix}{request.run_id}/{DATA_FILES_NAME}"
+        name = listing_name(settings, request.run_id)
         for bucket in listing_buckets(settings):
             objects.write(bucket, name, listing.encode(), "application/x-ndjson")
     return None
+
+
+def listing_name(settings: Settings, run_id: str) -> str:
+    """The object name of a run's dataset listing (job_spec.DATA_FILES_NAME in the run's folder), in every bucket
+    of listing_buckets."""
+    return f"{settings.runs_prefix}{run_id}/{DATA_FILES_NAME}"
+
+
+def listing_uris(settings: Settings, run_id: str) -> list[str]:
+    """Every gs:// URI check_dataset writes a team's run's dataset listing to."""
+    return [f"gs://{bucket}/{listing_name(settings, run_id)}" for bucket in listing_buckets(settings)]
 
 
 def listing_buckets(settings: Settings) -> list[str]:

@@ -52,6 +52,7 @@ from schemas.request_labels import (
     VERTEX_MAX_LABELS,
     is_landfalls,
 )
+from schemas.trainer_spec import CHECKPOINT_DIR_ENV
 from schemas.training_request import TrainingRequest
 from schemas.user_metrics import METRICS_LINES_FILE
 from schemas.vertex_jobs import load_vertex_jobs
@@ -178,13 +179,16 @@ def container(
         }
     elif t.image_uri:
         fuse = FUSE_ROOT + request.dataset.uri.removeprefix("gs://")
-        model = FUSE_ROOT + artifacts(settings, run_id, plan.region)["model_dir"].removeprefix("gs://")
+        folders = artifacts(settings, run_id, plan.region)
+        model = FUSE_ROOT + folders["model_dir"].removeprefix("gs://")
         base = FUSE_ROOT + output_dir(settings, run_id, plan.region).removeprefix("gs://")
         env |= {
             "LANDFALL_LAUNCH": t.launch,
             "LANDFALL_DATA_DIR": fuse,
             "LANDFALL_MODEL_DIR": model,
             "LANDFALL_METRICS_FILE": model + METRICS_LINES_FILE,
+            # AIP_CHECKPOINT_DIR (base_output_directory's checkpoints/) through the mount
+            CHECKPOINT_DIR_ENV: FUSE_ROOT + folders["checkpoint_dir"].removeprefix("gs://"),
             # Written by the dispatcher before the job is created (it lists the dataset first).
             "LANDFALL_DATA_FILES": base + DATA_FILES_NAME,
         }
@@ -346,6 +350,7 @@ def canary_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
     job = custom_job(request, plan, settings, run_id)
     base = output_dir(settings, run_id, plan.region)
     fuse_model = FUSE_ROOT + canary_model_dir(settings, run_id, plan.region).removeprefix("gs://")
+    fuse_checkpoints = FUSE_ROOT + f"{base}{CANARY_FOLDER}checkpoints/".removeprefix("gs://")
     extra = {
         CANARY_ENV: "1",
         CANARY_STEPS_ENV: str(CANARY_STEPS),
@@ -357,7 +362,11 @@ def canary_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
             continue
         env = {e["name"]: e["value"] for e in spec["env"]} | extra
         if "LANDFALL_MODEL_DIR" in env:  # a container image: its folders through the mount
-            env |= {"LANDFALL_MODEL_DIR": fuse_model, "LANDFALL_METRICS_FILE": fuse_model + METRICS_LINES_FILE}
+            env |= {
+                "LANDFALL_MODEL_DIR": fuse_model,
+                "LANDFALL_METRICS_FILE": fuse_model + METRICS_LINES_FILE,
+                CHECKPOINT_DIR_ENV: fuse_checkpoints,
+            }
         spec["env"] = [{"name": name, "value": value} for name, value in env.items()]
     job["job_spec"]["base_output_directory"] = {"output_uri_prefix": f"{base}{CANARY_FOLDER}"}
     job["job_spec"]["scheduling"]["timeout"] = _seconds(CANARY_TIMEOUT_SECONDS)

@@ -16,7 +16,7 @@ from landfall.words import band_text, gpus_text, hours_text, price_text
 from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 
 if TYPE_CHECKING:
-    from functions.operations import Catalog, MachineShape
+    from functions.operations import Catalog, DatasetObjects, MachineShape
     from functions.planning import MeasuredFigures, PlanOutcome
     from functions.settings import Settings
     from schemas.measurement import Measurement
@@ -41,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--custom-job",
         action="store_true",
         help="print the Vertex AI CustomJob the dispatcher would submit for the chosen plan, instead of "
-        "the candidates (see --format)",
+        "the candidates (see --format); for a team's code it also writes the dataset listing the job reads "
+        "(LANDFALL_DATA_FILES), as the dispatcher does, so the job runs as printed",
     )
     p.add_argument(
         "--format",
@@ -362,8 +363,9 @@ def _estimate_summary(measurements: list[Measurement]) -> list[str]:
 def _print_custom_job(
     request: TrainingRequest, outcome: PlanOutcome, settings: Settings, fmt: str, deployed: bool = False
 ) -> int:
-    """The CustomJob for the chosen plan (REJECTED and exit 1 when there is none; nothing is submitted). deployed:
-    the settings are a project's deployed dispatcher's, and the gcloud line names the project."""
+    """The CustomJob for the chosen plan (REJECTED and exit 1 when there is none; nothing is submitted; for a team's
+    code the dataset listing it reads is written first, _write_listing). deployed: the settings are a project's
+    deployed dispatcher's, and the gcloud line names the project."""
     from functions.operations import custom_job
     from landfall.custom_job import render, rest_body
 
@@ -371,9 +373,63 @@ def _print_custom_job(
         print(f"REJECTED: {outcome.rejection}", file=sys.stderr)
         return 1
     body = rest_body(custom_job(request, outcome.plan, settings, request.run_id))
+    if not request.trainer.builtin:
+        failed = _write_listing(request, settings, deployed)
+        if failed is not None:
+            return failed
     project = settings.project if deployed else None
     sys.stdout.write(render(body, outcome.plan.region, fmt, project=project))
     return 0
+
+
+def dataset_objects() -> DatasetObjects:
+    """Cloud Storage as the dispatcher's dataset check reads and writes it: the local stack's emulator where
+    STORAGE_EMULATOR_HOST is set, else Google Cloud with this machine's credentials."""
+    from functions.wiring import gcs_objects
+
+    return gcs_objects()
+
+
+def _write_listing(request: TrainingRequest, settings: Settings, deployed: bool = False) -> int | None:
+    """A team's code reads the dataset version's listing that its LANDFALL_DATA_FILES names, which the dispatcher
+    writes before it creates the job: write it here through the dispatcher's own check (the same objects, the same
+    buckets), so that the printed job runs as printed. None when written (said on stderr); else the exit status,
+    with what went wrong and what to do on stderr (1: the dispatcher would refuse the dataset; 2: it cannot be
+    written from here), and no job printed."""
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+
+    from functions.errors import LandfallError
+    from functions.operations import check_dataset, listing_uris
+
+    where = listing_uris(settings, request.run_id)
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
+    if deployed and emulator:
+        print(
+            f"landfall: the dataset listing the job's LANDFALL_DATA_FILES names ({', '.join(where)}) would go to the "
+            f"local stack's Storage emulator (STORAGE_EMULATOR_HOST={emulator}), not to project {settings.project}'s "
+            "buckets, and the printed job would fail at start: unset STORAGE_EMULATOR_HOST (a shell without "
+            ".landfall/env) and plan again",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        refusal = check_dataset(request, dataset_objects(), settings)
+    except (LandfallError, GoogleAPIError, GoogleAuthError, OSError) as exc:
+        print(
+            f"landfall: cannot write the dataset listing that the job's LANDFALL_DATA_FILES names "
+            f"({', '.join(where)}): {' '.join(str(exc).split())[:500]}. A team's code reads it at start, so no job "
+            f"is printed without it. Check that this machine can list {request.dataset.uri} and write to those "
+            "buckets (`gcloud auth application-default login` for a project; `landfall up` and `source "
+            ".landfall/env` for the local stack), then plan again",
+            file=sys.stderr,
+        )
+        return 2
+    if refusal is not None:
+        print(f"REJECTED: {refusal.reason}", file=sys.stderr)
+        return 1
+    print(f"wrote the dataset listing the job's LANDFALL_DATA_FILES names: {', '.join(where)}", file=sys.stderr)
+    return None
 
 
 def select_shapes(catalog: Catalog, gpu: str | None, region: str | None, min_gpus: int) -> list[MachineShape]:

@@ -1,8 +1,9 @@
 """`landfall submit REQUEST.json`: check a TrainingRequest here, publish it on the requests topic, print its run id.
 
-`landfall submit --script train.py --data gs://BUCKET/PREFIX/` (or `--package DIST`, `--image URI`) builds the request
-for a team's own code: the script or distribution is uploaded to the code bucket (LANDFALL_CODE_BUCKET) under its
-content hash, so the same file is one object, and the request names it (docs/trainer-contract.md)."""
+`landfall submit --script train.py --data gs://BUCKET/PREFIX/` (or `--script DIR`, `--package DIST`, `--image URI`)
+builds the request for a team's own code: the script, the folder (packed, landfall/code_folder.py) or the distribution
+is uploaded to the code bucket (LANDFALL_CODE_BUCKET) under its content hash, so the same file is one object, and the
+request names it (docs/trainer-contract.md)."""
 
 from __future__ import annotations
 
@@ -100,19 +101,36 @@ def read_requirements(path: str) -> list[str]:
 
 def upload_code(path: str, kind: str) -> str:
     """Copy a local file to gs://CODE_BUCKET/KIND/<sha256 prefix>/<name>; its URI."""
-    from functions.settings import get_settings
-    from landfall.uploads import bucket as code_bucket
-
     local = Path(path)
     try:
         data = local.read_bytes()
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
+    return upload_bytes(data, local.name, kind, path)
+
+
+def upload_bytes(data: bytes, file_name: str, kind: str, what: str) -> str:
+    """Write data to gs://CODE_BUCKET/KIND/<sha256 prefix>/<file_name>; its URI. what: the local thing it came from."""
+    from functions.settings import get_settings
+    from landfall.uploads import bucket as code_bucket
+
     bucket = get_settings().code_bucket
-    name = f"{kind}/{hashlib.sha256(data).hexdigest()[:16]}/{local.name}"
-    with client_boundary(f"upload {path} to the code bucket gs://{bucket}/"):
+    name = f"{kind}/{hashlib.sha256(data).hexdigest()[:16]}/{file_name}"
+    with client_boundary(f"upload {what} to the code bucket gs://{bucket}/"):
         code_bucket(bucket).blob(name).upload_from_string(data)
     return f"gs://{bucket}/{name}"
+
+
+def upload_script(path: str, entry: str | None) -> str:
+    """--script: a file uploaded as it is, or a folder packed with its entry point (landfall/code_folder.py)."""
+    from landfall.code_folder import DEFAULT_ENTRY, pack_folder
+
+    if not Path(path).is_dir():
+        if entry is not None:
+            raise CommandError(f"--entry goes with --script DIR (a folder); {path} is a file, which is its own entry")
+        return upload_code(path, "scripts")
+    packed = pack_folder(Path(path), entry or DEFAULT_ENTRY)
+    return upload_bytes(packed.data, packed.name, "scripts", f"{path} ({packed.files} files, entry {packed.entry})")
 
 
 def code_request(args: argparse.Namespace) -> dict[str, Any]:
@@ -121,7 +139,7 @@ def code_request(args: argparse.Namespace) -> dict[str, Any]:
         raise CommandError("--data gs://BUCKET/PREFIX/ is required with --script, --package or --image")
     trainer: dict[str, Any] = {"args": list(args.arg), "launch": args.launch}
     if args.script:
-        trainer["script"] = upload_code(args.script, "scripts")
+        trainer["script"] = upload_script(args.script, args.entry)
     elif args.package:
         if not args.module:
             raise CommandError("--package needs --module, the module to run (python -m MODULE)")
@@ -249,7 +267,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("request", metavar="REQUEST.json", nargs="?", help="a TrainingRequest as JSON")
     code = p.add_argument_group("your own training code (instead of REQUEST.json; docs/trainer-contract.md)")
-    code.add_argument("--script", metavar="FILE", help="a Python file: uploaded to the code bucket and run")
+    code.add_argument(
+        "--script",
+        metavar="FILE|DIR",
+        help="a Python file, or a folder whose entry point (--entry) imports its sibling modules: uploaded to the "
+        "code bucket and run (docs/trainer-contract.md, 'A folder of code')",
+    )
+    code.add_argument(
+        "--entry",
+        metavar="NAME",
+        help="with --script DIR: the file that runs, a path inside the folder (default main.py)",
+    )
     code.add_argument("--package", metavar="DIST", help="an sdist or wheel: uploaded and installed, then --module runs")
     code.add_argument("--module", metavar="MODULE", help="with --package: the module to run (python -m MODULE)")
     code.add_argument("--image", metavar="URI", help="a container image from an allowed registry prefix")

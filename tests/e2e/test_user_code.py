@@ -1,9 +1,9 @@
 """Bring your own training code through the whole local stack: a torchrun-style script that knows
 nothing of Landfall, dropped with `landfall submit --script`, runs on 2 nodes x 2 processes and ends SUCCEEDED with
 its metrics on the run and its model in the run's model folder; a running script is cancelled. The same script as an
-installable package (`--package`) and in the example container (`--image`, mapped by the stack's Vertex emulator as
-examples/container/images.json says); failing scripts end FAILED with their reason, and `landfall retry` makes a
-new run of the same code."""
+installable package (`--package`), as a folder whose entry point imports its sibling (`--script DIR`) and in the
+example container (`--image`, mapped by the stack's Vertex emulator as examples/container/images.json says); failing
+scripts end FAILED with their reason, and `landfall retry` makes a new run of the same code."""
 
 from __future__ import annotations
 
@@ -100,6 +100,8 @@ def test_the_same_script_as_a_package_and_in_a_container_trains_through_the_stac
     package = submit(capsys, "--package", str(wheel), "--module", "ddp_example.train", "--data", data, *pins, *epochs)
     (image,) = json.loads((EXAMPLES / "container" / "images.json").read_text())
     container = submit(capsys, "--image", image, "--data", data, *pins, *epochs)
+    # a folder whose main.py imports its sibling module, packed and uploaded by submit --script DIR
+    folder = submit(capsys, "--script", str(EXAMPLES / "ddp_folder"), "--data", data, *pins, *epochs)
     doc = terminal_run(firestore_runs, package, timeout_s=420)
     assert_trained(doc, landing_bucket, "package", world_size=4)  # 2 nodes x 2 processes, started by the launcher
     assert doc["request"]["trainer"]["package_uris"][0].startswith(f"gs://{local_stack.env['LANDFALL_CODE_BUCKET']}/")
@@ -107,6 +109,9 @@ def test_the_same_script_as_a_package_and_in_a_container_trains_through_the_stac
     # Vertex starts the container once per node, and its entrypoint starts torchrun there: 2 nodes x 2 processes
     assert_trained(doc, landing_bucket, "image", world_size=4)
     assert doc["request"]["trainer"]["image_uri"] == image
+    doc = terminal_run(firestore_runs, folder, timeout_s=420)
+    assert_trained(doc, landing_bucket, "script", world_size=4)
+    assert doc["request"]["trainer"]["script"].endswith("/ddp_folder.pyz")
 
 
 def test_failing_scripts_end_failed_with_their_reason_and_line_on_the_run(

@@ -16,6 +16,8 @@ from pathlib import Path
 from unittest import mock
 
 from landfall.commands.planning import register
+from schemas.training_request import parse_training_request
+from tests.fakes.ingest import FakeObjects
 
 GOLDEN = Path(__file__).parent / "golden" / "custom_jobs"
 NOW = "2026-11-22T12:00:00+00:00"
@@ -79,13 +81,30 @@ def dispatcher_environment(case: str = "") -> Iterator[None]:
         yield
 
 
-def export(case: str, fmt: str) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of `landfall plan <case request> --custom-job --format fmt --now NOW`."""
+def dataset_of(case: str) -> FakeObjects:
+    """Cloud Storage holding one data object in the case's dataset (what the export lists for a team's code)."""
+    objects = FakeObjects()
+    request = parse_training_request(request_path(case).read_text())
+    objects.put(f"{request.dataset.prefix}part-0.txt", b"one line\n")
+    return objects
+
+
+def export(case: str, fmt: str, objects: FakeObjects | None = None, path: Path | None = None) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `landfall plan <case request> --custom-job --format fmt --now NOW`, with
+    Cloud Storage (where the export writes a team's code its dataset listing) the fake `objects` (default:
+    dataset_of(case)); path: another request file, planned in the case's environment."""
     parser = argparse.ArgumentParser(prog="landfall")
     register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["plan", str(request_path(case)), "--custom-job", "--format", fmt, "--now", NOW])
+    request = str(path or request_path(case))
+    args = parser.parse_args(["plan", request, "--custom-job", "--format", fmt, "--now", NOW])
     out, err = io.StringIO(), io.StringIO()
-    with dispatcher_environment(case), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    storage = objects if objects is not None else dataset_of(case)
+    with (
+        dispatcher_environment(case),
+        mock.patch("landfall.commands.planning.dataset_objects", lambda: storage),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         code = args.func(args)
     return code, out.getvalue(), err.getvalue()
 

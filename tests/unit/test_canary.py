@@ -187,6 +187,17 @@ def test_the_canary_job_is_the_runs_job_with_a_step_limit_its_own_folder_and_lab
     assert "LANDFALL_CANARY" not in {e["name"] for e in long_pool["container_spec"]["env"]}
 
 
+def test_an_image_s_canary_has_its_own_model_and_checkpoint_folders_through_the_mount() -> None:
+    settings = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
+    image = replace(REQUEST, trainer=replace(REQUEST.trainer, image_uri="us-docker.pkg.dev/p/r/team:1"))
+    canary = canary_job(image, PLAN, settings, RUN_ID)
+    env = {e["name"]: e["value"] for e in canary["job_spec"]["worker_pool_specs"][0]["container_spec"]["env"]}
+    base = canary["job_spec"]["base_output_directory"]["output_uri_prefix"]  # the canary's: AIP_*_DIR under it
+    assert base.endswith("/canary/")
+    fuse = "/gcs/" + base.removeprefix("gs://")
+    assert (env["LANDFALL_MODEL_DIR"], env["LANDFALL_CHECKPOINT_DIR"]) == (f"{fuse}model/", f"{fuse}checkpoints/")
+
+
 def test_a_replan_plans_from_the_canarys_figures_as_measured_ones() -> None:
     first = plan_request(plan_input_from_request(REQUEST)).plan
     assert first is not None

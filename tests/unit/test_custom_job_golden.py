@@ -260,6 +260,9 @@ def test_an_image_runs_as_given_with_the_contract_paths_on_the_fuse_mount() -> N
     assert env["LANDFALL_DATA_DIR"] == "/gcs/acme-ml-landfall-landing/datasets/web-small/"
     assert env["LANDFALL_MODEL_DIR"].startswith("/gcs/acme-ml-landfall-artifacts-us-central1/runs/")
     assert env["LANDFALL_METRICS_FILE"] == env["LANDFALL_MODEL_DIR"] + "metrics.jsonl"
+    # AIP_CHECKPOINT_DIR (base_output_directory's checkpoints/, as Vertex sets it) through the mount
+    base = golden("own_image")["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"]
+    assert env["LANDFALL_CHECKPOINT_DIR"] == "/gcs/" + base.removeprefix("gs://") + "checkpoints/"
     assert "LANDFALL_TRAINER_FORM" not in env
 
 

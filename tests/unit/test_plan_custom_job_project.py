@@ -105,3 +105,18 @@ def test_without_a_project_the_local_stacks_job_is_printed(
     assert main(["plan", str(EXAMPLE), "--custom-job", "--now", NOW]) == 0
     out = capsys.readouterr().out
     assert LOCAL_STACK["LANDFALL_TRAINER_IMAGE"] in out and "--project=" not in out
+
+
+def test_a_team_s_job_for_a_project_is_not_printed_while_storage_points_at_the_local_emulator(
+    local_stack_shell: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Its dataset listing would land on the emulator, not in P's buckets, and the printed job would fail at start."""
+    golden = Path(__file__).parent / "golden/custom_jobs/own_script_two_nodes.request.json"
+    own = tmp_path / "own.json"
+    own.write_text(golden.read_text().replace("gs://acme-ml-landfall-code/", f"gs://{P}-landfall-code/"))
+    deploy_dry_run(capsys)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:4443")
+    assert main(["plan", str(own), "--custom-job", "--project", P, "--now", NOW]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "STORAGE_EMULATOR_HOST=http://127.0.0.1:4443" in err and f"gs://{P}-landfall-artifacts-" in err

@@ -6,6 +6,7 @@ model folder; and a failing script's classified reason."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -108,6 +109,18 @@ def test_a_torchrun_script_runs_on_two_nodes_of_two_processes(world: dict[str, A
     assert json.loads(model_folder(world, request)["metrics.json"])["final"]["checkpoint_every_steps"] == every
 
 
+def test_a_folder_of_code_runs_its_entry_point_which_imports_its_sibling(world: dict[str, Any]) -> None:
+    """`landfall submit --script DIR`'s archive (examples/ddp_folder: main.py imports tabular.py) as trainer.script."""
+    from landfall.code_folder import pack_folder
+
+    packed = pack_folder(EXAMPLES / "ddp_folder")
+    blob = world["code"].blob(f"team/{packed.name}")
+    blob.upload_from_string(packed.data)
+    trainer = {"script": f"gs://{world['code'].name}/{blob.name}", "args": ["--epochs", "3"]}
+    job, request = run_job(world, trainer, machine_type="g2-standard-24", accelerator_count=2, replica_count=1)
+    assert_trained(world, job, request, world_size=2, form="script")
+
+
 def test_an_installable_package_runs_its_module(world: dict[str, Any], tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
@@ -158,3 +171,67 @@ def test_a_b200_plan_runs_the_cuda_13_trainer_image_which_the_emulator_runs_as_t
     assert pool.machine_spec.accelerator_type.name == "NVIDIA_B200"
     assert pool.container_spec.image_uri.startswith(f"us-central1-docker.pkg.dev/{PROJECT}/landfall/trainer-cu130:")
     assert_trained(world, job, request, world_size=1, form="script")
+
+
+def test_the_exported_custom_job_of_a_script_runs_as_printed(
+    world: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`landfall plan --custom-job --format json` for a team's script, submitted as docs/custom-job.md shows (the
+    stock JobServiceClient, the body parsed into aiplatform_v1.CustomJob) with no dispatcher in between: the
+    listing its LANDFALL_DATA_FILES names was written by the export, and the job trains to SUCCEEDED."""
+    import grpc
+    from google.cloud import aiplatform_v1
+    from google.cloud.aiplatform_v1.services.job_service.transports import JobServiceGrpcTransport
+    from google.protobuf import json_format
+
+    from functions import wiring
+    from functions.settings import get_settings
+    from landfall.cli import main
+
+    settings: Settings = world["settings"]
+    for name in [n for n in os.environ if n.startswith("LANDFALL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("LANDFALL_LANDING_BUCKET", settings.landing_bucket)
+    monkeypatch.setenv("LANDFALL_CODE_BUCKET", settings.code_bucket)
+    get_settings.cache_clear()
+    wiring.gcs_objects.cache_clear()
+    request = tmp_path / "request.json"
+    request.write_text(
+        json.dumps(
+            {
+                "idempotency_key": uuid.uuid4().hex,
+                "dataset": {"uri": f"gs://{settings.landing_bucket}/datasets/lines/"},
+                "trainer": {"script": upload(world, EXAMPLES / "ddp_script" / "train.py"), "args": ["--epochs", "3"]},
+                "workload": {"parameters": 3},
+                "hyperparameters": {"batch_size": 8},
+                "constraints": {
+                    "spot": "never",
+                    "regions": ["us-central1"],
+                    "machine_type": "g2-standard-24",
+                    "accelerator_count": 2,
+                    "replica_count": 1,
+                },
+            }
+        )
+    )
+    try:
+        assert main(["plan", str(request), "--custom-job", "--format", "json", "--measured", "off"]) == 0
+    finally:
+        get_settings.cache_clear()
+        wiring.gcs_objects.cache_clear()
+    printed = capsys.readouterr()
+    assert "wrote the dataset listing" in printed.err
+    job_file = tmp_path / "job.json"
+    job_file.write_text(printed.out)
+
+    # As a user would: the stock client at the emulator's endpoint, the printed file read as the SDK snippet reads it.
+    client = aiplatform_v1.JobServiceClient(
+        transport=JobServiceGrpcTransport(channel=grpc.insecure_channel(world["vertex"].address))
+    )
+    job = aiplatform_v1.CustomJob.wrap(
+        json_format.ParseDict(json.loads(job_file.read_text()), aiplatform_v1.CustomJob.pb()())
+    )
+    created = client.create_custom_job(parent=PARENT, custom_job=job)
+    ended = world["vertex"].wait_terminal(created.name, timeout=300)
+    assert ended.state == JobState.JOB_STATE_SUCCEEDED, ended.error.message
+    assert_trained(world, ended, parse_training_request(request.read_text()), world_size=2, form="script")
