@@ -17,7 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,7 +146,7 @@ def first_step(
 _END = object()
 
 
-def read_ahead(batches: Iterator[Batch], count: int, pin: bool) -> Iterator[Batch]:
+def read_ahead(batches: Iterator[Batch], count: int, pin: bool) -> Generator[Batch, None, None]:
     """The batches, read `count` ahead by a background thread (and pinned when `pin`), so reading and packing the
     next batches overlaps the step on the GPU; the batches themselves and their order are unchanged. count 0: the
     iterator as it is."""
