@@ -87,19 +87,21 @@ def resolve_speed(environ: Mapping[str, str], device: str) -> SpeedSettings:
 
 
 def compile_units(model: nn.Module, units: list[nn.Module], backend: str) -> list[nn.Module]:
-    """Compile each unit in place (nn.Module.compile keeps parameter names, so checkpoints do not change); the
-    whole model when it has no units. Compilation itself happens on each unit's first call. Returns what was
-    compiled, for uncompile()."""
+    """Compile each unit's forward in place; the whole model's when it has no units. Only forward is compiled: the
+    module's hooks (FSDP's gathers and frees, registered around each block) stay outside the compiled code, and the
+    parameter names, so the checkpoints, do not change. Compilation itself happens on each unit's first call.
+    Returns what was compiled, for uncompile()."""
     compiled = units or [model]
     for unit in compiled:
-        unit.compile(backend=backend)
+        unit.forward = torch.compile(unit.forward, backend=backend)
     return compiled
 
 
 def uncompile(compiled: list[nn.Module]) -> None:
-    """Back to eager: each module's calls go to its own forward again."""
+    """Back to eager: each module's own forward again (the compiled one was an attribute of the instance)."""
     for unit in compiled:
-        unit._compiled_call_impl = None
+        if "forward" in vars(unit):
+            del unit.forward
 
 
 @dataclass
