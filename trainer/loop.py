@@ -100,6 +100,19 @@ def sync(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+def training_rate(s: Session) -> tuple[float, float | None]:
+    """(global samples per second, seconds per optimizer step) over this invocation's training steps, leaving out
+    the first step when it compiled the blocks: its time is compile_seconds, compilation rather than training."""
+    global_batch = s.config.batch_split(s.env.world_size).global_batch
+    samples, seconds = s.samples_trained, s.train_seconds
+    compiled = s.compiled.seconds if s.compiled else None
+    if compiled is not None and samples > global_batch:
+        samples, seconds = samples - global_batch, seconds - compiled
+    steps = samples // global_batch if global_batch else 0
+    rate = samples / seconds if seconds > 0 else 0.0
+    return rate, (seconds / steps if steps else None)
+
+
 def rng_state() -> dict[str, Any]:
     state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():

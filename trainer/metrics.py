@@ -140,7 +140,8 @@ def metrics_document(
         batch was split (micro-batch x processes x accumulation steps); `step_seconds` (training seconds per optimizer
         step) and `peak_memory_bytes` (the most one process held: CUDA's peak allocation, or the process's peak resident
         memory on CPU) are what the planner learns from (schemas/measurement.py); `compile_seconds` is the wall time of
-    the first step with torch.compile'd blocks, compilation included (None when nothing was compiled, trainer/speed.py);
+    the first step with torch.compile'd blocks, compilation included (that step is left out of samples_per_second
+    and step_seconds) (None when nothing was compiled, trainer/speed.py);
     `warmup` sets this invocation's first steps apart from the steady ones ({"steps", "seconds", "steady_steps",
     "steady_seconds", "steady_samples_per_second"}; None when the run had no more steps than that)."""
     kept = next((e for e in epochs if e.epoch == kept_epoch), None) or (epochs[-1] if epochs else None)

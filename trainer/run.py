@@ -33,7 +33,7 @@ from trainer.events import EventLog
 from trainer.failure import note_step
 from trainer.fault_hooks import raise_if_simulated_oom
 from trainer.logs import log, set_context
-from trainer.loop import WARMUP_STEPS, Session, restore, run_loop
+from trainer.loop import WARMUP_STEPS, Session, restore, run_loop, training_rate
 from trainer.metrics import (
     METRICS_FILE,
     Evaluation,
@@ -251,12 +251,10 @@ def _write_outputs(
 
 
 def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[str, Any]:
-    rate = s.samples_trained / s.train_seconds if s.train_seconds > 0 else 0.0
+    rate, step_seconds = training_rate(s)
     tokens = rate * preset.seq_len if isinstance(preset, GptPreset) else None
     mfu = None
     global_batch = s.config.batch_split(s.env.world_size).global_batch
-    steps_here = s.samples_trained / global_batch if global_batch else 0
-    step_seconds = s.train_seconds / steps_here if steps_here else None
     if s.device.startswith("cuda"):
         peak_memory: int | None = int(torch.cuda.max_memory_allocated(s.device))
     else:  # Linux reports ru_maxrss in KiB
