@@ -28,7 +28,10 @@ from schemas.record_bounds import bounded_value, number_problem
 from schemas.vocabulary import TASK_FIGURES
 
 RUN_WARNING_CODES: Mapping[str, str] = MappingProxyType(
-    {"small-held-out": "the held-out set is too small for its figures to be trusted (hparam min_held_out)"}
+    {
+        "small-held-out": "the held-out set is too small for its figures to be trusted (hparam min_held_out)",
+        "compile-fallback": "torch.compile failed on the first step and the run trained eagerly (LANDFALL_COMPILE)",
+    }
 )
 """Every warning the trainer may put on a run, with what it means."""
 

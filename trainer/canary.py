@@ -31,7 +31,7 @@ from schemas.canary import (
 from trainer import collectives, storage
 from trainer.errors import ConfigError
 from trainer.logs import log
-from trainer.loop import Session, save_checkpoint
+from trainer.loop import Session, save_checkpoint, training_rate
 from trainer.parallel import load_sharded_state, model_weights
 
 
@@ -108,7 +108,7 @@ def _checkpoint(s: Session) -> tuple[int | None, bool | None, str]:
 def finish_canary(s: Session, mode: CanaryMode, model_dir: str) -> CanaryFigures:
     """After the canary's steps: measure, check, and write canary.json on rank 0. Collective."""
     steps = s.progress.step
-    step_seconds = s.train_seconds / steps if steps else None
+    _, step_seconds = training_rate(s)  # the step that compiled the blocks left out (trainer/loop.py)
     peak, kind = _peak_memory(s.device)
     seconds, gbps = _allreduce(mode, s)
     size, ok, failed = _checkpoint(s)

@@ -31,6 +31,7 @@ from trainer.parallel import Wrapped, gradient_sync, load_sharded_state, sharded
 from trainer.precision import Precision
 from trainer.preemption import PreemptionWatch
 from trainer.sizing import EarlyStopping
+from trainer.speed import CompileState, SpeedSettings, first_step, read_ahead
 
 
 @dataclass
@@ -79,6 +80,37 @@ class Session:
     samples_trained: int = 0
     """Global samples trained by this invocation (not counting what a resumed checkpoint had done)."""
     last_checkpoint_step: int | None = None
+    speed: SpeedSettings | None = None
+    """How this process trains fast (trainer/speed.py); None: PyTorch's defaults, nothing compiled."""
+    compiled: CompileState | None = None
+    """The compiled blocks until the first step has compiled them (or fallen back to eager)."""
+    warmup_seconds: float | None = None
+    """Training seconds of this invocation's first WARMUP_STEPS steps (compilation, allocator and caches warming
+    up); None while fewer have run."""
+
+
+WARMUP_STEPS = 3
+"""Steps at the start of each invocation whose time metrics.json reports apart (`warmup`), so that the steady rate
+can be read without them."""
+
+
+def sync(device: str) -> None:
+    """Wait for the device's queued work (a no-op on CPU), so a clock read afterwards includes it."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def training_rate(s: Session) -> tuple[float, float | None]:
+    """(global samples per second, seconds per optimizer step) over this invocation's training steps, leaving out
+    the first step when it compiled the blocks: its time is compile_seconds, compilation rather than training."""
+    global_batch = s.config.batch_split(s.env.world_size).global_batch
+    samples, seconds = s.samples_trained, s.train_seconds
+    compiled = s.compiled.seconds if s.compiled else None
+    if compiled is not None and samples > global_batch:
+        samples, seconds = samples - global_batch, seconds - compiled
+    steps = samples // global_batch if global_batch else 0
+    rate = samples / seconds if seconds > 0 else 0.0
+    return rate, (seconds / steps if steps else None)
 
 
 def rng_state() -> dict[str, Any]:
@@ -141,6 +173,9 @@ def restore(s: Session, store: CheckpointStore, step: int) -> CommitRecord:
     record = store.record(step)
     resume = store.resume_state(step)
     load_sharded_state(s.wrapped, lambda state: store.load_shards(step, state))
+    if s.speed is not None:  # the implementation is this device's choice, not the one saved with the state
+        for group in s.wrapped.optimizer.param_groups:
+            group.update({"fused": None, "foreach": None, **s.speed.adamw_options()})
     s.scheduler.load_state_dict(resume["scheduler"])
     s.scaler.load_state_dict(resume["scaler"])
     per_rank = resume["per_rank"]
@@ -210,6 +245,26 @@ def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     optimizer.zero_grad(set_to_none=True)
     s.scheduler.step()
     return scores
+
+
+def _step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """train_step; the first one with compiled blocks is timed (compilation happens in it) and falls back to eager
+    when compiling fails (trainer/speed.py first_step)."""
+    state = s.compiled
+    if state is None or not state.pending:
+        return train_step(s, x, y)
+    result = first_step(
+        state,
+        lambda: train_step(s, x, y),
+        lambda: sync(s.device),
+        lambda: s.wrapped.optimizer.zero_grad(set_to_none=True),
+    )
+    if state.fallback is not None:
+        log("compile failed; training eagerly", severity="WARNING", reason=state.fallback)
+        s.warnings.append(RunWarning("compile-fallback", state.fallback))
+    elif s.env.is_main:
+        log("blocks compiled", compile_seconds=state.seconds, units=len(state.units))
+    return result
 
 
 @torch.no_grad()
@@ -286,13 +341,18 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             skip=p.batch_in_epoch,
         )
         clock = _Clock()
+        if s.speed is not None:
+            batches = read_ahead(batches, s.speed.prefetch_batches, s.speed.pin_memory)
         for x, y in batches:
-            batch_scores = train_step(s, x, y)
+            batch_scores = _step(s, x, y)
             sums += batch_scores
             window += torch.stack([batch_scores[0] / batch_scores[2], torch.ones_like(batch_scores[0])])
             p.step += 1
             p.batch_in_epoch += 1
             s.samples_trained += split.global_batch
+            if s.samples_trained == WARMUP_STEPS * split.global_batch:
+                sync(s.device)
+                s.warmup_seconds = s.train_seconds + clock.elapsed()
             stop = watch.agreed(s.device)
             if p.step % config.hparams.log_every == 0 and s.env.is_main:
                 _log_progress(s, float(window[0] / window[1]), s.train_seconds + clock.elapsed())
@@ -304,6 +364,7 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
                 if stop:
                     watch.drain()
                     raise Preempted(f"stopped by a signal at step {p.step}; the newest checkpoint resumes it")
+        sync(s.device)
         s.train_seconds += clock.elapsed()
         p.epoch_sums = sums.tolist()
         if p.batch_in_epoch < s.steps_per_epoch[epoch]:

@@ -3,7 +3,7 @@
 metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps",
 "final": {"loss", "accuracy", "perplexity"[, "r2", "rmse"]}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"
 [, "r2", "rmse"]}], "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second",
-"tokens_per_second", "wall_time_seconds", "mfu", "step_seconds", "peak_memory_bytes",
+"tokens_per_second", "wall_time_seconds", "mfu", "step_seconds", "peak_memory_bytes", "compile_seconds", "warmup",
 ["early_stopping": {"min_steps", "patience", "best_loss",
 "best_epoch", "stale", "stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count",
 "total_bytes", "objects_digest", "source", "objects"}} (`data`: the dataset version's objects read,
@@ -132,12 +132,18 @@ def metrics_document(
     data: DataRead | None = None,
     step_seconds: float | None = None,
     peak_memory_bytes: int | None = None,
+    compile_seconds: float | None = None,
+    warmup: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """metrics.json; `final` repeats the figures of the epoch whose weights were saved (kept_epoch, 1-based: the
-    best held-out loss under early stopping; by default the last); `batch` says how each optimizer step's global
-    batch was split (micro-batch x processes x accumulation steps); `step_seconds` (training seconds per optimizer
-    step) and `peak_memory_bytes` (the most one process held: CUDA's peak allocation, or the process's peak resident
-    memory on CPU) are what the planner learns from (schemas/measurement.py)."""
+        best held-out loss under early stopping; by default the last); `batch` says how each optimizer step's global
+        batch was split (micro-batch x processes x accumulation steps); `step_seconds` (training seconds per optimizer
+        step) and `peak_memory_bytes` (the most one process held: CUDA's peak allocation, or the process's peak resident
+        memory on CPU) are what the planner learns from (schemas/measurement.py); `compile_seconds` is the wall time of
+    the first step with torch.compile'd blocks, compilation included (that step is left out of samples_per_second
+    and step_seconds) (None when nothing was compiled, trainer/speed.py);
+    `warmup` sets this invocation's first steps apart from the steady ones ({"steps", "seconds", "steady_steps",
+    "steady_seconds", "steady_samples_per_second"}; None when the run had no more steps than that)."""
     kept = next((e for e in epochs if e.epoch == kept_epoch), None) or (epochs[-1] if epochs else None)
     final = kept.to_dict() if kept else {"loss": None, "accuracy": None, "perplexity": None}
     final.pop("epoch", None)
@@ -157,6 +163,8 @@ def metrics_document(
         "mfu": mfu,
         "step_seconds": step_seconds,
         "peak_memory_bytes": peak_memory_bytes,
+        "compile_seconds": compile_seconds,
+        "warmup": warmup,
         **({"batch": batch} if batch else {}),
         **({"early_stopping": early_stopping} if early_stopping else {}),
         "warnings": [w.to_dict() for w in warnings or []],

@@ -35,11 +35,20 @@ class Wrapped:
     strategy: str
 
 
-def wrap(model: nn.Module, strategy: str, device: str, learning_rate: float, weight_decay: float) -> Wrapped:
-    """Move the model to device and wrap it for strategy; build AdamW (sharded where the strategy says)."""
+def wrap(
+    model: nn.Module,
+    strategy: str,
+    device: str,
+    learning_rate: float,
+    weight_decay: float,
+    implementation: Mapping[str, Any] | None = None,
+) -> Wrapped:
+    """Move the model to device and wrap it for strategy; build AdamW (sharded where the strategy says), in the
+    implementation given (trainer/speed.py SpeedSettings.adamw_options: fused or foreach; default PyTorch's)."""
     model = model.to(device)
     distributed = collectives.active()
     adamw: dict[str, Any] = {"lr": learning_rate, "weight_decay": weight_decay, "betas": (0.9, 0.95)}
+    adamw.update(implementation or {})
     if not distributed:
         return Wrapped(model, model, torch.optim.AdamW(model.parameters(), **adamw), strategy)
     if strategy not in FSDP_STRATEGIES:
@@ -59,7 +68,7 @@ def wrap(model: nn.Module, strategy: str, device: str, learning_rate: float, wei
     from torch.distributed.fsdp import fully_shard
 
     reshard = strategy == "fsdp"
-    for block in _shard_units(model):
+    for block in block_units(model):
         fully_shard(block, reshard_after_forward=reshard)
     fully_shard(model, reshard_after_forward=reshard)
     return Wrapped(model, model, torch.optim.AdamW(model.parameters(), **adamw), strategy)
@@ -98,8 +107,9 @@ def gradient_sync(wrapped: Wrapped, enabled: bool) -> Iterator[None]:
         yield
 
 
-def _shard_units(model: nn.Module) -> list[nn.Module]:
-    """Transformer blocks are sharded one by one (so only one block is gathered at a time); an MLP as a whole."""
+def block_units(model: nn.Module) -> list[nn.Module]:
+    """Transformer blocks are sharded (and compiled, trainer/speed.py) one by one, so only one block is gathered
+    at a time; an MLP as a whole (no units)."""
     blocks = getattr(model, "blocks", None)
     return list(blocks) if isinstance(blocks, nn.ModuleList) else []
 

@@ -33,7 +33,7 @@ from trainer.events import EventLog
 from trainer.failure import note_step
 from trainer.fault_hooks import raise_if_simulated_oom
 from trainer.logs import log, set_context
-from trainer.loop import Session, restore, run_loop
+from trainer.loop import WARMUP_STEPS, Session, restore, run_loop, training_rate
 from trainer.metrics import (
     METRICS_FILE,
     Evaluation,
@@ -44,11 +44,12 @@ from trainer.metrics import (
 )
 from trainer.model_io import model_config, save_model
 from trainer.models.factory import build_model
-from trainer.parallel import local_weights_digest, model_weights, wrap
+from trainer.parallel import block_units, local_weights_digest, model_weights, wrap
 from trainer.precision import detect_precision
 from trainer.preemption import PreemptionWatch
 from trainer.schedule import lr_multiplier
 from trainer.sizing import EarlyStopping, held_out_fraction, held_out_warnings, planned_steps
+from trainer.speed import CompileState, compile_units, resolve_speed
 from trainer.vertex_env import required_model_dir
 
 # A checkpoint resumes only a run with these settings (the world size and the strategy may differ).
@@ -126,7 +127,14 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     torch.manual_seed(config.seed)
     split = config.batch_split(env.world_size)
     model = build_model(config.model, config.task, data_spec, config.activation_checkpointing)
-    wrapped = wrap(model, config.strategy, device, config.learning_rate, config.hparams.weight_decay)
+    speed = resolve_speed(environ, device)
+    # compiled block by block before wrapping, so that FSDP's and DDP's hooks stay outside the compiled code
+    compiled = compile_units(model, block_units(model), speed.compile_backend) if speed.compile else []
+    if env.is_main:
+        log("speed settings", **speed.to_dict(), compiled_units=len(compiled))
+    wrapped = wrap(
+        model, config.strategy, device, config.learning_rate, config.hparams.weight_decay, speed.adamw_options()
+    )
     steps = planned_steps(
         lambda e: steps_in_epoch(corpus, counts, config.seed, e, split.per_process),
         config.epochs,
@@ -173,6 +181,8 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
         early=EarlyStopping(patience=hp.early_stopping_patience if stops else 0, min_steps=hp.min_steps),
         warnings=held_out_warnings(held_out, hp.min_held_out, config.task) if tabular else [],
         data_read=data_read,
+        speed=speed,
+        compiled=CompileState(speed, compiled),
     )
     if store is not None:
         _resume(session, store)
@@ -241,12 +251,10 @@ def _write_outputs(
 
 
 def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[str, Any]:
-    rate = s.samples_trained / s.train_seconds if s.train_seconds > 0 else 0.0
+    rate, step_seconds = training_rate(s)
     tokens = rate * preset.seq_len if isinstance(preset, GptPreset) else None
     mfu = None
     global_batch = s.config.batch_split(s.env.world_size).global_batch
-    steps_here = s.samples_trained / global_batch if global_batch else 0
-    step_seconds = s.train_seconds / steps_here if steps_here else None
     if s.device.startswith("cuda"):
         peak_memory: int | None = int(torch.cuda.max_memory_allocated(s.device))
     else:  # Linux reports ru_maxrss in KiB
@@ -273,7 +281,24 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         data=s.data_read,
         step_seconds=step_seconds,
         peak_memory_bytes=peak_memory,
+        compile_seconds=s.compiled.seconds if s.compiled else None,
+        warmup=_warmup(s, global_batch),
     )
+
+
+def _warmup(s: Session, global_batch: int) -> dict[str, Any] | None:
+    """metrics.json `warmup`: the first WARMUP_STEPS steps of this invocation apart from the rest."""
+    if s.warmup_seconds is None:
+        return None
+    steady_samples = s.samples_trained - WARMUP_STEPS * global_batch
+    steady_seconds = s.train_seconds - s.warmup_seconds
+    return {
+        "steps": WARMUP_STEPS,
+        "seconds": s.warmup_seconds,
+        "steady_steps": steady_samples // global_batch if global_batch else 0,
+        "steady_seconds": steady_seconds,
+        "steady_samples_per_second": steady_samples / steady_seconds if steady_samples and steady_seconds > 0 else None,
+    }
 
 
 def _oom(config: TrainConfig, s: Session, exc: BaseException) -> OutOfMemory:

@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from functions.planning.explain import gb
-from functions.planning.search import Evaluation
+from functions.planning.search import Evaluation, share_divisors
 from functions.planning.space import AXIS_MODES, SOLD_ON_DEMAND, VARIANT_SERVER, quota_pool
+from functions.planning.throughput import mfu_at
 from schemas.vertex_jobs import BootDisk, VertexJobRules
 from schemas.vocabulary import FLEX_START, ON_DEMAND, RESERVATION, ConsumptionMode
 
@@ -75,7 +78,7 @@ def batch_reasons(ev: Evaluation, c: int, v: int) -> list[str]:
             f"; each process's share of {per} in one pass would need {gb(fixed + plain * per)} {unit}, "
             f"over the {gb(usable)} usable"
         )
-    reasons = [text]
+    reasons = [text, micro_batch_reason(ev, c, v)]
     if ev.checkpointing[c, v]:
         a = space.catalog.assumptions.memory
         reasons.append(
@@ -84,6 +87,42 @@ def batch_reasons(ev: Evaluation, c: int, v: int) -> list[str]:
             f"about +{a.recompute_flops_fraction:.0%} compute (each block's forward runs again in the backward pass)"
         )
     return reasons
+
+
+def _mfu_at_micro(ev: Evaluation, c: int, micro: int) -> float:
+    """The time model's MFU for configuration c at `micro` samples per micro-step (functions/planning/throughput.py)."""
+    space = ev.space
+    log_work = np.log(np.array([[ev.workload.flops_per_sample * micro]]))
+    return float(mfu_at(space.log_work, space.mfu_base[c : c + 1], space.mfu_slopes[:, c : c + 1], log_work)[0, 0])
+
+
+def micro_batch_reason(ev: Evaluation, c: int, v: int) -> str:
+    """Why this micro-batch: the one of the share's divisors that trains the most samples per second within memory.
+
+    The time model's MFU never falls as the work per micro-step grows (an isotonic fit of the measured points,
+    functions/planning/throughput.py), and every micro-step pays the same fixed overhead, so among the divisors of a
+    process's share that fit, the largest has the shortest step: the search takes it (search.py split_batch), and
+    this says so with the figures of the next divisors either side."""
+    space = ev.space
+    micro, per = int(ev.micro_batch[c, v]), int(ev.per_process[c])
+    divisors = [int(d) for d in share_divisors(ev.workload.global_batch, space.world[c : c + 1])[:, 0] if d < np.inf]
+    smaller = [d for d in divisors if d < micro]
+    larger = [d for d in divisors if d > micro]
+    text = (
+        f"micro-batch {micro}: the largest divisor of the share that fits, so the most samples per second: the time "
+        f"model's MFU does not fall as the work per micro-step grows ({_mfu_at_micro(ev, c, micro):.1%} at {micro}"
+    )
+    if smaller:
+        text += f", {_mfu_at_micro(ev, c, smaller[-1]):.1%} at {smaller[-1]}"
+    text += ") and fewer micro-steps pay the fixed overhead of one fewer times"
+    if not larger:
+        return text + f"; it is the whole share of {per} in one pass"
+    if ev.workload.measured_memory_bytes > 0:
+        return text + f"; {larger[0]} is not taken: the measured memory holds for the micro-batch it was measured at"
+    unit = "of RAM" if space.is_cpu[c] else "per GPU"
+    fixed = float(ev.memory_total[c, v] - ev.activations[c, v])
+    need = fixed + float(ev.activations[c, v]) / micro * larger[0]
+    return text + f"; {larger[0]} would need {gb(need)} {unit}, over the {gb(float(ev.usable[c]))} usable"
 
 
 def _flex(
