@@ -145,6 +145,30 @@ class DatasetsStore:
         )
         return result
 
+    def claim_new(
+        self, version: DatasetVersion, content: ContentRecord, *, owner: str, now: datetime, lease_seconds: int
+    ) -> bool:
+        """Create the version as CLAIMED by owner and its content as claimed by it, in one Commit that holds only if
+        neither exists (each write's precondition); False, with nothing written, when either does (claim_version and
+        claim_content then decide as usual)."""
+        from google.api_core.exceptions import Conflict
+
+        from functions.gcp import firestore_writes
+
+        fresh = first_claim(version, owner=owner, now=now, lease_seconds=lease_seconds).to_dict()
+        held = content_claim(None, None, content, now=now, retrain=False).doc.to_dict()
+        version_ref = self._version_ref(version.run_id)
+        content_ref = self._content_ref(content.dataset_id, content.digest)
+        writes = [firestore_writes.create_write(version_ref, fresh), firestore_writes.create_write(content_ref, held)]
+        try:
+            results = firestore_writes.commit(self._client, writes)
+        except Conflict:
+            return False
+        except Exception as exc:
+            raise as_transient(exc, f"Firestore create of {version_ref.path} and {content_ref.path}") from exc
+        self._known.keep(version_ref.path, fresh, results[0].update_time)
+        return True
+
     def finish_version(
         self,
         run_id: str,

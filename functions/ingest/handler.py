@@ -125,6 +125,7 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
     # The object's stat goes on beside the outbox read: a first delivery needs both, one after the other they were
     # two round trips on the way to the claim.
     stat = _beside(lambda: deps.objects.stat(event.bucket, event.name))
+    unseen = False
     if event.generation:
         # Duplicates are the common case under redelivery: one read of the outbox settles them. The dataset
         # document comes in the same call, for the writes after a publish (one conditional Commit each).
@@ -134,6 +135,7 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
         )
         if settled is not None and settled.final:
             return _duplicate(early, settled, deps)
+        unseen = settled is None
     current = stat.result()
     if current is None:
         log.info("ignoring gs://%s/%s#%s: it no longer exists", event.bucket, event.name, event.generation)
@@ -149,7 +151,9 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
             current.generation,
         )
         return "ignored:superseded"
-    return complete(Completion(event.bucket, prefix, route, kind, event.name, generation, event.event_id), deps)
+    return complete(
+        Completion(event.bucket, prefix, route, kind, event.name, generation, event.event_id), deps, unseen=unseen
+    )
 
 
 def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
@@ -222,13 +226,30 @@ def _beside(read: Callable[[], T]) -> Future[T]:
     return _BESIDE.submit(read)
 
 
-def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> str:
+def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None, unseen: bool = False) -> str:
     """Evaluate one dataset version and publish its request, exactly once: claim the version, evaluate it, claim its
-    content (a content published before makes the version a DUPLICATE of that run), publish, finish."""
+    content (a content published before makes the version a DUPLICATE of that run), publish, finish.
+
+    unseen: the outbox read just found no such version (a first delivery, the common case). The version is then
+    evaluated first and, when it makes a request, claimed with its content in one write that holds only if neither
+    exists (DatasetsStore.claim_new): one Firestore call less on the way to the publish. A version or content that
+    exists after all (another delivery, an earlier version of the same objects) goes the usual way below."""
     run_id = run_id_for(c.idempotency_key)
     owner = uuid.uuid4().hex
+    lease_seconds = deps.settings.ingest_lease_seconds
+    known: Verdict | None = None  # the fast path's evaluation, kept for the usual path (a listing moments old)
+    if unseen and c.kind != "retrain":
+        verdict = known = _verdict(c, deps, scan)
+        if verdict.request is not None:
+            content_key = content_key_for(c.bucket, c.prefix, verdict.content_digest)
+            content = content_doc(c, run_id, verdict.content_digest, verdict.request.dataset, deps.now())
+            if deps.datasets.claim_new(
+                version_doc(c, run_id), content, owner=owner, now=deps.now(), lease_seconds=lease_seconds
+            ):
+                fault_point("ingest.after_claim")
+                return _publish(c, run_id, owner, verdict.request, content_key, deps)
     claim = deps.datasets.claim_version(
-        version_doc(c, run_id), owner=owner, now=deps.now(), lease_seconds=deps.settings.ingest_lease_seconds
+        version_doc(c, run_id), owner=owner, now=deps.now(), lease_seconds=lease_seconds
     )
     if claim.outcome == ClaimOutcome.DONE:
         return _duplicate(c, claim.doc, deps)
@@ -236,29 +257,41 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         # Retried, not acknowledged: this may be the claim holder's own redelivery after it crashed.
         raise TransientError(
             f"{c.uri} version {c.generation} is being evaluated by another delivery; retry after "
-            f"its lease ({deps.settings.ingest_lease_seconds} s)"
+            f"its lease ({lease_seconds} s)"
         )
     fault_point("ingest.after_claim")
     try:
-        verdict = _verdict(c, deps, scan)
+        verdict = known if known is not None else _verdict(c, deps, scan)
         if verdict.request is None:
             return _not_ready(c, run_id, owner, verdict, deps)
         content_key = content_key_for(c.bucket, c.prefix, verdict.content_digest)
-        content = deps.datasets.claim_content(
+        claimed = deps.datasets.claim_content(
             content_doc(c, run_id, verdict.content_digest, verdict.request.dataset, deps.now()),
             now=deps.now(),
             retrain=c.kind == "retrain",
         )
-        if content.outcome == ClaimOutcome.DONE:
-            return _same_content(c, run_id, owner, content_key, content.doc, verdict.request, deps)
-        if content.outcome == ClaimOutcome.BUSY:
+        if claimed.outcome == ClaimOutcome.DONE:
+            return _same_content(c, run_id, owner, content_key, claimed.doc, verdict.request, deps)
+        if claimed.outcome == ClaimOutcome.BUSY:
             raise TransientError(
                 f"{c.uri} version {c.generation} holds the same objects as version "
-                f"{content.doc.generation}, which another delivery is publishing now; "
+                f"{claimed.doc.generation}, which another delivery is publishing now; "
                 "retry after its lease to see whether it was published"
             )
+    except BaseException:
+        # Let the next delivery take over at once rather than after the lease.
+        deps.datasets.finish_version(run_id, owner=owner, status=VersionStatus.CLAIMED, now=deps.now())
+        raise
+    return _publish(c, run_id, owner, verdict.request, content_key, deps)
+
+
+def _publish(
+    c: Completion, run_id: str, owner: str, request: TrainingRequest, content_key: str, deps: IngestDeps
+) -> str:
+    """Publish the request of a version whose claim and content this delivery holds, and record that it did."""
+    try:
         try:
-            message_id = deps.publish(verdict.request.to_json())
+            message_id = deps.publish(request.to_json())
         except Exception as exc:
             refusal = _publish_refusal(exc)
             if refusal is None:
@@ -276,7 +309,7 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
         now=deps.now(),
         outcome=VersionOutcome(
             message_id=message_id,
-            request=verdict.request.to_dict(),
+            request=request.to_dict(),
             reason="",
             content_key=content_key,
             answered=False,
@@ -294,7 +327,7 @@ def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None) -> st
             deps.now(),
         )
     )
-    stats = verdict.request.dataset
+    stats = request.dataset
     log.info(
         "dataset %s complete (%s %s; %d objects, %d bytes, %s): request for run %s published as message %s",
         c.uri,

@@ -173,6 +173,18 @@ class FakeDatasets:
                 self.versions[version.run_id] = result.doc.to_dict()
             return result
 
+    def claim_new(
+        self, version: DatasetVersion, content: ContentRecord, *, owner: str, now: datetime, lease_seconds: int
+    ) -> bool:
+        with self._lock:
+            key = (content.dataset_id, content.digest)
+            if self._version(version.run_id) is not None or self._content(key) is not None:
+                return False
+            fresh = first_claim(version, owner=owner, now=now, lease_seconds=lease_seconds)
+            self.versions[version.run_id] = fresh.to_dict()
+            self.contents[key] = content_claim(None, None, content, now=now, retrain=False).doc.to_dict()
+            return True
+
     def finish_version(
         self,
         run_id: str,

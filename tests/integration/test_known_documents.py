@@ -14,6 +14,7 @@ from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.firestore_tx import Doc
 from functions.gcp.known_documents import KnownDocuments
 from functions.records.dataset_versions import VersionOutcome
+from schemas.content_record import ContentRecord
 from schemas.dataset_record import VersionStatus
 from schemas.dataset_version import DatasetVersion
 from tests.conftest import PROJECT
@@ -148,3 +149,47 @@ def test_ingest_finishes_a_version_it_claimed_without_a_transaction(client: Coun
     # Another owner's finish is refused on the stored document, as before.
     assert not store.finish_version("run-known", owner="other", status=VersionStatus.CLAIMED, now=NOW)
     assert client.transactions == 1
+
+
+def _content(run_id: str) -> ContentRecord:
+    return ContentRecord(
+        content_key="content:landing/datasets/known/:abc",
+        digest="abc",
+        dataset_id="ds-known",
+        uri="gs://landing/datasets/known/",
+        run_id=run_id,
+        idempotency_key=f"key-{run_id}",
+        generation="17",
+        object_count=1,
+        total_bytes=10,
+    )
+
+
+def test_a_new_version_and_its_content_are_claimed_in_one_commit(client: Counting) -> None:
+    store = DatasetsStore(client, "datasets", "dataset_versions")
+    assert store.claim_new(_version("run-new"), _content("run-new"), owner="me", now=NOW, lease_seconds=60)
+    claimed = store.version("run-new")
+    assert claimed is not None and claimed.status == VersionStatus.CLAIMED and claimed.owner == "me"
+    content = store.content("ds-known", "abc")
+    assert content is not None and content.run_id == "run-new"
+    assert client.transactions == 0
+    # The claim is kept: its finish is one conditional Commit.
+    assert store.finish_version("run-new", owner="me", status=VersionStatus.PUBLISHED, now=NOW)
+    assert client.transactions == 0
+
+
+@pytest.mark.parametrize("existing", ["version", "content"])
+def test_claim_new_writes_nothing_when_either_exists(client: Counting, existing: str) -> None:
+    store = DatasetsStore(client, "datasets", "dataset_versions")
+    if existing == "version":
+        store.claim_version(_version("run-new"), owner="other", now=NOW, lease_seconds=60)
+    else:
+        store.claim_content(_content("run-earlier"), now=NOW)
+    assert not store.claim_new(_version("run-new"), _content("run-new"), owner="me", now=NOW, lease_seconds=60)
+    version, content = store.version("run-new"), store.content("ds-known", "abc")
+    if existing == "version":
+        assert version is not None and version.owner == "other", "the version as it was"
+        assert content is None, "no content written beside a refused version"
+    else:
+        assert version is None, "no version written beside a refused content"
+        assert content is not None and content.run_id == "run-earlier"
