@@ -28,7 +28,11 @@ from schemas.record_bounds import bounded_value, number_problem
 from schemas.vocabulary import TASK_FIGURES
 
 RUN_WARNING_CODES: Mapping[str, str] = MappingProxyType(
-    {"small-held-out": "the held-out set is too small for its figures to be trusted (hparam min_held_out)"}
+    {
+        "small-held-out": "the held-out set is too small for its figures to be trusted (hparam min_held_out)",
+        "image-packages-replaced": "the team's requirements replaced packages of the trainer image (they held the "
+        "line landfall-replace-image-packages); the run used the versions in metrics `packages`",
+    }
 )
 """Every warning the trainer may put on a run, with what it means."""
 
