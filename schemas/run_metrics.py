@@ -66,6 +66,20 @@ def run_warnings(metrics: Mapping[str, Any] | None) -> tuple[RunWarning, ...]:
     return tuple(parse_run_warning(w) for w in listed)
 
 
+PACKAGES_SHOWN = 64
+"""The most packages `landfall run` lists."""
+
+
+def installed_packages(metrics: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """metrics.json `packages` (the launcher writes the installed version of each package a team's requirements
+    named) as (name, version) pairs, at most PACKAGES_SHOWN; entries that are not text are left out."""
+    listed = (metrics or {}).get("packages")
+    if not isinstance(listed, dict):
+        return []
+    pairs = [(k, v) for k, v in listed.items() if isinstance(k, str) and isinstance(v, str)]
+    return pairs[:PACKAGES_SHOWN]
+
+
 DAY_SECONDS = 86_400
 
 
