@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from functions.gcp import clients
 from functions.settings import get_settings
 
 if TYPE_CHECKING:
+    from deploy.reloading import ReloadingFile
     from deploy.teams import Teams
     from functions.dispatch.handler import DispatchDeps
     from functions.gcp.datasets_store import DatasetsStore
@@ -61,12 +63,21 @@ def runs_store() -> RunsStore:
     return RunsStore(clients.firestore_client(), get_settings().runs_collection, unit_of_work())
 
 
-@cache
 def teams() -> Teams:
-    """The teams of the settings' teams file (LANDFALL_TEAMS_FILE, else the shipped deploy/teams.toml), read once."""
+    """The teams of the settings' teams file (LANDFALL_TEAMS_FILE, else the shipped deploy/teams.toml), read again
+    when the file changes (deploy/reloading.py; a broken edit keeps the last good teams and logs why)."""
+    from deploy.teams import TEAMS_FILE
+
+    file = get_settings().teams_file
+    return _teams_file().read(Path(file) if file else TEAMS_FILE)
+
+
+@cache
+def _teams_file() -> ReloadingFile[Teams]:
+    from deploy.reloading import ReloadingFile
     from deploy.teams import read_teams
 
-    return read_teams(get_settings().teams_file)
+    return ReloadingFile(read_teams, (ValueError, TypeError, KeyError))
 
 
 @cache

@@ -31,6 +31,8 @@ RUN_WARNING_CODES: Mapping[str, str] = MappingProxyType(
     {
         "small-held-out": "the held-out set is too small for its figures to be trusted (hparam min_held_out)",
         "compile-fallback": "torch.compile failed on the first step and the run trained eagerly (LANDFALL_COMPILE)",
+        "image-packages-replaced": "the team's requirements replaced packages of the trainer image (they held the "
+        "line landfall-replace-image-packages); the run used the versions in metrics `packages`",
     }
 )
 """Every warning the trainer may put on a run, with what it means."""
@@ -63,6 +65,20 @@ def run_warnings(metrics: Mapping[str, Any] | None) -> tuple[RunWarning, ...]:
     if not isinstance(listed, list):
         raise SchemaError(f"metrics.warnings: expected a list, got {listed!r}")
     return tuple(parse_run_warning(w) for w in listed)
+
+
+PACKAGES_SHOWN = 64
+"""The most packages `landfall run` lists."""
+
+
+def installed_packages(metrics: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """metrics.json `packages` (the launcher writes the installed version of each package a team's requirements
+    named) as (name, version) pairs, at most PACKAGES_SHOWN; entries that are not text are left out."""
+    listed = (metrics or {}).get("packages")
+    if not isinstance(listed, dict):
+        return []
+    pairs = [(k, v) for k, v in listed.items() if isinstance(k, str) and isinstance(v, str)]
+    return pairs[:PACKAGES_SHOWN]
 
 
 DAY_SECONDS = 86_400

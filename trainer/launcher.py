@@ -245,13 +245,16 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
     from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
     from trainer import storage
     from trainer.checkpoint_folder import CHECKPOINT_DIR_ENV, save_checkpoints, stage_checkpoints
-    from trainer.user_code import GCS_MOUNT, fetch, install, new_workdir, publish_model, stage
+    from trainer.user_code import GCS_MOUNT, environment_facts, fetch, install, new_workdir, publish_model, stage
     from trainer.user_results import classify_exit
 
     workdir = new_workdir(environ)
     script, packages = fetch(code, workdir)
     cache = Path(environ.get("LANDFALL_CODE_ENV_CACHE") or workdir / "envs")
-    python = install(code, packages, cache)
+    python = install(code, packages, cache, environ)
+    environment = environment_facts(python)
+    for warning in environment.get("warnings") or []:
+        log(f"code environment: {warning.get('message', '')}", severity="WARNING")
     paths = stage(environ, workdir)
     checkpoints = stage_checkpoints(environ, workdir, GCS_MOUNT)
     contract = {
@@ -271,6 +274,9 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
         if topology.node_rank == 0 and model_uri:
             text = Path(paths.metrics_file).read_text(errors="replace")
             document = metrics_document(text, form=code.form, world_size=topology.world_size)
+            if environment:  # the requirements' installed versions, and the warnings of installing them
+                document["packages"] = environment.get("packages", {})
+                document["warnings"] = [*document.get("warnings", []), *environment.get("warnings", [])]
             storage.write_bytes(
                 storage.join(model_uri, "metrics.json"), json.dumps(document, indent=2).encode(), "application/json"
             )

@@ -10,8 +10,12 @@ The CustomJob (functions/dispatch/job_spec.py) runs Landfall's trainer image wit
 Requirements and packages are installed into a virtual environment that sees the image's own packages (torch)
 and is keyed by the hash of what it holds, under LANDFALL_CODE_ENV_CACHE (the Vertex emulator sets one cache for the
 host, so the second run of the same code starts in seconds; on Vertex it is a fresh folder on the replica's disk).
-uv installs when it is on PATH or beside the interpreter; else pip. Requirement lines are package specifiers only
-(schemas/requirement_lines.py), checked again here and given after `--`, so none is ever an installer option.
+The environment's own pip installs, since it counts the image's packages as installed; uv (on PATH or beside the
+interpreter) only where the requirements replace the image's packages. Requirement lines are package specifiers
+only (schemas/requirement_lines.py), checked again here and given after `--`, so none is ever an installer option. They
+are resolved with the image's installed packages as constraints (trainer/image_packages.py): torch is never replaced
+unless the requirements hold image_packages.REPLACE_LINE. The cache keeps at most LANDFALL_CODE_ENV_CACHE_MAX
+environments (default CACHE_MAX), the least recently used removed first.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from schemas.dataset_layout import is_data_object
 from schemas.requirement_lines import ALLOWED, requirement_problem
-from trainer import storage
+from schemas.run_metrics import RunWarning
+from trainer import image_packages, storage
 from trainer.errors import ConfigError, DataError
 
 FORM_ENV = "LANDFALL_TRAINER_FORM"
@@ -42,6 +48,11 @@ MODULE_ENV = "LANDFALL_TRAINER_MODULE"
 REQUIREMENTS_ENV = "LANDFALL_TRAINER_REQUIREMENTS"
 LAUNCH_ENV = "LANDFALL_LAUNCH"
 ENV_CACHE_ENV = "LANDFALL_CODE_ENV_CACHE"
+ENV_CACHE_MAX_ENV = "LANDFALL_CODE_ENV_CACHE_MAX"
+CACHE_MAX = 8
+"""Environments the cache keeps by default (each may hold gigabytes)."""
+FACTS_FILE = ".landfall-packages.json"
+"""In each environment: the installed versions of the packages its requirements named, and its warnings."""
 CHAMPION_DIR_ENV = "LANDFALL_CHAMPION_MODEL_DIR"
 """The route's production model to score on this run's held-out rows (docs/trainer-contract.md)."""
 GCS_MOUNT = "/gcs"
@@ -134,8 +145,10 @@ def _uv() -> str | None:
 
 
 def environment_key(code: UserCode, packages: list[Path]) -> str:
-    """Content hash of what the environment holds: the interpreter, the requirements and each package's bytes."""
+    """Content hash of what the environment holds: the interpreter, the image's packages, the requirements and each
+    package's bytes."""
     digest = hashlib.sha256(sys.version.encode())
+    digest.update(image_packages.constraints_text(image_packages.image()).encode())
     for requirement in sorted(code.requirements):
         digest.update(b"r\0" + requirement.encode())
     for path in packages:
@@ -143,16 +156,26 @@ def environment_key(code: UserCode, packages: list[Path]) -> str:
     return digest.hexdigest()[:24]
 
 
-def install(code: UserCode, packages: list[Path], cache: Path) -> str:
+def install(code: UserCode, packages: list[Path], cache: Path, environ: Mapping[str, str] | None = None) -> str:
     """The interpreter to run the code with: this one when nothing needs installing, else the cached environment's
     (built once per content, under a lock, so replicas on one host share it). InstallError carries the installer's
-    last lines."""
+    last lines, or the requirements that conflict with the image's packages."""
     if not code.requirements and not packages:
         return sys.executable
     for line in code.requirements:  # the dispatcher refused these already; checked again where they are used
         problem = requirement_problem(line)
         if problem is not None:
             raise InstallError(f"{REQUIREMENTS_ENV}: {line[:200]!r} {problem}; {ALLOWED}")
+    replace = any(line.strip() == image_packages.REPLACE_LINE for line in code.requirements)
+    requirements = [line for line in code.requirements if line.strip() != image_packages.REPLACE_LINE]
+    image = image_packages.image()
+    conflicts = image_packages.conflicts(requirements, image)
+    if conflicts and not replace:
+        raise InstallError(image_packages.refusal(conflicts))
+    warnings = [
+        RunWarning("image-packages-replaced", f"installed over the image's packages as asked: {c}").to_dict()
+        for c in conflicts
+    ]
     env_dir = cache / environment_key(code, packages)
     python = env_dir / "bin" / "python"
     ready = env_dir / ".landfall-ready"
@@ -160,20 +183,27 @@ def install(code: UserCode, packages: list[Path], cache: Path) -> str:
     with open(cache / f"{env_dir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if ready.is_file():
+            ready.touch()  # recently used: the last the cache removes
             return str(python)
         shutil.rmtree(env_dir, ignore_errors=True)
-        uv = _uv()
+        # uv does not count the image's packages (outside the environment) as installed, so with them pinned it
+        # would download the same torch again; the environment's own pip sees them and installs only what is missing
+        uv = _uv() if replace else None
+        constraints = cache / f"{env_dir.name}.constraints.txt"
+        constraints.write_text(image_packages.constraints_text(image))
+        # the image's packages pinned, unless the requirements ask to replace them
+        pin = [] if replace else ["--constraint", str(constraints)]
         # after `--`, so that no line is ever read as an installer option
-        what = ["--", *code.requirements, *(str(p) for p in packages)]
+        what = ["--", *requirements, *(str(p) for p in packages)]
         if uv:
             steps = [
                 [uv, "venv", "--system-site-packages", "--python", sys.executable, str(env_dir)],
-                [uv, "pip", "install", "--compile-bytecode", "--python", str(python), *what],
+                [uv, "pip", "install", "--compile-bytecode", "--python", str(python), *pin, *what],
             ]
         else:
             steps = [
                 [sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)],
-                [str(python), "-m", "pip", "install", "--disable-pip-version-check", *what],
+                [str(python), "-m", "pip", "install", "--disable-pip-version-check", *pin, *what],
             ]
         for i, step in enumerate(steps):
             done = subprocess.run(step, capture_output=True, text=True, check=False)
@@ -181,11 +211,60 @@ def install(code: UserCode, packages: list[Path], cache: Path) -> str:
             if done.returncode != 0:
                 lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
                 tail = "\n".join(lines[-INSTALL_TAIL_LINES:])
-                raise InstallError(f"installing {' '.join(what[1:])} failed:\n{tail}")
+                hint = (
+                    "" if replace else f" (the image's packages are pinned: {image_packages.REPLACE_LINE!r} lifts that)"
+                )
+                raise InstallError(f"installing {' '.join(what[1:])} failed{hint}:\n{tail}")
             if i == 0:
                 _see_this_environment(python)
+        versions = image_packages.installed([*image_packages.site_dirs(env_dir), *sys.path])
+        facts = {
+            "packages": {n: versions[n] for n in image_packages.named(requirements) if n in versions},
+            "warnings": warnings,
+        }
+        (env_dir / FACTS_FILE).write_text(json.dumps(facts, sort_keys=True))
         ready.write_text("ok")
+    _evict(cache, keep=env_dir.name, most=_cache_max(environ or os.environ))
     return str(python)
+
+
+def environment_facts(python: str) -> dict[str, Any]:
+    """What the run records of its environment (metrics.json): `packages` (name -> installed version of each
+    package the requirements named) and `warnings`; empty for the image's own interpreter."""
+    path = Path(python).parent.parent / FACTS_FILE
+    try:
+        facts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def _cache_max(environ: Mapping[str, str]) -> int:
+    raw = environ.get(ENV_CACHE_MAX_ENV, "")
+    try:
+        most = int(raw) if raw else CACHE_MAX
+    except ValueError as exc:
+        raise ConfigError(f"{ENV_CACHE_MAX_ENV}={raw!r}: expected a whole number of environments >= 1") from exc
+    if most < 1:
+        raise ConfigError(f"{ENV_CACHE_MAX_ENV}={raw!r}: expected a whole number of environments >= 1")
+    return most
+
+
+def _evict(cache: Path, keep: str, most: int) -> None:
+    """Remove the least recently used environments past `most` (never `keep`, nor one another process holds)."""
+    built = sorted(
+        (p.parent for p in cache.glob("*/.landfall-ready") if p.parent.name != keep),
+        key=lambda d: (d / ".landfall-ready").stat().st_mtime_ns,
+    )
+    for env_dir in built[: max(0, len(built) - (most - 1))]:
+        with open(cache / f"{env_dir.name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # being built or checked by another replica: left for a later run
+            (env_dir / ".landfall-ready").unlink(missing_ok=True)
+            shutil.rmtree(env_dir, ignore_errors=True)
+            (cache / f"{env_dir.name}.constraints.txt").unlink(missing_ok=True)
 
 
 def _see_this_environment(python: Path) -> None:

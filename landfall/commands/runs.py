@@ -33,7 +33,7 @@ from landfall.words import (
 )
 from schemas.errors import SchemaError
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
-from schemas.run_metrics import run_warnings
+from schemas.run_metrics import installed_packages, run_warnings
 from schemas.run_record import RunRecord, RunState, parse_state
 
 TENSORBOARD_HINT = 'TensorBoard event files; README.md "Metrics" says how to open them'
@@ -169,6 +169,8 @@ def describe(run: RunRecord) -> str:
         ]
         shown = [part for part in (final_figures_text(run), ", ".join(pace)) if part]
         lines.append(f"metrics   {', '.join(shown) or 'none reported'}")
+        if packages := installed_packages(metrics):  # the versions a team's requirements ran with
+            lines.append("packages  " + ", ".join(f"{name} {version}" for name, version in packages))
         try:
             lines += [f"warning   {w.code}: {w.message}" for w in run_warnings(metrics)]
         except SchemaError as exc:

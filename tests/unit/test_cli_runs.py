@@ -277,6 +277,9 @@ def test_each_task_shows_its_own_figures_and_the_runs_warnings() -> None:
     text = runs.describe(regression)
     assert "metrics   loss 0.42, R² 0.58, RMSE 53.1, " in text
     assert "warning   small-held-out: the held-out figures are measured on 24 rows, fewer than 30" in text
+    assert "packages" not in text, "no requirements, no packages line"
+    own = parse_run_record(document(metrics={**TABULAR, "packages": {"torch": "2.5.1", "pandas": "2.2.3", "x": 1}}))
+    assert "\npackages  torch 2.5.1, pandas 2.2.3\n" in runs.describe(own)
     classification = parse_run_record(document(metrics=TABULAR))
     assert words.figures_text(classification) == "accuracy 0.975"
     assert "metrics   loss 0.081, accuracy 0.975, " in runs.describe(classification)

@@ -113,12 +113,12 @@ def test_a_huge_event_type_or_generation_is_cut_in_the_reason() -> None:
 def test_an_object_name_with_a_lone_surrogate_is_ignored_with_a_reason() -> None:
     name = f"datasets/a\ud800/{MARKER}"
     assert "lone surrogate" in (name_problem(name) or "")
-    w = ingest.World(load_routes(ROUTES_FILE))  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
+    w = ingest.World(load_routes(ROUTES_FILE))
     assert w.deliver(name, "7") == "ignored:bad-name"
 
 
 def _refusal(overrides: bytes) -> str:
-    w = ingest.World(load_routes(ROUTES_FILE))  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
+    w = ingest.World(load_routes(ROUTES_FILE))
     w.objects.put("datasets/d/part-0.csv", b"a,b\n1,2\n")
     w.objects.put(f"datasets/d/{OVERRIDES}", overrides)
     assert w.upload(f"datasets/d/{MARKER}", b"").startswith("refused:")

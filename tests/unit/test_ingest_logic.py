@@ -461,7 +461,7 @@ def test_shipped_and_e2e_route_files_load_and_route_as_documented() -> None:
     from functions.ingest.routes import ROUTES_FILE, load_routes, route_for
     from schemas.model_presets import get_preset
 
-    shipped = load_routes(ROUTES_FILE)  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
+    shipped = load_routes(ROUTES_FILE)
     e2e = load_routes(Path(__file__).resolve().parents[1] / "e2e" / "routes.toml")
     tabular, exports = (
         route_for(BUCKET, "datasets/churn/part-0.csv", shipped),
@@ -486,7 +486,7 @@ def test_regression_by_dropping_a_folder_under_the_shipped_routes() -> None:
     regression model; before, only `landfall submit` could."""
     from functions.ingest.routes import ROUTES_FILE, load_routes
 
-    w = World(load_routes(ROUTES_FILE))  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
+    w = World(load_routes(ROUTES_FILE))
     w.upload("regression/houses/part-0.csv", b"rooms,area,label\n3,80,250000\n")
     w.upload("regression/houses/_SUCCESS", b"")
     w.upload("datasets/prices/part-0.csv", b"rooms,area,label\n3,80,250000\n")

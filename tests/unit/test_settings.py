@@ -50,7 +50,7 @@ def test_routes_default_to_the_settings_file_then_the_shipped_one(
         assert [r.name for r in routes.load_routes()] == ["only"]
         routes.load_routes.cache_clear()
         monkeypatch.setattr(routes, "get_settings", lambda: settings)
-        assert routes.load_routes() == routes.load_routes(routes.ROUTES_FILE)  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
+        assert routes.load_routes() == routes.load_routes(routes.ROUTES_FILE)
     finally:
         routes.load_routes.cache_clear()
 

@@ -58,7 +58,7 @@ class _Records(logging.Handler):
 class Fakes:
     """One world of fakes behind every entry point: ingest's bucket and stores, the runs store and Vertex."""
 
-    ingest: ingest.World = field(default_factory=lambda: ingest.World(load_routes(ROUTES_FILE)))  # type: ignore[arg-type]  # a Protocol is not Hashable to mypy
+    ingest: ingest.World = field(default_factory=lambda: ingest.World(load_routes(ROUTES_FILE)))
     runs: world.World = field(default_factory=world.World)
 
     def reconciler_deps(self) -> ReconcilerDeps:

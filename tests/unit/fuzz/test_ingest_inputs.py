@@ -21,7 +21,7 @@ from tests.fakes.ingest import BUCKET, World
 from tests.unit.fuzz import strategies as s
 from tests.unit.fuzz.harness import assert_readable
 
-ROUTES = load_routes(ROUTES_FILE)  # type: ignore[arg-type]  # mypy takes no Protocol (Traversable) as Hashable
+ROUTES = load_routes(ROUTES_FILE)
 DATASET = "datasets/fuzz/"
 
 
