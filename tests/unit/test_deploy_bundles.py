@@ -42,6 +42,7 @@ def test_a_function_bundle_holds_its_package_schemas_deploy_data_main_and_requir
         "deploy/images.py",
         "deploy/routes.py",
         "deploy/teams.py",
+        "deploy/reloading.py",
         "deploy/topology.toml",
         "deploy/routes.toml",
         "deploy/teams.toml",
