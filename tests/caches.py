@@ -9,6 +9,8 @@ from types import ModuleType
 
 def _clear_module(module: ModuleType) -> None:
     for value in vars(module).values():
+        if isinstance(value, type):  # a class's cache_clear is its instances' (deploy/reloading.py ReloadingFile)
+            continue
         clear = getattr(value, "cache_clear", None)
         if callable(clear) and getattr(value, "__module__", None) == module.__name__:
             clear()

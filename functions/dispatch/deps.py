@@ -54,6 +54,9 @@ class DispatchDeps:
     """The teams file (deploy/teams.py); None or no teams: every run allowed, no ledger (docs/teams.md)."""
     ledger: LedgerPort | None = None
     """The team ledger, changed in the claim's transaction (functions/gcp/team_ledger_store.py)."""
+    prefetch: Callable[[TrainingRequest], None] | None = None
+    """Starts the reads a plan of the request will make (the measurements query) while the run is created; `plan`
+    takes them. None: none (unit tests)."""
 
 
 class SubmitLimiter(Protocol):

@@ -107,6 +107,8 @@ def _delivered(message: PubSubMessage, deps: DispatchDeps) -> Outcome:
     # forward, so a stale read can only be behind. A request Landfall handed over for a run that exists (a woken
     # run, RUN_ID_ATTRIBUTE) reads the run first instead.
     handed = message.attributes.get(RUN_ID_ATTRIBUTE) == run_id
+    if deps.prefetch is not None and not handed:
+        deps.prefetch(request)  # a read, beside the create below: the plan that follows takes it
     found = deps.store.get(run_id) if handed else None
     if found is not None:
         run, created = found, False

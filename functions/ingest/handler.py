@@ -10,15 +10,14 @@ Every outcome is returned as a short string (for logs and tests); only Transient
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from deploy.routes import Route
+from functions.beside import beside
 from functions.envelopes import ObjectEvent
 from functions.errors import PermanentError, TransientError
 from functions.fault_points import fault_point
@@ -46,7 +45,6 @@ from schemas.times import format_timestamp
 from schemas.training_request import DatasetRef, TrainingRequest, run_id_for
 
 log = logging.getLogger("landfall.ingest")
-T = TypeVar("T")
 
 
 class ObjectStore(Protocol):
@@ -124,7 +122,7 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
         return "ignored:readiness-not-enabled"
     # The object's stat goes on beside the outbox read: a first delivery needs both, one after the other they were
     # two round trips on the way to the claim.
-    stat = _beside(lambda: deps.objects.stat(event.bucket, event.name))
+    stat = beside(lambda: deps.objects.stat(event.bucket, event.name))
     unseen = False
     if event.generation:
         # Duplicates are the common case under redelivery: one read of the outbox settles them. The dataset
@@ -209,21 +207,6 @@ def completion_from(doc: DatasetRecord, route: Route, event_id: str = "") -> Com
         version.generation,
         event_id,
     )
-
-
-_BESIDE: ThreadPoolExecutor | None = None
-_BESIDE_LOCK = threading.Lock()
-BESIDE_THREADS = 4
-"""Threads an instance keeps for the reads a delivery makes beside its own (started when first used)."""
-
-
-def _beside(read: Callable[[], T]) -> Future[T]:
-    """Start read on another thread; its result (or its error) when asked. A read nobody asks for ends unseen."""
-    global _BESIDE
-    with _BESIDE_LOCK:
-        if _BESIDE is None:
-            _BESIDE = ThreadPoolExecutor(BESIDE_THREADS, thread_name_prefix="ingest-read")
-    return _BESIDE.submit(read)
 
 
 def complete(c: Completion, deps: IngestDeps, *, scan: Scan | None = None, unseen: bool = False) -> str:

@@ -538,3 +538,15 @@ def test_a_request_handed_over_for_a_run_that_exists_reads_it_instead_of_creatin
     other = PubSubMessage(data=REQUEST_JSON, message_id="m-3", attributes={RUN_ID_ATTRIBUTE: "run-someone-else"})
     assert handle_training_request(other, w.dispatch_deps) == "duplicate:SUBMITTED"
     assert runs.creates == 2, "an attribute naming another run changes nothing"
+
+
+def test_the_plans_reads_are_started_before_the_run_is_created_and_not_for_a_woken_run() -> None:
+    w = World()
+    seen: list[tuple[str, bool]] = []
+
+    def prefetch(request: Any) -> None:
+        seen.append((request.run_id, w.runs.get(request.run_id) is not None))
+
+    w.dispatch_deps = replace(w.dispatch_deps, prefetch=prefetch)
+    assert w.deliver().startswith("submitted")
+    assert seen == [(RUN_ID, False)], "started once, before the run existed"
