@@ -221,5 +221,5 @@ def test_runs_shows_each_tasks_own_figures_and_flags_a_warned_run(
     assert next(line for line in lines if "run-reg" in line).rstrip().endswith("R² 0.58, RMSE 53.1 !")
     assert next(line for line in lines if "run-cls" in line).rstrip().endswith("accuracy 0.975")
     code, text = landfall(["run", "run-reg"], capsys)
-    assert "metrics   loss 0.42, R² 0.58, RMSE 53.1," in text
+    assert "metrics   loss 0.42, R² 0.58, RMSE 53.1" in text
     assert "warning   small-held-out: the held-out figures are measured on 24 rows" in text

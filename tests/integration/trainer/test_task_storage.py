@@ -30,6 +30,8 @@ METRIC_KEYS = {
     "batch",
     "warnings",
     "data",
+    "compile_seconds",
+    "warmup",
 }
 
 
