@@ -123,6 +123,9 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
     # The object's stat goes on beside the outbox read: a first delivery needs both, one after the other they were
     # two round trips on the way to the claim.
     stat = beside(lambda: deps.objects.stat(event.bucket, event.name))
+    # A marker's first delivery lists the prefix next: that listing goes beside them too (a manifest lists only
+    # once it has read the manifest). A duplicate leaves it unread.
+    listed = beside(lambda: scan_prefix(deps.objects.list(event.bucket, prefix), prefix)) if kind == "marker" else None
     unseen = False
     if event.generation:
         # Duplicates are the common case under redelivery: one read of the outbox settles them. The dataset
@@ -149,9 +152,8 @@ def _on_trigger(event: ObjectEvent, route: Route, kind: str, deps: IngestDeps) -
             current.generation,
         )
         return "ignored:superseded"
-    return complete(
-        Completion(event.bucket, prefix, route, kind, event.name, generation, event.event_id), deps, unseen=unseen
-    )
+    c = Completion(event.bucket, prefix, route, kind, event.name, generation, event.event_id)
+    return complete(c, deps, scan=listed.result() if unseen and listed is not None else None, unseen=unseen)
 
 
 def _on_data(event: ObjectEvent, route: Route, deps: IngestDeps) -> str:
