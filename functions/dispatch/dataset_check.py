@@ -5,7 +5,8 @@
   (dataset.objects, what ingest listed when it cut the version) is checked on that list, without listing the bucket
   again: the trainer reads exactly those objects.
 - For the built-in trainer's tabular tasks, the first CSV shard's header must hold model.label_column; if not, the
-  request is REJECTED naming the columns it has (Parquet and JSON lines shards are checked by the trainer).
+  request is REJECTED naming the columns it has (Parquet and JSON lines shards are checked by the trainer). Where
+  the request's list names that shard, its head can be read ahead (`read_head_ahead`), beside the run's create.
 
 Also, for a team's code (script, package or container), the dataset version's listing is written to the run's
 folder (job_spec.DATA_FILES_NAME) so its LANDFALL_DATA_FILES exists when the job starts: the request's snapshot
@@ -19,9 +20,11 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
+from functions.beside import beside
 from functions.dispatch.job_spec import DATA_FILES_NAME, output_bucket
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.settings import Settings
@@ -48,19 +51,58 @@ class Refusal:
     reason: str
 
 
-def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: Settings) -> Refusal | None:
-    """The reason the dataset cannot train this request, or None. Writes the listing for a container's run."""
+@dataclass(frozen=True)
+class HeadAhead:
+    """The head of a CSV shard, read ahead of the check (`read_head_ahead`)."""
+
+    object: ObjectInfo
+    read: Future[bytes | None]
+
+
+def _tabular(request: TrainingRequest) -> bool:
+    return request.trainer.builtin and request.task.startswith("tabular")
+
+
+def _snapshot_data(request: TrainingRequest) -> list[ObjectInfo]:
+    """The data objects of the request's list (dataset.objects), with their full names; none when it has no list."""
+    prefix = request.dataset.prefix
+    return [
+        ObjectInfo(name=prefix + o.name, size=o.size, generation=o.generation)
+        for o in request.dataset.objects
+        if is_data_object(o.name)
+    ]
+
+
+def _first_csv(data: list[ObjectInfo]) -> ObjectInfo | None:
+    """The shard whose header is checked: the first CSV object by name."""
+    return next((o for o in sorted(data, key=lambda o: o.name) if o.name.lower().endswith(".csv")), None)
+
+
+def read_head_ahead(request: TrainingRequest, objects: DatasetObjects) -> HeadAhead | None:
+    """Start reading the head check_dataset will read, on another thread, where the request's list names the
+    shard (no listing needed to find it); None where there is nothing to read ahead. Only a read: a check that
+    never comes leaves it unseen, and check_dataset raises its error if it failed."""
+    if not _tabular(request) or not request.dataset.objects:
+        return None
+    first = _first_csv(_snapshot_data(request))
+    if first is None or not first.size:
+        return None
+    bucket = request.dataset.bucket
+    return HeadAhead(first, beside(lambda: objects.read_head(bucket, first.name, first.generation, HEADER_BYTES)))
+
+
+def check_dataset(
+    request: TrainingRequest, objects: DatasetObjects, settings: Settings, ahead: HeadAhead | None = None
+) -> Refusal | None:
+    """The reason the dataset cannot train this request, or None. Writes the listing for a container's run.
+    ahead: the header's read, started earlier (read_head_ahead)."""
     bucket, prefix = request.dataset.bucket, request.dataset.prefix
-    tabular = request.trainer.builtin and request.task.startswith("tabular")
+    tabular = _tabular(request)
     snapshot = request.dataset.objects
     whole = not request.trainer.builtin and not snapshot  # the listing written for the code is the one taken here
     data: list[ObjectInfo] = []
     if snapshot:  # what ingest listed when it cut the version (its digest checked when the request was read)
-        data = [
-            ObjectInfo(name=prefix + o.name, size=o.size, generation=o.generation)
-            for o in snapshot
-            if is_data_object(o.name)
-        ]
+        data = _snapshot_data(request)
     else:
         for o in objects.list(bucket, prefix):  # in name order, as Cloud Storage lists
             if is_data_object(o.name[len(prefix) :]):
@@ -76,7 +118,7 @@ def check_dataset(request: TrainingRequest, objects: DatasetObjects, settings: S
             "starting with _ or . do not count); upload the data, then the marker",
         )
     if tabular:
-        refusal = _label_refusal(request, objects, sorted(data, key=lambda o: o.name))
+        refusal = _label_refusal(request, objects, data, ahead)
         if refusal is not None:
             return refusal
     if not request.trainer.builtin:
@@ -112,11 +154,18 @@ def listing_buckets(settings: Settings) -> list[str]:
     return list(dict.fromkeys(output_bucket(settings, region) for region in settings.job_regions))
 
 
-def _label_refusal(request: TrainingRequest, objects: DatasetObjects, data: list[ObjectInfo]) -> Refusal | None:
-    first = next((o for o in data if o.name.lower().endswith(".csv")), None)
+def _label_refusal(
+    request: TrainingRequest, objects: DatasetObjects, data: list[ObjectInfo], ahead: HeadAhead | None
+) -> Refusal | None:
+    first = _first_csv(data)
     if first is None:
         return None
-    raw = objects.read_head(request.dataset.bucket, first.name, first.generation, HEADER_BYTES) if first.size else b""
+    if not first.size:
+        raw: bytes | None = b""
+    elif ahead is not None and ahead.object == first:
+        raw = ahead.read.result()
+    else:
+        raw = objects.read_head(request.dataset.bucket, first.name, first.generation, HEADER_BYTES)
     if raw is None:
         return None  # replaced since it was listed: the trainer reads what is there
     if len(raw) >= HEADER_BYTES and not any(end in raw for end in (b"\n", b"\r")):

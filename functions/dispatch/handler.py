@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from functions.dispatch import job_record, job_spec
 from functions.dispatch.canary_replan import replan_from_canary
-from functions.dispatch.dataset_check import check_dataset
+from functions.dispatch.dataset_check import HeadAhead, check_dataset, read_head_ahead
 from functions.dispatch.deps import DispatchDeps
 from functions.dispatch.job_record import (
     FALLBACKS_KEPT,
@@ -107,8 +107,11 @@ def _delivered(message: PubSubMessage, deps: DispatchDeps) -> Outcome:
     # forward, so a stale read can only be behind. A request Landfall handed over for a run that exists (a woken
     # run, RUN_ID_ATTRIBUTE) reads the run first instead.
     handed = message.attributes.get(RUN_ID_ATTRIBUTE) == run_id
-    if deps.prefetch is not None and not handed:
-        deps.prefetch(request)  # a read, beside the create below: the plan that follows takes it
+    ahead = None
+    if not handed:  # reads, beside the create below: the check and the plan that follow take them
+        if deps.prefetch is not None:
+            deps.prefetch(request)
+        ahead = read_head_ahead(request, deps.objects) if deps.objects is not None else None
     found = deps.store.get(run_id) if handed else None
     if found is not None:
         run, created = found, False
@@ -127,12 +130,20 @@ def _delivered(message: PubSubMessage, deps: DispatchDeps) -> Outcome:
         raise TransientError(f"run {run_id}: another delivery is submitting it; retry after its lease")
     fault_point("dispatch.after_record")
     if run.state == RunState.RECEIVED:
-        return _plan_and_submit(run_id, request, deps, topic=message.topic, subscription=message.subscription)
+        return _plan_and_submit(
+            run_id, request, deps, topic=message.topic, subscription=message.subscription, ahead=ahead
+        )
     return _submit(run_id, request, deps, team=run.team.name if run.team else None)
 
 
 def _plan_and_submit(
-    run_id: str, request: TrainingRequest, deps: DispatchDeps, *, topic: str = "", subscription: str = ""
+    run_id: str,
+    request: TrainingRequest,
+    deps: DispatchDeps,
+    *,
+    topic: str = "",
+    subscription: str = "",
+    ahead: HeadAhead | None = None,
 ) -> Outcome:
     """Check and plan a RECEIVED run, then claim and submit it (a delivery, or the reconciler taking over a run whose
     delivery died after recording it: the subscription it came on is not known then, and the team is its data's)."""
@@ -142,7 +153,7 @@ def _plan_and_submit(
     charge, refused = team_of(request, deps.teams, topic=topic, subscription=subscription)
     if refused is not None:
         return reject(run_id, refused.code, refused.reason, deps)
-    refusal = check_dataset(request, deps.objects, deps.settings) if deps.objects is not None else None
+    refusal = check_dataset(request, deps.objects, deps.settings, ahead) if deps.objects is not None else None
     if refusal is not None:
         return reject(run_id, refusal.code, refusal.reason, deps)
     outcome = deps.plan(request)
