@@ -61,6 +61,11 @@ PULL_TICK_S = 0.05
 """How often the emulator looks for messages for a waiting pull (measured: Pump's docstring)."""
 PULLS_IN_FLIGHT = 4
 """Pulls waiting at once per subscription, started PULL_TICK_S / PULLS_IN_FLIGHT apart."""
+SCHEDULED_PULLS = 1
+"""Pulls waiting at once on a subscription fed by a schedule's ticks (the sweep, the reconciler): a tick a minute
+loses nothing to one tick of the emulator's wait, and every waiting pull costs the emulator CPU at each of its ticks,
+CPU the functions on a dataset's way to its job share (four pulls on each of five subscriptions; one on the two
+scheduled ones took marker finalize -> CreateCustomJob from p50 X ms to Y ms: docs/measurements/)."""
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 
 
@@ -75,6 +80,8 @@ class Route:
     ack_deadline_seconds: int
     retry: RetryPolicy
     max_delivery_attempts: int
+    pulls: int = PULLS_IN_FLIGHT
+    """Pulls waiting at once on the subscription (SCHEDULED_PULLS for a schedule's topic)."""
 
 
 def routes_for(
@@ -82,11 +89,12 @@ def routes_for(
     project: str,
     endpoints: Mapping[str, str],
     also: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    scheduled_topics: frozenset[str] = frozenset(),
 ) -> list[Route]:
     """A Route per function that has an endpoint; every endpoint must name a function of the topology. `also`: more
     (subscription, topic) a function is fed from (the teams' requests topics to the dispatcher, docs/teams.md),
     pushed to the endpoint's path /projects/P/topics/T, as `landfall deploy` sets them: functions-framework makes the
-    topic the event's source."""
+    topic the event's source. A function fed by one of scheduled_topics waits with SCHEDULED_PULLS pulls."""
     known = {f.name: f for f in functions}
     unknown = sorted(set(endpoints) - set(known))
     if unknown:
@@ -99,6 +107,7 @@ def routes_for(
             ack_deadline_seconds=f.ack_deadline_seconds,
             retry=f.retry,
             max_delivery_attempts=f.dead_letter.max_delivery_attempts,
+            pulls=SCHEDULED_PULLS if f.topic in scheduled_topics else PULLS_IN_FLIGHT,
         )
         for f in functions
         if f.name in endpoints
@@ -205,7 +214,7 @@ class Pump:
         stopping: threading.Event,
         report: Report,
         max_outstanding: int = MAX_OUTSTANDING,
-        pulls: int = PULLS_IN_FLIGHT,
+        pulls: int | None = None,
         puller: Any = None,
     ) -> None:
         """subscriber settles messages; puller (default: subscriber) pulls them: a client of its own, which a stop
@@ -223,7 +232,7 @@ class Pump:
         self._changed = threading.Condition()
         self.threads = [
             threading.Thread(target=self._pull_loop, name=f"pump-{route.function}-{i}", daemon=True)
-            for i in range(max(1, min(pulls, max_outstanding)))
+            for i in range(max(1, min(route.pulls if pulls is None else pulls, max_outstanding)))
         ]
 
     def start(self) -> None:
@@ -478,7 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         topology = load_topology()
         teams = [(t.requests_subscription, t.requests_topic) for t in team_topics(os.environ)]
         also = {topology.fed_by(topology.requests_topic).name: teams}
-        routes = routes_for(topology.functions, args.project, _endpoints(args.endpoint), also)
+        scheduled = frozenset(s.topic for s in topology.schedules)
+        routes = routes_for(topology.functions, args.project, _endpoints(args.endpoint), also, scheduled)
     except ValueError as exc:
         parser.error(str(exc))
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # before the client starts its threads: they inherit it
