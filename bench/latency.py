@@ -74,7 +74,7 @@ def one_drop(s: Stack, name: str, within_s: float = ENDED_WITHIN_S, paced: list[
     deadline = time.monotonic() + within_s
     # The run is read from stamps, so when it is polled changes no figure; each poll does cost the Firestore
     # emulator and this process CPU the two cores share with the chain being measured (a query every 50 ms from
-    # the drop on took p50 from X to Y ms). The first read waits for about when a run ends.
+    # the drop on). The first read waits for about when a run ends.
     time.sleep(FIRST_POLL_S)
     while time.monotonic() < deadline:
         runs = s.runs_of(uri)

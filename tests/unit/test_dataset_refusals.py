@@ -7,7 +7,10 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from functions.dispatch.dataset_check import HEADER_BYTES, check_dataset
+import pytest
+
+from functions.dispatch.dataset_check import HEADER_BYTES, check_dataset, read_head_ahead
+from functions.errors import TransientError
 from schemas.data_objects import DataObject, objects_digest
 from schemas.run_record import RunState
 from schemas.training_request import parse_training_request
@@ -175,3 +178,51 @@ def test_the_listing_is_written_in_every_job_regions_artifacts_bucket() -> None:
     expected = {dict(regions.artifact_buckets).get(r, regions.output_bucket) for r in regions.job_regions}
     assert sorted(objects.written) == sorted((bucket, name) for bucket in expected)
     assert {"art-eu", "art-asia"} <= expected and len(objects.written) == len(expected)
+
+
+class HeadCountingObjects(FakeObjects):
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads: list[str] = []
+
+    def read_head(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
+        self.heads.append(name)
+        return super().read_head(bucket, name, generation, max_bytes)
+
+
+def test_the_header_read_ahead_is_the_one_the_check_takes_and_it_is_not_read_twice() -> None:
+    objects = HeadCountingObjects()
+    first = objects.put(PREFIX + "part-0.csv", b"tenure,plan,label\n3,b,1\n")
+    second = objects.put(PREFIX + "part-1.csv", b"tenure,plan,churned\n1,a,0\n")
+    carried = request(dataset=_carrying(second, first))
+    ahead = read_head_ahead(carried, objects)
+    assert ahead is not None and ahead.object.name == PREFIX + "part-0.csv", "the shard the check reads: first by name"
+    refusal = check_dataset(carried, objects, SETTINGS, ahead)
+    assert refusal is not None and refusal.code == "missing-label-column"
+    assert objects.heads == [PREFIX + "part-0.csv"], "read once, ahead"
+    # A read ahead of another shard (the request changed since) is not taken for this one.
+    other = read_head_ahead(request(dataset=_carrying(second)), objects)
+    assert other is not None and check_dataset(carried, objects, SETTINGS, other) is not None
+    assert objects.heads.count(PREFIX + "part-0.csv") == 2
+
+
+def test_nothing_is_read_ahead_without_a_list_or_for_a_teams_code() -> None:
+    objects = HeadCountingObjects()
+    shard = objects.put(PREFIX + "part-0.csv", b"tenure,plan,churned\n1,a,0\n")
+    assert read_head_ahead(request(), objects) is None, "no list: the shard is found by listing, in the check"
+    script = request(dataset=_carrying(shard), trainer={"script": "gs://landfall-code/train.py"})
+    assert read_head_ahead(script, objects) is None
+    assert objects.heads == []
+
+
+def test_a_failed_read_ahead_fails_the_check_with_the_reads_own_error() -> None:
+    class Failing(FakeObjects):
+        def read_head(self, bucket: str, name: str, generation: str, max_bytes: int) -> bytes | None:
+            raise TransientError("Cloud Storage: reading the head failed; retried")
+
+    objects = Failing()
+    shard = objects.put(PREFIX + "part-0.csv", b"tenure,plan,churned\n1,a,0\n")
+    carried = request(dataset=_carrying(shard))
+    ahead = read_head_ahead(carried, objects)
+    with pytest.raises(TransientError, match="reading the head failed"):
+        check_dataset(carried, objects, SETTINGS, ahead)

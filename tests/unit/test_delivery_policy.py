@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from deploy.local.bridge import ACK_STATUSES, push_body, retry_delay, routes_for
+from deploy.local.bridge import (
+    ACK_STATUSES,
+    PULLS_IN_FLIGHT,
+    SCHEDULED_PULLS,
+    Pump,
+    push_body,
+    retry_delay,
+    routes_for,
+)
 from deploy.topology import RetryPolicy, TopologyError, load_topology
 
 TOPOLOGY = Path(__file__).resolve().parents[2] / "deploy" / "topology.toml"
@@ -165,6 +174,18 @@ def test_bridge_routes_follow_the_topology_and_refuse_unknown_functions() -> Non
         routes_for(topology.functions, "proj", {"dispach": "http://127.0.0.1:1/"})
 
 
+def test_a_schedules_subscription_is_pulled_by_one_waiting_pull_the_others_by_several() -> None:
+    topology = load_topology()
+    scheduled = frozenset(s.topic for s in topology.schedules)
+    endpoints = {f.name: "http://127.0.0.1:1/" for f in topology.functions}
+    pulls = {r.function: r.pulls for r in routes_for(topology.functions, "proj", endpoints, None, scheduled)}
+    assert pulls["sweep_datasets"] == pulls["reconcile_runs"] == SCHEDULED_PULLS == 1
+    assert pulls["on_object_finalized"] == pulls["dispatch"] == pulls["on_job_event"] == PULLS_IN_FLIGHT > 1
+    (route,) = routes_for(topology.functions, "proj", {"sweep_datasets": "http://127.0.0.1:1/"}, None, scheduled)
+    pump = Pump(route, object(), threading.Event(), lambda _: None)
+    assert len(pump.threads) == 1
+
+
 def test_a_push_to_the_path_of_a_teams_topic_tells_the_function_the_topic(tmp_path: Path) -> None:
     """A team's requests subscription pushes to the dispatcher's /projects/P/topics/T (`landfall deploy`, the local
     bridge): functions-framework makes that the event's source, the message's `topic` (docs/teams.md)."""
@@ -241,7 +262,6 @@ def test_several_pulls_wait_at_once_within_the_bound_and_a_stop_ends_them_at_onc
     import threading
     import time
 
-    from deploy.local.bridge import PULLS_IN_FLIGHT, Pump
     from deploy.topology import load_topology
 
     (route,) = routes_for(

@@ -118,6 +118,28 @@ def test_a_marker_version_waiting_for_data_is_cut_by_the_sweep_too() -> None:
     assert [o.name for o in request.dataset.objects] == ["part-0.csv"]
 
 
+def test_a_markers_first_delivery_lists_the_prefix_once_and_a_waiting_version_lists_again() -> None:
+    """The listing starts beside the outbox read and the stat; a first delivery evaluates it, and a version seen
+    before (a waiting one, completed again) is evaluated on a listing taken after its claim, as always."""
+    w = World(ROUTES)
+    listed: list[str] = []
+    listing = w.objects.list
+
+    def counting(bucket: str, prefix: str) -> Iterator[ObjectInfo]:
+        listed.append(prefix)
+        return listing(bucket, prefix)
+
+    w.objects.list = counting  # type: ignore[method-assign]
+    w.upload("datasets/a/part-0.csv")
+    assert w.upload("datasets/a/_SUCCESS", b"").startswith("published:") and listed == ["datasets/a/"]
+    w.upload("datasets/b/_SUCCESS", b"")  # before its data: the version waits
+    assert w.dataset("datasets/b/")["status"] == "WAITING" and listed == ["datasets/a/", "datasets/b/"]
+    w.objects.put("datasets/b/part-0.csv", at=w.clock.now)
+    again = w.deliver("datasets/b/_SUCCESS", w.objects.objects["datasets/b/_SUCCESS"].generation)
+    assert again.startswith("published:"), "the waiting version is completed on a listing that sees its data"
+    assert listed[2:] == ["datasets/b/", "datasets/b/"], "one beside the reads (not taken), one after the claim"
+
+
 def test_redelivered_marker_is_a_duplicate_and_a_new_generation_is_a_new_version() -> None:
     w = World(ROUTES)
     w.upload("datasets/a/part-0.csv")
