@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
 
-from trainer import checkpoint_io, collectives, storage
+from trainer import collectives, storage
 from trainer.errors import ConfigError
 from trainer.logs import log
 
@@ -77,6 +76,16 @@ class CommitRecord:
                 f"{data.get('format')!r} and lacks {missing}. Point AIP_CHECKPOINT_DIR at a fresh directory."
             )
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _dcp() -> tuple[Any, Any]:
+    """torch.distributed.checkpoint and the bucket's reader and writer, imported by the first save or load: the
+    import costs a second (DTensor's operators), which a run that never checkpoints should not wait for."""
+    import torch.distributed.checkpoint as dcp
+
+    from trainer import checkpoint_io
+
+    return dcp, checkpoint_io
 
 
 class CheckpointStore:
@@ -136,6 +145,7 @@ class CheckpointStore:
         if collectives.rank() == 0:  # what a writer that died at this step left (other ranks' shard files too)
             storage.delete_tree(target)
         collectives.barrier()
+        dcp, checkpoint_io = _dcp()
         dcp.save(shards, storage_writer=checkpoint_io.writer(target), no_dist=not collectives.active())
         collectives.barrier()  # every rank's shard files are complete before the record says so
         if collectives.rank() == 0:
@@ -167,6 +177,7 @@ class CheckpointStore:
     def load_shards(self, step: int, shards: dict[str, Any]) -> None:
         """Fill shards (this rank's state dicts, as templates of the right shapes) in place from the checkpoint,
         whatever the number of processes and strategy that wrote it. Collective."""
+        dcp, checkpoint_io = _dcp()
         dcp.load(shards, storage_reader=checkpoint_io.reader(self.dir(step)), no_dist=not collectives.active())
 
     def prune(self) -> None:

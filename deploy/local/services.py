@@ -143,7 +143,9 @@ def function(name: str, port: int, env: dict[str, str], source: Path = FUNCTIONS
             str(port),
         ],
         port=port,
-        env={"PYTHONPATH": str(REPO_ROOT), **env},
+        # FUNCTION_TARGET, as Cloud Run functions sets it: functions/main.py imports what that entry point uses
+        # when the server starts (WARM_IMPORTS).
+        env={"PYTHONPATH": str(REPO_ROOT), "FUNCTION_TARGET": name, **env},
         ready_probe=http_answers(f"http://{HOST}:{port}/"),
     )
 
