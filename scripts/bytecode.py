@@ -13,10 +13,19 @@ The list, scripts/bytecode_imports.txt (paths relative to site-packages), is wha
     PYTHONPYCACHEPREFIX=/tmp/trace env -u PYTHONDONTWRITEBYTECODE .venv/bin/python scripts/bytecode.py import-all
     .venv/bin/python scripts/bytecode.py trace /tmp/trace > scripts/bytecode_imports.txt
 
+The trainer's own libraries (TRAINER_ONLY: torch, sympy, mpmath, tensorboard; half the list and most of its
+compiling) are compiled by a process of their own, started in the background at low priority once the rest is done:
+no process of the stack or the CLI imports them, and the first trainer starts seconds later, once the stack is up
+and a run submitted; `make install` returns meanwhile. Each file is written whole (compileall writes a temporary
+file and renames it), so a process importing a module it has not reached yet compiles that one in memory, as
+without bytecode.
+
 A module missing from the list still works (the process that imports it compiles it in memory, as before); a listed
 module the lock no longer installs is skipped and counted, so the count says when to trace again (after a lock bump).
 
 Usage: python scripts/bytecode.py [compile]      compile the listed modules of this interpreter's site-packages
+                                                 (TRAINER_ONLY's in the background)
+       python scripts/bytecode.py compile-trainer  compile TRAINER_ONLY's listed modules, here and now
        python scripts/bytecode.py trace DIR      the list, from a PYTHONPYCACHEPREFIX tree
        python scripts/bytecode.py import-all     import every module of Landfall's packages (their static imports)
 """
@@ -35,6 +44,10 @@ from pathlib import Path
 LIST = Path(__file__).with_name("bytecode_imports.txt")
 PACKAGES = ("functions", "schemas", "trainer", "deploy", "landfall")
 """Landfall's own packages (their bytecode is `make test`'s compileall's, not this list's)."""
+TRAINER_ONLY = ("torch/", "sympy/", "mpmath/", "tensorboard/")
+"""Top folders of site-packages that only the trainer's processes import (tests/unit/test_bytecode.py holds the
+stack's and the CLI's imports to it)."""
+BACKGROUND_NICE = 10
 
 
 def site_packages() -> Path:
@@ -83,12 +96,36 @@ def import_all() -> None:
             importlib.import_module(info.name)
 
 
+def trainer_only(path: str) -> bool:
+    return path.startswith(TRAINER_ONLY)
+
+
+def compile_trainer_later() -> None:
+    """Compile TRAINER_ONLY's listed modules in a process of its own, at low priority, not waited for."""
+    import subprocess
+
+    subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "compile-trainer"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # it outlives `make install` and is not stopped with it
+        preexec_fn=lambda: os.nice(BACKGROUND_NICE),
+    )
+
+
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else "compile"
     if command == "compile" and len(argv) <= 1:
-        compiled, missing = compile_listed(site_packages(), listed(LIST.read_text()))
+        paths = listed(LIST.read_text())
+        compiled, missing = compile_listed(site_packages(), [p for p in paths if not trainer_only(p)])
         note = f"; {missing} listed modules not installed (trace again: {LIST.name})" if missing else ""
-        print(f"bytecode: {compiled} imported modules compiled{note}")
+        later = sum(trainer_only(p) for p in paths)
+        print(f"bytecode: {compiled} imported modules compiled{note}; the trainer's {later} compiling in the background")
+        compile_trainer_later()
+        return 0
+    if command == "compile-trainer" and len(argv) == 1:
+        compile_listed(site_packages(), [p for p in listed(LIST.read_text()) if trainer_only(p)])
         return 0
     if command == "trace" and len(argv) == 2:
         print("# site-packages modules the stack, the CLI and the trainer import (traced by scripts/bytecode.py)")

@@ -46,3 +46,10 @@ def test_make_install_compiles_the_list_and_not_all_of_site_packages() -> None:
     recipe = (REPO / "Makefile").read_text().split("$(STAMP):", 1)[1].split("\ninstall:", 1)[0]
     assert "scripts/bytecode.py" in recipe
     assert "--compile-bytecode" not in recipe
+
+
+def test_the_background_compile_takes_the_trainers_folders_and_the_rest_is_compiled_first() -> None:
+    paths = bytecode.listed(bytecode.LIST.read_text())
+    later = [p for p in paths if bytecode.trainer_only(p)]
+    assert "torch/__init__.py" in later and "google/cloud/firestore_v1/__init__.py" not in later
+    assert 0 < len(later) < len(paths)
