@@ -7,7 +7,6 @@ import base64
 import importlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ import functions_framework
 
 from functions import envelopes
 from functions.errors import PermanentError, TransientError
+from functions.settings import function_target
 from schemas.errors import SchemaError
 from schemas.times import parse_timestamp
 
@@ -85,7 +85,7 @@ def _warm(target: str) -> None:
         importlib.import_module(module)
 
 
-_warm(os.environ.get("FUNCTION_TARGET", ""))
+_warm(function_target())
 
 
 def _age(cloud_event: Any) -> timedelta:

@@ -439,3 +439,13 @@ def fault_points_setting(env: Mapping[str, str] | None = None) -> str:
     """LANDFALL_FAULT_POINTS: where the fault campaign makes a function fail (functions/fault_points.py parses it);
     "" (unset) = nowhere. Apart from Settings so that a fault point costs nothing to set up and needs no project."""
     return (os.environ if env is None else env).get(FAULT_POINTS_ENV, "")
+
+
+FUNCTION_TARGET_ENV = "FUNCTION_TARGET"
+
+
+def function_target(env: Mapping[str, str] | None = None) -> str:
+    """FUNCTION_TARGET: the entry point this instance serves, as Cloud Run functions sets it (the local stack too);
+    "" outside a function's server. Apart from Settings: read when functions/main.py is imported, before anything
+    else of the deployment's configuration is needed."""
+    return (os.environ if env is None else env).get(FUNCTION_TARGET_ENV, "")
