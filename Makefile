@@ -12,7 +12,8 @@ STAMP := $(VENV)/.installed
 # no pip.conf: scripts/uv_sources.py passes it pip's find-links, indexes and constraints (else it would pull a
 # multi-GB CUDA torch instead of the local CPU one).
 # Bytecode: only for the modules the stack, the CLI and the trainer import (scripts/bytecode.py compiles the 3,144
-# of scripts/bytecode_imports.txt, traced from `make demo`: 11 CPU-s of compiling; the whole install 25 CPU-s). uv's
+# of scripts/bytecode_imports.txt, traced from `make demo`: 11 CPU-s of compiling; the whole install 25 CPU-s; the
+# trainer's torch, sympy, mpmath and tensorboard in the background at low priority, which no stack process imports). uv's
 # --compile-bytecode compiled all of site-packages (14,501 modules; the install 75-85 CPU-s), most of which no process
 # imports. Without bytecode, with PYTHONDONTWRITEBYTECODE=1 (set on these machines), every process compiles what it
 # imports each time (`import torch` 8 CPU-s instead of 3), and the suite starts hundreds; letting the processes write
