@@ -45,8 +45,8 @@ LIST = Path(__file__).with_name("bytecode_imports.txt")
 PACKAGES = ("functions", "schemas", "trainer", "deploy", "landfall")
 """Landfall's own packages (their bytecode is `make test`'s compileall's, not this list's)."""
 TRAINER_ONLY = ("torch/", "sympy/", "mpmath/", "tensorboard/")
-"""Top folders of site-packages that only the trainer's processes import (tests/unit/test_bytecode.py holds the
-stack's and the CLI's imports to it)."""
+"""Top folders of site-packages that only the trainer's processes import (tests/integration/test_bytecode_split.py
+holds the stack's and the CLI's imports to it)."""
 BACKGROUND_NICE = 10
 
 
@@ -121,7 +121,9 @@ def main(argv: list[str]) -> int:
         compiled, missing = compile_listed(site_packages(), [p for p in paths if not trainer_only(p)])
         note = f"; {missing} listed modules not installed (trace again: {LIST.name})" if missing else ""
         later = sum(trainer_only(p) for p in paths)
-        print(f"bytecode: {compiled} imported modules compiled{note}; the trainer's {later} compiling in the background")
+        print(
+            f"bytecode: {compiled} imported modules compiled{note}; the trainer's {later} compiling in the background"
+        )
         compile_trainer_later()
         return 0
     if command == "compile-trainer" and len(argv) == 1:
