@@ -3,10 +3,10 @@
 metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps",
 "final": {"loss", "accuracy", "perplexity"[, "r2", "rmse"]}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"
 [, "r2", "rmse"]}], "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second",
-"tokens_per_second", "wall_time_seconds", "mfu", "step_seconds", "resumed_from_step", "peak_memory_bytes", "compile_seconds", "warmup",
-["early_stopping": {"min_steps", "patience", "best_loss",
-"best_epoch", "stale", "stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count",
-"total_bytes", "objects_digest", "source", "objects"}} (`data`: the dataset version's objects read,
+"tokens_per_second", "wall_time_seconds", "mfu", "step_seconds", "peak_memory_bytes", "compile_seconds", "warmup",
+"resumed_from_step", ["early_stopping": {"min_steps", "patience", "best_loss", "best_epoch", "stale",
+"stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count", "total_bytes", "objects_digest",
+"source", "objects"}} (`data`: the dataset version's objects read,
 schemas/data_objects.py DataRead; schemas/run_metrics.py reads the warnings and each task's figures).
 Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction, grown on small tables by
 min_held_out: `evaluation.val_fraction` is the share used) at the end of each epoch, or on the training batches when

@@ -243,7 +243,7 @@ def describe(run: RunRecord) -> str:
 
 
 def resumed_lines(metrics: dict[str, Any]) -> list[str]:
-    """"resumed at step N of M" when the run's code resumed from a checkpoint (M: the steps its metrics say it
+    """ "resumed at step N of M" when the run's code resumed from a checkpoint (M: the steps its metrics say it
     reached, left out when they do not say); nothing when it started fresh or does not say."""
     step = resumed_from_step(metrics)
     if not step:

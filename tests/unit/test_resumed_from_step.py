@@ -48,7 +48,7 @@ def test_an_attempt_round_trips_with_and_without_resumed_from_step(step: int | N
 
 
 def test_an_older_attempt_without_the_field_reads_as_unknown() -> None:
-    (refused, created) = _golden_attempts()
+    _refused, created = _golden_attempts()
     assert "resumed_from_step" not in created
     attempts = parse_run_record(copy.deepcopy(GOLDEN)).submission.attempts or ()
     assert [a.resumed_from_step for a in attempts] == [None, None]
