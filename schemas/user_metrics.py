@@ -3,9 +3,9 @@
 built-in trainer's metrics.json. The launcher writes it beside the model (trainer/launcher.py); for a container image,
 which runs without Landfall's launcher, the listener builds it from the model folder's metrics.jsonl.
 
-    {"schema_version": 1, "trainer": "script", "world_size": 4, "steps": 40, "final": {"loss": 0.31, "accuracy": 0.9},
-     "loss_curve": [{"step": 1, "loss": 0.69}, ...], "epochs": [{"epoch": 1, "loss": 0.5, "accuracy": 0.8}, ...],
-     "metric_lines": 40, "skipped_lines": 0, "resumed_from_step": 20}
+    {"schema_version": 1, "trainer": "script", "world_size": 4, "steps": 40, "resumed_from_step": 20,
+     "final": {"loss": 0.31, "accuracy": 0.9}, "loss_curve": [{"step": 1, "loss": 0.69}, ...],
+     "epochs": [{"epoch": 1, "loss": 0.5, "accuracy": 0.8}, ...], "metric_lines": 40, "skipped_lines": 0}
 
 `resumed_from_step` (the step of the checkpoint the code resumed from; 0 when it started fresh) is the last value a
 line gave it, kept beside `steps` rather than in `final`, and absent when no line gave it.
