@@ -19,7 +19,7 @@ from functions.canary_states import canary_job_ended, canary_model_dir, is_runni
 from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
-from functions.records.attempts import AttemptPolicy, capacity_ended
+from functions.records.attempts import AttemptPolicy, capacity_ended, with_resumed_from
 from functions.records.canary import canary_cleared
 from functions.records.failure_reasons import classify
 from functions.records.long_waits import long_wait_closed
@@ -31,7 +31,7 @@ from schemas.errors import SchemaError
 from schemas.fields import Reader
 from schemas.job_view import JobView
 from schemas.money import usd_text
-from schemas.run_metrics import stored_metrics
+from schemas.run_metrics import resumed_from_step, stored_metrics
 from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
@@ -138,7 +138,12 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
         out = _with_job(r, job, ended=target.terminal, now=now)
         if error is not None:
             out = replace(out, error=error)
-        return replace(out.warned(notes), metrics=metrics, data_read=data) if target == RunState.SUCCEEDED else out
+        if target != RunState.SUCCEEDED:
+            return out
+        # the attempt that made this job keeps the step its training resumed from (its metrics, checked)
+        return replace(
+            with_resumed_from(out.warned(notes), resumed_from_step(metrics)), metrics=metrics, data_read=data
+        )
 
     detail = job.error_message or f"Vertex job {job.state}"
     moved = transition(target, now=now, detail=detail, change=change)

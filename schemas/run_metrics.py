@@ -5,6 +5,7 @@ the warnings the trainer put on the run, and each task's own figures.
     "final": {"loss": 0.31, "accuracy": 0.95, ...}            tabular-classification
     "final": {"loss": 0.42, "r2": 0.58, "rmse": 53.1, ...}    tabular-regression (RMSE in the target's units)
     "final": {"loss": 2.1, "perplexity": 8.2, ...}            causal-lm
+    "resumed_from_step": 40                                   the checkpoint's step; 0: it started fresh
 
 The trainer writes the warnings through RunWarning (trainer/sizing.py); the CLI reads them and the figures through
 the functions here, so a renamed field fails here rather than showing as an empty column.
@@ -12,8 +13,9 @@ the functions here, so a renamed field fails here rather than showing as an empt
 Every figure a team's code or a canary reports is checked before Landfall stores or uses it (`figure_problem`): a
 number must be finite and fit in 64 bits, and a figure named in FIGURES (those the planner and the canary's verdict
 read) must be of its type and inside its plausible range. `stored_metrics` is metrics.json as the run keeps it: such
-figures left out, the rest held to schemas/record_bounds.py STORED_BOUNDS, each thing left out or cut said in a note
-that the listener puts on the run's `warnings`.
+figures left out (and a `resumed_from_step` past the `steps` the run reached), the rest held to
+schemas/record_bounds.py STORED_BOUNDS, each thing left out or cut said in a note that the listener puts on the run's
+`warnings`.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ FIGURES: Mapping[str, FigureRule] = MappingProxyType(
         "peak_memory_bytes": FigureRule(True, 0, 2**44, "bytes one process held at most: 16 TiB"),
         "peak_memory_gib": FigureRule(False, 0, 2**14, "GiB one process held at most"),
         "steps": FigureRule(True, 0, 10**12, "optimizer steps"),
+        "resumed_from_step": FigureRule(True, 0, 10**12, "the step of the checkpoint the run resumed from"),
         "step": FigureRule(True, 0, 10**12, "the optimizer step a metrics line is for"),
         "world_size": FigureRule(True, 0, 10**6, "processes"),
         "processes": FigureRule(True, 0, 10**6, "processes"),
@@ -161,6 +164,10 @@ def stored_metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
     what lies past STORED_BOUNDS (schemas/record_bounds.py), and a `warnings` section that run_warnings cannot
     read."""
     kept, notes = bounded_value(metrics, "metrics", check=figure_problem)
+    resumed = _resumed_problem(kept)
+    if resumed is not None:
+        del kept["resumed_from_step"]
+        notes.append(f"metrics.resumed_from_step left out: {resumed}")
     if "warnings" in kept:
         try:
             run_warnings(kept)
@@ -168,6 +175,30 @@ def stored_metrics(metrics: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
             del kept["warnings"]
             notes.append(f"metrics.warnings left out: {exc}")
     return kept, notes
+
+
+def _resumed_problem(metrics: Mapping[str, Any]) -> str | None:
+    """Why the metrics' `resumed_from_step` is not kept (not an integer in its range, or past the `steps` the run
+    reached), or None when it is kept or absent. Unlike other figures, text or true/false is refused too: the run's
+    attempt records it (schemas/run_record.py SubmissionAttempt)."""
+    if "resumed_from_step" not in metrics or (value := metrics["resumed_from_step"]) is None:
+        return None
+    problem = figure_problem("resumed_from_step", value)
+    if problem is not None:
+        return problem
+    steps = metrics.get("steps")
+    if figure_problem("steps", steps) is None and isinstance(steps, int) and value > steps:
+        return f"{value} is past the {steps} steps the run reports it reached"
+    return None
+
+
+def resumed_from_step(metrics: Mapping[str, Any] | None) -> int | None:
+    """The step of the checkpoint the run's code resumed training from (metrics `resumed_from_step`: 0 when it
+    started fresh), or None when its metrics do not say (or say something stored_metrics refuses)."""
+    value = (metrics or {}).get("resumed_from_step")
+    if not isinstance(value, int) or _resumed_problem(metrics or {}) is not None:
+        return None
+    return value
 
 
 def task_figures(task: str, metrics: Mapping[str, Any] | None) -> list[tuple[str, float]]:

@@ -295,6 +295,9 @@ class SubmissionAttempt:
     plan: Plan
     round: int | None = None
     """The round of plans it belonged to (absent from attempts recorded before rounds were noted on them)."""
+    resumed_from_step: int | None = None
+    """The step of the checkpoint the job it created resumed training from, as its metrics said (0: it started
+    fresh); None until its metrics are recorded, or when they do not say."""
 
     @property
     def result(self) -> AttemptOutcome:
@@ -312,7 +315,7 @@ class SubmissionAttempt:
             "at": self.at,
             "outcome": self.outcome,
             "plan": self.plan.to_dict(),
-            **_present({"round": self.round}),
+            **_present({"round": self.round, "resumed_from_step": self.resumed_from_step}),
         }
 
 
@@ -740,6 +743,9 @@ def _attempt(a: Reader, plans: _Plans) -> SubmissionAttempt:
         outcome=a.string("outcome", max_len=_TEXT),
         plan=plans.parse(a.data.get("plan")),
         round=None if a.data.get("round") is None else a.integer("round"),
+        resumed_from_step=None
+        if a.data.get("resumed_from_step") is None
+        else a.integer("resumed_from_step", minimum=0),
     )
 
 

@@ -3,9 +3,12 @@
 built-in trainer's metrics.json. The launcher writes it beside the model (trainer/launcher.py); for a container image,
 which runs without Landfall's launcher, the listener builds it from the model folder's metrics.jsonl.
 
-    {"schema_version": 1, "trainer": "script", "world_size": 4, "steps": 40, "final": {"loss": 0.31, "accuracy": 0.9},
-     "loss_curve": [{"step": 1, "loss": 0.69}, ...], "epochs": [{"epoch": 1, "loss": 0.5, "accuracy": 0.8}, ...],
-     "metric_lines": 40, "skipped_lines": 0}
+    {"schema_version": 1, "trainer": "script", "world_size": 4, "steps": 40, "resumed_from_step": 20,
+     "final": {"loss": 0.31, "accuracy": 0.9}, "loss_curve": [{"step": 1, "loss": 0.69}, ...],
+     "epochs": [{"epoch": 1, "loss": 0.5, "accuracy": 0.8}, ...], "metric_lines": 40, "skipped_lines": 0}
+
+`resumed_from_step` (the step of the checkpoint the code resumed from; 0 when it started fresh) is the last value a
+line gave it, kept beside `steps` rather than in `final`, and absent when no line gave it.
 
 `epochs` comes from the lines that carry an `epoch` number: one entry per epoch, in the order they first appear,
 holding each numeric field's last value in that epoch (the lines of an epoch's steps and of its evaluation merge).
@@ -28,6 +31,11 @@ EPOCHS_KEPT = 100
 """Epochs kept in `epochs` (the last ones)."""
 EPOCH_FIELDS = 16
 """Numeric fields kept per epoch (the first ones an epoch reports, `epoch` included)."""
+
+
+LIFTED = "resumed_from_step"
+"""A field of the lines that describes the run rather than a figure of it: its last value goes to the document's top
+level, where the built-in trainer writes it (schemas/run_metrics.py reads and checks it there)."""
 
 
 def _figure(value: object) -> bool:
@@ -70,6 +78,7 @@ def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, 
         if isinstance(record.get("loss"), int | float):
             step = record.get("step", len(curve))
             curve.append({"step": step if isinstance(step, int | float) else len(curve), "loss": record["loss"]})
+    resumed = {LIFTED: final.pop(LIFTED)} if LIFTED in final else {}
     if len(curve) > CURVE_POINTS:
         stride = len(curve) / CURVE_POINTS
         curve = [curve[int(i * stride)] for i in range(CURVE_POINTS - 1)] + [curve[-1]]
@@ -78,6 +87,7 @@ def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, 
         "trainer": form,
         "world_size": world_size,
         "steps": final.get("step", 0),
+        **resumed,
         "final": {k: v for k, v in final.items() if k != "step"},
         "loss_curve": curve,
         "epochs": list(epochs.values())[-EPOCHS_KEPT:],

@@ -80,6 +80,9 @@ class Session:
     samples_trained: int = 0
     """Global samples trained by this invocation (not counting what a resumed checkpoint had done)."""
     last_checkpoint_step: int | None = None
+    resumed_from_step: int = 0
+    """The step of the checkpoint this invocation resumed from (metrics.json `resumed_from_step`); 0: it started
+    fresh."""
     speed: SpeedSettings | None = None
     """How this process trains fast (trainer/speed.py); None: PyTorch's defaults, nothing compiled."""
     compiled: CompileState | None = None
@@ -187,7 +190,7 @@ def restore(s: Session, store: CheckpointStore, step: int) -> CommitRecord:
         epochs=[EpochResult(**e) for e in record.epochs],
         epoch_sums=_epoch_sums(per_rank, s.env.rank, s.env.world_size),
     )
-    s.last_checkpoint_step = record.step
+    s.last_checkpoint_step = s.resumed_from_step = record.step
     saved = record.early_stopping
     # whether early stopping is on is this run's decision (off where no rank holds the whole model: FSDP)
     holds_weights = s.early.patience > 0

@@ -4,9 +4,9 @@ metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy",
 "final": {"loss", "accuracy", "perplexity"[, "r2", "rmse"]}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"
 [, "r2", "rmse"]}], "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second",
 "tokens_per_second", "wall_time_seconds", "mfu", "step_seconds", "peak_memory_bytes", "compile_seconds", "warmup",
-["early_stopping": {"min_steps", "patience", "best_loss",
-"best_epoch", "stale", "stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count",
-"total_bytes", "objects_digest", "source", "objects"}} (`data`: the dataset version's objects read,
+"resumed_from_step", ["early_stopping": {"min_steps", "patience", "best_loss", "best_epoch", "stale",
+"stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count", "total_bytes", "objects_digest",
+"source", "objects"}} (`data`: the dataset version's objects read,
 schemas/data_objects.py DataRead; schemas/run_metrics.py reads the warnings and each task's figures).
 Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction, grown on small tables by
 min_held_out: `evaluation.val_fraction` is the share used) at the end of each epoch, or on the training batches when
@@ -134,6 +134,7 @@ def metrics_document(
     peak_memory_bytes: int | None = None,
     compile_seconds: float | None = None,
     warmup: dict[str, Any] | None = None,
+    resumed_from_step: int = 0,
 ) -> dict[str, Any]:
     """metrics.json; `final` repeats the figures of the epoch whose weights were saved (kept_epoch, 1-based: the
         best held-out loss under early stopping; by default the last); `batch` says how each optimizer step's global
@@ -143,7 +144,8 @@ def metrics_document(
     the first step with torch.compile'd blocks, compilation included (that step is left out of samples_per_second
     and step_seconds) (None when nothing was compiled, trainer/speed.py);
     `warmup` sets this invocation's first steps apart from the steady ones ({"steps", "seconds", "steady_steps",
-    "steady_seconds", "steady_samples_per_second"}; None when the run had no more steps than that)."""
+    "steady_seconds", "steady_samples_per_second"}; None when the run had no more steps than that);
+    `resumed_from_step` is the step of the checkpoint this invocation resumed from, 0 when it started fresh."""
     kept = next((e for e in epochs if e.epoch == kept_epoch), None) or (epochs[-1] if epochs else None)
     final = kept.to_dict() if kept else {"loss": None, "accuracy": None, "perplexity": None}
     final.pop("epoch", None)
@@ -154,6 +156,7 @@ def metrics_document(
         "strategy": strategy,
         "world_size": world_size,
         "steps": steps,
+        "resumed_from_step": resumed_from_step,
         "final": final,
         "epochs": [e.to_dict() for e in epochs],
         "evaluation": evaluation.to_dict() if evaluation else None,

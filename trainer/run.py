@@ -283,6 +283,7 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         peak_memory_bytes=peak_memory,
         compile_seconds=s.compiled.seconds if s.compiled else None,
         warmup=_warmup(s, global_batch),
+        resumed_from_step=s.resumed_from_step,
     )
 
 

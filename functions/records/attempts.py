@@ -86,6 +86,25 @@ def with_attempts(
     return change
 
 
+JOB_MAKING_KINDS = (AttemptKind.CREATED, AttemptKind.PENDING)
+"""Outcomes of an attempt that may have made the run's (long) job: created, or pending when a recovering dispatcher
+adopted the job it made (a canary's attempt makes the canary's job, whose metrics are not the run's)."""
+
+
+def with_resumed_from(run: RunRecord, step: int | None) -> RunRecord:
+    """The run with `resumed_from_step` set on the attempt that created its current job: the newest attempt in the
+    job's region that may have made it (JOB_MAKING_KINDS). Unchanged when the step is unknown, the run has no
+    current job, or no attempt fits."""
+    attempts = list(run.submission.attempts or ())
+    if step is None or run.vertex is None:
+        return run
+    for i in reversed(range(len(attempts))):
+        if attempts[i].region == run.vertex.region and attempts[i].result.kind in JOB_MAKING_KINDS:
+            attempts[i] = replace(attempts[i], resumed_from_step=step)
+            return replace(run, submission=replace(run.submission, attempts=tuple(attempts)))
+    return run
+
+
 def attempts_summary(run: RunRecord) -> str:
     jobs = run.submission.jobs or ()
     refused = [a for a in run.submission.attempts or () if a.result.kind == AttemptKind.CAPACITY]

@@ -33,7 +33,7 @@ from landfall.words import (
 )
 from schemas.errors import SchemaError
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
-from schemas.run_metrics import installed_packages, run_warnings
+from schemas.run_metrics import FIGURES, installed_packages, resumed_from_step, run_warnings
 from schemas.run_record import RunRecord, RunState, parse_state
 
 TENSORBOARD_HINT = 'TensorBoard event files; README.md "Metrics" says how to open them'
@@ -169,6 +169,7 @@ def describe(run: RunRecord) -> str:
         ]
         shown = [part for part in (final_figures_text(run), ", ".join(pace)) if part]
         lines.append(f"metrics   {', '.join(shown) or 'none reported'}")
+        lines += resumed_lines(metrics)
         if packages := installed_packages(metrics):  # the versions a team's requirements ran with
             lines.append("packages  " + ", ".join(f"{name} {version}" for name, version in packages))
         try:
@@ -239,6 +240,17 @@ def describe(run: RunRecord) -> str:
     if curve:
         lines += ["", curve]
     return "\n".join(lines)
+
+
+def resumed_lines(metrics: dict[str, Any]) -> list[str]:
+    """ "resumed at step N of M" when the run's code resumed from a checkpoint (M: the steps its metrics say it
+    reached, left out when they do not say); nothing when it started fresh or does not say."""
+    step = resumed_from_step(metrics)
+    if not step:
+        return []
+    steps = metrics.get("steps")
+    total = f" of {steps}" if steps is not None and FIGURES["steps"].problem("steps", steps) is None else ""
+    return [f"progress  resumed at step {step}{total}"]
 
 
 def _omitted_line(run: RunRecord) -> str:

@@ -49,6 +49,7 @@ def test_sigkill_mid_run_resumes_from_newest_checkpoint_and_matches_an_uninterru
     resumed_metrics = json.loads((tmp_path / "killed" / "model" / "metrics.json").read_text())
     assert resumed_metrics["epochs"] == whole_metrics["epochs"]
     assert resumed_metrics["steps"] == whole_metrics["steps"]
+    assert (resumed_metrics["resumed_from_step"], whole_metrics["resumed_from_step"]) == (newest, 0)
 
 
 def test_sigterm_checkpoints_fsdp_on_cpu_and_resumes_exactly_and_the_lm_loss_falls(tmp_path: Path) -> None:

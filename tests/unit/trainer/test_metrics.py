@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from schemas.model_presets import GptPreset, get_preset
+from schemas.run_metrics import resumed_from_step, stored_metrics
 from trainer.metrics import EpochResult, flops_per_sample, metrics_document, model_flops_utilisation, peak_flops
 
 
@@ -55,3 +56,23 @@ def test_metrics_document_final_is_the_last_epoch() -> None:
     assert doc["final"] == {"loss": 0.4, "accuracy": 0.97, "perplexity": None}
     assert doc["epochs"][0] == {"epoch": 1, "loss": 0.9, "accuracy": 0.6, "perplexity": None}
     assert (doc["schema_version"], doc["world_size"], doc["steps"]) == (1, 4, 80)
+    assert doc["resumed_from_step"] == 0  # started fresh
+
+
+def test_metrics_document_says_the_step_a_resumed_run_picked_up_from() -> None:
+    doc = metrics_document(
+        task="causal-lm",
+        model="gpt-tiny",
+        strategy="fsdp",
+        world_size=2,
+        steps=80,
+        epochs=[EpochResult(1, 2.0, None, 7.4)],
+        samples_per_second=10.0,
+        tokens_per_second=640.0,
+        wall_time_seconds=3.5,
+        mfu=None,
+        resumed_from_step=48,
+    )
+    assert doc["resumed_from_step"] == 48
+    kept, notes = stored_metrics(doc)  # as the listener keeps it on the run
+    assert kept["resumed_from_step"] == 48 and resumed_from_step(kept) == 48 and notes == []
