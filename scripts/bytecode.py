@@ -121,7 +121,9 @@ def main(argv: list[str]) -> int:
         compiled, missing = compile_listed(site_packages(), [p for p in paths if not trainer_only(p)])
         note = f"; {missing} listed modules not installed (trace again: {LIST.name})" if missing else ""
         later = sum(trainer_only(p) for p in paths)
-        print(f"bytecode: {compiled} imported modules compiled{note}; the trainer's {later} compiling in the background")
+        print(
+            f"bytecode: {compiled} imported modules compiled{note}; the trainer's {later} compiling in the background"
+        )
         compile_trainer_later()
         return 0
     if command == "compile-trainer" and len(argv) == 1:
