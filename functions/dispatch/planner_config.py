@@ -1,7 +1,7 @@
 """The PlannerConfig the dispatcher plans with, from its settings: the default region (ties on price go to it), the
 project's quota overrides over the packaged quotas.json, and the memory and timeout margins. `landfall plan` builds
-the same one, so the CLI plans what the dispatcher would; and the reservations jobs may consume
-(LANDFALL_RESERVATIONS)."""
+the same one, so the CLI plans what the dispatcher would; the reservations jobs may consume (LANDFALL_RESERVATIONS);
+and the job regions, the only ones plans may use (where an artifacts bucket and an image repository are deployed)."""
 
 from __future__ import annotations
 
@@ -37,4 +37,5 @@ def planner_config(
         timeout_margin=settings.timeout_margin if timeout_margin is None else timeout_margin,
         reservations=reservations,
         project=settings.project,
+        job_regions=settings.job_regions,
     )

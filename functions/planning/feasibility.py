@@ -84,7 +84,7 @@ def _reevaluate(
         work = rebuilt if work.calibration is None else calibrated(rebuilt, work.calibration)
     if work.calibration is not None and len(work.calibration.step_scale) != len(space.configs):
         work = dataclasses.replace(work, calibration=None)  # another space (unpinned): its configs differ
-    limits = build_limits(space, inp, now, max_job_hours, ev.limits.memory_margin)
+    limits = build_limits(space, inp, now, max_job_hours, ev.limits.memory_margin, job_regions=ev.limits.job_regions)
     limits = dataclasses.replace(
         limits, reservation=ev.limits.reservation, reservation_required=ev.limits.reservation_required
     )

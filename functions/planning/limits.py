@@ -24,8 +24,13 @@ def image_mask(space: Space, image: ImageSupport) -> np.ndarray:
     return mask
 
 
+def region_allowed(region: str, allowed: tuple[str, ...], job_regions: tuple[str, ...]) -> bool:
+    """A plan may run in region: the request allows it (none named = any) and the deployment has it (none = any)."""
+    return (not allowed or region in allowed) and (not job_regions or region in job_regions)
+
+
 def pick_reservation(
-    space: Space, inp: PlanInput, reservations: tuple[Reservation, ...]
+    space: Space, inp: PlanInput, reservations: tuple[Reservation, ...], job_regions: tuple[str, ...] = ()
 ) -> tuple[Reservation | None, bool]:
     """(the reservation the request may run on, whether the request names it). A named one is the one (plan_request
     checked it is configured); otherwise the first configured one whose machine, GPU kind and region the request
@@ -35,7 +40,7 @@ def pick_reservation(
         return named, named is not None
     for reservation in reservations:
         shapes = [cfg.shape for cfg in space.configs if reservation.matches(cfg.shape)]
-        if not shapes or (inp.regions and reservation.region not in inp.regions):
+        if not shapes or not region_allowed(reservation.region, inp.regions, job_regions):
             continue
         if reservation_problems(reservation, space.catalog):  # a machine or region no plan can use it on
             continue
@@ -52,11 +57,12 @@ def build_limits(
     max_job_hours: float | None,
     memory_margin: float | None = None,
     reservations: tuple[Reservation, ...] = (),
+    job_regions: tuple[str, ...] = (),
 ) -> Limits:
     """Masks for regions, machine kinds and Spot, plus the deadline in hours from `now`, the objective
     (constraints.prefer), the share of GPU memory kept free (None = assumptions.json), Flex-start and the
-    reservation."""
-    region_mask = np.array([not inp.regions or r in inp.regions for r in space.regions])
+    reservation. job_regions: the deployment's (PlannerConfig.job_regions); () = any region."""
+    region_mask = np.array([region_allowed(r, inp.regions, job_regions) for r in space.regions])
     allow = set(inp.gpu_allowlist)
     # kinds in space order, then CPU-only last (space.kind is -1 there); CPU-only only when no allowlist is given
     kind_ok = np.array([not allow or k in allow for k in space.kinds] + [not allow])
@@ -64,7 +70,7 @@ def build_limits(
     a = space.catalog.assumptions
     image = image_support(inp.image_uri, inp.gpu_capabilities)
     job_hours = a.job.max_job_hours if max_job_hours is None else max_job_hours
-    reservation, required = pick_reservation(space, inp, reservations)
+    reservation, required = pick_reservation(space, inp, reservations, job_regions)
     goal = parse_prefer(inp.prefer)  # checked by PlanInput already
     default = float(a.objective.value_of_time_usd_per_hour)
     value = goal if isinstance(goal, float) else default if goal == "" else 0.0
@@ -88,4 +94,5 @@ def build_limits(
         flex_allowed=inp.flex_start == "allowed",
         reservation=reservation,
         reservation_required=required,
+        job_regions=job_regions,
     )

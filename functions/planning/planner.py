@@ -22,6 +22,7 @@ from functions.planning.explain import Candidate, alternatives, candidates, repr
 from functions.planning.feasibility import rejection_text
 from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import JobPolicy
+from functions.planning.job_regions import undeployed_rejection
 from functions.planning.limits import build_limits
 from functions.planning.measured import MeasuredFigures
 from functions.planning.pins import pin_of, pin_problems
@@ -58,6 +59,9 @@ class PlannerConfig:
     """Compute Engine reservations plans may run on (LANDFALL_RESERVATIONS); a request may name one."""
     project: str = ""
     """The project jobs run in: a reservation's resource name is projects/PROJECT/zones/ZONE/reservations/NAME."""
+    job_regions: tuple[str, ...] = ()
+    """Regions with a deployed artifacts bucket and image repository (Settings.job_regions): plans and fallbacks
+    run only there (functions/planning/job_regions.py); () = every region of the catalog."""
 
     def __post_init__(self) -> None:
         if self.memory_margin is not None and not 0 <= self.memory_margin < 1:
@@ -171,7 +175,9 @@ def plan_request(
         raise PlanInputError("; ".join(problems))
     space = space_for(catalog, config.quotas or load_quotas(), config.default_region, pin_of(request))
     work = build_workload(request, catalog.assumptions)
-    limits = build_limits(space, request, now, config.max_job_hours, config.memory_margin, config.reservations)
+    limits = build_limits(
+        space, request, now, config.max_job_hours, config.memory_margin, config.reservations, config.job_regions
+    )
     ev = evaluate(space, work, limits)
     calibration = calibrate(ev, measured) if measured else None
     if calibration is not None:
@@ -179,10 +185,17 @@ def plan_request(
     objective = objective_text(request, limits)
     best = ev.best()
     if best is None:
+        undeployed = undeployed_rejection(
+            request.regions,
+            config.job_regions,
+            catalog_regions=space.regions,
+            default_region=config.default_region,
+            project=config.project,
+        )
         return PlanOutcome(
             plan=None,
             fallbacks=(),
-            rejection=rejection_text(ev, request, now, config.max_job_hours),
+            rejection=undeployed or rejection_text(ev, request, now, config.max_job_hours),
             objective=objective,
             evaluation=ev,
         )

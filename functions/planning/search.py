@@ -52,7 +52,7 @@ class Limits:
     """The request's constraints in array form, for one space."""
 
     region_mask: np.ndarray
-    """[region]: allowed by the request."""
+    """[region]: allowed by the request and among job_regions."""
     config_allowed: np.ndarray
     """[config]: machine kind allowed (GPU allowlist; CPU-only only when the allowlist is empty)."""
     max_gpus: int
@@ -84,6 +84,9 @@ class Limits:
     """value_of_time is assumptions.json's default (constraints.prefer left out)."""
     value_text: str = ""
     """value_of_time as the explanations write it: "$50", "$12.50"."""
+    job_regions: tuple[str, ...] = ()
+    """Regions with a deployed artifacts bucket and image repository (PlannerConfig.job_regions): no plan leaves
+    them, whatever a relaxed request would allow; () = every region of the catalog."""
 
     def score(self, hours: Any, cost: Any) -> tuple[Any, Any]:
         """(objective, tiebreak) of candidates with these hours and costs (arrays or numbers): hours then cost when

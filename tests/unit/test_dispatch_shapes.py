@@ -129,6 +129,8 @@ def test_quota_overrides_and_the_default_region_reach_the_dispatcher_s_planner(m
         {
             **BASE,
             "LANDFALL_DEFAULT_REGION": "europe-west4",
+            # job regions with H100 quota and without: the quota decides, not the deployment
+            "LANDFALL_ARTIFACT_BUCKETS": "us-central1=a-us,us-east4=a-use4,europe-west4=a-eu",
             "LANDFALL_QUOTAS": json.dumps(no_h100),
             "LANDFALL_MEMORY_MARGIN": "0.2",
             "LANDFALL_TIMEOUT_MARGIN": "2",
