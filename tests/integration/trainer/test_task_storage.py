@@ -32,6 +32,7 @@ METRIC_KEYS = {
     "data",
     "compile_seconds",
     "warmup",
+    "resumed_from_step",
 }
 
 
@@ -39,6 +40,7 @@ def _check_metrics(metrics: dict, epochs: int) -> None:
     assert set(metrics) == METRIC_KEYS
     assert metrics["schema_version"] == 1 and metrics["task"] == "tabular-classification"
     assert metrics["world_size"] == 1 and metrics["steps"] > 0
+    assert metrics["resumed_from_step"] == 0, "a run that started fresh"
     assert [e["epoch"] for e in metrics["epochs"]] == list(range(1, epochs + 1))
     assert metrics["final"] == {k: metrics["epochs"][-1][k] for k in ("loss", "accuracy", "perplexity")}
     assert metrics["samples_per_second"] > 0 and metrics["wall_time_seconds"] > 0
