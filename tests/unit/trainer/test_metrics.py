@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from schemas.model_presets import GptPreset, get_preset
@@ -60,19 +62,10 @@ def test_metrics_document_final_is_the_last_epoch() -> None:
 
 
 def test_metrics_document_says_the_step_a_resumed_run_picked_up_from() -> None:
-    doc = metrics_document(
-        task="causal-lm",
-        model="gpt-tiny",
-        strategy="fsdp",
-        world_size=2,
-        steps=80,
-        epochs=[EpochResult(1, 2.0, None, 7.4)],
-        samples_per_second=10.0,
-        tokens_per_second=640.0,
-        wall_time_seconds=3.5,
-        mfu=None,
-        resumed_from_step=48,
-    )
+    fields: dict[str, Any] = {"task": "causal-lm", "model": "gpt-tiny", "strategy": "fsdp", "world_size": 2}
+    rates: dict[str, Any] = {"samples_per_second": 10.0, "tokens_per_second": 640.0, "wall_time_seconds": 3.5}
+    epochs = [EpochResult(1, 2.0, None, 7.4)]
+    doc = metrics_document(**fields, steps=80, epochs=epochs, **rates, mfu=None, resumed_from_step=48)
     assert doc["resumed_from_step"] == 48
     kept, notes = stored_metrics(doc)  # as the listener keeps it on the run
     assert kept["resumed_from_step"] == 48 and resumed_from_step(kept) == 48 and notes == []
