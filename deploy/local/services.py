@@ -11,6 +11,7 @@ from pathlib import Path
 from deploy.local.bridge import READY_LINE as BRIDGE_READY_LINE
 from deploy.local.processes import ServiceSpec, StackError, http_answers
 from deploy.local.scheduler import READY_LINE as SCHEDULER_READY_LINE
+from deploy.local.storage_front import READY_LINE as STORAGE_FRONT_READY_LINE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SDK_PLATFORM = Path("/usr/lib/google-cloud-sdk/platform")
@@ -115,6 +116,18 @@ def storage(
         port=port,
         env=env,
         ready_probe=http_answers(f"http://{HOST}:{port}/storage/v1/b"),
+    )
+
+
+def storage_front(port: int, *, upstream: str) -> ServiceSpec:
+    """What `gcloud storage` talks to (deploy/local/storage_front.py): fake-gcs-server at upstream, plus the bucket's
+    storage layout, which gcloud reads before a recursive or wildcard copy and fake-gcs-server does not serve."""
+    return ServiceSpec(
+        name="storage_front",
+        argv=[sys.executable, "-m", "deploy.local.storage_front", "--port", str(port), "--upstream", upstream],
+        port=port,
+        env={"PYTHONPATH": str(REPO_ROOT)},
+        ready_log_line=STORAGE_FRONT_READY_LINE,
     )
 
 

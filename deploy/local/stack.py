@@ -19,7 +19,7 @@ from deploy.topology import Topology, load_topology
 
 STAGES = (
     ("pubsub", "firestore"),
-    ("storage", "vertex", *(route.name for route in load_topology().functions)),
+    ("storage", "storage_front", "vertex", *(route.name for route in load_topology().functions)),
     ("bridge", "scheduler"),
 )
 """`up` starts each group at once, the groups in order. Topics and subscriptions are created after the first group
@@ -134,9 +134,10 @@ def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
         "LANDFALL_VERTEX_ENDPOINT": f"{services.HOST}:{ports['vertex']}",
         "LANDFALL_LANDING_BUCKET": topology.bucket,
         "LANDFALL_CODE_BUCKET": topology.code_bucket,
-        # So that `gcloud storage cp FILE gs://...` reaches fake-gcs-server and `gcloud pubsub ...` (publish, pull the
-        # dead letters) the Pub/Sub emulator, without credentials.
-        "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{storage}/storage/v1/",
+        # So that `gcloud storage cp [-r] ... gs://...` reaches fake-gcs-server (through the front that serves what
+        # gcloud asks and fake-gcs-server does not) and `gcloud pubsub ...` (publish, pull the dead letters) the
+        # Pub/Sub emulator, without credentials.
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"http://{services.HOST}:{ports['storage_front']}/storage/v1/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_PUBSUB": f"http://{services.HOST}:{ports['pubsub']}/",
         "CLOUDSDK_AUTH_DISABLE_CREDENTIALS": "true",
         "CLOUDSDK_CORE_PROJECT": topology.project_id,
@@ -197,6 +198,8 @@ class _Plan:
                 pubsub_host=self.current.env["PUBSUB_EMULATOR_HOST"],
                 root=root,
             )
+        if name == "storage_front":
+            return services.storage_front(ports[name], upstream=f"http://{services.HOST}:{ports['storage']}")
         if name == "vertex":
             images = self.current.service_env.get(VERTEX_IMAGES_ENV)
             faults = self.current.service_env.get(VERTEX_FAULTS_ENV)
