@@ -115,6 +115,15 @@ def measurement_id_for(workload: str, machine_type: str, accelerator_count: int,
     return f"{workload}-{machine_type}-{accelerator_count}x{nodes}-{digest}"
 
 
+def estimate_error_text(error: float) -> str:
+    """An estimate's error ((estimate - actual) / actual) in words, so its direction cannot be misread: "estimate
+    743 % long" (the run took far less time than planned), "estimate 5 % short" (it took longer), "estimate on
+    time" within half a percent."""
+    if abs(error) < 0.005:
+        return "estimate on time"
+    return f"estimate {abs(error):.0%} {'long' if error > 0 else 'short'}"
+
+
 @dataclass(frozen=True)
 class EstimateCheck:
     """One finished run's plan estimate beside its actual duration."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from functions.planning.errors import PlanInputError
 from functions.planning.measured import MeasuredFigures
-from schemas.measurement import EstimateCheck, Measurement, image_of, workload_key, workload_label
+from schemas.measurement import EstimateCheck, Measurement, estimate_error_text, image_of, workload_key, workload_label
 from schemas.run_metrics import checked_figure
 from schemas.run_record import RunRecord, RunState
 
@@ -218,11 +218,11 @@ def estimate_summary(measurements: Iterable[Measurement]) -> list[str]:
             mean_abs = sum(abs(x) for x in errors) / len(errors)
             lines.append(
                 f"{len(errors)} past run{'s' if len(errors) > 1 else ''} planned {label}: estimate off by "
-                f"{mean_abs:.0%} on average (worst {max(errors, key=abs):+.0%})"
+                f"{mean_abs:.0%} on average (worst: {estimate_error_text(max(errors, key=abs))})"
             )
     for m, e in checks[-5:]:
         lines.append(
             f"  {e.run_id}: {m.machine_type} estimated {e.estimated_seconds:,.0f} s, took {e.actual_seconds:,.0f} s "
-            f"({e.error:+.0%}; {'measured' if e.from_measured else 'modelled'})"
+            f"({estimate_error_text(e.error)}; {'measured' if e.from_measured else 'modelled'})"
         )
     return lines

@@ -32,6 +32,7 @@ from landfall.words import (
     wait_lines,
 )
 from schemas.errors import SchemaError
+from schemas.measurement import estimate_error_text
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
 from schemas.run_metrics import FIGURES, installed_packages, resumed_from_step, run_warnings
 from schemas.run_record import RunRecord, RunState, parse_state
@@ -186,7 +187,7 @@ def describe(run: RunRecord) -> str:
         error = (run.timings.estimated_seconds - run.timings.run_seconds) / run.timings.run_seconds
         lines.append(
             f"time      estimated {fmt_value(run.timings.estimated_seconds)} s, "
-            f"actual {fmt_value(run.timings.run_seconds)} s ({error:+.0%})"
+            f"actual {fmt_value(run.timings.run_seconds)} s ({estimate_error_text(error)})"
         )
     if run.artifacts is not None:
         lines.append(f"model     {run.artifacts.model_dir}")

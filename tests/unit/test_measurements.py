@@ -167,9 +167,9 @@ def test_landfall_plan_summary_says_how_far_past_estimates_were() -> None:
         estimates=(EstimateCheck("r2", 114.0, 120.0, True, "2026-11-02T00:00:00Z"),),
     )
     lines = estimate_summary([modelled.merged(learned)])
-    assert lines[0] == "1 past run planned from the model: estimate off by 50% on average (worst -50%)"
-    assert lines[1] == "1 past run planned from measured figures: estimate off by 5% on average (worst -5%)"
-    assert "r2: n2-standard-8 estimated 114 s, took 120 s (-5%; measured)" in lines[-1]
+    assert lines[0] == "1 past run planned from the model: estimate off by 50% on average (worst: estimate 50% short)"
+    assert lines[1] == "1 past run planned from measured figures: estimate off by 5% on average (worst: estimate 5% short)"
+    assert "r2: n2-standard-8 estimated 114 s, took 120 s (estimate 5% short; measured)" in lines[-1]
     assert estimate_summary([]) == []
 
 
@@ -178,7 +178,16 @@ def test_landfall_run_shows_the_estimate_beside_the_actual_time() -> None:
 
     w, _ = succeeded()
     text = describe(w.run())
-    assert f"time      estimated {PLAN.estimated_hours * 3600:.4g} s, actual 1800 s (" in text
+    assert f"time      estimated {PLAN.estimated_hours * 3600:.4g} s, actual 1800 s (estimate " in text
+
+
+def test_an_estimate_error_says_its_direction_in_words() -> None:
+    from schemas.measurement import estimate_error_text
+
+    # a local-stack run planned with the modelled 300 s start-up and done in 38 s: the estimate was long, not the run
+    assert estimate_error_text((320 - 38) / 38) == "estimate 742% long"
+    assert estimate_error_text((114 - 120) / 120) == "estimate 5% short"
+    assert estimate_error_text(0.001) == "estimate on time"
 
 
 def test_the_run_records_its_steps_beside_the_models_and_the_planner_gets_both() -> None:
