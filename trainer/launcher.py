@@ -245,6 +245,7 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
     from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
     from trainer import storage
     from trainer.checkpoint_folder import CHECKPOINT_DIR_ENV, save_checkpoints, stage_checkpoints
+    from trainer.cpu_rehearsal import rehearsal_env
     from trainer.user_code import GCS_MOUNT, environment_facts, fetch, install, new_workdir, publish_model, stage
     from trainer.user_results import classify_exit
 
@@ -266,7 +267,7 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
     }
     command = [python, str(script)] if script is not None else [python, "-m", code.module]
     result = NodeRun()
-    status = run_node(topology, argv, {**environ, **contract}, command=command, result=result)
+    status = run_node(topology, argv, {**environ, **contract, **rehearsal_env(environ)}, command=command, result=result)
     save_checkpoints(checkpoints)  # however the code ended: a failed or preempted attempt's are what a resume needs
     model_uri = environ.get("AIP_MODEL_DIR", "")
     if status == 0:

@@ -13,7 +13,9 @@ cannot. So a replica gets, of the emulator's environment, only:
 - STORAGE_EMULATOR_HOST: the stand-in for the job's Cloud Storage credentials, so that it reads and writes gs:// on
   the local stack as a job on Vertex reads its buckets;
 - coverage's variables (COVERAGE_*, COV_CORE_*), so that the test suite measures the trainer's processes too;
-- the trainer's test hook (trainer/fault_hooks.py OOM_VARIABLE), which the end-to-end suite sets on the stack.
+- the trainer's test hook (trainer/fault_hooks.py OOM_VARIABLE), which the end-to-end suite sets on the stack;
+- the CPU rehearsal switch (trainer/cpu_rehearsal, LANDFALL_CPU_REHEARSAL): `LANDFALL_CPU_REHEARSAL=1 landfall up`
+  runs a team's CUDA-only code on the CPU; it never reaches a job on Vertex.
 
 Everything else (FIRESTORE_EMULATOR_HOST, PUBSUB_EMULATOR_HOST, LANDFALL_VERTEX_ENDPOINT, LANDFALL_TEAMS_FILE, the
 other LANDFALL_* settings, CLOUDSDK_*, GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_CLOUD_PROJECT: the trainer takes the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from trainer.cpu_rehearsal import REHEARSAL_ENV
 from trainer.fault_hooks import OOM_VARIABLE
 
 PASSED: frozenset[str] = frozenset(
@@ -56,6 +59,7 @@ PASSED: frozenset[str] = frozenset(
         "CURL_CA_BUNDLE",
         "STORAGE_EMULATOR_HOST",
         OOM_VARIABLE,
+        REHEARSAL_ENV,
     }
 )
 """Variables a replica gets from the emulator's environment, by name."""

@@ -168,7 +168,9 @@ def test_landfall_plan_summary_says_how_far_past_estimates_were() -> None:
     )
     lines = estimate_summary([modelled.merged(learned)])
     assert lines[0] == "1 past run planned from the model: estimate off by 50% on average (worst: estimate 50% short)"
-    assert lines[1] == "1 past run planned from measured figures: estimate off by 5% on average (worst: estimate 5% short)"
+    assert (
+        lines[1] == "1 past run planned from measured figures: estimate off by 5% on average (worst: estimate 5% short)"
+    )
     assert "r2: n2-standard-8 estimated 114 s, took 120 s (estimate 5% short; measured)" in lines[-1]
     assert estimate_summary([]) == []
 

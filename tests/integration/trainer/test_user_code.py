@@ -254,3 +254,38 @@ def test_a_folder_s_module_named_like_a_standard_one_does_not_replace_it_while_t
     done = launch(tmp_path / "run", archive, "--flag", "x")
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "run" / "out" / "model" / "said.txt").read_text() == "from the sibling --flag x"
+
+
+def test_a_cuda_only_script_stops_without_cuda_and_runs_unchanged_under_the_cpu_rehearsal(tmp_path: Path) -> None:
+    script = EXAMPLES / "cuda_only_script" / "train.py"
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "rehearsed").mkdir()
+    plain = launch(tmp_path / "plain", script, nproc=2)
+    assert plain.returncode != 0
+    assert "NCCL" in (tmp_path / "plain" / "out" / "model" / "failure.json").read_text()
+
+    rehearsed = launch(tmp_path / "rehearsed", script, "--epochs", "3", nproc=2, LANDFALL_CPU_REHEARSAL="1")
+    assert rehearsed.returncode == 0, rehearsed.stderr[-3000:]
+    assert "LANDFALL_CPU_REHEARSAL=1: CUDA devices run on the CPU" in rehearsed.stderr
+    model = tmp_path / "rehearsed" / "out" / "model"
+    metrics = json.loads((model / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and [p["step"] for p in metrics["loss_curve"]] == [1, 2, 3]
+    assert (model / "model.pt").stat().st_size > 0
+
+
+def test_the_rehearsal_site_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None:
+    from trainer.cpu_rehearsal import SITE_FOLDER
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['SHADOWED_RAN'] = '1'\n")
+    env = trainer_env(PYTHONPATH=f"{SITE_FOLDER}:{other}", LANDFALL_CPU_REHEARSAL="1")
+    code = (
+        "import os, torch; "
+        "print(os.environ.get('SHADOWED_RAN'), torch.ones(1).to(0).device, torch.zeros(1, device='cuda:1').device)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "cpu", "cpu"]
