@@ -48,7 +48,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from deploy.local.processes import StackError
     from landfall.commands.runs import describe
     from landfall.stack_env import load_stack_env
-    from landfall.synthetic import separable_csv_shards
+    from landfall.synthetic import demo_csv_shards
 
     began = time.monotonic()
     if not args.quiet:
@@ -63,7 +63,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from functions.settings import get_settings
 
     prefix = f"{get_settings().dataset_prefix}demo-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S-%f')}/"
-    shards = separable_csv_shards(shards=args.shards, rows_per_shard=args.rows)
+    shards = demo_csv_shards(shards=args.shards, rows_per_shard=args.rows)
     generation = upload_dataset(bucket, prefix, shards)
     run_id = run_id_for(f"gcs:{bucket}/{prefix}:{generation}")
     if not args.quiet:
