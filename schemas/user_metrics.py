@@ -7,6 +7,14 @@ which runs without Landfall's launcher, the listener builds it from the model fo
      "final": {"loss": 0.31, "accuracy": 0.9}, "loss_curve": [{"step": 1, "loss": 0.69}, ...],
      "epochs": [{"epoch": 1, "loss": 0.5, "accuracy": 0.8}, ...], "metric_lines": 40, "skipped_lines": 0}
 
+A line may say which phase of the run it reports with `"phase"`: `"train"` (the default: the run's own figures) or
+`"champion"` (the route's production model scored by the code on the same held-out rows). A champion line's fields
+go to the document's `champion` section, `{"version": ..., "final": {...}}`, as the built-in trainer writes it, and
+never into `final`, `epochs` or the loss curve: the code may score both models with the same function and log the
+same names (`accuracy`, `test_loss`) for each. Its `version` (or `champion_version`) names the champion scored (the
+LANDFALL_CHAMPION_MODEL_VERSION the job was given). A line with any other phase is skipped and counted in
+`skipped_lines`, so that a misspelt phase never overwrites the run's figures.
+
 `resumed_from_step` (the step of the checkpoint the code resumed from; 0 when it started fresh) is the last value a
 line gave it, kept beside `steps` rather than in `final`, and absent when no line gave it.
 
@@ -33,6 +41,13 @@ EPOCH_FIELDS = 16
 """Numeric fields kept per epoch (the first ones an epoch reports, `epoch` included)."""
 
 
+PHASE_FIELD = "phase"
+TRAIN_PHASE, CHAMPION_PHASE = "train", "champion"
+PHASES = (TRAIN_PHASE, CHAMPION_PHASE)
+"""The values `phase` may take in a metrics line (absent = TRAIN_PHASE)."""
+CHAMPION_VERSION_FIELDS = ("version", "champion_version")
+"""Fields of a champion line that name the version scored (the first one present wins)."""
+
 LIFTED = "resumed_from_step"
 """A field of the lines that describes the run rather than a figure of it: its last value goes to the document's top
 level, where the built-in trainer writes it (schemas/run_metrics.py reads and checks it there)."""
@@ -58,6 +73,7 @@ def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, 
     """metrics.json from the code's JSON lines: `final` holds each field's last value, `loss_curve` the (step,
     loss) pairs, `steps` the last step. Lines that are not JSON objects are counted and skipped."""
     final: dict[str, Any] = {}
+    champion: dict[str, Any] = {}
     curve: list[dict[str, float]] = []
     epochs: dict[float, dict[str, Any]] = {}
     skipped = lines = 0
@@ -70,8 +86,12 @@ def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, 
         except ValueError:
             skipped += 1
             continue
-        if not isinstance(record, dict):
+        phase = record.pop(PHASE_FIELD, TRAIN_PHASE) if isinstance(record, dict) else None
+        if not isinstance(record, dict) or phase not in PHASES:
             skipped += 1
+            continue
+        if phase == CHAMPION_PHASE:
+            champion.update({k: v for k, v in record.items() if isinstance(v, int | float | str | bool)})
             continue
         final.update({k: v for k, v in record.items() if isinstance(v, int | float | str | bool)})
         _add_epoch(epochs, record)
@@ -93,4 +113,16 @@ def metrics_document(text: str, *, form: str, world_size: int = 0) -> dict[str, 
         "epochs": list(epochs.values())[-EPOCHS_KEPT:],
         "metric_lines": lines,
         "skipped_lines": skipped,
+        **_champion_section(champion),
     }
+
+
+def _champion_section(fields: dict[str, Any]) -> dict[str, Any]:
+    """{"champion": {"version", "final"}} from the champion lines' fields; {} when there were none."""
+    if not fields:
+        return {}
+    version = next((str(fields.pop(k)) for k in CHAMPION_VERSION_FIELDS if k in fields), "")
+    for key in CHAMPION_VERSION_FIELDS:
+        fields.pop(key, None)
+    fields.pop("step", None)
+    return {"champion": {"version": version, "final": fields}}

@@ -185,3 +185,29 @@ def test_every_place_money_is_printed_says_it_the_same_way() -> None:
     assert "cost      estimated $0.0312, actual $0.0031" in runs.describe(run)
     assert (run_row(run)["est_cost"], run_row(run)["cost"]) == ("$0.0312", "$0.0031")
     assert cost_text(0.0031) == price_text(0.0031) == spend_text(0.0031) == "$0.0031"
+
+
+def test_champion_lines_keep_the_champion_s_figures_apart_from_the_run_s_whatever_their_names() -> None:
+    from functions.records.model_registration import scores
+
+    text = "\n".join(
+        json.dumps(line)
+        for line in (
+            {"epoch": 1, "step": 10, "loss": 0.6, "accuracy": 0.71, "test_loss": 0.55},
+            {"epoch": 2, "step": 20, "loss": 0.4, "accuracy": 0.83, "test_loss": 0.41},
+            # the script's own test() run on the champion, logging the same names
+            {"phase": "champion", "accuracy": 0.78, "test_loss": 0.47, "version": "models/7@3"},
+            {"phase": "champoin", "accuracy": 0.01},  # misspelt: skipped, never the run's figure
+        )
+    )
+    doc = metrics_document(text, form="script")
+    assert doc["final"]["accuracy"] == 0.83 and doc["final"]["test_loss"] == 0.41
+    assert [e["accuracy"] for e in doc["epochs"]] == [0.71, 0.83]
+    assert doc["champion"] == {"version": "models/7@3", "final": {"accuracy": 0.78, "test_loss": 0.47}}
+    assert doc["skipped_lines"] == 1 and doc["metric_lines"] == 4
+    assert scores(doc, "accuracy") == (0.83, 0.78, "models/7@3")
+
+
+def test_without_champion_lines_there_is_no_champion_section() -> None:
+    doc = metrics_document(json.dumps({"step": 1, "loss": 0.5}), form="script")
+    assert "champion" not in doc
