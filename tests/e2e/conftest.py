@@ -45,6 +45,8 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     mapped[PROMOTION_IMAGE] = [sys.executable, str(Path(__file__).with_name("promotion_trainer.py"))]
     mapped[HOSTILE_IMAGE] = [sys.executable, str(Path(__file__).with_name("hostile_trainer.py"))]
     images.write_text(json.dumps(mapped))
+    routes = state_dir / "routes.toml"  # a copy the suite may edit while the stack runs (routes_file)
+    routes.write_text(ROUTES_FILE.read_text())
     saved = dict(os.environ)
     # Inherited by every function process: test routes and teams (teams.toml: two teams under own-image/ only), a
     # one-second sweep schedule, the extra bucket.
@@ -56,7 +58,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
     # A run planned past an hour runs a canary first (the canary/ route's; every other route plans minutes).
     os.environ.update(
         {
-            "LANDFALL_ROUTES_FILE": str(ROUTES_FILE),
+            "LANDFALL_ROUTES_FILE": str(routes),
             "LANDFALL_TEAMS_FILE": str(ROUTES_FILE.with_name("teams.toml")),
             "LANDFALL_SWEEP_EVERY_SECONDS": "1",
             "LANDFALL_ALLOWED_BUCKETS": f"landfall-landing,{EXTRA_BUCKET}",
@@ -78,6 +80,17 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
         os.environ.clear()
         os.environ.update(saved)
         clear_function_caches()
+
+
+@pytest.fixture()
+def routes_file(local_stack: stack.StackInfo) -> Iterator[Path]:
+    """The running stack's routes file (a copy of tests/e2e/routes.toml), put back as it was after the test."""
+    path = Path(os.environ["LANDFALL_ROUTES_FILE"])
+    kept = path.read_text()
+    try:
+        yield path
+    finally:
+        path.write_text(kept)
 
 
 @pytest.fixture(scope="package")
