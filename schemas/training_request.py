@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -161,6 +162,10 @@ class TrainingRequest:
     """The team's own training code (schemas/trainer_spec.py); empty = Landfall's built-in trainer."""
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     """The size of an own trainer's work, for the planner; all zero = not given."""
+    checkpoint_lineage: str = ""
+    """The run whose checkpoint folder this run resumes from and writes to (a retry's: the first run of its line,
+    `runs/RUN/checkpoints/`), so that a retry goes on from the newest checkpoint of every run before it; "" = the run's
+    own folder (a first run, or `landfall retry --from-scratch`). Only with retry_of."""
 
     @property
     def run_id(self) -> str:
@@ -177,6 +182,8 @@ class TrainingRequest:
                 del data[name]
         if not self.constraints.prefer:  # the default objective: absent, as before the field existed
             del data["constraints"]["prefer"]
+        if not self.checkpoint_lineage:  # absent, as before the field existed
+            del data["checkpoint_lineage"]
         return data
 
     def to_json(self) -> bytes:
@@ -319,8 +326,31 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         retry_of=r.string("retry_of", "", max_len=64),
         trainer=trainer,
         workload=parse_workload(r.optional_obj("workload")),
+        checkpoint_lineage=_lineage(r),
     )
     return request if key else replace(request, idempotency_key=content_key(request))
+
+
+RUN_ID_SHAPE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+"""A run id as it may name a folder: lowercase letters, digits and dashes (run_id_for gives run- and 20 hex digits),
+so that no value reaches outside `runs/` (no `/`, no `..`)."""
+
+
+def _lineage(r: Reader) -> str:
+    lineage = r.string("checkpoint_lineage", "", max_len=64)
+    if lineage and not RUN_ID_SHAPE.fullmatch(lineage):
+        raise SchemaError(
+            f"{lineage!r} is not a run id (lowercase letters, digits and dashes, e.g. run- and 20 hex digits as "
+            "`landfall runs` shows them); leave it out to start from the run's own checkpoints",
+            field="checkpoint_lineage",
+        )
+    if lineage and not r.data.get("retry_of"):
+        raise SchemaError(
+            "a run resumes another run's checkpoints only as its retry: set retry_of too (`landfall retry RUN_ID` "
+            "does both), or leave checkpoint_lineage out",
+            field="checkpoint_lineage",
+        )
+    return lineage
 
 
 def _prefer(c: Reader) -> str:

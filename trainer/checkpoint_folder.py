@@ -46,8 +46,11 @@ def _signature(path: Path) -> tuple[int, int]:
 
 def stage_checkpoints(environ: Mapping[str, str], workdir: Path, mount: str) -> CheckpointFolder:
     """The checkpoint folder for this node: AIP_CHECKPOINT_DIR's FUSE path where the mount shows it; else a local
-    folder under workdir holding a copy of what AIP_CHECKPOINT_DIR holds (an empty one when the job names none)."""
-    uri = environ.get(AIP_CHECKPOINT_ENV, "")
+    folder under workdir holding a copy of what AIP_CHECKPOINT_DIR holds (an empty one when the job names none). A
+    job that gives LANDFALL_CHECKPOINT_DIR as gs:// (a retry going on from its line's folder) means that folder
+    instead of AIP_CHECKPOINT_DIR."""
+    line = environ.get(CHECKPOINT_DIR_ENV, "")  # a retry's line's folder (gs://), set by the job
+    uri = line if line.startswith("gs://") else environ.get(AIP_CHECKPOINT_ENV, "")
     if uri.startswith("gs://") and os.path.isdir(mount):
         return CheckpointFolder(f"{mount}/{uri.removeprefix('gs://')}")
     local = workdir / "checkpoints"

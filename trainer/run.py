@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from schemas.model_presets import GptPreset, Preset, get_preset
+from schemas.trainer_spec import CHECKPOINT_DIR_ENV
 from schemas.vocabulary import FSDP_STRATEGIES
 from trainer import collectives, storage
 from trainer.canary import canary_mode, finish_canary
@@ -159,7 +160,8 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     # rank have (ddp, zero1)
     stops = tabular and bool(held_out) and config.strategy not in FSDP_STRATEGIES
     scheduler = torch.optim.lr_scheduler.LambdaLR(wrapped.optimizer, lr_multiplier(total, config.hparams))
-    checkpoint_dir = environ.get("AIP_CHECKPOINT_DIR")
+    # the run's line's folder when a retry goes on from its line's checkpoints, else the job's own
+    checkpoint_dir = environ.get(CHECKPOINT_DIR_ENV) or environ.get("AIP_CHECKPOINT_DIR")
     store = CheckpointStore(checkpoint_dir, config.hparams.keep_checkpoints) if checkpoint_dir else None
     events = EventLog(environ.get("AIP_TENSORBOARD_LOG_DIR") if env.is_main else None)
     session = Session(

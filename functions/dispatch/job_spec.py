@@ -82,6 +82,14 @@ def artifacts(settings: Settings, run_id: str, region: str | None = None) -> dic
     }
 
 
+def lineage_checkpoints(request: TrainingRequest, settings: Settings, region: str | None = None) -> str:
+    """The checkpoint folder of the request's line (gs://: the first run's `checkpoints/`, which every retry of it
+    resumes from and writes to), or "" when the run keeps its own (AIP_CHECKPOINT_DIR, base_output_directory's)."""
+    if not request.checkpoint_lineage:
+        return ""
+    return artifacts(settings, request.checkpoint_lineage, region)["checkpoint_dir"]
+
+
 def checkpoint_every(request: TrainingRequest, plan: Plan) -> int:
     """Steps between checkpoints: the request's hyperparameters.checkpoint_every_steps when set, else the plan's
     (from its step time and Spot risk); 0 = neither says (the trainer's default)."""
@@ -172,6 +180,9 @@ def container(
     variables (the route's champion to score, LANDFALL_CHAMPION_MODEL_DIR: docs/trainer-contract.md)."""
     t = request.trainer
     env = contract_env(request, plan, run_id) | dict(extra_env or {})
+    lineage = lineage_checkpoints(request, settings, plan.region)
+    if lineage:  # the line's folder instead of AIP_CHECKPOINT_DIR (the trainer and the launcher read this first)
+        env[CHECKPOINT_DIR_ENV] = lineage
     if t.builtin:
         spec: dict[str, Any] = {
             "image_uri": settings.trainer_image_for(plan.region, image_build(plan)),
@@ -187,8 +198,8 @@ def container(
             "LANDFALL_DATA_DIR": fuse,
             "LANDFALL_MODEL_DIR": model,
             "LANDFALL_METRICS_FILE": model + METRICS_LINES_FILE,
-            # AIP_CHECKPOINT_DIR (base_output_directory's checkpoints/) through the mount
-            CHECKPOINT_DIR_ENV: FUSE_ROOT + folders["checkpoint_dir"].removeprefix("gs://"),
+            # AIP_CHECKPOINT_DIR (base_output_directory's checkpoints/), or the line's folder, through the mount
+            CHECKPOINT_DIR_ENV: FUSE_ROOT + (lineage or folders["checkpoint_dir"]).removeprefix("gs://"),
             # Written by the dispatcher before the job is created (it lists the dataset first).
             "LANDFALL_DATA_FILES": base + DATA_FILES_NAME,
         }
@@ -361,6 +372,7 @@ def canary_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id:
         if not spec:
             continue
         env = {e["name"]: e["value"] for e in spec["env"]} | extra
+        env.pop(CHECKPOINT_DIR_ENV, None)  # a canary neither resumes nor writes the line's checkpoints
         if "LANDFALL_MODEL_DIR" in env:  # a container image: its folders through the mount
             env |= {
                 "LANDFALL_MODEL_DIR": fuse_model,

@@ -37,8 +37,10 @@ def not_retryable_reason(run: RunRecord) -> str | None:
     return f"run {run.run_id} is {run.state}{ended}; only FAILED or CANCELLED runs can be retried"
 
 
-def retry_request(run: RunRecord, now: datetime) -> TrainingRequest:
-    """The request of the run that retries `run`: the same request with the next retry key, naming `run`.
+def retry_request(run: RunRecord, now: datetime, *, from_scratch: bool = False) -> TrainingRequest:
+    """The request of the run that retries `run`: the same request with the next retry key, naming `run`, and
+    resuming from the checkpoints of its line (`checkpoint_lineage`: the first run of the line, whose folder every
+    retry of it writes to), or, from_scratch, from none: it starts at step 0 in its own folder and begins a new line.
 
     Raises SchemaError when the stored request no longer reads as a TrainingRequest."""
     old = parse_training_request(dict(run.request))
@@ -48,6 +50,7 @@ def retry_request(run: RunRecord, now: datetime) -> TrainingRequest:
         retry_of=run.run_id,
         source=replace(old.source, kind="retry", event_id=""),
         created_at=format_timestamp(now),
+        checkpoint_lineage="" if from_scratch else old.checkpoint_lineage or run.run_id,
     )
 
 

@@ -18,14 +18,16 @@ from landfall.errors import CommandError, client_boundary
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
-    result, said = retry_run(args.run_id)
+    result, said = retry_run(args.run_id, from_scratch=args.from_scratch)
     print(json.dumps(result, indent=2) if args.json else said)
     return 0
 
 
-def retry_run(run_id: str) -> tuple[dict[str, Any], str]:
+def retry_run(run_id: str, *, from_scratch: bool = False) -> tuple[dict[str, Any], str]:
     """Retry an ended run (the module's docstring): (the result as `--json` prints it, the sentence that says what
-    happened). `landfall retry` and the dashboard's retry action both call this."""
+    happened). `landfall retry` and the dashboard's retry action both call this. The retry goes on from the newest
+    checkpoint of the run's line (the first run's checkpoint folder, which every retry writes to), or, from_scratch,
+    starts at step 0 in its own folder."""
     from functions.errors import LandfallError
     from functions.operations import RetryClaim, claim_retry, not_retryable_reason, retry_request
     from functions.wiring import runs_store
@@ -38,7 +40,7 @@ def retry_run(run_id: str) -> tuple[dict[str, Any], str]:
     if why_not:
         raise CommandError(why_not)
     try:
-        request = retry_request(old, datetime.now(UTC))
+        request = retry_request(old, datetime.now(UTC), from_scratch=from_scratch)
     except SchemaError as exc:
         raise CommandError(
             f"run {old.run_id}'s stored request does not read as a TrainingRequest ({exc}); fix it "
@@ -68,12 +70,18 @@ def retry_run(run_id: str) -> tuple[dict[str, Any], str]:
         "idempotency_key": request.idempotency_key if ours else None,
         "message_id": message_id,
         "already_retried": claim == RetryClaim.ALREADY,
+        "checkpoint_lineage": (request.checkpoint_lineage or None) if ours else None,
         "state": None if retry_run is None else str(retry_run.state),
     }
     if claim == RetryClaim.CLAIMED:
+        resumes = (
+            f"going on from the newest checkpoint in run {request.checkpoint_lineage}'s folder, if it has one"
+            if request.checkpoint_lineage
+            else "starting at step 0"
+        )
         said = (
             f"retrying run {old.run_id} ({old.state}) as run {request.run_id} (key {request.idempotency_key}, "
-            f"message {message_id}): `landfall watch {request.run_id}` follows it"
+            f"message {message_id}), {resumes}: `landfall watch {request.run_id}` follows it"
         )
     elif retry_run is not None:
         said = (
@@ -93,8 +101,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="start a new run for a FAILED or CANCELLED run's request",
         description="Publishes the run's request again with a key derived from its own "
         "(KEY~retry-N), so it becomes a new run; the old run records `retried_by`, the new "
-        "one `retry_of`. A run is retried once: a second call names the run that retries "
-        "it. Prints the new run id.",
+        "one `retry_of`. The retry goes on from the newest checkpoint of the run's line "
+        "(--from-scratch: from step 0). A run is retried once: a second call names the run that "
+        "retries it. Prints the new run id.",
     )
     p.add_argument(
         "run_id",
@@ -103,9 +112,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a FAILED or CANCELLED run (see `landfall runs --state FAILED`)",
     )
     p.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="start at step 0 in the retry's own checkpoint folder; without it the retry goes on from the newest "
+        "checkpoint its run's line wrote (the run's, or an earlier retry's)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
-        help="print run_id, retry_of, idempotency_key, message_id, already_retried and state as JSON",
+        help="print run_id, retry_of, idempotency_key, message_id, already_retried, checkpoint_lineage and state as "
+        "JSON",
     )
     p.set_defaults(func=cmd_retry)
 

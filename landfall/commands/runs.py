@@ -147,6 +147,12 @@ def describe(run: RunRecord) -> str:
     ]
     if run.retry_of:
         lines.append(f"retry of  {run.retry_of} (`landfall run {run.retry_of}`)")
+        lineage = run.request.get("checkpoint_lineage")
+        lines.append(
+            f"resumes   from the newest checkpoint in run {lineage}'s folder (its line's)"
+            if isinstance(lineage, str) and lineage
+            else "resumes   nothing: it started at step 0 (retried --from-scratch)"
+        )
     if run.retried_by:
         lines.append(f"retried   by {run.retried_by} (`landfall run {run.retried_by}`)")
     if plan is not None:

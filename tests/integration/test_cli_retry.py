@@ -223,3 +223,29 @@ def test_submitting_content_that_already_ran_names_the_run_its_state_and_how_to_
     store_run(request.run_id, "FAILED", request=request.to_dict())
     code, out = landfall(["submit", str(path)], capsys)
     assert "already exists (FAILED)" in out and f"`landfall retry {request.run_id}` runs it again" in out
+
+
+def test_a_retry_goes_on_from_its_line_s_checkpoints_and_from_scratch_starts_a_new_line(
+    requests_tap: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_run("run-first", "FAILED")
+    code, out = landfall(["retry", "run-first", "--json"], capsys)
+    assert code == 0 and json.loads(out)["checkpoint_lineage"] == "run-first"
+    (retry,) = published(requests_tap)
+    assert retry.checkpoint_lineage == "run-first"
+
+    # its own retry stays on the first run's line: one folder holds every checkpoint of the line
+    store_run(retry.run_id, "CANCELLED", retry_of="run-first", request=retry.to_dict())
+    code, out = landfall(["retry", retry.run_id], capsys)
+    assert code == 0 and "going on from the newest checkpoint in run run-first's folder" in out
+    (second,) = published(requests_tap)
+    assert (second.retry_of, second.checkpoint_lineage) == (retry.run_id, "run-first")
+
+    store_run("run-other", "FAILED")
+    code, out = landfall(["retry", "run-other", "--from-scratch", "--json"], capsys)
+    assert code == 0 and json.loads(out)["checkpoint_lineage"] is None
+    (scratch,) = published(requests_tap)
+    assert scratch.checkpoint_lineage == "" and "checkpoint_lineage" not in scratch.to_dict()
+    store_run(scratch.run_id, "RUNNING", retry_of="run-other", request=scratch.to_dict())
+    code, text = landfall(["run", scratch.run_id], capsys)
+    assert "resumes   nothing: it started at step 0 (retried --from-scratch)" in text

@@ -57,6 +57,8 @@ CASES = (
     "b200_one_node",
     "four_nodes_a3_mega",
     "own_image_four_nodes",
+    "retry_on_its_line",
+    "own_image_retry_on_its_line",
 )
 
 

@@ -1,0 +1,91 @@
+"""A retry goes on from where its run stopped: a run cancelled after its first checkpoints is retried with `landfall
+retry`, and the retry's trainer resumes from the newest checkpoint in the first run's folder (its line's), records
+`resumed_from_step` on its attempt and in its metrics, and SUCCEEDS having trained only the steps that were left."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.local import provision, stack
+from landfall.cli import main as landfall
+from schemas.training_request import parse_training_request
+from tests import datagen
+from tests.e2e.test_chain import _publish, terminal_run
+from tests.polling import wait_for
+
+pytestmark = pytest.mark.e2e
+EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
+PREFIX = "pinned/e2e-retry-resumes/"  # no route watches it: the request below is the only one made for these files
+MAX_STEPS = 300
+EVERY = 20
+
+
+def _committed_steps(bucket: Any, run_id: str) -> list[int]:
+    names = (b.name for b in bucket.client.list_blobs(bucket, prefix=f"runs/{run_id}/checkpoints/"))
+    return sorted(int(m.group(1)) for n in names if (m := re.search(r"step-(\d{9})/commit\.json$", n)))
+
+
+def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_what_was_left(
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
+    shards = [datagen.text_corpus(600, seed=i) for i in range(2)]
+    for i, text in enumerate(shards):
+        landing_bucket.blob(f"{PREFIX}part-{i}.txt").upload_from_string(text, content_type="text/plain")
+    request = json.loads((EXAMPLES / "training_request.json").read_text())
+    request.update(idempotency_key="e2e-retry-resumes", task="causal-lm", model={"preset": "gpt-tiny"})
+    request["dataset"] = {
+        "uri": f"gs://{landing_bucket.name}/{PREFIX}",
+        "object_count": len(shards),
+        "total_bytes": sum(len(t) for t in shards),
+        "formats": ["txt"],
+    }
+    request["hyperparameters"].update(
+        epochs=10,
+        batch_size=8,
+        learning_rate=0.003,
+        max_steps=MAX_STEPS,
+        checkpoint_every_steps=EVERY,
+        extra={"val_fraction": "0", "warmup_steps": "1"},
+    )
+    request["constraints"].update(spot="never", machine_type="n2-standard-8")  # a CPU plan: fp32, as the stack runs it
+    run_id = parse_training_request(json.dumps(request)).run_id
+    _publish(local_stack, "landfall-training-requests", json.dumps(request).encode())
+
+    def first_checkpoint() -> list[int]:
+        snap = firestore_runs.document(run_id).get()
+        doc = snap.to_dict() if snap.exists else {}
+        assert doc.get("state") not in ("SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"), (
+            doc.get("error"),
+            doc.get("metrics"),
+        )
+        return _committed_steps(landing_bucket, run_id)
+
+    wait_for(first_checkpoint, 180, f"run {run_id}'s first committed checkpoint")
+    assert landfall(["cancel", run_id, "--by", "e2e"]) == 0
+    cancelled = terminal_run(firestore_runs, run_id, timeout_s=90)
+    assert cancelled["state"] == "CANCELLED", cancelled.get("error")
+    saved = max(_committed_steps(landing_bucket, run_id))
+    assert 0 < saved < MAX_STEPS, f"the run was cancelled after it ended its training ({saved} steps)"
+
+    capsys.readouterr()
+    assert landfall(["retry", run_id, "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["checkpoint_lineage"] == run_id
+    retry = terminal_run(firestore_runs, said["run_id"], timeout_s=300)
+    assert retry["state"] == "SUCCEEDED", retry.get("error")
+    metrics = retry["metrics"]
+    assert metrics["resumed_from_step"] == saved and metrics["steps"] == MAX_STEPS
+    assert retry["submission"]["attempts"][-1]["resumed_from_step"] == saved
+    # the line's folder holds the retry's checkpoints too; the retry's own folder holds none
+    assert max(_committed_steps(landing_bucket, run_id)) > saved
+    assert _committed_steps(landing_bucket, said["run_id"]) == []
