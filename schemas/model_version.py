@@ -74,14 +74,29 @@ def label_value(text: str) -> str:
     return f"{value[: _LABEL_MAX - 11]}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
 
 
-def model_id_for(route: str, dataset: str) -> str:
-    """The registry model id of a route's dataset: `landfall-<route>-<dataset>`, stable and readable, shortened with
-    a hash of both names when longer than Vertex's 63 characters."""
-    base = f"landfall-{_slug(route)}-{_slug(dataset)}".strip("-") or "landfall"
+def model_id_for(route: str, dataset: str, code: str = "") -> str:
+    """The registry model id of a route's dataset, and of the code that trains it where the route does not say which
+    (code_name): `landfall-<route>-<dataset>[-<code>]`, stable and readable, shortened with a hash of all three when
+    longer than Vertex's 63 characters."""
+    base = "-".join(filter(None, ("landfall", _slug(route), _slug(dataset), _slug(code)))) or "landfall"
     if len(base) <= _ID_MAX:
         return base
-    digest = hashlib.sha256(f"{route}\0{dataset}".encode()).hexdigest()[:10]
-    return f"{base[: _ID_MAX - 11].rstrip('-_')}-{digest}"
+    digest = hashlib.sha256(f"{route}\0{dataset}\0{code}".encode() if code else f"{route}\0{dataset}".encode())
+    return f"{base[: _ID_MAX - 11].rstrip('-_')}-{digest.hexdigest()[:10]}"
+
+
+def code_name(trainer: dict[str, Any]) -> str:
+    """What names a team's code, whatever version of it runs: a script's file name (a folder's archive name), a
+    package's module, an image's repository (no tag or digest); "" for the built-in trainer. Two versions of one
+    script share it (a retrained model); two different scripts do not."""
+    script = str(trainer.get("script") or "")
+    if script:
+        return script.rsplit("/", 1)[-1].removesuffix(".py").removesuffix(".pyz")
+    module = str(trainer.get("python_module") or "")
+    if module:
+        return module
+    image = str(trainer.get("image_uri") or "")
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from schemas.model_version import (
     Promotion,
     PromotionRule,
     VersionView,
+    code_name,
     label_value,
     model_id_for,
     parse_promotion,
@@ -124,7 +125,9 @@ def owning_route(request: dict[str, Any], routes: tuple[Route, ...]) -> Route | 
 
 
 def target_for(request: dict[str, Any], routes: tuple[Route, ...], default_image: str) -> Target:
-    """The registry model of the run's route and dataset, its rule and its serving container. The route is the one
+    """The registry model of the run's route and dataset (and, for a team's code the route does not bind, of that
+    code: model_version.code_name, so two different scripts on one folder are two models), its rule and its serving
+    container. The route is the one
     that owns the data (owning_route; a run on data no route owns is `direct`), never one the request names: a
     request's labels decide nothing here. The serving container: the route's serving_image, else the team's image,
     else default_image (Landfall's trainer image, serving a built-in trainer model with trainer.serve)."""
@@ -138,9 +141,12 @@ def target_for(request: dict[str, Any], routes: tuple[Route, ...], default_image
     trainer = _obj(request.get("trainer"))
     serving_image = route.serving_image if route else ""
     image = serving_image or str(trainer.get("image_uri", "") or "") or default_image
+    code = code_name(trainer)
+    if route is not None and route.trainer and code_name(route.trainer) == code:
+        code = ""  # the route binds this code: its versions are one model's
     return Target(
-        model_id=model_id_for(name, dataset),
-        display_name=f"{name}/{dataset}"[:128],
+        model_id=model_id_for(name, dataset, code),
+        display_name=(f"{name}/{dataset}" + (f" ({code})" if code else ""))[:128],
         route=name,
         dataset=dataset,
         rule=route.promotion_rule if route is not None else None,

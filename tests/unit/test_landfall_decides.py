@@ -65,6 +65,34 @@ def test_the_registry_model_and_its_rule_come_from_the_route_that_owns_the_data(
     assert target_for(nobodys, routes, "t:i").route == "direct"
 
 
+def test_a_team_s_code_is_its_own_model_unless_the_route_binds_it() -> None:
+    from pathlib import Path
+
+    from schemas.model_version import code_name
+
+    routes = read_routes()
+    run = succeeded("run-1", 0.9)  # data under datasets/: route default-tabular, which binds no code
+    mnist = {**run.request, "trainer": {"script": "gs://code/scripts/1f2e3d4c5b6a7988/main.py"}}
+    edited = {**run.request, "trainer": {"script": "gs://code/scripts/99aa88bb77cc66dd/main.py"}}
+    ddp = {**run.request, "trainer": {"script": "gs://code/scripts/0123456789abcdef/multinode.py"}}
+    found = [target_for(r, routes, "t:i") for r in (mnist, edited, ddp)]
+    assert found[0].model_id == found[1].model_id == "landfall-default-tabular-churn-2026-11-22-main"
+    assert found[2].model_id == "landfall-default-tabular-churn-2026-11-22-multinode" != found[0].model_id
+    assert found[2].display_name == "default-tabular/churn/2026-11-22 (multinode)"
+    assert target_for(run.request, routes, "t:i").model_id == "landfall-default-tabular-churn-2026-11-22"
+
+    # a route that binds an image: every version of that image trains one model of the route's dataset
+    bound = read_routes(Path(__file__).parents[1] / "e2e" / "routes.toml")
+    own = next(r for r in bound if r.name == "own-image")
+    request = {**run.request, "dataset": {"uri": "gs://b/own-image/d1/"}, "trainer": dict(own.trainer)}
+    assert target_for(request, bound, "t:i").model_id == "landfall-own-image-d1"
+    other = {**request, "trainer": {"image_uri": "us-docker.pkg.dev/p/r/other-trainer:7"}}
+    assert target_for(other, bound, "t:i").model_id == "landfall-own-image-d1-other-trainer"
+    assert code_name({"image_uri": "host:5000/team/img@sha256:abc"}) == "img"
+    assert code_name({"python_module": "ddp_example.train"}) == "ddp_example.train"
+    assert code_name({"script": "gs://c/s/1/folder.pyz"}) == "folder" and code_name({}) == ""
+
+
 @pytest.mark.parametrize(
     ("objects", "holds"),
     [
