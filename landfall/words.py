@@ -174,12 +174,13 @@ def code_text(run: RunRecord) -> str:
     if not isinstance(trainer, dict):
         return "built-in"
     script, module, image = trainer.get("script"), trainer.get("python_module"), trainer.get("image_uri")
+    version = f", generation {run.code[0].generation}" if run.code else ""  # the version the run found
     if isinstance(script, str) and script:
-        return f"script {_plain(script.rsplit('/', 1)[-1])}"
+        return f"script {_plain(script.rsplit('/', 1)[-1])}{version}"
     packages = trainer.get("package_uris")
     if isinstance(module, str) and module:
         first = packages[0] if isinstance(packages, list) and packages and isinstance(packages[0], str) else ""
-        return f"package {_plain(module)}" + (f" ({_plain(first.rsplit('/', 1)[-1])})" if first else "")
+        return f"package {_plain(module)}" + (f" ({_plain(first.rsplit('/', 1)[-1])}{version})" if first else "")
     if isinstance(image, str) and image:
         return f"image {_plain(image.rsplit('/', 1)[-1])}"
     return "built-in"

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from schemas.canary import CanaryRecord, parse_canary_record
+from schemas.code_version import CodeObject, parse_code_objects
 from schemas.data_objects import DataRead, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
@@ -612,6 +613,10 @@ class RunRecord:
     written through `warned`). Absent from the document when empty."""
     reconcile_errors: ReconcileErrors | None = None
     """Reconcile passes in a row that failed on this run (ReconcileErrors); absent while it reconciles."""
+    code: tuple[CodeObject, ...] = ()
+    """The exact version of each object of a team's code the run trains with (schemas/code_version.py), found when
+    it was planned; its job fetches those generations. Absent from the document when empty (the built-in trainer, an
+    image)."""
 
     def warned(self, notes: Iterable[str]) -> RunRecord:
         """The run with these warnings added (those it has already are not repeated), within the bounds the reader
@@ -658,6 +663,7 @@ class RunRecord:
             **({} if self.team is None else {"team": self.team.to_dict()}),
             **({"warnings": list(self.warnings)} if self.warnings else {}),
             **({} if self.reconcile_errors is None else {"reconcile_errors": self.reconcile_errors.to_dict()}),
+            **({"code": [c.to_dict() for c in self.code]} if self.code else {}),
         }
 
 
@@ -894,6 +900,7 @@ def parse_run_record(data: object) -> RunRecord:
         reconcile_errors=None
         if r.data.get("reconcile_errors") is None
         else parse_reconcile_errors(r.data["reconcile_errors"]),
+        code=() if r.data.get("code") is None else parse_code_objects(r.data["code"]),
     )
 
 

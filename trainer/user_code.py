@@ -121,12 +121,12 @@ def fetch(code: UserCode, workdir: Path) -> tuple[Path | None, list[Path]]:
     target = workdir / "code"
     target.mkdir(parents=True, exist_ok=True)
     script = None
-    if code.script:
-        script = target / code.script.rsplit("/", 1)[-1]
+    if code.script:  # gs://B/NAME or gs://B/NAME#GENERATION (the version the run found): saved as NAME
+        script = target / code.script.split("#", 1)[0].rsplit("/", 1)[-1]
         _download(code.script, script)
     packages = []
     for uri in code.packages:
-        path = target / uri.rsplit("/", 1)[-1]
+        path = target / uri.split("#", 1)[0].rsplit("/", 1)[-1]
         _download(uri, path)
         packages.append(path)
     return script, packages

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 
 from functions.dispatch import job_record, job_spec
 from functions.dispatch.canary_replan import replan_from_canary
+from functions.dispatch.code_versions import code_uris, code_versions
 from functions.dispatch.dataset_check import HeadAhead, check_dataset, read_head_ahead
 from functions.dispatch.deps import DispatchDeps
 from functions.dispatch.job_record import (
@@ -48,6 +49,7 @@ from functions.records import canary as canary_rules
 from functions.records import run_rules
 from functions.records.bounds import stored_plan
 from functions.records.leases import ClaimOutcome
+from schemas.code_version import CodeObject, pins
 from schemas.errors import SchemaError
 from schemas.record_bounds import cut
 from schemas.run_record import (
@@ -156,6 +158,11 @@ def _plan_and_submit(
     refusal = check_dataset(request, deps.objects, deps.settings, ahead) if deps.objects is not None else None
     if refusal is not None:
         return reject(run_id, refusal.code, refusal.reason, deps)
+    code: tuple[CodeObject, ...] = ()
+    if deps.objects is not None and code_uris(request):  # the exact version of the team's code, before planning
+        code, missing = code_versions(request, deps.objects)
+        if missing is not None:
+            return reject(run_id, INVALID_REQUEST, missing, deps)
     outcome = deps.plan(request)
     if outcome.plan is None:
         return reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
@@ -176,6 +183,7 @@ def _plan_and_submit(
             cost=replace(r.cost, estimated_usd=plan.estimated_cost_usd),
             submission=replace(r.submission, fallbacks=fallbacks, attempts=()),
             team=charge or r.team,
+            code=code or r.code,
         ),
     )
     return _submit(run_id, request, deps, planned=planned, team=charge.name if charge else None)
@@ -320,10 +328,10 @@ def _submit_claimed(
         creating.called = True
         try:
             if canary:
-                spec = job_spec.canary_job(request, plan, deps.settings, run_id)
+                spec = job_spec.canary_job(request, plan, deps.settings, run_id, pins=pins(run.code))
             else:
                 extra = deps.champion(request) if deps.champion is not None else None
-                spec = job_spec.custom_job(request, plan, deps.settings, run_id, extra)
+                spec = job_spec.custom_job(request, plan, deps.settings, run_id, extra, pins=pins(run.code))
             job = deps.vertex.create(plan.region, spec)
         except CapacityError as exc:
             attempts[-1] = attempts[-1].ended(AttemptOutcome(AttemptKind.CAPACITY, cut(str(exc))))

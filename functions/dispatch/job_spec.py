@@ -174,10 +174,17 @@ def image_build(plan: Plan) -> str:
 
 
 def container(
-    request: TrainingRequest, plan: Plan, settings: Settings, run_id: str, extra_env: Mapping[str, str] | None = None
+    request: TrainingRequest,
+    plan: Plan,
+    settings: Settings,
+    run_id: str,
+    extra_env: Mapping[str, str] | None = None,
+    pins: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The container_spec of the training pools for the request's trainer form; extra_env: further contract
-    variables (the route's champion to score, LANDFALL_CHAMPION_MODEL_DIR: docs/trainer-contract.md)."""
+    variables (the route's champion to score, LANDFALL_CHAMPION_MODEL_DIR: docs/trainer-contract.md); pins: each code
+    object's URI -> the URI of the version the run found (`URI#GENERATION`, schemas/code_version.py)."""
+    pinned = dict(pins or {})
     t = request.trainer
     env = contract_env(request, plan, run_id) | dict(extra_env or {})
     lineage = lineage_checkpoints(request, settings, plan.region)
@@ -218,9 +225,9 @@ def container(
             "LANDFALL_DATA_FILES": base + DATA_FILES_NAME,
         }
         if t.script:
-            env["LANDFALL_TRAINER_SCRIPT"] = t.script
+            env["LANDFALL_TRAINER_SCRIPT"] = pinned.get(t.script, t.script)
         else:
-            env["LANDFALL_TRAINER_PACKAGES"] = json.dumps(list(t.package_uris))
+            env["LANDFALL_TRAINER_PACKAGES"] = json.dumps([pinned.get(u, u) for u in t.package_uris])
             env["LANDFALL_TRAINER_MODULE"] = t.python_module
         if t.requirements:
             env["LANDFALL_TRAINER_REQUIREMENTS"] = json.dumps(list(t.requirements))
@@ -305,16 +312,22 @@ def reservation_affinity(resource_name: str) -> dict[str, Any]:
 
 
 def custom_job(
-    request: TrainingRequest, plan: Plan, settings: Settings, run_id: str, extra_env: Mapping[str, str] | None = None
+    request: TrainingRequest,
+    plan: Plan,
+    settings: Settings,
+    run_id: str,
+    extra_env: Mapping[str, str] | None = None,
+    pins: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The CustomJob for plan: pool 0 the primary, pool 1 the other nodes, pool 2 Reduction Server when planned."""
+    """The CustomJob for plan: pool 0 the primary, pool 1 the other nodes, pool 2 Reduction Server when planned;
+    pins: the code versions the run found (container)."""
     rules = load_vertex_jobs()
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
     if plan.accelerator_type and plan.accelerator_count:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
     if plan.consumption.reserved:  # the training pools consume the reservation; a Reduction Server pool: on demand
         machine["reservation_affinity"] = reservation_affinity(plan.reservation)
-    training = container(request, plan, settings, run_id, extra_env)
+    training = container(request, plan, settings, run_id, extra_env, pins)
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [
         {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": training}
@@ -355,10 +368,13 @@ def canary_model_dir(settings: Settings, run_id: str, region: str | None = None)
     return f"{output_dir(settings, run_id, region)}{CANARY_FOLDER}model/"
 
 
-def canary_job(request: TrainingRequest, plan: Plan, settings: Settings, run_id: str) -> dict[str, Any]:
-    """The run's canary (docs/canary.md): the run's own job, image and code on the planned shape, with the canary's
-    variables (a step limit, the all-reduce size), its own output folder and label, and a short timeout."""
-    job = custom_job(request, plan, settings, run_id)
+def canary_job(
+    request: TrainingRequest, plan: Plan, settings: Settings, run_id: str, pins: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The run's canary (docs/canary.md): the run's own job, image and code (the same versions: pins) on the planned
+    shape, with the canary's variables (a step limit, the all-reduce size), its own output folder and label, and a
+    short timeout."""
+    job = custom_job(request, plan, settings, run_id, pins=pins)
     base = output_dir(settings, run_id, plan.region)
     fuse_model = FUSE_ROOT + canary_model_dir(settings, run_id, plan.region).removeprefix("gs://")
     fuse_checkpoints = FUSE_ROOT + f"{base}{CANARY_FOLDER}checkpoints/".removeprefix("gs://")

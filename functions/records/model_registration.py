@@ -377,7 +377,10 @@ def lineage(run: RunRecord) -> dict[str, Any]:
             "replica_count": plan.replica_count,
             "strategy": plan.strategy,
         },
-        "code": {"trainer": trainer} if trainer else {"trainer": "built-in", "model": request.get("model")},
+        # the request's trainer, and the exact version of each object it names (generation and digest)
+        "code": ({"trainer": trainer} | ({"objects": [c.to_dict() for c in run.code]} if run.code else {}))
+        if trainer
+        else {"trainer": "built-in", "model": request.get("model")},
         "job": None if run.vertex is None else run.vertex.job_name,
     }
 
