@@ -15,7 +15,7 @@ from typing import Any
 import functions_framework
 
 from functions import envelopes
-from functions.errors import PermanentError, TransientError
+from functions.errors import MissingPermission, PermanentError, TransientError
 from functions.settings import function_target
 from schemas.errors import SchemaError
 from schemas.times import parse_timestamp
@@ -119,9 +119,31 @@ def _event_id(cloud_event: Any) -> str:
     return f"{ident} ({envelopes.BODY_DIGEST_LABEL}{envelopes.body_digest(body)})"
 
 
+def _grants_settling() -> bool:
+    """Whether this deployment's grants may still be propagating (Settings.grants_settling); False when the
+    settings do not read (the error that follows says why)."""
+    from functions.settings import SettingsError, get_settings
+
+    try:
+        return get_settings().grants_settling(datetime.now(UTC))
+    except SettingsError:
+        return False
+
+
 def _run(name: str, cloud_event: Any, work: Callable[[], str]) -> None:
     try:
         outcome = work()
+    except MissingPermission as exc:
+        if _grants_settling():
+            log.warning(
+                "%s: message %s will be retried (a grant may still be propagating): %s",
+                name,
+                _event_id(cloud_event),
+                exc,
+            )
+            raise TransientError(str(exc)) from exc
+        log.error("%s: message %s acknowledged without retry: %s", name, _event_id(cloud_event), exc)
+        return
     except (PermanentError, SchemaError) as exc:
         log.error("%s: message %s acknowledged without retry: %s", name, _event_id(cloud_event), exc)
         return

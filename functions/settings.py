@@ -6,17 +6,25 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 
 from deploy.images import trainer_image, trainer_image_uri
 from deploy.topology import load_topology
 from schemas.errors import SchemaError
+from schemas.times import parse_timestamp
 from schemas.uris import parse_image_place
 
 
 class SettingsError(RuntimeError):
     """A required environment variable is missing or malformed."""
+
+
+GRANTS_SETTLE_SECONDS = 1800
+"""A new IAM grant reaches every service "typically within 2 minutes, sometimes 7 minutes or more" (Google:
+https://cloud.google.com/iam/docs/access-change-propagation), and a deploy makes its grants over the minutes it runs:
+for 30 minutes after the deploy was staged a refused permission is retried, after that it is missing."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,17 @@ class Settings:
     """LANDFALL_ORPHAN_WINDOW_SECONDS: besides the changed jobs, a pass judges as orphans the labelled jobs created
     within this long before its watermark (more than the submission lease plus the reconcile interval, so that each
     job is judged at least once past its grace)."""
+    deployed_at: datetime | None = None
+    """LANDFALL_DEPLOYED_AT (RFC 3339, set on every function by `landfall deploy`): when this deployment was staged,
+    its IAM grants made with it; None where nothing deployed it (the local stack)."""
+    grants_settle_seconds: int = GRANTS_SETTLE_SECONDS
+    """LANDFALL_GRANTS_SETTLE_SECONDS: how long after deployed_at a refused permission is taken for a grant still on
+    its way and retried (GRANTS_SETTLE_SECONDS by default), not for a grant that is missing."""
+
+    def grants_settling(self, now: datetime) -> bool:
+        """Whether a refused permission may be a grant still propagating: within grants_settle_seconds of the
+        deploy (never where nothing deployed)."""
+        return self.deployed_at is not None and now - self.deployed_at < timedelta(seconds=self.grants_settle_seconds)
 
     @property
     def requests_topic_path(self) -> str:
@@ -209,6 +228,18 @@ def _image_places(env: Mapping[str, str], name: str) -> tuple[str, ...]:
         except SchemaError as exc:
             raise SettingsError(str(exc)) from exc
     return places
+
+
+def _deployed_at(env: Mapping[str, str]) -> datetime | None:
+    raw = env.get("LANDFALL_DEPLOYED_AT", "").strip()
+    if not raw:
+        return None
+    try:
+        return parse_timestamp(raw, field="LANDFALL_DEPLOYED_AT")
+    except SchemaError as exc:
+        raise SettingsError(
+            f"LANDFALL_DEPLOYED_AT must be an RFC 3339 time (what `landfall deploy` sets), got {raw!r}; unset it"
+        ) from exc
 
 
 def settings_from_env(env: Mapping[str, str]) -> Settings:
@@ -272,6 +303,8 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         wait_give_up_seconds=positive("LANDFALL_WAIT_GIVE_UP_SECONDS", 86_400, upper=30 * 86_400),
         long_wait_seconds=positive("LANDFALL_LONG_WAIT_SECONDS", 900),
         reconcile_grace_seconds=positive("LANDFALL_RECONCILE_GRACE_SECONDS", 60),
+        deployed_at=_deployed_at(env),
+        grants_settle_seconds=positive("LANDFALL_GRANTS_SETTLE_SECONDS", GRANTS_SETTLE_SECONDS, upper=86_400),
         cancel_orphans=env.get("LANDFALL_CANCEL_ORPHANS", "").strip().lower() in ("1", "true", "yes"),
         republish_grace_seconds=positive("LANDFALL_REPUBLISH_GRACE_SECONDS", 600),
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),

@@ -12,6 +12,7 @@ import fnmatch
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from deploy.images import trainer_image
 from deploy.teams import read_teams
 from deploy.topology import Topology, load_topology
 from schemas.gpus import sm_name
+from schemas.times import format_timestamp
 
 BEFORE_FUNCTIONS = frozenset({"project", "bucket", "topic", "service_account"})
 
@@ -82,9 +84,13 @@ def names(target: Target, topology: Topology | None = None, config: DeployConfig
     return iam.names_for(topology or load_topology(), config, target.project, target.region, target.regions(config))
 
 
-def function_env(n: Names, image_uri: str, build_uris: dict[str, str] | None = None) -> dict[str, str]:
+def function_env(
+    n: Names, image_uri: str, build_uris: dict[str, str] | None = None, deployed_at: str = ""
+) -> dict[str, str]:
     """Every function's environment: the settings record's variables (functions/settings.py) for this project;
-    build_uris: the other image builds' URIs in the default region (LANDFALL_TRAINER_IMAGES)."""
+    build_uris: the other image builds' URIs in the default region (LANDFALL_TRAINER_IMAGES); deployed_at: when the
+    deploy was staged (LANDFALL_DEPLOYED_AT: a refused permission is retried for a while after it, as its grants
+    propagate)."""
     artifacts = dict(zip(n.job_regions, n.artifact_buckets, strict=True))
     others = ",".join(f"{build}={uri}" for build, uri in (build_uris or {}).items() if uri != image_uri)
     return {
@@ -98,6 +104,7 @@ def function_env(n: Names, image_uri: str, build_uris: dict[str, str] | None = N
         **({"LANDFALL_TRAINER_IMAGES": others} if others else {}),
         "LANDFALL_TRAINING_SERVICE_ACCOUNT": n.accounts["trainer"],
         "LANDFALL_CODE_BUCKET": n.code_bucket,
+        **({"LANDFALL_DEPLOYED_AT": deployed_at} if deployed_at else {}),
     }
 
 
@@ -112,7 +119,8 @@ def prepare(target: Target, root: Path = REPO_ROOT) -> Prepared:
     image_uris = {r: image.uri(target.project, r, tag) for r in n.job_regions}
     build_uris = {b.name: tuple(image.as_build(uri, b) for uri in image_uris.values()) for b in image.builds}
     image_uri = image_uris[target.region]
-    env = function_env(n, image_uri, {b.name: image.as_build(image_uri, b) for b in image.builds})
+    builds = {b.name: image.as_build(image_uri, b) for b in image.builds}
+    env = function_env(n, image_uri, builds, deployed_at=format_timestamp(datetime.now(UTC)))
     bundles = {route.name: stage_function(route.name, env, root) for route in load_topology().functions}
     build_config = stage_build_config(build_uris, root)
     record_settings(target.project, env, root)

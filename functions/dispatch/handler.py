@@ -41,7 +41,7 @@ from functions.dispatch.rejections import INVALID_REQUEST, reject, reject_unread
 from functions.dispatch.request_rules import request_problems
 from functions.dispatch.team_rules import admitted_claim, team_of, team_rejection
 from functions.envelopes import PubSubMessage
-from functions.errors import PermanentError, TransientError
+from functions.errors import MissingPermission, PermanentError, TransientError
 from functions.fault_points import fault_point
 from functions.gcp.vertex import CapacityError, RateLimitedError
 from functions.records import attempts as attempt_rules
@@ -343,16 +343,17 @@ def _submit_claimed(
             released = format_timestamp(deps.now())
             owned_merge(run_id, owner, attempt_rules.with_attempts(attempts, lease_until=released), deps)
             raise
+        except MissingPermission as exc:
+            if not deps.settings.grants_settling(deps.now()):
+                return _refused(run_id, attempts, exc, deps)
+            # a grant the deploy made may not have reached Vertex yet: the delivery retries (with back-off)
+            released = format_timestamp(deps.now())
+            owned_merge(run_id, owner, attempt_rules.with_attempts(attempts, lease_until=released), deps)
+            raise TransientError(
+                f"{exc} (within {deps.settings.grants_settle_seconds} s of the deploy: retried)"
+            ) from exc
         except PermanentError as exc:
-            attempts[-1] = attempts[-1].ended(AttemptOutcome(AttemptKind.REFUSED, cut(str(exc))))
-            deps.store.transition(
-                run_id,
-                RunState.FAILED,
-                now=deps.now(),
-                detail="submission refused",
-                change=job_record.failed("submit-refused", str(exc), attempts),
-            )
-            return Outcome(Said.FAILED, "submit-refused")
+            return _refused(run_id, attempts, exc, deps)
         fault_point("dispatch.after_create_job")
         made_kind = AttemptKind.CREATED_CANARY if canary else AttemptKind.CREATED
         attempts[-1] = attempts[-1].ended(AttemptOutcome(made_kind))
@@ -360,6 +361,19 @@ def _submit_claimed(
         fault_point("dispatch.after_record_submission")
         return said
     return _no_capacity(run_id, run, attempts, owner, deps)
+
+
+def _refused(run_id: str, attempts: list[SubmissionAttempt], exc: PermanentError, deps: DispatchDeps) -> Outcome:
+    """Vertex refused the job for good: the run ends FAILED `submit-refused` with Vertex's words."""
+    attempts[-1] = attempts[-1].ended(AttemptOutcome(AttemptKind.REFUSED, cut(str(exc))))
+    deps.store.transition(
+        run_id,
+        RunState.FAILED,
+        now=deps.now(),
+        detail="submission refused",
+        change=job_record.failed("submit-refused", str(exc), attempts),
+    )
+    return Outcome(Said.FAILED, "submit-refused")
 
 
 def _recover(

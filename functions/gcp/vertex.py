@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from functions.errors import PermanentError, TransientError
+from functions.errors import PermanentError, TransientError, missing_permission
 from schemas.canary import CANARY_LABEL, CANARY_LABEL_VALUE
 from schemas.job_view import RUN_LABEL, JobView
 from schemas.times import format_timestamp
@@ -138,7 +138,9 @@ def translate_error(exc: Exception, what: str, region: str = "") -> Exception:
         | gexc.Aborted,
     ):
         return TransientError(f"{what}: Vertex AI unavailable ({exc.__class__.__name__}: {exc.message}); will retry")
-    if isinstance(exc, gexc.InvalidArgument | gexc.FailedPrecondition | gexc.PermissionDenied | gexc.NotFound):
+    if isinstance(exc, gexc.PermissionDenied):
+        return missing_permission(exc, f"{what}: Vertex AI")
+    if isinstance(exc, gexc.InvalidArgument | gexc.FailedPrecondition | gexc.NotFound):
         return PermanentError(f"{what}: Vertex AI refused the request ({exc.__class__.__name__}: {exc.message})")
     return exc
 
