@@ -246,7 +246,17 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
     from trainer import storage
     from trainer.checkpoint_folder import CHECKPOINT_DIR_ENV, save_checkpoints, stage_checkpoints
     from trainer.cpu_rehearsal import rehearsal_env
-    from trainer.user_code import GCS_MOUNT, environment_facts, fetch, install, new_workdir, publish_model, stage
+    from trainer.user_code import (
+        CHAMPION_DIR_ENV,
+        GCS_MOUNT,
+        environment_facts,
+        fetch,
+        install,
+        new_workdir,
+        publish_model,
+        stage,
+        stage_folder,
+    )
     from trainer.user_results import classify_exit
 
     workdir = new_workdir(environ)
@@ -265,6 +275,8 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
         "LANDFALL_METRICS_FILE": paths.metrics_file,
         CHECKPOINT_DIR_ENV: checkpoints.path,
     }
+    if environ.get(CHAMPION_DIR_ENV):  # the route's production model, as a local folder like the model's
+        contract[CHAMPION_DIR_ENV] = stage_folder(environ[CHAMPION_DIR_ENV], workdir / "champion", GCS_MOUNT)
     command = [python, str(script)] if script is not None else [python, "-m", code.module]
     result = NodeRun()
     status = run_node(topology, argv, {**environ, **contract, **rehearsal_env(environ)}, command=command, result=result)

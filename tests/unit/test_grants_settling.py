@@ -64,7 +64,7 @@ def _vertex_refuses_a_permission(minutes_after_deploy: float) -> World:
 
 def test_a_job_refused_a_permission_minutes_after_the_deploy_is_retried_then_created() -> None:
     world = _vertex_refuses_a_permission(3)
-    with pytest.raises(TransientError, match="aiplatform.customJobs.create"):
+    with pytest.raises(TransientError, match=r"aiplatform\.customJobs\.create"):
         world.deliver()
     assert world.run().state == RunState.SUBMITTING  # the claim given back: the redelivery goes on
     assert world.deliver(message_id="m-2") == "submitted"

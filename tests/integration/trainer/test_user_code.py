@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -289,3 +290,29 @@ def test_the_rehearsal_site_runs_the_sitecustomize_it_shadows(tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "cpu", "cpu"]
+
+
+def test_a_script_finds_the_champion_as_a_local_folder_like_its_model_s(tmp_path: Path, gcs_emulator: Any) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage as gcs
+
+    from tests.conftest import PROJECT
+
+    bucket = gcs.Client(project=PROJECT, credentials=AnonymousCredentials()).create_bucket(
+        f"champion-{uuid.uuid4().hex[:8]}"
+    )
+    bucket.blob("runs/r0/model/model.json").upload_from_string('{"weights": [1, 2]}')
+    bucket.blob("runs/r0/model/sub/config.json").upload_from_string("{}")
+    script = tmp_path / "score.py"
+    script.write_text(
+        "import json, os, pathlib\n"
+        "where = pathlib.Path(os.environ['LANDFALL_CHAMPION_MODEL_DIR'])\n"
+        "files = sorted(str(p.relative_to(where)) for p in where.rglob('*') if p.is_file())\n"
+        "line = {'step': 1, 'loss': 0.5, 'local': where.is_dir(), 'files': len(files)}\n"
+        "open(os.environ['LANDFALL_METRICS_FILE'], 'a').write(json.dumps(line) + '\\n')\n"
+        "assert files == ['model.json', 'sub/config.json'], files\n"
+    )
+    done = launch(tmp_path, script, LANDFALL_CHAMPION_MODEL_DIR=f"gs://{bucket.name}/runs/r0/model/")
+    assert done.returncode == 0, done.stderr[-3000:]
+    final = json.loads((tmp_path / "out" / "model" / "metrics.json").read_text())["final"]
+    assert final["local"] is True and final["files"] == 2
