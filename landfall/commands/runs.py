@@ -133,6 +133,25 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dataset_size(run: RunRecord, dataset: dict[str, Any]) -> str:
+    """What the run's dataset holds: what its trainer read once it has, else what the request measured; a request
+    that measured nothing (`landfall submit` names a folder without listing it) says when it is counted."""
+    if run.data_read is not None:
+        return f"{run.data_read.object_count} objects, {run.data_read.total_bytes} bytes read"
+    count, size = dataset.get("object_count"), dataset.get("total_bytes")
+    if not count and not size:
+        return "not counted yet: the job lists the folder when it starts"
+    return f"{count if count is not None else '?'} objects, {size if size is not None else '?'} bytes"
+
+
+def _task_text(task: object, model: object) -> str:
+    """The task and model preset the request names; a team's code that names neither decides them itself."""
+    preset = model.get("preset", "") if isinstance(model, dict) else ""
+    if not task and not preset:
+        return "the team's code decides (the request names no task or model preset)"
+    return f"{task or '(not named)'} / {preset or '(no preset)'}"
+
+
 def describe(run: RunRecord) -> str:
     """A run record as a person reads it: state, dataset, plan, Vertex job, times, metrics, error."""
     request, plan, dataset = run.request, run.plan, dataset_ref(run)
@@ -140,9 +159,8 @@ def describe(run: RunRecord) -> str:
     lines = [
         f"run       {run.run_id}",
         f"state     {run.state}",
-        f"dataset   {dataset.get('uri', '')} ({dataset.get('object_count', '?')} objects, "
-        f"{dataset.get('total_bytes', '?')} bytes)",
-        f"task      {request.get('task', '')} / {model.get('preset', '') if isinstance(model, dict) else ''}",
+        f"dataset   {dataset.get('uri', '')} ({_dataset_size(run, dataset)})",
+        f"task      {_task_text(request.get('task'), model)}",
         f"code      {code_text(run)}",
     ]
     if run.retry_of:

@@ -211,3 +211,17 @@ def test_champion_lines_keep_the_champion_s_figures_apart_from_the_run_s_whateve
 def test_without_champion_lines_there_is_no_champion_section() -> None:
     doc = metrics_document(json.dumps({"step": 1, "loss": 0.5}), form="script")
     assert "champion" not in doc
+
+
+def test_the_run_text_of_a_submitted_script_says_what_it_knows_of_its_data_and_task() -> None:
+    from schemas.data_objects import DataRead
+
+    run = own_code()
+    submitted = replace(run, request={**run.request, "dataset": {"uri": "gs://b/d/", "object_count": 0}})
+    text = runs.describe(submitted)
+    assert "dataset   gs://b/d/ (not counted yet: the job lists the folder when it starts)" in text
+    assert "task      the team's code decides (the request names no task or model preset)" in text
+    read = replace(submitted, data_read=DataRead(3, 1200, "d" * 64, "listing"))
+    assert "dataset   gs://b/d/ (3 objects, 1200 bytes read)" in runs.describe(read)
+    named = replace(run, request={**run.request, "task": "tabular-regression"})
+    assert "task      tabular-regression / (no preset)" in runs.describe(named)
