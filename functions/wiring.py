@@ -281,7 +281,7 @@ PREFETCH_KEPT = 64
 plans, a duplicate or a refused request, leaves its read to end unseen)."""
 PREFETCH_FOR_S = 30.0
 """How long a prefetched read stands for the plan of its request."""
-_PREFETCHED: OrderedDict[str, tuple[float, Future[list[Any]]]] = OrderedDict()
+_PREFETCHED: OrderedDict[str, tuple[float, Future[list[Any]], Future[list[Any]]]] = OrderedDict()
 _PREFETCHED_LOCK = threading.Lock()
 
 
@@ -297,18 +297,20 @@ def _prefetch(request: Any) -> None:
     except Exception:  # a prefetch never fails a delivery: the plan reads (and says why) as it would without one
         return
     read = beside(lambda: store.for_workload(key))
+    newest = beside(store.newest)
     with _PREFETCHED_LOCK:
-        _PREFETCHED[request.run_id] = (time.monotonic(), read)
+        _PREFETCHED[request.run_id] = (time.monotonic(), read, newest)
         while len(_PREFETCHED) > PREFETCH_KEPT:
             _PREFETCHED.popitem(last=False)
 
 
-def _prefetched(request: Any) -> Future[list[Any]] | None:
+def _prefetched(request: Any) -> tuple[Future[list[Any]], Future[list[Any]]] | None:
+    """The request's workload's measurements and the newest ones of every workload, read ahead."""
     with _PREFETCHED_LOCK:
         kept = _PREFETCHED.pop(getattr(request, "run_id", ""), None)
     if kept is None or time.monotonic() - kept[0] >= PREFETCH_FOR_S:
         return None
-    return kept[1]
+    return kept[1], kept[2]
 
 
 def _measured(request: Any) -> list[Any]:
@@ -318,17 +320,23 @@ def _measured(request: Any) -> list[Any]:
     import logging
 
     from functions.errors import TransientError
-    from functions.records.measurements import planner_figures
+    from functions.records.measurements import planner_figures, startup_figures
     from schemas.errors import SchemaError
     from schemas.measurement import image_of, workload_key
 
+    key = workload_key(request)
     try:
         ahead = _prefetched(request)
-        found = ahead.result() if ahead is not None else measurements_store().for_workload(workload_key(request))
+        found = ahead[0].result() if ahead is not None else measurements_store().for_workload(key)
     except (TransientError, SchemaError) as exc:
         logging.getLogger("landfall.dispatch").warning("measurements not read, planning from the model: %s", exc)
         return []
-    return planner_figures(found, image_of(request))
+    try:  # the machines' start-ups, whatever work measured them: only an addition
+        newest = ahead[1].result() if ahead is not None else measurements_store().newest()
+    except (TransientError, SchemaError) as exc:
+        logging.getLogger("landfall.dispatch").warning("recent start-ups not read: %s", exc)
+        newest = []
+    return [*planner_figures(found, image_of(request)), *startup_figures(newest, image_of(request), key)]
 
 
 def _plan(request: Any) -> Any:

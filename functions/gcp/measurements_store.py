@@ -26,6 +26,12 @@ KEPT_WORKLOADS = 256
 """How many workloads' measurements are kept (the oldest kept is dropped first)."""
 
 
+NEWEST_READ = 50
+"""Documents `newest` reads: the machines' recent start-ups (bounded: its CPU budget, as MEASUREMENTS_PER_REQUEST)."""
+NEWEST_KEY = "\0newest"
+"""Its place among the kept workloads (no workload key starts with a NUL)."""
+
+
 class MeasurementsStore:
     def __init__(self, client: Any, collection: str) -> None:
         self._client = client
@@ -46,7 +52,7 @@ class MeasurementsStore:
 
         result: Measurement = in_transaction(self._client, self._ref(measurement.measurement_id), change)
         with self._lock:
-            for key in [k for k in self._found if k[0] == measurement.workload]:  # the next plan of it reads it
+            for key in [k for k in self._found if k[0] in (measurement.workload, NEWEST_KEY)]:  # read again next
                 del self._found[key]
         return result
 
@@ -72,6 +78,28 @@ class MeasurementsStore:
                     self._found.pop(next(iter(self._found)))
             else:
                 self._found.pop((workload, limit), None)
+        return list(found)
+
+    def newest(self, limit: int = NEWEST_READ) -> list[Measurement]:
+        """The `limit` most recently measured documents of every workload (one query ordered by measured_at, on its
+        automatic single-field index), kept for KEPT_FOR_S like a workload's: what the machines' start-ups were
+        lately, whatever work measured them."""
+        with self._lock:
+            kept = self._found.get((NEWEST_KEY, limit))
+        if kept is not None and time.monotonic() - kept[0] < KEPT_FOR_S:
+            return list(kept[1])
+        from google.cloud import firestore
+
+        from functions.gcp.firestore_reads import query_documents
+
+        query = self._client.collection(self._collection).order_by("measured_at", direction=firestore.Query.DESCENDING)
+        try:
+            docs = query_documents(query.limit(limit))
+        except Exception as exc:
+            raise as_transient(exc, "Firestore") from exc
+        found = [m for m in map(_readable, docs) if m is not None]
+        with self._lock:
+            self._found[(NEWEST_KEY, limit)] = (time.monotonic(), found)
         return list(found)
 
     def _query(self, workload: str, limit: int) -> list[Measurement]:

@@ -4,9 +4,10 @@ For each hardware configuration a measurement was taken on, the model's step tim
 is compared with the measured one: their ratio calibrates that configuration, so its planned step is the measured
 step. Configurations nobody measured take the model's own step scaled by the ratio measured on the same GPU kind
 (the geometric mean of those ratios), else by the ratio of every measurement: other GPU kinds and shapes keep the
-model's ratios to the measured one. Start-up is the measured start-up on the configuration, else the mean of the
-measured ones. Memory stays modelled (a measured peak only says what one micro-batch took, and the plan checks it
-against the model in its notes).
+model's ratios to the measured one. Start-up is the measured start-up on the configuration, else the start-up
+another workload's run measured on that shape with the same image (source "startup": it is the machine's, not the
+work's), else the mean of the measured ones. Memory stays modelled (a measured peak only says what one micro-batch
+took, and the plan checks it against the model in its notes).
 
 Pure: reads the first evaluation, returns the calibrated workload and the notes that say what was measured.
 """
@@ -19,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from functions.planning.measured import Calibration, MeasuredFigures
+from functions.planning.measured import STARTUP_SOURCE, Calibration, MeasuredFigures
 from functions.planning.search import Evaluation
 from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
 from functions.planning.workload import Workload
@@ -46,6 +47,12 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
     measured, or measured on a shape the space does not have)."""
     space, work = ev.space, ev.workload
     index = {(cfg.shape.machine_type, cfg.shape.accelerator_count, cfg.nodes): c for c, cfg in enumerate(space.configs)}
+    learned = {
+        index[f.shape]: f
+        for f in _newest([f for f in figures if f.source == STARTUP_SOURCE and f.startup_seconds > 0])
+        if f.shape in index
+    }
+    figures = [f for f in figures if f.source != STARTUP_SOURCE]
     used: list[tuple[int, MeasuredFigures, float]] = []
     counted = [f.steps / f.modelled_steps for f in figures if f.steps > 0 and f.modelled_steps > 0]
     for f in _newest([f for f in figures if f.step_seconds > 0 or f.startup_seconds > 0]):
@@ -56,7 +63,7 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         measured = f.step_seconds * (work.global_batch / f.global_batch if f.global_batch else 1.0)
         ratio = measured / modelled if f.step_seconds > 0 and modelled > 0 else 0.0
         used.append((c, f, ratio))
-    if not used and not counted:
+    if not used and not counted and not learned:
         return None
     n = len(space.configs)
     kinds = [cfg.shape.accelerator_type or "" for cfg in space.configs]
@@ -72,6 +79,8 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
     startups = [f.startup_seconds for _, f, _ in used if f.startup_seconds > 0]
     default_startup = sum(startups) / len(startups) if startups else space.catalog.assumptions.job.startup_seconds
     startup = [default_startup] * n
+    for c, f in learned.items():  # the shape's start-up, whatever work measured it
+        startup[c] = f.startup_seconds
     for c, f, r in used:
         if r > 0:
             scale[c] = r
@@ -83,6 +92,7 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         measured_configs=frozenset(c for c, _, _ in used),
         figures=tuple(used),
         steps_scale=geomean(counted),
+        startups_learned=tuple((c, f) for c, f in learned.items()),
     )
 
 
@@ -118,8 +128,14 @@ def measured_notes(ev: Evaluation, c: int) -> list[str]:
     else:
         lines.append("modelled: step time (no measured step time applies)")
     startup = cal.startup_seconds[c]
+    learned = dict(cal.startups_learned)
     if own and own[0][0].startup_seconds > 0:
         lines.append(f"measured: startup {startup:.4g} s from {own[0][0].describe()}")
+    elif c in learned:
+        lines.append(
+            f"measured on this machine by other work: startup {startup:.4g} s from {learned[c].describe()} "
+            "(start-up is the machine's and the image's, not the work's)"
+        )
     elif startup != a.startup_seconds:
         lines.append(f"measured (mean of other machines): startup {startup:.4g} s")
     else:

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 
 from functions.planning.errors import PlanInputError
 
-MEASUREMENT_SOURCES = ("canary", "run")
-"""Where a measurement came from: a canary job before a long run, or a finished run."""
+MEASUREMENT_SOURCES = ("canary", "run", "startup")
+"""Where a measurement came from: a canary job before a long run, a finished run, or ("startup") a start-up another
+workload's run measured on the same machine shape and image: a property of the shape, not of the work, so it stands
+for the start-up there until this workload measures its own (its step figures are not taken)."""
+STARTUP_SOURCE = "startup"
 
 
 @dataclass(frozen=True)
@@ -112,3 +115,6 @@ class Calibration:
     """(config, figure, ratio) of every figure used."""
     steps_scale: float = 1.0
     """Measured / modelled optimizer steps of past runs of the workload (1.0 = the model's count)."""
+    startups_learned: tuple[tuple[int, MeasuredFigures], ...] = ()
+    """(config, figure) of each start-up another workload measured on the configuration's shape (source
+    "startup")."""

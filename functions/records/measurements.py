@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from functions.planning.errors import PlanInputError
-from functions.planning.measured import MeasuredFigures
+from functions.planning.measured import STARTUP_SOURCE, MeasuredFigures
 from schemas.measurement import EstimateCheck, Measurement, estimate_error_text, image_of, workload_key, workload_label
 from schemas.run_metrics import checked_figure
 from schemas.run_record import RunRecord, RunState
@@ -157,6 +157,40 @@ def planner_figures(measurements: Iterable[Measurement], image: str = "") -> lis
             continue
         try:
             taken.append(_planner_figure(m))
+        except PlanInputError as exc:
+            log.warning("measurement %s left out of planning: %s", m.measurement_id, exc)
+    return taken
+
+
+def startup_figures(measurements: Iterable[Measurement], image: str, workload: str) -> list[MeasuredFigures]:
+    """The start-ups other workloads' runs and canaries measured lately, with this image, one per machine shape (the
+    newest), as the planner takes them (source "startup": the shape's start-up, not their step figures). A machine
+    and an image start as fast whatever work runs on them, so a new workload is planned with what the project's
+    machines take to start rather than the model's assumption."""
+    newest: dict[tuple[str, int, int], Measurement] = {}
+    for m in measurements:
+        if m.workload == workload or m.image != image or m.startup_seconds <= 0:
+            continue
+        shape = (m.machine_type, m.accelerator_count, m.nodes)
+        if shape not in newest or m.measured_at > newest[shape].measured_at:
+            newest[shape] = m
+    taken = []
+    for m in newest.values():
+        try:
+            taken.append(
+                MeasuredFigures(
+                    workload=m.workload,
+                    machine_type=m.machine_type,
+                    accelerator_type=m.accelerator_type,
+                    accelerator_count=m.accelerator_count,
+                    nodes=m.nodes,
+                    image=m.image,
+                    startup_seconds=m.startup_seconds,
+                    run_id=m.run_id,
+                    source=STARTUP_SOURCE,
+                    measured_at=m.measured_at,
+                )
+            )
         except PlanInputError as exc:
             log.warning("measurement %s left out of planning: %s", m.measurement_id, exc)
     return taken
