@@ -129,8 +129,13 @@ class Plan:
     """The Compute Engine reservation the job consumes (projects/P/zones/Z/reservations/NAME), through every training
     pool's machineSpec.reservationAffinity; "" = none. Written to the dict only when set."""
     checkpoint_every_steps: int = 0
-    """Optimizer steps between checkpoints, from the planned step time and the Spot risk (the trainer's
-    --checkpoint-every, a team's LANDFALL_CHECKPOINT_EVERY_STEPS); 0 = not planned (the trainer's default)."""
+    """Optimizer steps between checkpoints, from the planned step time and the Spot risk (a team's
+    LANDFALL_CHECKPOINT_EVERY_STEPS; the trainer's --checkpoint-every where the plan has no checkpoint_every_seconds);
+    0 = not planned (the trainer's default)."""
+    checkpoint_every_seconds: int = 0
+    """Seconds of training between checkpoints, kept on the wall clock (the trainer's --checkpoint-every-seconds, a
+    team's LANDFALL_CHECKPOINT_EVERY_SECONDS): the same interval as checkpoint_every_steps, but not stretched by a
+    step time the plan got wrong; 0 in plans recorded before it existed. Written to the dict only when set."""
     p90_hours: float = 0.0
     """The p90 duration: estimated_hours widened by the measured error of the time model behind it
     (functions/planning/bands.py); 0 in plans recorded before estimates were ranges (read it as estimated_hours).
@@ -239,6 +244,7 @@ class Plan:
         } | (
             ({"reservation": self.reservation} if self.reservation else {})
             | ({"checkpoint_every_steps": self.checkpoint_every_steps} if self.checkpoint_every_steps else {})
+            | ({"checkpoint_every_seconds": self.checkpoint_every_seconds} if self.checkpoint_every_seconds else {})
             | (
                 {"p90_hours": self.p90_hours, "p90_cost_usd": self.p90_cost_usd, "band_basis": self.band_basis}
                 if self.p90_hours
@@ -382,6 +388,7 @@ def parse_plan(data: object) -> Plan:
         reasons=r.strings("reasons", ()),
         reservation=r.string("reservation", "", max_len=512),
         checkpoint_every_steps=r.integer("checkpoint_every_steps", 0, minimum=0),
+        checkpoint_every_seconds=r.integer("checkpoint_every_seconds", 0, minimum=0),
         p90_hours=_finite(r, "p90_hours") if "p90_hours" in r.data else 0.0,
         p90_cost_usd=_finite(r, "p90_cost_usd") if "p90_cost_usd" in r.data else 0.0,
         band_basis=r.string("band_basis", "", max_len=4096),

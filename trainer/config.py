@@ -2,8 +2,8 @@
 
 `python -m trainer.task --data-uri=gs://B/P/ --task=T --model=PRESET --epochs=N --batch-size=B --learning-rate=LR
 --seed=S --strategy=S --precision=P [--micro-batch-size=M] [--gradient-accumulation-steps=K]
-[--activation-checkpointing] [--label-column=label] [--checkpoint-every=STEPS] [--max-steps=N]
-[--hparam KEY=VALUE ...]`
+[--activation-checkpointing] [--label-column=label] [--checkpoint-every=STEPS] [--checkpoint-every-seconds=S]
+[--max-steps=N] [--hparam KEY=VALUE ...]`
 
 --batch-size is the global batch: every optimizer step trains on exactly that many samples, split as
 micro-batch x processes x accumulation steps (the dispatcher passes the planner's split; alone, the micro-batch is
@@ -81,6 +81,10 @@ def _nearest_batches(batch: int, processes: int) -> str:
     return " or ".join(str(b) for b in (lower, lower + processes) if b > 0)
 
 
+DEFAULT_CHECKPOINT_EVERY = 1000
+"""Steps between checkpoints when neither --checkpoint-every nor --checkpoint-every-seconds is given."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything one training run needs besides the environment; saved into checkpoints and the model dir."""
@@ -106,8 +110,12 @@ class TrainConfig:
     """auto (bf16 where the GPU supports it, fp16 on older GPUs, fp32 on CPU), bf16, fp16 or fp32."""
     label_column: str = "label"
     """Tabular label column: class labels (integers or text) for classification, a number for regression."""
-    checkpoint_every: int = 1000
-    """Write a checkpoint every this many optimizer steps (and always on SIGTERM) when AIP_CHECKPOINT_DIR is set."""
+    checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY
+    """Write a checkpoint every this many optimizer steps (and always on SIGTERM) when AIP_CHECKPOINT_DIR is set;
+    None = not by steps (--checkpoint-every-seconds alone: the clock decides)."""
+    checkpoint_every_seconds: int = 0
+    """Write a checkpoint once this many seconds of training have passed since the last one (on the wall clock,
+    agreed by every process at the same step); 0 = not by the clock."""
     max_steps: int | None = None
     """Stop after this many optimizer steps in total, even before the last epoch ends."""
     hparams: Hparams = field(default_factory=Hparams)
@@ -159,9 +167,16 @@ class TrainConfig:
             raise ConfigError(f"--strategy={self.strategy!r}: expected one of {', '.join(STRATEGIES)}")
         if self.precision not in REQUESTED_PRECISIONS:
             raise ConfigError(f"--precision={self.precision!r}: expected one of {', '.join(REQUESTED_PRECISIONS)}")
-        for name in ("epochs", "batch_size", "checkpoint_every", "gradient_accumulation_steps"):
+        for name in ("epochs", "batch_size", "gradient_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')}={getattr(self, name)}: expected an integer >= 1")
+        if self.checkpoint_every is not None and self.checkpoint_every < 1:
+            raise ConfigError(f"--checkpoint-every={self.checkpoint_every}: expected an integer >= 1 or no flag")
+        if self.checkpoint_every_seconds < 0:
+            raise ConfigError(
+                f"--checkpoint-every-seconds={self.checkpoint_every_seconds}: expected a whole number of seconds >= 1, "
+                "or no flag"
+            )
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise ConfigError(f"--micro-batch-size={self.micro_batch_size}: expected an integer >= 1 or no flag")
         if self.activation_checkpointing and self.task != "causal-lm":
@@ -233,7 +248,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="the dataset version's objects digest (SHA-256, schemas/data_objects.py); without --data-objects the "
         "files under --data-uri must have it",
     )
-    parser.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        help="steps between checkpoints (default 1000, or none with --checkpoint-every-seconds)",
+    )
+    parser.add_argument(
+        "--checkpoint-every-seconds",
+        type=int,
+        default=0,
+        help="seconds of training between checkpoints, on the wall clock (the plan's interval)",
+    )
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument(
         "--hparam",
@@ -276,7 +302,10 @@ def parse_args(argv: list[str]) -> TrainConfig:
         strategy=ns.strategy,
         precision=ns.precision,
         label_column=ns.label_column,
-        checkpoint_every=ns.checkpoint_every,
+        checkpoint_every=ns.checkpoint_every
+        if ns.checkpoint_every is not None
+        else (None if ns.checkpoint_every_seconds else DEFAULT_CHECKPOINT_EVERY),
+        checkpoint_every_seconds=ns.checkpoint_every_seconds,
         max_steps=ns.max_steps,
         hparams=parse_hparams(ns.hparam),
         micro_batch_size=ns.micro_batch_size,

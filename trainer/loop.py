@@ -80,6 +80,9 @@ class Session:
     samples_trained: int = 0
     """Global samples trained by this invocation (not counting what a resumed checkpoint had done)."""
     last_checkpoint_step: int | None = None
+    last_checkpoint_at: float = field(default_factory=time.monotonic)
+    """time.monotonic() of the last checkpoint, or of the session's start: the clock --checkpoint-every-seconds
+    keeps."""
     resumed_from_step: int = 0
     """The step of the checkpoint this invocation resumed from (metrics.json `resumed_from_step`); 0: it started
     fresh."""
@@ -344,6 +347,7 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             skip=p.batch_in_epoch,
         )
         clock = _Clock()
+        saved_last = False
         if s.speed is not None:
             batches = read_ahead(batches, s.speed.prefetch_batches, s.speed.pin_memory)
         for x, y in batches:
@@ -356,14 +360,21 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             if s.samples_trained == WARMUP_STEPS * split.global_batch:
                 sync(s.device)
                 s.warmup_seconds = s.train_seconds + clock.elapsed()
-            stop = watch.agreed(s.device)
+            due = bool(config.checkpoint_every_seconds) and (
+                time.monotonic() - s.last_checkpoint_at >= config.checkpoint_every_seconds
+            )
+            stop, clock_due = watch.agreed(s.device, due)
+            # the agreed flags are the previous call's: those computed before the last save are spent
+            clock_due, saved_last = clock_due and not saved_last, False
             if p.step % config.hparams.log_every == 0 and s.env.is_main:
                 _log_progress(s, float(window[0] / window[1]), s.train_seconds + clock.elapsed())
                 window.zero_()
-            if stop or p.step % config.checkpoint_every == 0:
+            by_steps = config.checkpoint_every is not None and p.step % config.checkpoint_every == 0
+            if stop or by_steps or clock_due:
                 p.epoch_sums = sums.tolist()
                 with clock.paused():
                     save_checkpoint(s)
+                s.last_checkpoint_at, saved_last = time.monotonic(), True
                 if stop:
                     watch.drain()
                     raise Preempted(f"stopped by a signal at step {p.step}; the newest checkpoint resumes it")

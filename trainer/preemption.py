@@ -34,22 +34,25 @@ class PreemptionWatch:
             )
         self.requested = True
 
-    def agreed(self, device: str) -> bool:
-        """True on every rank, at the same call, once any rank was signalled (a collective when distributed).
+    def agreed(self, device: str, due: bool = False) -> tuple[bool, bool]:
+        """(stop, due), the same on every rank at the same call: stop once any rank was signalled, due once any rank
+        found a clock checkpoint due (a collective when distributed).
 
-        Each call starts a max all-reduce of this rank's flag and answers with the previous call's result.
+        Each call starts a max all-reduce of this rank's two flags and answers with the previous call's result (the
+        one the all-reduce it waits for carried), so a step's collective overlaps the next step's work.
         """
         if not collectives.active():
-            return self.requested
+            return self.requested, due
         import torch.distributed as dist
 
-        flag = torch.tensor([1.0 if self.requested else 0.0], device=device)
-        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, async_op=True)
-        previous, self._pending = self._pending, (work, flag)
+        flags = torch.tensor([1.0 if self.requested else 0.0, 1.0 if due else 0.0], device=device)
+        work = dist.all_reduce(flags, op=dist.ReduceOp.MAX, async_op=True)
+        previous, self._pending = self._pending, (work, flags)
         if previous is None:
-            return False
+            return False, False
         previous[0].wait()
-        return bool(previous[1].item() > 0)
+        stop, clock = previous[1].tolist()
+        return stop > 0, clock > 0
 
     def drain(self) -> None:
         """Wait for the last outstanding all-reduce (call before leaving the process group)."""

@@ -96,6 +96,12 @@ def checkpoint_every(request: TrainingRequest, plan: Plan) -> int:
     return request.hyperparameters.checkpoint_every_steps or plan.checkpoint_every_steps
 
 
+def checkpoint_every_seconds(request: TrainingRequest, plan: Plan) -> int:
+    """Seconds of training between checkpoints, on the clock: the plan's, unless the request counts in steps
+    (hyperparameters.checkpoint_every_steps wins); 0 = by steps."""
+    return 0 if request.hyperparameters.checkpoint_every_steps else plan.checkpoint_every_seconds
+
+
 def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
     """The trainer's command line (trainer/config.py) for this request as planned."""
     h = request.hyperparameters
@@ -124,8 +130,10 @@ def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
         args.append(f"--data-objects={encode_objects(request.dataset.objects)}")
     if plan.activation_checkpointing:
         args.append("--activation-checkpointing")
-    every = checkpoint_every(request, plan)
-    if every:
+    seconds, every = checkpoint_every_seconds(request, plan), checkpoint_every(request, plan)
+    if seconds:
+        args.append(f"--checkpoint-every-seconds={seconds}")
+    elif every:
         args.append(f"--checkpoint-every={every}")
     if h.max_steps:
         args.append(f"--max-steps={h.max_steps}")
@@ -154,6 +162,9 @@ def contract_env(request: TrainingRequest, plan: Plan, run_id: str) -> dict[str,
     every = checkpoint_every(request, plan)
     if every:
         env["LANDFALL_CHECKPOINT_EVERY_STEPS"] = str(every)
+    seconds = checkpoint_every_seconds(request, plan)
+    if seconds:
+        env["LANDFALL_CHECKPOINT_EVERY_SECONDS"] = str(seconds)
     return env
 
 

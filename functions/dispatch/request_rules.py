@@ -6,7 +6,8 @@ from datetime import datetime
 from functools import cache
 from pathlib import Path
 
-from deploy.routes import Route, read_routes
+from deploy.reloading import ReloadingFile
+from deploy.routes import ROUTES_FILE, Route, RouteError, read_routes
 from functions.settings import Settings
 from schemas.errors import SchemaError
 from schemas.model_presets import GptPreset, get_preset
@@ -229,6 +230,10 @@ def label_problems(request: TrainingRequest, settings: Settings) -> list[str]:
     ]
 
 
-@cache
+_ROUTES = ReloadingFile(read_routes, (RouteError, TypeError, KeyError))
+"""The routes file as it is now: read again when it changes (deploy/reloading.py), as ingest reads it, so that a
+route added while the functions run is the same route here as there."""
+
+
 def _routes(routes_file: str) -> tuple[Route, ...]:
-    return read_routes(Path(routes_file)) if routes_file else read_routes()
+    return _ROUTES.read(Path(routes_file) if routes_file else ROUTES_FILE)

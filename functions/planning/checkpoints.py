@@ -18,7 +18,11 @@ from functions.planning.explain import duration
 @dataclass(frozen=True)
 class CheckpointInterval:
     every_steps: int
-    """Optimizer steps between checkpoints (>= 1; more than the run's steps when it is shorter than the target)."""
+    """Optimizer steps between checkpoints (>= 1; more than the run's steps when it is shorter than the target): the
+    same interval counted in planned steps, for code that counts steps."""
+    every_seconds: int
+    """Seconds of training between checkpoints, which the trainer keeps on the wall clock (a step time the plan got
+    wrong does not stretch the work a failure loses)."""
     reason: str
     """Why, for the Plan's reasons."""
 
@@ -53,8 +57,9 @@ def _interval(
     every = max(1, math.floor(seconds / step))  # about time, not the run's length: estimates of steps can be off
     risk = "a Spot preemption" if spot else "a failure"
     text = (
-        f"checkpoint every {every:,} steps (~{duration(every * step / 3600)} at the planned {step_seconds:.3g} s "
-        f"step): at most {target_minutes:g} min of work lost on {risk} without its SIGTERM checkpoint"
+        f"checkpoint every {duration(seconds / 3600)} of training, on the clock (~{every:,} steps at the planned "
+        f"{step_seconds:.3g} s step): at most {target_minutes:g} min of work lost on {risk} without its SIGTERM "
+        "checkpoint"
     )
     if stretched:
         text += (
@@ -63,4 +68,4 @@ def _interval(
         )
     if every >= steps:
         text += f"; the planned run ({steps:,} steps) is shorter than that: it checkpoints only on SIGTERM"
-    return CheckpointInterval(every_steps=every, reason=text)
+    return CheckpointInterval(every_steps=every, every_seconds=math.ceil(seconds), reason=text)

@@ -233,6 +233,7 @@ def build_plan(
         ),
         reservation=job.reservation,
         checkpoint_every_steps=every.every_steps,
+        checkpoint_every_seconds=every.every_seconds,
         p90_hours=round(estimate.p90_hours, 6),
         p90_cost_usd=round(estimate.p90_hours * hourly, 6),
         band_basis=band.basis,

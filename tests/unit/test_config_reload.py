@@ -115,3 +115,32 @@ def test_the_functions_routes_and_teams_follow_their_files(tmp_path: Path, monke
         get_settings.cache_clear()
         routes.load_routes.cache_clear()
         wiring._teams_file.cache_clear()
+
+
+def test_the_dispatcher_s_route_check_follows_the_file_as_ingest_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A route added while the functions run: ingest labels its requests with it, and the dispatcher, which checks
+    that label against the route owning the data, must see the same routes (not the ones it read first)."""
+    from dataclasses import replace
+
+    from functions.dispatch import request_rules
+    from functions.settings import settings_from_env
+    from schemas.training_request import parse_training_request
+
+    routes_file = tmp_path / "routes.toml"
+    _write(routes_file, ROUTE.format(name="old", prefix="a/"), 0)
+    settings = replace(settings_from_env({"GOOGLE_CLOUD_PROJECT": "p"}), routes_file=str(routes_file))
+    request = parse_training_request(
+        {
+            "idempotency_key": "k",
+            "dataset": {"uri": "gs://landing/b/x/"},
+            "task": "tabular-classification",
+            "model": {"preset": "mlp-small"},
+            "labels": {"landfall-route": "new"},
+        }
+    )
+    monkeypatch.setattr(request_rules._ROUTES, "_interval", 0.0)
+    assert request_rules.label_problems(request, settings), "no route owns b/ yet"
+    _write(routes_file, ROUTE.format(name="old", prefix="a/") + ROUTE.format(name="new", prefix="b/"), 10)
+    assert request_rules.label_problems(request, settings) == []

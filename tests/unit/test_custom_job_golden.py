@@ -223,9 +223,12 @@ def test_every_form_carries_the_contract_s_plan_variables(case: str) -> None:
         assert micro * accumulation * processes == int(env["LANDFALL_GLOBAL_BATCH_SIZE"])
         assert {"LANDFALL_STRATEGY", "LANDFALL_PRECISION"} <= set(env)
         every = int(env["LANDFALL_CHECKPOINT_EVERY_STEPS"])  # the plan's interval, for every form
-        assert every >= 1
+        # the same on the clock, unless the request counts in steps
+        seconds = 0 if request.hyperparameters.checkpoint_every_steps else int(env["LANDFALL_CHECKPOINT_EVERY_SECONDS"])
+        assert every >= 1 and (seconds >= 1 or request.hyperparameters.checkpoint_every_steps == every)
         if request.trainer.builtin:
-            assert parse_args(pool["containerSpec"]["args"]).checkpoint_every == every
+            config = parse_args(pool["containerSpec"]["args"])
+            assert (config.checkpoint_every_seconds, config.checkpoint_every) == (seconds, None if seconds else every)
 
 
 def test_a_script_runs_under_the_trainer_image_through_the_launcher_with_its_requirements() -> None:

@@ -170,9 +170,12 @@ def test_the_service_reads_the_settings_the_cli_reads(rendered: Rendered) -> Non
         r: f"{P}-landfall-artifacts-{r}" for r in ("us-central1", "europe-west4")
     }
     recorded = read_env_yaml((REPO_ROOT / ".landfall/deploy/projects" / f"{P}.env.yaml").read_text())
-    assert {k: v for k, v in env.items() if k not in (ui.ACTIONS_ENV, ui.HOSTS_ENV)} == recorded, (
+    # every prepare() records the time it staged (LANDFALL_DEPLOYED_AT): another test's may have written it since
+    apart = (ui.ACTIONS_ENV, ui.HOSTS_ENV, "LANDFALL_DEPLOYED_AT")
+    assert {k: v for k, v in env.items() if k not in apart} == {k: v for k, v in recorded.items() if k not in apart}, (
         "the functions' settings, as recorded"
     )
+    assert settings.deployed_at is not None and "LANDFALL_DEPLOYED_AT" in recorded
     assert env[ui.HOSTS_ENV] == "landfall-ui-*.run.app,localhost,127.0.0.1,[::1]", "its Cloud Run names and the proxy's"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+from itertools import pairwise
 from pathlib import Path
 
 from tests import datagen
@@ -175,3 +176,28 @@ def test_early_stoppings_best_weights_survive_a_change_of_world_size(tmp_path: P
     assert resumed.messages("resumed from checkpoint")[0]["step"] == step
     metrics = json.loads((tmp_path / "run" / "model" / "metrics.json").read_text())
     assert metrics["world_size"] == 1 and metrics["early_stopping"]["patience"] == 5
+
+
+def test_a_clock_interval_checkpoints_by_wall_time_and_every_process_saves_at_the_same_step(tmp_path: Path) -> None:
+    """--checkpoint-every-seconds (the plan's interval): checkpoints follow the wall clock whatever the step time,
+    and two processes agree on the step (the flag rides the stop signal's all-reduce)."""
+    data = tmp_path / "text"
+    data.mkdir()
+    for shard in range(2):
+        (data / f"books-{shard}.txt").write_text(datagen.text_corpus(400, seed=shard))
+    args = trainer_args(
+        str(data),
+        task="causal-lm",
+        model="gpt-tiny",
+        epochs=20,
+        batch_size=4,
+        learning_rate=0.003,
+        extra=("--max-steps=400", "--checkpoint-every-seconds=1", "--hparam", "val_fraction=0", "keep_checkpoints=100"),
+    )
+    done = run_trainer(args, _outputs(tmp_path / "run", LANDFALL_NPROC_PER_NODE="2"), timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    saved = [r["step"] for r in done.messages("checkpoint saved")]
+    steps = CheckpointStore(str(tmp_path / "run" / "checkpoints"), keep=100).complete_steps()
+    seconds = done.messages("training finished")[0].get("train_seconds") or 0
+    assert len(saved) >= 2 and saved == sorted(saved) and steps == saved, (saved, steps, seconds)
+    assert all(b - a > 1 for a, b in pairwise(saved)), "by the clock, not every step"

@@ -75,7 +75,9 @@ def test_a_multi_day_plan_checkpoints_minutes_apart_not_hours():
     assert plan.estimated_hours > 48 and 1000 * plan.estimated_step_time_seconds > 3600, "1,000 steps: over an hour"
     target = RULES.spot_max_lost_minutes if plan.spot else RULES.max_lost_minutes
     assert 1 <= plan.checkpoint_every_steps * plan.estimated_step_time_seconds <= target * 60
-    assert plan.reasons[-1].startswith(f"checkpoint every {plan.checkpoint_every_steps:,} steps")
+    assert plan.reasons[-1].startswith("checkpoint every ") and ", on the clock (~" in plan.reasons[-1]
+    assert f"~{plan.checkpoint_every_steps:,} steps at the planned" in plan.reasons[-1]
+    assert plan.checkpoint_every_seconds == target * 60  # the clock keeps the target, whatever the step time proves
     on_demand = chosen(
         plan_request(
             PlanInput(task="causal-lm", preset="gpt-1.3b", dataset_bytes=5 * 10**9, prefer="cheapest", spot="never"),
@@ -87,6 +89,7 @@ def test_a_multi_day_plan_checkpoints_minutes_apart_not_hours():
         plan.checkpoint_every_steps * plan.estimated_step_time_seconds
         < on_demand.checkpoint_every_steps * on_demand.estimated_step_time_seconds
     )
+    assert plan.checkpoint_every_seconds < on_demand.checkpoint_every_seconds == RULES.max_lost_minutes * 60
 
 
 def _request(case: str, **hyper: int):
@@ -98,11 +101,12 @@ def _request(case: str, **hyper: int):
 
 def test_the_plan_s_interval_reaches_the_trainer_and_a_team_s_code():
     request, plan = _request("spot")
-    assert plan.checkpoint_every_steps > 0
-    assert parse_args(trainer_args(request, plan)).checkpoint_every == plan.checkpoint_every_steps
-    assert contract_env(request, plan, request.run_id)["LANDFALL_CHECKPOINT_EVERY_STEPS"] == str(
-        plan.checkpoint_every_steps
-    )
+    assert plan.checkpoint_every_steps > 0 and plan.checkpoint_every_seconds > 0
+    config = parse_args(trainer_args(request, plan))
+    assert (config.checkpoint_every_seconds, config.checkpoint_every) == (plan.checkpoint_every_seconds, None)
+    env = contract_env(request, plan, request.run_id)
+    assert env["LANDFALL_CHECKPOINT_EVERY_STEPS"] == str(plan.checkpoint_every_steps)
+    assert env["LANDFALL_CHECKPOINT_EVERY_SECONDS"] == str(plan.checkpoint_every_seconds)
     own, own_plan = _request("own_image")
     assert contract_env(own, own_plan, own.run_id)["LANDFALL_CHECKPOINT_EVERY_STEPS"] == str(
         own_plan.checkpoint_every_steps
@@ -112,9 +116,13 @@ def test_the_plan_s_interval_reaches_the_trainer_and_a_team_s_code():
 def test_the_request_s_own_checkpoint_interval_wins():
     request, plan = _request("spot", checkpoint_every_steps=777)
     assert plan.checkpoint_every_steps != 777
-    assert parse_args(trainer_args(request, plan)).checkpoint_every == 777
+    config = parse_args(trainer_args(request, plan))
+    assert (config.checkpoint_every, config.checkpoint_every_seconds) == (777, 0)  # the request counts in steps
     assert contract_env(request, plan, request.run_id)["LANDFALL_CHECKPOINT_EVERY_STEPS"] == "777"
-    unplanned = dataclasses.replace(plan, checkpoint_every_steps=0)  # a plan recorded before the field existed
+    assert "LANDFALL_CHECKPOINT_EVERY_SECONDS" not in contract_env(request, plan, request.run_id)
+    # a plan recorded before either field existed
+    unplanned = dataclasses.replace(plan, checkpoint_every_steps=0, checkpoint_every_seconds=0)
     plain, _ = _request("spot")
     assert "LANDFALL_CHECKPOINT_EVERY_STEPS" not in contract_env(plain, unplanned, plain.run_id)
     assert not any(a.startswith("--checkpoint-every") for a in trainer_args(plain, unplanned))
+    assert parse_args(trainer_args(plain, unplanned)).checkpoint_every == 1000  # the trainer's default
