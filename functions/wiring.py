@@ -93,27 +93,25 @@ def team_ledger_store() -> TeamLedgerStore:
     store = TeamLedgerStore(
         clients.firestore_client(), settings.runs_collection, settings.teams_collection, work=unit_of_work()
     )
-    known = teams()
-    if known:
-        # A settle wakes the team's waiting runs that now fit: each is handed to the dispatcher as a delivery of its
-        # request (docs/teams.md, "Waiting and priority").
-        store.waker = TeamWaker(
-            teams=known,
-            ledger_of=store.ledger_of,
-            waiting_of=store.waiting_of,
-            runs=runs_store(),
-            hand_over=lambda run: _republish_request(json.dumps(run.request).encode(), run_id=run.run_id),
-            now=utc_now,
-        ).wake
+    # A settle wakes the team's waiting runs that now fit: each is handed to the dispatcher as a delivery of its
+    # request (docs/teams.md, "Waiting and priority"), by the teams file as it is at the settle.
+    store.waker = TeamWaker(
+        teams=teams,
+        ledger_of=store.ledger_of,
+        waiting_of=store.waiting_of,
+        runs=runs_store(),
+        hand_over=lambda run: _republish_request(json.dumps(run.request).encode(), run_id=run.run_id),
+        now=utc_now,
+    ).wake
     return store
 
 
 @cache
 def functions_runs_store() -> RunsStore:
-    """The runs store the dispatcher, listener and reconciler write through: with teams, one that settles a run's
-    team reservation when the run ends or waits (functions/gcp/team_ledger_store.py); else runs_store()."""
-    if not teams():
-        return runs_store()
+    """The runs store the dispatcher, listener and reconciler write through: one that settles a run's team
+    reservation when the run ends or waits (functions/gcp/team_ledger_store.py). Whether there are teams is the teams
+    file's as it is now, so it is chosen whatever the file said when the instance started (a run of no team holds no
+    reservation: nothing is settled for it)."""
     from functions.gcp.team_ledger_store import SettlingRunsStore
 
     return SettlingRunsStore(clients.firestore_client(), get_settings().runs_collection, team_ledger_store())

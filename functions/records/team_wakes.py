@@ -133,7 +133,9 @@ def woken(*, now: datetime) -> Step[str]:
 class TeamWaker:
     """Wakes a team's waiting runs that fit (to_wake) and hands each to the dispatcher."""
 
-    teams: Teams
+    teams: Callable[[], Teams]
+    """The teams as the teams file says now (read again when it changes: a team added or a cap raised while the
+    functions run wakes by its new limits)."""
     ledger_of: Callable[[str], TeamLedger | None]
     """The team's ledger, plain-read (None: none yet)."""
     waiting_of: Callable[[str, int], list[RunRecord]]
@@ -147,7 +149,7 @@ class TeamWaker:
     def wake(self, team_name: str) -> int:
         """Wake what fits of the team's waiting runs; returns how many were woken. Never raises a LandfallError:
         a wake not made is made by the next settle of the team, or by the reconciler's pass."""
-        team = self.teams.named(team_name)
+        team = self.teams().named(team_name)
         if team is None:
             return 0
         now = self.now()

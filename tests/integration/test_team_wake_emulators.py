@@ -82,7 +82,7 @@ def test_a_run_ending_wakes_the_teams_waiting_run_without_a_reconcile_pass(
         published.append(requests_topic.publish(TOPIC, json.dumps(run.request).encode()).result(timeout=30))
 
     ledger.waker = TeamWaker(
-        teams=TEAMS,
+        teams=lambda: TEAMS,
         ledger_of=ledger.ledger_of,
         waiting_of=ledger.waiting_of,
         runs=RunsStore(client, SETTINGS.runs_collection),

@@ -40,7 +40,7 @@ def _burst(n: int) -> tuple[World, FakeLedger]:
 
 def _waker(w: World, ledger: FakeLedger, teams: Teams) -> TeamWaker:
     return TeamWaker(
-        teams=teams,
+        teams=lambda: teams,
         ledger_of=ledger.ledger,
         waiting_of=ledger.waiting_of,
         runs=w.runs,
@@ -90,6 +90,25 @@ def test_a_run_ending_wakes_its_teams_longest_waiting_run_without_a_reconcile_pa
     assert len(w.vertex.jobs) == 4
     assert _end_job(w, 2) == "recorded:SUCCEEDED"
     assert w.run(run_id(5)).state == RunState.SUBMITTED
+
+
+def test_a_wake_reads_the_teams_as_the_file_says_at_the_wake() -> None:
+    """The waker asks for the teams at each wake (the file is read again when it changes), not once per instance."""
+    w, ledger = _burst(5)
+    now: list[Teams] = [Teams(())]
+    waker = TeamWaker(
+        teams=lambda: now[0],
+        ledger_of=ledger.ledger,
+        waiting_of=ledger.waiting_of,
+        runs=w.runs,
+        hand_over=lambda run: resubmit(run.run_id, w.dispatch_deps),
+        now=w.clock,
+    )
+    ledger.waker = waker.wake
+    assert _end_job(w, 1) == "recorded:SUCCEEDED"
+    assert w.run(run_id(4)).state == RunState.WAITING, "no team named churn in the file then: nobody woken"
+    now[0] = _teams()  # the teams file edited while the functions run
+    assert waker.wake("churn") == 1 and w.run(run_id(4)).state == RunState.SUBMITTED
 
 
 def test_without_room_a_wake_changes_nothing() -> None:
