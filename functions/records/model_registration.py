@@ -53,6 +53,7 @@ from schemas.model_version import (
 from schemas.run_record import RunRecord, RunState
 from schemas.serving import builtin_container_spec
 from schemas.times import format_timestamp, parse_timestamp
+from schemas.training_request import Hyperparameters
 from schemas.user_metrics import METRICS_LINES_FILE
 
 REGISTRATION_LEASE = timedelta(seconds=360)
@@ -350,6 +351,16 @@ def _rival(champion: VersionView, scored: str, rule: PromotionRule) -> Promotion
     return own if (own.scored_version or own.champion_version) == scored else None
 
 
+def _hyperparameters(given: Any, *, own_code: bool) -> Any:
+    """The request's hyperparameters as the lineage keeps them: all of them for the built-in trainer, which trains
+    with every one; for a team's code only those that differ from Landfall's defaults (the code decides the rest,
+    and a default it never read would read as a setting it used)."""
+    if not own_code or not isinstance(given, dict):
+        return given
+    defaults = Hyperparameters().__dict__
+    return {k: v for k, v in given.items() if k not in defaults or (v != defaults[k] and v not in ({}, []))}
+
+
 def lineage(run: RunRecord) -> dict[str, Any]:
     """Which data, request, plan and code made the run's model (bounded: the object list only while short)."""
     request = run.request
@@ -366,7 +377,8 @@ def lineage(run: RunRecord) -> dict[str, Any]:
             "objects_digest": dataset.get("objects_digest", ""),
             "read": data,
         },
-        "request": {k: request.get(k) for k in ("task", "model", "hyperparameters", "source")},
+        "request": {k: request.get(k) for k in ("task", "model", "source")}
+        | {"hyperparameters": _hyperparameters(request.get("hyperparameters"), own_code=bool(trainer))},
         "plan": None
         if plan is None
         else {
@@ -377,8 +389,13 @@ def lineage(run: RunRecord) -> dict[str, Any]:
             "replica_count": plan.replica_count,
             "strategy": plan.strategy,
         },
-        # the request's trainer, and the exact version of each object it names (generation and digest)
-        "code": ({"trainer": trainer} | ({"objects": [c.to_dict() for c in run.code]} if run.code else {}))
+        # the request's trainer (its args and requirements), the exact version of each object it names (generation
+        # and digest), and the versions its requirements resolved to
+        "code": (
+            {"trainer": trainer}
+            | ({"objects": [c.to_dict() for c in run.code]} if run.code else {})
+            | ({"packages": packages} if (packages := (run.metrics or {}).get("packages")) else {})
+        )
         if trainer
         else {"trainer": "built-in", "model": request.get("model")},
         "job": None if run.vertex is None else run.vertex.job_name,

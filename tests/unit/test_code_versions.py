@@ -77,3 +77,17 @@ def test_a_stored_code_list_is_checked() -> None:
     with pytest.raises(SchemaError, match="at most 64"):
         parse_code_objects([{"uri": SCRIPT, "generation": "1"}] * 65)
     assert json.loads(json.dumps([c.to_dict() for c in parse_code_objects([])])) == []
+
+
+def test_the_lineage_of_a_team_s_code_keeps_only_the_hyperparameters_it_was_given_and_its_packages() -> None:
+    world, objects = _world()
+    objects.put("teams/growth/train.py", b"print('v1')\n")
+    data = {**json.loads(_script_request("given-1")), "hyperparameters": {"learning_rate": 0.003}}
+    world.deliver(json.dumps(data).encode())
+    run = world.run(parse_training_request(data).run_id)
+    run = replace(run, metrics={"packages": {"torch": "2.13.0", "pandas": "2.2.3"}})
+    kept = lineage(run)
+    assert kept["request"]["hyperparameters"] == {"learning_rate": 0.003}  # not epochs 5, batch 64 it never read
+    assert kept["code"]["packages"] == {"torch": "2.13.0", "pandas": "2.2.3"}
+    builtin = lineage(replace(run, request={k: v for k, v in run.request.items() if k != "trainer"}))
+    assert builtin["request"]["hyperparameters"]["epochs"] == 5  # the built-in trainer trains with every one
