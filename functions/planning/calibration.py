@@ -6,8 +6,9 @@ step. Configurations nobody measured take the model's own step scaled by the rat
 (the geometric mean of those ratios), else by the ratio of every measurement: other GPU kinds and shapes keep the
 model's ratios to the measured one. Start-up is the measured start-up on the configuration, else the start-up
 another workload's run measured on that shape with the same image (source "startup": it is the machine's, not the
-work's), else the mean of the measured ones. Memory stays modelled (a measured peak only says what one micro-batch
-took, and the plan checks it against the model in its notes).
+work's), else the mean of the workload's measured ones, else the mean of those other work measured (so that the
+shapes measured once are not favoured over the rest by the assumption alone). Memory stays modelled (a measured peak
+only says what one micro-batch took, and the plan checks it against the model in its notes).
 
 Pure: reads the first evaluation, returns the calibrated workload and the notes that say what was measured.
 """
@@ -76,7 +77,10 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         kind: geomean([r for c, _, r in used if r > 0 and kinds[c] == kind]) for kind in {kinds[c] for c, _, _ in used}
     }
     scale = [per_kind.get(kinds[c], everywhere) if per_kind.get(kinds[c]) else everywhere for c in range(n)]
-    startups = [f.startup_seconds for _, f, _ in used if f.startup_seconds > 0]
+    # machines nobody measured start like the measured ones on average: the workload's own, else other work's
+    startups = [f.startup_seconds for _, f, _ in used if f.startup_seconds > 0] or [
+        f.startup_seconds for f in learned.values()
+    ]
     default_startup = sum(startups) / len(startups) if startups else space.catalog.assumptions.job.startup_seconds
     startup = [default_startup] * n
     for c, f in learned.items():  # the shape's start-up, whatever work measured it

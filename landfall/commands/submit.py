@@ -117,7 +117,11 @@ def upload_bytes(data: bytes, file_name: str, kind: str, what: str) -> str:
     bucket = get_settings().code_bucket
     name = f"{kind}/{hashlib.sha256(data).hexdigest()[:16]}/{file_name}"
     with client_boundary(f"upload {what} to the code bucket gs://{bucket}/"):
-        code_bucket(bucket).blob(name).upload_from_string(data)
+        held = code_bucket(bucket).get_blob(name)
+        # The name is the content's hash: an object already there holds these bytes, and a run planned on it
+        # fetches its generation (schemas/code_version.py), which an upload over it would replace.
+        if held is None or held.size != len(data):
+            code_bucket(bucket).blob(name).upload_from_string(data)
     return f"gs://{bucket}/{name}"
 
 

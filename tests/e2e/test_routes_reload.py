@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from deploy.local import processes, stack
+from deploy.local import stack
 from deploy.reloading import CHECK_INTERVAL_SECONDS
 from landfall.synthetic import separable_csv_shards
 from schemas.training_request import run_id_for
@@ -51,6 +51,7 @@ def gcloud(info: stack.StackInfo, home: Path, *args: str) -> subprocess.Complete
 def test_a_route_added_while_the_stack_runs_trains_the_next_drop_on_its_prefix_without_a_restart(
     local_stack: stack.StackInfo, routes_file: Path, firestore_runs: Any, landing_bucket: Any, tmp_path: Path
 ) -> None:
+    running = {s.name: s.pid for s in stack.read_state(local_stack.state_dir)}
     routes_file.write_text(routes_file.read_text() + NEW_ROUTE)
     time.sleep(CHECK_INTERVAL_SECONDS + 0.5)  # each function looks at the file at most once a second
 
@@ -74,4 +75,4 @@ def test_a_route_added_while_the_stack_runs_trains_the_next_drop_on_its_prefix_w
     assert doc["state"] == "SUCCEEDED", doc.get("error")
     assert doc["request"]["dataset"]["object_count"] == 2
     assert doc["request"]["hyperparameters"]["epochs"] == 2  # the new route's, not the default route's 5
-    assert all(processes.is_alive(s.pid) for s in local_stack.services)  # the processes it started: none restarted
+    assert {s.name: s.pid for s in stack.read_state(local_stack.state_dir)} == running  # none was restarted

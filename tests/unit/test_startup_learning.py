@@ -61,13 +61,33 @@ def test_a_new_workload_plans_with_the_start_up_its_machine_showed_for_other_wor
         source="startup",
         measured_at="2026-11-20T00:00:00Z",
     )
-    again = plan_request(plan_input_from_request(REQUEST), measured=[learned]).plan
+    pinned = dataclasses.replace(
+        REQUEST, constraints=dataclasses.replace(REQUEST.constraints, machine_type=first.machine_type)
+    )
+    again = plan_request(plan_input_from_request(pinned), measured=[learned]).plan
     assert again is not None and (again.machine_type, again.replica_count) == (first.machine_type, 1)
     assert again.estimated_step_time_seconds == pytest.approx(first.estimated_step_time_seconds)  # steps: the model's
     assert again.estimated_hours < first.estimated_hours
     note = next(a for a in again.assumptions if "startup" in a)
     assert note.startswith("measured on this machine by other work: startup 20 s from startup run-other")
     own = dataclasses.replace(learned, workload="mine", startup_seconds=35.0, run_id="run-mine", source="run")
-    mine = plan_request(plan_input_from_request(REQUEST), measured=[learned, own]).plan
+    mine = plan_request(plan_input_from_request(pinned), measured=[learned, own]).plan
     assert mine is not None
     assert any(a.startswith("measured: startup 35 s from run run-mine") for a in mine.assumptions)
+
+
+def test_machines_nobody_measured_start_like_those_other_work_measured_not_like_the_assumption() -> None:
+    first = plan_request(plan_input_from_request(REQUEST)).plan
+    assert first is not None and first.machine_type != "n2-standard-32"
+    learned = MeasuredFigures(
+        workload="another",
+        machine_type="n2-standard-32",  # a shape the plan does not take: its start-up stands for the others
+        startup_seconds=20.0,
+        run_id="run-other",
+        source="startup",
+        measured_at="2026-11-20T00:00:00Z",
+    )
+    plan = plan_request(plan_input_from_request(REQUEST), measured=[learned]).plan
+    assert plan is not None and plan.machine_type != "n2-standard-32"
+    assert "measured (mean of other machines): startup 20 s" in plan.assumptions, plan.assumptions
+    assert plan.estimated_hours < first.estimated_hours
