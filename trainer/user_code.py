@@ -136,7 +136,21 @@ def _download(uri: str, path: Path) -> None:
     try:
         storage.download_file(uri, str(path))
     except Exception as exc:  # NotFound, Forbidden, a local path missing: the request named code that is not there
-        raise ConfigError(f"cannot fetch {uri}: {exc}; upload it to the code bucket (landfall submit does)") from exc
+        raise ConfigError(fetch_failure(uri, exc)) from exc
+
+
+def fetch_failure(uri: str, exc: BaseException) -> str:
+    """What to say when a code object cannot be fetched. A `#GENERATION` URI is the version the run was planned with
+    (schemas/code_version.py): when that is what is missing, the object was replaced since, and a bucket without
+    object versioning keeps no old version."""
+    base, _, generation = uri.partition("#")
+    if generation:
+        return (
+            f"cannot fetch {base} at generation {generation}, the version this run was planned with ({exc}): it was "
+            "uploaded again since, and the code bucket keeps no old versions. `landfall retry` the run to train the "
+            "version there now, or turn on object versioning on the code bucket to keep each run's version"
+        )
+    return f"cannot fetch {uri}: {exc}; upload it to the code bucket (landfall submit does)"
 
 
 def _uv() -> str | None:

@@ -91,3 +91,14 @@ def test_the_lineage_of_a_team_s_code_keeps_only_the_hyperparameters_it_was_give
     assert kept["code"]["packages"] == {"torch": "2.13.0", "pandas": "2.2.3"}
     builtin = lineage(replace(run, request={k: v for k, v in run.request.items() if k != "trainer"}))
     assert builtin["request"]["hyperparameters"]["epochs"] == 5  # the built-in trainer trains with every one
+
+
+def test_a_pinned_version_that_is_gone_says_it_was_replaced_and_what_to_do() -> None:
+    from trainer.user_code import fetch_failure
+
+    said = fetch_failure(f"{SCRIPT}#1764", FileNotFoundError("404"))
+    assert f"cannot fetch {SCRIPT} at generation 1764, the version this run was planned with" in said
+    assert "`landfall retry` the run" in said and "object versioning" in said
+    assert fetch_failure(SCRIPT, FileNotFoundError("404")).endswith(
+        "upload it to the code bucket (landfall submit does)"
+    )
