@@ -13,8 +13,8 @@ It records what a replica sees, then behaves as asked:
     --exit-replica R   exit with --exit only in replica R (e.g. workerpool1-0); others exit 0 after --sleep
     --await-records N  before exiting, wait (up to 60 s) until N local-process records exist in DIR, the way a
                        trainer's primary waits for its peers in a collective
-    --await-replica R  before exiting, wait (up to 60 s) until DIR/R.json exists: a worker that fails once the
-                       primary has started, whatever the load
+    --await-replica R  before exiting, wait (up to 60 s) until DIR/R.json exists (repeatable): a worker that fails
+                       once the primary has started, or a primary that ends once its workers have, whatever the load
     --count-starts     append one line to DIR/<replica>.starts on each start and keep each start's record as
                        DIR/<replica>.start<N>.json (spot restart tests)
 """
@@ -78,7 +78,7 @@ def main() -> int:
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--exit-replica")
     parser.add_argument("--count-starts", action="store_true")
-    parser.add_argument("--await-replica")
+    parser.add_argument("--await-replica", action="append", default=[])
     parser.add_argument("--await-records", type=int, default=0)
     parser.add_argument("--local-rank", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -117,7 +117,7 @@ def main() -> int:
     deadline = time.monotonic() + 60
     while len(list(args.out.glob("workerpool*-*-*.json"))) < args.await_records and time.monotonic() < deadline:
         time.sleep(0.05)
-    while args.await_replica and not (args.out / f"{args.await_replica}.json").exists() and time.monotonic() < deadline:
+    while any(not (args.out / f"{r}.json").exists() for r in args.await_replica) and time.monotonic() < deadline:
         time.sleep(0.05)
     if args.exit_replica is None or args.exit_replica == name:
         return int(args.exit)

@@ -47,7 +47,14 @@ def test_job_succeeds_when_the_primary_exits_zero_and_the_worker_is_stopped(vert
 def test_replica_environment_follows_vertex(vertex, tmp_path: Path):
     out = tmp_path / "out"
     pools = [
-        probe_pool(out, "--sleep", "0.2", accelerator=("NVIDIA_TESLA_T4", 2), env={"PROBE_EXTRA": "x"}),
+        # the job ends when its primary does (as on Vertex): it waits for the workers' records, however slowly a
+        # loaded machine starts them
+        probe_pool(
+            out,
+            *("--sleep", "0.2", "--await-replica", "workerpool1-0", "--await-replica", "workerpool1-1"),
+            accelerator=("NVIDIA_TESLA_T4", 2),
+            env={"PROBE_EXTRA": "x"},
+        ),
         probe_pool(out, replicas=2, accelerator=("NVIDIA_TESLA_T4", 2)),
     ]
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=probe_job(pools))
