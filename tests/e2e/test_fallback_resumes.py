@@ -1,0 +1,140 @@
+"""A capacity fallback to another world size goes on from the checkpoint: a built-in run on 2 nodes x 2 processes is
+preempted (Spot) after its first committed checkpoint until Vertex gives up on it with its stockout message; the
+dispatcher falls back to its next plan, 2 nodes x 1 process, whose trainer resumes from that checkpoint with the
+global batch kept (world size 4 -> 2, through the micro-batch), its loss going on from where it was, and SUCCEEDS."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.local import persistence, stack
+from deploy.vertex_emulator import control
+from deploy.vertex_emulator.logs import replica_log_path
+from functions.gcp.vertex import RUN_LABEL
+from schemas.training_request import parse_training_request
+from tests import datagen
+from tests.e2e.test_chain import _publish, terminal_run
+from tests.polling import wait_for
+
+pytestmark = pytest.mark.e2e
+EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
+PREFIX = "pinned/e2e-fallback-resumes/"  # no route watches it: the request below is the only one made for these files
+REGION = "us-central1"
+MAX_STEPS = 300
+EVERY = 20
+GLOBAL_BATCH = 8
+LOGGED_BY = 60
+"""A checkpoint at or past this step comes after the trainer logged its training loss (every 50 steps)."""
+PRIMARY = "workerpool0-0"
+VOCABULARY_LOSS = math.log(256)
+"""A byte-level model's loss before it has learned anything (uniform over 256 bytes)."""
+
+
+@pytest.fixture
+def faults(local_stack: stack.StackInfo) -> Iterator[str]:
+    address = local_stack.env["LANDFALL_VERTEX_ENDPOINT"]
+    control.set_faults(address, {})
+    yield address
+    control.set_faults(address, {})
+
+
+def _committed_steps(bucket: Any, run_id: str) -> list[int]:
+    names = (b.name for b in bucket.client.list_blobs(bucket, prefix=f"runs/{run_id}/checkpoints/"))
+    return sorted(int(m.group(1)) for n in names if (m := re.search(r"step-(\d{9})/commit\.json$", n)))
+
+
+def _losses(state_dir: Path, job_id: str) -> list[tuple[int, float]]:
+    """(step, training loss) of each step the job's primary replica logged, in order, across its restarts."""
+    path = replica_log_path(persistence.vertex_dir(state_dir), job_id, PRIMARY)
+    records = (json.loads(line) for line in path.read_text().splitlines() if line.startswith("{"))
+    return [(r["step"], r["loss"]) for r in records if r.get("message") == "training"]
+
+
+def _world(plan: dict[str, Any]) -> int:
+    return int(plan["accelerator_count"]) * int(plan["replica_count"])
+
+
+def test_a_fallback_to_another_world_size_resumes_from_the_checkpoint_and_succeeds(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, faults: str
+) -> None:
+    from functions.wiring import vertex_jobs
+
+    shards = [datagen.text_corpus(600, seed=10 + i) for i in range(2)]
+    for i, text in enumerate(shards):
+        landing_bucket.blob(f"{PREFIX}part-{i}.txt").upload_from_string(text, content_type="text/plain")
+    request = json.loads((EXAMPLES / "training_request.json").read_text())
+    request.update(idempotency_key="e2e-fallback-resumes", task="causal-lm", model={"preset": "gpt-tiny"})
+    request["dataset"] = {
+        "uri": f"gs://{landing_bucket.name}/{PREFIX}",
+        "object_count": len(shards),
+        "total_bytes": sum(len(t) for t in shards),
+        "formats": ["txt"],
+    }
+    request["hyperparameters"].update(
+        epochs=10,
+        batch_size=GLOBAL_BATCH,
+        learning_rate=0.003,
+        max_steps=MAX_STEPS,
+        checkpoint_every_steps=EVERY,
+        extra={"val_fraction": "0", "warmup_steps": "1"},
+    )
+    # The fastest L4 plan on 2 machines within 4 GPUs is 2 x g2-standard-24 (2 L4 each: 4 processes); its fallbacks
+    # in the one region allowed are the 1-L4 machines (2 processes). Spot only, so the emulator preempts it.
+    request["constraints"].update(
+        replica_count=2,
+        gpu_allowlist=["NVIDIA_L4"],
+        regions=[REGION],
+        spot="required",
+        max_gpus=4,
+        prefer="fastest",
+    )
+    run_id = parse_training_request(json.dumps(request)).run_id
+    _publish(local_stack, "landfall-training-requests", json.dumps(request).encode())
+
+    def logged_checkpoint() -> list[int]:
+        snap = firestore_runs.document(run_id).get()
+        doc = snap.to_dict() if snap.exists else {}
+        assert doc.get("state") not in ("SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"), doc.get("error")
+        return [step for step in _committed_steps(landing_bucket, run_id) if step >= LOGGED_BY]
+
+    wait_for(logged_checkpoint, 300, f"run {run_id}'s checkpoint at step {LOGGED_BY} or later")
+    # Preempted every second, past Vertex's six restarts: the job FAILS with the stockout message.
+    control.set_faults(faults, {"spot_preemption": {"after_seconds": 1.0, "times": 7, "grace_seconds": 1.0}})
+
+    def failed_job() -> Any:
+        jobs = [j for j in vertex_jobs().list_labelled(REGION) if j.labels.get(RUN_LABEL) == run_id]
+        return next((j for j in jobs if j.state == "JOB_STATE_FAILED"), None)
+
+    first = wait_for(failed_job, 120, f"run {run_id}'s first job to fail for capacity", step=0.1)
+    control.set_faults(faults, {})
+    saved = max(_committed_steps(landing_bucket, run_id))
+    assert 0 < saved < MAX_STEPS, f"the run ended its training before it was preempted ({saved} steps)"
+
+    doc = terminal_run(firestore_runs, run_id, timeout_s=420)
+    assert doc["state"] == "SUCCEEDED", doc.get("error")
+    jobs = doc["submission"]["jobs"]
+    assert jobs[0]["job_name"] == first.name and jobs[0]["reason"] == "stockout", jobs
+    attempts = doc["submission"]["attempts"]
+    assert _world(attempts[0]["plan"]) == 4 and _world(doc["plan"]) == 2, (attempts[0]["plan"], doc["plan"])
+    assert attempts[-1]["plan"]["machine_type"] == doc["plan"]["machine_type"] != "g2-standard-24"
+    metrics = doc["metrics"]
+    # the checkpoint the fallback resumed from is the newest the first job committed (its SIGTERM may add one)
+    resumed = metrics["resumed_from_step"]
+    assert saved <= resumed < MAX_STEPS and attempts[-1]["resumed_from_step"] == resumed, (saved, attempts[-1])
+    assert metrics["steps"] == MAX_STEPS and metrics["world_size"] == 2
+    assert metrics["batch"]["global_batch_size"] == GLOBAL_BATCH and metrics["batch"]["processes"] == 2
+
+    # The loss goes on from where it was: the fallback's first steps are near the first job's at the checkpoint,
+    # far from an untrained model's.
+    before = [loss for step, loss in _losses(local_stack.state_dir, first.job_id) if step <= resumed]
+    after = _losses(local_stack.state_dir, doc["vertex"]["job_id"])
+    assert before and after and after[0][0] > resumed, (before[-3:], after[:3])
+    at_checkpoint = sum(before[-3:]) / len(before[-3:])
+    assert abs(after[0][1] - at_checkpoint) < (VOCABULARY_LOSS - at_checkpoint) / 2, (at_checkpoint, after[:3])
