@@ -34,6 +34,11 @@ point (landfall/code_folder.py); `python SCRIPT ARGS` runs either."""
 CHECKPOINT_DIR_ENV = "LANDFALL_CHECKPOINT_DIR"
 """A team's checkpoint folder, which stands for AIP_CHECKPOINT_DIR (docs/trainer-contract.md, "Checkpoints"): its FUSE
 path in an image's env; set by the launcher for a script or a package (trainer/checkpoint_folder.py)."""
+RESUME_STEP_ENV = "LANDFALL_RESUME_STEP"
+"""The step of the newest committed checkpoint in LANDFALL_CHECKPOINT_DIR when the code starts (a folder `step-N`,
+N in nine digits, holding `commit.json`: the layout the built-in trainer writes); unset when there is none. Set by
+Landfall's launcher, which runs a script or a package; an image looks in its folder itself (docs/trainer-contract.md,
+"Checkpoints")."""
 CONTRACT_ENV_PREFIXES = ("LANDFALL_", "AIP_", "CLOUD_ML_")
 """trainer.env may not set variables the contract sets (docs/trainer-contract.md)."""
 CONTRACT_ENV_NAMES = frozenset(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -23,11 +22,10 @@ from typing import Any
 import torch
 
 from trainer import collectives, storage
+from trainer.checkpoint_folder import COMMIT, STEP_FILE
 from trainer.errors import ConfigError
 from trainer.logs import log
 
-_STEP_FILE = re.compile(r"(?:^|/)step-(\d{9})/([^/]+)$")
-COMMIT = "commit.json"
 RESUME = "resume.pt"
 LEGACY_MARKER = "COMPLETE"
 """The marker of an earlier trainer's single-file checkpoint (state.pt)."""
@@ -106,7 +104,7 @@ class CheckpointStore:
         if not storage.is_gcs(self.root) and not storage.exists(self.root):
             return committed, legacy, seen
         for uri in storage.list_files(self.root):
-            match = _STEP_FILE.search(uri)
+            match = STEP_FILE.search(uri)
             if match:
                 step = int(match.group(1))
                 seen.add(step)

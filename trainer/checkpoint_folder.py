@@ -13,16 +13,30 @@ another node saved. Nothing is deleted under AIP_CHECKPOINT_DIR.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemas.trainer_spec import CHECKPOINT_DIR_ENV
+from schemas.trainer_spec import CHECKPOINT_DIR_ENV, RESUME_STEP_ENV
 from trainer import storage
 from trainer.logs import log
 
-__all__ = ["CHECKPOINT_DIR_ENV", "CheckpointFolder", "save_checkpoints", "stage_checkpoints"]
+__all__ = [
+    "CHECKPOINT_DIR_ENV",
+    "RESUME_STEP_ENV",
+    "CheckpointFolder",
+    "newest_committed_step",
+    "resume_env",
+    "save_checkpoints",
+    "stage_checkpoints",
+]
 AIP_CHECKPOINT_ENV = "AIP_CHECKPOINT_DIR"
+STEP_FILE = re.compile(r"(?:^|/)step-(\d{9})/([^/]+)$")
+"""A file of a checkpoint folder `step-N` (N in nine digits) and its name: the layout the built-in trainer writes and
+a team's code may follow (docs/trainer-contract.md, "Checkpoints")."""
+COMMIT = "commit.json"
+"""Written last into a checkpoint's folder: only a folder holding it counts as a checkpoint to resume from."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,28 @@ def stage_checkpoints(environ: Mapping[str, str], workdir: Path, mount: str) -> 
     if restored:
         log("checkpoints restored from AIP_CHECKPOINT_DIR", files=len(restored), checkpoint_dir=uri)
     return CheckpointFolder(str(local), base, restored)
+
+
+def newest_committed_step(folder: CheckpointFolder) -> int | None:
+    """The step of the newest committed checkpoint in the folder (a `step-N` folder holding commit.json), or None."""
+    root = Path(folder.path)
+    if not root.is_dir():
+        return None
+    steps = [
+        int(match.group(1))
+        for child in root.iterdir()
+        if (match := STEP_FILE.search(f"{child.name}/{COMMIT}")) and (child / COMMIT).is_file()
+    ]
+    return max(steps, default=None)
+
+
+def resume_env(folder: CheckpointFolder) -> dict[str, str]:
+    """LANDFALL_RESUME_STEP for the code's environment when the folder holds a committed checkpoint; else nothing."""
+    step = newest_committed_step(folder)
+    if step is None:
+        return {}
+    log("a committed checkpoint is there to resume from", step=step, checkpoint_dir=folder.path)
+    return {RESUME_STEP_ENV: str(step)}
 
 
 def save_checkpoints(folder: CheckpointFolder) -> list[str]:

@@ -244,7 +244,7 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
     from schemas.canary import CANARY_ENV
     from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
     from trainer import storage
-    from trainer.checkpoint_folder import CHECKPOINT_DIR_ENV, save_checkpoints, stage_checkpoints
+    from trainer.checkpoint_folder import CHECKPOINT_DIR_ENV, resume_env, save_checkpoints, stage_checkpoints
     from trainer.cpu_rehearsal import rehearsal_env
     from trainer.user_code import (
         CHAMPION_DIR_ENV,
@@ -274,6 +274,7 @@ def _run_user_code(code: UserCode, topology: NodeTopology, argv: list[str], envi
         "LANDFALL_DATA_FILES": paths.data_files,
         "LANDFALL_METRICS_FILE": paths.metrics_file,
         CHECKPOINT_DIR_ENV: checkpoints.path,
+        **resume_env(checkpoints),
     }
     if environ.get(CHAMPION_DIR_ENV):  # the route's production model, as a local folder like the model's
         contract[CHAMPION_DIR_ENV] = stage_folder(environ[CHAMPION_DIR_ENV], workdir / "champion", GCS_MOUNT)

@@ -1,7 +1,8 @@
 """A capacity fallback to another world size goes on from the checkpoint: a built-in run on 2 nodes x 2 processes is
 preempted (Spot) after its first committed checkpoint until Vertex gives up on it with its stockout message; the
 dispatcher falls back to its next plan, 2 nodes x 1 process, whose trainer resumes from that checkpoint with the
-global batch kept (world size 4 -> 2, through the micro-batch), its loss going on from where it was, and SUCCEEDS."""
+global batch kept (world size 4 -> 2, through the micro-batch), its loss going on from where it was, and SUCCEEDS.
+The script example (a team's code) does the same through the same fallback."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tests.polling import wait_for
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_script" / "train.py"
 PREFIX = "pinned/e2e-fallback-resumes/"  # no route watches it: the request below is the only one made for these files
 REGION = "us-central1"
 MAX_STEPS = 300
@@ -138,3 +140,71 @@ def test_a_fallback_to_another_world_size_resumes_from_the_checkpoint_and_succee
     assert before and after and after[0][0] > resumed, (before[-3:], after[:3])
     at_checkpoint = sum(before[-3:]) / len(before[-3:])
     assert abs(after[0][1] - at_checkpoint) < (VOCABULARY_LOSS - at_checkpoint) / 2, (at_checkpoint, after[:3])
+
+
+def test_the_script_example_resumes_across_a_fallback_to_another_world_size(
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    faults: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """examples/ddp_script checkpoints with torch.distributed.checkpoint; after the same fallback as above its
+    launcher says LANDFALL_RESUME_STEP and the script goes on from there at world size 2."""
+    from functions.wiring import vertex_jobs
+    from landfall.cli import build_parser
+    from landfall.commands.submit import code_request
+
+    prefix = "byoc/e2e-fallback-resumes/"
+    rows = "".join(f"{i},{i % 7},{2 * i - 3}\n" for i in range(80))
+    landing_bucket.blob(prefix + "part-0.csv").upload_from_string("a,b,y\n" + rows, content_type="text/csv")
+    steps = 400
+    argv = ["submit", "--script", str(SCRIPT), "--data", f"gs://{landing_bucket.name}/{prefix}"]
+    # heavy enough for the planner that the 4-GPU shape is the fastest (and under the first-run canary's 2 hours)
+    argv += ["--params", "10000000", "--flops-per-sample", "1e12", "--samples", "20000"]
+    argv += ["--batch-size", str(GLOBAL_BATCH), "--key", "e2e-script-fallback-resumes"]
+    argv += [f"--arg={a}" for a in ("--epochs", str(steps), "--lr", "0.00001", "--pause", "0.05")]
+    request = code_request(build_parser().parse_args(argv))
+    request["hyperparameters"]["checkpoint_every_steps"] = EVERY
+    request["constraints"] = {
+        "replica_count": 2,
+        "gpu_allowlist": ["NVIDIA_L4"],
+        "regions": [REGION],
+        "spot": "required",
+        "max_gpus": 4,
+        "prefer": "fastest",
+    }
+    run_id = parse_training_request(json.dumps(request)).run_id
+    _publish(local_stack, "landfall-training-requests", json.dumps(request).encode())
+
+    def saved_by_the_script() -> Any:
+        jobs = [j for j in vertex_jobs().list_labelled(REGION) if j.labels.get(RUN_LABEL) == run_id]
+        for job in jobs:
+            path = replica_log_path(persistence.vertex_dir(local_stack.state_dir), job.job_id, PRIMARY)
+            if path.is_file() and '"checkpoint saved"' in path.read_text():
+                return job
+        return None
+
+    first = wait_for(saved_by_the_script, 300, f"the script of run {run_id} to save a checkpoint", step=0.2)
+    control.set_faults(faults, {"spot_preemption": {"after_seconds": 1.0, "times": 7, "grace_seconds": 10.0}})
+    wait_for(
+        lambda: vertex_jobs().get(first.name).state == "JOB_STATE_FAILED" or None,
+        120,
+        f"run {run_id}'s first job to fail for capacity",
+        step=0.1,
+    )
+    control.set_faults(faults, {})
+    saved = max(_committed_steps(landing_bucket, run_id))  # what its SIGTERM saved, copied back by its launcher
+
+    doc = terminal_run(firestore_runs, run_id, timeout_s=420)
+    assert doc["state"] == "SUCCEEDED", doc.get("error")
+    attempts = doc["submission"]["attempts"]
+    assert _world(attempts[0]["plan"]) == 4 and _world(doc["plan"]) == 2, (attempts[0]["plan"], doc["plan"])
+    metrics = doc["metrics"]
+    assert metrics["trainer"] == "script" and metrics["world_size"] == 2
+    assert 0 < saved <= metrics["resumed_from_step"] < steps, (saved, metrics["resumed_from_step"])
+    assert attempts[-1]["resumed_from_step"] == metrics["resumed_from_step"]
+    curve = metrics["loss_curve"]
+    assert curve[0]["step"] == metrics["resumed_from_step"] + 1 and curve[-1]["step"] == steps
+    untrained = sum((2 * i - 3) ** 2 for i in range(80)) / 80  # about what an untrained model's first step loses
+    assert curve[0]["loss"] < untrained / 4, (curve[0], untrained)

@@ -57,3 +57,24 @@ def test_without_aip_checkpoint_dir_the_code_still_gets_an_empty_folder(tmp_path
     assert os.path.isdir(folder.path) and os.listdir(folder.path) == []
     Path(folder.path, "x").write_text("kept locally")
     assert save_checkpoints(folder) == []
+
+
+def test_the_newest_committed_checkpoint_is_the_step_to_resume_from(tmp_path: Path) -> None:
+    from trainer.checkpoint_folder import RESUME_STEP_ENV, newest_committed_step, resume_env
+
+    remote = tmp_path / "ckpt"
+    for step, committed in ((20, True), (40, True), (60, False)):  # 60: its writer was stopped before the commit
+        folder = remote / f"step-{step:09d}"
+        folder.mkdir(parents=True)
+        (folder / "__0_0.distcp").write_bytes(b"shard")
+        if committed:
+            (folder / "commit.json").write_text("{}")
+    (remote / "step-80").mkdir()  # not the layout (nine digits): not a checkpoint Landfall reads
+    (remote / "step-80" / "commit.json").write_text("{}")
+    (remote / "step-000000100.tmp").mkdir()
+    (remote / "step-000000100.tmp" / "commit.json").write_text("{}")
+    staged = stage_checkpoints({"AIP_CHECKPOINT_DIR": str(remote)}, tmp_path / "node", str(tmp_path / "none"))
+    assert newest_committed_step(staged) == 40
+    assert resume_env(staged) == {RESUME_STEP_ENV: "40"}
+    empty = stage_checkpoints({}, tmp_path / "fresh", str(tmp_path / "none"))
+    assert newest_committed_step(empty) is None and resume_env(empty) == {}
