@@ -17,7 +17,7 @@ from schemas.dataset_record import DatasetRecord, VersionStatus
 from schemas.errors import SchemaError
 from schemas.money import usd_text
 from schemas.plan import Plan, PlanAlternative
-from schemas.run_metrics import run_warnings
+from schemas.run_metrics import FIGURES, resumed_from_step, run_warnings, work_lost
 from schemas.run_record import ReconcileErrors, RunRecord, RunState, parse_reconcile_errors
 from schemas.vocabulary import TASK_FIGURES
 
@@ -41,6 +41,29 @@ def duration_text(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h {minutes:02d}m" if hours else (f"{minutes}m {secs:02d}s" if minutes else f"{secs}s")
+
+
+def resumed_text(metrics: dict[str, Any] | None) -> str:
+    """ "resumed at step N of M; work lost: K steps (about T)" when the run's code resumed from a checkpoint (M: the
+    steps its metrics say it reached, left out when they do not say; the work lost where they say it), "" when it
+    started fresh or does not say."""
+    step = resumed_from_step(metrics)
+    if not step or metrics is None:
+        return ""
+    steps = metrics.get("steps")
+    total = f" of {steps}" if steps is not None and FIGURES["steps"].problem("steps", steps) is None else ""
+    return f"resumed at step {step}{total}{work_lost_text(work_lost(metrics))}"
+
+
+def work_lost_text(lost: tuple[int, float | None] | None) -> str:
+    """ "; work lost: N steps (about T)" from what the run's metrics say its stops lost, "" when they do not say."""
+    if lost is None:
+        return ""
+    steps, seconds = lost
+    if not steps:
+        return "; no work lost (each stop saved a checkpoint)"
+    took = f" (about {duration_text(seconds)})" if seconds is not None else ""
+    return f"; work lost: {steps} step{'s' if steps != 1 else ''}{took}"
 
 
 def cost_text(value: float | None) -> str:

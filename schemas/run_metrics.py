@@ -6,6 +6,7 @@ the warnings the trainer put on the run, and each task's own figures.
     "final": {"loss": 0.42, "r2": 0.58, "rmse": 53.1, ...}    tabular-regression (RMSE in the target's units)
     "final": {"loss": 2.1, "perplexity": 8.2, ...}            causal-lm
     "resumed_from_step": 40                                   the checkpoint's step; 0: it started fresh
+    "work_lost_steps": 7, "work_lost_seconds": 21.5           trained past the checkpoints resumed from, and lost
 
 The trainer writes the warnings through RunWarning (trainer/sizing.py); the CLI reads them and the figures through
 the functions here, so a renamed field fails here rather than showing as an empty column.
@@ -123,6 +124,8 @@ FIGURES: Mapping[str, FigureRule] = MappingProxyType(
         "peak_memory_gib": FigureRule(False, 0, 2**14, "GiB one process held at most"),
         "steps": FigureRule(True, 0, 10**12, "optimizer steps"),
         "resumed_from_step": FigureRule(True, 0, 10**12, "the step of the checkpoint the run resumed from"),
+        "work_lost_steps": FigureRule(True, 0, 10**12, "steps trained and lost to stops before the resumes"),
+        "work_lost_seconds": FigureRule(False, 0, 365 * DAY_SECONDS, "seconds those lost steps took"),
         "step": FigureRule(True, 0, 10**12, "the optimizer step a metrics line is for"),
         "world_size": FigureRule(True, 0, 10**6, "processes"),
         "processes": FigureRule(True, 0, 10**6, "processes"),
@@ -199,6 +202,16 @@ def resumed_from_step(metrics: Mapping[str, Any] | None) -> int | None:
     if not isinstance(value, int) or _resumed_problem(metrics or {}) is not None:
         return None
     return value
+
+
+def work_lost(metrics: Mapping[str, Any] | None) -> tuple[int, float | None] | None:
+    """(steps, seconds) the run's attempts trained past the checkpoints they resumed from and lost to their stops
+    (metrics `work_lost_steps`, `work_lost_seconds`: the seconds None when not said), or None when its metrics do not
+    say (or say something figure_problem refuses)."""
+    steps = (metrics or {}).get("work_lost_steps")
+    if not isinstance(steps, int) or figure_problem("work_lost_steps", steps) is not None:
+        return None
+    return steps, checked_figure("work_lost_seconds", (metrics or {}).get("work_lost_seconds"))
 
 
 def task_figures(task: str, metrics: Mapping[str, Any] | None) -> list[tuple[str, float]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 import torch
@@ -60,6 +60,11 @@ class CommitRecord:
     best_weights: bool
     """Whether the shards hold the early-stopping copy of the best weights."""
     format: int = FORMAT
+    work_lost_steps: int = 0
+    """Steps trained and lost to stops before this checkpoint, over every attempt of the run's line (each resume from
+    a checkpoint older than how far training had got)."""
+    work_lost_seconds: float = 0.0
+    """The wall seconds those steps took."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,13 +72,38 @@ class CommitRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> CommitRecord:
         names = {f.name for f in fields(cls)}
-        missing = sorted(n for n in names if n not in data and n != "format")
+        optional = {f.name for f in fields(cls) if f.default is not MISSING}  # added since: absent from older records
+        missing = sorted(n for n in names - optional if n not in data)
         if missing or data.get("format", FORMAT) != FORMAT:
             raise ValueError(
                 f"{where}: expected a commit record of format {FORMAT} with {sorted(names)}; it has format "
                 f"{data.get('format')!r} and lacks {missing}. Point AIP_CHECKPOINT_DIR at a fresh directory."
             )
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+PROGRESS = "progress.json"
+
+
+@dataclass(frozen=True)
+class ProgressMark:
+    """How far an attempt trained past its newest checkpoint (progress.json beside the checkpoints, rank 0's): what a
+    resume from an older checkpoint loses. Overwritten as training goes on; every attempt of the line writes it."""
+
+    step: int
+    since_step: int
+    """The checkpoint (or the start) the attempt counted from when it wrote this."""
+    seconds: float
+    """Wall seconds from since_step's checkpoint (or the attempt's start) to step."""
+
+    def lost_resuming_at(self, step: int) -> tuple[int, float]:
+        """(steps, seconds) trained past `step` and lost when training resumes from the checkpoint of `step`; the
+        seconds are the mark's, in proportion to the steps where it counted from another checkpoint."""
+        if self.step <= step:
+            return 0, 0.0
+        span = self.step - self.since_step
+        seconds = self.seconds * (self.step - step) / span if span > 0 else 0.0
+        return self.step - step, round(seconds, 3)
 
 
 def _dcp() -> tuple[Any, Any]:
@@ -157,6 +187,29 @@ class CheckpointStore:
             self.prune()
         collectives.barrier()
         return target
+
+    def mark_progress(self, mark: ProgressMark) -> None:
+        """Write progress.json (rank 0). A mark that cannot be written is logged: it only measures what a stop
+        would lose, and training goes on."""
+        uri = storage.join(self.root, PROGRESS)
+        try:
+            storage.write_bytes(uri, json.dumps(asdict(mark)).encode(), "application/json")
+        except Exception as exc:  # any storage error: the figure is lost, never the run
+            log("progress mark not written", severity="WARNING", uri=uri, error=str(exc)[:500])
+
+    def progress(self) -> ProgressMark | None:
+        """The newest progress mark of the line, or None (none written, or not one this trainer reads)."""
+        uri = storage.join(self.root, PROGRESS)
+        try:
+            if not storage.exists(uri):
+                return None
+            with storage.open_read(uri) as stream:
+                data = json.loads(stream.read(4096))
+            mark = ProgressMark(int(data["step"]), int(data["since_step"]), float(data["seconds"]))
+        except Exception as exc:  # a mark unread (or not JSON) loses the figure, never the resume
+            log("progress mark not read", severity="WARNING", uri=uri, error=str(exc)[:500])
+            return None
+        return mark if mark.step >= 0 and mark.since_step >= 0 and mark.seconds >= 0 else None
 
     def record(self, step: int) -> CommitRecord:
         uri = storage.join(self.dir(step), COMMIT)

@@ -3,7 +3,7 @@
 `python -m trainer.task --data-uri=gs://B/P/ --task=T --model=PRESET --epochs=N --batch-size=B --learning-rate=LR
 --seed=S --strategy=S --precision=P [--micro-batch-size=M] [--gradient-accumulation-steps=K]
 [--activation-checkpointing] [--label-column=label] [--checkpoint-every=STEPS] [--checkpoint-every-seconds=S]
-[--max-steps=N] [--hparam KEY=VALUE ...]`
+[--progress-every-seconds=S] [--max-steps=N] [--hparam KEY=VALUE ...]`
 
 --batch-size is the global batch: every optimizer step trains on exactly that many samples, split as
 micro-batch x processes x accumulation steps (the dispatcher passes the planner's split; alone, the micro-batch is
@@ -116,6 +116,10 @@ class TrainConfig:
     checkpoint_every_seconds: int = 0
     """Write a checkpoint once this many seconds of training have passed since the last one (on the wall clock,
     agreed by every process at the same step); 0 = not by the clock."""
+    progress_every_seconds: float = 30.0
+    """How often rank 0 marks how far training got past its last checkpoint (progress.json beside the checkpoints,
+    trainer/checkpoint.py ProgressMark): a stop without a checkpoint of its own is measured to within this; 0 = at
+    every step."""
     max_steps: int | None = None
     """Stop after this many optimizer steps in total, even before the last epoch ends."""
     hparams: Hparams = field(default_factory=Hparams)
@@ -176,6 +180,11 @@ class TrainConfig:
             raise ConfigError(
                 f"--checkpoint-every-seconds={self.checkpoint_every_seconds}: expected a whole number of seconds >= 1, "
                 "or no flag"
+            )
+        if not 0 <= self.progress_every_seconds <= 86_400:
+            raise ConfigError(
+                f"--progress-every-seconds={self.progress_every_seconds}: expected seconds from 0 (every step) to "
+                "86400, or no flag (30)"
             )
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise ConfigError(f"--micro-batch-size={self.micro_batch_size}: expected an integer >= 1 or no flag")
@@ -260,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="seconds of training between checkpoints, on the wall clock (the plan's interval)",
     )
+    parser.add_argument(
+        "--progress-every-seconds",
+        type=float,
+        default=30.0,
+        help="how often rank 0 marks how far training got past its last checkpoint (0: every step)",
+    )
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument(
         "--hparam",
@@ -306,6 +321,7 @@ def parse_args(argv: list[str]) -> TrainConfig:
         if ns.checkpoint_every is not None
         else (None if ns.checkpoint_every_seconds else DEFAULT_CHECKPOINT_EVERY),
         checkpoint_every_seconds=ns.checkpoint_every_seconds,
+        progress_every_seconds=ns.progress_every_seconds,
         max_steps=ns.max_steps,
         hparams=parse_hparams(ns.hparam),
         micro_batch_size=ns.micro_batch_size,

@@ -18,7 +18,7 @@ import torch
 from schemas.data_objects import DataRead
 from schemas.run_metrics import RunWarning
 from trainer import collectives
-from trainer.checkpoint import CheckpointStore, CommitRecord
+from trainer.checkpoint import CheckpointStore, CommitRecord, ProgressMark
 from trainer.config import TrainConfig
 from trainer.datasets.stream import Corpus, Counts, eval_batches, eval_batches_needed, train_batches
 from trainer.distributed import DistEnv
@@ -86,6 +86,11 @@ class Session:
     resumed_from_step: int = 0
     """The step of the checkpoint this invocation resumed from (metrics.json `resumed_from_step`); 0: it started
     fresh."""
+    work_lost: tuple[int, float] = (0, 0.0)
+    """(steps, wall seconds) trained and lost to stops over the run's line, this invocation's resume included
+    (metrics.json `work_lost_steps`, `work_lost_seconds`)."""
+    progress_marked_at: float = field(default_factory=time.monotonic)
+    """time.monotonic() of rank 0's last progress mark (trainer/checkpoint.py ProgressMark), or of the start."""
     speed: SpeedSettings | None = None
     """How this process trains fast (trainer/speed.py); None: PyTorch's defaults, nothing compiled."""
     compiled: CompileState | None = None
@@ -152,6 +157,8 @@ def commit_record(s: Session) -> CommitRecord:
         epochs=[e.to_dict() for e in p.epochs],
         early_stopping=dict(s.early.to_dict()),
         best_weights=s.best_weights is not None,
+        work_lost_steps=s.work_lost[0],
+        work_lost_seconds=s.work_lost[1],
     )
 
 
@@ -194,6 +201,9 @@ def restore(s: Session, store: CheckpointStore, step: int) -> CommitRecord:
         epoch_sums=_epoch_sums(per_rank, s.env.rank, s.env.world_size),
     )
     s.last_checkpoint_step = s.resumed_from_step = record.step
+    mark = store.progress()
+    lost = mark.lost_resuming_at(record.step) if mark is not None else (0, 0.0)
+    s.work_lost = (record.work_lost_steps + lost[0], round(record.work_lost_seconds + lost[1], 3))
     saved = record.early_stopping
     # whether early stopping is on is this run's decision (off where no rank holds the whole model: FSDP)
     holds_weights = s.early.patience > 0
@@ -370,6 +380,8 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
                 _log_progress(s, float(window[0] / window[1]), s.train_seconds + clock.elapsed())
                 window.zero_()
             by_steps = config.checkpoint_every is not None and p.step % config.checkpoint_every == 0
+            if not (stop or by_steps or clock_due):
+                _mark_progress(s)
             if stop or by_steps or clock_due:
                 p.epoch_sums = sums.tolist()
                 with clock.paused():
@@ -401,6 +413,17 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
         _finish_epoch(s, p.epoch)
     if s.best_weights is not None and s.early.best_epoch != p.epochs[-1].epoch:
         s.wrapped.inner.load_state_dict(s.best_weights)  # every rank holds the same copy (ddp, zero1)
+
+
+def _mark_progress(s: Session) -> None:
+    """Rank 0 marks how far training got past its last checkpoint, at most every --progress-every-seconds: a stop
+    with no checkpoint of its own loses the steps since, and the next attempt reads how many."""
+    now = time.monotonic()
+    if s.store is None or not s.env.is_main or now - s.progress_marked_at < s.config.progress_every_seconds:
+        return
+    since = s.last_checkpoint_step if s.last_checkpoint_step is not None else s.resumed_from_step
+    s.store.mark_progress(ProgressMark(s.progress.step, since, round(now - s.last_checkpoint_at, 3)))
+    s.progress_marked_at = now
 
 
 def _finish_epoch(s: Session, epoch: int) -> None:

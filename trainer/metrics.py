@@ -1,12 +1,12 @@
 """The run's figures: model FLOPs and MFU, and the metrics.json document the listener records.
 
-metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps",
-"final": {"loss", "accuracy", "perplexity"[, "r2", "rmse"]}, "epochs": [{"epoch", "loss", "accuracy", "perplexity"
-[, "r2", "rmse"]}], "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second",
+metrics.json (schema_version 1): {"schema_version", "task", "model", "strategy", "world_size", "steps", "final":
+{"loss", "accuracy", "perplexity"[, "r2", "rmse"]}, "epochs": [{"epoch", "loss", "accuracy", "perplexity" [, "r2",
+"rmse"]}], "evaluation": {"split", "samples", "train_samples", "val_fraction"}, "samples_per_second",
 "tokens_per_second", "wall_time_seconds", "mfu", "step_seconds", "peak_memory_bytes", "compile_seconds", "warmup",
-"resumed_from_step", ["early_stopping": {"min_steps", "patience", "best_loss", "best_epoch", "stale",
-"stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count", "total_bytes", "objects_digest",
-"source", "objects"}} (`data`: the dataset version's objects read,
+"resumed_from_step", ["work_lost_steps", "work_lost_seconds",] ["early_stopping": {"min_steps", "patience",
+"best_loss", "best_epoch", "stale", "stopped_epoch"},] "warnings": [{"code", "message"}], "data": {"object_count",
+"total_bytes", "objects_digest", "source", "objects"}} (`data`: the dataset version's objects read,
 schemas/data_objects.py DataRead; schemas/run_metrics.py reads the warnings and each task's figures).
 Loss, accuracy and perplexity are measured on the held-out split (--hparam val_fraction, grown on small tables by
 min_held_out: `evaluation.val_fraction` is the share used) at the end of each epoch, or on the training batches when
@@ -135,6 +135,7 @@ def metrics_document(
     compile_seconds: float | None = None,
     warmup: dict[str, Any] | None = None,
     resumed_from_step: int = 0,
+    work_lost: tuple[int, float] = (0, 0.0),
 ) -> dict[str, Any]:
     """metrics.json; `final` repeats the figures of the epoch whose weights were saved (kept_epoch, 1-based: the
         best held-out loss under early stopping; by default the last); `batch` says how each optimizer step's global
@@ -145,7 +146,9 @@ def metrics_document(
     and step_seconds) (None when nothing was compiled, trainer/speed.py);
     `warmup` sets this invocation's first steps apart from the steady ones ({"steps", "seconds", "steady_steps",
     "steady_seconds", "steady_samples_per_second"}; None when the run had no more steps than that);
-    `resumed_from_step` is the step of the checkpoint this invocation resumed from, 0 when it started fresh."""
+    `resumed_from_step` is the step of the checkpoint this invocation resumed from, 0 when it started fresh;
+    `work_lost_steps` and `work_lost_seconds` (only on a resumed run) are the steps trained past the checkpoints the
+    run's attempts resumed from, lost to their stops, and the wall seconds those took."""
     kept = next((e for e in epochs if e.epoch == kept_epoch), None) or (epochs[-1] if epochs else None)
     final = kept.to_dict() if kept else {"loss": None, "accuracy": None, "perplexity": None}
     final.pop("epoch", None)
@@ -157,6 +160,7 @@ def metrics_document(
         "world_size": world_size,
         "steps": steps,
         "resumed_from_step": resumed_from_step,
+        **({"work_lost_steps": work_lost[0], "work_lost_seconds": work_lost[1]} if resumed_from_step else {}),
         "final": final,
         "epochs": [e.to_dict() for e in epochs],
         "evaluation": evaluation.to_dict() if evaluation else None,

@@ -215,6 +215,8 @@ def _resume(session: Session, store: CheckpointStore) -> None:
         samples_seen=record.samples_seen,
         world_size_then=record.world_size,
         strategy_then=record.strategy,
+        work_lost_steps=session.work_lost[0],
+        work_lost_seconds=session.work_lost[1],
     )
 
 
@@ -286,6 +288,7 @@ def _metrics(s: Session, preset: Preset, parameters: int, wall: float) -> dict[s
         compile_seconds=s.compiled.seconds if s.compiled else None,
         warmup=_warmup(s, global_batch),
         resumed_from_step=s.resumed_from_step,
+        work_lost=s.work_lost,
     )
 
 

@@ -27,6 +27,7 @@ from landfall.words import (
     fmt_value,
     gpu_label,
     reconcile_lines,
+    resumed_text,
     sale_text,
     spot_text,
     wait_lines,
@@ -34,7 +35,7 @@ from landfall.words import (
 from schemas.errors import SchemaError
 from schemas.measurement import estimate_error_text
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
-from schemas.run_metrics import FIGURES, installed_packages, resumed_from_step, run_warnings
+from schemas.run_metrics import installed_packages, run_warnings
 from schemas.run_record import RunRecord, RunState, parse_state
 
 TENSORBOARD_HINT = 'TensorBoard event files; README.md "Metrics" says how to open them'
@@ -268,14 +269,9 @@ def describe(run: RunRecord) -> str:
 
 
 def resumed_lines(metrics: dict[str, Any]) -> list[str]:
-    """ "resumed at step N of M" when the run's code resumed from a checkpoint (M: the steps its metrics say it
-    reached, left out when they do not say); nothing when it started fresh or does not say."""
-    step = resumed_from_step(metrics)
-    if not step:
-        return []
-    steps = metrics.get("steps")
-    total = f" of {steps}" if steps is not None and FIGURES["steps"].problem("steps", steps) is None else ""
-    return [f"progress  resumed at step {step}{total}"]
+    """The `progress` line when the run's code resumed from a checkpoint (landfall/words.py resumed_text)."""
+    text = resumed_text(metrics)
+    return [f"progress  {text}"] if text else []
 
 
 def _omitted_line(run: RunRecord) -> str:

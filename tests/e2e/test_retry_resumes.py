@@ -1,6 +1,7 @@
 """A retry goes on from where its run stopped: a run cancelled after its first checkpoints is retried with `landfall
 retry`, and the retry's trainer resumes from the newest checkpoint in the first run's folder (its line's), records
-`resumed_from_step` on its attempt and in its metrics, and SUCCEEDS having trained only the steps that were left."""
+`resumed_from_step` on its attempt and in its metrics (and the work lost past that checkpoint, shown by `landfall
+run`), and SUCCEEDS having trained only the steps that were left."""
 
 from __future__ import annotations
 
@@ -77,6 +78,11 @@ def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_wha
     saved = max(_committed_steps(landing_bucket, run_id))
     assert 0 < saved < MAX_STEPS, f"the run was cancelled after it ended its training ({saved} steps)"
 
+    # As if the run had trained 9 steps past that checkpoint and been killed with no time to save them: the mark its
+    # rank 0 keeps of how far it got (trainer/checkpoint.py ProgressMark), which the retry reads as work lost.
+    mark = {"step": saved + 9, "since_step": saved, "seconds": 12.5}
+    landing_bucket.blob(f"runs/{run_id}/checkpoints/progress.json").upload_from_string(json.dumps(mark))
+
     capsys.readouterr()
     assert landfall(["retry", run_id, "--json"]) == 0
     said = json.loads(capsys.readouterr().out)
@@ -86,6 +92,11 @@ def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_wha
     metrics = retry["metrics"]
     assert metrics["resumed_from_step"] == saved and metrics["steps"] == MAX_STEPS
     assert retry["submission"]["attempts"][-1]["resumed_from_step"] == saved
+    assert (metrics["work_lost_steps"], metrics["work_lost_seconds"]) == (9, 12.5)
+    capsys.readouterr()
+    assert landfall(["run", said["run_id"]]) == 0
+    shown = f"progress  resumed at step {saved} of {MAX_STEPS}; work lost: 9 steps (about 12s)"
+    assert shown in capsys.readouterr().out
     # the line's folder holds the retry's checkpoints too; the retry's own folder holds none
     assert max(_committed_steps(landing_bucket, run_id)) > saved
     assert _committed_steps(landing_bucket, said["run_id"]) == []

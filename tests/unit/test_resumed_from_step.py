@@ -169,6 +169,16 @@ def test_landfall_run_says_where_a_resumed_run_picked_up() -> None:
     assert "resumed at" not in describe(run)
 
 
+def test_the_dashboard_says_where_a_resumed_run_picked_up_and_what_its_stops_lost() -> None:
+    from landfall.ui.views import run_row
+
+    run = parse_run_record(copy.deepcopy(GOLDEN))
+    lost = {**STOCKOUT_THEN_RESUMED, "work_lost_steps": 12, "work_lost_seconds": 3725.0}
+    resumed = replace(run, metrics={**(run.metrics or {}), **lost})
+    assert run_row(resumed)["resumed"] == "resumed at step 40 of 100; work lost: 12 steps (about 1h 02m)"
+    assert run_row(run)["resumed"] == ""
+
+
 @pytest.mark.parametrize(
     ("metrics", "lines"),
     [
@@ -177,6 +187,22 @@ def test_landfall_run_says_where_a_resumed_run_picked_up() -> None:
         ({"resumed_from_step": 0, "steps": 10}, []),  # started fresh
         ({"steps": 10}, []),
         ({"resumed_from_step": True, "steps": 10}, []),
+        (
+            {"resumed_from_step": 40, "steps": 100, "work_lost_steps": 7, "work_lost_seconds": 95.4},
+            ["progress  resumed at step 40 of 100; work lost: 7 steps (about 1m 35s)"],
+        ),
+        (
+            {"resumed_from_step": 40, "work_lost_steps": 1, "work_lost_seconds": "?"},  # the seconds unsaid
+            ["progress  resumed at step 40; work lost: 1 step"],
+        ),
+        (
+            {"resumed_from_step": 40, "work_lost_steps": 0, "work_lost_seconds": 0.0},
+            ["progress  resumed at step 40; no work lost (each stop saved a checkpoint)"],
+        ),
+        (  # a team's code's figures out of range say nothing of the work lost
+            {"resumed_from_step": 40, "work_lost_steps": -3, "work_lost_seconds": 1e300},
+            ["progress  resumed at step 40"],
+        ),
     ],
 )
 def test_the_resumed_line_only_for_a_run_that_resumed(metrics: dict[str, Any], lines: list[str]) -> None:

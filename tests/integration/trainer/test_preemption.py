@@ -25,7 +25,13 @@ def test_sigkill_mid_run_resumes_from_newest_checkpoint_and_matches_an_uninterru
         str(data),
         epochs=3,
         batch_size=16,
-        extra=(f"--checkpoint-every={INTERVAL}", "--hparam", "log_every=1", "warmup_steps=10"),
+        extra=(
+            f"--checkpoint-every={INTERVAL}",
+            "--progress-every-seconds=0",
+            "--hparam",
+            "log_every=1",
+            "warmup_steps=10",
+        ),
     )
 
     whole = run_trainer(args, _outputs(tmp_path / "whole"))
@@ -51,6 +57,12 @@ def test_sigkill_mid_run_resumes_from_newest_checkpoint_and_matches_an_uninterru
     assert resumed_metrics["epochs"] == whole_metrics["epochs"]
     assert resumed_metrics["steps"] == whole_metrics["steps"]
     assert (resumed_metrics["resumed_from_step"], whole_metrics["resumed_from_step"]) == (newest, 0)
+    # what the kill lost: the steps past the checkpoint, as rank 0 marked them (the kill may fall between a step's
+    # log line and its mark)
+    lost = resumed_metrics["work_lost_steps"]
+    assert last_step - newest - 1 <= lost <= last_step - newest, (lost, last_step, newest)
+    assert (resumed_metrics["work_lost_seconds"] > 0) == (lost > 0)
+    assert "work_lost_steps" not in whole_metrics
 
 
 def test_sigterm_checkpoints_fsdp_on_cpu_and_resumes_exactly_and_the_lm_loss_falls(tmp_path: Path) -> None:

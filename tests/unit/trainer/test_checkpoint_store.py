@@ -51,3 +51,36 @@ def test_what_a_dead_writer_left_at_the_same_step_is_replaced(tmp_path: Path) ->
     save(store, 9)
     assert store.latest() == 9
     assert not (stale / "__3_0.distcp").exists()
+
+
+def test_a_progress_mark_says_what_a_resume_from_an_older_checkpoint_loses(tmp_path: Path) -> None:
+    from trainer.checkpoint import ProgressMark
+
+    store = CheckpointStore(str(tmp_path / "ckpt"), keep=2)
+    assert store.progress() is None  # none written yet
+    store.mark_progress(ProgressMark(step=130, since_step=100, seconds=60.0))
+    mark = store.progress()
+    assert mark == ProgressMark(130, 100, 60.0)
+    assert mark.lost_resuming_at(100) == (30, 60.0)  # resumed from the checkpoint it counted from
+    assert mark.lost_resuming_at(80) == (50, 100.0)  # an older one: its seconds in proportion
+    assert mark.lost_resuming_at(130) == mark.lost_resuming_at(140) == (0, 0.0)  # a checkpoint at or past it
+
+
+@pytest.mark.parametrize("text", ["not json", '{"step": 3}', '{"step": -1, "since_step": 0, "seconds": 1}', "[]"])
+def test_a_progress_mark_that_cannot_be_read_is_no_mark(tmp_path: Path, text: str) -> None:
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    (root / "progress.json").write_text(text)
+    assert CheckpointStore(str(root), keep=2).progress() is None
+
+
+def test_commit_records_written_before_work_lost_was_kept_still_resume() -> None:
+    from tests.checkpoint_contract import record
+    from trainer.checkpoint import CommitRecord
+
+    older = record(40).to_dict()
+    del older["work_lost_steps"], older["work_lost_seconds"]
+    assert CommitRecord.from_dict(older, "commit.json").work_lost_steps == 0
+    del older["epochs"]
+    with pytest.raises(ValueError, match="lacks \\['epochs'\\]"):
+        CommitRecord.from_dict(older, "commit.json")
