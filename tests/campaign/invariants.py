@@ -3,6 +3,7 @@ Pure: the harness gathers the facts, these functions judge them."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,9 @@ INVARIANTS: dict[str, str] = {
     "run-settles": "every run reaches a true terminal state or an explained waiting state",
     "one-job-per-attempt": "at most one Vertex job per run attempt, and every job is one its run knows",
     "no-endless-redelivery": "no message is redelivered forever (none dead-lettered, none still failing)",
+    "progress-kept": "a resume loses at most one checkpoint interval of the steps trained before it",
+    "no-sample-twice": "what the final model trained on holds each sample once: every resume goes on from the "
+    "sample after its checkpoint's, and a SUCCEEDED run's steps cover the data exactly",
 }
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"})
 TERMINAL_JOB_STATES = {
@@ -32,6 +36,9 @@ class TrialFacts:
     runs: list[dict[str, Any]]
     jobs: dict[str, dict[str, str]] = field(default_factory=dict)
     """run id -> {job name: JobState name}"""
+    trainer_lines: dict[str, list[str]] = field(default_factory=dict)
+    """run id -> the lines its jobs' primary replicas logged, job after job in the order they were created (a
+    replica restarted in its job goes on in the same log)"""
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,83 @@ def check(facts: TrialFacts) -> list[Violation]:
         if problem:
             out.append(Violation("run-settles", f"{facts.uri}: {problem}"))
         out += _job_violations(run, facts.jobs.get(str(run.get("run_id")), {}))
+        if str(run.get("run_id")) in facts.trainer_lines:
+            out += training_violations(run, facts.trainer_lines[str(run.get("run_id"))])
+    return out
+
+
+def _records(lines: list[str], *messages: str) -> list[dict[str, Any]]:
+    out = []
+    for line in lines:
+        if line.startswith("{"):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("message") in messages:
+                out.append(record)
+    return out
+
+
+def resumes(lines: list[str]) -> list[tuple[int, int]]:
+    """(step resumed from, steps lost) of each attempt the checkpointing trainer started from a checkpoint (step > 0):
+    the steps lost are those the attempt before it trained past that step."""
+    from tests.campaign.checkpoint_trainer import START, STEP
+
+    out, reached = [], 0
+    for record in _records(lines, START, STEP):
+        if record["message"] == STEP:
+            reached = max(reached, int(record["step"]))
+            continue
+        step = int(record["resumed_from_step"])
+        if step > 0:
+            out.append((step, max(0, reached - step)))
+        reached = 0
+    return out
+
+
+def training_violations(run: dict[str, Any], lines: list[str]) -> list[Violation]:
+    """progress-kept and no-sample-twice over what the campaign's checkpointing trainer logged for a run
+    (tests/campaign/checkpoint_trainer.py): `campaign start` with the step it resumed from, then each step's sample
+    range. `kept` is what the model holds at each point: a resume from step C drops what was trained past C."""
+    from tests.campaign.checkpoint_trainer import START, STEP
+
+    run_id, out = run.get("run_id"), []
+    kept: list[dict[str, Any]] = []
+    reached = 0
+    total: int | None = None
+    for record in _records(lines, START, STEP):
+        if record["message"] == START:
+            resumed, total, every = int(record["resumed_from_step"]), int(record["steps"]), record["checkpoint_every"]
+            if reached - resumed > every:
+                out.append(
+                    Violation(
+                        "progress-kept",
+                        f"run {run_id}: resumed from step {resumed} after training to step {reached}: "
+                        f"{reached - resumed} steps lost, more than the {every} between checkpoints",
+                    )
+                )
+            if resumed > (kept[-1]["step"] if kept else 0):
+                out.append(
+                    Violation("no-sample-twice", f"run {run_id}: resumed from step {resumed}, which was never trained")
+                )
+            kept = [k for k in kept if k["step"] <= resumed]
+            continue
+        previous_end = kept[-1]["end_sample"] if kept else 0
+        expected_step = kept[-1]["step"] + 1 if kept else 1
+        if record["step"] != expected_step or record["first_sample"] != previous_end:
+            out.append(
+                Violation(
+                    "no-sample-twice",
+                    f"run {run_id}: step {record['step']} trained samples [{record['first_sample']}, "
+                    f"{record['end_sample']}) after step {expected_step - 1} ended at sample {previous_end}",
+                )
+            )
+        kept.append(record)
+        reached = max(reached, int(record["step"]))
+    held = [int(k["step"]) for k in kept]
+    if run.get("state") == "SUCCEEDED" and total is not None and held != list(range(1, total + 1)):
+        out.append(Violation("no-sample-twice", f"run {run_id} SUCCEEDED with steps {held} of 1-{total} in its model"))
     return out
 
 

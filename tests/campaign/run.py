@@ -21,13 +21,24 @@ from typing import Any
 from schemas.training_request import run_id_for
 from tests.campaign import faults as fault_table
 from tests.campaign.faults import Fault, draw
-from tests.campaign.invariants import INVARIANTS, TrialFacts, Violation, check, delivery_violations, settled
+from tests.campaign.invariants import (
+    INVARIANTS,
+    TrialFacts,
+    Violation,
+    check,
+    delivery_violations,
+    resumes,
+    settled,
+)
 from tests.campaign.stack_control import CampaignStack, kill, replica_pids
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESTORE_AFTER_S = 15.0
 """Fault points stay armed this long after the drop (a crash point restarts its function clean once it fired)."""
 VERTEX_FAULTS_FOR_S = 8.0
+PREEMPTION_FOR_S = 25.0
+"""A batch with a Spot preemption keeps its Vertex faults this long instead: jobs preempted after
+fault_table.PREEMPT_AFTER_S of running, started within it."""
 SETTLE_TIMEOUT_S = 120.0
 """A trial not quiet this long after its batch's faults were lifted is a run-settles violation."""
 JOB_EVENTS = ("Job completed successfully.", "Job is running.", "Waiting for job to be provisioned.")
@@ -44,6 +55,8 @@ class Trial:
     final_states: list[str] = field(default_factory=list)
     jobs: int = 0
     """Vertex jobs labelled with the trial's runs at the end."""
+    resumes: list[tuple[int, int]] = field(default_factory=list)
+    """(step, steps lost) of each start of its trainer from a checkpoint (invariants.resumes)."""
 
     @property
     def run_id(self) -> str:
@@ -214,10 +227,12 @@ class Batch:
         """Restart each armed function clean once its fault point fired (functions-framework's gunicorn starts a
         crashed worker again, still armed) or RESTORE_AFTER_S passed; lift the Vertex faults after
         VERTEX_FAULTS_FOR_S."""
-        pending, vertex_on = dict(armed), bool(fault_table.vertex_plan([t.fault for t in self.trials]))
+        plan = fault_table.vertex_plan([t.fault for t in self.trials])
+        pending, vertex_on = dict(armed), bool(plan)
+        vertex_for = PREEMPTION_FOR_S if "spot_preemption" in plan else VERTEX_FAULTS_FOR_S
         while pending or vertex_on:
             elapsed = time.monotonic() - started
-            if vertex_on and elapsed >= VERTEX_FAULTS_FOR_S:
+            if vertex_on and elapsed >= vertex_for:
                 self.env.set_vertex_faults({})
                 vertex_on = False
             for service, offset in list(pending.items()):
@@ -260,16 +275,24 @@ class Batch:
             final = self.facts(t, with_jobs=True)
             t.violations = check(final)
             t.final_states = sorted(str(r.get("state")) for r in final.runs)
+            t.notes += [
+                f"run {r.get('run_id')} FAILED: {(r.get('error') or {}).get('code')}: "
+                f"{str((r.get('error') or {}).get('message'))[:300]}"
+                for r in final.runs
+                if r.get("state") == "FAILED"
+            ]
             t.jobs = sum(len(j) for j in final.jobs.values())
+            t.resumes = [r for lines in final.trainer_lines.values() for r in resumes(lines)]
 
     def facts(self, trial: Trial, *, with_jobs: bool = False) -> TrialFacts:
         uri = self.uri(trial)
         runs = self.env.runs(uri)
-        jobs = {}
+        jobs, lines = {}, {}
         if with_jobs:
             for run in runs:
                 jobs[str(run.get("run_id"))] = self.env.labelled_jobs(str(run.get("run_id")), _regions(run))
-        return TrialFacts(uri, self.env.dataset(trial.prefix), self.env.versions(trial.prefix), runs, jobs)
+                lines[str(run.get("run_id"))] = self.env.trainer_lines(jobs[str(run.get("run_id"))])
+        return TrialFacts(uri, self.env.dataset(trial.prefix), self.env.versions(trial.prefix), runs, jobs, lines)
 
 
 def _regions(run: dict[str, Any]) -> set[str]:
@@ -411,6 +434,10 @@ def _summary(
         ),
         "final_states": dict(sorted(Counter(s for t in trials for s in t.final_states).items())),
         "trials_with_several_jobs": sum(1 for t in trials if t.jobs > 1),
+        "trials_resumed": sum(1 for t in trials if t.resumes),
+        "resumes": sum(len(t.resumes) for t in trials),
+        "resumes_losing_nothing": sum(1 for t in trials for _, lost in t.resumes if lost == 0),
+        "steps_lost": sum(lost for t in trials for _, lost in t.resumes),
         "violations_per_invariant": {name: per_invariant.get(name, 0) for name in INVARIANTS},
         "violations_total": sum(per_invariant.values()),
         "violations": violations,
@@ -422,6 +449,7 @@ def _summary(
                 "run_id": t.run_id,
                 "states": t.final_states,
                 "jobs": t.jobs,
+                "resumes": t.resumes,
                 "notes": t.notes,
             }
             for t in trials
@@ -448,6 +476,10 @@ def _print(summary: dict[str, Any]) -> None:
     print(
         f"final run states: {summary['final_states']}; trials whose run used more than one job: "
         f"{summary['trials_with_several_jobs']}"
+    )
+    print(
+        f"trials whose trainer resumed from a checkpoint: {summary['trials_resumed']} ({summary['resumes']} resumes, "
+        f"{summary['resumes_losing_nothing']} losing nothing; {summary['steps_lost']} steps lost in all)"
     )
     print(f"{'invariant':<24}{'violations':>11}")
     for name, n in summary["violations_per_invariant"].items():

@@ -21,9 +21,9 @@ from deploy.topology import load_topology
 from schemas.dataset_record import dataset_id_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-NOOP_IMAGE = "us-docker.pkg.dev/landfall-campaign/campaign/noop-trainer:1"
+CAMPAIGN_IMAGE = "us-docker.pkg.dev/landfall-campaign/campaign/checkpoint-trainer:1"
 STACK_SETTINGS = {
-    "LANDFALL_TRAINER_IMAGE": NOOP_IMAGE,
+    "LANDFALL_TRAINER_IMAGE": CAMPAIGN_IMAGE,
     "LANDFALL_CAMPAIGN_TRAIN_SECONDS": "3",
     "LANDFALL_SWEEP_EVERY_SECONDS": "2",
     "LANDFALL_SUBMISSION_LEASE_SECONDS": "6",
@@ -31,8 +31,8 @@ STACK_SETTINGS = {
     "LANDFALL_WAIT_BACKOFF_SECONDS": "3",
     "LANDFALL_RECONCILE_GRACE_SECONDS": "3",
 }
-"""What the campaign's stack runs with: the no-op trainer, a reconcile tick every 2 s, leases and back-offs of seconds
-(so a crash is taken over within a trial, not after two minutes)."""
+"""What the campaign's stack runs with: its checkpointing trainer (3 s of training), a reconcile tick every 2 s,
+leases and back-offs of seconds (so a crash is taken over within a trial, not after two minutes)."""
 
 
 class CampaignStack:
@@ -60,7 +60,7 @@ class CampaignStack:
         if (self.state_dir / "stack.json").exists():
             self._landfall("down", "--wipe")
         images = self.state_dir / "images.json"
-        images.write_text(json.dumps({NOOP_IMAGE: [sys.executable, "-m", "tests.campaign.noop_trainer"]}))
+        images.write_text(json.dumps({CAMPAIGN_IMAGE: [sys.executable, "-m", "tests.campaign.checkpoint_trainer"]}))
         ports = [a for name in stack.SERVICE_ORDER for a in ("--port", f"{name}=0")]
         done = self._landfall("up", *ports, extra_env={**STACK_SETTINGS, stack.VERTEX_IMAGES_ENV: str(images)})
         if done.returncode != 0:
@@ -133,6 +133,19 @@ class CampaignStack:
                 return
             except Exception:  # the emulator may be restarting; the plan is set once it answers
                 time.sleep(1)
+
+    def trainer_lines(self, job_names: Iterable[str]) -> list[str]:
+        """What the jobs' primary replicas logged, job after job in the order the emulator created them (its job
+        ids grow with time)."""
+        from deploy.local.persistence import vertex_dir
+        from deploy.vertex_emulator.logs import replica_log_path
+
+        lines: list[str] = []
+        for job_id in sorted((name.rsplit("/", 1)[-1] for name in job_names), key=int):
+            path = replica_log_path(vertex_dir(self.state_dir), job_id, "workerpool0-0")
+            if path.is_file():
+                lines += path.read_text(errors="replace").splitlines()
+        return lines
 
     def labelled_jobs(self, run_id: str, regions: Iterable[str]) -> dict[str, str]:
         """Every Vertex job labelled with run_id in regions: job name -> JobState name."""

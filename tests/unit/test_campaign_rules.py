@@ -110,3 +110,57 @@ def test_a_dead_lettered_message_is_caught() -> None:
     )
     (violation,) = delivery_violations(log)
     assert violation.invariant == "no-endless-redelivery" and "message 12" in violation.detail
+
+
+def _trained(*attempts: tuple[int, int]) -> list[str]:
+    """The checkpointing trainer's lines for attempts that each resumed from a step and trained to another."""
+    import json
+
+    from tests.campaign.checkpoint_trainer import BATCH, CHECKPOINT_EVERY, START, STEP
+
+    lines = []
+    for resumed, reached in attempts:
+        lines.append(
+            json.dumps(
+                {"message": START, "resumed_from_step": resumed, "steps": 12, "checkpoint_every": CHECKPOINT_EVERY}
+            )
+        )
+        lines += [
+            json.dumps({"message": STEP, "step": k, "first_sample": (k - 1) * BATCH, "end_sample": k * BATCH})
+            for k in range(resumed + 1, reached + 1)
+        ]
+    return ["launcher starting", *lines]
+
+
+def test_a_resume_from_the_newest_checkpoint_keeps_progress_and_trains_each_sample_once() -> None:
+    from tests.campaign.invariants import training_violations
+
+    succeeded = {"run_id": "r", "state": "SUCCEEDED"}
+    assert training_violations(succeeded, _trained((0, 12))) == []
+    assert training_violations(succeeded, _trained((0, 7), (4, 12))) == []  # killed 3 steps past its checkpoint
+    assert training_violations(succeeded, _trained((0, 0), (0, 5), (5, 12))) == []  # a SIGTERM checkpoint at 5
+    assert training_violations({"run_id": "r", "state": "FAILED"}, _trained((0, 6))) == []
+
+
+def test_lost_progress_a_repeated_sample_and_a_short_model_are_caught() -> None:
+    from tests.campaign.invariants import training_violations
+
+    succeeded = {"run_id": "r", "state": "SUCCEEDED"}
+    lost = training_violations(succeeded, _trained((0, 10), (4, 12)))  # 6 steps lost: past one interval of 4
+    assert [v.invariant for v in lost] == ["progress-kept"]
+    twice = _trained((0, 8), (8, 12))
+    twice.insert(12, twice[11])  # step 8 logged again: its samples trained twice
+    assert "no-sample-twice" in [v.invariant for v in training_violations(succeeded, twice)]
+    assert [v.invariant for v in training_violations(succeeded, _trained((0, 8), (9, 12)))] == [
+        "no-sample-twice",  # a resume from a step never trained
+        "no-sample-twice",  # step 10 after step 8: samples skipped
+        "no-sample-twice",  # and the model does not hold 1-12
+    ]
+    assert [v.invariant for v in training_violations(succeeded, _trained((0, 11)))] == ["no-sample-twice"]
+
+
+def test_the_resumes_are_counted_with_the_steps_each_lost() -> None:
+    from tests.campaign.invariants import resumes
+
+    assert resumes(_trained((0, 12))) == []
+    assert resumes(_trained((0, 7), (4, 5), (5, 12))) == [(4, 3), (5, 0)]  # each attempt's loss counted once
