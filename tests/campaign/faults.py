@@ -14,7 +14,7 @@ SERVICE_OF_POINT = {
     "reconciler": "reconcile_runs",
 }
 """The local stack service whose process runs each function's fault points."""
-PREEMPT_AFTER_S = 6.0
+PREEMPT_AFTER_S = 4.0
 RESTARTABLE_FUNCTIONS = ("on_object_finalized", "dispatch", "on_job_event", "reconcile_runs")
 
 KINDS: dict[str, str] = {

@@ -20,6 +20,7 @@ from typing import Any
 
 from schemas.training_request import run_id_for
 from tests.campaign import faults as fault_table
+from tests.campaign.checkpoint_trainer import START, STEP
 from tests.campaign.faults import Fault, draw
 from tests.campaign.invariants import (
     INVARIANTS,
@@ -76,6 +77,9 @@ class Batch:
         bucket = self.env.bucket()
         rows = "".join(f"{i % 7},{(i * trial.number) % 11},{i % 2}\n" for i in range(16))
         bucket.blob(f"{trial.prefix}part-0.csv").upload_from_string(f"a,b,label\n{rows}", content_type="text/csv")
+        if trial.fault.kind == "vertex_preemption":  # a run this short is planned on demand unless Spot is required
+            overrides = json.dumps({"constraints": {"spot": "required"}})
+            bucket.blob(f"{trial.prefix}landfall.json").upload_from_string(overrides, content_type="application/json")
         marker = bucket.blob(f"{trial.prefix}_SUCCESS")
         marker.upload_from_string(b"")
         trial.generation = str(marker.generation)
@@ -283,6 +287,9 @@ class Batch:
             ]
             t.jobs = sum(len(j) for j in final.jobs.values())
             t.resumes = [r for lines in final.trainer_lines.values() for r in resumes(lines)]
+            logged = [line for lines in final.trainer_lines.values() for line in lines]
+            starts, steps = (sum(1 for line in logged if f'"message": "{m}"' in line) for m in (START, STEP))
+            t.notes.append(f"its trainer started {starts} time(s) and logged {steps} step(s)")
 
     def facts(self, trial: Trial, *, with_jobs: bool = False) -> TrialFacts:
         uri = self.uri(trial)
