@@ -81,6 +81,9 @@ class CheckpointAssumptions:
     write_gbytes_per_second: float = 0.5
     max_write_overhead_fraction: float = 0.05
     """Checkpoints no more often than writing them takes this share of the run."""
+    spot_notice_seconds: float = 30.0
+    """Seconds a Spot VM gets between its preemption notice (SIGTERM) and its stop: a checkpoint that takes longer to
+    write cannot be saved on the notice."""
     note: str = ""
 
 
@@ -217,6 +220,7 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
             bytes_per_parameter=_num(ck, "bytes_per_parameter", "checkpoints"),
             write_gbytes_per_second=_num(ck, "write_gbytes_per_second", "checkpoints"),
             max_write_overhead_fraction=_num(ck, "max_write_overhead_fraction", "checkpoints", fraction=True),
+            spot_notice_seconds=_num(ck, "spot_notice_seconds", "checkpoints"),
             note=str(ck.get("note", "")),
         ),
         band=_band(_section(raw, "estimate_band")),

@@ -66,6 +66,11 @@ def _interval(
             f", stretched because writing one ({write_bytes / 1e9:,.1f} GB at {rules.write_gbytes_per_second:g} "
             f"GB/s, ~{write_seconds:,.0f} s) may take at most {rules.max_write_overhead_fraction:.0%} of the run"
         )
+    if spot and write_seconds > rules.spot_notice_seconds:
+        text += (
+            f"; writing one (~{write_seconds:,.0f} s) takes longer than the {rules.spot_notice_seconds:g} s a Spot "
+            "preemption's notice gives, so none is saved on the notice: a preemption loses the work since the last one"
+        )
     if every >= steps:
         text += f"; the planned run ({steps:,} steps) is shorter than that: it checkpoints only on SIGTERM"
     return CheckpointInterval(every_steps=every, every_seconds=math.ceil(seconds), reason=text)

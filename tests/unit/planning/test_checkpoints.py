@@ -126,3 +126,13 @@ def test_the_request_s_own_checkpoint_interval_wins():
     assert "LANDFALL_CHECKPOINT_EVERY_STEPS" not in contract_env(plain, unplanned, plain.run_id)
     assert not any(a.startswith("--checkpoint-every") for a in trainer_args(plain, unplanned))
     assert parse_args(trainer_args(plain, unplanned)).checkpoint_every == 1000  # the trainer's default
+
+
+def test_a_spot_plan_whose_checkpoint_outlasts_the_preemption_notice_says_so() -> None:
+    rules = RULES
+    big = checkpoint_interval(1.0, 100_000, 7_000_000_000, True, rules)  # 84 GB at 0.5 GB/s: ~168 s
+    assert "takes longer than the 30 s a Spot preemption's notice gives" in big.reason
+    assert "none is saved on the notice" in big.reason
+    small = checkpoint_interval(1.0, 100_000, 124_000_000, True, rules)  # 1.5 GB: ~3 s
+    on_demand = checkpoint_interval(1.0, 100_000, 7_000_000_000, False, rules)
+    assert "notice" not in small.reason and "notice" not in on_demand.reason
