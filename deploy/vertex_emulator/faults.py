@@ -21,6 +21,9 @@ A fault plan is a JSON or TOML document (every key optional):
     times = 1                        # preemptions per job; past 6 the job FAILS with the stockout message
     grace_seconds = 1.0              # SIGTERM-to-SIGKILL grace, like a spot VM's shutdown notice
 
+    [job_timeout]                    # every job running longer than this ends FAILED as at its scheduling.timeout
+    after_seconds = 20.0             # (a plan whose timeout is too short for its run), with Vertex's timeout status
+
     [[rate_limits]]                  # Vertex's per-minute request quotas, per region and method (none by default)
     method = "CreateCustomJob"       # a JobService or ModelService method: CreateCustomJob, UploadModel, GetModel, ...
     limit = 60                       # calls allowed in any window_seconds (a refused call does not count)
@@ -62,6 +65,7 @@ _PLAN_KEYS = (
     "stockout",
     "unsupported_machine_type",
     "spot_preemption",
+    "job_timeout",
     "rate_limits",
 )
 JOB_SERVICE_METHODS = ("CreateCustomJob", "GetCustomJob", "ListCustomJobs", "CancelCustomJob", "DeleteCustomJob")
@@ -143,6 +147,13 @@ class SpotPreemption:
 
 
 @dataclass(frozen=True)
+class JobTimeout:
+    """End every job that has run longer than after_seconds as its scheduling.timeout would."""
+
+    after_seconds: float
+
+
+@dataclass(frozen=True)
 class RateLimit:
     """At most `limit` calls of `method` per region in any window_seconds (region None: every region, each apart)."""
 
@@ -161,6 +172,7 @@ class FaultRules:
     stockout: tuple[Match, ...] = ()
     unsupported_machine_type: tuple[MachineMatch, ...] = ()
     spot_preemption: SpotPreemption | None = None
+    job_timeout: JobTimeout | None = None
     rate_limits: tuple[RateLimit, ...] = ()
 
 
@@ -215,6 +227,14 @@ def parse_rules(data: Mapping[str, object]) -> FaultRules:
         )
         if spot.after_seconds < 0 or spot.times < 0 or spot.grace_seconds < 0:
             raise ConfigError(f"spot_preemption values must not be negative, found {spot}.")
+    timeout_entry = data.get("job_timeout")
+    job_timeout = None
+    if timeout_entry is not None:
+        job_timeout = JobTimeout(
+            **_fields("job_timeout", timeout_entry, {"after_seconds": (int, float)}, required=("after_seconds",))
+        )
+        if job_timeout.after_seconds <= 0:
+            raise ConfigError(f"job_timeout.after_seconds must be > 0, found {job_timeout.after_seconds}.")
     limits = data.get("rate_limits", [])
     if not isinstance(limits, list):
         raise ConfigError(f"rate_limits must be a list of objects, found {limits!r}.")
@@ -253,6 +273,7 @@ def parse_rules(data: Mapping[str, object]) -> FaultRules:
             for i, e in enumerate(machines)
         ),
         spot_preemption=spot,
+        job_timeout=job_timeout,
     )
 
 

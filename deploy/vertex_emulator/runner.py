@@ -233,6 +233,9 @@ class JobRunner:
                 return self._cancelled()
             if timeout and time.monotonic() - started > timeout:
                 return self._failure(timeout_message(timeout), code_pb2.DEADLINE_EXCEEDED)
+            cut = self._faults.current().job_timeout  # a fault: the job's timeout as if it were this short
+            if cut is not None and time.monotonic() - started > cut.after_seconds:
+                return self._failure(timeout_message(cut.after_seconds), code_pb2.DEADLINE_EXCEEDED)
             preemption = self._faults.current().spot_preemption if spot else None
             running_for = time.monotonic() - last_start
             if preemption and preemptions < preemption.times and running_for > preemption.after_seconds:

@@ -31,21 +31,17 @@ def _committed_steps(bucket: Any, run_id: str) -> list[int]:
     return sorted(int(m.group(1)) for n in names if (m := re.search(r"step-(\d{9})/commit\.json$", n)))
 
 
-def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_what_was_left(
-    local_stack: stack.StackInfo,
-    firestore_runs: Any,
-    landing_bucket: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
+def _publish_lm_run(local_stack: stack.StackInfo, bucket: Any, key: str, prefix: str = PREFIX) -> str:
+    """A gpt-tiny request on two text shards under prefix (written once), published; its run id."""
     shards = [datagen.text_corpus(600, seed=i) for i in range(2)]
     for i, text in enumerate(shards):
-        landing_bucket.blob(f"{PREFIX}part-{i}.txt").upload_from_string(text, content_type="text/plain")
+        blob = bucket.blob(f"{prefix}part-{i}.txt")
+        if not blob.exists():
+            blob.upload_from_string(text, content_type="text/plain")
     request = json.loads((EXAMPLES / "training_request.json").read_text())
-    request.update(idempotency_key="e2e-retry-resumes", task="causal-lm", model={"preset": "gpt-tiny"})
+    request.update(idempotency_key=key, task="causal-lm", model={"preset": "gpt-tiny"})
     request["dataset"] = {
-        "uri": f"gs://{landing_bucket.name}/{PREFIX}",
+        "uri": f"gs://{bucket.name}/{prefix}",
         "object_count": len(shards),
         "total_bytes": sum(len(t) for t in shards),
         "formats": ["txt"],
@@ -59,19 +55,35 @@ def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_wha
         extra={"val_fraction": "0", "warmup_steps": "1"},
     )
     request["constraints"].update(spot="never", machine_type="n2-standard-8")  # a CPU plan: fp32, as the stack runs it
-    run_id = parse_training_request(json.dumps(request)).run_id
     _publish(local_stack, "landfall-training-requests", json.dumps(request).encode())
+    return parse_training_request(json.dumps(request)).run_id
 
-    def first_checkpoint() -> list[int]:
-        snap = firestore_runs.document(run_id).get()
+
+def _first_checkpoint(runs: Any, bucket: Any, run_id: str) -> list[int]:
+    """Wait until the running run_id has committed a checkpoint; its committed steps."""
+
+    def committed() -> list[int]:
+        snap = runs.document(run_id).get()
         doc = snap.to_dict() if snap.exists else {}
         assert doc.get("state") not in ("SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"), (
             doc.get("error"),
             doc.get("metrics"),
         )
-        return _committed_steps(landing_bucket, run_id)
+        return _committed_steps(bucket, run_id)
 
-    wait_for(first_checkpoint, 180, f"run {run_id}'s first committed checkpoint")
+    return wait_for(committed, 180, f"run {run_id}'s first committed checkpoint")
+
+
+def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_what_was_left(
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
+    run_id = _publish_lm_run(local_stack, landing_bucket, "e2e-retry-resumes")
+    _first_checkpoint(firestore_runs, landing_bucket, run_id)
     assert landfall(["cancel", run_id, "--by", "e2e"]) == 0
     cancelled = terminal_run(firestore_runs, run_id, timeout_s=90)
     assert cancelled["state"] == "CANCELLED", cancelled.get("error")
@@ -100,3 +112,47 @@ def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_wha
     # the line's folder holds the retry's checkpoints too; the retry's own folder holds none
     assert max(_committed_steps(landing_bucket, run_id)) > saved
     assert _committed_steps(landing_bucket, said["run_id"]) == []
+
+
+def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two runs end FAILED `timeout` after a checkpoint (the emulator's job_timeout fault: their plan's timeout as if
+    it had been too short); `landfall retry` of one resumes from its checkpoint, `--from-scratch` of the other starts
+    at step 0 in a folder of its own."""
+    from deploy.vertex_emulator import control
+
+    monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
+    faults = local_stack.env["LANDFALL_VERTEX_ENDPOINT"]
+    resumed_id = _publish_lm_run(local_stack, landing_bucket, "e2e-timeout-retry-resumes")
+    scratch_id = _publish_lm_run(local_stack, landing_bucket, "e2e-timeout-retry-from-scratch")
+    for run_id in (resumed_id, scratch_id):
+        _first_checkpoint(firestore_runs, landing_bucket, run_id)
+    control.set_faults(faults, {"job_timeout": {"after_seconds": 1.0}})
+    try:
+        ended = [terminal_run(firestore_runs, run_id, timeout_s=90) for run_id in (resumed_id, scratch_id)]
+    finally:
+        control.set_faults(faults, {})
+    for doc in ended:
+        assert (doc["state"], doc["error"]["code"]) == ("FAILED", "timeout"), doc.get("error")
+    saved = max(_committed_steps(landing_bucket, resumed_id))
+
+    capsys.readouterr()
+    assert landfall(["retry", resumed_id, "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert landfall(["retry", scratch_id, "--from-scratch", "--json"]) == 0
+    scratch = json.loads(capsys.readouterr().out)
+    assert (resumed["checkpoint_lineage"], scratch.get("checkpoint_lineage") or "") == (resumed_id, "")
+
+    docs = [terminal_run(firestore_runs, r["run_id"], timeout_s=300) for r in (resumed, scratch)]
+    for doc in docs:
+        assert doc["state"] == "SUCCEEDED", doc.get("error")
+        assert doc["metrics"]["steps"] == MAX_STEPS
+    assert docs[0]["metrics"]["resumed_from_step"] >= saved > 0  # the newest checkpoint of the line
+    assert docs[0]["submission"]["attempts"][-1]["resumed_from_step"] == docs[0]["metrics"]["resumed_from_step"]
+    assert docs[1]["metrics"]["resumed_from_step"] == 0
+    assert _committed_steps(landing_bucket, scratch["run_id"])  # its own folder, not the line's

@@ -243,6 +243,9 @@ def test_quota_metric_names():
         ({"unsupported_machine_type": [{"region": "x"}]}, "missing machine_type"),
         ({"spot_preemption": {"times": 1}}, "missing after_seconds"),
         ({"spot_preemption": {"after_seconds": "1"}}, "after_seconds"),
+        ({"job_timeout": {}}, "job_timeout: missing after_seconds"),
+        ({"job_timeout": {"after_seconds": 0}}, "job_timeout.after_seconds must be > 0"),
+        ({"job_timeout": {"after_seconds": 5, "times": 2}}, "unknown key(s) times"),
     ],
 )
 def test_bad_fault_plans(plan, message):
