@@ -1,5 +1,6 @@
 """The campaign's trainer: the Vertex emulator runs it for the campaign's image (LANDFALL_VERTEX_IMAGES). It trains a
-tiny model for LANDFALL_CAMPAIGN_STEPS steps of LANDFALL_CAMPAIGN_TRAIN_SECONDS in all and checkpoints for real with
+tiny model for LANDFALL_CAMPAIGN_STEPS steps of LANDFALL_CAMPAIGN_TRAIN_SECONDS in all (or, at the same pace, the
+--max-steps the request's hyperparameters.max_steps gives) and checkpoints for real with
 Landfall's own code (trainer/checkpoint.py CheckpointStore: torch.distributed.checkpoint shards, the commit record
 written last, pruning, the progress mark) in AIP_CHECKPOINT_DIR, every CHECKPOINT_EVERY steps and when SIGTERM asks it
 to stop; at start it resumes from the newest committed checkpoint. So a trial's faults (a killed replica, a Spot
@@ -40,6 +41,9 @@ def main() -> int:
 
     steps = int(os.environ.get("LANDFALL_CAMPAIGN_STEPS", "12"))
     pause = float(os.environ.get("LANDFALL_CAMPAIGN_TRAIN_SECONDS", "3")) / steps
+    longer = [a.removeprefix("--max-steps=") for a in sys.argv[1:] if a.startswith("--max-steps=")]
+    if longer:  # a trial that needs a long job (hyperparameters.max_steps), at the same pace
+        steps = int(longer[0])
     stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
     store = CheckpointStore(os.environ["AIP_CHECKPOINT_DIR"], keep=3)

@@ -37,8 +37,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RESTORE_AFTER_S = 15.0
 """Fault points stay armed this long after the drop (a crash point restarts its function clean once it fired)."""
 VERTEX_FAULTS_FOR_S = 8.0
-PREEMPTION_FOR_S = 25.0
-"""A batch with a Spot preemption keeps its Vertex faults this long instead: jobs preempted after
+LONG_JOB_STEPS = 240
+"""A Vertex-restart trial's job: 60 s at the campaign trainer's pace, still running when the batch's others ended."""
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"})
+PREEMPTION_FOR_S = 90.0
+"""A Spot preemption stays on this long (the other Vertex faults VERTEX_FAULTS_FOR_S): jobs preempted after
 fault_table.PREEMPT_AFTER_S of running, started within it."""
 SETTLE_TIMEOUT_S = 120.0
 """A trial not quiet this long after its batch's faults were lifted is a run-settles violation."""
@@ -71,15 +74,25 @@ class Batch:
     def __init__(self, env: CampaignStack, seed: int, trials: list[Trial]) -> None:
         self.env, self.seed, self.trials = env, seed, trials
         self.errors: list[str] = []
+        self._vertex_plan: dict[str, Any] = {}
+        """The Vertex fault plan while it is on: a restarted emulator reads only its --faults file, so it is set
+        again after `landfall restart vertex`."""
+        self._vertex_lock = threading.Lock()
 
     # -- the dataset ----------------------------------------------------------------------------------------------
     def drop(self, trial: Trial) -> None:
         bucket = self.env.bucket()
         rows = "".join(f"{i % 7},{(i * trial.number) % 11},{i % 2}\n" for i in range(16))
         bucket.blob(f"{trial.prefix}part-0.csv").upload_from_string(f"a,b,label\n{rows}", content_type="text/csv")
+        overrides: dict[str, Any] = {}
         if trial.fault.kind == "vertex_preemption":  # a run this short is planned on demand unless Spot is required
-            overrides = json.dumps({"constraints": {"spot": "required"}})
-            bucket.blob(f"{trial.prefix}landfall.json").upload_from_string(overrides, content_type="application/json")
+            overrides = {"constraints": {"spot": "required"}}
+        if trial.fault.kind == "vertex_restart":  # a job still running once the batch's others ended (see act)
+            overrides = {"hyperparameters": {"max_steps": LONG_JOB_STEPS}}
+        if overrides:
+            bucket.blob(f"{trial.prefix}landfall.json").upload_from_string(
+                json.dumps(overrides), content_type="application/json"
+            )
         marker = bucket.blob(f"{trial.prefix}_SUCCESS")
         marker.upload_from_string(b"")
         trial.generation = str(marker.generation)
@@ -111,8 +124,14 @@ class Batch:
             elif f.kind == "job_event_storm":
                 self._job_event_storm(trial)
             elif f.kind == "vertex_restart":
+                # the emulator's restart stops every job it runs: once the batch's other runs have ended, so that it
+                # hits this trial's (long) job and not the whole batch's
+                self._wait_others_ended(trial)
                 if self._wait_replica(trial):
                     self.env.restart("vertex")
+                    with self._vertex_lock:
+                        if self._vertex_plan:
+                            self.env.set_vertex_faults(self._vertex_plan)
                     trial.notes.append("restarted vertex while the job's replica ran")
                 else:
                     trial.notes.append("vertex restart not applied: no replica of the run was seen running")
@@ -120,6 +139,18 @@ class Batch:
                 self._trainer_kill(trial)
         except Exception as exc:  # a fault that could not be applied is reported, not a violation
             trial.notes.append(f"fault not applied: {exc.__class__.__name__}: {exc}")
+
+    def _wait_others_ended(self, trial: Trial, timeout_s: float = 120.0) -> None:
+        """Wait until every other trial of the batch whose fault is not a Vertex restart has its runs ended."""
+        others = [t for t in self.trials if t is not trial and t.fault.kind != "vertex_restart"]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(
+                t.generation and (run := self.env.run(t.run_id)) is not None and run.get("state") in TERMINAL
+                for t in others
+            ):
+                return
+            time.sleep(1.0)
 
     def _object_storm(self, trial: Trial) -> None:
         name = f"{trial.prefix}_SUCCESS"
@@ -224,7 +255,9 @@ class Batch:
             self.env.restart(service, {"LANDFALL_FAULT_POINTS": spec})
         plan = fault_table.vertex_plan([t.fault for t in self.trials])
         if plan:
-            self.env.set_vertex_faults(plan)
+            with self._vertex_lock:
+                self._vertex_plan = plan
+                self.env.set_vertex_faults(plan)
         return offsets
 
     def disarm(self, armed: dict[str, int], started: float) -> None:
@@ -233,12 +266,19 @@ class Batch:
         VERTEX_FAULTS_FOR_S."""
         plan = fault_table.vertex_plan([t.fault for t in self.trials])
         pending, vertex_on = dict(armed), bool(plan)
-        vertex_for = PREEMPTION_FOR_S if "spot_preemption" in plan else VERTEX_FAULTS_FOR_S
+        # the capacity faults are lifted after VERTEX_FAULTS_FOR_S; a Spot preemption stays on PREEMPTION_FOR_S (only
+        # the preemption trials' jobs are Spot, and a loaded batch starts its jobs late)
+        lifts = [(VERTEX_FAULTS_FOR_S, {k: v for k, v in plan.items() if k == "spot_preemption"})]
+        if "spot_preemption" in plan:
+            lifts.append((PREEMPTION_FOR_S, {}))
         while pending or vertex_on:
             elapsed = time.monotonic() - started
-            if vertex_on and elapsed >= vertex_for:
-                self.env.set_vertex_faults({})
-                vertex_on = False
+            if vertex_on and elapsed >= lifts[0][0]:
+                rest = lifts.pop(0)[1]
+                with self._vertex_lock:
+                    self._vertex_plan = rest
+                    self.env.set_vertex_faults(rest)
+                vertex_on = bool(lifts)
             for service, offset in list(pending.items()):
                 fired = _read_from(self.env.log_path(service), offset)[0].count("landfall fault point ")
                 if fired or elapsed >= RESTORE_AFTER_S:
@@ -263,6 +303,7 @@ class Batch:
             d.start()
         for d in drops:
             d.join()
+        self.env.run(self.trials[0].run_id)  # the Firestore client made here: its first import is not thread-safe
         actors = [threading.Thread(target=self.act, args=(t,)) for t in self.trials]
         for a in actors:
             a.start()
