@@ -138,7 +138,7 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
     finally:
         control.set_faults(faults, {})
     for doc in ended:
-        assert (doc["state"], doc["error"]["code"]) == ("FAILED", "timeout"), doc.get("error")
+        assert (doc["state"], doc["error"].get("reason")) == ("FAILED", "timeout"), doc.get("error")
     saved = max(_committed_steps(landing_bucket, resumed_id))
 
     capsys.readouterr()
