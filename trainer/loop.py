@@ -339,6 +339,7 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
     split = config.batch_split(s.env.world_size)
     window = torch.zeros(2, dtype=torch.float64, device=s.device)  # [sum of batch mean losses, steps]
     ended_inside_epoch = False
+    saved_last = False  # across epochs: a save at an epoch's last step spends the flag the next epoch's first step gets
     for epoch in range(p.epoch, len(s.steps_per_epoch)):
         if epoch != p.epoch:
             if p.step >= s.total_steps:
@@ -357,7 +358,6 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             skip=p.batch_in_epoch,
         )
         clock = _Clock()
-        saved_last = False
         if s.speed is not None:
             batches = read_ahead(batches, s.speed.prefetch_batches, s.speed.pin_memory)
         for x, y in batches:
