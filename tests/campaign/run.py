@@ -331,6 +331,8 @@ class Batch:
             logged = [line for lines in final.trainer_lines.values() for line in lines]
             starts, steps = (sum(1 for line in logged if f'"message": "{m}"' in line) for m in (START, STEP))
             t.notes.append(f"its trainer started {starts} time(s) and logged {steps} step(s)")
+            if t.fault.kind == "vertex_preemption":
+                t.notes.append(f"planned on Spot: {[(r.get('plan') or {}).get('spot') for r in final.runs]}")
 
     def facts(self, trial: Trial, *, with_jobs: bool = False) -> TrialFacts:
         uri = self.uri(trial)

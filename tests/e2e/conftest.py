@@ -131,3 +131,15 @@ def acknowledged_once(info: stack.StackInfo, function: str, message_id: str, tim
     )
     record = delivery_record(info, function, message_id)
     assert len(record) == 1, f"message {message_id} to {function} took more than one delivery: {record}"
+
+
+@pytest.fixture
+def faults(local_stack: stack.StackInfo) -> Iterator[str]:
+    """The Vertex emulator's address, its fault plan cleared before and after the test (deploy/vertex_emulator
+    faults.py: set one with control.set_faults)."""
+    from deploy.vertex_emulator import control
+
+    address = local_stack.env["LANDFALL_VERTEX_ENDPOINT"]
+    control.set_faults(address, {})
+    yield address
+    control.set_faults(address, {})

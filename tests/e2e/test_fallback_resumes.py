@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,36 +18,30 @@ from deploy.vertex_emulator import control
 from deploy.vertex_emulator.logs import replica_log_path
 from functions.gcp.vertex import RUN_LABEL
 from schemas.training_request import parse_training_request
-from tests import datagen
 from tests.e2e.test_chain import _publish, terminal_run
+from tests.e2e.test_retry_resumes import EVERY, MAX_STEPS, _committed_steps, _publish_lm_run
 from tests.polling import wait_for
 
 pytestmark = pytest.mark.e2e
-EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_script" / "train.py"
 PREFIX = "pinned/e2e-fallback-resumes/"  # no route watches it: the request below is the only one made for these files
 REGION = "us-central1"
-MAX_STEPS = 300
-EVERY = 20
 GLOBAL_BATCH = 8
+PINS = {
+    "replica_count": 2,
+    "gpu_allowlist": ["NVIDIA_L4"],
+    "regions": [REGION],
+    "spot": "required",
+    "max_gpus": 4,
+    "prefer": "fastest",
+}
+"""The fastest L4 plan on 2 machines within 4 GPUs is 2 x g2-standard-24 (2 L4 each: 4 processes); its fallbacks in
+the one region allowed are the 1-L4 machines (2 processes). Spot only, so the emulator preempts it."""
 LOGGED_BY = 60
 """A checkpoint at or past this step comes after the trainer logged its training loss (every 50 steps)."""
 PRIMARY = "workerpool0-0"
 VOCABULARY_LOSS = math.log(256)
 """A byte-level model's loss before it has learned anything (uniform over 256 bytes)."""
-
-
-@pytest.fixture
-def faults(local_stack: stack.StackInfo) -> Iterator[str]:
-    address = local_stack.env["LANDFALL_VERTEX_ENDPOINT"]
-    control.set_faults(address, {})
-    yield address
-    control.set_faults(address, {})
-
-
-def _committed_steps(bucket: Any, run_id: str) -> list[int]:
-    names = (b.name for b in bucket.client.list_blobs(bucket, prefix=f"runs/{run_id}/checkpoints/"))
-    return sorted(int(m.group(1)) for n in names if (m := re.search(r"step-(\d{9})/commit\.json$", n)))
 
 
 def _losses(state_dir: Path, job_id: str) -> list[tuple[int, float]]:
@@ -68,37 +60,7 @@ def test_a_fallback_to_another_world_size_resumes_from_the_checkpoint_and_succee
 ) -> None:
     from functions.wiring import vertex_jobs
 
-    shards = [datagen.text_corpus(600, seed=10 + i) for i in range(2)]
-    for i, text in enumerate(shards):
-        landing_bucket.blob(f"{PREFIX}part-{i}.txt").upload_from_string(text, content_type="text/plain")
-    request = json.loads((EXAMPLES / "training_request.json").read_text())
-    request.update(idempotency_key="e2e-fallback-resumes", task="causal-lm", model={"preset": "gpt-tiny"})
-    request["dataset"] = {
-        "uri": f"gs://{landing_bucket.name}/{PREFIX}",
-        "object_count": len(shards),
-        "total_bytes": sum(len(t) for t in shards),
-        "formats": ["txt"],
-    }
-    request["hyperparameters"].update(
-        epochs=10,
-        batch_size=GLOBAL_BATCH,
-        learning_rate=0.003,
-        max_steps=MAX_STEPS,
-        checkpoint_every_steps=EVERY,
-        extra={"val_fraction": "0", "warmup_steps": "1"},
-    )
-    # The fastest L4 plan on 2 machines within 4 GPUs is 2 x g2-standard-24 (2 L4 each: 4 processes); its fallbacks
-    # in the one region allowed are the 1-L4 machines (2 processes). Spot only, so the emulator preempts it.
-    request["constraints"].update(
-        replica_count=2,
-        gpu_allowlist=["NVIDIA_L4"],
-        regions=[REGION],
-        spot="required",
-        max_gpus=4,
-        prefer="fastest",
-    )
-    run_id = parse_training_request(json.dumps(request)).run_id
-    _publish(local_stack, "landfall-training-requests", json.dumps(request).encode())
+    run_id = _publish_lm_run(local_stack, landing_bucket, "e2e-fallback-resumes", PREFIX, PINS)
 
     def logged_checkpoint() -> list[int]:
         snap = firestore_runs.document(run_id).get()
@@ -166,14 +128,7 @@ def test_the_script_example_resumes_across_a_fallback_to_another_world_size(
     argv += [f"--arg={a}" for a in ("--epochs", str(steps), "--lr", "0.00001", "--pause", "0.05")]
     request = code_request(build_parser().parse_args(argv))
     request["hyperparameters"]["checkpoint_every_steps"] = EVERY
-    request["constraints"] = {
-        "replica_count": 2,
-        "gpu_allowlist": ["NVIDIA_L4"],
-        "regions": [REGION],
-        "spot": "required",
-        "max_gpus": 4,
-        "prefer": "fastest",
-    }
+    request["constraints"] = PINS
     run_id = parse_training_request(json.dumps(request)).run_id
     _publish(local_stack, "landfall-training-requests", json.dumps(request).encode())
 

@@ -31,8 +31,15 @@ def _committed_steps(bucket: Any, run_id: str) -> list[int]:
     return sorted(int(m.group(1)) for n in names if (m := re.search(r"step-(\d{9})/commit\.json$", n)))
 
 
-def _publish_lm_run(local_stack: stack.StackInfo, bucket: Any, key: str, prefix: str = PREFIX) -> str:
-    """A gpt-tiny request on two text shards under prefix (written once), published; its run id."""
+def _publish_lm_run(
+    local_stack: stack.StackInfo,
+    bucket: Any,
+    key: str,
+    prefix: str = PREFIX,
+    constraints: dict[str, Any] | None = None,
+) -> str:
+    """A gpt-tiny request on two text shards under prefix (written once), published; its run id. Its constraints
+    default to one CPU machine on demand (fp32, as the stack runs it)."""
     shards = [datagen.text_corpus(600, seed=i) for i in range(2)]
     for i, text in enumerate(shards):
         blob = bucket.blob(f"{prefix}part-{i}.txt")
@@ -54,7 +61,7 @@ def _publish_lm_run(local_stack: stack.StackInfo, bucket: Any, key: str, prefix:
         checkpoint_every_steps=EVERY,
         extra={"val_fraction": "0", "warmup_steps": "1"},
     )
-    request["constraints"].update(spot="never", machine_type="n2-standard-8")  # a CPU plan: fp32, as the stack runs it
+    request["constraints"].update(constraints or {"spot": "never", "machine_type": "n2-standard-8"})
     _publish(local_stack, "landfall-training-requests", json.dumps(request).encode())
     return parse_training_request(json.dumps(request)).run_id
 
@@ -118,6 +125,7 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
     local_stack: stack.StackInfo,
     firestore_runs: Any,
     landing_bucket: Any,
+    faults: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -127,7 +135,6 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
     from deploy.vertex_emulator import control
 
     monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
-    faults = local_stack.env["LANDFALL_VERTEX_ENDPOINT"]
     resumed_id = _publish_lm_run(local_stack, landing_bucket, "e2e-timeout-retry-resumes")
     scratch_id = _publish_lm_run(local_stack, landing_bucket, "e2e-timeout-retry-from-scratch")
     for run_id in (resumed_id, scratch_id):

@@ -47,14 +47,6 @@ def cli_env(local_stack: stack.StackInfo, monkeypatch: pytest.MonkeyPatch) -> It
     yield
 
 
-@pytest.fixture
-def faults(local_stack: stack.StackInfo) -> Iterator[str]:
-    address = local_stack.env["LANDFALL_VERTEX_ENDPOINT"]
-    control.set_faults(address, {})
-    yield address
-    control.set_faults(address, {})
-
-
 def _tap(local_stack: stack.StackInfo, topic: str) -> Iterator[Any]:
     """A pull subscription on `topic`, made before the run starts (a topic keeps nothing by itself)."""
     from google.cloud import pubsub_v1
