@@ -14,7 +14,6 @@ SERVICE_OF_POINT = {
     "reconciler": "reconcile_runs",
 }
 """The local stack service whose process runs each function's fault points."""
-PREEMPT_AFTER_S = 4.0
 RESTARTABLE_FUNCTIONS = ("on_object_finalized", "dispatch", "on_job_event", "reconcile_runs")
 
 KINDS: dict[str, str] = {
@@ -28,7 +27,7 @@ KINDS: dict[str, str] = {
     "vertex_quota": "CreateCustomJob answers RESOURCE_EXHAUSTED (quota) everywhere for a while",
     "vertex_stockout": "jobs are accepted, then FAIL for a stockout, for a while",
     "vertex_unavailable": "the next 1-6 JobService calls answer UNAVAILABLE",
-    "vertex_preemption": f"Spot jobs are preempted once after {PREEMPT_AFTER_S:g} s (SIGTERM, 5 s of grace)",
+    "vertex_preemption": "Spot jobs are preempted once after their trainers' first checkpoints (SIGTERM, 5 s of grace)",
     "vertex_restart": "`landfall restart vertex` while the trial's job runs",
     "trainer_kill": "the trial's replica process is killed (SIGKILL) while it runs",
 }
@@ -91,9 +90,10 @@ def vertex_plan(faults: list[Fault]) -> dict:
     if "vertex_stockout" in kinds:
         plan["stockout"] = [{}]
     if "vertex_preemption" in kinds:
-        # after the trainer's start-up (torch's import, slow with a batch of replicas starting at once), so that
-        # most preemptions land mid-training, after a checkpoint or between two
-        plan["spot_preemption"] = {"after_seconds": PREEMPT_AFTER_S, "times": 1, "grace_seconds": 5}
+        # turned on by the batch once its preemption trials' trainers are past their first checkpoint (a trainer's
+        # start-up, torch's import, takes seconds to a minute with a batch of replicas starting at once): every Spot
+        # job running then is preempted at once, mid-training, after a checkpoint or between two
+        plan["spot_preemption"] = {"after_seconds": 0, "times": 1, "grace_seconds": 5}
     unavailable = sum(f.count for f in faults if f.kind == "vertex_unavailable")
     if unavailable:
         plan["unavailable_calls"] = unavailable

@@ -20,7 +20,7 @@ from typing import Any
 
 from schemas.training_request import run_id_for
 from tests.campaign import faults as fault_table
-from tests.campaign.checkpoint_trainer import START, STEP
+from tests.campaign.checkpoint_trainer import CHECKPOINT_EVERY, START, STEP
 from tests.campaign.faults import Fault, draw
 from tests.campaign.invariants import (
     INVARIANTS,
@@ -37,12 +37,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RESTORE_AFTER_S = 15.0
 """Fault points stay armed this long after the drop (a crash point restarts its function clean once it fired)."""
 VERTEX_FAULTS_FOR_S = 8.0
-LONG_JOB_STEPS = 240
-"""A Vertex-restart trial's job: 60 s at the campaign trainer's pace, still running when the batch's others ended."""
+LONG_JOB_STEPS = 400
+"""A Vertex-restart trial's job: 100 s at the campaign trainer's pace, still running when the batch's others ended."""
+SPOT_JOB_STEPS = 160
+"""A preemption trial's job: 40 s at the campaign trainer's pace, still training when the preemption is turned on."""
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"})
-PREEMPTION_FOR_S = 90.0
-"""A Spot preemption stays on this long (the other Vertex faults VERTEX_FAULTS_FOR_S): jobs preempted after
-fault_table.PREEMPT_AFTER_S of running, started within it."""
+PREEMPTION_FROM_S = 150.0
+"""The Spot preemption is turned on once every preemption trial's trainer logged a step past its first checkpoint
+(or its run ended), or PREEMPTION_WAIT_S after the first did, at the latest this long after the drop; it stays on
+until those runs ended, at most PREEMPTION_FOR_S. The other Vertex faults are on from the drop for
+VERTEX_FAULTS_FOR_S."""
+PREEMPTION_WAIT_S = 30.0
+PREEMPTION_FOR_S = 240.0
 SETTLE_TIMEOUT_S = 120.0
 """A trial not quiet this long after its batch's faults were lifted is a run-settles violation."""
 JOB_EVENTS = ("Job completed successfully.", "Job is running.", "Waiting for job to be provisioned.")
@@ -86,7 +92,7 @@ class Batch:
         bucket.blob(f"{trial.prefix}part-0.csv").upload_from_string(f"a,b,label\n{rows}", content_type="text/csv")
         overrides: dict[str, Any] = {}
         if trial.fault.kind == "vertex_preemption":  # a run this short is planned on demand unless Spot is required
-            overrides = {"constraints": {"spot": "required"}}
+            overrides = {"constraints": {"spot": "required"}, "hyperparameters": {"max_steps": SPOT_JOB_STEPS}}
         if trial.fault.kind == "vertex_restart":  # a job still running once the batch's others ended (see act)
             overrides = {"hyperparameters": {"max_steps": LONG_JOB_STEPS}}
         if overrides:
@@ -140,15 +146,12 @@ class Batch:
         except Exception as exc:  # a fault that could not be applied is reported, not a violation
             trial.notes.append(f"fault not applied: {exc.__class__.__name__}: {exc}")
 
-    def _wait_others_ended(self, trial: Trial, timeout_s: float = 120.0) -> None:
+    def _wait_others_ended(self, trial: Trial, timeout_s: float = 180.0) -> None:
         """Wait until every other trial of the batch whose fault is not a Vertex restart has its runs ended."""
         others = [t for t in self.trials if t is not trial and t.fault.kind != "vertex_restart"]
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if all(
-                t.generation and (run := self.env.run(t.run_id)) is not None and run.get("state") in TERMINAL
-                for t in others
-            ):
+            if all(self._ended(t) for t in others):
                 return
             time.sleep(1.0)
 
@@ -254,31 +257,47 @@ class Batch:
             offsets[service] = log.stat().st_size if log.exists() else 0
             self.env.restart(service, {"LANDFALL_FAULT_POINTS": spec})
         plan = fault_table.vertex_plan([t.fault for t in self.trials])
-        if plan:
-            with self._vertex_lock:
-                self._vertex_plan = plan
-                self.env.set_vertex_faults(plan)
+        capacity = {k: v for k, v in plan.items() if k != "spot_preemption"}
+        if capacity:
+            self._set_vertex_plan(capacity)
         return offsets
 
     def disarm(self, armed: dict[str, int], started: float) -> None:
         """Restart each armed function clean once its fault point fired (functions-framework's gunicorn starts a
-        crashed worker again, still armed) or RESTORE_AFTER_S passed; lift the Vertex faults after
-        VERTEX_FAULTS_FOR_S."""
+        crashed worker again, still armed) or RESTORE_AFTER_S passed; lift the Vertex faults (see below)."""
         plan = fault_table.vertex_plan([t.fault for t in self.trials])
-        pending, vertex_on = dict(armed), bool(plan)
-        # the capacity faults are lifted after VERTEX_FAULTS_FOR_S; a Spot preemption stays on PREEMPTION_FOR_S (only
-        # the preemption trials' jobs are Spot, and a loaded batch starts its jobs late)
-        lifts = [(VERTEX_FAULTS_FOR_S, {k: v for k, v in plan.items() if k == "spot_preemption"})]
-        if "spot_preemption" in plan:
-            lifts.append((PREEMPTION_FOR_S, {}))
-        while pending or vertex_on:
+        pending = dict(armed)
+        spot = {k: v for k, v in plan.items() if k == "spot_preemption"}
+        capacity_on = bool(plan) and plan != spot
+        spot_trials = [t for t in self.trials if t.fault.kind == "vertex_preemption"]
+        spot_phase = "waiting" if spot else "done"
+        checked, first_ready = 0.0, None
+        while pending or capacity_on or spot_phase != "done":
             elapsed = time.monotonic() - started
-            if vertex_on and elapsed >= lifts[0][0]:
-                rest = lifts.pop(0)[1]
-                with self._vertex_lock:
-                    self._vertex_plan = rest
-                    self.env.set_vertex_faults(rest)
-                vertex_on = bool(lifts)
+            changed = False
+            if capacity_on and elapsed >= VERTEX_FAULTS_FOR_S:
+                capacity_on, changed = False, True
+            if spot_phase != "done" and time.monotonic() - checked > 2.0:
+                checked = time.monotonic()
+                ready = [self._past_first_checkpoint(t) for t in spot_trials] if spot_phase == "waiting" else []
+                if any(ready) and first_ready is None:
+                    first_ready = elapsed
+                if spot_phase == "waiting" and (
+                    all(ready)
+                    or elapsed >= PREEMPTION_FROM_S
+                    or (first_ready is not None and elapsed - first_ready >= PREEMPTION_WAIT_S)
+                ):
+                    spot_phase, changed = "on", True
+                    for t in spot_trials:
+                        t.notes.append(f"Spot preemption on after {elapsed:.0f} s")
+                elif spot_phase == "on" and (all(self._ended(t) for t in spot_trials) or elapsed >= PREEMPTION_FOR_S):
+                    spot_phase, changed = "done", True
+                    for t in spot_trials:
+                        t.notes.append(f"Spot preemption lifted after {elapsed:.0f} s")
+            if changed:
+                self._set_vertex_plan(
+                    {k: v for k, v in plan.items() if (spot_phase == "on" if k == "spot_preemption" else capacity_on)}
+                )
             for service, offset in list(pending.items()):
                 fired = _read_from(self.env.log_path(service), offset)[0].count("landfall fault point ")
                 if fired or elapsed >= RESTORE_AFTER_S:
@@ -293,6 +312,26 @@ class Batch:
                             )
                     del pending[service]
             time.sleep(0.3)
+
+    def _ended(self, trial: Trial) -> bool:
+        return (
+            bool(trial.generation) and (run := self.env.run(trial.run_id)) is not None and run.get("state") in TERMINAL
+        )
+
+    def _past_first_checkpoint(self, trial: Trial) -> bool:
+        """The trial's trainer logged a step after its first checkpoint, or its run ended."""
+        if self._ended(trial):
+            return True
+        job_id = (((self.env.run(trial.run_id) or {}).get("vertex")) or {}).get("job_id")
+        if not job_id:
+            return False
+        steps = sum(1 for line in self.env.trainer_lines([str(job_id)]) if f'"message": "{STEP}"' in line)
+        return steps > CHECKPOINT_EVERY
+
+    def _set_vertex_plan(self, plan: dict[str, Any]) -> None:
+        with self._vertex_lock:
+            self._vertex_plan = plan
+            self.env.set_vertex_faults(plan)
 
     # -- the batch --------------------------------------------------------------------------------------------
     def run(self) -> None:
