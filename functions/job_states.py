@@ -10,7 +10,7 @@ One layer below the handlers, so two handlers share it without one importing the
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -21,6 +21,14 @@ from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
 from functions.records.attempts import AttemptPolicy, capacity_ended, with_resumed_from
 from functions.records.canary import canary_cleared
+from functions.records.continuation import (
+    Committed,
+    ContinuationPolicy,
+    JobTimes,
+    extension,
+    not_extended,
+    timeout_extended,
+)
 from functions.records.failure_reasons import classify
 from functions.records.long_waits import long_wait_closed
 from functions.records.run_rules import Step, merge, transition
@@ -36,7 +44,7 @@ from schemas.run_record import Cost, RunError, RunRecord, RunState, Timings
 from schemas.times import format_timestamp, parse_timestamp_or_none
 from schemas.trainer_failure import FAILURE_FILE, parse_trainer_failure
 from schemas.user_metrics import METRICS_LINES_FILE, metrics_document
-from schemas.vocabulary import BUDGET_EXCEEDED, CANCELLED, CAPACITY_REASONS, STOCKOUT, TIMEOUT
+from schemas.vocabulary import BUDGET_EXCEEDED, CANCELLED, CAPACITY_REASONS, STOCKOUT, TIMEOUT, TIMEOUT_EXTENDED
 
 log = logging.getLogger("landfall.job_events")
 
@@ -50,6 +58,7 @@ RUN_STATE_FOR_JOB_STATE = {
     "JOB_STATE_PARTIALLY_SUCCEEDED": RunState.FAILED,
 }
 DEFAULT_POLICY = AttemptPolicy()
+DEFAULT_CONTINUATION = ContinuationPolicy()
 ACTUAL_COST_BASIS = "run seconds x the plan's hourly cost (machines + accelerators)"
 
 
@@ -76,6 +85,11 @@ class JobStateDeps:
     merges the same figures); None: not recorded."""
     measure_canary: Callable[[RunRecord, CanaryFigures], None] | None = None
     """Records what a run's canary measured in the `measurements` collection (docs/canary.md); None: not recorded."""
+    checkpoints: Callable[[RunRecord], Sequence[Committed]] | None = None
+    """The committed checkpoints of the run's line, each with when its commit record was written (raises
+    TransientError when the bucket cannot be read); None: a job that reaches its timeout is never continued."""
+    continuation: ContinuationPolicy = DEFAULT_CONTINUATION
+    """How a job that reached its timeout while training advanced is continued (functions/records/continuation.py)."""
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
@@ -115,6 +129,11 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     stopped = _budget_stop(run, error) if target == RunState.FAILED else None
     if stopped is not None:  # Vertex stopped it where its budget ran out: cancelled for its budget, as the
         target, error = RunState.CANCELLED, stopped  # reconciler's cancel of a run over its budget ends
+    elif target == RunState.FAILED and error is not None and error.reason == TIMEOUT and deps.checkpoints is not None:
+        continued = _timeout_continued(run, job, error, deps)
+        if isinstance(continued, str):
+            return continued
+        error = continued
     data: DataRead | None = None
     if target == RunState.SUCCEEDED:
         metrics, problem = _metrics(run, deps)
@@ -235,6 +254,36 @@ def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: JobSt
     return f"{outcome}:{error.reason}"
 
 
+def _timeout_continued(run: RunRecord, job: JobView, error: RunError, deps: JobStateDeps) -> str | RunError:
+    """A job that reached its timeout: the run goes on as its next attempt when its training advanced (what
+    happened, as a string), else the error saying why it was not continued (functions/records/continuation.py)."""
+    assert deps.checkpoints is not None
+    now = deps.now()
+    times = JobTimes(
+        parse_timestamp_or_none(job.create_time),
+        parse_timestamp_or_none(job.start_time),
+        parse_timestamp_or_none(job.end_time),
+    )
+    granted = extension(run, job.name, deps.checkpoints(run), times, now=now, policy=deps.continuation)
+    if isinstance(granted, str):
+        log.info("run %s: job %s reached its timeout; not continued: %s", run.run_id, job.name, granted)
+        return not_extended(error, granted)
+    outcome = deps.store.apply(
+        run.run_id, timeout_extended(job.name, granted, job.error_message or error.message, now=now)
+    )
+    log.warning(
+        "run %s: job %s reached its timeout at step %d while training advanced: %s (%s)",
+        run.run_id,
+        job.name,
+        granted.from_step,
+        outcome,
+        granted.basis,
+    )
+    if outcome == "resubmit" and deps.resubmit is not None:
+        return f"{TIMEOUT_EXTENDED}:{deps.resubmit(run.run_id)}"
+    return f"{outcome}:{TIMEOUT_EXTENDED}"
+
+
 def _with_job(run: RunRecord, job: JobView, *, ended: bool, now: datetime) -> RunRecord:
     """The run with the job's state and times (and, once it ended, the actual cost) recorded; a note that the job
     waited long is closed once it has started (functions/records/long_waits.py)."""
@@ -266,10 +315,14 @@ def _timings(timings: Timings, job: JobView) -> Timings:
 def _cost(run: RunRecord, timings: Timings) -> Cost:
     if run.plan is None or timings.run_seconds is None:
         return run.cost
+    this_job = run.plan.hourly_cost_usd * timings.run_seconds / 3600.0
+    extended = run.submission.extension
+    if extended is None:
+        return replace(run.cost, actual_usd=round(this_job, 6), actual_basis=ACTUAL_COST_BASIS)
     return replace(
         run.cost,
-        actual_usd=round(run.plan.hourly_cost_usd * timings.run_seconds / 3600.0, 6),
-        actual_basis=ACTUAL_COST_BASIS,
+        actual_usd=round(this_job + extended.spent_usd, 6),
+        actual_basis=f"{ACTUAL_COST_BASIS}, plus the {usd_text(extended.spent_usd)} its timed-out jobs cost before",
     )
 
 

@@ -63,6 +63,9 @@ class Settings:
     """LANDFALL_WAIT_BACKOFF_SECONDS: first wait of a run refused capacity everywhere; doubles each try (cap 1 h)."""
     wait_give_up_seconds: int
     """LANDFALL_WAIT_GIVE_UP_SECONDS: a run that has waited this long (or past its request's deadline) FAILS."""
+    timeout_extensions: int
+    """LANDFALL_TIMEOUT_EXTENSIONS: how many times a run whose job reached its timeout while training advanced goes
+    on from its newest checkpoint (default 8; functions/records/continuation.py)."""
     long_wait_seconds: int
     """LANDFALL_LONG_WAIT_SECONDS: a job queued or pending this long gets the reason noted on its run."""
     reconcile_grace_seconds: int
@@ -301,6 +304,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         max_job_attempts=positive("LANDFALL_MAX_JOB_ATTEMPTS", 3, upper=20),
         wait_backoff_seconds=positive("LANDFALL_WAIT_BACKOFF_SECONDS", 60),
         wait_give_up_seconds=positive("LANDFALL_WAIT_GIVE_UP_SECONDS", 86_400, upper=30 * 86_400),
+        timeout_extensions=positive("LANDFALL_TIMEOUT_EXTENSIONS", 8, upper=100),
         long_wait_seconds=positive("LANDFALL_LONG_WAIT_SECONDS", 900),
         reconcile_grace_seconds=positive("LANDFALL_RECONCILE_GRACE_SECONDS", 60),
         deployed_at=_deployed_at(env),

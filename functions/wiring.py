@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from functions.gcp.vertex import VertexJobs
     from functions.ingest.handler import IngestDeps
     from functions.listener.handler import ListenerDeps
+    from functions.records.continuation import Committed
     from functions.records.team_ledger import TeamUse
 
 
@@ -432,6 +433,7 @@ def listener_deps() -> ListenerDeps:
     from functions.dispatch.handler import attempt_policy, resubmit
     from functions.job_states import read_gcs_text
     from functions.listener.handler import ListenerDeps
+    from functions.records.continuation import ContinuationPolicy
 
     return ListenerDeps(
         store=functions_runs_store(),
@@ -444,7 +446,38 @@ def listener_deps() -> ListenerDeps:
         canary_margin=get_settings().canary_margin,
         measure=_measure,
         measure_canary=_measure_canary,
+        checkpoints=_committed_checkpoints,
+        continuation=ContinuationPolicy(max_extensions=get_settings().timeout_extensions),
     )
+
+
+CHECKPOINT_OBJECTS_READ = 20_000
+"""Objects of a run's checkpoint folder read at most to find its commit records (a team's code may write many)."""
+
+
+def _committed_checkpoints(run: Any) -> list[Committed]:
+    """The committed checkpoints of the run's line (its own folder, or its first run's for a retry that goes on
+    from it) in the job's region, with when each commit record was written."""
+    import logging
+
+    from functions.dispatch.job_spec import artifacts
+    from functions.records.continuation import Committed
+    from schemas.checkpoint_layout import committed_step
+
+    owner = str(run.request.get("checkpoint_lineage") or "") or run.run_id
+    folder = artifacts(get_settings(), owner, run.vertex.region if run.vertex else None)["checkpoint_dir"]
+    bucket, _, prefix = folder.removeprefix("gs://").partition("/")
+    found: list[Committed] = []
+    for i, info in enumerate(gcs_objects().list(bucket, prefix)):
+        if i >= CHECKPOINT_OBJECTS_READ:
+            logging.getLogger("landfall.job_events").warning(
+                "run %s: only the first %d objects of %s were read for its checkpoints", run.run_id, i, folder
+            )
+            break
+        step = committed_step(info.name.removeprefix(prefix))
+        if step is not None and info.updated is not None:
+            found.append(Committed(step, info.updated))
+    return found
 
 
 @cache

@@ -29,7 +29,7 @@ from schemas.plan import Plan, parse_plan
 from schemas.record_bounds import TEXT_KEPT, WARNING_TEXT, WARNINGS_KEPT, cut
 from schemas.team_ledger import RunCharge, parse_run_charge
 from schemas.times import format_timestamp, parse_timestamp
-from schemas.vocabulary import QUEUE_REASONS
+from schemas.vocabulary import QUEUE_REASONS, TIMEOUT_EXTENDED
 
 SCHEMA_VERSION = 1
 
@@ -299,6 +299,9 @@ class SubmissionAttempt:
     resumed_from_step: int | None = None
     """The step of the checkpoint the job it created resumed training from, as its metrics said (0: it started
     fresh); None until its metrics are recorded, or when they do not say."""
+    reason: str | None = None
+    """Why the attempt was made beyond the run's plans in order: TIMEOUT_EXTENDED (schemas/vocabulary.py) when its job
+    continues one that reached its timeout while training advanced; None otherwise."""
 
     @property
     def result(self) -> AttemptOutcome:
@@ -316,7 +319,7 @@ class SubmissionAttempt:
             "at": self.at,
             "outcome": self.outcome,
             "plan": self.plan.to_dict(),
-            **_present({"round": self.round, "resumed_from_step": self.resumed_from_step}),
+            **_present({"round": self.round, "resumed_from_step": self.resumed_from_step, "reason": self.reason}),
         }
 
 
@@ -333,6 +336,35 @@ class JobAttempt:
     at: str
     round: int = 0
     """Which round of plans it belonged to (a new round starts each time the run leaves WAITING)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)
+
+
+@dataclass(frozen=True)
+class TimeoutExtension:
+    """The run's latest job reached its scheduling timeout while its training advanced: the next job, on the same
+    machine shape, goes on from the newest checkpoint with this timeout (functions/records/continuation.py)."""
+
+    number: int
+    """Extensions of this run so far (1 for the first; LANDFALL_TIMEOUT_EXTENSIONS bounds them)."""
+    job_name: str
+    """The job that reached its timeout."""
+    region: str
+    machine_type: str
+    """The shape the timeout was measured on, and is given to."""
+    timeout_seconds: int
+    """The next job's scheduling.timeout on that shape."""
+    from_step: int
+    """The newest committed checkpoint's step: where the next job resumes."""
+    steps_per_second: float
+    """The training rate the timed-out job showed (its committed checkpoints over its running time)."""
+    spent_usd: float
+    """What the run's timed-out jobs cost in all (their running time x the plan's hourly cost): the budget left is
+    the request's constraints.budget_usd less this."""
+    at: str
+    basis: str
+    """The arithmetic, for people."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -544,6 +576,8 @@ class Submission:
     that found its slot too far off to wait for; the registration after it uploads then without taking another."""
     queued: Queued | None = None
     """Set while (and after) a rate limit held the submission back on its plan; absent when none ever did."""
+    extension: TimeoutExtension | None = None
+    """The latest timeout extension (a job that reached its timeout while training advanced); absent when none."""
 
     def to_dict(self) -> dict[str, Any]:
         return _present(
@@ -563,6 +597,7 @@ class Submission:
                 "model_lease_until": self.model_lease_until,
                 "model_slot_at": self.model_slot_at,
                 "queued": None if self.queued is None else self.queued.to_dict(),
+                "extension": None if self.extension is None else self.extension.to_dict(),
             }
         )
 
@@ -752,6 +787,7 @@ def _attempt(a: Reader, plans: _Plans) -> SubmissionAttempt:
         resumed_from_step=None
         if a.data.get("resumed_from_step") is None
         else a.integer("resumed_from_step", minimum=0),
+        reason=None if a.data.get("reason") is None else a.string("reason", choices=(TIMEOUT_EXTENDED,)),
     )
 
 
@@ -764,6 +800,7 @@ def _submission(r: Reader | None, plans: _Plans) -> Submission:
     waiting = r.optional_obj("waiting")
     cancel = r.optional_obj("cancel")
     queued = r.optional_obj("queued")
+    extension = r.optional_obj("extension")
     return Submission(
         owner=_optional_string(r, "owner"),
         lease_until=_optional_string(r, "lease_until"),
@@ -792,6 +829,22 @@ def _submission(r: Reader | None, plans: _Plans) -> Submission:
         model_lease_until=_optional_string(r, "model_lease_until"),
         model_slot_at=_optional_string(r, "model_slot_at"),
         queued=None if queued is None else _queued(queued),
+        extension=None if extension is None else _extension(extension),
+    )
+
+
+def _extension(e: Reader) -> TimeoutExtension:
+    return TimeoutExtension(
+        number=e.integer("number", minimum=1),
+        job_name=e.string("job_name", max_len=400),
+        region=e.string("region"),
+        machine_type=e.string("machine_type"),
+        timeout_seconds=e.integer("timeout_seconds", minimum=1),
+        from_step=e.integer("from_step", minimum=0),
+        steps_per_second=e.number("steps_per_second", minimum=0.0),
+        spent_usd=e.number("spent_usd", minimum=0.0),
+        at=e.string("at", max_len=64),
+        basis=e.string("basis", "", max_len=_TEXT),
     )
 
 
@@ -936,6 +989,7 @@ __all__ = [
     "StateChange",
     "Submission",
     "SubmissionAttempt",
+    "TimeoutExtension",
     "Timings",
     "VertexJobRef",
     "Waiting",

@@ -275,6 +275,12 @@ QUEUE_REASON_TERMS: tuple[Term, ...] = (
 delay a submission; capacity refusals move it to the next plan instead (FAILURE_REASON_TERMS, Waiting)."""
 
 
+TIMEOUT_EXTENDED = "timeout-extended"
+"""Why an attempt was made (`submission.attempts[].reason`, schemas/run_record.py) when its job goes on from the
+run's previous one: that job reached its scheduling timeout while training advanced, so the run continues from its
+newest checkpoint with a timeout from what the job measured (functions/records/continuation.py)."""
+
+
 TEAM_WAIT_TERMS: tuple[Term, ...] = (
     Term(
         "team-cap",

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
+from schemas.checkpoint_layout import COMMIT, STEP_FILE
 from trainer import collectives, storage
-from trainer.checkpoint_folder import COMMIT, STEP_FILE
 from trainer.errors import ConfigError
 from trainer.logs import log
 

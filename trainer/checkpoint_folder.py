@@ -13,11 +13,11 @@ another node saved. Nothing is deleted under AIP_CHECKPOINT_DIR.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from schemas.checkpoint_layout import COMMIT, STEP_FILE
 from schemas.trainer_spec import CHECKPOINT_DIR_ENV, RESUME_STEP_ENV
 from trainer import storage
 from trainer.logs import log
@@ -32,11 +32,6 @@ __all__ = [
     "stage_checkpoints",
 ]
 AIP_CHECKPOINT_ENV = "AIP_CHECKPOINT_DIR"
-STEP_FILE = re.compile(r"(?:^|/)step-(\d{9})/([^/]+)$")
-"""A file of a checkpoint folder `step-N` (N in nine digits) and its name: the layout the built-in trainer writes and
-a team's code may follow (docs/trainer-contract.md, "Checkpoints")."""
-COMMIT = "commit.json"
-"""Written last into a checkpoint's folder: only a folder holding it counts as a checkpoint to resume from."""
 
 
 @dataclass(frozen=True)

@@ -315,7 +315,7 @@ def _submit_claimed(
         # takeover meanwhile would otherwise make a second job: found by the e2e test killing the dispatcher).
         renew = not recorded or lease_used(run.submission.lease_until, deps)
         if not recorded:
-            attempts.append(pending_attempt(plan, format_timestamp(deps.now()), run.submission.round))
+            attempts.append(pending_attempt(plan, format_timestamp(deps.now()), run))
         recorded = False
         if renew:
             renewed = format_timestamp(deps.now() + timedelta(seconds=deps.settings.submission_lease_seconds))

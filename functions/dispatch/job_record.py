@@ -45,14 +45,16 @@ SUPERSEDED = "superseded"
 """The JobAttempt reason of a second job a delivery created after its claim was taken over (not in any round)."""
 
 
-def pending_attempt(plan: Plan, at: str, round_number: int | None) -> SubmissionAttempt:
+def pending_attempt(plan: Plan, at: str, run: RunRecord) -> SubmissionAttempt:
+    """The attempt on plan, recorded before its CreateCustomJob call."""
     return SubmissionAttempt(
         region=plan.region,
         machine_type=plan.machine_type,
         at=at,
         outcome=AttemptOutcome(AttemptKind.PENDING).text,
         plan=plan,
-        round=round_number or 0,
+        round=run.submission.round or 0,
+        reason=attempt_rules.attempt_reason(run, plan),
     )
 
 
@@ -61,7 +63,7 @@ def first_attempt(at: str) -> run_rules.FirstAttempt:
 
     def first(run: RunRecord) -> SubmissionAttempt | None:
         plans = attempt_rules.candidates(run)
-        return pending_attempt(plans[0], at, run.submission.round) if plans else None
+        return pending_attempt(plans[0], at, run) if plans else None
 
     return first
 

@@ -23,7 +23,7 @@ from schemas.plan import Plan
 from schemas.record_bounds import REASON_KEPT, cut
 from schemas.run_record import AttemptKind, JobAttempt, RunError, RunRecord, RunState, SubmissionAttempt, Waiting
 from schemas.times import format_timestamp, parse_timestamp, parse_timestamp_or_none
-from schemas.vocabulary import STOCKOUT
+from schemas.vocabulary import STOCKOUT, TIMEOUT, TIMEOUT_EXTENDED
 
 MAX_BACKOFF = timedelta(hours=1)
 
@@ -53,13 +53,35 @@ def _round(run: RunRecord) -> int:
 
 
 def round_jobs(run: RunRecord) -> list[JobAttempt]:
-    return [j for j in run.submission.jobs or () if j.round == _round(run)]
+    """This round's jobs that ended for capacity (a job that reached its timeout and was continued is not one:
+    functions/records/continuation.py)."""
+    return [j for j in run.submission.jobs or () if j.round == _round(run) and j.reason != TIMEOUT]
 
 
 def candidates(run: RunRecord) -> list[Plan]:
-    """The plans still worth trying this round: those no job of this round failed on for capacity."""
+    """The plans still worth trying this round: those no job of this round failed on for capacity; the shape whose
+    job reached its timeout while training advanced with the timeout its extension worked out."""
     failed = {(j.region, j.machine_type) for j in round_jobs(run)}
-    return [p for p in all_plans(run) if (p.region, p.machine_type) not in failed]
+    return [extended(run, p) for p in all_plans(run) if (p.region, p.machine_type) not in failed]
+
+
+def _extends(run: RunRecord, plan: Plan) -> bool:
+    ext = run.submission.extension
+    return ext is not None and (plan.region, plan.machine_type) == (ext.region, ext.machine_type)
+
+
+def extended(run: RunRecord, plan: Plan) -> Plan:
+    """The plan with the run's timeout extension (submission.extension) when it is for the plan's shape."""
+    ext = run.submission.extension
+    if ext is None or not _extends(run, plan):
+        return plan
+    return replace(plan, timeout_seconds=ext.timeout_seconds)
+
+
+def attempt_reason(run: RunRecord, plan: Plan) -> str | None:
+    """Why an attempt on plan is made beyond the plans in order: TIMEOUT_EXTENDED when it continues a job that reached
+    its timeout (its extension is for this shape); None otherwise."""
+    return TIMEOUT_EXTENDED if _extends(run, plan) else None
 
 
 def known_jobs(run: RunRecord) -> set[str]:
@@ -121,11 +143,18 @@ def attempts_summary(run: RunRecord) -> str:
     return "; ".join(parts) or "no attempt"
 
 
+def request_deadline(run: RunRecord) -> tuple[datetime | None, str]:
+    """The run's request's constraints.deadline, as a time and as written (None, "" when it sets none)."""
+    constraints = run.request.get("constraints")
+    written = str((constraints.get("deadline") if isinstance(constraints, dict) else "") or "")
+    return parse_timestamp_or_none(written), written
+
+
 def _gave_up(run: RunRecord, now: datetime, policy: AttemptPolicy, since: str) -> str | None:
     """Why the run stops waiting, or None to wait on."""
-    deadline = parse_timestamp_or_none(str(run.request.get("deadline") or ""))
+    deadline, written = request_deadline(run)
     if deadline is not None and now >= deadline:
-        return f"the request's deadline {run.request.get('deadline')} has passed"
+        return f"the request's deadline {written} has passed"
     if now - parse_timestamp(since, field="waiting.since") >= timedelta(seconds=policy.give_up_seconds):
         return f"it waited {policy.give_up_seconds} s for capacity (LANDFALL_WAIT_GIVE_UP_SECONDS)"
     return None
@@ -261,13 +290,16 @@ def wait_over(*, now: datetime, policy: AttemptPolicy) -> Step[str]:
 __all__ = [
     "AttemptPolicy",
     "all_plans",
+    "attempt_reason",
     "attempts_summary",
     "candidates",
     "capacity_ended",
+    "extended",
     "gave_up_error",
     "gives_up",
     "is_earlier_job",
     "known_jobs",
+    "request_deadline",
     "round_jobs",
     "wait_over",
     "waited",

@@ -34,6 +34,7 @@ from landfall.words import (
 )
 from schemas.errors import SchemaError
 from schemas.measurement import estimate_error_text
+from schemas.money import usd_text
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
 from schemas.run_metrics import installed_packages, run_warnings
 from schemas.run_record import RunRecord, RunState, parse_state
@@ -182,6 +183,7 @@ def describe(run: RunRecord) -> str:
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")
     lines += canary_lines(run)
+    lines += extension_lines(run)
     lines += wait_lines(run)
     lines += reconcile_lines(run)
     for key, value in run.timings.to_dict().items():
@@ -266,6 +268,21 @@ def describe(run: RunRecord) -> str:
     if curve:
         lines += ["", curve]
     return "\n".join(lines)
+
+
+def extension_lines(run: RunRecord) -> list[str]:
+    """The `extended` lines when a job of the run reached its timeout while training advanced, and the run went on
+    from its newest checkpoint (docs/runs.md, "A timeout while training advanced")."""
+    ext = run.submission.extension
+    if ext is None:
+        return []
+    times = "once" if ext.number == 1 else f"{ext.number} times"
+    return [
+        f"extended  {times}: job {ext.job_name.rsplit('/', 1)[-1]} reached its timeout at step {ext.from_step} "
+        f"({ext.steps_per_second:.3g} steps/s); the next job on {ext.machine_type} goes on from there with a "
+        f"{ext.timeout_seconds} s timeout ({usd_text(ext.spent_usd)} spent on timed-out jobs)",
+        f"          {ext.basis}",
+    ]
 
 
 def resumed_lines(metrics: dict[str, Any]) -> list[str]:

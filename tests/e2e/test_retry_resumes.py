@@ -129,9 +129,9 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Two runs end FAILED `timeout` after a checkpoint (the emulator's job_timeout fault: their plan's timeout as if
-    it had been too short); `landfall retry` of one resumes from its checkpoint, `--from-scratch` of the other starts
-    at step 0 in a folder of its own."""
+    """Two runs end FAILED `timeout` after a checkpoint (the emulator's job_timeout fault, kept on: their plan's
+    timeout as if it had been too short, and their continuation's too, so that it trains nothing); `landfall retry` of
+    one resumes from its checkpoint, `--from-scratch` of the other starts at step 0 in a folder of its own."""
     from deploy.vertex_emulator import control
 
     monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
@@ -146,6 +146,10 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
         control.set_faults(faults, {})
     for doc in ended:
         assert (doc["state"], doc["error"].get("reason")) == ("FAILED", "timeout"), doc.get("error")
+        # its job timed out while training advanced, so the run went on once; the next job, cut at once by the same
+        # fault, trained nothing it could keep
+        assert doc["submission"]["extension"]["number"] == 1
+        assert "Not continued: its training did not advance" in doc["error"]["message"], doc["error"]
     saved = max(_committed_steps(landing_bucket, resumed_id))
 
     capsys.readouterr()
