@@ -55,6 +55,20 @@ def resumed_text(metrics: dict[str, Any] | None) -> str:
     return f"resumed at step {step}{total}{work_lost_text(work_lost(metrics))}"
 
 
+def extension_text(run: RunRecord) -> str:
+    """What the run's latest timeout extension did (docs/runs.md, "A timeout while training advanced"), "" when a job
+    of it never reached its timeout while training advanced."""
+    ext = run.submission.extension
+    if ext is None:
+        return ""
+    times = "once" if ext.number == 1 else f"{ext.number} times"
+    return (
+        f"{times}: job {ext.job_name.rsplit('/', 1)[-1]} reached its timeout at step {ext.from_step} "
+        f"({ext.steps_per_second:.3g} steps/s); the next job on {ext.machine_type} goes on from there with a "
+        f"{ext.timeout_seconds} s timeout ({usd_text(ext.spent_usd)} spent on timed-out jobs)"
+    )
+
+
 def work_lost_text(lost: tuple[int, float | None] | None) -> str:
     """ "; work lost: N steps (about T)" from what the run's metrics say its stops lost, "" when they do not say."""
     if lost is None:

@@ -21,6 +21,7 @@ from landfall.words import (
     cost_text,
     dataset_ref,
     error_where,
+    extension_text,
     failure_reason,
     figures_text,
     final_figures_text,
@@ -34,7 +35,6 @@ from landfall.words import (
 )
 from schemas.errors import SchemaError
 from schemas.measurement import estimate_error_text
-from schemas.money import usd_text
 from schemas.record_bounds import ALTERNATIVES_KEPT, HISTORY_HEAD
 from schemas.run_metrics import installed_packages, run_warnings
 from schemas.run_record import RunRecord, RunState, parse_state
@@ -272,17 +272,11 @@ def describe(run: RunRecord) -> str:
 
 def extension_lines(run: RunRecord) -> list[str]:
     """The `extended` lines when a job of the run reached its timeout while training advanced, and the run went on
-    from its newest checkpoint (docs/runs.md, "A timeout while training advanced")."""
-    ext = run.submission.extension
-    if ext is None:
+    from its newest checkpoint (landfall/words.py extension_text), with the arithmetic."""
+    text = extension_text(run)
+    if not text or run.submission.extension is None:
         return []
-    times = "once" if ext.number == 1 else f"{ext.number} times"
-    return [
-        f"extended  {times}: job {ext.job_name.rsplit('/', 1)[-1]} reached its timeout at step {ext.from_step} "
-        f"({ext.steps_per_second:.3g} steps/s); the next job on {ext.machine_type} goes on from there with a "
-        f"{ext.timeout_seconds} s timeout ({usd_text(ext.spent_usd)} spent on timed-out jobs)",
-        f"          {ext.basis}",
-    ]
+    return [f"extended  {text}", f"          {run.submission.extension.basis}"]
 
 
 def resumed_lines(metrics: dict[str, Any]) -> list[str]:

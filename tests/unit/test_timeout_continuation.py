@@ -14,6 +14,7 @@ from functions.dispatch.handler import resubmit
 from functions.records.attempts import AttemptPolicy, candidates, waited
 from functions.records.continuation import Committed, ContinuationPolicy, JobTimes, extension
 from landfall.commands.runs import describe
+from landfall.ui.views import run_row
 from schemas.run_record import RunRecord, RunState, TimeoutExtension, parse_run_record
 from schemas.times import format_timestamp
 from schemas.vocabulary import TIMEOUT, TIMEOUT_EXTENDED
@@ -98,6 +99,7 @@ def test_a_job_that_timed_out_while_training_advanced_goes_on_from_its_newest_ch
     text = describe(run)
     assert f"extended  once: job {job_id} reached its timeout at step 9" in text
     assert f"with a {ext.timeout_seconds} s timeout" in text and ext.basis in text
+    assert run_row(run)["extended"].startswith(f"once: job {job_id} reached its timeout at step 9")
 
 
 def test_the_cost_of_a_continued_run_counts_its_timed_out_jobs() -> None:
