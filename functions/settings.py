@@ -13,6 +13,7 @@ from pathlib import Path
 from deploy.images import trainer_image, trainer_image_uri
 from deploy.topology import load_topology
 from schemas.errors import SchemaError
+from schemas.record_bounds import JOBS_KEPT
 from schemas.times import parse_timestamp
 from schemas.uris import parse_image_place
 
@@ -65,7 +66,8 @@ class Settings:
     """LANDFALL_WAIT_GIVE_UP_SECONDS: a run that has waited this long (or past its request's deadline) FAILS."""
     timeout_extensions: int
     """LANDFALL_TIMEOUT_EXTENSIONS: how many times a run whose job reached its timeout while training advanced goes
-    on from its newest checkpoint (default 8; functions/records/continuation.py)."""
+    on from its newest checkpoint (default 8, at most JOBS_KEPT: each keeps its job and attempt on the run;
+    functions/records/continuation.py)."""
     long_wait_seconds: int
     """LANDFALL_LONG_WAIT_SECONDS: a job queued or pending this long gets the reason noted on its run."""
     reconcile_grace_seconds: int
@@ -304,7 +306,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         max_job_attempts=positive("LANDFALL_MAX_JOB_ATTEMPTS", 3, upper=20),
         wait_backoff_seconds=positive("LANDFALL_WAIT_BACKOFF_SECONDS", 60),
         wait_give_up_seconds=positive("LANDFALL_WAIT_GIVE_UP_SECONDS", 86_400, upper=30 * 86_400),
-        timeout_extensions=positive("LANDFALL_TIMEOUT_EXTENSIONS", 8, upper=100),
+        timeout_extensions=positive("LANDFALL_TIMEOUT_EXTENSIONS", 8, upper=JOBS_KEPT),
         long_wait_seconds=positive("LANDFALL_LONG_WAIT_SECONDS", 900),
         reconcile_grace_seconds=positive("LANDFALL_RECONCILE_GRACE_SECONDS", 60),
         deployed_at=_deployed_at(env),

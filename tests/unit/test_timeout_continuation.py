@@ -4,6 +4,7 @@ advance, or has no budget, deadline or extensions left, ends FAILED `timeout` sa
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -13,8 +14,10 @@ import pytest
 from functions.dispatch.handler import resubmit
 from functions.records.attempts import AttemptPolicy, candidates, waited
 from functions.records.continuation import Committed, ContinuationPolicy, JobTimes, extension
+from functions.settings import SettingsError, settings_from_env
 from landfall.commands.runs import describe
 from landfall.ui.views import run_row
+from schemas.record_bounds import DOCUMENT_BOUND_BYTES, JOBS_KEPT, document_size
 from schemas.run_record import RunRecord, RunState, TimeoutExtension, parse_run_record
 from schemas.times import format_timestamp
 from schemas.vocabulary import TIMEOUT, TIMEOUT_EXTENDED
@@ -28,6 +31,7 @@ TIMEOUT_ERROR = (
     4,
     f"The job ran longer than its scheduling timeout of {PLAN.timeout_seconds} seconds and was stopped.",
 )
+ENV = {"GOOGLE_CLOUD_PROJECT": "p"}
 POLICY = ContinuationPolicy(max_extensions=3, margin=1.5, min_timeout_seconds=60)
 
 
@@ -218,3 +222,35 @@ def test_a_run_past_its_plan_s_step_count_gets_as_long_again_as_its_job_trained(
     got = extension(run, "j", [Committed(20, at(900)), Committed(40, at(1700))], TIMES, now=at(1800), policy=POLICY)
     assert isinstance(got, TimeoutExtension) and "past the plan's 15 steps at step 40" in got.basis
     assert got.timeout_seconds > 1800
+
+
+def _committed(found: list[Committed], run: RunRecord) -> list[Committed]:
+    return found
+
+
+def test_a_run_extended_as_often_as_allowed_stays_within_its_document_bound() -> None:
+    w, name, _ = running()
+    most = settings_from_env({**ENV, "LANDFALL_TIMEOUT_EXTENSIONS": str(JOBS_KEPT)}).timeout_extensions
+    with pytest.raises(SettingsError, match="LANDFALL_TIMEOUT_EXTENSIONS must be a whole number from 1 to 12"):
+        settings_from_env({**ENV, "LANDFALL_TIMEOUT_EXTENSIONS": str(JOBS_KEPT + 1)})
+    w.listener_deps = replace(
+        w.listener_deps,
+        continuation=replace(POLICY, max_extensions=most),
+        resubmit=lambda run_id: resubmit(run_id, w.dispatch_deps),
+    )
+    for number in range(most + 1):
+        start = w.clock.now + timedelta(minutes=1)
+        w.vertex.set_state(name, "JOB_STATE_RUNNING", start=start)
+        found = [Committed(1 + number, start + timedelta(seconds=60))]
+        w.listener_deps = replace(w.listener_deps, checkpoints=functools.partial(_committed, found))
+        w.vertex.set_state(name, "JOB_STATE_FAILED", end=start + timedelta(minutes=30), error=TIMEOUT_ERROR)
+        w.clock.now = start + timedelta(minutes=31)
+        w.job_event(name.rsplit("/", 1)[-1])
+        run = w.run()
+        assert document_size(f"runs/{run.run_id}", w.runs.docs[run.run_id]) < DOCUMENT_BOUND_BYTES
+        if number < most:
+            assert run.state == RunState.SUBMITTED and run.submission.extension is not None
+            assert run.submission.extension.number == number + 1
+            name = run.vertex.job_name  # type: ignore[union-attr]
+    assert run.state == RunState.FAILED and run.error is not None
+    assert f"extended {most} times already (LANDFALL_TIMEOUT_EXTENSIONS)" in run.error.message
