@@ -208,6 +208,33 @@ def waited(run: RunRecord, reason: str, *, now: datetime, policy: AttemptPolicy)
     )
 
 
+def job_ended(run: RunRecord, reason: str, message: str, now: datetime) -> RunRecord:
+    """The run with its current job recorded on `submission.jobs` (and its id on `job_ids`: its late events are an
+    earlier attempt's) and no current job, its submission claim given back, for a next attempt."""
+    assert run.vertex is not None
+    stamp = format_timestamp(now)
+    ended = JobAttempt(
+        job_name=run.vertex.job_name,
+        region=run.vertex.region,
+        machine_type=run.plan.machine_type if run.plan else "",
+        reason=reason,
+        message=cut(message),
+        at=stamp,
+        round=_round(run),
+    )
+    return replace(
+        run,
+        vertex=None,
+        submission=replace(
+            run.submission,
+            jobs=(*(run.submission.jobs or ()), ended),
+            lease_until=stamp,
+            owner="",
+            job_ids=(*(run.submission.job_ids or ()), run.vertex.job_id),
+        ),
+    )
+
+
 def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime, policy: AttemptPolicy) -> Step[str]:
     """The run's current job ended for capacity: record it, then SUBMITTING on the next plan (outcome "resubmit")
     or WAITING/FAILED. "stale" when the job is not the run's current one (an old or repeated event)."""
@@ -215,27 +242,7 @@ def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime, p
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
         if cur is None or cur.vertex is None or cur.vertex.job_name != job_name or cur.state.terminal:
             return None, "stale"
-        stamp = format_timestamp(now)
-        attempt = JobAttempt(
-            job_name=job_name,
-            region=cur.vertex.region,
-            machine_type=cur.plan.machine_type if cur.plan else "",
-            reason=reason,
-            message=cut(message),
-            at=stamp,
-            round=_round(cur),
-        )
-        recorded = replace(
-            cur,
-            vertex=None,
-            submission=replace(
-                cur.submission,
-                jobs=(*(cur.submission.jobs or ()), attempt),
-                lease_until=stamp,
-                owner="",
-                job_ids=(*(cur.submission.job_ids or ()), cur.vertex.job_id),
-            ),
-        )
+        recorded = job_ended(cur, reason, message, now)
         number = len(recorded.submission.jobs or ()) + 1
         if candidates(recorded) and len(round_jobs(recorded)) < policy.max_job_attempts:
             new = transitioned(
@@ -298,6 +305,7 @@ __all__ = [
     "gave_up_error",
     "gives_up",
     "is_earlier_job",
+    "job_ended",
     "known_jobs",
     "request_deadline",
     "round_jobs",

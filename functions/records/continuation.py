@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from functions.records.attempts import request_deadline
+from functions.records.attempts import job_ended, request_deadline
 from functions.records.run_rules import Step, transitioned
 from schemas.money import usd_text
 from schemas.record_bounds import cut
-from schemas.run_record import JobAttempt, RunError, RunRecord, RunState, TimeoutExtension
+from schemas.run_record import RunError, RunRecord, RunState, TimeoutExtension
 from schemas.times import format_timestamp
 from schemas.vocabulary import TIMEOUT
 
@@ -171,28 +171,8 @@ def timeout_extended(job_name: str, granted: TimeoutExtension, message: str, *, 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
         if cur is None or cur.vertex is None or cur.vertex.job_name != job_name or cur.state.terminal:
             return None, "stale"
-        stamp = format_timestamp(now)
-        ended = JobAttempt(
-            job_name=job_name,
-            region=cur.vertex.region,
-            machine_type=cur.plan.machine_type if cur.plan else "",
-            reason=TIMEOUT,
-            message=cut(message),
-            at=stamp,
-            round=cur.submission.round or 0,
-        )
-        recorded = replace(
-            cur,
-            vertex=None,
-            submission=replace(
-                cur.submission,
-                jobs=(*(cur.submission.jobs or ()), ended),
-                lease_until=stamp,
-                owner="",
-                job_ids=(*(cur.submission.job_ids or ()), cur.vertex.job_id),
-                extension=granted,
-            ),
-        )
+        ended = job_ended(cur, TIMEOUT, message, now)
+        recorded = replace(ended, submission=replace(ended.submission, extension=granted))
         new = transitioned(
             cur,
             RunState.SUBMITTING,
