@@ -69,6 +69,20 @@ class PlanAlternative:
     memory_total_bytes: int
     feasible: bool
     reason: str
+    p90_hours: float | None = None
+    """Its p90 duration (functions/planning/bands.py); None where it has no estimate, or in plans recorded before."""
+    samples_per_second_per_gpu: float | None = None
+    """Samples each GPU trains per second at its step time; None on a CPU-only machine, or in plans recorded before."""
+    mfu: float | None = None
+    """The MFU its estimate implies (functions/planning/model_figures.py); None where unknown."""
+    figures_from: str = ""
+    """Where its step time came from: the team's declaration, a measured run or canary, the model on a GPU kind's
+    measured points or a prior, the CPU assumption; "" in plans recorded before."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its fields; the time model's figures only when set (a plan recorded before them reads back the same)."""
+        shown = ("p90_hours", "samples_per_second_per_gpu", "mfu", "figures_from")
+        return {k: v for k, v in vars(self).items() if k not in shown or v not in (None, "")}
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,13 @@ class Plan:
     """The p90 cost: p90_hours x hourly_cost_usd; 0 in plans recorded before estimates were ranges."""
     band_basis: str = ""
     """Why the p50-p90 band is as wide as it is (the points, prior or measured run it rests on)."""
+    samples_per_second_per_gpu: float | None = None
+    """Samples each GPU trains per second at the planned step time; None on a CPU-only machine (and in plans recorded
+    before it was shown). Written to the dict only when set."""
+    mfu: float | None = None
+    """The MFU the estimate implies (functions/planning/model_figures.py); None in plans recorded before."""
+    figures_from: str = ""
+    """Where the step time came from (a prior, measured points, a measured run or canary, the team's declaration)."""
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -230,7 +251,7 @@ class Plan:
             "estimated_cost_usd": self.estimated_cost_usd,
             "objective": self.objective,
             "assumptions": list(self.assumptions),
-            "alternatives": [dict(vars(a)) for a in self.alternatives],
+            "alternatives": [a.to_dict() for a in self.alternatives],
             "alternatives_considered": self.alternatives_considered,
             "prices_estimated": self.prices_estimated,
             "gradient_accumulation_steps": self.gradient_accumulation_steps,
@@ -250,6 +271,13 @@ class Plan:
                 if self.p90_hours
                 else {}
             )
+            | (
+                {"samples_per_second_per_gpu": self.samples_per_second_per_gpu}
+                if self.samples_per_second_per_gpu is not None
+                else {}
+            )
+            | ({"mfu": self.mfu} if self.mfu is not None else {})
+            | ({"figures_from": self.figures_from} if self.figures_from else {})
         )
 
     @classmethod
@@ -306,6 +334,12 @@ def _alternative(r: Reader) -> PlanAlternative:
         memory_total_bytes=r.integer("memory_total_bytes", minimum=0),
         feasible=r.boolean("feasible"),
         reason=r.string("reason", max_len=4096),
+        p90_hours=_optional_number(r, "p90_hours") if "p90_hours" in r.data else None,
+        samples_per_second_per_gpu=_optional_number(r, "samples_per_second_per_gpu")
+        if "samples_per_second_per_gpu" in r.data
+        else None,
+        mfu=_optional_number(r, "mfu") if "mfu" in r.data else None,
+        figures_from=r.string("figures_from", "", max_len=400),
     )
 
 
@@ -392,6 +426,11 @@ def parse_plan(data: object) -> Plan:
         p90_hours=_finite(r, "p90_hours") if "p90_hours" in r.data else 0.0,
         p90_cost_usd=_finite(r, "p90_cost_usd") if "p90_cost_usd" in r.data else 0.0,
         band_basis=r.string("band_basis", "", max_len=4096),
+        samples_per_second_per_gpu=_finite(r, "samples_per_second_per_gpu")
+        if "samples_per_second_per_gpu" in r.data
+        else None,
+        mfu=_finite(r, "mfu") if "mfu" in r.data else None,
+        figures_from=r.string("figures_from", "", max_len=400),
     )
     if plan.reservation and not _RESERVATION_NAME.match(plan.reservation):
         raise SchemaError(

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from functions.planning.bands import band_of
+from functions.planning.model_figures import model_figures
 from functions.planning.search import CODE, INFEASIBLE, Evaluation, Limits
 from functions.planning.space import (
     AXIS_MODES,
@@ -43,6 +45,12 @@ class Candidate:
     bought: str = ON_DEMAND.tag
     """How its machines would be bought: the tag of its ConsumptionMode (on-demand, spot, flex-start where it is not
     sold on demand, reserved)."""
+    p90_hours: float | None = None
+    """Its p90 duration (functions/planning/bands.py); None where it has no estimate."""
+    samples_per_second_per_gpu: float | None = None
+    mfu: float | None = None
+    figures_from: str = ""
+    """functions/planning/model_figures.py."""
 
     @property
     def gpu_count(self) -> int:
@@ -347,6 +355,7 @@ def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[in
     for i, (c, v, s) in enumerate(picks):
         shape = space.configs[c].shape
         finite = col.cost[i] != np.inf
+        shown = model_figures(ev, c, v)
         out.append(
             Candidate(
                 machine_type=shape.machine_type,
@@ -367,6 +376,10 @@ def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[in
                 chosen=best == (c, v, s),
                 reason=col.reasons[i],
                 bought=_bought(ev, c, v, s, col.region[i]),
+                p90_hours=band_of(ev, c).p90(col.hours[i]) if col.hours[i] != np.inf else None,
+                samples_per_second_per_gpu=shown.samples_per_second_per_gpu,
+                mfu=shown.mfu,
+                figures_from=shown.figures_from,
             )
         )
     return out
@@ -383,6 +396,7 @@ def alternatives(
     for i, (c, v, s) in enumerate(picks):
         shape = space.configs[c].shape
         hours, cost = col.hours[i], col.cost[i]
+        shown = model_figures(ev, c, v)
         out.append(
             PlanAlternative(
                 rank=i + 1,
@@ -400,6 +414,10 @@ def alternatives(
                 memory_total_bytes=round(col.memory[i]),
                 feasible=col.code[i] == 0,
                 reason=col.reasons[i],
+                p90_hours=round(band_of(ev, c).p90(hours), 6) if hours != np.inf else None,
+                samples_per_second_per_gpu=shown.samples_per_second_per_gpu,
+                mfu=shown.mfu,
+                figures_from=shown.figures_from,
             )
         )
     return out

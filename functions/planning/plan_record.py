@@ -10,6 +10,7 @@ from functions.planning.checkpoints import checkpoint_interval
 from functions.planning.explain import precision_of, usd
 from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import Estimate, JobPolicy, duration, job_choices
+from functions.planning.model_figures import model_figures
 from functions.planning.plan_notes import image_note, network_note, reducer_note
 from functions.planning.search import Evaluation, Limits
 from functions.planning.space import AXIS_MODES, VARIANT_SERVER, VARIANT_STRATEGY
@@ -177,6 +178,7 @@ def build_plan(
     # The image and the reducers are choices: they join the job's reasons (`landfall plan` prints them).
     chosen = (image_note(ev, c), reducer_note(ev, c, v, s))
     band = band_of(ev, c)
+    shown = model_figures(ev, c, v)
     estimate = Estimate(p50_hours=hours, p90_hours=band.p90(hours), startup_seconds=startup_of(ev, c))
     job = job_choices(ev, pick, region, estimate, hourly, policy)
     every = checkpoint_interval(
@@ -237,4 +239,7 @@ def build_plan(
         p90_hours=round(estimate.p90_hours, 6),
         p90_cost_usd=round(estimate.p90_hours * hourly, 6),
         band_basis=band.basis,
+        samples_per_second_per_gpu=shown.samples_per_second_per_gpu,
+        mfu=shown.mfu,
+        figures_from=shown.figures_from,
     )

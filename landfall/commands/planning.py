@@ -264,7 +264,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
             row.region or "-",
             row.bought,
             hours_text(row.estimated_hours),
+            hours_text(row.p90_hours),
             price_text(row.estimated_cost_usd),
+            rate_text(row.samples_per_second_per_gpu),
+            "-" if row.mfu is None else f"{row.mfu:.1%}",
+            row.figures_from,
             f"{row.memory_total_bytes / 1e9:,.1f}",
             row.reason,
         ]
@@ -284,7 +288,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "REGION",
                 "PRICING",
                 "HOURS",
+                "P90 H",
                 "COST",
+                "SAMPLES/S/GPU",
+                "MFU",
+                "FIGURES FROM",
                 "GB/GPU",
                 "WHY",
             ],
@@ -311,6 +319,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"{band_text(plan)} "
         f"({price_text(plan.hourly_cost_usd)}/h{', prices estimated' if plan.prices_estimated else ''})"
     )
+    if plan.mfu is not None:
+        per_gpu = (
+            f"{rate_text(plan.samples_per_second_per_gpu)} samples/s per GPU, "
+            if plan.samples_per_second_per_gpu is not None
+            else ""
+        )
+        print(f"  the time model: {per_gpu}MFU {plan.mfu:.1%}, step time from {plan.figures_from}")
     for reason in plan.reasons:
         print(f"  - {reason}")
     figures = [a for a in plan.assumptions if a.startswith(("measured", "modelled"))]
@@ -324,6 +339,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         for line in past:
             print(f"  {line}")
     return 0
+
+
+def rate_text(rate: float | None) -> str:
+    """Samples per second per GPU in a table cell; "-" on a CPU-only machine (no GPU)."""
+    if rate is None:
+        return "-"
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
 
 def _measurements(request: TrainingRequest, mode: str, settings: Settings) -> list[Measurement]:

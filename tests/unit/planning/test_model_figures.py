@@ -1,0 +1,87 @@
+"""A plan shows its time model (functions/planning/model_figures.py): samples per second per GPU, the MFU its
+estimate implies, and where its step time came from, for the chosen plan and each alternative; `landfall plan`
+prints them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from functions.planning import MeasuredFigures, PlanInput, plan_request
+from functions.planning.catalog import load_catalog
+from landfall.cli import main as landfall
+from schemas.plan import parse_plan
+from tests.unit.planning.outcomes import chosen
+
+NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "custom_jobs"
+
+
+def _pinned(machine_type: str, **changes: object) -> PlanInput:
+    """gpt-124m on one machine of this type, its every GPU."""
+    shape = next(s for s in load_catalog().shapes if s.machine_type == machine_type)
+    base = PlanInput(
+        task="causal-lm",
+        preset="gpt-124m",
+        dataset_bytes=10**9,
+        epochs=1,
+        batch_size=16 * max(shape.accelerator_count, 1),
+        machine_type=machine_type,
+        accelerator_count=shape.accelerator_count,
+        replica_count=1,
+        flex_start="allowed",
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_the_mfu_is_the_plan_s_own_throughput_over_the_gpu_s_peak() -> None:
+    plan = chosen(plan_request(_pinned("a3-highgpu-8g"), now=NOW))
+    gpus = plan.accelerator_count * plan.replica_count
+    rate = plan.global_batch_size / plan.estimated_step_time_seconds / gpus
+    assert plan.samples_per_second_per_gpu == pytest.approx(rate, rel=1e-4)
+    assert plan.mfu is not None and 0.05 < plan.mfu < 0.6
+    assert plan.figures_from == "model: measured points on H100 80GB"
+    assert parse_plan(json.loads(json.dumps(plan.to_dict()))) == plan
+    unpinned = dataclasses.replace(_pinned("a3-highgpu-8g"), machine_type="", accelerator_count=0, replica_count=0)
+    free = chosen(plan_request(unpinned, now=NOW))
+    shown = [a for a in free.alternatives if a.estimated_hours]
+    assert len(shown) >= 3 and all(a.figures_from.startswith("model: ") and a.mfu for a in shown)
+    assert all(a.p90_hours is not None and a.p90_hours >= a.estimated_hours for a in shown)  # type: ignore[operator]
+    assert parse_plan(json.loads(json.dumps(free.to_dict()))) == free
+
+
+def test_a_measured_run_on_the_shape_is_named_and_its_mfu_follows_the_measured_step() -> None:
+    request = _pinned("a2-highgpu-1g")
+    model = chosen(plan_request(request, now=NOW))
+    figure = MeasuredFigures(
+        workload="wl-test",
+        machine_type=model.machine_type,
+        accelerator_type=model.accelerator_type or "",
+        accelerator_count=model.accelerator_count,
+        step_seconds=model.estimated_step_time_seconds * 2.0,
+        run_id="run-1",
+    )
+    learned = chosen(plan_request(request, now=NOW, measured=[figure]))
+    assert model.figures_from.startswith("model: a prior for A100")
+    assert learned.figures_from == "measured: run run-1 on this shape"
+    assert model.mfu is not None and learned.mfu == pytest.approx(model.mfu / 2.0, rel=1e-3)
+    assert learned.samples_per_second_per_gpu == pytest.approx(model.samples_per_second_per_gpu / 2.0, rel=1e-3)  # type: ignore[operator]
+
+
+def test_a_cpu_plan_has_no_rate_per_gpu() -> None:
+    plan = chosen(plan_request(_pinned("n2-standard-8", precision="auto", dataset_bytes=10**6), now=NOW))
+    assert plan.samples_per_second_per_gpu is None
+    assert plan.mfu is not None and plan.figures_from == "model: the CPU assumption"
+
+
+def test_landfall_plan_prints_the_model_for_the_plan_and_each_candidate(capsys: pytest.CaptureFixture[str]) -> None:
+    assert landfall(["plan", "--measured", "off", str(GOLDEN / "two_nodes_fsdp_a3_ultra.request.json")]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "MACHINE" in line)
+    assert all(column in header for column in ("P90 H", "SAMPLES/S/GPU", "MFU", "FIGURES FROM"))
+    assert "the time model: " in out and "samples/s per GPU, MFU " in out
+    assert "step time from model: measured points on H200" in out
