@@ -10,8 +10,9 @@ CPU. It uploads one CSV dataset and publishes a TrainingRequest for it; the disp
 (nothing is measured yet), the trainer runs, and the listener records what the run measured (step time, samples per
 second, peak memory, start-up) in the `measurements` collection. It then publishes the same request again (another
 idempotency key): the same workload, so the dispatcher reads the first run's figures and the planner plans from them.
-Run 3 is the same workload on 2 machines (`constraints.replica_count` 2: twice the processes, DDP over gloo), run 4
-the same workload on twice the data (another prefix, twice the shards; the workload key leaves the data's size out):
+Run 3 is the same workload on another machine type with twice the GPUs (--other-machine-type: twice the processes,
+DDP; a CPU-only machine type trains one process, so the process count changes with GPUs), run 4 the same workload on
+twice the data (another prefix, twice the shards; the workload key leaves the data's size out):
 each planned from what the runs before it measured. Every request pins the machine type (--machine-type), since the
 Vertex emulator runs every machine type on this machine's CPU. Prints each run's estimate, actual duration (the job's
 end - its start, as Vertex reports them) and error; exit status 1 when run 2's estimate is more than 15 % from its
@@ -44,7 +45,7 @@ another process count (run 3), on twice the data (run 4)."""
 WHAT = {
     1: "as requested",
     2: "the same again",
-    3: "on 2 machines (twice the processes)",
+    3: "on twice the GPUs (twice the processes)",
     4: "on twice the data",
 }
 START_TRIES = 3
@@ -82,15 +83,11 @@ def _upload(storage: Any, bucket_name: str, prefix: str, shards: list[str]) -> i
     return sum(len(text.encode()) for text in shards)
 
 
-def _request(
-    bucket: str, prefix: str, size: tuple[int, int], key: str, machine_type: str, replicas: int = 0
-) -> dict[str, Any]:
+def _request(bucket: str, prefix: str, size: tuple[int, int], key: str, machine_type: str) -> dict[str, Any]:
     """The default route's request (deploy/routes.toml) for the dataset (its bytes and objects, as ingest gives
-    them), on one pinned machine type (and, when given, that many machines): the Vertex emulator runs every machine
-    type on this machine's CPU, so only the measured shape tells the truth here."""
+    them), on one pinned machine type: the Vertex emulator runs every machine type on this machine's CPU, so only the
+    measured shape tells the truth here."""
     constraints: dict[str, Any] = {"machine_type": machine_type, "spot": "never"}
-    if replicas:
-        constraints["replica_count"] = replicas
     return {
         "idempotency_key": key,
         "dataset": {"uri": f"gs://{bucket}/{prefix}", "total_bytes": size[0], "object_count": size[1]},
@@ -122,7 +119,14 @@ def main() -> int:
     )
     parser.add_argument("--timeout", type=float, default=600, help="seconds each run may take (default 600)")
     parser.add_argument(
-        "--machine-type", default="e2-standard-4", help="the machine type both runs pin (default e2-standard-4)"
+        "--machine-type",
+        default="g2-standard-12",
+        help="the machine type runs 1, 2 and 4 pin (default g2-standard-12: one L4, one process)",
+    )
+    parser.add_argument(
+        "--other-machine-type",
+        default="g2-standard-24",
+        help="the machine type run 3 pins: another process count (default g2-standard-24: two L4, two processes)",
     )
     ns = parser.parse_args()
     from deploy.local.processes import StackError
@@ -174,8 +178,7 @@ def main() -> int:
                     double if n == 4 else prefix,
                     twice_size if n == 4 else size,
                     key,
-                    ns.machine_type,
-                    replicas=2 if n == 3 else 0,
+                    ns.other_machine_type if n == 3 else ns.machine_type,
                 )
                 body = json.dumps(request).encode()
                 publisher.publish(topic, body).result(timeout=60)
