@@ -23,7 +23,7 @@ import numpy as np
 
 from functions.planning.measured import STARTUP_SOURCE, Calibration, MeasuredFigures
 from functions.planning.search import Evaluation
-from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY
+from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY, HardwareConfig, Space
 from functions.planning.workload import Workload
 from schemas.vocabulary import STRATEGY_INDEX
 
@@ -47,7 +47,7 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
     """The calibration the figures give for this evaluation's space; None when none of them applies (no step time
     measured, or measured on a shape the space does not have)."""
     space, work = ev.space, ev.workload
-    index = {(cfg.shape.machine_type, cfg.shape.accelerator_count, cfg.nodes): c for c, cfg in enumerate(space.configs)}
+    index = {_key(cfg): c for c, cfg in enumerate(space.configs)}
     learned = {
         index[f.shape]: f
         for f in _newest([f for f in figures if f.source == STARTUP_SOURCE and f.startup_seconds > 0])
@@ -97,6 +97,35 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         figures=tuple(used),
         steps_scale=geomean(counted),
         startups_learned=tuple((c, f) for c, f in learned.items()),
+    )
+
+
+def _key(cfg: HardwareConfig) -> tuple[str, int, int]:
+    """A configuration's hardware as MeasuredFigures.shape names it."""
+    return (cfg.shape.machine_type, cfg.shape.accelerator_count, cfg.nodes)
+
+
+def measured_elsewhere(space: Space, figures: Sequence[MeasuredFigures]) -> bool:
+    """Whether a step time was measured on a shape this space (a pinned request's) does not have."""
+    keys = {_key(cfg) for cfg in space.configs}
+    return any(f.step_seconds > 0 and f.shape not in keys for f in figures if f.source != STARTUP_SOURCE)
+
+
+def carried(space: Space, reference: Space, calibration: Calibration) -> Calibration:
+    """A calibration worked out on `reference` (a space holding the measured shapes: every shape) carried to `space`
+    (a pinned request's, without them): each configuration takes the scale and start-up its shape has there, so a
+    shape of a measured GPU kind is planned from that kind's measured ratio and the workload's measured start-up."""
+    index = {_key(cfg): c for c, cfg in enumerate(reference.configs)}
+    found = [index.get(_key(cfg)) for cfg in space.configs]
+    default = space.catalog.assumptions.job.startup_seconds
+    back = {r: c for c, r in enumerate(found) if r is not None}
+    return replace(
+        calibration,
+        step_scale=tuple(1.0 if r is None else calibration.step_scale[r] for r in found),
+        startup_seconds=tuple(default if r is None else calibration.startup_seconds[r] for r in found),
+        measured_configs=frozenset(back[r] for r in calibration.measured_configs if r in back),
+        figures=tuple((back.get(r, -1), f, ratio) for r, f, ratio in calibration.figures),
+        startups_learned=tuple((back[r], f) for r, f in calibration.startups_learned if r in back),
     )
 
 

@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from functions.planning.calibration import calibrate, calibrated
+from functions.planning.calibration import calibrate, calibrated, carried, measured_elsewhere
 from functions.planning.catalog import Catalog, load_catalog
 from functions.planning.errors import PlanInputError
 from functions.planning.explain import Candidate, alternatives, candidates, representatives, top_configs
@@ -180,6 +180,13 @@ def plan_request(
     )
     ev = evaluate(space, work, limits)
     calibration = calibrate(ev, measured) if measured else None
+    if measured and measured_elsewhere(space, measured):
+        # a pinned request measured on another shape: the model's ratio there, worked out where that shape is
+        reference = space_for(catalog, config.quotas or load_quotas(), config.default_region)
+        ref_limits = build_limits(reference, request, now, config.max_job_hours, config.memory_margin)
+        across = calibrate(evaluate(reference, work, ref_limits), measured)
+        if across is not None:
+            calibration = carried(space, reference, across)
     if calibration is not None:
         ev = evaluate(space, calibrated(work, calibration), limits)
     objective = objective_text(request, limits)
