@@ -85,3 +85,24 @@ def test_landfall_plan_prints_the_model_for_the_plan_and_each_candidate(capsys: 
     assert all(column in header for column in ("P90 H", "SAMPLES/S/GPU", "MFU", "FIGURES FROM"))
     assert "the time model: " in out and "samples/s per GPU, MFU " in out
     assert "step time from model: measured points on H200" in out
+
+
+def test_a_pinned_request_measured_on_another_shape_of_its_gpu_kind_is_planned_from_that_ratio() -> None:
+    one, two = _pinned("g2-standard-12"), _pinned("g2-standard-24")
+    model_one, model_two = chosen(plan_request(one, now=NOW)), chosen(plan_request(two, now=NOW))
+    figure = MeasuredFigures(
+        workload="wl-test",
+        machine_type="g2-standard-12",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        step_seconds=model_one.estimated_step_time_seconds * 3.0,
+        startup_seconds=42.0,
+        global_batch=one.batch_size,
+        run_id="run-1",
+    )
+    learned = chosen(plan_request(two, now=NOW, measured=[figure]))
+    # the L4's measured ratio (x3) carried to the 2-L4 machine the request pins, with the workload's start-up
+    ratio = figure.step_seconds / model_one.estimated_step_time_seconds
+    assert learned.estimated_step_time_seconds == pytest.approx(model_two.estimated_step_time_seconds * ratio, rel=1e-3)
+    assert learned.figures_from == "model, scaled by this workload's measurements on other shapes"
+    assert any("startup 42 s" in a for a in learned.assumptions), learned.assumptions
