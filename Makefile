@@ -101,8 +101,9 @@ bench: $(STAMP)
 bench-estimates: $(STAMP)
 	$(PY) bench/estimates.py
 
-## make bench-learning: plans that learn: a run planned from the model, then the same workload planned from
-## what it measured, on a local stack of its own with the built-in CPU trainer; both estimate errors (docs/benchmarks.md).
+## make bench-learning: plans that learn: a run planned from the model, then the same workload planned from what it
+## measured (again, on twice the GPUs, on twice the data), on a local stack of its own with the built-in CPU trainer;
+## each estimate's error (docs/benchmarks.md).
 bench-learning: $(STAMP)
 	$(PY) bench/learning_bench.py
 
