@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from functions.planning import PlanOutcome
+import dataclasses
+
+from functions.planning import PlanInput, PlanOutcome
+from functions.planning.catalog import load_catalog
 from functions.planning.explain import Candidate
 from schemas.plan import Plan, PlanAlternative
 
@@ -29,3 +32,20 @@ def hours(row: Candidate | PlanAlternative) -> float:
     """A feasible row's estimated hours; fails the test when the row has none (an infeasible row)."""
     assert row.estimated_hours is not None, f"expected estimated hours, got none for {row}"
     return row.estimated_hours
+
+
+def pinned(machine_type: str, **changes: object) -> PlanInput:
+    """gpt-124m on one machine of this type, its every GPU (16 samples per GPU)."""
+    shape = next(s for s in load_catalog().shapes if s.machine_type == machine_type)
+    base = PlanInput(
+        task="causal-lm",
+        preset="gpt-124m",
+        dataset_bytes=10**9,
+        epochs=1,
+        batch_size=16 * max(shape.accelerator_count, 1),
+        machine_type=machine_type,
+        accelerator_count=shape.accelerator_count,
+        replica_count=1,
+        flex_start="allowed",
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]

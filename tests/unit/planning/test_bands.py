@@ -9,32 +9,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from functions.planning import MeasuredFigures, PlanInput, plan_request
+from functions.planning import MeasuredFigures, plan_request
 from functions.planning.catalog import load_catalog
 from schemas.errors import SchemaError
 from schemas.plan import Plan, parse_plan
-from tests.unit.planning.outcomes import chosen
+from tests.unit.planning.outcomes import chosen, pinned
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 BAND = load_catalog().assumptions.band
 STARTUP = load_catalog().assumptions.job.startup_seconds
-
-
-def _pinned(machine_type: str, **changes: object) -> PlanInput:
-    """gpt-124m on one machine of this type, its every GPU."""
-    shape = next(s for s in load_catalog().shapes if s.machine_type == machine_type)
-    base = PlanInput(
-        task="causal-lm",
-        preset="gpt-124m",
-        dataset_bytes=10**9,
-        epochs=1,
-        batch_size=16 * max(shape.accelerator_count, 1),
-        machine_type=machine_type,
-        accelerator_count=shape.accelerator_count,
-        replica_count=1,
-        flex_start="allowed",
-    )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
 def _width(plan: Plan) -> float:
@@ -43,7 +26,7 @@ def _width(plan: Plan) -> float:
 
 @pytest.mark.parametrize("machine_type", ["a3-highgpu-1g", "a3-highgpu-8g"])
 def test_the_band_is_the_fit_s_error_on_a_measured_kind(machine_type: str) -> None:
-    plan = chosen(plan_request(_pinned(machine_type), now=NOW))
+    plan = chosen(plan_request(pinned(machine_type), now=NOW))
     curve = load_catalog().throughput.curves["NVIDIA_H100_80GB"]
     assert curve.measured and curve.error is not None
     assert _width(plan) == pytest.approx(max(curve.error, BAND.floor), rel=1e-4)
@@ -54,13 +37,13 @@ def test_the_band_is_the_fit_s_error_on_a_measured_kind(machine_type: str) -> No
 
 @pytest.mark.parametrize("machine_type", ["a2-highgpu-1g", "n1-standard-8"])
 def test_the_band_is_wide_on_a_prior_kind_and_on_cpu(machine_type: str) -> None:
-    plan = chosen(plan_request(_pinned(machine_type, precision="auto"), now=NOW))
+    plan = chosen(plan_request(pinned(machine_type, precision="auto"), now=NOW))
     assert _width(plan) == pytest.approx(BAND.prior, rel=1e-4)
     assert "+100%" in plan.band_basis
 
 
 def test_a_measured_run_on_the_shape_narrows_the_band_to_the_floor() -> None:
-    request = _pinned("a2-highgpu-1g")
+    request = pinned("a2-highgpu-1g")
     model = chosen(plan_request(request, now=NOW))
     figure = MeasuredFigures(
         workload="wl-test",
@@ -82,23 +65,23 @@ def _limits_between_p50_and_p90(plan: Plan) -> tuple[datetime, float]:
 
 
 def test_a_deadline_met_only_at_p50_is_said_and_one_missed_at_p50_is_no_plan() -> None:
-    free = chosen(plan_request(_pinned("a2-highgpu-1g"), now=NOW))
+    free = chosen(plan_request(pinned("a2-highgpu-1g"), now=NOW))
     deadline, _ = _limits_between_p50_and_p90(free)
-    plan = chosen(plan_request(_pinned("a2-highgpu-1g", deadline=deadline), now=NOW))
+    plan = chosen(plan_request(pinned("a2-highgpu-1g", deadline=deadline), now=NOW))
     said = [r for r in plan.reasons if r.startswith("deadline met at p50 only")]
     assert said and "at p90" in said[0]
     safe = NOW + timedelta(hours=free.p90_hours * 1.01)
     assert not any(
-        "met at p50 only" in r for r in chosen(plan_request(_pinned("a2-highgpu-1g", deadline=safe), now=NOW)).reasons
+        "met at p50 only" in r for r in chosen(plan_request(pinned("a2-highgpu-1g", deadline=safe), now=NOW)).reasons
     )
     early = NOW + timedelta(hours=free.estimated_hours * 0.9)
-    assert plan_request(_pinned("a2-highgpu-1g", deadline=early), now=NOW).plan is None
+    assert plan_request(pinned("a2-highgpu-1g", deadline=early), now=NOW).plan is None
 
 
 def test_a_budget_met_only_at_p50_is_said() -> None:
-    free = chosen(plan_request(_pinned("a2-highgpu-1g"), now=NOW))
+    free = chosen(plan_request(pinned("a2-highgpu-1g"), now=NOW))
     _, budget = _limits_between_p50_and_p90(free)
-    plan = chosen(plan_request(_pinned("a2-highgpu-1g", budget_usd=budget), now=NOW))
+    plan = chosen(plan_request(pinned("a2-highgpu-1g", budget_usd=budget), now=NOW))
     assert any(r.startswith("budget met at p50 only") for r in plan.reasons)
 
 
@@ -108,7 +91,7 @@ def test_a_budget_met_only_at_p50_is_said() -> None:
 def test_the_timeout_is_the_p90_plus_one_start_up_at_least_30_minutes_at_most_7_days(
     machine_type: str, epochs: int
 ) -> None:
-    plan = chosen(plan_request(_pinned(machine_type, epochs=epochs), now=NOW))
+    plan = chosen(plan_request(pinned(machine_type, epochs=epochs), now=NOW))
     job = load_catalog().assumptions.job
     expected = min(max(plan.p90_hours * 3600 + STARTUP, job.min_timeout_seconds), 7 * 24 * 3600)
     assert plan.timeout_seconds == pytest.approx(expected, abs=2)
@@ -118,7 +101,7 @@ def test_the_timeout_is_the_p90_plus_one_start_up_at_least_30_minutes_at_most_7_
 
 
 def test_a_plan_stored_before_estimates_were_ranges_reads_back_with_its_estimate_as_the_band() -> None:
-    plan = chosen(plan_request(_pinned("a3-highgpu-1g"), now=NOW))
+    plan = chosen(plan_request(pinned("a3-highgpu-1g"), now=NOW))
     stored = plan.to_dict()
     assert {"p90_hours", "p90_cost_usd", "band_basis"} <= set(stored)
     assert parse_plan(stored) == plan
@@ -129,7 +112,7 @@ def test_a_plan_stored_before_estimates_were_ranges_reads_back_with_its_estimate
 
 
 def test_a_p90_below_the_p50_is_refused_naming_the_field() -> None:
-    stored = chosen(plan_request(_pinned("a3-highgpu-1g"), now=NOW)).to_dict()
+    stored = chosen(plan_request(pinned("a3-highgpu-1g"), now=NOW)).to_dict()
     stored["p90_hours"] = stored["estimated_hours"] / 2
     with pytest.raises(SchemaError, match=r"p90_hours .* is below the p50") as refused:
         parse_plan(stored)
@@ -137,7 +120,7 @@ def test_a_p90_below_the_p50_is_refused_naming_the_field() -> None:
 
 
 def test_an_own_model_nobody_described_is_wide_and_a_declared_one_is_not() -> None:
-    own = _pinned("a3-highgpu-1g", preset="", parameters=124_000_000, basis="workload.parameters")
+    own = pinned("a3-highgpu-1g", preset="", parameters=124_000_000, basis="workload.parameters")
     undescribed = chosen(plan_request(own, now=NOW))
     assert _width(undescribed) == pytest.approx(BAND.prior, rel=1e-4)
     assert "workload.flops_per_sample" in undescribed.band_basis

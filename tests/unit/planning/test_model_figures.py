@@ -11,42 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from functions.planning import MeasuredFigures, PlanInput, plan_request
-from functions.planning.catalog import load_catalog
+from functions.planning import MeasuredFigures, plan_request
 from landfall.cli import main as landfall
 from schemas.plan import parse_plan
-from tests.unit.planning.outcomes import chosen
+from tests.unit.planning.outcomes import chosen, pinned
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "custom_jobs"
 
 
-def _pinned(machine_type: str, **changes: object) -> PlanInput:
-    """gpt-124m on one machine of this type, its every GPU."""
-    shape = next(s for s in load_catalog().shapes if s.machine_type == machine_type)
-    base = PlanInput(
-        task="causal-lm",
-        preset="gpt-124m",
-        dataset_bytes=10**9,
-        epochs=1,
-        batch_size=16 * max(shape.accelerator_count, 1),
-        machine_type=machine_type,
-        accelerator_count=shape.accelerator_count,
-        replica_count=1,
-        flex_start="allowed",
-    )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
-
-
 def test_the_mfu_is_the_plan_s_own_throughput_over_the_gpu_s_peak() -> None:
-    plan = chosen(plan_request(_pinned("a3-highgpu-8g"), now=NOW))
+    plan = chosen(plan_request(pinned("a3-highgpu-8g"), now=NOW))
     gpus = plan.accelerator_count * plan.replica_count
     rate = plan.global_batch_size / plan.estimated_step_time_seconds / gpus
     assert plan.samples_per_second_per_gpu == pytest.approx(rate, rel=1e-4)
     assert plan.mfu is not None and 0.05 < plan.mfu < 0.6
     assert plan.figures_from == "model: measured points on H100 80GB"
     assert parse_plan(json.loads(json.dumps(plan.to_dict()))) == plan
-    unpinned = dataclasses.replace(_pinned("a3-highgpu-8g"), machine_type="", accelerator_count=0, replica_count=0)
+    unpinned = dataclasses.replace(pinned("a3-highgpu-8g"), machine_type="", accelerator_count=0, replica_count=0)
     free = chosen(plan_request(unpinned, now=NOW))
     shown = [a for a in free.alternatives if a.estimated_hours]
     assert len(shown) >= 3 and all(a.figures_from.startswith("model: ") and a.mfu for a in shown)
@@ -55,7 +37,7 @@ def test_the_mfu_is_the_plan_s_own_throughput_over_the_gpu_s_peak() -> None:
 
 
 def test_a_measured_run_on_the_shape_is_named_and_its_mfu_follows_the_measured_step() -> None:
-    request = _pinned("a2-highgpu-1g")
+    request = pinned("a2-highgpu-1g")
     model = chosen(plan_request(request, now=NOW))
     figure = MeasuredFigures(
         workload="wl-test",
@@ -73,7 +55,7 @@ def test_a_measured_run_on_the_shape_is_named_and_its_mfu_follows_the_measured_s
 
 
 def test_a_cpu_plan_has_no_rate_per_gpu() -> None:
-    plan = chosen(plan_request(_pinned("n2-standard-8", precision="auto", dataset_bytes=10**6), now=NOW))
+    plan = chosen(plan_request(pinned("n2-standard-8", precision="auto", dataset_bytes=10**6), now=NOW))
     assert plan.samples_per_second_per_gpu is None
     assert plan.mfu is not None and plan.figures_from == "model: the CPU assumption"
 
@@ -88,7 +70,7 @@ def test_landfall_plan_prints_the_model_for_the_plan_and_each_candidate(capsys: 
 
 
 def test_a_pinned_request_measured_on_another_shape_of_its_gpu_kind_is_planned_from_that_ratio() -> None:
-    one, two = _pinned("g2-standard-12"), _pinned("g2-standard-24")
+    one, two = pinned("g2-standard-12"), pinned("g2-standard-24")
     model_one, model_two = chosen(plan_request(one, now=NOW)), chosen(plan_request(two, now=NOW))
     figure = MeasuredFigures(
         workload="wl-test",
