@@ -245,6 +245,9 @@ class AttemptKind(StrEnum):
     """Vertex refused it for a per-minute request quota: no job exists."""
     REFUSED = "refused"
     """Vertex refused it for good (the run FAILED)."""
+    NOT_ADMITTED = "not admitted"
+    """The run's team's limits refused the plan before any call (a cap on its GPU kind, the limit per run, the
+    month's budget): no job exists; the run goes on to its next plan."""
     OTHER = "other"
     """Text no Landfall writes (a hand edit): read, never written by this name."""
 
@@ -252,6 +255,11 @@ class AttemptKind(StrEnum):
     def refused_by_vertex(self) -> bool:
         """No job exists for such an attempt (Vertex refused the call)."""
         return self in (AttemptKind.CAPACITY, AttemptKind.RATE_LIMITED)
+
+    @property
+    def made_no_job(self) -> bool:
+        """No job exists for such an attempt: Vertex refused the call, or the team's limits kept it from being made."""
+        return self.refused_by_vertex or self == AttemptKind.NOT_ADMITTED
 
 
 @dataclass(frozen=True)
@@ -279,8 +287,8 @@ class AttemptOutcome:
 
 
 _ATTEMPT_KINDS = {k.value: k for k in AttemptKind if k != AttemptKind.OTHER}
-_DETAILED = (AttemptKind.CAPACITY, AttemptKind.RATE_LIMITED, AttemptKind.REFUSED)
-"""Kinds whose text always carries the detail, after ": " (Vertex's error message)."""
+_DETAILED = (AttemptKind.CAPACITY, AttemptKind.RATE_LIMITED, AttemptKind.REFUSED, AttemptKind.NOT_ADMITTED)
+"""Kinds whose text always carries the detail, after ": " (Vertex's error message, the team limit's)."""
 
 
 @dataclass(frozen=True)
@@ -292,7 +300,7 @@ class SubmissionAttempt:
     at: str
     outcome: str
     """The stored text of its AttemptOutcome (`result`): "pending" (not known: the call may have created a job),
-    "created", "created canary", "capacity: ...", "rate-limited: ..." or "refused: ..."."""
+    "created", "created canary", "capacity: ...", "rate-limited: ...", "refused: ..." or "not admitted: ..."."""
     plan: Plan
     round: int | None = None
     """The round of plans it belonged to (absent from attempts recorded before rounds were noted on them)."""

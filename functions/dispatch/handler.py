@@ -39,7 +39,7 @@ from functions.dispatch.ownership import give_back, lease_live, lease_used, lost
 from functions.dispatch.queueing import attempt_policy, queue_rate_limited, slot_region, wait_for_slot, wait_step
 from functions.dispatch.rejections import INVALID_REQUEST, reject, reject_unreadable
 from functions.dispatch.request_rules import request_problems
-from functions.dispatch.team_rules import admitted_claim, team_of, team_rejection
+from functions.dispatch.team_rules import admitted_claim, allowed_fallbacks, next_plan_refusal, team_of, team_rejection
 from functions.envelopes import PubSubMessage
 from functions.errors import MissingPermission, PermanentError, TransientError
 from functions.fault_points import fault_point
@@ -167,7 +167,9 @@ def _plan_and_submit(
     if outcome.plan is None:
         return reject(run_id, "infeasible", outcome.rejection or "no machine shape fits this request", deps)
     # The run keeps each plan with its best few alternatives (schemas/record_bounds.py); `landfall plan` lists all.
-    plan, fallbacks = stored_plan(outcome.plan), tuple(stored_plan(p) for p in outcome.fallbacks[:FALLBACKS_KEPT])
+    # A fallback the team's hard limits exclude (a GPU kind its cap leaves out) is never kept to be tried.
+    allowed = allowed_fallbacks(deps.teams, charge, outcome.fallbacks, deps.now())
+    plan, fallbacks = stored_plan(outcome.plan), tuple(stored_plan(p) for p in allowed[:FALLBACKS_KEPT])
     over = team_rejection(deps.teams, charge, plan, deps.now())
     if over is not None:
         return reject(run_id, over.code, over.reason, deps)
@@ -306,6 +308,16 @@ def _submit_claimed(
         run, attempts = replanned, []
     recorded = outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].result.kind == AttemptKind.PENDING
     for plan in attempt_rules.candidates(run):
+        not_admitted, run = next_plan_refusal(deps.teams, deps.ledger, run_id, run, plan, owner=owner, now=deps.now())
+        if not_admitted is not None:
+            if not not_admitted:
+                return lost_claim(run_id, "before admitting its next plan against its team's limits")
+            if not recorded:
+                attempts.append(pending_attempt(plan, format_timestamp(deps.now()), run))
+            attempts[-1] = attempts[-1].ended(AttemptOutcome(AttemptKind.NOT_ADMITTED, cut(not_admitted)))
+            recorded = False
+            log.warning("run %s: %s (%s); trying the next plan", run_id, plan.machine_type, not_admitted)
+            continue
         made = attempts[:-1] if recorded else attempts  # the claim's pending attempt: not made
         queued = wait_for_slot(run_id, owner, run, plan, made, deps, ridden)
         if queued is not None:
@@ -382,7 +394,7 @@ def _recover(
     """A claim taken over from a delivery whose lease ran out: adopt the job an earlier attempt made, if any (None:
     none found, submit)."""
     # Only an attempt still pending may have made a job: one refused for capacity or a rate limit created none.
-    for region in sorted({a.region for a in attempts if not a.result.kind.refused_by_vertex}):
+    for region in sorted({a.region for a in attempts if not a.result.kind.made_no_job}):
         # the canary's job while the run is due one, else the long job (each by its labels)
         found = (
             deps.vertex.find_by_run(region, run_id, canary=True) if canary else deps.vertex.find_by_run(region, run_id)
@@ -412,10 +424,11 @@ def _no_capacity(
     ):
         return lost_claim(run_id, "after every plan was refused for capacity")
     this_round = run.submission.round or 0
-    reasons = "; ".join(a.outcome for a in attempts if a.result.kind == AttemptKind.CAPACITY and a.round == this_round)
+    refused = (AttemptKind.CAPACITY, AttemptKind.NOT_ADMITTED)
+    reasons = "; ".join(a.outcome for a in attempts if a.result.kind in refused and a.round == this_round)
     why = (
-        f"every planned shape was refused for capacity in round {this_round}: {reasons}. Allow more regions or GPU "
-        "kinds, or raise quota."
+        f"every planned shape was refused for capacity or by its team's limits in round {this_round}: {reasons}. "
+        "Allow more regions or GPU kinds, or raise quota or the team's limits."
     )
     state = deps.store.apply(run_id, wait_step(why, deps.now(), attempt_policy(deps.settings)))
     return Outcome(Said.FAILED if state == RunState.FAILED else Said.WAITING, "no-capacity")

@@ -11,15 +11,23 @@ when planned (team-limit); the caps and the budget are checked in the claim's tr
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 from deploy.teams import Team, Teams
 from functions.records.leases import Claim
 from functions.records.run_rules import Step, after
-from functions.records.team_ledger import Admission, Verdict, admit, claim_admitted, plan_gpus
+from functions.records.team_ledger import (
+    Admission,
+    Verdict,
+    admit,
+    claim_admitted,
+    holds_for,
+    plan_gpus,
+    readmitted,
+)
 from schemas.plan import Plan
 from schemas.run_record import RunRecord
 from schemas.team_ledger import RunCharge, TeamLedger
@@ -106,4 +114,47 @@ def admitted_claim(
     return claim_admitted(team, claim if before is None else after(before, claim), now=now, wait_seconds=wait_seconds)
 
 
-__all__ = ["LedgerPort", "TeamRefusal", "admitted_claim", "team_of", "team_rejection"]
+def next_plan_refusal(
+    teams: Teams | None,
+    ledger: LedgerPort | None,
+    run_id: str,
+    run: RunRecord,
+    plan: Plan,
+    *,
+    owner: str,
+    now: datetime,
+) -> tuple[str | None, RunRecord]:
+    """Why the run's team does not admit `plan` now, as "team-cap: ...", or None where it does; "" when the claim
+    is no longer this delivery's (`owner`). With it, the run with its charge as it now stands (its hold moved to
+    the plan where it needed to). Every plan a claimed run is submitted on passes here: a plan its hold covers at
+    once, any other in a transaction over the run and the team's ledger (functions/records/team_ledger.py
+    readmitted). A run of no team, or of a team the file no longer has, is admitted."""
+    team = teams.named(run.team.name) if teams is not None and run.team is not None else None
+    if team is None or ledger is None or run.team is None or holds_for(run.team, plan):
+        return None, run
+    decided = ledger.apply(run_id, team.name, readmitted(team, plan, owner=owner, now=now))
+    if decided is None:
+        return "", run
+    admission, charge = decided
+    if admission.verdict == Verdict.FITS:
+        return None, replace(run, team=charge)
+    return f"{admission.verdict}: {admission.message}", run
+
+
+def allowed_fallbacks(
+    teams: Teams | None, charge: RunCharge | None, fallbacks: Sequence[Plan], now: datetime
+) -> tuple[Plan, ...]:
+    """The fallbacks the team's hard limits allow (a GPU kind its cap excludes, an estimate above its limit per run
+    can never run: they are not kept to be tried)."""
+    return tuple(p for p in fallbacks if team_rejection(teams, charge, p, now) is None)
+
+
+__all__ = [
+    "LedgerPort",
+    "TeamRefusal",
+    "admitted_claim",
+    "allowed_fallbacks",
+    "next_plan_refusal",
+    "team_of",
+    "team_rejection",
+]

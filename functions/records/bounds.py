@@ -52,14 +52,18 @@ def stored_plan(plan: Plan) -> Plan:
 
 
 def refusal_reason(outcome: AttemptOutcome) -> str:
-    """The reason an attempt's outcome is counted under: "capacity: quota exhausted", "capacity: not offered"."""
+    """The reason an attempt's outcome is counted under: "capacity: quota exhausted", "capacity: not offered",
+    "not admitted: team-cap" (the team limit that kept the plan from being tried)."""
+    if outcome.kind == AttemptKind.NOT_ADMITTED:
+        return f"{outcome.kind.value}: {outcome.detail.partition(':')[0]}"
     if outcome.kind != AttemptKind.CAPACITY:
         return outcome.text.partition(":")[0]
     return "capacity: quota exhausted" if "quota exhausted" in outcome.detail else "capacity: not offered"
 
 
 def _refused(attempt: SubmissionAttempt) -> bool:
-    return attempt.result.kind == AttemptKind.CAPACITY
+    """A refusal the round counts: Vertex's for capacity, or the team's limits'."""
+    return attempt.result.kind in (AttemptKind.CAPACITY, AttemptKind.NOT_ADMITTED)
 
 
 def _job_line(job: JobAttempt) -> str:
@@ -67,8 +71,8 @@ def _job_line(job: JobAttempt) -> str:
 
 
 def round_refusals(run: RunRecord) -> list[tuple[str, str, str]]:
-    """The current round's refusals, oldest first, as (at, reason, text): its attempts refused for capacity and its
-    jobs that ended for capacity."""
+    """The current round's refusals, oldest first, as (at, reason, text): its attempts refused for capacity or not
+    admitted by its team's limits, and its jobs that ended for capacity."""
     number = run.submission.round or 0
     found = [
         (a.at, refusal_reason(a.result), f"{a.region} ({a.machine_type}): {a.outcome}")

@@ -229,6 +229,33 @@ def reserved(
     )
 
 
+def _less(counted: dict[str, int], gpus: dict[str, int]) -> dict[str, int]:
+    """GPUs in flight per kind with `gpus` no longer counted (a kind at 0 left out)."""
+    out = dict(counted)
+    for kind, n in gpus.items():
+        left = out.get(kind, 0) - n
+        if left > 0:
+            out[kind] = left
+        else:
+            out.pop(kind, None)
+    return out
+
+
+def released(ledger: TeamLedger | None, charge: RunCharge) -> TeamLedger:
+    """The ledger without a held charge: its GPUs no longer in flight, its reservation and its run taken out of the
+    month it was reserved in (nothing settled: the run goes on, held again on another plan by `reserved`)."""
+    ledger = ledger or TeamLedger(team=charge.name)
+    if not charge.held:
+        return ledger
+    counted = _less(ledger.gpus, charge.gpus)
+    months = dict(ledger.months)
+    spend = months.get(charge.month, MonthSpend())
+    months[charge.month] = replace(
+        spend, reserved_usd=_money(spend.reserved_usd - charge.reserved_usd), runs=max(spend.runs - 1, 0)
+    )
+    return replace(ledger, gpus=counted, months=months)
+
+
 def settled(
     ledger: TeamLedger | None, charge: RunCharge, actual_usd: float, now: datetime
 ) -> tuple[TeamLedger, RunCharge]:
@@ -237,13 +264,7 @@ def settled(
     ledger = ledger or TeamLedger(team=charge.name)
     if not charge.held:
         return ledger, charge
-    counted = dict(ledger.gpus)
-    for kind, n in charge.gpus.items():
-        left = counted.get(kind, 0) - n
-        if left > 0:
-            counted[kind] = left
-        else:
-            counted.pop(kind, None)
+    counted = _less(ledger.gpus, charge.gpus)
     months = dict(ledger.months)
     spend = months.get(charge.month, MonthSpend())
     months[charge.month] = replace(
@@ -265,8 +286,11 @@ __all__ = [
     "actual_cost",
     "admit",
     "claim_admitted",
+    "holds_for",
     "month_of",
     "plan_gpus",
+    "readmitted",
+    "released",
     "reserved",
     "running_cost",
     "settle_step",
@@ -316,6 +340,39 @@ def claim_admitted(
             return ended, None, (Claim(ClaimOutcome.DONE, ended or new), admission)
         waiting = team_waited(new, admission, now=now, wait_seconds=wait_seconds)
         return waiting, None, (Claim(ClaimOutcome.DONE, waiting or new), admission)
+
+    return step
+
+
+def holds_for(charge: RunCharge, plan: Plan) -> bool:
+    """Whether the run's held charge stands for the plan as it is: the same GPUs in flight (a plan needing fewer
+    gives the rest back to the team), an estimate within its reservation."""
+    return charge.held and plan_gpus(plan) == charge.gpus and plan.estimated_cost_usd <= charge.reserved_usd
+
+
+def readmitted(
+    team: Team, plan: Plan, *, owner: str, now: datetime
+) -> Callable[[RunRecord | None, TeamLedger | None], PairResult[tuple[Admission, RunCharge] | None]]:
+    """A plan the claimed run is about to be submitted on (a fallback after a capacity refusal, a canary's re-plan,
+    the next plan of a resubmission), admitted against the team's limits before its job is created: the run's own
+    hold is set aside, the plan's GPUs and estimate are admitted against the rest of the ledger, and where they fit
+    the hold moves to them (the ledger and the run written together). A plan the hold already covers fits as it
+    is. Where it does not fit, nothing is written and the admission says why (the plan is then not tried: the caps
+    and the budget hold for every job a run makes, not only its first). The result: the admission and the run's
+    charge after it; None when the run's claim is no longer this delivery's (`owner`)."""
+    gpus, estimate = plan_gpus(plan), plan.estimated_cost_usd
+
+    def step(run: RunRecord | None, ledger: TeamLedger | None) -> PairResult[tuple[Admission, RunCharge] | None]:
+        if run is None or run.team is None or run.submission.owner != owner:
+            return None, None, None
+        charge = run.team
+        if holds_for(charge, plan):
+            return None, None, (Admission(Verdict.FITS), charge)
+        admission = admit(team, released(ledger, charge), gpus, estimate, now)
+        if admission.verdict != Verdict.FITS:
+            return None, None, (admission, charge)
+        after, held = reserved(released(ledger, charge), replace(charge, held=False), gpus, estimate, now)
+        return replace(run, team=held), after, (admission, held)
 
     return step
 

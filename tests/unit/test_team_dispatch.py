@@ -272,3 +272,111 @@ def test_a_job_vertex_stopped_at_the_timeout_its_budget_set_is_cancelled_for_its
     if state == "CANCELLED":
         assert "stopped at its constraints.budget_usd" in ended.error.message and ended.error.job_message == timed_out
     assert ended.team is not None and not ended.team.held
+
+
+# Every plan a run is submitted on is admitted against its team: fallbacks, re-plans, resubmissions ----------------
+
+L4_PLAN = replace(
+    PLAN,
+    machine_type="g2-standard-4",
+    accelerator_type="NVIDIA_L4",
+    accelerator_count=1,
+    replica_count=1,
+    micro_batch_size=PLAN.global_batch_size // PLAN.gradient_accumulation_steps,
+)
+
+
+def _with_caps(w: World, caps: str) -> None:
+    """The team churn's [teams.gpu_cap] table replaced by `caps` (the teams file as edited by an operator)."""
+    text = TEAMS.replace("BUDGET", "100").replace("NVIDIA_TESLA_T4 = 3", caps)
+    w.dispatch_deps = replace(w.dispatch_deps, teams=parse_teams(tomllib.loads(text)))
+
+
+def _first_refused_for_capacity(w: World) -> None:
+    import google.api_core.exceptions as gexc
+
+    w.vertex.refuse(GPU_PLAN.region, gexc.ResourceExhausted("The following quota metrics exceed quota limits: T4"))
+
+
+def test_a_fallback_on_a_gpu_kind_the_teams_cap_excludes_is_never_kept_nor_run() -> None:
+    w, ledger = world()
+    w.outcome = Outcome(GPU_PLAN, (L4_PLAN,))
+    _with_caps(w, "NVIDIA_TESLA_T4 = 3\nNVIDIA_L4 = 0")
+    _first_refused_for_capacity(w)
+    assert w.deliver(request(1)) == "waiting:no-capacity"
+    run = w.run(run_id(1))
+    assert run.submission.fallbacks == () and run.state == RunState.WAITING and not w.vertex.jobs
+    assert w.vertex.create_calls == [GPU_PLAN.region]
+    stored = ledger.ledger("churn")
+    assert stored is not None and stored.gpus == {} and run.team is not None and not run.team.held
+
+
+def test_a_kept_fallback_the_team_no_longer_admits_is_recorded_not_admitted_and_not_run() -> None:
+    """The fallback was allowed when the run was planned, and both plans were refused for capacity; the teams file
+    then put the L4 cap at 0. The next round's fallback attempt says why, no job is created on it, and the run
+    waits naming it."""
+    w, ledger = world()
+    w.outcome = Outcome(GPU_PLAN, (L4_PLAN,))
+    _first_refused_for_capacity(w)
+    _first_refused_for_capacity(w)  # the fallback too (the same region)
+    assert w.deliver(request(1)) == "waiting:no-capacity"
+    assert [p.machine_type for p in w.run(run_id(1)).submission.fallbacks or ()] == ["g2-standard-4"]
+
+    _with_caps(w, "NVIDIA_TESLA_T4 = 3\nNVIDIA_L4 = 0")
+    _first_refused_for_capacity(w)
+    w.clock.now += timedelta(hours=1)
+    deps = replace(w.reconciler_deps(), listener=replace(w.listener_deps), resubmit=_resubmit(w))
+    assert reconcile_run(w.run(run_id(1)), deps) == "resubmitted:waiting:no-capacity"
+    run = w.run(run_id(1))
+    this_round = [a for a in run.submission.attempts or () if a.round == run.submission.round]
+    outcomes = [a.outcome for a in this_round]
+    assert outcomes[0].startswith("capacity: ") and outcomes[1].startswith("not admitted: team-limit: the run needs 1")
+    assert "NVIDIA_L4" in outcomes[1] and not w.vertex.jobs and len(w.vertex.create_calls) == 3
+    assert run.state == RunState.WAITING
+    assert "1 x capacity: quota exhausted, 1 x not admitted: team-limit" in run.history[-1].detail
+    stored = ledger.ledger("churn")
+    assert stored is not None and stored.gpus == {}
+
+
+def test_a_fallback_that_fits_moves_the_runs_hold_to_its_gpus_and_settles_once() -> None:
+    w, ledger = world()
+    w.outcome = Outcome(GPU_PLAN, (L4_PLAN,))
+    _first_refused_for_capacity(w)
+    assert w.deliver(request(1)) == "submitted"
+    run = w.run(run_id(1))
+    assert run.plan is not None and run.vertex is not None
+    assert w.vertex.create_calls == [GPU_PLAN.region, L4_PLAN.region]
+    assert run.team is not None and run.team.held and run.team.gpus == {"NVIDIA_L4": 1}
+    assert run.team.reserved_usd == L4_PLAN.estimated_cost_usd
+    stored = ledger.ledger("churn")
+    assert stored is not None and stored.gpus == {"NVIDIA_L4": 1}
+    month = stored.month(run.team.month)
+    assert month.reserved_usd == L4_PLAN.estimated_cost_usd and month.runs == 1
+
+    name = w.job_name(run_id(1))
+    w.vertex.set_state(name, "JOB_STATE_SUCCEEDED", start=w.clock.now, end=w.clock.now + timedelta(minutes=30))
+    w.clock.now += timedelta(minutes=30)
+    assert w.job_event(name.rsplit("/", 1)[-1]) == "recorded:SUCCEEDED"
+    after = ledger.ledger("churn")
+    assert after is not None and after.gpus == {} and after.month(run.team.month).reserved_usd == 0.0
+
+
+def test_a_fallback_past_a_cap_the_teams_other_runs_fill_is_skipped_for_the_next_allowed_plan() -> None:
+    """The team's cap on L4 is 1 and another run holds it: the L4 fallback is not admitted (team-cap) and the run
+    goes on to its next plan, a CPU machine."""
+    w, ledger = world()
+    _with_caps(w, "NVIDIA_TESLA_T4 = 3\nNVIDIA_L4 = 1")
+    w.outcome = Outcome(L4_PLAN, ())
+    assert w.deliver(request(1)) == "submitted"
+    cpu = replace(PLAN, region="europe-west4")
+    w.outcome = Outcome(GPU_PLAN, (L4_PLAN, cpu))
+    _first_refused_for_capacity(w)
+    assert w.deliver(request(2), message_id="m-2") == "submitted"
+    run = w.run(run_id(2))
+    outcomes = [a.outcome for a in run.submission.attempts or ()]
+    assert outcomes[0].startswith("capacity: ") and outcomes[1].startswith("not admitted: team-cap: team 'churn' has 1")
+    assert outcomes[2] == "created" and run.plan is not None and run.vertex is not None
+    assert run.vertex.region == "europe-west4"
+    stored = ledger.ledger("churn")
+    assert stored is not None and stored.gpus == {"NVIDIA_L4": 1}
+    assert run.team is not None and run.team.held and run.team.gpus == {}
