@@ -36,14 +36,16 @@ class AttemptPolicy:
 
 
 def all_plans(run: RunRecord) -> list[Plan]:
-    """The run's stored plans in order: the first one planned, then the fallbacks (each shape once)."""
+    """The run's stored plans in order: the first one planned, then the fallbacks (each shape once: its region,
+    machine type and GPUs; n1-standard-4 with a T4 and with a P4 are two shapes, refused for different quotas)."""
     first = run.submission.attempts[0].plan if run.submission.attempts else run.plan
     plans = [p for p in (first, *(run.submission.fallbacks or ())) if p is not None]
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str, int]] = set()
     out = []
     for plan in plans:
-        if (plan.region, plan.machine_type) not in seen:
-            seen.add((plan.region, plan.machine_type))
+        shape = (plan.region, plan.machine_type, plan.accelerator_type or "", plan.accelerator_count)
+        if shape not in seen:
+            seen.add(shape)
             out.append(plan)
     return out
 

@@ -3,7 +3,8 @@ through LANDFALL_TEAMS_FILE) caps team e2e-capped at 1 GPU in flight and has tea
 On the own-image route (a standard-library container: no training cost): a run past the cap WAITS team-cap while the
 team's first run holds its GPU, a run needing more GPUs than the cap alone is REJECTED team-limit, a run of the spent
 team WAITS team-budget, a request published on e2e-capped's own requests topic for the other team's data is REJECTED
-team-prefix, and `landfall teams --json` shows each team's use against its limits.
+team-prefix, and `landfall teams --json` shows each team's use against its limits. With every T4 refused for quota,
+a run of team e2e-no-l4 (its L4 cap 0) never falls back to an L4, while the same request on data no team owns does.
 
 A run over its own constraints.budget_usd while running is cancelled by the reconciler, with that reason. The
 planner accepts only a budget that covers the plan's estimate, and its model's start-up alone is minutes; so the test
@@ -177,3 +178,49 @@ def test_a_run_over_its_own_budget_while_running_is_cancelled_with_that_reason(
     assert "constraints.budget_usd" in ended["error"]["message"] + ended["submission"].get("cancel", {}).get("by", "")
     assert ended["plan"]["estimated_cost_usd"] <= budget, "the planner accepted the budget it was given"
     assert ended["plan"]["timeout_seconds"] <= budget / plan["hourly_cost_usd"] * 3600 + 1
+
+
+def _one_gpu(data: str) -> str:
+    """A request for the own image on one GPU of the planner's choosing (first plan a T4, then T4, L4, T4, P4
+    shapes), published on the shared topic; its run id."""
+    argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", "1000", "--arg=--seconds=1", "--gpus", "1"]
+    body = json.dumps(code_request(build_parser().parse_args(argv))).encode()
+    publish(body)
+    return parse_training_request(body).run_id
+
+
+def test_a_fallback_to_a_gpu_kind_the_teams_cap_excludes_does_not_run_on_it(
+    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, faults: str
+) -> None:
+    from deploy.vertex_emulator import control
+
+    stamp = datetime.now(UTC).strftime("%H%M%S%f")
+    control.set_faults(faults, {"quota_exhausted": [{"accelerator_type": "NVIDIA_TESLA_T4"}]})
+    team_run = _one_gpu(_data(landing_bucket, f"own-image/team-no-l4/{stamp}/"))
+    free_run = _one_gpu(_data(landing_bucket, f"own-image/no-team-l4/{stamp}/"))
+    settled = ("SUCCEEDED", "FAILED", "CANCELLED", "REJECTED", "WAITING")
+    team_doc = wait_for(lambda: _state(firestore_runs, team_run, *settled), 90, f"run {team_run} to settle")
+    free_doc = terminal_run(firestore_runs, free_run, timeout_s=90)
+    control.set_faults(faults, {})
+
+    def created_on(doc: dict[str, Any]) -> list[str]:
+        made = [a for a in doc["submission"]["attempts"] if a["outcome"] == "created"]
+        return [a["plan"]["accelerator_type"] for a in made]
+
+    def refused(doc: dict[str, Any]) -> list[str]:
+        return [a["plan"]["accelerator_type"] for a in doc["submission"]["attempts"] if a["outcome"].startswith("cap")]
+
+    # Data no team owns: the T4 plans are refused for quota and the run goes on to the L4 fallback.
+    assert free_doc["state"] == "SUCCEEDED", free_doc.get("error")
+    assert refused(free_doc) and set(refused(free_doc)) == {"NVIDIA_TESLA_T4"} and created_on(free_doc) == ["NVIDIA_L4"]
+    # The team's run: the L4 fallbacks were never kept, and it ran on its next allowed plan.
+    assert team_doc["team"]["name"] == "e2e-no-l4"
+    kept = [p["accelerator_type"] for p in team_doc["submission"]["fallbacks"]]
+    assert kept and "NVIDIA_L4" not in kept, kept
+    tried = [
+        (a["machine_type"], a["plan"]["accelerator_type"], a["outcome"][:120])
+        for a in team_doc["submission"]["attempts"]
+    ]
+    assert team_doc["state"] == "SUCCEEDED", (team_doc["state"], tried, kept, team_doc["history"][-3:])
+    assert set(refused(team_doc)) == {"NVIDIA_TESLA_T4"} and created_on(team_doc)
+    assert "NVIDIA_L4" not in created_on(team_doc) and team_doc["plan"]["accelerator_type"] != "NVIDIA_L4"
