@@ -568,6 +568,8 @@ def _team_looks() -> Any:
         settle=lambda run: ledger.settle(run, utc_now()),
         wake=waker,
         known=lambda name: known.named(name) is not None,
+        budgets=lambda: {t.name: t.monthly_budget_usd for t in known.teams},
+        ledgers=ledger.ledgers,
     )
 
 

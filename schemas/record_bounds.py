@@ -64,6 +64,9 @@ WARNING_TEXT = 1_000
 KEY_KEPT = 200
 """Characters of a field name in a stored value (Firestore allows 1,500 bytes; a metric's name is a word)."""
 
+CANCEL_BY_KEPT = 200
+"""The most a cancel request's `by` (who asked, and why) holds."""
+
 
 @dataclass(frozen=True)
 class ValueBounds:

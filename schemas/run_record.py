@@ -26,7 +26,7 @@ from schemas.fields import Reader
 from schemas.model_version import ModelVersionRef, parse_model_version
 from schemas.plain import as_dict
 from schemas.plan import Plan, parse_plan
-from schemas.record_bounds import TEXT_KEPT, WARNING_TEXT, WARNINGS_KEPT, cut
+from schemas.record_bounds import CANCEL_BY_KEPT, TEXT_KEPT, WARNING_TEXT, WARNINGS_KEPT, cut
 from schemas.team_ledger import RunCharge, parse_run_charge
 from schemas.times import format_timestamp, parse_timestamp
 from schemas.vocabulary import QUEUE_REASONS, TIMEOUT_EXTENDED
@@ -831,7 +831,7 @@ def _submission(r: Reader | None, plans: _Plans) -> Submission:
         refusals=_refusals(r.optional_obj("refusals")),
         cancel=None
         if cancel is None
-        else CancelRequest(by=cancel.string("by", max_len=200), at=cancel.string("at", max_len=64)),
+        else CancelRequest(by=cancel.string("by", max_len=CANCEL_BY_KEPT), at=cancel.string("at", max_len=64)),
         results_published=None if r.data.get("results_published") is None else bool(r.data["results_published"]),
         results_lease_until=_optional_string(r, "results_lease_until"),
         model_lease_until=_optional_string(r, "model_lease_until"),

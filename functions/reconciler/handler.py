@@ -47,6 +47,7 @@ from functions.reconciler.team_looks import (
     in_pass_order,
     over_budget,
     settle_leftovers,
+    team_overruns,
     wake_teams,
     woken_by_team,
 )
@@ -141,6 +142,7 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     look = None if deps.changes is None else start_pass(deps.changes, deps.now())
     listed = _listed("open runs", deps.open_runs, counts)
     runs, unreadable = _readable(listed or [])
+    overruns = _team_overruns(runs, deps, counts)
     if look is not None:
         runs = look.shard_runs(runs)
         unreadable = [u for u in unreadable if look.mine(u.run_id)]
@@ -150,7 +152,7 @@ def _reconcile(deps: ReconcilerDeps) -> str:
     for run in in_pass_order(runs, deps.teams):
         fault_point("reconciler.after_read_runs")
         try:
-            outcome, team = _one_run(run, deps, look, regions)
+            outcome, team = _one_run(run, deps, look, regions, overruns.get(run.run_id))
         except Exception as exc:
             if look is not None:
                 look.failed(run)
@@ -191,16 +193,35 @@ def _reconcile(deps: ReconcilerDeps) -> str:
 
 
 def _one_run(
-    run: RunRecord, deps: ReconcilerDeps, look: PassLook | None, regions: dict[str, None]
+    run: RunRecord, deps: ReconcilerDeps, look: PassLook | None, regions: dict[str, None], overrun: str | None = None
 ) -> tuple[str, str | None]:
-    """The run's outcome this pass, or the team whose wake stands for its retry (team_looks.woken_by_team)."""
+    """The run's outcome this pass, or the team whose wake stands for its retry (team_looks.woken_by_team).
+    `overrun`: why its team's month stops it (team_looks.team_overruns), None when it does not."""
     team = woken_by_team(run, deps.teams, lambda r: gives_up(r, deps.now(), deps.policy))
     if team is not None:
         return "team-waiting", team
+    if overrun is not None and run.vertex is not None and run.submission.cancel is None:
+        return cancel_over_budget(run, overrun, deps.listener.store, deps.vertex, deps.now()), None
     regions.update(
         dict.fromkeys(r for r in (run.vertex.region if run.vertex else "", run.plan.region if run.plan else "") if r)
     )
     return reconcile_run(run, deps, None if look is None else _job_of(look, deps)), None
+
+
+def _team_overruns(runs: list[RunRecord], deps: ReconcilerDeps, counts: Counter[str]) -> dict[str, str]:
+    """The runs their team's month stops this pass (team_looks.team_overruns), from every open run the pass read;
+    {} without teams, or when the ledgers could not be read (logged and counted: the next pass looks again)."""
+    looks = deps.teams
+    if looks is None:
+        return {}
+    try:
+        budgets = looks.budgets()
+        names = {r.team.name for r in runs if r.team is not None and r.team.held and r.team.name in budgets}
+        return team_overruns(runs, budgets, looks.ledgers(names) if names else {}, deps.now()) if names else {}
+    except Exception as exc:
+        _log_failure("team budgets not looked at this pass", exc)
+        counts["team-budget-error"] += 1
+        return {}
 
 
 def _listed(what: str, listing: Callable[[], Iterable[T]], counts: Counter[str]) -> list[T] | None:

@@ -8,24 +8,31 @@
   `constraints.budget_usd` is cancelled, with that reason (error code budget-exceeded). The reconciler, not the
   listener: a running job sends no event while its cost grows, and every pass reads every open run's record anyway
   (no Vertex call is needed: the record has the start time and the price). Exactly once: the cancel request is
-  recorded in a transaction that keeps the first one, and only then is Vertex asked.
+  recorded in a transaction that keeps the first one, and only then is Vertex asked;
+- a run whose job has cost more than its team reserved for it, when the team's month (settled, reserved, and what
+  its running jobs cost past their reservations) reaches its monthly budget, is cancelled the same way (its trainer
+  checkpoints on the cancel's SIGTERM): a run is admitted on its estimate, but runs as long as its code likes, so the
+  month is held by the pass, and ends above the budget by at most one pass's interval of the team's running jobs'
+  price (`team_overruns`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from functions.gcp.vertex import VertexJobs
 from functions.reconciler.cancel import cancel_step
 from functions.records.run_rules import RunsRules
-from functions.records.team_ledger import running_cost
+from functions.records.team_ledger import month_of, running_cost
 from functions.records.team_wakes import waits_for_team
 from schemas.money import usd_text
+from schemas.record_bounds import CANCEL_BY_KEPT, cut_within
 from schemas.run_record import RunRecord, RunState
+from schemas.team_ledger import TeamLedger
 from schemas.vocabulary import BUDGET_EXCEEDED
 
 log = logging.getLogger("landfall.reconciler")
@@ -42,6 +49,10 @@ class TeamLooks:
     None: each team wait is retried at its retry_at, one claim at a time."""
     known: Callable[[str], bool] = lambda name: True
     """Whether the teams file has the team (a wait of a team no longer there is retried the old way)."""
+    budgets: Callable[[], Mapping[str, float]] = dict
+    """Each team's monthly budget by name ({}: no team's month is held while its runs run)."""
+    ledgers: Callable[[Iterable[str]], Mapping[str, TeamLedger]] = lambda names: {}
+    """The named teams' stored ledgers (a team with none yet left out)."""
 
 
 def woken_by_team(run: RunRecord, looks: TeamLooks | None, gives_up: Callable[[RunRecord], bool]) -> str | None:
@@ -120,6 +131,43 @@ def over_budget(run: RunRecord, now: datetime) -> str | None:
     )
 
 
+def team_overruns(
+    runs: Iterable[RunRecord], budgets: Mapping[str, float], ledgers: Mapping[str, TeamLedger], now: datetime
+) -> dict[str, str]:
+    """The runs to cancel because their team's month has reached its budget, by run id, each with why.
+
+    A team's month as it stands now: what it settled, what its runs in flight reserved, and what its running jobs
+    have cost beyond their reservations (time since the job started x the plan's hourly price, as `running_cost`).
+    When that reaches the monthly budget, each running job past its reservation is cancelled: it is what took the
+    month over (the others are within what they were admitted with). `runs`: every open run the pass read (all
+    shards: each pass works out the same and cancels the runs of its own shard)."""
+    month = month_of(now)
+    held: dict[str, list[RunRecord]] = {}
+    for run in runs:
+        charge = run.team
+        if charge is None or not charge.held or charge.month != month or charge.name not in budgets:
+            continue
+        if run.state in (RunState.SUBMITTED, RunState.RUNNING) and run.vertex is not None:
+            held.setdefault(charge.name, []).append(run)
+    out: dict[str, str] = {}
+    for name, running in held.items():
+        past = {r.run_id: running_cost(r, now) - (r.team.reserved_usd if r.team else 0.0) for r in running}
+        over = sum(max(p, 0.0) for p in past.values())
+        spend = (ledgers.get(name) or TeamLedger(team=name)).month(month)
+        budget = budgets[name]
+        if over <= 0 or spend.total_usd + over < budget:
+            continue
+        for run in running:
+            if past[run.run_id] > 0 and run.submission.cancel is None:
+                out[run.run_id] = cut_within(
+                    f"{BUDGET_EXCEEDED}: team {name!r}'s month reached its monthly budget {usd_text(budget)}; this "
+                    f"job ran {usd_text(past[run.run_id])} past its estimate (retry with budget left, or raise the "
+                    "team's monthly_budget_usd)",
+                    CANCEL_BY_KEPT,
+                )
+    return out
+
+
 def cancel_over_budget(run: RunRecord, why: str, store: RunsRules, vertex: VertexJobs, now: datetime) -> str:
     """Record the cancel (first request wins) and ask Vertex to cancel the job; the listener records CANCELLED."""
     outcome, after = store.apply(run.run_id, cancel_step(why, now))
@@ -137,6 +185,7 @@ __all__ = [
     "in_pass_order",
     "over_budget",
     "settle_leftovers",
+    "team_overruns",
     "waits_for_team",
     "wake_teams",
     "woken_by_team",

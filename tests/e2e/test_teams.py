@@ -224,3 +224,73 @@ def test_a_fallback_to_a_gpu_kind_the_teams_cap_excludes_does_not_run_on_it(
     assert team_doc["state"] == "SUCCEEDED", (team_doc["state"], tried, kept, team_doc["history"][-3:])
     assert set(refused(team_doc)) == {"NVIDIA_TESLA_T4"} and created_on(team_doc)
     assert "NVIDIA_L4" not in created_on(team_doc) and team_doc["plan"]["accelerator_type"] != "NVIDIA_L4"
+
+
+def test_a_teams_month_stops_a_run_that_runs_past_its_estimate(
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Any,
+) -> None:
+    """Team e2e-month has a month of $0.003 (tests/e2e/teams.toml). A run estimated at a fraction of it (its
+    workload's measured figures seeded: seconds of start-up) is admitted, and its container runs two minutes: the
+    reconciler cancels it once the job's cost past its estimate takes the team's month to its budget, and the month
+    ends above its budget by no more than a few seconds of the job's price (the pass's interval, 1 s here, and the
+    cancel's way to the job's end)."""
+    from google.cloud import firestore
+
+    from deploy.topology import load_topology
+    from schemas.measurement import Measurement, workload_key, workload_label
+
+    stamp = datetime.now(UTC).strftime("%H%M%S%f")
+    data = _data(landing_bucket, f"own-image/team-month/{stamp}/")
+    argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", "1002", "--arg=--seconds=120"]
+    argv += ["--machine-type", "g2-standard-4", "--gpus", "1", "--nodes", "1"]
+    request = code_request(build_parser().parse_args(argv))
+    seeded = Measurement(
+        workload=workload_key(request),
+        workload_label=workload_label(request),
+        machine_type="g2-standard-4",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        nodes=1,
+        image=OWN_IMAGE,
+        run_id=f"seeded-{stamp}",
+        source="run",
+        measured_at=datetime.now(UTC).isoformat(),
+        step_seconds=0.01,
+        startup_seconds=2.0,
+        steps=2,
+    )
+    db = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"])
+    db.collection(load_topology().measurements_collection).document(seeded.measurement_id).set(seeded.to_document())
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    code, out, err = landfall(capsys, "plan", str(path), "--json", "--measured", "auto")
+    assert code == 0, err
+    plan = json.loads(out)
+    budget, hourly = 0.003, plan["hourly_cost_usd"]
+    assert plan["estimated_cost_usd"] < budget / 2, f"the seeded figures were not used: {plan}"
+    assert hourly * 120 / 3600 > 2 * budget and plan["timeout_seconds"] > 120, plan
+    body = json.dumps(request).encode()
+    publish(body)
+    run_id = parse_training_request(body).run_id
+
+    ended = terminal_run(firestore_runs, run_id, timeout_s=150)
+    assert ended["state"] == "CANCELLED", (ended["state"], ended.get("error"))
+    assert ended["error"]["code"] == "budget-exceeded", ended.get("error")
+    assert "team 'e2e-month''s month reached its monthly budget $0.003" in ended["error"]["message"]
+    ran = ended["timings"]["run_seconds"]
+    assert ran < 60, f"stopped after {ran} s of its 120"
+
+    def settled() -> dict[str, Any] | None:
+        doc = db.collection("teams").document("e2e-month").get().to_dict()
+        return doc if doc is not None and not doc["gpus"] else None
+
+    ledger = wait_for(settled, 30, "team e2e-month's run to be settled")
+    month = ledger["months"][ended["team"]["month"]]
+    total = month["settled_usd"] + month["reserved_usd"]
+    # What the job cost while the reconciler saw it under the budget, plus at most one pass (1 s) and the cancel's
+    # way to the job's end: SIGTERM to the replica, its exit, the emulator's end time (a few seconds here).
+    assert budget <= total <= budget + hourly * 10 / 3600, (total, month, ran)

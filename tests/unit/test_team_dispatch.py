@@ -380,3 +380,84 @@ def test_a_fallback_past_a_cap_the_teams_other_runs_fill_is_skipped_for_the_next
     stored = ledger.ledger("churn")
     assert stored is not None and stored.gpus == {"NVIDIA_L4": 1}
     assert run.team is not None and run.team.held and run.team.gpus == {}
+
+
+# A team's month is held while its runs run ---------------------------------------------------------------------
+
+ONE_T4 = gpu_plan(1)
+
+
+def _running(w: World, n: int) -> str:
+    """Deliver request n, and its job starts now; its job name."""
+    assert w.deliver(request(n), message_id=f"m-{n}") == "submitted"
+    name = w.job_name(run_id(n))
+    w.vertex.set_state(name, "JOB_STATE_RUNNING", start=w.clock.now)
+    assert w.job_event(name.rsplit("/", 1)[-1]) == "recorded:RUNNING"
+    return name
+
+
+def _looks(w: World, ledger: FakeLedger, budget: float) -> TeamLooks:
+    def ledgers(names: object) -> dict[str, object]:
+        found = {n: ledger.ledger(n) for n in ("churn", "other")}
+        return {n: v for n, v in found.items() if v is not None}
+
+    return TeamLooks(
+        priority=lambda n: 5,
+        held_to_settle=ledger.held_to_settle,
+        settle=lambda r: ledger.settle(r, w.clock.now),
+        budgets=lambda: {"churn": budget, "other": 1000.0},
+        ledgers=ledgers,  # type: ignore[arg-type]
+    )
+
+
+def test_a_run_past_its_estimate_is_cancelled_when_its_teams_month_reaches_the_budget() -> None:
+    """Two runs of team churn, each reserved at its estimate; the budget leaves room for a little more. While both
+    run within their estimates nothing happens; once their cost past the estimates takes the month to the budget,
+    the pass cancels both (each ran past its estimate), exactly once, and the listener records CANCELLED
+    budget-exceeded; the month ends within one pass's interval of the team's price above its budget."""
+    estimate = ONE_T4.estimated_cost_usd
+    budget = 2 * estimate + ONE_T4.hourly_cost_usd * 0.25  # 15 min of one job's price past both estimates
+    w, ledger = world(budget=budget, plan=ONE_T4)
+    w.vertex.now = lambda: w.clock.now  # a cancelled job ends on the world's clock
+    first, second = _running(w, 1), _running(w, 2)
+    started = w.clock.now
+    looks = _looks(w, ledger, budget)
+    deps = replace(w.reconciler_deps(), teams=looks)
+    estimated_hours = estimate / ONE_T4.hourly_cost_usd
+
+    w.clock.now = started + timedelta(hours=estimated_hours) - timedelta(minutes=1)  # both within their estimates
+    assert "budget-cancelled" not in reconcile(deps)
+    w.clock.now = started + timedelta(hours=estimated_hours, minutes=5)  # 2 x 5 min past: under the 15 min left
+    assert "budget-cancelled" not in reconcile(deps)
+    w.clock.now = started + timedelta(hours=estimated_hours, minutes=8)  # 2 x 8 min past: over
+    said = reconcile(deps)
+    assert "budget-cancelled=2" in said, said
+    assert sorted(w.vertex.cancelled) == sorted([first, second])
+    run = w.run(run_id(1))
+    assert run.submission.cancel is not None
+    assert run.submission.cancel.by.startswith("budget-exceeded: team 'churn''s month reached its monthly budget")
+    # asked once; the next pass finds both jobs cancelled and records them (their events lost)
+    assert reconcile(deps) == "recorded:CANCELLED=2" and len(w.vertex.cancelled) == 2
+    ended = w.run(run_id(2))
+    assert ended.state == RunState.CANCELLED and ended.error is not None and ended.error.code == "budget-exceeded"
+    after = ledger.ledger("churn")
+    assert after is not None and after.gpus == {}
+    spent = after.month(ended.team.month if ended.team else "").total_usd
+    interval = timedelta(minutes=3) / timedelta(hours=1) * ONE_T4.hourly_cost_usd * 2  # the last pass's interval
+    assert budget < spent <= budget + interval
+
+
+def test_a_teams_runs_within_their_estimates_are_never_cancelled_for_its_month() -> None:
+    """A month already near its budget from settled runs: runs admitted within it are not stopped while they are
+    within their estimates, and a team without a budget entry is not looked at."""
+    w, ledger = world(budget=ONE_T4.estimated_cost_usd * 1.01, plan=ONE_T4)
+    _running(w, 1)
+    deps = replace(w.reconciler_deps(), teams=_looks(w, ledger, ONE_T4.estimated_cost_usd * 1.01))
+    w.clock.now += timedelta(hours=ONE_T4.estimated_cost_usd / ONE_T4.hourly_cost_usd * 0.99)
+    assert "budget-cancelled" not in reconcile(deps) and not w.vertex.cancelled
+    looks = deps.teams
+    assert looks is not None
+    no_budgets = replace(deps, teams=replace(looks, budgets=dict))
+    w.clock.now += timedelta(hours=2)
+    assert "budget-cancelled" not in reconcile(no_budgets) and not w.vertex.cancelled
+    assert "budget-cancelled=1" in reconcile(deps)
