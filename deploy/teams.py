@@ -98,7 +98,8 @@ class Teams:
 
     teams: tuple[Team, ...] = ()
     unowned: str = "allow"
-    """A request for data no team owns: "allow" (runs, counted against no team) or "reject"."""
+    """A request for data no team owns: "allow" (runs, counted against no team) or "reject" (the file's default when
+    it has teams)."""
     source: str = ""
     """Where they were read from (for messages)."""
 
@@ -210,7 +211,9 @@ def parse_teams(raw: Mapping[str, Any], source: str = "teams.toml") -> Teams:
     unknown = sorted(set(raw) - {"schema_version", "unowned", "teams"})
     if unknown:
         raise TeamsError(f"{source}: unknown top-level keys {unknown}; expected schema_version, unowned, [[teams]]")
-    unowned = raw.get("unowned", "allow")
+    # With teams, data no team owns is rejected unless the file says otherwise: every run then counts against a
+    # team's caps and budget; without teams, every run is allowed, as before teams.
+    unowned = raw.get("unowned", "reject" if raw.get("teams") else "allow")
     if unowned not in UNOWNED_POLICIES:
         raise TeamsError(f"{source}: unowned {unowned!r} must be one of {', '.join(UNOWNED_POLICIES)}")
     entries = raw.get("teams", [])

@@ -426,7 +426,19 @@ def dispatch_deps() -> DispatchDeps:
         replan=_replan,
         teams=known or None,
         ledger=team_ledger_store() if known else None,
+        ingested=_made_by_ingest if known else None,
     )
+
+
+def _made_by_ingest(request: Any) -> bool:
+    """Whether Landfall made the request for the team owning its data: ingest (its version in ingest's outbox,
+    functions/records/dataset_versions.py), or `landfall retry` of a run charged to that team (the old run names
+    this one as its retry: both documents only Landfall and its operators write)."""
+    from functions.records.dataset_versions import made_by_ingest, retry_of_team_run
+
+    if request.retry_of:
+        return retry_of_team_run(runs_store().get(request.retry_of), request)
+    return made_by_ingest(datasets_store().version(request.run_id), request)
 
 
 def listener_deps() -> ListenerDeps:

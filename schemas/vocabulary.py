@@ -313,7 +313,14 @@ TEAM_REFUSAL_TERMS: tuple[Term, ...] = (
     Term(
         "budget-exceeded",
         "The run's cost while running (elapsed time x its plan's hourly price) passed its own constraints.budget_usd: "
-        "the reconciler cancelled its job (the run ends CANCELLED with this code).",
+        "the reconciler cancelled its job (the run ends CANCELLED with this code); also a run whose job ran past its "
+        "reservation when its team's month reached the monthly budget.",
+    ),
+    Term(
+        "team-caller",
+        "The request came on the shared requests topic for data a team owns: a team's runs come from its own requests "
+        "topic (its members publish there) or from ingest (data dropped under its prefixes), so a request from "
+        "anyone else is never charged to it: REJECTED, naming the team's topic.",
     ),
 )
 """The `error.code` of a run its team's limits or its own budget stopped (docs/teams.md)."""
@@ -413,7 +420,7 @@ SUBMIT_RATE, VERTEX_RATE_LIMIT = QUEUE_REASONS
 TEAM_WAIT_REASONS = names(TEAM_WAIT_TERMS)
 TEAM_CAP, TEAM_BUDGET = TEAM_WAIT_REASONS
 TEAM_REFUSALS = names(TEAM_REFUSAL_TERMS)
-TEAM_LIMIT, TEAM_PREFIX, TEAM_UNOWNED, BUDGET_EXCEEDED = TEAM_REFUSALS
+TEAM_LIMIT, TEAM_PREFIX, TEAM_UNOWNED, BUDGET_EXCEEDED, TEAM_CALLER = TEAM_REFUSALS
 CAPACITY_REASONS = frozenset(t.name for t in FAILURE_REASON_TERMS if t.capacity)
 TRAINER_FAILURE_KINDS = names(TRAINER_FAILURE_KIND_TERMS)
 REASON_FOR_TRAINER_KIND: Mapping[str, str] = MappingProxyType({k.name: k.reason for k in TRAINER_FAILURE_KIND_TERMS})

@@ -52,6 +52,9 @@ class DispatchDeps:
     """Plans a run again from its canary's figures (functions/dispatch/canary_replan.py); None = `plan` (tests)."""
     teams: Teams | None = None
     """The teams file (deploy/teams.py); None or no teams: every run allowed, no ledger (docs/teams.md)."""
+    ingested: Callable[[TrainingRequest], bool] | None = None
+    """Whether ingest made the request (functions/records/dataset_versions.py made_by_ingest over ingest's outbox);
+    asked only for a request off a team's topic for a team's data. None: nothing is taken for ingest's."""
     ledger: LedgerPort | None = None
     """The team ledger, changed in the claim's transaction (functions/gcp/team_ledger_store.py)."""
     prefetch: Callable[[TrainingRequest], None] | None = None

@@ -152,7 +152,9 @@ def _plan_and_submit(
     problems = request_problems(request, deps.settings, deps.now())
     if problems:
         return reject(run_id, INVALID_REQUEST, "; ".join(problems), deps)
-    charge, refused = team_of(request, deps.teams, topic=topic, subscription=subscription)
+    charge, refused = team_of(
+        request, deps.teams, topic=topic, subscription=subscription, ingested=deps.ingested or _not_ingested
+    )
     if refused is not None:
         return reject(run_id, refused.code, refused.reason, deps)
     refusal = check_dataset(request, deps.objects, deps.settings, ahead) if deps.objects is not None else None
@@ -189,6 +191,10 @@ def _plan_and_submit(
         ),
     )
     return _submit(run_id, request, deps, planned=planned, team=charge.name if charge else None)
+
+
+def _not_ingested(request: TrainingRequest) -> bool:
+    return False
 
 
 def _settled(state: RunState) -> bool:

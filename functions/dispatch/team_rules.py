@@ -2,11 +2,12 @@
 (docs/teams.md). Teams come from the teams file (deploy/teams.py); with none, every request is allowed as before.
 
 A request names its team by where it comes from: the team's own requests topic (Pub/Sub IAM decides who may publish
-there), else its dataset's location (the team owning the longest matching prefix). A request on a team's topic for
-data outside that team's prefixes is REJECTED (team-prefix); data no team owns runs as before, or is REJECTED when
-the file says unowned = "reject" (team-unowned-data). A run whose own GPUs or estimate pass a hard limit is REJECTED
-when planned (team-limit); the caps and the budget are checked in the claim's transaction
-(functions/records/team_ledger.py claim_admitted).
+there), or ingest, for data under the team's prefixes (the team owning the longest matching prefix). A request on a
+team's topic for data outside that team's prefixes is REJECTED (team-prefix); one from anyone else (the shared
+requests topic) for a team's data is REJECTED (team-caller): it is never charged to the team; data no team owns runs
+as before, or is REJECTED when the file says unowned = "reject" (team-unowned-data, the default with teams). A run
+whose own GPUs or estimate pass a hard limit is REJECTED when planned (team-limit); the caps and the budget are
+checked in the claim's transaction (functions/records/team_ledger.py claim_admitted).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from schemas.plan import Plan
 from schemas.run_record import RunRecord
 from schemas.team_ledger import RunCharge, TeamLedger
 from schemas.training_request import TrainingRequest
-from schemas.vocabulary import TEAM_LIMIT, TEAM_PREFIX, TEAM_UNOWNED
+from schemas.vocabulary import TEAM_CALLER, TEAM_LIMIT, TEAM_PREFIX, TEAM_UNOWNED
 
 T = TypeVar("T")
 
@@ -57,10 +58,17 @@ class TeamRefusal:
 
 
 def team_of(
-    request: TrainingRequest, teams: Teams | None, *, topic: str = "", subscription: str = ""
+    request: TrainingRequest,
+    teams: Teams | None,
+    *,
+    topic: str = "",
+    subscription: str = "",
+    ingested: Callable[[TrainingRequest], bool] = lambda request: False,
 ) -> tuple[RunCharge | None, TeamRefusal | None]:
     """The team the request counts against (None: no team), or why it is refused. `topic`, `subscription`: where it
-    arrived ("" when not known, e.g. a run the reconciler takes over)."""
+    arrived ("" when not known, e.g. a run the reconciler takes over). `ingested`: whether ingest made the request
+    (its dataset version is in ingest's outbox under the run's id, written by Landfall's functions only): asked only
+    for a request not on a team's own topic whose data a team owns."""
     if not teams:
         return None, None
     bucket, prefix = request.dataset.bucket, request.dataset.prefix
@@ -79,7 +87,9 @@ def team_of(
         return RunCharge(by_topic.name, via="topic"), None
     owner = teams.owner_of(bucket, prefix)
     if owner is not None:
-        return RunCharge(owner.name, via="route"), None
+        if ingested(request):
+            return RunCharge(owner.name, via="route"), None
+        return None, TeamRefusal(TEAM_CALLER, _not_the_caller(owner, bucket, prefix))
     if teams.unowned == "reject":
         return None, TeamRefusal(
             TEAM_UNOWNED,
@@ -87,6 +97,23 @@ def team_of(
             "add the prefix to a team's `owns`",
         )
     return None, None
+
+
+def _not_the_caller(owner: Team, bucket: str, prefix: str) -> str:
+    """Why a request from outside the team (the shared requests topic) is not charged to the team owning its data,
+    and how the team's members start such a run."""
+    if owner.requests_topic:
+        way = (
+            f"its members publish on the team's own topic {owner.requests_topic} (`landfall submit --team "
+            f"{owner.name}`; Pub/Sub IAM decides who may)"
+        )
+    else:
+        way = "the team has no requests topic of its own (`requests_topic` in the teams file gives it one)"
+    return (
+        f"the request came on the shared requests topic, but team {owner.name!r} owns gs://{bucket}/{prefix}, and a "
+        f"team's runs are charged to it only when they come from the team: {way}, or ingest starts them from data "
+        "dropped under the team's prefixes"
+    )
 
 
 def team_rejection(teams: Teams | None, charge: RunCharge | None, plan: Plan, now: datetime) -> TeamRefusal | None:

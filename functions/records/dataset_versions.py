@@ -17,7 +17,9 @@ from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
 from schemas.content_record import ContentRecord
 from schemas.dataset_record import DatasetRecord, DatasetStatus, VersionStatus
 from schemas.dataset_version import DatasetVersion
+from schemas.run_record import RunRecord
 from schemas.times import format_timestamp, parse_timestamp
+from schemas.training_request import TrainingRequest
 
 
 def version_lease(version: DatasetVersion) -> Lease | None:
@@ -175,6 +177,29 @@ def collecting(cur: DatasetRecord | None, new: DatasetRecord) -> DatasetRecord |
     return replace(new, version=None if cur is None else cur.version)
 
 
+def made_by_ingest(version: DatasetVersion | None, request: TrainingRequest) -> bool:
+    """Whether ingest made the request: its dataset version is in ingest's outbox under the run's id (a document only
+    Landfall's functions write), for the request's dataset, and, once ingest has recorded what it published, that
+    very request (before then, in the moment between ingest's publish and its record, the dataset and id are what
+    is checked)."""
+    if version is None:
+        return False
+    uri = f"gs://{request.dataset.bucket}/{request.dataset.prefix}"
+    if version.uri.rstrip("/") != uri.rstrip("/"):
+        return False
+    return version.request is None or version.request == request.to_dict()
+
+
+def retry_of_team_run(old: RunRecord | None, request: TrainingRequest) -> bool:
+    """Whether the request is `landfall retry` of a run charged to a team, for the same data: the old run names this
+    run as its retry (set once, in the retry's own transaction) and was charged to a team."""
+    if old is None or old.team is None or old.retried_by != request.run_id:
+        return False
+    dataset = old.request.get("dataset")
+    uri = dataset.get("uri") if isinstance(dataset, dict) else None
+    return uri is None or str(uri).rstrip("/") == f"gs://{request.dataset.bucket}/{request.dataset.prefix}".rstrip("/")
+
+
 __all__ = [
     "VersionOutcome",
     "answered",
@@ -183,9 +208,11 @@ __all__ = [
     "content_claim",
     "finished",
     "first_claim",
+    "made_by_ingest",
     "newer_version",
     "republish_claimed",
     "republish_counted",
     "retrain_counted",
+    "retry_of_team_run",
     "version_lease",
 ]

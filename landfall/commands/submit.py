@@ -53,14 +53,38 @@ def load_request(path: str) -> TrainingRequest:
     return request
 
 
-def publish(data: bytes) -> str:
+def team_topic(team: str) -> str:
+    """The path of team `team`'s own requests topic (the teams file: LANDFALL_TEAMS_FILE, else deploy/teams.toml): a
+    team's runs come from there or from ingest (docs/teams.md)."""
+    from deploy.teams import TeamsError
+    from functions.settings import get_settings
+    from functions.wiring import teams
+
+    try:
+        known = teams()
+    except (TeamsError, ValueError) as exc:
+        raise CommandError(f"--team {team}: the teams file cannot be read: {exc}") from exc
+    found = known.named(team)
+    if found is None:
+        names = ", ".join(t.name for t in known.teams) or "none"
+        raise CommandError(f"--team {team}: no such team in {known.source or 'the teams file'} (teams: {names})")
+    if not found.requests_topic:
+        raise CommandError(
+            f"--team {team}: the team has no requests topic of its own; give it `requests_topic` in the teams file "
+            "(`landfall deploy` creates it), or drop the data under its prefix for ingest to start the run"
+        )
+    return f"projects/{get_settings().project}/topics/{found.requests_topic}"
+
+
+def publish(data: bytes, topic: str = "") -> str:
+    """Publish a TrainingRequest on `topic` (a full topic path; default the shared requests topic); its message id."""
     from google.api_core.exceptions import NotFound
     from google.cloud import pubsub_v1
 
     from functions.settings import get_settings
 
     with client_boundary("publish the request"):
-        topic = get_settings().requests_topic_path
+        topic = topic or get_settings().requests_topic_path
         try:
             return str(pubsub_v1.PublisherClient().publish(topic, data).result(timeout=PUBLISH_TIMEOUT_S))
         except NotFound as exc:
@@ -209,7 +233,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             request = parse_training_request(data)
         except SchemaError as exc:
             raise CommandError(f"the request would be refused: {exc}") from exc
-        message_id = publish(data)
+        message_id = publish(data, team_topic(args.team) if args.team else "")
         return _report(args, request, message_id, forms[0])
     request = load_request(args.request)
     existing = read_run_document(request.run_id)
@@ -237,7 +261,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         else:
             print(already_ran(request, run))
         return 0
-    message_id = publish(Path(args.request).read_bytes())
+    message_id = publish(Path(args.request).read_bytes(), team_topic(args.team) if args.team else "")
     return _report(args, request, message_id, args.request)
 
 
@@ -318,6 +342,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="OBJECTIVE",
         help="constraints.prefer: cheapest, fastest, or a value of time in dollars per hour (e.g. 25); "
         "default $50/h (docs/planning.md: how the objective is chosen)",
+    )
+    p.add_argument(
+        "--team",
+        metavar="NAME",
+        help="publish on the team's own requests topic (the teams file's requests_topic): a run on a team's data is "
+        "charged to the team only from there or from ingest; on the shared topic it is REJECTED team-caller",
     )
     p.add_argument(
         "--json",

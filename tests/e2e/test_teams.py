@@ -22,7 +22,7 @@ import pytest
 
 from deploy.local import stack
 from landfall.cli import build_parser
-from landfall.commands.submit import code_request, publish
+from landfall.commands.submit import code_request, publish, team_topic
 from schemas.training_request import parse_training_request
 from tests.polling import wait_for
 
@@ -35,19 +35,14 @@ def _data(landing_bucket: Any, prefix: str) -> str:
     return f"gs://{landing_bucket.name}/{prefix}"
 
 
-def _publish(data: str, *, gpus: int | None, seconds: int = 1, topic: str = "") -> str:
-    """A request for the own image on `data` (1 or 2 L4 GPUs pinned, or a CPU machine), published (on the shared
-    requests topic, or `topic`); its run id."""
+def _publish(data: str, *, gpus: int | None, seconds: int = 1, topic: str = "", team: str = "") -> str:
+    """A request for the own image on `data` (1 or 2 L4 GPUs pinned, or a CPU machine), published on the shared
+    requests topic, or on `topic`, or on team `team`'s own topic as `landfall submit --team` finds it; its run id."""
     argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", "1000", f"--arg=--seconds={seconds}"]
     if gpus:
         argv += ["--machine-type", "g2-standard-4" if gpus == 1 else "g2-standard-24", "--gpus", str(gpus)]
     body = json.dumps(code_request(build_parser().parse_args(argv))).encode()
-    if topic:
-        from google.cloud import pubsub_v1
-
-        pubsub_v1.PublisherClient().publish(topic, body).result(timeout=30)
-    else:
-        publish(body)
+    publish(body, topic or (team_topic(team) if team else ""))
     return parse_training_request(body).run_id
 
 
@@ -75,15 +70,22 @@ def test_team_cap_budget_and_hard_limit_through_the_stack(
             "updated_at": "",
         }
     )
-    holding = _publish(_data(landing_bucket, f"own-image/team-capped/{stamp}-a/"), gpus=1, seconds=60)
+    holding = _publish(
+        _data(landing_bucket, f"own-image/team-capped/{stamp}-a/"), gpus=1, seconds=60, team="e2e-capped"
+    )
     wait_for(lambda: _state(firestore_runs, holding, "SUBMITTED", "RUNNING"), 60, f"run {holding} to be submitted")
 
-    over_cap = _publish(_data(landing_bucket, f"own-image/team-capped/{stamp}-b/"), gpus=1)
-    too_big = _publish(_data(landing_bucket, f"own-image/team-capped/{stamp}-c/"), gpus=2)
-    broke = _publish(_data(landing_bucket, f"own-image/team-spent/{stamp}-d/"), gpus=None)
+    over_cap = _publish(_data(landing_bucket, f"own-image/team-capped/{stamp}-b/"), gpus=1, team="e2e-capped")
+    too_big = _publish(_data(landing_bucket, f"own-image/team-capped/{stamp}-c/"), gpus=2, team="e2e-capped")
+    broke = _publish(_data(landing_bucket, f"own-image/team-spent/{stamp}-d/"), gpus=None, team="e2e-spent")
     project = local_stack.env["GOOGLE_CLOUD_PROJECT"]
     own_topic = f"projects/{project}/topics/landfall-requests-e2e-capped"
     trespass = _publish(_data(landing_bucket, f"own-image/team-spent/{stamp}-e/"), gpus=None, topic=own_topic)
+    # Anyone may publish on the shared topic: a request there for the team's data is never charged to it.
+    outsider = _publish(_data(landing_bucket, f"own-image/team-capped/{stamp}-f/"), gpus=1)
+    # Ingest starts a run from data dropped under the team's prefix (the own-image route's marker): charged to it.
+    dropped = _data(landing_bucket, f"own-image/team-capped/{stamp}-g/")
+    landing_bucket.blob(f"own-image/team-capped/{stamp}-g/_SUCCESS").upload_from_string("")
 
     waiting = wait_for(lambda: _state(firestore_runs, over_cap, "WAITING"), 60, f"run {over_cap} to wait")
     assert waiting["submission"]["waiting"]["reason"] == "team-cap"
@@ -96,6 +98,24 @@ def test_team_cap_budget_and_hard_limit_through_the_stack(
     refused = terminal_run(firestore_runs, trespass, timeout_s=60)
     assert refused["state"] == "REJECTED" and refused["error"]["code"] == "team-prefix", refused.get("error")
     assert "team 'e2e-capped''s topic landfall-requests-e2e-capped" in refused["error"]["message"]
+    stranger = terminal_run(firestore_runs, outsider, timeout_s=60)
+    assert stranger["state"] == "REJECTED" and stranger["error"]["code"] == "team-caller", stranger.get("error")
+    assert (
+        "team 'e2e-capped' owns" in stranger["error"]["message"]
+        and "landfall submit --team e2e-capped" in (stranger["error"]["message"])
+    )
+    assert stranger.get("team") is None
+
+    def ingested() -> dict[str, Any] | None:
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        found = list(firestore_runs.where(filter=FieldFilter("request.dataset.uri", "==", dropped)).limit(1).stream())
+        doc = found[0].to_dict() if found else None
+        return doc if doc is not None and doc["state"] not in ("RECEIVED", "PLANNED", "SUBMITTING") else None
+
+    by_ingest = wait_for(ingested, 60, f"ingest's run of {dropped} to be decided")
+    assert by_ingest["state"] != "REJECTED", by_ingest.get("error")
+    assert by_ingest["team"]["name"] == "e2e-capped" and by_ingest["team"]["via"] == "route", by_ingest["team"]
 
     code, out, _ = landfall(capsys, "teams", "--json")
     uses = {u["team"]: u for u in json.loads(out)}
@@ -108,6 +128,9 @@ def test_team_cap_budget_and_hard_limit_through_the_stack(
     # Leave the shared stack as found: the waiting runs and the holding run are cancelled; the GPU is released once.
     for run_id in (over_cap, broke, holding):
         assert landfall(capsys, "cancel", run_id)[0] == 0
+    if _state(firestore_runs, by_ingest["run_id"], "WAITING"):  # a GPU plan waits for the team's one GPU
+        assert landfall(capsys, "cancel", by_ingest["run_id"])[0] == 0
+    terminal_run(firestore_runs, by_ingest["run_id"], timeout_s=60)
     for run_id in (over_cap, broke, holding):
         assert terminal_run(firestore_runs, run_id, timeout_s=60)["state"] == "CANCELLED"
 
@@ -180,12 +203,12 @@ def test_a_run_over_its_own_budget_while_running_is_cancelled_with_that_reason(
     assert ended["plan"]["timeout_seconds"] <= budget / plan["hourly_cost_usd"] * 3600 + 1
 
 
-def _one_gpu(data: str) -> str:
+def _one_gpu(data: str, team: str = "") -> str:
     """A request for the own image on one GPU of the planner's choosing (first plan a T4, then T4, L4, T4, P4
     shapes), published on the shared topic; its run id."""
     argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", "1000", "--arg=--seconds=1", "--gpus", "1"]
     body = json.dumps(code_request(build_parser().parse_args(argv))).encode()
-    publish(body)
+    publish(body, team_topic(team) if team else "")
     return parse_training_request(body).run_id
 
 
@@ -196,7 +219,7 @@ def test_a_fallback_to_a_gpu_kind_the_teams_cap_excludes_does_not_run_on_it(
 
     stamp = datetime.now(UTC).strftime("%H%M%S%f")
     control.set_faults(faults, {"quota_exhausted": [{"accelerator_type": "NVIDIA_TESLA_T4"}]})
-    team_run = _one_gpu(_data(landing_bucket, f"own-image/team-no-l4/{stamp}/"))
+    team_run = _one_gpu(_data(landing_bucket, f"own-image/team-no-l4/{stamp}/"), team="e2e-no-l4")
     free_run = _one_gpu(_data(landing_bucket, f"own-image/no-team-l4/{stamp}/"))
     settled = ("SUCCEEDED", "FAILED", "CANCELLED", "REJECTED", "WAITING")
     team_doc = wait_for(lambda: _state(firestore_runs, team_run, *settled), 90, f"run {team_run} to settle")
@@ -274,7 +297,7 @@ def test_a_teams_month_stops_a_run_that_runs_past_its_estimate(
     assert plan["estimated_cost_usd"] < budget / 2, f"the seeded figures were not used: {plan}"
     assert hourly * 120 / 3600 > 2 * budget and plan["timeout_seconds"] > 120, plan
     body = json.dumps(request).encode()
-    publish(body)
+    publish(body, team_topic("e2e-month"))
     run_id = parse_training_request(body).run_id
 
     ended = terminal_run(firestore_runs, run_id, timeout_s=150)

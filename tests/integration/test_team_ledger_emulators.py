@@ -48,6 +48,7 @@ def test_the_cap_holds_under_concurrent_claims_and_settles_once(clean_firestore:
         now=clock,
         teams=TEAMS,
         ledger=ledger,
+        ingested=lambda request: True,  # ingest's requests (their data dropped under the team's prefix)
     )
 
     def deliver(n: int) -> str:

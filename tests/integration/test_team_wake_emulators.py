@@ -98,6 +98,7 @@ def test_a_run_ending_wakes_the_teams_waiting_run_without_a_reconcile_pass(
         now=clock,
         teams=TEAMS,
         ledger=ledger,
+        ingested=lambda request: True,  # ingest's requests (their data dropped under the team's prefix)
     )
     said = []
     for n in range(4):

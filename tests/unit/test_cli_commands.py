@@ -158,3 +158,32 @@ def test_reconcile_finds_the_answer_to_its_own_tick_in_the_functions_log(tmp_pat
         is None
     )  # before `start`: an older pass's line
     assert tick_outcome(log, "reconcile_runs", "42", 5, sleep=lambda _s: None) == "long-wait=1 orphan=1 unchanged=4"
+
+
+def test_submit_team_publishes_on_the_teams_own_topic_or_says_why_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from functions import wiring
+    from functions.settings import get_settings
+    from landfall.commands.submit import team_topic
+    from landfall.errors import CommandError
+
+    teams_file = tmp_path / "teams.toml"
+    teams_file.write_text(
+        '[[teams]]\nname = "vision"\nowns = [{ bucket = "*", prefix = "v/" }]\nmonthly_budget_usd = 10.0\n'
+        'requests_topic = "landfall-requests-vision"\n'
+        '[[teams]]\nname = "speech"\nowns = [{ bucket = "*", prefix = "s/" }]\nmonthly_budget_usd = 10.0\n'
+    )
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p-1")
+    monkeypatch.setenv("LANDFALL_TEAMS_FILE", str(teams_file))
+    get_settings.cache_clear()
+    wiring._teams_file.cache_clear()
+    try:
+        assert team_topic("vision") == "projects/p-1/topics/landfall-requests-vision"
+        with pytest.raises(CommandError, match=r"--team speech: the team has no requests topic of its own; give it"):
+            team_topic("speech")
+        with pytest.raises(CommandError, match=r"--team nope: no such team in .*teams.toml \(teams: vision, speech\)"):
+            team_topic("nope")
+    finally:
+        get_settings.cache_clear()
+        wiring._teams_file.cache_clear()

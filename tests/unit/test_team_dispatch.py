@@ -72,7 +72,8 @@ def world(budget: float = 100.0, plan: object = GPU_PLAN) -> tuple[World, FakeLe
     w = World(outcome=Outcome(plan, ()), runs=runs)  # type: ignore[arg-type]
     ledger = FakeLedger(runs, w.clock)
     runs.ledger = ledger
-    w.dispatch_deps = replace(w.dispatch_deps, teams=_teams(budget), ledger=ledger)
+    # The fake world's requests are ingest's (their data dropped under the team's prefix): charged to the team.
+    w.dispatch_deps = replace(w.dispatch_deps, teams=_teams(budget), ledger=ledger, ingested=lambda request: True)
     return w, ledger
 
 
@@ -166,13 +167,73 @@ def test_the_team_comes_from_the_topic_and_data_outside_its_prefixes_is_rejected
     charge, refused = team_of(other, teams, topic="landfall-requests-churn")
     assert charge is None and refused is not None and refused.code == "team-prefix"
     assert "outside the team's prefixes (gs://landfall-landing/datasets/churn/)" in refused.reason
-    assert team_of(other, teams)[0] is not None and team_of(other, teams)[0].name == "other"  # type: ignore[union-attr]
+    charge, refused = team_of(other, teams, ingested=lambda r: True)  # ingest's request: the data's owner
+    assert refused is None and charge is not None and (charge.name, charge.via) == ("other", "route")
     raw["dataset"] = {"uri": "gs://landfall-landing/elsewhere/x/"}
     nobody = parse_training_request(json.dumps(raw).encode())
-    assert team_of(nobody, teams) == (None, None)
-    strict = replace(teams, unowned="reject")
-    refused = team_of(nobody, strict)[1]
+    assert teams.unowned == "reject"  # the default once the file has teams
+    refused = team_of(nobody, teams)[1]
     assert refused is not None and refused.code == "team-unowned-data"
+    assert team_of(nobody, replace(teams, unowned="allow")) == (None, None)
+
+
+def test_a_request_on_the_shared_topic_for_a_teams_data_is_never_charged_to_it() -> None:
+    """Anyone may publish on the shared requests topic: a request there for a team's data is REJECTED team-caller,
+    naming the team's topic (or that it has none), unless ingest made it; the ledger is never touched."""
+    teams = _teams()
+    churn = parse_training_request(request(1))
+    asked: list[str] = []
+
+    def not_ingest(r: object) -> bool:
+        asked.append("asked")
+        return False
+
+    charge, refused = team_of(churn, teams, topic="projects/p/topics/landfall-training-requests", ingested=not_ingest)
+    assert charge is None and refused is not None and refused.code == "team-caller" and asked == ["asked"]
+    assert "team 'churn' owns gs://landfall-landing/datasets/churn/" in refused.reason
+    assert "landfall-requests-churn (`landfall submit --team churn`" in refused.reason
+    raw = json.loads(request(3))
+    raw["dataset"] = {"uri": "gs://landfall-landing/datasets/other/x/"}
+    other = parse_training_request(json.dumps(raw).encode())
+    refused = team_of(other, teams)[1]
+    assert refused is not None and "the team has no requests topic of its own (`requests_topic`" in refused.reason
+    # on the team's own topic, ingest is not asked
+    assert team_of(churn, teams, topic="landfall-requests-churn", ingested=not_ingest)[0] is not None
+    assert asked == ["asked"]
+
+    w, ledger = world()
+    w.dispatch_deps = replace(w.dispatch_deps, ingested=lambda r: False)
+    assert w.deliver(request(1)) == "rejected:team-caller"
+    run = w.run(run_id(1))
+    assert run.state == RunState.REJECTED and run.error is not None and run.error.code == "team-caller"
+    assert run.team is None and ledger.ledger("churn") is None and not w.vertex.jobs
+
+
+def test_made_by_ingest_is_its_version_for_the_dataset_and_once_recorded_the_very_request() -> None:
+    from functions.records.dataset_versions import made_by_ingest
+    from schemas.dataset_record import VersionStatus
+    from schemas.dataset_version import DatasetVersion
+
+    req = parse_training_request(request(1))
+    version = DatasetVersion(
+        run_id=req.run_id,
+        idempotency_key=req.idempotency_key,
+        dataset_id="d",
+        uri=f"gs://{req.dataset.bucket}/{req.dataset.prefix}",
+        route="r",
+        kind="gcs-marker",
+        completed_by="gs://x/_SUCCESS",
+        generation="1",
+        status=VersionStatus.CLAIMED,
+    )
+    assert made_by_ingest(version, req)  # claimed, published, not yet recorded: the dataset and id
+    assert not made_by_ingest(None, req)
+    assert not made_by_ingest(replace(version, uri="gs://landfall-landing/datasets/other/"), req)
+    published = replace(version, status=VersionStatus.PUBLISHED, request=req.to_dict())
+    assert made_by_ingest(published, req)
+    bigger = json.loads(request(1))
+    bigger["model"]["preset"] = "gpt-7b"
+    assert not made_by_ingest(published, parse_training_request(json.dumps(bigger).encode()))
 
 
 def test_waiting_team_runs_are_retried_by_priority_after_the_others() -> None:
@@ -461,3 +522,21 @@ def test_a_teams_runs_within_their_estimates_are_never_cancelled_for_its_month()
     w.clock.now += timedelta(hours=2)
     assert "budget-cancelled" not in reconcile(no_budgets) and not w.vertex.cancelled
     assert "budget-cancelled=1" in reconcile(deps)
+
+
+def test_a_retry_of_a_teams_run_is_charged_to_it_only_when_the_old_run_names_it() -> None:
+    from functions.records.dataset_versions import retry_of_team_run
+
+    w, _ = world()
+    assert w.deliver(request(1)) == "submitted"
+    old = w.run(run_id(1))
+    raw = json.loads(request(1))
+    raw["idempotency_key"] += "~retry-1"
+    raw["retry_of"] = old.run_id
+    retry = parse_training_request(json.dumps(raw).encode())
+    assert not retry_of_team_run(old, retry)  # the old run does not name it (a publisher's own "retry")
+    assert retry_of_team_run(replace(old, retried_by=retry.run_id), retry)
+    assert not retry_of_team_run(replace(old, retried_by=retry.run_id, team=None), retry)
+    raw["dataset"] = {"uri": "gs://landfall-landing/datasets/other/x/"}
+    elsewhere = parse_training_request(json.dumps(raw).encode())
+    assert not retry_of_team_run(replace(old, retried_by=elsewhere.run_id), elsewhere)
