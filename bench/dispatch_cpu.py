@@ -218,10 +218,13 @@ def main() -> int:
         if args.teams and deps.teams is None:
             raise SystemExit(f"--teams: the dispatcher read no teams from {BENCH_TEAMS}")
 
+        # With --teams, on the team's own topic, as its members publish (bench_teams.toml).
+        topic = f"projects/{deps.settings.project}/topics/landfall-requests-bench" if args.teams else ""
+
         def delivery(i: int) -> PubSubMessage:
             run_id = f"cpu-{uuid.uuid4().hex[:16]}"
             body = {**request, "idempotency_key": run_id}
-            return PubSubMessage(data=json.dumps(body).encode(), message_id=f"bench-{i}")
+            return PubSubMessage(data=json.dumps(body).encode(), message_id=f"bench-{i}", topic=topic)
 
         outcomes: dict[str, int] = {}
         for i in range(3):  # the first calls build the clients and open their channels
