@@ -146,6 +146,9 @@ class Settings:
     canary_min_hours: float = 2.0
     """LANDFALL_CANARY_MIN_HOURS: a run whose plan's estimate is longer than this runs a canary job first
     (docs/canary.md)."""
+    canary_first_runs: bool = True
+    """LANDFALL_CANARY_FIRST_RUNS (default on; 0 turns it off): the first run of a workload on a GPU shape runs a canary
+    whatever its length, unless the canary would cost more than the run at p90 (docs/canary.md)."""
     canary_margin: float = 0.25
     """LANDFALL_CANARY_MARGIN: how far (a share) the canary's step time or peak memory may be off the plan before the
     run is planned again from the canary's figures."""
@@ -342,7 +345,20 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         ),
         canary_min_hours=_or(_fraction(env, "LANDFALL_CANARY_MIN_HOURS", low=0.0, high=10_000.0), 2.0),
         canary_margin=_or(_fraction(env, "LANDFALL_CANARY_MARGIN", low=0.0, high=10.0), 0.25),
+        canary_first_runs=_switch(env, "LANDFALL_CANARY_FIRST_RUNS", default=True),
     )
+
+
+def _switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    """An on/off setting: 1, true, yes or on; 0, false, no or off; unset or empty: `default`."""
+    text = env.get(name, "").strip().lower()
+    if not text:
+        return default
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={env[name]!r} must be 1 or 0 (true/false, yes/no, on/off)")
 
 
 def _orphan_window(env: Mapping[str, str], lease_seconds: int) -> int:

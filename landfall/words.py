@@ -229,6 +229,8 @@ def canary_lines(run: RunRecord) -> list[str]:
     if c is None:
         return []
     lines = [f"canary    {c.status}: job {job_id_of(c.job_name)} on {c.machine_type} in {c.region}"]
+    if c.why:
+        lines.append(f"          why: {_plain(c.why)}")
     if c.verdict:
         lines.append(f"          {c.verdict}")
     f = c.figures

@@ -228,6 +228,9 @@ class CanaryRecord:
     figures: CanaryFigures | None = None
     verdict: str = ""
     """Why the run went on, was planned again or failed, figures beside the plan's."""
+    why: str = ""
+    """Why the run got a canary: its estimate past LANDFALL_CANARY_MIN_HOURS, or the first run of its workload on the
+    shape. Written only when set (records from before it have none)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -246,6 +249,8 @@ class CanaryRecord:
             out["figures"] = self.figures.to_dict()
         if self.verdict:
             out["verdict"] = self.verdict
+        if self.why:
+            out["why"] = self.why
         return out
 
     def ended(self, status: str, *, at: str, figures: CanaryFigures | None, verdict: str) -> CanaryRecord:
@@ -267,6 +272,7 @@ def parse_canary_record(data: object) -> CanaryRecord:
         ended_at=None if r.data.get("ended_at") is None else r.string("ended_at", max_len=64),
         figures=None if figures is None else parse_canary_figures(figures, "run.canary.figures"),
         verdict=r.string("verdict", "", max_len=_TEXT),
+        why=r.string("why", "", max_len=_TEXT),
     )
 
 

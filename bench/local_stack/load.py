@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         "LANDFALL_ROUTES_FILE": str(LOAD_ROUTES),
         "LANDFALL_TEAMS_FILE": str(args.teams_file),
         SECONDS_ENV: str(args.job_seconds),
+        "LANDFALL_CANARY_FIRST_RUNS": "0",  # the control plane's throughput: one job per run
     }
     print(
         f"rate limits {args.rate_limits} (x{args.rate_scale:g}): {limits or 'none'}; the dispatcher's CreateCustomJob "

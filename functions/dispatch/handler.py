@@ -300,7 +300,10 @@ def _submit_claimed(
             "the run document and publish the request again"
         )
     attempts = list(run.submission.attempts or ())
-    canary = canary_rules.canary_due(run, deps.settings.canary_min_hours)
+    canary_why = canary_rules.canary_reason(
+        run, deps.settings.canary_min_hours, first_runs=deps.settings.canary_first_runs
+    )
+    canary = bool(canary_why)
     if outcome == ClaimOutcome.RECOVER:
         recovered = _recover(run_id, run, attempts, owner, deps, canary=canary)
         if recovered is not None:
@@ -375,7 +378,9 @@ def _submit_claimed(
         fault_point("dispatch.after_create_job")
         made_kind = AttemptKind.CREATED_CANARY if canary else AttemptKind.CREATED
         attempts[-1] = attempts[-1].ended(AttemptOutcome(made_kind))
-        said = job_record.record_submitted(run_id, job, plan, attempts, owner, deps, canary=canary)
+        said = job_record.record_submitted(
+            run_id, job, plan, attempts, owner, deps, canary=canary, canary_why=canary_why
+        )
         fault_point("dispatch.after_record_submission")
         return said
     return _no_capacity(run_id, run, attempts, owner, deps)

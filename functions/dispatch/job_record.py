@@ -131,6 +131,7 @@ def record_submitted(
     deps: DispatchDeps,
     *,
     canary: bool = False,
+    canary_why: str = "",
 ) -> Outcome:
     """Record the job as the run's (SUBMITTED) while this delivery still holds the submission claim. A delivery that
     outlived its lease, and whose claim another delivery took over meanwhile, records nothing over the other's work:
@@ -153,6 +154,7 @@ def record_submitted(
             submitted_at=stamp,
             planned_step_seconds=plan.estimated_step_time_seconds,
             planned_memory_bytes=plan.memory.total_bytes,
+            why=canary_why,
         )
         if canary
         else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from functions.records.run_rules import Step, transitioned
-from schemas.canary import BUCKET_BYTES, CanaryFigures, CanaryRecord
+from schemas.canary import BUCKET_BYTES, CANARY_STEPS, CanaryFigures, CanaryRecord
 from schemas.plan import Plan
 from schemas.run_record import RunError, RunRecord, RunState
 from schemas.times import format_timestamp
@@ -25,11 +25,49 @@ CANARY_TIMEOUT_SECONDS = 1800
 """scheduling.timeout of a canary job: start-up, a few steps, one all-reduce and a checkpoint fit well inside."""
 
 
-def canary_due(run: RunRecord, min_hours: float) -> bool:
-    """Whether the run's next job is its canary: its plan's estimate is longer than min_hours
-    (LANDFALL_CANARY_MIN_HOURS) and it has had no canary (a canary that ended for capacity is cleared, so the next
-    plan gets one)."""
-    return run.canary is None and run.plan is not None and run.plan.estimated_hours > min_hours
+def canary_due(run: RunRecord, min_hours: float, *, first_runs: bool = False) -> bool:
+    """Whether the run's next job is its canary (canary_reason says why)."""
+    return bool(canary_reason(run, min_hours, first_runs=first_runs))
+
+
+def canary_reason(run: RunRecord, min_hours: float, *, first_runs: bool = False) -> str:
+    """Why the run's next job is its canary, "" when it is not. A run that has had no canary (one that ended for
+    capacity is cleared, so the next plan gets one) gets one when its plan's estimate is longer than min_hours
+    (LANDFALL_CANARY_MIN_HOURS), or, with `first_runs` (LANDFALL_CANARY_FIRST_RUNS), when it is the first run of its
+    workload on its GPU shape (the plan's step time is not a measurement of this workload there) and the canary costs
+    no more than the run at p90: a plan nobody has measured is proven before it is paid for, whatever its length."""
+    plan = run.plan
+    if run.canary is not None or plan is None:
+        return ""
+    if plan.estimated_hours > min_hours:
+        return (
+            f"the plan's estimate of {plan.estimated_hours:.2f} h is over LANDFALL_CANARY_MIN_HOURS ({min_hours:g} h)"
+        )
+    if not first_runs or not first_on_shape(plan):
+        return ""
+    canary, run_p90 = canary_cost_usd(plan), plan.p90_cost_usd or plan.estimated_cost_usd
+    if canary > run_p90:
+        return ""
+    return (
+        f"the first run of this workload on {plan.replica_count} x {plan.machine_type} with "
+        f"{plan.accelerator_count} x {plan.accelerator_type} (its step time is {plan.figures_from or 'the model'}): "
+        f"a canary of about ${canary:.4f} proves it before the run's ${run_p90:.4f} at p90"
+    )
+
+
+def first_on_shape(plan: Plan) -> bool:
+    """Whether the plan is on GPUs whose step time for this workload nobody has measured (a measured run or canary of
+    it on this shape makes its figures_from "measured: ..."). CPU machines are left out: their canary proves little
+    a run's first minutes do not."""
+    gpus = bool(plan.accelerator_type) and plan.accelerator_count > 0
+    return gpus and not plan.figures_from.startswith("measured:")
+
+
+def canary_cost_usd(plan: Plan) -> float:
+    """What the plan's canary costs: its own start-up (the plan's, whatever the run's steps do not account for) and
+    CANARY_STEPS steps at the planned step time, at the plan's price."""
+    startup = max(plan.estimated_hours * 3600 - plan.estimated_steps * plan.estimated_step_time_seconds, 0.0)
+    return (startup + CANARY_STEPS * plan.estimated_step_time_seconds) / 3600 * plan.hourly_cost_usd
 
 
 def bucket_bytes(plan: Plan) -> int:
@@ -206,9 +244,12 @@ __all__ = [
     "Verdict",
     "bucket_bytes",
     "canary_cleared",
+    "canary_cost_usd",
     "canary_due",
     "canary_ended",
+    "canary_reason",
     "canary_started",
+    "first_on_shape",
     "judge",
     "replanned",
 ]

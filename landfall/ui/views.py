@@ -181,6 +181,8 @@ def canary_rows(run: RunRecord) -> list[tuple[str, str, str]]:
         return []
     f = c.figures
     rows = [("status", "", c.status + (f": {c.verdict}" if c.verdict else ""))]
+    if c.why:
+        rows.append(("why a canary", "", c.why))
     measured_step = fmt_value(f.step_seconds) if f and f.step_seconds else ""
     rows.append(("step time (s)", fmt_value(c.planned_step_seconds), measured_step))
     if f is not None:

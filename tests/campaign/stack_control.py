@@ -30,9 +30,11 @@ STACK_SETTINGS = {
     "LANDFALL_INGEST_LEASE_SECONDS": "6",
     "LANDFALL_WAIT_BACKOFF_SECONDS": "3",
     "LANDFALL_RECONCILE_GRACE_SECONDS": "3",
+    "LANDFALL_CANARY_FIRST_RUNS": "0",
 }
 """What the campaign's stack runs with: its checkpointing trainer (3 s of training), a reconcile tick every 2 s,
-leases and back-offs of seconds (so a crash is taken over within a trial, not after two minutes)."""
+leases and back-offs of seconds (so a crash is taken over within a trial, not after two minutes), and no first-run
+canary (a trial's run is one job unless a fault makes more)."""
 
 
 class CampaignStack:

@@ -65,6 +65,9 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
             "LANDFALL_RECONCILE_GRACE_SECONDS": "5",
             "LANDFALL_WAIT_BACKOFF_SECONDS": "2",
             "LANDFALL_CANARY_MIN_HOURS": "1",
+            # Off in the suite: which run is a workload's first on a shape would depend on the order tests run in
+            # (each run measures its workload); the rule is shown in tests/unit/test_canary.py.
+            "LANDFALL_CANARY_FIRST_RUNS": "0",
             OOM_VARIABLE: OOM_MARKER,
             stack.VERTEX_IMAGES_ENV: str(images),
         }

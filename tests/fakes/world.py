@@ -24,7 +24,8 @@ from tests.fakes.vertex import FakeVertex
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "examples"
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
+# The first-run canary off: the world's runs are about other things (tests/unit/test_canary.py turns it on).
+SETTINGS = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local", "LANDFALL_CANARY_FIRST_RUNS": "0"})
 REQUEST_JSON = (EXAMPLES / "training_request.json").read_bytes()
 REQUEST: TrainingRequest = parse_training_request(REQUEST_JSON)
 RUN_ID = REQUEST.run_id

@@ -165,6 +165,84 @@ def test_only_a_run_planned_longer_than_the_threshold_is_due_a_canary() -> None:
     assert run.canary is None and not any(canary for _, canary in jobs(w))  # the default 2 h: no canary
 
 
+def _l4(steps: int, startup: float = 120.0) -> Plan:
+    """PLAN on one L4: `startup` seconds of start-up, then `steps` steps; its p90 20 % over its estimate."""
+    hours = (startup + steps * STEP) / 3600
+    return replace(
+        PLAN,
+        machine_type="g2-standard-4",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        estimated_steps=steps,
+        estimated_hours=hours,
+        estimated_cost_usd=hours * PLAN.hourly_cost_usd,
+        p90_hours=hours * 1.2,
+        p90_cost_usd=hours * 1.2 * PLAN.hourly_cost_usd,
+        figures_from="model: measured points on L4",
+    )
+
+
+L4_PLAN = _l4(300)
+
+
+def first_runs_world(plan: Plan) -> World:
+    """A world with the first-run canary on (LANDFALL_CANARY_FIRST_RUNS, the default) and `plan` planned."""
+    w = World(Outcome(plan, ()))
+    settings = settings_from_env({"GOOGLE_CLOUD_PROJECT": "landfall-local"})
+    w.dispatch_deps = replace(w.dispatch_deps, settings=settings)
+    return w
+
+
+def test_the_first_run_of_a_workload_on_a_gpu_shape_runs_its_canary_whatever_its_length() -> None:
+    assert settings_from_env({"GOOGLE_CLOUD_PROJECT": "p"}).canary_first_runs
+    w = first_runs_world(L4_PLAN)
+    assert L4_PLAN.estimated_hours < 2.0  # under LANDFALL_CANARY_MIN_HOURS
+    assert w.deliver() == "submitted"
+    run = w.run()
+    [(_, is_canary)] = jobs(w)
+    assert is_canary and run.canary is not None and run.canary.status == "running"
+    assert run.canary.why.startswith("the first run of this workload on 1 x g2-standard-4 with 1 x NVIDIA_L4")
+    assert "(its step time is model: measured points on L4)" in run.canary.why
+    assert parse_run_record(w.doc()).canary == run.canary  # `why` stored and read back
+    from landfall.words import canary_lines
+
+    assert any(line.strip().startswith("why: the first run of this workload") for line in canary_lines(run))
+
+
+@pytest.mark.parametrize(
+    ("plan", "why"),
+    [
+        (replace(L4_PLAN, figures_from="measured: run run-1 on this shape"), "measured there"),
+        (replace(PLAN, estimated_steps=300), "a CPU machine"),
+        (_l4(2, startup=0.0), "shorter than its canary: it would cost more than the run at p90"),
+    ],
+)
+def test_no_first_run_canary_where_the_shape_was_measured_on_cpu_or_where_it_costs_more_than_the_run(
+    plan: Plan, why: str
+) -> None:
+    w = first_runs_world(plan)
+    assert w.deliver() == "submitted", why
+    assert w.run().canary is None and not any(canary for _, canary in jobs(w)), why
+
+
+def test_the_first_run_canary_is_a_setting_and_its_cost_is_start_up_and_its_steps() -> None:
+    from functions.records.canary import canary_cost_usd, canary_reason
+
+    off = settings_from_env({"GOOGLE_CLOUD_PROJECT": "p", "LANDFALL_CANARY_FIRST_RUNS": "0"})
+    assert not off.canary_first_runs
+    with pytest.raises(SettingsError, match="LANDFALL_CANARY_FIRST_RUNS='maybe' must be 1 or 0"):
+        settings_from_env({"GOOGLE_CLOUD_PROJECT": "p", "LANDFALL_CANARY_FIRST_RUNS": "maybe"})
+    w = first_runs_world(L4_PLAN)
+    w.dispatch_deps = replace(w.dispatch_deps, settings=off)
+    assert w.deliver() == "submitted" and w.run().canary is None
+    expected = (120 + CANARY_STEPS * STEP) / 3600 * L4_PLAN.hourly_cost_usd
+    assert canary_cost_usd(L4_PLAN) == pytest.approx(expected)
+    run = w.run()
+    assert canary_reason(replace(run, plan=L4_PLAN), 2.0) == ""  # first_runs off
+    long = canary_reason(replace(run, plan=replace(L4_PLAN, estimated_hours=3.0)), 2.0)
+    assert long == "the plan's estimate of 3.00 h is over LANDFALL_CANARY_MIN_HOURS (2 h)"
+
+
 # -- its job
 
 
