@@ -30,7 +30,13 @@ UNOWNED_POLICIES = ("allow", "reject")
 REQUESTS_SUBSCRIPTION_SUFFIX = "-dispatch"
 """A team's requests topic T reaches the dispatcher through the subscription T-dispatch."""
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
-_TEAM_KEYS = frozenset({"name", "owns", "priority", "monthly_budget_usd", "max_run_usd", "requests_topic", "gpu_cap"})
+_TEAM_KEYS = frozenset(
+    {"name", "owns", "priority", "monthly_budget_usd", "max_run_usd", "requests_topic", "gpu_cap", "members"}
+)
+PRINCIPAL_KINDS = ("user", "group", "serviceAccount", "domain")
+"""How a member or operator is named, as IAM names principals: `user:a@example.com`, `group:g@example.com`,
+`serviceAccount:s@p.iam.gserviceaccount.com`, `domain:example.com`."""
+_PRINCIPAL = re.compile(r"^(user|group|serviceAccount|domain):[A-Za-z0-9._%+@-]+$")
 
 
 def is_team_name(text: str) -> bool:
@@ -72,6 +78,11 @@ class Team:
     """The hard limit of one run's estimated cost (None: the monthly budget): above it a run is REJECTED."""
     requests_topic: str = ""
     """A Pub/Sub topic of the team's own for its TrainingRequests; "" = none (the shared topic only)."""
+    members: tuple[str, ...] = ()
+    """Who works in the team, as IAM principals (PRINCIPAL_KINDS): they see the team's runs and act on them."""
+
+    def has_member(self, principal: str) -> bool:
+        return principal_in(principal, self.members)
 
     @property
     def requests_subscription(self) -> str:
@@ -102,6 +113,21 @@ class Teams:
     it has teams)."""
     source: str = ""
     """Where they were read from (for messages)."""
+    operators: tuple[str, ...] = ()
+    """Who sees every team's runs and acts on any of them (IAM principals), beside the teams' members."""
+
+    @property
+    def scoped(self) -> bool:
+        """Whether the file says who is who (a team's members or the operators): then the dashboard shows each caller
+        only their teams' runs; without, everyone who may open it sees every run, as before."""
+        return bool(self.operators) or any(t.members for t in self.teams)
+
+    def teams_of(self, principal: str) -> tuple[str, ...]:
+        """The names of the teams `principal` is a member of."""
+        return tuple(t.name for t in self.teams if t.has_member(principal))
+
+    def is_operator(self, principal: str) -> bool:
+        return principal_in(principal, self.operators)
 
     def __bool__(self) -> bool:
         return bool(self.teams)
@@ -163,6 +189,28 @@ def _gpu_cap(raw: object, where: str) -> dict[str, int]:
     return cap
 
 
+def principal_in(principal: str, listed: tuple[str, ...]) -> bool:
+    """Whether `principal` (user:EMAIL, ...) is one of `listed`, itself or through a `domain:` entry for its email's
+    domain. A `group:` entry matches only that group named as the principal: Landfall does not expand groups (that
+    takes the Cloud Identity API), so list the users who read the dashboard, or name the group as the identity."""
+    if principal in listed:
+        return True
+    kind, _, who = principal.partition(":")
+    domain = who.rpartition("@")[2] if kind in ("user", "serviceAccount") and "@" in who else ""
+    return bool(domain) and f"domain:{domain}" in listed
+
+
+def principals(raw: object, where: str) -> tuple[str, ...]:
+    """A list of IAM principals, checked (PRINCIPAL_KINDS)."""
+    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+        raise TeamsError(f'{where}: expected a list of principals, e.g. ["user:a@example.com", "group:g@example.com"]')
+    bad = [p for p in raw if not _PRINCIPAL.match(p)]
+    if bad:
+        kinds = ", ".join(f"{k}:..." for k in PRINCIPAL_KINDS)
+        raise TeamsError(f"{where}: {bad[0]!r} is not an IAM principal ({kinds}), e.g. user:a@example.com")
+    return tuple(dict.fromkeys(raw))
+
+
 def _team(raw: object, where: str) -> Team:
     if not isinstance(raw, dict):
         raise TeamsError(f"{where}: expected a [[teams]] table")
@@ -194,6 +242,7 @@ def _team(raw: object, where: str) -> Team:
         priority=priority,
         max_run_usd=None if raw.get("max_run_usd") is None else _number(raw["max_run_usd"], where, what="max_run_usd"),
         requests_topic=topic,
+        members=principals(raw.get("members", []), f"{where}: members"),
     )
     if team.max_run_usd is not None and team.max_run_usd > team.monthly_budget_usd:
         raise TeamsError(
@@ -208,9 +257,11 @@ def parse_teams(raw: Mapping[str, Any], source: str = "teams.toml") -> Teams:
     version = raw.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise TeamsError(f"{source}: schema_version {version!r} is not {SCHEMA_VERSION}; see deploy/teams.toml")
-    unknown = sorted(set(raw) - {"schema_version", "unowned", "teams"})
+    unknown = sorted(set(raw) - {"schema_version", "unowned", "operators", "teams"})
     if unknown:
-        raise TeamsError(f"{source}: unknown top-level keys {unknown}; expected schema_version, unowned, [[teams]]")
+        raise TeamsError(
+            f"{source}: unknown top-level keys {unknown}; expected schema_version, unowned, operators, [[teams]]"
+        )
     # With teams, data no team owns is rejected unless the file says otherwise: every run then counts against a
     # team's caps and budget; without teams, every run is allowed, as before teams.
     unowned = raw.get("unowned", "reject" if raw.get("teams") else "allow")
@@ -238,7 +289,8 @@ def parse_teams(raw: Mapping[str, Any], source: str = "teams.toml") -> Teams:
                 f"{source}: gs://{bucket}/{prefix} is owned by both {name!r} and {others[0]!r}; give it to one team "
                 "(a longer prefix inside it may belong to another)"
             )
-    return Teams(teams=teams, unowned=str(unowned), source=source)
+    operators = principals(raw.get("operators", []), f"{source}: operators")
+    return Teams(teams=teams, unowned=str(unowned), source=source, operators=operators)
 
 
 def team_topics(env: Mapping[str, str]) -> tuple[Team, ...]:

@@ -8,6 +8,7 @@ nothing is read from a client until a page asks. `app` is the object an ASGI ser
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from deploy.teams import Teams
 from landfall.ui import views
 from landfall.ui.hosts import allowed_hosts
 from landfall.ui.pages import NAVIGATION, PAGES, Dashboard
 from landfall.ui.source import LandfallSource, Source, allowed_actions
+from landfall.ui.viewer import chosen_identity
 
 HERE = Path(__file__).parent
 POLL_MS = 3000
@@ -34,15 +37,23 @@ def create_app(
     *,
     poll_ms: int = POLL_MS,
     hosts: tuple[str, ...] | None = None,
+    access: Callable[[], Teams] | None = None,
+    identity: str | None = None,
 ) -> Starlette:
     """The dashboard over `source` (default: the CLI's clients), offering `actions` (default: LANDFALL_UI_ACTIONS)
     to requests whose Host and Origin are among `hosts` (default: LANDFALL_UI_HOSTS); open pages ask for what
-    changed every `poll_ms`."""
+    changed every `poll_ms`. `access`: the teams file that says who sees what (default with the CLI's clients: the
+    functions' teams file, LANDFALL_TEAMS_FILE else deploy/teams.toml; None: everyone sees everything); `identity`:
+    the caller for every request (default LANDFALL_UI_IDENTITY; "" for the one each request's ID token names)."""
     from landfall.stack_env import load_stack_env
 
     if source is None:
         load_stack_env()
         source = LandfallSource()
+        if access is None:
+            from functions.wiring import teams
+
+            access = teams
     offered = allowed_actions() if actions is None else actions
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(pages=NAVIGATION, titles=dict(NAVIGATION), poll_ms=poll_ms, actions=sorted(offered))
@@ -54,6 +65,8 @@ def create_app(
         hosts=allowed_hosts() if hosts is None else hosts,
         templates=templates,
         local=bool(os.environ.get("LANDFALL_VERTEX_ENDPOINT")),
+        access=access,
+        identity=chosen_identity() if identity is None else identity,
     )
     return app
 

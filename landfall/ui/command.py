@@ -9,8 +9,13 @@ from landfall.commands.runs import positive
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from landfall.ui.__main__ import serve
+    import os
 
+    from landfall.ui.__main__ import serve
+    from landfall.ui.viewer import IDENTITY_ENV
+
+    if args.as_identity:
+        os.environ[IDENTITY_ENV] = args.as_identity  # checked when the app is built
     serve(args.host, args.port)
     return 0
 
@@ -27,4 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--port", type=positive, default=DEFAULT_PORT, metavar="N", help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    p.add_argument(
+        "--as",
+        dest="as_identity",
+        metavar="PRINCIPAL",
+        help="see the dashboard as this caller (user:a@example.com): with members or operators in the teams file, "
+        "a member sees only their teams' runs (LANDFALL_UI_IDENTITY; docs/teams.md)",
+    )
     p.set_defaults(func=cmd_ui)

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
+from deploy.teams import Teams
 from landfall.errors import CommandError
 from landfall.queries.datasets import read_dataset
 from landfall.queries.dead_letters import parse_orphans
@@ -24,6 +25,7 @@ from landfall.ui import views
 from landfall.ui.hosts import HOSTS_ENV, host_allowed, origin_allowed
 from landfall.ui.query import BadParameter, run_id, runs_query
 from landfall.ui.source import ACTIONS_ENV, KNOWN_ACTIONS, RunsQuery, Source, tail
+from landfall.ui.viewer import NotYours, ScopedSource, token_identity, viewer_for
 from landfall.words import decision_text, gpus_in_flight, score_text, spend_text, started_run
 from schemas.errors import SchemaError
 from schemas.orphan_record import OrphanRecord
@@ -35,18 +37,37 @@ LIVE_SECTIONS = ("facts", "head", "timeline", "plan", "links", "logs")
 @dataclass(frozen=True)
 class Dashboard:
     """What the app was built with: where it reads and acts, the actions it offers, the names (Host, Origin) it takes
-    an action from, its templates, and whether the deployment is the local stack (no Vertex console to link)."""
+    an action from, its templates, whether the deployment is the local stack (no Vertex console to link), the teams
+    file that says who sees what (None: everyone sees everything), and the identity chosen for every caller
+    (LANDFALL_UI_IDENTITY; "" for the one each request's ID token names)."""
 
     source: Source
     offered: frozenset[str]
     hosts: tuple[str, ...]
     templates: Jinja2Templates
     local: bool
+    access: Callable[[], Teams] | None = None
+    identity: str = ""
 
 
 def dashboard(request: Request) -> Dashboard:
     built: Dashboard = request.app.state.dashboard
     return built
+
+
+def source_of(request: Request) -> Source:
+    """Where this caller reads and acts: the dashboard's Source, scoped to the caller's teams where the teams file
+    says who is who (landfall/ui/viewer.py)."""
+    built = dashboard(request)
+    if built.access is None:
+        return built.source
+    teams = built.access()
+    viewer = viewer_for(built.identity or token_identity(request.headers.get("authorization", "")), teams)
+    return built.source if viewer is None else ScopedSource(built.source, viewer, teams)
+
+
+def _refusal_status(exc: CommandError, otherwise: int) -> int:
+    return 403 if isinstance(exc, NotYours) else otherwise
 
 
 def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
@@ -68,7 +89,7 @@ def _filters(query: RunsQuery, request: Request) -> dict[str, str]:
 
 def runs_page_data(request: Request) -> dict[str, Any]:
     query = runs_query(request.query_params)
-    docs = dashboard(request).source.runs(query, views.PAGE_SIZE + 1)
+    docs = source_of(request).runs(query, views.PAGE_SIZE + 1)
     runs, skipped = views.readable(docs[: views.PAGE_SIZE])
     filters = _filters(query, request)
     more = len(docs) > views.PAGE_SIZE
@@ -106,8 +127,9 @@ def runs_rows(request: Request) -> Response:
 
 def run_context(request: Request, run: str) -> dict[str, Any]:
     built = dashboard(request)
-    record = built.source.run(run)
-    lines, where = built.source.log_lines(record)
+    source = source_of(request)
+    record = source.run(run)
+    lines, where = source.log_lines(record)
     curves = views.run_curves(record, lines)
     return {
         "run": record,
@@ -122,7 +144,7 @@ def run_context(request: Request, run: str) -> dict[str, Any]:
         "log_tail": tail(lines, views.LOG_TAIL_LINES),
         "log_where": where,
         "open": views.is_open(record),
-        "console_url": views.vertex_console_url(record, built.source.project()) if not built.local else "",
+        "console_url": views.vertex_console_url(record, source.project()) if not built.local else "",
     }
 
 
@@ -132,7 +154,7 @@ def run_page(request: Request) -> Response:
     except BadParameter as exc:
         return failed(request, "runs", exc, 400)
     except CommandError as exc:
-        return failed(request, "runs", exc, 404 if str(exc).startswith("no run ") else 502)
+        return failed(request, "runs", exc, _refusal_status(exc, 404 if str(exc).startswith("no run ") else 502))
     # inside a <script> element: "</" written as "<\/" (still the same JSON) so no value can end the element
     curves_json = json.dumps(context["curves"], allow_nan=False).replace("</", "<\\/")
     return page(request, "run.html", {"active": "runs", **context, "curves_json": curves_json})
@@ -145,7 +167,7 @@ def run_live(request: Request) -> Response:
     except BadParameter as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
     except CommandError as exc:
-        return JSONResponse({"error": str(exc)}, status_code=502)
+        return JSONResponse({"error": str(exc)}, status_code=_refusal_status(exc, 502))
     templates = dashboard(request).templates
     sections = {name: templates.get_template(f"run_{name}.html").render(context) for name in LIVE_SECTIONS}
     return JSONResponse(
@@ -176,17 +198,18 @@ def confirm(request: Request) -> Response:
     refused = refused_because(request, built.hosts)
     if refused:
         return failed(request, "runs", CommandError(refused), 403)
+    source = source_of(request)
     try:
-        said = built.source.cancel(run) if action == "cancel" else built.source.retry(run)
+        said = source.cancel(run) if action == "cancel" else source.retry(run)
     except CommandError as exc:
-        return failed(request, "runs", exc, 409)
+        return failed(request, "runs", exc, _refusal_status(exc, 409))
     return page(request, "done.html", {"active": "runs", "action": action, "run_id": run, "said": said})
 
 
 def datasets_page(request: Request) -> Response:
     rows, skipped, errors = [], [], []
     try:
-        docs = dashboard(request).source.datasets(200)
+        docs = source_of(request).datasets(200)
     except CommandError as exc:
         docs, errors = [], [str(exc)]
     for doc in docs:
@@ -215,8 +238,9 @@ def datasets_page(request: Request) -> Response:
 def models_page(request: Request) -> Response:
     errors = []
     try:
-        versions = dashboard(request).source.models()
-        decisions = dashboard(request).source.model_decisions(versions)
+        source = source_of(request)
+        versions = source.models()
+        decisions = source.model_decisions(versions)
     except CommandError as exc:
         versions, decisions, errors = [], {}, [str(exc)]
     rows = []
@@ -238,7 +262,7 @@ def models_page(request: Request) -> Response:
 def teams_page(request: Request) -> Response:
     errors = []
     try:
-        uses = dashboard(request).source.teams()
+        uses = source_of(request).teams()
     except CommandError as exc:
         uses, errors = [], [str(exc)]
     rows = [
@@ -262,7 +286,7 @@ def teams_page(request: Request) -> Response:
 
 
 def dead_letters_page(request: Request) -> Response:
-    source = dashboard(request).source
+    source = source_of(request)
     errors: list[str] = []
     subscription, letters, orphans = "", list[Any](), list[OrphanRecord]()
     letters_read = orphans_read = False

@@ -52,6 +52,51 @@ def _state(runs: Any, run_id: str, *states: str) -> dict[str, Any] | None:
     return doc if doc is not None and doc["state"] in states else None
 
 
+def _measured_request(
+    local_stack: stack.StackInfo,
+    data: str,
+    params: int,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An own-image request on one L4 for `data` running two minutes, a workload of its own (`params`: no other
+    test's runs have measured it, so the dispatcher reads the seeded figures fresh; a workload's measurements, once
+    found, are kept by an instance for a few seconds: functions/gcp/measurements_store.py KEPT_FOR_S), with what a
+    finished run of it on that shape would have recorded seeded (2 s of start-up, 2 short steps); the request and its
+    plan as the dispatcher will plan it (the measured figures read from the stack's Firestore)."""
+    from google.cloud import firestore
+
+    from deploy.topology import load_topology
+    from schemas.measurement import Measurement, workload_key, workload_label
+
+    argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", str(params), "--arg=--seconds=120"]
+    argv += ["--machine-type", "g2-standard-4", "--gpus", "1", "--nodes", "1"]
+    request = code_request(build_parser().parse_args(argv))
+    seeded = Measurement(
+        workload=workload_key(request),
+        workload_label=workload_label(request),
+        machine_type="g2-standard-4",
+        accelerator_type="NVIDIA_L4",
+        accelerator_count=1,
+        nodes=1,
+        image=OWN_IMAGE,
+        run_id=f"seeded-{datetime.now(UTC).strftime('%H%M%S%f')}",
+        source="run",
+        measured_at=datetime.now(UTC).isoformat(),
+        step_seconds=0.01,
+        startup_seconds=2.0,
+        steps=2,
+    )
+    db = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"])
+    db.collection(load_topology().measurements_collection).document(seeded.measurement_id).set(seeded.to_document())
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    code, out, err = landfall(capsys, "plan", str(path), "--json", "--measured", "auto")
+    assert code == 0, err
+    plan: dict[str, Any] = json.loads(out)
+    return request, plan
+
+
 def test_team_cap_budget_and_hard_limit_through_the_stack(
     local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -148,43 +193,9 @@ def test_a_run_over_its_own_budget_while_running_is_cancelled_with_that_reason(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Any,
 ) -> None:
-    from google.cloud import firestore
-
-    from deploy.topology import load_topology
-    from schemas.measurement import Measurement, workload_key, workload_label
-
     stamp = datetime.now(UTC).strftime("%H%M%S%f")
     data = _data(landing_bucket, f"own-image/over-budget/{stamp}/")
-    # A workload of its own (--params 1001): no other test's runs have measured it, so the dispatcher reads the seeded
-    # figures fresh (a workload's measurements, once found, are kept by an instance for a few seconds:
-    # functions/gcp/measurements_store.py KEPT_FOR_S).
-    argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", "1001", "--arg=--seconds=120"]
-    argv += ["--machine-type", "g2-standard-4", "--gpus", "1", "--nodes", "1"]
-    request = code_request(build_parser().parse_args(argv))
-    # What a finished run of this workload on this shape would have recorded: 2 s of start-up, 2 short steps.
-    seeded = Measurement(
-        workload=workload_key(request),
-        workload_label=workload_label(request),
-        machine_type="g2-standard-4",
-        accelerator_type="NVIDIA_L4",
-        accelerator_count=1,
-        nodes=1,
-        image=OWN_IMAGE,
-        run_id=f"seeded-{stamp}",
-        source="run",
-        measured_at=datetime.now(UTC).isoformat(),
-        step_seconds=0.01,
-        startup_seconds=2.0,
-        steps=2,
-    )
-    db = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"])
-    db.collection(load_topology().measurements_collection).document(seeded.measurement_id).set(seeded.to_document())
-    # Planned as the dispatcher will plan it (the measured figures read from the stack's Firestore).
-    path = tmp_path / "request.json"
-    path.write_text(json.dumps(request))
-    code, out, err = landfall(capsys, "plan", str(path), "--json", "--measured", "auto")
-    assert code == 0, err
-    plan = json.loads(out)
+    request, plan = _measured_request(local_stack, data, 1001, capsys, tmp_path)
     assert plan["estimated_hours"] * 3600 < 60, f"the seeded figures were not used: {plan}"
     # A budget the estimate fits in, which the job passes 3 s past its estimate, long before its two minutes.
     budget = plan["estimated_cost_usd"] + plan["hourly_cost_usd"] * 3 / 3600
@@ -263,36 +274,10 @@ def test_a_teams_month_stops_a_run_that_runs_past_its_estimate(
     cancel's way to the job's end)."""
     from google.cloud import firestore
 
-    from deploy.topology import load_topology
-    from schemas.measurement import Measurement, workload_key, workload_label
-
     stamp = datetime.now(UTC).strftime("%H%M%S%f")
     data = _data(landing_bucket, f"own-image/team-month/{stamp}/")
-    argv = ["submit", "--image", OWN_IMAGE, "--data", data, "--params", "1002", "--arg=--seconds=120"]
-    argv += ["--machine-type", "g2-standard-4", "--gpus", "1", "--nodes", "1"]
-    request = code_request(build_parser().parse_args(argv))
-    seeded = Measurement(
-        workload=workload_key(request),
-        workload_label=workload_label(request),
-        machine_type="g2-standard-4",
-        accelerator_type="NVIDIA_L4",
-        accelerator_count=1,
-        nodes=1,
-        image=OWN_IMAGE,
-        run_id=f"seeded-{stamp}",
-        source="run",
-        measured_at=datetime.now(UTC).isoformat(),
-        step_seconds=0.01,
-        startup_seconds=2.0,
-        steps=2,
-    )
+    request, plan = _measured_request(local_stack, data, 1002, capsys, tmp_path)
     db = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"])
-    db.collection(load_topology().measurements_collection).document(seeded.measurement_id).set(seeded.to_document())
-    path = tmp_path / "request.json"
-    path.write_text(json.dumps(request))
-    code, out, err = landfall(capsys, "plan", str(path), "--json", "--measured", "auto")
-    assert code == 0, err
-    plan = json.loads(out)
     budget, hourly = 0.003, plan["hourly_cost_usd"]
     assert plan["estimated_cost_usd"] < budget / 2, f"the seeded figures were not used: {plan}"
     assert hourly * 120 / 3600 > 2 * budget and plan["timeout_seconds"] > 120, plan

@@ -310,3 +310,54 @@ def test_an_allowed_cancel_asks_first_then_cancels_through_the_clis_code(
         p.get_by_role("link", name="Back to the run").click()
         assert p.locator("#run-state").inner_text() == "CANCELLED"
         assert p.locator("#failure-reason").inner_text() == "cancelled"
+
+
+def test_a_member_sees_only_their_teams_runs_and_cannot_cancel_another_teams(
+    dashboard: tuple[str, Any], page: tuple[Any, browser.Console], tmp_path: Path
+) -> None:
+    """With members in the teams file, the dashboard as user:ana (team vision's member) lists only vision's runs,
+    opens one, and refuses to show or cancel a speech run (403, the run left as it was)."""
+    import tomllib
+    import urllib.error
+    import urllib.request
+
+    from deploy.teams import parse_teams
+
+    _, runs = dashboard
+    p, _ = page
+    teams = parse_teams(
+        tomllib.loads(
+            '[[teams]]\nname = "vision"\nowns = [{bucket = "*", prefix = "datasets/vision/"}]\n'
+            'monthly_budget_usd = 100.0\nmembers = ["user:ana@example.com"]\n'
+            '[[teams]]\nname = "speech"\nowns = [{bucket = "*", prefix = "datasets/speech/"}]\n'
+            'monthly_budget_usd = 100.0\nmembers = ["user:bo@example.com"]\n'
+        )
+    )
+    app = create_app(LandfallSource(), frozenset({"cancel"}), access=lambda: teams, identity="user:ana@example.com")
+    with browser.served(app) as scoped:
+        p.goto(f"{scoped}/runs")
+        rows = p.locator("#runs-rows tr")
+        assert rows.count() == 50 and set(rows.locator("td:nth-child(6)").all_inner_texts()) == {"vision"}
+        browser.screenshot(p, "runs-as-member")
+        p.goto(f"{scoped}/runs/run-seed-00000")  # vision's (tests/fakes/ui.py: teams cycle from vision)
+        assert p.locator("#run-state").count() == 1
+        speech = "run-seed-00001"
+        before = runs.document(speech).get().get("state")
+        try:
+            urllib.request.urlopen(f"{scoped}/runs/{speech}", timeout=30)
+            raise AssertionError("team speech's run was shown to team vision's member")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 403 and "team &#39;speech&#39;" in exc.read().decode()
+        host = scoped.removeprefix("http://")
+        post = urllib.request.Request(
+            f"{scoped}/runs/{speech}/cancel",
+            data=b"",
+            method="POST",
+            headers={"Origin": scoped, "Host": host, "Sec-Fetch-Site": "same-origin"},
+        )
+        try:
+            urllib.request.urlopen(post, timeout=30)
+            raise AssertionError("team vision's member cancelled team speech's run")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 403 and "user:ana@example.com (member of vision)" in exc.read().decode()
+        assert runs.document(speech).get().get("state") == before

@@ -1,0 +1,133 @@
+"""Who sees what on the dashboard (landfall/ui/viewer.py, docs/teams.md "Who sees what"): with members and operators
+in the teams file, a member sees and acts on their teams' runs only, an operator on all, an unknown caller on none;
+without them, everyone sees everything. Over the fake Source; the browser test is tests/integration/test_ui_browser.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import tomllib
+import warnings
+from dataclasses import replace
+
+import pytest
+
+from deploy.teams import Teams, TeamsError, parse_teams
+from landfall.errors import CommandError
+from landfall.ui.app import create_app
+from landfall.ui.hosts import LOOPBACK
+from landfall.ui.viewer import chosen_identity, token_identity, viewer_for
+from schemas.run_record import RunRecord
+from schemas.team_ledger import RunCharge
+from tests.fakes.ui import FakeSource, canary_and_fallback, failed, succeeded
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+FILE = """
+operators = ["group:platform@example.com", "user:ops@example.com"]
+[[teams]]
+name = "vision"
+owns = [{bucket = "*", prefix = "datasets/vision/"}]
+monthly_budget_usd = 100.0
+members = ["user:ana@example.com", "domain:vision.example.com"]
+[[teams]]
+name = "speech"
+owns = [{bucket = "*", prefix = "datasets/speech/"}]
+monthly_budget_usd = 100.0
+members = ["user:bo@example.com", "user:ana@example.com"]
+"""
+
+
+def _teams(text: str = FILE) -> Teams:
+    return parse_teams(tomllib.loads(text))
+
+
+def _of(run: RunRecord, team: str | None) -> RunRecord:
+    return replace(run, team=RunCharge(team) if team else None)
+
+
+def _runs() -> list[RunRecord]:
+    return [
+        _of(succeeded("run-vision"), "vision"),
+        _of(failed("run-speech"), "speech"),
+        _of(canary_and_fallback("run-nobody"), None),
+    ]
+
+
+def _client(source: FakeSource, identity: str, teams: Teams | None = None) -> TestClient:
+    known = _teams() if teams is None else teams
+    app = create_app(source, frozenset({"cancel"}), hosts=LOOPBACK, access=lambda: known, identity=identity)
+    return TestClient(app, base_url="http://127.0.0.1:8090")
+
+
+def _listed(c: TestClient) -> set[str]:
+    page = c.get("/runs").text
+    return {r for r in ("run-vision", "run-speech", "run-nobody") if r in page}
+
+
+def test_the_teams_file_names_members_and_operators_and_refuses_what_is_not_a_principal() -> None:
+    teams = _teams()
+    assert teams.scoped and teams.teams_of("user:ana@example.com") == ("vision", "speech")
+    assert teams.teams_of("user:cy@vision.example.com") == ("vision",)  # through domain:
+    assert teams.is_operator("user:ops@example.com") and not teams.is_operator("user:ana@example.com")
+    assert not _teams(FILE.replace("operators", "#").replace("members", "#members")).scoped
+    with pytest.raises(TeamsError, match=r"team 'vision': members: 'ana@example.com' is not an IAM principal"):
+        _teams(FILE.replace('"user:ana@example.com", "domain', '"ana@example.com", "domain'))
+    with pytest.raises(TeamsError, match="operators: 'root' is not an IAM principal"):
+        _teams(FILE.replace('"group:platform@example.com", ', '"root", '))
+
+
+def test_a_member_sees_their_teams_runs_only_and_cannot_open_or_cancel_another_teams() -> None:
+    source = FakeSource(_runs())
+    bo = _client(source, "user:bo@example.com")
+    assert _listed(bo) == {"run-speech"}
+    assert bo.get("/runs?team=vision").status_code == 200 and _listed(bo) == {"run-speech"}
+    assert "run-vision" not in bo.get("/runs?team=vision").text
+    refused = bo.get("/runs/run-vision")
+    assert refused.status_code == 403 and "is team &#39;vision&#39;" in refused.text
+    assert "user:bo@example.com (member of speech)" in refused.text
+    assert bo.get("/api/runs/run-vision").status_code == 403
+    assert bo.post("/runs/run-vision/cancel").status_code == 403 and source.cancelled == []
+    assert "cancel requested" in bo.post("/runs/run-speech/cancel").text and source.cancelled == ["run-speech"]
+    assert bo.get("/dead-letters").status_code == 200 and "operators" in bo.get("/dead-letters").text
+
+
+def test_a_member_of_two_teams_sees_both_an_operator_all_and_an_unknown_caller_none() -> None:
+    source = FakeSource(_runs())
+    assert _listed(_client(source, "user:ana@example.com")) == {"run-vision", "run-speech"}
+    assert _listed(_client(source, "user:ops@example.com")) == {"run-vision", "run-speech", "run-nobody"}
+    nobody = _client(source, "")
+    assert _listed(nobody) == set() and nobody.get("/runs/run-vision").status_code == 403
+    assert "an unidentified caller" in nobody.get("/runs/run-vision").text
+
+
+def test_without_members_or_operators_everyone_sees_everything() -> None:
+    plain = _teams(FILE.replace("operators", "#").replace("members", "#members"))
+    c = _client(FakeSource(_runs()), "", plain)
+    assert _listed(c) == {"run-vision", "run-speech", "run-nobody"}
+
+
+def test_the_caller_is_the_chosen_identity_or_the_id_token_cloud_run_checked() -> None:
+    def token(claims: dict[str, object]) -> str:
+        body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+        return f"Bearer e30.{body}.sig"
+
+    assert token_identity(token({"email": "bo@example.com"})) == "user:bo@example.com"
+    assert (
+        token_identity(token({"email": "s@p.iam.gserviceaccount.com"})) == "serviceAccount:s@p.iam.gserviceaccount.com"
+    )
+    assert token_identity("Bearer not-a-jwt") == "" and token_identity("Basic abc") == ""
+    assert token_identity(token({"sub": "123"})) == ""
+    source = FakeSource(_runs())
+    c = _client(source, "")
+    answer = c.get("/runs", headers={"Authorization": token({"email": "bo@example.com"})}).text
+    assert "run-speech" in answer and "run-vision" not in answer
+    assert chosen_identity({"LANDFALL_UI_IDENTITY": " user:ana@example.com "}) == "user:ana@example.com"
+    assert chosen_identity({}) == ""
+    with pytest.raises(CommandError, match="LANDFALL_UI_IDENTITY: 'ana' is not an IAM principal"):
+        chosen_identity({"LANDFALL_UI_IDENTITY": "ana"})
+    viewer = viewer_for("user:ana@example.com", _teams())
+    assert viewer is not None and viewer.sees("speech") and not viewer.sees(None)
