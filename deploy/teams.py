@@ -29,6 +29,9 @@ ALL_GPUS = "all"
 UNOWNED_POLICIES = ("allow", "reject")
 REQUESTS_SUBSCRIPTION_SUFFIX = "-dispatch"
 """A team's requests topic T reaches the dispatcher through the subscription T-dispatch."""
+CODE_FOLDER = "teams/{team}/"
+"""A team's folder in the code bucket: `landfall submit --team` uploads there, and its members may create objects
+there (deploy/gcp/team_access.py)."""
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _TEAM_KEYS = frozenset(
     {"name", "owns", "priority", "monthly_budget_usd", "max_run_usd", "requests_topic", "gpu_cap", "members"}
@@ -37,6 +40,10 @@ PRINCIPAL_KINDS = ("user", "group", "serviceAccount", "domain")
 """How a member or operator is named, as IAM names principals: `user:a@example.com`, `group:g@example.com`,
 `serviceAccount:s@p.iam.gserviceaccount.com`, `domain:example.com`."""
 _PRINCIPAL = re.compile(r"^(user|group|serviceAccount|domain):[A-Za-z0-9._%+@-]+$")
+
+
+def code_folder(team: str) -> str:
+    return CODE_FOLDER.format(team=team)
 
 
 def is_team_name(text: str) -> bool:

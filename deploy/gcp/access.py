@@ -129,6 +129,25 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
             f"| {t.name} | `{t.requests_topic}` | the team's members: `roles/pubsub.publisher` on the topic |"
             for t in own
         ]
+    out += ["", "## Teams' members", ""]
+    out += [
+        _para(
+            "`landfall deploy` grants each member of a team (`members` in the teams file, deploy/gcp/team_access.py) "
+            "what their work needs and nothing project-wide: `roles/storage.objectCreator` on the landing bucket, "
+            "narrowed to the team's prefixes there (condition `landfall-team-TEAM-data`), and on the code bucket, "
+            "narrowed to the team's folder `teams/TEAM/` where `landfall submit --team` uploads (condition "
+            "`landfall-team-TEAM-code`); `roles/pubsub.publisher` on the team's own requests topic; and "
+            "`roles/run.invoker` on the dashboard, where they see only their teams' runs (operators: all). Not "
+            "granted: a prefix in a bucket that is not the deployment's (its owners grant it), and image pushes "
+            "(Artifact Registry's IAM is per repository: give the team a repository of its own)."
+        ),
+    ]
+    with_members = [t for t in teams.teams if t.members]
+    if with_members:
+        out += ["", "| Team | Members |", "|---|---|"]
+        out += [f"| {t.name} | {', '.join(f'`{m}`' for m in t.members)} |" for t in with_members]
+    if teams.operators:
+        out += ["", "Operators: " + ", ".join(f"`{o}`" for o in teams.operators) + "."]
     out += ["", "## Conditions", "", "| Title | Means | Expression |", "|---|---|---|"]
     out += [f"| `{c.title}` | {_cell(c.description)} | `{_cell(c.expression)}` |" for c in config.conditions]
     return "\n".join(out) + "\n"

@@ -29,6 +29,7 @@ from deploy.gcp.config import DeployConfig, delivery_policy, job_events_log_filt
 from deploy.gcp.firestore import CompositeIndex, listed_indexes, load_indexes
 from deploy.gcp.iam import DATABASE, Names, Resource
 from deploy.gcp.steps import Arg, Argv, Fact, Later, Plan, Step
+from deploy.gcp.team_access import dashboard_users, member_steps
 from deploy.gcp.ui import StagedUi
 from deploy.images import trainer_image
 from deploy.teams import read_teams
@@ -125,11 +126,8 @@ def prepare(target: Target, root: Path = REPO_ROOT) -> Prepared:
     build_config = stage_build_config(build_uris, root)
     record_settings(target.project, env, root)
     spec = ui.check(config, target.ui_users, target.ui_actions)
-    staged = (
-        ui.stage_ui(spec, n, env, target.ui_users, target.ui_actions, target.image_tag, root)
-        if spec is not None
-        else None
-    )
+    users = dashboard_users(target.ui_users, read_teams())  # the teams' members and operators open it too
+    staged = ui.stage_ui(spec, n, env, users, target.ui_actions, target.image_tag, root) if spec is not None else None
     return Prepared(bundles, context, image_uri, env, image_uris, build_config, build_uris, staged)
 
 
@@ -405,6 +403,11 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
         n,
         "Grants on the project, buckets, topics and accounts (the sink's writer comes later)",
     )
+    steps += member_steps(
+        read_teams(),
+        n,
+        "The teams' members: object create under the team's prefixes and code folder, publish on its topic",
+    )
 
     section = "The trainer images: one per CUDA line, built by Cloud Build, pushed to a repository in every job region"
     image = trainer_image()
@@ -658,7 +661,7 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
     if dashboard is not None:
         if prepared.ui is None:
             raise ValueError("the dashboard is to be deployed but was not staged: prepare() the same target")
-        steps += ui.deploy_steps(dashboard, prepared.ui, config, n, target.ui_users)
+        steps += ui.deploy_steps(dashboard, prepared.ui, config, n, dashboard_users(target.ui_users, read_teams()))
 
     return Plan(
         title=f"landfall deploy --project={p} --region={r}: what runs on an empty project, in order.",

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deploy.teams import code_folder
 from landfall.errors import CommandError, client_boundary
 from schemas.errors import SchemaError
 from schemas.run_record import RunRecord, RunState, parse_run_record
@@ -124,7 +125,8 @@ def read_requirements(path: str) -> list[str]:
 
 
 def upload_code(path: str, kind: str) -> str:
-    """Copy a local file to gs://CODE_BUCKET/KIND/<sha256 prefix>/<name>; its URI."""
+    """Copy a local file to gs://CODE_BUCKET/KIND/<sha256 prefix>/<name> (KIND may start with a team's folder,
+    teams/TEAM/); its URI."""
     local = Path(path)
     try:
         data = local.read_bytes()
@@ -149,16 +151,18 @@ def upload_bytes(data: bytes, file_name: str, kind: str, what: str) -> str:
     return f"gs://{bucket}/{name}"
 
 
-def upload_script(path: str, entry: str | None) -> str:
-    """--script: a file uploaded as it is, or a folder packed with its entry point (landfall/code_folder.py)."""
+def upload_script(path: str, entry: str | None, folder: str = "") -> str:
+    """--script: a file uploaded as it is, or a folder packed with its entry point (landfall/code_folder.py); under
+    `folder` (a team's, teams/TEAM/) when given."""
     from landfall.code_folder import DEFAULT_ENTRY, pack_folder
 
     if not Path(path).is_dir():
         if entry is not None:
             raise CommandError(f"--entry goes with --script DIR (a folder); {path} is a file, which is its own entry")
-        return upload_code(path, "scripts")
+        return upload_code(path, f"{folder}scripts")
     packed = pack_folder(Path(path), entry or DEFAULT_ENTRY)
-    return upload_bytes(packed.data, packed.name, "scripts", f"{path} ({packed.files} files, entry {packed.entry})")
+    what = f"{path} ({packed.files} files, entry {packed.entry})"
+    return upload_bytes(packed.data, packed.name, f"{folder}scripts", what)
 
 
 def code_request(args: argparse.Namespace) -> dict[str, Any]:
@@ -166,12 +170,14 @@ def code_request(args: argparse.Namespace) -> dict[str, Any]:
     if not args.data:
         raise CommandError("--data gs://BUCKET/PREFIX/ is required with --script, --package or --image")
     trainer: dict[str, Any] = {"args": list(args.arg), "launch": args.launch}
+    # A team's code goes to the team's folder, where its members may create objects (deploy/gcp/team_access.py).
+    folder = code_folder(args.team) if getattr(args, "team", None) else ""
     if args.script:
-        trainer["script"] = upload_script(args.script, args.entry)
+        trainer["script"] = upload_script(args.script, args.entry, folder)
     elif args.package:
         if not args.module:
             raise CommandError("--package needs --module, the module to run (python -m MODULE)")
-        trainer |= {"package_uris": [upload_code(args.package, "packages")], "python_module": args.module}
+        trainer |= {"package_uris": [upload_code(args.package, f"{folder}packages")], "python_module": args.module}
     else:
         trainer["image_uri"] = args.image
         if args.image_command:
@@ -227,13 +233,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise CommandError(
             "give a REQUEST.json, or exactly one of --script FILE, --package DIST, --image URI (with --data)"
         )
+    topic = team_topic(args.team) if args.team else ""  # an unknown team is refused before anything is uploaded
     if forms:
         data = json.dumps(code_request(args)).encode()
         try:
             request = parse_training_request(data)
         except SchemaError as exc:
             raise CommandError(f"the request would be refused: {exc}") from exc
-        message_id = publish(data, team_topic(args.team) if args.team else "")
+        message_id = publish(data, topic)
         return _report(args, request, message_id, forms[0])
     request = load_request(args.request)
     existing = read_run_document(request.run_id)
@@ -261,7 +268,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         else:
             print(already_ran(request, run))
         return 0
-    message_id = publish(Path(args.request).read_bytes(), team_topic(args.team) if args.team else "")
+    message_id = publish(Path(args.request).read_bytes(), topic)
     return _report(args, request, message_id, args.request)
 
 

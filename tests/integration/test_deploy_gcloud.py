@@ -184,9 +184,26 @@ def unprinted_commands(plan: Plan) -> list[tuple[str, ...]]:
 
 @pytest.fixture(scope="module")
 def plans() -> list[Plan]:
+    import tomllib
+
+    from deploy.gcp import plan as plan_module
+    from deploy.teams import parse_teams
+
+    # A teams file with a team's own topic and members: their grants' conditions through gcloud's parser too.
+    teams = parse_teams(
+        tomllib.loads(
+            'operators = ["user:ops@example.com"]\n[[teams]]\nname = "vision"\n'
+            'owns = [{bucket = "*", prefix = "datasets/vision/"}]\nmonthly_budget_usd = 10\n'
+            'requests_topic = "landfall-requests-vision"\nmembers = ["user:ana@example.com", "group:v@example.com"]\n'
+        )
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plan_module, "read_teams", lambda: teams)
+        with_members = deploy_plan(TARGET, prepare(TARGET))
     deploy = deploy_plan(TARGET, prepare(TARGET))  # stages what --source, --env-vars-file name
     return [
         deploy,
+        with_members,
         teardown_plan(TARGET),
         teardown_plan(
             Target(TARGET.project, TARGET.region, TARGET.project_number, TARGET.job_regions, delete_data=True)

@@ -634,3 +634,62 @@ def test_the_runs_folder_condition_names_the_folder_the_functions_write() -> Non
     assert condition.flag(P, "(default)", "b").startswith(
         f'expression=resource.name.startsWith("projects/_/buckets/b/objects/{prefix}")'
     )
+
+
+MEMBERS = """
+operators = ["user:ops@example.com"]
+[[teams]]
+name = "vision"
+owns = [{bucket = "*", prefix = "datasets/vision/"}, {bucket = "vision-raw", prefix = ""}]
+monthly_budget_usd = 10
+requests_topic = "landfall-requests-vision"
+members = ["user:ana@example.com", "group:vision@example.com"]
+"""
+
+
+def test_a_teams_members_get_object_create_under_its_prefixes_publish_on_its_topic_and_the_dashboard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each member: objectCreator on the landing bucket narrowed to the team's prefixes there, on the code bucket
+    narrowed to the team's folder, publisher on the team's topic; members and operators open the dashboard; nothing
+    project-wide, and nothing on a bucket that is not the deployment's."""
+    import tomllib
+
+    from deploy.gcp import plan as deploy_plan_module
+    from deploy.teams import parse_teams
+
+    teams = parse_teams(tomllib.loads(MEMBERS))
+    monkeypatch.setattr(deploy_plan_module, "read_teams", lambda: teams)
+    target = Target(**{**vars(SAMPLE), "ui_users": ("user:deployer@example.com",)})
+    text = dry_run_text(deploy_plan(target, prepare(target)))
+    argvs = commands(text)
+    n = names(target, deploy_plan_module.load_topology(), load_deploy_config())
+    for member in ("user:ana@example.com", "group:vision@example.com"):
+        mine = [a for a in argvs if f"--member={member}" in a]
+        landing = next(
+            a
+            for a in mine
+            if a[1:4] == ["storage", "buckets", "add-iam-policy-binding"] and a[4] == f"gs://{n.landing_bucket}"
+        )
+        assert flags(landing)["role"] == "roles/storage.objectCreator"
+        condition = flags(landing)["condition"]
+        assert (
+            f'resource.name.startsWith("projects/_/buckets/{n.landing_bucket}/objects/datasets/vision/")' in condition
+        )
+        assert "title=landfall-team-vision-data" in condition and "vision-raw" not in condition
+        code = next(
+            a
+            for a in mine
+            if a[1:4] == ["storage", "buckets", "add-iam-policy-binding"] and a[4] == f"gs://{n.code_bucket}"
+        )
+        assert '/objects/teams/vision/")' in flags(code)["condition"]
+        topic = next(a for a in mine if a[1:4] == ["pubsub", "topics", "add-iam-policy-binding"])
+        assert topic[4] == "landfall-requests-vision" and flags(topic)["role"] == "roles/pubsub.publisher"
+        assert not [a for a in mine if a[1:3] == ["projects", "add-iam-policy-binding"]], "nothing project-wide"
+        assert len(mine) == 3, mine
+    from deploy.gcp.bundles import STAGE_DIR
+
+    policy = json.loads((STAGE_DIR / "ui.policy.json").read_text())
+    invokers = next(b["members"] for b in policy["bindings"] if b["role"] == "roles/run.invoker")
+    expected = {"user:deployer@example.com", "user:ops@example.com", "user:ana@example.com", "group:vision@example.com"}
+    assert set(invokers) == expected
