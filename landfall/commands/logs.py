@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
+from landfall.access import visible_run
 from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError
 from landfall.queries.runs import read_run
@@ -120,7 +121,7 @@ def wait_for_job(run_id: str, sleep: Callable[[float], None] = time.sleep) -> Ru
 def cmd_logs(args: argparse.Namespace) -> int:
     from deploy.local.provision import default_state_dir
 
-    run = wait_for_job(args.run_id) if args.follow else read_run(args.run_id, "run")
+    run = wait_for_job(args.run_id) if args.follow else visible_run(args.run_id, "run")
     if run.vertex is None:
         raise CommandError(
             f"run {run.run_id} is {run.state} and started no Vertex job, so no replica ever ran; "

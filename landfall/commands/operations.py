@@ -55,6 +55,13 @@ def cancel(run_id: str, *, by: str) -> str:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    from landfall.access import check_visible_doc, cli_viewer
+
+    viewer = cli_viewer()
+    if viewer is not None:  # a team's run only by its members (and operators)
+        from landfall.queries.runs import read_run_document
+
+        check_visible_doc(args.run_id, read_run_document(args.run_id), viewer)
     said = cancel(args.run_id, by=args.by)
     print(said)
     return 1 if said.startswith("no run ") else 0

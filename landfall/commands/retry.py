@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from landfall.access import visible_run
 from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError, client_boundary
 
@@ -32,10 +33,9 @@ def retry_run(run_id: str, *, from_scratch: bool = False) -> tuple[dict[str, Any
     from functions.operations import RetryClaim, claim_retry, not_retryable_reason, retry_request
     from functions.wiring import runs_store
     from landfall.commands.submit import publish
-    from landfall.queries.runs import read_run
     from schemas.errors import SchemaError
 
-    old = read_run(run_id, "retry")
+    old = visible_run(run_id, "retry")
     why_not = not_retryable_reason(old)
     if why_not:
         raise CommandError(why_not)

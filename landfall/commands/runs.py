@@ -11,7 +11,7 @@ from typing import Any
 
 from landfall.errors import CommandError
 from landfall.figures import FIGURES_SHOWN, FIRST_COLUMNS, epoch_figures, figure_value
-from landfall.queries.runs import MAX_ID_BYTES, parse_runs, read_run, recent_runs, run_document, run_filters
+from landfall.queries.runs import MAX_ID_BYTES, parse_runs, recent_runs, run_document, run_filters
 from landfall.tables import render_table
 from landfall.words import (
     STATES_TEXT,
@@ -105,7 +105,9 @@ def _readable(docs: list[dict[str, Any]]) -> tuple[RunRecord, ...]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    docs = recent_runs(args.state, args.limit, args.dataset, args.since)
+    from landfall.access import cli_viewer, visible_docs
+
+    docs = visible_docs(recent_runs(args.state, args.limit, args.dataset, args.since), cli_viewer())
     if args.json:
         print(json.dumps(docs, indent=2, default=_json_value))
         return 0
@@ -372,10 +374,14 @@ def describe_metrics(run: RunRecord) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from landfall.access import check_visible_doc, cli_viewer, visible_run
+
     if args.json and not args.metrics:
-        print(json.dumps(run_document(args.run_id), indent=2, default=_json_value))
+        doc = run_document(args.run_id)
+        check_visible_doc(args.run_id, doc, cli_viewer())
+        print(json.dumps(doc, indent=2, default=_json_value))
         return 0
-    run = read_run(args.run_id, "run")
+    run = visible_run(args.run_id, "run")
     if not args.metrics:
         print(describe(run))
         return 0

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from landfall.access import visible_run
 from landfall.commands.logs import chief_log
 from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError
@@ -137,7 +138,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         progress = lambda _run: None  # noqa: E731
-    run = watch(lambda: read_run(args.run_id, "watch"), progress, sys.stdout)
+    run = watch(lambda: visible_run(args.run_id, "watch"), progress, sys.stdout)
     print(summary(run))
     return 0 if run.state == "SUCCEEDED" else 1
 

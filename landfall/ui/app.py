@@ -20,11 +20,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from deploy.teams import Teams
+from landfall.access import chosen_identity
 from landfall.ui import views
 from landfall.ui.hosts import allowed_hosts
 from landfall.ui.pages import NAVIGATION, PAGES, Dashboard
 from landfall.ui.source import LandfallSource, Source, allowed_actions
-from landfall.ui.viewer import chosen_identity
 
 HERE = Path(__file__).parent
 POLL_MS = 3000
@@ -44,7 +44,7 @@ def create_app(
     to requests whose Host and Origin are among `hosts` (default: LANDFALL_UI_HOSTS); open pages ask for what
     changed every `poll_ms`. `access`: the teams file that says who sees what (default with the CLI's clients: the
     functions' teams file, LANDFALL_TEAMS_FILE else deploy/teams.toml; None: everyone sees everything); `identity`:
-    the caller for every request (default LANDFALL_UI_IDENTITY; "" for the one each request's ID token names)."""
+    the caller for every request (default LANDFALL_IDENTITY; "" for the one each request's ID token names)."""
     from landfall.stack_env import load_stack_env
 
     if source is None:

@@ -11,8 +11,8 @@ from landfall.commands.runs import positive
 def cmd_ui(args: argparse.Namespace) -> int:
     import os
 
+    from landfall.access import IDENTITY_ENV
     from landfall.ui.__main__ import serve
-    from landfall.ui.viewer import IDENTITY_ENV
 
     if args.as_identity:
         os.environ[IDENTITY_ENV] = args.as_identity  # checked when the app is built
@@ -37,6 +37,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="as_identity",
         metavar="PRINCIPAL",
         help="see the dashboard as this caller (user:a@example.com): with members or operators in the teams file, "
-        "a member sees only their teams' runs (LANDFALL_UI_IDENTITY; docs/teams.md)",
+        "a member sees only their teams' runs (LANDFALL_IDENTITY; docs/teams.md)",
     )
     p.set_defaults(func=cmd_ui)

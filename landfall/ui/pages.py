@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
 from deploy.teams import Teams
+from landfall.access import NotYours, token_identity, viewer_for
 from landfall.errors import CommandError
 from landfall.queries.datasets import read_dataset
 from landfall.queries.dead_letters import parse_orphans
@@ -25,7 +26,7 @@ from landfall.ui import views
 from landfall.ui.hosts import HOSTS_ENV, host_allowed, origin_allowed
 from landfall.ui.query import BadParameter, run_id, runs_query
 from landfall.ui.source import ACTIONS_ENV, KNOWN_ACTIONS, RunsQuery, Source, tail
-from landfall.ui.viewer import NotYours, ScopedSource, token_identity, viewer_for
+from landfall.ui.viewer import ScopedSource
 from landfall.words import decision_text, gpus_in_flight, score_text, spend_text, started_run
 from schemas.errors import SchemaError
 from schemas.orphan_record import OrphanRecord
@@ -39,7 +40,7 @@ class Dashboard:
     """What the app was built with: where it reads and acts, the actions it offers, the names (Host, Origin) it takes
     an action from, its templates, whether the deployment is the local stack (no Vertex console to link), the teams
     file that says who sees what (None: everyone sees everything), and the identity chosen for every caller
-    (LANDFALL_UI_IDENTITY; "" for the one each request's ID token names)."""
+    (LANDFALL_IDENTITY; "" for the one each request's ID token names)."""
 
     source: Source
     offered: frozenset[str]

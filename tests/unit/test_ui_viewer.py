@@ -14,10 +14,10 @@ from dataclasses import replace
 import pytest
 
 from deploy.teams import Teams, TeamsError, parse_teams
+from landfall.access import chosen_identity, token_identity, viewer_for
 from landfall.errors import CommandError
 from landfall.ui.app import create_app
 from landfall.ui.hosts import LOOPBACK
-from landfall.ui.viewer import chosen_identity, token_identity, viewer_for
 from schemas.run_record import RunRecord
 from schemas.team_ledger import RunCharge
 from tests.fakes.ui import FakeSource, canary_and_fallback, failed, succeeded
@@ -87,7 +87,7 @@ def test_a_member_sees_their_teams_runs_only_and_cannot_open_or_cancel_another_t
     assert bo.get("/runs?team=vision").status_code == 200 and _listed(bo) == {"run-speech"}
     assert "run-vision" not in bo.get("/runs?team=vision").text
     refused = bo.get("/runs/run-vision")
-    assert refused.status_code == 403 and "is team &#39;vision&#39;" in refused.text
+    assert refused.status_code == 403 and "belongs to team &#39;vision&#39;" in refused.text
     assert "user:bo@example.com (member of speech)" in refused.text
     assert bo.get("/api/runs/run-vision").status_code == 403
     assert bo.post("/runs/run-vision/cancel").status_code == 403 and source.cancelled == []
@@ -125,9 +125,47 @@ def test_the_caller_is_the_chosen_identity_or_the_id_token_cloud_run_checked() -
     c = _client(source, "")
     answer = c.get("/runs", headers={"Authorization": token({"email": "bo@example.com"})}).text
     assert "run-speech" in answer and "run-vision" not in answer
-    assert chosen_identity({"LANDFALL_UI_IDENTITY": " user:ana@example.com "}) == "user:ana@example.com"
+    assert chosen_identity({"LANDFALL_IDENTITY": " user:ana@example.com "}) == "user:ana@example.com"
     assert chosen_identity({}) == ""
-    with pytest.raises(CommandError, match="LANDFALL_UI_IDENTITY: 'ana' is not an IAM principal"):
-        chosen_identity({"LANDFALL_UI_IDENTITY": "ana"})
+    with pytest.raises(CommandError, match="LANDFALL_IDENTITY: 'ana' is not an IAM principal"):
+        chosen_identity({"LANDFALL_IDENTITY": "ana"})
     viewer = viewer_for("user:ana@example.com", _teams())
     assert viewer is not None and viewer.sees("speech") and not viewer.sees(None)
+
+
+def test_the_clis_read_commands_and_cancel_refuse_another_teams_run(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI's user (LANDFALL_IDENTITY here; the gcloud account otherwise) sees their teams' runs only."""
+    from pathlib import Path
+
+    from functions import wiring
+    from functions.settings import get_settings
+    from landfall import access
+    from landfall.access import check_visible_doc, cli_viewer, visible_docs
+
+    file = Path(str(tmp_path)) / "teams.toml"
+    file.write_text(FILE)
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p-1")
+    monkeypatch.setenv("LANDFALL_TEAMS_FILE", str(file))
+    monkeypatch.setenv("LANDFALL_IDENTITY", "user:bo@example.com")
+    monkeypatch.setattr(access, "gcloud_account", lambda: pytest.fail("the chosen identity comes first"))
+    get_settings.cache_clear()
+    wiring._teams_file.cache_clear()
+    try:
+        viewer = cli_viewer()
+        assert viewer is not None and viewer.teams == ("speech",)
+        docs = [r.to_dict() for r in _runs()]
+        assert [d["run_id"] for d in visible_docs(docs, viewer)] == ["run-speech"]
+        check_visible_doc("run-speech", docs[1], viewer)
+        with pytest.raises(
+            CommandError, match=r"run run-vision belongs to team 'vision', and you are user:bo@example.com"
+        ):
+            check_visible_doc("run-vision", docs[0], viewer)
+        monkeypatch.delenv("LANDFALL_IDENTITY")
+        monkeypatch.setattr(access, "gcloud_account", lambda: "user:ops@example.com")
+        operator = cli_viewer()
+        assert operator is not None and operator.operator and len(visible_docs(docs, operator)) == 3
+    finally:
+        get_settings.cache_clear()
+        wiring._teams_file.cache_clear()
