@@ -9,6 +9,7 @@ LANDFALL_TEAMS_FILE (the settings' teams_file) points at another.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import math
 import re
 import tomllib
@@ -44,6 +45,16 @@ _PRINCIPAL = re.compile(r"^(user|group|serviceAccount|domain):[A-Za-z0-9._%+@-]+
 
 def code_folder(team: str) -> str:
     return CODE_FOLDER.format(team=team)
+
+
+def team_account_id(team: str) -> str:
+    """The IAM account id of a team's own trainer identity (6-30 lower-case letters, digits and '-'): `lf-team-NAME`,
+    a long name cut and followed by a digest of it, so two teams never share one."""
+    whole = f"lf-team-{team}"
+    if len(whole) <= 30:
+        return whole
+    digest = hashlib.sha256(team.encode()).hexdigest()[:6]
+    return f"{whole[:23].rstrip('-')}-{digest}"
 
 
 def is_team_name(text: str) -> bool:

@@ -96,6 +96,9 @@ class Settings:
     default: `landfall deploy` pushes every build with the same tag beside trainer_image)."""
     training_service_account: str = ""
     """LANDFALL_TRAINING_SERVICE_ACCOUNT: the email jobs run as ("" = Vertex's default identity)."""
+    team_service_account: str = ""
+    """LANDFALL_TEAM_SERVICE_ACCOUNT: the email a team's jobs run as, with {team} for the team's account id
+    (deploy/teams.py team_account_id), as `landfall deploy` sets it; "" = every job runs as the training account."""
     artifact_buckets: tuple[tuple[str, str], ...] = ()
     """LANDFALL_ARTIFACT_BUCKETS: `region=bucket,...`, where a job in that region writes its outputs (a region not
     listed writes to output_bucket)."""
@@ -192,6 +195,15 @@ class Settings:
         """Regions Landfall's jobs may run in, as configured: the default region and every region with an
         artifacts bucket (LANDFALL_ARTIFACT_BUCKETS; a deployment lists each --job-region there)."""
         return tuple(dict.fromkeys((self.default_region, *(region for region, _ in self.artifact_buckets))))
+
+    def service_account_for(self, team: str) -> str:
+        """The email a job of `team` ("" none) runs as: the team's own account where the deployment gives teams
+        theirs, else the training account ("" = Vertex's default identity)."""
+        if team and self.team_service_account:
+            from deploy.teams import team_account_id
+
+            return self.team_service_account.replace("{team}", team_account_id(team))
+        return self.training_service_account
 
     def trainer_image_for(self, region: str, build: str = "") -> str:
         """The image a job in region runs: Landfall's trainer image (the named build, else the default one) from
@@ -325,6 +337,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         allowed_image_prefixes=prefixes or default_image_prefixes(image),
         command_image_prefixes=_image_places(env, "LANDFALL_COMMAND_IMAGE_PREFIXES"),
         training_service_account=env.get("LANDFALL_TRAINING_SERVICE_ACCOUNT", ""),
+        team_service_account=_team_account(env),
         artifact_buckets=_region_buckets(env.get("LANDFALL_ARTIFACT_BUCKETS", "")),
         quota_overrides=_quota_overrides(env),
         reservations=_reservations(env.get("LANDFALL_RESERVATIONS", "")),
@@ -347,6 +360,17 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         canary_margin=_or(_fraction(env, "LANDFALL_CANARY_MARGIN", low=0.0, high=10.0), 0.25),
         canary_first_runs=_switch(env, "LANDFALL_CANARY_FIRST_RUNS", default=True),
     )
+
+
+def _team_account(env: Mapping[str, str]) -> str:
+    """LANDFALL_TEAM_SERVICE_ACCOUNT, checked: an email template naming {team}."""
+    text = env.get("LANDFALL_TEAM_SERVICE_ACCOUNT", "").strip()
+    if text and ("{team}" not in text or "@" not in text):
+        raise SettingsError(
+            f"LANDFALL_TEAM_SERVICE_ACCOUNT={text!r} must be an email with {{team}} where the team's account id goes, "
+            "e.g. {team}@my-project.iam.gserviceaccount.com (landfall deploy sets it)"
+        )
+    return text
 
 
 def _switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:

@@ -129,7 +129,7 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
             f"| {t.name} | `{t.requests_topic}` | the team's members: `roles/pubsub.publisher` on the topic |"
             for t in own
         ]
-    out += ["", "## Teams' members", ""]
+    out += ["", "## Teams: their members and their trainer identities", ""]
     out += [
         _para(
             "`landfall deploy` grants each member of a team (`members` in the teams file, deploy/gcp/team_access.py) "
@@ -140,6 +140,18 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
             "`roles/run.invoker` on the dashboard, where they see only their teams' runs (operators: all). Not "
             "granted: a prefix in a bucket that is not the deployment's (its owners grant it), and image pushes "
             "(Artifact Registry's IAM is per repository: give the team a repository of its own)."
+        ),
+    ]
+    out += [
+        "",
+        _para(
+            "Each team also gets a trainer identity of its own, `lf-team-TEAM` (deploy/teams.py `team_account_id`), "
+            "which its jobs run as: `roles/storage.objectViewer` on the landing bucket narrowed to the team's "
+            "prefixes and on the code bucket narrowed to `teams/TEAM/`, and `roles/storage.objectUser` on every "
+            "artifacts bucket narrowed to its runs' folders `runs/TEAM/` (condition `landfall-team-TEAM-runs`); the "
+            "accounts that submit jobs (those that may act as the shared trainer account) may act as it. A team's "
+            "code therefore cannot read another team's data or code, nor write another team's runs or models. Runs "
+            "of no team keep the shared trainer account."
         ),
     ]
     with_members = [t for t in teams.teams if t.members]

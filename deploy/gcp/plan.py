@@ -29,7 +29,7 @@ from deploy.gcp.config import DeployConfig, delivery_policy, job_events_log_filt
 from deploy.gcp.firestore import CompositeIndex, listed_indexes, load_indexes
 from deploy.gcp.iam import DATABASE, Names, Resource
 from deploy.gcp.steps import Arg, Argv, Fact, Later, Plan, Step
-from deploy.gcp.team_access import dashboard_users, member_steps
+from deploy.gcp.team_access import account_steps, dashboard_users, member_steps, submitters
 from deploy.gcp.ui import StagedUi
 from deploy.images import trainer_image
 from deploy.teams import read_teams
@@ -104,6 +104,12 @@ def function_env(
         "LANDFALL_TRAINER_IMAGE": image_uri,
         **({"LANDFALL_TRAINER_IMAGES": others} if others else {}),
         "LANDFALL_TRAINING_SERVICE_ACCOUNT": n.accounts["trainer"],
+        # Each team's jobs run as the team's own identity (deploy/gcp/team_access.py), where the teams file has teams.
+        **(
+            {"LANDFALL_TEAM_SERVICE_ACCOUNT": f"{{team}}@{n.project}.iam.gserviceaccount.com"}
+            if read_teams().teams
+            else {}
+        ),
         "LANDFALL_CODE_BUCKET": n.code_bucket,
         **({"LANDFALL_DEPLOYED_AT": deployed_at} if deployed_at else {}),
     }
@@ -402,6 +408,13 @@ def deploy_plan(target: Target, prepared: Prepared) -> Plan:
         ],
         n,
         "Grants on the project, buckets, topics and accounts (the sink's writer comes later)",
+    )
+    steps += account_steps(
+        read_teams(),
+        n,
+        topology.runs_prefix,
+        submitters(config),
+        "The teams' trainer identities: each team's jobs read its data and code and write its runs' folders only",
     )
     steps += member_steps(
         read_teams(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from deploy.teams import code_folder
 from functions.gcp.gcs_objects import ObjectInfo
 from schemas.code_version import CodeObject
 from schemas.training_request import TrainingRequest
@@ -43,4 +44,17 @@ def code_versions(request: TrainingRequest, objects: CodeObjects) -> tuple[tuple
     return tuple(found), None
 
 
-__all__ = ["CodeObjects", "code_uris", "code_versions"]
+def outside_team_folder(request: TrainingRequest, team: str, code_bucket: str) -> str | None:
+    """Why a team's run cannot read its code where the team has a trainer identity of its own (it reads only the
+    team's folder teams/TEAM/ in the code bucket), or None when every code object is there."""
+    folder = f"gs://{code_bucket}/{code_folder(team)}"
+    outside = [uri for uri in code_uris(request) if not uri.startswith(folder)]
+    if not outside:
+        return None
+    return (
+        f"{outside[0]} is outside the code folder of team {team!r} ({folder}), the only code its runs' identity may "
+        f"read: upload it there (`landfall submit --team {team}` does) and send the request again"
+    )
+
+
+__all__ = ["CodeObjects", "code_uris", "code_versions", "outside_team_folder"]

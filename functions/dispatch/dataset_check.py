@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from functions.beside import beside
-from functions.dispatch.job_spec import DATA_FILES_NAME, output_bucket
+from functions.dispatch.job_spec import DATA_FILES_NAME, output_bucket, run_folder
 from functions.gcp.gcs_objects import ObjectInfo
 from functions.settings import Settings
 from schemas.dataset_layout import is_data_object
@@ -93,10 +93,14 @@ def read_head_ahead(request: TrainingRequest, objects: DatasetObjects) -> HeadAh
 
 
 def check_dataset(
-    request: TrainingRequest, objects: DatasetObjects, settings: Settings, ahead: HeadAhead | None = None
+    request: TrainingRequest,
+    objects: DatasetObjects,
+    settings: Settings,
+    ahead: HeadAhead | None = None,
+    team: str = "",
 ) -> Refusal | None:
-    """The reason the dataset cannot train this request, or None. Writes the listing for a container's run.
-    ahead: the header's read, started earlier (read_head_ahead)."""
+    """The reason the dataset cannot train this request, or None. Writes the listing for a container's run (in its
+    team's folder for a team's run). ahead: the header's read, started earlier (read_head_ahead)."""
     bucket, prefix = request.dataset.bucket, request.dataset.prefix
     tabular = _tabular(request)
     snapshot = request.dataset.objects
@@ -132,21 +136,21 @@ def check_dataset(
             json.dumps({"name": name, "generation": generation, "size": size}, sort_keys=True) + "\n"
             for name, generation, size in rows
         )
-        name = listing_name(settings, request.run_id)
+        name = listing_name(settings, request.run_id, team)
         for bucket in listing_buckets(settings):
             objects.write(bucket, name, listing.encode(), "application/x-ndjson")
     return None
 
 
-def listing_name(settings: Settings, run_id: str) -> str:
-    """The object name of a run's dataset listing (job_spec.DATA_FILES_NAME in the run's folder), in every bucket
-    of listing_buckets."""
-    return f"{settings.runs_prefix}{run_id}/{DATA_FILES_NAME}"
+def listing_name(settings: Settings, run_id: str, team: str = "") -> str:
+    """The object name of a run's dataset listing (job_spec.DATA_FILES_NAME in the run's folder, its team's for a
+    team's run), in every bucket of listing_buckets."""
+    return f"{run_folder(settings, run_id, team)}{DATA_FILES_NAME}"
 
 
-def listing_uris(settings: Settings, run_id: str) -> list[str]:
-    """Every gs:// URI check_dataset writes a team's run's dataset listing to."""
-    return [f"gs://{bucket}/{listing_name(settings, run_id)}" for bucket in listing_buckets(settings)]
+def listing_uris(settings: Settings, run_id: str, team: str = "") -> list[str]:
+    """Every gs:// URI check_dataset writes a run's dataset listing to."""
+    return [f"gs://{bucket}/{listing_name(settings, run_id, team)}" for bucket in listing_buckets(settings)]
 
 
 def listing_buckets(settings: Settings) -> list[str]:

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from functions.dispatch import job_record, job_spec
 from functions.dispatch.canary_replan import replan_from_canary
-from functions.dispatch.code_versions import code_uris, code_versions
+from functions.dispatch.code_versions import code_uris, code_versions, outside_team_folder
 from functions.dispatch.dataset_check import HeadAhead, check_dataset, read_head_ahead
 from functions.dispatch.deps import DispatchDeps
 from functions.dispatch.job_record import (
@@ -157,10 +157,19 @@ def _plan_and_submit(
     )
     if refused is not None:
         return reject(run_id, refused.code, refused.reason, deps)
-    refusal = check_dataset(request, deps.objects, deps.settings, ahead) if deps.objects is not None else None
+    folder_team = charge.name if charge is not None else ""
+    refusal = (
+        check_dataset(request, deps.objects, deps.settings, ahead, team=folder_team)
+        if deps.objects is not None
+        else None
+    )
     if refusal is not None:
         return reject(run_id, refusal.code, refusal.reason, deps)
     code: tuple[CodeObject, ...] = ()
+    if charge is not None and deps.settings.team_service_account and code_uris(request):
+        outside = outside_team_folder(request, charge.name, deps.settings.code_bucket)
+        if outside is not None:  # its own identity could not read it: refused now, not as a 403 in the job
+            return reject(run_id, INVALID_REQUEST, outside, deps)
     if deps.objects is not None and code_uris(request):  # the exact version of the team's code, before planning
         code, missing = code_versions(request, deps.objects)
         if missing is not None:
@@ -316,6 +325,7 @@ def _submit_claimed(
             return replanned
         run, attempts = replanned, []
     recorded = outcome == ClaimOutcome.CLAIMED and bool(attempts) and attempts[-1].result.kind == AttemptKind.PENDING
+    team = run.team.name if run.team is not None else ""  # its folder, and its identity where teams have their own
     for plan in attempt_rules.candidates(run):
         not_admitted, run = next_plan_refusal(deps.teams, deps.ledger, run_id, run, plan, owner=owner, now=deps.now())
         if not_admitted is not None:
@@ -349,10 +359,10 @@ def _submit_claimed(
         creating.called = True
         try:
             if canary:
-                spec = job_spec.canary_job(request, plan, deps.settings, run_id, pins=pins(run.code))
+                spec = job_spec.canary_job(request, plan, deps.settings, run_id, pins=pins(run.code), team=team)
             else:
                 extra = deps.champion(request) if deps.champion is not None else None
-                spec = job_spec.custom_job(request, plan, deps.settings, run_id, extra, pins=pins(run.code))
+                spec = job_spec.custom_job(request, plan, deps.settings, run_id, extra, pins=pins(run.code), team=team)
             job = deps.vertex.create(plan.region, spec)
         except CapacityError as exc:
             attempts[-1] = attempts[-1].ended(AttemptOutcome(AttemptKind.CAPACITY, cut(str(exc))))
@@ -379,7 +389,7 @@ def _submit_claimed(
         made_kind = AttemptKind.CREATED_CANARY if canary else AttemptKind.CREATED
         attempts[-1] = attempts[-1].ended(AttemptOutcome(made_kind))
         said = job_record.record_submitted(
-            run_id, job, plan, attempts, owner, deps, canary=canary, canary_why=canary_why
+            run_id, job, plan, attempts, owner, deps, canary=canary, canary_why=canary_why, team=team
         )
         fault_point("dispatch.after_record_submission")
         return said
@@ -414,7 +424,8 @@ def _recover(
             log.info("run %s: found job %s from an earlier attempt; not submitting again", run_id, found.name)
             plan = next((a.plan for a in attempts if a.region == region), run.plan)
             assert plan is not None
-            said = job_record.record_submitted(run_id, found, plan, attempts, owner, deps, canary=canary)
+            team = run.team.name if run.team is not None else ""
+            said = job_record.record_submitted(run_id, found, plan, attempts, owner, deps, canary=canary, team=team)
             if said.kind != Said.KNOWN:
                 return Outcome(Said.RECOVERED, "" if said == Outcome(Said.SUBMITTED) else str(said))
             log.warning(

@@ -132,6 +132,7 @@ def record_submitted(
     *,
     canary: bool = False,
     canary_why: str = "",
+    team: str = "",
 ) -> Outcome:
     """Record the job as the run's (SUBMITTED) while this delivery still holds the submission claim. A delivery that
     outlived its lease, and whose claim another delivery took over meanwhile, records nothing over the other's work:
@@ -142,7 +143,7 @@ def record_submitted(
     vertex = VertexJobRef(
         job_name=job.name, job_id=job.job_id, region=job.region, display_name=job.display_name, state=job.state
     )
-    artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id, plan.region))
+    artifacts = Artifacts(**job_spec.artifacts(deps.settings, run_id, plan.region, team))
     recorded = attempt_rules.with_attempts(attempts, lease_until=stamp)
     started = (
         CanaryRecord(

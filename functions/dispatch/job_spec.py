@@ -67,13 +67,19 @@ def output_bucket(settings: Settings, region: str | None = None) -> str:
     return dict(settings.artifact_buckets).get(region or "", settings.output_bucket)
 
 
-def output_dir(settings: Settings, run_id: str, region: str | None = None) -> str:
-    return f"gs://{output_bucket(settings, region)}/{settings.runs_prefix}{run_id}/"
+def run_folder(settings: Settings, run_id: str, team: str = "") -> str:
+    """The run's folder in an artifacts bucket: runs/RUN_ID/, or runs/TEAM/RUN_ID/ for a team's run, whose trainer
+    identity writes only under its team's folder (deploy/gcp/team_access.py)."""
+    return f"{settings.runs_prefix}{team}/{run_id}/" if team else f"{settings.runs_prefix}{run_id}/"
 
 
-def artifacts(settings: Settings, run_id: str, region: str | None = None) -> dict[str, str]:
+def output_dir(settings: Settings, run_id: str, region: str | None = None, team: str = "") -> str:
+    return f"gs://{output_bucket(settings, region)}/{run_folder(settings, run_id, team)}"
+
+
+def artifacts(settings: Settings, run_id: str, region: str | None = None, team: str = "") -> dict[str, str]:
     """Where Vertex points AIP_MODEL_DIR and friends for this run's base_output_directory."""
-    base = output_dir(settings, run_id, region)
+    base = output_dir(settings, run_id, region, team)
     return {
         "output_dir": base,
         "model_dir": f"{base}model/",
@@ -82,12 +88,12 @@ def artifacts(settings: Settings, run_id: str, region: str | None = None) -> dic
     }
 
 
-def lineage_checkpoints(request: TrainingRequest, settings: Settings, region: str | None = None) -> str:
+def lineage_checkpoints(request: TrainingRequest, settings: Settings, region: str | None = None, team: str = "") -> str:
     """The checkpoint folder of the request's line (gs://: the first run's `checkpoints/`, which every retry of it
     resumes from and writes to), or "" when the run keeps its own (AIP_CHECKPOINT_DIR, base_output_directory's)."""
     if not request.checkpoint_lineage:
         return ""
-    return artifacts(settings, request.checkpoint_lineage, region)["checkpoint_dir"]
+    return artifacts(settings, request.checkpoint_lineage, region, team)["checkpoint_dir"]
 
 
 def checkpoint_every(request: TrainingRequest, plan: Plan) -> int:
@@ -191,6 +197,7 @@ def container(
     run_id: str,
     extra_env: Mapping[str, str] | None = None,
     pins: Mapping[str, str] | None = None,
+    team: str = "",
 ) -> dict[str, Any]:
     """The container_spec of the training pools for the request's trainer form; extra_env: further contract
     variables (the route's champion to score, LANDFALL_CHAMPION_MODEL_DIR: docs/trainer-contract.md); pins: each code
@@ -198,7 +205,7 @@ def container(
     pinned = dict(pins or {})
     t = request.trainer
     env = contract_env(request, plan, run_id) | dict(extra_env or {})
-    lineage = lineage_checkpoints(request, settings, plan.region)
+    lineage = lineage_checkpoints(request, settings, plan.region, team)
     if lineage:  # the line's folder instead of AIP_CHECKPOINT_DIR (the trainer and the launcher read this first)
         env[CHECKPOINT_DIR_ENV] = lineage
     if t.builtin:
@@ -208,9 +215,9 @@ def container(
         }
     elif t.image_uri:
         fuse = FUSE_ROOT + request.dataset.uri.removeprefix("gs://")
-        folders = artifacts(settings, run_id, plan.region)
+        folders = artifacts(settings, run_id, plan.region, team)
         model = FUSE_ROOT + folders["model_dir"].removeprefix("gs://")
-        base = FUSE_ROOT + output_dir(settings, run_id, plan.region).removeprefix("gs://")
+        base = FUSE_ROOT + output_dir(settings, run_id, plan.region, team).removeprefix("gs://")
         env |= {
             "LANDFALL_LAUNCH": t.launch,
             "LANDFALL_DATA_DIR": fuse,
@@ -227,7 +234,7 @@ def container(
         if t.command:
             spec["command"] = list(t.command)
     else:
-        base = FUSE_ROOT + output_dir(settings, run_id, plan.region).removeprefix("gs://")
+        base = FUSE_ROOT + output_dir(settings, run_id, plan.region, team).removeprefix("gs://")
         env |= {
             "LANDFALL_TRAINER_FORM": t.form,
             "LANDFALL_LAUNCH": t.launch,
@@ -329,16 +336,18 @@ def custom_job(
     run_id: str,
     extra_env: Mapping[str, str] | None = None,
     pins: Mapping[str, str] | None = None,
+    team: str = "",
 ) -> dict[str, Any]:
     """The CustomJob for plan: pool 0 the primary, pool 1 the other nodes, pool 2 Reduction Server when planned;
-    pins: the code versions the run found (container)."""
+    pins: the code versions the run found (container); team: the run's team ("" none): its folder and, where the
+    deployment gives teams identities of their own, its service account."""
     rules = load_vertex_jobs()
     machine: dict[str, Any] = {"machine_type": plan.machine_type}
     if plan.accelerator_type and plan.accelerator_count:
         machine.update(accelerator_type=plan.accelerator_type, accelerator_count=plan.accelerator_count)
     if plan.consumption.reserved:  # the training pools consume the reservation; a Reduction Server pool: on demand
         machine["reservation_affinity"] = reservation_affinity(plan.reservation)
-    training = container(request, plan, settings, run_id, extra_env, pins)
+    training = container(request, plan, settings, run_id, extra_env, pins, team)
     disk = {"boot_disk_type": plan.boot_disk_type, "boot_disk_size_gb": plan.boot_disk_size_gb}
     pools: list[dict[str, Any]] = [
         {"machine_spec": machine, "replica_count": 1, "disk_spec": disk, "container_spec": training}
@@ -368,26 +377,32 @@ def custom_job(
     job_spec: dict[str, Any] = {
         "worker_pool_specs": pools,
         "scheduling": scheduling(plan),
-        "base_output_directory": {"output_uri_prefix": output_dir(settings, run_id, plan.region)},
+        "base_output_directory": {"output_uri_prefix": output_dir(settings, run_id, plan.region, team)},
     }
-    if settings.training_service_account:
-        job_spec["service_account"] = settings.training_service_account
+    account = settings.service_account_for(team)
+    if account:
+        job_spec["service_account"] = account
     return {"display_name": f"landfall-{run_id}", "labels": job_labels(request, run_id), "job_spec": job_spec}
 
 
-def canary_model_dir(settings: Settings, run_id: str, region: str | None = None) -> str:
-    return f"{output_dir(settings, run_id, region)}{CANARY_FOLDER}model/"
+def canary_model_dir(settings: Settings, run_id: str, region: str | None = None, team: str = "") -> str:
+    return f"{output_dir(settings, run_id, region, team)}{CANARY_FOLDER}model/"
 
 
 def canary_job(
-    request: TrainingRequest, plan: Plan, settings: Settings, run_id: str, pins: Mapping[str, str] | None = None
+    request: TrainingRequest,
+    plan: Plan,
+    settings: Settings,
+    run_id: str,
+    pins: Mapping[str, str] | None = None,
+    team: str = "",
 ) -> dict[str, Any]:
     """The run's canary (docs/canary.md): the run's own job, image and code (the same versions: pins) on the planned
     shape, with the canary's variables (a step limit, the all-reduce size), its own output folder and label, and a
     short timeout."""
-    job = custom_job(request, plan, settings, run_id, pins=pins)
-    base = output_dir(settings, run_id, plan.region)
-    fuse_model = FUSE_ROOT + canary_model_dir(settings, run_id, plan.region).removeprefix("gs://")
+    job = custom_job(request, plan, settings, run_id, pins=pins, team=team)
+    base = output_dir(settings, run_id, plan.region, team)
+    fuse_model = FUSE_ROOT + canary_model_dir(settings, run_id, plan.region, team).removeprefix("gs://")
     fuse_checkpoints = FUSE_ROOT + f"{base}{CANARY_FOLDER}checkpoints/".removeprefix("gs://")
     extra = {
         CANARY_ENV: "1",

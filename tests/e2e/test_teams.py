@@ -258,6 +258,13 @@ def test_a_fallback_to_a_gpu_kind_the_teams_cap_excludes_does_not_run_on_it(
     assert team_doc["state"] == "SUCCEEDED", (team_doc["state"], tried, kept, team_doc["history"][-3:])
     assert set(refused(team_doc)) == {"NVIDIA_TESLA_T4"} and created_on(team_doc)
     assert "NVIDIA_L4" not in created_on(team_doc) and team_doc["plan"]["accelerator_type"] != "NVIDIA_L4"
+    # A team's run writes under its team's folder (where its own trainer identity may write), its listing too.
+    output = team_doc["artifacts"]["output_dir"]
+    assert f"/runs/e2e-no-l4/{team_run}/" in output and f"/runs/{free_run}/" in free_doc["artifacts"]["output_dir"]
+    from google.cloud import storage
+
+    bucket, _, folder = output.removeprefix("gs://").partition("/")
+    assert storage.Client().bucket(bucket).blob(f"{folder}data-files.jsonl").exists()
 
 
 def test_a_teams_month_stops_a_run_that_runs_past_its_estimate(

@@ -693,3 +693,43 @@ def test_a_teams_members_get_object_create_under_its_prefixes_publish_on_its_top
     invokers = next(b["members"] for b in policy["bindings"] if b["role"] == "roles/run.invoker")
     expected = {"user:deployer@example.com", "user:ops@example.com", "user:ana@example.com", "group:vision@example.com"}
     assert set(invokers) == expected
+
+
+def test_each_team_gets_a_trainer_identity_that_reads_its_data_and_code_and_writes_its_runs_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tomllib
+
+    from deploy.gcp import plan as deploy_plan_module
+    from deploy.teams import parse_teams
+
+    teams = parse_teams(tomllib.loads(MEMBERS))
+    monkeypatch.setattr(deploy_plan_module, "read_teams", lambda: teams)
+    argvs = commands(dry_run_text(deploy_plan(SAMPLE, prepare(SAMPLE))))
+    n = names(SAMPLE, deploy_plan_module.load_topology(), load_deploy_config())
+    email = "lf-team-vision@landfall-sample.iam.gserviceaccount.com"
+    created = next(a for a in argvs if a[1:4] == ["iam", "service-accounts", "create"] and a[4] == "lf-team-vision")
+    granted = [a for a in argvs if f"--member=serviceAccount:{email}" in a]
+    assert argvs.index(created) < min(argvs.index(a) for a in granted)
+    by_bucket = {a[4]: a for a in granted if a[1:3] == ["storage", "buckets"]}
+    landing = by_bucket[f"gs://{n.landing_bucket}"]
+    assert (
+        flags(landing)["role"] == "roles/storage.objectViewer"
+        and "/objects/datasets/vision/" in flags(landing)["condition"]
+    )
+    assert "/objects/teams/vision/" in flags(by_bucket[f"gs://{n.code_bucket}"])["condition"]
+    for bucket in n.artifact_buckets:
+        runs = by_bucket[f"gs://{bucket}"]
+        assert flags(runs)["role"] == "roles/storage.objectUser"
+        assert f'startsWith("projects/_/buckets/{bucket}/objects/runs/vision/")' in flags(runs)["condition"]
+    assert not [a for a in granted if a[1:3] == ["projects", "add-iam-policy-binding"]], "nothing project-wide"
+    act_as = [a for a in argvs if a[1:4] == ["iam", "service-accounts", "add-iam-policy-binding"] and a[4] == email]
+    assert {flags(a)["member"].split(":")[1].split("@")[0] for a in act_as} == {
+        "landfall-dispatch",
+        "landfall-listener",
+        "landfall-reconciler",
+    }
+    env = function_env(n, "image", {})
+    assert env["LANDFALL_TEAM_SERVICE_ACCOUNT"] == "{team}@landfall-sample.iam.gserviceaccount.com"
+    settings = settings_from_env(env)
+    assert settings.service_account_for("vision") == email

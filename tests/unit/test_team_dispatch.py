@@ -540,3 +540,67 @@ def test_a_retry_of_a_teams_run_is_charged_to_it_only_when_the_old_run_names_it(
     raw["dataset"] = {"uri": "gs://landfall-landing/datasets/other/x/"}
     elsewhere = parse_training_request(json.dumps(raw).encode())
     assert not retry_of_team_run(replace(old, retried_by=elsewhere.run_id), elsewhere)
+
+
+# A team's jobs run as its own identity and write under its own folder ------------------------------------------
+
+
+def test_a_teams_job_runs_as_its_own_identity_and_writes_under_its_folder() -> None:
+    from deploy.teams import team_account_id
+    from functions.settings import settings_from_env
+
+    w, _ = world(plan=ONE_T4)
+    settings = settings_from_env(
+        {
+            "GOOGLE_CLOUD_PROJECT": "landfall-local",
+            "LANDFALL_CANARY_FIRST_RUNS": "0",
+            "LANDFALL_TRAINING_SERVICE_ACCOUNT": "landfall-trainer@p.iam.gserviceaccount.com",
+            "LANDFALL_TEAM_SERVICE_ACCOUNT": "{team}@p.iam.gserviceaccount.com",
+        }
+    )
+    w.dispatch_deps = replace(w.dispatch_deps, settings=settings)
+    assert w.deliver(request(1)) == "submitted"
+    run = w.run(run_id(1))
+    job = w.vertex.jobs[w.job_name(run_id(1))]
+    assert job.job_spec.service_account == "lf-team-churn@p.iam.gserviceaccount.com"
+    assert job.job_spec.base_output_directory.output_uri_prefix.endswith(f"/runs/churn/{run_id(1)}/")
+    assert run.artifacts is not None and f"/runs/churn/{run_id(1)}/" in run.artifacts.model_dir
+    # a run of no team: the shared trainer account and the shared folder
+    assert settings.service_account_for("") == "landfall-trainer@p.iam.gserviceaccount.com"
+    # account ids: at most 30 characters, and two long names never share one
+    long_a, long_b = "a" * 30 + "-vision", "a" * 30 + "-speech"
+    assert len(team_account_id(long_a)) <= 30 and team_account_id(long_a) != team_account_id(long_b)
+    assert team_account_id("churn") == "lf-team-churn"
+    with pytest.raises(Exception, match="must be an email with"):
+        settings_from_env({"GOOGLE_CLOUD_PROJECT": "p", "LANDFALL_TEAM_SERVICE_ACCOUNT": "team@p.iam"})
+
+
+def test_a_teams_code_outside_its_folder_is_refused_before_planning_where_teams_have_identities() -> None:
+    from functions.dispatch.code_versions import outside_team_folder
+    from functions.settings import settings_from_env
+
+    raw = json.loads(request(1))
+    raw["trainer"] = {"script": "gs://landfall-code/scripts/abc/train.py"}
+    raw["task"] = ""
+    req = parse_training_request(json.dumps(raw).encode())
+    said = outside_team_folder(req, "churn", "landfall-code")
+    assert said is not None and "is outside the code folder of team 'churn' (gs://landfall-code/teams/churn/)" in said
+    assert "`landfall submit --team churn`" in said
+    raw["trainer"] = {"script": "gs://landfall-code/teams/churn/scripts/abc/train.py"}
+    assert outside_team_folder(parse_training_request(json.dumps(raw).encode()), "churn", "landfall-code") is None
+
+    w, ledger = world()
+    settings = settings_from_env(
+        {
+            "GOOGLE_CLOUD_PROJECT": "landfall-local",
+            "LANDFALL_CANARY_FIRST_RUNS": "0",
+            "LANDFALL_CODE_BUCKET": "landfall-code",
+            "LANDFALL_TEAM_SERVICE_ACCOUNT": "{team}@p.iam.gserviceaccount.com",
+        }
+    )
+    w.dispatch_deps = replace(w.dispatch_deps, settings=settings)
+    raw["trainer"] = {"script": "gs://landfall-code/scripts/abc/train.py"}
+    assert w.deliver(json.dumps(raw).encode()) == "rejected:invalid-request"
+    rejected = w.run(parse_training_request(json.dumps(raw).encode()).run_id)
+    assert rejected.error is not None and "outside the code folder of team 'churn'" in rejected.error.message
+    assert ledger.ledger("churn") is None and not w.vertex.jobs
