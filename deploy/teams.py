@@ -33,7 +33,7 @@ REQUESTS_SUBSCRIPTION_SUFFIX = "-dispatch"
 CODE_FOLDER = "teams/{team}/"
 """A team's folder in the code bucket: `landfall submit --team` uploads there, and its members may create objects
 there (deploy/gcp/team_access.py)."""
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
 _TEAM_KEYS = frozenset(
     {"name", "owns", "priority", "monthly_budget_usd", "max_run_usd", "requests_topic", "gpu_cap", "members"}
 )
@@ -59,7 +59,7 @@ def team_account_id(team: str) -> str:
 
 def is_team_name(text: str) -> bool:
     """Whether text is a team's name as the teams file must give it: lower-case letters, digits and '-', starting
-    with a letter, at most 40."""
+    with a letter and not ending with '-' (its trainer identity's account id may end with it), at most 40."""
     return _NAME.fullmatch(text) is not None
 
 
@@ -238,7 +238,8 @@ def _team(raw: object, where: str) -> Team:
     name = raw.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise TeamsError(
-            f"{where}: name {name!r} must be lower-case letters, digits and '-', starting with a letter (at most 40)"
+            f"{where}: name {name!r} must be lower-case letters, digits and '-', starting with a letter and not ending "
+            "with '-' (at most 40)"
         )
     where = f"team {name!r}"
     owns = raw.get("owns")

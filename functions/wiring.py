@@ -434,11 +434,18 @@ def _made_by_ingest(request: Any) -> bool:
     """Whether Landfall made the request for the team owning its data: ingest (its version in ingest's outbox,
     functions/records/dataset_versions.py), or `landfall retry` of a run charged to that team (the old run names
     this one as its retry: both documents only Landfall and its operators write)."""
+    from functions.errors import TransientError
     from functions.records.dataset_versions import made_by_ingest, retry_of_team_run
 
     if request.retry_of:
         return retry_of_team_run(runs_store().get(request.retry_of), request)
-    return made_by_ingest(datasets_store().version(request.run_id), request)
+    made = made_by_ingest(datasets_store().version(request.run_id), request)
+    if made is None:  # ingest published it and has not recorded what yet: the delivery is tried again shortly
+        raise TransientError(
+            f"run {request.run_id}: its dataset version is still being published by ingest; retried to read what it "
+            "published"
+        )
+    return made
 
 
 def listener_deps() -> ListenerDeps:
@@ -477,7 +484,8 @@ def _committed_checkpoints(run: Any) -> list[Committed]:
     from schemas.checkpoint_layout import committed_step
 
     owner = str(run.request.get("checkpoint_lineage") or "") or run.run_id
-    folder = artifacts(get_settings(), owner, run.vertex.region if run.vertex else None)["checkpoint_dir"]
+    team = run.team.name if run.team is not None else ""  # a team's runs keep their folders under its own
+    folder = artifacts(get_settings(), owner, run.vertex.region if run.vertex else None, team)["checkpoint_dir"]
     bucket, _, prefix = folder.removeprefix("gs://").partition("/")
     found: list[Committed] = []
     for i, info in enumerate(gcs_objects().list(bucket, prefix)):

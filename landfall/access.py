@@ -5,19 +5,17 @@ operator on all, and a caller the file names nowhere on none; without, everyone 
 Who the caller is:
 - `LANDFALL_IDENTITY` (`landfall ui --as user:a@example.com`): the identity chosen where nothing vouches for one (the
   local stack), for the dashboard and the CLI;
-- the dashboard, deployed: the caller Cloud Run's IAM check let in (`token_identity`, the ID token's email claim);
+- the dashboard, deployed: the caller Cloud Run's IAM check let in (`request_identity`: the Google-signed ID token's
+  email claim, its signature verified);
 - the CLI: the account gcloud uses (`gcloud config get-value account`), asked only when the file names members or
   operators.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import os
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -75,21 +73,34 @@ def chosen_identity(env: Mapping[str, str] | None = None) -> str:
         raise CommandError(str(exc)) from exc
 
 
-def token_identity(authorization: str) -> str:
-    """The caller an ID token in an Authorization header names (user:EMAIL, or serviceAccount:EMAIL for a service
-    account's), "" when the header holds none."""
-    scheme, _, token = authorization.partition(" ")
-    parts = token.split(".")
-    if scheme.lower() != "bearer" or len(parts) < 2:
+def request_identity(headers: Mapping[str, str], verify: Callable[[str], Mapping[str, Any]] | None = None) -> str:
+    """The caller a request's Google-signed ID token names, verified (signature, issuer, expiry: google-auth), ""
+    when it holds none or one that does not verify. Cloud Run's IAM check reads X-Serverless-Authorization when a
+    request carries it and Authorization otherwise, and passes the other through unchecked: so the identity comes
+    from the header Cloud Run checked, and is verified here again in any case (a forged token names no one)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    header = lowered.get("x-serverless-authorization") or lowered.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or token.count(".") != 2:
         return ""
     try:
-        claims: Any = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+        claims = (verify or _google_verified)(token)
+    except Exception:  # an expired, forged or unreadable token names no one
         return ""
-    email = claims.get("email") if isinstance(claims, dict) else None
-    if not isinstance(email, str) or "@" not in email:
+    email = claims.get("email")
+    if not isinstance(email, str) or "@" not in email or claims.get("email_verified") is False:
         return ""
-    return f"serviceAccount:{email}" if email.endswith(".gserviceaccount.com") else f"user:{email}"
+    return account_principal(email)
+
+
+def _google_verified(token: str) -> Mapping[str, Any]:
+    """The claims of a Google-signed ID token, its signature checked against Google's keys (fetched and cached by
+    google-auth), its issuer and expiry too."""
+    from google.auth.transport.requests import Request
+    from google.oauth2 import id_token
+
+    claims: Mapping[str, Any] = id_token.verify_oauth2_token(token, Request())
+    return claims
 
 
 def account_principal(account: str) -> str:
@@ -176,7 +187,7 @@ __all__ = [
     "cli_viewer",
     "doc_team",
     "gcloud_account",
-    "token_identity",
+    "request_identity",
     "viewer_for",
     "visible_docs",
     "visible_run",

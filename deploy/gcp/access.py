@@ -133,9 +133,10 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
     out += [
         _para(
             "`landfall deploy` grants each member of a team (`members` in the teams file, deploy/gcp/team_access.py) "
-            "what their work needs and nothing project-wide: `roles/storage.objectCreator` on the landing bucket, "
-            "narrowed to the team's prefixes there (condition `landfall-team-TEAM-data`), and on the code bucket, "
-            "narrowed to the team's folder `teams/TEAM/` where `landfall submit --team` uploads (condition "
+            "what their work needs and nothing project-wide: `roles/storage.objectUser` (create, read, list and "
+            "replace) on the landing bucket, narrowed to the team's prefixes there (condition "
+            "`landfall-team-TEAM-data`, on the object's name and on the prefix a list asks for), and on the code "
+            "bucket, narrowed to the team's folder `teams/TEAM/` where `landfall submit --team` uploads (condition "
             "`landfall-team-TEAM-code`); `roles/pubsub.publisher` on the team's own requests topic; and "
             "`roles/run.invoker` on the dashboard, where they see only their teams' runs (operators: all). Not "
             "granted: a prefix in a bucket that is not the deployment's (its owners grant it), and image pushes "

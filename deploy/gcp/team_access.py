@@ -2,8 +2,9 @@
 teams file (docs/teams.md "Members' grants", "A trainer identity per team"; docs/access.md).
 
 Members: drop data under the team's prefixes in the landing bucket and code under the team's folder in the code bucket
-(object create, narrowed by an IAM condition on the object's name), publish on the team's own requests topic, and
-open the dashboard (its invoker, beside --ui-users). Nothing project-wide.
+(objectUser: create, read, list and replace there, narrowed by an IAM condition on the object's name and the listed
+prefix), publish on the team's own requests topic, and open the dashboard (its invoker, beside --ui-users). Nothing
+project-wide.
 
 The team's trainer identity (`lf-team-NAME`, deploy/teams.py team_account_id), which its jobs run as: read the team's
 prefixes in the landing bucket and its folder in the code bucket, and write its runs' folders (runs/NAME/) in every
@@ -20,7 +21,7 @@ import fnmatch
 from collections.abc import Sequence
 
 from deploy.gcp import iam
-from deploy.gcp.config import DeployConfig
+from deploy.gcp.config import DeployConfig, DeployConfigError
 from deploy.gcp.iam import Names, Resource
 from deploy.gcp.steps import Step
 from deploy.teams import Team, Teams, code_folder, team_account_id
@@ -30,10 +31,27 @@ _REMEDY = (
 )
 
 
-def _starts_with(bucket: str, prefixes: Sequence[str]) -> str:
-    """A CEL expression true for objects of `bucket` whose names start with one of `prefixes` ("" = any)."""
-    names = [f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{p}")' for p in prefixes]
-    return " || ".join(names)
+LIST_PREFIX = 'api.getAttribute("storage.googleapis.com/objectListPrefix", "")'
+"""The prefix a list request asks for: a list is checked against the bucket, not an object, so a condition on object
+names alone never lets it through; this attribute does (Cloud Storage's IAM conditions)."""
+MAX_OPERATORS = 12
+"""The most logical operators (&&, ||) one IAM condition expression may hold."""
+
+
+def _starts_with(bucket: str, prefixes: Sequence[str], *, team: str) -> str:
+    """A CEL expression true for objects of `bucket` whose names start with one of `prefixes`, and for listing
+    under them; refused (DeployConfigError) where it would pass IAM's limit of logical operators."""
+    terms = [
+        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{p}") || {LIST_PREFIX}.startsWith("{p}")'
+        for p in prefixes
+    ]
+    if 2 * len(terms) - 1 > MAX_OPERATORS:
+        raise DeployConfigError(
+            f"team {team!r} has {len(terms)} prefixes in gs://{bucket}; an IAM condition holds at most "
+            f"{MAX_OPERATORS} logical operators, which is {(MAX_OPERATORS + 1) // 2} prefixes (each also lets the "
+            "team list under it): give the team's data a common parent prefix in the teams file"
+        )
+    return " || ".join(terms)
 
 
 def _condition(expression: str, title: str, description: str) -> str:
@@ -47,7 +65,7 @@ def landing_prefixes(team: Team, landing_bucket: str) -> tuple[str, ...]:
 
 def _data_condition(team: Team, n: Names) -> str:
     return _condition(
-        _starts_with(n.landing_bucket, landing_prefixes(team, n.landing_bucket)),
+        _starts_with(n.landing_bucket, landing_prefixes(team, n.landing_bucket), team=team.name),
         f"landfall-team-{team.name}-data",
         f"Only objects under team {team.name}'s prefixes",
     )
@@ -55,7 +73,7 @@ def _data_condition(team: Team, n: Names) -> str:
 
 def _code_condition(team: Team, n: Names) -> str:
     return _condition(
-        _starts_with(n.code_bucket, (code_folder(team.name),)),
+        _starts_with(n.code_bucket, (code_folder(team.name),), team=team.name),
         f"landfall-team-{team.name}-code",
         f"Only objects in team {team.name}'s code folder",
     )
@@ -90,7 +108,7 @@ def account_grants(
     rows.append((member, "roles/storage.objectViewer", Resource("bucket", n.code_bucket, _code_condition(team, n))))
     for bucket in n.artifact_buckets:
         runs = _condition(
-            _starts_with(bucket, (f"{runs_prefix}{team.name}/",)),
+            _starts_with(bucket, (f"{runs_prefix}{team.name}/",), team=team.name),
             f"landfall-team-{team.name}-runs",
             f"Only team {team.name}'s runs' folders",
         )
@@ -140,6 +158,11 @@ def account_steps(teams: Teams, n: Names, runs_prefix: str, submitting: tuple[st
     return steps
 
 
+MEMBER_ROLE = "roles/storage.objectUser"
+"""What a member holds under the team's prefixes and code folder: create, and also read, list and overwrite there
+(`landfall submit` looks for an upload it already made; a marker dropped again replaces the one before)."""
+
+
 def member_grants(team: Team, n: Names) -> list[tuple[str, str, Resource]]:
     """(member, role, resource) of every grant a member of `team` gets."""
     rows: list[tuple[str, str, Resource]] = []
@@ -147,8 +170,8 @@ def member_grants(team: Team, n: Names) -> list[tuple[str, str, Resource]]:
     data_condition, code_condition = _data_condition(team, n), _code_condition(team, n)
     for member in team.members:
         if data:
-            rows.append((member, "roles/storage.objectCreator", Resource("bucket", n.landing_bucket, data_condition)))
-        rows.append((member, "roles/storage.objectCreator", Resource("bucket", n.code_bucket, code_condition)))
+            rows.append((member, MEMBER_ROLE, Resource("bucket", n.landing_bucket, data_condition)))
+        rows.append((member, MEMBER_ROLE, Resource("bucket", n.code_bucket, code_condition)))
         if team.requests_topic:
             rows.append((member, "roles/pubsub.publisher", Resource("topic", team.requests_topic)))
     return rows

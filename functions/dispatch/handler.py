@@ -39,7 +39,15 @@ from functions.dispatch.ownership import give_back, lease_live, lease_used, lost
 from functions.dispatch.queueing import attempt_policy, queue_rate_limited, slot_region, wait_for_slot, wait_step
 from functions.dispatch.rejections import INVALID_REQUEST, reject, reject_unreadable
 from functions.dispatch.request_rules import request_problems
-from functions.dispatch.team_rules import admitted_claim, allowed_fallbacks, next_plan_refusal, team_of, team_rejection
+from functions.dispatch.team_rules import (
+    admitted_claim,
+    allowed_fallbacks,
+    kept_back,
+    next_plan_refusal,
+    team_of,
+    team_rejection,
+    team_wait_step,
+)
 from functions.envelopes import PubSubMessage
 from functions.errors import MissingPermission, PermanentError, TransientError
 from functions.fault_points import fault_point
@@ -452,6 +460,13 @@ def _no_capacity(
         f"every planned shape was refused for capacity or by its team's limits in round {this_round}: {reasons}. "
         "Allow more regions or GPU kinds, or raise quota or the team's limits."
     )
+    admission = kept_back(run, attempts)
+    if (
+        admission is not None
+    ):  # only the team's cap or budget held it back: it waits for its team, woken when it has room
+        wait = deps.settings.wait_backoff_seconds
+        waited = deps.store.apply(run_id, team_wait_step(admission, deps.now(), wait))
+        return Outcome(Said.WAITING if waited == RunState.WAITING else Said.FAILED, str(admission.verdict))
     state = deps.store.apply(run_id, wait_step(why, deps.now(), attempt_policy(deps.settings)))
     return Outcome(Said.FAILED if state == RunState.FAILED else Said.WAITING, "no-capacity")
 

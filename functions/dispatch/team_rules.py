@@ -28,9 +28,10 @@ from functions.records.team_ledger import (
     holds_for,
     plan_gpus,
     readmitted,
+    team_waited,
 )
 from schemas.plan import Plan
-from schemas.run_record import RunRecord
+from schemas.run_record import AttemptKind, RunRecord, RunState, SubmissionAttempt
 from schemas.team_ledger import RunCharge, TeamLedger
 from schemas.training_request import TrainingRequest
 from schemas.vocabulary import TEAM_CALLER, TEAM_LIMIT, TEAM_PREFIX, TEAM_UNOWNED
@@ -176,12 +177,47 @@ def allowed_fallbacks(
     return tuple(p for p in fallbacks if team_rejection(teams, charge, p, now) is None)
 
 
+def team_wait_step(
+    admission: Admission, now: datetime, wait_seconds: int
+) -> Callable[[RunRecord | None], tuple[RunRecord | None, RunState | None]]:
+    """Send the run WAITING for its team's room (team-cap or team-budget), as a claim that does not fit does; result:
+    its state."""
+
+    def step(cur: RunRecord | None) -> tuple[RunRecord | None, RunState | None]:
+        new = None if cur is None else team_waited(cur, admission, now=now, wait_seconds=wait_seconds)
+        return new, None if new is None else new.state
+
+    return step
+
+
+def kept_back(run: RunRecord, attempts: Sequence[SubmissionAttempt]) -> Admission | None:
+    """The team's verdict when every plan of the run's current round was kept back by its team's cap or budget
+    (none refused by Vertex for capacity), as an admission to wait on; None otherwise (a capacity wait, as before).
+    A wait for the team is woken when the team has room, which a wait for capacity is not."""
+    number = run.submission.round or 0
+    refused = [
+        a for a in attempts if a.round == number and a.result.kind in (AttemptKind.CAPACITY, AttemptKind.NOT_ADMITTED)
+    ]
+    if not refused or any(a.result.kind != AttemptKind.NOT_ADMITTED for a in refused):
+        return None
+    verdicts = [a.result.detail.partition(": ")[0] for a in refused]
+    if not set(verdicts) <= {Verdict.WAIT_CAP.value, Verdict.WAIT_BUDGET.value, Verdict.REJECT.value}:
+        return None
+    waits = [(v, a.result.detail) for v, a in zip(verdicts, refused, strict=True) if v != Verdict.REJECT.value]
+    if not waits:
+        return None
+    verdict, detail = waits[-1]
+    return Admission(Verdict(verdict), detail.partition(": ")[2])
+
+
 __all__ = [
     "LedgerPort",
     "TeamRefusal",
     "admitted_claim",
     "allowed_fallbacks",
+    "kept_back",
     "next_plan_refusal",
     "team_of",
     "team_rejection",
+    "team_wait_step",
 ]

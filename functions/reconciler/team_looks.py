@@ -141,16 +141,16 @@ def team_overruns(
     When that reaches the monthly budget, each running job past its reservation is cancelled: it is what took the
     month over (the others are within what they were admitted with). `runs`: every open run the pass read (all
     shards: each pass works out the same and cancels the runs of its own shard)."""
-    month = month_of(now)
-    held: dict[str, list[RunRecord]] = {}
+    held: dict[tuple[str, str], list[RunRecord]] = {}
     for run in runs:
         charge = run.team
-        if charge is None or not charge.held or charge.month != month or charge.name not in budgets:
+        if charge is None or not charge.held or charge.name not in budgets:
             continue
         if run.state in (RunState.SUBMITTED, RunState.RUNNING) and run.vertex is not None:
-            held.setdefault(charge.name, []).append(run)
+            # each run counts in the month its hold was reserved in (and settles there), whichever month it is now
+            held.setdefault((charge.name, charge.month or month_of(now)), []).append(run)
     out: dict[str, str] = {}
-    for name, running in held.items():
+    for (name, month), running in held.items():
         past = {r.run_id: running_cost(r, now) - (r.team.reserved_usd if r.team else 0.0) for r in running}
         over = sum(max(p, 0.0) for p in past.values())
         spend = (ledgers.get(name) or TeamLedger(team=name)).month(month)
@@ -160,9 +160,9 @@ def team_overruns(
         for run in running:
             if past[run.run_id] > 0 and run.submission.cancel is None:
                 out[run.run_id] = cut_within(
-                    f"{BUDGET_EXCEEDED}: team {name!r}'s month reached its monthly budget {usd_text(budget)}; this "
-                    f"job ran {usd_text(past[run.run_id])} past its estimate (retry with budget left, or raise the "
-                    "team's monthly_budget_usd)",
+                    f"{BUDGET_EXCEEDED}: team {name!r} reached its monthly budget {usd_text(budget)} for {month}; "
+                    f"this job ran {usd_text(past[run.run_id])} past its estimate (retry with budget left, or raise "
+                    "the team's monthly_budget_usd)",
                     CANCEL_BY_KEPT,
                 )
     return out

@@ -10,13 +10,15 @@ parse what they read and write `to_dict()`.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from functions.records.leases import Claim, ClaimOutcome, Lease, held_by_other
+from functions.records.retries import retry_request
 from schemas.content_record import ContentRecord
 from schemas.dataset_record import DatasetRecord, DatasetStatus, VersionStatus
 from schemas.dataset_version import DatasetVersion
+from schemas.errors import SchemaError
 from schemas.run_record import RunRecord
 from schemas.times import format_timestamp, parse_timestamp
 from schemas.training_request import TrainingRequest
@@ -177,27 +179,33 @@ def collecting(cur: DatasetRecord | None, new: DatasetRecord) -> DatasetRecord |
     return replace(new, version=None if cur is None else cur.version)
 
 
-def made_by_ingest(version: DatasetVersion | None, request: TrainingRequest) -> bool:
+def made_by_ingest(version: DatasetVersion | None, request: TrainingRequest) -> bool | None:
     """Whether ingest made the request: its dataset version is in ingest's outbox under the run's id (a document only
-    Landfall's functions write), for the request's dataset, and, once ingest has recorded what it published, that
-    very request (before then, in the moment between ingest's publish and its record, the dataset and id are what
-    is checked)."""
+    Landfall's functions write), PUBLISHED with that very request (what ingest published, recorded right after).
+    None: not known yet (the version is CLAIMED: ingest published and has not recorded what, a moment's race; ask
+    again shortly). A version that published nothing (refused, waiting, a duplicate) made no request."""
     if version is None:
         return False
     uri = f"gs://{request.dataset.bucket}/{request.dataset.prefix}"
     if version.uri.rstrip("/") != uri.rstrip("/"):
         return False
-    return version.request is None or version.request == request.to_dict()
+    if version.request is not None:
+        return version.request == request.to_dict()
+    return None if version.status == VersionStatus.CLAIMED else False
 
 
 def retry_of_team_run(old: RunRecord | None, request: TrainingRequest) -> bool:
-    """Whether the request is `landfall retry` of a run charged to a team, for the same data: the old run names this
-    run as its retry (set once, in the retry's own transaction) and was charged to a team."""
+    """Whether the request is `landfall retry` of a run charged to a team: the old run names this run as its retry
+    (set once, in the retry's own transaction), was charged to a team, and the request is exactly its retry request
+    (functions/records/retries.py retry_request: the same trainer, model and data; only its key, lineage and time
+    differ), so no one else's code rides on the team's retry."""
     if old is None or old.team is None or old.retried_by != request.run_id:
         return False
-    dataset = old.request.get("dataset")
-    uri = dataset.get("uri") if isinstance(dataset, dict) else None
-    return uri is None or str(uri).rstrip("/") == f"gs://{request.dataset.bucket}/{request.dataset.prefix}".rstrip("/")
+    try:
+        expected = retry_request(old, datetime.now(UTC), from_scratch=not request.checkpoint_lineage)
+    except SchemaError:
+        return False
+    return replace(expected, created_at=request.created_at).to_dict() == request.to_dict()
 
 
 __all__ = [

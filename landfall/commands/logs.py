@@ -109,7 +109,7 @@ def follow(
 
 def wait_for_job(run_id: str, sleep: Callable[[float], None] = time.sleep) -> RunRecord:
     """The run once it has a Vertex job, or once it ended without one (--follow waits, as `tail -f` does)."""
-    run = read_run(run_id, "run")
+    run = visible_run(run_id, "run")
     if run.vertex is None and not run.state.terminal:
         print(f"run {run_id} is {run.state}; waiting for its Vertex job", file=sys.stderr)
     while run.vertex is None and not run.state.terminal:

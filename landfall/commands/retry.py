@@ -13,12 +13,16 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from landfall.access import visible_run
+from landfall.access import check_visible, cli_viewer
 from landfall.commands.runs import run_id_argument
 from landfall.errors import CommandError, client_boundary
+from landfall.queries.runs import read_run
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
+    viewer = cli_viewer()
+    if viewer is not None:  # a team's run only by its members (the dashboard checks its own caller)
+        check_visible(read_run(args.run_id, "retry"), viewer)
     result, said = retry_run(args.run_id, from_scratch=args.from_scratch)
     print(json.dumps(result, indent=2) if args.json else said)
     return 0
@@ -35,7 +39,7 @@ def retry_run(run_id: str, *, from_scratch: bool = False) -> tuple[dict[str, Any
     from landfall.commands.submit import publish
     from schemas.errors import SchemaError
 
-    old = visible_run(run_id, "retry")
+    old = read_run(run_id, "retry")
     why_not = not_retryable_reason(old)
     if why_not:
         raise CommandError(why_not)

@@ -8,7 +8,7 @@ nothing is read from a client until a page asks. `app` is the object an ASGI ser
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ def create_app(
     hosts: tuple[str, ...] | None = None,
     access: Callable[[], Teams] | None = None,
     identity: str | None = None,
+    verify: Callable[[str], Mapping[str, Any]] | None = None,
 ) -> Starlette:
     """The dashboard over `source` (default: the CLI's clients), offering `actions` (default: LANDFALL_UI_ACTIONS)
     to requests whose Host and Origin are among `hosts` (default: LANDFALL_UI_HOSTS); open pages ask for what
@@ -67,6 +68,7 @@ def create_app(
         local=bool(os.environ.get("LANDFALL_VERTEX_ENDPOINT")),
         access=access,
         identity=chosen_identity() if identity is None else identity,
+        verify=verify,
     )
     return app
 

@@ -8,9 +8,8 @@ file, everyone who may open the dashboard sees every run, as before teams had me
 The caller:
 - `LANDFALL_IDENTITY` (`landfall ui --as user:a@example.com`): the identity chosen for a dashboard on the local
   stack, where nothing vouches for a caller;
-- deployed, the caller Cloud Run's IAM check let in: the Google-signed ID token in the request's Authorization header,
-  which Cloud Run checked before the request reached the service (`--invoker-iam-check`); its `email` claim names
-  the caller (read, not verified again here).
+- deployed, the caller Cloud Run's IAM check let in: the Google-signed ID token of the header Cloud Run checked, its
+  signature verified again (landfall/access.py request_identity).
 """
 
 from __future__ import annotations

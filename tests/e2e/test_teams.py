@@ -295,7 +295,7 @@ def test_a_teams_month_stops_a_run_that_runs_past_its_estimate(
     ended = terminal_run(firestore_runs, run_id, timeout_s=150)
     assert ended["state"] == "CANCELLED", (ended["state"], ended.get("error"))
     assert ended["error"]["code"] == "budget-exceeded", ended.get("error")
-    assert "team 'e2e-month''s month reached its monthly budget $0.003" in ended["error"]["message"]
+    assert "team 'e2e-month' reached its monthly budget $0.003 for" in ended["error"]["message"]
     ran = ended["timings"]["run_seconds"]
     assert ran < 60, f"stopped after {ran} s of its 120"
 

@@ -647,12 +647,12 @@ members = ["user:ana@example.com", "group:vision@example.com"]
 """
 
 
-def test_a_teams_members_get_object_create_under_its_prefixes_publish_on_its_topic_and_the_dashboard(
+def test_a_teams_members_get_objects_under_its_prefixes_publish_on_its_topic_and_the_dashboard(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Each member: objectCreator on the landing bucket narrowed to the team's prefixes there, on the code bucket
-    narrowed to the team's folder, publisher on the team's topic; members and operators open the dashboard; nothing
-    project-wide, and nothing on a bucket that is not the deployment's."""
+    """Each member: objectUser on the landing bucket narrowed to the team's prefixes there (and to listing under
+    them), on the code bucket narrowed to the team's folder, publisher on the team's topic; members and operators
+    open the dashboard; nothing project-wide, and nothing on a bucket that is not the deployment's."""
     import tomllib
 
     from deploy.gcp import plan as deploy_plan_module
@@ -671,12 +671,15 @@ def test_a_teams_members_get_object_create_under_its_prefixes_publish_on_its_top
             for a in mine
             if a[1:4] == ["storage", "buckets", "add-iam-policy-binding"] and a[4] == f"gs://{n.landing_bucket}"
         )
-        assert flags(landing)["role"] == "roles/storage.objectCreator"
+        assert flags(landing)["role"] == "roles/storage.objectUser"
         condition = flags(landing)["condition"]
         assert (
             f'resource.name.startsWith("projects/_/buckets/{n.landing_bucket}/objects/datasets/vision/")' in condition
         )
         assert "title=landfall-team-vision-data" in condition and "vision-raw" not in condition
+        assert 'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("datasets/vision/")' in (
+            condition
+        )
         code = next(
             a
             for a in mine
@@ -733,3 +736,21 @@ def test_each_team_gets_a_trainer_identity_that_reads_its_data_and_code_and_writ
     assert env["LANDFALL_TEAM_SERVICE_ACCOUNT"] == "{team}@landfall-sample.iam.gserviceaccount.com"
     settings = settings_from_env(env)
     assert settings.service_account_for("vision") == email
+
+
+def test_a_team_with_more_prefixes_than_one_condition_holds_is_refused_naming_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tomllib
+
+    from deploy.gcp import plan as deploy_plan_module
+    from deploy.gcp.config import DeployConfigError
+    from deploy.teams import parse_teams
+
+    owns = ", ".join(f'{{bucket = "*", prefix = "d{i}/"}}' for i in range(7))
+    teams = parse_teams(tomllib.loads(f'[[teams]]\nname = "wide"\nowns = [{owns}]\nmonthly_budget_usd = 10\n'))
+    monkeypatch.setattr(deploy_plan_module, "read_teams", lambda: teams)
+    with pytest.raises(
+        DeployConfigError, match=r"team 'wide' has 7 prefixes .* at most 12 logical operators, which is 6"
+    ):
+        deploy_plan(SAMPLE, prepare(SAMPLE))

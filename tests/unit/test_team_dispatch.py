@@ -209,7 +209,7 @@ def test_a_request_on_the_shared_topic_for_a_teams_data_is_never_charged_to_it()
     assert run.team is None and ledger.ledger("churn") is None and not w.vertex.jobs
 
 
-def test_made_by_ingest_is_its_version_for_the_dataset_and_once_recorded_the_very_request() -> None:
+def test_made_by_ingest_is_its_published_version_with_the_very_request() -> None:
     from functions.records.dataset_versions import made_by_ingest
     from schemas.dataset_record import VersionStatus
     from schemas.dataset_version import DatasetVersion
@@ -226,11 +226,12 @@ def test_made_by_ingest_is_its_version_for_the_dataset_and_once_recorded_the_ver
         generation="1",
         status=VersionStatus.CLAIMED,
     )
-    assert made_by_ingest(version, req)  # claimed, published, not yet recorded: the dataset and id
-    assert not made_by_ingest(None, req)
-    assert not made_by_ingest(replace(version, uri="gs://landfall-landing/datasets/other/"), req)
+    assert made_by_ingest(version, req) is None  # claimed: published, not yet recorded what (asked again)
+    assert made_by_ingest(replace(version, status=VersionStatus.REFUSED), req) is False  # published nothing
+    assert made_by_ingest(None, req) is False
+    assert made_by_ingest(replace(version, uri="gs://landfall-landing/datasets/other/"), req) is False
     published = replace(version, status=VersionStatus.PUBLISHED, request=req.to_dict())
-    assert made_by_ingest(published, req)
+    assert made_by_ingest(published, req) is True
     bigger = json.loads(request(1))
     bigger["model"]["preset"] = "gpt-7b"
     assert not made_by_ingest(published, parse_training_request(json.dumps(bigger).encode()))
@@ -496,7 +497,7 @@ def test_a_run_past_its_estimate_is_cancelled_when_its_teams_month_reaches_the_b
     assert sorted(w.vertex.cancelled) == sorted([first, second])
     run = w.run(run_id(1))
     assert run.submission.cancel is not None
-    assert run.submission.cancel.by.startswith("budget-exceeded: team 'churn''s month reached its monthly budget")
+    assert run.submission.cancel.by.startswith("budget-exceeded: team 'churn' reached its monthly budget")
     # asked once; the next pass finds both jobs cancelled and records them (their events lost)
     assert reconcile(deps) == "recorded:CANCELLED=2" and len(w.vertex.cancelled) == 2
     ended = w.run(run_id(2))
@@ -524,22 +525,25 @@ def test_a_teams_runs_within_their_estimates_are_never_cancelled_for_its_month()
     assert "budget-cancelled=1" in reconcile(deps)
 
 
-def test_a_retry_of_a_teams_run_is_charged_to_it_only_when_the_old_run_names_it() -> None:
+def test_a_retry_of_a_teams_run_is_charged_to_it_only_when_the_old_run_names_it_and_it_is_its_retry() -> None:
     from functions.records.dataset_versions import retry_of_team_run
+    from functions.records.retries import retry_request
 
     w, _ = world()
     assert w.deliver(request(1)) == "submitted"
     old = w.run(run_id(1))
-    raw = json.loads(request(1))
-    raw["idempotency_key"] += "~retry-1"
-    raw["retry_of"] = old.run_id
-    retry = parse_training_request(json.dumps(raw).encode())
+    retry = retry_request(old, w.clock.now)
     assert not retry_of_team_run(old, retry)  # the old run does not name it (a publisher's own "retry")
-    assert retry_of_team_run(replace(old, retried_by=retry.run_id), retry)
-    assert not retry_of_team_run(replace(old, retried_by=retry.run_id, team=None), retry)
-    raw["dataset"] = {"uri": "gs://landfall-landing/datasets/other/x/"}
-    elsewhere = parse_training_request(json.dumps(raw).encode())
-    assert not retry_of_team_run(replace(old, retried_by=elsewhere.run_id), elsewhere)
+    named = replace(old, retried_by=retry.run_id)
+    assert retry_of_team_run(named, retry)
+    assert retry_of_team_run(
+        replace(old, retried_by=retry_request(old, w.clock.now, from_scratch=True).run_id),
+        retry_request(old, w.clock.now, from_scratch=True),
+    )
+    assert not retry_of_team_run(replace(named, team=None), retry)
+    # the same key and retry_of with someone else's code: not the team's retry
+    forged = replace(retry, trainer=replace(retry.trainer, image_uri="us-docker.pkg.dev/x/y/z:1"))
+    assert not retry_of_team_run(replace(old, retried_by=forged.run_id), forged)
 
 
 # A team's jobs run as its own identity and write under its own folder ------------------------------------------
@@ -604,3 +608,38 @@ def test_a_teams_code_outside_its_folder_is_refused_before_planning_where_teams_
     rejected = w.run(parse_training_request(json.dumps(raw).encode()).run_id)
     assert rejected.error is not None and "outside the code folder of team 'churn'" in rejected.error.message
     assert ledger.ledger("churn") is None and not w.vertex.jobs
+
+
+def test_a_run_running_into_the_next_month_is_held_to_the_month_it_was_reserved_in() -> None:
+    budget = ONE_T4.estimated_cost_usd + ONE_T4.hourly_cost_usd * 0.25
+    w, ledger = world(budget=budget, plan=ONE_T4)
+    w.vertex.now = lambda: w.clock.now
+    _running(w, 1)
+    month = w.run(run_id(1)).team.month  # type: ignore[union-attr]
+    deps = replace(w.reconciler_deps(), teams=_looks(w, ledger, budget))
+    w.clock.now += timedelta(days=40)  # the next month: its own spend is nothing, the run's month is over
+    said = reconcile(deps)
+    assert "budget-cancelled=1" in said, said
+    cancel = w.run(run_id(1)).submission.cancel
+    assert cancel is not None and f"for {month}" in cancel.by
+
+
+def test_a_round_kept_back_only_by_the_teams_cap_or_budget_waits_for_the_team_not_for_capacity() -> None:
+    from functions.dispatch.job_record import pending_attempt
+    from functions.dispatch.team_rules import kept_back
+    from schemas.run_record import AttemptKind, AttemptOutcome
+
+    w, _ = world()
+    assert w.deliver(request(1)) == "submitted"
+    run = w.run(run_id(1))
+
+    def attempt(kind: AttemptKind, detail: str) -> object:
+        return pending_attempt(GPU_PLAN, "2026-11-22T12:00:00.000000Z", run).ended(AttemptOutcome(kind, detail))
+
+    capped = attempt(AttemptKind.NOT_ADMITTED, "team-cap: team 'churn' has 3 of its 3 GPUs in flight")
+    limit = attempt(AttemptKind.NOT_ADMITTED, "team-limit: the run needs 4 x NVIDIA_L4")
+    refused = attempt(AttemptKind.CAPACITY, "quota exhausted")
+    said = kept_back(run, [limit, capped])  # type: ignore[list-item]
+    assert said is not None and said.verdict == "team-cap" and said.message.startswith("team 'churn' has 3")
+    assert kept_back(run, [capped, refused]) is None  # type: ignore[list-item]  # Vertex refused one: capacity
+    assert kept_back(run, [limit]) is None  # type: ignore[list-item]  # only hard limits: no room will come

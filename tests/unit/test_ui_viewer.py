@@ -5,8 +5,6 @@ without them, everyone sees everything. Over the fake Source; the browser test i
 
 from __future__ import annotations
 
-import base64
-import json
 import tomllib
 import warnings
 from dataclasses import replace
@@ -14,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from deploy.teams import Teams, TeamsError, parse_teams
-from landfall.access import chosen_identity, token_identity, viewer_for
+from landfall.access import chosen_identity, request_identity, viewer_for
 from landfall.errors import CommandError
 from landfall.ui.app import create_app
 from landfall.ui.hosts import LOOPBACK
@@ -110,21 +108,35 @@ def test_without_members_or_operators_everyone_sees_everything() -> None:
     assert _listed(c) == {"run-vision", "run-speech", "run-nobody"}
 
 
-def test_the_caller_is_the_chosen_identity_or_the_id_token_cloud_run_checked() -> None:
-    def token(claims: dict[str, object]) -> str:
-        body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
-        return f"Bearer e30.{body}.sig"
+def test_the_caller_is_the_chosen_identity_or_the_verified_id_token_cloud_run_checked() -> None:
+    signed: dict[str, dict[str, object]] = {
+        "good.bo.sig": {"email": "bo@example.com", "email_verified": True},
+        "good.sa.sig": {"email": "s@p.iam.gserviceaccount.com"},
+        "good.nobody.sig": {"sub": "123"},
+    }
 
-    assert token_identity(token({"email": "bo@example.com"})) == "user:bo@example.com"
-    assert (
-        token_identity(token({"email": "s@p.iam.gserviceaccount.com"})) == "serviceAccount:s@p.iam.gserviceaccount.com"
-    )
-    assert token_identity("Bearer not-a-jwt") == "" and token_identity("Basic abc") == ""
-    assert token_identity(token({"sub": "123"})) == ""
+    def verify(token: str) -> dict[str, object]:
+        if token not in signed:
+            raise ValueError("Could not verify token signature.")
+        return signed[token]
+
+    assert request_identity({"Authorization": "Bearer good.bo.sig"}, verify) == "user:bo@example.com"
+    sa = request_identity({"authorization": "Bearer good.sa.sig"}, verify)
+    assert sa == "serviceAccount:s@p.iam.gserviceaccount.com"
+    assert request_identity({"Authorization": "Bearer forged.ops.sig"}, verify) == ""  # does not verify: no one
+    assert request_identity({"Authorization": "Bearer good.nobody.sig"}, verify) == ""
+    assert request_identity({"Authorization": "Basic abc"}, verify) == "" and request_identity({}, verify) == ""
+    # Cloud Run checked X-Serverless-Authorization when both come: the identity is that header's
+    both = {"X-Serverless-Authorization": "Bearer good.bo.sig", "Authorization": "Bearer good.sa.sig"}
+    assert request_identity(both, verify) == "user:bo@example.com"
     source = FakeSource(_runs())
-    c = _client(source, "")
-    answer = c.get("/runs", headers={"Authorization": token({"email": "bo@example.com"})}).text
+    known = _teams()
+    app = create_app(source, frozenset(), hosts=LOOPBACK, access=lambda: known, identity="", verify=verify)
+    c = TestClient(app, base_url="http://127.0.0.1:8090")
+    answer = c.get("/runs", headers={"Authorization": "Bearer good.bo.sig"}).text
     assert "run-speech" in answer and "run-vision" not in answer
+    forged = c.get("/runs", headers={"Authorization": "Bearer forged.ops.sig"}).text
+    assert "run-speech" not in forged and "run-vision" not in forged
     assert chosen_identity({"LANDFALL_IDENTITY": " user:ana@example.com "}) == "user:ana@example.com"
     assert chosen_identity({}) == ""
     with pytest.raises(CommandError, match="LANDFALL_IDENTITY: 'ana' is not an IAM principal"):
@@ -169,3 +181,15 @@ def test_the_clis_read_commands_and_cancel_refuse_another_teams_run(
     finally:
         get_settings.cache_clear()
         wiring._teams_file.cache_clear()
+
+
+def test_a_team_name_ends_with_a_letter_or_digit_so_its_account_id_is_valid() -> None:
+    from deploy.teams import is_team_name, team_account_id
+
+    assert is_team_name("vision") and is_team_name("v") and is_team_name("ml-2")
+    assert not is_team_name("vision-") and not is_team_name("2vision")
+    with pytest.raises(TeamsError, match="not ending with '-'"):
+        _teams(FILE.replace('name = "speech"', 'name = "speech-"'))
+    for name in ("v", "vision", "a" * 40, "a" * 21 + "-" + "b" * 18):
+        account = team_account_id(name)
+        assert 6 <= len(account) <= 30 and account[0].isalpha() and account[-1].isalnum(), account
