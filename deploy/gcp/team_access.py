@@ -55,7 +55,13 @@ def _starts_with(bucket: str, prefixes: Sequence[str], *, team: str) -> str:
 
 
 def _condition(expression: str, title: str, description: str) -> str:
-    return f"expression={expression},title={title},description={description}"
+    """The value of gcloud's --condition flag. Its KEY=VALUE pairs are split on commas, and an expression holds one
+    (`api.getAttribute(NAME, "")`): so the pairs are split on ';' instead (`^;^`, gcloud's alternate delimiter,
+    `gcloud topic escaping`), which neither the expression nor the words hold."""
+    pairs = f"expression={expression};title={title};description={description}"
+    if pairs.count(";") != 2:
+        raise DeployConfigError(f"an IAM condition for {title} would hold a ';': {pairs!r}")
+    return f"^;^{pairs}"
 
 
 def landing_prefixes(team: Team, landing_bucket: str) -> tuple[str, ...]:
