@@ -65,11 +65,19 @@ class EmulatorProcess:
             raise AssertionError(f"emulator did not exit after {sig!r}:\n{self.log_path.read_text()[-4000:]}") from None
 
     def wait_terminal(self, name: str, timeout: float = 60.0) -> aiplatform_v1.CustomJob:
-        return wait_for(
-            lambda: (job := self.client.get_custom_job(name=name)).state in TERMINAL and job,
-            timeout,
-            what=f"{name} to end",
-        )
+        """The job once it ended; past `timeout`, fail with its state and the emulator's log's end (what its
+        replicas were doing)."""
+        try:
+            return wait_for(
+                lambda: (job := self.client.get_custom_job(name=name)).state in TERMINAL and job,
+                timeout,
+                what=f"{name} to end",
+            )
+        except AssertionError as exc:
+            state = self.client.get_custom_job(name=name).state.name
+            raise AssertionError(
+                f"{exc} (still {state}); the emulator's log ends:\n{self.log_path.read_text()[-3000:]}"
+            ) from None
 
     def wait_state(self, name: str, state: aiplatform_v1.JobState, timeout: float = 60.0) -> aiplatform_v1.CustomJob:
         reached: aiplatform_v1.CustomJob = wait_for(  # typed here: proto-plus's enum == answers Any

@@ -74,7 +74,8 @@ def run_job(
     body = custom_job(request, outcome.plan, settings, request.run_id)
     vertex: EmulatorProcess = world["vertex"]
     job = vertex.client.create_custom_job(parent=PARENT, custom_job=CustomJob(body))
-    return vertex.wait_terminal(job.name, timeout=300), request
+    # 13 s alone; minutes on two loaded CPUs, while the other worker runs the e2e stack's own torch jobs
+    return vertex.wait_terminal(job.name, timeout=600), request
 
 
 def upload(world: dict[str, Any], path: Path) -> str:
