@@ -217,7 +217,7 @@ def _team_overruns(runs: list[RunRecord], deps: ReconcilerDeps, counts: Counter[
     try:
         budgets = looks.budgets()
         names = {r.team.name for r in runs if r.team is not None and r.team.held and r.team.name in budgets}
-        return team_overruns(runs, budgets, looks.ledgers(names) if names else {}, deps.now()) if names else {}
+        return team_overruns(runs, budgets, looks.ledgers(names), deps.now()) if names else {}
     except Exception as exc:
         _log_failure("team budgets not looked at this pass", exc)
         counts["team-budget-error"] += 1

@@ -55,7 +55,8 @@ class ScopedSource:
         return record
 
     def log_lines(self, run: RunRecord) -> tuple[list[str], str]:
-        return self.inner.log_lines(self.run(run.run_id))
+        check_visible(run, self.viewer)  # the record in hand: no second read
+        return self.inner.log_lines(run)
 
     def datasets(self, limit: int) -> list[dict[str, Any]]:
         docs = self.inner.datasets(limit)
