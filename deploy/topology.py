@@ -19,6 +19,16 @@ def _data_file(name: str) -> Path:
 
 
 TOPOLOGY_FILE = _data_file("topology.toml")
+PRINCIPAL_PATH = "/as/"
+"""On the local stack, a Cloud Storage endpoint ending /as/MEMBER calls as MEMBER (deploy/local_iam/storage_gate.py)."""
+
+
+def storage_as(base: str, member: str) -> str:
+    """The STORAGE_EMULATOR_HOST of a process acting as member (`serviceAccount:EMAIL`) on the local stack's storage
+    gate at base; base itself is the project owner's."""
+    return f"{base.rstrip('/')}{PRINCIPAL_PATH}{member}"
+
+
 """Package data of deploy/ (pyproject's package-data ships it with the functions' source)."""
 
 

@@ -48,9 +48,9 @@ def storage_layout(bucket: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class _Front(BaseHTTPRequestHandler):
+class Front(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: FrontServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: gcloud's requests are not worth a log line each."""
@@ -119,47 +119,55 @@ class _Front(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         conn = self._connection()
         try:
-            conn.request(self.command, self.path, body=body, headers=headers)
+            conn.request(self.command, self.upstream_path(), body=body, headers=headers)
             answer = conn.getresponse()
-            self.send_response(answer.status, answer.reason)
-            for key, value in answer.getheaders():
-                if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
-                    self.send_header(key, value)
-            length = answer.getheader("Content-Length")
-            if self.command == "HEAD" or answer.status in (204, 304):
-                self.send_header("Content-Length", length or "0")
-                self.end_headers()
-                return
-            if length is not None:
-                self.send_header("Content-Length", length)
-                self.end_headers()
-                while chunk := answer.read(CHUNK):
-                    self.wfile.write(chunk)
-                return
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            while chunk := answer.read1(CHUNK):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.write(b"0\r\n\r\n")
+            self.relay(answer)
         finally:
             conn.close()
 
+    def upstream_path(self) -> str:
+        """The path (and query) this request has at fake-gcs-server."""
+        return self.path
 
-class _Server(ThreadingHTTPServer):
+    def relay(self, answer: http.client.HTTPResponse) -> None:
+        """Send fake-gcs-server's answer on, its body streamed."""
+        self.send_response(answer.status, answer.reason)
+        for key, value in answer.getheaders():
+            if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
+                self.send_header(key, value)
+        length = answer.getheader("Content-Length")
+        if self.command == "HEAD" or answer.status in (204, 304):
+            self.send_header("Content-Length", length or "0")
+            self.end_headers()
+            return
+        if length is not None:
+            self.send_header("Content-Length", length)
+            self.end_headers()
+            while chunk := answer.read(CHUNK):
+                self.wfile.write(chunk)
+            return
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        while chunk := answer.read1(CHUNK):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.wfile.write(b"0\r\n\r\n")
+
+
+class FrontServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, port: int, upstream: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int, upstream: str, host: str = "127.0.0.1", handler: type[Front] | None = None) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or parts.hostname is None or parts.port is None:
             raise ValueError(f"--upstream must be http://HOST:PORT (fake-gcs-server), got {upstream!r}")
         self.upstream_host, self.upstream_port = parts.hostname, parts.port
-        super().__init__((host, port), _Front)
+        super().__init__((host, port), handler or Front)
 
 
-def serve(port: int, upstream: str) -> _Server:
+def serve(port: int, upstream: str) -> FrontServer:
     """A started front (serving on a thread); `shutdown()` stops it."""
-    server = _Server(port, upstream)
+    server = FrontServer(port, upstream)
     threading.Thread(target=server.serve_forever, name="storage-front", daemon=True).start()
     return server
 

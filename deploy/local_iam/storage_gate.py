@@ -1,0 +1,374 @@
+"""The local stack's Cloud Storage, checked against the IAM policy `landfall deploy` would set.
+
+Every process on the local stack reaches fake-gcs-server through this gate, as a named principal: a function as its
+service account, a job's replicas as the CustomJob's serviceAccount, the person at the keyboard (gcloud, the CLI, the
+tests) as the project's owner. The principal rides in the storage endpoint every client library honours:
+STORAGE_EMULATOR_HOST=http://HOST:PORT/as/MEMBER (deploy/topology.py storage_as); a request with no /as/ prefix is
+the owner's. The gate maps each JSON API call to the permission Cloud Storage checks for it (an upload that would
+replace an object also needs storage.objects.delete; a list is checked on the bucket with the listed prefix as
+`storage.googleapis.com/objectListPrefix`), evaluates the caller's bindings (deploy/local_iam/policy.py), and answers
+a refused call with Cloud Storage's own 403 body: `MEMBER does not have storage.objects.get access to the Google
+Cloud Storage object. Permission 'storage.objects.get' denied on resource (or it may not exist).` The client
+libraries raise it as google.api_core.exceptions.Forbidden, as in the cloud.
+
+Links fake-gcs-server returns (mediaLink, selfLink, a resumable upload's Location) are rewritten to come back through
+the gate as the same principal. Every permission a principal used, and the binding that allowed it, is appended once
+to --record (JSON lines), so a test can compare what each identity used with what it was granted.
+
+This shows what a grant allows; it is not a security boundary: a process on this machine can reach fake-gcs-server
+directly, or call without /as/.
+
+`python -m deploy.local_iam.storage_gate --port P --upstream http://HOST:PORT --landing B --code B
+    --artifacts REGION=BUCKET,... [--teams-file F] [--record F] [--enforce | --no-enforce]`
+prints storage_front.READY_LINE once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from email.parser import BytesParser
+from email.policy import HTTP
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from deploy.gcp.config import load_deploy_config
+from deploy.local.storage_front import LAYOUT_PATH, READY_LINE, Front, FrontServer
+from deploy.local_iam.policy import Decision, Policy, Target, deployed_policy, local_names
+from deploy.teams import read_teams
+from deploy.topology import PRINCIPAL_PATH, load_topology
+
+OWNER = "owner"
+"""Who a request without /as/ comes from: the project's owner, allowed everything."""
+_OBJECT = re.compile(r"^/(?:download/)?storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)$")
+_OBJECTS = re.compile(r"^/(?:upload/)?storage/v1/b/(?P<bucket>[^/]+)/o$")
+_BUCKET = re.compile(r"^/storage/v1/b/(?P<bucket>[^/]+)$")
+_COPY = re.compile(
+    r"^/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)/(?:copyTo|rewriteTo)/b/(?P<to_bucket>[^/]+)/o/(?P<to>[^/]+)$"
+)
+_COMPOSE = re.compile(r"^/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)/compose$")
+MAX_METADATA_BODY = 64 << 20
+"""The most of a multipart upload the gate reads to find the object's name (the client libraries send larger files
+as resumable uploads, whose first request holds only the metadata)."""
+
+
+@dataclass(frozen=True)
+class Need:
+    """One permission a call needs on one target."""
+
+    permission: str
+    target: Target
+    on_object: bool = True
+
+
+class Refused(Exception):
+    def __init__(self, member: str, need: Need) -> None:
+        what = "object" if need.target.object_name is not None else "bucket"
+        email = member.partition(":")[2] or member
+        self.message = (
+            f"{email} does not have {need.permission} access to the Google Cloud Storage {what}. "
+            f"Permission '{need.permission}' denied on resource (or it may not exist)."
+        )
+        super().__init__(self.message)
+
+
+def forbidden_body(message: str) -> bytes:
+    """Cloud Storage's JSON API error body for a 403."""
+    error = {
+        "code": 403,
+        "message": message,
+        "errors": [{"message": message, "domain": "global", "reason": "forbidden"}],
+    }
+    return json.dumps({"error": error}).encode()
+
+
+def _query(path: str) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(urlsplit(path).query, keep_blank_values=True).items()}
+
+
+def upload_name(path: str, headers: Any, body: bytes | None) -> str | None:
+    """The object name an upload request creates: the `name` query parameter, else the metadata's (the JSON body of
+    a resumable upload's first request, the first part of a multipart one)."""
+    name = _query(path).get("name")
+    if name:
+        return name
+    if not body:
+        return None
+    content_type = headers.get("Content-Type", "")
+    if content_type.startswith("multipart/"):
+        message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
+        for part in message.iter_parts():
+            payload = part.get_payload(decode=True)
+            if isinstance(payload, bytes):
+                return _name_in(payload)
+        return None
+    return _name_in(body)
+
+
+def _name_in(payload: bytes) -> str | None:
+    try:
+        metadata = json.loads(payload)
+    except ValueError:
+        return None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def needs(method: str, path: str, headers: Any, body: bytes | None) -> list[Need] | None:
+    """The permissions a JSON API call needs; None for a call the gate does not know (refused for any principal but
+    the owner, naming the call)."""
+    route = urlsplit(path).path
+    query = _query(path)
+    if match := _COPY.fullmatch(route):
+        dest = Target(unquote(match["to_bucket"]), unquote(match["to"]))
+        return [Need("storage.objects.get", Target(unquote(match["bucket"]), unquote(match["object"]))), _create(dest)]
+    if match := _COMPOSE.fullmatch(route):
+        return [_create(Target(unquote(match["bucket"]), unquote(match["object"])))]
+    if match := _OBJECT.fullmatch(route):
+        target = Target(unquote(match["bucket"]), unquote(match["object"]))
+        permission = {
+            "GET": "storage.objects.get",
+            "HEAD": "storage.objects.get",
+            "DELETE": "storage.objects.delete",
+            "PATCH": "storage.objects.update",
+            "PUT": "storage.objects.update",
+        }.get(method)
+        return None if permission is None else [Need(permission, target)]
+    if match := _OBJECTS.fullmatch(route):
+        bucket = unquote(match["bucket"])
+        if method == "GET":
+            return [Need("storage.objects.list", Target(bucket, None, query.get("prefix", "")), on_object=False)]
+        if method == "POST":
+            name = upload_name(path, headers, body)
+            if name is None:
+                return None
+            return [_create(Target(bucket, name), generation_match=query.get("ifGenerationMatch"))]
+        if method == "PUT" and "upload_id" in query:
+            return []  # the rest of a resumable upload its first request was allowed to start
+        return None
+    if (match := LAYOUT_PATH.fullmatch(route)) and method == "GET":
+        return [Need("storage.objects.list", Target(unquote(match["bucket"]), None, ""), on_object=False)]
+    if (match := _BUCKET.fullmatch(route)) and method == "GET":
+        return [Need("storage.buckets.get", Target(unquote(match["bucket"])), on_object=False)]
+    return None
+
+
+def _create(target: Target, generation_match: str | None = None) -> Need:
+    return Need("storage.objects.create", target, on_object=generation_match != "0")
+
+
+class Gate(Front):
+    server: GateServer
+    member: str = OWNER
+    _body: bytes | None = None
+
+    def _arrive(self) -> bool:
+        """Take the principal off the path; check the call. False when it was refused (answered here)."""
+        self.member, self._body = OWNER, None
+        if self.path.startswith(PRINCIPAL_PATH):
+            who, slash, rest = self.path[len(PRINCIPAL_PATH) :].partition("/")
+            self.member, self.path = unquote(who), slash + rest
+        if self.member == OWNER:
+            return True
+        if self.command in ("POST", "PUT") and _OBJECTS.fullmatch(urlsplit(self.path).path):
+            self._body = super()._request_body()
+        wanted = needs(self.command, self.path, self.headers, self._body)
+        try:
+            if wanted is None:
+                self._refuse(
+                    f"{self.member}: the local stack's storage gate does not know the call {self.command} "
+                    f"{urlsplit(self.path).path}, so it cannot tell which permission it needs: teach "
+                    "deploy/local_iam/storage_gate.py needs() the permission Cloud Storage documents for it"
+                )
+                return False
+            for need in wanted:
+                self._check(need)
+        except Refused as refused:
+            self._refuse(refused.message)
+            return False
+        return True
+
+    def _check(self, need: Need) -> None:
+        decision = self.server.decide(self.member, need.permission, need.target)
+        if not decision.allowed:
+            raise Refused(self.member, need)
+        if need.permission == "storage.objects.create" and need.on_object and self._exists(need.target):
+            replace = Need("storage.objects.delete", need.target)
+            if not self.server.decide(self.member, replace.permission, replace.target).allowed:
+                raise Refused(self.member, replace)
+
+    def _exists(self, target: Target) -> bool:
+        conn = self._connection()
+        try:
+            conn.request(
+                "GET", f"/storage/v1/b/{quote(target.bucket, safe='')}/o/{quote(target.object_name or '', safe='')}"
+            )
+            answer = conn.getresponse()
+            answer.read()
+            return answer.status == 200
+        finally:
+            conn.close()
+
+    def _refuse(self, message: str) -> None:
+        body = forbidden_body(message)
+        self.server.log_refusal(self.member, message)
+        if self.headers.get("Content-Length") and self._body is None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(403, "Forbidden")
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _request_body(self) -> bytes | None:
+        return self._body if self._body is not None else super()._request_body()
+
+    def relay(self, answer: http.client.HTTPResponse) -> None:
+        if self.member == OWNER:
+            super().relay(answer)
+            return
+        body = answer.read()
+        rewritten = body.replace(self.server.upstream_base.encode(), self.server.as_base(self.member).encode())
+        self.send_response(answer.status, answer.reason)
+        for key, value in answer.getheaders():
+            lowered = key.lower()
+            if lowered == "location":
+                value = value.replace(self.server.upstream_base, self.server.as_base(self.member))
+            if lowered not in ("connection", "keep-alive", "transfer-encoding", "content-length"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(rewritten)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(rewritten)
+
+    def do_GET(self) -> None:
+        if self._arrive():
+            super().do_GET()
+
+    def do_HEAD(self) -> None:
+        if self._arrive():
+            super().do_HEAD()
+
+    def do_POST(self) -> None:
+        if self._arrive():
+            super().do_POST()
+
+    def do_PUT(self) -> None:
+        if self._arrive():
+            super().do_PUT()
+
+    def do_PATCH(self) -> None:
+        if self._arrive():
+            super().do_PATCH()
+
+    def do_DELETE(self) -> None:
+        if self._arrive():
+            super().do_DELETE()
+
+
+class GateServer(FrontServer):
+    def __init__(
+        self,
+        port: int,
+        upstream: str,
+        policy: Callable[[], Policy],
+        *,
+        enforce: bool = True,
+        record: Path | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        super().__init__(port, upstream, host, Gate)
+        self.upstream_base = f"http://{self.upstream_host}:{self.upstream_port}"
+        self.base = f"http://{host}:{self.server_address[1]}"
+        self.policy, self.enforce, self.record = policy, enforce, record
+        self._seen: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
+
+    def as_base(self, member: str) -> str:
+        return f"{self.base}{PRINCIPAL_PATH}{member}"
+
+    def decide(self, member: str, permission: str, target: Target) -> Decision:
+        decision = self.policy().check(member, permission, target)
+        binding = decision.binding
+        key = (member, permission, "" if binding is None else f"{binding.role} {binding.resource.name}")
+        with self._lock:
+            if key not in self._seen:
+                self._seen.add(key)
+                if self.record is not None:
+                    line = {"member": member, "permission": permission, "allowed": decision.allowed}
+                    if binding is not None:
+                        line |= {"role": binding.role, "resource": binding.resource.name}
+                    else:
+                        line |= {"bucket": target.bucket, "object": target.object_name}
+                    with self.record.open("a") as out:
+                        out.write(json.dumps(line) + "\n")
+        if not self.enforce and not decision.allowed:
+            return Decision(True)
+        return decision
+
+    def log_refusal(self, member: str, message: str) -> None:
+        print(f"refused {member}: {message}", file=sys.stderr, flush=True)
+
+
+class _PolicySource:
+    """The deployed policy for the local stack's names, rebuilt when the teams file changes."""
+
+    def __init__(self, landing: str, code: str, artifacts: dict[str, str], teams_file: str) -> None:
+        self.landing, self.code, self.artifacts, self.teams_file = landing, code, artifacts, teams_file
+        self._stamp: float | None = None
+        self._policy: Policy | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Policy:
+        stamp = os.stat(self.teams_file).st_mtime if self.teams_file else 0.0
+        with self._lock:
+            if self._policy is None or stamp != self._stamp:
+                topology, config = load_topology(), load_deploy_config()
+                names = local_names(topology, config, self.artifacts, self.landing, self.code)
+                self._policy = deployed_policy(config, names, read_teams(self.teams_file), topology.runs_prefix)
+                self._stamp = stamp
+            return self._policy
+
+
+def parse_artifacts(text: str) -> dict[str, str]:
+    pairs = [p.partition("=") for p in text.split(",") if p.strip()]
+    return {region.strip(): bucket.strip() for region, _, bucket in pairs}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.local_iam.storage_gate", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--upstream", required=True, help="fake-gcs-server's http://HOST:PORT")
+    parser.add_argument("--landing", required=True)
+    parser.add_argument("--code", required=True)
+    parser.add_argument("--artifacts", required=True, help="REGION=BUCKET,...")
+    parser.add_argument("--teams-file", default="")
+    parser.add_argument("--record", type=Path)
+    parser.add_argument("--enforce", action=argparse.BooleanOptionalAction, default=True)
+    args = parser.parse_args(argv)
+    policy = _PolicySource(args.landing, args.code, parse_artifacts(args.artifacts), args.teams_file)
+    policy()  # a bad teams file or topology fails here, not on the first call
+    server = GateServer(args.port, args.upstream, policy, enforce=args.enforce, record=args.record)
+    threading.Thread(target=server.serve_forever, name="storage-gate", daemon=True).start()
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    print(READY_LINE, flush=True)
+    stop.wait()
+    server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
