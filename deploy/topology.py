@@ -29,6 +29,31 @@ def storage_as(base: str, member: str) -> str:
     return f"{base.rstrip('/')}{PRINCIPAL_PATH}{member}"
 
 
+def account_email(key: str, project: str, path: Path = TOPOLOGY_FILE) -> str:
+    """The email of the deployment's service account `key` ([gcp.service_accounts.KEY]) in project."""
+    accounts = _section(topology_table(path), "gcp", "service_accounts")
+    return f"{_section(accounts, key)['account_id']}@{project}.iam.gserviceaccount.com"
+
+
+def artifacts_bucket(project: str, region: str, path: Path = TOPOLOGY_FILE) -> str:
+    """The artifacts bucket of region in project ([gcp] artifacts_bucket): where a job in that region writes."""
+    return str(_section(topology_table(path), "gcp")["artifacts_bucket"]).format(project=project, region=region)
+
+
+def function_account(function: str, path: Path = TOPOLOGY_FILE) -> str:
+    """The [gcp.service_accounts] key function `function` runs as ([gcp.functions.NAME] service_account)."""
+    return str(_section(topology_table(path), "gcp", "functions", function)["service_account"])
+
+
+def _section(table: object, *keys: str) -> dict[str, object]:
+    for key in keys:
+        if not isinstance(table, dict) or not isinstance(table.get(key), dict):
+            raise TopologyError(f"{'.'.join(keys)} is missing from the topology")
+        table = table[key]
+    assert isinstance(table, dict)
+    return table
+
+
 """Package data of deploy/ (pyproject's package-data ships it with the functions' source)."""
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from deploy.local import persistence, processes, provision, record, services
 from deploy.local.processes import RunningService, ServiceSpec, StackError
 from deploy.local.record import StackRecord
-from deploy.topology import Topology, load_topology
+from deploy.topology import Topology, account_email, artifacts_bucket, function_account, load_topology, storage_as
 
 STAGES = (
     ("pubsub", "firestore"),
@@ -39,6 +39,14 @@ PORT_MODES = ("free", "default")
 PORTS_FILE = "ports.json"
 """<state dir>/ports.json: the ports the last stack started here used, kept across `down` (and `down --wipe`), so
 the next `up` gives clients the same addresses."""
+LOCAL_IAM_ENV = "LANDFALL_LOCAL_IAM"
+"""`off`: the storage gate records what each identity uses but refuses nothing (on by default: every Cloud Storage
+call is checked against the deploy's IAM policy, deploy/local_iam/storage_gate.py)."""
+IAM_RECORD = "iam-used.jsonl"
+"""In the state folder: every permission each identity used on the stack's Cloud Storage, and the grant that allowed
+it (or that none did)."""
+TRAINER_ACCOUNT = "trainer"
+"""The [gcp.service_accounts] key jobs of no team run as."""
 VERTEX_IMAGES_ENV = "LANDFALL_VERTEX_IMAGES"
 """A JSON file the Vertex emulator reads as its --images map (container image URI -> local entrypoint), e.g. the
 trainer image mapped to a no-op by the load test (bench/local_stack); unset: the emulator runs the real trainer."""
@@ -125,7 +133,11 @@ def base_ports(topology: Topology, state_dir: Path, mode: str | None) -> dict[st
 
 def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
     """The variables every client (functions, trainer, CLI, gcloud) uses to reach the local stack."""
-    storage = f"http://{services.HOST}:{ports['storage']}"
+    # Every client reaches Cloud Storage through the gate, which checks each call against the deploy's IAM policy;
+    # this endpoint is the project owner's (a function's or a job's names its own identity: deploy/topology.py
+    # storage_as).
+    storage = f"http://{services.HOST}:{ports['storage_front']}"
+    project, region = topology.project_id, topology.default_region
     return {
         "GOOGLE_CLOUD_PROJECT": topology.project_id,
         "PUBSUB_EMULATOR_HOST": f"{services.HOST}:{ports['pubsub']}",
@@ -134,6 +146,11 @@ def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
         "LANDFALL_VERTEX_ENDPOINT": f"{services.HOST}:{ports['vertex']}",
         "LANDFALL_LANDING_BUCKET": topology.bucket,
         "LANDFALL_CODE_BUCKET": topology.code_bucket,
+        # Laid out and run as a deployment is: artifacts in their own bucket per job region, jobs as the trainer
+        # account, a team's as the team's own.
+        "LANDFALL_ARTIFACT_BUCKETS": f"{region}={artifacts_bucket(project, region)}",
+        "LANDFALL_TRAINING_SERVICE_ACCOUNT": account_email(TRAINER_ACCOUNT, project),
+        "LANDFALL_TEAM_SERVICE_ACCOUNT": f"{{team}}@{project}.iam.gserviceaccount.com",
         # So that `gcloud storage cp [-r] ... gs://...` reaches fake-gcs-server (through the front that serves what
         # gcloud asks and fake-gcs-server does not) and `gcloud pubsub ...` (publish, pull the dead letters) the
         # Pub/Sub emulator, without credentials.
@@ -199,7 +216,16 @@ class _Plan:
                 root=root,
             )
         if name == "storage_front":
-            return services.storage_front(ports[name], upstream=f"http://{services.HOST}:{ports['storage']}")
+            return services.storage_front(
+                ports[name],
+                upstream=f"http://{services.HOST}:{ports['storage']}",
+                landing=self.current.env["LANDFALL_LANDING_BUCKET"],
+                code=self.current.env["LANDFALL_CODE_BUCKET"],
+                artifacts=self.current.env["LANDFALL_ARTIFACT_BUCKETS"],
+                teams_file=self.current.service_env.get("LANDFALL_TEAMS_FILE", ""),
+                record=state_dir / IAM_RECORD,
+                enforce=self.current.service_env.get(LOCAL_IAM_ENV, "on").strip().lower() != "off",
+            )
         if name == "vertex":
             images = self.current.service_env.get(VERTEX_IMAGES_ENV)
             faults = self.current.service_env.get(VERTEX_FAULTS_ENV)
@@ -218,7 +244,10 @@ class _Plan:
         if name == "scheduler":
             return services.scheduler(project=project, every_seconds=self.current.every_seconds, env=env)
         topology.function(name)  # raises TopologyError naming the known functions
-        return services.function(name, ports[name], env)
+        member = f"serviceAccount:{account_email(function_account(name), project)}"
+        return services.function(
+            name, ports[name], {**env, "STORAGE_EMULATOR_HOST": storage_as(env["STORAGE_EMULATOR_HOST"], member)}
+        )
 
     def after_start(self, name: str) -> None:
         """What a service needs once it answers: Pub/Sub its topics and subscriptions, storage its bucket."""
@@ -227,9 +256,11 @@ class _Plan:
             if name == "pubsub":
                 provision.create_topics(self.topology, project)
                 provision.create_subscriptions(self.topology, project)
-            elif name == "storage":
+            elif name == "storage_front":
                 provision.create_bucket(self.topology.bucket, project)
                 provision.create_bucket(self.topology.code_bucket, project)
+                for pair in self.current.env["LANDFALL_ARTIFACT_BUCKETS"].split(","):
+                    provision.create_bucket(pair.partition("=")[2], project)
 
 
 @contextmanager

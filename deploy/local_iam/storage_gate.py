@@ -220,7 +220,7 @@ class Gate(Front):
 
     def _refuse(self, message: str) -> None:
         body = forbidden_body(message)
-        self.server.log_refusal(self.member, message)
+        self.server.log_refusal(self.member, f"{self.command} {urlsplit(self.path).path}: {message}")
         if self.headers.get("Content-Length") and self._body is None:
             self.rfile.read(int(self.headers["Content-Length"]))
         self.send_response(403, "Forbidden")

@@ -25,6 +25,7 @@ from pathlib import Path
 from google.cloud.aiplatform_v1.types import CustomJob, JobState
 from google.rpc import code_pb2, status_pb2
 
+from deploy.topology import storage_as
 from deploy.vertex_emulator import events
 from deploy.vertex_emulator.faults import SPOT_RESTART_LIMIT, FaultPlan, mode_of, stockout_hit, stockout_message
 from deploy.vertex_emulator.host_env import host_environment
@@ -202,6 +203,13 @@ class JobRunner:
         disk = job_dir(self._store.state_dir, self.job_id) / "disk" / slot.name
         disk.mkdir(parents=True, exist_ok=True)
         env[WORK_DIR_ENV] = str(disk)
+        if job.job_spec.service_account and env.get("STORAGE_EMULATOR_HOST"):
+            # The job's Cloud Storage calls carry its identity, as its credentials do on Vertex: the stack's storage
+            # gate checks them against that account's grants. A job naming none runs as Vertex's own service agent,
+            # which holds the project's storage: the owner's endpoint.
+            env["STORAGE_EMULATOR_HOST"] = storage_as(
+                env["STORAGE_EMULATOR_HOST"], f"serviceAccount:{job.job_spec.service_account}"
+            )
         env.update(
             replica_environment(
                 job,

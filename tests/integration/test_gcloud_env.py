@@ -30,8 +30,18 @@ def port(emulator: Emulator) -> int:
 @pytest.fixture(scope="module")
 def storage_front(gcs_emulator: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """The stack's storage front before gcs_emulator, as `landfall up` starts it: its port."""
-    spec = services.storage_front(processes.free_port(), upstream=gcs_emulator.endpoint)
-    service = processes.start(spec, tmp_path_factory.mktemp("storage-front"))
+    folder = tmp_path_factory.mktemp("storage-front")
+    topology = load_topology()
+    spec = services.storage_front(
+        processes.free_port(),
+        upstream=gcs_emulator.endpoint,
+        landing=topology.bucket,
+        code=topology.code_bucket,
+        artifacts=f"{topology.default_region}=unused-artifacts",
+        teams_file="",
+        record=folder / "iam-used.jsonl",
+    )
+    service = processes.start(spec, folder)
     assert service.port is not None
     try:
         yield service.port
