@@ -161,6 +161,28 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
         out += [f"| {t.name} | {', '.join(f'`{m}`' for m in t.members)} |" for t in with_members]
     if teams.operators:
         out += ["", "Operators: " + ", ".join(f"`{o}`" for o in teams.operators) + "."]
+    out += ["", "## On the local stack", ""]
+    out += [
+        _para(
+            "`landfall up` (and so `make demo` and the test suite) enforces this policy on Cloud Storage: every "
+            "client reaches fake-gcs-server through a gate (deploy/local_iam/storage_gate.py) as the principal a "
+            "deployment would run it as. Each function calls as its service account above, a job's replicas as the "
+            "CustomJob's `serviceAccount` (the trainer account, or the team's `lf-team-TEAM`), and whoever runs "
+            "`gcloud storage`, the CLI or a test as the project's owner. The gate computes the bindings from the "
+            "same code that renders the grants on this page, expands each role to the permissions Google documents "
+            "for it (deploy/local_iam/roles.toml), evaluates each condition's expression, and refuses a call no "
+            "binding allows with Cloud Storage's own 403: `EMAIL does not have storage.objects.get access to the "
+            "Google Cloud Storage object. Permission 'storage.objects.get' denied on resource (or it may not "
+            "exist).` Replacing an object also needs `storage.objects.delete`, as in Cloud Storage."
+        ),
+        "",
+        _para(
+            "Every permission each identity used, and the grant that allowed it, is kept in the stack's state "
+            "folder (`iam-used.jsonl`). `LANDFALL_LOCAL_IAM=off landfall up` records without refusing. The gate "
+            "shows what a grant allows; it is not a security boundary (a process on the machine can reach "
+            "fake-gcs-server itself). Pub/Sub, Firestore and Vertex AI calls are not checked on the local stack."
+        ),
+    ]
     out += ["", "## Conditions", "", "| Title | Means | Expression |", "|---|---|---|"]
     out += [f"| `{c.title}` | {_cell(c.description)} | `{_cell(c.expression)}` |" for c in config.conditions]
     return "\n".join(out) + "\n"

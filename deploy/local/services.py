@@ -128,15 +128,17 @@ def storage_front(
     artifacts: str,
     teams_file: str,
     record: Path,
+    readable: str = "",
     enforce: bool = True,
 ) -> ServiceSpec:
     """What every client of the stack's Cloud Storage talks to (deploy/local_iam/storage_gate.py): fake-gcs-server at
     upstream behind the IAM policy `landfall deploy` would set for these buckets (artifacts: REGION=BUCKET,...) and
-    teams, each call checked as the principal its endpoint names; plus the bucket's storage layout, which gcloud reads
+    teams (readable: other buckets data may land in, opened to Landfall's readers), each call checked as the principal
+    its endpoint names; plus the bucket's storage layout, which gcloud reads
     before a recursive or wildcard copy and fake-gcs-server does not serve. Every permission used goes to record."""
     argv = [sys.executable, "-m", "deploy.local_iam.storage_gate", "--port", str(port), "--upstream", upstream]
     argv += ["--landing", landing, "--code", code, "--artifacts", artifacts, "--teams-file", teams_file]
-    argv += ["--record", str(record), "--enforce" if enforce else "--no-enforce"]
+    argv += ["--readable", readable, "--record", str(record), "--enforce" if enforce else "--no-enforce"]
     return ServiceSpec(
         name="storage_front",
         argv=argv,

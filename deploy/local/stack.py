@@ -224,6 +224,7 @@ class _Plan:
                 artifacts=self.current.env["LANDFALL_ARTIFACT_BUCKETS"],
                 teams_file=self.current.service_env.get("LANDFALL_TEAMS_FILE", ""),
                 record=state_dir / IAM_RECORD,
+                readable=self.current.service_env.get("LANDFALL_ALLOWED_BUCKETS", ""),
                 enforce=self.current.service_env.get(LOCAL_IAM_ENV, "on").strip().lower() != "off",
             )
         if name == "vertex":

@@ -142,6 +142,19 @@ class Policy:
     def of(self, member: str) -> tuple[Binding, ...]:
         return tuple(b for b in self.bindings if b.member == member)
 
+    def granted_alike(self, bucket: str, others: Iterable[str]) -> Policy:
+        """This policy plus, on each of others, every unconditional grant held on bucket: buckets outside the
+        deployment that their owners opened to Landfall's readers as its landing bucket is (LANDFALL_ALLOWED_BUCKETS,
+        docs/ingest.md)."""
+        added = tuple(
+            Binding(b.member, b.role, Resource("bucket", other), "")
+            for other in others
+            if other != bucket
+            for b in self.bindings
+            if b.resource == Resource("bucket", bucket) and not b.expression
+        )
+        return Policy(self.project, self.bindings + added, self.roles)
+
     def without(self, member: str, role: str, resource_name: str) -> Policy:
         """This policy less one member's role on one resource (a grant removed from the topology)."""
         kept = tuple(

@@ -19,7 +19,7 @@ This shows what a grant allows; it is not a security boundary: a process on this
 directly, or call without /as/.
 
 `python -m deploy.local_iam.storage_gate --port P --upstream http://HOST:PORT --landing B --code B
-    --artifacts REGION=BUCKET,... [--teams-file F] [--record F] [--enforce | --no-enforce]`
+    --artifacts REGION=BUCKET,... [--teams-file F] [--readable B,...] [--record F] [--enforce | --no-enforce]`
 prints storage_front.READY_LINE once it listens.
 """
 
@@ -322,8 +322,11 @@ class GateServer(FrontServer):
 class _PolicySource:
     """The deployed policy for the local stack's names, rebuilt when the teams file changes."""
 
-    def __init__(self, landing: str, code: str, artifacts: dict[str, str], teams_file: str) -> None:
+    def __init__(
+        self, landing: str, code: str, artifacts: dict[str, str], teams_file: str, readable: tuple[str, ...] = ()
+    ) -> None:
         self.landing, self.code, self.artifacts, self.teams_file = landing, code, artifacts, teams_file
+        self.readable = readable
         self._stamp: float | None = None
         self._policy: Policy | None = None
         self._lock = threading.Lock()
@@ -334,7 +337,8 @@ class _PolicySource:
             if self._policy is None or stamp != self._stamp:
                 topology, config = load_topology(), load_deploy_config()
                 names = local_names(topology, config, self.artifacts, self.landing, self.code)
-                self._policy = deployed_policy(config, names, read_teams(self.teams_file), topology.runs_prefix)
+                policy = deployed_policy(config, names, read_teams(self.teams_file), topology.runs_prefix)
+                self._policy = policy.granted_alike(self.landing, self.readable)
                 self._stamp = stamp
             return self._policy
 
@@ -354,10 +358,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--code", required=True)
     parser.add_argument("--artifacts", required=True, help="REGION=BUCKET,...")
     parser.add_argument("--teams-file", default="")
+    parser.add_argument(
+        "--readable",
+        default="",
+        help="BUCKET,...: other buckets data may land in, opened to Landfall's readers as the landing bucket is",
+    )
     parser.add_argument("--record", type=Path)
     parser.add_argument("--enforce", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
-    policy = _PolicySource(args.landing, args.code, parse_artifacts(args.artifacts), args.teams_file)
+    readable = tuple(b.strip() for b in args.readable.split(",") if b.strip())
+    policy = _PolicySource(args.landing, args.code, parse_artifacts(args.artifacts), args.teams_file, readable)
     policy()  # a bad teams file or topology fails here, not on the first call
     server = GateServer(args.port, args.upstream, policy, enforce=args.enforce, record=args.record)
     threading.Thread(target=server.serve_forever, name="storage-gate", daemon=True).start()

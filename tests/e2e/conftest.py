@@ -112,6 +112,17 @@ def landing_bucket(local_stack: stack.StackInfo) -> Any:
     return client.bucket(local_stack.env["LANDFALL_LANDING_BUCKET"])
 
 
+@pytest.fixture(scope="package")
+def artifacts_bucket(local_stack: stack.StackInfo) -> Any:
+    """The default region's artifacts bucket: where the stack's jobs write checkpoints, models and logs."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"], credentials=AnonymousCredentials())
+    (first, *_) = local_stack.env["LANDFALL_ARTIFACT_BUCKETS"].split(",")
+    return client.bucket(first.partition("=")[2])
+
+
 def delivery_record(info: stack.StackInfo, function: str, message_id: str) -> list[str]:
     """What the delivery bridge logged about one message to one function: a line per attempt that failed or was
     acknowledged (deploy/local/bridge.py), oldest first."""

@@ -42,7 +42,7 @@ gcloud iam service-accounts create landfall-ingest '--display-name=Landfall inge
 # create the service account landfall-sweeper@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-sweeper '--display-name=Landfall sweeper' '--description=Runs sweep_datasets: closes quiet-period datasets, as ingest does.' --project=landfall-sample
 # create the service account landfall-dispatch@landfall-sample.iam.gserviceaccount.com
-gcloud iam service-accounts create landfall-dispatch '--display-name=Landfall dispatch' '--description=Runs dispatch: records runs, checks the dataset holds data (and its label column), writes the dataset listing that runs of own code read under runs/, submits Vertex AI CustomJobs that run as the trainer account.' --project=landfall-sample
+gcloud iam service-accounts create landfall-dispatch '--display-name=Landfall dispatch' '--description=Runs dispatch: records runs, checks the dataset holds data (and its label column) and records the digest of the code a run names, writes the dataset listing that runs of own code read under runs/, submits Vertex AI CustomJobs that run as the trainer account.' --project=landfall-sample
 # create the service account landfall-listener@landfall-sample.iam.gserviceaccount.com
 gcloud iam service-accounts create landfall-listener '--display-name=Landfall listener' '--description=Runs on_job_event: re-reads jobs, records their state and the metrics the trainer wrote; resubmits on capacity.' --project=landfall-sample
 # create the service account landfall-reconciler@landfall-sample.iam.gserviceaccount.com
@@ -103,6 +103,8 @@ gcloud pubsub topics add-iam-policy-binding landfall-training-requests --member=
 gcloud projects add-iam-policy-binding landfall-sample --member=serviceAccount:landfall-sweeper@landfall-sample.iam.gserviceaccount.com --role=roles/datastore.user '--condition=expression=resource.name=="projects/landfall-sample/databases/(default)",title=landfall-database,description=Only the Firestore database Landfall keeps its records in'
 # grant dispatch roles/storage.objectViewer on bucket landfall-sample-landfall-landing
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-landing --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
+# grant dispatch roles/storage.objectViewer on bucket landfall-sample-landfall-code
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-code --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant dispatch roles/storage.objectUser on bucket landfall-sample-landfall-artifacts-us-central1
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-us-central1 --member=serviceAccount:landfall-dispatch@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectUser --project=landfall-sample '--condition=expression=resource.name.startsWith("projects/_/buckets/landfall-sample-landfall-artifacts-us-central1/objects/runs/"),title=landfall-runs-folder,description=Only the runs folder of the artifacts bucket'
 # grant dispatch roles/storage.objectUser on bucket landfall-sample-landfall-artifacts-europe-west4
@@ -141,6 +143,8 @@ gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-arti
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-us-central1 --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectUser --project=landfall-sample '--condition=expression=resource.name.startsWith("projects/_/buckets/landfall-sample-landfall-artifacts-us-central1/objects/runs/"),title=landfall-runs-folder,description=Only the runs folder of the artifacts bucket'
 # grant reconciler roles/storage.objectUser on bucket landfall-sample-landfall-artifacts-europe-west4
 gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-artifacts-europe-west4 --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectUser --project=landfall-sample '--condition=expression=resource.name.startsWith("projects/_/buckets/landfall-sample-landfall-artifacts-europe-west4/objects/runs/"),title=landfall-runs-folder,description=Only the runs folder of the artifacts bucket'
+# grant reconciler roles/storage.objectViewer on bucket landfall-sample-landfall-code
+gcloud storage buckets add-iam-policy-binding gs://landfall-sample-landfall-code --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/storage.objectViewer --project=landfall-sample
 # grant reconciler roles/pubsub.publisher on topic landfall-run-results
 gcloud pubsub topics add-iam-policy-binding landfall-run-results --member=serviceAccount:landfall-reconciler@landfall-sample.iam.gserviceaccount.com --role=roles/pubsub.publisher --project=landfall-sample
 # grant reconciler roles/pubsub.publisher on topic landfall-training-requests

@@ -82,6 +82,8 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
         # the dataset listing a team's code reads, runs/RUN/data-files.jsonl, in every job region's bucket
         *(("roles/storage.objectUser", "bucket", runs_folder_only(b)) for b in ARTIFACTS),
+        # the code a run names: its digest goes on the run
+        ("roles/storage.objectViewer", "bucket", CODE),
     },
     # The listener resubmits a job that ended for capacity: it submits jobs that run as the trainer account.
     SA("landfall-listener"): {
@@ -98,6 +100,7 @@ EXPECTED_GRANTS: dict[str, set[tuple[str, str, str]]] = {
         ("roles/iam.serviceAccountUser", "service_account", "landfall-trainer@landfall-sample.iam.gserviceaccount.com"),
         *(("roles/storage.objectViewer", "bucket", b) for b in ARTIFACTS),
         *(("roles/storage.objectUser", "bucket", runs_folder_only(b)) for b in ARTIFACTS),  # adopts runs as dispatch
+        ("roles/storage.objectViewer", "bucket", CODE),  # as dispatch: the code's digest
         ("roles/pubsub.publisher", "topic", "landfall-run-results"),
         # republishes a TrainingRequest whose message was lost (reconciler/republish.py)
         ("roles/pubsub.publisher", "topic", "landfall-training-requests"),
