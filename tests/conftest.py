@@ -47,12 +47,12 @@ def work_unit(nodeid: str) -> str:
 
     Each worker is a process of its own: its own session emulators (free ports), its own tmp dirs and environment.
     What must stay together is one unit: the tests of tests/e2e, on the shared local stack (one stack in one worker:
-    two stacks would fight for two cores), except test_stack_lifecycle.py (its own stack, its own unit); the modules
-    that stage under .landfall/deploy/; each integration module, so that its module fixtures start once. Every other
-    unit test is a unit by itself.
+    two stacks would fight for two cores), except the modules with stacks of their own (OWN_STACKS, a unit each);
+    the modules that stage under .landfall/deploy/; each integration module, so that its module fixtures start once.
+    Every other unit test is a unit by itself.
     """
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/e2e/") and path != OWN_STACK:
+    if path.startswith("tests/e2e/") and path not in OWN_STACKS:
         return STACK_GROUP
     if path in SHARED_STAGE:
         return "deploy-stage"
@@ -63,6 +63,8 @@ def work_unit(nodeid: str) -> str:
 
 OWN_STACK = "tests/e2e/test_stack_lifecycle.py"
 """The e2e module that starts stacks of its own (its own unit: minutes, whatever its count of tests)."""
+OWN_STACKS = (OWN_STACK, "tests/e2e/test_second_region.py")
+"""Every e2e module with a stack of its own, each its own unit."""
 
 
 def unit_order(unit: str, tests: int) -> tuple[int, int]:
@@ -73,7 +75,7 @@ def unit_order(unit: str, tests: int) -> tuple[int, int]:
     behind the unit tests, at the end, with the other worker idle."""
     if unit == STACK_GROUP:
         return (0, -tests)
-    if unit == OWN_STACK:
+    if unit in OWN_STACKS:
         return (1, -tests)
     if unit.startswith(("tests/integration/", "tests/e2e/")) or unit == "deploy-stage":
         return (2, -tests)

@@ -39,6 +39,8 @@ PORT_MODES = ("free", "default")
 PORTS_FILE = "ports.json"
 """<state dir>/ports.json: the ports the last stack started here used, kept across `down` (and `down --wipe`), so
 the next `up` gives clients the same addresses."""
+JOB_REGIONS_ENV = "LANDFALL_JOB_REGIONS"
+"""Regions besides the default one the stack's jobs may run in (`us-east4,europe-west4`), read at `up`."""
 LOCAL_IAM_ENV = "LANDFALL_LOCAL_IAM"
 """`off`: the storage gate records what each identity uses but refuses nothing (on by default: every Cloud Storage
 call is checked against the deploy's IAM policy, deploy/local_iam/storage_gate.py)."""
@@ -131,7 +133,14 @@ def base_ports(topology: Topology, state_dir: Path, mode: str | None) -> dict[st
     }
 
 
-def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
+def job_regions(environ: Mapping[str, str], topology: Topology) -> tuple[str, ...]:
+    """The regions the stack's jobs may run in: the default region and LANDFALL_JOB_REGIONS (`r1,r2`), as a
+    deployment's --job-region; each gets an artifacts bucket."""
+    extra = (r.strip() for r in environ.get(JOB_REGIONS_ENV, "").split(",") if r.strip())
+    return tuple(dict.fromkeys((topology.default_region, *extra)))
+
+
+def stack_env(topology: Topology, ports: dict[str, int], regions: tuple[str, ...] = ()) -> dict[str, str]:
     """The variables every client (functions, trainer, CLI, gcloud) uses to reach the local stack."""
     # Every client reaches Cloud Storage through the gate, which checks each call against the deploy's IAM policy;
     # this endpoint is the project owner's (a function's or a job's names its own identity: deploy/topology.py
@@ -148,7 +157,7 @@ def stack_env(topology: Topology, ports: dict[str, int]) -> dict[str, str]:
         "LANDFALL_CODE_BUCKET": topology.code_bucket,
         # Laid out and run as a deployment is: artifacts in their own bucket per job region, jobs as the trainer
         # account, a team's as the team's own.
-        "LANDFALL_ARTIFACT_BUCKETS": f"{region}={artifacts_bucket(project, region)}",
+        "LANDFALL_ARTIFACT_BUCKETS": ",".join(f"{r}={artifacts_bucket(project, r)}" for r in regions or (region,)),
         "LANDFALL_TRAINING_SERVICE_ACCOUNT": account_email(TRAINER_ACCOUNT, project),
         "LANDFALL_TEAM_SERVICE_ACCOUNT": f"{{team}}@{project}.iam.gserviceaccount.com",
         # So that `gcloud storage cp [-r] ... gs://...` reaches fake-gcs-server (through the front that serves what
@@ -184,7 +193,9 @@ def _service_env(environ: Mapping[str, str], stack_vars: Mapping[str, str]) -> d
     return {
         k: v
         for k, v in environ.items()
-        if k.startswith("LANDFALL_") and k not in stack_vars and k not in (provision.STATE_DIR_ENV, PORTS_ENV)
+        if k.startswith("LANDFALL_")
+        and k not in stack_vars
+        and k not in (provision.STATE_DIR_ENV, PORTS_ENV, JOB_REGIONS_ENV)
     }
 
 
@@ -315,7 +326,7 @@ def _start(state_dir: Path, port_overrides: dict[str, int] | None, mode: str | N
         name for name, port in wanted.items() if port == 0 or (name in last_free and port == last_ports.get(name))
     )
     ports = resolve_ports(topology, wanted)
-    env = stack_env(topology, ports)
+    env = stack_env(topology, ports, job_regions(os.environ, topology))
     current = StackRecord(
         services=(),
         env=env,

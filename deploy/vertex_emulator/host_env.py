@@ -11,7 +11,8 @@ cannot. So a replica gets, of the emulator's environment, only:
   GPUs visible to this host, thread counts, and how the host reaches the internet (proxies, CA bundles) and installs
   packages (UV_*, PIP_*: the launcher installs a team's requirements);
 - STORAGE_EMULATOR_HOST: the stand-in for the job's Cloud Storage credentials, so that it reads and writes gs:// on
-  the local stack as a job on Vertex reads its buckets;
+  the local stack as a job on Vertex reads its buckets (the runner names the CustomJob's serviceAccount in it, and
+  the stack's storage gate holds the job to that account's grants);
 - coverage's variables (COVERAGE_*, COV_CORE_*), so that the test suite measures the trainer's processes too;
 - the trainer's test hook (trainer/fault_hooks.py OOM_VARIABLE), which the end-to-end suite sets on the stack;
 - the CPU rehearsal switch (trainer/cpu_rehearsal, LANDFALL_CPU_REHEARSAL): `LANDFALL_CPU_REHEARSAL=1 landfall up`

@@ -118,7 +118,9 @@ def _delivered(message: PubSubMessage, deps: DispatchDeps) -> Outcome:
     # run, RUN_ID_ATTRIBUTE) reads the run first instead.
     handed = message.attributes.get(RUN_ID_ATTRIBUTE) == run_id
     ahead = None
-    if not handed:  # reads, beside the create below: the check and the plan that follow take them
+    # Reads, beside the create below: the check and the plan that follow take them. Never of a bucket Landfall does
+    # not read from (its request is rejected for it below): the account may not read it, nor should it try.
+    if not handed and request.dataset.bucket in deps.settings.allowed_buckets:
         if deps.prefetch is not None:
             deps.prefetch(request)
         ahead = read_head_ahead(request, deps.objects) if deps.objects is not None else None

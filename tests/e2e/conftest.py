@@ -17,6 +17,7 @@ import pytest
 
 from deploy.local import stack
 from deploy.local.bridge import ACKNOWLEDGED
+from tests.conftest import OWN_STACKS
 from trainer.fault_hooks import OOM_VARIABLE
 
 ROUTES_FILE = Path(__file__).with_name("routes.toml")
@@ -34,8 +35,33 @@ OOM_MARKER = "/e2e-oom/"
 """A dataset under a prefix holding this runs out of memory in the trainer (its test hook, off elsewhere)."""
 
 
+_RAN: set[str] = set()
+"""The end-to-end tests this process has run (the shared stack's grant check needs all of them)."""
+
+
+@pytest.fixture(autouse=True)
+def _count_ran(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    _RAN.add(request.node.nodeid)
+
+
+def _check_grants(request: pytest.FixtureRequest, info: stack.StackInfo) -> None:
+    """Over the suite, no function's account was refused a Cloud Storage call (a grant the deploy lacks) and, when
+    every test of the shared stack ran here, each used every Cloud Storage grant it holds (tests/iam_use.py)."""
+    from tests import iam_use
+
+    problems = iam_use.refused_calls(info.state_dir, info.env)
+    shared = {item.nodeid for item in request.session.items if "local_stack" in getattr(item, "fixturenames", ())}
+    modules = {Path(item.nodeid.split("::", 1)[0]).name for item in request.session.items}
+    every_module = {p.name for p in Path(__file__).parent.glob("test_*.py")} - {Path(m).name for m in OWN_STACKS}
+    if every_module <= modules and shared <= _RAN and not request.config.getoption("keyword"):
+        problems += iam_use.unused_grants(info.state_dir, info.env)
+    if problems:
+        pytest.fail("the deploy's grants do not match what the functions did on the stack:\n" + "\n".join(problems))
+
+
 @pytest.fixture(scope="package")
-def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.StackInfo]:
+def local_stack(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[stack.StackInfo]:
     ports = {name: 0 for name in stack.SERVICE_ORDER}
     state_dir = tmp_path_factory.mktemp("stack")
     images = state_dir / "images.json"
@@ -79,6 +105,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.Stac
             os.environ.update(info.env)
             clear_function_caches()
             yield info
+            _check_grants(request, info)
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -56,7 +56,11 @@ def _world(plan: dict[str, Any]) -> int:
 
 
 def test_a_fallback_to_another_world_size_resumes_from_the_checkpoint_and_succeeds(
-    local_stack: stack.StackInfo, firestore_runs: Any, landing_bucket: Any, faults: str
+    local_stack: stack.StackInfo,
+    firestore_runs: Any,
+    landing_bucket: Any,
+    artifacts_bucket: Any,
+    faults: str,
 ) -> None:
     from functions.wiring import vertex_jobs
 
@@ -66,7 +70,7 @@ def test_a_fallback_to_another_world_size_resumes_from_the_checkpoint_and_succee
         snap = firestore_runs.document(run_id).get()
         doc = snap.to_dict() if snap.exists else {}
         assert doc.get("state") not in ("SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"), doc.get("error")
-        return [step for step in _committed_steps(landing_bucket, run_id) if step >= LOGGED_BY]
+        return [step for step in _committed_steps(artifacts_bucket, run_id) if step >= LOGGED_BY]
 
     wait_for(logged_checkpoint, 300, f"run {run_id}'s checkpoint at step {LOGGED_BY} or later")
     # Preempted every second, past Vertex's six restarts: the job FAILS with the stockout message.
@@ -78,7 +82,7 @@ def test_a_fallback_to_another_world_size_resumes_from_the_checkpoint_and_succee
 
     first = wait_for(failed_job, 120, f"run {run_id}'s first job to fail for capacity", step=0.1)
     control.set_faults(faults, {})
-    saved = max(_committed_steps(landing_bucket, run_id))
+    saved = max(_committed_steps(artifacts_bucket, run_id))
     assert 0 < saved < MAX_STEPS, f"the run ended its training before it was preempted ({saved} steps)"
 
     doc = terminal_run(firestore_runs, run_id, timeout_s=420)
@@ -108,6 +112,7 @@ def test_the_script_example_resumes_across_a_fallback_to_another_world_size(
     local_stack: stack.StackInfo,
     firestore_runs: Any,
     landing_bucket: Any,
+    artifacts_bucket: Any,
     faults: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -149,7 +154,7 @@ def test_the_script_example_resumes_across_a_fallback_to_another_world_size(
         step=0.1,
     )
     control.set_faults(faults, {})
-    saved = max(_committed_steps(landing_bucket, run_id))  # what its SIGTERM saved, copied back by its launcher
+    saved = max(_committed_steps(artifacts_bucket, run_id))  # what its SIGTERM saved, copied back by its launcher
 
     doc = terminal_run(firestore_runs, run_id, timeout_s=420)
     assert doc["state"] == "SUCCEEDED", doc.get("error")

@@ -85,22 +85,23 @@ def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_wha
     local_stack: stack.StackInfo,
     firestore_runs: Any,
     landing_bucket: Any,
+    artifacts_bucket: Any,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
     run_id = _publish_lm_run(local_stack, landing_bucket, "e2e-retry-resumes")
-    _first_checkpoint(firestore_runs, landing_bucket, run_id)
+    _first_checkpoint(firestore_runs, artifacts_bucket, run_id)
     assert landfall(["cancel", run_id, "--by", "e2e"]) == 0
     cancelled = terminal_run(firestore_runs, run_id, timeout_s=90)
     assert cancelled["state"] == "CANCELLED", cancelled.get("error")
-    saved = max(_committed_steps(landing_bucket, run_id))
+    saved = max(_committed_steps(artifacts_bucket, run_id))
     assert 0 < saved < MAX_STEPS, f"the run was cancelled after it ended its training ({saved} steps)"
 
     # As if the run had trained 9 steps past that checkpoint and been killed with no time to save them: the mark its
     # rank 0 keeps of how far it got (trainer/checkpoint.py ProgressMark), which the retry reads as work lost.
     mark = {"step": saved + 9, "since_step": saved, "seconds": 12.5}
-    landing_bucket.blob(f"runs/{run_id}/checkpoints/progress.json").upload_from_string(json.dumps(mark))
+    artifacts_bucket.blob(f"runs/{run_id}/checkpoints/progress.json").upload_from_string(json.dumps(mark))
 
     capsys.readouterr()
     assert landfall(["retry", run_id, "--json"]) == 0
@@ -117,14 +118,15 @@ def test_a_cancelled_run_s_retry_resumes_from_its_checkpoint_and_trains_only_wha
     shown = f"progress  resumed at step {saved} of {MAX_STEPS}; work lost: 9 steps (about 12s)"
     assert shown in capsys.readouterr().out
     # the line's folder holds the retry's checkpoints too; the retry's own folder holds none
-    assert max(_committed_steps(landing_bucket, run_id)) > saved
-    assert _committed_steps(landing_bucket, said["run_id"]) == []
+    assert max(_committed_steps(artifacts_bucket, run_id)) > saved
+    assert _committed_steps(artifacts_bucket, said["run_id"]) == []
 
 
 def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
     local_stack: stack.StackInfo,
     firestore_runs: Any,
     landing_bucket: Any,
+    artifacts_bucket: Any,
     faults: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -138,7 +140,7 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
     resumed_id = _publish_lm_run(local_stack, landing_bucket, "e2e-timeout-retry-resumes")
     scratch_id = _publish_lm_run(local_stack, landing_bucket, "e2e-timeout-retry-from-scratch")
     for run_id in (resumed_id, scratch_id):
-        _first_checkpoint(firestore_runs, landing_bucket, run_id)
+        _first_checkpoint(firestore_runs, artifacts_bucket, run_id)
     control.set_faults(faults, {"job_timeout": {"after_seconds": 1.0}})
     try:
         ended = [terminal_run(firestore_runs, run_id, timeout_s=90) for run_id in (resumed_id, scratch_id)]
@@ -150,7 +152,7 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
         # fault, trained nothing it could keep
         assert doc["submission"]["extension"]["number"] == 1
         assert "Not continued: its training did not advance" in doc["error"]["message"], doc["error"]
-    saved = max(_committed_steps(landing_bucket, resumed_id))
+    saved = max(_committed_steps(artifacts_bucket, resumed_id))
 
     capsys.readouterr()
     assert landfall(["retry", resumed_id, "--json"]) == 0
@@ -166,4 +168,4 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
     assert docs[0]["metrics"]["resumed_from_step"] >= saved > 0  # the newest checkpoint of the line
     assert docs[0]["submission"]["attempts"][-1]["resumed_from_step"] == docs[0]["metrics"]["resumed_from_step"]
     assert docs[1]["metrics"]["resumed_from_step"] == 0
-    assert _committed_steps(landing_bucket, scratch["run_id"])  # its own folder, not the line's
+    assert _committed_steps(artifacts_bucket, scratch["run_id"])  # its own folder, not the line's

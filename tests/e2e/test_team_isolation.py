@@ -31,7 +31,9 @@ def test_a_teams_code_reaches_its_own_data_and_runs_only(
     landing_bucket: Any,
     artifacts_bucket: Any,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("LANDFALL_STATE_DIR", str(local_stack.state_dir))  # where `landfall logs` finds the replicas'
     for team in ("a", "b"):
         rows = "".join(f"{i},{i % 3}\n" for i in range(40))
         landing_bucket.blob(f"own-image/iso-{team}/part-0.csv").upload_from_string("x,y\n" + rows)

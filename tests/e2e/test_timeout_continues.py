@@ -25,6 +25,7 @@ def test_a_job_that_times_out_while_training_advances_goes_on_from_its_checkpoin
     local_stack: stack.StackInfo,
     firestore_runs: Any,
     landing_bucket: Any,
+    artifacts_bucket: Any,
     faults: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -34,7 +35,7 @@ def test_a_job_that_times_out_while_training_advances_goes_on_from_its_checkpoin
 
     monkeypatch.setattr(provision, "default_state_dir", lambda: local_stack.state_dir)
     run_id = _publish_lm_run(local_stack, landing_bucket, "e2e-timeout-continues")
-    first = _first_checkpoint(firestore_runs, landing_bucket, run_id)
+    first = _first_checkpoint(firestore_runs, artifacts_bucket, run_id)
     doc = firestore_runs.document(run_id).get().to_dict()
     region, job_name = doc["vertex"]["region"], doc["vertex"]["job_name"]
     client = vertex_jobs()._client(region)
@@ -67,7 +68,7 @@ def test_a_job_that_times_out_while_training_advances_goes_on_from_its_checkpoin
     second = client.get_custom_job(name=done["vertex"]["job_name"])
     assert second.name != job_name
     assert second.job_spec.scheduling.timeout.total_seconds() == ext["timeout_seconds"]
-    assert max(_committed_steps(landing_bucket, run_id)) > ext["from_step"]
+    assert max(_committed_steps(artifacts_bucket, run_id)) > ext["from_step"]
     # the cost counts both jobs
     assert done["cost"]["actual_usd"] >= ext["spent_usd"]
     capsys.readouterr()

@@ -54,8 +54,8 @@ def test_a_submitted_script_trains_on_two_nodes_of_two_processes_and_a_running_o
         3,
     )
     assert [p["step"] for p in metrics["loss_curve"]] == [1, 2, 3]
-    model = doc["artifacts"]["model_dir"].removeprefix(f"gs://{landing_bucket.name}/") + "model.pt"
-    assert landing_bucket.blob(model).exists()
+    bucket, _, folder = doc["artifacts"]["model_dir"].removeprefix("gs://").partition("/")
+    assert landing_bucket.client.bucket(bucket).blob(folder + "model.pt").exists()
 
     running = submit(capsys, "--script", str(EXAMPLES / "failing" / "sleeps.py"), "--data", data, "--params", "10")
 
@@ -81,8 +81,8 @@ def assert_trained(doc: dict[str, Any], landing_bucket: Any, form: str, world_si
     metrics = doc["metrics"]
     assert (metrics["trainer"], metrics["final"]["world_size"], metrics["steps"]) == (form, world_size, 3), metrics
     assert [p["step"] for p in metrics["loss_curve"]] == [1, 2, 3]
-    model = doc["artifacts"]["model_dir"].removeprefix(f"gs://{landing_bucket.name}/") + "model.pt"
-    assert landing_bucket.blob(model).exists()
+    bucket, _, folder = doc["artifacts"]["model_dir"].removeprefix("gs://").partition("/")
+    assert landing_bucket.client.bucket(bucket).blob(folder + "model.pt").exists()
 
 
 def test_the_same_script_as_a_package_and_in_a_container_trains_through_the_stack(

@@ -1,0 +1,66 @@
+"""What each function's identity used on the enforcing local stack, against what the deploy grants it.
+
+The stack's storage gate records every permission each principal used and the grant that allowed it (or that none
+did) in the state folder (deploy/local/stack.py IAM_RECORD). Over a whole end-to-end suite, a function's account must
+have been refused nothing (a grant missing from deploy/topology.toml), and must have used every Cloud Storage grant
+it holds (one it never used is one it does not need).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from deploy.gcp.config import load_deploy_config
+from deploy.local.stack import IAM_RECORD
+from deploy.local_iam.policy import deployed_policy, local_names, role_permissions
+from deploy.teams import read_teams
+from deploy.topology import account_email, function_account, load_topology
+
+BACKGROUND_BUCKET_READ = "storage.buckets.get"
+"""google-cloud-storage reads each bucket's metadata on a background thread for its own telemetry and carries on when
+refused (google/cloud/storage/_bucket_metadata_cache.py): no Landfall code asks for it, and no account needs it."""
+
+
+def function_members(project: str) -> dict[str, str]:
+    """serviceAccount:EMAIL -> the function running as it, for every function on the stack."""
+    return {
+        f"serviceAccount:{account_email(function_account(f.name), project)}": f.name for f in load_topology().functions
+    }
+
+
+def refused_calls(state_dir: Path, env: Mapping[str, str]) -> list[str]:
+    """Each permission a function's account was refused (but the library's own bucket read)."""
+    members = function_members(env["GOOGLE_CLOUD_PROJECT"])
+    return [
+        f"{members[x['member']]} ({x['member']}) was refused {x['permission']} on "
+        f"gs://{x['bucket']}/{x['object'] or ''}"
+        for x in _lines(state_dir)
+        if not x["allowed"] and x["member"] in members and x["permission"] != BACKGROUND_BUCKET_READ
+    ]
+
+
+def unused_grants(state_dir: Path, env: Mapping[str, str]) -> list[str]:
+    """Each Cloud Storage grant of a function's account that no call used."""
+    topology, config = load_topology(), load_deploy_config()
+    artifacts = dict(pair.split("=", 1) for pair in env["LANDFALL_ARTIFACT_BUCKETS"].split(","))
+    names = local_names(topology, config, artifacts, env["LANDFALL_LANDING_BUCKET"], env["LANDFALL_CODE_BUCKET"])
+    policy = deployed_policy(config, names, read_teams(env.get("LANDFALL_TEAMS_FILE", "")), topology.runs_prefix)
+    members = function_members(env["GOOGLE_CLOUD_PROJECT"])
+    used = {(x["member"], x["role"], x["resource"]) for x in _lines(state_dir) if x["allowed"] and "role" in x}
+    storage_roles = {role for role, held in role_permissions().items() if any(p.startswith("storage.") for p in held)}
+    return [
+        f"{members[b.member]} ({b.member}) holds {b.describe()} and never used it"
+        for b in policy.bindings
+        if b.member in members and b.role in storage_roles and (b.member, b.role, b.resource.name) not in used
+    ]
+
+
+def _lines(state_dir: Path) -> list[dict[str, Any]]:
+    path = state_dir / IAM_RECORD
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+__all__ = ["function_members", "refused_calls", "unused_grants"]
