@@ -129,12 +129,16 @@ class Front(BaseHTTPRequestHandler):
         """The path (and query) this request has at fake-gcs-server."""
         return self.path
 
+    def header_value(self, key: str, value: str) -> str:
+        """A header of fake-gcs-server's answer as it is passed on."""
+        return value
+
     def relay(self, answer: http.client.HTTPResponse) -> None:
         """Send fake-gcs-server's answer on, its body streamed."""
         self.send_response(answer.status, answer.reason)
         for key, value in answer.getheaders():
             if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
-                self.send_header(key, value)
+                self.send_header(key, self.header_value(key, value))
         length = answer.getheader("Content-Length")
         if self.command == "HEAD" or answer.status in (204, 304):
             self.send_header("Content-Length", length or "0")

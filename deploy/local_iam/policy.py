@@ -155,13 +155,6 @@ class Policy:
         )
         return Policy(self.project, self.bindings + added, self.roles)
 
-    def without(self, member: str, role: str, resource_name: str) -> Policy:
-        """This policy less one member's role on one resource (a grant removed from the topology)."""
-        kept = tuple(
-            b for b in self.bindings if not (b.member == member and b.role == role and b.resource.name == resource_name)
-        )
-        return Policy(self.project, kept, self.roles)
-
 
 def _bindings(rows: Iterable[tuple[str, str, Resource]]) -> list[Binding]:
     return [Binding(member, role, r, condition_expression(r.condition)) for member, role, r in rows]

@@ -42,7 +42,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from deploy.gcp.config import load_deploy_config
-from deploy.local.storage_front import LAYOUT_PATH, READY_LINE, Front, FrontServer
+from deploy.local.storage_front import HOP_BY_HOP, LAYOUT_PATH, READY_LINE, Front, FrontServer
 from deploy.local_iam.policy import Decision, Policy, Target, deployed_policy, local_names
 from deploy.teams import read_teams
 from deploy.topology import PRINCIPAL_PATH, load_topology
@@ -232,23 +232,27 @@ class Gate(Front):
     def _request_body(self) -> bytes | None:
         return self._body if self._body is not None else super()._request_body()
 
+    def header_value(self, key: str, value: str) -> str:
+        if self.member != OWNER and key.lower() == "location":  # a resumable upload's session, as this principal
+            return value.replace(self.server.upstream_base, self.server.as_base(self.member))
+        return value
+
     def relay(self, answer: http.client.HTTPResponse) -> None:
-        if self.member == OWNER:
+        """Pass the answer on; a principal's JSON metadata (not an object's content) with its links rewritten to come
+        back through the gate as the same principal."""
+        media = urlsplit(self.path).path.startswith("/download/") or _query(self.path).get("alt") == "media"
+        metadata = answer.getheader("Content-Type", "").startswith("application/json") and not media
+        if self.member == OWNER or not metadata or self.command == "HEAD":
             super().relay(answer)
             return
-        body = answer.read()
-        rewritten = body.replace(self.server.upstream_base.encode(), self.server.as_base(self.member).encode())
+        body = answer.read().replace(self.server.upstream_base.encode(), self.server.as_base(self.member).encode())
         self.send_response(answer.status, answer.reason)
         for key, value in answer.getheaders():
-            lowered = key.lower()
-            if lowered == "location":
-                value = value.replace(self.server.upstream_base, self.server.as_base(self.member))
-            if lowered not in ("connection", "keep-alive", "transfer-encoding", "content-length"):
-                self.send_header(key, value)
-        self.send_header("Content-Length", str(len(rewritten)))
+            if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
+                self.send_header(key, self.header_value(key, value))
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(rewritten)
+        self.wfile.write(body)
 
     def do_GET(self) -> None:
         if self._arrive():
