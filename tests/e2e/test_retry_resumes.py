@@ -141,7 +141,9 @@ def test_a_run_that_timed_out_is_retried_from_its_checkpoint_or_from_scratch(
     scratch_id = _publish_lm_run(local_stack, landing_bucket, "e2e-timeout-retry-from-scratch")
     for run_id in (resumed_id, scratch_id):
         _first_checkpoint(firestore_runs, artifacts_bucket, run_id)
-    control.set_faults(faults, {"job_timeout": {"after_seconds": 1.0}})
+    # 0.2 s: each continuation is cut before its trainer has started (it installs its SIGTERM handler about a second
+    # in, and one that has would train a step before stopping, which is progress and earns another extension)
+    control.set_faults(faults, {"job_timeout": {"after_seconds": 0.2}})
     try:
         ended = [terminal_run(firestore_runs, run_id, timeout_s=90) for run_id in (resumed_id, scratch_id)]
     finally:
