@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 
 def _data_file(name: str) -> Path:
@@ -19,41 +20,6 @@ def _data_file(name: str) -> Path:
 
 
 TOPOLOGY_FILE = _data_file("topology.toml")
-PRINCIPAL_PATH = "/as/"
-"""On the local stack, a Cloud Storage endpoint ending /as/MEMBER calls as MEMBER (deploy/local_iam/storage_gate.py)."""
-
-
-def storage_as(base: str, member: str) -> str:
-    """The STORAGE_EMULATOR_HOST of a process acting as member (`serviceAccount:EMAIL`) on the local stack's storage
-    gate at base; base itself is the project owner's."""
-    return f"{base.rstrip('/')}{PRINCIPAL_PATH}{member}"
-
-
-def account_email(key: str, project: str, path: Path = TOPOLOGY_FILE) -> str:
-    """The email of the deployment's service account `key` ([gcp.service_accounts.KEY]) in project."""
-    accounts = _section(topology_table(path), "gcp", "service_accounts")
-    return f"{_section(accounts, key)['account_id']}@{project}.iam.gserviceaccount.com"
-
-
-def artifacts_bucket(project: str, region: str, path: Path = TOPOLOGY_FILE) -> str:
-    """The artifacts bucket of region in project ([gcp] artifacts_bucket): where a job in that region writes."""
-    return str(_section(topology_table(path), "gcp")["artifacts_bucket"]).format(project=project, region=region)
-
-
-def function_account(function: str, path: Path = TOPOLOGY_FILE) -> str:
-    """The [gcp.service_accounts] key function `function` runs as ([gcp.functions.NAME] service_account)."""
-    return str(_section(topology_table(path), "gcp", "functions", function)["service_account"])
-
-
-def _section(table: object, *keys: str) -> dict[str, object]:
-    for key in keys:
-        if not isinstance(table, dict) or not isinstance(table.get(key), dict):
-            raise TopologyError(f"{'.'.join(keys)} is missing from the topology")
-        table = table[key]
-    assert isinstance(table, dict)
-    return table
-
-
 """Package data of deploy/ (pyproject's package-data ships it with the functions' source)."""
 
 
@@ -308,3 +274,38 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
     if topology.notification_topic != topology.object_events_topic:
         raise TopologyError(f"{path.name}: bucket.notification.topic must be topics.object_events.name")
     return topology
+
+
+PRINCIPAL_PATH = "/as/"
+"""On the local stack, a Cloud Storage endpoint ending /as/MEMBER calls as MEMBER (deploy/local_iam/storage_gate.py)."""
+
+
+def storage_as(base: str, member: str) -> str:
+    """The STORAGE_EMULATOR_HOST of a process acting as member (`serviceAccount:EMAIL`) on the local stack's storage
+    gate at base; base itself is the project owner's."""
+    return f"{base.rstrip('/')}{PRINCIPAL_PATH}{quote(member, safe=':@')}"
+
+
+def account_email(key: str, project: str, path: Path = TOPOLOGY_FILE) -> str:
+    """The email of the deployment's service account `key` ([gcp.service_accounts.KEY]) in project."""
+    accounts = _section(topology_table(path), "gcp", "service_accounts")
+    return f"{_section(accounts, key)['account_id']}@{project}.iam.gserviceaccount.com"
+
+
+def artifacts_bucket(project: str, region: str, path: Path = TOPOLOGY_FILE) -> str:
+    """The artifacts bucket of region in project ([gcp] artifacts_bucket): where a job in that region writes."""
+    return str(_section(topology_table(path), "gcp")["artifacts_bucket"]).format(project=project, region=region)
+
+
+def function_account(function: str, path: Path = TOPOLOGY_FILE) -> str:
+    """The [gcp.service_accounts] key function `function` runs as ([gcp.functions.NAME] service_account)."""
+    return str(_section(topology_table(path), "gcp", "functions", function)["service_account"])
+
+
+def _section(table: object, *keys: str) -> dict[str, object]:
+    for key in keys:
+        if not isinstance(table, dict) or not isinstance(table.get(key), dict):
+            raise TopologyError(f"{'.'.join(keys)} is missing from the topology")
+        table = table[key]
+    assert isinstance(table, dict)
+    return table

@@ -23,6 +23,9 @@ EMULATOR_VARIABLES = {
     "vertex": "LANDFALL_VERTEX_ENDPOINT",
 }
 """The variable through which clients find each local service (what .landfall/env exports)."""
+SERVICE_BEHIND = {"storage": "storage_front"}
+"""The stack's service a variable's address is, where it is not the service of that name: clients reach Cloud
+Storage through the storage gate (deploy/local_iam/storage_gate.py), which stands before fake-gcs-server."""
 CONNECT_TIMEOUT_S = 1.0
 
 Answers = Callable[[str, int], bool]
@@ -83,6 +86,7 @@ def check_stack(
 def _why_not(
     name: str, var: str, address: str, port: int, state_dir: Path, recorded: Sequence[RunningService], alive: Alive
 ) -> str:
+    name = SERVICE_BEHIND.get(name, name)
     service = next((s for s in recorded if s.name == name), None)
     if not recorded or service is None:
         return f"the local stack is not running ({var}={address} does not answer): `landfall up` starts it"

@@ -32,13 +32,24 @@ def function_members(project: str) -> dict[str, str]:
 
 
 def refused_calls(state_dir: Path, env: Mapping[str, str]) -> list[str]:
-    """Each permission a function's account was refused (but the library's own bucket read)."""
-    members = function_members(env["GOOGLE_CLOUD_PROJECT"])
-    return [
+    """Each permission a function's account or the shared trainer account (Landfall's own trainer, and code of no
+    team) was refused, and each call of theirs the gate could not map to a permission (but the library's own bucket
+    read)."""
+    project = env["GOOGLE_CLOUD_PROJECT"]
+    members = {**function_members(project), f"serviceAccount:{account_email('trainer', project)}": "the trainer"}
+    unknown = [
+        f"{members[x['member']]} ({x['member']}) made {x['call']}, a call the storage gate cannot check"
+        for x in _lines(state_dir)
+        if x.get("unknown") and x["member"] in members
+    ]
+    return unknown + [
         f"{members[x['member']]} ({x['member']}) was refused {x['permission']} on "
         f"gs://{x['bucket']}/{x['object'] or ''}"
         for x in _lines(state_dir)
-        if not x["allowed"] and x["member"] in members and x["permission"] != BACKGROUND_BUCKET_READ
+        if not x["allowed"]
+        and not x.get("unknown")
+        and x["member"] in members
+        and x["permission"] != BACKGROUND_BUCKET_READ
     ]
 
 

@@ -173,7 +173,10 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
             "for it (deploy/local_iam/roles.toml), evaluates each condition's expression, and refuses a call no "
             "binding allows with Cloud Storage's own 403: `EMAIL does not have storage.objects.get access to the "
             "Google Cloud Storage object. Permission 'storage.objects.get' denied on resource (or it may not "
-            "exist).` Replacing an object also needs `storage.objects.delete`, as in Cloud Storage."
+            "exist).` Replacing an object also needs `storage.objects.delete`, as in Cloud Storage. Another bucket "
+            "data may land in (`LANDFALL_ALLOWED_BUCKETS`) is taken as opened by its owners to the accounts that "
+            "read the landing bucket, with the same roles; a team's own identity gets nothing there, since what a "
+            "team may read of a bucket that is not the deployment's is its owners' grant."
         ),
         "",
         _para(

@@ -158,6 +158,7 @@ def stack_env(topology: Topology, ports: dict[str, int], regions: tuple[str, ...
         # Laid out and run as a deployment is: artifacts in their own bucket per job region, jobs as the trainer
         # account, a team's as the team's own.
         "LANDFALL_ARTIFACT_BUCKETS": ",".join(f"{r}={artifacts_bucket(project, r)}" for r in regions or (region,)),
+        "LANDFALL_OUTPUT_BUCKET": artifacts_bucket(project, region),
         "LANDFALL_TRAINING_SERVICE_ACCOUNT": account_email(TRAINER_ACCOUNT, project),
         "LANDFALL_TEAM_SERVICE_ACCOUNT": f"{{team}}@{project}.iam.gserviceaccount.com",
         # So that `gcloud storage cp [-r] ... gs://...` reaches fake-gcs-server (through the front that serves what
@@ -327,6 +328,7 @@ def _start(state_dir: Path, port_overrides: dict[str, int] | None, mode: str | N
     )
     ports = resolve_ports(topology, wanted)
     env = stack_env(topology, ports, job_regions(os.environ, topology))
+    (state_dir / IAM_RECORD).unlink(missing_ok=True)  # what this stack's identities use, from its start
     current = StackRecord(
         services=(),
         env=env,
@@ -393,7 +395,9 @@ def restart(name: str, state_dir: Path | None = None, extra_env: Mapping[str, st
 
 def _check_restartable(current: StackRecord, state_dir: Path) -> None:
     names, ported = [s.name for s in current.services], set(SERVICE_ORDER) - PORTLESS_SERVICES
-    if names != list(SERVICE_ORDER) or set(current.ports) != ported:
+    storage = current.env.get("STORAGE_EMULATOR_HOST", "")
+    gated = storage.endswith(f":{current.ports.get('storage_front')}") and "LANDFALL_ARTIFACT_BUCKETS" in current.env
+    if names != list(SERVICE_ORDER) or set(current.ports) != ported or not gated:
         raise StackError(
             f"the stack in {state_dir} was started by another version of landfall and cannot be "
             "restarted service by service; run `landfall down` then `landfall up`"

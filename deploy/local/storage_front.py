@@ -1,13 +1,13 @@
-"""The Cloud Storage front `gcloud storage` talks to on the local stack: fake-gcs-server, plus what gcloud asks that
+"""The Cloud Storage front of the local stack: fake-gcs-server, plus what gcloud asks that
 fake-gcs-server does not serve.
 
 `gcloud storage cp -r DIR gs://BUCKET/PREFIX/` (and `rsync`, and any wildcard copy into a bucket) first reads the
 bucket's storage layout (`GET /storage/v1/b/BUCKET/storageLayout`) to learn whether it has a hierarchical namespace,
 and stops at the 404 fake-gcs-server answers. This front answers that call the way Cloud Storage answers it for a
 bucket without a hierarchical namespace (built from the bucket's own metadata; a missing bucket is fake-gcs-server's
-404) and passes every other request through unchanged, bodies streamed both ways. Only gcloud is pointed here
-(CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE); the client libraries, the functions and the trainer reach fake-gcs-server
-directly (STORAGE_EMULATOR_HOST), so the front adds nothing to their latency.
+404) and passes every other request through unchanged, bodies streamed both ways. On the local stack it runs as the
+storage gate (deploy/local_iam/storage_gate.py), which every client reaches and which also checks each call against
+the deploy's IAM policy.
 
 `python -m deploy.local.storage_front --port P --upstream http://HOST:PORT` prints READY_LINE once it listens.
 """

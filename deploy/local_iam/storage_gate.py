@@ -92,35 +92,45 @@ def forbidden_body(message: str) -> bytes:
 
 
 def _query(path: str) -> dict[str, str]:
-    return {k: v[-1] for k, v in parse_qs(urlsplit(path).query, keep_blank_values=True).items()}
+    """The query's parameters, each its first value (as fake-gcs-server, in Go, reads them)."""
+    return {k: v[0] for k, v in parse_qs(urlsplit(path).query, keep_blank_values=True).items()}
 
 
-def upload_name(path: str, headers: Any, body: bytes | None) -> str | None:
+def upload_name(path: str, headers: Any, body: bytes | None, bucket: str = "") -> str | None:
     """The object name an upload request creates: the `name` query parameter, else the metadata's (the JSON body of
-    a resumable upload's first request, the first part of a multipart one)."""
+    a resumable upload's first request, the first part of a multipart one). None (the call is refused) where the two
+    disagree, or where the metadata names another bucket than the path: the server would act on the body's."""
     name = _query(path).get("name")
-    if name:
-        return name
-    if not body:
+    metadata = _metadata(headers, body) if body else {}
+    named, other = metadata.get("name"), metadata.get("bucket")
+    if isinstance(other, str) and other and other != bucket:
         return None
+    if name:
+        return None if isinstance(named, str) and named and named != name else name
+    return named if isinstance(named, str) and named else None
+
+
+def _metadata(headers: Any, body: bytes | None) -> dict[str, Any]:
+    """The JSON metadata of an upload request's body ({} where it holds none)."""
+    if not body:
+        return {}
     content_type = headers.get("Content-Type", "")
     if content_type.startswith("multipart/"):
         message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
         for part in message.iter_parts():
             payload = part.get_payload(decode=True)
             if isinstance(payload, bytes):
-                return _name_in(payload)
-        return None
-    return _name_in(body)
+                return _json_object(payload)
+        return {}
+    return _json_object(body)
 
 
-def _name_in(payload: bytes) -> str | None:
+def _json_object(payload: bytes) -> dict[str, Any]:
     try:
-        metadata = json.loads(payload)
+        found = json.loads(payload)
     except ValueError:
-        return None
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    return name if isinstance(name, str) else None
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def needs(method: str, path: str, headers: Any, body: bytes | None) -> list[Need] | None:
@@ -128,11 +138,20 @@ def needs(method: str, path: str, headers: Any, body: bytes | None) -> list[Need
     the owner, naming the call)."""
     route = urlsplit(path).path
     query = _query(path)
+    generation = query.get("ifGenerationMatch")
     if match := _COPY.fullmatch(route):
         dest = Target(unquote(match["to_bucket"]), unquote(match["to"]))
-        return [Need("storage.objects.get", Target(unquote(match["bucket"]), unquote(match["object"]))), _create(dest)]
+        source = Target(unquote(match["bucket"]), unquote(match["object"]))
+        return [Need("storage.objects.get", source), _create(dest, generation)]
     if match := _COMPOSE.fullmatch(route):
-        return [_create(Target(unquote(match["bucket"]), unquote(match["object"])))]
+        bucket = unquote(match["bucket"])
+        sources = _json_object(body or b"").get("sourceObjects")
+        if not isinstance(sources, list) or not all(
+            isinstance(x, dict) and isinstance(x.get("name"), str) for x in sources
+        ):
+            return None
+        reads = [Need("storage.objects.get", Target(bucket, x["name"])) for x in sources]
+        return [*reads, _create(Target(bucket, unquote(match["object"])), generation)]
     if match := _OBJECT.fullmatch(route):
         target = Target(unquote(match["bucket"]), unquote(match["object"]))
         permission = {
@@ -148,21 +167,25 @@ def needs(method: str, path: str, headers: Any, body: bytes | None) -> list[Need
         if method == "GET":
             return [Need("storage.objects.list", Target(bucket, None, query.get("prefix", "")), on_object=False)]
         if method == "POST":
-            name = upload_name(path, headers, body)
+            name = upload_name(path, headers, body, bucket)
             if name is None:
                 return None
-            return [_create(Target(bucket, name), generation_match=query.get("ifGenerationMatch"))]
+            return [_create(Target(bucket, name), generation)]
         if method == "PUT" and "upload_id" in query:
             return []  # the rest of a resumable upload its first request was allowed to start
         return None
     if (match := LAYOUT_PATH.fullmatch(route)) and method == "GET":
-        return [Need("storage.objects.list", Target(unquote(match["bucket"]), None, ""), on_object=False)]
+        return [
+            Need(
+                "storage.objects.list", Target(unquote(match["bucket"]), None, query.get("prefix", "")), on_object=False
+            )
+        ]
     if (match := _BUCKET.fullmatch(route)) and method == "GET":
         return [Need("storage.buckets.get", Target(unquote(match["bucket"])), on_object=False)]
     return None
 
 
-def _create(target: Target, generation_match: str | None = None) -> Need:
+def _create(target: Target, generation_match: str | None) -> Need:
     return Need("storage.objects.create", target, on_object=generation_match != "0")
 
 
@@ -179,15 +202,26 @@ class Gate(Front):
             self.member, self.path = unquote(who), slash + rest
         if self.member == OWNER:
             return True
-        if self.command in ("POST", "PUT") and _OBJECTS.fullmatch(urlsplit(self.path).path):
+        route = urlsplit(self.path).path
+        if self.command == "POST" and (_OBJECTS.fullmatch(route) or _COMPOSE.fullmatch(route)):
+            if int(self.headers.get("Content-Length") or 0) > MAX_METADATA_BODY:
+                self._refuse(
+                    f"the local stack's storage gate reads at most {MAX_METADATA_BODY >> 20} MiB of an upload's first "
+                    "request to find the object's name: send a larger object as a resumable upload"
+                )
+                return False
             self._body = super()._request_body()
         wanted = needs(self.command, self.path, self.headers, self._body)
         try:
             if wanted is None:
+                call = f"{self.command} {route}"
+                self.server.record_unknown(self.member, call)
+                if not self.server.enforce:
+                    return True
                 self._refuse(
-                    f"{self.member}: the local stack's storage gate does not know the call {self.command} "
-                    f"{urlsplit(self.path).path}, so it cannot tell which permission it needs: teach "
-                    "deploy/local_iam/storage_gate.py needs() the permission Cloud Storage documents for it"
+                    f"{self.member}: the local stack's storage gate does not know the call {call}, so it cannot "
+                    "tell which permission it needs: teach deploy/local_iam/storage_gate.py needs() the permission "
+                    "Cloud Storage documents for it"
                 )
                 return False
             for need in wanted:
@@ -221,19 +255,24 @@ class Gate(Front):
     def _refuse(self, message: str) -> None:
         body = forbidden_body(message)
         self.server.log_refusal(self.member, f"{self.command} {urlsplit(self.path).path}: {message}")
-        if self.headers.get("Content-Length") and self._body is None:
-            self.rfile.read(int(self.headers["Content-Length"]))
+        unread = self._body is None and (
+            self.headers.get("Content-Length") or "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        )
         self.send_response(403, "Forbidden")
+        if unread:  # the refused request's body is not read: this connection ends with the answer
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _request_body(self) -> bytes | None:
         return self._body if self._body is not None else super()._request_body()
 
     def header_value(self, key: str, value: str) -> str:
-        if self.member != OWNER and key.lower() == "location":  # a resumable upload's session, as this principal
+        if self.member != OWNER and key.lower() in ("location", "x-goog-upload-url"):  # an upload's session
             return value.replace(self.server.upstream_base, self.server.as_base(self.member))
         return value
 
@@ -297,27 +336,35 @@ class GateServer(FrontServer):
         self._seen: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
 
+    def _write_once(self, key: tuple[str, str, str], line: dict[str, Any]) -> None:
+        with self._lock:
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            if self.record is not None:
+                with self.record.open("a") as out:
+                    out.write(json.dumps(line) + "\n")
+
     def as_base(self, member: str) -> str:
-        return f"{self.base}{PRINCIPAL_PATH}{member}"
+        return f"{self.base}{PRINCIPAL_PATH}{quote(member, safe=':@')}"
 
     def decide(self, member: str, permission: str, target: Target) -> Decision:
         decision = self.policy().check(member, permission, target)
         binding = decision.binding
         key = (member, permission, "" if binding is None else f"{binding.role} {binding.resource.name}")
-        with self._lock:
-            if key not in self._seen:
-                self._seen.add(key)
-                if self.record is not None:
-                    line = {"member": member, "permission": permission, "allowed": decision.allowed}
-                    if binding is not None:
-                        line |= {"role": binding.role, "resource": binding.resource.name}
-                    else:
-                        line |= {"bucket": target.bucket, "object": target.object_name}
-                    with self.record.open("a") as out:
-                        out.write(json.dumps(line) + "\n")
+        line: dict[str, Any] = {"member": member, "permission": permission, "allowed": decision.allowed}
+        if binding is not None:
+            line |= {"role": binding.role, "resource": binding.resource.name}
+        else:
+            line |= {"bucket": target.bucket, "object": target.object_name}
+        self._write_once(key, line)
         if not self.enforce and not decision.allowed:
             return Decision(True)
         return decision
+
+    def record_unknown(self, member: str, call: str) -> None:
+        """A call of a principal the gate cannot map to a permission: recorded (refused unless not enforcing)."""
+        self._write_once((member, call, "?"), {"member": member, "call": call, "allowed": False, "unknown": True})
 
     def log_refusal(self, member: str, message: str) -> None:
         print(f"refused {member}: {message}", file=sys.stderr, flush=True)
@@ -336,15 +383,26 @@ class _PolicySource:
         self._lock = threading.Lock()
 
     def __call__(self) -> Policy:
-        stamp = os.stat(self.teams_file).st_mtime if self.teams_file else 0.0
+        """The policy for the teams file as it is now; while an edit leaves the file unreadable, the last good one
+        (as the functions keep the last good teams file, deploy/reloading.py), said once in the gate's log."""
         with self._lock:
-            if self._policy is None or stamp != self._stamp:
-                topology, config = load_topology(), load_deploy_config()
-                names = local_names(topology, config, self.artifacts, self.landing, self.code)
-                policy = deployed_policy(config, names, read_teams(self.teams_file), topology.runs_prefix)
-                self._policy = policy.granted_alike(self.landing, self.readable)
-                self._stamp = stamp
+            try:
+                stamp = os.stat(self.teams_file).st_mtime if self.teams_file else 0.0
+                if self._policy is None or stamp != self._stamp:
+                    self._policy, self._stamp = self._build(), stamp
+            except (OSError, ValueError) as exc:
+                if self._policy is None:
+                    raise
+                if self._stamp != -1.0:
+                    print(f"teams file {self.teams_file} unreadable, keeping the last policy: {exc}", file=sys.stderr)
+                self._stamp = -1.0
             return self._policy
+
+    def _build(self) -> Policy:
+        topology, config = load_topology(), load_deploy_config()
+        names = local_names(topology, config, self.artifacts, self.landing, self.code)
+        policy = deployed_policy(config, names, read_teams(self.teams_file), topology.runs_prefix)
+        return policy.granted_alike(self.landing, self.readable)
 
 
 def parse_artifacts(text: str) -> dict[str, str]:

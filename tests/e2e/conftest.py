@@ -36,13 +36,12 @@ OOM_MARKER = "/e2e-oom/"
 
 
 _RAN: set[str] = set()
-"""The end-to-end tests this process has run (the shared stack's grant check needs all of them)."""
+"""The end-to-end tests this process has run or skipped (the shared stack's grant check needs all of them)."""
 
 
-@pytest.fixture(autouse=True)
-def _count_ran(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    _RAN.add(request.node.nodeid)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or report.skipped:
+        _RAN.add(report.nodeid)
 
 
 def _check_grants(request: pytest.FixtureRequest, info: stack.StackInfo) -> None:
@@ -52,8 +51,8 @@ def _check_grants(request: pytest.FixtureRequest, info: stack.StackInfo) -> None
 
     problems = iam_use.refused_calls(info.state_dir, info.env)
     shared = {item.nodeid for item in request.session.items if "local_stack" in getattr(item, "fixturenames", ())}
-    modules = {Path(item.nodeid.split("::", 1)[0]).name for item in request.session.items}
-    every_module = {p.name for p in Path(__file__).parent.glob("test_*.py")} - {Path(m).name for m in OWN_STACKS}
+    modules = {item.nodeid.split("::", 1)[0] for item in request.session.items}
+    every_module = {f"tests/e2e/{p.name}" for p in Path(__file__).parent.glob("test_*.py")} - set(OWN_STACKS)
     if every_module <= modules and shared <= _RAN and not request.config.getoption("keyword"):
         problems += iam_use.unused_grants(info.state_dir, info.env)
     if problems:

@@ -115,3 +115,33 @@ def test_an_uploads_name_comes_from_its_query_or_its_metadata() -> None:
 def test_a_refusal_is_cloud_storages_403_body() -> None:
     error = json.loads(forbidden_body("no"))["error"]
     assert (error["code"], error["errors"][0]["reason"]) == (403, "forbidden")
+
+
+def test_the_admin_role_holds_every_object_permission_the_object_roles_hold() -> None:
+    roles = role_permissions()
+    for role in ("roles/storage.objectViewer", "roles/storage.objectCreator", "roles/storage.objectUser"):
+        assert roles[role] <= roles["roles/storage.objectAdmin"], role
+    assert roles["roles/storage.objectAdmin"] <= roles["roles/storage.admin"]
+
+
+def test_a_compose_needs_get_on_its_sources_and_a_layout_is_listed_under_its_prefix() -> None:
+    body = json.dumps({"sourceObjects": [{"name": "runs/b/x"}, {"name": "runs/a/y"}]}).encode()
+    assert needs("POST", "/storage/v1/b/art/o/runs%2Fa%2Fz/compose", {}, body) == [
+        Need("storage.objects.get", Target("art", "runs/b/x")),
+        Need("storage.objects.get", Target("art", "runs/a/y")),
+        Need("storage.objects.create", Target("art", "runs/a/z")),
+    ]
+    assert needs("POST", "/storage/v1/b/art/o/z/compose", {}, b"{}") is None
+    assert needs("GET", "/storage/v1/b/land/storageLayout?prefix=teams%2Fa%2F", {}, None) == [
+        Need("storage.objects.list", Target("land", None, "teams/a/"), on_object=False)
+    ]
+
+
+def test_an_upload_whose_name_or_bucket_could_mean_two_objects_is_not_mapped() -> None:
+    both = json.dumps({"name": "runs/b/x"}).encode()
+    assert upload_name("/upload/storage/v1/b/art/o?uploadType=resumable&name=runs/a/x", {}, both, "art") is None
+    elsewhere = json.dumps({"name": "x", "bucket": "land"}).encode()
+    assert upload_name("/upload/storage/v1/b/art/o?uploadType=resumable", {}, elsewhere, "art") is None
+    assert needs("POST", "/upload/storage/v1/b/art/o?uploadType=media&name=a&name=b", {}, None) == [
+        Need("storage.objects.create", Target("art", "a"))
+    ]
