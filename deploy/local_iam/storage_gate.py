@@ -30,7 +30,6 @@ import http.client
 import json
 import os
 import re
-import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -42,7 +41,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from deploy.gcp.config import load_deploy_config
-from deploy.local.storage_front import HOP_BY_HOP, LAYOUT_PATH, READY_LINE, Front, FrontServer
+from deploy.local.storage_front import HOP_BY_HOP, LAYOUT_PATH, Front, FrontServer, serve_until_stopped
 from deploy.local_iam.policy import Decision, Policy, Target, deployed_policy, local_names
 from deploy.teams import read_teams
 from deploy.topology import PRINCIPAL_PATH, load_topology
@@ -433,13 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     policy()  # a bad teams file or topology fails here, not on the first call
     server = GateServer(args.port, args.upstream, policy, enforce=args.enforce, record=args.record)
     threading.Thread(target=server.serve_forever, name="storage-gate", daemon=True).start()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    print(READY_LINE, flush=True)
-    stop.wait()
-    server.shutdown()
-    return 0
+    return serve_until_stopped(server)
 
 
 if __name__ == "__main__":
