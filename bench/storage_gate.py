@@ -92,7 +92,7 @@ def main() -> int:
     spec = services.storage(port, project=topology.project_id, notification_topic=None, bucket=None, pubsub_host=None)
     service = processes.start(spec, Path(tempfile.mkdtemp(prefix="bench-gate-")))
     direct = f"http://{services.HOST}:{port}"
-    gate = GateServer(0, direct, lambda: policy)
+    gate = GateServer(0, direct, lambda: policy, quiet=True)
     threading.Thread(target=gate.serve_forever, daemon=True).start()
     member = f"serviceAccount:lf-team-{TEAM}@{topology.project_id}.iam.gserviceaccount.com"
     try:

@@ -326,12 +326,13 @@ class GateServer(FrontServer):
         *,
         enforce: bool = True,
         record: Path | None = None,
+        quiet: bool = False,
         host: str = "127.0.0.1",
     ) -> None:
         super().__init__(port, upstream, host, Gate)
         self.upstream_base = f"http://{self.upstream_host}:{self.upstream_port}"
         self.base = f"http://{host}:{self.server_address[1]}"
-        self.policy, self.enforce, self.record = policy, enforce, record
+        self.policy, self.enforce, self.record, self.quiet = policy, enforce, record, quiet
         self._seen: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
 
@@ -366,7 +367,9 @@ class GateServer(FrontServer):
         self._write_once((member, call, "?"), {"member": member, "call": call, "allowed": False, "unknown": True})
 
     def log_refusal(self, member: str, message: str) -> None:
-        print(f"refused {member}: {message}", file=sys.stderr, flush=True)
+        """A refusal, in the gate's log (the stack's logs/storage_front.log); none when quiet (in a test's process)."""
+        if not self.quiet:
+            print(f"refused {member}: {message}", file=sys.stderr, flush=True)
 
 
 class _PolicySource:

@@ -71,7 +71,7 @@ def gate(gcs_emulator: Emulator, tmp_path_factory: pytest.TempPathFactory) -> It
             owner.create_bucket(name)
     switch = _Switch()
     record = tmp_path_factory.mktemp("gate") / "used.jsonl"
-    server = GateServer(0, gcs_emulator.endpoint, switch, record=record)
+    server = GateServer(0, gcs_emulator.endpoint, switch, record=record, quiet=True)
     import threading
 
     threading.Thread(target=server.serve_forever, daemon=True).start()
