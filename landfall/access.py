@@ -4,7 +4,8 @@ operator on all, and a caller the file names nowhere on none; without, everyone 
 
 Who the caller is:
 - `LANDFALL_IDENTITY` (`landfall ui --as user:a@example.com`): the identity chosen where nothing vouches for one (the
-  local stack), for the dashboard and the CLI;
+  local stack), for the dashboard and the CLI; the CLI's Cloud Storage calls on the local stack go as it too, held to
+  that member's grants by the stack's storage gate (`act_as_chosen_identity`);
 - the dashboard, deployed: the caller Cloud Run's IAM check let in (`request_identity`: the Google-signed ID token's
   email claim, its signature verified);
 - the CLI: the account gcloud uses (`gcloud config get-value account`), asked only when the file names members or
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from deploy.teams import Teams, TeamsError, principals
+from deploy.topology import PRINCIPAL_PATH, storage_as
 from landfall.errors import CommandError
 from schemas.run_record import RunRecord
 
@@ -60,6 +62,19 @@ def viewer_for(principal: str, teams: Teams) -> Viewer | None:
     if not principal:
         return Viewer("", ())
     return Viewer(principal, teams.teams_of(principal), teams.is_operator(principal))
+
+
+def act_as_chosen_identity(environ: MutableMapping[str, str]) -> str:
+    """On the local stack, make this process's Cloud Storage calls as LANDFALL_IDENTITY, as a member's own
+    credentials make them in a project: the stack's storage gate then holds them to that member's grants (object
+    create, read and list on the team's prefixes and code folder; docs/access.md). The identity, or "" (no identity,
+    or no local stack: the calls go as gcloud's credentials, or the stack's owner, as before)."""
+    identity = chosen_identity(environ)
+    storage = environ.get("STORAGE_EMULATOR_HOST", "")
+    if identity and storage and PRINCIPAL_PATH not in storage:
+        environ["STORAGE_EMULATOR_HOST"] = storage_as(storage, identity)
+        return identity
+    return ""
 
 
 def chosen_identity(env: Mapping[str, str] | None = None) -> str:

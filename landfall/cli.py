@@ -124,6 +124,10 @@ def _main(argv: Sequence[str] | None) -> int:
     from landfall.errors import CommandError
 
     try:
+        if args.command not in ("up", "down", "restart", "status", "deploy", "teardown", "ui"):
+            from landfall.access import act_as_chosen_identity
+
+            act_as_chosen_identity(os.environ)
         if args.command in STACK_NEEDS:
             _check_stack(STACK_NEEDS[args.command])
         return int(args.func(args) or 0)

@@ -44,11 +44,13 @@ def ingest_routes() -> tuple[Route, ...]:
     stack record), else the shipped deploy/routes.toml (functions/ingest/routes.py reads the same)."""
     from deploy.local import provision, record
     from deploy.routes import ROUTES_FILE, RouteError, read_routes
+    from deploy.topology import PRINCIPAL_PATH
 
     path, storage = os.environ.get(ROUTES_FILE_ENV, ""), os.environ.get("STORAGE_EMULATOR_HOST")
     if not path and storage:
         current = record.read(provision.default_state_dir())
-        if current is not None and current.env.get("STORAGE_EMULATOR_HOST") == storage:
+        # the stack's endpoint, whoever this process calls as (LANDFALL_IDENTITY adds /as/MEMBER)
+        if current is not None and current.env.get("STORAGE_EMULATOR_HOST") == storage.partition(PRINCIPAL_PATH)[0]:
             path = current.service_env.get(ROUTES_FILE_ENV, "")
     try:
         return read_routes(Path(path)) if path else read_routes(ROUTES_FILE)

@@ -27,6 +27,7 @@ from .test_chain import terminal_run
 
 REGION = "europe-west4"
 TEAM = "e2e-far"
+MEMBER = "user:far-member@example.com"
 REPO = Path(__file__).resolve().parents[2]
 TEAMS = f"""schema_version = 1
 unowned = "allow"
@@ -36,6 +37,7 @@ name = "{TEAM}"
 owns = [{{bucket = "*", prefix = "far/"}}]
 monthly_budget_usd = 100.0
 requests_topic = "landfall-requests-{TEAM}"
+members = ["{MEMBER}"]
 """
 
 
@@ -112,3 +114,32 @@ def test_a_teams_script_package_and_image_succeed_in_a_second_region(
         if form != "image":
             assert f"runs/{TEAM}/{run_id}/data-files.jsonl" in outputs, (form, outputs)
     assert iam_use.refused_calls(far_stack.state_dir, env) == []
+
+
+def test_a_member_uploads_code_to_the_teams_folder_only(far_stack: stack.StackInfo) -> None:
+    """`landfall submit` run as a member of the team (LANDFALL_IDENTITY), as a shell of theirs would: its upload goes
+    as the member, so code in the team's folder is theirs to upload and the run it starts SUCCEEDS; code anywhere
+    else in the code bucket is refused with the 403 the cloud gives, and nothing is published."""
+    from google.cloud import firestore
+
+    env = {**os.environ, "LANDFALL_IDENTITY": MEMBER}
+    landfall = str(Path(sys.executable).with_name("landfall"))
+    data = f"gs://{far_stack.env['LANDFALL_LANDING_BUCKET']}/far/sales/"
+    args = ["--script", str(REPO / "examples/ddp_script/train.py"), "--data", data, "--params", "10", "--json"]
+
+    def submit(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [landfall, "submit", *extra, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    outside = submit()
+    assert outside.returncode == 1, outside
+    # its first call, looking for an upload it made already, is the one refused
+    assert "far-member@example.com does not have storage.objects.get access" in outside.stderr, outside.stderr
+    inside = submit("--team", TEAM)
+    assert inside.returncode == 0, inside.stderr
+    run_id = json.loads(inside.stdout)["run_id"]
+    runs = firestore.Client(project=far_stack.env["GOOGLE_CLOUD_PROJECT"]).collection("runs")
+    doc = terminal_run(runs, run_id, timeout_s=300)
+    assert doc["state"] == "SUCCEEDED", doc.get("error")
+    assert doc["request"]["trainer"]["script"].startswith(f"gs://{far_stack.env['LANDFALL_CODE_BUCKET']}/teams/{TEAM}/")

@@ -193,3 +193,16 @@ def test_a_team_name_ends_with_a_letter_or_digit_so_its_account_id_is_valid() ->
     for name in ("v", "vision", "a" * 40, "a" * 21 + "-" + "b" * 18):
         account = team_account_id(name)
         assert 6 <= len(account) <= 30 and account[0].isalpha() and account[-1].isalnum(), account
+
+
+def test_the_chosen_identity_makes_the_clis_storage_calls_on_the_local_stack_only() -> None:
+    from landfall.access import act_as_chosen_identity
+
+    local = {"LANDFALL_IDENTITY": "user:a@example.com", "STORAGE_EMULATOR_HOST": "http://127.0.0.1:4443"}
+    assert act_as_chosen_identity(local) == "user:a@example.com"
+    assert local["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:4443/as/user:a@example.com"
+    assert act_as_chosen_identity(local) == ""  # once: already acting as it
+    cloud = {"LANDFALL_IDENTITY": "user:a@example.com"}
+    assert act_as_chosen_identity(cloud) == "" and "STORAGE_EMULATOR_HOST" not in cloud
+    nobody = {"STORAGE_EMULATOR_HOST": "http://127.0.0.1:4443"}
+    assert act_as_chosen_identity(nobody) == "" and nobody["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:4443"
