@@ -133,6 +133,17 @@ def base_ports(topology: Topology, state_dir: Path, mode: str | None) -> dict[st
     }
 
 
+def iam_enforced(environ: Mapping[str, str]) -> bool:
+    """LANDFALL_LOCAL_IAM: on (the default) or off; anything else is refused, naming both."""
+    value = environ.get(LOCAL_IAM_ENV, "").strip().lower() or "on"
+    if value not in ("on", "off"):
+        raise StackError(
+            f"{LOCAL_IAM_ENV}={environ[LOCAL_IAM_ENV]!r}: expected on (every Cloud Storage call checked against the "
+            "deploy's IAM policy, the default) or off (recorded, never refused)"
+        )
+    return value == "on"
+
+
 def job_regions(environ: Mapping[str, str], topology: Topology) -> tuple[str, ...]:
     """The regions the stack's jobs may run in: the default region and LANDFALL_JOB_REGIONS (`r1,r2`), as a
     deployment's --job-region; each gets an artifacts bucket."""
@@ -237,7 +248,7 @@ class _Plan:
                 teams_file=self.current.service_env.get("LANDFALL_TEAMS_FILE", ""),
                 record=state_dir / IAM_RECORD,
                 readable=self.current.service_env.get("LANDFALL_ALLOWED_BUCKETS", ""),
-                enforce=self.current.service_env.get(LOCAL_IAM_ENV, "on").strip().lower() != "off",
+                enforce=iam_enforced(self.current.service_env),
             )
         if name == "vertex":
             images = self.current.service_env.get(VERTEX_IMAGES_ENV)
@@ -327,6 +338,7 @@ def _start(state_dir: Path, port_overrides: dict[str, int] | None, mode: str | N
         name for name, port in wanted.items() if port == 0 or (name in last_free and port == last_ports.get(name))
     )
     ports = resolve_ports(topology, wanted)
+    iam_enforced(os.environ)  # a wrong value is refused before anything starts
     env = stack_env(topology, ports, job_regions(os.environ, topology))
     (state_dir / IAM_RECORD).unlink(missing_ok=True)  # what this stack's identities use, from its start
     current = StackRecord(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
@@ -188,18 +188,12 @@ def local_names(
     project = topology.project_id
     regions = tuple(artifact_buckets)
     names = iam.names_for(topology, config, project, topology.default_region, regions or (topology.default_region,))
-    return Names(
-        project=project,
-        region=topology.default_region,
+    return replace(
+        names,
         landing_bucket=landing,
         job_regions=regions,
         artifact_buckets=tuple(artifact_buckets.values()),
         code_bucket=code,
-        topics=names.topics,
-        dead_letter_topics=names.dead_letter_topics,
-        subscriptions=names.subscriptions,
-        accounts=names.accounts,
-        functions=names.functions,
     )
 
 

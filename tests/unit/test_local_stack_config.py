@@ -153,3 +153,21 @@ def test_the_ports_a_stack_starts_from_free_default_or_the_last_stacks(
     monkeypatch.setattr(processes, "port_is_free", lambda port, host="127.0.0.1": port not in taken)
     assert stack.base_ports(topology, tmp_path, None) == last | {"pubsub": 0}  # firestore's was chosen: kept
     assert stack.base_ports(topology, tmp_path, "default") == defaults
+
+
+def test_local_iam_is_on_unless_turned_off_and_a_wrong_value_is_refused() -> None:
+    assert stack.iam_enforced({}) is True
+    assert stack.iam_enforced({stack.LOCAL_IAM_ENV: "ON"}) is True
+    assert stack.iam_enforced({stack.LOCAL_IAM_ENV: "off"}) is False
+    with pytest.raises(StackError, match="expected on .* or off"):
+        stack.iam_enforced({stack.LOCAL_IAM_ENV: "false"})
+
+
+def test_job_regions_are_the_default_one_and_those_asked_for_each_with_its_artifacts_bucket() -> None:
+    topology = load_topology()
+    regions = stack.job_regions({stack.JOB_REGIONS_ENV: " europe-west4, us-central1 ,"}, topology)
+    assert regions == (topology.default_region, "europe-west4")
+    env = stack.stack_env(topology, {"storage_front": 1, "pubsub": 2, "firestore": 3, "vertex": 4}, regions)
+    buckets = dict(pair.split("=") for pair in env["LANDFALL_ARTIFACT_BUCKETS"].split(","))
+    assert buckets == {r: f"{topology.project_id}-landfall-artifacts-{r}" for r in regions}
+    assert env["STORAGE_EMULATOR_HOST"].endswith(":1") and env["LANDFALL_OUTPUT_BUCKET"] == buckets[regions[0]]
