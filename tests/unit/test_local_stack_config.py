@@ -159,7 +159,7 @@ def test_local_iam_is_on_unless_turned_off_and_a_wrong_value_is_refused() -> Non
     assert stack.iam_enforced({}) is True
     assert stack.iam_enforced({stack.LOCAL_IAM_ENV: "ON"}) is True
     assert stack.iam_enforced({stack.LOCAL_IAM_ENV: "off"}) is False
-    with pytest.raises(StackError, match="expected on .* or off"):
+    with pytest.raises(StackError, match=r"expected on .* or off"):
         stack.iam_enforced({stack.LOCAL_IAM_ENV: "false"})
 
 
