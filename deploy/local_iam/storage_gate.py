@@ -2,18 +2,18 @@
 
 Every process on the local stack reaches fake-gcs-server through this gate, as a named principal: a function as its
 service account, a job's replicas as the CustomJob's serviceAccount, the CLI as LANDFALL_IDENTITY where set (a team's
-member), the person at the keyboard (gcloud, the CLI, the tests) as the project's owner. The principal rides in the storage endpoint every client library honours:
-STORAGE_EMULATOR_HOST=http://HOST:PORT/as/MEMBER (deploy/topology.py storage_as); a request with no /as/ prefix is
-the owner's. The gate maps each JSON API call to the permission Cloud Storage checks for it (an upload that would
-replace an object also needs storage.objects.delete; a list is checked on the bucket with the listed prefix as
-`storage.googleapis.com/objectListPrefix`), evaluates the caller's bindings (deploy/local_iam/policy.py), and answers
-a refused call with Cloud Storage's own 403 body: `MEMBER does not have storage.objects.get access to the Google
-Cloud Storage object. Permission 'storage.objects.get' denied on resource (or it may not exist).` The client
-libraries raise it as google.api_core.exceptions.Forbidden, as in the cloud.
+member), the person at the keyboard (gcloud, the CLI, the tests) as the project's owner. The principal rides in the
+storage endpoint every client library honours: STORAGE_EMULATOR_HOST=http://HOST:PORT/as/MEMBER (deploy/topology.py
+storage_as); a request with no /as/ prefix is the owner's. The gate maps each JSON API call to the permission Cloud
+Storage checks for it (an upload that would replace an object also needs storage.objects.delete; a list is checked on
+the bucket with the listed prefix as `storage.googleapis.com/objectListPrefix`), evaluates the caller's bindings
+(deploy/local_iam/policy.py), and answers a refused call with Cloud Storage's own 403 body: `MEMBER does not have
+storage.objects.get access to the Google Cloud Storage object. Permission 'storage.objects.get' denied on resource (or
+it may not exist).` The client libraries raise it as google.api_core.exceptions.Forbidden, as in the cloud.
 
 Links fake-gcs-server returns in a principal's JSON metadata (mediaLink, selfLink) and headers (a resumable upload's
-Location, X-Goog-Upload-URL) are rewritten to come back through the gate as the same principal; an object's content
-is never rewritten, and is streamed. Every permission a principal used, and the binding that allowed it, is appended once
+Location, X-Goog-Upload-URL) are rewritten to come back through the gate as the same principal; an object's content is
+never rewritten, and is streamed. Every permission a principal used, and the binding that allowed it, is appended once
 to --record (JSON lines), so a test can compare what each identity used with what it was granted.
 
 This shows what a grant allows; it is not a security boundary: a process on this machine can reach fake-gcs-server
