@@ -276,13 +276,16 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
     return topology
 
 
+PRINCIPAL_METADATA = "x-landfall-principal"
+"""On the local stack, the gRPC metadata naming who calls the Vertex emulator (an endpoint ending /as/MEMBER sends it),
+as a call's credentials name the caller to Vertex AI."""
 PRINCIPAL_PATH = "/as/"
 """On the local stack, a Cloud Storage endpoint ending /as/MEMBER calls as MEMBER (deploy/local_iam/storage_gate.py)."""
 
 
 def storage_as(base: str, member: str) -> str:
-    """The STORAGE_EMULATOR_HOST of a process acting as member (`serviceAccount:EMAIL`) on the local stack's storage
-    gate at base; base itself is the project owner's."""
+    """The STORAGE_EMULATOR_HOST (or LANDFALL_VERTEX_ENDPOINT) of a process acting as member (`serviceAccount:EMAIL`)
+    on the local stack's storage gate (or Vertex emulator) at base; base itself is the project owner's."""
     return f"{base.rstrip('/')}{PRINCIPAL_PATH}{quote(member, safe=':@')}"
 
 

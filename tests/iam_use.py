@@ -1,5 +1,8 @@
 """What each function's identity used on the enforcing local stack, against what the deploy grants it.
 
+Cloud Storage calls are checked by the storage gate, CreateCustomJob and CancelCustomJob (with acting as the job's
+account) by the Vertex emulator through it; both record each decision.
+
 The stack's storage gate records every permission each principal used and the grant that allowed it (or that none
 did) in the state folder (deploy/local/stack.py IAM_RECORD). Over a whole end-to-end suite, a function's account must
 have been refused nothing (a grant missing from deploy/topology.toml), and must have used every Cloud Storage grant
@@ -43,8 +46,7 @@ def refused_calls(state_dir: Path, env: Mapping[str, str]) -> list[str]:
         if x.get("unknown") and x["member"] in members
     ]
     return unknown + [
-        f"{members[x['member']]} ({x['member']}) was refused {x['permission']} on "
-        f"gs://{x['bucket']}/{x['object'] or ''}"
+        f"{members[x['member']]} ({x['member']}) was refused {x['permission']} on {_where(x)}"
         for x in _lines(state_dir)
         if not x["allowed"]
         and not x.get("unknown")
@@ -67,6 +69,12 @@ def unused_grants(state_dir: Path, env: Mapping[str, str]) -> list[str]:
         for b in policy.bindings
         if b.member in members and b.role in storage_roles and (b.member, b.role, b.resource.name) not in used
     ]
+
+
+def _where(line: dict[str, Any]) -> str:
+    if "bucket" in line:
+        return f"gs://{line['bucket']}/{line.get('object') or ''}"
+    return f"{line.get('kind')} {line.get('name')}"
 
 
 def _lines(state_dir: Path) -> list[dict[str, Any]]:

@@ -184,7 +184,17 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
             "Every permission each identity used, and the grant that allowed it, is kept in the stack's state "
             "folder (`iam-used.jsonl`). `LANDFALL_LOCAL_IAM=off landfall up` records without refusing. The gate "
             "shows what a grant allows; it is not a security boundary (a process on the machine can reach "
-            "fake-gcs-server itself). Pub/Sub, Firestore and Vertex AI calls are not checked on the local stack."
+            "fake-gcs-server itself)."
+        ),
+    ]
+    out += [
+        "",
+        _para(
+            "The Vertex emulator holds CreateCustomJob and CancelCustomJob to the same policy: each function's calls "
+            "name its account (`LANDFALL_VERTEX_ENDPOINT=HOST:PORT/as/serviceAccount:EMAIL`, sent as gRPC metadata "
+            "by functions/gcp/clients.py), and the caller needs `aiplatform.customJobs.create` (or `.cancel`) on the "
+            "project and `iam.serviceAccounts.actAs` on the account the job runs as, else PERMISSION_DENIED naming "
+            "the permission, as Vertex AI answers. Pub/Sub and Firestore calls are not checked on the local stack."
         ),
     ]
     out += ["", "## Conditions", "", "| Title | Means | Expression |", "|---|---|---|"]

@@ -189,6 +189,7 @@ def vertex(
     env: dict[str, str],
     faults_file: Path | None = None,
     images_file: Path | None = None,
+    iam: str = "",
 ) -> ServiceSpec:
     """Landfall's Vertex AI JobService emulator (deploy/vertex_emulator); images_file is its --images map (container
     image -> local entrypoint), e.g. the load test's no-op trainer."""
@@ -211,6 +212,8 @@ def vertex(
         argv += ["--faults", str(faults_file)]
     if images_file is not None:
         argv += ["--images", str(images_file)]
+    if iam:
+        argv += ["--iam", iam]
     return ServiceSpec(
         name="vertex",
         argv=argv,

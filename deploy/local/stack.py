@@ -261,6 +261,7 @@ class _Plan:
                 env=env,
                 images_file=Path(images) if images else None,
                 faults_file=Path(faults) if faults else None,
+                iam=self.current.env["STORAGE_EMULATOR_HOST"],  # the gate holds the policy
             )
         if name == "bridge":
             endpoints = {f.name: f"http://{services.HOST}:{ports[f.name]}/" for f in topology.functions}
@@ -269,9 +270,13 @@ class _Plan:
             return services.scheduler(project=project, every_seconds=self.current.every_seconds, env=env)
         topology.function(name)  # raises TopologyError naming the known functions
         member = f"serviceAccount:{account_email(function_account(name), project)}"
-        return services.function(
-            name, ports[name], {**env, "STORAGE_EMULATOR_HOST": storage_as(env["STORAGE_EMULATOR_HOST"], member)}
-        )
+        # The function's calls carry its account, as its credentials do in a project: the storage gate and the
+        # Vertex emulator hold them to that account's grants.
+        acting = {
+            "STORAGE_EMULATOR_HOST": storage_as(env["STORAGE_EMULATOR_HOST"], member),
+            "LANDFALL_VERTEX_ENDPOINT": storage_as(env["LANDFALL_VERTEX_ENDPOINT"], member),
+        }
+        return services.function(name, ports[name], {**env, **acting})
 
     def after_start(self, name: str) -> None:
         """What a service needs once it answers: Pub/Sub its topics and subscriptions, storage its bucket."""

@@ -146,6 +146,19 @@ class Policy:
                 return Decision(True, binding)
         return Decision(False)
 
+    def check_resource(self, member: str, permission: str, kind: str, name: str) -> Decision:
+        """A permission on a resource other than Cloud Storage's: the project (kind "project") or a service account
+        (kind "service_account", name its email). A project-level grant holds on every resource of the project."""
+        full = f"projects/{self.project}" if kind == "project" else f"projects/-/serviceAccounts/{name}"
+        for binding in self.bindings:
+            if binding.member != member or permission not in self.roles.get(binding.role, frozenset()):
+                continue
+            on = binding.resource
+            applies = on.kind == "project" or (on.kind == kind and on.name == name)
+            if applies and (not binding.expression or _holds(binding.expression, full, kind, "")):
+                return Decision(True, binding)
+        return Decision(False)
+
     def of(self, member: str) -> tuple[Binding, ...]:
         return tuple(b for b in self.bindings if b.member == member)
 
@@ -169,7 +182,7 @@ def _bindings(rows: Iterable[tuple[str, str, Resource]]) -> list[Binding]:
 
 def deployed_policy(config: DeployConfig, names: Names, teams: Teams, runs_prefix: str) -> Policy:
     """Every binding `landfall deploy` makes for these names and teams, on the kinds of resource the gate checks."""
-    kinds = frozenset({"project", "bucket"})
+    kinds = frozenset({"project", "bucket", "service_account"})
     rows: list[tuple[str, str, Resource]] = []
     for _holder, member, role, resource in iam.grants_on(kinds, config, names):
         if not isinstance(member, Later):  # a service agent named by the project's number: none acts here

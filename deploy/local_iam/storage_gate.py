@@ -56,6 +56,8 @@ _COPY = re.compile(
     r"^/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)/(?:copyTo|rewriteTo)/b/(?P<to_bucket>[^/]+)/o/(?P<to>[^/]+)$"
 )
 _COMPOSE = re.compile(r"^/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)/compose$")
+IAM_CHECK_PATH = "/_landfall/iam/check"
+"""Where the Vertex emulator asks whether a caller holds a permission on the project or a service account."""
 MAX_METADATA_BODY = 64 << 20
 """The most of a multipart upload the gate reads to find the object's name (the client libraries send larger files
 as resumable uploads, whose first request holds only the metadata)."""
@@ -302,8 +304,28 @@ class Gate(Front):
             super().do_HEAD()
 
     def do_POST(self) -> None:
-        if self._arrive():
+        if self.path == IAM_CHECK_PATH:
+            self._answer_check()
+        elif self._arrive():
             super().do_POST()
+
+    def _answer_check(self) -> None:
+        """The local stack's IAM answer for a resource other than Cloud Storage's, asked by the Vertex emulator:
+        {"member", "permission", "kind": "project" | "service_account", "name"} -> {"allowed", "grant"}."""
+        try:
+            asked = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            member, permission, kind, name = (str(asked[k]) for k in ("member", "permission", "kind", "name"))
+        except (ValueError, KeyError, TypeError) as exc:
+            body, status = json.dumps({"error": f"expected member, permission, kind and name: {exc}"}).encode(), 400
+        else:
+            decision = self.server.decide_resource(member, permission, kind, name)
+            grant = decision.binding.describe() if decision.binding is not None else ""
+            body, status = json.dumps({"allowed": decision.allowed, "grant": grant}).encode(), 200
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_PUT(self) -> None:
         if self._arrive():
@@ -362,6 +384,20 @@ class GateServer(FrontServer):
         if not self.enforce and not decision.allowed:
             return Decision(True)
         return decision
+
+    def decide_resource(self, member: str, permission: str, kind: str, name: str) -> Decision:
+        """As decide, for a project or a service account (recorded the same way)."""
+        decision = self.policy().check_resource(member, permission, kind, name)
+        binding = decision.binding
+        line: dict[str, Any] = {"member": member, "permission": permission, "allowed": decision.allowed}
+        if binding is not None:
+            line |= {"role": binding.role, "resource": binding.resource.name}
+        else:
+            line |= {"kind": kind, "name": name}
+        self._write_once(
+            (member, permission, "" if binding is None else f"{binding.role} {binding.resource.name}"), line
+        )
+        return decision if self.enforce or decision.allowed else Decision(True)
 
     def record_unknown(self, member: str, call: str) -> None:
         """A call of a principal the gate cannot map to a permission: recorded (refused unless not enforcing)."""

@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "such as aiplatform.init(api_endpoint=...); needs --tls-key",
     )
     parser.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
+    parser.add_argument(
+        "--iam",
+        default="",
+        help="the local stack's IAM (its storage gate, http://HOST:PORT): creating and cancelling jobs, and acting "
+        "as a job's service account, are checked against the deploy's grants for the caller a call names",
+    )
     args = parser.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):
         parser.error("--tls-cert and --tls-key go together: give both (PEM files) or neither")
@@ -99,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             cwd=args.cwd, images=images, stop_grace_seconds=args.stop_grace, max_nproc_per_node=args.max_nproc_per_node
         ),
         faults=faults,
+        iam=args.iam,
     )
     service = JobService(config)
     try:

@@ -44,6 +44,7 @@ from google.longrunning import operations_pb2
 from google.protobuf import any_pb2, empty_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
+from deploy.topology import PRINCIPAL_METADATA
 from deploy.vertex_emulator import events
 from deploy.vertex_emulator.control import control_handler
 from deploy.vertex_emulator.faults import (
@@ -55,6 +56,7 @@ from deploy.vertex_emulator.faults import (
     rate_quota,
 )
 from deploy.vertex_emulator.filters import FilterError, parse_filter
+from deploy.vertex_emulator.iam import IamCheck, PermissionRefused, caller
 from deploy.vertex_emulator.logs import PROCESSES_FILE, job_dir
 from deploy.vertex_emulator.models import SERVICE as MODEL_SERVICE
 from deploy.vertex_emulator.models import ModelService
@@ -84,6 +86,8 @@ class EmulatorConfig:
     events_topic: str | None
     runner: RunnerSettings
     faults: FaultPlan
+    iam: str = ""
+    """The local stack's IAM (the storage gate's base URL, deploy/vertex_emulator/iam.py); "" checks no caller."""
 
 
 def _now() -> datetime:
@@ -113,6 +117,7 @@ class JobService:
     def __init__(self, config: EmulatorConfig) -> None:
         self._config = config
         self.faults = config.faults
+        self._iam = IamCheck(config.iam) if config.iam else None
         self._store = JobStore(config.state_dir)
         self._publisher = events.EventPublisher(config.project, config.events_topic)
         self._runners: dict[str, JobRunner] = {}
@@ -155,6 +160,18 @@ class JobService:
             self._runners.pop(job_id, None)
 
     # -- RPCs -------------------------------------------------------------------------------------------
+
+    def authorize_create(self, member: str, request: CreateCustomJobRequest) -> None:
+        """The caller may create jobs in the project and act as the account the job runs as (iam.py)."""
+        if self._iam is not None:
+            project, location = parse_parent(request.parent)
+            account = request.custom_job.job_spec.service_account
+            self._iam.require(member, "aiplatform.customJobs.create", project, location, account)
+
+    def authorize_cancel(self, member: str, request: CancelCustomJobRequest) -> None:
+        if self._iam is not None:
+            project, location, _ = _parse_job_name(request.name)
+            self._iam.require(member, "aiplatform.customJobs.cancel", project, location)
 
     def create_custom_job(self, request: CreateCustomJobRequest) -> CustomJob:
         project, location = parse_parent(request.parent)
@@ -351,10 +368,16 @@ def _unary(
     method: Callable[[_Request], _Response],
     deserialize: Callable[[bytes], _Request],
     response_serializer: Callable[[_Response], bytes],
+    authorize: Callable[[str, _Request], None] | None = None,
 ) -> grpc.RpcMethodHandler[_Request, _Response]:
     def handle(request: _Request, context: grpc.ServicerContext) -> _Response:
         if faults.take_unavailable():
             context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_MESSAGE)
+        if authorize is not None:
+            try:
+                authorize(caller(context.invocation_metadata(), PRINCIPAL_METADATA), request)
+            except (PermissionRefused, RpcError) as refused:
+                context.abort(refused.code, refused.message)
         project, region = _request_place(request)
         limited = faults.take_rate(name, region)
         if limited is not None:
@@ -412,6 +435,7 @@ def build_server(
             service.create_custom_job,
             _proto_plus(CreateCustomJobRequest),
             CustomJob.serialize,
+            service.authorize_create,
         ),
         "GetCustomJob": _unary(
             faults, "GetCustomJob", service.get_custom_job, _proto_plus(GetCustomJobRequest), CustomJob.serialize
@@ -429,6 +453,7 @@ def build_server(
             service.cancel_custom_job,
             _proto_plus(CancelCustomJobRequest),
             empty_pb2.Empty.SerializeToString,
+            service.authorize_cancel,
         ),
         "DeleteCustomJob": _unary(
             faults,

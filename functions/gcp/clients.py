@@ -69,10 +69,9 @@ def job_service_client(region: str) -> Any:
 
     endpoint = get_settings().vertex_endpoint
     if endpoint:
-        import grpc
         from google.cloud.aiplatform_v1.services.job_service.transports import JobServiceGrpcTransport
 
-        return JobServiceClient(transport=JobServiceGrpcTransport(channel=grpc.insecure_channel(endpoint)))
+        return JobServiceClient(transport=JobServiceGrpcTransport(channel=emulator_channel(endpoint)))
     return JobServiceClient(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
 
 
@@ -84,8 +83,32 @@ def model_service_client(region: str) -> Any:
 
     endpoint = get_settings().vertex_endpoint
     if endpoint:
-        import grpc
         from google.cloud.aiplatform_v1.services.model_service.transports import ModelServiceGrpcTransport
 
-        return ModelServiceClient(transport=ModelServiceGrpcTransport(channel=grpc.insecure_channel(endpoint)))
+        return ModelServiceClient(transport=ModelServiceGrpcTransport(channel=emulator_channel(endpoint)))
     return ModelServiceClient(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+
+
+def emulator_channel(endpoint: str) -> Any:
+    """The Vertex emulator's channel for LANDFALL_VERTEX_ENDPOINT, HOST:PORT or HOST:PORT/as/MEMBER: on the local
+    stack each function's endpoint names the account it runs as, and every call carries it (gRPC metadata
+    deploy/topology.py PRINCIPAL_METADATA), as a call's credentials name the caller to Vertex AI; the emulator then
+    holds it to that account's grants."""
+    import grpc
+
+    from deploy.topology import PRINCIPAL_METADATA, PRINCIPAL_PATH
+
+    target, _, member = endpoint.partition(PRINCIPAL_PATH)
+    channel = grpc.insecure_channel(target)
+    if not member:
+        return channel
+    caller = ((PRINCIPAL_METADATA, member),)
+
+    class Caller(grpc.UnaryUnaryClientInterceptor):
+        """Adds the caller to every unary call (the JobService's and ModelService's are all unary)."""
+
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            # grpc's call details are a namedtuple
+            return continuation(details._replace(metadata=(*(details.metadata or ()), *caller)), request)
+
+    return grpc.intercept_channel(channel, Caller())
