@@ -3,7 +3,7 @@
 Layout under the state directory:
 
     DIR/jobs/<job_id>/job.json              the CustomJob as proto JSON (the on-disk job table)
-    DIR/jobs/<job_id>/processes.json        pids of the replica process groups (to clean up after a crash)
+    DIR/jobs/<job_id>/processes.json        the replica process groups and marks (to clean up after a crash)
     DIR/jobs/<job_id>/<replica>.log         stdout and stderr of one replica, e.g. workerpool0-0.log
 
 Log files are kept after the job ends and after DeleteCustomJob, so they can be read later.

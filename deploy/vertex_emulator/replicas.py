@@ -38,6 +38,10 @@ class ReplicaLaunch:
     env: Mapping[str, str]
     cwd: Path
     log_path: Path
+    mark: str = ""
+    """A variable of env unique to this replica (its own disk folder, say): every process it starts inherits it, so
+    that a process that left the replica's group (torchrun's workers run in sessions of their own) is stopped too,
+    as a container's teardown stops everything in it. "" stops the group only."""
 
 
 class ReplicaProcess:
@@ -86,10 +90,17 @@ def stop_all(processes: Sequence[ReplicaProcess], grace_seconds: float) -> None:
     Also reaps the replicas' own processes, so none is left as a zombie.
     """
     started = [p._popen for p in processes if p._popen is not None]
+    marks = [
+        f"{p.launch.mark}={p.launch.env[p.launch.mark]}".encode()
+        for p in processes
+        if p.launch.mark and p.launch.mark in p.launch.env
+    ]
     signalled = [popen for popen in started if _signal_group(popen.pid, signal.SIGTERM)]
-    _wait_groups_gone(signalled, grace_seconds)
+    strays = _signal_marked(marks, signal.SIGTERM)
+    _wait_groups_gone(signalled, grace_seconds, strays)
     killed = [popen for popen in signalled if _signal_group(popen.pid, signal.SIGKILL)]
-    _wait_groups_gone(killed, KILL_WAIT_SECONDS)
+    strays = _signal_marked(marks, signal.SIGKILL)
+    _wait_groups_gone(killed, KILL_WAIT_SECONDS, strays)
     for popen in started:
         try:
             popen.wait(timeout=KILL_WAIT_SECONDS)
@@ -97,15 +108,42 @@ def stop_all(processes: Sequence[ReplicaProcess], grace_seconds: float) -> None:
             continue
 
 
-def _wait_groups_gone(popens: Sequence[subprocess.Popen], seconds: float) -> None:
-    """Wait up to `seconds` until no process of these groups is left (reaping the leaders as they exit)."""
+def _wait_groups_gone(popens: Sequence[subprocess.Popen], seconds: float, strays: Sequence[int] = ()) -> None:
+    """Wait up to `seconds` until no process of these groups, and none of strays, is left (reaping the leaders as
+    they exit)."""
     deadline = time.monotonic() + seconds
-    while popens and time.monotonic() < deadline:
+    while (popens or strays) and time.monotonic() < deadline:
         for popen in popens:
             popen.poll()
-        if not any(_group_alive(popen.pid) for popen in popens):
+        if not any(_group_alive(popen.pid) for popen in popens) and not any(map(_alive, strays)):
             return
         time.sleep(WAIT_STEP_SECONDS)
+
+
+def _signal_marked(marks: Sequence[bytes], sig: signal.Signals) -> list[int]:
+    """Send sig to every process of this user whose environment holds one of marks (NAME=VALUE); their pids."""
+    if not marks:
+        return []
+    hit = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or another user's
+            continue
+        if any(mark in environ for mark in marks):
+            try:
+                os.kill(int(entry.name), sig)
+                hit.append(int(entry.name))
+            except ProcessLookupError:
+                continue
+    return hit
+
+
+def _alive(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[2] != "Z"
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> bool:
@@ -150,9 +188,14 @@ def process_identity(pid: int) -> str | None:
 
 
 def record_processes(path: Path, processes: Sequence[ReplicaProcess]) -> None:
-    """Write the identities of the running replica groups next to the job."""
-    records = {p.name: process_identity(p.pid) for p in processes if p.pid is not None}
-    path.write_text(json.dumps({name: ident for name, ident in records.items() if ident}))
+    """Write the identities of the running replica groups next to the job, each with its mark (NAME=VALUE, or "")."""
+    records = {}
+    for p in processes:
+        identity = process_identity(p.pid) if p.pid is not None else None
+        if identity:
+            mark = f"{p.launch.mark}={p.launch.env[p.launch.mark]}" if p.launch.mark in p.launch.env else ""
+            records[p.name] = {"process": identity, "mark": mark}
+    path.write_text(json.dumps(records))
 
 
 def _in_session(fields: list[str], session: int) -> bool:
@@ -163,16 +206,22 @@ def _in_session(fields: list[str], session: int) -> bool:
 def kill_leftovers(path: Path) -> list[int]:
     """Kill what is left of replica groups recorded in `path` by an emulator that died; return the pids killed.
 
-    A process is killed only when it is the recorded group leader with the same start time, or a member of the
-    session that recorded leader created (its session id equals the leader's pid).
+    A process is killed only when it is the recorded group leader with the same start time, a member of the session
+    that recorded leader created (its session id equals the leader's pid), or carries the replica's mark in its
+    environment (a process it started in a session of its own).
     """
     if not path.is_file():
         return []
     recorded = json.loads(path.read_text())
-    identities = [i for i in recorded.values() if isinstance(i, str)] if isinstance(recorded, dict) else None
-    if identities is None or len(identities) != len(recorded):
-        raise ValueError(f"{path}: expected an object of replica name -> process identity, as record_processes writes")
-    killed: list[int] = []
+    entries = list(recorded.values()) if isinstance(recorded, dict) else []
+    # an older emulator wrote the identity alone
+    entries = [{"process": e, "mark": ""} if isinstance(e, str) else e for e in entries]
+    valid = all(isinstance(e, dict) and isinstance(e.get("process"), str) for e in entries)
+    if not isinstance(recorded, dict) or not valid:
+        raise ValueError(f"{path}: expected an object of replica name -> {{process, mark}}, as record_processes writes")
+    identities = [str(e["process"]) for e in entries]
+    marks = [str(e.get("mark") or "").encode() for e in entries if e.get("mark")]
+    killed: list[int] = _signal_marked(marks, signal.SIGKILL)
     for identity in identities:
         leader = int(identity.split(":", 1)[0])
         alive_leader = process_identity(leader) == identity
@@ -186,4 +235,4 @@ def kill_leftovers(path: Path) -> list[int]:
                     continue
             killed.extend(sorted({leader, *members}) if alive_leader else members)
     path.unlink(missing_ok=True)
-    return killed
+    return sorted(set(killed))

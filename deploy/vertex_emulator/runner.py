@@ -226,6 +226,7 @@ class JobRunner:
             env=env,
             cwd=self._settings.cwd,
             log_path=replica_log_path(self._store.state_dir, self.job_id, slot.name),
+            mark=WORK_DIR_ENV,  # the replica's own disk folder: what it starts outside its group is stopped too
         )
 
     def _watch(self) -> Outcome | None:

@@ -9,7 +9,8 @@ It records what a replica sees, then behaves as asked:
     --sleep S          sleep S seconds first
     --processes        start LANDFALL_NPROC_PER_NODE local processes like the trainer does, each recording
                        its global rank (RANK x nproc + local rank) and global world size (WORLD_SIZE x nproc)
-    --spawn-child      start a child process that sleeps for a long time (to test that cancel stops it)
+    --spawn-child      start a child process in a session of its own (as torchrun's workers are) that sleeps for a
+                       long time (to test that cancel stops it)
     --exit-replica R   exit with --exit only in replica R (e.g. workerpool1-0); others exit 0 after --sleep
     --await-records N  before exiting, wait (up to 60 s) until N local-process records exist in DIR, the way a
                        trainer's primary waits for its peers in a collective
@@ -98,7 +99,8 @@ def main() -> int:
     record["cwd"] = os.getcwd()
     record["pid"] = os.getpid()
     if args.spawn_child:
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        # in a session of its own, as torchrun starts its workers: out of the replica's process group
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
         record["child_pid"] = child.pid
     if args.processes:
         nproc = int(os.environ["LANDFALL_NPROC_PER_NODE"])
