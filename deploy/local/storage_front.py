@@ -58,27 +58,20 @@ class Front(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: gcloud's requests are not worth a log line each."""
 
-    def do_GET(self) -> None:
+    def admitted(self) -> bool:
+        """Whether to serve this request; False when it was answered already (the gate's refusal)."""
+        return True
+
+    def _serve(self) -> None:
+        if not self.admitted():
+            return
         match = LAYOUT_PATH.fullmatch(urlsplit(self.path).path)
-        if match is not None:
+        if self.command == "GET" and match is not None:
             self._layout(unquote(match["bucket"]))
         else:
             self._forward()
 
-    def do_HEAD(self) -> None:
-        self._forward()
-
-    def do_POST(self) -> None:
-        self._forward()
-
-    def do_PUT(self) -> None:
-        self._forward()
-
-    def do_PATCH(self) -> None:
-        self._forward()
-
-    def do_DELETE(self) -> None:
-        self._forward()
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
     def _connection(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(
@@ -136,12 +129,16 @@ class Front(BaseHTTPRequestHandler):
         """A header of fake-gcs-server's answer as it is passed on."""
         return value
 
-    def relay(self, answer: http.client.HTTPResponse) -> None:
-        """Send fake-gcs-server's answer on, its body streamed."""
+    def send_answer_head(self, answer: http.client.HTTPResponse) -> None:
+        """fake-gcs-server's status and headers, but those of the connection and its length (the caller sends them)."""
         self.send_response(answer.status, answer.reason)
         for key, value in answer.getheaders():
             if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
                 self.send_header(key, self.header_value(key, value))
+
+    def relay(self, answer: http.client.HTTPResponse) -> None:
+        """Send fake-gcs-server's answer on, its body streamed."""
+        self.send_answer_head(answer)
         length = answer.getheader("Content-Length")
         if self.command == "HEAD" or answer.status in (204, 304):
             self.send_header("Content-Length", length or "0")

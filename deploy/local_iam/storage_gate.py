@@ -42,7 +42,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from deploy.gcp.config import load_deploy_config
-from deploy.local.storage_front import HOP_BY_HOP, LAYOUT_PATH, Front, FrontServer, serve_until_stopped
+from deploy.local.storage_front import LAYOUT_PATH, Front, FrontServer, serve_until_stopped
 from deploy.local_iam.policy import Decision, Policy, Target, deployed_policy, local_names
 from deploy.teams import read_teams
 from deploy.topology import PRINCIPAL_PATH, load_topology
@@ -287,27 +287,19 @@ class Gate(Front):
             super().relay(answer)
             return
         body = answer.read().replace(self.server.upstream_base.encode(), self.server.as_base(self.member).encode())
-        self.send_response(answer.status, answer.reason)
-        for key, value in answer.getheaders():
-            if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
-                self.send_header(key, self.header_value(key, value))
+        self.send_answer_head(answer)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:
-        if self._arrive():
-            super().do_GET()
-
-    def do_HEAD(self) -> None:
-        if self._arrive():
-            super().do_HEAD()
+    def admitted(self) -> bool:
+        return self._arrive()
 
     def do_POST(self) -> None:
         if self.path == IAM_CHECK_PATH:
             self._answer_check()
-        elif self._arrive():
-            super().do_POST()
+        else:
+            self._serve()
 
     def _answer_check(self) -> None:
         """The local stack's IAM answer for a resource other than Cloud Storage's, asked by the Vertex emulator:
@@ -326,18 +318,6 @@ class Gate(Front):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-
-    def do_PUT(self) -> None:
-        if self._arrive():
-            super().do_PUT()
-
-    def do_PATCH(self) -> None:
-        if self._arrive():
-            super().do_PATCH()
-
-    def do_DELETE(self) -> None:
-        if self._arrive():
-            super().do_DELETE()
 
 
 class GateServer(FrontServer):
@@ -373,27 +353,19 @@ class GateServer(FrontServer):
 
     def decide(self, member: str, permission: str, target: Target) -> Decision:
         decision = self.policy().check(member, permission, target)
-        binding = decision.binding
-        key = (member, permission, "" if binding is None else f"{binding.role} {binding.resource.name}")
-        line: dict[str, Any] = {"member": member, "permission": permission, "allowed": decision.allowed}
-        if binding is not None:
-            line |= {"role": binding.role, "resource": binding.resource.name}
-        else:
-            line |= {"bucket": target.bucket, "object": target.object_name}
-        self._write_once(key, line)
-        if not self.enforce and not decision.allowed:
-            return Decision(True)
-        return decision
+        return self._recorded(member, permission, decision, {"bucket": target.bucket, "object": target.object_name})
 
     def decide_resource(self, member: str, permission: str, kind: str, name: str) -> Decision:
         """As decide, for a project or a service account (recorded the same way)."""
         decision = self.policy().check_resource(member, permission, kind, name)
+        return self._recorded(member, permission, decision, {"kind": kind, "name": name})
+
+    def _recorded(self, member: str, permission: str, decision: Decision, where: dict[str, Any]) -> Decision:
+        """Record a decision once (with the grant that allowed it, else where it was refused); what the caller is
+        answered: the decision, or allowed when the gate does not enforce."""
         binding = decision.binding
         line: dict[str, Any] = {"member": member, "permission": permission, "allowed": decision.allowed}
-        if binding is not None:
-            line |= {"role": binding.role, "resource": binding.resource.name}
-        else:
-            line |= {"kind": kind, "name": name}
+        line |= where if binding is None else {"role": binding.role, "resource": binding.resource.name}
         self._write_once(
             (member, permission, "" if binding is None else f"{binding.role} {binding.resource.name}"), line
         )
