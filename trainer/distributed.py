@@ -21,6 +21,9 @@ from trainer.errors import ConfigError
 # Pools that run trainer replicas: 0 = primary, 1 = workers. Pool 2 (reduction server) and 3 (evaluators) do not.
 _TRAINING_POOLS = ("workerpool0", "workerpool1")
 
+_LEFT_GROUPS: list[object] = []
+"""The process groups this process has left, held until it exits (see process_group's teardown)."""
+
 
 @dataclass(frozen=True)
 class NodeTopology:
@@ -220,4 +223,9 @@ def process_group(env: DistEnv) -> Iterator[str]:
         dist.barrier()
         yield device
     finally:
+        # DDP's reducer holds the group too. Were it the last holder, freeing the model (the GIL held) would destroy
+        # the group and join gloo's worker threads while one of them waits for the GIL to free the last collective's
+        # tensors: a deadlock, one process never exiting. Held here to the end, the group goes last, from its Python
+        # handle, which lets go of the GIL first (docs/decisions/free-ddp-before-its-process-group.md).
+        _LEFT_GROUPS.append(dist.group.WORLD)
         dist.destroy_process_group()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import json
 import os
 from pathlib import Path
@@ -62,6 +63,8 @@ def main() -> None:
         restored = torch.load(model_dir / "model.pt", map_location=f"cuda:{local_rank}")
         assert set(restored) == {"weight", "bias"}
     dist.barrier()
+    model = optimizer = None  # DDP freed before its group (docs/decisions/free-ddp-before-its-process-group.md)
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import json
 import os
 import signal
@@ -132,6 +133,11 @@ def main() -> None:
             torch.save(model.module.state_dict(), model_dir / "model.pt")
         dist.barrier()
     finally:
+        # Free DDP before the group: its reducer holds the group, and destroying the group from there (with the GIL
+        # held) can deadlock with a gloo thread that needs the GIL to release the last collective's tensors. Freed
+        # first, the group goes in destroy_process_group, which lets go of the GIL.
+        model = optimizer = None
+        gc.collect()  # DDP's module sits in reference cycles: collect frees its reducer now, not at some later time
         dist.destroy_process_group()
 
 
