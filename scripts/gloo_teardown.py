@@ -11,7 +11,7 @@ trains a DDP-wrapped linear layer for three steps, passes a barrier and leaves t
 - group-held: the group's Python handle is kept past the model, then `destroy_process_group()`
   (trainer/distributed.py process_group).
 
-A run that does not end within --deadline seconds hung: some process waits forever (with ddp-last, in
+A run in which some process makes no progress for --stall seconds hung: it waits forever (with ddp-last, in
 ~ProcessGroupGloo joining a gloo worker that waits for the GIL; `gdb -p PID -batch -ex "thread apply all bt"` shows
 it). The race needs a busy machine to show: run it beside other work (the test suite, or a few busy loops).
 """
@@ -22,9 +22,12 @@ import argparse
 import datetime
 import gc
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 ORDERS = ("ddp-last", "ddp-first", "group-held")
 
@@ -36,8 +39,10 @@ def _process(order: str, rounds: int, base_port: int) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    progress = Path(os.environ["GLOO_TEARDOWN_PROGRESS"]) / str(rank)
     held = []
     for round_ in range(rounds):
+        progress.write_text(str(round_))
         dist.init_process_group(
             "gloo",
             init_method=f"tcp://127.0.0.1:{base_port + round_}",
@@ -64,27 +69,40 @@ def _process(order: str, rounds: int, base_port: int) -> None:
         gc.collect()
 
 
-def _run(order: str, world: int, rounds: int, base_port: int, deadline: float) -> tuple[bool, float]:
+def _run(order: str, world: int, rounds: int, base_port: int, stall: float) -> tuple[bool, float]:
     """One run of `world` processes; (whether every process ended, seconds)."""
     started = time.monotonic()
+    folder = Path(tempfile.mkdtemp(prefix="gloo-teardown-"))
     command = [sys.executable, __file__, "--process", "--order", order, "--rounds", str(rounds)]
     command += ["--port", str(base_port)]
     procs = [
         subprocess.Popen(
             command,
-            env={**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1"},
+            env={**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1"}
+            | {"GLOO_TEARDOWN_PROGRESS": str(folder)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         for rank in range(world)
     ]
-    while time.monotonic() - started < deadline and any(p.poll() is None for p in procs):
+    while (alive := [rank for rank, p in enumerate(procs) if p.poll() is None]) and (
+        time.time() - _last_progress(folder, alive, started) < stall
+    ):
         time.sleep(0.2)
     hung = [p for p in procs if p.poll() is None]
     for p in hung:
         p.kill()
         p.wait()
+    shutil.rmtree(folder, ignore_errors=True)
     return not hung, time.monotonic() - started
+
+
+def _last_progress(folder: Path, ranks: list[int], started: float) -> float:
+    """When the slowest of these processes last began a round (wall clock); the run's start before each has."""
+    stamps = [(folder / str(rank)).stat().st_mtime for rank in ranks if (folder / str(rank)).exists()]
+    if len(stamps) < len(ranks):
+        return time.time() - (time.monotonic() - started)
+    return min(stamps)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--world", type=int, default=4)
-    parser.add_argument("--deadline", type=float, default=300.0, help="seconds a run may take before it counts as hung")
+    parser.add_argument("--stall", type=float, default=60.0, help="seconds without a round begun that count as hung")
     parser.add_argument("--port", type=int, default=24000, help="first TCP port; each run uses --rounds from there")
     parser.add_argument("--process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -102,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     hangs = 0
     for run in range(args.runs):
-        ended, seconds = _run(args.order, args.world, args.rounds, args.port + run * args.rounds, args.deadline)
+        ended, seconds = _run(args.order, args.world, args.rounds, args.port + run * args.rounds, args.stall)
         hangs += not ended
         print(f"{args.order} run {run}: {'ended' if ended else 'HUNG'} after {seconds:.1f} s", flush=True)
     print(f"{args.order}: {hangs} of {args.runs} runs hung ({args.rounds} rounds of {args.world} processes each)")
