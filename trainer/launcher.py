@@ -8,7 +8,8 @@ giving each child torchrun's variables (global RANK = node rank x processes per 
 OMP_NUM_THREADS is set, an equal share of the CPU cores for intra-op threads (as torchrun does, so the processes do
 not oversubscribe the CPU). It forwards SIGTERM/SIGINT to the children (Vertex's preemption notice, so they can
 checkpoint), and when one child fails it stops the others so the replica exits non-zero instead of hanging in a
-collective. For a team's code it then copies back the checkpoint folder where no mount does
+collective; when the others still run long after one ended successfully, it says which (and stops none). For a team's
+code it then copies back the checkpoint folder where no mount does
 (trainer/checkpoint_folder.py), classifies the failure from the exit statuses and the last stderr lines
 (trainer/user_results.py), and on success copies the model folder and turns the metrics lines into metrics.json.
 """
@@ -42,6 +43,9 @@ _SETTLE_SECONDS = 5.0
 """How long the others may take to fail by themselves after one process failed."""
 _GRACE_SECONDS = 15.0
 """How long the others get to exit after one process failed, before SIGKILL."""
+LINGER_NOTICE_SECONDS = 300.0
+"""How long the others may run on after one process ended successfully before the launcher says which still run. It
+only says so: process 0 may rightly work on alone (an evaluation, an upload), so nothing is stopped."""
 
 
 class NodeRun:
@@ -122,33 +126,67 @@ def per_node(topology: NodeTopology) -> NodeTopology:
 def _wait_all(children: list[subprocess.Popen[bytes]], environ: Mapping[str, str]) -> int:
     """Wait for every child; at the first failure stop the rest. Returns the status that explains the failure."""
     by_pid = {child.pid: child for child in children}
-    while by_pid:
-        pid, raw = os.wait()
-        child = by_pid.pop(pid, None)
-        if child is None:
-            continue
-        child.returncode = os.waitstatus_to_exitcode(raw)
-        if child.returncode != 0:
-            hint = (
-                (
-                    "killed by SIGKILL: most often the host ran out of memory (lower --batch-size or use a larger "
-                    "machine)"
-                )
-                if child.returncode == -signal.SIGKILL
-                else None
-            )
-            log(
-                "a training process failed; stopping the others",
-                severity="ERROR",
-                pid=pid,
-                exit_code=child.returncode,
-                hint=hint,
-            )
-            if child.returncode < 0:  # killed by a signal: the child could leave no failure record of its own
-                _record_killed(child, environ)
-            _stop(list(by_pid.values()))
-            return _explaining_status([c.returncode for c in children if c.returncode is not None])
-    return 0
+    notice: threading.Timer | None = None
+    try:
+        while by_pid:
+            pid, raw = os.wait()
+            child = by_pid.pop(pid, None)
+            if child is None:
+                continue
+            child.returncode = os.waitstatus_to_exitcode(raw)
+            if child.returncode == 0 and by_pid and notice is None:
+                notice = threading.Timer(LINGER_NOTICE_SECONDS, _say_who_lingers, (by_pid, pid))
+                notice.daemon = True
+                notice.start()
+            if child.returncode != 0:
+                return _failed(child, children, by_pid, environ)
+        return 0
+    finally:
+        if notice is not None:
+            notice.cancel()
+
+
+def _say_who_lingers(running: Mapping[int, subprocess.Popen[bytes]], ended: int) -> None:
+    """Log which processes still run LINGER_NOTICE_SECONDS after one ended successfully (read, never reaped, here)."""
+    pids = sorted(running)
+    if pids:
+        log(
+            "training processes still run long after one ended successfully",
+            severity="WARNING",
+            pids=pids,
+            ended_pid=ended,
+            after_seconds=LINGER_NOTICE_SECONDS,
+            hint=(
+                "if they should have ended, one may hang while leaving its process group: a DDP model must be freed "
+                "before dist.destroy_process_group() (docs/trainer-contract.md, Checkpoints)"
+            ),
+        )
+
+
+def _failed(
+    child: subprocess.Popen[bytes],
+    children: list[subprocess.Popen[bytes]],
+    by_pid: dict[int, subprocess.Popen[bytes]],
+    environ: Mapping[str, str],
+) -> int:
+    """One process failed: say so, record a kill, stop the rest; the status that explains the failure."""
+    pid = child.pid
+    hint = (
+        ("killed by SIGKILL: most often the host ran out of memory (lower --batch-size or use a larger machine)")
+        if child.returncode == -signal.SIGKILL
+        else None
+    )
+    log(
+        "a training process failed; stopping the others",
+        severity="ERROR",
+        pid=pid,
+        exit_code=child.returncode,
+        hint=hint,
+    )
+    if child.returncode < 0:  # killed by a signal: the child could leave no failure record of its own
+        _record_killed(child, environ)
+    _stop(list(by_pid.values()))
+    return _explaining_status([c.returncode for c in children if c.returncode is not None])
 
 
 def _record_killed(child: subprocess.Popen[bytes], environ: Mapping[str, str]) -> None:
