@@ -37,9 +37,16 @@ class ComputeAssumptions:
 class JobAssumptions:
     startup_seconds: float
     max_job_hours: float
-    spot_overhead_fraction: float
     startup_note: str
     spot_note: str
+    spot_preemptions_per_node_hour: float = 0.5
+    """The prior rate Spot machines are preempted at, per machine-hour of running (functions/planning/risk.py)."""
+    spot_prior_node_hours: float = 10.0
+    """How many machine-hours of measured running the prior counts as."""
+    stockout_prior_tries: float = 4.0
+    """Tries without a refusal the refusal share of a shape starts from (nothing tried: no penalty)."""
+    stockout_delay_seconds: float = 600.0
+    """What one capacity refusal costs in time where none was measured."""
     timeout_margin: float = 1.0
     """scheduling.timeout = (the p90 duration + one start-up) x this (>= 1)."""
     min_timeout_seconds: float = 1800.0
@@ -145,6 +152,16 @@ def _at_least_one(section: dict[str, Any], key: str) -> float:
     return value
 
 
+def _positive(section: dict[str, Any], key: str) -> float:
+    value = _num(section, key, "job")
+    if value <= 0:
+        raise CatalogError(
+            f"assumptions.json: job.{key}: expected a number > 0 (a prior counted as nothing would let one "
+            f"observation decide), got {value!r}"
+        )
+    return value
+
+
 def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
     """Validate assumptions.json; every number is checked for range, every note kept for the Plan's text."""
     mem, comp, job = _section(raw, "memory"), _section(raw, "compute"), _section(raw, "job")
@@ -183,9 +200,12 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
         job=JobAssumptions(
             startup_seconds=_num(job, "startup_seconds", "job"),
             max_job_hours=_num(job, "max_job_hours", "job"),
-            spot_overhead_fraction=_num(job, "spot_overhead_fraction", "job"),
             startup_note=str(job.get("startup_note", "")),
             spot_note=str(job.get("spot_note", "")),
+            spot_preemptions_per_node_hour=_num(job, "spot_preemptions_per_node_hour", "job"),
+            spot_prior_node_hours=_positive(job, "spot_prior_node_hours"),
+            stockout_prior_tries=_positive(job, "stockout_prior_tries"),
+            stockout_delay_seconds=_num(job, "stockout_delay_seconds", "job"),
             timeout_margin=_at_least_one(job, "timeout_margin"),
             min_timeout_seconds=_num(job, "min_timeout_seconds", "job"),
             timeout_note=str(job.get("timeout_note", "")),

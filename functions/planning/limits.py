@@ -10,6 +10,7 @@ import numpy as np
 from functions.planning.images import ImageSupport, image_support, kinds_supported
 from functions.planning.inputs import PlanInput
 from functions.planning.reservations import Reservation, reservation_problems
+from functions.planning.risk import NO_HISTORY, CapacityHistory
 from functions.planning.search import Limits
 from functions.planning.space import Space
 from schemas.vocabulary import parse_prefer
@@ -58,6 +59,7 @@ def build_limits(
     memory_margin: float | None = None,
     reservations: tuple[Reservation, ...] = (),
     job_regions: tuple[str, ...] = (),
+    capacity: CapacityHistory = NO_HISTORY,
 ) -> Limits:
     """Masks for regions, machine kinds and Spot, plus the deadline in hours from `now`, the objective
     (constraints.prefer), the share of GPU memory kept free (None = assumptions.json), Flex-start and the
@@ -95,4 +97,5 @@ def build_limits(
         reservation=reservation,
         reservation_required=required,
         job_regions=job_regions,
+        capacity=capacity,
     )

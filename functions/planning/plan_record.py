@@ -12,6 +12,7 @@ from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import Estimate, JobPolicy, duration, job_choices
 from functions.planning.model_figures import model_figures
 from functions.planning.plan_notes import image_note, network_note, reducer_note
+from functions.planning.risk import lost_per_preemption_seconds, risk_notes
 from functions.planning.search import Evaluation, Limits
 from functions.planning.space import AXIS_MODES, VARIANT_SERVER, VARIANT_STRATEGY
 from schemas.plan import Plan, PlanAlternative, PlanMemory
@@ -69,7 +70,24 @@ def _assumptions(ev: Evaluation, c: int, v: int, s: int, region: str, server: bo
     hardware = cached[0]
     if work.calibration is not None:  # the measured start-up replaces the assumed one (said in `measured`)
         hardware = tuple(n for n in hardware if not n.startswith("startup "))
-    return [line, *work.sizing, *measured, compute_note(ev, c, v), *hardware], cached[1]
+    risk = _risk_notes(ev, c, s, region)
+    return [line, *work.sizing, *measured, compute_note(ev, c, v), *hardware, *risk], cached[1]
+
+
+def _risk_notes(ev: Evaluation, c: int, s: int, region: str) -> list[str]:
+    """What the candidate's time took from the capacity history (functions/planning/risk.py): Spot's preemptions
+    with the machines, and any refusals measured in its region."""
+    space, a = ev.space, ev.space.catalog.assumptions
+    startup = startup_of(ev, c)
+    return risk_notes(
+        ev.limits.capacity,
+        a.job,
+        kind=space.configs[c].shape.accelerator_type or "",
+        region=region,
+        spot=bool(AXIS_MODES[s].preemptible),
+        nodes=space.configs[c].nodes,
+        loss_seconds=float(lost_per_preemption_seconds(startup, a.checkpoints.spot_max_lost_minutes)),
+    )
 
 
 def _hardware_notes(
@@ -88,7 +106,7 @@ def _hardware_notes(
     )
     notes.append(f"startup {a.job.startup_seconds:g} s: {a.job.startup_note}")
     if mode.preemptible:
-        notes.append(f"{mode.title}: +{a.job.spot_overhead_fraction:.0%} time: {a.job.spot_note}")
+        notes.append(f"{mode.title}, how its risk is priced: {a.job.spot_note}")
     if server:
         notes.append(f"Reduction Server: {a.reduction_server.note}")
     estimated = False
@@ -167,7 +185,7 @@ def build_plan(
     hourly = float(space.price[c, region_index, s, int(server)])
     if ev.reserved[c, v, s] and region_index == ev.region[c, v, s]:
         hourly = float(ev.hourly[c, v, s])  # the reservation's machines are paid for: only a server pool costs
-    hours = float(ev.hours[c, v, s])
+    hours = float(ev.hours[c, v, s]) if region_index == ev.region[c, v, s] else ev.in_region(c, v, s, region_index)[0]
     total = round(float(ev.memory_total[c, v]))
     # A declared memory figure (workload.memory_gib_per_gpu) is the total; the model's split is shown within it.
     states = min(round(float(ev.states[c, v])), total)

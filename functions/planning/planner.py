@@ -29,6 +29,7 @@ from functions.planning.pins import pin_of, pin_problems
 from functions.planning.plan_record import build_plan, objective_text
 from functions.planning.quotas import QuotaTable, load_quotas
 from functions.planning.reservations import Reservation, reservation_problems
+from functions.planning.risk import NO_HISTORY, CapacityHistory
 from functions.planning.search import Evaluation, evaluate
 from functions.planning.space import VARIANT_SERVER, space_for
 from functions.planning.workload import build_workload
@@ -62,6 +63,9 @@ class PlannerConfig:
     job_regions: tuple[str, ...] = ()
     """Regions with a deployed artifacts bucket and image repository (Settings.job_regions): plans and fallbacks
     run only there (functions/planning/job_regions.py); () = every region of the catalog."""
+    capacity: CapacityHistory = NO_HISTORY
+    """What Landfall's recent jobs met per GPU kind, region and sale mode (preemptions, refusals): the planner prices
+    Spot's preemptions and each shape's refusals from it (functions/planning/risk.py); empty = the priors."""
 
     def __post_init__(self) -> None:
         if self.memory_margin is not None and not 0 <= self.memory_margin < 1:
@@ -116,15 +120,15 @@ def _fallbacks(
         if ev.reason[c, v, s] == 0:
             options.append((float(ev.primary[c, v, s]), float(ev.secondary[c, v, s]), c, v, s, int(ev.region[c, v, s])))
     server = int(VARIANT_SERVER[bv])
-    hours = float(ev.hours[bc, bv, bs])
     usable = limits.region_mask & space.buyable(limits.flex_allowed)[bc, :, bs, server]
     for j in np.flatnonzero(usable).tolist():
         if j == ev.region[best]:
             continue
+        hours, wait = ev.in_region(bc, bv, bs, j)
         cost = hours * float(space.price[bc, j, bs, server])
         if limits.budget_usd > 0 and cost > limits.budget_usd:
             continue
-        options.append((*limits.score(hours, cost), bc, bv, bs, j))
+        options.append((*limits.score(hours + wait if limits.capacity.shapes else hours, cost), bc, bv, bs, j))
     options.sort(key=lambda o: (o[0], o[1]))
     picked: list[tuple[int, int, int, int]] = []
     per_shape: dict[str, int] = {}
@@ -176,14 +180,23 @@ def plan_request(
     space = space_for(catalog, config.quotas or load_quotas(), config.default_region, pin_of(request))
     work = build_workload(request, catalog.assumptions)
     limits = build_limits(
-        space, request, now, config.max_job_hours, config.memory_margin, config.reservations, config.job_regions
+        space,
+        request,
+        now,
+        config.max_job_hours,
+        config.memory_margin,
+        config.reservations,
+        config.job_regions,
+        config.capacity,
     )
     ev = evaluate(space, work, limits)
     calibration = calibrate(ev, measured) if measured else None
     if measured and measured_elsewhere(space, measured):
         # a pinned request measured on another shape: the model's ratio there, worked out where that shape is
         reference = space_for(catalog, config.quotas or load_quotas(), config.default_region)
-        ref_limits = build_limits(reference, request, now, config.max_job_hours, config.memory_margin)
+        ref_limits = build_limits(
+            reference, request, now, config.max_job_hours, config.memory_margin, capacity=config.capacity
+        )
         across = calibrate(evaluate(reference, work, ref_limits), measured)
         if across is not None:
             calibration = carried(space, reference, across)

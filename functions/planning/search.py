@@ -15,6 +15,13 @@ from functions.planning.images import ImageSupport
 from functions.planning.memory import total_bytes, usable_bytes
 from functions.planning.performance import run_hours, step_seconds
 from functions.planning.reservations import Reservation
+from functions.planning.risk import (
+    NO_HISTORY,
+    CapacityHistory,
+    lost_per_preemption_seconds,
+    preemption_overhead,
+    risk_tables,
+)
 from functions.planning.space import AXIS_MODES, STATIC_CODES, STATIC_PASS, VARIANT_SERVER, Space
 from functions.planning.throughput import mfu_at
 from functions.planning.workload import Workload
@@ -87,6 +94,9 @@ class Limits:
     job_regions: tuple[str, ...] = ()
     """Regions with a deployed artifacts bucket and image repository (PlannerConfig.job_regions): no plan leaves
     them, whatever a relaxed request would allow; () = every region of the catalog."""
+    capacity: CapacityHistory = NO_HISTORY
+    """What Landfall's jobs met per GPU kind, region and sale mode (PlannerConfig.capacity): Spot's preemption rate
+    and the share of tries refused, priced by functions/planning/risk.py."""
 
     def score(self, hours: Any, cost: Any) -> tuple[Any, Any]:
         """(objective, tiebreak) of candidates with these hours and costs (arrays or numbers): hours then cost when
@@ -131,6 +141,13 @@ class Evaluation:
     """[config, variant] the MFU assumed (throughput model at the work of one micro-step)."""
     step: np.ndarray
     hours: np.ndarray
+    """[config, variant, spot] the job's expected wall hours: start-up, steps and, on Spot, the expected preemptions'
+    overhead in the chosen region (billed)."""
+    overhead: np.ndarray
+    """[config, variant, spot] that overhead as a share of the hours without it (0 on demand)."""
+    wait: np.ndarray
+    """[config, variant, spot] hours of expected capacity refusals before a try succeeds in the chosen region: counted
+    against the deadline and the objective, not billed (functions/planning/risk.py)."""
     cost: np.ndarray
     hourly: np.ndarray
     region: np.ndarray
@@ -148,6 +165,23 @@ class Evaluation:
     primary_svc: np.ndarray
     secondary_svc: np.ndarray
     memory_vc: np.ndarray
+
+    def in_region(self, c: int, v: int, s: int, j: int) -> tuple[float, float]:
+        """(hours, wait) of candidate (c, v, s) run in region j instead of its chosen one: its Spot overhead and
+        refusals are those of j (functions/planning/risk.py)."""
+        space, a = self.space, self.space.catalog.assumptions
+        risk = risk_tables(space.regions, space.kinds, self.limits.capacity, a.job)
+        kind = int(space.kind[c]) if space.kind[c] >= 0 else len(space.kinds)
+        base = float(self.hours[c, v, s]) / (1.0 + float(self.overhead[c, v, s]))
+        if not s:
+            return base, float(risk.wait_hours[0, j, kind])
+        startup = a.job.startup_seconds
+        calibration = self.workload.calibration
+        if calibration is not None:
+            startup = calibration.startup_seconds[c]
+        loss = float(lost_per_preemption_seconds(startup, a.checkpoints.spot_max_lost_minutes)) / 3600.0
+        overhead = float(preemption_overhead(risk.preemption_rate[j, kind], space.nodes[c], loss))
+        return base * (1.0 + overhead), float(risk.wait_hours[1, j, kind])
 
     @property
     def feasible(self) -> np.ndarray:
@@ -348,9 +382,35 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     if work.calibration is not None:  # measured by past runs: functions/planning/calibration.py
         step = step * np.asarray(work.calibration.step_scale)
         startup = np.asarray(work.calibration.startup_seconds)
-    hours = np.asarray(run_hours(work.steps, step, startup, PREEMPTIBLE[:, None, None], a.job.spot_overhead_fraction))
     view = space.region_view(limits.region_mask, limits.flex_allowed, limits.reservation)
-    cost = hours * view.hourly
+    # Capacity risk in the region each candidate runs in (functions/planning/risk.py): Spot's preemptions stretch
+    # the billed time, with the machines; refusals add a wait the deadline and the objective see.
+    risk = risk_tables(space.regions, space.kinds, limits.capacity, a.job)
+    kind_at = np.where(space.kind >= 0, space.kind, len(space.kinds))
+    loss_hours = lost_per_preemption_seconds(startup, a.checkpoints.spot_max_lost_minutes) / 3600.0
+    base = np.asarray(run_hours(work.steps, step, startup, 0.0, 0.0))  # [variant, config]
+    hourly, region = view.hourly, view.region
+
+    def at(j: np.ndarray | int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(overhead, hours, wait) of every candidate run in region j ([spot, variant, config] or one region)."""
+        rate = risk.preemption_rate[j, kind_at]
+        ovh = np.asarray(preemption_overhead(rate, space.nodes, loss_hours)) * PREEMPTIBLE[:, None, None]
+        return ovh, base * (1.0 + ovh), risk.wait_hours[np.arange(2)[:, None, None], j, kind_at]
+
+    overhead, hours, wait = at(np.maximum(region, 0))  # -1 (no region has it) is infeasible anyway
+    if limits.capacity.shapes:  # another region may beat the cheapest one once each one's risk is priced
+        hourly, region = hourly.copy(), region.copy()
+        buyable = space.buyable(limits.flex_allowed)
+        for j in np.flatnonzero(limits.region_mask).tolist():
+            price = np.where(buyable[:, j], space.price[:, j], np.inf)[:, :, VARIANT_SERVER].transpose(1, 2, 0)
+            ovh_j, hours_j, wait_j = at(j)
+            better = limits.score(hours_j + wait_j, hours_j * price)[0] < limits.score(hours + wait, hours * hourly)[0]
+            better &= np.isfinite(price) & ~view.reserved & (region >= 0)
+            if better.any():
+                hourly, region = np.where(better, price, hourly), np.where(better, j, region).astype(np.int16)
+                overhead = np.where(better, ovh_j, overhead)
+                hours, wait = np.where(better, hours_j, hours), np.where(better, wait_j, wait)
+    cost = hours * hourly
 
     # The reason is the first check (in REASONS order) a candidate fails: the least code over all failing checks.
     host_need = space.gpus_per_node * a.host.ram_bytes_per_gpu_process + p * a.host.ram_bytes_per_parameter
@@ -372,12 +432,12 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     if limits.budget_usd > 0:
         code = np.minimum(code, failing(cost > limits.budget_usd, CODE["budget"]))
     if limits.deadline_hours is not None:
-        code = np.minimum(code, failing(hours > limits.deadline_hours, CODE["deadline"]))
+        code = np.minimum(code, failing(hours + wait > limits.deadline_hours, CODE["deadline"]))
     if limits.max_hours > 0:
         code = np.minimum(code, failing(hours > limits.max_hours, CODE["timeout"]))
     reason = code * (code != PASS)  # PASS -> 0 (feasible)
 
-    objective, tiebreak = limits.score(hours, cost)
+    objective, tiebreak = limits.score(hours + wait if limits.capacity.shapes else hours, cost)
     penalty = INFEASIBLE * (reason != 0)
     primary, secondary = objective + penalty, tiebreak + penalty
     t = (2, 1, 0)
@@ -397,9 +457,11 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         mfu=mfu.T,
         step=step.T,
         hours=hours.transpose(t),
+        overhead=np.broadcast_to(overhead, hours.shape).transpose(t),
+        wait=wait.transpose(t),
         cost=cost.transpose(t),
-        hourly=view.hourly.transpose(t),
-        region=view.region.transpose(t),
+        hourly=hourly.transpose(t),
+        region=region.transpose(t),
         reserved=view.reserved.transpose(t),
         reason=reason.transpose(t),
         primary=primary.transpose(t),

@@ -128,7 +128,10 @@ def exhaustive_best(
                     continue
                 if not spot and inp.spot == "required":
                     continue
-                hours = float(run_hours(work.steps, step, a.job.startup_seconds, spot, a.job.spot_overhead_fraction))
+                # Spot at the prior preemption rate: T = T0 / (1 - r N L), L = start-up + half the Spot interval
+                loss = (a.job.startup_seconds + a.checkpoints.spot_max_lost_minutes * 30.0) / 3600.0
+                load = min(a.job.spot_preemptions_per_node_hour * cfg.nodes * loss, 0.95)
+                hours = float(run_hours(work.steps, step, a.job.startup_seconds, spot, load / (1.0 - load)))
                 if a.job.max_job_hours and hours > a.job.max_job_hours:
                     continue
                 if deadline_hours is not None and hours > deadline_hours:

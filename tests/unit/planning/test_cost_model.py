@@ -168,5 +168,9 @@ def test_spot_adds_the_preemption_overhead_and_uses_spot_prices():
     # a3-highgpu-1g is not sold on demand: without Spot it runs as Flex-start, at on-demand prices
     on_demand = chosen(plan_request(PlanInput(**{**vars(inp), "spot": "never", "flex_start": "allowed"}), now=NOW))
     assert plan.spot and not on_demand.spot
-    assert plan.estimated_hours == pytest.approx(on_demand.estimated_hours * 1.15, abs=2e-4)
+    # one machine at the prior 0.5 preemptions per machine-hour, each costing a start-up (300 s) and half the Spot
+    # checkpoint interval (10 min / 2): load 0.5 x 1 x 600 / 3600, overhead load / (1 - load) = 1/11
+    assert plan.estimated_hours == pytest.approx(on_demand.estimated_hours * (1 + 1 / 11), abs=2e-4)
+    assert any(n.startswith("preemption: 0.5 per machine-hour (the prior 0.5/h") for n in plan.assumptions)
+    assert any("x 1 machine(s) x 10 min lost each" in n and n.endswith("+9.1% time") for n in plan.assumptions)
     assert plan.hourly_cost_usd == pytest.approx(1.6206 * 0.30 + 9.797 * 0.35, abs=1e-4)

@@ -31,7 +31,8 @@ DEFAULT = load_catalog().assumptions.objective.value_of_time_usd_per_hour
 SLOW_OR_DEAR = PlanInput(task="causal-lm", preset="gpt-1.3b", dataset_bytes=2 * 10**9, accelerator_count=8, max_gpus=8)
 """Trial case 1: 8 x L4 on Spot (~16 h) or 8 x B200 (~1 h) for ~7 % more."""
 MANY_GPUS = PlanInput(task="causal-lm", preset="gpt-7b", dataset_bytes=3 * 10**8, batch_size=256, budget_usd=400.0)
-"""Trial case 2: a budget and no deadline; 128 B200 GPUs save minutes over 64 at about +50 %."""
+"""Trial case 2: a budget and no deadline; 64 GPUs on demand save minutes over 32 on Spot at well over +50 % (128
+B200 on 16 Spot machines would be preempted faster than they recover: functions/planning/risk.py)."""
 
 
 def _with(inp: PlanInput, **changes: Any) -> PlanOutcome:
@@ -75,21 +76,23 @@ def test_the_value_of_time_decides_at_the_break_even_price():
     assert f"(prefer: {break_even * 2:.4f})" in above.objective
 
 
-def test_the_default_refuses_128_gpus_for_minutes_that_fastest_buys():
+def test_the_default_refuses_many_gpus_for_minutes_that_fastest_buys():
     fastest = chosen(_with(MANY_GPUS, prefer="fastest"))
-    assert (fastest.accelerator_type, fastest.gpu_count) == ("NVIDIA_B200", 128)
+    assert (fastest.gpu_count, fastest.spot) == (64, False)
     fewer = min(
-        (a for a in fastest.alternatives if a.feasible and a.accelerator_count * a.replica_count < 128), key=hours
+        (a for a in fastest.alternatives if a.feasible and a.accelerator_count * a.replica_count < 64), key=hours
     )
-    assert (hours(fewer) - fastest.estimated_hours) * 60 < 5, "minutes saved"
+    assert (hours(fewer) - fastest.estimated_hours) * 60 < 15, "minutes saved"
     assert fastest.estimated_cost_usd / cost(fewer) > 1.4, "for a much dearer run"
 
     outcome = _with(MANY_GPUS)
     plan = chosen(outcome)
-    assert plan.gpu_count < 128 and plan.estimated_cost_usd < fastest.estimated_cost_usd
+    assert plan.gpu_count < 64 and plan.estimated_cost_usd < fastest.estimated_cost_usd
     assert plan.estimated_cost_usd <= MANY_GPUS.budget_usd
     assert plan.objective.endswith("within the $400.00 budget")
-    big = next(c for c in outcome.candidates if c.feasible and c.gpu_count == 128)
+    big = next(
+        c for c in outcome.candidates if c.feasible and c.gpu_count == 64 and c.machine_type == fastest.machine_type
+    )
     assert re.fullmatch(r"saves \d+ min for \+\d+ % \(\+\$[\d,.]+\): not worth it at \$50/h", big.reason), big.reason
     cheapest = chosen(_with(MANY_GPUS, prefer="cheapest"))
     assert cheapest.estimated_cost_usd <= plan.estimated_cost_usd and cheapest.estimated_hours >= plan.estimated_hours
