@@ -93,6 +93,8 @@ class Topology:
     """One document per reconciler shard: the watermarks of its passes (schemas/reconcile_watermark.py)."""
     measurements_collection: str
     """One document per (workload, machine shape, image): what runs measured (schemas/measurement.py)."""
+    capacity_events_collection: str
+    """One document per ended job or refused call: what capacity it met (schemas/capacity_event.py)."""
     teams_collection: str
     model_promotions_collection: str
     """One document per registry model: the lease of its promotion decisions (schemas/promotion_lease.py)."""
@@ -234,6 +236,7 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
         rate_limits_collection=str(get("firestore", "rate_limits_collection")),
         reconciler_collection=str(get("firestore", "reconciler_collection")),
         measurements_collection=str(get("firestore", "measurements_collection")),
+        capacity_events_collection=str(get("firestore", "capacity_events_collection")),
         teams_collection=str(get("firestore", "teams_collection")),
         model_promotions_collection=str(get("firestore", "model_promotions_collection")),
         vertex_create_per_minute=whole("vertex", "rate_limits", "create_custom_job_per_minute", within=(1, 100_000)),

@@ -21,6 +21,7 @@ from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
 from functions.records.attempts import AttemptPolicy, capacity_ended, with_resumed_from
 from functions.records.canary import canary_cleared
+from functions.records.capacity_events import job_ended
 from functions.records.continuation import (
     Committed,
     ContinuationPolicy,
@@ -34,6 +35,7 @@ from functions.records.long_waits import long_wait_closed
 from functions.records.run_rules import Step, merge, transition
 from schemas import json_text
 from schemas.canary import CanaryFigures
+from schemas.capacity_event import CapacityEvent
 from schemas.data_objects import INLINE_LIST_BYTES, DataRead, encode_objects, parse_data_read
 from schemas.errors import SchemaError
 from schemas.fields import Reader
@@ -90,6 +92,10 @@ class JobStateDeps:
     TransientError when the bucket cannot be read); None: a job that reaches its timeout is never continued."""
     continuation: ContinuationPolicy = DEFAULT_CONTINUATION
     """How a job that reached its timeout while training advanced is continued (functions/records/continuation.py)."""
+    capacity: Callable[[CapacityEvent], None] | None = None
+    """Records what capacity an ended job met (its machines' running time, a preemption, a refusal) in the
+    `capacity_events` collection, which the planner prices (functions/records/capacity_events.py); idempotent: the
+    event of a job is one document. None: not recorded."""
 
 
 def record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
@@ -170,7 +176,23 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
     after, changed = deps.store.apply(run.run_id, _while_current(job.name, moved, unchanged))
     if changed and after is not None and target == RunState.SUCCEEDED and deps.measure is not None:
         deps.measure(after)  # what it measured, for the planner (functions/records/measurements.py)
+    if target.terminal:  # also on a repeated delivery: the same document again
+        _capacity_noted(run, job, error.reason if error is not None else None, deps)
     return f"{'recorded' if changed else 'unchanged'}:{target}"
+
+
+def _capacity_noted(run: RunRecord, job: JobView, reason: str | None, deps: JobStateDeps) -> None:
+    """Record what capacity the ended job met, for the planner (functions/records/capacity_events.py). A transient
+    error is raised (the delivery is retried; the event is one document); an event that cannot be made is logged."""
+    if deps.capacity is None:
+        return
+    try:
+        event = job_ended(run, job, reason, deps.now())
+    except SchemaError as exc:
+        log.warning("run %s: capacity met by job %s not recorded: %s", run.run_id, job.name, exc)
+        return
+    if event is not None:
+        deps.capacity(event)
 
 
 T = TypeVar("T")
@@ -242,6 +264,7 @@ def _budget_stop(run: RunRecord, error: RunError | None) -> RunError | None:
 
 def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: JobStateDeps) -> str:
     """The job was accepted, then ended for capacity: the run goes on to its next plan, waits, or gives up."""
+    _capacity_noted(run, job, error.reason or STOCKOUT, deps)
     # The trainer's own line first when it left one (a preempted replica says at which step, and that its newest
     # checkpoint resumes it), Vertex's beside it.
     message = job.error_message if error.kind is None else f"{error.message} (Vertex: {job.error_message})"
@@ -279,6 +302,7 @@ def _timeout_continued(run: RunRecord, job: JobView, error: RunError, deps: JobS
         outcome,
         granted.basis,
     )
+    _capacity_noted(run, job, TIMEOUT, deps)
     if outcome == "resubmit" and deps.resubmit is not None:
         return f"{TIMEOUT_EXTENDED}:{deps.resubmit(run.run_id)}"
     return f"{outcome}:{TIMEOUT_EXTENDED}"

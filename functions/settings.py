@@ -133,6 +133,9 @@ class Settings:
     """LANDFALL_RATE_LIMITS_COLLECTION (default: topology firestore.rate_limits_collection): the limiter's buckets."""
     measurements_collection: str = "measurements"
     """LANDFALL_MEASUREMENTS_COLLECTION (default: topology firestore.measurements_collection): what runs measured."""
+    capacity_events_collection: str = "capacity_events"
+    """LANDFALL_CAPACITY_EVENTS_COLLECTION (default: topology firestore.capacity_events_collection): what capacity
+    jobs met (preemptions, refusals), which the planner prices."""
     vertex_create_per_minute: int = 0
     """LANDFALL_VERTEX_CREATE_PER_MINUTE (default: topology vertex.rate_limits.create_custom_job_per_minute): the
     Vertex submissions per region and minute Landfall makes at most (its submission rate limiter: the dispatcher's
@@ -345,6 +348,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         timeout_margin=_fraction(env, "LANDFALL_TIMEOUT_MARGIN", low=1.0, high=100.0),
         rate_limits_collection=env.get("LANDFALL_RATE_LIMITS_COLLECTION", topology.rate_limits_collection),
         measurements_collection=env.get("LANDFALL_MEASUREMENTS_COLLECTION", topology.measurements_collection),
+        capacity_events_collection=env.get("LANDFALL_CAPACITY_EVENTS_COLLECTION", topology.capacity_events_collection),
         vertex_create_per_minute=_per_minute(env, topology.vertex_create_per_minute),
         reconciler_collection=env.get("LANDFALL_RECONCILER_COLLECTION", topology.reconciler_collection),
         reconcile_shards=positive("LANDFALL_RECONCILE_SHARDS", 1, upper=64),

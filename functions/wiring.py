@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -269,6 +270,42 @@ _NOTHING_TO_REGISTER = ("not-succeeded", "already-registered")
 
 
 @cache
+def capacity_store() -> Any:
+    from functions.gcp.capacity_store import CapacityStore
+
+    return CapacityStore(clients.firestore_client(), get_settings().capacity_events_collection)
+
+
+def _capacity_history() -> Any:
+    """What capacity Landfall's recent jobs met (schemas/capacity_event.py), as the planner's history; the priors
+    alone, with a warning, when it cannot be read: a request is never held back for it."""
+    import logging
+
+    from functions.errors import TransientError
+    from functions.planning.risk import NO_HISTORY
+    from functions.records.capacity_events import capacity_history
+
+    try:
+        return capacity_history(capacity_store().newest())
+    except TransientError as exc:
+        logging.getLogger("landfall.dispatch").warning("capacity history not read, planning on the priors: %s", exc)
+        return NO_HISTORY
+
+
+def _record_refusal(event: Any) -> None:
+    """Record a CreateCustomJob call Vertex refused for capacity; a failure is logged, never the delivery's: the
+    event is an observation for the planner, and the run's own record of the attempt is written either way."""
+    import logging
+
+    from functions.errors import TransientError
+
+    try:
+        capacity_store().record(event)
+    except TransientError as exc:
+        logging.getLogger("landfall.dispatch").warning("capacity refusal %s not recorded: %s", event.event_id, exc)
+
+
+@cache
 def measurements_store() -> Any:
     from functions.gcp.measurements_store import MeasurementsStore
 
@@ -339,25 +376,27 @@ def _measured(request: Any) -> list[Any]:
 
 
 def _plan(request: Any) -> Any:
-    return _planned(request, _measured(request))
+    return _planned(request, _measured(request), _capacity_history())
 
 
-def _planned(request: Any, measured: list[Any]) -> Any:
-    """The request planned from the measured figures over the model; from the model alone, with a warning, when the
-    planner refuses the figures (PlanInputError): what was measured never fails a delivery."""
+def _planned(request: Any, measured: list[Any], capacity: Any) -> Any:
+    """The request planned from the measured figures over the model, with the capacity history's risks; from the
+    model alone, with a warning, when the planner refuses the figures (PlanInputError): what was measured never
+    fails a delivery."""
     import logging
 
     from functions.planning import PlanInputError, plan_input_from_request, plan_request
 
     inputs = plan_input_from_request(request)
+    config = replace(dispatcher_planner_config(), capacity=capacity)
     if measured:
         try:
-            return plan_request(inputs, dispatcher_planner_config(), measured=measured)
+            return plan_request(inputs, config, measured=measured)
         except PlanInputError as exc:
             logging.getLogger("landfall.dispatch").warning(
                 "measured figures not used, planning from the model: %s", exc
             )
-    return plan_request(inputs, dispatcher_planner_config())
+    return plan_request(inputs, config)
 
 
 def _measure(run: Any) -> None:
@@ -386,9 +425,8 @@ def _replan(request: Any, plan: Any, figures: Any) -> Any:
     from functions.dispatch.canary_replan import canary_measured
     from schemas.times import format_timestamp
 
-    return _planned(
-        request, [*_measured(request), canary_measured(request, plan, figures, at=format_timestamp(utc_now()))]
-    )
+    measured = [*_measured(request), canary_measured(request, plan, figures, at=format_timestamp(utc_now()))]
+    return _planned(request, measured, _capacity_history())
 
 
 def _measure_canary(run: Any, figures: Any) -> None:
@@ -427,6 +465,7 @@ def dispatch_deps() -> DispatchDeps:
         teams=known or None,
         ledger=team_ledger_store() if known else None,
         ingested=_made_by_ingest if known else None,
+        capacity=_record_refusal,
     )
 
 
@@ -467,6 +506,7 @@ def listener_deps() -> ListenerDeps:
         measure_canary=_measure_canary,
         checkpoints=_committed_checkpoints,
         continuation=ContinuationPolicy(max_extensions=get_settings().timeout_extensions),
+        capacity=capacity_store().record,
     )
 
 

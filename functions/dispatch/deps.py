@@ -16,6 +16,7 @@ from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
 from functions.settings import Settings
 from schemas.canary import CanaryFigures
+from schemas.capacity_event import CapacityEvent
 from schemas.plan import Plan
 from schemas.training_request import TrainingRequest
 
@@ -60,6 +61,9 @@ class DispatchDeps:
     prefetch: Callable[[TrainingRequest], None] | None = None
     """Starts the reads a plan of the request will make (the measurements query) while the run is created; `plan`
     takes them. None: none (unit tests)."""
+    capacity: Callable[[CapacityEvent], None] | None = None
+    """Records a CreateCustomJob call Vertex refused for capacity in the `capacity_events` collection, which the
+    planner prices (functions/records/capacity_events.py); never raises. None: not recorded (unit tests)."""
 
 
 class SubmitLimiter(Protocol):

@@ -56,6 +56,7 @@ from functions.records import attempts as attempt_rules
 from functions.records import canary as canary_rules
 from functions.records import run_rules
 from functions.records.bounds import stored_plan
+from functions.records.capacity_events import call_refused
 from functions.records.leases import ClaimOutcome
 from schemas.code_version import CodeObject, pins
 from schemas.errors import SchemaError
@@ -375,6 +376,8 @@ def _submit_claimed(
                 spec = job_spec.custom_job(request, plan, deps.settings, run_id, extra, pins=pins(run.code), team=team)
             job = deps.vertex.create(plan.region, spec)
         except CapacityError as exc:
+            if deps.capacity is not None:  # for the planner: this shape was refused here (functions/planning/risk.py)
+                deps.capacity(call_refused(run_id, attempts[-1], str(exc), deps.now()))
             attempts[-1] = attempts[-1].ended(AttemptOutcome(AttemptKind.CAPACITY, cut(str(exc))))
             log.warning("run %s: %s; trying the next plan", run_id, exc)
             continue

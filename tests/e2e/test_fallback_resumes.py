@@ -107,6 +107,36 @@ def test_a_fallback_to_another_world_size_resumes_from_the_checkpoint_and_succee
     at_checkpoint = sum(before[-3:]) / len(before[-3:])
     assert abs(after[0][1] - at_checkpoint) < (VOCABULARY_LOSS - at_checkpoint) / 2, (at_checkpoint, after[:3])
 
+    # What each job met is recorded for the planner (schemas/capacity_event.py): the first job's Spot machines
+    # were refused (Vertex's stockout) after they ran; the fallback's ran to its end.
+    events = {e.event_id: e for e in capacity_events(local_stack, run_id)}
+    met = events[f"job-{first.job_id}"]
+    assert (met.outcome, met.mode, met.accelerator_type, met.nodes, met.region) == (
+        "stockout",
+        "spot",
+        "NVIDIA_L4",
+        2,
+        REGION,
+    ), met
+    assert met.lost_seconds > 0 and met.running_hours == 0, met
+    last = events[f"job-{doc['vertex']['job_id']}"]
+    assert (last.outcome, last.machine_type, last.nodes) == ("succeeded", doc["plan"]["machine_type"], 2), last
+    assert last.running_hours > 0, last
+
+
+def capacity_events(local_stack: stack.StackInfo, run_id: str) -> list[Any]:
+    """The run's capacity events as the dispatcher reads them (the same collection, the schema's parse)."""
+    from google.cloud import firestore
+    from google.cloud.firestore_v1.base_query import FieldFilter
+
+    from deploy.topology import load_topology
+    from schemas.capacity_event import parse_capacity_event
+
+    client = firestore.Client(project=local_stack.env["GOOGLE_CLOUD_PROJECT"])
+    collection = client.collection(load_topology().capacity_events_collection)
+    found = collection.where(filter=FieldFilter("run_id", "==", run_id)).stream()
+    return [parse_capacity_event(d.to_dict()) for d in found]
+
 
 def test_the_script_example_resumes_across_a_fallback_to_another_world_size(
     local_stack: stack.StackInfo,

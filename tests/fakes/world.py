@@ -14,6 +14,7 @@ from functions.envelopes import PubSubMessage
 from functions.listener.handler import ListenerDeps, handle_job_event
 from functions.reconciler.handler import OPEN_STATES, ReconcilerDeps
 from functions.settings import settings_from_env
+from schemas.capacity_event import CapacityEvent
 from schemas.plan import Plan, parse_plan
 from schemas.run_record import RunRecord
 from schemas.training_request import TrainingRequest, parse_training_request
@@ -61,6 +62,8 @@ class World:
         """Run id of every planner call."""
         self.objects: dict[str, str] = {}
         """gs:// URI -> text, what the listener's read_text finds."""
+        self.capacity: list[CapacityEvent] = []
+        """Every capacity event the dispatcher and the listener recorded, in order (schemas/capacity_event.py)."""
         # The deps name the Firestore and Vertex adapter classes, not a Protocol the fakes could implement: the
         # fakes stand in for them, and tests/integration/test_adapter_contracts.py checks that they behave alike.
         self.dispatch_deps = DispatchDeps(
@@ -69,12 +72,14 @@ class World:
             vertex=self.vertex,  # type: ignore[arg-type]
             plan=self._plan,
             now=self.clock,
+            capacity=self.capacity.append,
         )
         self.listener_deps = ListenerDeps(
             store=self.runs,  # type: ignore[arg-type]
             vertex=self.vertex,  # type: ignore[arg-type]
             read_text=self.objects.get,
             now=self.clock,
+            capacity=self.capacity.append,
         )
 
     def _plan(self, request: TrainingRequest) -> Outcome:

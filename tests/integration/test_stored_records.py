@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from deploy.topology import load_topology
+from functions.gcp.capacity_store import CapacityStore
 from functions.gcp.datasets_store import DatasetsStore
 from functions.gcp.measurements_store import MeasurementsStore
 from functions.gcp.model_promotions_store import ModelPromotionsStore
@@ -27,6 +28,7 @@ from functions.gcp.watermarks_store import WatermarksStore
 from functions.records.dataset_versions import VersionOutcome
 from functions.records.leases import ClaimOutcome
 from functions.records.rate_limits import from_us
+from schemas.capacity_event import parse_capacity_event
 from schemas.content_record import CONTENTS_SUBCOLLECTION, parse_content_record
 from schemas.dataset_record import DatasetStatus, VersionStatus, parse_dataset_record
 from schemas.dataset_version import DatasetVersion, parse_dataset_version
@@ -53,6 +55,7 @@ STORED: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "rate_limits_collection": ("rate_bucket", parse_rate_bucket),
     "reconciler_collection": ("reconcile_watermark", parse_reconcile_watermark),
     "measurements_collection": ("measurement", parse_measurement),
+    "capacity_events_collection": ("capacity_event", parse_capacity_event),
     "teams_collection": ("team_ledger", parse_team_ledger),
     "model_promotions_collection": ("promotion_lease", parse_promotion_lease),
 }
@@ -163,6 +166,27 @@ def test_a_measurement_merged_from_two_runs_reads_back_as_the_golden(client: Any
     measurements.record(other)
     assert measurements.for_workload(expected.workload) == [expected]
     assert measurements.get(expected.measurement_id) == expected
+
+
+def test_capacity_events_read_back_newest_first_and_a_bad_one_is_left_out(client: Any) -> None:
+    """As the listener and the dispatcher write them (the same id twice: one document), as the dispatcher reads
+    them: the newest first, at most the limit, one that no longer reads left out."""
+    expected = parse_capacity_event(golden("capacity_event"))
+    events = CapacityStore(client, TOPOLOGY.capacity_events_collection)
+    older = replace(expected, event_id="job-1", at="2026-11-29T10:00:00Z", outcome="succeeded")
+    for event in (older, expected, expected):
+        events.record(event)
+    doc = stored(client, f"{TOPOLOGY.capacity_events_collection}/{expected.event_id}")
+    assert doc == golden("capacity_event") and parse_capacity_event(doc) == expected
+    client.collection(TOPOLOGY.capacity_events_collection).document("bad").set(
+        {**golden("capacity_event"), "event_id": "bad", "mode": "cheap", "at": "2026-11-29T12:00:00Z"}
+    )
+    assert events.newest() == [expected, older]
+    assert events.newest(limit=1) == [expected]
+    events.record(replace(expected, event_id="job-2", at="2026-11-29T15:00:00Z"))
+    assert [e.event_id for e in events.newest(limit=1)] == [expected.event_id]  # as read: kept for a minute
+    events.forget()
+    assert [e.event_id for e in events.newest()] == ["job-2", expected.event_id, "job-1"]
 
 
 def _datasets(client: Any) -> DatasetsStore:

@@ -15,6 +15,7 @@ from functions import wiring
 from functions.dispatch.planner_config import planner_config
 from functions.gcp.vertex import CapacityError, translate_error
 from functions.planning import PlanInput, PlanInputError, plan_request
+from functions.planning.risk import NO_HISTORY
 from functions.settings import SettingsError, settings_from_env
 from schemas.run_record import RunState
 from schemas.training_request import parse_training_request
@@ -138,6 +139,7 @@ def test_quota_overrides_and_the_default_region_reach_the_dispatcher_s_planner(m
     )
     monkeypatch.setattr(wiring, "get_settings", lambda: settings)
     monkeypatch.setattr(wiring, "_measured", lambda request: [])  # no measurements: Firestore is not reached here
+    monkeypatch.setattr(wiring, "_capacity_history", lambda: NO_HISTORY)  # nor for capacity
     wiring.dispatcher_planner_config.cache_clear()
     try:
         config = wiring.dispatcher_planner_config()

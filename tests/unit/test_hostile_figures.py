@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from functions.gcp.model_registry import version_view
+from functions.planning.risk import NO_HISTORY
 from functions.records.measurements import measurement_from_canary, measurement_from_run, planner_figures
 from landfall.commands.runs import describe
 from schemas.canary import (
@@ -282,6 +283,7 @@ def test_the_dispatcher_plans_from_the_model_when_the_planner_refuses_what_was_m
 
     monkeypatch.setattr(planning, "plan_request", refusing)
     monkeypatch.setattr(wiring, "_measured", lambda request: ["a figure"])
+    monkeypatch.setattr(wiring, "_capacity_history", lambda: NO_HISTORY)  # nor for capacity
     with caplog.at_level(logging.WARNING, logger="landfall.dispatch"):
         outcome = wiring._plan(REQUEST)
     assert outcome.plan is not None and "measured figures not used, planning from the model" in caplog.text

@@ -22,6 +22,7 @@ from functions.dispatch.job_spec import artifacts, canary_job, custom_job
 from functions.dispatch.planner_config import planner_config
 from functions.planning import PlanInput, PlannerConfig, PlanOutcome, plan_input_from_request, plan_request
 from functions.planning.job_regions import undeployed_rejection
+from functions.planning.risk import NO_HISTORY
 from functions.settings import Settings, settings_from_env
 from landfall.commands.planning import register
 from schemas.training_request import TrainingRequest, parse_training_request
@@ -154,6 +155,7 @@ def test_the_dispatcher_s_planner_takes_the_settings_job_regions(monkeypatch: py
     settings = settings_from_env(EU_AND_ASIA)
     monkeypatch.setattr(wiring, "get_settings", lambda: settings)
     monkeypatch.setattr(wiring, "_measured", lambda request: [])  # no measurements: Firestore is not reached here
+    monkeypatch.setattr(wiring, "_capacity_history", lambda: NO_HISTORY)  # nor for capacity
     wiring.dispatcher_planner_config.cache_clear()
     try:
         assert wiring.dispatcher_planner_config().job_regions == settings.job_regions
