@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from functions.dispatch.planner_config import planner_config as planner_config
     from functions.dispatch.request_rules import pinned_shape_problems as pinned_shape_problems
     from functions.dispatch.request_rules import trainer_problems as trainer_problems
+    from functions.gcp.capacity_store import CapacityStore as CapacityStore
     from functions.gcp.clients import firestore_client as firestore_client
     from functions.gcp.clients import storage_client as storage_client
     from functions.gcp.measurements_store import MeasurementsStore as MeasurementsStore
@@ -30,8 +31,11 @@ if TYPE_CHECKING:
     from functions.planning.catalog import MachineShape as MachineShape
     from functions.planning.catalog import load_catalog as load_catalog
     from functions.planning.memory import breakdown as breakdown
+    from functions.planning.risk import NO_HISTORY as NO_HISTORY
+    from functions.planning.risk import CapacityHistory as CapacityHistory
     from functions.planning.workload import build_workload as build_workload
     from functions.reconciler.cancel import cancel_run as cancel_run
+    from functions.records.capacity_events import capacity_history as capacity_history
     from functions.records.measurements import estimate_summary as estimate_summary
     from functions.records.measurements import planner_figures as planner_figures
     from functions.records.retries import RetryClaim as RetryClaim
@@ -67,6 +71,11 @@ PUBLIC = {
     "breakdown": "functions.planning.memory",
     "build_workload": "functions.planning.workload",
     "MeasurementsStore": "functions.gcp.measurements_store",
+    # what capacity recent jobs met (preemptions, refusals), as the planner prices it
+    "CapacityStore": "functions.gcp.capacity_store",
+    "capacity_history": "functions.records.capacity_events",
+    "NO_HISTORY": "functions.planning.risk",
+    "CapacityHistory": "functions.planning.risk",
     "planner_figures": "functions.records.measurements",
     "estimate_summary": "functions.records.measurements",
     # the clients the functions use: Firestore for landfall/queries.py (the read side), Cloud Storage for uploads

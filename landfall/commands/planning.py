@@ -16,7 +16,7 @@ from landfall.words import band_text, gpus_text, hours_text, price_text
 from schemas.vocabulary import STRATEGIES, STRATEGY_TERMS, describe
 
 if TYPE_CHECKING:
-    from functions.operations import Catalog, DatasetObjects, MachineShape
+    from functions.operations import CapacityHistory, Catalog, DatasetObjects, MachineShape
     from functions.planning import MeasuredFigures, PlanOutcome
     from functions.settings import Settings
     from schemas.measurement import Measurement
@@ -226,6 +226,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             else trainer_problems(request, settings)
         ) + pinned_shape_problems(request)
         measurements = [] if refused else _measurements(request, args.measured, settings)
+        if not refused and _reads_firestore(args.measured):
+            config = replace(config, capacity=_capacity(settings))
         outcome = (
             None
             if refused
@@ -348,17 +350,37 @@ def rate_text(rate: float | None) -> str:
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
 
-def _measurements(request: TrainingRequest, mode: str, settings: Settings) -> list[Measurement]:
-    """The workload's measurements (schemas/measurement.py) as the dispatcher reads them; [] with mode off, or with
-    auto when no local Firestore answers."""
+def _reads_firestore(mode: str) -> bool:
+    """Whether --measured reads Firestore: on; auto when the local stack's answers; never off."""
     if mode == "off":
-        return []
+        return False
     if mode == "auto":
         from landfall.reach import host_port, port_answers
 
         where = host_port(os.environ.get("FIRESTORE_EMULATOR_HOST", ""))
-        if where is None or not port_answers(*where):
-            return []
+        return where is not None and port_answers(*where)
+    return True
+
+
+def _capacity(settings: Settings) -> CapacityHistory:
+    """What capacity recent jobs met (schemas/capacity_event.py), as the dispatcher plans with it; the priors when
+    Firestore does not answer."""
+    from functions.errors import TransientError
+    from functions.operations import NO_HISTORY
+    from landfall.queries.measurements import recent_capacity
+
+    try:
+        return recent_capacity(settings)
+    except TransientError as exc:
+        print(f"capacity history not read ({exc}): Spot and refusals priced on the priors", file=sys.stderr)
+        return NO_HISTORY
+
+
+def _measurements(request: TrainingRequest, mode: str, settings: Settings) -> list[Measurement]:
+    """The workload's measurements (schemas/measurement.py) as the dispatcher reads them; [] with mode off, or with
+    auto when no local Firestore answers."""
+    if not _reads_firestore(mode):
+        return []
     from functions.errors import TransientError
     from landfall.queries.measurements import workload_measurements
 

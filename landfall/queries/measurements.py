@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from functions.operations import CapacityHistory
     from functions.settings import Settings
     from schemas.measurement import Measurement
     from schemas.training_request import TrainingRequest
@@ -19,3 +20,11 @@ def workload_measurements(request: TrainingRequest, settings: Settings) -> list[
 
     store = MeasurementsStore(firestore_client(), settings.measurements_collection)
     return store.for_workload(workload_key(request))
+
+
+def recent_capacity(settings: Settings) -> CapacityHistory:
+    """What capacity the newest jobs met (schemas/capacity_event.py), as the planner's history: the dispatcher's
+    read. Raises functions.errors.TransientError when Firestore does not answer."""
+    from functions.operations import CapacityStore, capacity_history, firestore_client
+
+    return capacity_history(CapacityStore(firestore_client(), settings.capacity_events_collection).newest())

@@ -27,10 +27,16 @@ REQUEST = EXAMPLES / "training_request.json"
 @pytest.fixture()
 def wired(clean_firestore: Emulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The functions' clients and stores made afresh against this emulator."""
-    for cached in (clients.firestore_client, wiring.measurements_store, wiring.dispatcher_planner_config):
+    made = (
+        clients.firestore_client,
+        wiring.measurements_store,
+        wiring.capacity_store,
+        wiring.dispatcher_planner_config,
+    )
+    for cached in made:
         cached.cache_clear()
     yield
-    for cached in (clients.firestore_client, wiring.measurements_store, wiring.dispatcher_planner_config):
+    for cached in made:
         cached.cache_clear()
 
 
@@ -136,3 +142,57 @@ def test_a_stored_figure_of_infinity_is_left_out_of_planning_and_the_others_plan
     plan = wiring._plan(request).plan
     assert plan is not None and any("run run-learned-1" in a for a in plan.assumptions), plan.assumptions
     assert "left out of planning" in caplog.text and "step_seconds" in caplog.text
+
+
+def test_preemptions_the_listener_recorded_price_the_dispatcher_s_spot_plan_and_landfall_plan_shows_them(
+    wired: None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Jobs that ran on Spot L4s and were preempted, recorded as the listener records them (the store's record),
+    read back by the dispatcher's plan (one query) and by `landfall plan`."""
+    from functions.records.capacity_events import job_ended
+    from schemas.job_view import JobView
+
+    raw = json.loads(REQUEST.read_text())
+    raw["constraints"].update(gpu_allowlist=["NVIDIA_L4"], regions=["us-central1"], spot="required", max_gpus=1)
+    request = parse_training_request(json.dumps(raw))
+    before = wiring._plan(request).plan
+    assert before is not None and before.spot and before.accelerator_type == "NVIDIA_L4"
+    prior = next(a for a in before.assumptions if a.startswith("preemption: "))
+    assert prior.startswith("preemption: 0.5 per machine-hour (the prior 0.5/h (nothing measured")
+
+    record = wiring.capacity_store().record  # what wiring.listener_deps gives the listener as its `capacity`
+    run = replace(_finished_run(request, 0.15, 10, 70.0), plan=before)
+    for i in range(30):  # 30 jobs, each preempted after an hour on its one machine
+        job = JobView(
+            name=f"projects/p/locations/us-central1/customJobs/{900 + i}",
+            job_id=str(900 + i),
+            region="us-central1",
+            display_name="",
+            state="JOB_STATE_FAILED",
+            error_code=14,
+            error_message="preempted",
+            create_time="2026-11-20T09:55:00Z",
+            start_time="2026-11-20T10:00:00Z",
+            end_time="2026-11-20T11:00:00Z",
+            labels={},
+        )
+        event = job_ended(run, job, "preempted", wiring.utc_now())
+        assert event is not None
+        record(event)
+        record(event)  # a repeated delivery: the same document
+    wiring.capacity_store().forget()
+    after = wiring._plan(request).plan
+    assert after is not None
+    # (0.5/h x 10 machine-hours + 30) / (10 + 30) = 0.875 preemptions per machine-hour
+    measured = next(a for a in after.assumptions if a.startswith("preemption: "))
+    assert measured.startswith(
+        "preemption: 0.875 per machine-hour (30 preemption(s) over 30 machine-hours of NVIDIA_L4"
+    )
+    assert after.estimated_hours > before.estimated_hours
+
+    path = tmp_path / "spot.json"
+    path.write_text(json.dumps(raw))
+    args: argparse.Namespace = build_parser().parse_args(["plan", str(path), "--measured", "auto", "--json"])
+    assert args.func(args) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert any(a.startswith("preemption: 0.875 per machine-hour") for a in shown["assumptions"]), shown
