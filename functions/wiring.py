@@ -286,10 +286,20 @@ def _capacity_history() -> Any:
     from functions.records.capacity_events import capacity_history
 
     try:
-        return capacity_history(capacity_store().newest())
+        events = capacity_store().newest()
     except TransientError as exc:
         logging.getLogger("landfall.dispatch").warning("capacity history not read, planning on the priors: %s", exc)
         return NO_HISTORY
+    with _HISTORY_LOCK:
+        made = _HISTORY.get("made")
+        if made is None or made[0] is not events:  # the store read again: make its history once
+            made = _HISTORY["made"] = (events, capacity_history(events))
+    return made[1]
+
+
+_HISTORY: dict[str, tuple[Any, Any]] = {}
+"""The capacity history made of the store's newest events, while the store keeps the same ones (a minute)."""
+_HISTORY_LOCK = threading.Lock()
 
 
 def _record_refusal(event: Any) -> None:

@@ -24,7 +24,7 @@ class CapacityStore:
     def __init__(self, client: Any, collection: str) -> None:
         self._client = client
         self._collection = collection
-        self._kept: tuple[float, int, list[CapacityEvent]] | None = None
+        self._kept: tuple[float, int, tuple[CapacityEvent, ...]] | None = None
         self._lock = threading.Lock()
 
     def record(self, event: CapacityEvent) -> None:
@@ -34,13 +34,13 @@ class CapacityStore:
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
 
-    def newest(self, limit: int = CAPACITY_EVENTS_READ) -> list[CapacityEvent]:
+    def newest(self, limit: int = CAPACITY_EVENTS_READ) -> tuple[CapacityEvent, ...]:
         """The `limit` newest events (by `at`); an event that does not read is left out and logged. Read less than
-        KEPT_FOR_S ago: as read then."""
+        KEPT_FOR_S ago: the same tuple as then (a caller may keep what it made of it while it is the same)."""
         with self._lock:
             kept = self._kept
         if kept is not None and kept[1] == limit and time.monotonic() - kept[0] < KEPT_FOR_S:
-            return list(kept[2])
+            return kept[2]
         from google.cloud import firestore
 
         from functions.gcp.firestore_reads import query_documents
@@ -50,10 +50,10 @@ class CapacityStore:
             docs = query_documents(query.limit(limit))
         except Exception as exc:
             raise as_transient(exc, "Firestore") from exc
-        found = [e for e in map(_readable, docs) if e is not None]
+        found = tuple(e for e in map(_readable, docs) if e is not None)
         with self._lock:
             self._kept = (time.monotonic(), limit, found)
-        return list(found)
+        return found
 
     def forget(self) -> None:
         """Read again on the next call (tests, and a process that just wrote events it plans on)."""

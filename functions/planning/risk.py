@@ -97,6 +97,10 @@ class CapacityHistory:
 
     shapes: Mapping[Key, ShapeHistory] = field(default_factory=lambda: MappingProxyType({}))
     observations: int = 0
+    _tables: dict[tuple[tuple[str, ...], tuple[str, ...], JobAssumptions], RiskTables] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """risk_tables' answers, per space (its regions and GPU kinds) and assumptions: made once per history."""
 
     @staticmethod
     def of(observations: Iterable[CapacityObservation]) -> CapacityHistory:
@@ -115,6 +119,11 @@ class CapacityHistory:
                 preemptions=h.preemptions + int(o.preempted),
             )
         return CapacityHistory(shapes=MappingProxyType(counts), observations=n)
+
+    @property
+    def regions(self) -> frozenset[str]:
+        """The regions something was measured in."""
+        return frozenset(region for _, region, _ in self.shapes)
 
     def get(self, accelerator_type: str, region: str, mode: str) -> ShapeHistory | None:
         return self.shapes.get((accelerator_type, region, mode))
@@ -179,6 +188,10 @@ def risk_tables(
     regions: tuple[str, ...], kinds: tuple[str, ...], history: CapacityHistory, a: JobAssumptions
 ) -> RiskTables:
     """The tables for a space's regions and GPU kinds ("" = CPU-only, the last column)."""
+    key = (regions, kinds, a)
+    kept = history._tables.get(key)
+    if kept is not None:
+        return kept
     columns = (*kinds, "")
     rate = np.full((len(regions), len(columns)), preemption_rate(None, a))
     wait = np.zeros((2, len(regions), len(columns)))
@@ -194,7 +207,12 @@ def risk_tables(
                 wait[1, j, i] = expected_wait_hours(h, a)
             elif mode == ON_DEMAND_MODE:
                 wait[0, j, i] = expected_wait_hours(h, a)
-    return RiskTables(preemption_rate=rate, wait_hours=wait)
+    rate.flags.writeable = wait.flags.writeable = False  # shared by every plan made with this history
+    made = history._tables[key] = RiskTables(preemption_rate=rate, wait_hours=wait)
+    if len(history._tables) > 16:  # a history lives a minute; spaces are few (pinned requests make their own)
+        history._tables.clear()
+        history._tables[key] = made
+    return made
 
 
 def risk_notes(

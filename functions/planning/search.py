@@ -400,10 +400,21 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     overhead, hours, wait = at(np.maximum(region, 0))  # -1 (no region has it) is infeasible anyway
     if limits.capacity.shapes:  # another region may beat the cheapest one once each one's risk is priced
         hourly, region = hourly.copy(), region.copy()
+        # Regions with no history all carry the priors: of those only the cheapest can win; each one with a
+        # history is tried on its own.
+        known = limits.capacity.regions
+        measured = np.array([r in known for r in space.regions])
+        options: list[tuple[np.ndarray, np.ndarray | int]] = []
+        if (limits.region_mask & ~measured).any() and (limits.region_mask & measured).any():
+            prior = space.region_view(limits.region_mask & ~measured, limits.flex_allowed)
+            options.append((prior.hourly, prior.region))
         buyable = space.buyable(limits.flex_allowed)
-        for j in np.flatnonzero(limits.region_mask).tolist():
-            price = np.where(buyable[:, j], space.price[:, j], np.inf)[:, :, VARIANT_SERVER].transpose(1, 2, 0)
-            ovh_j, hours_j, wait_j = at(j)
+        for r in np.flatnonzero(limits.region_mask & measured).tolist():
+            if buyable[:, r].any():
+                price = np.where(buyable[:, r], space.price[:, r], np.inf)
+                options.append((price[:, :, VARIANT_SERVER].transpose(1, 2, 0), r))
+        for price, j in options:
+            ovh_j, hours_j, wait_j = at(np.maximum(j, 0))
             better = limits.score(hours_j + wait_j, hours_j * price)[0] < limits.score(hours + wait, hours * hourly)[0]
             better &= np.isfinite(price) & ~view.reserved & (region >= 0)
             if better.any():

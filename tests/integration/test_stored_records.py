@@ -181,8 +181,8 @@ def test_capacity_events_read_back_newest_first_and_a_bad_one_is_left_out(client
     client.collection(TOPOLOGY.capacity_events_collection).document("bad").set(
         {**golden("capacity_event"), "event_id": "bad", "mode": "cheap", "at": "2026-11-29T12:00:00Z"}
     )
-    assert events.newest() == [expected, older]
-    assert events.newest(limit=1) == [expected]
+    assert events.newest() == (expected, older)
+    assert events.newest(limit=1) == (expected,)
     events.record(replace(expected, event_id="job-2", at="2026-11-29T15:00:00Z"))
     assert [e.event_id for e in events.newest(limit=1)] == [expected.event_id]  # as read: kept for a minute
     events.forget()
