@@ -366,7 +366,7 @@ def _measured(request: Any) -> list[Any]:
     import logging
 
     from functions.errors import TransientError
-    from functions.records.measurements import planner_figures, startup_figures
+    from functions.records.measurements import planner_figures, similar_figures, startup_figures
     from schemas.errors import SchemaError
     from schemas.measurement import image_of, workload_key
 
@@ -382,7 +382,12 @@ def _measured(request: Any) -> list[Any]:
     except (TransientError, SchemaError) as exc:
         logging.getLogger("landfall.dispatch").warning("recent start-ups not read: %s", exc)
         newest = []
-    return [*planner_figures(found, image_of(request)), *startup_figures(newest, image_of(request), key)]
+    image = image_of(request)
+    return [
+        *planner_figures(found, image),
+        *startup_figures(newest, image, key),
+        *similar_figures(newest, image, key),
+    ]
 
 
 def _plan(request: Any) -> Any:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,6 +35,8 @@ SOURCES = ("canary", "run")
 """Where figures came from: a canary job before a long run, or a finished run."""
 MAX_ESTIMATES = 20
 """Estimate checks kept per document (the newest), so the document stays small (docs/records.md)."""
+MAX_FLOPS_PER_SAMPLE = 1e21
+"""Above any model a run trains in a step (a 70B model on a 128k-token sample is about 5e16)."""
 MEASUREMENTS_PER_REQUEST = 50
 """The most documents the dispatcher reads for one request (one query, bounded: its CPU budget)."""
 LANDFALL_IMAGE = "landfall-trainer"
@@ -46,6 +49,7 @@ FIGURE_RULES = {
     "startup_seconds": "startup_seconds",
     "steps": "steps",
     "modelled_steps": "steps",
+    "model_step_seconds": "step_seconds",
 }
 """A measurement's figures, each with the rule it is held to (schemas/run_metrics.py FIGURES)."""
 
@@ -186,6 +190,14 @@ class Measurement:
     """Optimizer steps the run took (its metrics.json `steps`); 0 = not known (a canary)."""
     modelled_steps: int = 0
     """The steps the planner's model gives the same request (before any measurement); 0 = not known."""
+    model_step_seconds: float = 0.0
+    """The planner's model's step for this work on this shape and strategy, before any measurement: beside
+    step_seconds, how far the model is off for such work on this GPU kind (other workloads learn from it); 0 = not
+    known."""
+    flops_per_sample: float = 0.0
+    """Training FLOPs per sample of this work, as the planner counts them; 0 = not known."""
+    family: str = ""
+    """The work's family as the planner names it (transformer, mlp, ...); "" = not known."""
     estimates: tuple[EstimateCheck, ...] = ()
     """The newest MAX_ESTIMATES finished runs' estimate checks on this shape, oldest first."""
     schema_version: int = SCHEMA_VERSION
@@ -198,6 +210,11 @@ class Measurement:
             problem = figure_problem(rule, value)
             if problem:
                 raise SchemaError(f"{problem}; got {value!r:.40}", field=f"measurement.{name}")
+        if not (math.isfinite(self.flops_per_sample) and 0 <= self.flops_per_sample < MAX_FLOPS_PER_SAMPLE):
+            raise SchemaError(
+                f"must be a finite number in [0, {MAX_FLOPS_PER_SAMPLE:g}); got {self.flops_per_sample!r:.40}",
+                field="measurement.flops_per_sample",
+            )
 
     @property
     def measurement_id(self) -> str:
@@ -220,6 +237,9 @@ class Measurement:
                 "micro_batch",
                 "steps",
                 "modelled_steps",
+                "model_step_seconds",
+                "flops_per_sample",
+                "family",
             )
         }
         return replace(newer, **keep, estimates=checks, workload_label=newer.workload_label or self.workload_label)
@@ -246,6 +266,9 @@ class Measurement:
             "strategy": self.strategy,
             "steps": self.steps,
             "modelled_steps": self.modelled_steps,
+            **({"model_step_seconds": self.model_step_seconds} if self.model_step_seconds else {}),
+            **({"flops_per_sample": self.flops_per_sample} if self.flops_per_sample else {}),
+            **({"family": self.family} if self.family else {}),
             "estimates": [e.to_dict() for e in self.estimates],
         }
 
@@ -293,6 +316,9 @@ def parse_measurement(data: object) -> Measurement:
         strategy=r.string("strategy", "", max_len=32),
         steps=r.integer("steps", 0, minimum=0),
         modelled_steps=r.integer("modelled_steps", 0, minimum=0),
+        model_step_seconds=_number(r, "model_step_seconds"),
+        flops_per_sample=_number(r, "flops_per_sample"),
+        family=r.string("family", "", max_len=32),
         estimates=tuple(checks),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),
     )

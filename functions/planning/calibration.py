@@ -10,6 +10,9 @@ work's), else the mean of the workload's measured ones, else the mean of those o
 shapes measured once are not favoured over the rest by the assumption alone). Memory stays modelled (a measured peak
 only says what one micro-batch took, and the plan checks it against the model in its notes).
 
+On a GPU kind this workload was not measured on, other workloads' runs there (source "similar": their measured step
+beside the model's step for their work) scale the model's step, each weighted by how alike its work is (`_alike`).
+
 Pure: reads the first evaluation, returns the calibrated workload and the notes that say what was measured.
 """
 
@@ -21,14 +24,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from functions.planning.measured import STARTUP_SOURCE, Calibration, MeasuredFigures
+from functions.planning.measured import SIMILAR_SOURCE, STARTUP_SOURCE, Calibration, MeasuredFigures
 from functions.planning.search import Evaluation
 from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY, HardwareConfig, Space
 from functions.planning.workload import Workload
 from schemas.vocabulary import STRATEGY_INDEX
 
 
-def _variant(strategy: str) -> int:
+def strategy_variant(strategy: str) -> int:
     s = STRATEGY_INDEX.get(strategy or "ddp", STRATEGY_INDEX["ddp"])
     return int(np.flatnonzero((s == VARIANT_STRATEGY) & (VARIANT_SERVER == 0))[0])
 
@@ -47,24 +50,29 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
     """The calibration the figures give for this evaluation's space; None when none of them applies (no step time
     measured, or measured on a shape the space does not have)."""
     space, work = ev.space, ev.workload
-    index = {_key(cfg): c for c, cfg in enumerate(space.configs)}
+    index = {config_key(cfg): c for c, cfg in enumerate(space.configs)}
     learned = {
         index[f.shape]: f
         for f in _newest([f for f in figures if f.source == STARTUP_SOURCE and f.startup_seconds > 0])
         if f.shape in index
     }
-    figures = [f for f in figures if f.source != STARTUP_SOURCE]
+    similar = [
+        f
+        for f in figures
+        if f.source == SIMILAR_SOURCE and f.step_seconds > 0 and f.model_step_seconds > 0 and f.accelerator_type
+    ]
+    figures = [f for f in figures if f.source not in (STARTUP_SOURCE, SIMILAR_SOURCE)]
     used: list[tuple[int, MeasuredFigures, float]] = []
     counted = [f.steps / f.modelled_steps for f in figures if f.steps > 0 and f.modelled_steps > 0]
     for f in _newest([f for f in figures if f.step_seconds > 0 or f.startup_seconds > 0]):
         c = index.get(f.shape)
         if c is None:
             continue
-        modelled = float(ev.step[c, _variant(f.strategy)])
+        modelled = float(ev.step[c, strategy_variant(f.strategy)])
         measured = f.step_seconds * (work.global_batch / f.global_batch if f.global_batch else 1.0)
         ratio = measured / modelled if f.step_seconds > 0 and modelled > 0 else 0.0
         used.append((c, f, ratio))
-    if not used and not counted and not learned:
+    if not used and not counted and not learned and not similar:
         return None
     n = len(space.configs)
     kinds = [cfg.shape.accelerator_type or "" for cfg in space.configs]
@@ -77,6 +85,10 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         kind: geomean([r for c, _, r in used if r > 0 and kinds[c] == kind]) for kind in {kinds[c] for c, _, _ in used}
     }
     scale = [per_kind.get(kinds[c], everywhere) if per_kind.get(kinds[c]) else everywhere for c in range(n)]
+    # a GPU kind this workload was not measured on: the model's step there, corrected by what similar work measured
+    alike = _alike(ev, similar, skip=set(k for k, r in per_kind.items() if r))
+    for c, (ratio, _) in alike.items():
+        scale[c] = ratio
     # machines nobody measured start like the measured ones on average: the workload's own, else other work's
     startups = [f.startup_seconds for _, f, _ in used if f.startup_seconds > 0] or [
         f.startup_seconds for f in learned.values()
@@ -97,17 +109,58 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         figures=tuple(used),
         steps_scale=geomean(counted),
         startups_learned=tuple((c, f) for c, f in learned.items()),
+        similar=tuple((c, w) for c, (_, w) in alike.items()),
+        similar_figures=tuple(similar),
     )
 
 
-def _key(cfg: HardwareConfig) -> tuple[str, int, int]:
+PRIOR_LIKENESS = 1.0
+"""The model counts as this many perfectly alike measured runs: one alike run moves a step halfway (in log) to what
+it measured, many settle it."""
+FLOPS_DECADE = math.log(10.0)
+"""Likeness falls by e for each factor of 10 between two works' FLOPs per sample..."""
+MICRO_FACTOR = math.log(4.0)
+"""...and for each factor of 4 between their micro-batches."""
+OTHER_FAMILY = 0.5
+"""A run of another family (a transformer beside an MLP) counts half."""
+
+
+def _alike(ev: Evaluation, similar: Sequence[MeasuredFigures], skip: set[str]) -> dict[int, tuple[float, float]]:
+    """[config] -> (step scale, summed likeness) for each configuration of a GPU kind other workloads measured on
+    (and this one did not: `skip`): exp(sum w ln r / (PRIOR_LIKENESS + sum w)), r a run's measured over modelled
+    step, w its likeness to this work (FLOPs per sample, micro-batch, family)."""
+    work, space = ev.workload, ev.space
+    out: dict[int, tuple[float, float]] = {}
+    kinds = {f.accelerator_type for f in similar} - skip
+    for kind in sorted(kinds):
+        cs = np.array([c for c, cfg in enumerate(space.configs) if cfg.shape.accelerator_type == kind], dtype=int)
+        if not len(cs):
+            continue
+        fs = [f for f in similar if f.accelerator_type == kind]
+        ln_r = np.log([f.step_seconds / f.model_step_seconds for f in fs])
+        ln_flops = np.array([math.log(f.flops_per_sample) if f.flops_per_sample > 0 else np.nan for f in fs])
+        ln_micro = np.array([math.log(f.micro_batch) if f.micro_batch > 0 else np.nan for f in fs])
+        family = np.array([1.0 if f.family == work.family else OTHER_FAMILY for f in fs])
+        d_flops = np.abs(math.log(max(work.flops_per_sample, 1e-30)) - ln_flops) / FLOPS_DECADE
+        micro = np.log(np.maximum(np.asarray(ev.micro_batch)[cs, 0], 1))  # this work's micro-batch per config
+        d_micro = np.abs(micro[:, None] - ln_micro[None, :]) / MICRO_FACTOR
+        # a figure that does not say its FLOPs or micro-batch is as far as a decade (or a factor 4) away
+        w = np.exp(-np.nan_to_num(d_flops, nan=1.0))[None, :] * np.exp(-np.nan_to_num(d_micro, nan=1.0)) * family
+        total = w.sum(axis=1)
+        ratio = np.exp((w * ln_r).sum(axis=1) / (PRIOR_LIKENESS + total))
+        for c, r, t in zip(cs.tolist(), ratio.tolist(), total.tolist(), strict=True):
+            out[c] = (r, t)
+    return out
+
+
+def config_key(cfg: HardwareConfig) -> tuple[str, int, int]:
     """A configuration's hardware as MeasuredFigures.shape names it."""
     return (cfg.shape.machine_type, cfg.shape.accelerator_count, cfg.nodes)
 
 
 def measured_elsewhere(space: Space, figures: Sequence[MeasuredFigures]) -> bool:
     """Whether a step time was measured on a shape this space (a pinned request's) does not have."""
-    keys = {_key(cfg) for cfg in space.configs}
+    keys = {config_key(cfg) for cfg in space.configs}
     return any(f.step_seconds > 0 and f.shape not in keys for f in figures if f.source != STARTUP_SOURCE)
 
 
@@ -115,8 +168,8 @@ def carried(space: Space, reference: Space, calibration: Calibration) -> Calibra
     """A calibration worked out on `reference` (a space holding the measured shapes: every shape) carried to `space`
     (a pinned request's, without them): each configuration takes the scale and start-up its shape has there, so a
     shape of a measured GPU kind is planned from that kind's measured ratio and the workload's measured start-up."""
-    index = {_key(cfg): c for c, cfg in enumerate(reference.configs)}
-    found = [index.get(_key(cfg)) for cfg in space.configs]
+    index = {config_key(cfg): c for c, cfg in enumerate(reference.configs)}
+    found = [index.get(config_key(cfg)) for cfg in space.configs]
     default = space.catalog.assumptions.job.startup_seconds
     back = {r: c for c, r in enumerate(found) if r is not None}
     return replace(
@@ -126,6 +179,7 @@ def carried(space: Space, reference: Space, calibration: Calibration) -> Calibra
         measured_configs=frozenset(back[r] for r in calibration.measured_configs if r in back),
         figures=tuple((back.get(r, -1), f, ratio) for r, f, ratio in calibration.figures),
         startups_learned=tuple((back[r], f) for r, f in calibration.startups_learned if r in back),
+        similar=tuple((back[r], w) for r, w in calibration.similar if r in back),
     )
 
 
@@ -151,6 +205,15 @@ def measured_notes(ev: Evaluation, c: int) -> list[str]:
         lines.append(
             f"measured: step time {f.step_seconds:.4g} s from {f.describe()} (the model said {f.step_seconds / r:.4g} "
             f"s: x{r:.3g})"
+        )
+    elif c in dict(cal.similar):
+        kind = space.configs[c].shape.accelerator_type
+        runs = [f for f in cal.similar_figures if f.accelerator_type == kind]
+        lines.append(
+            f"measured on similar work: step time = the model's x{scale:.3g}, from {len(runs)} run(s) of other "
+            f"workloads on {kind} ({', '.join(sorted({f.run_id for f in runs})[:3])}), by likeness "
+            f"{dict(cal.similar)[c]:.2g} (FLOPs per sample, micro-batch, family; the model counts as "
+            f"{PRIOR_LIKENESS:g})"
         )
     elif abs(scale - 1.0) > 1e-12:
         from_runs = ", ".join(f.describe() for _, f, r in cal.figures if r > 0)

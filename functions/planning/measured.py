@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 from functions.planning.errors import PlanInputError
 
-MEASUREMENT_SOURCES = ("canary", "run", "startup")
-"""Where a measurement came from: a canary job before a long run, a finished run, or ("startup") a start-up another
+MEASUREMENT_SOURCES = ("canary", "run", "startup", "similar")
+"""Where a measurement came from: a canary job before a long run, a finished run, ("startup") a start-up another
 workload's run measured on the same machine shape and image: a property of the shape, not of the work, so it stands
-for the start-up there until this workload measures its own (its step figures are not taken)."""
+for the start-up there until this workload measures its own (its step figures are not taken); or ("similar") another
+workload's measured step beside the model's step for that work: how far the model is off for a GPU kind, which
+corrects this workload's step on that kind, weighted by how alike the two works are (calibration.py)."""
 STARTUP_SOURCE = "startup"
+SIMILAR_SOURCE = "similar"
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,13 @@ class MeasuredFigures:
     modelled_steps: int = 0
     """Optimizer steps the model gives the same run (its dataset size, epochs and batch); with `steps`, how far the
     model's step count is off for this workload's data (rows per byte, added epochs); 0 = not known."""
+    model_step_seconds: float = 0.0
+    """The model's step time for the measured work on the measured shape and strategy, before any measurement: with
+    step_seconds, how far the model is off for that work there; 0 = not known."""
+    flops_per_sample: float = 0.0
+    """The measured work's training FLOPs per sample, as the planner counts them; 0 = not known."""
+    family: str = ""
+    """The measured work's family as the planner names it (transformer, mlp, ...); "" = not known."""
 
     def __post_init__(self) -> None:
         if not self.workload:
@@ -80,7 +90,14 @@ class MeasuredFigures:
                 raise PlanInputError(f"measured figures {name} must be >= 0, got {getattr(self, name)}")
         if self.nodes < 1:
             raise PlanInputError(f"measured figures nodes must be >= 1, got {self.nodes}")
-        for name in ("step_seconds", "peak_memory_gib", "samples_per_second", "startup_seconds"):
+        for name in (
+            "step_seconds",
+            "peak_memory_gib",
+            "samples_per_second",
+            "startup_seconds",
+            "model_step_seconds",
+            "flops_per_sample",
+        ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise PlanInputError(f"measured figures {name} must be a finite number >= 0 (0 = not measured)")
@@ -118,3 +135,8 @@ class Calibration:
     startups_learned: tuple[tuple[int, MeasuredFigures], ...] = ()
     """(config, figure) of each start-up another workload measured on the configuration's shape (source
     "startup")."""
+    similar: tuple[tuple[int, float], ...] = ()
+    """(config, weight) of each configuration whose step is the model's scaled by other workloads' measurements on
+    its GPU kind (source "similar"): the summed likeness of the runs it rests on."""
+    similar_figures: tuple[MeasuredFigures, ...] = ()
+    """The other workloads' figures those scales rest on."""

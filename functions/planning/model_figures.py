@@ -33,6 +33,8 @@ def figures_from(ev: Evaluation, c: int) -> str:
     if calibration is not None and c in calibration.measured_configs:
         newest = max((f for i, f, _ in calibration.figures if i == c), key=lambda f: (f.measured_at, f.source == "run"))
         return f"measured: {newest.source} {newest.run_id} on this shape"
+    if calibration is not None and c in dict(calibration.similar):
+        return f"model, scaled by similar work measured on {ev.space.catalog.gpus[shape.gpu_kind].display}"
     if calibration is not None and calibration.figures:
         return "model, scaled by this workload's measurements on other shapes"
     if shape.is_cpu_only:

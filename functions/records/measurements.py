@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from functions.planning.errors import PlanInputError
-from functions.planning.measured import STARTUP_SOURCE, MeasuredFigures
+from functions.planning.measured import SIMILAR_SOURCE, STARTUP_SOURCE, MeasuredFigures
+from schemas.errors import SchemaError
 from schemas.measurement import EstimateCheck, Measurement, estimate_error_text, image_of, workload_key, workload_label
+from schemas.plan import Plan
 from schemas.run_metrics import checked_figure
 from schemas.run_record import RunRecord, RunState
 
@@ -109,6 +112,7 @@ def measurement_from_run(run: RunRecord, modelled_steps: int = 0) -> Measurement
         steps=int(steps),
         modelled_steps=modelled_steps if steps else 0,
         estimates=(check,),
+        **(model_view(run.request, plan) if step else {}),
     )
 
 
@@ -144,7 +148,33 @@ def measurement_from_canary(run: RunRecord, figures: Mapping[str, Any], at: str)
         micro_batch=_micro_batch(figures.get("micro_batch"), plan.micro_batch_size),
         global_batch=plan.global_batch_size,
         strategy=plan.strategy,
+        **(model_view(run.request, plan) if step else {}),
     )
+
+
+def model_view(request: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
+    """The model's step for the request's work on the plan's shape and strategy, its FLOPs per sample and family
+    (functions/planning/model_step.py), as Measurement fields; {} when the request cannot be planned (a measurement
+    is still recorded without them)."""
+    from functions.planning.inputs import plan_input_from_request
+    from functions.planning.model_step import model_step
+
+    try:
+        found = model_step(
+            plan_input_from_request(request),
+            plan.machine_type,
+            plan.accelerator_count,
+            plan.replica_count,
+            plan.strategy,
+        )
+    except (PlanInputError, SchemaError, ValueError) as exc:
+        log.warning("the model's step for %s on %s not worked out: %s", workload_label(request), plan.machine_type, exc)
+        return {}
+    return {
+        "model_step_seconds": round(found.step_seconds, 9),
+        "flops_per_sample": found.flops_per_sample,
+        "family": found.family[:32],
+    }
 
 
 def planner_figures(measurements: Iterable[Measurement], image: str = "") -> list[MeasuredFigures]:
@@ -196,6 +226,29 @@ def startup_figures(measurements: Iterable[Measurement], image: str, workload: s
     return taken
 
 
+def similar_figures(measurements: Iterable[Measurement], image: str, workload: str) -> list[MeasuredFigures]:
+    """Other workloads' measured steps on GPUs lately, each beside the model's step for that work (source
+    "similar"): how far the model is off on each GPU kind, which the planner applies to this workload's step there,
+    weighted by how alike the works are (functions/planning/calibration.py). Same image only (other code is other
+    work); one per (workload, shape), the newest."""
+    newest: dict[tuple[str, str, int, int], Measurement] = {}
+    for m in measurements:
+        if m.workload == workload or m.image != image or not m.accelerator_type:
+            continue
+        if m.step_seconds <= 0 or m.model_step_seconds <= 0:
+            continue
+        key = (m.workload, m.machine_type, m.accelerator_count, m.nodes)
+        if key not in newest or m.measured_at > newest[key].measured_at:
+            newest[key] = m
+    taken = []
+    for m in newest.values():
+        try:
+            taken.append(replace(_planner_figure(m), source=SIMILAR_SOURCE, steps=0, modelled_steps=0))
+        except PlanInputError as exc:
+            log.warning("measurement %s left out of planning: %s", m.measurement_id, exc)
+    return taken
+
+
 def _planner_figure(m: Measurement) -> MeasuredFigures:
     return MeasuredFigures(
         workload=m.workload,
@@ -216,6 +269,9 @@ def _planner_figure(m: Measurement) -> MeasuredFigures:
         measured_at=m.measured_at,
         steps=m.steps,
         modelled_steps=m.modelled_steps,
+        model_step_seconds=m.model_step_seconds,
+        flops_per_sample=m.flops_per_sample,
+        family=m.family,
     )
 
 

@@ -196,3 +196,34 @@ def test_preemptions_the_listener_recorded_price_the_dispatcher_s_spot_plan_and_
     assert args.func(args) == 0
     shown = json.loads(capsys.readouterr().out)
     assert any(a.startswith("preemption: 0.875 per machine-hour") for a in shown["assumptions"]), shown
+
+
+def test_a_finished_run_of_one_workload_corrects_another_workloads_plan_on_its_gpu_kind(wired: None) -> None:
+    """Learning across workloads: a run of gpt-tiny at batch 16 on one L4, measured 3 x slower than the model said,
+    recorded as the listener records it; a new workload (the same model at batch 32) is planned on the L4 with its
+    step corrected by that run, weighted by how alike the two are, and says so."""
+    raw = json.loads(REQUEST.read_text())
+    raw.update(task="causal-lm", model={"preset": "gpt-tiny", "label_column": "label"})
+    raw["hyperparameters"]["batch_size"] = 16
+    raw["constraints"].update(gpu_allowlist=["NVIDIA_L4"], regions=["us-central1"], spot="never", max_gpus=1)
+    first = parse_training_request(json.dumps(raw))
+    plan = wiring._plan(first).plan
+    assert plan is not None and plan.accelerator_type == "NVIDIA_L4"
+    modelled = plan_request(plan_input_from_request(first), wiring.dispatcher_planner_config()).evaluation
+    steps = modelled.workload.steps
+    model_step = (plan.estimated_hours * 3600 - 300.0) / steps
+    run = _finished_run(first, 3 * model_step, steps, 40.0 + steps * 3 * model_step)
+    run = replace(run, plan=plan, request=json.loads(json.dumps(raw)))
+    wiring._measure(run)
+
+    raw["hyperparameters"]["batch_size"] = 32
+    second = parse_training_request(json.dumps(raw))
+    before = plan_request(plan_input_from_request(second), wiring.dispatcher_planner_config()).plan
+    after = wiring._plan(second).plan
+    assert before is not None and after is not None and after.machine_type == before.machine_type
+    note = next(a for a in after.assumptions if a.startswith("measured on similar work"))
+    assert "run-learned-1" in note and "NVIDIA_L4" in note
+    assert after.figures_from == "model, scaled by similar work measured on L4"
+    # between the model's step and 3 x it: moved by likeness, not replaced
+    slower = (before.samples_per_second_per_gpu or 0) / (after.samples_per_second_per_gpu or 1)
+    assert 1.3 < slower < 3, (slower, note)

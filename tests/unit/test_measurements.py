@@ -202,3 +202,36 @@ def test_the_run_records_its_steps_beside_the_models_and_the_planner_gets_both()
     assert m is not None and (m.steps, m.modelled_steps) == (1000, modelled)
     (figures,) = planner_figures([m])
     assert (figures.steps, figures.modelled_steps) == (1000, modelled)
+
+
+def test_a_runs_measurement_keeps_the_models_step_for_its_work_there_and_other_work_learns_from_it() -> None:
+    from functions.planning import plan_input_from_request
+    from functions.planning.model_step import model_step
+    from functions.records.measurements import similar_figures
+
+    w, measured = succeeded()
+    m = measurement_from_run(measured[0])
+    assert m is not None
+    expected = model_step(
+        plan_input_from_request(w.run().request), PLAN.machine_type, PLAN.accelerator_count, 1, PLAN.strategy
+    )
+    assert m.model_step_seconds == pytest.approx(expected.step_seconds, rel=1e-6) and m.model_step_seconds > 0
+    assert (m.flops_per_sample, m.family) == (expected.flops_per_sample, expected.family)
+    assert parse_measurement(m.to_document()) == m
+    # what another workload's plan takes from it: GPU shapes only, same image, not this workload's own
+    on_gpu = dataclasses.replace(m, accelerator_type="NVIDIA_L4", accelerator_count=1, machine_type="g2-standard-8")
+    taken = similar_figures([on_gpu, m], LANDFALL_IMAGE, "wl-another")
+    assert [(f.source, f.model_step_seconds, f.step_seconds) for f in taken] == [
+        ("similar", m.model_step_seconds, m.step_seconds)
+    ]
+    assert similar_figures([on_gpu], LANDFALL_IMAGE, on_gpu.workload) == []
+    assert similar_figures([on_gpu], "gcr.io/team/own:1", "wl-another") == []
+    assert similar_figures([dataclasses.replace(on_gpu, model_step_seconds=0.0)], LANDFALL_IMAGE, "wl-x") == []
+
+
+def test_a_measurement_of_infinite_flops_is_refused() -> None:
+    _, measured = succeeded()
+    m = measurement_from_run(measured[0])
+    assert m is not None
+    with pytest.raises(SchemaError, match="flops_per_sample"):
+        parse_measurement({**m.to_document(), "flops_per_sample": 1e300})
