@@ -282,6 +282,9 @@ def load_topology(path: Path = TOPOLOGY_FILE) -> Topology:
 PRINCIPAL_METADATA = "x-landfall-principal"
 """On the local stack, the gRPC metadata naming who calls the Vertex emulator (an endpoint ending /as/MEMBER sends it),
 as a call's credentials name the caller to Vertex AI."""
+PUBSUB_GATE_ENV = "LANDFALL_PUBSUB_GATE"
+"""On the local stack, its Pub/Sub gate (HOST:PORT, deploy/local_iam/pubsub_gate.py): what a process acting as someone
+publishes through (the functions; the CLI run as LANDFALL_IDENTITY, landfall/access.py)."""
 PRINCIPAL_PATH = "/as/"
 """On the local stack, a Cloud Storage endpoint ending /as/MEMBER calls as MEMBER (deploy/local_iam/storage_gate.py)."""
 

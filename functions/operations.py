@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from functions.dispatch.request_rules import trainer_problems as trainer_problems
     from functions.gcp.capacity_store import CapacityStore as CapacityStore
     from functions.gcp.clients import firestore_client as firestore_client
+    from functions.gcp.clients import publisher_client as publisher_client
     from functions.gcp.clients import storage_client as storage_client
     from functions.gcp.measurements_store import MeasurementsStore as MeasurementsStore
     from functions.ingest.retrain import retrain as retrain
@@ -81,6 +82,8 @@ PUBLIC = {
     # the clients the functions use: Firestore for landfall/queries.py (the read side), Cloud Storage for uploads
     # (`landfall drop`, `landfall submit --script`)
     "firestore_client": "functions.gcp.clients",
+    # Pub/Sub publishes as this process's identity on the local stack (`landfall submit` as LANDFALL_IDENTITY)
+    "publisher_client": "functions.gcp.clients",
     "storage_client": "functions.gcp.clients",
 }
 """Each public name and the module that defines it."""

@@ -86,6 +86,9 @@ class Settings:
     storage_emulator_host: str
     """STORAGE_EMULATOR_HOST: fake-gcs-server's URL; "" = Google Cloud Storage. When set, the storage client goes
     anonymous (google-cloud-storage itself reads the same variable for the endpoint)."""
+    pubsub_emulator_host: str = ""
+    """PUBSUB_EMULATOR_HOST: the Pub/Sub emulator's HOST:PORT (on the local stack, for a process acting as someone, its
+    Pub/Sub gate); "" = Google Cloud Pub/Sub (google-cloud-pubsub itself reads the same variable)."""
     trainer_image: str = ""
     """LANDFALL_TRAINER_IMAGE: the container image jobs run (container_spec). Default: the trainer image's URI for
     this project and the default region with the local tag (deploy/images.py), which the Vertex emulator maps to the
@@ -334,6 +337,7 @@ def settings_from_env(env: Mapping[str, str]) -> Settings:
         list_page_size=positive("LANDFALL_LIST_PAGE_SIZE", 1000, upper=1000),
         routes_file=env.get("LANDFALL_ROUTES_FILE", ""),
         storage_emulator_host=env.get("STORAGE_EMULATOR_HOST", ""),
+        pubsub_emulator_host=env.get("PUBSUB_EMULATOR_HOST", ""),
         trainer_image=image,
         trainer_images=_trainer_images(env.get("LANDFALL_TRAINER_IMAGES", "")),
         code_bucket=env.get("LANDFALL_CODE_BUCKET") or topology.code_bucket,

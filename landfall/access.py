@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 
 from deploy.teams import Teams, TeamsError, principals
-from deploy.topology import PRINCIPAL_PATH, storage_as
+from deploy.topology import PRINCIPAL_PATH, PUBSUB_GATE_ENV, storage_as
 from landfall.errors import CommandError
 from schemas.run_record import RunRecord
 
@@ -65,14 +65,17 @@ def viewer_for(principal: str, teams: Teams) -> Viewer | None:
 
 
 def act_as_chosen_identity(environ: MutableMapping[str, str]) -> str:
-    """On the local stack, make this process's Cloud Storage calls as LANDFALL_IDENTITY, as a member's own
-    credentials make them in a project: the stack's storage gate then holds them to that member's grants (object
-    create, read and list on the team's prefixes and code folder; docs/access.md). The identity, or "" (no identity,
+    """On the local stack, make this process's Cloud Storage calls and Pub/Sub publishes as LANDFALL_IDENTITY, as a
+    member's own credentials make them in a project: the stack's storage and Pub/Sub gates then hold them to that
+    member's grants (object create, read and list on the team's prefixes and code folder, publish on the team's
+    topic; docs/access.md). The identity, or "" (no identity,
     or no local stack: the calls go as gcloud's credentials, or the stack's owner, as before)."""
     identity = chosen_identity(environ)
     storage = environ.get("STORAGE_EMULATOR_HOST", "")
     if identity and storage and PRINCIPAL_PATH not in storage:
         environ["STORAGE_EMULATOR_HOST"] = storage_as(storage, identity)
+        if environ.get(PUBSUB_GATE_ENV):  # its publishes too, through the stack's Pub/Sub gate
+            environ["PUBSUB_EMULATOR_HOST"] = environ[PUBSUB_GATE_ENV]
         return identity
     return ""
 

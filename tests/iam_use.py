@@ -1,12 +1,12 @@
 """What each function's identity used on the enforcing local stack, against what the deploy grants it.
 
 Cloud Storage calls are checked by the storage gate, CreateCustomJob and CancelCustomJob (with acting as the job's
-account) by the Vertex emulator through it; both record each decision.
+account) by the Vertex emulator through it, publishes by the Pub/Sub gate; each records every decision.
 
 The stack's storage gate records every permission each principal used and the grant that allowed it (or that none
 did) in the state folder (deploy/local/stack.py IAM_RECORD). Over a whole end-to-end suite, a function's account must
-have been refused nothing (a grant missing from deploy/topology.toml), and must have used every Cloud Storage grant
-it holds (one it never used is one it does not need).
+have been refused nothing (a grant missing from deploy/topology.toml), and must have used every Cloud Storage and
+Pub/Sub publisher grant it holds (one it never used is one it does not need).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from deploy.local_iam.policy import deployed_policy, local_names, role_permissio
 from deploy.teams import read_teams
 from deploy.topology import account_email, function_account, load_topology
 
+PUBLISH = "pubsub.topics.publish"
+"""The Pub/Sub permission the stack's Pub/Sub gate checks (deploy/local_iam/pubsub_gate.py)."""
 BACKGROUND_BUCKET_READ = "storage.buckets.get"
 """google-cloud-storage reads each bucket's metadata on a background thread for its own telemetry and carries on when
 refused (google/cloud/storage/_bucket_metadata_cache.py): no Landfall code asks for it, and no account needs it."""
@@ -56,18 +58,20 @@ def refused_calls(state_dir: Path, env: Mapping[str, str]) -> list[str]:
 
 
 def unused_grants(state_dir: Path, env: Mapping[str, str]) -> list[str]:
-    """Each Cloud Storage grant of a function's account that no call used."""
+    """Each Cloud Storage or Pub/Sub publisher grant of a function's account that no call used."""
     topology, config = load_topology(), load_deploy_config()
     artifacts = dict(pair.split("=", 1) for pair in env["LANDFALL_ARTIFACT_BUCKETS"].split(","))
     names = local_names(topology, config, artifacts, env["LANDFALL_LANDING_BUCKET"], env["LANDFALL_CODE_BUCKET"])
     policy = deployed_policy(config, names, read_teams(env.get("LANDFALL_TEAMS_FILE", "")), topology.runs_prefix)
     members = function_members(env["GOOGLE_CLOUD_PROJECT"])
     used = {(x["member"], x["role"], x["resource"]) for x in _lines(state_dir) if x["allowed"] and "role" in x}
-    storage_roles = {role for role, held in role_permissions().items() if any(p.startswith("storage.") for p in held)}
+    checked = {
+        role for role, held in role_permissions().items() if any(p.startswith("storage.") or p == PUBLISH for p in held)
+    }
     return [
         f"{members[b.member]} ({b.member}) holds {b.describe()} and never used it"
         for b in policy.bindings
-        if b.member in members and b.role in storage_roles and (b.member, b.role, b.resource.name) not in used
+        if b.member in members and b.role in checked and (b.member, b.role, b.resource.name) not in used
     ]
 
 

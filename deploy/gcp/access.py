@@ -194,7 +194,16 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
             "name its account (`LANDFALL_VERTEX_ENDPOINT=HOST:PORT/as/serviceAccount:EMAIL`, sent as gRPC metadata "
             "by functions/gcp/clients.py), and the caller needs `aiplatform.customJobs.create` (or `.cancel`) on the "
             "project and `iam.serviceAccounts.actAs` on the account the job runs as, else PERMISSION_DENIED naming "
-            "the permission, as Vertex AI answers. Pub/Sub and Firestore calls are not checked on the local stack."
+            "the permission, as Vertex AI answers."
+        ),
+        "",
+        _para(
+            "Publishes are held to it too, by the stack's Pub/Sub gate (`deploy/local_iam/pubsub_gate.py`, service "
+            "`pubsub_front`): each function, and the CLI run as `LANDFALL_IDENTITY`, publishes through it "
+            "(`LANDFALL_PUBSUB_GATE`), its calls naming its identity in gRPC metadata (functions/gcp/clients.py "
+            "`publisher_client`), and needs `pubsub.topics.publish` on the topic, else PERMISSION_DENIED \"User not "
+            "authorized to perform this action.\", as Pub/Sub answers. Other Pub/Sub calls, and Firestore's, are not "
+            "checked on the local stack."
         ),
     ]
     out += ["", "## Conditions", "", "| Title | Means | Expression |", "|---|---|---|"]

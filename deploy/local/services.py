@@ -119,6 +119,33 @@ def storage(
     )
 
 
+def pubsub_front(
+    port: int,
+    *,
+    upstream: str,
+    landing: str,
+    code: str,
+    artifacts: str,
+    teams_file: str,
+    record: Path,
+    readable: str = "",
+    enforce: bool = True,
+) -> ServiceSpec:
+    """What the functions and the CLI run as a member publish through (deploy/local_iam/pubsub_gate.py): the Pub/Sub
+    emulator at upstream behind the IAM policy `landfall deploy` would set, each publish checked as the principal its
+    call names; every decision goes to record (the storage gate's file)."""
+    argv = [sys.executable, "-m", "deploy.local_iam.pubsub_gate", "--port", str(port), "--upstream", upstream]
+    argv += ["--landing", landing, "--code", code, "--artifacts", artifacts, "--teams-file", teams_file]
+    argv += ["--readable", readable, "--record", str(record), "--enforce" if enforce else "--no-enforce"]
+    return ServiceSpec(
+        name="pubsub_front",
+        argv=argv,
+        port=port,
+        env={"PYTHONPATH": str(REPO_ROOT)},
+        ready_log_line=STORAGE_FRONT_READY_LINE,  # the gates print the same line
+    )
+
+
 def storage_front(
     port: int,
     *,

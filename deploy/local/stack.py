@@ -15,11 +15,19 @@ from pathlib import Path
 from deploy.local import persistence, processes, provision, record, services
 from deploy.local.processes import RunningService, ServiceSpec, StackError
 from deploy.local.record import StackRecord
-from deploy.topology import Topology, account_email, artifacts_bucket, function_account, load_topology, storage_as
+from deploy.topology import (
+    PUBSUB_GATE_ENV,
+    Topology,
+    account_email,
+    artifacts_bucket,
+    function_account,
+    load_topology,
+    storage_as,
+)
 
 STAGES = (
     ("pubsub", "firestore"),
-    ("storage", "storage_front", "vertex", *(route.name for route in load_topology().functions)),
+    ("storage", "storage_front", "pubsub_front", "vertex", *(route.name for route in load_topology().functions)),
     ("bridge", "scheduler"),
 )
 """`up` starts each group at once, the groups in order. Topics and subscriptions are created after the first group
@@ -161,6 +169,7 @@ def stack_env(topology: Topology, ports: dict[str, int], regions: tuple[str, ...
     return {
         "GOOGLE_CLOUD_PROJECT": topology.project_id,
         "PUBSUB_EMULATOR_HOST": f"{services.HOST}:{ports['pubsub']}",
+        PUBSUB_GATE_ENV: f"{services.HOST}:{ports['pubsub_front']}",
         "FIRESTORE_EMULATOR_HOST": f"{services.HOST}:{ports['firestore']}",
         "STORAGE_EMULATOR_HOST": storage,
         "LANDFALL_VERTEX_ENDPOINT": f"{services.HOST}:{ports['vertex']}",
@@ -250,6 +259,18 @@ class _Plan:
                 readable=self.current.service_env.get("LANDFALL_ALLOWED_BUCKETS", ""),
                 enforce=iam_enforced(self.current.service_env),
             )
+        if name == "pubsub_front":
+            return services.pubsub_front(
+                ports[name],
+                upstream=self.current.env["PUBSUB_EMULATOR_HOST"],
+                landing=self.current.env["LANDFALL_LANDING_BUCKET"],
+                code=self.current.env["LANDFALL_CODE_BUCKET"],
+                artifacts=self.current.env["LANDFALL_ARTIFACT_BUCKETS"],
+                teams_file=self.current.service_env.get("LANDFALL_TEAMS_FILE", ""),
+                record=state_dir / IAM_RECORD,
+                readable=self.current.service_env.get("LANDFALL_ALLOWED_BUCKETS", ""),
+                enforce=iam_enforced(self.current.service_env),
+            )
         if name == "vertex":
             images = self.current.service_env.get(VERTEX_IMAGES_ENV)
             faults = self.current.service_env.get(VERTEX_FAULTS_ENV)
@@ -275,6 +296,8 @@ class _Plan:
         acting = {
             "STORAGE_EMULATOR_HOST": storage_as(env["STORAGE_EMULATOR_HOST"], member),
             "LANDFALL_VERTEX_ENDPOINT": storage_as(env["LANDFALL_VERTEX_ENDPOINT"], member),
+            # its publishes name it too (functions/gcp/clients.py publisher_client), through the Pub/Sub gate
+            "PUBSUB_EMULATOR_HOST": env[PUBSUB_GATE_ENV],
         }
         return services.function(name, ports[name], {**env, **acting})
 

@@ -147,9 +147,13 @@ class Policy:
         return Decision(False)
 
     def check_resource(self, member: str, permission: str, kind: str, name: str) -> Decision:
-        """A permission on a resource other than Cloud Storage's: the project (kind "project") or a service account
-        (kind "service_account", name its email). A project-level grant holds on every resource of the project."""
-        full = f"projects/{self.project}" if kind == "project" else f"projects/-/serviceAccounts/{name}"
+        """A permission on a resource other than Cloud Storage's: the project (kind "project"), a service account
+        (kind "service_account", name its email) or a topic (kind "topic", name its id). A project-level grant holds
+        on every resource of the project."""
+        full = {
+            "project": f"projects/{self.project}",
+            "topic": f"projects/{self.project}/topics/{name}",
+        }.get(kind, f"projects/-/serviceAccounts/{name}")
         for binding in self.bindings:
             if binding.member != member or permission not in self.roles.get(binding.role, frozenset()):
                 continue
@@ -182,7 +186,7 @@ def _bindings(rows: Iterable[tuple[str, str, Resource]]) -> list[Binding]:
 
 def deployed_policy(config: DeployConfig, names: Names, teams: Teams, runs_prefix: str) -> Policy:
     """Every binding `landfall deploy` makes for these names and teams, on the kinds of resource the gate checks."""
-    kinds = frozenset({"project", "bucket", "service_account"})
+    kinds = frozenset({"project", "bucket", "service_account", "topic"})
     rows: list[tuple[str, str, Resource]] = []
     for _holder, member, role, resource in iam.grants_on(kinds, config, names):
         if not isinstance(member, Later):  # a service agent named by the project's number: none acts here

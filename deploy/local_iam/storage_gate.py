@@ -320,22 +320,12 @@ class Gate(Front):
         self.wfile.write(body)
 
 
-class GateServer(FrontServer):
-    def __init__(
-        self,
-        port: int,
-        upstream: str,
-        policy: Callable[[], Policy],
-        *,
-        enforce: bool = True,
-        record: Path | None = None,
-        quiet: bool = False,
-        host: str = "127.0.0.1",
-    ) -> None:
-        super().__init__(port, upstream, host, Gate)
-        self.upstream_base = f"http://{self.upstream_host}:{self.upstream_port}"
-        self.base = f"http://{host}:{self.server_address[1]}"
-        self.policy, self.enforce, self.record, self.quiet = policy, enforce, record, quiet
+class Decisions:
+    """Decisions against the policy, each recorded once (with the grant that allowed it, else where it was refused)
+    in one file of JSON lines: the storage gate's and the Pub/Sub gate's (deploy/local_iam/pubsub_gate.py)."""
+
+    def __init__(self, policy: Callable[[], Policy], *, enforce: bool = True, record: Path | None = None) -> None:
+        self.policy, self.enforce, self.record = policy, enforce, record
         self._seen: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
 
@@ -348,21 +338,17 @@ class GateServer(FrontServer):
                 with self.record.open("a") as out:
                     out.write(json.dumps(line) + "\n")
 
-    def as_base(self, member: str) -> str:
-        return f"{self.base}{PRINCIPAL_PATH}{quote(member, safe=':@')}"
-
     def decide(self, member: str, permission: str, target: Target) -> Decision:
         decision = self.policy().check(member, permission, target)
         return self._recorded(member, permission, decision, {"bucket": target.bucket, "object": target.object_name})
 
     def decide_resource(self, member: str, permission: str, kind: str, name: str) -> Decision:
-        """As decide, for a project or a service account (recorded the same way)."""
+        """As decide, for a resource other than Cloud Storage's: the project, a service account, a topic."""
         decision = self.policy().check_resource(member, permission, kind, name)
         return self._recorded(member, permission, decision, {"kind": kind, "name": name})
 
     def _recorded(self, member: str, permission: str, decision: Decision, where: dict[str, Any]) -> Decision:
-        """Record a decision once (with the grant that allowed it, else where it was refused); what the caller is
-        answered: the decision, or allowed when the gate does not enforce."""
+        """Record a decision once; what the caller is answered: the decision, or allowed when not enforcing."""
         binding = decision.binding
         line: dict[str, Any] = {"member": member, "permission": permission, "allowed": decision.allowed}
         line |= where if binding is None else {"role": binding.role, "resource": binding.resource.name}
@@ -375,13 +361,35 @@ class GateServer(FrontServer):
         """A call of a principal the gate cannot map to a permission: recorded (refused unless not enforcing)."""
         self._write_once((member, call, "?"), {"member": member, "call": call, "allowed": False, "unknown": True})
 
+
+class GateServer(FrontServer, Decisions):
+    def __init__(
+        self,
+        port: int,
+        upstream: str,
+        policy: Callable[[], Policy],
+        *,
+        enforce: bool = True,
+        record: Path | None = None,
+        quiet: bool = False,
+        host: str = "127.0.0.1",
+    ) -> None:
+        FrontServer.__init__(self, port, upstream, host, Gate)
+        Decisions.__init__(self, policy, enforce=enforce, record=record)
+        self.upstream_base = f"http://{self.upstream_host}:{self.upstream_port}"
+        self.base = f"http://{host}:{self.server_address[1]}"
+        self.quiet = quiet
+
+    def as_base(self, member: str) -> str:
+        return f"{self.base}{PRINCIPAL_PATH}{quote(member, safe=':@')}"
+
     def log_refusal(self, member: str, message: str) -> None:
         """A refusal, in the gate's log (the stack's logs/storage_front.log); none when quiet (in a test's process)."""
         if not self.quiet:
             print(f"refused {member}: {message}", file=sys.stderr, flush=True)
 
 
-class _PolicySource:
+class PolicySource:
     """The deployed policy for the local stack's names, rebuilt when the teams file changes."""
 
     def __init__(
@@ -440,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--enforce", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
     readable = tuple(b.strip() for b in args.readable.split(",") if b.strip())
-    policy = _PolicySource(args.landing, args.code, parse_artifacts(args.artifacts), args.teams_file, readable)
+    policy = PolicySource(args.landing, args.code, parse_artifacts(args.artifacts), args.teams_file, readable)
     policy()  # a bad teams file or topology fails here, not on the first call
     server = GateServer(args.port, args.upstream, policy, enforce=args.enforce, record=args.record)
     threading.Thread(target=server.serve_forever, name="storage-gate", daemon=True).start()

@@ -25,9 +25,31 @@ the client's default (up to 100 messages, 10 ms) only held every publish back by
 
 @cache
 def publisher_client() -> Any:
+    """The Pub/Sub publisher; on the local stack, as the identity this process acts as (`local_principal`): its
+    publishes carry it (deploy/topology.py PRINCIPAL_METADATA) and the stack's Pub/Sub gate holds them to its grants
+    (deploy/local_iam/pubsub_gate.py), as a project's Pub/Sub holds a function's credentials to its account's."""
     from google.cloud import pubsub_v1
 
-    return pubsub_v1.PublisherClient(batch_settings=pubsub_v1.types.BatchSettings(max_messages=PUBLISH_AT_ONCE))
+    batching = pubsub_v1.types.BatchSettings(max_messages=PUBLISH_AT_ONCE)
+    host, member = get_settings().pubsub_emulator_host, local_principal()
+    if host and member:
+        from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+
+        transport = PublisherGrpcTransport(channel=principal_channel(host, member))
+        return pubsub_v1.PublisherClient(batch_settings=batching, transport=transport)
+    return pubsub_v1.PublisherClient(batch_settings=batching)
+
+
+def local_principal() -> str:
+    """Who this process acts as on the local stack: the MEMBER its storage endpoint ends with (/as/MEMBER, deploy/
+    topology.py storage_as: a function's account, a member LANDFALL_IDENTITY names); "" for the owner, or in Google
+    Cloud (where credentials say who calls)."""
+    from urllib.parse import unquote
+
+    from deploy.topology import PRINCIPAL_PATH
+
+    _, found, member = get_settings().storage_emulator_host.partition(PRINCIPAL_PATH)
+    return unquote(member) if found else ""
 
 
 @cache
@@ -96,19 +118,25 @@ def emulator_channel(endpoint: str) -> Any:
     holds it to that account's grants."""
     import grpc
 
-    from deploy.topology import PRINCIPAL_METADATA, PRINCIPAL_PATH
+    from deploy.topology import PRINCIPAL_PATH
 
     target, _, member = endpoint.partition(PRINCIPAL_PATH)
-    channel = grpc.insecure_channel(target)
-    if not member:
-        return channel
+    return principal_channel(target, member) if member else grpc.insecure_channel(target)
+
+
+def principal_channel(target: str, member: str) -> Any:
+    """An emulator's insecure channel whose every unary call names member (gRPC metadata PRINCIPAL_METADATA)."""
+    import grpc
+
+    from deploy.topology import PRINCIPAL_METADATA
+
     caller = ((PRINCIPAL_METADATA, member),)
 
     class Caller(grpc.UnaryUnaryClientInterceptor):
-        """Adds the caller to every unary call (the JobService's and ModelService's are all unary)."""
+        """Adds the caller to every unary call (the JobService's, the ModelService's and Publish are unary)."""
 
         def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
             # grpc's call details are a namedtuple
             return continuation(details._replace(metadata=(*(details.metadata or ()), *caller)), request)
 
-    return grpc.intercept_channel(channel, Caller())
+    return grpc.intercept_channel(grpc.insecure_channel(target), Caller())

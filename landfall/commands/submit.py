@@ -80,14 +80,14 @@ def team_topic(team: str) -> str:
 def publish(data: bytes, topic: str = "") -> str:
     """Publish a TrainingRequest on `topic` (a full topic path; default the shared requests topic); its message id."""
     from google.api_core.exceptions import NotFound
-    from google.cloud import pubsub_v1
 
+    from functions.operations import publisher_client
     from functions.settings import get_settings
 
     with client_boundary("publish the request"):
         topic = topic or get_settings().requests_topic_path
-        try:
-            return str(pubsub_v1.PublisherClient().publish(topic, data).result(timeout=PUBLISH_TIMEOUT_S))
+        try:  # as LANDFALL_IDENTITY on the local stack (landfall/access.py), as gcloud's account in a project
+            return str(publisher_client().publish(topic, data).result(timeout=PUBLISH_TIMEOUT_S))
         except NotFound as exc:
             raise CommandError(
                 f"topic {topic} does not exist: `landfall up` creates it on the local stack, the "

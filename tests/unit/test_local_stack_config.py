@@ -167,7 +167,9 @@ def test_job_regions_are_the_default_one_and_those_asked_for_each_with_its_artif
     topology = load_topology()
     regions = stack.job_regions({stack.JOB_REGIONS_ENV: " europe-west4, us-central1 ,"}, topology)
     assert regions == (topology.default_region, "europe-west4")
-    env = stack.stack_env(topology, {"storage_front": 1, "pubsub": 2, "firestore": 3, "vertex": 4}, regions)
+    env = stack.stack_env(
+        topology, {"storage_front": 1, "pubsub": 2, "firestore": 3, "vertex": 4, "pubsub_front": 5}, regions
+    )
     buckets = dict(pair.split("=") for pair in env["LANDFALL_ARTIFACT_BUCKETS"].split(","))
     assert buckets == {r: f"{topology.project_id}-landfall-artifacts-{r}" for r in regions}
     assert env["STORAGE_EMULATOR_HOST"].endswith(":1") and env["LANDFALL_OUTPUT_BUCKET"] == buckets[regions[0]]
