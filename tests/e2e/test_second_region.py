@@ -143,3 +143,22 @@ def test_a_member_uploads_code_to_the_teams_folder_only(far_stack: stack.StackIn
     doc = terminal_run(runs, run_id, timeout_s=300)
     assert doc["state"] == "SUCCEEDED", doc.get("error")
     assert doc["request"]["trainer"]["script"].startswith(f"gs://{far_stack.env['LANDFALL_CODE_BUCKET']}/teams/{TEAM}/")
+    # its publish went as the member, on the team's topic, which the member may publish to (the Pub/Sub gate)
+    used = [json.loads(line) for line in (far_stack.state_dir / stack.IAM_RECORD).read_text().splitlines()]
+    assert {
+        "member": MEMBER,
+        "permission": "pubsub.topics.publish",
+        "allowed": True,
+        "role": "roles/pubsub.publisher",
+        "resource": f"landfall-requests-{TEAM}",
+    } in used
+    # the shared requests topic is not the member's: refused as Pub/Sub refuses it, and nothing is published
+    shared = subprocess.run(
+        [landfall, "submit", str(REPO / "schemas/examples/training_request.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert shared.returncode == 1 and "User not authorized to perform this action" in shared.stderr, shared
