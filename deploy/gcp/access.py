@@ -201,7 +201,7 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
             "Publishes are held to it too, by the stack's Pub/Sub gate (`deploy/local_iam/pubsub_gate.py`, service "
             "`pubsub_front`): each function, and the CLI run as `LANDFALL_IDENTITY`, publishes through it "
             "(`LANDFALL_PUBSUB_GATE`), its calls naming its identity in gRPC metadata (functions/gcp/clients.py "
-            "`publisher_client`), and needs `pubsub.topics.publish` on the topic, else PERMISSION_DENIED \"User not "
+            '`publisher_client`), and needs `pubsub.topics.publish` on the topic, else PERMISSION_DENIED "User not '
             "authorized to perform this action.\", as Pub/Sub answers. Other Pub/Sub calls, and Firestore's, are not "
             "checked on the local stack."
         ),

@@ -1,6 +1,7 @@
-"""Who may create and cancel CustomJobs, and act as the account a job runs as, on the local stack.
+"""Who may call the JobService and the ModelService, and act as the account a job runs as, on the local stack.
 
-Vertex AI checks the caller's `aiplatform.customJobs.create` (or `.cancel`) on the project, and, for a job that names a
+Vertex AI checks the caller's permission for each call on the project (`aiplatform.customJobs.create`, `.get`, `.list`,
+`.cancel`, `.delete`; `aiplatform.models.upload`, `.get`, `.list`, `.update`, `.delete`), and, for a job that names a
 `serviceAccount`, the caller's `iam.serviceAccounts.actAs` on that account: a caller that may create jobs but not act
 as the account is refused, so that nobody runs code as an identity they could not use themselves. The emulator asks
 the local stack's IAM (the storage gate's check, deploy/local_iam/storage_gate.py, which holds the policy `landfall
@@ -12,6 +13,8 @@ without --iam checks nothing.
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.request
 from collections.abc import Sequence
 
@@ -19,6 +22,8 @@ import grpc
 
 CHECK_PATH = "/_landfall/iam/check"
 CHECK_TIMEOUT_S = 30.0
+KEPT_FOR_S = 5.0
+"""How long an answer of the gate stands: a grant changes only with the teams file (a member added), seconds apart."""
 
 
 class PermissionRefused(Exception):
@@ -33,8 +38,28 @@ class IamCheck:
 
     def __init__(self, gate: str) -> None:
         self.url = gate.rstrip("/") + CHECK_PATH
+        self._kept: dict[tuple[str, str, str, str], tuple[float, bool]] = {}
+        self._lock = threading.Lock()
 
     def allowed(self, member: str, permission: str, kind: str, name: str) -> bool:
+        """The gate's answer; for a read (get, list), kept KEPT_FOR_S: a job's state is read again and again by the
+        same account. Every other call asks each time, so a grant taken away is refused at once."""
+        key = (member, permission, kind, name)
+        if not permission.endswith((".get", ".list")):
+            return self._ask(key)
+        with self._lock:
+            kept = self._kept.get(key)
+        if kept is not None and time.monotonic() - kept[0] < KEPT_FOR_S:
+            return kept[1]
+        allowed = self._ask(key)
+        with self._lock:
+            if len(self._kept) > 4096:
+                self._kept.clear()
+            self._kept[key] = (time.monotonic(), allowed)
+        return allowed
+
+    def _ask(self, key: tuple[str, str, str, str]) -> bool:
+        member, permission, kind, name = key
         body = json.dumps({"member": member, "permission": permission, "kind": kind, "name": name}).encode()
         request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=CHECK_TIMEOUT_S) as answer:

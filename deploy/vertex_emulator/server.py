@@ -173,6 +173,17 @@ class JobService:
             project, location, _ = _parse_job_name(request.name)
             self._iam.require(member, "aiplatform.customJobs.cancel", project, location)
 
+    def authorize(self, permission: str) -> Callable[[str, Any], None]:
+        """A check that the caller holds permission on the project the request names (iam.py), for the calls that
+        need nothing more: reading, listing and deleting jobs; the Model Registry's calls."""
+
+        def check(member: str, request: Any) -> None:
+            if self._iam is not None:
+                project, location = _request_place(request)
+                self._iam.require(member, permission, project, location)
+
+        return check
+
     def create_custom_job(self, request: CreateCustomJobRequest) -> CustomJob:
         project, location = parse_parent(request.parent)
         job = copy_job(request.custom_job)
@@ -395,27 +406,30 @@ def _unary(
     )
 
 
-def _model_handlers(faults: FaultPlan, models: ModelService) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
-    """ModelService's methods (models.py)."""
+def _model_handlers(
+    faults: FaultPlan, models: ModelService, authorize: Callable[[str], Callable[[str, Any], None]]
+) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """ModelService's methods (models.py), each held to the permission Vertex AI checks for it."""
     operation = operations_pb2.Operation.SerializeToString
-    table: list[tuple[str, Callable[[Any], Any], type[proto.Message], Callable[[Any], bytes]]] = [
-        ("UploadModel", models.upload_model, UploadModelRequest, operation),
-        ("GetModel", models.get_model, GetModelRequest, Model.serialize),
-        ("ListModels", models.list_models, ListModelsRequest, ListModelsResponse.serialize),
+    table: list[tuple[str, Callable[[Any], Any], type[proto.Message], Callable[[Any], bytes], str]] = [
+        ("UploadModel", models.upload_model, UploadModelRequest, operation, "upload"),
+        ("GetModel", models.get_model, GetModelRequest, Model.serialize, "get"),
+        ("ListModels", models.list_models, ListModelsRequest, ListModelsResponse.serialize, "list"),
         (
             "ListModelVersions",
             models.list_model_versions,
             ListModelVersionsRequest,
             ListModelVersionsResponse.serialize,
+            "list",
         ),
-        ("MergeVersionAliases", models.merge_version_aliases, MergeVersionAliasesRequest, Model.serialize),
-        ("UpdateModel", models.update_model, UpdateModelRequest, Model.serialize),
-        ("DeleteModelVersion", models.delete_model_version, DeleteModelVersionRequest, operation),
-        ("DeleteModel", models.delete_model, DeleteModelRequest, operation),
+        ("MergeVersionAliases", models.merge_version_aliases, MergeVersionAliasesRequest, Model.serialize, "update"),
+        ("UpdateModel", models.update_model, UpdateModelRequest, Model.serialize, "update"),
+        ("DeleteModelVersion", models.delete_model_version, DeleteModelVersionRequest, operation, "delete"),
+        ("DeleteModel", models.delete_model, DeleteModelRequest, operation, "delete"),
     ]
     return {
-        name: _unary(faults, name, method, _proto_plus(request_type), serialize)
-        for name, method, request_type, serialize in table
+        name: _unary(faults, name, method, _proto_plus(request_type), serialize, authorize(f"aiplatform.models.{verb}"))
+        for name, method, request_type, serialize, verb in table
     }
 
 
@@ -438,7 +452,12 @@ def build_server(
             service.authorize_create,
         ),
         "GetCustomJob": _unary(
-            faults, "GetCustomJob", service.get_custom_job, _proto_plus(GetCustomJobRequest), CustomJob.serialize
+            faults,
+            "GetCustomJob",
+            service.get_custom_job,
+            _proto_plus(GetCustomJobRequest),
+            CustomJob.serialize,
+            service.authorize("aiplatform.customJobs.get"),
         ),
         "ListCustomJobs": _unary(
             faults,
@@ -446,6 +465,7 @@ def build_server(
             service.list_custom_jobs,
             _proto_plus(ListCustomJobsRequest),
             ListCustomJobsResponse.serialize,
+            service.authorize("aiplatform.customJobs.list"),
         ),
         "CancelCustomJob": _unary(
             faults,
@@ -461,11 +481,13 @@ def build_server(
             service.delete_custom_job,
             _proto_plus(DeleteCustomJobRequest),
             operations_pb2.Operation.SerializeToString,
+            service.authorize("aiplatform.customJobs.delete"),
         ),
     }
     generic = [grpc.method_handlers_generic_handler(SERVICE, handlers), control_handler(faults, service.jobs_in_flight)]
     if models is not None:
-        generic.append(grpc.method_handlers_generic_handler(MODEL_SERVICE, _model_handlers(faults, models)))
+        handlers_of_models = _model_handlers(faults, models, service.authorize)
+        generic.append(grpc.method_handlers_generic_handler(MODEL_SERVICE, handlers_of_models))
         get_operation = _unary(
             faults,
             "GetOperation",

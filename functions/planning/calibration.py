@@ -10,8 +10,9 @@ work's), else the mean of the workload's measured ones, else the mean of those o
 shapes measured once are not favoured over the rest by the assumption alone). Memory stays modelled (a measured peak
 only says what one micro-batch took, and the plan checks it against the model in its notes).
 
-On a GPU kind this workload was not measured on, other workloads' runs there (source "similar": their measured step
-beside the model's step for their work) scale the model's step, each weighted by how alike its work is (`_alike`).
+A workload with no step measured (nor declared) of its own: other workloads' runs (source "similar": their measured step
+beside the model's step for their work) scale the model's step on their GPU kind, each weighted by how alike its work
+is (`_alike`).
 
 Pure: reads the first evaluation, returns the calibrated workload and the notes that say what was measured.
 """
@@ -85,8 +86,10 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         kind: geomean([r for c, _, r in used if r > 0 and kinds[c] == kind]) for kind in {kinds[c] for c, _, _ in used}
     }
     scale = [per_kind.get(kinds[c], everywhere) if per_kind.get(kinds[c]) else everywhere for c in range(n)]
-    # a GPU kind this workload was not measured on: the model's step there, corrected by what similar work measured
-    alike = _alike(ev, similar, skip=set(k for k, r in per_kind.items() if r))
+    # a workload never measured: the model's step on each GPU kind, corrected by what similar work measured there
+    # (its own measurements, and a step its team declared, win outright)
+    own = any(r > 0 for _, _, r in used) or work.measured_step_seconds > 0
+    alike = {} if own else _alike(ev, similar, skip=set())
     for c, (ratio, _) in alike.items():
         scale[c] = ratio
     # machines nobody measured start like the measured ones on average: the workload's own, else other work's

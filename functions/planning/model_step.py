@@ -20,7 +20,8 @@ from functions.planning.workload import build_workload
 @dataclass(frozen=True)
 class ModelStep:
     step_seconds: float
-    """The model's seconds per optimizer step of the request's global batch there (0: the shape cannot run it)."""
+    """The model's seconds per optimizer step of the request's global batch there; 0 where the shape cannot run it,
+    or the step is not the model's (declared by the team, or sized from FLOPs nobody described)."""
     flops_per_sample: float
     family: str
 
@@ -30,6 +31,9 @@ def model_step(inp: PlanInput, machine_type: str, accelerator_count: int, nodes:
     PlanInputError when the request cannot be planned at all."""
     catalog = load_catalog()
     work = build_workload(inp, catalog.assumptions)
+    if work.measured_step_seconds > 0 or work.flops_guessed:
+        # a declared step, or FLOPs nobody described: a step beside it says nothing of the model's error
+        return ModelStep(0.0, work.flops_per_sample, work.family)
     space = space_for(catalog, load_quotas(), "us-central1", ShapePin(machine_type, accelerator_count, nodes))
     key = (machine_type, accelerator_count, nodes)
     found = [c for c, cfg in enumerate(space.configs) if config_key(cfg) == key]

@@ -97,3 +97,23 @@ def test_jobs_are_created_and_cancelled_only_by_whoever_the_deploy_lets(
     current[0] = policy(replace(config, service_accounts=accounts))
     with pytest.raises(PermissionDenied, match=r"to act as service account landfall-trainer@"):
         dispatch.create_custom_job(parent=PARENT, custom_job=job(account("landfall-trainer")))
+
+
+def test_reading_and_listing_jobs_need_their_permissions_too(
+    gate: tuple[GateServer, list[Policy]], start_emulator: Callable[..., EmulatorProcess], tmp_path: Path
+) -> None:
+    """Every JobService call is held to the permission Vertex AI checks for it: the listener (roles/aiplatform.user)
+    reads and lists jobs; ingest, which holds no Vertex AI role, is refused both, naming the permission."""
+    server, _ = gate
+    emulator = start_emulator("--iam", server.base)
+    listener = client_as(emulator, f"serviceAccount:{account('landfall-listener')}")
+    made = client_as(emulator, "").create_custom_job(
+        parent=PARENT, custom_job=aiplatform_v1.CustomJob(probe_job([probe_pool(tmp_path / "o.json")]))
+    )
+    assert listener.get_custom_job(name=made.name).name == made.name
+    assert [j.name for j in listener.list_custom_jobs(parent=PARENT)] == [made.name]
+    ingest = client_as(emulator, f"serviceAccount:{account('landfall-ingest')}")
+    with pytest.raises(PermissionDenied, match=r"Permission 'aiplatform.customJobs.get' denied"):
+        ingest.get_custom_job(name=made.name)
+    with pytest.raises(PermissionDenied, match=r"Permission 'aiplatform.customJobs.list' denied"):
+        list(ingest.list_custom_jobs(parent=PARENT))

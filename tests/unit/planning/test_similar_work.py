@@ -99,6 +99,17 @@ def test_this_workloads_own_measurement_wins_and_other_kinds_are_left_to_the_mod
     plan = chosen(plan_request(B, measured=[own, _similar(A, 3.0)], now=NOW))
     assert any(n.startswith("measured: step time") and "run-own" in n for n in plan.assumptions)
     assert not any(n.startswith("measured on similar work") for n in plan.assumptions)
+    # measured on one kind only, it is planned on every kind from its own ratio, not from other work's
+    anywhere = dataclasses.replace(B, gpu_allowlist=(), max_gpus=8)
+    outcome = plan_request(anywhere, measured=[own, _similar(A, 3.0)], now=NOW)
+    assert not any("similar work" in n for p in (chosen(outcome), *outcome.fallbacks) for n in p.assumptions)
+    # a step a team declared for its own code is not corrected by other work, nor evidence of the model's error
+    declared = dataclasses.replace(B, preset="", parameters=124_000_000, basis="workload.parameters", step_seconds=0.5)
+    assert (
+        chosen(plan_request(declared, measured=[_similar(A, 3.0)], now=NOW)).estimated_hours
+        == chosen(plan_request(declared, now=NOW)).estimated_hours
+    )
+    assert model_step(declared, "a3-highgpu-1g", 1, 1, "ddp").step_seconds == 0
     # similar work on an H100 says nothing of an L4
     l4 = dataclasses.replace(B, gpu_allowlist=("NVIDIA_L4",))
     on_l4 = chosen(plan_request(l4, measured=[_similar(A, 3.0)], now=NOW))
