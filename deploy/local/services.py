@@ -7,6 +7,7 @@ import shutil
 import sys
 from importlib import util
 from pathlib import Path
+from typing import TypedDict
 
 from deploy.local.bridge import READY_LINE as BRIDGE_READY_LINE
 from deploy.local.processes import ServiceSpec, StackError, http_answers
@@ -119,6 +120,18 @@ def storage(
     )
 
 
+class GatePolicy(TypedDict):
+    """What a gate of the local IAM holds and where it records (pubsub_front's and storage_front's keywords)."""
+
+    landing: str
+    code: str
+    artifacts: str
+    teams_file: str
+    record: Path
+    readable: str
+    enforce: bool
+
+
 def pubsub_front(
     port: int,
     *,
@@ -134,16 +147,8 @@ def pubsub_front(
     """What the functions and the CLI run as a member publish through (deploy/local_iam/pubsub_gate.py): the Pub/Sub
     emulator at upstream behind the IAM policy `landfall deploy` would set, each publish checked as the principal its
     call names; every decision goes to record (the storage gate's file)."""
-    argv = [sys.executable, "-m", "deploy.local_iam.pubsub_gate", "--port", str(port), "--upstream", upstream]
-    argv += ["--landing", landing, "--code", code, "--artifacts", artifacts, "--teams-file", teams_file]
-    argv += ["--readable", readable, "--record", str(record), "--enforce" if enforce else "--no-enforce"]
-    return ServiceSpec(
-        name="pubsub_front",
-        argv=argv,
-        port=port,
-        env={"PYTHONPATH": str(REPO_ROOT)},
-        ready_log_line=STORAGE_FRONT_READY_LINE,  # the gates print the same line
-    )
+    policy = (landing, code, artifacts, teams_file, record, readable, enforce)
+    return _gate("pubsub_front", "deploy.local_iam.pubsub_gate", port, upstream, *policy)
 
 
 def storage_front(
@@ -163,11 +168,30 @@ def storage_front(
     teams (readable: other buckets data may land in, opened to Landfall's readers), each call checked as the principal
     its endpoint names; plus the bucket's storage layout, which gcloud reads
     before a recursive or wildcard copy and fake-gcs-server does not serve. Every permission used goes to record."""
-    argv = [sys.executable, "-m", "deploy.local_iam.storage_gate", "--port", str(port), "--upstream", upstream]
+    policy = (landing, code, artifacts, teams_file, record, readable, enforce)
+    return _gate("storage_front", "deploy.local_iam.storage_gate", port, upstream, *policy)
+
+
+def _gate(
+    name: str,
+    module: str,
+    port: int,
+    upstream: str,
+    landing: str,
+    code: str,
+    artifacts: str,
+    teams_file: str,
+    record: Path,
+    readable: str,
+    enforce: bool,
+) -> ServiceSpec:
+    """A gate of the local IAM (deploy/local_iam): `python -m MODULE` on port in front of upstream, holding the
+    policy for these buckets and teams, recording to record; the gates print the same ready line."""
+    argv = [sys.executable, "-m", module, "--port", str(port), "--upstream", upstream]
     argv += ["--landing", landing, "--code", code, "--artifacts", artifacts, "--teams-file", teams_file]
     argv += ["--readable", readable, "--record", str(record), "--enforce" if enforce else "--no-enforce"]
     return ServiceSpec(
-        name="storage_front",
+        name=name,
         argv=argv,
         port=port,
         env={"PYTHONPATH": str(REPO_ROOT)},

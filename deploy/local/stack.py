@@ -247,30 +247,20 @@ class _Plan:
                 pubsub_host=self.current.env["PUBSUB_EMULATOR_HOST"],
                 root=root,
             )
-        if name == "storage_front":
-            return services.storage_front(
-                ports[name],
-                upstream=f"http://{services.HOST}:{ports['storage']}",
-                landing=self.current.env["LANDFALL_LANDING_BUCKET"],
-                code=self.current.env["LANDFALL_CODE_BUCKET"],
-                artifacts=self.current.env["LANDFALL_ARTIFACT_BUCKETS"],
-                teams_file=self.current.service_env.get("LANDFALL_TEAMS_FILE", ""),
-                record=state_dir / IAM_RECORD,
-                readable=self.current.service_env.get("LANDFALL_ALLOWED_BUCKETS", ""),
-                enforce=iam_enforced(self.current.service_env),
-            )
-        if name == "pubsub_front":
-            return services.pubsub_front(
-                ports[name],
-                upstream=self.current.env["PUBSUB_EMULATOR_HOST"],
-                landing=self.current.env["LANDFALL_LANDING_BUCKET"],
-                code=self.current.env["LANDFALL_CODE_BUCKET"],
-                artifacts=self.current.env["LANDFALL_ARTIFACT_BUCKETS"],
-                teams_file=self.current.service_env.get("LANDFALL_TEAMS_FILE", ""),
-                record=state_dir / IAM_RECORD,
-                readable=self.current.service_env.get("LANDFALL_ALLOWED_BUCKETS", ""),
-                enforce=iam_enforced(self.current.service_env),
-            )
+        if name in ("storage_front", "pubsub_front"):
+            # the two gates hold one policy: the deploy's, for the stack's buckets and teams
+            policy: services.GatePolicy = {
+                "landing": self.current.env["LANDFALL_LANDING_BUCKET"],
+                "code": self.current.env["LANDFALL_CODE_BUCKET"],
+                "artifacts": self.current.env["LANDFALL_ARTIFACT_BUCKETS"],
+                "teams_file": self.current.service_env.get("LANDFALL_TEAMS_FILE", ""),
+                "record": state_dir / IAM_RECORD,
+                "readable": self.current.service_env.get("LANDFALL_ALLOWED_BUCKETS", ""),
+                "enforce": iam_enforced(self.current.service_env),
+            }
+            if name == "pubsub_front":
+                return services.pubsub_front(ports[name], upstream=self.current.env["PUBSUB_EMULATOR_HOST"], **policy)
+            return services.storage_front(ports[name], upstream=f"http://{services.HOST}:{ports['storage']}", **policy)
         if name == "vertex":
             images = self.current.service_env.get(VERTEX_IMAGES_ENV)
             faults = self.current.service_env.get(VERTEX_FAULTS_ENV)

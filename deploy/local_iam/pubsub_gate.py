@@ -28,14 +28,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from deploy.local.storage_front import READY_LINE
 from deploy.local_iam.policy import Decision
-from deploy.local_iam.storage_gate import Decisions, PolicySource, parse_artifacts
+from deploy.local_iam.storage_gate import Decisions, add_policy_arguments, policy_from
 from deploy.topology import PRINCIPAL_METADATA
 
 PUBLISH = "/google.pubsub.v1.Publisher/Publish"
@@ -130,19 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.local_iam.pubsub_gate", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="the Pub/Sub emulator's HOST:PORT")
-    parser.add_argument("--landing", required=True)
-    parser.add_argument("--code", required=True)
-    parser.add_argument("--artifacts", required=True, help="REGION=BUCKET,...")
-    parser.add_argument("--teams-file", default="")
-    parser.add_argument("--readable", default="", help="BUCKET,...: other buckets data may land in")
-    parser.add_argument("--record", type=Path)
-    parser.add_argument("--enforce", action=argparse.BooleanOptionalAction, default=True)
+    add_policy_arguments(parser)
     args = parser.parse_args(argv)
-    readable = tuple(b.strip() for b in args.readable.split(",") if b.strip())
-    policy = PolicySource(args.landing, args.code, parse_artifacts(args.artifacts), args.teams_file, readable)
-    policy()  # a bad teams file or topology fails here, not on the first call
     # decided and recorded as the storage gate decides: one policy, one file of what each identity used
-    decisions = Decisions(policy, enforce=args.enforce, record=args.record)
+    decisions = Decisions(policy_from(args), enforce=args.enforce, record=args.record)
     server, bound = serve(args.port, args.upstream, decisions.decide_resource)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -429,12 +429,8 @@ def parse_artifacts(text: str) -> dict[str, str]:
     return {region.strip(): bucket.strip() for region, _, bucket in pairs}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m deploy.local_iam.storage_gate", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--upstream", required=True, help="fake-gcs-server's http://HOST:PORT")
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    """The gates' arguments for the policy they hold and where they record (this gate's and the Pub/Sub gate's)."""
     parser.add_argument("--landing", required=True)
     parser.add_argument("--code", required=True)
     parser.add_argument("--artifacts", required=True, help="REGION=BUCKET,...")
@@ -446,11 +442,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--record", type=Path)
     parser.add_argument("--enforce", action=argparse.BooleanOptionalAction, default=True)
-    args = parser.parse_args(argv)
+
+
+def policy_from(args: argparse.Namespace) -> PolicySource:
+    """The policy those arguments name, built once here: a bad teams file or topology fails at start, not on the first
+    call."""
     readable = tuple(b.strip() for b in args.readable.split(",") if b.strip())
     policy = PolicySource(args.landing, args.code, parse_artifacts(args.artifacts), args.teams_file, readable)
-    policy()  # a bad teams file or topology fails here, not on the first call
-    server = GateServer(args.port, args.upstream, policy, enforce=args.enforce, record=args.record)
+    policy()
+    return policy
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.local_iam.storage_gate", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--upstream", required=True, help="fake-gcs-server's http://HOST:PORT")
+    add_policy_arguments(parser)
+    args = parser.parse_args(argv)
+    server = GateServer(args.port, args.upstream, policy_from(args), enforce=args.enforce, record=args.record)
     threading.Thread(target=server.serve_forever, name="storage-gate", daemon=True).start()
     return serve_until_stopped(server)
 

@@ -54,7 +54,12 @@ def sourced_env(
     pubsub_emulator: Emulator, gcs_emulator: Emulator, storage_front: int, tmp_path: Path
 ) -> dict[str, str]:
     """A shell that sourced .landfall/env: exactly the stack's variables (for these emulators' ports)."""
-    ports = {"pubsub": port(pubsub_emulator), "storage": port(gcs_emulator), "storage_front": storage_front}
+    ports = {
+        "pubsub": port(pubsub_emulator),
+        "storage": port(gcs_emulator),
+        "storage_front": storage_front,
+        "pubsub_front": 1,
+    }
     env = stack_env(load_topology(), {**ports, "firestore": 1, "vertex": 1})
     assert env["CLOUDSDK_CORE_PROJECT"] == PROJECT
     return {

@@ -153,9 +153,17 @@ def test_a_team_identity_reads_its_own_prefixes_and_writes_its_own_runs_only(
     assert mine.download_as_bytes() == b"w2"
 
 
-def test_every_permission_used_is_recorded_with_the_binding_that_allowed_it(gate: tuple[GateServer, _Switch]) -> None:
-    server, _ = gate
+def test_every_permission_used_is_recorded_with_the_binding_that_allowed_it(
+    gate: tuple[GateServer, _Switch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, switch = gate
+    switch.current = policy()
     assert server.record is not None
+    # a grant used and a call refused, here (the module's other tests may run on another worker)
+    run = uuid.uuid4().hex[:8]
+    client_as(server, DISPATCH, monkeypatch).bucket(ARTIFACTS).blob(f"runs/{run}/x").upload_from_string(b"x")
+    with pytest.raises(Forbidden):
+        client_as(server, TEAM_A, monkeypatch).bucket(LANDING).blob("teams-data/b/x.csv").download_as_bytes()
     lines = [json.loads(line) for line in Path(server.record).read_text().splitlines()]
     allowed = {(x["member"], x["permission"], x.get("role")) for x in lines if x["allowed"]}
     assert (DISPATCH, "storage.objects.create", "roles/storage.objectUser") in allowed
