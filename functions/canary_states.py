@@ -17,6 +17,7 @@ from typing import Protocol
 
 from functions.errors import PermanentError, TransientError
 from functions.gcp.runs_store import RunsStore
+from functions.records.attempts import job_spend
 from functions.records.canary import canary_ended, judge
 from schemas.canary import (
     CANARY_FOLDER,
@@ -89,7 +90,16 @@ def canary_job_ended(run: RunRecord, job: JobView, target: RunState, error: RunE
                 error = RunError("canary-failed", verdict, reason=PLATFORM)
     outcome = deps.store.apply(
         run.run_id,
-        canary_ended(job.name, status, verdict=verdict, figures=figures, now=deps.now(), error=error, warnings=notes),
+        canary_ended(
+            job.name,
+            status,
+            verdict=verdict,
+            figures=figures,
+            now=deps.now(),
+            error=error,
+            warnings=notes,
+            spent_usd=job_spend(run.plan, job.start_time, job.end_time),
+        ),
     )
     log.info("run %s: canary %s %s: %s (%s)", run.run_id, job.name, status, verdict, outcome)
     if outcome == "resubmit" and figures is not None and deps.measure_canary is not None:

@@ -19,7 +19,7 @@ from functions.canary_states import canary_job_ended, canary_model_dir, is_runni
 from functions.fault_points import fault_point
 from functions.gcp.runs_store import RunsStore
 from functions.gcp.vertex import VertexJobs
-from functions.records.attempts import AttemptPolicy, capacity_ended, with_resumed_from
+from functions.records.attempts import AttemptPolicy, capacity_ended, job_spend, with_resumed_from
 from functions.records.canary import canary_cleared
 from functions.records.capacity_events import job_ended
 from functions.records.continuation import (
@@ -268,9 +268,11 @@ def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: JobSt
     # The trainer's own line first when it left one (a preempted replica says at which step, and that its newest
     # checkpoint resumes it), Vertex's beside it.
     message = job.error_message if error.kind is None else f"{error.message} (Vertex: {job.error_message})"
-    outcome = deps.store.apply(
-        run.run_id, capacity_ended(job.name, error.reason or STOCKOUT, message, now=deps.now(), policy=deps.policy)
+    spent = job_spend(run.plan, job.start_time, job.end_time)  # a job preempted after it ran is paid for
+    ended = capacity_ended(
+        job.name, error.reason or STOCKOUT, message, now=deps.now(), policy=deps.policy, spent_usd=spent
     )
+    outcome = deps.store.apply(run.run_id, ended)
     log.warning("run %s: job %s ended for %s (%s): %s", run.run_id, job.name, error.reason, job.error_message, outcome)
     if outcome == "resubmit" and deps.resubmit is not None:
         return f"resubmitted:{deps.resubmit(run.run_id)}"
@@ -340,14 +342,14 @@ def _cost(run: RunRecord, timings: Timings) -> Cost:
     if run.plan is None or timings.run_seconds is None:
         return run.cost
     this_job = run.plan.hourly_cost_usd * timings.run_seconds / 3600.0
+    basis, earlier = ACTUAL_COST_BASIS, run.cost.earlier_usd or 0.0
+    if earlier:
+        basis += f", plus the {usd_text(earlier)} its earlier jobs cost (its canary, a job ended for capacity)"
     extended = run.submission.extension
-    if extended is None:
-        return replace(run.cost, actual_usd=round(this_job, 6), actual_basis=ACTUAL_COST_BASIS)
-    return replace(
-        run.cost,
-        actual_usd=round(this_job + extended.spent_usd, 6),
-        actual_basis=f"{ACTUAL_COST_BASIS}, plus the {usd_text(extended.spent_usd)} its timed-out jobs cost before",
-    )
+    if extended is not None:
+        earlier += extended.spent_usd
+        basis += f", plus the {usd_text(extended.spent_usd)} its timed-out jobs cost before"
+    return replace(run.cost, actual_usd=round(this_job + earlier, 6), actual_basis=basis)
 
 
 def _with_trainer_reason(error: RunError, run: RunRecord, deps: JobStateDeps, model_dir: str | None = None) -> RunError:

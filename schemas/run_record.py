@@ -218,6 +218,11 @@ class Timings:
     def to_dict(self) -> dict[str, Any]:
         return _present(as_dict(self))
 
+    def next_job(self) -> Timings:
+        """These timings once the current job is over and its cost moved to Cost.earlier_usd: the next job's start
+        and end are its own (none yet), so its running time is not counted twice."""
+        return replace(self, started_at=None, ended_at=None, run_seconds=None)
+
 
 @dataclass(frozen=True)
 class Cost:
@@ -227,9 +232,18 @@ class Cost:
     """Once ended: run hours x the plan's hourly cost."""
     actual_basis: str | None = None
     """How actual_usd was worked out."""
+    earlier_usd: float | None = None
+    """What the run's earlier jobs cost (its canary, a job that ended for capacity after it ran): each one's running
+    time x its plan's hourly cost, counted into actual_usd and, while the run runs, against its team's month."""
 
     def to_dict(self) -> dict[str, Any]:
         return _present(as_dict(self))
+
+    def with_earlier(self, usd: float) -> Cost:
+        """This cost with an earlier job's spend added (nothing for a job that never ran)."""
+        if usd <= 0:
+            return self
+        return replace(self, earlier_usd=round((self.earlier_usd or 0.0) + usd, 6))
 
 
 class AttemptKind(StrEnum):
@@ -948,6 +962,7 @@ def parse_run_record(data: object) -> RunRecord:
             estimated_usd=_optional_number(cost, "estimated_usd"),
             actual_usd=_optional_number(cost, "actual_usd"),
             actual_basis=None if cost.data.get("actual_basis") is None else cost.string("actual_basis"),
+            earlier_usd=_optional_number(cost, "earlier_usd"),
         ),
         submission=_submission(r.optional_obj("submission"), plans),
         schema_version=r.integer("schema_version", SCHEMA_VERSION),

@@ -237,14 +237,30 @@ def job_ended(run: RunRecord, reason: str, message: str, now: datetime) -> RunRe
     )
 
 
-def capacity_ended(job_name: str, reason: str, message: str, *, now: datetime, policy: AttemptPolicy) -> Step[str]:
-    """The run's current job ended for capacity: record it, then SUBMITTING on the next plan (outcome "resubmit")
-    or WAITING/FAILED. "stale" when the job is not the run's current one (an old or repeated event)."""
+def job_spend(plan: Plan | None, started: str, ended: str) -> float:
+    """What a job of the run cost: its running time (started to ended, RFC 3339) x its plan's hourly cost; 0 for a
+    job that never started, or without a plan."""
+    start, end = parse_timestamp_or_none(started), parse_timestamp_or_none(ended)
+    if plan is None or start is None or end is None or end <= start:
+        return 0.0
+    return (end - start).total_seconds() / 3600.0 * plan.hourly_cost_usd
+
+
+def capacity_ended(
+    job_name: str, reason: str, message: str, *, now: datetime, policy: AttemptPolicy, spent_usd: float = 0.0
+) -> Step[str]:
+    """The run's current job ended for capacity: record it (and what it cost, `spent_usd`, in cost.earlier_usd), then
+    SUBMITTING on the next plan (outcome "resubmit") or WAITING/FAILED. "stale" when the job is not the run's current
+    one (an old or repeated event)."""
 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
         if cur is None or cur.vertex is None or cur.vertex.job_name != job_name or cur.state.terminal:
             return None, "stale"
         recorded = job_ended(cur, reason, message, now)
+        if spent_usd > 0:  # its running time is now an earlier job's cost, not the current job's time
+            recorded = replace(
+                recorded, cost=recorded.cost.with_earlier(spent_usd), timings=recorded.timings.next_job()
+            )
         number = len(recorded.submission.jobs or ()) + 1
         if candidates(recorded) and len(round_jobs(recorded)) < policy.max_job_attempts:
             new = transitioned(

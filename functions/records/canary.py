@@ -135,6 +135,9 @@ def canary_started(record: CanaryRecord) -> Step[bool]:
     return step
 
 
+CANARY_COST_BASIS = "the canary's running time x the plan's hourly cost (no long job ran)"
+
+
 def canary_ended(
     job_name: str,
     status: str,
@@ -144,11 +147,12 @@ def canary_ended(
     now: datetime,
     error: RunError | None = None,
     warnings: Sequence[str] = (),
+    spent_usd: float = 0.0,
 ) -> Step[str]:
     """The run's canary job ended: record its figures and verdict (and `warnings`: what was left out of what it
-    reported), then FAILED (status failed, with error), CANCELLED (status cancelled), or SUBMITTING for the long job
-    (passed or replan; outcome "resubmit"). "stale" when the job is not the run's running canary (an old or repeated
-    event)."""
+    reported; what it cost, `spent_usd`, in cost.earlier_usd, and in actual_usd of a run it ends), then FAILED (status
+    failed, with error), CANCELLED (status cancelled), or SUBMITTING for the long job (passed or replan; outcome
+    "resubmit"). "stale" when the job is not the run's running canary (an old or repeated event)."""
 
     def step(cur: RunRecord | None) -> tuple[RunRecord | None, str]:
         if (
@@ -161,15 +165,20 @@ def canary_ended(
             return None, "stale"
         stamp = format_timestamp(now)
         canary = cur.canary.ended(status, at=stamp, figures=figures, verdict=verdict)
+        cur = replace(cur, cost=cur.cost.with_earlier(spent_usd))
         if status in ("failed", "cancelled"):
             state = RunState.FAILED if status == "failed" else RunState.CANCELLED
+            paid = cur.cost.earlier_usd or 0.0  # the run ends with its canary: that is what it cost
             new = transitioned(
                 cur,
                 state,
                 now=now,
                 detail=f"canary {status}: {verdict}",
                 change=lambda r: replace(
-                    r.warned(warnings), canary=canary, error=error if error is not None else r.error
+                    r.warned(warnings),
+                    canary=canary,
+                    error=error if error is not None else r.error,
+                    cost=replace(r.cost, actual_usd=round(paid, 6), actual_basis=CANARY_COST_BASIS),
                 ),
             )
             return new, status
@@ -179,6 +188,7 @@ def canary_ended(
             cur.warned(warnings),
             canary=canary,
             vertex=None,
+            timings=cur.timings.next_job() if spent_usd > 0 else cur.timings,
             submission=replace(
                 sub,
                 owner="",

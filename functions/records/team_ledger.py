@@ -430,12 +430,14 @@ def actual_cost(run: RunRecord, now: datetime) -> float:
 
 
 def running_cost(run: RunRecord, now: datetime) -> float:
-    """The run's cost so far: time since its job started (until it ended) x its plan's hourly price."""
+    """The run's cost so far: what its earlier jobs cost (cost.earlier_usd: its canary, a job ended for capacity),
+    plus the time since its job started (until it ended) x its plan's hourly price."""
+    earlier = run.cost.earlier_usd or 0.0
     started = parse_timestamp_or_none(run.timings.started_at or "")
     if started is None or run.plan is None:
-        return 0.0
+        return earlier
     ended = parse_timestamp_or_none(run.timings.ended_at or "") or now
-    return max((ended - started).total_seconds(), 0.0) / 3600 * run.plan.hourly_cost_usd
+    return earlier + max((ended - started).total_seconds(), 0.0) / 3600 * run.plan.hourly_cost_usd
 
 
 def settle_step(*, now: datetime) -> Callable[[RunRecord | None, TeamLedger | None], PairResult[bool]]:
