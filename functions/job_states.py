@@ -110,7 +110,9 @@ def record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
             # the next plan gets a canary of its own
             deps.store.apply(run.run_id, canary_cleared(job.name))
             return _capacity_failure(run, job, error, deps)
-        return canary_job_ended(run, job, target, error, deps)
+        ended = canary_job_ended(run, job, target, error, deps)
+        _capacity_noted(run, job, error.reason if error is not None else None, deps)  # its time counts as exposure
+        return ended
     outcome = _record_job_state(run, job, deps)
     fault_point("listener.after_record")
     target = RUN_STATE_FOR_JOB_STATE.get(job.state)
@@ -182,17 +184,16 @@ def _record_job_state(run: RunRecord, job: JobView, deps: JobStateDeps) -> str:
 
 
 def _capacity_noted(run: RunRecord, job: JobView, reason: str | None, deps: JobStateDeps) -> None:
-    """Record what capacity the ended job met, for the planner (functions/records/capacity_events.py). A transient
-    error is raised (the delivery is retried; the event is one document); an event that cannot be made is logged."""
+    """Record what capacity the ended job met, for the planner (functions/records/capacity_events.py): best effort,
+    logged when it fails (the event is one document, written again by a repeated delivery or the reconciler)."""
     if deps.capacity is None:
         return
     try:
         event = job_ended(run, job, reason, deps.now())
-    except SchemaError as exc:
+        if event is not None:
+            deps.capacity(event)
+    except Exception as exc:  # an observation for the planner: never the reason a run's event is held back
         log.warning("run %s: capacity met by job %s not recorded: %s", run.run_id, job.name, exc)
-        return
-    if event is not None:
-        deps.capacity(event)
 
 
 T = TypeVar("T")
@@ -264,7 +265,6 @@ def _budget_stop(run: RunRecord, error: RunError | None) -> RunError | None:
 
 def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: JobStateDeps) -> str:
     """The job was accepted, then ended for capacity: the run goes on to its next plan, waits, or gives up."""
-    _capacity_noted(run, job, error.reason or STOCKOUT, deps)
     # The trainer's own line first when it left one (a preempted replica says at which step, and that its newest
     # checkpoint resumes it), Vertex's beside it.
     message = job.error_message if error.kind is None else f"{error.message} (Vertex: {job.error_message})"
@@ -273,6 +273,7 @@ def _capacity_failure(run: RunRecord, job: JobView, error: RunError, deps: JobSt
         job.name, error.reason or STOCKOUT, message, now=deps.now(), policy=deps.policy, spent_usd=spent
     )
     outcome = deps.store.apply(run.run_id, ended)
+    _capacity_noted(run, job, error.reason or STOCKOUT, deps)
     log.warning("run %s: job %s ended for %s (%s): %s", run.run_id, job.name, error.reason, job.error_message, outcome)
     if outcome == "resubmit" and deps.resubmit is not None:
         return f"resubmitted:{deps.resubmit(run.run_id)}"

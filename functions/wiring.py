@@ -281,13 +281,12 @@ def _capacity_history() -> Any:
     alone, with a warning, when it cannot be read: a request is never held back for it."""
     import logging
 
-    from functions.errors import TransientError
     from functions.planning.risk import NO_HISTORY
     from functions.records.capacity_events import capacity_history
 
     try:
         events = capacity_store().newest()
-    except TransientError as exc:
+    except Exception as exc:  # the priors plan the request: it is never held back for its history
         logging.getLogger("landfall.dispatch").warning("capacity history not read, planning on the priors: %s", exc)
         return NO_HISTORY
     with _HISTORY_LOCK:
@@ -307,11 +306,9 @@ def _record_refusal(event: Any) -> None:
     event is an observation for the planner, and the run's own record of the attempt is written either way."""
     import logging
 
-    from functions.errors import TransientError
-
     try:
         capacity_store().record(event)
-    except TransientError as exc:
+    except Exception as exc:  # an observation for the planner: never the reason a delivery fails
         logging.getLogger("landfall.dispatch").warning("capacity refusal %s not recorded: %s", event.event_id, exc)
 
 

@@ -237,11 +237,10 @@ class Measurement:
                 "micro_batch",
                 "steps",
                 "modelled_steps",
-                "model_step_seconds",
-                "flops_per_sample",
-                "family",
             )
         }
+        if not newer.step_seconds:  # the model's step for the work stays beside the step it was measured with
+            keep |= {k: getattr(self, k) for k in ("model_step_seconds", "flops_per_sample", "family")}
         return replace(newer, **keep, estimates=checks, workload_label=newer.workload_label or self.workload_label)
 
     def to_document(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What each function's identity used on the enforcing local stack, against what the deploy grants it.
 
-Cloud Storage calls are checked by the storage gate, CreateCustomJob and CancelCustomJob (with acting as the job's
+Cloud Storage calls are checked by the storage gate, every Vertex AI call (with acting as a job's
 account) by the Vertex emulator through it, publishes by the Pub/Sub gate; each records every decision.
 
 The stack's storage gate records every permission each principal used and the grant that allowed it (or that none

@@ -190,11 +190,12 @@ def access_markdown(config: DeployConfig, teams: Teams) -> str:
     out += [
         "",
         _para(
-            "The Vertex emulator holds CreateCustomJob and CancelCustomJob to the same policy: each function's calls "
-            "name its account (`LANDFALL_VERTEX_ENDPOINT=HOST:PORT/as/serviceAccount:EMAIL`, sent as gRPC metadata "
-            "by functions/gcp/clients.py), and the caller needs `aiplatform.customJobs.create` (or `.cancel`) on the "
-            "project and `iam.serviceAccounts.actAs` on the account the job runs as, else PERMISSION_DENIED naming "
-            "the permission, as Vertex AI answers."
+            "The Vertex emulator holds every JobService and ModelService call to the same policy: each function's "
+            "calls name its account (`LANDFALL_VERTEX_ENDPOINT=HOST:PORT/as/serviceAccount:EMAIL`, sent as gRPC "
+            "metadata by functions/gcp/clients.py), and the caller needs the call's permission on the project "
+            "(`aiplatform.customJobs.create`, `.get`, `.list`, `.cancel`, `.delete`; `aiplatform.models.upload`, "
+            "`.get`, `.list`, `.update`, `.delete`) and, to create a job, `iam.serviceAccounts.actAs` on the account "
+            "it runs as, else PERMISSION_DENIED naming the permission, as Vertex AI answers."
         ),
         "",
         _para(

@@ -352,9 +352,10 @@ class Decisions:
         binding = decision.binding
         line: dict[str, Any] = {"member": member, "permission": permission, "allowed": decision.allowed}
         line |= where if binding is None else {"role": binding.role, "resource": binding.resource.name}
-        self._write_once(
-            (member, permission, "" if binding is None else f"{binding.role} {binding.resource.name}"), line
-        )
+        # a refusal once per resource (per bucket for objects: a script refused object after object stays one line)
+        refused_on = json.dumps({k: v for k, v in where.items() if k != "object"}, sort_keys=True)
+        key = refused_on if binding is None else f"{binding.role} {binding.resource.name}"
+        self._write_once((member, permission, key), line)
         return decision if self.enforce or decision.allowed else Decision(True)
 
     def record_unknown(self, member: str, call: str) -> None:

@@ -65,8 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--iam",
         default="",
-        help="the local stack's IAM (its storage gate, http://HOST:PORT): creating and cancelling jobs, and acting "
-        "as a job's service account, are checked against the deploy's grants for the caller a call names",
+        help="the local stack's IAM (its storage gate, http://HOST:PORT): every JobService and ModelService call, "
+        "and acting as a job's service account, are checked against the deploy's grants for the caller a call names",
     )
     args = parser.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):

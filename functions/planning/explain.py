@@ -120,7 +120,7 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
             return "chosen"
         return _loss_text(
             limits,
-            float(ev.hours[c, v, s] - ev.hours[best]),
+            float(ev.hours[c, v, s] + ev.wait[c, v, s] - ev.hours[best] - ev.wait[best]),
             float(ev.cost[c, v, s] - ev.cost[best]),
             float(ev.cost[best]),
         )
@@ -172,7 +172,12 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == CODE["timeout"]:
         return f"takes {ev.hours[c, v, s]:,.1f} h, past the {limits.max_hours:g} h job limit"
     if code == CODE["deadline"]:
-        return f"misses the deadline: takes {ev.hours[c, v, s]:,.1f} h, {limits.deadline_hours:,.1f} h available"
+        wait = float(ev.wait[c, v, s])
+        waits = f" (with {wait:,.1f} h of expected capacity refusals)" if wait >= 0.05 else ""
+        return (
+            f"misses the deadline: takes {ev.hours[c, v, s] + wait:,.1f} h{waits}, "
+            f"{limits.deadline_hours:,.1f} h available"
+        )
     if code == CODE["budget"]:
         return f"over budget: costs {usd(ev.cost[c, v, s])}, budget {usd(limits.budget_usd)}"
     return "not a valid combination"

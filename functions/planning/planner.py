@@ -128,6 +128,10 @@ def _fallbacks(
         cost = hours * float(space.price[bc, j, bs, server])
         if limits.budget_usd > 0 and cost > limits.budget_usd:
             continue
+        if limits.deadline_hours is not None and hours + wait > limits.deadline_hours:
+            continue  # its region's Spot overhead or refusals take it past what the chosen region meets
+        if limits.max_hours > 0 and hours > limits.max_hours:
+            continue
         options.append((*limits.score(hours + wait if limits.capacity.shapes else hours, cost), bc, bv, bs, j))
     options.sort(key=lambda o: (o[0], o[1]))
     picked: list[tuple[int, int, int, int]] = []

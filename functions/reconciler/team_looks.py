@@ -151,7 +151,10 @@ def team_overruns(
             held.setdefault((charge.name, charge.month or month_of(now)), []).append(run)
     out: dict[str, str] = {}
     for (name, month), running in held.items():
-        past = {r.run_id: running_cost(r, now) - (r.team.reserved_usd if r.team else 0.0) for r in running}
+        past = {  # beyond its reservation and what it settled already (its earlier jobs, when it waited)
+            r.run_id: running_cost(r, now) - (r.team.reserved_usd + r.team.settled_usd if r.team else 0.0)
+            for r in running
+        }
         over = sum(max(p, 0.0) for p in past.values())
         spend = (ledgers.get(name) or TeamLedger(team=name)).month(month)
         budget = budgets[name]

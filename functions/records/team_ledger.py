@@ -447,7 +447,9 @@ def settle_step(*, now: datetime) -> Callable[[RunRecord | None, TeamLedger | No
     def step(run: RunRecord | None, ledger: TeamLedger | None) -> PairResult[bool]:
         if run is None or run.team is None or not settles(run):
             return None, None, False
-        after, done = settled(ledger, run.team, actual_cost(run, now), now)
+        # what a run that waited settled then (its earlier jobs) is not settled again when it ends
+        owed = max(actual_cost(run, now) - run.team.settled_usd, 0.0)
+        after, done = settled(ledger, run.team, owed, now)
         return replace(run, team=done), after, True
 
     return step

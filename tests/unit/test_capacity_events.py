@@ -146,3 +146,20 @@ def test_the_example_reads_and_bad_events_are_refused_naming_what_is_wrong() -> 
     with pytest.raises(SchemaError, match="Infinity"):
         parse_capacity_event({**event.to_document(), "running_hours": float("inf")})
     assert event == CapacityEvent(**json.loads(EXAMPLE.read_text()))
+
+
+def test_a_capacity_store_that_fails_holds_nothing_back() -> None:
+    """The events are observations for the planner: a store that refuses them (a permission, an outage) is logged,
+    and the run moves on to its next plan and ends as if it had answered."""
+
+    def refuses(event: CapacityEvent) -> None:
+        raise PermissionError("the store refused it")
+
+    w = _world()
+    w.dispatch_deps = replace(w.dispatch_deps, capacity=None)  # the dispatcher's own is best effort (wiring)
+    w.listener_deps = replace(w.listener_deps, capacity=refuses)
+    assert w.deliver() == "submitted"
+    first = w.job_name()
+    w.vertex.set_state(first, "JOB_STATE_FAILED", end=NOW + timedelta(minutes=5), error=(8, STOCKOUT))
+    assert w.job_event(first.rsplit("/", 1)[-1]) == "resubmitted:submitted"
+    assert w.run().vertex is not None and w.run().vertex.region == FALLBACK_1.region  # type: ignore[union-attr]

@@ -97,3 +97,28 @@ def test_a_canary_is_paid_for_whether_the_run_goes_on_or_ends_with_it() -> None:
     run = failed.run()
     assert run.cost.actual_usd == pytest.approx(three_minutes, abs=1e-6)
     assert run.cost.actual_basis is not None and "canary" in run.cost.actual_basis
+
+
+def test_a_run_that_waited_settles_its_earlier_jobs_once_and_the_rest_when_it_ends() -> None:
+    """A run settles when it waits (what its earlier jobs cost) and again when it ends: the second settle is what
+    it cost beyond the first, so the team's month holds the run's whole cost once."""
+    from functions.records import team_ledger as rules
+    from schemas.run_record import Cost
+    from schemas.team_ledger import RunCharge
+
+    w = _world()
+    assert w.deliver() == "submitted"
+    base = w.run()
+    ledger, charge = rules.reserved(None, RunCharge("vision"), {"NVIDIA_TESLA_T4": 1}, 10.0, NOW)
+    waiting = replace(base, state=RunState.WAITING, team=charge, cost=Cost(earlier_usd=3.0))
+    _, ledger_after, done = rules.settle_step(now=NOW)(waiting, ledger)
+    assert done and ledger_after is not None and ledger_after.month(charge.month).settled_usd == pytest.approx(3.0)
+    held_again, charge_again = rules.reserved(ledger_after, replace(waiting.team, held=False), {}, 10.0, NOW)  # type: ignore[arg-type]
+    ended = replace(
+        waiting,
+        state=RunState.SUCCEEDED,
+        team=replace(charge_again, settled_usd=3.0),
+        cost=Cost(earlier_usd=3.0, actual_usd=8.0),
+    )
+    _, final, _ = rules.settle_step(now=NOW)(ended, held_again)
+    assert final is not None and final.month(charge.month).settled_usd == pytest.approx(8.0)
