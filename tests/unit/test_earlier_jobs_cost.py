@@ -113,7 +113,8 @@ def test_a_run_that_waited_settles_its_earlier_jobs_once_and_the_rest_when_it_en
     waiting = replace(base, state=RunState.WAITING, team=charge, cost=Cost(earlier_usd=3.0))
     _, ledger_after, done = rules.settle_step(now=NOW)(waiting, ledger)
     assert done and ledger_after is not None and ledger_after.month(charge.month).settled_usd == pytest.approx(3.0)
-    held_again, charge_again = rules.reserved(ledger_after, replace(waiting.team, held=False), {}, 10.0, NOW)  # type: ignore[arg-type]
+    assert waiting.team is not None
+    held_again, charge_again = rules.reserved(ledger_after, replace(waiting.team, held=False), {}, 10.0, NOW)
     ended = replace(
         waiting,
         state=RunState.SUCCEEDED,
