@@ -358,9 +358,11 @@ class JobAttempt:
     at: str
     round: int = 0
     """Which round of plans it belonged to (a new round starts each time the run leaves WAITING)."""
+    accelerator_type: str | None = None
+    """The GPU its plan had ("" none); None in jobs recorded before it was kept (matched by machine type alone)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
+        return _present(as_dict(self))
 
 
 @dataclass(frozen=True)
@@ -892,6 +894,7 @@ def _job(j: Reader) -> JobAttempt:
         message=j.string("message", "", max_len=_TEXT),
         at=j.string("at", max_len=64),
         round=j.integer("round", 0),
+        accelerator_type=_optional_string(j, "accelerator_type"),
     )
 
 

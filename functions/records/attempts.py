@@ -61,10 +61,19 @@ def round_jobs(run: RunRecord) -> list[JobAttempt]:
 
 
 def candidates(run: RunRecord) -> list[Plan]:
-    """The plans still worth trying this round: those no job of this round failed on for capacity; the shape whose
-    job reached its timeout while training advanced with the timeout its extension worked out."""
-    failed = {(j.region, j.machine_type) for j in round_jobs(run)}
-    return [extended(run, p) for p in all_plans(run) if (p.region, p.machine_type) not in failed]
+    """The plans still worth trying this round: those no job of this round failed on for capacity (the same region,
+    machine type and GPU: an n1-standard-4 with a T4 refused leaves it with a P4 to try); the shape whose job reached
+    its timeout while training advanced with the timeout its extension worked out."""
+    failed = round_jobs(run)
+
+    def refused(p: Plan) -> bool:
+        return any(
+            (j.region, j.machine_type) == (p.region, p.machine_type)
+            and (j.accelerator_type is None or j.accelerator_type == (p.accelerator_type or ""))
+            for j in failed
+        )
+
+    return [extended(run, p) for p in all_plans(run) if not refused(p)]
 
 
 def _extends(run: RunRecord, plan: Plan) -> bool:
@@ -223,6 +232,7 @@ def job_ended(run: RunRecord, reason: str, message: str, now: datetime) -> RunRe
         message=cut(message),
         at=stamp,
         round=_round(run),
+        accelerator_type=(run.plan.accelerator_type or "") if run.plan else None,
     )
     return replace(
         run,

@@ -163,3 +163,20 @@ def test_a_capacity_store_that_fails_holds_nothing_back() -> None:
     w.vertex.set_state(first, "JOB_STATE_FAILED", end=NOW + timedelta(minutes=5), error=(8, STOCKOUT))
     assert w.job_event(first.rsplit("/", 1)[-1]) == "resubmitted:submitted"
     assert w.run().vertex is not None and w.run().vertex.region == FALLBACK_1.region  # type: ignore[union-attr]
+
+
+def test_a_gpu_refused_after_acceptance_leaves_the_same_machine_with_another_gpu_to_try() -> None:
+    """A T4 stockout on n1-standard-4 says nothing of a P4 on the same machine type in the same region: the run's
+    next job is the P4 plan there, not a wait (jobs that ended for capacity are matched by their GPU too)."""
+    t4 = replace(PLAN, machine_type="n1-standard-4", accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1)
+    p4 = replace(t4, accelerator_type="NVIDIA_TESLA_P4")
+    w = _world()
+    w.outcome = replace(w.outcome, plan=t4, fallbacks=(p4,))
+    assert w.deliver() == "submitted"
+    first = w.job_name()
+    w.vertex.set_state(first, "JOB_STATE_FAILED", end=NOW + timedelta(minutes=5), error=(8, STOCKOUT))
+    assert w.job_event(first.rsplit("/", 1)[-1]) == "resubmitted:submitted"
+    run = w.run()
+    assert run.plan is not None and (run.plan.region, run.plan.accelerator_type) == (PLAN.region, "NVIDIA_TESLA_P4")
+    (ended,) = run.submission.jobs or ()
+    assert ended.accelerator_type == "NVIDIA_TESLA_T4"
