@@ -389,6 +389,8 @@ def _unary(
                 authorize(caller(context.invocation_metadata(), PRINCIPAL_METADATA), request)
             except (PermissionRefused, RpcError) as refused:
                 context.abort(refused.code, refused.message)
+            except OSError as exc:  # the stack's IAM did not answer (URLError and timeouts are OSErrors): try again
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"the IAM check did not answer ({exc}); try again")
         project, region = _request_place(request)
         limited = faults.take_rate(name, region)
         if limited is not None:

@@ -117,3 +117,18 @@ def test_reading_and_listing_jobs_need_their_permissions_too(
         ingest.get_custom_job(name=made.name)
     with pytest.raises(PermissionDenied, match=r"Permission 'aiplatform.customJobs.list' denied"):
         list(ingest.list_custom_jobs(parent=PARENT))
+
+
+def test_an_iam_check_that_does_not_answer_is_unavailable_not_a_refusal(
+    start_emulator: Callable[..., EmulatorProcess],
+) -> None:
+    """Every call is checked now: a gate that does not answer makes the call UNAVAILABLE (the client's transient
+    error, retried), never a refusal or an unknown error."""
+    from google.api_core.exceptions import ServiceUnavailable
+
+    from deploy.local.processes import free_port
+
+    emulator = start_emulator("--iam", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    listener = client_as(emulator, f"serviceAccount:{account('landfall-listener')}")
+    with pytest.raises(ServiceUnavailable, match="the IAM check did not answer"):
+        listener.get_custom_job(name=f"{PARENT}/customJobs/1", timeout=30)
