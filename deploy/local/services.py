@@ -7,7 +7,7 @@ import shutil
 import sys
 from importlib import util
 from pathlib import Path
-from typing import NotRequired, TypedDict, Unpack
+from typing import TypedDict
 
 from deploy.local.bridge import READY_LINE as BRIDGE_READY_LINE
 from deploy.local.processes import ServiceSpec, StackError, http_answers
@@ -121,41 +121,75 @@ def storage(
 
 
 class GatePolicy(TypedDict):
-    """What a gate of the local IAM holds and where it records (pubsub_front's and storage_front's keywords): the
-    stack's buckets (artifacts: REGION=BUCKET,...), its teams file, the file every decision goes to, other buckets
-    data may land in (opened to Landfall's readers), and whether refusals are enforced (else only recorded)."""
+    """What a gate of the local IAM holds and where it records (pubsub_front's and storage_front's keywords)."""
 
     landing: str
     code: str
     artifacts: str
     teams_file: str
     record: Path
-    readable: NotRequired[str]
-    enforce: NotRequired[bool]
+    readable: str
+    enforce: bool
 
 
-def pubsub_front(port: int, *, upstream: str, **policy: Unpack[GatePolicy]) -> ServiceSpec:
+def pubsub_front(
+    port: int,
+    *,
+    upstream: str,
+    landing: str,
+    code: str,
+    artifacts: str,
+    teams_file: str,
+    record: Path,
+    readable: str = "",
+    enforce: bool = True,
+) -> ServiceSpec:
     """What the functions and the CLI run as a member publish through (deploy/local_iam/pubsub_gate.py): the Pub/Sub
     emulator at upstream behind the IAM policy `landfall deploy` would set, each publish checked as the principal its
-    call names."""
-    return _gate("pubsub_front", "deploy.local_iam.pubsub_gate", port, upstream, policy)
+    call names; every decision goes to record (the storage gate's file)."""
+    policy = (landing, code, artifacts, teams_file, record, readable, enforce)
+    return _gate("pubsub_front", "deploy.local_iam.pubsub_gate", port, upstream, *policy)
 
 
-def storage_front(port: int, *, upstream: str, **policy: Unpack[GatePolicy]) -> ServiceSpec:
+def storage_front(
+    port: int,
+    *,
+    upstream: str,
+    landing: str,
+    code: str,
+    artifacts: str,
+    teams_file: str,
+    record: Path,
+    readable: str = "",
+    enforce: bool = True,
+) -> ServiceSpec:
     """What every client of the stack's Cloud Storage talks to (deploy/local_iam/storage_gate.py): fake-gcs-server at
-    upstream behind the IAM policy `landfall deploy` would set, each call checked as the principal its endpoint names;
-    plus the bucket's storage layout, which gcloud reads before a recursive or wildcard copy and fake-gcs-server does
-    not serve."""
-    return _gate("storage_front", "deploy.local_iam.storage_gate", port, upstream, policy)
+    upstream behind the IAM policy `landfall deploy` would set for these buckets (artifacts: REGION=BUCKET,...) and
+    teams (readable: other buckets data may land in, opened to Landfall's readers), each call checked as the principal
+    its endpoint names; plus the bucket's storage layout, which gcloud reads
+    before a recursive or wildcard copy and fake-gcs-server does not serve. Every permission used goes to record."""
+    policy = (landing, code, artifacts, teams_file, record, readable, enforce)
+    return _gate("storage_front", "deploy.local_iam.storage_gate", port, upstream, *policy)
 
 
-def _gate(name: str, module: str, port: int, upstream: str, policy: GatePolicy) -> ServiceSpec:
+def _gate(
+    name: str,
+    module: str,
+    port: int,
+    upstream: str,
+    landing: str,
+    code: str,
+    artifacts: str,
+    teams_file: str,
+    record: Path,
+    readable: str,
+    enforce: bool,
+) -> ServiceSpec:
     """A gate of the local IAM (deploy/local_iam): `python -m MODULE` on port in front of upstream, holding the
-    policy; the gates print the same ready line."""
+    policy for these buckets and teams, recording to record; the gates print the same ready line."""
     argv = [sys.executable, "-m", module, "--port", str(port), "--upstream", upstream]
-    argv += ["--landing", policy["landing"], "--code", policy["code"], "--artifacts", policy["artifacts"]]
-    argv += ["--teams-file", policy["teams_file"], "--readable", policy.get("readable", "")]
-    argv += ["--record", str(policy["record"]), "--enforce" if policy.get("enforce", True) else "--no-enforce"]
+    argv += ["--landing", landing, "--code", code, "--artifacts", artifacts, "--teams-file", teams_file]
+    argv += ["--readable", readable, "--record", str(record), "--enforce" if enforce else "--no-enforce"]
     return ServiceSpec(
         name=name,
         argv=argv,
