@@ -2,12 +2,15 @@
 
 `python -m trainer.task --data-uri=gs://B/P/ --task=T --model=PRESET --epochs=N --batch-size=B --learning-rate=LR
 --seed=S --strategy=S --precision=P [--micro-batch-size=M] [--gradient-accumulation-steps=K]
-[--activation-checkpointing] [--label-column=label] [--checkpoint-every=STEPS] [--checkpoint-every-seconds=S]
+[--activation-checkpointing] [--tensor-parallel=T] [--pipeline-parallel=P]
+[--label-column=label] [--checkpoint-every=STEPS] [--checkpoint-every-seconds=S]
 [--progress-every-seconds=S] [--max-steps=N] [--hparam KEY=VALUE ...]`
 
 --batch-size is the global batch: every optimizer step trains on exactly that many samples, split as
 micro-batch x processes x accumulation steps (the dispatcher passes the planner's split; alone, the micro-batch is
-the batch over the processes and the accumulation steps).
+the batch over the processes and the accumulation steps). With --tensor-parallel=T and --pipeline-parallel=P,
+T x P processes hold one copy of the model and "processes" in that split is the data-parallel degree
+world size / (T x P) (trainer/distributed.py Layout).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 
 from schemas.data_objects import DIGEST_CHARS, DataObject, decode_objects, objects_digest
 from schemas.errors import SchemaError
+from schemas.model_presets import GptPreset, get_preset
 from schemas.trainer_flags import HPARAM_FLAGS, HPARAMS, HparamValues, unknown_key_message
 from schemas.vocabulary import REQUESTED_PRECISIONS, STRATEGIES, TASKS
+from trainer.distributed import Layout, layout_for
 from trainer.errors import ConfigError
 
 
@@ -137,9 +142,21 @@ class TrainConfig:
     data_digest: str = ""
     """The version's objects digest (--data-digest, the request's dataset.objects_digest); without data_objects the
     files under data_uri must have it."""
+    tensor_parallel: int = 1
+    """Processes that split each transformer block's matrices (gpt-* models; consecutive ranks, one machine)."""
+    pipeline_parallel: int = 1
+    """Pipeline stages the transformer blocks are cut into (gpt-* models); the micro-batches of a pipeline step are
+    the gradient accumulation steps."""
 
-    def batch_split(self, processes: int) -> BatchSplit:
-        """The global batch over `processes`; a ConfigError saying which batches would split when it does not."""
+    def layout(self, world_size: int) -> Layout:
+        """How world_size processes share the model (a ConfigError when T x P does not divide world_size)."""
+        return layout_for(world_size, self.tensor_parallel, self.pipeline_parallel)
+
+    def batch_split(self, world_size: int) -> BatchSplit:
+        """The global batch over the data-parallel groups of world_size processes (world_size / (T x P): the
+        processes of one tensor-parallel group and pipeline share the same samples); a ConfigError saying which
+        batches would split when it does not."""
+        processes = self.layout(world_size).data_parallel
         batch, steps = self.batch_size, self.gradient_accumulation_steps
         if batch % processes:
             raise ConfigError(
@@ -204,10 +221,44 @@ class TrainConfig:
         if not self.data_uri:
             raise ConfigError("--data-uri is empty: expected gs://BUCKET/PREFIX/, a /gcs/ path or a local path")
         self.hparams.validate()
+        self._validate_layout()
         if self.task == "causal-lm" and self.hparams.data_format not in ("auto", "text"):
             raise ConfigError(f"--task=causal-lm reads text shards; --hparam data_format={self.hparams.data_format}")
         if self.task != "causal-lm" and self.hparams.data_format == "text":
             raise ConfigError(f"--task={self.task} reads tables (csv, parquet, jsonl), not data_format=text")
+
+    def _validate_layout(self) -> None:
+        """--tensor-parallel and --pipeline-parallel against the model (the world size is checked by layout())."""
+        for flag, value in (
+            ("--tensor-parallel", self.tensor_parallel),
+            ("--pipeline-parallel", self.pipeline_parallel),
+        ):
+            if value < 1:
+                raise ConfigError(f"{flag}={value}: expected an integer >= 1 (1: no splitting)")
+            if value > 1 and self.task != "causal-lm":
+                raise ConfigError(
+                    f"{flag}={value} splits a transformer; --task={self.task} trains an MLP, which is trained "
+                    f"whole: drop {flag} (or use 1)"
+                )
+        if self.tensor_parallel == self.pipeline_parallel == 1:
+            return
+        try:
+            preset = get_preset(self.model)
+        except SchemaError:
+            return  # the model factory names the unknown preset
+        if not isinstance(preset, GptPreset):
+            return  # the model factory rejects a preset of the wrong family
+        if preset.n_head % self.tensor_parallel:
+            heads = [t for t in range(1, preset.n_head + 1) if preset.n_head % t == 0]
+            raise ConfigError(
+                f"--tensor-parallel={self.tensor_parallel} must divide --model={self.model}'s {preset.n_head} "
+                f"attention heads (each process runs whole heads); use one of {', '.join(map(str, heads))}"
+            )
+        if self.pipeline_parallel > preset.n_layer:
+            raise ConfigError(
+                f"--pipeline-parallel={self.pipeline_parallel} stages need at least as many transformer blocks; "
+                f"--model={self.model} has {preset.n_layer}: use --pipeline-parallel={preset.n_layer} or fewer"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -239,6 +290,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--activation-checkpointing",
         action="store_true",
         help="recompute each transformer block in the backward pass (less memory, ~1/3 more compute)",
+    )
+    parser.add_argument(
+        "--tensor-parallel",
+        type=int,
+        default=1,
+        help="processes that split each transformer block's matrices (gpt-* models; default 1)",
+    )
+    parser.add_argument(
+        "--pipeline-parallel",
+        type=int,
+        default=1,
+        help="pipeline stages the transformer blocks are cut into (gpt-* models; default 1); the micro-batches of "
+        "a pipeline step are --gradient-accumulation-steps",
     )
     parser.add_argument("--learning-rate", type=float, required=True)
     parser.add_argument("--seed", type=int, required=True)
@@ -327,6 +391,8 @@ def parse_args(argv: list[str]) -> TrainConfig:
         micro_batch_size=ns.micro_batch_size,
         gradient_accumulation_steps=ns.gradient_accumulation_steps,
         activation_checkpointing=ns.activation_checkpointing,
+        tensor_parallel=ns.tensor_parallel,
+        pipeline_parallel=ns.pipeline_parallel,
         data_objects=_data_objects(ns.data_objects),
         data_digest=ns.data_digest,
     )

@@ -15,8 +15,13 @@ import json
 import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from trainer.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+    from torch.distributed.device_mesh import DeviceMesh
 
 # Pools that run trainer replicas: 0 = primary, 1 = workers. Pool 2 (reduction server) and 3 (evaluators) do not.
 _TRAINING_POOLS = ("workerpool0", "workerpool1")
@@ -64,6 +69,116 @@ class DistEnv:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the processes share the model: a (pipeline, data, tensor) grid of world_size processes.
+
+    Ranks fill the grid tensor-fastest (rank = (pp x dp_degree + dp) x tp_degree + tp), as init_device_mesh lays
+    out (pp, dp, tp): a tensor-parallel group is consecutive ranks, inside one machine where it fits; pipeline
+    stages are the outermost, across machines. Every rank of a tensor-parallel group and of a pipeline column trains
+    the same samples: the data shard is the dp coordinate."""
+
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    data_parallel: int = 1
+    sequence_parallel: bool = False
+    """Sequence parallelism of the layer norms and residual stream (off: see trainer/model_parallel.py)."""
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.data_parallel
+
+    @property
+    def model_parallel(self) -> bool:
+        """Whether a process holds only part of the model's layers or of its matrices."""
+        return self.tensor_parallel > 1 or self.pipeline_parallel > 1
+
+    def coordinates(self, rank: int) -> tuple[int, int, int]:
+        """(pp, dp, tp) of a global rank."""
+        tp = rank % self.tensor_parallel
+        dp = (rank // self.tensor_parallel) % self.data_parallel
+        return rank // (self.tensor_parallel * self.data_parallel), dp, tp
+
+    def data_rank(self, rank: int) -> int:
+        """The data shard a rank trains on (its dp coordinate)."""
+        return self.coordinates(rank)[1]
+
+    def counts_data(self, rank: int) -> bool:
+        """Whether this rank is the one of its data shard's processes that counts the shard's samples and losses
+        (tp 0 on the first stage): sums over every rank then count each sample once."""
+        pp, _, tp = self.coordinates(rank)
+        return pp == 0 and tp == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tensor_parallel": self.tensor_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
+            "data_parallel": self.data_parallel,
+            "sequence_parallel": self.sequence_parallel,
+        }
+
+
+def layout_for(world_size: int, tensor_parallel: int, pipeline_parallel: int) -> Layout:
+    """The grid for world_size processes, or a ConfigError saying which process counts would fit."""
+    per_replica = tensor_parallel * pipeline_parallel
+    if world_size % per_replica:
+        fits = ", ".join(str(per_replica * k) for k in range(1, 5))
+        raise ConfigError(
+            f"--tensor-parallel={tensor_parallel} x --pipeline-parallel={pipeline_parallel} = {per_replica} processes "
+            f"hold one copy of the model, which {world_size} processes do not divide: run on a multiple of "
+            f"{per_replica} processes ({fits}, ...) or change the two flags"
+        )
+    return Layout(tensor_parallel, pipeline_parallel, world_size // per_replica)
+
+
+@dataclass(frozen=True)
+class MeshPlace:
+    """This process's place in the device mesh, with the groups the model-parallel code talks over."""
+
+    mesh: DeviceMesh
+    """init_device_mesh(device_type, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))."""
+    layout: Layout
+    pp: int
+    dp: int
+    tp: int
+    tied_group: ProcessGroup | None
+    """The first and the last pipeline stage of this process's (dp, tp) column, which both hold the tied embedding;
+    None on middle stages and without pipelining."""
+
+    def group(self, name: str) -> ProcessGroup:
+        """The process group of one mesh dimension ("pp", "dp" or "tp") through this process."""
+        return self.mesh.get_group(name)
+
+    @property
+    def first_stage(self) -> bool:
+        return self.pp == 0
+
+    @property
+    def last_stage(self) -> bool:
+        return self.pp == self.layout.pipeline_parallel - 1
+
+
+def device_mesh(layout: Layout, device: str) -> MeshPlace:
+    """Build the (pp, dp, tp) device mesh over the job's process group (joined by process_group). Collective."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    shape = (layout.pipeline_parallel, layout.data_parallel, layout.tensor_parallel)
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    mesh = init_device_mesh(device_type, shape, mesh_dim_names=("pp", "dp", "tp"))
+    pp, dp, tp = layout.coordinates(dist.get_rank())
+    tied: ProcessGroup | None = None
+    if layout.pipeline_parallel > 1:
+        last = layout.pipeline_parallel - 1
+        columns = [
+            [(s * layout.data_parallel + d) * layout.tensor_parallel + t for s in (0, last)]
+            for d in range(layout.data_parallel)
+            for t in range(layout.tensor_parallel)
+        ]
+        tied, _ = dist.new_subgroups_by_enumeration(columns)
+    return MeshPlace(mesh, layout, pp, dp, tp, tied)
 
 
 def _int(environ: Mapping[str, str], name: str) -> int | None:

@@ -27,7 +27,14 @@ from trainer.events import EventLog
 from trainer.logs import log
 from trainer.metrics import EpochResult, Evaluation
 from trainer.objectives import score, training_loss
-from trainer.parallel import Wrapped, gradient_sync, load_sharded_state, sharded_state
+from trainer.parallel import (
+    Wrapped,
+    clip_gradients,
+    finish_gradients,
+    gradient_sync,
+    load_sharded_state,
+    sharded_state,
+)
 from trainer.precision import Precision
 from trainer.preemption import PreemptionWatch
 from trainer.sizing import EarlyStopping
@@ -138,6 +145,20 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
+def data_rank(s: Session) -> int:
+    """The data shard this process trains and evaluates: its rank, or under tensor or pipeline parallelism its dp
+    coordinate (the processes of one model copy train the same samples)."""
+    return s.config.layout(s.env.world_size).data_rank(s.env.rank)
+
+
+def counted(s: Session, scores: torch.Tensor) -> torch.Tensor:
+    """scores as this process's part of a sum over every process: itself where the process counts its data
+    shard's samples (always without model parallelism), zeros on the model-parallel peers that hold a copy."""
+    if s.config.layout(s.env.world_size).counts_data(s.env.rank):
+        return scores
+    return torch.zeros_like(scores)
+
+
 def commit_record(s: Session) -> CommitRecord:
     """Where the run stands, for the checkpoint's commit record."""
     p = s.progress
@@ -235,31 +256,67 @@ def _epoch_sums(per_rank: list[dict[str, Any]], rank: int, world_size: int) -> l
 
 def train_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """One optimizer step over this process's share of the global batch; returns [loss sum, correct, items] of the
-    share (on the device, no host sync).
+    share (on the device, no host sync), counted once over the processes of one model copy (see counted()).
 
     The share is cut into the planned micro-batches. Each micro-batch's mean loss is scaled by 1/accumulation, so the
     accumulated gradient is the share's mean, and the reduction across processes (on the last micro-batch only)
-    makes it the global batch's mean: the same update as one pass over the whole batch.
+    makes it the global batch's mean: the same update as one pass over the whole batch. Under pipeline parallelism
+    the micro-batches are the pipeline schedule's (it scales the gradients by 1/micro-batches).
     """
     x, y = x.to(s.device, non_blocking=True), y.to(s.device, non_blocking=True)
     task, optimizer = s.config.task, s.wrapped.optimizer
     split = s.config.batch_split(s.env.world_size)
-    scores = torch.zeros(3, dtype=torch.float64, device=s.device)
-    for i, (xm, ym) in enumerate(zip(x.split(split.micro_batch), y.split(split.micro_batch), strict=True)):
-        with gradient_sync(s.wrapped, enabled=i == split.accumulation - 1):
-            with s.precision.autocast():
-                output = s.wrapped.model(xm)
-            loss = training_loss(task, output, ym) / split.accumulation
-            s.scaler.scale(loss).backward()
-        with torch.no_grad():
-            scores += score(task, output.detach(), ym)
+    if s.wrapped.pipeline is not None:
+        scores = _pipeline_step(s, x, y)
+    else:
+        scores = torch.zeros(3, dtype=torch.float64, device=s.device)
+        for i, (xm, ym) in enumerate(zip(x.split(split.micro_batch), y.split(split.micro_batch), strict=True)):
+            with gradient_sync(s.wrapped, enabled=i == split.accumulation - 1):
+                with s.precision.autocast():
+                    output = s.wrapped.model(xm)
+                loss = training_loss(task, output, ym) / split.accumulation
+                s.scaler.scale(loss).backward()
+            with torch.no_grad():
+                scores += score(task, output.detach(), ym)
+    finish_gradients(s.wrapped)
     if s.config.hparams.grad_clip > 0:
         s.scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(s.wrapped.model.parameters(), s.config.hparams.grad_clip)
+        clip_gradients(s.wrapped, s.config.hparams.grad_clip)
     s.scaler.step(optimizer)
     s.scaler.update()
     optimizer.zero_grad(set_to_none=True)
     s.scheduler.step()
+    return counted(s, scores)
+
+
+def _pipeline_step(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """One pipeline schedule step (forward and backward of every micro-batch); the share's scores, computed on the
+    last stage and broadcast to every stage."""
+    pipeline, mesh = s.wrapped.pipeline, s.wrapped.mesh
+    assert pipeline is not None and mesh is not None
+    pipeline.scale = s.scaler.scale
+    losses: list[torch.Tensor] = []
+    with s.precision.autocast():
+        if mesh.first_stage:
+            output = pipeline.schedule.step(x)
+        elif mesh.last_stage:
+            output = pipeline.schedule.step(target=y, losses=losses)
+        else:
+            output = pipeline.schedule.step()
+    return _from_last_stage(s, output, y)
+
+
+def _from_last_stage(s: Session, output: Any, y: torch.Tensor) -> torch.Tensor:
+    """score() of the last stage's output, on every stage of the pipeline (broadcast over the pp group)."""
+    import torch.distributed as dist
+
+    mesh = s.wrapped.mesh
+    assert mesh is not None
+    scores = torch.zeros(3, dtype=torch.float64, device=s.device)
+    if mesh.last_stage:
+        with torch.no_grad():
+            scores = score(s.config.task, output.detach(), y)
+    dist.broadcast(scores, group=mesh.group("pp"), group_src=mesh.layout.pipeline_parallel - 1)
     return scores
 
 
@@ -288,24 +345,40 @@ def evaluate(s: Session, model: torch.nn.Module | None = None) -> torch.Tensor:
     """[loss sum, correct, items, target sum, target sum of squares] over every rank's held-out records (all ranks
     run the same batch count); the target sums (regression, standardised) give R². model: another module to score
     on the same records (the route's champion, trainer/champion.py); default the one being trained."""
-    micro = s.config.batch_split(s.env.world_size).micro_batch  # what fits in memory, without gradients even more
-    needed = eval_batches_needed(s.corpus, s.counts, micro)
+    split = s.config.batch_split(s.env.world_size)
+    pipelined = model is None and s.wrapped.pipeline is not None
+    # what fits in memory, without gradients even more; a pipeline takes its micro-batches together
+    batch = split.per_process if pipelined else split.micro_batch
+    needed = eval_batches_needed(s.corpus, s.counts, batch)
     totals = torch.zeros(5, dtype=torch.float64, device=s.device)
     scored = s.wrapped.model if model is None else model
     scored.eval()
     try:
-        for (x, y), real in eval_batches(s.corpus, s.env.rank, micro, needed):
+        for (x, y), real in eval_batches(s.corpus, data_rank(s), batch, needed):
             x, y = x.to(s.device), y.to(s.device)
             with s.precision.autocast():
-                output = scored(x)
+                batch_scores = _pipeline_eval(s, x, y) if pipelined else score(s.config.task, scored(x), y)
             if real:
-                totals[:3] += score(s.config.task, output, y)
+                totals[:3] += batch_scores
                 if s.config.task == "tabular-regression":
                     target = y.double()
                     totals[3:] += torch.stack([target.sum(), (target * target).sum()])
     finally:
         s.wrapped.model.train()
-    return collectives.all_reduce(totals, s.device)
+    return collectives.all_reduce(counted(s, totals), s.device)
+
+
+def _pipeline_eval(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """score() of a batch through the pipeline, forward only, on every stage."""
+    pipeline, mesh = s.wrapped.pipeline, s.wrapped.mesh
+    assert pipeline is not None and mesh is not None
+    if mesh.first_stage:
+        output = pipeline.schedule.eval(x)
+    elif mesh.last_stage:
+        output = pipeline.schedule.eval(target=y, losses=[])
+    else:
+        output = pipeline.schedule.eval()
+    return _from_last_stage(s, output, y)
 
 
 def epoch_result(s: Session, epoch: int) -> EpochResult:
@@ -351,7 +424,7 @@ def run_loop(s: Session, watch: PreemptionWatch) -> None:
             s.corpus,
             config.seed,
             epoch,
-            s.env.rank,
+            data_rank(s),
             split.per_process,
             config.hparams.shuffle_window,
             steps,

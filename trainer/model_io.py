@@ -24,12 +24,14 @@ from torch import nn
 
 from schemas.model_presets import GptPreset, MlpPreset
 from trainer import storage
-from trainer.models.gpt import GPT
+from trainer.models.gpt import GPT, qkv_head_major
 from trainer.models.mlp import TabularMLP
 
 MODEL_FILE = "model.pt"
 CONFIG_FILE = "config.json"
-MODEL_CONFIG_VERSION = 1
+MODEL_CONFIG_VERSION = 2
+"""2: a GPT's attention qkv rows are head-major (trainer/models/gpt.py). Version 1 files (query-key-value-major rows)
+load through load_model, which reorders them."""
 
 
 def model_config(
@@ -140,6 +142,8 @@ def load_model(model_dir: str, map_location: str = "cpu") -> LoadedModel:
             config = json.load(fh)
         state = torch.load(weights_path, map_location=map_location, weights_only=True)
     module = build_from_config(config)
+    if isinstance(module, GPT) and int(config.get("schema_version", 1)) < 2:
+        state = qkv_head_major(state, module.preset.n_head)
     module.load_state_dict(state)
     module.eval()
     return LoadedModel(module, config)

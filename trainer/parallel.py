@@ -5,6 +5,8 @@ zero1 DDP + ZeroRedundancyOptimizer: optimizer state sharded across ranks.
 zero2 FSDP (fully_shard) with reshard_after_forward=False: SHARD_GRAD_OP, gradients and optimizer state sharded.
 fsdp  FSDP (fully_shard) with reshard_after_forward=True: FULL_SHARD, parameters sharded too.
 A single process trains the bare model whatever the strategy (there is nobody to share with).
+With tensor or pipeline parallelism (a device mesh), trainer/model_parallel.py splits the model and says how each
+strategy's data parallelism is done on the mesh's dp dimension.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import ctypes
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -23,6 +25,10 @@ from torch import nn
 
 from schemas.vocabulary import FSDP_STRATEGIES
 from trainer import collectives
+
+if TYPE_CHECKING:
+    from trainer.distributed import MeshPlace
+    from trainer.model_parallel import Pipeline
 
 
 @dataclass
@@ -33,6 +39,10 @@ class Wrapped:
     inner: nn.Module
     optimizer: torch.optim.Optimizer
     strategy: str
+    mesh: MeshPlace | None = None
+    """This process's place in the device mesh, under tensor or pipeline parallelism; None otherwise."""
+    pipeline: Pipeline | None = None
+    """This process's pipeline stage and schedule, under pipeline parallelism; model is then the stage's module."""
 
 
 def wrap(
@@ -42,13 +52,21 @@ def wrap(
     learning_rate: float,
     weight_decay: float,
     implementation: Mapping[str, Any] | None = None,
+    mesh: MeshPlace | None = None,
+    micro_batches: int = 1,
 ) -> Wrapped:
     """Move the model to device and wrap it for strategy; build AdamW (sharded where the strategy says), in the
-    implementation given (trainer/speed.py SpeedSettings.adamw_options: fused or foreach; default PyTorch's)."""
-    model = model.to(device)
-    distributed = collectives.active()
+    implementation given (trainer/speed.py SpeedSettings.adamw_options: fused or foreach; default PyTorch's).
+    With a mesh the model is split for its tensor and pipeline parallelism (micro_batches per pipeline step)."""
     adamw: dict[str, Any] = {"lr": learning_rate, "weight_decay": weight_decay, "betas": (0.9, 0.95)}
     adamw.update(implementation or {})
+    if mesh is not None:
+        from trainer.model_parallel import parallelize
+
+        module, pipeline = parallelize(model, mesh, strategy, device, micro_batches)
+        return Wrapped(module, module, torch.optim.AdamW(module.parameters(), **adamw), strategy, mesh, pipeline)
+    model = model.to(device)
+    distributed = collectives.active()
     if not distributed:
         return Wrapped(model, model, torch.optim.AdamW(model.parameters(), **adamw), strategy)
     if strategy not in FSDP_STRATEGIES:
@@ -86,6 +104,9 @@ def gradient_sync(wrapped: Wrapped, enabled: bool) -> Iterator[None]:
         yield
         return
     model = wrapped.model
+    if wrapped.mesh is not None and not isinstance(model, _fsdp_module()):
+        yield  # gradients stay local until finish_gradients reduces them once per optimizer step
+        return
     if wrapped.strategy in FSDP_STRATEGIES:
         from torch.distributed.fsdp import FSDPModule
 
@@ -107,6 +128,34 @@ def gradient_sync(wrapped: Wrapped, enabled: bool) -> Iterator[None]:
         yield
 
 
+def _fsdp_module() -> type:
+    from torch.distributed.fsdp import FSDPModule
+
+    return FSDPModule
+
+
+def finish_gradients(wrapped: Wrapped) -> None:
+    """What the gradients need after the last micro-step and before clipping: under a mesh, the dp all-reduce of
+    ddp / zero1 and the tied embedding's sum over the first and last pipeline stage; nothing otherwise (DDP and FSDP
+    reduced them in the backward pass). Collective."""
+    if wrapped.mesh is None:
+        return
+    from trainer.model_parallel import reduce_gradients
+
+    fsdp = isinstance(wrapped.model, _fsdp_module())
+    reduce_gradients(wrapped.model, wrapped.mesh, all_reduce_dp=not fsdp)
+
+
+def clip_gradients(wrapped: Wrapped, max_norm: float) -> None:
+    """Clip the global gradient norm to max_norm (over every process's share of the model). Collective."""
+    if wrapped.mesh is None:
+        torch.nn.utils.clip_grad_norm_(wrapped.model.parameters(), max_norm)
+        return
+    from trainer.model_parallel import clip_gradients as clip_on_mesh
+
+    clip_on_mesh(wrapped.model, wrapped.mesh, max_norm)
+
+
 def block_units(model: nn.Module) -> list[nn.Module]:
     """Transformer blocks are sharded (and compiled, trainer/speed.py) one by one, so only one block is gathered
     at a time; an MLP as a whole (no units)."""
@@ -115,8 +164,8 @@ def block_units(model: nn.Module) -> list[nn.Module]:
 
 
 def sharded(wrapped: Wrapped) -> bool:
-    """Whether no rank holds the whole model (FSDP across processes)."""
-    return wrapped.strategy in FSDP_STRATEGIES and collectives.active()
+    """Whether no rank holds the whole model (FSDP across processes, or tensor or pipeline parallelism)."""
+    return (wrapped.strategy in FSDP_STRATEGIES and collectives.active()) or wrapped.mesh is not None
 
 
 def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -187,7 +236,7 @@ def load_sharded_state(wrapped: Wrapped, load: Callable[[dict[str, Any]], None])
 
 
 def _zero1(wrapped: Wrapped) -> bool:
-    return wrapped.strategy == "zero1" and collectives.active()
+    return wrapped.strategy == "zero1" and collectives.active() and wrapped.mesh is None
 
 
 def _names(wrapped: Wrapped) -> list[str]:
@@ -247,7 +296,11 @@ def _by_index(by_name: dict[str, Any], names: list[str]) -> dict[str, Any]:
 
 
 def model_weights(wrapped: Wrapped) -> dict[str, torch.Tensor]:
-    """The full model state on rank 0's CPU (empty elsewhere under FSDP). Collective."""
+    """The full model state on rank 0's CPU (empty elsewhere under FSDP and model parallelism). Collective."""
+    if wrapped.mesh is not None:
+        from trainer.model_parallel import stage_weights
+
+        return stage_weights(wrapped.model, wrapped.mesh)
     if sharded(wrapped):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 

@@ -28,7 +28,8 @@ from trainer.checkpoint import CheckpointStore
 from trainer.config import TrainConfig
 from trainer.datasets.factory import build_corpus
 from trainer.datasets.stream import held_out_samples, steps_in_epoch
-from trainer.distributed import DistEnv, process_group
+from trainer.datasets.text import TextCorpus
+from trainer.distributed import DistEnv, device_mesh, process_group
 from trainer.errors import ConfigError, DataError, OutOfMemory
 from trainer.events import EventLog
 from trainer.failure import note_step
@@ -115,7 +116,12 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     )
     # Reading every shard once can take minutes on large data: say so, so that a watcher sees what the trainer does.
     log("reading the dataset", data_uri=config.data_uri, files=len(corpus.files))
-    counts = corpus.scan(env.rank, device)
+    layout = config.layout(env.world_size)
+    counts = (
+        corpus.scan(layout.data_rank(env.rank), device, reads=layout.counts_data(env.rank))
+        if isinstance(corpus, TextCorpus)
+        else corpus.scan(env.rank, device)
+    )
     hp, tabular = config.hparams, config.task != "causal-lm"
     if tabular:  # a small table holds out more rows than val_fraction alone would (trainer/sizing.py)
         fraction = held_out_fraction(sum(counts.train) + sum(counts.val), hp.val_fraction, hp.min_held_out)
@@ -129,12 +135,27 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     split = config.batch_split(env.world_size)
     model = build_model(config.model, config.task, data_spec, config.activation_checkpointing)
     speed = resolve_speed(environ, device)
+    mesh = None
+    if layout.model_parallel and env.is_distributed:
+        mesh = device_mesh(layout, device)
+        if speed.compile:  # compiled blocks are not split by parallelize_module or cut into stages here
+            speed = dataclasses.replace(speed, compile=False)
+            log("compiling blocks is off under tensor or pipeline parallelism", severity="WARNING")
+    if env.is_main:
+        log("model layout", **layout.to_dict(), strategy=config.strategy, world_size=env.world_size)
     # compiled block by block before wrapping, so that FSDP's and DDP's hooks stay outside the compiled code
     compiled = compile_units(model, block_units(model), speed.compile_backend) if speed.compile else []
     if env.is_main:
         log("speed settings", **speed.to_dict(), compiled_units=len(compiled))
     wrapped = wrap(
-        model, config.strategy, device, config.learning_rate, config.hparams.weight_decay, speed.adamw_options()
+        model,
+        config.strategy,
+        device,
+        config.learning_rate,
+        config.hparams.weight_decay,
+        speed.adamw_options(),
+        mesh=mesh,
+        micro_batches=split.accumulation,
     )
     steps = planned_steps(
         lambda e: steps_in_epoch(corpus, counts, config.seed, e, split.per_process),

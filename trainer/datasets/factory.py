@@ -13,7 +13,9 @@ from trainer.errors import ConfigError
 
 def build_corpus(config: TrainConfig, world_size: int) -> tuple[TabularCorpus | TextCorpus, DataRead]:
     """The task's corpus over the dataset version's files (--data-objects / --data-digest, else the files under
-    --data-uri), cut into units for world_size processes, and what those files are."""
+    --data-uri), cut into units for the data-parallel groups of world_size processes (every process of a tensor-
+    parallel group or pipeline reads the same unit), and what those files are."""
+    world_size = config.layout(world_size).data_parallel
     data = dataset_files(config.data_uri, config.data_objects, config.data_digest)
     files, read = data.files, data.read
     hp = config.hparams

@@ -72,12 +72,13 @@ class TextCorpus:
         zeros = torch.zeros(1, self.seq_len, dtype=torch.int64)
         return zeros, zeros.clone()
 
-    def scan(self, rank: int, device: str) -> Counts:
-        """Read this rank's shards once: validate every line and count bytes per unit and split."""
+    def scan(self, rank: int, device: str, reads: bool = True) -> Counts:
+        """Read this rank's shards once: validate every line and count bytes per unit and split. Collective. reads
+        False: a model-parallel peer of the process that reads data shard `rank` (same samples) adds nothing."""
         n_units = self.plan.n_units
         train = torch.zeros(n_units, dtype=torch.float64)
         val = torch.zeros(n_units, dtype=torch.float64)
-        for shard in self.plan.scan_shards(rank):
+        for shard in self.plan.scan_shards(rank) if reads else ():
             for index, line in enumerate(self.records(shard)):
                 target = val if is_validation(shard, index, self.val_fraction) else train
                 target[self.plan.unit(shard, index)] += len(line)

@@ -1,11 +1,16 @@
 """A GPT-style decoder over bytes: pre-norm blocks, causal self-attention, 4x MLP, learned positions, tied embedding.
 
 The shape comes from a schemas.model_presets.GptPreset, so the parameter count matches what the planner assumed.
+The attention's qkv projection is head-major: its output rows are, head by head, that head's query, key and value.
+Any contiguous run of whole heads is then a self-contained slice of the layer, which is what tensor parallelism's
+column split hands each process (trainer/model_parallel.py); the same weights compute the same function however
+many processes share them.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -16,18 +21,22 @@ from schemas.model_presets import GptPreset
 
 
 class CausalSelfAttention(nn.Module):
+    """Multi-head causal attention. It reads the number of heads from its qkv output, so a column-split qkv (whole
+    heads per process) runs the heads it holds and its row-split proj sums the processes' parts."""
+
     def __init__(self, d_model: int, n_head: int) -> None:
         super().__init__()
-        self.n_head = n_head
+        self.head_dim = d_model // n_head
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)
-        q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
+        b, t, _ = x.shape
+        qkv: torch.Tensor = self.qkv(x)  # (b, t, heads x 3 x head_dim), heads held by this process
+        heads = qkv.shape[-1] // (3 * self.head_dim)
+        q, k, v = qkv.view(b, t, heads, 3, self.head_dim).permute(3, 0, 2, 1, 4).unbind(0)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        out: torch.Tensor = self.proj(y.transpose(1, 2).contiguous().view(b, t, d))  # Module.__call__ is untyped
+        out: torch.Tensor = self.proj(y.transpose(1, 2).reshape(b, t, heads * self.head_dim))
         return out
 
 
@@ -45,6 +54,28 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x))
         out: torch.Tensor = x + self.mlp(self.ln_2(x))  # Module.__call__ is untyped
         return out
+
+
+def embed(wte: nn.Embedding, wpe: nn.Embedding, idx: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """Token ids (batch, time) -> the first block's input: token plus position embeddings."""
+    t = idx.shape[1]
+    if t > seq_len:
+        raise ValueError(f"sequence of {t} tokens is longer than the preset's seq_len {seq_len}")
+    pos = torch.arange(t, device=idx.device)
+    out: torch.Tensor = wte(idx) + wpe(pos)
+    return out
+
+
+def run_blocks(blocks: Iterable[nn.Module], x: torch.Tensor, recompute: bool) -> torch.Tensor:
+    """x through the blocks in order; with recompute, each block's activations are recomputed in the backward pass."""
+    for block in blocks:
+        x = checkpoint(block, x, use_reentrant=False) if recompute else block(x)
+    return x
+
+
+def logits(ln_f: nn.LayerNorm, wte_weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The last block's output -> next-token logits. Tied output embedding: the logits reuse the input embedding."""
+    return F.linear(ln_f(x), wte_weight)
 
 
 class GPT(nn.Module):
@@ -77,13 +108,18 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        t = idx.shape[1]
-        if t > self.preset.seq_len:
-            raise ValueError(f"sequence of {t} tokens is longer than the preset's seq_len {self.preset.seq_len}")
-        pos = torch.arange(t, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
+        x = embed(self.wte, self.wpe, idx, self.preset.seq_len)
         recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
-        for block in self.blocks:
-            x = checkpoint(block, x, use_reentrant=False) if recompute else block(x)
-        # Tied output embedding: the logits reuse the input embedding matrix.
-        return F.linear(self.ln_f(x), self.wte.weight)
+        return logits(self.ln_f, self.wte.weight, run_blocks(self.blocks, x, recompute))
+
+
+def qkv_head_major(state: dict[str, torch.Tensor], n_head: int) -> dict[str, torch.Tensor]:
+    """A state dict whose qkv rows are query-key-value-major (all queries, then all keys, then all values: the
+    layout of model.pt files of config schema_version 1) with the rows reordered head-major, as this GPT reads them."""
+    out = dict(state)
+    for name, tensor in state.items():
+        if name.endswith("attn.qkv.weight") or name.endswith("attn.qkv.bias"):
+            rest = tensor.shape[1:]
+            head_dim = tensor.shape[0] // (3 * n_head)
+            out[name] = tensor.view(3, n_head, head_dim, *rest).transpose(0, 1).reshape(tensor.shape).contiguous()
+    return out
