@@ -29,6 +29,7 @@ from trainer.metrics import EpochResult, Evaluation
 from trainer.objectives import score, training_loss
 from trainer.parallel import (
     Wrapped,
+    adamw_implementation,
     clip_gradients,
     finish_gradients,
     gradient_sync,
@@ -209,7 +210,8 @@ def restore(s: Session, store: CheckpointStore, step: int) -> CommitRecord:
     load_sharded_state(s.wrapped, lambda state: store.load_shards(step, state))
     if s.speed is not None:  # the implementation is this device's choice, not the one saved with the state
         for group in s.wrapped.optimizer.param_groups:
-            group.update({"fused": None, "foreach": None, **s.speed.adamw_options()})
+            implementation = adamw_implementation(s.wrapped.model, s.speed.adamw_options())
+            group.update({"fused": None, "foreach": None, **implementation})
     s.scheduler.load_state_dict(resume["scheduler"])
     s.scaler.load_state_dict(resume["scaler"])
     per_rank = resume["per_rank"]
@@ -369,16 +371,20 @@ def evaluate(s: Session, model: torch.nn.Module | None = None) -> torch.Tensor:
 
 
 def _pipeline_eval(s: Session, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """score() of a batch through the pipeline, forward only, on every stage."""
+    """score() of a batch through the pipeline, forward only, on every stage. A short batch (the last one, or
+    evaluation's padding) is filled up to the schedule's micro-batches with zeros, which are not scored."""
     pipeline, mesh = s.wrapped.pipeline, s.wrapped.mesh
     assert pipeline is not None and mesh is not None
+    rows, full = x.shape[0], s.config.batch_split(s.env.world_size).per_process
+    if rows < full:
+        x = torch.cat([x, x.new_zeros((full - rows, *x.shape[1:]))])
     if mesh.first_stage:
         output = pipeline.schedule.eval(x)
     elif mesh.last_stage:
-        output = pipeline.schedule.eval(target=y, losses=[])
+        output = pipeline.schedule.eval(target=torch.cat([y, y.new_zeros((full - rows, *y.shape[1:]))]), losses=[])
     else:
         output = pipeline.schedule.eval()
-    return _from_last_stage(s, output, y)
+    return _from_last_stage(s, output[:rows] if mesh.last_stage else output, y)
 
 
 def epoch_result(s: Session, epoch: int) -> EpochResult:

@@ -64,6 +64,7 @@ def wrap(
         from trainer.model_parallel import parallelize
 
         module, pipeline = parallelize(model, mesh, strategy, device, micro_batches)
+        adamw.update(adamw_implementation(module, implementation))
         return Wrapped(module, module, torch.optim.AdamW(module.parameters(), **adamw), strategy, mesh, pipeline)
     model = model.to(device)
     distributed = collectives.active()
@@ -126,6 +127,18 @@ def gradient_sync(wrapped: Wrapped, enabled: bool) -> Iterator[None]:
         )
     with model.no_sync():
         yield
+
+
+def adamw_implementation(model: nn.Module, implementation: Mapping[str, Any] | None) -> dict[str, Any]:
+    """AdamW's implementation options for this model: the ones given, except where the model mixes DTensor and
+    plain parameters (tensor parallelism without FSDP: the layer norms and embeddings stay plain), which the
+    multi-tensor (foreach) and fused kernels do not take in one call; those run the per-parameter loop."""
+    from torch.distributed.tensor import DTensor
+
+    kinds = {isinstance(param, DTensor) for param in model.parameters()}
+    if len(kinds) > 1:
+        return {"foreach": False, "fused": False}
+    return dict(implementation or {})
 
 
 def _fsdp_module() -> type:
