@@ -117,6 +117,12 @@ def _assemble(config: TrainConfig, env: DistEnv, device: str, environ: Mapping[s
     # Reading every shard once can take minutes on large data: say so, so that a watcher sees what the trainer does.
     log("reading the dataset", data_uri=config.data_uri, files=len(corpus.files))
     layout = config.layout(env.world_size)
+    if layout.model_parallel and precision.loss_scaling:
+        raise ConfigError(
+            f"--precision={config.precision} resolves to fp16 with loss scaling on this GPU, which the trainer does "
+            "not run with --tensor-parallel or --pipeline-parallel (the scaler's unscaling is untested on split "
+            "parameters): use a GPU with bf16 (--precision=bf16), or --precision=fp32"
+        )
     counts = (
         corpus.scan(layout.data_rank(env.rank), device, reads=layout.counts_data(env.rank))
         if isinstance(corpus, TextCorpus)
