@@ -78,17 +78,25 @@ class PlanAlternative:
     figures_from: str = ""
     """Where its step time came from: the team's declaration, a measured run or canary, the model on a GPU kind's
     measured points or a prior, the CPU assumption; "" in plans recorded before."""
+    tensor_parallel: int = 1
+    """Its layout (Plan.tensor_parallel); written to the dict only when above 1."""
+    pipeline_parallel: int = 1
+    """Its layout (Plan.pipeline_parallel); written to the dict only when above 1."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Its fields; the time model's figures only when set (a plan recorded before them reads back the same)."""
-        shown = ("p90_hours", "samples_per_second_per_gpu", "mfu", "figures_from")
-        return {k: v for k, v in vars(self).items() if k not in shown or v not in (None, "")}
+        """Its fields; the time model's figures and a model-parallel layout only when set (a plan recorded before
+        them reads back the same)."""
+        shown: dict[str, object] = {"p90_hours": None, "samples_per_second_per_gpu": None, "mfu": None}
+        shown |= {"figures_from": ""}
+        shown |= {"tensor_parallel": 1, "pipeline_parallel": 1}
+        return {k: v for k, v in vars(self).items() if k not in shown or v not in (None, "", shown[k])}
 
 
 @dataclass(frozen=True)
 class Plan:
     strategy: str
-    """One of vocabulary.STRATEGIES (the trainer's --strategy)."""
+    """One of vocabulary.STRATEGIES (the trainer's --strategy): under a model-parallel layout, how the data dimension
+    holds what tensor_parallel x pipeline_parallel leaves to each GPU."""
     precision: str
     """One of vocabulary.PRECISIONS (the trainer's --precision)."""
     machine_type: str
@@ -107,7 +115,7 @@ class Plan:
     model_parameters: int
     global_batch_size: int
     micro_batch_size: int
-    """Samples per process per forward/backward pass: global_batch_size = micro_batch_size x processes x
+    """Samples per process per forward/backward pass: global_batch_size = micro_batch_size x data_parallel x
     gradient_accumulation_steps, exactly."""
     estimated_step_time_seconds: float
     estimated_steps: int
@@ -165,7 +173,18 @@ class Plan:
     """The MFU the estimate implies (functions/planning/model_figures.py); None in plans recorded before."""
     figures_from: str = ""
     """Where the step time came from (a prior, measured points, a measured run or canary, the team's declaration)."""
+    tensor_parallel: int = 1
+    """GPUs of one machine that split each transformer block's heads and MLP columns (the trainer's
+    --tensor-parallel, a team's LANDFALL_TENSOR_PARALLEL); 1 = none. Read as 1 from plans recorded before it."""
+    pipeline_parallel: int = 1
+    """Pipeline stages the blocks are split into, across machines (the trainer's --pipeline-parallel, a team's
+    LANDFALL_PIPELINE_PARALLEL); 1 = none."""
     schema_version: int = SCHEMA_VERSION
+
+    @property
+    def data_parallel(self) -> int:
+        """Processes on the data dimension: processes / (tensor_parallel x pipeline_parallel)."""
+        return max(1, self.processes // (self.tensor_parallel * self.pipeline_parallel))
 
     @property
     def p50_hours(self) -> float:
@@ -196,6 +215,13 @@ class Plan:
         return self.gpu_count if self.accelerator_type else self.replica_count
 
     def __post_init__(self) -> None:
+        cut = self.tensor_parallel * self.pipeline_parallel
+        if self.tensor_parallel < 1 or self.pipeline_parallel < 1 or self.processes % cut:
+            raise SchemaError(
+                f"tensor_parallel {self.tensor_parallel} x pipeline_parallel {self.pipeline_parallel} must be >= 1 "
+                f"and divide the plan's {self.processes} processes",
+                field="plan.tensor_parallel",
+            )
         if self.mode not in CONSUMPTION_MODES:
             raise SchemaError(f"expected one of {', '.join(CONSUMPTION_MODES)}, got {self.mode!r}", field="plan.mode")
         if (self.mode == RESERVATION.name) != bool(self.reservation):
@@ -231,6 +257,8 @@ class Plan:
         return {
             "schema_version": self.schema_version,
             "strategy": self.strategy,
+            "tensor_parallel": self.tensor_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
             "precision": self.precision,
             "machine_type": self.machine_type,
             "accelerator_type": self.accelerator_type,
@@ -340,6 +368,8 @@ def _alternative(r: Reader) -> PlanAlternative:
         else None,
         mfu=_optional_number(r, "mfu") if "mfu" in r.data else None,
         figures_from=r.string("figures_from", "", max_len=400),
+        tensor_parallel=r.integer("tensor_parallel", 1, minimum=1),
+        pipeline_parallel=r.integer("pipeline_parallel", 1, minimum=1),
     )
 
 
@@ -390,6 +420,8 @@ def parse_plan(data: object) -> Plan:
     assumptions = r.strings("assumptions", ())
     plan = Plan(
         strategy=_choice(r, "strategy", STRATEGIES),
+        tensor_parallel=r.integer("tensor_parallel", 1, minimum=1),
+        pipeline_parallel=r.integer("pipeline_parallel", 1, minimum=1),
         precision=_choice(r, "precision", PRECISIONS),
         machine_type=r.string("machine_type"),
         accelerator_type=accelerator_type,
@@ -437,9 +469,9 @@ def parse_plan(data: object) -> Plan:
             f"expected projects/PROJECT/zones/ZONE/reservations/NAME, got {plan.reservation!r}",
             field="plan.reservation",
         )
-    if plan.micro_batch_size * plan.processes * plan.gradient_accumulation_steps != plan.global_batch_size:
+    if plan.micro_batch_size * plan.data_parallel * plan.gradient_accumulation_steps != plan.global_batch_size:
         raise SchemaError(
-            f"micro_batch_size {plan.micro_batch_size} x {plan.processes} processes x "
+            f"micro_batch_size {plan.micro_batch_size} x {plan.data_parallel} data-parallel processes x "
             f"gradient_accumulation_steps {plan.gradient_accumulation_steps} must equal "
             f"global_batch_size {plan.global_batch_size}",
             field="plan.micro_batch_size",

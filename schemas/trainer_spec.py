@@ -26,7 +26,7 @@ from schemas.fields import Reader, names_of
 from schemas.gpus import parse_capability
 from schemas.requirement_lines import check_requirements
 from schemas.uris import parse_gcs_uri, parse_image
-from schemas.vocabulary import LAUNCH_MODES
+from schemas.vocabulary import LAUNCH_MODES, MODEL_PARALLELISM
 
 SCRIPT_SUFFIXES = (".py", ".pyz")
 """trainer.script: a Python file, or a folder packed as a zip application (PEP 441) whose __main__.py runs its entry
@@ -138,6 +138,10 @@ class WorkloadSpec:
     trainable_parameters: int = 0
     """Parameters that train, when fewer than `parameters` (adapters, LoRA): gradients and optimizer states are
     sized on these only, the frozen rest as weights at the run's precision. 0 = every parameter trains."""
+    parallelism: tuple[str, ...] = ()
+    """The model-parallel layouts the code runs (vocabulary.MODEL_PARALLELISM: "tensor", "pipeline"): the planner
+    weighs them only where listed, and the job's processes then read the chosen mesh from LANDFALL_TENSOR_PARALLEL,
+    LANDFALL_PIPELINE_PARALLEL and LANDFALL_DATA_PARALLEL. () = data parallelism only."""
 
     @property
     def given(self) -> bool:
@@ -258,9 +262,24 @@ def parse_workload(r: Reader | None) -> WorkloadSpec:
         flops_per_sample=_bounded(r, "flops_per_sample", MAX_FLOPS_PER_SAMPLE, "FLOPs"),
         activation_gib_per_sample=_bounded(r, "activation_gib_per_sample", MAX_ACTIVATION_GIB_PER_SAMPLE, "GiB"),
         trainable_parameters=r.integer("trainable_parameters", 0, minimum=0),
+        parallelism=_parallelism(r),
     )
     _check_trainable(spec)
     return spec
+
+
+def _parallelism(r: Reader) -> tuple[str, ...]:
+    """workload.parallelism: a list of distinct vocabulary.MODEL_PARALLELISM names."""
+    kinds = r.strings("parallelism", ())
+    for i, kind in enumerate(kinds):
+        if kind not in MODEL_PARALLELISM:
+            raise SchemaError(
+                f"expected one of {', '.join(map(repr, MODEL_PARALLELISM))} (the layouts the code runs), got {kind!r}",
+                field=f"workload.parallelism[{i}]",
+            )
+    if len(set(kinds)) != len(kinds):
+        raise SchemaError("lists a layout twice: name each one once", field="workload.parallelism")
+    return kinds
 
 
 MAX_FLOPS_PER_SAMPLE = 1e21

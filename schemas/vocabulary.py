@@ -367,6 +367,13 @@ STRATEGIES = names(STRATEGY_TERMS)
 STRATEGY_INDEX = index(STRATEGIES)
 STRATEGY_TITLES: Mapping[str, str] = MappingProxyType({t.name: t.label for t in STRATEGY_TERMS})
 FSDP_STRATEGIES = tuple(t.name for t in STRATEGY_TERMS if t.uses_fsdp)
+TENSOR_PARALLELISM = "tensor"
+"""workload.parallelism: the trainer splits each block's heads and MLP columns over GPUs of one machine
+(LANDFALL_TENSOR_PARALLEL)."""
+PIPELINE_PARALLELISM = "pipeline"
+"""workload.parallelism: the trainer runs its blocks as pipeline stages across machines (LANDFALL_PIPELINE_PARALLEL)."""
+MODEL_PARALLELISM = (TENSOR_PARALLELISM, PIPELINE_PARALLELISM)
+"""What workload.parallelism may list: the model-parallel layouts a trainer supports (the built-in one, both)."""
 
 PRECISIONS = names(PRECISION_TERMS)
 PRECISION_INDEX = index(PRECISIONS)

@@ -136,6 +136,10 @@ def trainer_args(request: TrainingRequest, plan: Plan) -> list[str]:
         args.append(f"--data-objects={encode_objects(request.dataset.objects)}")
     if plan.activation_checkpointing:
         args.append("--activation-checkpointing")
+    if plan.tensor_parallel > 1:
+        args.append(f"--tensor-parallel={plan.tensor_parallel}")
+    if plan.pipeline_parallel > 1:
+        args.append(f"--pipeline-parallel={plan.pipeline_parallel}")
     seconds, every = checkpoint_every_seconds(request, plan), checkpoint_every(request, plan)
     if seconds:
         args.append(f"--checkpoint-every-seconds={seconds}")
@@ -164,6 +168,11 @@ def contract_env(request: TrainingRequest, plan: Plan, run_id: str) -> dict[str,
         "LANDFALL_GRADIENT_ACCUMULATION_STEPS": str(plan.gradient_accumulation_steps),
         "LANDFALL_STRATEGY": plan.strategy,
         "LANDFALL_PRECISION": plan.precision,
+        # the mesh: tensor x pipeline x data = the processes (a team's code gets a layout above 1 only when its
+        # workload.parallelism lists it)
+        "LANDFALL_TENSOR_PARALLEL": str(plan.tensor_parallel),
+        "LANDFALL_PIPELINE_PARALLEL": str(plan.pipeline_parallel),
+        "LANDFALL_DATA_PARALLEL": str(plan.data_parallel),
     }
     every = checkpoint_every(request, plan)
     if every:

@@ -31,6 +31,11 @@ class ComputeAssumptions:
     cpu_step_overhead_seconds: float
     comm_overlap_fraction: float
     comm_note: str
+    intra_latency_seconds: float = 2e-5
+    """Latency of one collective inside a machine (a tensor-parallel all-reduce of one block's activations), on top
+    of its bytes over the bandwidth."""
+    network_latency_seconds: float = 5e-5
+    """Latency of one point-to-point send between machines (a pipeline stage's activations or their gradients)."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,8 @@ def parse_assumptions(raw: dict[str, Any]) -> Assumptions:
             gpu_step_overhead_seconds=_num(comp, "gpu_step_overhead_seconds", "compute"),
             cpu_step_overhead_seconds=_num(comp, "cpu_step_overhead_seconds", "compute"),
             comm_overlap_fraction=_num(comp, "comm_overlap_fraction", "compute", fraction=True),
+            intra_latency_seconds=_num(comp, "intra_latency_seconds", "compute"),
+            network_latency_seconds=_num(comp, "network_latency_seconds", "compute"),
             comm_note=str(comp.get("comm_note", "")),
         ),
         job=JobAssumptions(

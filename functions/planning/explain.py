@@ -7,18 +7,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from functions.planning.bands import band_of
+from functions.planning.layouts import unsupported_text
 from functions.planning.model_figures import model_figures
 from functions.planning.search import CODE, INFEASIBLE, Evaluation, Limits
 from functions.planning.space import (
     AXIS_MODES,
+    DATA_VARIANTS,
     FP32_INDEX,
     SOLD_FLEX,
     SOLD_ON_DEMAND,
+    VARIANT_PIPELINE,
     VARIANT_SERVER,
     VARIANT_STRATEGY,
+    VARIANT_TENSOR,
+    variant_title,
 )
 from schemas.plan import PlanAlternative
-from schemas.vocabulary import FLEX_START, FP32, ON_DEMAND, PRECISIONS, RESERVATION, STRATEGIES, STRATEGY_TITLES
+from schemas.vocabulary import FLEX_START, FP32, ON_DEMAND, PRECISIONS, RESERVATION, STRATEGIES
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,8 @@ class Candidate:
     mfu: float | None = None
     figures_from: str = ""
     """functions/planning/model_figures.py."""
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
 
     @property
     def gpu_count(self) -> int:
@@ -114,7 +121,6 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     code = int(ev.reason[c, v, s])
     cfg = space.configs[c]
     shape = cfg.shape
-    strategy = STRATEGIES[int(VARIANT_STRATEGY[v])]
     if code == 0:
         if best is None or (c, v, s) == best:
             return "chosen"
@@ -152,8 +158,18 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         return not_sold_text(ev, c, v, s)
     if code == CODE["quota"]:
         return _quota_text(ev, c, s)
+    if code == CODE["invalid"] and v >= DATA_VARIANTS:
+        t, p = int(VARIANT_TENSOR[v]), int(VARIANT_PIPELINE[v])
+        why = unsupported_text(work, t, p)
+        if why:
+            return why
+        return (
+            f"tensor parallel {t} x {p} pipeline stages does not fit {cfg.nodes} x {shape.accelerator_count} GPUs: "
+            "the tensor degree must divide each machine's GPUs and the stages its machines"
+        )
     if code == CODE["batch"]:
-        return batch_text(work.global_batch, int(space.world[c]))
+        cut = int(VARIANT_TENSOR[v] * VARIANT_PIPELINE[v])
+        return batch_text(work.global_batch, max(1, int(space.world[c]) // cut))
     if code == CODE["host"]:
         a = space.catalog.assumptions.host
         need = cfg.shape.accelerator_count * a.ram_bytes_per_gpu_process + work.parameters * a.ram_bytes_per_parameter
@@ -166,7 +182,7 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         unit = "per GPU" if not shape.is_cpu_only else "of RAM"
         checkpointed = ", checkpointed" if work.checkpointed_activation_bytes_per_sample > 0 else ""
         return (
-            f"needs {gb(ev.memory_total[c, v])} {unit} under {STRATEGY_TITLES[strategy]} even at micro-batch 1"
+            f"needs {gb(ev.memory_total[c, v])} {unit} under {variant_title(v)} even at micro-batch 1"
             f"{checkpointed}; {gb(ev.usable[c])} usable of {gb(space.capacity_bytes[c])}"
         )
     if code == CODE["timeout"]:
@@ -385,6 +401,8 @@ def candidates(ev: Evaluation, picks: list[tuple[int, int, int]], best: tuple[in
                 samples_per_second_per_gpu=shown.samples_per_second_per_gpu,
                 mfu=shown.mfu,
                 figures_from=shown.figures_from,
+                tensor_parallel=int(VARIANT_TENSOR[v]),
+                pipeline_parallel=int(VARIANT_PIPELINE[v]),
             )
         )
     return out
@@ -423,6 +441,8 @@ def alternatives(
                 samples_per_second_per_gpu=shown.samples_per_second_per_gpu,
                 mfu=shown.mfu,
                 figures_from=shown.figures_from,
+                tensor_parallel=int(VARIANT_TENSOR[v]),
+                pipeline_parallel=int(VARIANT_PIPELINE[v]),
             )
         )
     return out

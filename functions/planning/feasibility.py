@@ -20,10 +20,9 @@ from functions.planning.inputs import PlanInput
 from functions.planning.limits import build_limits
 from functions.planning.quotas import QuotaTable
 from functions.planning.search import CODE, REASONS, Evaluation, evaluate
-from functions.planning.space import AXIS_MODES, NO_PIN, VARIANT_STRATEGY, space_for
+from functions.planning.space import AXIS_MODES, NO_PIN, space_for, variant_title
 from functions.planning.workload import build_workload
 from schemas.gpus import sm_name
-from schemas.vocabulary import STRATEGIES, STRATEGY_TITLES
 
 LABELS = {
     "gpu_not_allowed": "not in the GPU allowlist",
@@ -53,7 +52,7 @@ def _summary(ev: Evaluation, pick: tuple[int, int, int]) -> str:
     mode = AXIS_MODES[s]
     spot = f" {mode.title}" if mode.preemptible else ""
     return (
-        f"{gpu_label(ev, c)} ({cfg.shape.machine_type}{nodes}, {STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]},"
+        f"{gpu_label(ev, c)} ({cfg.shape.machine_type}{nodes}, {variant_title(int(v))},"
         f" {region}{spot}): {ev.hours[c, v, s]:,.1f} h, {usd(ev.cost[c, v, s])}"
     )
 
@@ -98,8 +97,8 @@ def _declared_memory_hint(ev: Evaluation, closest: int) -> str:
     declared = work.measured_memory_bytes
     if work.frozen:
         mode = space.modes["fp32" if ev.limits.fp32_only else "auto"]
-        weights = work.frozen * mode.frozen_bytes_per_param  # [variant, config]
-        gpu = ~space.is_cpu[None, :] & space.variant_valid.T
+        weights = work.frozen * mode.frozen_bytes_per_param[: ev.variants]  # [variant, config]
+        gpu = ~space.is_cpu[None, :] & ev.valid.T
         least = float(np.min(np.where(gpu, weights, np.inf)))
         if least > declared:
             return (
@@ -131,9 +130,9 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
         return _declared_memory_hint(ev, closest)
     if space.pin.active:
         # A pinned shape: say what it holds and what it would need; the fixes name the shape that fits.
-        valid = np.where(space.variant_valid[closest], ev.memory_total[closest], np.inf)
+        valid = np.where(ev.valid[closest], ev.memory_total[closest], np.inf)
         v = int(np.argmin(valid))
-        strategy = STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]
+        strategy = variant_title(int(v))
         return (
             f"pinned {space.pin.describe()}: {gpu_label(ev, closest)} ({space.configs[closest].shape.machine_type}"
             f") has {gb(ev.usable[closest])} usable per GPU ({gb(space.capacity_bytes[closest])} less the "
@@ -149,7 +148,7 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
         gpu_rows = np.flatnonzero(~space.is_cpu)
         closest = over[0] if over else int(gpu_rows[np.argmax(space.capacity_bytes[gpu_rows])])
     ddp_need = float(ev.memory_total[closest, 0])
-    fits = (ev.memory_total <= ev.usable[:, None]) & space.variant_valid & ~space.is_cpu[:, None]
+    fits = (ev.memory_total <= ev.usable[:, None]) & ev.valid & ~space.is_cpu[:, None]
     fits &= (space.end_of_support > ev.limits.today)[:, None]
     if not fits.any():
         biggest = int(np.argmax(np.where(space.is_cpu, -1, space.world * space.capacity_bytes)))
@@ -164,7 +163,7 @@ def _memory_hint(ev: Evaluation, closest: int) -> str:
     worlds = np.where(pool, space.world[:, None], np.iinfo(np.int64).max)
     c, v = (int(i) for i in np.unravel_index(int(np.argmin(worlds)), worlds.shape))
     gpu = space.catalog.gpus[space.configs[c].shape.gpu_kind]
-    strategy = STRATEGY_TITLES[STRATEGIES[VARIANT_STRATEGY[v]]]
+    strategy = variant_title(int(v))
     return (
         f"needs {gb(ddp_need)} per GPU under DDP on {gpu_label(ev, closest)} even at micro-batch 1 "
         f"({gb(ev.usable[closest])} usable of {gb(space.capacity_bytes[closest])} each); {strategy} over "

@@ -16,7 +16,14 @@ from functions.planning.errors import PlanInputError
 from schemas.errors import SchemaError
 from schemas.gpus import parse_capability
 from schemas.trainer_flags import HPARAMS
-from schemas.vocabulary import FLEX_START_POLICIES, PRECISION_POLICIES, SPOT_POLICIES, TASKS, parse_prefer
+from schemas.vocabulary import (
+    FLEX_START_POLICIES,
+    MODEL_PARALLELISM,
+    PRECISION_POLICIES,
+    SPOT_POLICIES,
+    TASKS,
+    parse_prefer,
+)
 
 
 @dataclass(frozen=True)
@@ -99,11 +106,19 @@ class PlanInput:
     gpu_capabilities: tuple[str, ...] = ()
     """The compute capabilities ("X.Y") the team's image carries kernels for (trainer.gpu_capabilities); () = assumed
     from the CUDA line its reference names (functions/planning/images.py)."""
+    parallelism: tuple[str, ...] = MODEL_PARALLELISM
+    """The model-parallel layouts the trainer runs (vocabulary.MODEL_PARALLELISM): the built-in trainer runs both; a
+    team's code what its workload.parallelism lists (none when it lists nothing)."""
     prefer: str = ""
     """The objective (constraints.prefer): "cheapest", "fastest", a value of time in US dollars per hour ("25");
     "" = the default value of time (assumptions.json objective)."""
 
     def __post_init__(self) -> None:
+        unknown = [kind for kind in self.parallelism if kind not in MODEL_PARALLELISM]
+        if unknown:
+            raise PlanInputError(
+                f"parallelism {', '.join(map(repr, unknown))} is not one of {', '.join(MODEL_PARALLELISM)}"
+            )
         if self.task not in TASKS:
             raise PlanInputError(f"task {self.task!r} is not one of {', '.join(TASKS)}")
         if not self.preset and self.parameters is None:
@@ -255,6 +270,7 @@ def _own_workload(request: Any) -> dict[str, Any]:
         "activation_gib_per_sample": float(w("activation_gib_per_sample")),
         "trainable_parameters": int(w("trainable_parameters")) or None,
         "basis": basis,
+        "parallelism": tuple(_get(request, "workload.parallelism", ()) or ()),
     }
 
 

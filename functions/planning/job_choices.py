@@ -15,8 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from functions.planning.explain import gb
+from functions.planning.layouts import BUBBLE_MICRO_BATCHES_PER_STAGE
+from functions.planning.model_parallel import pipeline_bubble
 from functions.planning.search import Evaluation, share_divisors
-from functions.planning.space import AXIS_MODES, SOLD_ON_DEMAND, VARIANT_SERVER, quota_pool
+from functions.planning.space import (
+    AXIS_MODES,
+    SOLD_ON_DEMAND,
+    VARIANT_PIPELINE,
+    VARIANT_SERVER,
+    VARIANT_TENSOR,
+    quota_pool,
+)
 from functions.planning.throughput import mfu_at
 from schemas.vertex_jobs import BootDisk, VertexJobRules
 from schemas.vocabulary import FLEX_START, ON_DEMAND, RESERVATION, ConsumptionMode
@@ -62,17 +71,22 @@ def duration(seconds: float) -> str:
 def batch_reasons(ev: Evaluation, c: int, v: int) -> list[str]:
     """The split of the global batch, and activation checkpointing when it is on."""
     space, work = ev.space, ev.workload
-    world = int(space.world[c])
-    per = int(ev.per_process[c])
+    cut = int(VARIANT_TENSOR[v] * VARIANT_PIPELINE[v])
+    world = int(space.world[c]) // cut
+    per = int(ev.per_process[c, v])
     micro, steps = int(ev.micro_batch[c, v]), int(ev.accumulation[c, v])
     unit = "of RAM" if space.is_cpu[c] else "per GPU"
     usable = float(ev.usable[c])
     fixed = float(ev.memory_total[c, v] - ev.activations[c, v])
     plain = work.activation_bytes_per_sample * (2.0 if ev.fp32[c] and not work.activations_at_run_precision else 1.0)
     text = (
-        f"batch: global {work.global_batch} = micro-batch {micro} x {world} process"
-        f"{'es' if world > 1 else ''} x {steps} accumulation step{'s' if steps > 1 else ''}"
+        f"batch: global {work.global_batch} = micro-batch {micro} x {world} "
+        f"{'data-parallel ' if cut > 1 else ''}process{'es' if world > 1 else ''} x {steps} "
+        f"{'micro-batches per pipeline step' if VARIANT_PIPELINE[v] > 1 else 'accumulation step'}"
+        f"{'s' if steps > 1 and VARIANT_PIPELINE[v] == 1 else ''}"
     )
+    if cut > 1:
+        text += f" (each process's samples trained by its {cut} GPUs of the model's layout together)"
     if steps > 1 and not ev.checkpointing[c, v]:
         text += (
             f"; each process's share of {per} in one pass would need {gb(fixed + plain * per)} {unit}, "
@@ -104,8 +118,17 @@ def micro_batch_reason(ev: Evaluation, c: int, v: int) -> str:
     process's share that fit, the largest has the shortest step: the search takes it (search.py split_batch), and
     this says so with the figures of the next divisors either side."""
     space = ev.space
-    micro, per = int(ev.micro_batch[c, v]), int(ev.per_process[c])
-    divisors = [int(d) for d in share_divisors(ev.workload.global_batch, space.world[c : c + 1])[:, 0] if d < np.inf]
+    micro, per = int(ev.micro_batch[c, v]), int(ev.per_process[c, v])
+    stages = int(VARIANT_PIPELINE[v])
+    if stages > 1:
+        m = int(ev.accumulation[c, v])
+        return (
+            f"micro-batch {micro}: {m} micro-batches per pipeline step over {stages} stages (at least "
+            f"{BUBBLE_MICRO_BATCHES_PER_STAGE} per stage where the share of {per} allows, else one) keep the 1F1B "
+            f"bubble at (p-1)/(m+p-1) = {pipeline_bubble(stages, m):.0%} of the step"
+        )
+    data_world = np.maximum(space.world[c : c + 1] // int(VARIANT_TENSOR[v] * VARIANT_PIPELINE[v]), 1)
+    divisors = [int(d) for d in share_divisors(ev.workload.global_batch, data_world)[:, 0] if d < np.inf]
     smaller = [d for d in divisors if d < micro]
     larger = [d for d in divisors if d > micro]
     text = (

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from functions.planning.search import Evaluation
+from functions.planning.space import VARIANT_PIPELINE, VARIANT_TENSOR
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ def model_figures(ev: Evaluation, c: int, v: int) -> ModelFigures:
     """The figures of configuration c, variant v."""
     step = float(ev.step[c, v])
     shape = ev.space.configs[c].shape
-    per_process = float(ev.per_process[c])
+    # samples per second per GPU: a data-parallel process's share over the t x p GPUs that train it together
+    per_process = float(ev.per_process[c, v]) / float(VARIANT_TENSOR[v] * VARIANT_PIPELINE[v])
     if not 0 < step < float("inf"):
         return ModelFigures(None, None, figures_from(ev, c))
     mode = ev.space.modes["fp32" if ev.limits.fp32_only else "auto"]

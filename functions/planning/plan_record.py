@@ -11,10 +11,10 @@ from functions.planning.explain import precision_of, usd
 from functions.planning.inputs import PlanInput
 from functions.planning.job_choices import Estimate, JobPolicy, duration, job_choices
 from functions.planning.model_figures import model_figures
-from functions.planning.plan_notes import image_note, network_note, reducer_note
+from functions.planning.plan_notes import image_note, layout_note, network_note, reducer_note
 from functions.planning.risk import lost_per_preemption_seconds, risk_notes
 from functions.planning.search import Evaluation, Limits
-from functions.planning.space import AXIS_MODES, VARIANT_SERVER, VARIANT_STRATEGY
+from functions.planning.space import AXIS_MODES, VARIANT_PIPELINE, VARIANT_SERVER, VARIANT_STRATEGY, VARIANT_TENSOR
 from schemas.plan import Plan, PlanAlternative, PlanMemory
 from schemas.vocabulary import ON_DEMAND, STRATEGIES, ConsumptionMode
 
@@ -194,7 +194,7 @@ def build_plan(
     network = network_note(ev, c)
     notes = [*notes, network] if network else notes
     # The image and the reducers are choices: they join the job's reasons (`landfall plan` prints them).
-    chosen = (image_note(ev, c), reducer_note(ev, c, v, s))
+    chosen = (layout_note(ev, c, v, s), image_note(ev, c), reducer_note(ev, c, v, s))
     band = band_of(ev, c)
     shown = model_figures(ev, c, v)
     estimate = Estimate(p50_hours=hours, p90_hours=band.p90(hours), startup_seconds=startup_of(ev, c))
@@ -209,6 +209,8 @@ def build_plan(
     rs_machine = space.catalog.assumptions.reduction_server.machine_type
     return Plan(
         strategy=STRATEGIES[int(VARIANT_STRATEGY[v])],
+        tensor_parallel=int(VARIANT_TENSOR[v]),
+        pipeline_parallel=int(VARIANT_PIPELINE[v]),
         precision=precision_of(ev, c),
         machine_type=cfg.shape.machine_type,
         accelerator_type=cfg.shape.accelerator_type,

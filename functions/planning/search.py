@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from functions.planning import layouts
 from functions.planning.images import ImageSupport
 from functions.planning.memory import total_bytes, usable_bytes
 from functions.planning.performance import run_hours, step_seconds
@@ -22,7 +23,17 @@ from functions.planning.risk import (
     preemption_overhead,
     risk_tables,
 )
-from functions.planning.space import AXIS_MODES, STATIC_CODES, STATIC_PASS, VARIANT_SERVER, Space
+from functions.planning.space import (
+    AXIS_MODES,
+    DATA_VARIANTS,
+    STATIC_CODES,
+    STATIC_PASS,
+    VARIANT_PIPELINE,
+    VARIANT_SERVER,
+    VARIANT_TENSOR,
+    VARIANTS,
+    Space,
+)
 from functions.planning.throughput import mfu_at
 from functions.planning.workload import Workload
 
@@ -125,7 +136,9 @@ class Evaluation:
     usable: np.ndarray
     """[config] bytes a plan may fill per GPU (capacity less the margin)."""
     per_process: np.ndarray
-    """[config] samples of the global batch per process (rounded up where it does not divide: a batch failure)."""
+    """[config, variant] samples of the global batch per data-parallel process (rounded up where it does not divide:
+    a batch failure); a model-parallel variant's processes share theirs with the rest of their tensor group and
+    pipeline."""
     micro_batch: np.ndarray
     """[config, variant] samples per process per micro-step; the largest divisor of per_process that fits (1 where
     none fits: memory then fails and reports the need at one sample)."""
@@ -165,6 +178,19 @@ class Evaluation:
     primary_svc: np.ndarray
     secondary_svc: np.ndarray
     memory_vc: np.ndarray
+    layout_seconds: np.ndarray
+    """[config, variant] seconds per step a model-parallel layout's own traffic adds (tensor all-reduces, pipeline
+    sends; functions/planning/layouts.py); 0 for the data-parallel variants."""
+    bubble: np.ndarray
+    """[config, variant] the 1F1B pipeline bubble's share of the step (0 without a pipeline)."""
+    valid: np.ndarray
+    """[config, variant] the variant exists on the configuration (Space.variant_valid) and the workload can run it
+    (functions/planning/layouts.py)."""
+
+    @property
+    def variants(self) -> int:
+        """Variants searched: the data-parallel ones, and the model-parallel layouts where the workload runs any."""
+        return int(self.valid.shape[1])
 
     def in_region(self, c: int, v: int, s: int, j: int) -> tuple[float, float]:
         """(hours, wait) of candidate (c, v, s) run in region j instead of its chosen one: its Spot overhead and
@@ -309,6 +335,19 @@ def split_batch(global_batch: int, world: np.ndarray, room: np.ndarray) -> np.nd
     return np.where(fitting > 0, micro, 0).astype(np.int64)
 
 
+def _split(global_batch: int, world: np.ndarray, room: np.ndarray, variants: int) -> np.ndarray:
+    """[variant, config] micro-batch (split_batch) of each variant: the data-parallel ones share the world's split;
+    each model-parallel one splits the batch over its data dimension, world / (t x p) processes."""
+    if variants <= DATA_VARIANTS:
+        return split_batch(global_batch, world, room)
+    micro = np.empty(room.shape, dtype=np.int64)
+    micro[:DATA_VARIANTS] = split_batch(global_batch, world, room[:DATA_VARIANTS])
+    for v in range(DATA_VARIANTS, variants):
+        data_world = np.maximum(world // int(VARIANT_TENSOR[v] * VARIANT_PIPELINE[v]), 1)
+        micro[v : v + 1] = split_batch(global_batch, data_world, room[v : v + 1])
+    return micro
+
+
 def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     """Score every candidate of the space for this workload under these limits."""
     a = space.catalog.assumptions
@@ -316,39 +355,52 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     p = float(work.parameters)
     world = space.world
     batch = work.global_batch
-    shares = batch_split(batch, world)
-    per_process, divisible = shares.per_process, shares.divisible
+    # Model-parallel variants only for a workload that can run one (functions/planning/layouts.py): the others are
+    # searched over the data-parallel variants alone.
+    runs = layouts.supported(work)
+    nv = len(VARIANTS) if runs[DATA_VARIANTS:].any() else DATA_VARIANTS
+    runs = runs[:nv]
+    data_world = np.maximum(world[None, :] // (VARIANT_TENSOR[:nv, None] * VARIANT_PIPELINE[:nv, None]), 1)
+    per_process = -(-batch // data_world)  # [variant, config] samples per data-parallel process
+    divisible = batch % data_world == 0
 
     # Memory: what does not depend on the micro-batch, then the largest micro-batch that fits the usable memory,
     # without activation checkpointing, else with it (transformers only), else none (a memory failure).
     # Gradients and optimizer states for the parameters that train; weights alone for the frozen rest (adapters).
-    states = work.trained * mode.state_bytes_per_param  # [variant, config]
-    frozen_weights = work.frozen * mode.frozen_bytes_per_param if work.frozen else 0.0
+    states = work.trained * mode.state_bytes_per_param[:nv]  # [variant, config]
+    frozen_weights = work.frozen * mode.frozen_bytes_per_param[:nv] if work.frozen else 0.0
     if work.frozen:
         states = states + frozen_weights
-    gather = float(work.largest_layer_parameters) * mode.gather_bytes_per_param
+    gather = float(work.largest_layer_parameters) * mode.gather_bytes_per_param[:nv]
     fixed = total_bytes(states, 0.0, gather, space.context_bytes)
     usable = np.asarray(usable_bytes(space.capacity_bytes, limits.memory_margin))  # an array already: no copy
     # Declared activations are at the run's precision already; the model's are 16-bit (fp32 doubles them).
     factor = 1.0 if work.activations_at_run_precision else mode.activation_factor
+    share, share_ck = layouts.activation_shares(work, nv, a.memory.checkpoint_kept_bytes_per_token_per_hidden)
     per_sample = work.activation_bytes_per_sample * factor  # [config]
-    room = np.floor((usable - fixed) / per_sample)
+    if nv > DATA_VARIANTS:  # a tensor-parallel GPU keeps part of each block's activations
+        per_sample = share[:, None] * per_sample
+    room = layouts.pipeline_room(np.floor((usable - fixed) / per_sample), per_process, nv)
     # No micro-batch fits without checkpointing exactly where not even one sample does (room < 1): 1 divides every
     # share. Checkpointing is on where one sample fits with it; one split then serves both cases.
     none_fits = (room < 1) & divisible
     can_checkpoint = work.checkpointed_activation_bytes_per_sample > 0
     if can_checkpoint and none_fits.any():
         per_sample_ck = work.checkpointed_activation_bytes_per_sample * mode.activation_factor
-        room_ck = np.floor((usable - fixed) / per_sample_ck)
+        if nv > DATA_VARIANTS:
+            per_sample_ck = share_ck[:, None] * per_sample_ck
+        room_ck = layouts.pipeline_room(np.floor((usable - fixed) / per_sample_ck), per_process, nv)
         checkpointing = none_fits & (room_ck >= 1)
-        micro = split_batch(batch, world, np.where(checkpointing, room_ck, room))
+        micro = _split(batch, world, np.where(checkpointing, room_ck, room), nv)
         # Where nothing fits, report the least it could need: one sample, checkpointed.
         sample_bytes = np.where(checkpointing | (micro == 0), per_sample_ck, per_sample)
     else:
         checkpointing = np.zeros(room.shape, dtype=bool)
-        micro = split_batch(batch, world, room)
+        micro = _split(batch, world, room, nv)
         # Where nothing fits, report the least it could need: one sample (checkpointed, for a transformer).
         least = work.checkpointed_activation_bytes_per_sample * mode.activation_factor if can_checkpoint else per_sample
+        if can_checkpoint and nv > DATA_VARIANTS:
+            least = share_ck[:, None] * least
         sample_bytes = np.where(micro == 0, least, per_sample)
     fits = micro > 0
     micro = np.maximum(micro, 1)
@@ -364,18 +416,38 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
             fits &= frozen_weights <= work.measured_memory_bytes
 
     recompute = 1.0 + a.memory.recompute_flops_fraction * checkpointing.astype(np.float64)
-    # The MFU each candidate reaches depends on its work per micro-step (functions/planning/throughput.py).
-    mfu = mfu_at(space.log_work, space.mfu_base, space.mfu_slopes, np.log(work.flops_per_sample * micro))
-    compute = work.flops_per_sample * per_process / (mode.peak_flops * mfu) * recompute
+    # The MFU each candidate reaches depends on its work per micro-step (functions/planning/throughput.py): a
+    # model-parallel GPU runs 1/(t x p) of the model's FLOPs on each micro-batch.
+    cut = (VARIANT_TENSOR[:nv] * VARIANT_PIPELINE[:nv])[:, None].astype(np.float64)
+    mfu = mfu_at(space.log_work, space.mfu_base, space.mfu_slopes, np.log(work.flops_per_sample * micro / cut))
+    compute = work.flops_per_sample * per_process / cut / (mode.peak_flops * mfu) * recompute
+    idle = layouts.bubble(accumulation, nv) if nv > DATA_VARIANTS else np.zeros(micro.shape)
+    if nv > DATA_VARIANTS:  # a pipeline's GPUs idle through its bubble
+        compute = compute / (1.0 - idle)
+    traffic = np.zeros(micro.shape)
     # np.asarray: both are arrays already (array arguments); it only tells the type checker so, without a copy.
     step = np.asarray(
         step_seconds(
             compute,
-            work.trained * mode.comm_seconds_per_param,
+            work.trained * mode.comm_seconds_per_param[:nv],
             a.compute.comm_overlap_fraction,
             space.step_overhead * accumulation,
         )
     )
+    if nv > DATA_VARIANTS:
+        traffic = layouts.model_parallel_seconds(
+            work,
+            micro,
+            accumulation,
+            mode.activation_factor,
+            space.gpus_per_node,
+            space.intra_bytes_per_s,
+            space.network_bytes_per_s,
+            space.step_overhead,
+            a.compute,
+            nv,
+        )
+        step = step + traffic
     if work.measured_step_seconds > 0:  # measured for the whole global batch on one GPU: each process does its share
         step = np.asarray(np.broadcast_to(work.measured_step_seconds * per_process / batch, np.shape(step)), float)
     startup: float | np.ndarray = a.job.startup_seconds
@@ -389,7 +461,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     kind_at = np.where(space.kind >= 0, space.kind, len(space.kinds))
     loss_hours = lost_per_preemption_seconds(startup, a.checkpoints.spot_max_lost_minutes) / 3600.0
     base = np.asarray(run_hours(work.steps, step, startup, 0.0, 0.0))  # [variant, config]
-    hourly, region = view.hourly, view.region
+    hourly, region, reserved = view.hourly[:, :nv], view.region[:, :nv], view.reserved[:, :nv]
 
     def at(j: np.ndarray | int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(overhead, hours, wait) of every candidate run in region j ([spot, variant, config] or one region)."""
@@ -407,16 +479,16 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         options: list[tuple[np.ndarray, np.ndarray | int]] = []
         if (limits.region_mask & ~measured).any() and (limits.region_mask & measured).any():
             prior = space.region_view(limits.region_mask & ~measured, limits.flex_allowed)
-            options.append((prior.hourly, prior.region))
+            options.append((prior.hourly[:, :nv], prior.region[:, :nv]))
         buyable = space.buyable(limits.flex_allowed)
         for r in np.flatnonzero(limits.region_mask & measured).tolist():
             if buyable[:, r].any():
                 price = np.where(buyable[:, r], space.price[:, r], np.inf)
-                options.append((price[:, :, VARIANT_SERVER].transpose(1, 2, 0), r))
+                options.append((price[:, :, VARIANT_SERVER[:nv]].transpose(1, 2, 0), r))
         for price, j in options:
             ovh_j, hours_j, wait_j = at(np.maximum(j, 0))
             better = limits.score(hours_j + wait_j, hours_j * price)[0] < limits.score(hours + wait, hours * hourly)[0]
-            better &= np.isfinite(price) & ~view.reserved & (region >= 0)
+            better &= np.isfinite(price) & ~reserved & (region >= 0)
             if better.any():
                 hourly, region = np.where(better, price, hourly), np.where(better, j, region).astype(np.int16)
                 overhead = np.where(better, ovh_j, overhead)
@@ -432,14 +504,15 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         config_code = np.minimum(config_code, failing(space.gpu_total > limits.max_gpus, CODE["max_gpus"]))
     config_code = np.minimum(config_code, failing(~limits.image_ok, CODE["image"]))
     config_code = np.minimum(config_code, failing(~limits.config_allowed, CODE["gpu_not_allowed"]))
-    code = np.minimum(view.static_code, config_code)
+    code = np.minimum(view.static_code[:, :nv], config_code)
+    code[:, ~runs] = np.minimum(code[:, ~runs], CODE["invalid"])  # layouts the workload cannot run
     if not limits.image.reduction_server:  # reducers need the plugin in the training image
-        server = VARIANT_SERVER == 1
+        server = VARIANT_SERVER[:nv] == 1
         code[:, server] = np.minimum(code[:, server], CODE["image"])
     code = np.minimum(code, failing(~fits, CODE["memory"]))
     code = np.minimum(code, failing(~limits.spot_allowed, CODE["spot_policy"])[:, None, None])
     if limits.reservation_required:
-        code = np.minimum(code, failing(~view.reserved, CODE["reservation"]))
+        code = np.minimum(code, failing(~reserved, CODE["reservation"]))
     if limits.budget_usd > 0:
         code = np.minimum(code, failing(cost > limits.budget_usd, CODE["budget"]))
     if limits.deadline_hours is not None:
@@ -458,7 +531,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         limits=limits,
         fp32=mode.fp32,
         usable=usable,
-        per_process=per_process,
+        per_process=per_process.T,
         micro_batch=micro.T,
         accumulation=accumulation.T,
         checkpointing=checkpointing.T,
@@ -473,7 +546,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         cost=cost.transpose(t),
         hourly=hourly.transpose(t),
         region=region.transpose(t),
-        reserved=view.reserved.transpose(t),
+        reserved=reserved.transpose(t),
         reason=reason.transpose(t),
         primary=primary.transpose(t),
         secondary=secondary.transpose(t),
@@ -482,4 +555,7 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         primary_svc=primary,
         secondary_svc=secondary,
         memory_vc=mem_total,
+        layout_seconds=traffic.T,
+        bubble=idle.T,
+        valid=space.variant_valid[:, :nv] & runs[None, :],
     )

@@ -32,15 +32,49 @@ from schemas.vocabulary import (
     SPOT,
     STRATEGIES,
     STRATEGY_INDEX,
+    STRATEGY_TITLES,
     ConsumptionMode,
 )
 
 DDP = STRATEGY_INDEX["ddp"]
+FSDP = STRATEGY_INDEX["fsdp"]
 FP32_INDEX = PRECISION_INDEX[FP32]
-# (strategy index into vocabulary.STRATEGIES, uses a Reduction Server): every strategy, and DDP also with a server.
-VARIANTS = tuple((s, server) for s in range(len(STRATEGIES)) for server in ((False, True) if s == DDP else (False,)))
+TENSOR_DEGREES = (1, 2, 4, 8)
+"""Tensor-parallel degrees weighed: within one machine, over its NVLink (a degree must divide its GPUs)."""
+PIPELINE_DEGREES = (1, 2, 4, 8, 16)
+"""Pipeline stages weighed: across machines, one or more machines a stage (a degree must divide the machines)."""
+LAYOUTS = tuple((t, p) for p in PIPELINE_DEGREES for t in TENSOR_DEGREES if t * p > 1)
+"""(tensor_parallel, pipeline_parallel) of the model-parallel variants, FSDP on the remaining data dimension."""
+DATA_VARIANTS = len(STRATEGIES) + 1
+"""The first DATA_VARIANTS variants are data parallel only (every strategy, and DDP also with a server); a workload
+that cannot be split by layers and heads is searched over these alone."""
+# (strategy index into vocabulary.STRATEGIES, uses a Reduction Server): every strategy, and DDP also with a server;
+# then FSDP under each model-parallel layout (VARIANT_TENSOR, VARIANT_PIPELINE).
+VARIANTS = tuple(
+    (s, server) for s in range(len(STRATEGIES)) for server in ((False, True) if s == DDP else (False,))
+) + tuple((FSDP, False) for _ in LAYOUTS)
 VARIANT_STRATEGY = np.array([v[0] for v in VARIANTS])
 VARIANT_SERVER = np.array([v[1] for v in VARIANTS], dtype=np.int64)
+VARIANT_TENSOR = np.array([1] * DATA_VARIANTS + [t for t, _ in LAYOUTS], dtype=np.int64)
+"""[variant] tensor-parallel degree (1: none)."""
+VARIANT_PIPELINE = np.array([1] * DATA_VARIANTS + [p for _, p in LAYOUTS], dtype=np.int64)
+"""[variant] pipeline stages (1: none)."""
+assert (
+    len(VARIANTS) == len(VARIANT_TENSOR)
+    and not (VARIANT_TENSOR[:DATA_VARIANTS] * VARIANT_PIPELINE[:DATA_VARIANTS] - 1).any()
+)
+
+
+def variant_title(v: int) -> str:
+    """A variant in words: its strategy's title, with its model-parallel layout ("FSDP, tensor parallel 8 x 4
+    pipeline stages")."""
+    title = STRATEGY_TITLES[STRATEGIES[int(VARIANT_STRATEGY[v])]]
+    t, p = int(VARIANT_TENSOR[v]), int(VARIANT_PIPELINE[v])
+    parts = [f"tensor parallel {t}"] if t > 1 else []
+    parts += [f"{p} pipeline stages"] if p > 1 else []
+    return f"{title}, {' x '.join(parts)}" if parts else title
+
+
 NO_END_OF_SUPPORT = 10**9
 # Reason codes the space decides alone; they must equal search.CODE's (checked in search.py).
 STATIC_CODES = {"invalid": 1, "region": 8, "not_sold": 9, "quota": 10}
@@ -325,6 +359,13 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     # Reducers only where they can shorten the step: with 2 machines a ring all-reduce already moves each gradient
     # byte once per machine (2(n-1)/n = 1), as the reducers would (performance.comm_seconds).
     valid[:, VARIANT_SERVER == 1] = ((nodes > 2) & ~is_cpu)[:, None]
+    # Model parallelism: tensor parallelism inside a machine (the degree divides its GPUs), pipeline stages across
+    # machines (the stages divide the machines), GPUs only; FSDP shards what is left over the data dimension.
+    t_v, p_v = VARIANT_TENSOR[None, :], VARIANT_PIPELINE[None, :]
+    layout_ok = ~is_cpu[:, None] & (per_node[:, None] % t_v == 0) & (nodes[:, None] % p_v == 0)
+    valid[:, DATA_VARIANTS:] = layout_ok[:, DATA_VARIANTS:]
+    split = t_v * p_v  # [1, variant]: the ways one model is cut
+    data_world = np.maximum(world[:, None] // split, 1)  # [config, variant]: processes on the data dimension
 
     book = catalog.prices
     shape_price: dict[tuple[str, str | None, int], np.ndarray] = {}
@@ -384,28 +425,32 @@ def build_space(catalog: Catalog, quotas: QuotaTable, default_region: str, pin: 
     modes = {}
     for mode in PRECISION_POLICIES:
         fp32 = is_cpu | (mixed_precision == FP32_INDEX) | (mode == FP32)
+        # A model-parallel GPU holds 1/(t x p) of the model, sharded again over the data dimension; FSDP gathers a
+        # layer's 1/t slice, and nothing where the data dimension is one process.
+        gather = gather_bytes(1.0, strategy, fp32[:, None]) / t_v
+        gather = np.where((split > 1) & (data_world == 1), 0.0, gather)
         modes[mode] = PrecisionArrays(
             fp32=fp32,
             precision=np.where(fp32, FP32_INDEX, mixed_precision),
             state_bytes_per_param=np.ascontiguousarray(
-                np.transpose(model_state_bytes(1.0, strategy, world[:, None], fp32[:, None]))
+                np.transpose(model_state_bytes(1.0, strategy, data_world, fp32[:, None]) / split)
             ),
             frozen_bytes_per_param=np.ascontiguousarray(
-                np.transpose(frozen_weight_bytes(1.0, strategy, world[:, None], fp32[:, None]))
+                np.transpose(frozen_weight_bytes(1.0, strategy, data_world, fp32[:, None]) / split)
             ),
-            gather_bytes_per_param=np.ascontiguousarray(
-                np.broadcast_to(gather_bytes(1.0, strategy, fp32[:, None]), valid.shape).T
-            ),
+            gather_bytes_per_param=np.ascontiguousarray(np.broadcast_to(gather, valid.shape).T),
+            # The data dimension's gradients: each GPU's 1/(t x p) of them, reduced among the GPUs holding the
+            # same slice: per_node/t of them in each machine, over nodes/p machines, the t slices sharing the NIC.
             comm_seconds_per_param=np.ascontiguousarray(
                 np.transpose(
                     comm_seconds(
-                        1.0,
+                        1.0 / split,
                         fp32[:, None],
                         strategy,
-                        per_node[:, None],
-                        nodes[:, None],
+                        per_node[:, None] / t_v,
+                        nodes[:, None] / p_v,
                         intra[:, None],
-                        network_gbps[:, None] * GBIT,
+                        network_gbps[:, None] * GBIT / t_v,
                         VARIANT_SERVER[None, :],
                     )
                 )

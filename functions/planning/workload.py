@@ -60,6 +60,9 @@ class Workload:
     flops_guessed: bool = False
     """An own trainer's time rests on a model nobody described: no model.preset shape, no workload.flops_per_sample
     and no workload.step_seconds (its estimate's band is the prior's, functions/planning/bands.py)."""
+    parallelism: tuple[str, ...] = ()
+    """The model-parallel layouts its trainer runs (vocabulary.MODEL_PARALLELISM): both for the built-in trainer's
+    transformers, what workload.parallelism lists for a team's code; () = data parallelism only."""
     sizing: tuple[str, ...] = ()
     """How an own trainer's model was sized (declared figures or the model, and why), for the plan's assumptions;
     () for Landfall's built-in trainer, whose models the planner knows."""
@@ -132,6 +135,7 @@ def _gpt(inp: PlanInput, a: Assumptions, preset: GptPreset | None) -> Workload:
         d_model=d_model,
         n_head=n_head,
         seq_len=seq_len,
+        parallelism=inp.parallelism,
     )
 
 

@@ -59,6 +59,10 @@ CASES = (
     "own_image_four_nodes",
     "retry_on_its_line",
     "own_image_retry_on_its_line",
+    "tensor_pipeline_four_nodes",
+    "tensor_parallel_one_node",
+    "own_script_tensor_pipeline",
+    "one_node_activation_checkpointing",
 )
 
 

@@ -113,7 +113,10 @@ def test_the_trainer_takes_the_arguments_and_splits_the_global_batch_exactly(cas
     assert all(p["containerSpec"]["args"] == args_of(body) for p in workers)
     processes = sum(p["replicaCount"] * (p["machineSpec"].get("acceleratorCount") or 1) for p in workers)
     split = config.batch_split(processes)
-    assert split.micro_batch * processes * split.accumulation == config.batch_size == request.hyperparameters.batch_size
+    # under a model-parallel layout the samples split over the data dimension: processes / (tensor x pipeline)
+    assert split.processes == processes // (config.tensor_parallel * config.pipeline_parallel)
+    data = split.processes
+    assert split.micro_batch * data * split.accumulation == config.batch_size == request.hyperparameters.batch_size
     assert body["jobSpec"]["serviceAccount"] == ENV["LANDFALL_TRAINING_SERVICE_ACCOUNT"]
     assert (
         body["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"]
@@ -159,14 +162,23 @@ def test_four_nodes_use_the_european_reduction_server_and_the_region_s_artifacts
     assert "--strategy=ddp" in args_of(body)
 
 
-def test_two_a3_ultra_nodes_run_fsdp_on_hyperdisk_with_activation_checkpointing() -> None:
+def test_two_a3_ultra_nodes_run_70b_tensor_parallel_inside_and_pipeline_stages_across_on_hyperdisk() -> None:
     body = golden("two_nodes_fsdp_a3_ultra")
     primary, workers = pools(body)
     for pool in (primary, workers):
         assert pool["machineSpec"]["machineType"] == "a3-ultragpu-8g"
         assert pool["diskSpec"] == {"bootDiskType": "hyperdisk-balanced", "bootDiskSizeGb": 100}
-    assert {"--strategy=fsdp", "--activation-checkpointing"} <= set(args_of(body))
+        assert (env_of(pool)["LANDFALL_TENSOR_PARALLEL"], env_of(pool)["LANDFALL_PIPELINE_PARALLEL"]) == ("4", "2")
+    # tensor parallelism splits the activations: they fit without recomputing them
+    assert {"--strategy=fsdp", "--tensor-parallel=4", "--pipeline-parallel=2"} <= set(args_of(body))
+    assert "--activation-checkpointing" not in args_of(body)
     assert body["jobSpec"]["scheduling"]["restartJobOnWorkerRestart"] is True
+
+
+def test_a_7b_model_on_eight_l4_recomputes_its_activations_under_fsdp() -> None:
+    args = set(args_of(golden("one_node_activation_checkpointing")))
+    assert {"--strategy=fsdp", "--activation-checkpointing"} <= args
+    assert not any(a.startswith(("--tensor-parallel", "--pipeline-parallel")) for a in args)
 
 
 def test_spot_and_flex_start_set_their_strategies() -> None:
@@ -220,8 +232,16 @@ def test_every_form_carries_the_contract_s_plan_variables(case: str) -> None:
         env = env_of(pool)
         assert env["LANDFALL_DATA_URI"] == request.dataset.uri and env["LANDFALL_RUN_ID"] == request.run_id
         micro, accumulation = int(env["LANDFALL_MICRO_BATCH_SIZE"]), int(env["LANDFALL_GRADIENT_ACCUMULATION_STEPS"])
-        assert micro * accumulation * processes == int(env["LANDFALL_GLOBAL_BATCH_SIZE"])
+        # the mesh: tensor x pipeline x data = the processes; the batch splits over the data dimension
+        tensor, pipeline = int(env["LANDFALL_TENSOR_PARALLEL"]), int(env["LANDFALL_PIPELINE_PARALLEL"])
+        data = int(env["LANDFALL_DATA_PARALLEL"])
+        assert tensor * pipeline * data == processes
+        assert micro * accumulation * data == int(env["LANDFALL_GLOBAL_BATCH_SIZE"])
         assert {"LANDFALL_STRATEGY", "LANDFALL_PRECISION"} <= set(env)
+        if request.trainer.builtin:
+            args = pool["containerSpec"]["args"]
+            assert (f"--tensor-parallel={tensor}" in args) == (tensor > 1)
+            assert (f"--pipeline-parallel={pipeline}" in args) == (pipeline > 1)
         every = int(env["LANDFALL_CHECKPOINT_EVERY_STEPS"])  # the plan's interval, for every form
         # the same on the clock, unless the request counts in steps
         seconds = 0 if request.hyperparameters.checkpoint_every_steps else int(env["LANDFALL_CHECKPOINT_EVERY_SECONDS"])

@@ -121,7 +121,9 @@ def decision(request: PlanInput) -> dict[str, Any]:
     plan = outcome.plan
     chosen = (
         f"{plan.replica_count} x {plan.machine_type} {plan.accelerator_type or 'cpu'} x{plan.accelerator_count}"
-        f" {plan.strategy} {plan.region}{' spot' if plan.spot else ''} ${plan.estimated_cost_usd}"
+        f" {plan.strategy}{f' tp{plan.tensor_parallel}' if plan.tensor_parallel > 1 else ''}"
+        f"{f' pp{plan.pipeline_parallel}' if plan.pipeline_parallel > 1 else ''}"
+        f" {plan.region}{' spot' if plan.spot else ''} ${plan.estimated_cost_usd}"
         if plan
         else "rejected"
     )

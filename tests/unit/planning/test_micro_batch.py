@@ -8,6 +8,7 @@ import numpy as np
 
 from functions.planning import PlanInputError, plan_request
 from functions.planning.search import Evaluation, share_divisors
+from functions.planning.space import DATA_VARIANTS
 from functions.planning.throughput import mfu_at
 from tests.unit.planning.decisions import NOW, generated_requests
 
@@ -35,7 +36,8 @@ def test_no_smaller_divisor_that_fits_would_train_faster() -> None:
     checked = 0
     for ev in _evaluations(40):
         divisors = share_divisors(ev.workload.global_batch, ev.space.world)  # [k, config], inf padded
-        for v in range(ev.micro_batch.shape[1]):
+        # the data-parallel variants: a pipeline's micro-batch is chosen for its bubble (test_layouts.py)
+        for v in range(min(ev.variants, DATA_VARIANTS)):
             micro = ev.micro_batch[:, v]
             chosen = _mfu(ev, micro)
             assert np.allclose(chosen, ev.mfu[:, v]), "the check computes the planner's own MFU"
@@ -58,6 +60,9 @@ def test_the_plan_says_why_its_micro_batch() -> None:
             continue
         reasons = [r for r in plan.reasons if r.startswith("micro-batch ")]
         assert len(reasons) == 1, plan.reasons
+        if plan.pipeline_parallel > 1:
+            assert "micro-batches per pipeline step" in reasons[0]
+            continue
         assert f"micro-batch {plan.micro_batch_size}: the largest divisor of the share that fits" in reasons[0]
         said += 1
     assert said >= 5

@@ -52,7 +52,10 @@ def test_every_candidate_is_listed_once_with_the_chosen_one_marked():
     assert all(r.reason.startswith(("costlier by", "same cost")) for r in feasible[1:])
     reasons = " | ".join(r.reason for r in rows if not r.feasible)
     assert "P100 reached end of support on 2026-09-15" in reasons
-    # 16 x 8 GPUs cannot share a global batch of 64: micro-batch x processes x accumulation must equal it
+    # 16 x 8 GPUs cannot share a global batch of 64 as data-parallel processes: micro-batch x processes x
+    # accumulation must equal it (a model-parallel layout can: 64 processes of 2 tensor-parallel GPUs)
+    data_only = plan_request(dataclasses.replace(LM, parallelism=()), now=NOW)
+    reasons = " | ".join(r.reason for r in data_only.candidates if not r.feasible)
     assert "global batch 64 does not split evenly over 128 processes" in reasons and "; 128 would" in reasons
 
 

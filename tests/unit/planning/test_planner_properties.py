@@ -118,7 +118,10 @@ def check_constraints(plan: Plan, inp: PlanInput) -> None:
     assert plan.memory.gpu_memory_bytes == capacity
     assert plan.memory.total_bytes <= plan.memory.usable_bytes == round(capacity * 0.9)
     processes = plan.gpu_count if plan.accelerator_type else 1
-    assert plan.micro_batch_size * processes * plan.gradient_accumulation_steps == inp.batch_size
+    # a model-parallel layout's tensor_parallel x pipeline_parallel GPUs train one data-parallel process's samples
+    assert processes % (plan.tensor_parallel * plan.pipeline_parallel) == 0
+    assert plan.data_parallel == processes // (plan.tensor_parallel * plan.pipeline_parallel)
+    assert plan.micro_batch_size * plan.data_parallel * plan.gradient_accumulation_steps == inp.batch_size
     if plan.precision == "bf16":
         assert plan.accelerator_type is not None, "bf16 planned without a GPU"
         assert catalog.gpus[plan.accelerator_type].supports_bf16

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-from schemas.model_presets import get_preset
+from schemas.model_presets import GptPreset, get_preset
 from trainer.config import TrainConfig, parse_args
 from trainer.distributed import Layout, layout_for
 from trainer.errors import ConfigError
@@ -102,11 +102,17 @@ def test_the_rank_grid_is_tensor_fastest_and_pipeline_outermost() -> None:
     }
 
 
+def _tiny() -> GptPreset:
+    preset = get_preset("gpt-tiny")
+    assert isinstance(preset, GptPreset)
+    return preset
+
+
 def test_stages_take_contiguous_blocks_and_keep_the_unsplit_names() -> None:
     assert stage_bounds(5, 2) == [range(0, 2), range(2, 5)]
     assert stage_bounds(4, 4) == [range(i, i + 1) for i in range(4)]
     torch.manual_seed(0)
-    gpt = GPT(get_preset("gpt-tiny"))
+    gpt = GPT(_tiny())
     whole = dict(gpt.named_parameters())
     first, last = GPTStage(gpt, 0, 2), GPTStage(gpt, 1, 2)
     names = set(dict(first.named_parameters())) | set(dict(last.named_parameters()))
@@ -120,7 +126,7 @@ def test_stages_take_contiguous_blocks_and_keep_the_unsplit_names() -> None:
 
 def test_a_model_file_of_the_earlier_qkv_layout_is_reordered_head_major() -> None:
     """Version 1 model files hold qkv rows as all queries, all keys, all values; reordered, the same function."""
-    preset = get_preset("gpt-tiny")
+    preset = _tiny()
     torch.manual_seed(0)
     gpt = GPT(preset)
     d, heads = preset.d_model, preset.n_head
