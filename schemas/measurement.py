@@ -52,6 +52,9 @@ FIGURE_RULES = {
     "model_step_seconds": "step_seconds",
 }
 """A measurement's figures, each with the rule it is held to (schemas/run_metrics.py FIGURES)."""
+LAYOUT_FIELDS = ("tensor_parallel", "pipeline_parallel")
+"""The plan's model-parallel layout the figures were measured under (schemas/plan.py): each a whole number >= 1,
+stored only when above 1."""
 
 
 def _get(obj: Any, dotted: str, default: Any = None) -> Any:
@@ -186,6 +189,11 @@ class Measurement:
     micro_batch: int = 0
     global_batch: int = 0
     strategy: str = ""
+    tensor_parallel: int = 1
+    """The plan's tensor-parallel degree the figures were measured under (1: none); stored only when above 1, so a
+    document written before layouts reads back the same."""
+    pipeline_parallel: int = 1
+    """The plan's pipeline stages the figures were measured under (1: none); stored only when above 1."""
     steps: int = 0
     """Optimizer steps the run took (its metrics.json `steps`); 0 = not known (a canary)."""
     modelled_steps: int = 0
@@ -205,6 +213,13 @@ class Measurement:
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise SchemaError(f"measurement.source {self.source!r} is not one of {', '.join(SOURCES)}")
+        for name in LAYOUT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SchemaError(
+                    f"must be a whole number >= 1 (1 = none); got {value!r:.40}",
+                    field=f"measurement.{name}",
+                )
         for name, rule in FIGURE_RULES.items():
             value = getattr(self, name)
             problem = figure_problem(rule, value)
@@ -239,8 +254,8 @@ class Measurement:
                 "modelled_steps",
             )
         }
-        if not newer.step_seconds:  # the model's step for the work stays beside the step it was measured with
-            keep |= {k: getattr(self, k) for k in ("model_step_seconds", "flops_per_sample", "family")}
+        if not newer.step_seconds:  # the model's step and the layout stay beside the step they were measured with
+            keep |= {k: getattr(self, k) for k in ("model_step_seconds", "flops_per_sample", "family", *LAYOUT_FIELDS)}
         return replace(newer, **keep, estimates=checks, workload_label=newer.workload_label or self.workload_label)
 
     def to_document(self) -> dict[str, Any]:
@@ -263,6 +278,7 @@ class Measurement:
             "micro_batch": self.micro_batch,
             "global_batch": self.global_batch,
             "strategy": self.strategy,
+            **{name: getattr(self, name) for name in LAYOUT_FIELDS if getattr(self, name) > 1},
             "steps": self.steps,
             "modelled_steps": self.modelled_steps,
             **({"model_step_seconds": self.model_step_seconds} if self.model_step_seconds else {}),
@@ -313,6 +329,8 @@ def parse_measurement(data: object) -> Measurement:
         micro_batch=r.integer("micro_batch", 0, minimum=0),
         global_batch=r.integer("global_batch", 0, minimum=0),
         strategy=r.string("strategy", "", max_len=32),
+        tensor_parallel=r.integer("tensor_parallel", 1, minimum=1),
+        pipeline_parallel=r.integer("pipeline_parallel", 1, minimum=1),
         steps=r.integer("steps", 0, minimum=0),
         modelled_steps=r.integer("modelled_steps", 0, minimum=0),
         model_step_seconds=_number(r, "model_step_seconds"),

@@ -57,6 +57,8 @@ def canary_measured(request: TrainingRequest, plan: Plan, figures: CanaryFigures
         source="canary",
         global_batch=plan.global_batch_size,
         strategy=plan.strategy,
+        tensor_parallel=plan.tensor_parallel,
+        pipeline_parallel=plan.pipeline_parallel,
         measured_at=at,
     )
 

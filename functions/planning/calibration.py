@@ -1,14 +1,14 @@
 """Measured figures over the model: calibrate a workload's step time and start-up from what runs measured.
 
-For each hardware configuration a measurement was taken on, the model's step time there (for the measured strategy)
-is compared with the measured one: their ratio calibrates that configuration, so its planned step is the measured
-step. Configurations nobody measured take the model's own step scaled by the ratio measured on the same GPU kind
-(the geometric mean of those ratios), else by the ratio of every measurement: other GPU kinds and shapes keep the
-model's ratios to the measured one. Start-up is the measured start-up on the configuration, else the start-up
-another workload's run measured on that shape with the same image (source "startup": it is the machine's, not the
-work's), else the mean of the workload's measured ones, else the mean of those other work measured (so that the
-shapes measured once are not favoured over the rest by the assumption alone). Memory stays modelled (a measured peak
-only says what one micro-batch took, and the plan checks it against the model in its notes).
+For each hardware configuration a measurement was taken on, the model's step time there (for the measured strategy and
+model-parallel layout, `measured_variant`) is compared with the measured one: their ratio calibrates that configuration,
+so its planned step is the measured step. Configurations nobody measured take the model's own step scaled by the ratio
+measured on the same GPU kind (the geometric mean of those ratios), else by the ratio of every measurement: other GPU
+kinds and shapes keep the model's ratios to the measured one. Start-up is the measured start-up on the configuration,
+else the start-up another workload's run measured on that shape with the same image (source "startup": it is the
+machine's, not the work's), else the mean of the workload's measured ones, else the mean of those other work measured
+(so that the shapes measured once are not favoured over the rest by the assumption alone). Memory stays modelled (a
+measured peak only says what one micro-batch took, and the plan checks it against the model in its notes).
 
 A workload with no step measured (nor declared) of its own: other workloads' runs (source "similar": their measured step
 beside the model's step for their work) scale the model's step on their GPU kind, each weighted by how alike its work
@@ -27,14 +27,33 @@ import numpy as np
 
 from functions.planning.measured import SIMILAR_SOURCE, STARTUP_SOURCE, Calibration, MeasuredFigures
 from functions.planning.search import Evaluation
-from functions.planning.space import VARIANT_SERVER, VARIANT_STRATEGY, HardwareConfig, Space
+from functions.planning.space import (
+    VARIANT_PIPELINE,
+    VARIANT_SERVER,
+    VARIANT_STRATEGY,
+    VARIANT_TENSOR,
+    HardwareConfig,
+    Space,
+)
 from functions.planning.workload import Workload
 from schemas.vocabulary import STRATEGY_INDEX
 
 
-def strategy_variant(strategy: str) -> int:
+def measured_variant(strategy: str, tensor_parallel: int = 1, pipeline_parallel: int = 1, variants: int = 0) -> int:
+    """The variant a figure was measured under: its strategy ("" read as DDP) without a Reduction Server, under its
+    layout (tensor_parallel x pipeline_parallel). `variants`: how many the evaluation searched (Evaluation.variants;
+    0 = all of space.VARIANTS)."""
     s = STRATEGY_INDEX.get(strategy or "ddp", STRATEGY_INDEX["ddp"])
-    return int(np.flatnonzero((s == VARIANT_STRATEGY) & (VARIANT_SERVER == 0))[0])
+    plain = (s == VARIANT_STRATEGY) & (VARIANT_SERVER == 0)
+    data = int(np.flatnonzero(plain & (VARIANT_TENSOR == 1) & (VARIANT_PIPELINE == 1))[0])
+    layout = (tensor_parallel == VARIANT_TENSOR) & (pipeline_parallel == VARIANT_PIPELINE)
+    found = np.flatnonzero(plain & layout)
+    # the strategy's data-parallel variant where the layout is not one the planner weighs, or not one this
+    # evaluation searched (a workload that cannot be split by layers and heads is searched over DATA_VARIANTS only):
+    # the nearest step the model has for it
+    if not len(found) or (variants and int(found[0]) >= variants):
+        return data
+    return int(found[0])
 
 
 def _newest(figures: Sequence[MeasuredFigures]) -> list[MeasuredFigures]:
@@ -69,7 +88,7 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         c = index.get(f.shape)
         if c is None:
             continue
-        modelled = float(ev.step[c, strategy_variant(f.strategy)])
+        modelled = float(ev.step[c, measured_variant(f.strategy, f.tensor_parallel, f.pipeline_parallel, ev.variants)])
         measured = f.step_seconds * (work.global_batch / f.global_batch if f.global_batch else 1.0)
         ratio = measured / modelled if f.step_seconds > 0 and modelled > 0 else 0.0
         used.append((c, f, ratio))

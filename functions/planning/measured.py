@@ -61,6 +61,10 @@ class MeasuredFigures:
     """The global batch the step time is for; 0 = the request's (the workload key includes it)."""
     strategy: str = ""
     """The plan's strategy the figures were measured under (ddp, fsdp...); "" = not known (read as DDP)."""
+    tensor_parallel: int = 1
+    """The plan's tensor-parallel degree the figures were measured under (1: none, or not known)."""
+    pipeline_parallel: int = 1
+    """The plan's pipeline stages the figures were measured under (1: none, or not known)."""
     measured_at: str = ""
     """When (RFC 3339); the newest figure for a shape wins."""
     steps: int = 0
@@ -69,8 +73,8 @@ class MeasuredFigures:
     """Optimizer steps the model gives the same run (its dataset size, epochs and batch); with `steps`, how far the
     model's step count is off for this workload's data (rows per byte, added epochs); 0 = not known."""
     model_step_seconds: float = 0.0
-    """The model's step time for the measured work on the measured shape and strategy, before any measurement: with
-    step_seconds, how far the model is off for that work there; 0 = not known."""
+    """The model's step time for the measured work on the measured shape, strategy and layout, before any
+    measurement: with step_seconds, how far the model is off for that work there; 0 = not known."""
     flops_per_sample: float = 0.0
     """The measured work's training FLOPs per sample, as the planner counts them; 0 = not known."""
     family: str = ""
@@ -88,8 +92,9 @@ class MeasuredFigures:
         for name in ("accelerator_count", "micro_batch", "global_batch", "steps", "modelled_steps"):
             if getattr(self, name) < 0:
                 raise PlanInputError(f"measured figures {name} must be >= 0, got {getattr(self, name)}")
-        if self.nodes < 1:
-            raise PlanInputError(f"measured figures nodes must be >= 1, got {self.nodes}")
+        for name in ("nodes", "tensor_parallel", "pipeline_parallel"):
+            if getattr(self, name) < 1:
+                raise PlanInputError(f"measured figures {name} must be >= 1, got {getattr(self, name)}")
         for name in (
             "step_seconds",
             "peak_memory_gib",
@@ -115,7 +120,10 @@ class MeasuredFigures:
     def describe(self) -> str:
         gpus = f" with {self.accelerator_count} x {self.accelerator_type}" if self.accelerator_count else ""
         nodes = f" x {self.nodes} machines" if self.nodes > 1 else ""
-        return f"{self.source} {self.run_id or '(unnamed)'} on {self.machine_type}{gpus}{nodes}"
+        layout = [f"tensor parallel {self.tensor_parallel}"] if self.tensor_parallel > 1 else []
+        layout += [f"{self.pipeline_parallel} pipeline stages"] if self.pipeline_parallel > 1 else []
+        under = f" under {' x '.join(layout)}" if layout else ""
+        return f"{self.source} {self.run_id or '(unnamed)'} on {self.machine_type}{gpus}{nodes}{under}"
 
 
 @dataclass(frozen=True)

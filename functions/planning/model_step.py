@@ -1,13 +1,13 @@
-"""The model's own step time for a request's work on one machine shape and strategy, before any measurement: what a
-finished run's measured step is compared with, so that other workloads on the same GPU kind learn how far the model
-is off there (calibration.py, source "similar")."""
+"""The model's own step time for a request's work on one machine shape, strategy and model-parallel layout, before
+any measurement: what a finished run's measured step is compared with, so that other workloads on the same GPU kind
+learn how far the model is off there (calibration.py, source "similar")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from functions.planning.calibration import config_key, strategy_variant
+from functions.planning.calibration import config_key, measured_variant
 from functions.planning.catalog import load_catalog
 from functions.planning.inputs import PlanInput
 from functions.planning.limits import build_limits
@@ -26,9 +26,18 @@ class ModelStep:
     family: str
 
 
-def model_step(inp: PlanInput, machine_type: str, accelerator_count: int, nodes: int, strategy: str) -> ModelStep:
-    """The model's step for `inp`'s work on (machine_type, accelerator_count, nodes) under `strategy`. Raises
-    PlanInputError when the request cannot be planned at all."""
+def model_step(
+    inp: PlanInput,
+    machine_type: str,
+    accelerator_count: int,
+    nodes: int,
+    strategy: str,
+    tensor_parallel: int = 1,
+    pipeline_parallel: int = 1,
+) -> ModelStep:
+    """The model's step for `inp`'s work on (machine_type, accelerator_count, nodes) under `strategy` and the
+    layout tensor_parallel x pipeline_parallel (calibration.measured_variant). Raises PlanInputError when the request
+    cannot be planned at all."""
     catalog = load_catalog()
     work = build_workload(inp, catalog.assumptions)
     if work.measured_step_seconds > 0 or work.flops_guessed:
@@ -40,5 +49,5 @@ def model_step(inp: PlanInput, machine_type: str, accelerator_count: int, nodes:
     if not found:
         return ModelStep(0.0, work.flops_per_sample, work.family)
     ev = evaluate(space, work, build_limits(space, inp, datetime.now(UTC), None))
-    step = float(ev.step[found[0], strategy_variant(strategy)])
+    step = float(ev.step[found[0], measured_variant(strategy, tensor_parallel, pipeline_parallel, ev.variants)])
     return ModelStep(step if 0 < step < float("inf") else 0.0, work.flops_per_sample, work.family)

@@ -109,6 +109,8 @@ def measurement_from_run(run: RunRecord, modelled_steps: int = 0) -> Measurement
         micro_batch=_micro_batch(micro, plan.micro_batch_size),
         global_batch=plan.global_batch_size,
         strategy=plan.strategy,
+        tensor_parallel=plan.tensor_parallel,
+        pipeline_parallel=plan.pipeline_parallel,
         steps=int(steps),
         modelled_steps=modelled_steps if steps else 0,
         estimates=(check,),
@@ -148,12 +150,14 @@ def measurement_from_canary(run: RunRecord, figures: Mapping[str, Any], at: str)
         micro_batch=_micro_batch(figures.get("micro_batch"), plan.micro_batch_size),
         global_batch=plan.global_batch_size,
         strategy=plan.strategy,
+        tensor_parallel=plan.tensor_parallel,
+        pipeline_parallel=plan.pipeline_parallel,
         **(model_view(run.request, plan) if step else {}),
     )
 
 
 def model_view(request: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
-    """The model's step for the request's work on the plan's shape and strategy, its FLOPs per sample and family
+    """The model's step for the request's work on the plan's shape, strategy and layout, its FLOPs per sample and family
     (functions/planning/model_step.py), as Measurement fields; {} when the request cannot be planned (a measurement
     is still recorded without them)."""
     from functions.planning.inputs import plan_input_from_request
@@ -166,6 +170,8 @@ def model_view(request: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
             plan.accelerator_count,
             plan.replica_count,
             plan.strategy,
+            plan.tensor_parallel,
+            plan.pipeline_parallel,
         )
     except (PlanInputError, SchemaError, ValueError) as exc:
         log.warning("the model's step for %s on %s not worked out: %s", workload_label(request), plan.machine_type, exc)
@@ -266,6 +272,8 @@ def _planner_figure(m: Measurement) -> MeasuredFigures:
         source=m.source,
         global_batch=m.global_batch,
         strategy=m.strategy,
+        tensor_parallel=m.tensor_parallel,
+        pipeline_parallel=m.pipeline_parallel,
         measured_at=m.measured_at,
         steps=m.steps,
         modelled_steps=m.modelled_steps,

@@ -235,3 +235,68 @@ def test_a_measurement_of_infinite_flops_is_refused() -> None:
     assert m is not None
     with pytest.raises(SchemaError, match="flops_per_sample"):
         parse_measurement({**m.to_document(), "flops_per_sample": 1e300})
+
+
+def test_a_layout_round_trips_and_a_document_written_before_layouts_reads_back_the_same() -> None:
+    old = _measurement("r1", "2026-11-01T00:00:00Z", 2.0)
+    document = old.to_document()
+    assert "tensor_parallel" not in document and "pipeline_parallel" not in document
+    assert parse_measurement(document) == old and parse_measurement(document).to_document() == document
+    laid = dataclasses.replace(old, strategy="fsdp", tensor_parallel=8, pipeline_parallel=4)
+    assert (laid.to_document()["tensor_parallel"], laid.to_document()["pipeline_parallel"]) == (8, 4)
+    assert parse_measurement(laid.to_document()) == laid
+    for name, value, words in (
+        ("tensor_parallel", 0, "must be >= 1"),
+        ("pipeline_parallel", -2, "must be >= 1"),
+        ("tensor_parallel", "8", "expected an integer"),
+        ("pipeline_parallel", 4.0, "expected an integer"),
+    ):
+        with pytest.raises(SchemaError, match=words) as caught:
+            parse_measurement({**document, name: value})
+        assert caught.value.field == f"measurement.{name}"
+    with pytest.raises(SchemaError, match="whole number >= 1"):
+        dataclasses.replace(old, pipeline_parallel=0)
+
+
+def test_a_newer_run_without_a_step_keeps_the_layout_beside_the_step_it_was_measured_under() -> None:
+    laid = dataclasses.replace(_measurement("r1", "2026-11-01T00:00:00Z", 2.0), tensor_parallel=8, pipeline_parallel=4)
+    without_step = _measurement("r2", "2026-11-02T00:00:00Z", 0.0)
+    merged = laid.merged(without_step)
+    assert (merged.step_seconds, merged.tensor_parallel, merged.pipeline_parallel) == (2.0, 8, 4)
+    relaid = laid.merged(_measurement("r3", "2026-11-03T00:00:00Z", 1.0))
+    assert (relaid.step_seconds, relaid.tensor_parallel, relaid.pipeline_parallel) == (1.0, 1, 1)
+
+
+LAYOUT_REQUEST = {
+    "task": "causal-lm",
+    "model": {"preset": "gpt-70b"},
+    "dataset": {"total_bytes": 2 * 10**9},
+    "hyperparameters": {"batch_size": 64},
+    "constraints": {"machine_type": "a3-highgpu-8g", "replica_count": 4, "prefer": "fastest"},
+}
+
+
+def test_a_run_and_a_canary_planned_under_a_layout_record_it_with_the_models_step_for_that_layout() -> None:
+    from datetime import UTC, datetime
+
+    from functions.planning import plan_input_from_request, plan_request
+    from functions.planning.model_step import model_step
+    from tests.unit.planning.outcomes import chosen
+
+    inp = plan_input_from_request(LAYOUT_REQUEST)
+    plan = chosen(plan_request(inp, now=datetime(2026, 11, 22, 12, tzinfo=UTC)))
+    assert (plan.strategy, plan.tensor_parallel, plan.pipeline_parallel) == ("fsdp", 8, 4)
+    _, measured = succeeded()
+    run = dataclasses.replace(measured[0], request=LAYOUT_REQUEST, plan=plan)
+    m = measurement_from_run(run)
+    assert m is not None and (m.strategy, m.tensor_parallel, m.pipeline_parallel) == ("fsdp", 8, 4)
+    # the model's step for the layout the run ran, not for FSDP alone on the same machines
+    assert m.model_step_seconds == pytest.approx(plan.estimated_step_time_seconds, rel=1e-6)
+    data_parallel = model_step(inp, plan.machine_type, plan.accelerator_count, plan.replica_count, "fsdp")
+    assert data_parallel.step_seconds != pytest.approx(m.model_step_seconds, rel=0.01)
+    assert parse_measurement(m.to_document()) == m
+    (figures,) = planner_figures([m])
+    assert (figures.strategy, figures.tensor_parallel, figures.pipeline_parallel) == ("fsdp", 8, 4)
+    canary = measurement_from_canary(run, {"step_seconds": 30.0}, "2026-11-01T00:00:00Z")
+    assert canary is not None and (canary.tensor_parallel, canary.pipeline_parallel) == (8, 4)
+    assert canary.model_step_seconds == m.model_step_seconds

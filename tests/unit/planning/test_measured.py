@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 
 from functions.planning import MeasuredFigures, PlanInput, PlanInputError, plan_input_from_request, plan_request
+from functions.planning.calibration import measured_variant
+from functions.planning.space import DATA_VARIANTS, VARIANT_PIPELINE, VARIANT_SERVER, VARIANT_STRATEGY, VARIANT_TENSOR
 from schemas.plan import Plan
+from schemas.vocabulary import STRATEGIES
 from tests.unit.planning.outcomes import chosen
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
@@ -98,6 +101,8 @@ def test_the_newest_figure_on_a_shape_wins():
         ({"step_seconds": -1.0}, "step_seconds must be a finite number"),
         ({"step_seconds": float("nan")}, "step_seconds must be a finite number"),
         ({"nodes": 0}, "nodes must be >= 1"),
+        ({"tensor_parallel": 0}, "tensor_parallel must be >= 1"),
+        ({"pipeline_parallel": 0}, "pipeline_parallel must be >= 1"),
         ({"accelerator_type": "NVIDIA_L4", "accelerator_count": 0}, "CPU-only machines give neither"),
     ],
 )
@@ -139,3 +144,68 @@ def test_past_runs_step_counts_correct_the_models_count_for_the_workloads_data()
     notes = "\n".join(chosen(learned).assumptions)
     assert f"measured: steps {work.steps:,} = the model's {work.modelled_steps:,} x1.5" in notes
     assert "modelled: step time" in notes
+
+
+LAYOUT_70B = PlanInput(
+    task="causal-lm",
+    preset="gpt-70b",
+    dataset_bytes=2 * 10**9,
+    batch_size=64,
+    machine_type="a3-highgpu-8g",
+    replica_count=4,
+    prefer="fastest",
+)
+
+
+def test_a_step_measured_under_a_layout_is_compared_with_that_layouts_modelled_step():
+    model = plan_request(LAYOUT_70B, now=NOW)
+    plan = chosen(model)
+    assert (plan.strategy, plan.tensor_parallel, plan.pipeline_parallel) == ("fsdp", 8, 4)
+    (c,) = range(len(model.evaluation.space.configs))
+    # the comparison this guards against: FSDP alone on the same machines is modelled at another step
+    fsdp_alone = float(model.evaluation.step[c, measured_variant("fsdp")])
+    assert fsdp_alone != pytest.approx(plan.estimated_step_time_seconds, rel=0.01)
+    step = plan.estimated_step_time_seconds * 1.5
+    laid = _on(plan, step_seconds=step, strategy="fsdp", tensor_parallel=8, pipeline_parallel=4, global_batch=64)
+    learned = plan_request(LAYOUT_70B, now=NOW, measured=[laid])
+    cal = learned.evaluation.workload.calibration
+    assert cal is not None and cal.measured_configs == {c}
+    assert cal.step_scale[c] == pytest.approx(1.5, rel=1e-6)
+    again = chosen(learned)
+    assert (again.tensor_parallel, again.pipeline_parallel) == (8, 4)
+    assert again.estimated_step_time_seconds == pytest.approx(step, rel=1e-6)
+    assert any("under tensor parallel 8 x 4 pipeline stages" in a for a in again.assumptions)
+    # the same step read as measured without a layout is a ratio against FSDP alone
+    unlaid = plan_request(
+        LAYOUT_70B, now=NOW, measured=[dataclasses.replace(laid, tensor_parallel=1, pipeline_parallel=1)]
+    )
+    assert unlaid.evaluation.workload.calibration is not None
+    assert unlaid.evaluation.workload.calibration.step_scale[c] == pytest.approx(step / fsdp_alone, rel=1e-6)
+
+
+def test_the_measured_variant_is_the_strategys_under_its_layout_else_its_data_parallel_one():
+    assert measured_variant("") == measured_variant("ddp") == 0
+    v = measured_variant("fsdp", 8, 4)
+    assert v >= DATA_VARIANTS and (VARIANT_TENSOR[v], VARIANT_PIPELINE[v], VARIANT_SERVER[v]) == (8, 4, 0)
+    assert STRATEGIES[VARIANT_STRATEGY[v]] == "fsdp"
+    fsdp = measured_variant("fsdp")
+    assert fsdp < DATA_VARIANTS and (VARIANT_TENSOR[fsdp], VARIANT_PIPELINE[fsdp]) == (1, 1)
+    # an evaluation searched over the data-parallel variants alone, a layout the planner does not weigh, or a
+    # strategy no layout runs under: the strategy's data-parallel variant
+    assert measured_variant("fsdp", 8, 4, variants=DATA_VARIANTS) == fsdp
+    assert measured_variant("fsdp", 3, 1) == fsdp
+    assert measured_variant("ddp", 8, 4) == 0
+
+
+def test_a_layout_measured_for_work_searched_without_layouts_is_compared_with_its_strategy_alone():
+    tabular = plan_input_from_request(_tabular())
+    pinned = dataclasses.replace(tabular, machine_type="a3-highgpu-8g", replica_count=1)
+    model = plan_request(pinned, now=NOW)
+    ev = model.evaluation
+    assert ev.variants == DATA_VARIANTS
+    (c,) = range(len(ev.space.configs))
+    plan = chosen(model)
+    modelled = float(ev.step[c, measured_variant("fsdp")])
+    laid = _on(plan, step_seconds=modelled * 2.0, strategy="fsdp", tensor_parallel=8, global_batch=64)
+    cal = plan_request(pinned, now=NOW, measured=[laid]).evaluation.workload.calibration
+    assert cal is not None and cal.step_scale[c] == pytest.approx(2.0, rel=1e-6)
