@@ -182,6 +182,12 @@ class Plan:
     schema_version: int = SCHEMA_VERSION
 
     @property
+    def layout(self) -> str:
+        """The strategy with its model-parallel layout, as texts show it: "ddp", "fsdp, tensor parallel 8 x 4
+        pipeline stages"."""
+        return layout_text(self.strategy, self.tensor_parallel, self.pipeline_parallel)
+
+    @property
     def data_parallel(self) -> int:
         """Processes on the data dimension: processes / (tensor_parallel x pipeline_parallel)."""
         return max(1, self.processes // (self.tensor_parallel * self.pipeline_parallel))
@@ -311,6 +317,13 @@ class Plan:
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
         return parse_plan(data)
+
+
+def layout_text(strategy: str, tensor_parallel: int, pipeline_parallel: int) -> str:
+    """A strategy and its model-parallel layout in words ("fsdp, tensor parallel 8 x 4 pipeline stages")."""
+    parts = [f"tensor parallel {tensor_parallel}"] if tensor_parallel > 1 else []
+    parts += [f"{pipeline_parallel} pipeline stages"] if pipeline_parallel > 1 else []
+    return f"{strategy}, {' x '.join(parts)}" if parts else strategy
 
 
 STORED_FIELDS = ({f for f in Plan.__dataclass_fields__} - {"mode"}) | {"spot", "flex_start"}

@@ -115,6 +115,10 @@ class Constraints:
     """Pin the GPUs per machine; 0 = the planner chooses (fixed by the machine type except on N1)."""
     replica_count: int = 0
     """Pin the number of machines (nodes); 0 = the planner chooses."""
+    tensor_parallel: int = 0
+    """Pin the tensor-parallel degree inside each machine (1 = none); 0 = the planner chooses."""
+    pipeline_parallel: int = 0
+    """Pin the pipeline stages across machines (1 = none); 0 = the planner chooses."""
     reservation: str = ""
     """Run on this Compute Engine reservation (a name the deployment declares in LANDFALL_RESERVATIONS): its machines
     count as already paid for and the job consumes it through reservationAffinity; "" = none named (a declared
@@ -174,7 +178,8 @@ class TrainingRequest:
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical JSON form: every field present, defaults applied; `trainer` and `workload` only when set
-        (a built-in request reads as it did before they existed)."""
+        (a built-in request reads as it did before they existed), and so the fields added since (prefer, the
+        layout pins, workload.parallelism, checkpoint_lineage): a request's content key stays what it was."""
         data = as_dict(self)
         _lists(data)
         for name, empty in (("trainer", TrainerSpec()), ("workload", WorkloadSpec())):
@@ -182,6 +187,11 @@ class TrainingRequest:
                 del data[name]
         if not self.constraints.prefer:  # the default objective: absent, as before the field existed
             del data["constraints"]["prefer"]
+        for pin in ("tensor_parallel", "pipeline_parallel"):  # the planner's choice: absent, as before the pins
+            if not getattr(self.constraints, pin):
+                del data["constraints"][pin]
+        if "workload" in data and not self.workload.parallelism:  # data parallelism only: as before the field
+            del data["workload"]["parallelism"]
         if not self.checkpoint_lineage:  # absent, as before the field existed
             del data["checkpoint_lineage"]
         return data
@@ -303,6 +313,8 @@ def parse_training_request(raw: bytes | str | dict[str, Any]) -> TrainingRequest
         machine_type=c.string("machine_type", "", max_len=64),
         accelerator_count=c.integer("accelerator_count", 0, minimum=0),
         replica_count=c.integer("replica_count", 0, minimum=0),
+        tensor_parallel=c.integer("tensor_parallel", 0, minimum=0),
+        pipeline_parallel=c.integer("pipeline_parallel", 0, minimum=0),
         reservation=c.string("reservation", "", max_len=64),
         prefer=_prefer(c),
     )

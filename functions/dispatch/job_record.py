@@ -265,7 +265,7 @@ def submitted_step(
 def plan_summary(plan: Plan) -> str:
     gpus = f"{plan.accelerator_count} x {plan.accelerator_type}" if plan.accelerator_type else "no GPU"
     return (
-        f"{plan.replica_count} x {plan.machine_type} ({gpus}) in {plan.region}, {plan.strategy}, {plan.consumption.tag}"
+        f"{plan.replica_count} x {plan.machine_type} ({gpus}) in {plan.region}, {plan.layout}, {plan.consumption.tag}"
     )
 
 

@@ -158,15 +158,19 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
         return not_sold_text(ev, c, v, s)
     if code == CODE["quota"]:
         return _quota_text(ev, c, s)
+    if code == CODE["invalid"] and (pinned := layout_pin_text(limits, v)):
+        return pinned
     if code == CODE["invalid"] and v >= DATA_VARIANTS:
         t, p = int(VARIANT_TENSOR[v]), int(VARIANT_PIPELINE[v])
         why = unsupported_text(work, t, p)
         if why:
             return why
-        return (
-            f"tensor parallel {t} x {p} pipeline stages does not fit {cfg.nodes} x {shape.accelerator_count} GPUs: "
-            "the tensor degree must divide each machine's GPUs and the stages its machines"
-        )
+        if shape.is_cpu_only:
+            return "model parallelism splits a model over GPUs: a CPU-only machine has none"
+        if shape.accelerator_count % t:
+            return f"tensor parallel {t} does not fit {shape.accelerator_count} GPUs a machine: it must divide them"
+        machines = f"{cfg.nodes} machine{'s' if cfg.nodes > 1 else ''}"
+        return f"{p} pipeline stages do not fit {machines}: they must divide them"
     if code == CODE["batch"]:
         cut = int(VARIANT_TENSOR[v] * VARIANT_PIPELINE[v])
         return batch_text(work.global_batch, max(1, int(space.world[c]) // cut))
@@ -197,6 +201,17 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
     if code == CODE["budget"]:
         return f"over budget: costs {usd(ev.cost[c, v, s])}, budget {usd(limits.budget_usd)}"
     return "not a valid combination"
+
+
+def layout_pin_text(limits: Limits, v: int) -> str:
+    """Why variant v is not planned under the request's layout pins; "" when they allow it."""
+    for name, pinned, degree in (
+        ("tensor_parallel", limits.tensor_parallel, int(VARIANT_TENSOR[v])),
+        ("pipeline_parallel", limits.pipeline_parallel, int(VARIANT_PIPELINE[v])),
+    ):
+        if pinned and pinned != degree:
+            return f"constraints.{name} pins {pinned}; this variant has {degree}"
+    return ""
 
 
 def not_sold_text(ev: Evaluation, c: int, v: int, s: int) -> str:

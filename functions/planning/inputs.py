@@ -82,6 +82,10 @@ class PlanInput:
     """Pinned GPUs per machine; 0 = free."""
     replica_count: int = 0
     """Pinned machines (nodes); 0 = free."""
+    tensor_parallel: int = 0
+    """Pinned tensor-parallel degree (constraints.tensor_parallel; 1 = none); 0 = free."""
+    pipeline_parallel: int = 0
+    """Pinned pipeline stages (constraints.pipeline_parallel; 1 = none); 0 = free."""
     samples: int | None = None
     """Samples per epoch, when the dataset's size does not say it (an own trainer's workload.samples_per_epoch)."""
     layers: int | None = None
@@ -134,6 +138,8 @@ class PlanInput:
             "max_gpus",
             "accelerator_count",
             "replica_count",
+            "tensor_parallel",
+            "pipeline_parallel",
         ):
             if getattr(self, name) < 0:
                 raise PlanInputError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -323,6 +329,8 @@ def plan_input_from_request(request: Any) -> PlanInput:
         machine_type=_get(request, "constraints.machine_type", "") or "",
         accelerator_count=int(_get(request, "constraints.accelerator_count", 0) or 0),
         replica_count=int(_get(request, "constraints.replica_count", 0) or 0),
+        tensor_parallel=int(_get(request, "constraints.tensor_parallel", 0) or 0),
+        pipeline_parallel=int(_get(request, "constraints.pipeline_parallel", 0) or 0),
         image_uri=_get(request, "trainer.image_uri", "") or "",
         gpu_capabilities=tuple(_get(request, "trainer.gpu_capabilities", ()) or ()),
         prefer=str(_get(request, "constraints.prefer", "") or ""),

@@ -98,4 +98,6 @@ def build_limits(
         reservation_required=required,
         job_regions=job_regions,
         capacity=capacity,
+        tensor_parallel=inp.tensor_parallel,
+        pipeline_parallel=inp.pipeline_parallel,
     )

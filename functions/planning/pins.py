@@ -13,7 +13,9 @@ import difflib
 
 from functions.planning.catalog import Catalog
 from functions.planning.inputs import PlanInput
-from functions.planning.space import NO_PIN, ShapePin
+from functions.planning.layouts import unsupported_text
+from functions.planning.space import NO_PIN, PIPELINE_DEGREES, TENSOR_DEGREES, ShapePin
+from functions.planning.workload import Workload
 
 
 def pin_of(inp: PlanInput) -> ShapePin:
@@ -83,4 +85,26 @@ def pin_problems(inp: PlanInput, catalog: Catalog) -> list[str]:
                 f"constraints.replica_count: {pin.replica_count} machines is more than Landfall plans "
                 f"for; valid: 1 to {most} (or 0 to let the planner choose)"
             )
+    return problems
+
+
+def layout_pin_problems(inp: PlanInput, work: Workload) -> list[str]:
+    """Why the layout the request pins (constraints.tensor_parallel, pipeline_parallel) is not one the planner weighs
+    or the workload runs, naming the field and the valid values (empty: fine or free)."""
+    problems = []
+    for name, pinned, degrees in (
+        ("tensor_parallel", inp.tensor_parallel, TENSOR_DEGREES),
+        ("pipeline_parallel", inp.pipeline_parallel, PIPELINE_DEGREES),
+    ):
+        if pinned and pinned not in degrees:
+            problems.append(
+                f"constraints.{name}: {pinned} is not a degree Landfall plans; valid: "
+                f"{', '.join(map(str, degrees))} (or 0 for the planner's choice)"
+            )
+    tensor, pipeline = inp.tensor_parallel or 1, inp.pipeline_parallel or 1
+    if not problems and tensor * pipeline > 1:
+        why = unsupported_text(work, tensor, pipeline)
+        if why:
+            field = "tensor_parallel" if tensor > 1 else "pipeline_parallel"
+            problems.append(f"constraints.{field}: {why}; pin 1 (or 0) instead")
     return problems

@@ -25,7 +25,7 @@ from functions.planning.job_choices import JobPolicy
 from functions.planning.job_regions import undeployed_rejection
 from functions.planning.limits import build_limits
 from functions.planning.measured import MeasuredFigures
-from functions.planning.pins import pin_of, pin_problems
+from functions.planning.pins import layout_pin_problems, pin_of, pin_problems
 from functions.planning.plan_record import build_plan, objective_text
 from functions.planning.quotas import QuotaTable, load_quotas
 from functions.planning.reservations import Reservation, reservation_problems
@@ -183,6 +183,9 @@ def plan_request(
         raise PlanInputError("; ".join(problems))
     space = space_for(catalog, config.quotas or load_quotas(), config.default_region, pin_of(request))
     work = build_workload(request, catalog.assumptions)
+    problems = layout_pin_problems(request, work)
+    if problems:
+        raise PlanInputError("; ".join(problems))
     limits = build_limits(
         space,
         request,

@@ -108,6 +108,10 @@ class Limits:
     capacity: CapacityHistory = NO_HISTORY
     """What Landfall's jobs met per GPU kind, region and sale mode (PlannerConfig.capacity): Spot's preemption rate
     and the share of tries refused, priced by functions/planning/risk.py."""
+    tensor_parallel: int = 0
+    """The tensor-parallel degree the request pins (constraints.tensor_parallel; 1 = none); 0 = free."""
+    pipeline_parallel: int = 0
+    """The pipeline stages the request pins (constraints.pipeline_parallel; 1 = none); 0 = free."""
 
     def score(self, hours: Any, cost: Any) -> tuple[Any, Any]:
         """(objective, tiebreak) of candidates with these hours and costs (arrays or numbers): hours then cost when
@@ -358,6 +362,10 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     # Model-parallel variants only for a workload that can run one (functions/planning/layouts.py): the others are
     # searched over the data-parallel variants alone.
     runs = layouts.supported(work)
+    if limits.tensor_parallel:  # a pinned layout: only the variants with it
+        runs &= limits.tensor_parallel == VARIANT_TENSOR
+    if limits.pipeline_parallel:
+        runs &= limits.pipeline_parallel == VARIANT_PIPELINE
     nv = len(VARIANTS) if runs[DATA_VARIANTS:].any() else DATA_VARIANTS
     runs = runs[:nv]
     data_world = np.maximum(world[None, :] // (VARIANT_TENSOR[:nv, None] * VARIANT_PIPELINE[:nv, None]), 1)

@@ -252,6 +252,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         else:
             print(json.dumps({"rejection": outcome.rejection, "objective": outcome.objective}, indent=2))
         return 0 if outcome.plan is not None else 1
+    from schemas.plan import layout_text
+
     gpus = load_catalog().gpus
     rows = outcome.candidates if args.all else outcome.candidates[:DEFAULT_ROWS]
     table = [
@@ -261,7 +263,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             row.machine_type,
             gpus_text(row.accelerator_type, row.accelerator_count, row.replica_count, gpus),
             row.replica_count,
-            row.strategy,
+            layout_text(row.strategy, row.tensor_parallel, row.pipeline_parallel),
             row.precision,
             row.region or "-",
             row.bought,
@@ -315,7 +317,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     print(
         f"\nplan: {plan.machine_type} x{plan.replica_count} "
-        f"({gpus_text(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.strategy}, "
+        f"({gpus_text(plan.accelerator_type, plan.accelerator_count, plan.replica_count, gpus)}), {plan.layout}, "
         f"{plan.precision}, {plan.region}, {plan.scheduling_strategy}{' on a reservation' if plan.reservation else ''}"
         f"{server}: "
         f"{band_text(plan)} "

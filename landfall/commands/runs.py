@@ -180,7 +180,7 @@ def describe(run: RunRecord) -> str:
     if plan is not None:
         lines.append(
             f"plan      {plan.replica_count} x {plan.machine_type} ({gpu_label(plan)}) in {plan.region}, "
-            f"{plan.strategy}, {sale_text(plan)}, est. {cost_text(plan.estimated_cost_usd) or '?'}"
+            f"{plan.layout}, {sale_text(plan)}, est. {cost_text(plan.estimated_cost_usd) or '?'}"
         )
     if run.vertex is not None:
         lines.append(f"job       {run.vertex.job_name} ({run.vertex.state})")

@@ -174,3 +174,48 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def test_a_request_may_pin_its_layout() -> None:
+    tiny = PlanInput(
+        task="causal-lm",
+        preset="gpt-tiny",
+        dataset_bytes=10**6,
+        batch_size=8,
+        spot="never",
+        machine_type="g2-standard-24",
+    )
+    plan = plan_request(dataclasses.replace(tiny, replica_count=1, tensor_parallel=2), now=NOW).plan
+    assert plan is not None and (plan.tensor_parallel, plan.pipeline_parallel, plan.data_parallel) == (2, 1, 1)
+    plan = plan_request(dataclasses.replace(tiny, replica_count=2, pipeline_parallel=2), now=NOW).plan
+    assert plan is not None and (plan.tensor_parallel, plan.pipeline_parallel, plan.data_parallel) == (1, 2, 2)
+    # micro-batch x data-parallel processes x micro-batches per pipeline step = the global batch
+    assert plan.micro_batch_size * 2 * plan.gradient_accumulation_steps == 8
+    pinned_off = plan_request(dataclasses.replace(tiny, replica_count=2, tensor_parallel=1, pipeline_parallel=1))
+    assert pinned_off.plan is not None and pinned_off.plan.tensor_parallel == pinned_off.plan.pipeline_parallel == 1
+    with pytest.raises(
+        PlanInputError, match=r"constraints.tensor_parallel: 3 is not a degree Landfall plans; valid: 1, 2"
+    ):
+        plan_request(dataclasses.replace(tiny, tensor_parallel=3), now=NOW)
+    with pytest.raises(PlanInputError, match=r"constraints.tensor_parallel: tensor parallel 8 needs the heads \(4\)"):
+        plan_request(dataclasses.replace(tiny, tensor_parallel=8), now=NOW)
+    team = dataclasses.replace(tiny, parallelism=("tensor",))
+    with pytest.raises(PlanInputError, match=r"constraints\.pipeline_parallel: the trainer does not declare pipeline"):
+        plan_request(dataclasses.replace(team, replica_count=2, pipeline_parallel=2), now=NOW)
+    seven = dataclasses.replace(tiny, preset="gpt-7b", replica_count=1, tensor_parallel=8)
+    rejection = plan_request(seven, now=NOW).rejection or ""
+    assert "tensor parallel 8 does not fit 2 GPUs a machine: it must divide them" in rejection
+
+
+def test_constraints_layout_pins_are_read_from_a_request() -> None:
+    raw = json.loads(
+        (Path(__file__).parents[1] / "golden/custom_jobs/tensor_parallel_one_node.request.json").read_text()
+    )
+    raw["constraints"].update(tensor_parallel=4, pipeline_parallel=1)
+    request = parse_training_request(json.dumps(raw))
+    inp = plan_input_from_request(request)
+    assert (inp.tensor_parallel, inp.pipeline_parallel) == (4, 1)
+    raw["constraints"]["pipeline_parallel"] = -1
+    with pytest.raises(SchemaError) as error:
+        parse_training_request(json.dumps(raw))
+    assert error.value.field == "constraints.pipeline_parallel"
