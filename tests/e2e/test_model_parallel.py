@@ -6,9 +6,9 @@ three have 2 data-parallel processes, so each step trains the same samples.
 
 Tolerance: relative 2e-3. An L4 plan runs in bf16 (the CPU's autocast on the stack), about 3 significant digits per
 matmul; the layouts compute the same sums in another order (a row-wise split adds partial products, a pipeline sums
-its micro-batches' gradients), so the figures differ by that rounding (measured: 4.8e-4 under tensor parallelism, 2.3e-5 under the pipeline; the
-trainer's own layout tests, in fp32, agree to 1e-7), not by the 1e-2 or more that a wrong split or a lost gradient
-moves a loss in 12 steps."""
+its micro-batches' gradients), so the figures differ by that rounding (measured: 4.8e-4 under tensor parallelism,
+2.3e-5 under the pipeline; the trainer's own layout tests, in fp32, agree to 1e-7), not by the 1e-2 or more that a
+wrong split or a lost gradient moves a loss in 12 steps."""
 
 from __future__ import annotations
 
