@@ -105,10 +105,15 @@ def activation_shares(work: Workload, variants: int, kept_per_token_per_hidden: 
 def pipeline_room(room: np.ndarray, per_process: np.ndarray, variants: int) -> np.ndarray:
     """The micro-batch room of each pipeline variant capped so that its m = per_process / micro micro-batches keep
     the bubble small (BUBBLE_MICRO_BATCHES_PER_STAGE), where its share of the batch allows; [variant, config]."""
-    p = VARIANT_PIPELINE[:variants, None]
-    target = per_process // (BUBBLE_MICRO_BATCHES_PER_STAGE * p)
-    cap = np.where(target >= 1, target, np.maximum(per_process // p, 1))
-    return np.where(p > 1, np.minimum(room, cap), room)
+    rows = np.flatnonzero(VARIANT_PIPELINE[:variants] > 1)
+    if not rows.size:
+        return room
+    p = VARIANT_PIPELINE[rows, None]
+    share = per_process[rows]
+    target = share // (BUBBLE_MICRO_BATCHES_PER_STAGE * p)
+    out = room.copy()
+    out[rows] = np.minimum(room[rows], np.where(target >= 1, target, np.maximum(share // p, 1)))
+    return out
 
 
 def bubble(accumulation: np.ndarray, variants: int) -> np.ndarray:
@@ -136,16 +141,22 @@ def model_parallel_seconds(
     and their gradients back per micro-batch across each stage boundary, for every one of the machine's gpus/t
     data-parallel ranks over its NIC, each send paying the network's latency (Narayanan et al. 2021); and the p - 1
     extra micro-steps of a 1F1B step (m + p - 1 in all), each with the per-micro-step overhead."""
-    t = VARIANT_TENSOR[:variants, None].astype(np.float64)
-    p = VARIANT_PIPELINE[:variants, None]
-    sbh = float(work.seq_len * work.d_model) * micro * ACTIVATION_BYTES * activation_factor  # bytes per micro-batch
+    out = np.zeros(micro.shape)
+    if variants <= DATA_VARIANTS:
+        return out
+    rows = slice(DATA_VARIANTS, variants)  # the data-parallel variants add nothing
+    t = VARIANT_TENSOR[rows, None].astype(np.float64)
+    p = VARIANT_PIPELINE[rows, None]
+    m = accumulation[rows]
+    sbh = (float(work.seq_len * work.d_model) * ACTIVATION_BYTES) * micro[rows] * activation_factor  # per micro-batch
     blocks = -(-work.n_layer // p)
-    reduces = np.where(t > 1, blocks * accumulation * 4, 0)
-    tensor = reduces * (2 * (t - 1) / t * sbh / intra_bytes_per_s + compute.intra_latency_seconds)
+    reduces = np.where(t > 1, blocks * 4, 0) * m
+    tensor = reduces * ((2 * (t - 1) / t) * sbh / intra_bytes_per_s + compute.intra_latency_seconds)
     ranks = np.maximum(gpus_per_node / t, 1.0)
-    sends = np.where(p > 1, accumulation * 2, 0)
+    sends = np.where(p > 1, 2, 0) * m
     boundary = sends * (ranks * sbh / network_bytes_per_s + compute.network_latency_seconds)
-    return np.asarray(tensor + boundary + (p - 1) * step_overhead)
+    out[rows] = tensor + boundary + (p - 1) * step_overhead
+    return out
 
 
 __all__ = [
