@@ -41,18 +41,21 @@ from schemas.vocabulary import STRATEGY_INDEX
 
 def measured_variant(strategy: str, tensor_parallel: int = 1, pipeline_parallel: int = 1, variants: int = 0) -> int:
     """The variant a figure was measured under: its strategy ("" read as DDP) without a Reduction Server, under its
-    layout (tensor_parallel x pipeline_parallel). `variants`: how many the evaluation searched (Evaluation.variants;
-    0 = all of space.VARIANTS)."""
+    layout (tensor_parallel x pipeline_parallel); -1 where the evaluation has no such variant (a layout the planner
+    does not weigh, or one this evaluation did not search: Evaluation.variants, 0 = all of space.VARIANTS), so the
+    figure says nothing of its step (a layout's step compared with another variant's would scale every
+    configuration by the wrong ratio). A strategy no layout runs under is read as its data-parallel variant."""
     s = STRATEGY_INDEX.get(strategy or "ddp", STRATEGY_INDEX["ddp"])
     plain = (s == VARIANT_STRATEGY) & (VARIANT_SERVER == 0)
     data = int(np.flatnonzero(plain & (VARIANT_TENSOR == 1) & (VARIANT_PIPELINE == 1))[0])
     layout = (tensor_parallel == VARIANT_TENSOR) & (pipeline_parallel == VARIANT_PIPELINE)
-    found = np.flatnonzero(plain & layout)
-    # the strategy's data-parallel variant where the layout is not one the planner weighs, or not one this
-    # evaluation searched (a workload that cannot be split by layers and heads is searched over DATA_VARIANTS only):
-    # the nearest step the model has for it
-    if not len(found) or (variants and int(found[0]) >= variants):
+    if tensor_parallel * pipeline_parallel == 1:
         return data
+    found = np.flatnonzero(plain & layout)
+    if not (plain & (VARIANT_TENSOR * VARIANT_PIPELINE > 1)).any():
+        return data  # no layout runs under this strategy: the run's figures are its data-parallel ones
+    if not len(found) or (variants and int(found[0]) >= variants):
+        return -1
     return int(found[0])
 
 
@@ -88,7 +91,8 @@ def calibrate(ev: Evaluation, figures: Sequence[MeasuredFigures]) -> Calibration
         c = index.get(f.shape)
         if c is None:
             continue
-        modelled = float(ev.step[c, measured_variant(f.strategy, f.tensor_parallel, f.pipeline_parallel, ev.variants)])
+        v = measured_variant(f.strategy, f.tensor_parallel, f.pipeline_parallel, ev.variants)
+        modelled = float(ev.step[c, v]) if v >= 0 else 0.0  # no such variant: its start-up still counts
         measured = f.step_seconds * (work.global_batch / f.global_batch if f.global_batch else 1.0)
         ratio = measured / modelled if f.step_seconds > 0 and modelled > 0 else 0.0
         used.append((c, f, ratio))

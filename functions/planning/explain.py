@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from functions.planning.bands import band_of
-from functions.planning.layouts import unsupported_text
+from functions.planning.layouts import fp16_text, unsupported_text
 from functions.planning.model_figures import model_figures
 from functions.planning.search import CODE, INFEASIBLE, Evaluation, Limits
 from functions.planning.space import (
@@ -167,6 +167,8 @@ def reason_text(ev: Evaluation, c: int, v: int, s: int, best: tuple[int, int, in
             return why
         if shape.is_cpu_only:
             return "model parallelism splits a model over GPUs: a CPU-only machine has none"
+        if precision_of(ev, c) == "fp16":
+            return fp16_text(space.catalog.gpus[shape.gpu_kind].display)
         if shape.accelerator_count % t:
             return f"tensor parallel {t} does not fit {shape.accelerator_count} GPUs a machine: it must divide them"
         machines = f"{cfg.nodes} machine{'s' if cfg.nodes > 1 else ''}"

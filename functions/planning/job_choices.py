@@ -103,10 +103,11 @@ def batch_reasons(ev: Evaluation, c: int, v: int) -> list[str]:
     return reasons
 
 
-def _mfu_at_micro(ev: Evaluation, c: int, micro: int) -> float:
-    """The time model's MFU for configuration c at `micro` samples per micro-step (functions/planning/throughput.py)."""
+def _mfu_at_micro(ev: Evaluation, c: int, micro: int, cut: int = 1) -> float:
+    """The time model's MFU for configuration c at `micro` samples per micro-step, of which each GPU runs 1/cut (a
+    model-parallel layout's t x p) (functions/planning/throughput.py)."""
     space = ev.space
-    log_work = np.log(np.array([[ev.workload.flops_per_sample * micro]]))
+    log_work = np.log(np.array([[ev.workload.flops_per_sample * micro / cut]]))
     return float(mfu_at(space.log_work, space.mfu_base[c : c + 1], space.mfu_slopes[:, c : c + 1], log_work)[0, 0])
 
 
@@ -127,16 +128,17 @@ def micro_batch_reason(ev: Evaluation, c: int, v: int) -> str:
             f"{BUBBLE_MICRO_BATCHES_PER_STAGE} per stage where the share of {per} allows, else one) keep the 1F1B "
             f"bubble at (p-1)/(m+p-1) = {pipeline_bubble(stages, m):.0%} of the step"
         )
-    data_world = np.maximum(space.world[c : c + 1] // int(VARIANT_TENSOR[v] * VARIANT_PIPELINE[v]), 1)
+    cut = int(VARIANT_TENSOR[v] * VARIANT_PIPELINE[v])
+    data_world = np.maximum(space.world[c : c + 1] // cut, 1)
     divisors = [int(d) for d in share_divisors(ev.workload.global_batch, data_world)[:, 0] if d < np.inf]
     smaller = [d for d in divisors if d < micro]
     larger = [d for d in divisors if d > micro]
     text = (
         f"micro-batch {micro}: the largest divisor of the share that fits, so the most samples per second: the time "
-        f"model's MFU does not fall as the work per micro-step grows ({_mfu_at_micro(ev, c, micro):.1%} at {micro}"
+        f"model's MFU does not fall as the work per micro-step grows ({_mfu_at_micro(ev, c, micro, cut):.1%} at {micro}"
     )
     if smaller:
-        text += f", {_mfu_at_micro(ev, c, smaller[-1]):.1%} at {smaller[-1]}"
+        text += f", {_mfu_at_micro(ev, c, smaller[-1], cut):.1%} at {smaller[-1]}"
     text += ") and fewer micro-steps pay the fixed overhead of one fewer times"
     if not larger:
         return text + f"; it is the whole share of {per} in one pass"

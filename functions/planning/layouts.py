@@ -31,11 +31,12 @@ bubble (p-1)/(m+p-1) stays under 20 %; else at least one per stage (m >= p) wher
 def supported(work: Workload) -> np.ndarray:
     """[variant] whether the workload can run each variant: every data-parallel one; a layout only for a transformer
     (its heads divisible by t, at least p blocks) whose trainer says it splits that way (Workload.parallelism: the
-    built-in trainer does both; a team's code only what its workload.parallelism lists) and whose memory was not
-    measured per data-parallel process."""
+    built-in trainer does both; a team's code only what its workload.parallelism lists) and whose memory and step
+    were not measured per data-parallel process (a whole model's figures say nothing of a split one's)."""
     out = np.zeros(len(VARIANT_TENSOR), dtype=bool)
     out[:DATA_VARIANTS] = True
-    if work.family != "gpt" or not work.n_layer or not work.n_head or work.measured_memory_bytes > 0:
+    measured = work.measured_memory_bytes > 0 or work.measured_step_seconds > 0
+    if work.family != "gpt" or not work.n_layer or not work.n_head or measured:
         return out
     t, p = VARIANT_TENSOR, VARIANT_PIPELINE
     ok = (work.n_head % t == 0) & (p <= work.n_layer)
@@ -51,8 +52,11 @@ def unsupported_text(work: Workload, tensor: int, pipeline: int) -> str:
     """Why the workload cannot run layout (tensor, pipeline); "" when it can."""
     if work.family != "gpt" or not work.n_layer or not work.n_head:
         return "model parallelism splits transformer blocks: this model has none the planner knows of"
-    if work.measured_memory_bytes > 0:
-        return "model parallelism not weighed: the memory given (workload.memory_gib_per_gpu) is a whole model's"
+    if work.measured_memory_bytes > 0 or work.measured_step_seconds > 0:
+        return (
+            "model parallelism not weighed: the memory and step time given (workload.memory_gib_per_gpu, "
+            "step_seconds) are a whole model's on one GPU"
+        )
     missing = [
         kind
         for kind, degree in ((TENSOR_PARALLELISM, tensor), (PIPELINE_PARALLELISM, pipeline))
@@ -68,6 +72,14 @@ def unsupported_text(work: Workload, tensor: int, pipeline: int) -> str:
     if pipeline > work.n_layer:
         return f"{pipeline} pipeline stages need at least {pipeline} blocks (the model has {work.n_layer})"
     return ""
+
+
+def fp16_text(gpu: str) -> str:
+    """Why a layout is not planned on a GPU that trains in fp16."""
+    return (
+        f"{gpu} has no bf16, and the trainer's model-parallel layouts take no fp16 loss scaling: they are planned on "
+        "GPUs with bf16 (A100, H100, L4 and later)"
+    )
 
 
 def _block_share(tensor: np.ndarray) -> np.ndarray:

@@ -49,5 +49,6 @@ def model_step(
     if not found:
         return ModelStep(0.0, work.flops_per_sample, work.family)
     ev = evaluate(space, work, build_limits(space, inp, datetime.now(UTC), None))
-    step = float(ev.step[found[0], measured_variant(strategy, tensor_parallel, pipeline_parallel, ev.variants)])
+    v = measured_variant(strategy, tensor_parallel, pipeline_parallel, ev.variants)
+    step = float(ev.step[found[0], v]) if v >= 0 else 0.0
     return ModelStep(step if 0 < step < float("inf") else 0.0, work.flops_per_sample, work.family)

@@ -144,7 +144,9 @@ def layout_note(ev: Evaluation, c: int, v: int, s: int) -> str | None:
     if space.is_cpu[c] or not layouts_here.any() or work.family != "gpt":
         return None
     if ev.variants <= DATA_VARIANTS:
-        return f"layout: data parallel only: {unsupported_text(work, 2, 2) or 'no model-parallel layout applies'}"
+        pinned = ev.limits.tensor_parallel == 1 and ev.limits.pipeline_parallel == 1
+        why = "constraints.tensor_parallel and pipeline_parallel pin 1" if pinned else unsupported_text(work, 2, 2)
+        return f"layout: data parallel only: {why or 'no model-parallel layout applies'}"
     primary = ev.primary[c, :, s]
     data_v = int(np.argmin(primary[:DATA_VARIANTS]))
     layout_v = DATA_VARIANTS + int(np.argmin(primary[DATA_VARIANTS:]))

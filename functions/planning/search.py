@@ -36,6 +36,9 @@ from functions.planning.space import (
 )
 from functions.planning.throughput import mfu_at
 from functions.planning.workload import Workload
+from schemas.vocabulary import PRECISION_INDEX
+
+FP16_INDEX = PRECISION_INDEX["fp16"]
 
 REASONS = (
     "feasible",
@@ -514,6 +517,10 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
     config_code = np.minimum(config_code, failing(~limits.config_allowed, CODE["gpu_not_allowed"]))
     code = np.minimum(view.static_code[:, :nv], config_code)
     code[:, ~runs] = np.minimum(code[:, ~runs], CODE["invalid"])  # layouts the workload cannot run
+    # the trainer runs layouts in bf16 or fp32, not fp16 with loss scaling (a GPU without bf16, fp32 not asked for)
+    fp16 = mode.precision == FP16_INDEX
+    if nv > DATA_VARIANTS and fp16.any():
+        code[:, DATA_VARIANTS:, fp16] = np.minimum(code[:, DATA_VARIANTS:, fp16], CODE["invalid"])
     if not limits.image.reduction_server:  # reducers need the plugin in the training image
         server = VARIANT_SERVER[:nv] == 1
         code[:, server] = np.minimum(code[:, server], CODE["image"])
@@ -565,5 +572,5 @@ def evaluate(space: Space, work: Workload, limits: Limits) -> Evaluation:
         memory_vc=mem_total,
         layout_seconds=traffic.T,
         bubble=idle.T,
-        valid=space.variant_valid[:, :nv] & runs[None, :],
+        valid=space.variant_valid[:, :nv] & runs[None, :] & ~(fp16[:, None] & (np.arange(nv) >= DATA_VARIANTS)),
     )

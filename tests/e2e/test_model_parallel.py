@@ -30,7 +30,7 @@ STEPS = 12
 
 
 def _request(bucket: Any, key: str, replicas: int, tensor: int, pipeline: int) -> dict[str, Any]:
-    request = json.loads((EXAMPLES / "training_request.json").read_text())
+    request: dict[str, Any] = json.loads((EXAMPLES / "training_request.json").read_text())
     request.update(idempotency_key=key, task="causal-lm", model={"preset": "gpt-tiny"})
     names = [b.name for b in bucket.client.list_blobs(bucket, prefix=PREFIX)]
     request["dataset"] = {

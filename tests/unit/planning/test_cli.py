@@ -158,3 +158,18 @@ def test_custom_job_export_refuses_what_the_dispatcher_would_refuse(tmp_path, ca
     path.write_text(json.dumps(request))
     code, out = run(["plan", str(path), "--custom-job", "--format", "json", "--now", NOW.isoformat()], capsys)
     assert code == 1 and out.out == "" and "REJECTED: no plan meets the request" in out.err
+
+
+def test_plan_json_and_text_show_the_layout_beside_the_strategy(capsys):
+    code, out = run(["plan", str(EXAMPLE), "--json", "--now", NOW.isoformat()], capsys)
+    plan = json.loads(out.out)
+    keys = list(plan)
+    assert code == 0 and (plan["tensor_parallel"], plan["pipeline_parallel"]) == (1, 1)  # 1 when unused
+    assert keys[keys.index("strategy") + 1 : keys.index("strategy") + 3] == ["tensor_parallel", "pipeline_parallel"]
+    layout = Path(__file__).parents[1] / "golden/custom_jobs/tensor_pipeline_four_nodes.request.json"
+    code, out = run(["plan", str(layout), "--json", "--now", NOW.isoformat()], capsys)
+    plan = json.loads(out.out)
+    assert code == 0 and (plan["strategy"], plan["tensor_parallel"], plan["pipeline_parallel"]) == ("fsdp", 8, 4)
+    code, out = run(["plan", str(layout), "--now", NOW.isoformat()], capsys)
+    assert code == 0 and "fsdp, tensor parallel 8 x 4 pipeline stages" in out.out
+    assert "layout: tensor parallel 8 inside each machine x 4 pipeline stages across machines" in out.out

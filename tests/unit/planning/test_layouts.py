@@ -219,3 +219,43 @@ def test_constraints_layout_pins_are_read_from_a_request() -> None:
     with pytest.raises(SchemaError) as error:
         parse_training_request(json.dumps(raw))
     assert error.value.field == "constraints.pipeline_parallel"
+
+
+def test_no_layout_on_a_gpu_that_would_train_it_in_fp16() -> None:
+    v100 = PlanInput(
+        task="causal-lm",
+        preset="gpt-7b",
+        dataset_bytes=2 * 10**8,
+        batch_size=64,
+        gpu_allowlist=("NVIDIA_TESLA_V100",),
+        prefer="fastest",
+    )
+    plan = plan_request(v100, now=NOW).plan
+    assert plan is not None and plan.precision == "fp16" and (plan.tensor_parallel, plan.pipeline_parallel) == (1, 1)
+    layout = next(r for r in plan.reasons if r.startswith("layout: "))
+    assert "V100 has no bf16, and the trainer's model-parallel layouts take no fp16 loss scaling" in layout
+    in_fp32 = plan_request(dataclasses.replace(v100, precision="fp32"), now=NOW).plan
+    assert in_fp32 is not None and in_fp32.precision == "fp32" and in_fp32.tensor_parallel > 1
+
+
+def test_a_declared_step_time_keeps_the_work_data_parallel() -> None:
+    own = PlanInput(
+        task="causal-lm",
+        preset="",
+        parameters=7 * 10**9,
+        layers=32,
+        hidden_size=4096,
+        seq_len=2048,
+        dataset_bytes=2 * 10**8,
+        batch_size=64,
+        machine_type="a3-highgpu-8g",
+        replica_count=1,
+        memory_gib_per_gpu=60.0,
+        step_seconds=80.0,
+        parallelism=("tensor", "pipeline"),
+        basis="workload.parameters",
+    )
+    plan = plan_request(own, now=NOW).plan
+    assert plan is not None and (plan.tensor_parallel, plan.pipeline_parallel) == (1, 1)
+    with pytest.raises(PlanInputError, match=r"the memory and step time given .* are a whole model's on one GPU"):
+        plan_request(dataclasses.replace(own, tensor_parallel=8), now=NOW)

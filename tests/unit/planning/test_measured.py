@@ -190,14 +190,14 @@ def test_the_measured_variant_is_the_strategys_under_its_layout_else_its_data_pa
     assert STRATEGIES[VARIANT_STRATEGY[v]] == "fsdp"
     fsdp = measured_variant("fsdp")
     assert fsdp < DATA_VARIANTS and (VARIANT_TENSOR[fsdp], VARIANT_PIPELINE[fsdp]) == (1, 1)
-    # an evaluation searched over the data-parallel variants alone, a layout the planner does not weigh, or a
-    # strategy no layout runs under: the strategy's data-parallel variant
-    assert measured_variant("fsdp", 8, 4, variants=DATA_VARIANTS) == fsdp
-    assert measured_variant("fsdp", 3, 1) == fsdp
+    # an evaluation searched over the data-parallel variants alone, or a layout the planner does not weigh: no
+    # variant to compare with (-1); a strategy no layout runs under: its data-parallel variant
+    assert measured_variant("fsdp", 8, 4, variants=DATA_VARIANTS) == -1
+    assert measured_variant("fsdp", 3, 1) == -1
     assert measured_variant("ddp", 8, 4) == 0
 
 
-def test_a_layout_measured_for_work_searched_without_layouts_is_compared_with_its_strategy_alone():
+def test_a_layout_measured_for_work_searched_without_layouts_says_nothing_of_its_step():
     tabular = plan_input_from_request(_tabular())
     pinned = dataclasses.replace(tabular, machine_type="a3-highgpu-8g", replica_count=1)
     model = plan_request(pinned, now=NOW)
@@ -208,4 +208,23 @@ def test_a_layout_measured_for_work_searched_without_layouts_is_compared_with_it
     modelled = float(ev.step[c, measured_variant("fsdp")])
     laid = _on(plan, step_seconds=modelled * 2.0, strategy="fsdp", tensor_parallel=8, global_batch=64)
     cal = plan_request(pinned, now=NOW, measured=[laid]).evaluation.workload.calibration
-    assert cal is not None and cal.step_scale[c] == pytest.approx(2.0, rel=1e-6)
+    # no variant of this evaluation ran that layout: its step is not compared with another's (its start-up is used)
+    assert cal is not None and cal.step_scale[c] == 1.0
+
+
+def test_a_layout_s_step_does_not_calibrate_a_plan_pinned_without_that_layout():
+    plan = chosen(plan_request(LAYOUT_70B, now=NOW))
+    laid = _on(
+        plan,
+        step_seconds=plan.estimated_step_time_seconds,
+        strategy="fsdp",
+        tensor_parallel=8,
+        pipeline_parallel=4,
+        global_batch=64,
+    )
+    unpinned = dataclasses.replace(LAYOUT_70B, tensor_parallel=1, pipeline_parallel=1)
+    alone = chosen(plan_request(unpinned, now=NOW))
+    measured = chosen(plan_request(unpinned, now=NOW, measured=[laid]))
+    # the layout's 20.6 s is no measure of FSDP alone's 29.8 s on the same machines: the step stays the model's
+    assert (measured.tensor_parallel, measured.pipeline_parallel) == (1, 1)
+    assert measured.estimated_step_time_seconds == pytest.approx(alone.estimated_step_time_seconds, rel=1e-9)
