@@ -388,7 +388,9 @@ def lineage(run: RunRecord) -> dict[str, Any]:
             "accelerator_count": plan.accelerator_count,
             "replica_count": plan.replica_count,
             "strategy": plan.strategy,
-        },
+        }
+        | ({"tensor_parallel": plan.tensor_parallel} if plan.tensor_parallel > 1 else {})
+        | ({"pipeline_parallel": plan.pipeline_parallel} if plan.pipeline_parallel > 1 else {}),
         # the request's trainer (its args and requirements), the exact version of each object it names (generation
         # and digest), and the versions its requirements resolved to
         "code": (
