@@ -13,9 +13,11 @@ go (straight to the bucket for gs://) is trainer/checkpoint_io.py's choice. A fo
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import time
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
@@ -25,13 +27,16 @@ from schemas.checkpoint_layout import COMMIT, STEP_FILE
 from trainer import collectives, storage
 from trainer.errors import ConfigError
 from trainer.logs import log
+from trainer.models.gpt import qkv_rows_head_major
 
 RESUME = "resume.pt"
 LEGACY_MARKER = "COMPLETE"
 """The marker of an earlier trainer's single-file checkpoint (state.pt)."""
 FORMAT = 3
-"""3: a GPT's attention qkv rows are head-major (trainer/models/gpt.py); format 2 records are still read for the
-models that have no attention (tabular tasks)."""
+"""3: a GPT's attention qkv rows are head-major (trainer/models/gpt.py). Format 2 checkpoints (an earlier trainer's,
+data parallel only) are still resumed: a causal-lm one's qkv rows, and AdamW's moments of them, are query-key-value
+major and are reordered on loading (CommitRecord.upgrade); the models without attention (tabular) are unchanged."""
+READABLE_FORMATS = (2, FORMAT)
 
 
 @dataclass(frozen=True)
@@ -76,15 +81,22 @@ class CommitRecord:
         names = {f.name for f in fields(cls)}
         optional = {f.name for f in fields(cls) if f.default is not MISSING}  # added since: absent from older records
         missing = sorted(n for n in names - optional if n not in data)
-        readable = data.get("format", FORMAT) == FORMAT or (
-            data.get("format") == 2 and (data.get("config") or {}).get("task") != "causal-lm"
-        )
+        readable = data.get("format", FORMAT) in READABLE_FORMATS
         if missing or not readable:
             raise ValueError(
-                f"{where}: expected a commit record of format {FORMAT} with {sorted(names)}; it has format "
+                f"{where}: expected a commit record of format {' or '.join(map(str, READABLE_FORMATS))} with "
+                f"{sorted(names)}; it has format "
                 f"{data.get('format')!r} and lacks {missing}. Point AIP_CHECKPOINT_DIR at a fresh directory."
             )
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    def upgrade(self, n_head: int) -> Callable[[str, torch.Tensor], torch.Tensor] | None:
+        """How each tensor of the shards (model and optimizer state, keyed by parameter name) becomes what this
+        trainer reads, for a GPT of n_head heads; None when they are read as they are. Format 2 causal-lm shards
+        hold each block's attn.qkv rows query-key-value-major: they are reordered head-major."""
+        if self.format == FORMAT or self.config.get("task") != "causal-lm":
+            return None
+        return functools.partial(qkv_rows_head_major, n_head=n_head)
 
 
 PROGRESS = "progress.json"

@@ -146,6 +146,8 @@ class MeshPlace:
     tied_group: ProcessGroup | None
     """The first and the last pipeline stage of this process's (dp, tp) column, which both hold the tied embedding;
     None on middle stages and without pipelining."""
+    host_group: ProcessGroup | None = None
+    """A gloo group of every process, for CPU tensors (gathering model.pt); None where the default group is gloo."""
 
     def group(self, name: str) -> ProcessGroup:
         """The process group of one mesh dimension ("pp", "dp" or "tp") through this process."""
@@ -178,7 +180,8 @@ def device_mesh(layout: Layout, device: str) -> MeshPlace:
             for t in range(layout.tensor_parallel)
         ]
         tied, _ = dist.new_subgroups_by_enumeration(columns)
-    return MeshPlace(mesh, layout, pp, dp, tp, tied)
+    host = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+    return MeshPlace(mesh, layout, pp, dp, tp, tied, host)
 
 
 def _int(environ: Mapping[str, str], name: str) -> int | None:

@@ -16,9 +16,10 @@ from typing import Any
 import torch
 
 from schemas.data_objects import DataRead
+from schemas.model_presets import GptPreset, get_preset
 from schemas.run_metrics import RunWarning
 from trainer import collectives
-from trainer.checkpoint import CheckpointStore, CommitRecord, ProgressMark
+from trainer.checkpoint import FORMAT, CheckpointStore, CommitRecord, ProgressMark
 from trainer.config import TrainConfig
 from trainer.datasets.stream import Corpus, Counts, eval_batches, eval_batches_needed, train_batches
 from trainer.distributed import DistEnv
@@ -207,7 +208,7 @@ def restore(s: Session, store: CheckpointStore, step: int) -> CommitRecord:
     sums of every writer (they are summed across ranks at the epoch's end)."""
     record = store.record(step)
     resume = store.resume_state(step)
-    load_sharded_state(s.wrapped, lambda state: store.load_shards(step, state))
+    load_state(s, store, step, record)
     if s.speed is not None:  # the implementation is this device's choice, not the one saved with the state
         for group in s.wrapped.optimizer.param_groups:
             implementation = adamw_implementation(s.wrapped.model, s.speed.adamw_options())
@@ -244,6 +245,16 @@ def restore(s: Session, store: CheckpointStore, step: int) -> CommitRecord:
         store.load_shards(step, best)
         s.best_weights = best["best_weights"]
     return record
+
+
+def load_state(s: Session, store: CheckpointStore, step: int, record: CommitRecord) -> None:
+    """The model and optimizer from the committed checkpoint of step (record: its commit record), resharded for
+    this run's layout, and upgraded from an earlier trainer's format where the record says so. Collective."""
+    preset = get_preset(s.config.model)
+    upgrade = record.upgrade(preset.n_head) if isinstance(preset, GptPreset) else None
+    if upgrade is not None and s.env.is_main:
+        log("upgrading checkpoint", step=step, format_then=record.format, format=FORMAT)
+    load_sharded_state(s.wrapped, lambda state: store.load_shards(step, state), upgrade)
 
 
 def _epoch_sums(per_rank: list[dict[str, Any]], rank: int, world_size: int) -> list[float]:

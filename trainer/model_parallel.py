@@ -94,10 +94,13 @@ def parallelize(
     if not isinstance(model, GPT):
         raise TypeError(f"tensor and pipeline parallelism split a GPT; got {type(model).__name__}")
     layout = place.layout
-    model = model.to(device)
+    # Cut on the host and move only this process's stage to the device: the whole model need not fit on one GPU.
+    # Each process still builds the whole model on the host first (as the data-parallel path does), so that every
+    # layout starts from the same seeded weights; cutting copies no random state and changes no value.
     module: nn.Module = model
     if layout.pipeline_parallel > 1:
         module = GPTStage(model, place.pp, layout.pipeline_parallel)
+    module = module.to(device)
     if layout.tensor_parallel > 1:
         from torch.distributed.tensor.parallel import parallelize_module
 
@@ -198,18 +201,51 @@ def clip_gradients(module: nn.Module, place: MeshPlace, max_norm: float) -> torc
 
 
 def stage_weights(module: nn.Module, place: MeshPlace) -> dict[str, torch.Tensor]:
-    """The whole model's weights on rank 0's CPU, gathered from every stage ({} elsewhere). Collective."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    """The whole model's weights on rank 0's CPU, gathered from every stage ({} elsewhere). Collective.
 
-    full = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True))
+    On GPUs the whole model must never be on one device, nor a stage's whole weights on every GPU of the stage:
+    each tensor-parallel or dp-sharded tensor is gathered whole on the GPU one at a time (every process of the
+    stage takes part) and only the stage's holder (dp 0, tp 0) keeps it, on its CPU. The holders then send their
+    stage's tensors one by one to rank 0 over MeshPlace.host_group, a gloo group (CPU tensors: NCCL's default group
+    carries GPU tensors only). Neither gather_object (which pads every process's pickled object to the largest on
+    the GPU, rank 0 allocating world size x that largest) nor the state-dict API's cpu_offload (which keeps the
+    gathered tensors on global rank 0 only, not on a later stage's holder) serves here."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+    from torch.distributed.tensor import DTensor
+
+    holder = place.dp == 0 and place.tp == 0
     mine: dict[str, torch.Tensor] = {}
-    if place.dp == 0 and place.tp == 0:
-        for name, value in full.items():
-            if isinstance(value, torch.Tensor) and not (name == "wte.weight" and not place.first_stage):
-                mine[name] = value.detach().to("cpu", copy=True)
-    parts: list[Any] = [None] * dist.get_world_size() if dist.get_rank() == 0 else []
-    dist.gather_object(mine, parts if dist.get_rank() == 0 else None, dst=0)
-    merged: dict[str, torch.Tensor] = {}
-    for part in parts:
-        merged.update(part or {})
+    for name, value in get_model_state_dict(module).items():
+        if not isinstance(value, torch.Tensor):
+            continue
+        whole = value.full_tensor() if isinstance(value, DTensor) else value
+        if holder and not (name == "wte.weight" and not place.first_stage):  # the tied copy is kept once
+            mine[name] = whole.detach().to("cpu", copy=True)
+        del whole
+    group = place.host_group
+    if dist.get_rank() != 0:
+        if holder:
+            _send(mine, 0, group)
+        return {}
+    merged = dict(mine)
+    for stage in range(1, place.layout.pipeline_parallel):
+        merged.update(_receive(int(place.mesh.mesh[stage, 0, 0]), group))
     return merged
+
+
+def _send(tensors: dict[str, torch.Tensor], dst: int, group: dist.ProcessGroup | None) -> None:
+    """CPU tensors to dst, one at a time after their names, shapes and dtypes (_receive's other half)."""
+    header = [[(name, tuple(t.shape), t.dtype) for name, t in tensors.items()]]
+    dist.send_object_list(header, dst=dst, group=group, device=torch.device("cpu"))
+    for tensor in tensors.values():
+        dist.send(tensor.contiguous(), dst=dst, group=group)
+
+
+def _receive(src: int, group: dist.ProcessGroup | None) -> dict[str, torch.Tensor]:
+    header: list[Any] = [None]
+    dist.recv_object_list(header, src=src, group=group, device=torch.device("cpu"))
+    out: dict[str, torch.Tensor] = {}
+    for name, shape, dtype in header[0]:
+        out[name] = torch.empty(shape, dtype=dtype)
+        dist.recv(out[name], src=src, group=group)
+    return out

@@ -227,25 +227,77 @@ def sharded_state(wrapped: Wrapped) -> dict[str, Any]:
     return {"model": model, "optim": optim}
 
 
-def load_sharded_state(wrapped: Wrapped, load: Callable[[dict[str, Any]], None]) -> None:
+def load_sharded_state(
+    wrapped: Wrapped,
+    load: Callable[[dict[str, Any]], None],
+    upgrade: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
+) -> None:
     """Fill the model and optimizer from a checkpoint: load(state) fills sharded_state()'s templates in place
     (whatever the number of processes and strategy that wrote it). Collective.
 
+    upgrade(name, tensor), when given, rewrites each tensor of a checkpoint of an earlier format (the model's and
+    the optimizer's, keyed by parameter name) before it is set. A reordering may cross the shards, so the state is
+    then read whole into CPU tensors on every process (the model and its AdamW moments in full on each host, once,
+    for the first resume of an earlier trainer's line) and set through the state-dict API's full-state path, which
+    keeps each process's part.
+
     Under ZeRO-1 every rank loads the whole optimizer state for the moment of loading (ZeroRedundancyOptimizer
     takes the whole state and keeps its partition)."""
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
 
     if _zero1(wrapped):
         state = {"model": get_model_state_dict(wrapped.model), "optim": _adamw_template(wrapped)}
         load(state)
+        if upgrade is not None:
+            _upgrade(state, upgrade)
         set_model_state_dict(wrapped.model, state["model"])
         wrapped.optimizer.load_state_dict(_by_index(state["optim"], _names(wrapped)))
         return
     template: dict[str, Any] = sharded_state(wrapped)
+    options = None
+    if upgrade is not None:
+        template = _whole(template)
+        options = StateDictOptions(full_state_dict=True)
     load(template)
+    if upgrade is not None:
+        _upgrade(template, upgrade)
     set_state_dict(
-        wrapped.model, wrapped.optimizer, model_state_dict=template["model"], optim_state_dict=template["optim"]
+        wrapped.model,
+        wrapped.optimizer,
+        model_state_dict=template["model"],
+        optim_state_dict=template["optim"],
+        options=options,
     )
+
+
+def _whole(state: Any) -> Any:
+    """A state's template with every tensor (a DTensor shard, or a device tensor) replaced by an empty CPU tensor of
+    its whole shape, which torch.distributed.checkpoint fills whole."""
+    if isinstance(state, torch.Tensor):
+        return torch.empty(state.shape, dtype=state.dtype)
+    if isinstance(state, dict):
+        return {key: _whole(value) for key, value in state.items()}
+    if isinstance(state, list):
+        return [_whole(value) for value in state]
+    return copy.deepcopy(state)
+
+
+def _upgrade(state: dict[str, Any], upgrade: Callable[[str, torch.Tensor], torch.Tensor]) -> None:
+    """Apply upgrade to the whole model state's tensors and to the optimizer state's tensors of a parameter's shape
+    (AdamW's moments, not its step count), in place."""
+    model = state["model"]
+    for name, tensor in model.items():
+        model[name] = upgrade(name, tensor)
+    for name, entry in state["optim"].get("state", {}).items():
+        shape = model[name].shape
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor) and value.shape == shape:
+                entry[key] = upgrade(name, value)
 
 
 def _zero1(wrapped: Wrapped) -> bool:

@@ -116,10 +116,14 @@ class GPT(nn.Module):
 def qkv_head_major(state: dict[str, torch.Tensor], n_head: int) -> dict[str, torch.Tensor]:
     """A state dict whose qkv rows are query-key-value-major (all queries, then all keys, then all values: the
     layout of model.pt files of config schema_version 1) with the rows reordered head-major, as this GPT reads them."""
-    out = dict(state)
-    for name, tensor in state.items():
-        if name.endswith("attn.qkv.weight") or name.endswith("attn.qkv.bias"):
-            rest = tensor.shape[1:]
-            head_dim = tensor.shape[0] // (3 * n_head)
-            out[name] = tensor.view(3, n_head, head_dim, *rest).transpose(0, 1).reshape(tensor.shape).contiguous()
-    return out
+    return {name: qkv_rows_head_major(name, tensor, n_head) for name, tensor in state.items()}
+
+
+def qkv_rows_head_major(name: str, tensor: torch.Tensor, n_head: int) -> torch.Tensor:
+    """One tensor of a state keyed by parameter name: an attention qkv weight or bias (or a same-shaped optimizer
+    moment of one) with its query-key-value-major rows reordered head-major; any other tensor as it is."""
+    if not (name.endswith("attn.qkv.weight") or name.endswith("attn.qkv.bias")):
+        return tensor
+    rest = tensor.shape[1:]
+    head_dim = tensor.shape[0] // (3 * n_head)
+    return tensor.view(3, n_head, head_dim, *rest).transpose(0, 1).reshape(tensor.shape).contiguous()

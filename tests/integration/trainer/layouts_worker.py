@@ -11,9 +11,10 @@ trainer's AdamW, gradient clipping and train_step (trainer/loop.py). Every layou
 from a fixed seed; each process trains its data shard's contiguous share of each (its dp coordinate's).
 
 --save-at K writes a checkpoint after step K through the trainer's store and state-dict code (and stops there);
---resume reads the newest checkpoint (whatever layout wrote it) and trains on to --steps. Rank 0 writes
-result.json (the global mean loss of each step this process trained, the layout, the batch split) and weights.pt
-(the whole model at the end, gathered from every process).
+--resume reads the newest checkpoint (whatever layout wrote it, upgraded from an earlier format where its commit
+record says so: trainer/loop.py load_state) and trains on to --steps. Rank 0 writes result.json (the global mean
+loss of each step this process trained, the layout, the batch split) and weights.pt (the whole model at the end,
+gathered from every process); with --optimizer also optimizer.pt (the whole AdamW state, keyed by parameter name).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from trainer import collectives
 from trainer.checkpoint import CheckpointStore
 from trainer.config import Hparams, TrainConfig
 from trainer.distributed import DistEnv, device_mesh, process_group, read_process_env
-from trainer.loop import Session, data_rank, train_step
+from trainer.loop import Session, data_rank, load_state, train_step
 from trainer.models.factory import build_model
-from trainer.parallel import load_sharded_state, model_weights, sharded_state, wrap
+from trainer.parallel import full_state, model_weights, sharded_state, wrap
 from trainer.precision import resolve_precision
 
 SEQ = 64  # gpt-tiny's sequence length
@@ -93,6 +94,7 @@ def main() -> None:
     parser.add_argument("--save-at", type=int, default=None)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--checkpoints", default=None)
+    parser.add_argument("--optimizer", action="store_true", help="also write optimizer.pt (the whole AdamW state)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     env = read_process_env(os.environ)
@@ -120,7 +122,7 @@ def main() -> None:
             assert store is not None
             step = store.latest()
             assert step is not None, "no checkpoint to resume"
-            load_sharded_state(s.wrapped, lambda state: store.load_shards(step, state))
+            load_state(s, store, step, store.record(step))
             first = step
         last = args.save_at if args.save_at is not None else args.steps
         losses = []
@@ -131,6 +133,7 @@ def main() -> None:
             assert store is not None
             store.save(args.save_at, sharded_state(s.wrapped), record(args.save_at), {})
         weights = model_weights(s.wrapped)
+        optimizer = full_state(s.wrapped)[1] if args.optimizer else None
         if env.is_main:
             args.out.mkdir(parents=True, exist_ok=True)
             split = config.batch_split(env.world_size).to_dict()
@@ -138,6 +141,8 @@ def main() -> None:
             document = {"losses": losses, "first_step": first, "split": split, "layout": layout}
             (args.out / "result.json").write_text(json.dumps(document))
             torch.save(weights, args.out / "weights.pt")
+            if optimizer is not None:
+                torch.save(optimizer, args.out / "optimizer.pt")
         collectives.barrier()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.checkpoint_contract import exercise_checkpoint_store, save
 from trainer.checkpoint import CheckpointStore
@@ -84,3 +85,33 @@ def test_commit_records_written_before_work_lost_was_kept_still_resume() -> None
     del older["epochs"]
     with pytest.raises(ValueError, match="lacks \\['epochs'\\]"):
         CommitRecord.from_dict(older, "commit.json")
+
+
+@pytest.mark.parametrize(
+    ("format_", "task", "reordered"),
+    [(3, "causal-lm", False), (2, "causal-lm", True), (2, "tabular-classification", False)],
+)
+def test_a_format_2_causal_lm_record_reorders_its_qkv_rows_head_major(format_: int, task: str, reordered: bool) -> None:
+    """The earlier trainer's causal-lm checkpoints hold qkv rows query-key-value-major: their record is read, and
+    says how to reorder them (every other tensor is left as it is)."""
+    from tests.checkpoint_contract import record
+    from trainer.checkpoint import CommitRecord
+
+    data = {**record(40).to_dict(), "format": format_, "config": {"task": task}}
+    upgrade = CommitRecord.from_dict(data, "commit.json").upgrade(n_head=2)
+    assert (upgrade is not None) == reordered
+    if upgrade is not None:
+        qkv, other = torch.arange(24.0).view(12, 2), torch.arange(6.0)
+        # 2 heads of 2 rows: q0 q1 k0 k1 v0 v1 (2 rows each) -> head 0's q k v, then head 1's
+        head_major = qkv[[0, 1, 4, 5, 8, 9, 2, 3, 6, 7, 10, 11]]
+        assert torch.equal(upgrade("blocks.3.attn.qkv.weight", qkv), head_major)
+        assert torch.equal(upgrade("blocks.3.attn.qkv.bias", qkv[:, 0]), head_major[:, 0])
+        assert torch.equal(upgrade("blocks.3.attn.proj.bias", other), other)
+
+
+def test_a_commit_record_of_an_unknown_format_is_refused() -> None:
+    from tests.checkpoint_contract import record
+    from trainer.checkpoint import CommitRecord
+
+    with pytest.raises(ValueError, match=r"format 2 or 3 .* it has format 1"):
+        CommitRecord.from_dict({**record(40).to_dict(), "format": 1}, "commit.json")
