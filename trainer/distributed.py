@@ -312,6 +312,15 @@ def backend_for(cuda_available: bool) -> str:
     return "nccl" if cuda_available else "gloo"
 
 
+def _every_group() -> list[Any]:
+    """Every process group this process has made (torch keeps them in its private `_world.pg_map`; [] where a
+    later torch moves it: the world group is still held)."""
+    import torch.distributed.distributed_c10d as c10d
+
+    world = getattr(c10d, "_world", None)
+    return list(getattr(world, "pg_map", {}) or {})
+
+
 @contextlib.contextmanager
 def process_group(env: DistEnv) -> Iterator[str]:
     """Join the job's process group (when there is more than one process) and always leave it; yields the device.
@@ -345,5 +354,9 @@ def process_group(env: DistEnv) -> Iterator[str]:
         # the group and join gloo's worker threads while one of them waits for the GIL to free the last collective's
         # tensors: a deadlock, one process never exiting. Held here to the end, the group goes last, from its Python
         # handle, which lets go of the GIL first (docs/decisions/free-ddp-before-its-process-group.md).
+        # The same holds for every group made after it (a DeviceMesh's dimensions, the pipeline's tied-embedding
+        # pairs, the host group): DTensors, FSDP and pipeline stages hold them, and the session may be freed after
+        # this block. Their handles are kept too, so each goes last, from Python, without the GIL.
+        _LEFT_GROUPS.extend(_every_group())
         _LEFT_GROUPS.append(dist.group.WORLD)
         dist.destroy_process_group()
