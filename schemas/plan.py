@@ -175,8 +175,8 @@ class Plan:
     """Where the step time came from (a prior, measured points, a measured run or canary, the team's declaration)."""
     tensor_parallel: int = 1
     """GPUs of one machine that split each transformer block's heads and MLP columns (the trainer's
-    --tensor-parallel, a team's LANDFALL_TENSOR_PARALLEL); 1 = none. Written to the dict only when above 1 (a plan
-    without a layout reads as it did before the field), read as 1 where absent."""
+    --tensor-parallel, a team's LANDFALL_TENSOR_PARALLEL); 1 = none. Always written beside strategy (1 when unused);
+    read as 1 from plans recorded before it."""
     pipeline_parallel: int = 1
     """Pipeline stages the blocks are split into, across machines (the trainer's --pipeline-parallel, a team's
     LANDFALL_PIPELINE_PARALLEL); 1 = none."""
@@ -264,6 +264,8 @@ class Plan:
         return {
             "schema_version": self.schema_version,
             "strategy": self.strategy,
+            "tensor_parallel": self.tensor_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
             "precision": self.precision,
             "machine_type": self.machine_type,
             "accelerator_type": self.accelerator_type,
@@ -297,8 +299,6 @@ class Plan:
             "reasons": list(self.reasons),
         } | (
             ({"reservation": self.reservation} if self.reservation else {})
-            | ({"tensor_parallel": self.tensor_parallel} if self.tensor_parallel > 1 else {})
-            | ({"pipeline_parallel": self.pipeline_parallel} if self.pipeline_parallel > 1 else {})
             | ({"checkpoint_every_steps": self.checkpoint_every_steps} if self.checkpoint_every_steps else {})
             | ({"checkpoint_every_seconds": self.checkpoint_every_seconds} if self.checkpoint_every_seconds else {})
             | (

@@ -248,13 +248,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return _print_custom_job(request, outcome, settings, args.format, deployed=bool(args.project))
     if args.json:
         if outcome.plan is not None:
-            plan = outcome.plan
-            # the layout beside the strategy, 1 when unused (the stored record leaves 1 out)
-            layout = {"tensor_parallel": plan.tensor_parallel, "pipeline_parallel": plan.pipeline_parallel}
-            shown = {k: v for k, v in plan.to_dict().items() if k not in layout}
-            at = list(shown).index("strategy") + 1
-            items = list(shown.items())
-            print(json.dumps(dict(items[:at] + list(layout.items()) + items[at:]), indent=2))
+            print(json.dumps(outcome.plan.to_dict(), indent=2))
         else:
             print(json.dumps({"rejection": outcome.rejection, "objective": outcome.objective}, indent=2))
         return 0 if outcome.plan is not None else 1
