@@ -115,10 +115,6 @@ class Constraints:
     """Pin the GPUs per machine; 0 = the planner chooses (fixed by the machine type except on N1)."""
     replica_count: int = 0
     """Pin the number of machines (nodes); 0 = the planner chooses."""
-    tensor_parallel: int = 0
-    """Pin the tensor-parallel degree inside each machine (1 = none); 0 = the planner chooses."""
-    pipeline_parallel: int = 0
-    """Pin the pipeline stages across machines (1 = none); 0 = the planner chooses."""
     reservation: str = ""
     """Run on this Compute Engine reservation (a name the deployment declares in LANDFALL_RESERVATIONS): its machines
     count as already paid for and the job consumes it through reservationAffinity; "" = none named (a declared
@@ -127,6 +123,10 @@ class Constraints:
     """The objective among plans that meet every limit above: "cheapest", "fastest", or a value of time in US
     dollars per hour as a string ("25": least cost + $25 x wall hours, start-up included); "" = the default value
     of time (functions/planning/data/assumptions.json, docs/planning.md, "How the objective is chosen")."""
+    tensor_parallel: int = 0
+    """Pin the tensor-parallel degree inside each machine (1 = none); 0 = the planner chooses."""
+    pipeline_parallel: int = 0
+    """Pin the pipeline stages across machines (1 = none); 0 = the planner chooses."""
 
 
 @dataclass(frozen=True)
