@@ -20,6 +20,7 @@ from functions.planning.performance import GBIT, comm_seconds, reduction_server_
 from functions.planning.quotas import QuotaTable
 from functions.planning.reservations import Reservation
 from functions.planning.throughput import curve_rows, hinge_terms
+from schemas.plan import layout_text
 from schemas.vertex_jobs import load_vertex_jobs
 from schemas.vocabulary import (
     CONSUMPTION_MODE_TERMS,
@@ -69,10 +70,7 @@ def variant_title(v: int) -> str:
     """A variant in words: its strategy's title, with its model-parallel layout ("FSDP, tensor parallel 8 x 4
     pipeline stages")."""
     title = STRATEGY_TITLES[STRATEGIES[int(VARIANT_STRATEGY[v])]]
-    t, p = int(VARIANT_TENSOR[v]), int(VARIANT_PIPELINE[v])
-    parts = [f"tensor parallel {t}"] if t > 1 else []
-    parts += [f"{p} pipeline stages"] if p > 1 else []
-    return f"{title}, {' x '.join(parts)}" if parts else title
+    return layout_text(title, int(VARIANT_TENSOR[v]), int(VARIANT_PIPELINE[v]))
 
 
 NO_END_OF_SUPPORT = 10**9

@@ -15,6 +15,7 @@ from functions.planning.space import DATA_VARIANTS, VARIANT_PIPELINE, VARIANT_SE
 from schemas.plan import Plan
 from schemas.vocabulary import STRATEGIES
 from tests.unit.planning.outcomes import chosen
+from tests.unit.planning.test_layouts import CASES as LAYOUT_CASES
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 LM = PlanInput(task="causal-lm", preset="gpt-124m", dataset_bytes=10**9, epochs=1, batch_size=64, prefer="cheapest")
@@ -146,15 +147,7 @@ def test_past_runs_step_counts_correct_the_models_count_for_the_workloads_data()
     assert "modelled: step time" in notes
 
 
-LAYOUT_70B = PlanInput(
-    task="causal-lm",
-    preset="gpt-70b",
-    dataset_bytes=2 * 10**9,
-    batch_size=64,
-    machine_type="a3-highgpu-8g",
-    replica_count=4,
-    prefer="fastest",
-)
+LAYOUT_70B = LAYOUT_CASES["70b_four_h100_machines"]  # planned tensor parallel 8 x 4 pipeline stages
 
 
 def test_a_step_measured_under_a_layout_is_compared_with_that_layouts_modelled_step():
