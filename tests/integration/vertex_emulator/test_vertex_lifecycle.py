@@ -217,6 +217,8 @@ def test_delete_removes_an_ended_job_and_refuses_a_running_one(vertex, tmp_path:
     running = vertex.client.create_custom_job(
         parent=PARENT, custom_job=probe_job([probe_pool(tmp_path, "--sleep", "60")])
     )
+    # running, its replica started (on a loaded machine a job cancelled while still pending never starts one)
+    vertex.wait_state(running.name, JobState.JOB_STATE_RUNNING)
     with pytest.raises(FailedPrecondition, match="Cancel it first"):
         vertex.client.delete_custom_job(name=running.name)
     vertex.client.cancel_custom_job(name=running.name)
